@@ -1,0 +1,74 @@
+// Diagnostics: planc's errors with stable codes, naming the file, graph, node and op they concern.
+/** Stable error codes. Add new ones at the end of a group; never renumber. */
+export const CODES = {
+  // reading files
+  PLANC_E001: 'not an ONNX model (truncated or not protobuf)',
+  PLANC_E002: 'external data file missing',
+  PLANC_E003: 'external data out of range',
+  PLANC_E004: 'unsupported dtype',
+  PLANC_E005: 'unsupported operators',
+  PLANC_E006: 'file not found',
+  PLANC_E007: 'malformed tensor',
+  PLANC_E008: 'malformed model',
+  PLANC_E009: 'not a seq2seq model directory',
+  // IR verification
+  PLANC_E101: 'graph has a cycle',
+  PLANC_E102: 'dangling input (value never defined)',
+  PLANC_E103: 'value defined twice',
+  PLANC_E104: 'dtype mismatch',
+  PLANC_E105: 'shape mismatch',
+  PLANC_E106: 'graph output not defined',
+  // inference and evaluation
+  PLANC_E201: 'shape inference failed',
+  PLANC_E202: 'evaluation failed',
+  PLANC_E203: 'bad attribute',
+  PLANC_E204: 'bad feed',
+  // command line
+  PLANC_E301: 'bad command-line usage',
+} as const;
+
+export type Code = keyof typeof CODES;
+
+/** Where a diagnostic points in the user's model. */
+export interface Where {
+  file?: string;
+  graph?: string;
+  node?: string;
+  op?: string;
+  stage?: string;
+}
+
+export class PlancError extends Error {
+  readonly code: Code;
+  readonly where: Where;
+  constructor(code: Code, message: string, where: Where = {}) {
+    super(`${code}: ${message}${formatWhere(where)}`);
+    this.name = 'PlancError';
+    this.code = code;
+    this.where = where;
+  }
+}
+
+function formatWhere(w: Where): string {
+  const parts: string[] = [];
+  if (w.file) parts.push(`file ${w.file}`);
+  if (w.graph) parts.push(`graph ${w.graph}`);
+  if (w.node !== undefined) parts.push(`node '${w.node}'${w.op ? ` (${w.op})` : ''}`);
+  else if (w.op) parts.push(`op ${w.op}`);
+  if (w.stage) parts.push(`during ${w.stage}`);
+  return parts.length ? ` [${parts.join(', ')}]` : '';
+}
+
+/** Collects several diagnostics before failing, so one run reports every problem. */
+export class Diagnostics {
+  readonly errors: PlancError[] = [];
+  add(e: PlancError): void { this.errors.push(e); }
+  get ok(): boolean { return this.errors.length === 0; }
+  /** Throws the only error, or one error listing all of them under the first one's code. */
+  throwIfAny(): void {
+    if (this.errors.length === 0) return;
+    if (this.errors.length === 1) throw this.errors[0];
+    const first = this.errors[0]!;
+    throw new PlancError(first.code, `${this.errors.length} problems:\n  ${this.errors.map((e) => e.message).join('\n  ')}`);
+  }
+}

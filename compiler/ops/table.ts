@@ -1,0 +1,29 @@
+// The operator table: op type (and domain, opset) → handler. Every family file contributes its handlers here.
+import type { OpHandler } from './types.ts';
+import { ELEMENTWISE_OPS } from './elementwise.ts';
+import { MOVEMENT_OPS } from './movement.ts';
+import { MATH_OPS } from './math.ts';
+import { ATTENTION_OPS } from './attention.ts';
+import { CONTROL_OPS } from './control.ts';
+import { CONV_OPS } from './conv.ts';
+
+const ALL: OpHandler[] = [...ELEMENTWISE_OPS, ...MOVEMENT_OPS, ...MATH_OPS, ...ATTENTION_OPS, ...CONTROL_OPS, ...CONV_OPS];
+
+const BY_KEY = new Map<string, OpHandler[]>();
+for (const h of ALL) {
+  const key = `${h.domain ?? ''}:${h.op}`;
+  const list = BY_KEY.get(key) ?? [];
+  list.push(h);
+  BY_KEY.set(key, list);
+}
+
+/** The handler for an op at an opset, or undefined when planc does not support it there. */
+export function findHandler(domain: string, op: string, opset: number): OpHandler | undefined {
+  const d = domain === 'ai.onnx' ? '' : domain;
+  return BY_KEY.get(`${d}:${op}`)?.find((h) => (h.since ?? 1) <= opset && opset < (h.until ?? Infinity));
+}
+
+/** Every supported op key ('' domain → bare name), for reports. */
+export function supportedOps(): string[] {
+  return [...BY_KEY.keys()].map((k) => (k.startsWith(':') ? k.slice(1) : k)).sort();
+}
