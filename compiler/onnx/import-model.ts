@@ -1,0 +1,151 @@
+// Reads .onnx files and Hugging Face seq2seq folders into one Model whose graphs share deduplicated weights.
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { PlancError } from '../diagnostics.ts';
+import type { DecodingFacts, Graph, Model } from '../ir.ts';
+import { findHandler } from '../ops/table.ts';
+import { WeightStore } from '../weights.ts';
+import { importGraph } from './import-graph.ts';
+import { num, onnx, type OnnxTypes } from './proto.ts';
+
+/** The graph files of a Hugging Face seq2seq export, by planc graph name. */
+export const SEQ2SEQ_FILES: Record<string, string> = {
+  encoder: 'encoder_model.onnx',
+  decoder: 'decoder_model.onnx',
+  decoder_with_past: 'decoder_with_past_model.onnx',
+  decoder_merged: 'decoder_model_merged.onnx',
+};
+
+export interface ImportOptions {
+  /** Import even when operators are unsupported (inspect lists them instead of failing). */
+  allowUnsupported?: boolean;
+}
+
+/** Reads and decodes a ModelProto, with clear errors for missing, truncated or non-ONNX files. */
+export function readModelProto(file: string): OnnxTypes.ModelProto {
+  if (!fs.existsSync(file)) throw new PlancError('PLANC_E006', `no such file: ${file}`, { file });
+  if (fs.statSync(file).isDirectory()) throw new PlancError('PLANC_E006', `expected a .onnx file, got a folder: ${file}`, { file });
+  const bytes = fs.readFileSync(file);
+  let m: OnnxTypes.ModelProto;
+  try {
+    m = onnx.ModelProto.decode(bytes);
+  } catch (e) {
+    throw new PlancError('PLANC_E001', `cannot decode ${file} as an ONNX ModelProto (${(e as Error).message}); the file is truncated or not ONNX`, { file });
+  }
+  if (!m.graph || num(m.irVersion) <= 0 || (m.opsetImport ?? []).length === 0) {
+    throw new PlancError('PLANC_E001', `${file} is not an ONNX model (no graph, IR version or opset import)`, { file });
+  }
+  return m;
+}
+
+function opsetsOf(m: OnnxTypes.IModelProto): Record<string, number> {
+  const o: Record<string, number> = {};
+  for (const imp of m.opsetImport ?? []) o[imp.domain === 'ai.onnx' ? '' : imp.domain ?? ''] = num(imp.version);
+  return o;
+}
+
+/** Imports one .onnx file as a Model with a single graph named `main`. */
+export function importOnnxFile(file: string, opts: ImportOptions = {}): Model {
+  const store = new WeightStore();
+  const proto = readModelProto(file);
+  const graph = importGraph(proto.graph!, { src: { file, external: new Map() }, weights: store }, 'main');
+  const model = assemble(new Map([['main', graph]]), store, opsetsOf(proto), proto, { main: file }, {});
+  if (!opts.allowUnsupported) checkSupported(model);
+  return model;
+}
+
+/** Imports a Hugging Face seq2seq export folder: encoder, decoder, decoder_with_past (and merged decoder when present). */
+export function importSeq2SeqDir(dir: string, opts: ImportOptions = {}): Model {
+  const present = Object.entries(SEQ2SEQ_FILES).filter(([, f]) => fs.existsSync(path.join(dir, f)));
+  if (!present.some(([g]) => g === 'encoder') || !present.some(([g]) => g.startsWith('decoder'))) {
+    throw new PlancError('PLANC_E009', `${dir} is not a seq2seq model folder: it needs ${SEQ2SEQ_FILES.encoder} and a decoder (${SEQ2SEQ_FILES.decoder}, ${SEQ2SEQ_FILES.decoder_with_past} or ${SEQ2SEQ_FILES.decoder_merged})`, { file: dir });
+  }
+  const store = new WeightStore();
+  const external = new Map<string, Buffer>();
+  const graphs = new Map<string, Graph>();
+  const sources: Record<string, string> = {};
+  let opsets: Record<string, number> | undefined;
+  let first: OnnxTypes.ModelProto | undefined;
+  for (const [g, f] of present) {
+    const file = path.join(dir, f);
+    const proto = readModelProto(file);
+    const o = opsetsOf(proto);
+    if (opsets && (o[''] ?? 0) !== (opsets[''] ?? 0)) {
+      throw new PlancError('PLANC_E008', `${f} uses opset ${o['']} but ${present[0]![1]} uses opset ${opsets['']}: planc needs one opset per model`, { file });
+    }
+    opsets = { ...o, ...opsets };
+    first ??= proto;
+    graphs.set(g, importGraph(proto.graph!, { src: { file, external }, weights: store }, g));
+    sources[g] = file;
+  }
+  const model = assemble(graphs, store, opsets!, first!, sources, readDecodingFacts(dir));
+  if (!opts.allowUnsupported) checkSupported(model);
+  return model;
+}
+
+/** A .onnx file or a seq2seq folder. */
+export function importModel(p: string, opts: ImportOptions = {}): Model {
+  if (!fs.existsSync(p)) throw new PlancError('PLANC_E006', `no such file or folder: ${p}`, { file: p });
+  return fs.statSync(p).isDirectory() ? importSeq2SeqDir(p, opts) : importOnnxFile(p, opts);
+}
+
+function assemble(graphs: Map<string, Graph>, store: WeightStore, opsets: Record<string, number>, proto: OnnxTypes.IModelProto,
+  sources: Record<string, string>, decoding: DecodingFacts): Model {
+  return {
+    graphs, weights: store.weights, opsets, irVersion: num(proto.irVersion), producer: proto.producerName ?? undefined,
+    decoding, sources, storedWeightBytes: store.storedBytes,
+  };
+}
+
+/** Decoding facts from config.json and generation_config.json (the latter wins). */
+export function readDecodingFacts(dir: string): DecodingFacts {
+  const facts: DecodingFacts = {};
+  for (const f of ['config.json', 'generation_config.json']) {
+    const p = path.join(dir, f);
+    if (!fs.existsSync(p)) continue;
+    let j: Record<string, unknown>;
+    try {
+      j = JSON.parse(fs.readFileSync(p, 'utf8'));
+    } catch (e) {
+      throw new PlancError('PLANC_E008', `${f} is not valid JSON: ${(e as Error).message}`, { file: p });
+    }
+    const int = (k: string) => (typeof j[k] === 'number' ? (j[k] as number) : Array.isArray(j[k]) && typeof (j[k] as unknown[])[0] === 'number' ? (j[k] as number[])[0] : undefined);
+    facts.decoderStartId = int('decoder_start_token_id') ?? facts.decoderStartId;
+    facts.eosId = int('eos_token_id') ?? facts.eosId;
+    facts.padId = int('pad_token_id') ?? facts.padId;
+    facts.bosId = int('bos_token_id') ?? facts.bosId;
+    facts.unkId = int('unk_token_id') ?? facts.unkId;
+    facts.vocabSize = int('vocab_size') ?? facts.vocabSize;
+    facts.maxLength = int('max_length') ?? facts.maxLength;
+  }
+  return facts;
+}
+
+/** Every (domain, op) in a graph and its subgraphs that has no handler at the model's opset. */
+export function unsupportedOps(model: Model): Map<string, string[]> {
+  const missing = new Map<string, string[]>();
+  const visit = (g: Graph) => {
+    for (const n of g.nodes) {
+      const opset = model.opsets[n.domain] ?? (n.domain === '' ? 1 : 1);
+      if (!findHandler(n.domain, n.op, opset)) {
+        const key = n.domain ? `${n.domain}.${n.op}` : n.op;
+        missing.set(key, [...(missing.get(key) ?? []), `${g.name}/${n.name}`]);
+      }
+      for (const a of Object.values(n.attrs)) {
+        if (a.kind === 'graph') visit(a.value);
+        if (a.kind === 'graphs') a.value.forEach(visit);
+      }
+    }
+  };
+  for (const g of model.graphs.values()) visit(g);
+  return missing;
+}
+
+/** Fails with one message listing every unsupported operator and where it is used. */
+export function checkSupported(model: Model): void {
+  const missing = unsupportedOps(model);
+  if (missing.size === 0) return;
+  const lines = [...missing].map(([op, at]) => `${op} (opset ${model.opsets[op.includes('.') ? op.slice(0, op.lastIndexOf('.')) : ''] ?? '?'}) at ${at.slice(0, 3).join(', ')}${at.length > 3 ? ` and ${at.length - 3} more` : ''}`);
+  const file = Object.values(model.sources).join(', ');
+  throw new PlancError('PLANC_E005', `unsupported operators: ${[...missing.keys()].join(', ')}\n  ${lines.join('\n  ')}`, { file });
+}
