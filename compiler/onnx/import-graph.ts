@@ -4,11 +4,15 @@ import { PlancError } from '../diagnostics.ts';
 import type { Attr, Graph, Node, Value, ValueType } from '../ir.ts';
 import { sym, type Dim } from '../symbolic.ts';
 import type { Tensor } from '../tensor.ts';
+import { sortTopologically } from '../verify.ts';
 import type { WeightStore } from '../weights.ts';
 import { num, onnx, type OnnxTypes } from './proto.ts';
 import { rawBytesOf, tensorFromProto, type TensorSource } from './tensor-proto.ts';
 
 const AT = onnx.AttributeProto.AttributeType;
+
+/** planc writes a node's origin into its doc_string with this prefix when it differs from the node name. */
+export const ORIGIN_PREFIX = 'planc.origin:';
 
 export interface ImportCtx {
   src: TensorSource;
@@ -52,7 +56,9 @@ export function importGraph(gp: OnnxTypes.IGraphProto, ctx: ImportCtx, name = gp
     for (const o of node.outputs) if (o && !values.has(o)) values.set(o, { name: o });
     nodes.push(node);
   });
-  return { name, inputs, outputs: (gp.output ?? []).map((o) => o.name ?? ''), nodes, values, initializers };
+  const graph: Graph = { name, inputs, outputs: (gp.output ?? []).map((o) => o.name ?? ''), nodes, values, initializers };
+  sortTopologically(graph, ctx.src.file);
+  return graph;
 }
 
 function importNode(np: OnnxTypes.INodeProto, index: number, used: Set<string>, ctx: ImportCtx, where: { file: string; graph: string }): Node {
@@ -65,7 +71,9 @@ function importNode(np: OnnxTypes.INodeProto, index: number, used: Set<string>, 
   for (const ap of np.attribute ?? []) {
     attrs[ap.name ?? ''] = importAttr(ap, ctx, { ...where, node: name, op });
   }
-  return { name, op, domain, inputs: [...(np.input ?? [])], outputs: [...(np.output ?? [])], attrs, origin: [np.name || name] };
+  const doc = np.docString ?? '';
+  const origin = doc.startsWith(ORIGIN_PREFIX) ? doc.slice(ORIGIN_PREFIX.length).split(',') : [np.name || name];
+  return { name, op, domain, inputs: [...(np.input ?? [])], outputs: [...(np.output ?? [])], attrs, origin };
 }
 
 function importAttr(ap: OnnxTypes.IAttributeProto, ctx: ImportCtx, where: { file: string; graph: string; node: string; op: string }): Attr {

@@ -4,6 +4,7 @@ import * as path from 'node:path';
 import { PlancError } from '../diagnostics.ts';
 import type { DecodingFacts, Graph, Model } from '../ir.ts';
 import { findHandler } from '../ops/table.ts';
+import { verifyModel } from '../verify.ts';
 import { WeightStore } from '../weights.ts';
 import { importGraph } from './import-graph.ts';
 import { num, onnx, type OnnxTypes } from './proto.ts';
@@ -50,6 +51,7 @@ export function importOnnxFile(file: string, opts: ImportOptions = {}): Model {
   const proto = readModelProto(file);
   const graph = importGraph(proto.graph!, { src: { file, external: new Map() }, weights: store }, 'main');
   const model = assemble(new Map([['main', graph]]), store, opsetsOf(proto), proto, { main: file }, {});
+  verifyModel(model, { types: false });
   if (!opts.allowUnsupported) checkSupported(model);
   return model;
 }
@@ -79,6 +81,7 @@ export function importSeq2SeqDir(dir: string, opts: ImportOptions = {}): Model {
     sources[g] = file;
   }
   const model = assemble(graphs, store, opsets!, first!, sources, readDecodingFacts(dir));
+  verifyModel(model, { types: false });
   if (!opts.allowUnsupported) checkSupported(model);
   return model;
 }
