@@ -1,6 +1,6 @@
 #!/usr/bin/env node
-// planc command-line entry: registers the TypeScript loader and runs cli/main.ts.
-import { register } from 'node:module';
-import { pathToFileURL } from 'node:url';
-register('tsx/esm', pathToFileURL('./'));
+// planc command-line entry: registers the TypeScript loader (tsx) and runs cli/main.ts.
+import { register } from 'tsx/esm/api';
+
+register();
 await import('../cli/main.ts');

@@ -145,3 +145,35 @@ export function dimProduct(s: readonly Dim[]): Dim {
 let unknownCounter = 0;
 /** A fresh symbol for a dimension inference cannot determine (data-dependent sizes such as NonZero's count). */
 export function unknownDim(): Sym { return sym(`unk${unknownCounter++}`); }
+
+/**
+ * Parses a dim_param such as `batch`, `past_decoder_sequence_length + 1` or `2*seq` into a Dim. Anything that is
+ * not a sum of products of names and integers stays one atom named by the trimmed text.
+ */
+export function parseDim(text: string): Dim {
+  const tokens = text.match(/[A-Za-z_][\w.]*|\d+|[+\-*]|\S/g) ?? [];
+  let pos = 0;
+  const atom = (): Dim | undefined => {
+    const t = tokens[pos++];
+    if (t === undefined) return undefined;
+    if (/^\d+$/.test(t)) return Number(t);
+    if (/^[A-Za-z_]/.test(t)) return sym(t);
+    return undefined;
+  };
+  const product = (): Dim | undefined => {
+    let d = atom();
+    while (d !== undefined && tokens[pos] === '*') { pos++; const r = atom(); d = r === undefined ? undefined : dimMul(d, r); }
+    return d;
+  };
+  let sign = 1;
+  if (tokens[pos] === '-') { sign = -1; pos++; }
+  let acc = product();
+  if (acc !== undefined && sign < 0) acc = dimNeg(acc);
+  while (acc !== undefined && pos < tokens.length) {
+    const op = tokens[pos++];
+    const r = product();
+    if (r === undefined || (op !== '+' && op !== '-')) { acc = undefined; break; }
+    acc = op === '+' ? dimAdd(acc, r) : dimSub(acc, r);
+  }
+  return acc ?? sym(text.trim());
+}

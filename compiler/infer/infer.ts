@@ -68,7 +68,9 @@ export function inferGraph(model: Model, graph: Graph, opts: InferOptions, diags
     const ctx: InferContext = {
       ...base,
       inferSubgraph: (g) => {
-        const sub = inferGraph(model, g, { annotate: opts.annotate }, diags, scope);
+        const local = new Diagnostics();
+        const sub = inferGraph(model, g, { annotate: opts.annotate }, local, scope);
+        local.throwIfAny();
         return g.outputs.map((o) => {
           const f = sub.get(o) ?? scope.get(o);
           if (!f) return base.fail(`subgraph ${g.name} output '${o}' has no type`);

@@ -2,7 +2,7 @@
 import { dtypeFromOnnx, onnxDtypeName } from '../dtype.ts';
 import { PlancError } from '../diagnostics.ts';
 import type { Attr, Graph, Node, Value, ValueType } from '../ir.ts';
-import { sym, type Dim } from '../symbolic.ts';
+import { parseDim, sym, type Dim } from '../symbolic.ts';
 import type { Tensor } from '../tensor.ts';
 import { sortTopologically } from '../verify.ts';
 import type { WeightStore } from '../weights.ts';
@@ -126,7 +126,7 @@ export function valueTypeFromProto(tp: OnnxTypes.ITypeProto | null | undefined, 
   const shape: Dim[] = (tt.shape.dim ?? []).map((d, i) => {
     const which = (d as { value?: string }).value;
     if (which === 'dimValue') return num(d.dimValue);
-    if (which === 'dimParam' && d.dimParam) return sym(d.dimParam);
+    if (which === 'dimParam' && d.dimParam) return parseDim(d.dimParam);
     return sym(`${what.replace(/^value '(.*)'$/, '$1')}_dim${i}`);
   });
   return { dtype, shape };

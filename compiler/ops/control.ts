@@ -12,6 +12,14 @@ function mergeTypes(ctx: { fail(m: string): never }, a: ValueType, b: ValueType,
   return { dtype: a.dtype, shape };
 }
 
+function tryInfer(f: () => ValueType[]): ValueType[] | Error {
+  try {
+    return f();
+  } catch (err) {
+    return err as Error;
+  }
+}
+
 const IF: OpHandler = {
   op: 'If',
   infer(ctx, inputs) {
@@ -23,8 +31,13 @@ const IF: OpHandler = {
       ctx.fail(`then_branch has ${thenG.outputs.length} outputs but else_branch has ${elseG.outputs.length}`);
     }
     if (cond.value) return ctx.inferSubgraph(cond.value.nums[0] ? thenG : elseG);
-    const t = ctx.inferSubgraph(thenG);
-    const e = ctx.inferSubgraph(elseG);
+    // The condition is only known at run time: a branch that cannot type-check for these shapes is the one
+    // never taken (exporters emit such dead branches), so the other one decides.
+    const t = tryInfer(() => ctx.inferSubgraph(thenG));
+    const e = tryInfer(() => ctx.inferSubgraph(elseG));
+    if (t instanceof Error && e instanceof Error) throw t;
+    if (t instanceof Error) return e as ValueType[];
+    if (e instanceof Error) return t;
     return t.map((x, i) => mergeTypes(ctx, x, e[i]!, i));
   },
   eval(ctx, inputs) {

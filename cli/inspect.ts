@@ -1,0 +1,91 @@
+// `planc inspect MODEL [--json]`: graphs, I/O with symbolic shapes, opsets, op histogram, weights, unsupported ops.
+import type { Graph, Model } from '../compiler/ir.ts';
+import { importModel, unsupportedOps } from '../compiler/onnx/import-model.ts';
+import { typeStr } from '../compiler/printer.ts';
+import { parseArgs, type CommandSpec } from './args.ts';
+
+export const INSPECT: CommandSpec = {
+  name: 'inspect',
+  usage: 'planc inspect MODEL [--json]    MODEL: a .onnx file or a Hugging Face seq2seq folder',
+  flags: { json: 'boolean' },
+};
+
+export interface ModelReport {
+  model: string;
+  opsets: Record<string, number>;
+  graphs: { name: string; file: string; inputs: { name: string; type: string }[]; outputs: { name: string; type: string }[]; nodes: number; ops: Record<string, number>; initializers: number }[];
+  parameters: number;
+  storedParameters: number;
+  uniqueWeightBytes: number;
+  storedWeightBytes: number;
+  weightsShared: number;
+  unsupported: { op: string; nodes: string[] }[];
+  decoding: Model['decoding'];
+}
+
+function histogram(g: Graph, into: Record<string, number> = {}): Record<string, number> {
+  for (const n of g.nodes) {
+    const k = n.domain ? `${n.domain}.${n.op}` : n.op;
+    into[k] = (into[k] ?? 0) + 1;
+    for (const a of Object.values(n.attrs)) if (a.kind === 'graph') histogram(a.value, into);
+  }
+  return into;
+}
+
+export function modelReport(path: string, model: Model): ModelReport {
+  let parameters = 0;
+  let uniqueWeightBytes = 0;
+  for (const w of model.weights.values()) { parameters += w.tensor.size; uniqueWeightBytes += w.bytes; }
+  let storedParameters = 0;
+  const uses = new Map<string, number>();
+  for (const g of model.graphs.values()) for (const id of g.initializers.values()) {
+    storedParameters += model.weights.get(id)!.tensor.size;
+    uses.set(id, (uses.get(id) ?? 0) + 1);
+  }
+  const io = (g: Graph, names: string[]) => names.map((n) => ({ name: n, type: typeStr(g.values.get(n)?.type) }));
+  return {
+    model: path,
+    opsets: model.opsets,
+    graphs: [...model.graphs.values()].map((g) => ({
+      name: g.name, file: model.sources[g.name] ?? '', inputs: io(g, g.inputs), outputs: io(g, g.outputs),
+      nodes: g.nodes.length, ops: Object.fromEntries(Object.entries(histogram(g)).sort((a, b) => b[1] - a[1])), initializers: g.initializers.size,
+    })),
+    parameters, storedParameters, uniqueWeightBytes, storedWeightBytes: model.storedWeightBytes,
+    weightsShared: [...uses.values()].filter((n) => n > 1).length,
+    unsupported: [...unsupportedOps(model)].map(([op, nodes]) => ({ op, nodes })),
+    decoding: model.decoding,
+  };
+}
+
+const mb = (b: number) => `${(b / 1e6).toFixed(1)} MB`;
+
+export function formatReport(r: ModelReport): string {
+  const lines: string[] = [];
+  lines.push(`model ${r.model}`);
+  lines.push(`opsets: ${Object.entries(r.opsets).map(([d, v]) => `${d || 'ai.onnx'} ${v}`).join(', ')}`);
+  for (const g of r.graphs) {
+    lines.push('', `graph ${g.name}  (${g.file}; ${g.nodes} nodes, ${g.initializers} initializers)`);
+    for (const i of g.inputs) lines.push(`  in   ${i.name}: ${i.type}`);
+    for (const o of g.outputs) lines.push(`  out  ${o.name}: ${o.type}`);
+    lines.push(`  ops  ${Object.entries(g.ops).map(([k, v]) => `${k} ${v}`).join(', ')}`);
+  }
+  lines.push('');
+  lines.push(`parameters: ${r.parameters.toLocaleString('en-US')} unique (${r.storedParameters.toLocaleString('en-US')} as stored)`);
+  lines.push(`weights: ${mb(r.uniqueWeightBytes)} unique, ${mb(r.storedWeightBytes)} as stored in the files (${r.weightsShared} tensors shared between graphs)`);
+  const facts = Object.entries(r.decoding).filter(([, v]) => v !== undefined);
+  if (facts.length) lines.push(`decoding: ${facts.map(([k, v]) => `${k} ${v}`).join(', ')}`);
+  if (r.unsupported.length) {
+    lines.push(`unsupported operators (${r.unsupported.length}):`);
+    for (const u of r.unsupported) lines.push(`  ${u.op}: ${u.nodes.length} node(s), e.g. ${u.nodes.slice(0, 3).join(', ')}`);
+  } else lines.push('unsupported operators: none');
+  return lines.join('\n');
+}
+
+export function runInspect(argv: string[]): number {
+  const { positional, flags } = parseArgs(INSPECT, argv);
+  const target = positional[0]!;
+  const model = importModel(target, { allowUnsupported: true });
+  const report = modelReport(target, model);
+  console.log(flags.json ? JSON.stringify(report, null, 2) : formatReport(report));
+  return 0;
+}

@@ -1,0 +1,29 @@
+// planc's command-line entry: dispatches to one file per command; errors print their code and exit 2.
+import { PlancError } from '../compiler/diagnostics.ts';
+import { runInspect } from './inspect.ts';
+
+const COMMANDS: Record<string, { run: (argv: string[]) => number | Promise<number>; help: string }> = {
+  inspect: { run: runInspect, help: 'inspect MODEL [--json]     graphs, I/O, opsets, ops, weights, unsupported ops' },
+};
+
+function usage(): string {
+  return `usage: planc COMMAND [options] [--debug]\n\ncommands:\n${Object.values(COMMANDS).map((c) => `  ${c.help}`).join('\n')}`;
+}
+
+export async function main(argv: string[]): Promise<number> {
+  const debug = argv.includes('--debug');
+  const [cmd, ...rest] = argv;
+  if (!cmd || cmd === '--help' || cmd === '-h' || cmd === 'help') { console.log(usage()); return cmd ? 0 : 2; }
+  const c = COMMANDS[cmd];
+  if (!c) { console.error(`planc: unknown command '${cmd}'\n${usage()}`); return 2; }
+  try {
+    return await c.run(rest);
+  } catch (e) {
+    if (debug) console.error(e);
+    else if (e instanceof PlancError) console.error(`planc ${cmd}: ${e.message}`);
+    else console.error(`planc ${cmd}: internal error: ${(e as Error).message} (run with --debug for the stack)`);
+    return 2;
+  }
+}
+
+process.exitCode = await main(process.argv.slice(2));
