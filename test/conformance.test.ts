@@ -1,0 +1,37 @@
+// ONNX's conformance suite as a test: the node-test floor, no crashes, and every supported multi-node model passing.
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { sharedDir } from '../compiler/paths.ts';
+import { listTests, runTest, type TestResult } from './conformance/conformance.ts';
+
+const shared = sharedDir();
+const suites = shared ? path.join(shared, 'onnx-tests') : undefined;
+
+if (!suites || !fs.existsSync(suites)) {
+  console.log('conformance tests skipped: ../shared/onnx-tests is not here');
+} else {
+  const run = (suite: string): TestResult[] => listTests(path.join(suites, suite)).map(runTest);
+  const bad = (rs: TestResult[]) => rs.filter((r) => r.status === 'failed' || r.status === 'crashed').map((r) => `${r.name}: ${r.reason}`);
+
+  test('node tests: at least 1,150 pass, none crash', () => {
+    const rs = run('node');
+    const passed = rs.filter((r) => r.status === 'passed').length;
+    const crashed = rs.filter((r) => r.status === 'crashed');
+    assert.equal(crashed.map((r) => `${r.name}: ${r.reason}`), []);
+    assert.ok(passed >= 1150, `${passed} node tests passed; failures:\n${bad(rs).join('\n')}`);
+    // Tests planc supports must not regress: a failing supported test is a bug even above the floor.
+    assert.equal(bad(rs), []);
+  });
+
+  for (const suite of ['simple', 'pytorch-operator', 'pytorch-converted']) {
+    test(`${suite}: every test whose ops are supported passes`, () => {
+      const rs = run(suite);
+      assert.equal(bad(rs), []);
+      assert.ok(rs.some((r) => r.status === 'passed'), 'some tests ran');
+    });
+  }
+}
+
+test.run();
