@@ -1,7 +1,8 @@
-// Attention operators: ONNX Attention (opset 23/24) and RotaryEmbedding (opset 23): shape inference and evaluation.
+// Attention operators: Attention (opset 23/24), RotaryEmbedding (23), FlexAttention (preview) and LinearAttention (attention-linear.ts).
 import { isFloat, type DType, type NumArray } from '../dtype.ts';
 import { dimAdd, dimDiv, dimMod, dimMul, shapeStr, type Dim } from '../symbolic.ts';
 import { Tensor } from '../tensor.ts';
+import { LINEAR_ATTENTION_OPS } from './attention-linear.ts';
 import type { EvalContext, InferContext, InferInput, InferOutput, OpContext, OpHandler } from './types.ts';
 import { need } from './util.ts';
 
@@ -427,7 +428,96 @@ function cacheRows(ctx: EvalContext, cos: Tensor, sin: Tensor, pos: Tensor | und
   return rows;
 }
 
+// ---------------------------------------------------------------------------------------------------------------
+// FlexAttention (ai.onnx.preview): scaled dot-product attention on 4-D inputs with optional score/mask/prob graphs
+// ---------------------------------------------------------------------------------------------------------------
+
+function inferFlex(ctx: InferContext, inputs: (InferInput | undefined)[]): InferOutput[] {
+  const q = need(ctx, inputs, 0), k = need(ctx, inputs, 1), v = need(ctx, inputs, 2);
+  checkFloatTypes(ctx, q.dtype, k.dtype, v.dtype);
+  if (!q.shape || !k.shape || !v.shape) return [{ dtype: q.dtype }];
+  if (q.shape.length !== 4 || k.shape.length !== 4 || v.shape.length !== 4) ctx.fail(`Q, K and V must be 4-D, got ${shapeStr(q.shape)}, ${shapeStr(k.shape)}, ${shapeStr(v.shape)}`);
+  const d = attnDims(ctx, { isCausal: false, softcap: 0, qkMode: 0 }, q.shape, k.shape, v.shape);
+  checkHeadGroups(ctx, d);
+  return [{ dtype: q.dtype, shape: [d.batch, d.qHeads, d.qSeq, d.vHeadSize] }];
+}
+
+function evalFlex(ctx: EvalContext, inputs: (Tensor | undefined)[]): Tensor[] {
+  const q = need(ctx, inputs, 0), k = need(ctx, inputs, 1), v = need(ctx, inputs, 2);
+  checkFloatTypes(ctx, q.dtype, k.dtype, v.dtype);
+  if (q.rank !== 4) ctx.fail(`Q, K and V must be 4-D, got [${q.dims}]`);
+  const r = evalGeometry(ctx, { isCausal: false, softcap: 0, qkMode: 0 }, q, k, v);
+  const scale = ctx.has('scale') ? ctx.float('scale') : 1 / Math.sqrt(r.headSize);
+  const rows = r.batch * r.qHeads * r.qSeq;
+  const dims = [r.batch, r.qHeads, r.qSeq, r.kvSeq];
+  let scores = flexScores(q, k, r, scale);
+  scores = applyMod(ctx, 'score_mod', scores, q.dtype, dims);
+  scores = applyMod(ctx, 'mask_mod', scores, q.dtype, dims);
+  const probs = new Float64Array(scores.length);
+  for (let row = 0; row < rows; row++) {
+    const x = probs.subarray(row * r.kvSeq, (row + 1) * r.kvSeq);
+    x.set(scores.subarray(row * r.kvSeq, (row + 1) * r.kvSeq));
+    softmaxRow(x);
+  }
+  return [Tensor.fromNumbers(q.dtype, [r.batch, r.qHeads, r.qSeq, r.vHeadSize], flexOutput(applyMod(ctx, 'prob_mod', probs, q.dtype, dims), v, r))];
+}
+
+/** Q·Kᵀ·scale for every (batch, q head, query, key), with each kv head serving a contiguous group of q heads. */
+function flexScores(q: Tensor, k: Tensor, r: AttnRun, scale: number): Float64Array {
+  const reps = r.qHeads / r.kvHeads;
+  const qd = q.nums, kd = k.nums;
+  const scores = new Float64Array(r.batch * r.qHeads * r.qSeq * r.kvSeq);
+  for (let b = 0; b < r.batch; b++) {
+    for (let h = 0; h < r.qHeads; h++) {
+      const kBase = (b * r.kvHeads + Math.floor(h / reps)) * r.kvSeq * r.headSize;
+      for (let i = 0; i < r.qSeq; i++) {
+        const row = (b * r.qHeads + h) * r.qSeq + i;
+        const qOff = row * r.headSize;
+        for (let j = 0; j < r.kvSeq; j++) {
+          let s = 0;
+          for (let e = 0; e < r.headSize; e++) s += qd[qOff + e]! * kd[kBase + j * r.headSize + e]!;
+          scores[row * r.kvSeq + j] = s * scale;
+        }
+      }
+    }
+  }
+  return scores;
+}
+
+/** probs · V per (batch, q head). */
+function flexOutput(probs: Float64Array, v: Tensor, r: AttnRun): Float64Array {
+  const reps = r.qHeads / r.kvHeads;
+  const vd = v.nums;
+  const y = new Float64Array(r.batch * r.qHeads * r.qSeq * r.vHeadSize);
+  for (let b = 0; b < r.batch; b++) {
+    for (let h = 0; h < r.qHeads; h++) {
+      const vBase = (b * r.kvHeads + Math.floor(h / reps)) * r.kvSeq * r.vHeadSize;
+      for (let i = 0; i < r.qSeq; i++) {
+        const row = (b * r.qHeads + h) * r.qSeq + i;
+        for (let j = 0; j < r.kvSeq; j++) {
+          const p = probs[row * r.kvSeq + j]!;
+          for (let e = 0; e < r.vHeadSize; e++) y[row * r.vHeadSize + e] += p * vd[vBase + j * r.vHeadSize + e]!;
+        }
+      }
+    }
+  }
+  return y;
+}
+
+/**
+ * Applies one of FlexAttention's graph attributes to the [B, H, L, S] scores or probabilities (as a `dtype`
+ * tensor of `dims`). Running a graph on a given input needs subgraph inputs in EvalContext.runSubgraph, which
+ * planc's evaluator does not offer yet.
+ */
+function applyMod(ctx: EvalContext, name: string, x: Float64Array, dtype: DType, dims: number[]): Float64Array {
+  if (!ctx.has(name)) return x;
+  if (x.length !== dims.reduce((a, c) => a * c, 1)) ctx.fail(`internal: ${name} input of ${x.length} elements for [${dims}] ${dtype}`);
+  return ctx.fail(`the ${name} graph attribute is not supported yet (subgraphs cannot take inputs in planc's evaluator)`);
+}
+
 export const ATTENTION_OPS: OpHandler[] = [
   { op: 'Attention', since: 23, infer: inferAttention, eval: evalAttention },
   { op: 'RotaryEmbedding', since: 23, infer: inferRotary, eval: evalRotary },
+  ...LINEAR_ATTENTION_OPS,
+  { op: 'FlexAttention', domain: 'ai.onnx.preview', infer: inferFlex, eval: evalFlex },
 ];

@@ -110,7 +110,11 @@ function powKernel(a: NumArray, b: NumArray, y: NumArray, dtype: DType): void {
   if (isInt(dtype)) {
     for (let i = 0; i < y.length; i++) y[i] = truncInt(Math.pow(a[i]!, b[i]!));
   } else {
-    for (let i = 0; i < y.length; i++) y[i] = Math.pow(a[i]!, b[i]!);
+    for (let i = 0; i < y.length; i++) {
+      const x = a[i]!;
+      const e = b[i]!;
+      y[i] = e === 2 ? x * x : Math.pow(x, e); // x² is common (variance in decomposed LayerNorm)
+    }
   }
 }
 

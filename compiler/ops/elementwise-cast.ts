@@ -1,9 +1,8 @@
 // Type conversion and pass-through operators: Cast, CastLike, Identity, Dropout (with numpy's MT19937 for training mode).
 import { allocData, dtypeFromOnnx, isFloat, onnxDtypeName, type Data, type DType, type NumArray } from '../dtype.ts';
-import { roundBf16, roundF16 } from '../float16.ts';
 import type { Dim } from '../symbolic.ts';
 import { converter, Tensor } from '../tensor.ts';
-import { checkAccept, finish, isIntLike, required, symElems, symFits } from './elementwise-common.ts';
+import { checkAccept, f32ToBf16, f32ToF16, finish, isIntLike, required, symElems, symFits } from './elementwise-common.ts';
 import { roundHalfEven } from './elementwise-unary.ts';
 import type { InferInput, InferOutput, OpContext, OpHandler } from './types.ts';
 
@@ -96,7 +95,7 @@ export function castTensor(ctx: OpContext, x: Tensor, to: DType): Tensor {
   } else src = x.nums;
   if (to === 'float16' || to === 'bfloat16') {
     const exact = to === 'float16' ? toF16 : toBf16;
-    const fast = to === 'float16' ? roundF16 : roundBf16; // exact for values that are float32 already
+    const fast = to === 'float16' ? f32ToF16 : f32ToBf16; // for values that are float32 already
     const out = new Float32Array(n);
     for (let i = 0; i < n; i++) {
       const v = src[i]!;

@@ -1,6 +1,5 @@
 // Helpers private to the elementwise operators: dtype classes, broadcasting of operands, f16 rounding, symbolic elements.
 import { allocData, isFloat, isInt, type Data, type DType, type NumArray } from '../dtype.ts';
-import { roundBf16, roundF16 } from '../float16.ts';
 import type { Dim } from '../symbolic.ts';
 import { sizeOf, Tensor } from '../tensor.ts';
 import { broadcastShapes } from './util.ts';
@@ -141,11 +140,39 @@ function copyBlock(src: Data, srcOff: number, dst: Data, dstOff: number, block: 
   }
 }
 
+const F32 = new Float32Array(1);
+const U32 = new Uint32Array(F32.buffer);
+
+/** A float32 value rounded to float16 (nearest even; overflow to ±∞). Fast path of float16.ts's roundF16. */
+export function f32ToF16(v: number): number {
+  const a = Math.abs(v);
+  if (!(a >= 6.103515625e-5)) {
+    if (a !== a) return v;
+    // subnormal range: quantum 2^-24, rounded by adding 1.5·2^28 (whose ulp is 2^-24)
+    const r = v + 402653184 - 402653184;
+    return r === 0 && v < 0 ? -0 : r;
+  }
+  if (a >= 65520) return v > 0 ? Infinity : -Infinity;
+  F32[0] = v;
+  const b = U32[0]!;
+  U32[0] = (b + 0xfff + ((b >>> 13) & 1)) & 0xffffe000;
+  return F32[0]!;
+}
+
+/** A float32 value rounded to bfloat16 (nearest even). Fast path of float16.ts's roundBf16. */
+export function f32ToBf16(v: number): number {
+  if (v !== v) return v;
+  F32[0] = v;
+  const b = U32[0]!;
+  U32[0] = (b + 0x7fff + ((b >>> 16) & 1)) & 0xffff0000;
+  return F32[0]!;
+}
+
 /** Rounds an output array in place to the dtype where the typed array does not: float16, bfloat16, uint64 wrap. */
 export function finishData(dtype: DType, y: NumArray): void {
   const n = y.length;
-  if (dtype === 'float16') for (let i = 0; i < n; i++) y[i] = roundF16(y[i]!);
-  else if (dtype === 'bfloat16') for (let i = 0; i < n; i++) y[i] = roundBf16(y[i]!);
+  if (dtype === 'float16') for (let i = 0; i < n; i++) y[i] = f32ToF16(y[i]!);
+  else if (dtype === 'bfloat16') for (let i = 0; i < n; i++) y[i] = f32ToBf16(y[i]!);
   else if (dtype === 'uint64') {
     // negative results (Sub underflow) wrap; int64 is left alone: INT64_MAX is held as 2^63 and must stay large
     for (let i = 0; i < n; i++) if (y[i]! < 0) y[i] = y[i]! + 18446744073709551616;

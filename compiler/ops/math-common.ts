@@ -77,3 +77,16 @@ export function reducedShape<D extends Dim>(shape: readonly D[], axes: readonly 
   });
   return out;
 }
+
+/** Round half to even, as numpy's rint. */
+export function rint(v: number): number {
+  const r = Math.round(v);
+  return r - v === 0.5 && r % 2 !== 0 ? r - 1 : r;
+}
+
+/** Unidirectional broadcast test: can `from` be broadcast to `to`? */
+export function broadcastsTo(from: readonly number[], to: readonly number[]): boolean {
+  if (from.length > to.length) return false;
+  const off = to.length - from.length;
+  return from.every((d, i) => d === 1 || d === to[i + off]);
+}

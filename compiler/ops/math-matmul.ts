@@ -1,17 +1,17 @@
 // Matrix products: MatMul (numpy semantics), Gemm and MatMulInteger, on a blocked i/k/j float64 kernel.
-import type { DType, NumArray } from '../dtype.ts';
+import { INT_RANGE, type DType, type NumArray } from '../dtype.ts';
 import { dimStr, type Dim } from '../symbolic.ts';
 import { broadcastDims, broadcastIndex, sizeOf, Tensor } from '../tensor.ts';
-import { fromF64, requireNumeric, requireSameDtype } from './math-common.ts';
+import { broadcastsTo, fromF64, requireNumeric, requireSameDtype, rint, roundTo } from './math-common.ts';
 import type { InferOutput, OpContext, OpHandler } from './types.ts';
 import { broadcastShapes, need } from './util.ts';
 
-/** Columns per block: a [K, JB] slab of B stays in cache while every row of A passes over it. */
-const JB = 512;
+/** Columns per block: a [K, JB] slab of B stays in cache while the rows of A pass over it. */
+const JB = 1024;
 
 /**
- * out[m,n] += a[m,k] · b[k,n] for row-major slices starting at the given offsets.
- * Loop order j-block / i / k (unrolled by 4) / j, accumulating in float64.
+ * out[m,n] += a[m,k] · b[k,n] for row-major slices starting at the given offsets, accumulating in float64.
+ * Loop order: column block / i (4 rows at a time, sharing each load of B) / k (unrolled by 4) / j.
  */
 export function matmulInto(
   a: NumArray, aOff: number, b: NumArray, bOff: number,
@@ -19,23 +19,56 @@ export function matmulInto(
 ): void {
   for (let j0 = 0; j0 < n; j0 += JB) {
     const j1 = Math.min(n, j0 + JB);
-    for (let i = 0; i < m; i++) {
-      const aRow = aOff + i * k;
-      const oRow = oOff + i * n;
-      let p = 0;
-      for (; p + 4 <= k; p += 4) {
-        const a0 = a[aRow + p], a1 = a[aRow + p + 1], a2 = a[aRow + p + 2], a3 = a[aRow + p + 3];
-        const b0 = bOff + p * n, b1 = b0 + n, b2 = b1 + n, b3 = b2 + n;
-        for (let j = j0; j < j1; j++) {
-          out[oRow + j] += a0 * b[b0 + j] + a1 * b[b1 + j] + a2 * b[b2 + j] + a3 * b[b3 + j];
-        }
-      }
-      for (; p < k; p++) {
-        const av = a[aRow + p];
-        const bp = bOff + p * n;
-        for (let j = j0; j < j1; j++) out[oRow + j] += av * b[bp + j];
-      }
+    let i = 0;
+    for (; i + 4 <= m; i += 4) fourRows(a, aOff + i * k, b, bOff, k, n, out, oOff + i * n, j0, j1);
+    for (; i < m; i++) oneRow(a, aOff + i * k, b, bOff, k, n, out, oOff + i * n, j0, j1);
+  }
+}
+
+/** Rows r..r+3 of the product over columns [j0, j1): a0..a3 start at aRow (+k each), outputs at oRow (+n each). */
+function fourRows(a: NumArray, aRow: number, b: NumArray, bOff: number, k: number, n: number, out: Float64Array, oRow: number, j0: number, j1: number): void {
+  const r1 = aRow + k, r2 = r1 + k, r3 = r2 + k;
+  const o1 = oRow + n, o2 = o1 + n, o3 = o2 + n;
+  let p = 0;
+  for (; p + 4 <= k; p += 4) {
+    const a00 = a[aRow + p], a01 = a[aRow + p + 1], a02 = a[aRow + p + 2], a03 = a[aRow + p + 3];
+    const a10 = a[r1 + p], a11 = a[r1 + p + 1], a12 = a[r1 + p + 2], a13 = a[r1 + p + 3];
+    const a20 = a[r2 + p], a21 = a[r2 + p + 1], a22 = a[r2 + p + 2], a23 = a[r2 + p + 3];
+    const a30 = a[r3 + p], a31 = a[r3 + p + 1], a32 = a[r3 + p + 2], a33 = a[r3 + p + 3];
+    const b0 = bOff + p * n, b1 = b0 + n, b2 = b1 + n, b3 = b2 + n;
+    for (let j = j0; j < j1; j++) {
+      const x0 = b[b0 + j], x1 = b[b1 + j], x2 = b[b2 + j], x3 = b[b3 + j];
+      out[oRow + j] += a00 * x0 + a01 * x1 + a02 * x2 + a03 * x3;
+      out[o1 + j] += a10 * x0 + a11 * x1 + a12 * x2 + a13 * x3;
+      out[o2 + j] += a20 * x0 + a21 * x1 + a22 * x2 + a23 * x3;
+      out[o3 + j] += a30 * x0 + a31 * x1 + a32 * x2 + a33 * x3;
     }
+  }
+  for (; p < k; p++) {
+    const a0 = a[aRow + p], a1 = a[r1 + p], a2 = a[r2 + p], a3 = a[r3 + p];
+    const bp = bOff + p * n;
+    for (let j = j0; j < j1; j++) {
+      const x = b[bp + j];
+      out[oRow + j] += a0 * x;
+      out[o1 + j] += a1 * x;
+      out[o2 + j] += a2 * x;
+      out[o3 + j] += a3 * x;
+    }
+  }
+}
+
+/** One row of the product over columns [j0, j1). */
+function oneRow(a: NumArray, aRow: number, b: NumArray, bOff: number, k: number, n: number, out: Float64Array, oRow: number, j0: number, j1: number): void {
+  let p = 0;
+  for (; p + 4 <= k; p += 4) {
+    const a0 = a[aRow + p], a1 = a[aRow + p + 1], a2 = a[aRow + p + 2], a3 = a[aRow + p + 3];
+    const b0 = bOff + p * n, b1 = b0 + n, b2 = b1 + n, b3 = b2 + n;
+    for (let j = j0; j < j1; j++) out[oRow + j] += a0 * b[b0 + j] + a1 * b[b1 + j] + a2 * b[b2 + j] + a3 * b[b3 + j];
+  }
+  for (; p < k; p++) {
+    const av = a[aRow + p];
+    const bp = bOff + p * n;
+    for (let j = j0; j < j1; j++) out[oRow + j] += av * b[bp + j];
   }
 }
 
@@ -175,13 +208,6 @@ const gemm: OpHandler = {
   },
 };
 
-/** Unidirectional broadcast test: can `from` be broadcast to `to`? */
-export function broadcastsTo(from: readonly number[], to: readonly number[]): boolean {
-  if (from.length > to.length) return false;
-  const off = to.length - from.length;
-  return from.every((d, i) => d === 1 || d === to[i + off]);
-}
-
 const INT8S: readonly DType[] = ['int8', 'uint8'];
 
 /** x - zero point as float64, the zero point broadcast numpy-style (a 1-D per-row zero point of A is made [M,1]). */
@@ -217,4 +243,44 @@ const matMulInteger: OpHandler = {
   },
 };
 
-export const MATMUL_OPS: OpHandler[] = [matMul, gemm, matMulInteger];
+/** Fails unless a scale or zero point holds one value or `n` values (per row of A / per column of B). */
+function checkQParam(ctx: OpContext, t: Tensor, n: number, what: string): void {
+  if (t.size !== 1 && (t.rank !== 1 || t.size !== n)) ctx.fail(`${what} of shape [${t.dims}] must hold 1 or ${n} values`);
+}
+
+const qLinearMatMul: OpHandler = {
+  op: 'QLinearMatMul',
+  since: 10,
+  infer(ctx, inputs) {
+    const a = need(ctx, inputs, 0), b = need(ctx, inputs, 3), yzp = need(ctx, inputs, 7);
+    if (!INT8S.includes(a.dtype) || !INT8S.includes(b.dtype)) ctx.fail(`inputs must be int8 or uint8, got ${a.dtype} and ${b.dtype}`);
+    if (!INT8S.includes(yzp.dtype)) ctx.fail(`y_zero_point must be int8 or uint8, got ${yzp.dtype}`);
+    return [{ dtype: yzp.dtype, shape: matmulShape(ctx, a.shape, b.shape) }];
+  },
+  eval(ctx, inputs) {
+    const [a, as, azp, b, bs, bzp, ys, yzp] = [0, 1, 2, 3, 4, 5, 6, 7].map((i) => need(ctx, inputs, i));
+    if (!INT8S.includes(a.dtype) || !INT8S.includes(b.dtype)) ctx.fail(`inputs must be int8 or uint8, got ${a.dtype} and ${b.dtype}`);
+    if (!INT8S.includes(yzp.dtype)) ctx.fail(`y_zero_point must be int8 or uint8, got ${yzp.dtype}`);
+    if (a.rank < 2 || b.rank < 2) ctx.fail('QLinearMatMul needs inputs of rank ≥ 2');
+    const m = a.dims[a.rank - 2], n = b.dims[b.rank - 1];
+    checkQParam(ctx, as, m, 'a_scale');
+    checkQParam(ctx, bs, n, 'b_scale');
+    checkQParam(ctx, ys, 1, 'y_scale');
+    checkQParam(ctx, yzp, 1, 'y_zero_point');
+    const p = batchedMatmul(ctx, a.dims, subtractZeroPoint(ctx, a, azp, true), b.dims, subtractZeroPoint(ctx, b, bzp, false));
+    // As the reference: the multiplier a_scale * b_scale / y_scale in the scales' precision, the rest in float64.
+    const r = roundTo(as.dtype);
+    const asv = as.nums, bsv = bs.nums, y0 = ys.nums[0], z0 = yzp.nums[0];
+    const [lo, hi] = INT_RANGE[yzp.dtype]!;
+    const out = p.data;
+    for (let e = 0; e < out.length; e++) {
+      const j = e % n, i = Math.floor(e / n) % m;
+      const mult = r(r(asv[asv.length === 1 ? 0 : i] * bsv[bsv.length === 1 ? 0 : j]) / y0);
+      const q = rint(out[e] * mult + z0);
+      out[e] = q < lo ? lo : q > hi ? hi : q;
+    }
+    return [fromF64(yzp.dtype, p.dims, out)];
+  },
+};
+
+export const MATMUL_OPS: OpHandler[] = [matMul, gemm, matMulInteger, qLinearMatMul];

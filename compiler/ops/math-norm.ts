@@ -2,8 +2,7 @@
 import type { NumArray } from '../dtype.ts';
 import type { Dim } from '../symbolic.ts';
 import { broadcastIndex, sizeOf, Tensor } from '../tensor.ts';
-import { dtypeAttr, fromF64, normAxes, prodRange, requireFloat } from './math-common.ts';
-import { broadcastsTo } from './math-matmul.ts';
+import { broadcastsTo, dtypeAttr, fromF64, normAxes, prodRange, requireFloat } from './math-common.ts';
 import { reduceMap } from './math-reduce.ts';
 import type { InferContext, InferInput, InferOutput, OpContext, OpHandler } from './types.ts';
 import { axisOf, need } from './util.ts';

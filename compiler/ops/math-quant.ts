@@ -1,18 +1,12 @@
 // Linear quantization: QuantizeLinear, DequantizeLinear (per-tensor, per-axis, blocked) and DynamicQuantizeLinear.
 import { INT_RANGE, isFloat, type DType } from '../dtype.ts';
 import { Tensor, stridesOf } from '../tensor.ts';
-import { dtypeAttr, roundTo } from './math-common.ts';
+import { dtypeAttr, rint, roundTo } from './math-common.ts';
 import type { InferInput, OpContext, OpHandler } from './types.ts';
 import { axisOf, need } from './util.ts';
 
 const QUANT_TYPES: readonly DType[] = ['uint8', 'int8', 'uint16', 'int16'];
 const DEQUANT_TYPES: readonly DType[] = ['uint8', 'int8', 'uint16', 'int16', 'int32'];
-
-/** Round half to even, as numpy's rint. */
-export function rint(v: number): number {
-  const r = Math.round(v);
-  return r - v === 0.5 && r % 2 !== 0 ? r - 1 : r;
-}
 
 /**
  * For each element of x, the index of its scale / zero point: undefined for one shared value; per-axis for a 1-D

@@ -7,10 +7,11 @@ import type { InferInput, InferOutput, OpContext } from './types.ts';
 /** Any element array, written and read element by element (numbers or strings). */
 type Elems = { [i: number]: number | string; length: number };
 
-/** INT64_MAX as it arrives in a Float64Array; values at least this large (or INT32_MAX) mean "to the end". */
-export const INT64_MAX = 9223372036854775807;
-/** Slice bounds at or beyond this magnitude count as "unbounded" when the dim is symbolic. */
-export const HUGE = 2147483647;
+/**
+ * Slice bounds at or beyond this magnitude (INT32_MAX; INT64_MAX arrives as 9.223372036854776e18) count as
+ * "unbounded" when the dim is symbolic.
+ */
+const HUGE = 2147483647;
 
 /** A tensor of `dims` whose element i is src's element idx[i]. */
 export function takeElems(src: Tensor, dims: readonly number[], idx: ArrayLike<number>): Tensor {
@@ -143,7 +144,7 @@ export function divDims(num: readonly Dim[], den: readonly Dim[]): Dim {
 }
 
 /** a / b, exact when b is a single-term expression dividing every term of a; else dimDiv. */
-export function divMonomial(a: Dim, b: Dim): Dim {
+function divMonomial(a: Dim, b: Dim): Dim {
   if (typeof b === 'number' || typeof a === 'number' || b.terms.size !== 1) return dimDiv(a, b);
   const [[bk, bc]] = [...b.terms] as [[string, number]];
   const bSyms = bk === '' ? [] : bk.split('*');
@@ -187,7 +188,7 @@ export function sliceLen(dim: Dim, start: Dim, end: Dim, step: number): Dim {
 }
 
 /** The clamped start (isStart) or end of a slice, symbolic when needed. */
-export function sliceBound(dim: Dim, v: Dim, step: number, isStart: boolean): Dim {
+function sliceBound(dim: Dim, v: Dim, step: number, isStart: boolean): Dim {
   const lo = step > 0 || isStart ? 0 : -1;
   const hiOff = step > 0 ? 0 : -1; // hi = dim + hiOff
   if (typeof v === 'number' && typeof dim === 'number') {
@@ -210,16 +211,6 @@ export function passSym(x: InferInput, out: InferOutput): InferOutput {
   const s = x.sym;
   if (s !== undefined && out.shape !== undefined && out.shape.length <= 1) out.sym = s;
   return out;
-}
-
-/** Reads an optional int attribute as a list (axes etc.) or an int input, for eval. */
-export function intsInput(t: Tensor | undefined): number[] | undefined {
-  return t === undefined ? undefined : Array.from(t.nums);
-}
-
-/** True when a dim is the number n. */
-export function isNum(d: Dim | undefined, n: number): boolean {
-  return typeof d === 'number' && d === n;
 }
 
 /**

@@ -42,6 +42,8 @@ const Gather: OpHandler = {
     const out: InferOutput = { dtype: x.dtype, shape };
     const xsym = x.shape.length === 1 ? symOf(x) : undefined;
     const picks = numsOf(ind);
+    const n = x.shape[axis]!;
+    if (picks !== undefined && typeof n === 'number') for (const i of picks) normIndex(ctx, i, n);
     if (xsym !== undefined && picks !== undefined && ind.shape.length <= 1) {
       out.sym = picks.map((i) => xsym[normIndex(ctx, i, xsym.length)]!);
     }

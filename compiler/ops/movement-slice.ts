@@ -1,11 +1,11 @@
 // Movement operators that cut, join and repeat tensors: Concat, Split, Slice, Pad, Tile, Expand.
 import { allocData } from '../dtype.ts';
-import { dimAdd, dimDiv, dimMul, unknownDim, type Dim } from '../symbolic.ts';
+import { dimAdd, dimDiv, dimMul, dimSub, unknownDim, type Dim } from '../symbolic.ts';
 import { broadcastDims, broadcastIndex, sizeOf, stridesOf, Tensor } from '../tensor.ts';
 import type { InferInput, InferOutput, OpContext, OpHandler } from './types.ts';
 import { broadcastShapes, need } from './util.ts';
 import {
-  axesOf, copyRun, needIndexType, needInt64, numsOf, sliceLen, stridedMap, symOf, takeByMaps, takeElems, unifyDim,
+  axesOf, ceilDivDim, copyRun, needIndexType, needInt64, numsOf, sliceLen, stridedMap, symOf, takeByMaps, takeElems, unifyDim,
 } from './movement-common.ts';
 
 function unknownDims(n: number): Dim[] {
@@ -92,7 +92,11 @@ function splitSizes(ctx: OpContext, dim: Dim, nOut: number, split: readonly numb
     if (typeof dim === 'number' && sum !== dim) ctx.fail(`split [${split}] sums to ${sum}, the axis has ${dim}`);
     return [...split];
   }
-  if (typeof dim !== 'number') return Array.from({ length: nOut }, () => dimDiv(dim, nOut));
+  if (typeof dim !== 'number') {
+    if (!uneven) return Array.from({ length: nOut }, () => dimDiv(dim, nOut));
+    const chunk = ceilDivDim(dim, nOut);
+    return [...Array.from({ length: nOut - 1 }, () => chunk), dimSub(dim, dimMul(chunk, nOut - 1))];
+  }
   if (uneven) {
     const chunk = Math.ceil(dim / nOut);
     const last = dim - chunk * (nOut - 1);
