@@ -8,6 +8,7 @@ import { verifyModel } from '../verify.ts';
 import { WeightStore } from '../weights.ts';
 import { importGraph } from './import-graph.ts';
 import { num, onnx, type OnnxTypes } from './proto.ts';
+import { ExternalFiles } from './tensor-proto.ts';
 
 /** The graph files of a Hugging Face seq2seq export, by planc graph name. */
 export const SEQ2SEQ_FILES: Record<string, string> = {
@@ -49,7 +50,13 @@ function opsetsOf(m: OnnxTypes.IModelProto): Record<string, number> {
 export function importOnnxFile(file: string, opts: ImportOptions = {}): Model {
   const store = new WeightStore();
   const proto = readModelProto(file);
-  const graph = importGraph(proto.graph!, { src: { file, external: new Map() }, weights: store }, 'main');
+  const external = new ExternalFiles();
+  let graph: Graph;
+  try {
+    graph = importGraph(proto.graph!, { src: { file, external }, weights: store }, 'main');
+  } finally {
+    external.close();
+  }
   const model = assemble(new Map([['main', graph]]), store, opsetsOf(proto), proto, { main: file }, {});
   verifyModel(model, { types: false });
   if (!opts.allowUnsupported) checkSupported(model);
@@ -63,22 +70,26 @@ export function importSeq2SeqDir(dir: string, opts: ImportOptions = {}): Model {
     throw new PlancError('PLANC_E009', `${dir} is not a seq2seq model folder: it needs ${SEQ2SEQ_FILES.encoder} and a decoder (${SEQ2SEQ_FILES.decoder}, ${SEQ2SEQ_FILES.decoder_with_past} or ${SEQ2SEQ_FILES.decoder_merged})`, { file: dir });
   }
   const store = new WeightStore();
-  const external = new Map<string, Buffer>();
+  const external = new ExternalFiles();
   const graphs = new Map<string, Graph>();
   const sources: Record<string, string> = {};
   let opsets: Record<string, number> | undefined;
   let first: OnnxTypes.ModelProto | undefined;
-  for (const [g, f] of present) {
-    const file = path.join(dir, f);
-    const proto = readModelProto(file);
-    const o = opsetsOf(proto);
-    if (opsets && (o[''] ?? 0) !== (opsets[''] ?? 0)) {
-      throw new PlancError('PLANC_E008', `${f} uses opset ${o['']} but ${present[0]![1]} uses opset ${opsets['']}: planc needs one opset per model`, { file });
+  try {
+    for (const [g, f] of present) {
+      const file = path.join(dir, f);
+      const proto = readModelProto(file);
+      const o = opsetsOf(proto);
+      if (opsets && (o[''] ?? 0) !== (opsets[''] ?? 0)) {
+        throw new PlancError('PLANC_E008', `${f} uses opset ${o['']} but ${present[0]![1]} uses opset ${opsets['']}: planc needs one opset per model`, { file });
+      }
+      opsets = { ...o, ...opsets };
+      first ??= proto;
+      graphs.set(g, importGraph(proto.graph!, { src: { file, external }, weights: store }, g));
+      sources[g] = file;
     }
-    opsets = { ...o, ...opsets };
-    first ??= proto;
-    graphs.set(g, importGraph(proto.graph!, { src: { file, external }, weights: store }, g));
-    sources[g] = file;
+  } finally {
+    external.close();
   }
   const model = assemble(graphs, store, opsets!, first!, sources, readDecodingFacts(dir));
   verifyModel(model, { types: false });

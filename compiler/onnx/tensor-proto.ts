@@ -13,8 +13,26 @@ type TP = OnnxTypes.ITensorProto;
 export interface TensorSource {
   /** The .onnx (or .pb) file. */
   file: string;
-  /** Cache of external data files already read (path → bytes), shared across graphs of a model. */
-  external?: Map<string, Buffer>;
+  /** External data files already opened (path → descriptor and size), shared across graphs of a model. */
+  external?: ExternalFiles;
+}
+
+/** Open external-data files. Tensors are read by offset, so data files may be larger than Node's 2 GiB buffer limit. */
+export class ExternalFiles {
+  private readonly open = new Map<string, { fd: number; size: number }>();
+  get(file: string): { fd: number; size: number } {
+    let f = this.open.get(file);
+    if (!f) {
+      const fd = fs.openSync(file, 'r');
+      f = { fd, size: fs.fstatSync(fd).size };
+      this.open.set(file, f);
+    }
+    return f;
+  }
+  close(): void {
+    for (const f of this.open.values()) fs.closeSync(f.fd);
+    this.open.clear();
+  }
 }
 
 /** The raw little-endian bytes behind a tensor (raw_data or external data), or undefined for typed-field storage. */
@@ -33,22 +51,27 @@ function externalBytes(tp: TP, src: TensorSource): Uint8Array {
     throw new PlancError('PLANC_E007', `tensor '${tp.name}' points outside the model folder: ${loc}`, where);
   }
   const full = path.join(path.dirname(src.file), loc);
-  let buf = src.external?.get(full);
-  if (!buf) {
-    if (!fs.existsSync(full)) {
-      throw new PlancError('PLANC_E002', `external data file '${loc}' of tensor '${tp.name}' not found (looked for ${full})`, where);
-    }
-    buf = fs.readFileSync(full);
-    src.external?.set(full, buf);
+  if (!fs.existsSync(full)) {
+    throw new PlancError('PLANC_E002', `external data file '${loc}' of tensor '${tp.name}' not found (looked for ${full})`, where);
   }
+  const files = src.external ?? new ExternalFiles();
+  const { fd, size } = files.get(full);
   const offset = Number(kv.get('offset') ?? '0');
   const dtype = dtypeFromOnnx(tp.dataType ?? 0);
   const expected = dtype ? sizeOf((tp.dims ?? []).map(num)) * BYTES[dtype] : undefined;
-  const length = kv.has('length') ? Number(kv.get('length')) : expected ?? buf.length - offset;
-  if (!Number.isInteger(offset) || !Number.isInteger(length) || offset < 0 || length < 0 || offset + length > buf.length) {
-    throw new PlancError('PLANC_E003', `tensor '${tp.name}' wants bytes ${offset}..${offset + length} of '${loc}', which has ${buf.length}`, where);
+  const length = kv.has('length') ? Number(kv.get('length')) : expected ?? size - offset;
+  if (!Number.isInteger(offset) || !Number.isInteger(length) || offset < 0 || length < 0 || offset + length > size) {
+    throw new PlancError('PLANC_E003', `tensor '${tp.name}' wants bytes ${offset}..${offset + length} of '${loc}', which has ${size}`, where);
   }
-  return buf.subarray(offset, offset + length);
+  const out = new Uint8Array(length);
+  let done = 0;
+  while (done < length) {
+    const n = fs.readSync(fd, out, done, Math.min(length - done, 1 << 30), offset + done);
+    if (n <= 0) throw new PlancError('PLANC_E003', `could not read tensor '${tp.name}' from '${loc}'`, where);
+    done += n;
+  }
+  if (!src.external) files.close();
+  return out;
 }
 
 /** Decodes a TensorProto into a Tensor. */

@@ -203,7 +203,7 @@ function evalGeometry(ctx: EvalContext, a: AttentionAttrs, q: Tensor, k: Tensor,
   return { ...d, past, total: past + d.kvSeq };
 }
 
-/** The additive bias for one (batch, head) pair as a function of (query row, key column): mask, causal, padding. */
+/** attn_mask broadcast to [batch, q_heads, q_seq, len]: strides are 0 along broadcast axes; len may be < total. */
 interface MaskView {
   data: NumArray;
   isBool: boolean;
