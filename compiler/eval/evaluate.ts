@@ -96,7 +96,11 @@ function runGraph(model: Model, graph: Graph, scope: Scope, opts: EvalOptions): 
     if (!handler) throw new PlancError('PLANC_E005', `unsupported operator ${node.domain ? node.domain + '.' : ''}${node.op} at opset ${opset}`, where);
     const ctx: EvalContext = {
       ...makeOpContext(node, opset, 'PLANC_E202', graph.name),
-      runSubgraph: (g) => runGraph(model, g, new Scope(scope), opts),
+      runSubgraph: (g, feeds) => {
+        const sub = new Scope(scope);
+        g.inputs.forEach((n, k) => feeds?.[k] && sub.env.set(n, feeds[k]));
+        return runGraph(model, g, sub, opts);
+      },
     };
     let outs: Tensor[];
     try {

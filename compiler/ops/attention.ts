@@ -512,7 +512,9 @@ function flexOutput(probs: Float64Array, v: Tensor, r: AttnRun): Float64Array {
 function applyMod(ctx: EvalContext, name: string, x: Float64Array, dtype: DType, dims: number[]): Float64Array {
   if (!ctx.has(name)) return x;
   if (x.length !== dims.reduce((a, c) => a * c, 1)) ctx.fail(`internal: ${name} input of ${x.length} elements for [${dims}] ${dtype}`);
-  return ctx.fail(`the ${name} graph attribute is not supported yet (subgraphs cannot take inputs in planc's evaluator)`);
+  const out = ctx.runSubgraph(ctx.graph(name), [Tensor.fromNumbers(dtype, dims, x)])[0];
+  if (!out || out.size !== x.length) ctx.fail(`${name} must return one tensor of dims [${dims}]`);
+  return Float64Array.from(out.nums);
 }
 
 export const ATTENTION_OPS: OpHandler[] = [

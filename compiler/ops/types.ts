@@ -49,8 +49,8 @@ export interface InferContext extends OpContext {
 }
 
 export interface EvalContext extends OpContext {
-  /** Runs a subgraph (If branches) in the current scope; returns its outputs. */
-  runSubgraph(g: Graph): Tensor[];
+  /** Runs a subgraph (If branches, graph attributes taking inputs) in the current scope; returns its outputs. */
+  runSubgraph(g: Graph, inputs?: Tensor[]): Tensor[];
 }
 
 export interface OpHandler {
