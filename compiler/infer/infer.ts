@@ -67,9 +67,10 @@ export function inferGraph(model: Model, graph: Graph, opts: InferOptions, diags
     const base = makeOpContext(node, opset, 'PLANC_E201', graph.name);
     const ctx: InferContext = {
       ...base,
-      inferSubgraph: (g) => {
+      inferSubgraph: (g, types) => {
         const local = new Diagnostics();
-        const sub = inferGraph(model, g, { annotate: opts.annotate }, local, scope);
+        const inputTypes = types ? Object.fromEntries(g.inputs.map((n, k) => [n, types[k]!]).filter(([, t]) => t)) : undefined;
+        const sub = inferGraph(model, g, { annotate: opts.annotate, inputTypes }, local, scope);
         local.throwIfAny();
         return g.outputs.map((o) => {
           const f = sub.get(o) ?? scope.get(o);

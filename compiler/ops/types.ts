@@ -44,8 +44,8 @@ export interface OpContext {
 }
 
 export interface InferContext extends OpContext {
-  /** Infers a subgraph (If branches) in the current scope; returns its output types. */
-  inferSubgraph(g: Graph): ValueType[];
+  /** Infers a subgraph (If branches, Loop/Scan bodies given their input types) in the current scope; returns its output types. */
+  inferSubgraph(g: Graph, inputs?: ValueType[]): ValueType[];
 }
 
 export interface EvalContext extends OpContext {
