@@ -6,8 +6,9 @@ import { MATH_OPS } from './math.ts';
 import { ATTENTION_OPS } from './attention.ts';
 import { CONTROL_OPS } from './control.ts';
 import { CONV_OPS } from './conv.ts';
+import { EXTRA_OPS } from './extra.ts';
 
-const ALL: OpHandler[] = [...ELEMENTWISE_OPS, ...MOVEMENT_OPS, ...MATH_OPS, ...ATTENTION_OPS, ...CONTROL_OPS, ...CONV_OPS];
+const ALL: OpHandler[] = [...ELEMENTWISE_OPS, ...MOVEMENT_OPS, ...MATH_OPS, ...ATTENTION_OPS, ...CONTROL_OPS, ...CONV_OPS, ...EXTRA_OPS];
 
 const BY_KEY = new Map<string, OpHandler[]>();
 for (const h of ALL) {
