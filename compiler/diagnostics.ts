@@ -25,6 +25,13 @@ export const CODES = {
   PLANC_E204: 'bad feed',
   // command line
   PLANC_E301: 'bad command-line usage',
+  // plans
+  PLANC_E401: 'corrupt or truncated plan',
+  PLANC_E402: 'plan from an incompatible format version',
+  PLANC_E403: 'plan does not fit this runtime',
+  PLANC_E404: 'cannot lower the model',
+  PLANC_E405: 'bad feed for a plan',
+  PLANC_E406: 'native runtime error',
 } as const;
 
 export type Code = keyof typeof CODES;

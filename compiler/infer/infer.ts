@@ -131,7 +131,7 @@ function tryFold(model: Model, evalFn: (ctx: EvalContext, inputs: (Tensor | unde
   if (inputs.some((f) => f !== undefined && (!f.value || f.value.size > FOLD_LIMIT))) return undefined;
   try {
     const outs = evalFn({ ...ctx, runSubgraph: () => ctx.fail('no subgraphs while folding') }, inputs.map((f) => f?.value));
-    if (outs.some((t) => t && t.size > FOLD_LIMIT)) return undefined;
+    if (ctx.node.op !== 'Constant' && outs.some((t) => t && t.size > FOLD_LIMIT)) return undefined;
     return outs;
   } catch {
     return undefined; // inference already judged the node; a fold that fails just stays unfolded

@@ -1,0 +1,311 @@
+// CPU lowering rules: ONNX op → native kernel call (or a view of an input), one table keyed by op type.
+import { PlancError } from '../compiler/diagnostics.ts';
+import type { OpContext, InferInput } from '../compiler/ops/types.ts';
+import { dimAdd, dimProduct, type Dim } from '../compiler/symbolic.ts';
+import { Tensor } from '../compiler/tensor.ts';
+
+export interface RuleCtx extends OpContext {
+  inputs: (InferInput | undefined)[];
+  outputs: (InferInput | undefined)[];
+  /** Shape of input i (fails when unknown). */
+  shape(i: number): Dim[];
+  /** Elements of integer input i, known before running (constant or computed from shapes). */
+  known(i: number): Dim[];
+}
+
+export type Lowering =
+  | { alias: number }
+  | {
+    kernel: string;
+    /** Node input indices feeding the kernel (-1 omitted), or constant tensors made weights. Default: all inputs. */
+    inputs?: (number | Tensor)[];
+    iargs?: Dim[];
+    fargs?: number[];
+    /** Inputs the kernel sees with other dims (views). */
+    inViews?: Record<number, Dim[]>;
+    /** Kernel output dims when they differ from the node's (the node output becomes a view). */
+    outDims?: (Dim[] | undefined)[];
+    /** Node outputs beyond this count are not produced by the kernel. */
+    maxOutputs?: number;
+    /** The first n outputs must be present. */
+    requireOutputs?: number;
+  };
+
+export type Rule = (ctx: RuleCtx) => Lowering;
+
+const unsupported = (ctx: RuleCtx, why: string): never => {
+  throw new PlancError('PLANC_E404', `${ctx.node.op}: ${why} (not supported by the CPU backend yet)`, { node: ctx.node.name, op: ctx.node.op, stage: 'lowering' });
+};
+
+const axisOf = (ctx: RuleCtx, axis: number, rank: number): number => {
+  const a = axis < 0 ? axis + rank : axis;
+  if (a < 0 || a >= rank) ctx.fail(`axis ${axis} out of range for rank ${rank}`);
+  return a;
+};
+
+const FLOAT_KERNEL_TYPES = new Set(['float32']);
+const NUM_TYPES = new Set(['float32', 'float64', 'int32', 'int64']);
+
+function requireTypes(ctx: RuleCtx, allowed: Set<string>, ...idx: number[]): void {
+  for (const i of idx) {
+    const d = ctx.inputs[i]?.dtype;
+    if (d && !allowed.has(d)) unsupported(ctx, `input ${i} has dtype ${d}`);
+  }
+}
+
+function oldBroadcast(ctx: RuleCtx): void {
+  if (ctx.opset < 7 && ctx.has('broadcast') && ctx.has('axis')) unsupported(ctx, 'legacy broadcast with axis');
+}
+
+const binary = (kernel: string, types = NUM_TYPES): Rule => (ctx) => {
+  oldBroadcast(ctx);
+  requireTypes(ctx, types, 0, 1);
+  if (ctx.inputs[0]?.dtype !== ctx.inputs[1]?.dtype) unsupported(ctx, 'mixed input dtypes');
+  return { kernel };
+};
+
+const logic: Rule = (ctx) => ({ kernel: ctx.node.op.toLowerCase() });
+
+const unary = (kernel: string, types = FLOAT_KERNEL_TYPES): Rule => (ctx) => {
+  requireTypes(ctx, types, 0);
+  return { kernel };
+};
+
+/** Variadic Max/Min/Sum with one or two inputs. */
+const variadic = (kernel: string): Rule => (ctx) => {
+  const n = ctx.node.inputs.length;
+  if (n === 1) return { alias: 0 };
+  if (n !== 2) unsupported(ctx, `${n} inputs`);
+  return binary(kernel)(ctx);
+};
+
+/** Rank-1 MatMul operands become [1, K] / [K, 1]; the output view drops those dims again. */
+const matmul: Rule = (ctx) => {
+  requireTypes(ctx, FLOAT_KERNEL_TYPES, 0, 1);
+  const a = ctx.shape(0);
+  const b = ctx.shape(1);
+  const inViews: Record<number, Dim[]> = {};
+  if (a.length === 1) inViews[0] = [1, a[0]!];
+  if (b.length === 1) inViews[1] = [b[0]!, 1];
+  if (a.length > 1 && b.length > 1) return { kernel: 'matmul' };
+  const av = inViews[0] ?? a;
+  const bv = inViews[1] ?? b;
+  const batch = (av.length > bv.length ? av : bv).slice(0, -2);
+  return { kernel: 'matmul', inViews, outDims: [[...batch, av[av.length - 2]!, bv[bv.length - 1]!]] };
+};
+
+const gemm: Rule = (ctx) => {
+  requireTypes(ctx, FLOAT_KERNEL_TYPES, 0, 1, 2);
+  return { kernel: 'gemm', iargs: [ctx.int('transA', 0), ctx.int('transB', 0)], fargs: [ctx.float('alpha', 1), ctx.float('beta', 1)] };
+};
+
+const softmax = (log: number): Rule => (ctx) => {
+  requireTypes(ctx, FLOAT_KERNEL_TYPES, 0);
+  const x = ctx.shape(0);
+  if (ctx.opset >= 13) return { kernel: 'softmax', iargs: [axisOf(ctx, ctx.int('axis', -1), x.length), log] };
+  const a = x.length === 0 ? 0 : axisOf(ctx, ctx.int('axis', 1), x.length);
+  const flat: Dim[] = [dimProduct(x.slice(0, a)), dimProduct(x.slice(a))];
+  return { kernel: 'softmax', iargs: [1, log], inViews: { 0: flat }, outDims: [flat] };
+};
+
+const layerNorm = (kernel: string, defaultAxis: number): Rule => (ctx) => {
+  requireTypes(ctx, FLOAT_KERNEL_TYPES, 0, 1, 2);
+  const x = ctx.shape(0);
+  return { kernel, iargs: [axisOf(ctx, ctx.int('axis', defaultAxis), x.length)], fargs: [ctx.float('epsilon', 1e-5)], maxOutputs: 1 };
+};
+
+/** Axes of a reduction: attribute before the opset where they moved to an input. */
+function reduceAxes(ctx: RuleCtx, axesInputSince: number): number[] | undefined {
+  if (ctx.opset >= axesInputSince) {
+    if (!ctx.node.inputs[1]) return undefined;
+    return ctx.known(1).map((d) => (typeof d === 'number' ? d : unsupported(ctx, 'symbolic axes')));
+  }
+  return ctx.has('axes') ? ctx.ints('axes') : undefined;
+}
+
+const reduce = (kernel: string, axesInputSince: number): Rule => (ctx) => {
+  requireTypes(ctx, NUM_TYPES, 0);
+  const x = ctx.shape(0);
+  let axes = reduceAxes(ctx, axesInputSince);
+  if (!axes || axes.length === 0) {
+    if (ctx.int('noop_with_empty_axes', 0)) return { alias: 0 };
+    axes = x.map((_, i) => i);
+  }
+  let mask = 0;
+  for (const a of axes) mask |= 1 << axisOf(ctx, a, x.length);
+  const kept = x.map((d, i) => (mask & (1 << i) ? 1 : d));
+  return { kernel, inputs: [0], iargs: [mask], outDims: [kept] };
+};
+
+const argReduce = (kernel: string): Rule => (ctx) => {
+  requireTypes(ctx, NUM_TYPES, 0);
+  const x = ctx.shape(0);
+  const axis = axisOf(ctx, ctx.int('axis', 0), x.length);
+  return { kernel, iargs: [axis, ctx.int('select_last_index', 0)], outDims: [x.map((d, i) => (i === axis ? 1 : d))] };
+};
+
+const transpose: Rule = (ctx) => {
+  const r = ctx.shape(0).length;
+  return { kernel: 'transpose', iargs: ctx.has('perm') ? ctx.ints('perm') : [...Array(r).keys()].reverse() };
+};
+
+/** Slice's start and step per axis of the input, with ONNX clamping where dims are numbers. */
+const slice: Rule = (ctx) => {
+  const x = ctx.shape(0);
+  const r = x.length;
+  let starts: Dim[], axes: Dim[], steps: Dim[];
+  if (ctx.opset < 10) {
+    starts = ctx.ints('starts');
+    axes = ctx.has('axes') ? ctx.ints('axes') : starts.map((_, i) => i);
+    steps = starts.map(() => 1);
+  } else {
+    starts = ctx.known(1);
+    axes = ctx.node.inputs[3] ? ctx.known(3) : starts.map((_, i) => i);
+    steps = ctx.node.inputs[4] ? ctx.known(4) : starts.map(() => 1);
+  }
+  const iargs: Dim[] = [];
+  const start: Dim[] = x.map(() => 0);
+  const step: Dim[] = x.map(() => 1);
+  axes.forEach((ad, k) => {
+    if (typeof ad !== 'number') unsupported(ctx, 'symbolic axes');
+    const a = axisOf(ctx, ad as number, r);
+    const st = steps[k]!;
+    if (typeof st !== 'number' || st === 0) unsupported(ctx, 'symbolic or zero step');
+    const dim = x[a]!;
+    let s = starts[k]!;
+    if (typeof s === 'number') {
+      if (s < 0) s = dimAdd(s, dim);
+      if (typeof s === 'number' && typeof dim === 'number') {
+        s = (st as number) > 0 ? Math.min(Math.max(s, 0), dim) : Math.min(Math.max(s, -1), dim - 1);
+      } else if (typeof s === 'number' && s > 1e15) {
+        unsupported(ctx, 'huge start on a symbolic dim');
+      }
+    }
+    start[a] = s;
+    step[a] = st as number;
+  });
+  for (let i = 0; i < r; i++) iargs.push(start[i]!, step[i]!);
+  return { kernel: 'slice', inputs: [0], iargs };
+};
+
+const concat: Rule = (ctx) => ({ kernel: 'concat', iargs: [axisOf(ctx, ctx.int('axis', 0), ctx.shape(0).length)] });
+
+const split: Rule = (ctx) => ({ kernel: 'split', inputs: [0], iargs: [axisOf(ctx, ctx.int('axis', 0), ctx.shape(0).length)], requireOutputs: ctx.node.outputs.length });
+
+const gather = (kernel: string): Rule => (ctx) => ({ kernel, iargs: [axisOf(ctx, ctx.int('axis', 0), ctx.shape(0).length)] });
+
+const pad: Rule = (ctx) => {
+  const x = ctx.shape(0);
+  const r = x.length;
+  const modes: Record<string, number> = { constant: 0, reflect: 1, edge: 2, wrap: 3 };
+  const mode = modes[ctx.string('mode', 'constant')];
+  if (mode === undefined) unsupported(ctx, `mode ${ctx.string('mode', '')}`);
+  let pads: Dim[];
+  let value: number | Tensor = -1;
+  if (ctx.opset < 11) {
+    pads = ctx.has('pads') ? ctx.ints('pads') : ctx.ints('paddings');
+    value = Tensor.scalar(ctx.inputs[0]!.dtype, ctx.float('value', 0));
+  } else {
+    const p = ctx.known(1);
+    if (ctx.node.inputs[3]) {
+      const axes = ctx.known(3).map((a) => axisOf(ctx, a as number, r));
+      pads = new Array(2 * r).fill(0);
+      axes.forEach((a, k) => { pads[a] = p[k]!; pads[a + r] = p[k + axes.length]!; });
+    } else pads = p;
+    value = ctx.node.inputs[2] ? 2 : -1;
+  }
+  if (pads.length !== 2 * r) ctx.fail(`pads has ${pads.length} values for rank ${r}`);
+  return { kernel: 'pad', inputs: [0, value], iargs: [mode!, ...pads] };
+};
+
+const range: Rule = (ctx) => {
+  const start = ctx.inputs[0]?.value?.nums[0];
+  const delta = ctx.inputs[2]?.value?.nums[0];
+  if (start === undefined || delta === undefined) unsupported(ctx, 'start and delta must be constants');
+  return { kernel: 'range', inputs: [], fargs: [start!, delta!] };
+};
+
+const constantOfShape: Rule = (ctx) => {
+  const v = ctx.has('value') ? ctx.tensor('value').nums[0] ?? 0 : 0;
+  return { kernel: 'fill', inputs: [], fargs: [v] };
+};
+
+const clip: Rule = (ctx) => {
+  requireTypes(ctx, NUM_TYPES, 0);
+  if (ctx.opset < 11) {
+    const dt = ctx.inputs[0]!.dtype;
+    return { kernel: 'clip', inputs: [0, Tensor.scalar(dt, ctx.float('min', -3.4028234663852886e38)), Tensor.scalar(dt, ctx.float('max', 3.4028234663852886e38))] };
+  }
+  return { kernel: 'clip' };
+};
+
+const cast: Rule = () => ({ kernel: 'cast', inputs: [0] });
+
+const gelu: Rule = (ctx) => {
+  requireTypes(ctx, FLOAT_KERNEL_TYPES, 0);
+  return { kernel: 'gelu', iargs: [ctx.string('approximate', 'none') === 'tanh' ? 1 : 0] };
+};
+
+const withAlpha = (kernel: string, alpha: number): Rule => (ctx) => {
+  requireTypes(ctx, FLOAT_KERNEL_TYPES, 0);
+  return { kernel, fargs: [ctx.float('alpha', alpha)] };
+};
+
+const dropout: Rule = (ctx) => {
+  if (ctx.node.outputs[1]) unsupported(ctx, 'the mask output');
+  if (ctx.node.inputs[2]) {
+    const t = ctx.inputs[2]?.value;
+    if (!t || t.nums[0]) unsupported(ctx, 'training mode');
+  }
+  return { alias: 0 };
+};
+
+const topk: Rule = (ctx) => {
+  if (ctx.opset < 10) unsupported(ctx, 'opset < 10');
+  return {
+    kernel: 'topk', iargs: [axisOf(ctx, ctx.int('axis', -1), ctx.shape(0).length), ctx.int('largest', 1), ctx.int('sorted', 1)],
+    requireOutputs: 2,
+  };
+};
+
+const trilu: Rule = (ctx) => ({ kernel: 'trilu', iargs: [ctx.int('upper', 1)] });
+
+const cumsum: Rule = (ctx) => ({ kernel: 'cumsum', iargs: [ctx.int('exclusive', 0), ctx.int('reverse', 0)] });
+
+const oneHot: Rule = (ctx) => ({ kernel: 'one_hot', iargs: [axisOf(ctx, ctx.int('axis', -1), ctx.shape(0).length + 1)] });
+
+const where: Rule = (ctx) => {
+  requireTypes(ctx, NUM_TYPES, 1, 2);
+  return { kernel: 'where' };
+};
+
+const UNARY_OPS: Record<string, string> = {
+  Relu: 'relu', Neg: 'neg', Abs: 'abs', Exp: 'exp', Log: 'log', Sqrt: 'sqrt', Reciprocal: 'reciprocal', Tanh: 'tanh',
+  Sigmoid: 'sigmoid', Erf: 'erf', Floor: 'floor', Ceil: 'ceil', Round: 'round', Sin: 'sin', Cos: 'cos', Sign: 'sign', Softplus: 'softplus',
+};
+const INT_UNARY = new Set(['Neg', 'Abs', 'Sign', 'Relu']);
+
+export const CPU_RULES: Record<string, Rule> = {
+  ...Object.fromEntries(Object.entries(UNARY_OPS).map(([op, k]) => [op, unary(k, INT_UNARY.has(op) ? NUM_TYPES : FLOAT_KERNEL_TYPES)])),
+  Add: binary('add'), Sub: binary('sub'), Mul: binary('mul'), Div: binary('div'), Pow: binary('pow', FLOAT_KERNEL_TYPES),
+  Mod: (ctx) => (ctx.int('fmod', 0) === 0 && ['int32', 'int64'].includes(ctx.inputs[0]!.dtype) ? binary('mod')(ctx) : unsupported(ctx, 'float or fmod=1 Mod')),
+  Max: variadic('max'), Min: variadic('min'), Sum: variadic('add'),
+  Equal: binary('equal', new Set([...NUM_TYPES, 'bool'])), Less: binary('less'), Greater: binary('greater'),
+  LessOrEqual: binary('less_equal'), GreaterOrEqual: binary('greater_equal'),
+  And: logic, Or: logic, Xor: logic, Not: () => ({ kernel: 'not' }), Where: where,
+  Gelu: gelu, LeakyRelu: withAlpha('leaky_relu', 0.01), Elu: withAlpha('elu', 1),
+  HardSigmoid: (ctx) => ({ kernel: 'hard_sigmoid', fargs: [ctx.float('alpha', 0.2), ctx.float('beta', 0.5)] }),
+  Clip: clip, Cast: cast, CastLike: cast,
+  Identity: () => ({ alias: 0 }), Dropout: dropout,
+  Reshape: () => ({ alias: 0 }), Flatten: () => ({ alias: 0 }), Squeeze: () => ({ alias: 0 }), Unsqueeze: () => ({ alias: 0 }),
+  MatMul: matmul, Gemm: gemm, Softmax: softmax(0), LogSoftmax: softmax(1),
+  LayerNormalization: layerNorm('layer_norm', -1), RMSNormalization: layerNorm('rms_norm', -1),
+  ReduceSum: reduce('reduce_sum', 13), ReduceMean: reduce('reduce_mean', 18), ReduceMax: reduce('reduce_max', 18),
+  ReduceMin: reduce('reduce_min', 18), ReduceProd: reduce('reduce_prod', 18), ReduceSumSquare: reduce('reduce_sum_square', 18),
+  ReduceL1: reduce('reduce_l1', 18), ReduceL2: reduce('reduce_l2', 18), ReduceLogSumExp: reduce('reduce_log_sum_exp', 18),
+  ArgMax: argReduce('argmax'), ArgMin: argReduce('argmin'),
+  Transpose: transpose, Gather: gather('gather'), GatherElements: gather('gather_elements'),
+  Slice: slice, Concat: concat, Split: split, Expand: () => ({ kernel: 'expand', inputs: [0] }), Tile: () => ({ kernel: 'tile', inputs: [0] }),
+  Pad: pad, Range: range, ConstantOfShape: constantOfShape, Trilu: trilu, CumSum: cumsum, TopK: topk, OneHot: oneHot,
+};
+

@@ -1,0 +1,213 @@
+// Lowering: an inferred IR graph → a Program of kernel calls over tensors (arena slots, weights, inputs, aliases).
+import { createHash } from 'node:crypto';
+import { Diagnostics, PlancError } from '../compiler/diagnostics.ts';
+import { BYTES, ONNX_CODE } from '../compiler/dtype.ts';
+import { inferGraph, type Facts } from '../compiler/infer/infer.ts';
+import type { Graph, Model, Node } from '../compiler/ir.ts';
+import { makeOpContext } from '../compiler/ops/context.ts';
+import type { InferInput } from '../compiler/ops/types.ts';
+import { toRaw } from '../compiler/onnx/tensor-proto.ts';
+import { TENSOR_KIND, type PlanKernel, type PlanProgram, type PlanSymbol, type PlanTensor } from '../compiler/plan/types.ts';
+import { dimEval, dimStr, isSym, type Dim } from '../compiler/symbolic.ts';
+import { Tensor } from '../compiler/tensor.ts';
+import { CPU_RULES, type Lowering, type RuleCtx } from './cpu-rules.ts';
+import { ExprTable } from './exprs.ts';
+
+/** The weights all programs of a plan share: each distinct tensor once, by content id. */
+export class PlanWeights {
+  readonly list: { id: string; tensor: Tensor }[] = [];
+  private readonly index = new Map<string, number>();
+  constructor(private readonly model: Model) {}
+
+  /** Index of a model weight by its id. */
+  byId(id: string): number {
+    return this.add(id, this.model.weights.get(id)!.tensor);
+  }
+
+  /** Index of a folded constant (hashed like model weights, so equal constants are stored once). */
+  byValue(t: Tensor): number {
+    const h = createHash('sha256');
+    h.update(`${t.dtype}[${t.dims.join(',')}]`);
+    h.update(toRaw(t));
+    return this.add(h.digest('hex').slice(0, 24), t);
+  }
+
+  private add(id: string, t: Tensor): number {
+    const known = this.index.get(id);
+    if (known !== undefined) return known;
+    this.list.push({ id, tensor: t });
+    this.index.set(id, this.list.length - 1);
+    return this.list.length - 1;
+  }
+}
+
+export interface LowerOptions {
+  /** Upper bound of every runtime symbol (sizes arena slots). */
+  symbolMax: Record<string, number>;
+}
+
+/** Lowers one graph. ARENA tensors get slot sizes; offsets are assigned by the memory planner afterwards. */
+export function lowerGraph(model: Model, graph: Graph, weights: PlanWeights, opts: LowerOptions): PlanProgram {
+  const diags = new Diagnostics();
+  const facts = inferGraph(model, graph, { annotate: true }, diags);
+  diags.throwIfAny();
+  return new Lowerer(model, graph, facts, weights, opts).run();
+}
+
+class Lowerer {
+  private readonly symbols: PlanSymbol[] = [];
+  private readonly exprs: ExprTable;
+  private readonly tensors: PlanTensor[] = [];
+  private readonly kernels: PlanKernel[] = [];
+  private readonly byValue = new Map<string, number>();
+  private readonly maxBind: Map<string, number>;
+
+  constructor(private readonly model: Model, private readonly graph: Graph, private readonly facts: Facts,
+    private readonly weights: PlanWeights, opts: LowerOptions) {
+    graph.inputs.forEach((name, i) => {
+      facts.get(name)?.shape?.forEach((d, axis) => {
+        if (!isSym(d) || d.terms.size !== 1) return;
+        const [key, coeff] = [...d.terms][0]!;
+        if (coeff !== 1 || key === '' || key.includes('*') || this.symbols.some((s) => s.name === key)) return;
+        this.symbols.push({ name: key, input: i, axis });
+      });
+    });
+    this.exprs = new ExprTable(this.symbols);
+    this.maxBind = new Map(Object.entries(opts.symbolMax));
+  }
+
+  run(): PlanProgram {
+    const g = this.graph;
+    g.inputs.forEach((name, i) => this.byValue.set(name, this.newTensor(name, TENSOR_KIND.INPUT, this.fact(name), { ref: i })));
+    for (const node of g.nodes) this.lowerNode(node);
+    const outputs = g.outputs.map((name) => {
+      let t = this.tensorOf(name, `graph output '${name}'`);
+      if (this.rootKind(t) !== TENSOR_KIND.ARENA) {
+        const copy = this.newTensor(name, TENSOR_KIND.ARENA, this.fact(name));
+        this.kernels.push({ name: 'copy', inputs: [t], outputs: [copy], iargs: [], fargs: [], node: `output ${name}`, origin: [] });
+        t = copy;
+      }
+      return { name, tensor: t };
+    });
+    return {
+      graph: g.name, symbols: this.symbols, exprs: this.exprs.exprs, tensors: this.tensors, kernels: this.kernels,
+      inputs: g.inputs.map((name, i) => ({ name, tensor: i })), outputs,
+      arenaBytes: 0, arenaLowerBound: 0, tensorBytesSum: 0,
+    };
+  }
+
+  private where(node: Node | string) {
+    return typeof node === 'string' ? { graph: this.graph.name, node, stage: 'lowering' } : { graph: this.graph.name, node: node.name, op: node.op, stage: 'lowering' };
+  }
+
+  private fact(name: string): InferInput {
+    const f = this.facts.get(name);
+    if (!f) throw new PlancError('PLANC_E404', `value '${name}' has no inferred type`, this.where(name));
+    return f;
+  }
+
+  private rootKind(t: number): number {
+    let x = this.tensors[t]!;
+    while (x.kind === TENSOR_KIND.ALIAS) x = this.tensors[x.ref]!;
+    return x.kind;
+  }
+
+  /** Creates a tensor for a value with the given dims (default: the value's inferred shape). */
+  private newTensor(name: string, kind: PlanTensor['kind'], f: InferInput, extra: Partial<PlanTensor> = {}, dims?: Dim[]): number {
+    const shape = dims ?? f.shape;
+    if (!shape) throw new PlancError('PLANC_E404', `value '${name}' has unknown rank`, this.where(name));
+    const where = this.where(name);
+    let slotBytes = 0;
+    if (kind === TENSOR_KIND.ARENA) {
+      let n = BYTES[f.dtype];
+      for (const d of shape) {
+        const v = dimEval(d, this.maxBind);
+        if (v === undefined) throw new PlancError('PLANC_E404', `no upper bound for dimension '${dimStr(d)}' of '${name}': give the symbol a maximum (--max-dim NAME=N)`, where);
+        n *= Math.max(0, v);
+      }
+      slotBytes = n;
+    }
+    if (f.dtype === 'string') throw new PlancError('PLANC_E404', `string tensor '${name}' is not supported by plans`, where);
+    this.tensors.push({
+      name, kind, dtype: ONNX_CODE[f.dtype], dims: shape.map((d) => this.exprs.intern(d, where)),
+      offset: 0, slotBytes, ref: 0, ...extra,
+    });
+    return this.tensors.length - 1;
+  }
+
+  /** The tensor holding a value: existing, a weight for constants, or materialized symbolic ints. */
+  private tensorOf(name: string, usedBy: string): number {
+    const known = this.byValue.get(name);
+    if (known !== undefined) return known;
+    const f = this.fact(name);
+    let t: number;
+    if (f.value) {
+      t = this.newTensor(name, TENSOR_KIND.WEIGHT, f, { ref: this.weights.byValue(f.value) }, [...f.value.dims]);
+    } else if (f.sym) {
+      t = this.newTensor(name, TENSOR_KIND.ARENA, f);
+      this.kernels.push({ name: 'values', inputs: [], outputs: [t], iargs: f.sym.map((d) => this.exprs.intern(d, this.where(name))), fargs: [], node: name, origin: [] });
+    } else {
+      throw new PlancError('PLANC_E404', `value '${name}' used by ${usedBy} is never computed`, this.where(name));
+    }
+    this.byValue.set(name, t);
+    return t;
+  }
+
+  private lowerNode(node: Node): void {
+    const outs = node.outputs.filter((o) => o);
+    if (outs.every((o) => { const f = this.facts.get(o); return f?.value !== undefined || f?.sym !== undefined; })) return; // host-side constant or shape math
+    const opset = this.model.opsets[node.domain] ?? 1;
+    const rule = node.domain === '' ? CPU_RULES[node.op] : undefined;
+    const where = this.where(node);
+    if (!rule) throw new PlancError('PLANC_E404', `${node.domain ? node.domain + '.' : ''}${node.op} has no CPU kernel yet`, where);
+    const inputs = node.inputs.map((x) => (x ? this.fact(x) : undefined));
+    const ctx: RuleCtx = {
+      ...makeOpContext(node, opset, 'PLANC_E404', this.graph.name),
+      inputs,
+      outputs: node.outputs.map((o) => (o ? this.fact(o) : undefined)),
+      shape: (i) => {
+        const s = inputs[i]?.shape;
+        if (!s) throw new PlancError('PLANC_E404', `input ${i} has unknown shape`, where);
+        return s;
+      },
+      known: (i) => {
+        const f = inputs[i];
+        if (!f) throw new PlancError('PLANC_E404', `input ${i} is required`, where);
+        if (f.sym) return f.sym;
+        if (f.value) return Array.from(f.value.nums);
+        throw new PlancError('PLANC_E404', `input ${i} ('${node.inputs[i]}') must be known before running (a constant or computed from shapes)`, where);
+      },
+    };
+    const low: Lowering = rule(ctx);
+    if ('alias' in low) {
+      const src = this.tensorOf(node.inputs[low.alias]!, node.name);
+      const out = node.outputs[0]!;
+      this.byValue.set(out, this.newTensor(out, TENSOR_KIND.ALIAS, this.fact(out), { ref: src }));
+      return;
+    }
+    const ins = (low.inputs ?? node.inputs.map((x, i) => (x ? i : -1))).map((i) => {
+      if (i instanceof Tensor) return this.newTensor(`${node.name}:const`, TENSOR_KIND.WEIGHT, { dtype: i.dtype, shape: [...i.dims] }, { ref: this.weights.byValue(i) });
+      if (i === -1 || !node.inputs[i]) return -1;
+      const t = this.tensorOf(node.inputs[i]!, node.name);
+      const view = low.inViews?.[i];
+      return view ? this.newTensor(`${node.inputs[i]}:view`, TENSOR_KIND.ALIAS, this.fact(node.inputs[i]!), { ref: t }, view) : t;
+    });
+    const kernelOuts: number[] = [];
+    node.outputs.forEach((o, k) => {
+      if (!o) {
+        if (low.requireOutputs && k < low.requireOutputs) throw new PlancError('PLANC_E404', `output ${k} must be present`, where);
+        return;
+      }
+      if (low.maxOutputs !== undefined && k >= low.maxOutputs) throw new PlancError('PLANC_E404', `optional output ${k} ('${o}') is not supported by the CPU kernel`, where);
+      const f = this.fact(o);
+      const dims = low.outDims?.[k];
+      const t = this.newTensor(o, TENSOR_KIND.ARENA, f, {}, dims);
+      kernelOuts.push(t);
+      this.byValue.set(o, dims ? this.newTensor(o, TENSOR_KIND.ALIAS, f, { ref: t }) : t);
+    });
+    this.kernels.push({
+      name: low.kernel, inputs: ins, outputs: kernelOuts,
+      iargs: (low.iargs ?? []).map((d) => this.exprs.intern(d, where)), fargs: low.fargs ?? [], node: node.name, origin: node.origin,
+    });
+  }
+}

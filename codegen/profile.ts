@@ -1,0 +1,37 @@
+// The optimization profile: largest batch and lengths a plan accepts, and the upper bound of each runtime symbol.
+import { PlancError } from '../compiler/diagnostics.ts';
+
+export interface ProfileOptions {
+  maxBatch: number;
+  maxSrcLen: number;
+  maxTgtLen: number;
+  /** Explicit bounds by symbol name (--max-dim NAME=N), winning over the name rules. */
+  maxDims?: Record<string, number>;
+}
+
+export const DEFAULT_PROFILE: ProfileOptions = { maxBatch: 16, maxSrcLen: 128, maxTgtLen: 128 };
+
+/** The bound of a symbol from its name: batch → max batch; encoder/source → max source; decoder/past/target → max target. */
+export function symbolBound(name: string, p: ProfileOptions): number | undefined {
+  if (p.maxDims?.[name] !== undefined) return p.maxDims[name];
+  if (/batch/i.test(name)) return p.maxBatch;
+  if (/encoder|src|source/i.test(name)) return p.maxSrcLen;
+  if (/decoder|tgt|target|past/i.test(name)) return p.maxTgtLen;
+  if (/seq|len/i.test(name)) return Math.max(p.maxSrcLen, p.maxTgtLen);
+  return undefined;
+}
+
+/** Bounds for every symbol in `names`; fails listing the ones no rule covers. */
+export function symbolBounds(names: Iterable<string>, p: ProfileOptions): Record<string, number> {
+  const out: Record<string, number> = {};
+  const missing: string[] = [];
+  for (const n of names) {
+    const b = symbolBound(n, p);
+    if (b === undefined) missing.push(n);
+    else out[n] = b;
+  }
+  if (missing.length) {
+    throw new PlancError('PLANC_E404', `no upper bound for the runtime dimension(s) ${missing.map((m) => `'${m}'`).join(', ')}: pass --max-dim ${missing[0]}=N`);
+  }
+  return out;
+}

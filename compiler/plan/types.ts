@@ -1,0 +1,83 @@
+// The plan as plain data (the protobuf header of compiler/plan/plan.proto, decoded with int64 as numbers).
+export const PLAN_FORMAT_VERSION = 1;
+
+export interface PlanTarget { kind: 'cpu' | 'cuda'; archs: string[] }
+export interface PlanToolchain { node: string; nvcc: string; driver: string }
+export interface PlanProfile { maxBatch: number; maxSrcLen: number; maxTgtLen: number; symbolMax: Record<string, number> }
+export interface PlanWeight { id: string; dtype: number; dims: number[]; offset: number; length: number }
+export interface PlanTerm { coeff: number; factors: number[] }
+export interface PlanExpr { terms: PlanTerm[] }
+
+export const TENSOR_KIND = { ARENA: 0, WEIGHT: 1, INPUT: 2, ALIAS: 3 } as const;
+export type TensorKind = (typeof TENSOR_KIND)[keyof typeof TENSOR_KIND];
+
+export interface PlanTensor {
+  name: string;
+  kind: TensorKind;
+  dtype: number;
+  /** Expression indices, one per dim. */
+  dims: number[];
+  offset: number;
+  slotBytes: number;
+  ref: number;
+}
+
+export interface PlanKernel {
+  name: string;
+  inputs: number[];
+  outputs: number[];
+  iargs: number[];
+  fargs: number[];
+  node: string;
+  origin: string[];
+}
+
+export interface PlanSymbol { name: string; input: number; axis: number }
+export interface PlanIO { name: string; tensor: number }
+
+export interface PlanProgram {
+  graph: string;
+  symbols: PlanSymbol[];
+  exprs: PlanExpr[];
+  tensors: PlanTensor[];
+  kernels: PlanKernel[];
+  inputs: PlanIO[];
+  outputs: PlanIO[];
+  arenaBytes: number;
+  arenaLowerBound: number;
+  tensorBytesSum: number;
+}
+
+export interface PlanDecoding {
+  decoderStartId?: number;
+  eosId?: number;
+  padId?: number;
+  unkId?: number;
+  bosId?: number;
+  vocabSize?: number;
+  maxLength?: number;
+}
+
+export interface PlanHeader {
+  plancVersion: string;
+  formatVersion: number;
+  target: PlanTarget;
+  toolchain: PlanToolchain;
+  sourceHash: string;
+  profile: PlanProfile;
+  weights: PlanWeight[];
+  programs: PlanProgram[];
+  arena: { bytes: number; persistentBytes: number };
+  options: Record<string, string>;
+  decoding: PlanDecoding;
+  tuning: { key: string; choice: string; micros: number }[];
+  blobBytes: number;
+  blobCrc32: number;
+  created: string;
+}
+
+/** A plan in memory: its header and the blob region holding the weights. */
+export interface PlanFile {
+  header: PlanHeader;
+  blob: Uint8Array;
+}

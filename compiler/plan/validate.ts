@@ -1,0 +1,104 @@
+// Checks every offset, size, dtype, count and reference of a decoded plan header before anything reaches native code.
+import { PlancError } from '../diagnostics.ts';
+import { TENSOR_KIND, type PlanHeader, type PlanProgram } from './types.ts';
+
+/** Bytes per element of the ONNX dtype codes plans may use; undefined = not allowed. */
+export const PLAN_DTYPE_BYTES: Record<number, number> = { 1: 4, 2: 1, 3: 1, 6: 4, 7: 8, 9: 1, 10: 2, 11: 8 };
+
+const MAX_RANK = 8;
+const LIMIT = 1 << 24; // sanity cap on counts
+
+export function validateHeader(h: PlanHeader, file: string): void {
+  const bad = (msg: string): never => { throw new PlancError('PLANC_E401', `corrupt plan: ${msg}`, { file }); };
+  const count = (what: string, n: number) => { if (!Number.isSafeInteger(n) || n < 0 || n > LIMIT) bad(`${what} count ${n} is not sane`); };
+  const uint = (what: string, n: number) => { if (!Number.isSafeInteger(n) || n < 0) bad(`${what} ${n} is not a valid size`); };
+  if (!h.target || (h.target.kind !== 'cpu' && h.target.kind !== 'cuda')) bad(`unknown target '${h.target?.kind}'`);
+  if (!h.profile) bad('no optimization profile');
+  for (const [k, v] of Object.entries(h.profile.symbolMax)) uint(`profile bound of ${k}`, v);
+  count('weight', h.weights.length);
+  h.weights.forEach((w, i) => {
+    const size = PLAN_DTYPE_BYTES[w.dtype];
+    if (size === undefined) bad(`weight ${i} has unsupported dtype code ${w.dtype}`);
+    if (w.dims.length > MAX_RANK) bad(`weight ${i} has rank ${w.dims.length}`);
+    let n = 1;
+    for (const d of w.dims) { uint(`weight ${i} dim`, d); n *= d; }
+    uint(`weight ${i} offset`, w.offset);
+    if (w.offset % 64 !== 0) bad(`weight ${i} offset ${w.offset} is not 64-byte aligned`);
+    if (w.length !== n * size!) bad(`weight ${i} has ${w.length} bytes but dims [${w.dims}] need ${n * size!}`);
+    if (w.offset + w.length > h.blobBytes) bad(`weight ${i} (${w.offset}+${w.length}) lies past the end of the weight data (${h.blobBytes})`);
+  });
+  uint('arena size', h.arena?.bytes ?? -1);
+  count('program', h.programs.length);
+  const names = new Set<string>();
+  for (const p of h.programs) {
+    if (names.has(p.graph)) bad(`two programs for graph '${p.graph}'`);
+    names.add(p.graph);
+    validateProgram(p, h, bad, count, uint);
+  }
+}
+
+function validateProgram(p: PlanProgram, h: PlanHeader, bad: (m: string) => never,
+  count: (w: string, n: number) => void, uint: (w: string, n: number) => void): void {
+  const g = `program '${p.graph}'`;
+  count(`${g} symbol`, p.symbols.length);
+  count(`${g} expression`, p.exprs.length);
+  count(`${g} tensor`, p.tensors.length);
+  count(`${g} kernel`, p.kernels.length);
+  uint(`${g} arena size`, p.arenaBytes);
+  if (p.arenaBytes > h.arena.bytes) bad(`${g} needs ${p.arenaBytes} arena bytes but the plan's arena has ${h.arena.bytes}`);
+  p.symbols.forEach((s, i) => {
+    if (s.input >= p.inputs.length) bad(`${g} symbol ${i} reads input ${s.input} of ${p.inputs.length}`);
+    if (s.axis >= MAX_RANK) bad(`${g} symbol ${i} reads axis ${s.axis}`);
+  });
+  p.exprs.forEach((e, i) => {
+    if (e.terms.length > 64) bad(`${g} expression ${i} has ${e.terms.length} terms`);
+    for (const t of e.terms) {
+      if (!Number.isSafeInteger(t.coeff)) bad(`${g} expression ${i} has coefficient ${t.coeff}`);
+      if (t.factors.length > 8) bad(`${g} expression ${i} has a term of ${t.factors.length} factors`);
+      for (const f of t.factors) if (f >= p.symbols.length) bad(`${g} expression ${i} uses symbol ${f} of ${p.symbols.length}`);
+    }
+  });
+  p.tensors.forEach((t, i) => {
+    const what = `${g} tensor ${i} ('${t.name}')`;
+    if (PLAN_DTYPE_BYTES[t.dtype] === undefined) bad(`${what} has unsupported dtype code ${t.dtype}`);
+    if (t.dims.length > MAX_RANK) bad(`${what} has rank ${t.dims.length}`);
+    for (const d of t.dims) if (d >= p.exprs.length) bad(`${what} uses expression ${d} of ${p.exprs.length}`);
+    switch (t.kind) {
+      case TENSOR_KIND.ARENA:
+        uint(`${what} offset`, t.offset);
+        uint(`${what} slot`, t.slotBytes);
+        if (t.offset + t.slotBytes > p.arenaBytes) bad(`${what} slot ${t.offset}+${t.slotBytes} is past the program's arena (${p.arenaBytes})`);
+        break;
+      case TENSOR_KIND.WEIGHT:
+        if (t.ref >= h.weights.length) bad(`${what} refers to weight ${t.ref} of ${h.weights.length}`);
+        break;
+      case TENSOR_KIND.INPUT:
+        if (t.ref >= p.inputs.length) bad(`${what} refers to input ${t.ref} of ${p.inputs.length}`);
+        break;
+      case TENSOR_KIND.ALIAS:
+        if (t.ref >= i) bad(`${what} aliases tensor ${t.ref}, which does not come before it`);
+        break;
+      default:
+        bad(`${what} has unknown kind ${t.kind}`);
+    }
+  });
+  const tensor = (what: string, k: number) => { if (!Number.isInteger(k) || k < 0 || k >= p.tensors.length) bad(`${what} refers to tensor ${k} of ${p.tensors.length}`); };
+  p.kernels.forEach((k, i) => {
+    const what = `${g} kernel ${i} (${k.name})`;
+    if (!/^[a-z_0-9]+$/.test(k.name)) bad(`${what} has a bad name`);
+    for (const x of k.inputs) if (x !== -1) tensor(what, x);
+    for (const x of k.outputs) {
+      tensor(what, x);
+      const kind = p.tensors[x]!.kind;
+      if (kind === TENSOR_KIND.WEIGHT || kind === TENSOR_KIND.INPUT) bad(`${what} writes into a read-only tensor ${x}`);
+    }
+    for (const a of k.iargs) if (a >= p.exprs.length) bad(`${what} uses expression ${a} of ${p.exprs.length}`);
+    if (k.inputs.length > 64 || k.outputs.length > 64 || k.iargs.length > 256 || k.fargs.length > 64) bad(`${what} has too many arguments`);
+  });
+  p.inputs.forEach((io, i) => {
+    tensor(`${g} input ${i}`, io.tensor);
+    const t = p.tensors[io.tensor]!;
+    if (t.kind !== TENSOR_KIND.INPUT || t.ref !== i) bad(`${g} input ${i} ('${io.name}') is not an input tensor`);
+  });
+  p.outputs.forEach((io, i) => tensor(`${g} output ${i}`, io.tensor));
+}

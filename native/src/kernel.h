@@ -1,0 +1,65 @@
+// The kernel ABI: resolved tensor views in, an error string (or nullptr) out; one registry of kernels by name.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+namespace planc {
+
+class ThreadPool;
+
+// ONNX dtype codes used by plans.
+enum DType : int32_t {
+  kFloat32 = 1, kUint8 = 2, kInt8 = 3, kInt32 = 6, kInt64 = 7, kBool = 9, kFloat16 = 10, kFloat64 = 11,
+};
+
+// Bytes per element of a dtype, 0 if unsupported.
+size_t dtype_size(int32_t dtype);
+
+constexpr int kMaxRank = 8;
+
+// A tensor as a kernel sees it: data pointer, dtype and resolved dims (row-major, contiguous).
+struct TensorView {
+  void* data = nullptr;
+  int32_t dtype = 0;
+  int32_t rank = 0;
+  int64_t dims[kMaxRank] = {0};
+  int64_t numel = 0;  // product of dims
+  size_t bytes() const { return static_cast<size_t>(numel) * dtype_size(dtype); }
+  template <typename T> T* as() const { return static_cast<T*>(data); }
+};
+
+// Everything one kernel call gets. Omitted optional inputs have data == nullptr.
+struct KernelArgs {
+  const TensorView* in = nullptr;
+  int n_in = 0;
+  TensorView* out = nullptr;
+  int n_out = 0;
+  const int64_t* iargs = nullptr;
+  int n_iargs = 0;
+  const double* fargs = nullptr;
+  int n_fargs = 0;
+  ThreadPool* pool = nullptr;
+};
+
+// A kernel returns nullptr on success or a static/thread-local error message. Kernels never throw and must check
+// every shape relation they rely on (input vs output dims, index ranges) before touching memory.
+using KernelFn = const char* (*)(const KernelArgs&);
+
+struct KernelDef {
+  const char* name;
+  KernelFn fn;
+};
+
+// Each op-family file defines one of these, returning its kernels (see cpu/*.cc); registry.cc concatenates them.
+struct KernelList {
+  const KernelDef* defs;
+  size_t count;
+};
+
+// The whole table, in a fixed order for this build; ids are positions in it.
+const KernelDef* kernel_table(size_t* count);
+
+// Formats an error message into a thread-local buffer and returns it (for kernels' error returns).
+const char* kernel_error(const char* fmt, ...);
+
+}  // namespace planc
