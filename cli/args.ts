@@ -21,14 +21,15 @@ export function parseArgs(spec: CommandSpec, argv: string[]): Parsed {
   const usage = (msg: string): never => { throw new PlancError('PLANC_E301', `${msg}\nusage: ${spec.usage}`); };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]!;
-    if (!a.startsWith('--')) { positional.push(a); continue; }
-    const [name, inline] = a.slice(2).split('=', 2) as [string, string | undefined];
+    const short = /^-[a-zA-Z]$/.test(a);
+    if (!a.startsWith('--') && !short) { positional.push(a); continue; }
+    const [name, inline] = (short ? [a.slice(1)] : a.slice(2).split('=', 2)) as [string, string | undefined];
     if (name === 'debug') continue;
     const kind = spec.flags[name];
-    if (!kind) usage(`unknown option --${name} for '${spec.name}'`);
+    if (!kind) usage(`unknown option ${short ? '-' : '--'}${name} for '${spec.name}'`);
     if (kind === 'boolean') { flags[name] = true; continue; }
     const v = inline ?? argv[++i];
-    if (v === undefined) usage(`option --${name} needs a value`);
+    if (v === undefined) usage(`option ${short ? '-' : '--'}${name} needs a value`);
     if (kind === 'number') {
       const n = Number(v);
       if (!Number.isFinite(n)) usage(`option --${name} wants a number, got '${v}'`);

@@ -1,12 +1,15 @@
 // `planc inspect MODEL [--json]`: graphs, I/O with symbolic shapes, opsets, op histogram, weights, unsupported ops.
+import * as fs from 'node:fs';
 import type { Graph, Model } from '../compiler/ir.ts';
+import { readPlanFile } from '../compiler/plan/format.ts';
+import type { PlanHeader } from '../compiler/plan/types.ts';
 import { importModel, unsupportedOps } from '../compiler/onnx/import-model.ts';
 import { typeStr } from '../compiler/printer.ts';
 import { parseArgs, type CommandSpec } from './args.ts';
 
 export const INSPECT: CommandSpec = {
   name: 'inspect',
-  usage: 'planc inspect MODEL [--json]    MODEL: a .onnx file or a Hugging Face seq2seq folder',
+  usage: 'planc inspect MODEL|PLAN [--json]    MODEL: a .onnx file or a Hugging Face seq2seq folder; PLAN: a plan file',
   flags: { json: 'boolean' },
 };
 
@@ -81,9 +84,73 @@ export function formatReport(r: ModelReport): string {
   return lines.join('\n');
 }
 
+/** What `planc inspect PLAN --json` reports. */
+export interface PlanReport {
+  plan: string;
+  plancVersion: string;
+  formatVersion: number;
+  target: string;
+  archs: string[];
+  profile: PlanHeader['profile'];
+  uniqueWeightBytes: number;
+  weights: number;
+  arenaBytes: number;
+  graphs: { name: string; arenaBytes: number; arenaLowerBoundBytes: number; tensorBytesSum: number; kernelCount: number; kernels: Record<string, number>; inputs: string[]; outputs: string[] }[];
+  decoding: PlanHeader['decoding'];
+  sourceHash: string;
+  created: string;
+}
+
+export function planReport(file: string, h: PlanHeader): PlanReport {
+  return {
+    plan: file, plancVersion: h.plancVersion, formatVersion: h.formatVersion, target: h.target.kind, archs: h.target.archs, profile: h.profile,
+    uniqueWeightBytes: h.weights.reduce((a, w) => a + w.length, 0), weights: h.weights.length, arenaBytes: h.arena.bytes,
+    graphs: h.programs.map((p) => {
+      const kernels: Record<string, number> = {};
+      for (const k of p.kernels) kernels[k.name] = (kernels[k.name] ?? 0) + 1;
+      return {
+        name: p.graph, arenaBytes: p.arenaBytes, arenaLowerBoundBytes: p.arenaLowerBound, tensorBytesSum: p.tensorBytesSum, kernelCount: p.kernels.length,
+        kernels: Object.fromEntries(Object.entries(kernels).sort((a, b) => b[1] - a[1])),
+        inputs: p.inputs.map((i) => i.name), outputs: p.outputs.map((o) => o.name),
+      };
+    }),
+    decoding: h.decoding, sourceHash: h.sourceHash, created: h.created,
+  };
+}
+
+export function formatPlanReport(r: PlanReport): string {
+  const lines = [
+    `plan ${r.plan} (planc ${r.plancVersion}, format ${r.formatVersion}, created ${r.created})`,
+    `target: ${r.target}${r.archs.length ? ` ${r.archs.join(',')}` : ''}; profile: batch ≤ ${r.profile.maxBatch}, source ≤ ${r.profile.maxSrcLen}, target ≤ ${r.profile.maxTgtLen}`,
+    `weights: ${r.weights} distinct tensors, ${mb(r.uniqueWeightBytes)}; arena ${mb(r.arenaBytes)} (shared by all graphs)`,
+  ];
+  for (const g of r.graphs) {
+    lines.push(`  ${g.name}: ${g.kernelCount} kernels, arena ${mb(g.arenaBytes)} (lower bound ${mb(g.arenaLowerBoundBytes)}, all tensors ${mb(g.tensorBytesSum)})`);
+    lines.push(`    ${Object.entries(g.kernels).map(([k, v]) => `${k} ${v}`).join(', ')}`);
+  }
+  return lines.join('\n');
+}
+
+function isPlanFile(file: string): boolean {
+  if (!fs.existsSync(file) || fs.statSync(file).isDirectory()) return false;
+  const fd = fs.openSync(file, 'r');
+  try {
+    const b = Buffer.alloc(8);
+    fs.readSync(fd, b, 0, 8, 0);
+    return b.toString('latin1') === 'PLANCPLN';
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
 export function runInspect(argv: string[]): number {
   const { positional, flags } = parseArgs(INSPECT, argv);
   const target = positional[0]!;
+  if (isPlanFile(target)) {
+    const r = planReport(target, readPlanFile(target).header);
+    console.log(flags.json ? JSON.stringify(r, null, 2) : formatPlanReport(r));
+    return 0;
+  }
   const model = importModel(target, { allowUnsupported: true });
   const report = modelReport(target, model);
   console.log(flags.json ? JSON.stringify(report, null, 2) : formatReport(report));

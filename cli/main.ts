@@ -1,9 +1,13 @@
 // planc's command-line entry: dispatches to one file per command; errors print their code and exit 2.
 import { PlancError } from '../compiler/diagnostics.ts';
 import { runInspect } from './inspect.ts';
+import { runOptimize } from './optimize.ts';
+import { runRun } from './run.ts';
 
 const COMMANDS: Record<string, { run: (argv: string[]) => number | Promise<number>; help: string }> = {
-  inspect: { run: runInspect, help: 'inspect MODEL [--json]     graphs, I/O, opsets, ops, weights, unsupported ops' },
+  optimize: { run: runOptimize, help: 'optimize MODEL -o PLAN     compile a model into a plan (--target cpu, --max-batch/--max-src-len/--max-tgt-len)' },
+  run: { run: runRun, help: 'run PLAN --graph G --inputs FEEDS.json|.npz   run one graph of a plan' },
+  inspect: { run: runInspect, help: 'inspect MODEL|PLAN [--json] graphs, I/O, opsets, ops, weights, unsupported ops; for plans: arena and kernels' },
 };
 
 function usage(): string {

@@ -1,0 +1,73 @@
+// `planc optimize MODEL -o PLAN`: import, verify, lower every graph for the target, plan memory, write the plan.
+import * as path from 'node:path';
+import { PlancError } from '../compiler/diagnostics.ts';
+import { importModel } from '../compiler/onnx/import-model.ts';
+import { writePlanFile } from '../compiler/plan/format.ts';
+import { verifyModel } from '../compiler/verify.ts';
+import { DEFAULT_PROFILE } from '../codegen/profile.ts';
+import { parseArgs, type CommandSpec } from './args.ts';
+import { buildPlan } from './build-plan.ts';
+import { Progress } from './progress.ts';
+
+export const OPTIMIZE: CommandSpec = {
+  name: 'optimize',
+  usage: 'planc optimize MODEL -o PLAN [--target cpu] [--max-batch N] [--max-src-len N] [--max-tgt-len N] [--max-dim NAME=N,...] [--quiet]',
+  flags: { o: 'string', output: 'string', target: 'string', 'max-batch': 'number', 'max-src-len': 'number', 'max-tgt-len': 'number', 'max-dim': 'string', quiet: 'boolean' },
+};
+
+const mb = (b: number) => `${(b / 1e6).toFixed(1)} MB`;
+
+function positiveInt(flag: string, v: unknown, def: number): number {
+  if (v === undefined) return def;
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < 1) throw new PlancError('PLANC_E301', `--${flag} must be a positive integer, got ${v}`);
+  return v;
+}
+
+function parseMaxDims(s: string | undefined): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const part of (s ?? '').split(',').filter((x) => x)) {
+    const m = /^([\w.:-]+)=(\d+)$/.exec(part.trim());
+    if (!m) throw new PlancError('PLANC_E301', `--max-dim wants NAME=N[,NAME=N...], got '${part}'`);
+    out[m[1]!] = Number(m[2]);
+  }
+  return out;
+}
+
+export function runOptimize(argv: string[]): number {
+  const { positional, flags } = parseArgs(OPTIMIZE, argv);
+  const model = positional[0]!;
+  const out = (flags.o ?? flags.output) as string | undefined;
+  if (!out) throw new PlancError('PLANC_E301', `optimize needs -o PLAN\nusage: ${OPTIMIZE.usage}`);
+  const target = (flags.target as string | undefined) ?? 'cpu';
+  if (target !== 'cpu') throw new PlancError('PLANC_E301', `--target ${target} is not available yet (this planc builds cpu plans)`);
+  const profile = {
+    maxBatch: positiveInt('max-batch', flags['max-batch'], DEFAULT_PROFILE.maxBatch),
+    maxSrcLen: positiveInt('max-src-len', flags['max-src-len'], DEFAULT_PROFILE.maxSrcLen),
+    maxTgtLen: positiveInt('max-tgt-len', flags['max-tgt-len'], DEFAULT_PROFILE.maxTgtLen),
+    maxDims: parseMaxDims(flags['max-dim'] as string | undefined),
+  };
+  const progress = new Progress(flags.quiet === true);
+  progress.start(`importing ${model}`);
+  const m = importModel(model);
+  progress.start('verifying');
+  verifyModel(m, { types: false });
+  const built = buildPlan(m, {
+    target: 'cpu', ...profile, onProgress: (s) => progress.start(s),
+    options: { model: path.resolve(model), profile: JSON.stringify(profile) },
+  });
+  progress.start(`writing ${out}`);
+  const bytes = writePlanFile(out, built.header, built.blob);
+  progress.finish();
+  if (flags.quiet !== true) {
+    const h = built.header;
+    const lines = [
+      `plan ${out}: ${mb(bytes)}, target ${h.target.kind}, profile batch ≤ ${profile.maxBatch}, source ≤ ${profile.maxSrcLen}, target ≤ ${profile.maxTgtLen}`,
+      `weights: ${h.weights.length} distinct tensors, ${mb(h.blobBytes)}`,
+      `arena: ${mb(h.arena.bytes)} shared by ${h.programs.length} graph(s)`,
+      ...built.reports.map((r) => `  ${r.graph.padEnd(18)} ${String(r.kernels).padStart(4)} kernels   arena ${mb(r.arenaBytes).padStart(9)}   lower bound ${mb(r.lowerBound).padStart(9)}   all tensors ${mb(r.tensorBytesSum).padStart(9)}   in-place ${r.inPlace}`),
+      `done in ${progress.elapsed.toFixed(1)} s`,
+    ];
+    console.log(lines.join('\n'));
+  }
+  return 0;
+}

@@ -1,0 +1,185 @@
+// The Node API: loadPlan(path) → a Plan whose run(graph, feeds) executes one program in the native runtime.
+import { PlancError } from '../compiler/diagnostics.ts';
+import { decodePlan, readPlanFile } from '../compiler/plan/format.ts';
+import type { PlanFile, PlanHeader, PlanProgram } from '../compiler/plan/types.ts';
+import { encodeProgram } from './encode-program.ts';
+import { kernelIds, native, type NativeAddon, type NativePlan, type NativeProgram } from './native.ts';
+import { allocTensor, arrayNameOf, DTYPE_OF_CODE, type RtTensor } from './tensor.ts';
+
+export interface IOInfo {
+  name: string;
+  dtype: string;
+  /** Dims as text: numbers or symbol expressions. */
+  dims: string[];
+}
+
+interface Loaded {
+  program: PlanProgram;
+  handle: NativeProgram;
+}
+
+/** The addon, or a PlancError saying how to build it. */
+function addon(): NativeAddon {
+  try {
+    return native();
+  } catch (e) {
+    throw new PlancError('PLANC_E406', (e as Error).message);
+  }
+}
+
+export class Plan {
+  readonly header: PlanHeader;
+  private readonly native = addon();
+  private readonly plan: NativePlan;
+  private readonly programs = new Map<string, Loaded>();
+  private queue: Promise<unknown> = Promise.resolve();
+  private closed = false;
+
+  constructor(file: PlanFile, readonly source: string) {
+    this.header = file.header;
+    const h = file.header;
+    if (h.target.kind !== 'cpu') throw new PlancError('PLANC_E403', `plan targets ${h.target.kind}; this runtime runs cpu plans`, { file: source });
+    const table = BigInt64Array.from(h.weights.flatMap((w) => [BigInt(w.offset), BigInt(w.length)]));
+    const ids = kernelIds();
+    this.plan = this.native.planNew(file.blob, table, h.arena.bytes);
+    try {
+      for (const p of h.programs) {
+        const code = encodeProgram(p, h.weights.length, ids, source);
+        this.programs.set(p.graph, { program: p, handle: this.native.programNew(this.plan, code) });
+      }
+    } catch (e) {
+      this.close();
+      throw e;
+    }
+  }
+
+  get graphs(): string[] { return [...this.programs.keys()]; }
+
+  /** Inputs of a graph with their dtypes and symbolic dims. */
+  inputs(graph: string): IOInfo[] { return this.io(graph, 'inputs'); }
+  outputs(graph: string): IOInfo[] { return this.io(graph, 'outputs'); }
+
+  private io(graph: string, which: 'inputs' | 'outputs'): IOInfo[] {
+    const p = this.program(graph).program;
+    return p[which].map((io) => {
+      const t = p.tensors[io.tensor]!;
+      return { name: io.name, dtype: DTYPE_OF_CODE[t.dtype]!, dims: t.dims.map((e) => exprText(p, e)) };
+    });
+  }
+
+  private program(graph: string): Loaded {
+    if (this.closed) throw new PlancError('PLANC_E405', 'this plan was closed');
+    const l = this.programs.get(graph);
+    if (!l) throw new PlancError('PLANC_E405', `plan has no graph '${graph}' (it has ${this.graphs.join(', ')})`, { file: this.source });
+    return l;
+  }
+
+  /** Runs a graph on the native runtime; runs of one plan are serialized (they share its arena). */
+  run(graph: string, feeds: Record<string, RtTensor>): Promise<Record<string, RtTensor>> {
+    const job = this.queue.then(async () => {
+      const { handle, symbols, feedData, outputs } = this.prepare(graph, feeds);
+      await this.native.programRunAsync(handle, symbols, feedData, Object.values(outputs).map((t) => t.data));
+      return outputs;
+    });
+    this.queue = job.catch(() => undefined);
+    return job;
+  }
+
+  /** The same as run, blocking the event loop (lowest overhead, for benchmarks and scripts). */
+  runSync(graph: string, feeds: Record<string, RtTensor>): Record<string, RtTensor> {
+    const { handle, symbols, feedData, outputs } = this.prepare(graph, feeds);
+    this.native.programRun(handle, symbols, feedData, Object.values(outputs).map((t) => t.data));
+    return outputs;
+  }
+
+  /** Checks feeds against the program, binds the symbols, allocates the outputs. */
+  private prepare(graph: string, feeds: Record<string, RtTensor>) {
+    const { program: p, handle } = this.program(graph);
+    const where = { file: this.source, graph };
+    const bad = (msg: string): never => { throw new PlancError('PLANC_E405', msg, where); };
+    for (const name of Object.keys(feeds)) if (!p.inputs.some((i) => i.name === name)) bad(`unknown feed '${name}'; graph '${graph}' takes ${p.inputs.map((i) => i.name).join(', ')}`);
+    const values = new Array<number>(p.symbols.length).fill(-1);
+    p.symbols.forEach((s, k) => {
+      const f = feeds[p.inputs[s.input]!.name];
+      if (f && Array.isArray(f.dims) && s.axis < f.dims.length) values[k] = f.dims[s.axis]!;
+    });
+    const feedData = p.inputs.map((io) => {
+      const f = feeds[io.name];
+      const t = p.tensors[io.tensor]!;
+      const dtype = DTYPE_OF_CODE[t.dtype]!;
+      if (!f) return bad(`missing feed '${io.name}' (${dtype}[${t.dims.map((e) => exprText(p, e)).join(',')}])`);
+      if (f.dtype !== dtype) bad(`feed '${io.name}' is ${f.dtype}, the plan wants ${dtype}`);
+      if (!Array.isArray(f.dims) || f.dims.some((d) => !Number.isSafeInteger(d) || d < 0)) bad(`feed '${io.name}' has bad dims`);
+      if (f.dims.length !== t.dims.length) bad(`feed '${io.name}' has rank ${f.dims.length} ([${f.dims}]), the plan wants [${t.dims.map((e) => exprText(p, e)).join(',')}]`);
+      if (!(f.data instanceof (globalThis as unknown as Record<string, { new (): object }>)[arrayNameOf(dtype)]!)) bad(`feed '${io.name}' data must be a ${arrayNameOf(dtype)}`);
+      t.dims.forEach((e, axis) => {
+        const want = evalExpr(p, e, values);
+        if (want !== f.dims[axis]) bad(`feed '${io.name}' has dims [${f.dims}], but dim ${axis} must be ${exprText(p, e)} = ${want} here`);
+      });
+      if (f.data.length !== f.dims.reduce((a, b) => a * b, 1)) bad(`feed '${io.name}' has ${f.data.length} elements for dims [${f.dims}]`);
+      return f.data;
+    });
+    p.symbols.forEach((s, k) => {
+      const max = this.header.profile.symbolMax[s.name];
+      if (max !== undefined && values[k]! > max) {
+        bad(`feed '${p.inputs[s.input]!.name}' has ${s.name} = ${values[k]}, over the plan's maximum ${max} (optimize with a larger --max-batch/--max-src-len/--max-tgt-len or --max-dim ${s.name}=N)`);
+      }
+    });
+    this.checkTokenIds(p, feeds, bad);
+    const outputs: Record<string, RtTensor> = {};
+    for (const io of p.outputs) {
+      const t = p.tensors[io.tensor]!;
+      outputs[io.name] = allocTensor(DTYPE_OF_CODE[t.dtype]!, t.dims.map((e) => evalExpr(p, e, values)));
+    }
+    return { handle, symbols: BigInt64Array.from(values, (v) => BigInt(v)), feedData, outputs };
+  }
+
+  /** Token ids must lie inside the vocabulary (the embedding gather checks again natively). */
+  private checkTokenIds(p: PlanProgram, feeds: Record<string, RtTensor>, bad: (m: string) => never): void {
+    const vocab = this.header.decoding.vocabSize;
+    if (!vocab) return;
+    for (const io of p.inputs) {
+      if (!/input_ids/.test(io.name)) continue;
+      const f = feeds[io.name]!;
+      const d = f.data as ArrayLike<number | bigint>;
+      for (let i = 0; i < d.length; i++) {
+        const v = Number(d[i]);
+        if (!(v >= 0 && v < vocab)) bad(`feed '${io.name}' holds token id ${v} at ${i}, outside the vocabulary [0, ${vocab})`);
+      }
+    }
+  }
+
+  /** Frees the native plan and programs. */
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    for (const l of this.programs.values()) this.native.programFree(l.handle);
+    this.native.planFree(this.plan);
+  }
+}
+
+function evalExpr(p: PlanProgram, e: number, values: number[]): number {
+  let s = 0;
+  for (const t of p.exprs[e]!.terms) {
+    let x = t.coeff;
+    for (const f of t.factors) x *= values[f]!;
+    s += x;
+  }
+  return s;
+}
+
+function exprText(p: PlanProgram, e: number): string {
+  const terms = p.exprs[e]!.terms;
+  if (terms.length === 0) return '0';
+  return terms.map((t) => [t.coeff === 1 && t.factors.length ? '' : String(t.coeff), ...t.factors.map((f) => p.symbols[f]!.name)].filter((x) => x).join('*')).join('+').replace(/\+-/g, '-');
+}
+
+/** Loads a plan file (validated) into the native runtime. */
+export async function loadPlan(path: string): Promise<Plan> {
+  return new Plan(readPlanFile(path), path);
+}
+
+/** Loads a plan from bytes already in memory. */
+export function loadPlanBytes(bytes: Uint8Array, name = '<plan>'): Plan {
+  return new Plan(decodePlan(bytes, name), name);
+}

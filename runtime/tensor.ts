@@ -1,0 +1,41 @@
+// Tensors of the runtime API: a dtype, dims and a typed array (int64 as BigInt64Array, bool as Uint8Array).
+export type RtDType = 'float32' | 'float64' | 'float16' | 'int32' | 'int64' | 'int8' | 'uint8' | 'bool';
+
+export type RtData = Float32Array | Float64Array | Int32Array | BigInt64Array | Int8Array | Uint8Array | Uint16Array;
+
+export interface RtTensor {
+  dtype: RtDType;
+  dims: number[];
+  data: RtData;
+}
+
+/** ONNX dtype code → runtime dtype. */
+export const DTYPE_OF_CODE: Record<number, RtDType> = { 1: 'float32', 2: 'uint8', 3: 'int8', 6: 'int32', 7: 'int64', 9: 'bool', 10: 'float16', 11: 'float64' };
+
+const ARRAY: Record<RtDType, { new (n: number): RtData; name: string }> = {
+  float32: Float32Array, float64: Float64Array, float16: Uint16Array, int32: Int32Array, int64: BigInt64Array,
+  int8: Int8Array, uint8: Uint8Array, bool: Uint8Array,
+};
+
+export function allocTensor(dtype: RtDType, dims: number[]): RtTensor {
+  return { dtype, dims, data: new ARRAY[dtype](dims.reduce((a, b) => a * b, 1)) };
+}
+
+/** The typed array class a dtype uses (for checking feeds). */
+export function arrayNameOf(dtype: RtDType): string {
+  return ARRAY[dtype].name;
+}
+
+/** A tensor from plain numbers (int64 converted to bigint). */
+export function tensorFrom(dtype: RtDType, dims: number[], values: ArrayLike<number>): RtTensor {
+  const t = allocTensor(dtype, dims);
+  if (t.data.length !== values.length) throw new Error(`tensorFrom: ${values.length} values for dims [${dims}]`);
+  if (t.data instanceof BigInt64Array) for (let i = 0; i < values.length; i++) t.data[i] = BigInt(Math.trunc(values[i]!));
+  else (t.data as Float32Array).set(values);
+  return t;
+}
+
+/** The elements as numbers (int64 via Number). */
+export function toNumbers(t: RtTensor): number[] {
+  return Array.from(t.data as ArrayLike<number | bigint>, (x) => Number(x));
+}
