@@ -7,6 +7,7 @@ import type { Graph, Model, Node } from '../compiler/ir.ts';
 import { makeOpContext } from '../compiler/ops/context.ts';
 import type { InferInput } from '../compiler/ops/types.ts';
 import { toRaw } from '../compiler/onnx/tensor-proto.ts';
+import { PLAN_DTYPE_BYTES } from '../compiler/plan/validate.ts';
 import { TENSOR_KIND, type PlanKernel, type PlanProgram, type PlanSymbol, type PlanTensor } from '../compiler/plan/types.ts';
 import { dimEval, dimStr, isSym, type Dim } from '../compiler/symbolic.ts';
 import { Tensor } from '../compiler/tensor.ts';
@@ -127,7 +128,7 @@ class Lowerer {
       }
       slotBytes = n;
     }
-    if (f.dtype === 'string') throw new PlancError('PLANC_E404', `string tensor '${name}' is not supported by plans`, where);
+    if (PLAN_DTYPE_BYTES[ONNX_CODE[f.dtype]] === undefined) throw new PlancError('PLANC_E404', `${f.dtype} tensor '${name}' is not supported by plans`, where);
     this.tensors.push({
       name, kind, dtype: ONNX_CODE[f.dtype], dims: shape.map((d) => this.exprs.intern(d, where)),
       offset: 0, slotBytes, ref: 0, ...extra,

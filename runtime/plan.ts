@@ -41,11 +41,11 @@ export class Plan {
     if (h.target.kind !== 'cpu') throw new PlancError('PLANC_E403', `plan targets ${h.target.kind}; this runtime runs cpu plans`, { file: source });
     const table = BigInt64Array.from(h.weights.flatMap((w) => [BigInt(w.offset), BigInt(w.length)]));
     const ids = kernelIds();
-    this.plan = this.native.planNew(file.blob, table, h.arena.bytes);
+    this.plan = nativeCall(source, undefined, () => this.native.planNew(file.blob, table, h.arena.bytes));
     try {
       for (const p of h.programs) {
         const code = encodeProgram(p, h.weights.length, ids, source);
-        this.programs.set(p.graph, { program: p, handle: this.native.programNew(this.plan, code) });
+        this.programs.set(p.graph, { program: p, handle: nativeCall(source, p.graph, () => this.native.programNew(this.plan, code)) });
       }
     } catch (e) {
       this.close();
@@ -78,7 +78,11 @@ export class Plan {
   run(graph: string, feeds: Record<string, RtTensor>): Promise<Record<string, RtTensor>> {
     const job = this.queue.then(async () => {
       const { handle, symbols, feedData, outputs } = this.prepare(graph, feeds);
-      await this.native.programRunAsync(handle, symbols, feedData, Object.values(outputs).map((t) => t.data));
+      try {
+        await this.native.programRunAsync(handle, symbols, feedData, Object.values(outputs).map((t) => t.data));
+      } catch (e) {
+        throw nativeError(e, this.source, graph);
+      }
       return outputs;
     });
     this.queue = job.catch(() => undefined);
@@ -88,7 +92,7 @@ export class Plan {
   /** The same as run, blocking the event loop (lowest overhead, for benchmarks and scripts). */
   runSync(graph: string, feeds: Record<string, RtTensor>): Record<string, RtTensor> {
     const { handle, symbols, feedData, outputs } = this.prepare(graph, feeds);
-    this.native.programRun(handle, symbols, feedData, Object.values(outputs).map((t) => t.data));
+    nativeCall(this.source, graph, () => this.native.programRun(handle, symbols, feedData, Object.values(outputs).map((t) => t.data)));
     return outputs;
   }
 
@@ -155,6 +159,20 @@ export class Plan {
     this.closed = true;
     for (const l of this.programs.values()) this.native.programFree(l.handle);
     this.native.planFree(this.plan);
+  }
+}
+
+/** A native error as a PlancError naming the plan and graph (kernel errors already name the kernel). */
+function nativeError(e: unknown, file: string, graph?: string): PlancError {
+  if (e instanceof PlancError) return e;
+  return new PlancError('PLANC_E406', (e as Error).message, { file, graph });
+}
+
+function nativeCall<T>(file: string, graph: string | undefined, f: () => T): T {
+  try {
+    return f();
+  } catch (e) {
+    throw nativeError(e, file, graph);
   }
 }
 

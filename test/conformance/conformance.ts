@@ -11,6 +11,7 @@ import { onnx } from '../../compiler/onnx/proto.ts';
 import { tensorFromProto } from '../../compiler/onnx/tensor-proto.ts';
 import { dimEval, dimStr, isSym, type Dim } from '../../compiler/symbolic.ts';
 import type { Tensor } from '../../compiler/tensor.ts';
+import { runNative } from './native-backend.ts';
 
 export type Status = 'passed' | 'failed' | 'crashed' | 'skipped';
 
@@ -28,7 +29,14 @@ const RTOL = 1e-3;
 const ATOL = 1e-7;
 
 /** Runs one test folder (model.onnx + test_data_set_N). */
-export function runTest(dir: string): TestResult {
+export type Backend = 'eval' | 'native';
+
+/** Errors that mean "the CPU backend cannot run this model yet" rather than a wrong answer. */
+function backendUnsupported(e: unknown): boolean {
+  return e instanceof PlancError && (e.code === 'PLANC_E404' || e.code === 'PLANC_E403');
+}
+
+export function runTest(dir: string, backend: Backend = 'eval'): TestResult {
   const name = path.basename(dir);
   const t0 = performance.now();
   const done = (status: Status, reason?: string, missing?: string[]): TestResult => ({ name, status, reason, missing, ms: performance.now() - t0 });
@@ -48,6 +56,7 @@ export function runTest(dir: string): TestResult {
     diags.throwIfAny();
     const sets = fs.readdirSync(dir).filter((d) => d.startsWith('test_data_set_')).sort();
     if (sets.length === 0) return done('skipped', 'no test data');
+    const checked: { feeds: Record<string, Tensor>; outputs: Tensor[] }[] = [];
     for (const set of sets) {
       const data = loadSet(path.join(dir, set));
       if (typeof data === 'string') return done('skipped', data, ['sequence/optional data']);
@@ -66,6 +75,20 @@ export function runTest(dir: string): TestResult {
         const want = data.outputs[i];
         if (want) compare(o, got[o]!, want);
       });
+      checked.push({ feeds, outputs: data.outputs });
+    }
+    if (backend === 'native') {
+      let results: Record<string, Tensor>[];
+      try {
+        results = runNative(model, checked.map((c) => c.feeds));
+      } catch (e) {
+        if (backendUnsupported(e)) return done('skipped', `cpu backend: ${firstLine((e as Error).message)}`, ['cpu backend']);
+        throw e;
+      }
+      results.forEach((got, k) => graph.outputs.forEach((o, i) => {
+        const want = checked[k]!.outputs[i];
+        if (want) compare(`${o} (native)`, got[o]!, want);
+      }));
     }
     return done('passed');
   } catch (e) {
