@@ -12,7 +12,7 @@ const suites = shared ? path.join(shared, 'onnx-tests') : undefined;
 if (!suites || !fs.existsSync(suites)) {
   console.log('conformance tests skipped: ../shared/onnx-tests is not here');
 } else {
-  const run = (suite: string): TestResult[] => listTests(path.join(suites, suite)).map(runTest);
+  const run = (suite: string): TestResult[] => listTests(path.join(suites, suite)).map((t) => runTest(t));
   const bad = (rs: TestResult[]) => rs.filter((r) => r.status === 'failed' || r.status === 'crashed').map((r) => `${r.name}: ${r.reason}`);
 
   test('node tests: at least 1,150 pass, none crash', () => {

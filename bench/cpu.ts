@@ -1,0 +1,115 @@
+// `npm run bench -- cpu`: per-graph latency of planc's native CPU runtime vs onnxruntime-node, same process, same inputs.
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import ort from 'onnxruntime-node';
+import { importSeq2SeqDir } from '../compiler/onnx/import-model.ts';
+import { sharedDir, REPO_ROOT } from '../compiler/paths.ts';
+import { encodePlan } from '../compiler/plan/format.ts';
+import { buildPlan } from '../cli/build-plan.ts';
+import { loadPlanBytes, type Plan } from '../runtime/plan.ts';
+import { native } from '../runtime/native.ts';
+import type { RtTensor } from '../runtime/tensor.ts';
+import { DEFAULTS, makeModel } from '../scripts/make-model/generate.ts';
+import { machineFacts } from './machine.ts';
+
+const SRC_LEN = 32;
+const PAST_LEN = 32;
+const BATCHES = [1, 16];
+
+interface Row { model: string; graph: string; batch: number; plancMs: number; ortMs: number; ratio: number }
+
+/** Deterministic pseudo-random numbers for inputs. */
+function rng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = Math.imul(a ^ (a >>> 15), a | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+function ids(b: number, len: number, vocab: number, r: () => number): RtTensor {
+  return { dtype: 'int64', dims: [b, len], data: BigInt64Array.from({ length: b * len }, () => BigInt(2 + Math.floor(r() * (vocab - 2)))) };
+}
+function ones(b: number, len: number): RtTensor {
+  return { dtype: 'int64', dims: [b, len], data: new BigInt64Array(b * len).fill(1n) };
+}
+function normal(dims: number[], r: () => number, scale = 1): RtTensor {
+  const n = dims.reduce((a, c) => a * c, 1);
+  return { dtype: 'float32', dims, data: Float32Array.from({ length: n }, () => (r() + r() + r() - 1.5) * scale) };
+}
+
+/** Feeds for one graph at a batch size, built from the plan's declared inputs. */
+function feedsFor(plan: Plan, graph: string, b: number, vocab: number, r: () => number): Record<string, RtTensor> {
+  const feeds: Record<string, RtTensor> = {};
+  for (const io of plan.inputs(graph)) {
+    const dims = io.dims.map((d) => (/batch/.test(d) ? b : /past/.test(d) ? PAST_LEN : /encoder/.test(d) ? SRC_LEN : /decoder_sequence/.test(d) ? 1 : Number(d)));
+    if (io.name === 'input_ids') feeds[io.name] = ids(b, dims[1]!, vocab, r);
+    else if (io.name.includes('attention_mask')) feeds[io.name] = ones(b, dims[1]!);
+    else feeds[io.name] = normal(dims, r, 0.5);
+  }
+  return feeds;
+}
+
+function toOrt(t: RtTensor): ort.Tensor {
+  return new ort.Tensor(t.dtype === 'int64' ? 'int64' : 'float32', t.data as Float32Array, t.dims);
+}
+
+/** Median of timed runs after warm-up; runs until ~1.5 s or 40 runs (at least 5). */
+async function median(run: () => unknown | Promise<unknown>): Promise<number> {
+  for (let i = 0; i < 3; i++) await run();
+  const times: number[] = [];
+  const start = performance.now();
+  while (times.length < 5 || (times.length < 40 && performance.now() - start < 1500)) {
+    const t0 = performance.now();
+    await run();
+    times.push(performance.now() - t0);
+  }
+  times.sort((a, b) => a - b);
+  return times[Math.floor(times.length / 2)]!;
+}
+
+async function benchModel(name: string, dir: string, vocab: number, rows: Row[]): Promise<void> {
+  const model = importSeq2SeqDir(dir);
+  const built = buildPlan(model, { target: 'cpu', maxBatch: Math.max(...BATCHES), maxSrcLen: SRC_LEN, maxTgtLen: PAST_LEN + 1 });
+  const plan = loadPlanBytes(encodePlan(built.header, built.blob), `${name}.plan`);
+  const threads = os.cpus().length;
+  try {
+    for (const graph of ['encoder', 'decoder', 'decoder_with_past']) {
+      const session = await ort.InferenceSession.create(model.sources[graph]!, { graphOptimizationLevel: 'all', intraOpNumThreads: threads });
+      for (const b of BATCHES) {
+        const feeds = feedsFor(plan, graph, b, vocab, rng(b * 7 + graph.length));
+        const ortFeeds = Object.fromEntries(Object.entries(feeds).map(([k, v]) => [k, toOrt(v)]));
+        const plancMs = await median(() => plan.runSync(graph, feeds));
+        const ortMs = await median(() => session.run(ortFeeds));
+        const row = { model: name, graph, batch: b, plancMs, ortMs, ratio: ortMs / plancMs };
+        rows.push(row);
+        console.log(`${name.padEnd(10)} ${graph.padEnd(18)} b=${String(b).padEnd(3)} planc ${plancMs.toFixed(2).padStart(8)} ms   ort ${ortMs.toFixed(2).padStart(8)} ms   ort/planc ${row.ratio.toFixed(2)}`);
+      }
+      await session.release();
+    }
+  } finally {
+    plan.close();
+  }
+}
+
+export async function benchCpu(): Promise<void> {
+  const rows: Row[] = [];
+  console.log(`planc native CPU runtime vs onnxruntime-node ${ort.env.versions?.common ?? ''} — encoder src ${SRC_LEN}, decoder_with_past past ${PAST_LEN}, medians`);
+  const shared = sharedDir();
+  const esen = shared && path.join(shared, 'models', 'es-en');
+  if (esen && fs.existsSync(esen)) await benchModel('es-en', esen, 32000, rows);
+  else console.log('(es-en skipped: ../shared/models/es-en not here)');
+  const synth = path.join(os.tmpdir(), 'planc-bench', 'opus-base');
+  if (!fs.existsSync(path.join(synth, 'decoder_with_past_model.onnx'))) {
+    console.log(`generating the synthetic opus-mt-base-sized model in ${synth} ...`);
+    makeModel({ ...DEFAULTS, out: synth, d: 512, encoderLayers: 6, decoderLayers: 6, heads: 8, ffn: 2048, vocab: 58101, maxPos: 512 });
+  }
+  await benchModel('opus-base', synth, 58101, rows);
+  const result = { bench: 'cpu', machine: machineFacts({ native: native().info(), ort: 'onnxruntime-node (default options, graphOptimizationLevel all, intraOpNumThreads = cores)' }), rows };
+  const out = path.join(REPO_ROOT, 'bench', 'results', 'cpu.jsonl');
+  fs.appendFileSync(out, JSON.stringify(result) + '\n');
+  console.log(`appended to ${path.relative(process.cwd(), out)}`);
+}

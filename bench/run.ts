@@ -1,0 +1,13 @@
+// `npm run bench -- NAME`: runs one benchmark (cpu) and records it under bench/results/.
+import { benchCpu } from './cpu.ts';
+
+const BENCHES: Record<string, () => Promise<void>> = { cpu: benchCpu };
+
+const name = process.argv[2];
+const run = name ? BENCHES[name] : undefined;
+if (!run) {
+  console.error(`usage: npm run bench -- ${Object.keys(BENCHES).join('|')}`);
+  process.exitCode = 2;
+} else {
+  await run();
+}

@@ -1,0 +1,71 @@
+// Real models optimized for CPU and run by the native runtime match onnxruntime-node within 1e-4 (es-en, opus-base shape).
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import type { Model } from '../compiler/ir.ts';
+import { importSeq2SeqDir } from '../compiler/onnx/import-model.ts';
+import { sharedDir } from '../compiler/paths.ts';
+import { encodePlan } from '../compiler/plan/format.ts';
+import { buildPlan } from '../cli/build-plan.ts';
+import { loadPlanBytes, type Plan } from '../runtime/plan.ts';
+import { nativeAvailable } from '../runtime/native.ts';
+import { DEFAULTS, makeModel } from '../scripts/make-model/generate.ts';
+import { fromRt, toRt } from './conformance/native-backend.ts';
+import { relErr } from './helpers/ort.ts';
+import { seq2seqCases, type GraphCase } from './helpers/seq2seq-feeds.ts';
+
+const TOL = 1e-4;
+const GRAPHS = ['encoder', 'decoder', 'decoder_with_past'];
+
+function planFor(model: Model, name: string): Plan {
+  const built = buildPlan(model, { target: 'cpu', maxBatch: 8, maxSrcLen: 48, maxTgtLen: 8 });
+  return loadPlanBytes(encodePlan(built.header, built.blob), name);
+}
+
+function check(plan: Plan, graph: string, c: GraphCase): void {
+  const rt = Object.fromEntries(Object.entries(c.feeds).map(([k, v]) => [k, toRt(v)]));
+  const out = plan.runSync(graph, rt);
+  assert.equal(Object.keys(out).sort(), Object.keys(c.expected).sort());
+  for (const [k, want] of Object.entries(c.expected)) {
+    const e = relErr(fromRt(out[k]!), want);
+    assert.ok(e < TOL, `${graph}/${k}: relative error ${e.toExponential(2)}`);
+  }
+}
+
+if (!nativeAvailable()) {
+  console.log('native model tests skipped: the native addon is not built (npm run build:native)');
+} else {
+  const shared = sharedDir();
+  const esen = shared && path.join(shared, 'models', 'es-en');
+  if (esen && fs.existsSync(esen)) {
+    const model = importSeq2SeqDir(esen);
+    const ids: number[][] = JSON.parse(fs.readFileSync(path.join(esen, 'test_ids.json'), 'utf8')).src_ids;
+    let cases: Record<string, GraphCase>;
+    let plan: Plan;
+    test.before(async () => {
+      cases = await seq2seqCases(model.sources, [ids[0]!, ids[1]!, ids[5]!, ids[17]!, ids[40]!]);
+      plan = planFor(model, 'es-en.plan');
+    });
+    for (const g of GRAPHS) test(`es-en ${g}: native CPU plan matches onnxruntime within ${TOL}`, () => check(plan, g, cases[g]!));
+    test.after(() => plan?.close());
+  }
+
+  const synthDir = path.join(os.tmpdir(), 'planc-test-models', 'opus-base');
+  test('synthetic opus-base (d 512, 6+6, vocab 58101): every graph matches onnxruntime', async () => {
+    if (!fs.existsSync(path.join(synthDir, 'decoder_with_past_model.onnx'))) {
+      makeModel({ ...DEFAULTS, out: synthDir, d: 512, encoderLayers: 6, decoderLayers: 6, heads: 8, ffn: 2048, vocab: 58101, maxPos: 512 });
+    }
+    const model = importSeq2SeqDir(synthDir);
+    const cases = await seq2seqCases(model.sources, [[5, 77, 1234, 40000, 9, 0], [300, 58000, 0]]);
+    const plan = planFor(model, 'opus-base.plan');
+    try {
+      for (const g of GRAPHS) check(plan, g, cases[g]!);
+    } finally {
+      plan.close();
+    }
+  });
+}
+
+test.run();
