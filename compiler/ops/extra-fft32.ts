@@ -1,5 +1,4 @@
-// A float32 complex FFT following pocketfft's radix-2/3/4/5 passes operation by operation (numpy's FFT for complex64), so
-// DFT results on float32 data carry the same rounding as the reference outputs.
+// A float32 complex FFT that follows pocketfft's radix-2/3/4/5 passes op by op, so DFT rounding matches numpy's complex64 FFT.
 const f = Math.fround;
 
 /** Complex array as separate real/imaginary float32 parts. */

@@ -4,7 +4,6 @@ import type { Graph, ValueType } from '../ir.ts';
 import { dimEq, unknownDim, type Dim } from '../symbolic.ts';
 import { Tensor } from '../tensor.ts';
 import type { EvalContext, InferContext, InferOutput, OpContext, OpHandler } from './types.ts';
-import { need } from './util.ts';
 
 // ---- tensor helpers: take one index along an axis, stack along a new axis ----
 

@@ -279,8 +279,9 @@ function inferResize(ctx: OpContext, x: InferInput, scalesF: InferInput | undefi
   const sizes = sizesF?.value?.size === 0 ? undefined : knownInts(sizesF);
   const scales = scalesAttr ?? (scalesF?.value && scalesF.value.size > 0 ? Array.from(scalesF.value.nums) : undefined);
   const policy = ctx.opset >= 18 ? ctx.string('keep_aspect_ratio_policy', 'stretch') : 'stretch';
-  if (sizes && sizes.length === axes.length && policy === 'stretch') {
-    axes.forEach((a, i) => (shape[a] = sizes[i]!));
+  const sizeDims: Dim[] | undefined = sizesF?.value?.size === 0 ? undefined : (sizesF?.sym ?? sizes);
+  if (sizeDims && sizeDims.length === axes.length && policy === 'stretch') {
+    axes.forEach((a, i) => (shape[a] = sizeDims[i]!));
   } else if (scales && scales.length === axes.length) {
     axes.forEach((a, i) => {
       const d = shape[a]!;
