@@ -1,0 +1,171 @@
+// Typed loader of the native addon (native/build/Release/planc_native.node) and typed wrappers of its functions.
+import * as fs from 'node:fs';
+import { createRequire } from 'node:module';
+import { fileURLToPath } from 'node:url';
+
+/** Where `npm run build:native` puts the addon; PLANC_NATIVE_ADDON overrides it (e.g. a test build). */
+export const NATIVE_ADDON_PATH = process.env.PLANC_NATIVE_ADDON
+  || fileURLToPath(new URL('../native/build/Release/planc_native.node', import.meta.url));
+
+/** Any TypedArray: feeds and outputs are raw bytes to the native side (only their byte length is checked). */
+export type NativeArray =
+  | Int8Array | Uint8Array | Uint8ClampedArray | Int16Array | Uint16Array | Int32Array | Uint32Array
+  | Float32Array | Float64Array | BigInt64Array | BigUint64Array;
+
+export interface NativeInfo {
+  /** Threads of the kernel thread pool (and of OpenBLAS when linked). */
+  threads: number;
+  blas: 'openblas' | 'builtin';
+  /** SIMD level the addon was compiled for, and what this CPU has. */
+  simd: string;
+}
+
+export interface CudaStatus {
+  available: boolean;
+  reason: string;
+}
+
+export interface NativeProgramInfo {
+  symbols: number;
+  inputs: number;
+  outputs: number;
+  kernels: number;
+}
+
+declare const planBrand: unique symbol;
+declare const programBrand: unique symbol;
+/** A plan's native state (weights and arena); free with planFree or leave it to the garbage collector. */
+export type NativePlan = { readonly [planBrand]: true };
+/** A decoded program of a plan; free with programFree or leave it to the garbage collector. */
+export type NativeProgram = { readonly [programBrand]: true };
+
+/** The addon's exports, exactly. */
+export interface NativeAddon {
+  kernelNames(): string[];
+  info(): NativeInfo;
+  cudaStatus(): CudaStatus;
+  setThreads(n: number): void;
+  planNew(blob: Uint8Array, weights: BigInt64Array, arenaBytes: number): NativePlan;
+  planFree(plan: NativePlan): void;
+  programNew(plan: NativePlan, code: BigInt64Array): NativeProgram;
+  programFree(program: NativeProgram): void;
+  programInfo(program: NativeProgram): NativeProgramInfo;
+  programRun(program: NativeProgram, symbols: BigInt64Array, feeds: NativeArray[], outputs: NativeArray[]): void;
+  programRunAsync(program: NativeProgram, symbols: BigInt64Array, feeds: NativeArray[], outputs: NativeArray[]): Promise<void>;
+}
+
+/** Thrown when the addon is not built or cannot be loaded. */
+export class NativeUnavailableError extends Error {
+  override name = 'NativeUnavailableError';
+}
+
+let addon: NativeAddon | undefined;
+let loadFailure: NativeUnavailableError | undefined;
+
+function load(): NativeAddon {
+  if (!fs.existsSync(NATIVE_ADDON_PATH)) {
+    throw new NativeUnavailableError(
+      `the planc native addon is not built (${NATIVE_ADDON_PATH} is missing): run \`npm run build:native\` ` +
+      '(it needs cmake and g++; install libopenblas-dev first for fast matrix products)');
+  }
+  try {
+    return createRequire(import.meta.url)(NATIVE_ADDON_PATH) as NativeAddon;
+  } catch (e) {
+    throw new NativeUnavailableError(
+      `the planc native addon at ${NATIVE_ADDON_PATH} does not load (${(e as Error).message}): ` +
+      'rebuild it with `npm run build:native`');
+  }
+}
+
+/** The addon, loaded once; throws NativeUnavailableError (with what to run) when it is not built. */
+export function native(): NativeAddon {
+  if (addon) return addon;
+  if (loadFailure) throw loadFailure;
+  try {
+    addon = load();
+    return addon;
+  } catch (e) {
+    loadFailure = e as NativeUnavailableError;
+    throw loadFailure;
+  }
+}
+
+/** Whether the addon loads here (never throws). */
+export function nativeAvailable(): boolean {
+  try {
+    native();
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** The kernel table in id order. */
+export function kernelNames(): string[] {
+  return native().kernelNames();
+}
+
+let ids: Map<string, number> | undefined;
+
+/** Kernel name → id (its position in the table); the plan stores names, programs use ids. */
+export function kernelIds(): ReadonlyMap<string, number> {
+  if (ids) return ids;
+  const m = new Map<string, number>();
+  kernelNames().forEach((name, id) => {
+    if (m.has(name)) throw new Error(`native kernel table lists ${name} twice (ids ${m.get(name)} and ${id})`);
+    m.set(name, id);
+  });
+  ids = m;
+  return m;
+}
+
+export function nativeInfo(): NativeInfo {
+  return native().info();
+}
+
+export function cudaStatus(): CudaStatus {
+  return native().cudaStatus();
+}
+
+/** Recreates the kernel thread pool with n threads (waits for a run in progress to end). */
+export function setThreads(n: number): void {
+  native().setThreads(n);
+}
+
+/**
+ * Copies each weight, given as [offset, length] pairs into blob, into native memory and allocates a zeroed arena
+ * of arenaBytes shared by all the plan's programs.
+ */
+export function planNew(blob: Uint8Array, weights: BigInt64Array, arenaBytes: number): NativePlan {
+  return native().planNew(blob, weights, arenaBytes);
+}
+
+export function planFree(plan: NativePlan): void {
+  native().planFree(plan);
+}
+
+/** Decodes program code (native/PROGRAM.md) for a plan, checking every word. */
+export function programNew(plan: NativePlan, code: BigInt64Array): NativeProgram {
+  return native().programNew(plan, code);
+}
+
+export function programFree(program: NativeProgram): void {
+  native().programFree(program);
+}
+
+export function programInfo(program: NativeProgram): NativeProgramInfo {
+  return native().programInfo(program);
+}
+
+/** One run on this thread: symbol values, feeds in input order, outputs filled in output order. */
+export function programRun(program: NativeProgram, symbols: BigInt64Array, feeds: NativeArray[], outputs: NativeArray[]): void {
+  native().programRun(program, symbols, feeds, outputs);
+}
+
+/**
+ * One run on a worker thread; feeds are copied when it starts, outputs are filled when it resolves. A plan runs one
+ * program at a time (its programs share the arena): a second run of the same plan meanwhile is rejected.
+ */
+export function programRunAsync(program: NativeProgram, symbols: BigInt64Array, feeds: NativeArray[], outputs: NativeArray[]): Promise<void> {
+  return native().programRunAsync(program, symbols, feeds, outputs);
+}
