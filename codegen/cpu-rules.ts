@@ -44,7 +44,8 @@ const axisOf = (ctx: RuleCtx, axis: number, rank: number): number => {
 };
 
 const FLOAT_KERNEL_TYPES = new Set(['float32']);
-const NUM_TYPES = new Set(['float32', 'float64', 'int32', 'int64']);
+const UNARY_FLOAT_TYPES = new Set(['float32', 'float64']);
+const NUM_TYPES = new Set(['float32', 'float64', 'int32', 'int64', 'int8', 'uint8']);
 
 function requireTypes(ctx: RuleCtx, allowed: Set<string>, ...idx: number[]): void {
   for (const i of idx) {
@@ -57,16 +58,16 @@ function oldBroadcast(ctx: RuleCtx): void {
   if (ctx.opset < 7 && ctx.has('broadcast') && ctx.has('axis')) unsupported(ctx, 'legacy broadcast with axis');
 }
 
-const binary = (kernel: string, types = NUM_TYPES): Rule => (ctx) => {
+const binary = (kernel: string, types = NUM_TYPES, mixed = false): Rule => (ctx) => {
   oldBroadcast(ctx);
   requireTypes(ctx, types, 0, 1);
-  if (ctx.inputs[0]?.dtype !== ctx.inputs[1]?.dtype) unsupported(ctx, 'mixed input dtypes');
+  if (!mixed && ctx.inputs[0]?.dtype !== ctx.inputs[1]?.dtype) unsupported(ctx, 'mixed input dtypes');
   return { kernel };
 };
 
 const logic: Rule = (ctx) => ({ kernel: ctx.node.op.toLowerCase() });
 
-const unary = (kernel: string, types = FLOAT_KERNEL_TYPES): Rule => (ctx) => {
+const unary = (kernel: string, types = UNARY_FLOAT_TYPES): Rule => (ctx) => {
   requireTypes(ctx, types, 0);
   return { kernel };
 };
@@ -124,7 +125,7 @@ function reduceAxes(ctx: RuleCtx, axesInputSince: number): number[] | undefined 
 }
 
 const reduce = (kernel: string, axesInputSince: number): Rule => (ctx) => {
-  requireTypes(ctx, NUM_TYPES, 0);
+  requireTypes(ctx, kernel === 'reduce_max' || kernel === 'reduce_min' ? new Set([...NUM_TYPES, 'bool']) : NUM_TYPES, 0);
   const x = ctx.shape(0);
   let axes = reduceAxes(ctx, axesInputSince);
   if (!axes || axes.length === 0) {
@@ -286,9 +287,9 @@ const UNARY_OPS: Record<string, string> = {
 const INT_UNARY = new Set(['Neg', 'Abs', 'Sign', 'Relu']);
 
 export const CPU_RULES: Record<string, Rule> = {
-  ...Object.fromEntries(Object.entries(UNARY_OPS).map(([op, k]) => [op, unary(k, INT_UNARY.has(op) ? NUM_TYPES : FLOAT_KERNEL_TYPES)])),
-  Add: binary('add'), Sub: binary('sub'), Mul: binary('mul'), Div: binary('div'), Pow: binary('pow', FLOAT_KERNEL_TYPES),
-  Mod: (ctx) => (ctx.int('fmod', 0) === 0 && ['int32', 'int64'].includes(ctx.inputs[0]!.dtype) ? binary('mod')(ctx) : unsupported(ctx, 'float or fmod=1 Mod')),
+  ...Object.fromEntries(Object.entries(UNARY_OPS).map(([op, k]) => [op, unary(k, INT_UNARY.has(op) ? NUM_TYPES : UNARY_FLOAT_TYPES)])),
+  Add: binary('add'), Sub: binary('sub'), Mul: binary('mul'), Div: binary('div'), Pow: binary('pow', NUM_TYPES, true),
+  Mod: (ctx) => ({ ...(binary('mod')(ctx) as { kernel: string }), iargs: [ctx.int('fmod', 0)] }),
   Max: variadic('max'), Min: variadic('min'), Sum: variadic('add'),
   Equal: binary('equal', new Set([...NUM_TYPES, 'bool'])), Less: binary('less'), Greater: binary('greater'),
   LessOrEqual: binary('less_equal'), GreaterOrEqual: binary('greater_equal'),

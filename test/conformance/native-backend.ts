@@ -2,7 +2,7 @@
 import { PlancError } from '../../compiler/diagnostics.ts';
 import type { Model } from '../../compiler/ir.ts';
 import { encodePlan } from '../../compiler/plan/format.ts';
-import { numberToF16Bits } from '../../compiler/float16.ts';
+import { f16BitsToNumber, numberToF16Bits } from '../../compiler/float16.ts';
 import { Tensor } from '../../compiler/tensor.ts';
 import { isSym } from '../../compiler/symbolic.ts';
 import { buildPlan } from '../../cli/build-plan.ts';
@@ -28,8 +28,10 @@ export function toRt(t: Tensor): RtTensor {
 
 /** Runtime tensor → evaluator tensor. */
 export function fromRt(t: RtTensor): Tensor {
-  const values = Array.from(t.data as ArrayLike<number | bigint>, (x) => Number(x));
-  return Tensor.fromNumbers(t.dtype === 'float16' ? 'float16' : t.dtype, t.dims, values);
+  const values = t.dtype === 'float16'
+    ? Array.from(t.data as Uint16Array, f16BitsToNumber)
+    : Array.from(t.data as ArrayLike<number | bigint>, (x) => Number(x));
+  return Tensor.fromNumbers(t.dtype, t.dims, values);
 }
 
 /** Builds a plan for the model sized for these feeds and runs graph `main` natively. */
