@@ -1,0 +1,324 @@
+// Softmax and log-softmax of float32 along one axis: max-subtracted, max and sum in one blocked pass, threaded over rows.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "../kernel.h"
+#include "../threadpool.h"
+
+// Hot loops are compiled twice with GCC on x86-64 glibc (AVX2+FMA and the portable baseline), picked at load time
+// by an ifunc (not under TSan, whose runtime starts after ifunc resolvers run).
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__GLIBC__) && !defined(__SANITIZE_THREAD__)
+#define PLANC_HOT __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define PLANC_HOT
+#endif
+
+#if defined(__GNUC__)
+#define PLANC_VEC8 1
+typedef float v8f __attribute__((vector_size(32)));
+typedef int32_t v8i __attribute__((vector_size(32)));
+#pragma GCC diagnostic ignored "-Wpsabi"  // v8f only passes between inline helpers: no ABI is crossed
+#endif
+
+namespace planc {
+namespace {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+// e^x in float32 (Cephes polynomial, about 1 ulp), branch-free so loops over it vectorize: 0 below -87.33,
+// +inf above 88.72, NaN stays NaN.
+inline float exp_approx(float x) {
+  const float lo = -87.3365478515625f, hi = 88.0f;
+  float c = x > lo ? x : lo;  // also maps NaN to lo; fixed below
+  c = c < hi ? c : hi;
+  const float round = 12582912.0f;  // 1.5 * 2^23: adding and subtracting it rounds to the nearest integer
+  const float n = (c * 1.44269504088896341f + round) - round;
+  float r = c - n * 0.693359375f;
+  r = r + n * 2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, sizeof scale);
+  float y = p * scale;
+  y = x < lo ? 0.0f : y;
+  y = x > 88.72283935546875f ? kInf : y;
+  return x != x ? x : y;
+}
+
+#ifdef PLANC_VEC8
+// Eight-lane versions of the helpers above (GCC/Clang vector extension; two SSE or NEON registers, one AVX).
+
+inline v8f splat(float v) { return v8f{} + v; }
+inline v8f load8(const float* p) {
+  v8f v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+inline void store8(float* p, const v8f& v) { std::memcpy(p, &v, sizeof v); }
+// Per lane: mask ? a : b (mask lanes are all ones or all zeros).
+inline v8f select8(const v8i& mask, const v8f& a, const v8f& b) { return (v8f)((mask & (v8i)a) | (~mask & (v8i)b)); }
+// Per lane: the NaN-propagating max of the reference's scan.
+inline v8f nan_max8(const v8f& m, const v8f& v) { return select8((v > m) | (v != v), v, m); }
+
+inline v8f exp8(const v8f& x) {
+  const v8f lo = splat(-87.3365478515625f), round = splat(12582912.0f);
+  v8f c = select8(x > lo, x, lo);
+  c = select8(c < 88.0f, c, splat(88.0f));
+  const v8f n = (c * 1.44269504088896341f + round) - round;
+  v8f r = c - n * 0.693359375f;
+  r = r + n * 2.12194440e-4f;
+  v8f p = splat(1.9875691500e-4f);
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  const v8i bits = (__builtin_convertvector(n, v8i) + 127) << 23;
+  v8f y = p * (v8f)bits;
+  y = select8(x < lo, v8f{}, y);
+  y = select8(x > 88.72283935546875f, splat(kInf), y);
+  return select8(x != x, x, y);
+}
+
+inline float sum8(const v8f& v) {
+  float s = 0;
+  for (int l = 0; l < 8; l++) s += v[l];
+  return s;
+}
+#endif
+
+// Max of a run that is NaN when any element is NaN (as the reference's max scan); -inf for an empty run.
+PLANC_HOT float nan_max(const float* x, int64_t n) {
+  float m = -kInf;
+  int64_t i = 0;
+#ifdef PLANC_VEC8
+  v8f m0 = splat(-kInf), m1 = m0;
+  for (; i + 16 <= n; i += 16) {
+    m0 = nan_max8(m0, load8(x + i));
+    m1 = nan_max8(m1, load8(x + i + 8));
+  }
+  m0 = nan_max8(m0, m1);
+  for (int l = 0; l < 8; l++) m = (m0[l] > m || m0[l] != m0[l]) ? m0[l] : m;
+#endif
+  for (; i < n; i++) m = (x[i] > m || x[i] != x[i]) ? x[i] : m;
+  return m;
+}
+
+// y[i] = e^(x[i] - m); returns the sum.
+PLANC_HOT float exp_store_sum(const float* x, int64_t n, float m, float* y) {
+  float s = 0;
+  int64_t i = 0;
+#ifdef PLANC_VEC8
+  v8f s0 = {}, s1 = {};
+  for (; i + 16 <= n; i += 16) {
+    const v8f e0 = exp8(load8(x + i) - m), e1 = exp8(load8(x + i + 8) - m);
+    store8(y + i, e0);
+    store8(y + i + 8, e1);
+    s0 += e0;
+    s1 += e1;
+  }
+  s = sum8(s0 + s1);
+#endif
+  for (; i < n; i++) {
+    y[i] = exp_approx(x[i] - m);
+    s += y[i];
+  }
+  return s;
+}
+
+// Sum of e^(x[i] - m).
+PLANC_HOT float exp_sum(const float* x, int64_t n, float m) {
+  float s = 0;
+  int64_t i = 0;
+#ifdef PLANC_VEC8
+  v8f s0 = {}, s1 = {};
+  for (; i + 16 <= n; i += 16) {
+    s0 += exp8(load8(x + i) - m);
+    s1 += exp8(load8(x + i + 8) - m);
+  }
+  s = sum8(s0 + s1);
+#endif
+  for (; i < n; i++) s += exp_approx(x[i] - m);
+  return s;
+}
+
+PLANC_HOT void scale_run(float* y, int64_t n, float f) {
+  for (int64_t i = 0; i < n; i++) y[i] *= f;
+}
+
+// y = (x - m) - c: x - m first, which is exact near the max, so log-softmax keeps float precision at large x.
+PLANC_HOT void shift_run(const float* x, float* y, int64_t n, float m, float c) {
+  for (int64_t i = 0; i < n; i++) y[i] = (x[i] - m) - c;
+}
+
+// Elements per block of the one-pass max+sum scan: each block is rescaled once when the running max grows.
+constexpr int64_t kBlock = 1024;
+
+// Softmax (or log-softmax) of one contiguous row. Pass 1 keeps a running max m and sum s of e^(x - m), block by
+// block (for softmax it also stores e^(x - m_block)); pass 2 rescales each block (or writes x - m - log s).
+void softmax_row(const float* x, float* y, int64_t n, bool log, std::vector<float>& marks) {
+  const int64_t blocks = (n + kBlock - 1) / kBlock;
+  marks.resize(static_cast<size_t>(blocks));
+  float m = -kInf;
+  double s = 0;
+  for (int64_t b = 0; b < blocks; b++) {
+    const int64_t off = b * kBlock, len = std::min(kBlock, n - off);
+    const float bm = nan_max(x + off, len);
+    if (bm != bm) {  // a NaN makes the whole row NaN, as in the reference
+      std::fill(y, y + n, kNaN);
+      return;
+    }
+    if (bm > m) {
+      s *= std::exp(static_cast<double>(m) - bm);
+      m = bm;
+    }
+    marks[b] = m;
+    if (m == -kInf) continue;  // all -inf so far: contributes nothing
+    s += log ? exp_sum(x + off, len, m) : exp_store_sum(x + off, len, m, y + off);
+  }
+  if (log) {
+    // m = -inf (every element -inf) gives NaN, as in the reference; so does m = +inf (x - m or s is NaN then).
+    shift_run(x, y, n, m, m == -kInf ? kNaN : static_cast<float>(std::log(s)));
+    return;
+  }
+  for (int64_t b = 0; b < blocks; b++) {
+    const int64_t off = b * kBlock, len = std::min(kBlock, n - off);
+    if (marks[b] == -kInf) {
+      std::fill(y + off, y + off + len, m == -kInf ? kNaN : 0.0f);
+      continue;
+    }
+    scale_run(y + off, len, static_cast<float>(std::exp(static_cast<double>(marks[b]) - m) / s));
+  }
+}
+
+// mx[q] = NaN-propagating max(mx[q], x[q]).
+PLANC_HOT void max_into(float* mx, const float* x, int64_t w) {
+  int64_t q = 0;
+#ifdef PLANC_VEC8
+  for (; q + 8 <= w; q += 8) store8(mx + q, nan_max8(load8(mx + q), load8(x + q)));
+#endif
+  for (; q < w; q++) mx[q] = (x[q] > mx[q] || x[q] != x[q]) ? x[q] : mx[q];
+}
+
+// e = e^(x[q] - mx[q]); sum[q] += e; y[q] = e unless y is null.
+PLANC_HOT void exp_into(const float* x, const float* mx, float* y, float* sum, int64_t w) {
+  int64_t q = 0;
+#ifdef PLANC_VEC8
+  for (; q + 8 <= w; q += 8) {
+    const v8f e = exp8(load8(x + q) - load8(mx + q));
+    if (y) store8(y + q, e);
+    store8(sum + q, load8(sum + q) + e);
+  }
+#endif
+  for (; q < w; q++) {
+    const float e = exp_approx(x[q] - mx[q]);
+    if (y) y[q] = e;
+    sum[q] += e;
+  }
+}
+
+// y[q] = (x[q] - m[q]) - c[q].
+PLANC_HOT void sub_into(const float* x, const float* m, const float* c, float* y, int64_t w) {
+  for (int64_t q = 0; q < w; q++) y[q] = (x[q] - m[q]) - c[q];
+}
+
+PLANC_HOT void mul_into(float* y, const float* f, int64_t w) {
+  for (int64_t q = 0; q < w; q++) y[q] *= f[q];
+}
+
+// Softmax along a strided axis: x is [len, inner] (row stride `inner`); columns q0..q1 are done together.
+void softmax_columns(const float* x, float* y, int64_t len, int64_t inner, int64_t q0, int64_t q1, bool log,
+                     float* mx, float* sum) {
+  const int64_t w = q1 - q0;
+  std::fill(mx, mx + w, -kInf);
+  std::fill(sum, sum + w, 0.0f);
+  for (int64_t i = 0; i < len; i++) max_into(mx, x + i * inner + q0, w);
+  for (int64_t i = 0; i < len; i++) exp_into(x + i * inner + q0, mx, log ? nullptr : y + i * inner + q0, sum, w);
+  if (log) {
+    for (int64_t q = 0; q < w; q++) sum[q] = std::log(sum[q]);
+    for (int64_t i = 0; i < len; i++) sub_into(x + i * inner + q0, mx, sum, y + i * inner + q0, w);
+    return;
+  }
+  for (int64_t q = 0; q < w; q++) sum[q] = 1.0f / sum[q];
+  for (int64_t i = 0; i < len; i++) mul_into(y + i * inner + q0, sum, w);
+}
+
+// Columns per task on the strided path.
+constexpr int64_t kColumns = 256;
+
+const char* softmax(const KernelArgs& args) {
+  if (args.n_in != 1 || args.n_out != 1 || args.n_iargs != 2)
+    return kernel_error("softmax: needs 1 input, 1 output, 2 iargs; got %d, %d, %d", args.n_in, args.n_out, args.n_iargs);
+  const TensorView &x = args.in[0], &y = args.out[0];
+  if (!x.data) return "softmax: missing input";
+  if (x.dtype != kFloat32 || y.dtype != kFloat32)
+    return kernel_error("softmax: float32 only, got X %d, Y %d", x.dtype, y.dtype);
+  if (y.rank != x.rank) return kernel_error("softmax: Y rank %d differs from X rank %d", y.rank, x.rank);
+  for (int d = 0; d < x.rank; d++)
+    if (y.dims[d] != x.dims[d])
+      return kernel_error("softmax: Y dim %d is %lld, X has %lld", d, (long long)y.dims[d], (long long)x.dims[d]);
+  int64_t axis = args.iargs[0];
+  const bool log = args.iargs[1] != 0;
+  if (x.rank == 0) {
+    if (axis != 0 && axis != -1) return kernel_error("softmax: axis %lld is out of range for rank 0", (long long)axis);
+  } else {
+    if (axis < 0) axis += x.rank;
+    if (axis < 0 || axis >= x.rank)
+      return kernel_error("softmax: axis %lld is out of range for rank %d", (long long)args.iargs[0], x.rank);
+  }
+  int64_t outer = 1, len = 1, inner = 1;
+  for (int d = 0; d < x.rank; d++) {
+    if (d < axis) outer *= x.dims[d];
+    else if (d == axis) len = x.dims[d];
+    else inner *= x.dims[d];
+  }
+  if (x.numel == 0) return nullptr;
+  const float* xp = x.as<float>();
+  float* yp = y.as<float>();
+  if (inner == 1) {
+    auto rows = [&](int64_t r0, int64_t r1) {
+      static thread_local std::vector<float> marks;
+      for (int64_t r = r0; r < r1; r++) softmax_row(xp + r * len, yp + r * len, len, log, marks);
+    };
+    const int64_t min_rows = std::max<int64_t>(1, 8192 / len);
+    if (args.pool) args.pool->parallel_for(outer, min_rows, rows);
+    else rows(0, outer);
+    return nullptr;
+  }
+  const int64_t col_tasks = (inner + kColumns - 1) / kColumns;
+  auto tasks = [&](int64_t t0, int64_t t1) {
+    static thread_local std::vector<float> buf;
+    buf.resize(2 * kColumns);
+    for (int64_t t = t0; t < t1; t++) {
+      const int64_t o = t / col_tasks, q0 = (t % col_tasks) * kColumns, q1 = std::min(inner, q0 + kColumns);
+      softmax_columns(xp + o * len * inner, yp + o * len * inner, len, inner, q0, q1, log, buf.data(),
+                      buf.data() + kColumns);
+    }
+  };
+  const int64_t per_task = len * std::min(inner, kColumns);
+  const int64_t min_tasks = std::max<int64_t>(1, 8192 / per_task);
+  if (args.pool) args.pool->parallel_for(outer * col_tasks, min_tasks, tasks);
+  else tasks(0, outer * col_tasks);
+  return nullptr;
+}
+
+const KernelDef kDefs[] = {
+    {"softmax", softmax},
+};
+
+}  // namespace
+
+KernelList softmax_kernels() { return {kDefs, sizeof kDefs / sizeof kDefs[0]}; }
+
+}  // namespace planc

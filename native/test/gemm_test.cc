@@ -1,0 +1,322 @@
+// Standalone test of the gemm family (matmul, gemm) against a naive float64 reference; `bench` argument times the paths.
+// Build: g++ -O3 -std=c++17 -pthread -Inative/src native/src/kernel_common.cc native/src/threadpool.cc
+//   native/src/cpu/gemm.cc native/test/gemm_test.cc [-DPLANC_HAVE_OPENBLAS -lopenblas] -o /tmp/gemm_test && /tmp/gemm_test [bench]
+#include <algorithm>
+#include <cstdlib>
+
+#include "test_util_b.h"
+
+#ifdef PLANC_HAVE_OPENBLAS
+#include <cblas.h>
+#endif
+
+namespace planc {
+KernelList gemm_kernels();
+void gemm_force_path(int path);
+}  // namespace planc
+
+using tb::Buf;
+using tb::f32;
+
+namespace {
+
+planc::KernelFn k_matmul, k_gemm;
+
+#ifdef PLANC_HAVE_OPENBLAS
+const int kPaths[] = {0, 1, 2, 3};
+#else
+const int kPaths[] = {0, 1, 2};
+#endif
+
+// Naive batched matmul in double with numpy broadcasting of the batch dims (ranks >= 2).
+std::vector<double> ref_matmul(const Buf& a, const Buf& b, const std::vector<int64_t>& ydims) {
+  int ra = a.dims.size(), rb = b.dims.size(), ry = ydims.size();
+  int64_t m = a.dims[ra - 2], k = a.dims[ra - 1], n = b.dims[rb - 1];
+  int64_t nb = 1;
+  for (int d = 0; d < ry - 2; d++) nb *= ydims[d];
+  std::vector<double> y(nb * m * n, 0.0);
+  const float* ap = reinterpret_cast<const float*>(a.store.data());
+  const float* bp = reinterpret_cast<const float*>(b.store.data());
+  for (int64_t t = 0; t < nb; t++) {
+    int64_t rem = t, ao = 0, bo = 0, as = m * k, bs = k * n;
+    for (int d = ry - 3; d >= 0; d--) {
+      int64_t c = rem % ydims[d];
+      rem /= ydims[d];
+      int ai = ra - 2 - (ry - 2 - d), bi = rb - 2 - (ry - 2 - d);
+      int64_t ad = ai >= 0 ? a.dims[ai] : 1, bd = bi >= 0 ? b.dims[bi] : 1;
+      if (ad != 1) ao += c * as;
+      if (bd != 1) bo += c * bs;
+      as *= ad;
+      bs *= bd;
+    }
+    for (int64_t i = 0; i < m; i++)
+      for (int64_t j = 0; j < n; j++) {
+        double s = 0;
+        for (int64_t p = 0; p < k; p++) s += (double)ap[ao + i * k + p] * bp[bo + p * n + j];
+        y[t * m * n + i * n + j] = s;
+      }
+  }
+  return y;
+}
+
+void check_matmul(std::vector<int64_t> ad, std::vector<int64_t> bd, std::vector<int64_t> yd, planc::ThreadPool* pool) {
+  Buf a = f32(ad), b = f32(bd);
+  tb::fill_random(a);
+  tb::fill_random(b);
+  std::vector<double> want = ref_matmul(a, b, yd);
+  for (int path : kPaths) {
+    planc::gemm_force_path(path);
+    Buf y = f32(yd);
+    tb::fill_random(y, 1e6f, 1e7f);  // garbage that must be overwritten
+    const char* err = tb::call(k_matmul, {a.v(), b.v()}, {y.v()}, {}, {}, pool);
+    char what[160];
+    std::snprintf(what, sizeof what, "matmul A[%lld..%lld] B[..%lld] path %d rank %zu", (long long)ad[0],
+                  (long long)ad.back(), (long long)bd.back(), path, yd.size());
+    tb::expect_ok(err, what);
+    if (!err) tb::close(y.f(), want.data(), y.n(), 1e-4, 1e-5, what);
+  }
+  planc::gemm_force_path(0);
+}
+
+// Gemm reference: alpha op(A) op(B) + beta C (C broadcast), in double.
+void check_gemm(int64_t m, int64_t n, int64_t k, bool ta, bool tb_, float alpha, float beta,
+                std::vector<int64_t> cdims, bool has_c, planc::ThreadPool* pool) {
+  Buf a = f32(ta ? std::vector<int64_t>{k, m} : std::vector<int64_t>{m, k});
+  Buf b = f32(tb_ ? std::vector<int64_t>{n, k} : std::vector<int64_t>{k, n});
+  Buf c = f32(cdims);
+  tb::fill_random(a);
+  tb::fill_random(b);
+  tb::fill_random(c);
+  int64_t cm = cdims.size() == 2 ? cdims[0] : 1, cn = cdims.empty() ? 1 : cdims.back();
+  std::vector<double> want(m * n);
+  for (int64_t i = 0; i < m; i++)
+    for (int64_t j = 0; j < n; j++) {
+      double s = 0;
+      for (int64_t p = 0; p < k; p++) {
+        double av = ta ? a.f()[p * m + i] : a.f()[i * k + p];
+        double bv = tb_ ? b.f()[j * k + p] : b.f()[p * n + j];
+        s += av * bv;
+      }
+      s *= alpha;
+      if (has_c && beta != 0) s += beta * (double)c.f()[(cm == 1 ? 0 : i) * cn + (cn == 1 ? 0 : j)];
+      want[i * n + j] = s;
+    }
+  for (int path : kPaths) {
+    planc::gemm_force_path(path);
+    Buf y = f32({m, n});
+    tb::fill_random(y, 1e6f, 1e7f);
+    std::vector<planc::TensorView> in = {a.v(), b.v()};
+    if (has_c) in.push_back(c.v());
+    const char* err = tb::call(k_gemm, in, {y.v()}, {ta, tb_}, {alpha, beta}, pool);
+    char what[160];
+    std::snprintf(what, sizeof what, "gemm %lldx%lldx%lld tA%d tB%d a%g b%g C rank %zu path %d", (long long)m,
+                  (long long)n, (long long)k, ta, tb_, alpha, beta, cdims.size(), path);
+    tb::expect_ok(err, what);
+    if (!err) tb::close(y.f(), want.data(), y.n(), 1e-4, 1e-5, what);
+  }
+  planc::gemm_force_path(0);
+}
+
+void hand_computed() {
+  Buf a = f32({2, 3}, {1, 2, 3, 4, 5, 6});
+  Buf b = f32({3, 2}, {7, 8, 9, 10, 11, 12});
+  for (int path : kPaths) {
+    planc::gemm_force_path(path);
+    Buf y = f32({2, 2});
+    tb::expect_ok(tb::call(k_matmul, {a.v(), b.v()}, {y.v()}), "hand matmul");
+    double want[] = {58, 64, 139, 154};
+    tb::close(y.f(), want, 4, 0, 1e-6, "hand matmul values");
+    // Gemm with transA (A^T is [3,2] x ... ): A^T [3,2] x A [2,3]? use B^T: [2,3] x [2,3]^T = [2,2]
+    Buf c = f32({2}, {1, -1});
+    Buf y2 = f32({2, 2});
+    tb::expect_ok(tb::call(k_gemm, {a.v(), a.v(), c.v()}, {y2.v()}, {0, 1}, {2.0, 0.5}), "hand gemm");
+    double want2[] = {2 * 14 + 0.5, 2 * 32 - 0.5, 2 * 32 + 0.5, 2 * 77 - 0.5};
+    tb::close(y2.f(), want2, 4, 0, 1e-5, "hand gemm values");
+  }
+  planc::gemm_force_path(0);
+}
+
+void errors() {
+  Buf a = f32({2, 3}), b = f32({4, 2}), y = f32({2, 2});
+  tb::expect_error(tb::call(k_matmul, {a.v(), b.v()}, {y.v()}), "inner dims differ", "matmul inner");
+  Buf b2 = f32({3, 2}), y3 = f32({2, 3});
+  tb::expect_error(tb::call(k_matmul, {a.v(), b2.v()}, {y3.v()}), "Y is", "matmul Y dims");
+  Buf ai = Buf(planc::kInt32, {2, 3});
+  tb::expect_error(tb::call(k_matmul, {ai.v(), b2.v()}, {y.v()}), "float32 only", "matmul dtype");
+  Buf a1 = f32({3});
+  tb::expect_error(tb::call(k_matmul, {a1.v(), b2.v()}, {y.v()}), "rank >= 2", "matmul rank 1");
+  Buf ab = f32({2, 2, 3}), bb = f32({3, 3, 2}), yb = f32({3, 2, 2});
+  tb::expect_error(tb::call(k_matmul, {ab.v(), bb.v()}, {yb.v()}), "batch dim 0", "matmul batch");
+  Buf yr = f32({1, 2, 2});
+  tb::expect_error(tb::call(k_matmul, {a.v(), b2.v()}, {yr.v()}), "Y rank", "matmul Y rank");
+  Buf c = f32({3, 2});
+  tb::expect_error(tb::call(k_gemm, {a.v(), b2.v(), c.v()}, {y.v()}, {0, 0}, {1.0, 1.0}), "does not broadcast", "gemm C");
+  tb::expect_error(tb::call(k_gemm, {a.v(), b2.v()}, {y.v()}, {1, 0}, {1.0, 1.0}), "inner dims differ", "gemm trans");
+  tb::expect_error(tb::call(k_gemm, {a.v(), b2.v()}, {y.v()}, {0}, {1.0, 1.0}), "needs", "gemm iargs");
+  // beta 0 ignores a mismatched C? No: C is ignored entirely when beta is 0 (as the reference does).
+  tb::expect_ok(tb::call(k_gemm, {a.v(), b2.v(), c.v()}, {y.v()}, {0, 0}, {1.0, 0.0}), "gemm beta 0 ignores C");
+}
+
+void special_values() {
+  // K = 0: zeros; M = 0: nothing to do.
+  Buf a = f32({3, 0}), b = f32({0, 4}), y = f32({3, 4});
+  tb::fill_random(y);
+  tb::expect_ok(tb::call(k_matmul, {a.v(), b.v()}, {y.v()}), "matmul K=0");
+  std::vector<double> zeros(12, 0.0);
+  tb::close(y.f(), zeros.data(), 12, 0, 0, "matmul K=0 zeros");
+  Buf a0 = f32({0, 5}), b0 = f32({5, 4}), y0 = f32({0, 4});
+  tb::expect_ok(tb::call(k_matmul, {a0.v(), b0.v()}, {y0.v()}), "matmul M=0");
+  Buf ab = f32({0, 2, 5}), yb = f32({0, 2, 4});
+  tb::expect_ok(tb::call(k_matmul, {ab.v(), b0.v()}, {yb.v()}), "matmul batch 0");
+}
+
+void run_tests(planc::ThreadPool* pool) {
+  hand_computed();
+  errors();
+  special_values();
+  // 2-D shapes, odd sizes, both small-M and large.
+  int64_t ms[] = {1, 2, 4, 7, 16, 17, 33, 100};
+  for (int64_t m : ms) {
+    check_matmul({m, 37}, {37, 53}, {m, 53}, pool);
+    check_matmul({m, 256}, {256, 1000}, {m, 1000}, pool);
+  }
+  check_matmul({300, 300}, {300, 301}, {300, 301}, pool);
+  check_matmul({5, 1}, {1, 9}, {5, 9}, pool);
+  check_matmul({1, 1}, {1, 1}, {1, 1}, pool);
+  // Batch folding (shared 2-D weight), broadcast batches, batched B.
+  check_matmul({2, 3, 5, 64}, {64, 70}, {2, 3, 5, 70}, pool);
+  check_matmul({4, 1, 64}, {1, 64, 33}, {4, 1, 33}, pool);
+  check_matmul({2, 1, 5, 8}, {3, 8, 6}, {2, 3, 5, 6}, pool);
+  check_matmul({7, 9}, {4, 9, 11}, {4, 7, 11}, pool);
+  check_matmul({8, 1, 64}, {8, 64, 40}, {8, 1, 40}, pool);
+  check_matmul({16, 20, 64}, {16, 64, 20}, {16, 20, 20}, pool);
+  check_matmul({2, 8, 30, 30}, {2, 8, 30, 64}, {2, 8, 30, 64}, pool);
+  check_matmul({3, 1, 1, 2, 4}, {1, 2, 1, 4, 3}, {3, 2, 1, 2, 3}, pool);
+  // Gemm: every transpose combination, alpha/beta, C shapes.
+  for (int ta = 0; ta < 2; ta++)
+    for (int tbb = 0; tbb < 2; tbb++) {
+      check_gemm(3, 5, 7, ta, tbb, 1.0f, 1.0f, {5}, true, pool);
+      check_gemm(1, 200, 64, ta, tbb, 0.5f, 2.0f, {1, 200}, true, pool);
+      check_gemm(16, 70, 130, ta, tbb, 1.0f, 1.0f, {16, 1}, true, pool);
+      check_gemm(40, 90, 300, ta, tbb, -1.5f, 0.25f, {40, 90}, true, pool);
+      check_gemm(20, 30, 10, ta, tbb, 1.0f, 1.0f, {}, true, pool);
+      check_gemm(9, 10, 11, ta, tbb, 2.0f, 0.0f, {9, 10}, true, pool);
+      check_gemm(9, 10, 11, ta, tbb, 1.0f, 1.0f, {9, 10}, false, pool);
+    }
+}
+
+// ---------- benchmark ----------
+
+double time_ms(const std::function<void()>& f, int min_reps = 5) {
+  f();
+  double best = 1e30;
+  double start = tb::now_ms();
+  for (int r = 0; r < min_reps || tb::now_ms() - start < 300; r++) {
+    double t0 = tb::now_ms();
+    f();
+    best = std::min(best, tb::now_ms() - t0);
+    if (r > 1000) break;
+  }
+  return best;
+}
+
+// One timed call in ms.
+double once(const std::function<void()>& f) {
+  double t0 = tb::now_ms();
+  f();
+  return tb::now_ms() - t0;
+}
+
+// Best time of each variant over interleaved rounds (the machine may be shared: the minimum is the signal).
+std::vector<double> best_of(const std::vector<std::function<void()>>& variants, int rounds) {
+  std::vector<double> best(variants.size(), 1e30);
+  for (auto& v : variants) v();
+  for (int r = 0; r < rounds; r++)
+    for (size_t i = 0; i < variants.size(); i++) best[i] = std::min(best[i], once(variants[i]));
+  return best;
+}
+
+void bench(planc::ThreadPool* pool) {
+  int64_t shapes[][2] = {{256, 32000}, {256, 256}, {256, 1024}, {512, 58101}, {512, 512}};
+  int64_t ms[] = {1, 4, 8, 16};
+  const char* names[] = {"GEMV", "GEMV nt", "BLAS", "BLAS nt", "built-in blocked", "auto"};
+  std::printf("| M | K | N |");
+  for (auto* n : names) std::printf(" %s ms |", n);
+  std::printf("\n| --- | --- | --- |");
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) std::printf(" --- |");
+  std::printf("\n");
+  for (auto& s : shapes) {
+    int64_t k = s[0], n = s[1];
+    Buf b = f32({k, n}), bt = f32({n, k});
+    tb::fill_random(b);
+    tb::fill_random(bt);
+    for (int64_t m : ms) {
+      Buf a = f32({m, k}), y = f32({m, n});
+      tb::fill_random(a);
+      auto nn = [&](int path) {
+        return [&, path] { planc::gemm_force_path(path); tb::call(k_matmul, {a.v(), b.v()}, {y.v()}, {}, {}, pool); };
+      };
+      auto nt = [&](int path) {
+        return [&, path] { planc::gemm_force_path(path); tb::call(k_gemm, {a.v(), bt.v()}, {y.v()}, {0, 1}, {1.0, 0.0}, pool); };
+      };
+      std::vector<std::function<void()>> v = {nn(1), nt(1), nn(3), nt(3), nn(2), nn(0)};
+      int rounds = k * n > 1000000 ? 15 : 300;
+      std::vector<double> r = best_of(v, rounds);
+      std::printf("| %lld | %lld | %lld |", (long long)m, (long long)k, (long long)n);
+      for (double t : r) std::printf(" %.4f |", t);
+      std::printf("\n");
+    }
+  }
+  planc::gemm_force_path(0);
+  // Large GEMMs: built-in vs BLAS.
+  int64_t big[][3] = {{256, 512, 512}, {512, 512, 2048}, {1024, 1024, 1024}, {64, 512, 58101}};
+  std::printf("\n| M | K | N | built-in ms | GFLOP/s | BLAS ms | GFLOP/s |\n| --- | --- | --- | --- | --- | --- | --- |\n");
+  for (auto& s : big) {
+    int64_t m = s[0], k = s[1], n = s[2];
+    Buf a = f32({m, k}), b = f32({k, n}), y = f32({m, n});
+    tb::fill_random(a);
+    tb::fill_random(b);
+    auto f = [&] { tb::call(k_matmul, {a.v(), b.v()}, {y.v()}, {}, {}, pool); };
+    planc::gemm_force_path(2);
+    double t1 = time_ms(f, 3);
+    double t2 = -1;
+#ifdef PLANC_HAVE_OPENBLAS
+    planc::gemm_force_path(3);
+    t2 = time_ms(f, 3);
+#endif
+    double gf = 2.0 * m * n * k / 1e6;
+    std::printf("| %lld | %lld | %lld | %.2f | %.1f | %.2f | %.1f |\n", (long long)m, (long long)k, (long long)n, t1,
+                gf / t1, t2, t2 > 0 ? gf / t2 : 0.0);
+  }
+  planc::gemm_force_path(0);
+  // Attention-like batched products.
+  std::printf("\n| batched | ms |\n| --- | --- |\n");
+  struct Case { std::vector<int64_t> a, b, y; const char* name; } cases[] = {
+      {{40, 1, 64}, {40, 64, 50}, {40, 1, 50}, "decode QK [40,1,64]x[40,64,50]"},
+      {{40, 1, 50}, {40, 50, 64}, {40, 1, 64}, "decode AV [40,1,50]x[40,50,64]"},
+      {{8, 50, 64}, {8, 64, 50}, {8, 50, 50}, "prefill QK [8,50,64]x[8,64,50]"},
+  };
+  for (auto& c : cases) {
+    Buf a = f32(c.a), b = f32(c.b), y = f32(c.y);
+    tb::fill_random(a);
+    tb::fill_random(b);
+    double t = time_ms([&] { tb::call(k_matmul, {a.v(), b.v()}, {y.v()}, {}, {}, pool); });
+    std::printf("| %s | %.4f |\n", c.name, t);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  k_matmul = tb::find(planc::gemm_kernels(), "matmul");
+  k_gemm = tb::find(planc::gemm_kernels(), "gemm");
+  if (!k_matmul || !k_gemm) return 1;
+  planc::ThreadPool pool(2);
+  if (argc > 1 && std::string(argv[1]) == "bench") {
+    bench(&pool);
+    return 0;
+  }
+  run_tests(nullptr);
+  run_tests(&pool);
+  return tb::finish("gemm_test");
+}

@@ -1,0 +1,485 @@
+// Standalone test of the movement kernels against naive index-by-index references, for 1/2/4/8-byte dtypes; `bench` times a few.
+// Build: g++ -O3 -std=c++17 -pthread -Inative/src native/src/kernel_common.cc native/src/threadpool.cc
+//   native/src/cpu/movement.cc native/test/movement_test.cc -o /tmp/movement_test && /tmp/movement_test [bench]
+#include <algorithm>
+#include <numeric>
+
+#include "test_util_b.h"
+
+namespace planc {
+KernelList movement_kernels();
+}
+
+using tb::Buf;
+
+namespace {
+
+planc::KernelFn k_transpose, k_gather, k_gather_el, k_slice, k_concat, k_split, k_expand, k_tile, k_pad;
+
+const int32_t kTypes[] = {planc::kUint8, planc::kFloat16, planc::kFloat32, planc::kInt64};
+
+size_t esz(const Buf& b) { return planc::dtype_size(b.dtype); }
+
+// A tensor of dtype dt with random bytes.
+Buf rnd(int32_t dt, std::vector<int64_t> dims) {
+  Buf b(dt, std::move(dims));
+  tb::fill_random(b);
+  return b;
+}
+
+std::vector<int64_t> coords(int64_t i, const std::vector<int64_t>& dims) {
+  std::vector<int64_t> c(dims.size());
+  for (int d = static_cast<int>(dims.size()) - 1; d >= 0; d--) {
+    c[d] = i % dims[d];
+    i /= dims[d];
+  }
+  return c;
+}
+
+int64_t flat(const std::vector<int64_t>& c, const std::vector<int64_t>& dims) {
+  int64_t f = 0;
+  for (size_t d = 0; d < dims.size(); d++) f = f * dims[d] + c[d];
+  return f;
+}
+
+// Copies element s of src into element d of dst.
+void put(Buf& dst, int64_t d, const Buf& src, int64_t s) {
+  std::memcpy(dst.u8() + d * esz(dst), reinterpret_cast<const uint8_t*>(src.store.data()) + s * esz(src), esz(dst));
+}
+
+void same_bytes(Buf& got, Buf& want, const char* what) {
+  tb::g_checks++;
+  size_t bytes = static_cast<size_t>(want.n()) * esz(want);
+  if (got.n() != want.n() || std::memcmp(got.data(), want.data(), bytes) != 0) {
+    tb::g_failures++;
+    int64_t at = -1;
+    for (int64_t i = 0; i < want.n() && at < 0; i++)
+      if (std::memcmp(got.u8() + i * esz(got), want.u8() + i * esz(want), esz(want)) != 0) at = i;
+    std::printf("FAIL %s: first differing element %lld\n", what, (long long)at);
+  }
+}
+
+// ---------- transpose ----------
+
+void check_transpose(int32_t dt, std::vector<int64_t> dims, std::vector<int64_t> perm, planc::ThreadPool* pool) {
+  Buf x = rnd(dt, dims);
+  std::vector<int64_t> yd(dims.size());
+  for (size_t i = 0; i < dims.size(); i++) yd[i] = dims[perm[i]];
+  Buf want(dt, yd), y(dt, yd);
+  for (int64_t i = 0; i < want.n(); i++) {
+    auto c = coords(i, yd);
+    std::vector<int64_t> xc(dims.size());
+    for (size_t k = 0; k < dims.size(); k++) xc[perm[k]] = c[k];
+    put(want, i, x, flat(xc, dims));
+  }
+  const char* err = tb::call(k_transpose, {x.v()}, {y.v()}, perm, {}, pool);
+  char what[160];
+  std::snprintf(what, sizeof what, "transpose dtype %d rank %zu perm[0]=%lld", dt, dims.size(), (long long)(perm.empty() ? -1 : perm[0]));
+  tb::expect_ok(err, what);
+  same_bytes(y, want, what);
+}
+
+void transposes(planc::ThreadPool* pool) {
+  for (int32_t dt : kTypes) {
+    check_transpose(dt, {}, {}, pool);
+    check_transpose(dt, {7}, {0}, pool);
+    check_transpose(dt, {37, 53}, {1, 0}, pool);
+    check_transpose(dt, {300, 257}, {1, 0}, pool);
+    check_transpose(dt, {1, 5, 1, 3}, {3, 2, 1, 0}, pool);
+    std::vector<int64_t> p3 = {0, 1, 2};
+    do check_transpose(dt, {3, 17, 20}, p3, pool); while (std::next_permutation(p3.begin(), p3.end()));
+    std::vector<int64_t> p4 = {0, 1, 2, 3};
+    do check_transpose(dt, {2, 5, 3, 7}, p4, pool); while (std::next_permutation(p4.begin(), p4.end()));
+    check_transpose(dt, {2, 50, 8, 64}, {0, 2, 1, 3}, pool);  // head split
+    check_transpose(dt, {2, 8, 50, 64}, {0, 2, 3, 1}, pool);
+    check_transpose(dt, {2, 1, 2, 3, 1, 2, 2, 3}, {7, 0, 5, 2, 4, 3, 6, 1}, pool);
+    check_transpose(dt, {64, 100, 33}, {2, 0, 1}, pool);
+  }
+  Buf x(planc::kFloat32, {2, 3}), y(planc::kFloat32, {3, 2}), bad(planc::kFloat32, {2, 3});
+  tb::expect_error(tb::call(k_transpose, {x.v()}, {y.v()}, {0, 0}), "not a permutation", "transpose perm");
+  tb::expect_error(tb::call(k_transpose, {x.v()}, {bad.v()}, {1, 0}), "Y dim 0", "transpose dims");
+  tb::expect_error(tb::call(k_transpose, {x.v()}, {y.v()}, {1}), "perm entries", "transpose perm length");
+  Buf yi(planc::kInt32, {3, 2});
+  tb::expect_error(tb::call(k_transpose, {x.v()}, {yi.v()}, {1, 0}), "differs from Y dtype", "transpose dtype");
+}
+
+// ---------- gather ----------
+
+void check_gather(int32_t dt, std::vector<int64_t> dims, int axis, std::vector<int64_t> idims, int32_t idt,
+                  planc::ThreadPool* pool) {
+  Buf x = rnd(dt, dims);
+  int r = dims.size();
+  int a = axis < 0 ? axis + r : axis;
+  Buf ind(idt, idims);
+  int64_t n = dims[a];
+  for (int64_t k = 0; k < ind.n(); k++) {
+    int64_t v = static_cast<int64_t>(tb::rng()() % (2 * n)) - n;  // [-n, n)
+    if (idt == planc::kInt64) ind.i64()[k] = v;
+    else ind.i32()[k] = static_cast<int32_t>(v);
+  }
+  std::vector<int64_t> yd(dims.begin(), dims.begin() + a);
+  yd.insert(yd.end(), idims.begin(), idims.end());
+  yd.insert(yd.end(), dims.begin() + a + 1, dims.end());
+  Buf want(dt, yd), y(dt, yd);
+  for (int64_t i = 0; i < want.n(); i++) {
+    auto c = coords(i, yd);
+    std::vector<int64_t> ic(c.begin() + a, c.begin() + a + idims.size());
+    int64_t k = flat(ic, idims);
+    int64_t v = idt == planc::kInt64 ? ind.i64()[k] : ind.i32()[k];
+    if (v < 0) v += n;
+    std::vector<int64_t> xc(c.begin(), c.begin() + a);
+    xc.push_back(v);
+    xc.insert(xc.end(), c.begin() + a + idims.size(), c.end());
+    put(want, i, x, flat(xc, dims));
+  }
+  const char* err = tb::call(k_gather, {x.v(), ind.v()}, {y.v()}, {axis}, {}, pool);
+  char what[160];
+  std::snprintf(what, sizeof what, "gather dtype %d rank %d axis %d idx rank %zu", dt, r, axis, idims.size());
+  tb::expect_ok(err, what);
+  same_bytes(y, want, what);
+}
+
+void gathers(planc::ThreadPool* pool) {
+  for (int32_t dt : kTypes) {
+    check_gather(dt, {100, 16}, 0, {3, 5}, planc::kInt64, pool);
+    check_gather(dt, {100, 16}, 1, {7}, planc::kInt32, pool);
+    check_gather(dt, {4, 9, 6}, -2, {}, planc::kInt64, pool);
+    check_gather(dt, {4, 9, 6}, 2, {2, 2}, planc::kInt32, pool);
+    check_gather(dt, {32000, 64}, 0, {40, 30}, planc::kInt64, pool);  // embedding lookup, threaded
+    check_gather(dt, {5000, 30}, 1, {4}, planc::kInt64, pool);
+  }
+  Buf x(planc::kFloat32, {4, 3}), i = tb::i64({2}, {1, 4}), y(planc::kFloat32, {2, 3});
+  tb::expect_error(tb::call(k_gather, {x.v(), i.v()}, {y.v()}, {0}), "out of range", "gather index 4");
+  Buf j = tb::i64({2}, {-5, 0});
+  tb::expect_error(tb::call(k_gather, {x.v(), j.v()}, {y.v()}, {0}), "index -5", "gather index -5");
+  Buf k = tb::i64({2}, {-4, 3});
+  tb::expect_ok(tb::call(k_gather, {x.v(), k.v()}, {y.v()}, {0}), "gather -4 and 3");
+  Buf f(planc::kFloat32, {2});
+  tb::expect_error(tb::call(k_gather, {x.v(), f.v()}, {y.v()}, {0}), "int64 or int32", "gather index dtype");
+  Buf y2(planc::kFloat32, {3, 3});
+  tb::expect_error(tb::call(k_gather, {x.v(), k.v()}, {y2.v()}, {0}), "Y dim 0", "gather Y dims");
+  tb::expect_error(tb::call(k_gather, {x.v(), k.v()}, {y.v()}, {2}), "out of range for rank", "gather axis");
+}
+
+void check_gather_elements(int32_t dt, std::vector<int64_t> dims, int axis, std::vector<int64_t> idims, int32_t idt,
+                           planc::ThreadPool* pool) {
+  Buf x = rnd(dt, dims);
+  int r = dims.size();
+  int a = axis < 0 ? axis + r : axis;
+  int64_t n = dims[a];
+  Buf ind(idt, idims);
+  for (int64_t k = 0; k < ind.n(); k++) {
+    int64_t v = static_cast<int64_t>(tb::rng()() % (2 * n)) - n;
+    if (idt == planc::kInt64) ind.i64()[k] = v;
+    else ind.i32()[k] = static_cast<int32_t>(v);
+  }
+  Buf want(dt, idims), y(dt, idims);
+  for (int64_t i = 0; i < want.n(); i++) {
+    auto c = coords(i, idims);
+    int64_t v = idt == planc::kInt64 ? ind.i64()[i] : ind.i32()[i];
+    c[a] = v < 0 ? v + n : v;
+    put(want, i, x, flat(c, dims));
+  }
+  const char* err = tb::call(k_gather_el, {x.v(), ind.v()}, {y.v()}, {axis}, {}, pool);
+  char what[160];
+  std::snprintf(what, sizeof what, "gather_elements dtype %d rank %d axis %d", dt, r, axis);
+  tb::expect_ok(err, what);
+  same_bytes(y, want, what);
+}
+
+void gather_elements(planc::ThreadPool* pool) {
+  for (int32_t dt : kTypes) {
+    check_gather_elements(dt, {3, 4}, 0, {2, 4}, planc::kInt64, pool);
+    check_gather_elements(dt, {3, 4}, 1, {3, 7}, planc::kInt32, pool);
+    check_gather_elements(dt, {5, 6, 7}, 1, {4, 9, 5}, planc::kInt64, pool);
+    check_gather_elements(dt, {5, 6, 7}, -1, {5, 6, 3}, planc::kInt64, pool);
+    check_gather_elements(dt, {300, 200}, 0, {300, 200}, planc::kInt64, pool);
+  }
+  Buf x(planc::kFloat32, {3, 4}), i = tb::i64({1, 2}, {0, 3}), y(planc::kFloat32, {1, 2});
+  tb::expect_error(tb::call(k_gather_el, {x.v(), i.v()}, {y.v()}, {0}), "out of range for axis", "gather_elements index");
+  Buf big = tb::i64({1, 5}, {0, 0, 0, 0, 0}), y5(planc::kFloat32, {1, 5});
+  tb::expect_error(tb::call(k_gather_el, {x.v(), big.v()}, {y5.v()}, {0}), "exceeds X dim", "gather_elements dims");
+}
+
+// ---------- slice ----------
+
+void check_slice(int32_t dt, std::vector<int64_t> dims, std::vector<int64_t> starts, std::vector<int64_t> steps,
+                 std::vector<int64_t> yd, planc::ThreadPool* pool) {
+  Buf x = rnd(dt, dims);
+  Buf want(dt, yd), y(dt, yd);
+  for (int64_t i = 0; i < want.n(); i++) {
+    auto c = coords(i, yd);
+    for (size_t d = 0; d < dims.size(); d++) c[d] = starts[d] + c[d] * steps[d];
+    put(want, i, x, flat(c, dims));
+  }
+  std::vector<int64_t> iargs;
+  for (size_t d = 0; d < dims.size(); d++) iargs.insert(iargs.end(), {starts[d], steps[d]});
+  const char* err = tb::call(k_slice, {x.v()}, {y.v()}, iargs, {}, pool);
+  char what[160];
+  std::snprintf(what, sizeof what, "slice dtype %d rank %zu", dt, dims.size());
+  tb::expect_ok(err, what);
+  same_bytes(y, want, what);
+}
+
+void slices(planc::ThreadPool* pool) {
+  for (int32_t dt : kTypes) {
+    check_slice(dt, {10}, {2}, {3}, {3}, pool);
+    check_slice(dt, {10}, {9}, {-2}, {5}, pool);
+    check_slice(dt, {4, 6, 8}, {1, 0, 0}, {1, 1, 1}, {2, 6, 8}, pool);
+    check_slice(dt, {4, 6, 8}, {0, 2, 0}, {1, 1, 1}, {4, 3, 8}, pool);     // KV-cache style: whole rows fold
+    check_slice(dt, {4, 6, 8}, {3, 5, 7}, {-1, -2, -3}, {4, 3, 3}, pool);
+    check_slice(dt, {2, 3, 500, 64}, {0, 0, 0, 0}, {1, 1, 1, 1}, {2, 3, 300, 64}, pool);
+    check_slice(dt, {7, 9}, {0, 8}, {1, -1}, {7, 9}, pool);
+    check_slice(dt, {5}, {4}, {1}, {1}, pool);
+    check_slice(dt, {}, {}, {}, {}, pool);
+  }
+  Buf x(planc::kFloat32, {10}), y(planc::kFloat32, {4}), y0(planc::kFloat32, {0});
+  tb::expect_error(tb::call(k_slice, {x.v()}, {y.v()}, {0, 4}), "leaves X's dim", "slice past the end");
+  tb::expect_ok(tb::call(k_slice, {x.v()}, {y.v()}, {0, 3}), "slice to the last element");
+  tb::expect_error(tb::call(k_slice, {x.v()}, {y.v()}, {8, -3}), "leaves X's dim", "slice past the start");
+  tb::expect_error(tb::call(k_slice, {x.v()}, {y.v()}, {10, 1}), "leaves X's dim", "slice start at dim");
+  tb::expect_error(tb::call(k_slice, {x.v()}, {y.v()}, {-1, 1}), "leaves X's dim", "slice negative start");
+  tb::expect_error(tb::call(k_slice, {x.v()}, {y.v()}, {0, 0}), "step 0", "slice step 0");
+  tb::expect_error(tb::call(k_slice, {x.v()}, {y.v()}, {0, 4611686018427387904LL}), "leaves X's dim", "slice huge step");
+  tb::expect_ok(tb::call(k_slice, {x.v()}, {y0.v()}, {10, 1}), "slice empty at the end");
+}
+
+// ---------- concat and split ----------
+
+void check_concat_split(int32_t dt, std::vector<std::vector<int64_t>> parts, int axis, planc::ThreadPool* pool) {
+  int r = parts[0].size();
+  int a = axis < 0 ? axis + r : axis;
+  std::vector<int64_t> yd = parts[0];
+  yd[a] = 0;
+  for (auto& p : parts) yd[a] += p[a];
+  std::vector<Buf> xs;
+  for (auto& p : parts) xs.push_back(rnd(dt, p));
+  Buf want(dt, yd), y(dt, yd);
+  for (int64_t i = 0; i < want.n(); i++) {
+    auto c = coords(i, yd);
+    size_t j = 0;
+    while (c[a] >= parts[j][a]) c[a] -= parts[j++][a];
+    put(want, i, xs[j], flat(c, parts[j]));
+  }
+  std::vector<planc::TensorView> in;
+  for (auto& b : xs) in.push_back(b.v());
+  const char* err = tb::call(k_concat, in, {y.v()}, {axis}, {}, pool);
+  char what[160];
+  std::snprintf(what, sizeof what, "concat dtype %d rank %d axis %d parts %zu", dt, r, axis, parts.size());
+  tb::expect_ok(err, what);
+  same_bytes(y, want, what);
+  std::vector<Buf> outs;
+  for (auto& p : parts) outs.push_back(Buf(dt, p));
+  std::vector<planc::TensorView> out;
+  for (auto& b : outs) out.push_back(b.v());
+  err = tb::call(k_split, {want.v()}, out, {axis}, {}, pool);
+  std::snprintf(what, sizeof what, "split dtype %d rank %d axis %d parts %zu", dt, r, axis, parts.size());
+  tb::expect_ok(err, what);
+  for (size_t j = 0; j < parts.size(); j++) same_bytes(outs[j], xs[j], what);
+}
+
+void concats(planc::ThreadPool* pool) {
+  for (int32_t dt : kTypes) {
+    check_concat_split(dt, {{3}, {5}}, 0, pool);
+    check_concat_split(dt, {{2, 3, 4}, {2, 1, 4}, {2, 0, 4}, {2, 5, 4}}, 1, pool);
+    check_concat_split(dt, {{2, 3, 4}, {2, 3, 1}}, -1, pool);
+    check_concat_split(dt, {{1, 3}, {4, 3}}, 0, pool);
+    check_concat_split(dt, {{300, 8, 64}, {300, 1, 64}}, 1, pool);  // KV cache append, threaded
+    check_concat_split(dt, {{7, 2}}, 1, pool);
+  }
+  Buf a(planc::kFloat32, {2, 3}), b(planc::kFloat32, {3, 3}), y(planc::kFloat32, {5, 3}), y2(planc::kFloat32, {2, 6});
+  tb::expect_error(tb::call(k_concat, {a.v(), b.v()}, {y2.v()}, {1}), "dim 0", "concat mismatched dims");
+  tb::expect_error(tb::call(k_concat, {a.v(), a.v()}, {y.v()}, {0}), "sum to", "concat total");
+  tb::expect_error(tb::call(k_concat, {a.v(), b.v()}, {y.v()}, {2}), "out of range", "concat axis");
+  Buf bi(planc::kInt32, {3, 3});
+  tb::expect_error(tb::call(k_concat, {a.v(), bi.v()}, {y.v()}, {0}), "dtype", "concat dtype");
+  tb::expect_error(tb::call(k_split, {y.v()}, {a.v(), a.v()}, {0}), "sum to", "split total");
+  tb::expect_error(tb::call(k_split, {y2.v()}, {a.v(), b.v()}, {1}), "dim 0", "split dims");
+}
+
+// ---------- expand and tile ----------
+
+void check_expand(int32_t dt, std::vector<int64_t> xd, std::vector<int64_t> yd, planc::ThreadPool* pool) {
+  Buf x = rnd(dt, xd);
+  Buf want(dt, yd), y(dt, yd);
+  int off = yd.size() - xd.size();
+  for (int64_t i = 0; i < want.n(); i++) {
+    auto c = coords(i, yd);
+    std::vector<int64_t> xc(xd.size());
+    for (size_t d = 0; d < xd.size(); d++) xc[d] = xd[d] == 1 ? 0 : c[d + off];
+    put(want, i, x, flat(xc, xd));
+  }
+  const char* err = tb::call(k_expand, {x.v()}, {y.v()}, {}, {}, pool);
+  char what[160];
+  std::snprintf(what, sizeof what, "expand dtype %d rank %zu -> %zu", dt, xd.size(), yd.size());
+  tb::expect_ok(err, what);
+  same_bytes(y, want, what);
+}
+
+void check_tile(int32_t dt, std::vector<int64_t> xd, std::vector<int64_t> reps, planc::ThreadPool* pool) {
+  Buf x = rnd(dt, xd);
+  std::vector<int64_t> yd(xd.size());
+  for (size_t d = 0; d < xd.size(); d++) yd[d] = xd[d] * reps[d];
+  Buf want(dt, yd), y(dt, yd);
+  for (int64_t i = 0; i < want.n(); i++) {
+    auto c = coords(i, yd);
+    for (size_t d = 0; d < xd.size(); d++) c[d] %= xd[d];
+    put(want, i, x, flat(c, xd));
+  }
+  const char* err = tb::call(k_tile, {x.v()}, {y.v()}, {}, {}, pool);
+  char what[160];
+  std::snprintf(what, sizeof what, "tile dtype %d rank %zu", dt, xd.size());
+  tb::expect_ok(err, what);
+  same_bytes(y, want, what);
+}
+
+void expands(planc::ThreadPool* pool) {
+  for (int32_t dt : kTypes) {
+    check_expand(dt, {3, 1}, {2, 3, 4}, pool);
+    check_expand(dt, {1}, {5}, pool);
+    check_expand(dt, {}, {2, 2}, pool);
+    check_expand(dt, {2, 1, 6}, {2, 7, 6}, pool);
+    check_expand(dt, {4, 5}, {3, 4, 5}, pool);
+    check_expand(dt, {1, 1, 64}, {8, 300, 64}, pool);
+    check_expand(dt, {4, 5}, {4, 5}, pool);
+    check_tile(dt, {2, 3}, {2, 2}, pool);
+    check_tile(dt, {5}, {1}, pool);
+    check_tile(dt, {1, 3, 1}, {4, 1, 5}, pool);
+    check_tile(dt, {3, 64}, {100, 1}, pool);
+    check_tile(dt, {2, 0}, {3, 2}, pool);
+  }
+  Buf x(planc::kFloat32, {3, 2}), y(planc::kFloat32, {3, 4}), y2(planc::kFloat32, {4, 2}), yb(planc::kFloat32, {2});
+  tb::expect_error(tb::call(k_expand, {x.v()}, {y.v()}, {}), "does not broadcast", "expand dims");
+  tb::expect_error(tb::call(k_expand, {x.v()}, {yb.v()}, {}), "below X rank", "expand rank");
+  tb::expect_error(tb::call(k_tile, {x.v()}, {y2.v()}, {}), "not a multiple", "tile dims");
+}
+
+// ---------- pad ----------
+
+int64_t pad_src(int mode, int64_t j, int64_t begin, int64_t n) {
+  int64_t p = j - begin;
+  if (p >= 0 && p < n) return p;
+  if (mode == 2) return p < 0 ? 0 : n - 1;
+  if (mode == 3) return ((p % n) + n) % n;
+  if (mode == 1) {
+    if (n == 1) return 0;
+    int64_t period = 2 * (n - 1), q = ((p % period) + period) % period;
+    return q < n ? q : period - q;
+  }
+  return -1;
+}
+
+void check_pad(int32_t dt, std::vector<int64_t> xd, int mode, std::vector<int64_t> pads, bool with_value,
+               planc::ThreadPool* pool) {
+  Buf x = rnd(dt, xd);
+  int r = xd.size();
+  std::vector<int64_t> yd(r);
+  for (int d = 0; d < r; d++) yd[d] = xd[d] + pads[d] + pads[d + r];
+  Buf value = rnd(dt, {});
+  Buf want(dt, yd), y(dt, yd);
+  for (int64_t i = 0; i < want.n(); i++) {
+    auto c = coords(i, yd);
+    bool fill = false;
+    for (int d = 0; d < r; d++) {
+      c[d] = pad_src(mode, c[d], pads[d], xd[d]);
+      if (c[d] < 0) fill = true;
+    }
+    if (!fill) put(want, i, x, flat(c, xd));
+    else if (with_value) put(want, i, value, 0);
+    else std::memset(want.u8() + i * esz(want), 0, esz(want));
+  }
+  std::vector<int64_t> iargs = {mode};
+  iargs.insert(iargs.end(), pads.begin(), pads.end());
+  std::vector<planc::TensorView> in = {x.v()};
+  in.push_back(with_value ? value.v() : planc::TensorView{});
+  const char* err = tb::call(k_pad, in, {y.v()}, iargs, {}, pool);
+  char what[160];
+  std::snprintf(what, sizeof what, "pad dtype %d rank %d mode %d value %d", dt, r, mode, with_value);
+  tb::expect_ok(err, what);
+  same_bytes(y, want, what);
+}
+
+void pads(planc::ThreadPool* pool) {
+  for (int32_t dt : kTypes)
+    for (int mode = 0; mode < 4; mode++) {
+      check_pad(dt, {5}, mode, {2, 3}, mode == 0, pool);
+      check_pad(dt, {3, 4}, mode, {1, 2, 2, 1}, false, pool);
+      check_pad(dt, {3, 4}, mode, {-1, 3, 0, -2}, true, pool);  // negative pads crop
+      check_pad(dt, {2, 3, 4}, mode, {0, 0, 5, 0, 0, 7}, false, pool);
+      check_pad(dt, {1, 3}, mode, {2, 0, 2, 0}, false, pool);
+      check_pad(dt, {2, 50, 64}, mode, {0, 3, 0, 0, 4, 0}, true, pool);
+      check_pad(dt, {100, 300}, mode, {1, 1, 1, 1}, false, pool);
+    }
+  check_pad(planc::kFloat32, {0, 3}, 0, {1, 0, 1, 0}, true, pool);
+  Buf x(planc::kFloat32, {0, 3}), y(planc::kFloat32, {2, 3});
+  tb::expect_error(tb::call(k_pad, {x.v(), planc::TensorView{}}, {y.v()}, {1, 1, 0, 1, 0}), "empty axis", "pad reflect empty");
+  Buf x2(planc::kFloat32, {2, 3}), y2(planc::kFloat32, {4, 3});
+  tb::expect_error(tb::call(k_pad, {x2.v(), planc::TensorView{}}, {y2.v()}, {0, 1, 0, 0, 0}), "Y dim 0", "pad dims");
+  tb::expect_error(tb::call(k_pad, {x2.v(), planc::TensorView{}}, {y2.v()}, {5, 1, 0, 1, 0}), "unknown mode", "pad mode");
+  Buf vi(planc::kInt32, {});
+  tb::expect_error(tb::call(k_pad, {x2.v(), vi.v()}, {y2.v()}, {0, 1, 0, 1, 0}), "value dtype", "pad value dtype");
+}
+
+void run_tests(planc::ThreadPool* pool) {
+  transposes(pool);
+  gathers(pool);
+  gather_elements(pool);
+  slices(pool);
+  concats(pool);
+  expands(pool);
+  pads(pool);
+}
+
+void bench(planc::ThreadPool* pool) {
+  std::printf("| op | ms | GB/s (read+write) |\n| --- | --- | --- |\n");
+  auto time = [&](const char* name, const std::function<const char*()>& f, double bytes) {
+    double best = 1e30;
+    for (int r = 0; r < 100; r++) {
+      double t0 = tb::now_ms();
+      f();
+      best = std::min(best, tb::now_ms() - t0);
+    }
+    std::printf("| %s | %.4f | %.1f |\n", name, best, bytes / best / 1e6);
+  };
+  Buf a(planc::kFloat32, {8, 128, 8, 64}), b(planc::kFloat32, {8, 8, 128, 64});
+  time("transpose [8,128,8,64] perm 0,2,1,3", [&] { return tb::call(k_transpose, {a.v()}, {b.v()}, {0, 2, 1, 3}, {}, pool); }, 2.0 * a.n() * 4);
+  Buf c(planc::kFloat32, {1024, 1024}), d(planc::kFloat32, {1024, 1024});
+  time("transpose [1024,1024] perm 1,0", [&] { return tb::call(k_transpose, {c.v()}, {d.v()}, {1, 0}, {}, pool); }, 2.0 * c.n() * 4);
+  Buf e(planc::kFloat32, {8, 8, 128, 64}), f(planc::kFloat32, {8, 8, 64, 128});
+  time("transpose [8,8,128,64] perm 0,1,3,2", [&] { return tb::call(k_transpose, {e.v()}, {f.v()}, {0, 1, 3, 2}, {}, pool); }, 2.0 * e.n() * 4);
+  Buf emb(planc::kFloat32, {32000, 512}), ids = tb::i64({1, 64}, {}), g(planc::kFloat32, {1, 64, 512});
+  for (int i = 0; i < 64; i++) ids.i64()[i] = i * 499;
+  time("gather [32000,512] x 64 ids", [&] { return tb::call(k_gather, {emb.v(), ids.v()}, {g.v()}, {0}, {}, pool); }, 2.0 * g.n() * 4);
+  Buf cache(planc::kFloat32, {8, 8, 200, 64}), part(planc::kFloat32, {8, 8, 1, 64}), cat(planc::kFloat32, {8, 8, 201, 64});
+  time("concat [8,8,200,64]+[8,8,1,64] axis 2", [&] { return tb::call(k_concat, {cache.v(), part.v()}, {cat.v()}, {2}, {}, pool); }, 2.0 * cat.n() * 4);
+  Buf sl(planc::kFloat32, {8, 8, 100, 64});
+  time("slice [8,8,200,64] -> [8,8,100,64]", [&] { return tb::call(k_slice, {cache.v()}, {sl.v()}, {0, 1, 0, 1, 50, 1, 0, 1}, {}, pool); }, 2.0 * sl.n() * 4);
+  Buf pp(planc::kFloat32, {8, 8, 202, 66});
+  time("pad [8,8,200,64] by 1 (constant)", [&] { return tb::call(k_pad, {cache.v(), planc::TensorView{}}, {pp.v()}, {0, 0, 0, 1, 1, 0, 0, 1, 1}, {}, pool); }, 2.0 * pp.n() * 4);
+  Buf ex(planc::kFloat32, {8, 8, 200, 64}), src(planc::kFloat32, {8, 1, 200, 64});
+  time("expand [8,1,200,64] -> [8,8,200,64]", [&] { return tb::call(k_expand, {src.v()}, {ex.v()}, {}, {}, pool); }, 2.0 * ex.n() * 4);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  auto list = planc::movement_kernels();
+  k_transpose = tb::find(list, "transpose");
+  k_gather = tb::find(list, "gather");
+  k_gather_el = tb::find(list, "gather_elements");
+  k_slice = tb::find(list, "slice");
+  k_concat = tb::find(list, "concat");
+  k_split = tb::find(list, "split");
+  k_expand = tb::find(list, "expand");
+  k_tile = tb::find(list, "tile");
+  k_pad = tb::find(list, "pad");
+  if (tb::g_failures) return 1;
+  planc::ThreadPool pool(2);
+  if (argc > 1 && std::string(argv[1]) == "bench") {
+    bench(&pool);
+    return 0;
+  }
+  run_tests(nullptr);
+  run_tests(&pool);
+  return tb::finish("movement_test");
+}
