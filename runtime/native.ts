@@ -50,6 +50,8 @@ export interface NativeAddon {
   programNew(plan: NativePlan, code: BigInt64Array): NativeProgram;
   programFree(program: NativeProgram): void;
   programInfo(program: NativeProgram): NativeProgramInfo;
+  /** Turns per-kernel timing on or off (resetting the sums) when `on` is given; returns the sums in ns. */
+  programProfile(program: NativeProgram, on?: boolean): Float64Array;
   programRun(program: NativeProgram, symbols: BigInt64Array, feeds: NativeArray[], outputs: NativeArray[]): void;
   programRunAsync(program: NativeProgram, symbols: BigInt64Array, feeds: NativeArray[], outputs: NativeArray[]): Promise<void>;
 }
@@ -62,7 +64,23 @@ export class NativeUnavailableError extends Error {
 let addon: NativeAddon | undefined;
 let loadFailure: NativeUnavailableError | undefined;
 
+/**
+ * OpenBLAS 0.3.21 (Debian 12) does not recognize recent AVX-512 CPUs (AMD Zen 4, newer Xeons) and falls back to its
+ * AVX2 kernels, half as fast; its SkylakeX kernels run correctly on any CPU with AVX-512 F/BW/VL/DQ. Chosen before the
+ * library loads, only when the user has not chosen.
+ */
+function pickBlasCore(): void {
+  if (process.env.OPENBLAS_CORETYPE || process.platform !== 'linux') return;
+  try {
+    const flags = /^flags\s*:(.*)$/m.exec(fs.readFileSync('/proc/cpuinfo', 'utf8'))?.[1]?.split(/\s+/) ?? [];
+    if (['avx512f', 'avx512bw', 'avx512vl', 'avx512dq'].every((f) => flags.includes(f))) process.env.OPENBLAS_CORETYPE = 'SKYLAKEX';
+  } catch {
+    // no /proc/cpuinfo: leave OpenBLAS's own detection
+  }
+}
+
 function load(): NativeAddon {
+  pickBlasCore();
   if (!fs.existsSync(NATIVE_ADDON_PATH)) {
     throw new NativeUnavailableError(
       `the planc native addon is not built (${NATIVE_ADDON_PATH} is missing): run \`npm run build:native\` ` +

@@ -153,6 +153,13 @@ export class Plan {
     }
   }
 
+  /** Per-kernel timing: `profile(graph, true)` starts (and resets) it; `profile(graph)` returns the sums so far. */
+  profile(graph: string, on?: boolean): { kernel: string; node: string; ms: number }[] {
+    const { program, handle } = this.program(graph);
+    const ns = this.native.programProfile(handle, on);
+    return program.kernels.map((k, i) => ({ kernel: k.name, node: k.node, ms: (ns[i] ?? 0) / 1e6 }));
+  }
+
   /** Frees the native plan and programs. */
   close(): void {
     if (this.closed) return;

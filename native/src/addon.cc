@@ -309,6 +309,22 @@ Napi::Value ProgramInfo(const Napi::CallbackInfo& info) {
   return o;
 }
 
+// programProfile(program, on?): turns per-kernel timing on/off when `on` is given; returns the sums so far (ns).
+Napi::Value ProgramProfile(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  std::shared_ptr<Program> p = program_arg(env, info[0]);
+  if (p == nullptr) return env.Undefined();
+  if (info.Length() > 1 && info[1].IsBoolean()) {
+    Runtime& rt = runtime();
+    std::lock_guard<std::mutex> lock(rt.exec_mu);
+    program_set_profiling(p.get(), info[1].As<Napi::Boolean>().Value());
+  }
+  const std::vector<double>& ns = program_profile(p.get());
+  Napi::Float64Array out = Napi::Float64Array::New(env, ns.size());
+  for (size_t i = 0; i < ns.size(); i++) out[i] = ns[i];
+  return out;
+}
+
 // ---- runs ----
 
 // The arguments of a run, read from JS: symbols, feeds and outputs as raw memory.
@@ -500,6 +516,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("programNew", Napi::Function::New(env, ProgramNew, "programNew"));
   exports.Set("programFree", Napi::Function::New(env, ProgramFree, "programFree"));
   exports.Set("programInfo", Napi::Function::New(env, ProgramInfo, "programInfo"));
+  exports.Set("programProfile", Napi::Function::New(env, ProgramProfile, "programProfile"));
   exports.Set("programRun", Napi::Function::New(env, ProgramRun, "programRun"));
   exports.Set("programRunAsync", Napi::Function::New(env, ProgramRunAsync, "programRunAsync"));
   set_blas_threads(runtime().threads.load());

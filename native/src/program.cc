@@ -3,6 +3,7 @@
 
 #include <cstdarg>
 #include <cstdio>
+#include <chrono>
 #include <cstring>
 #include <vector>
 
@@ -57,6 +58,9 @@ struct Program {
   std::vector<TensorView> in_views, out_views;
   std::vector<int64_t> iarg_vals;
   std::string err;
+  // Per-kernel wall time summed over runs while profiling is on (for `planc` profiles and the tuner).
+  bool profiling = false;
+  std::vector<double> profile_ns;
 };
 
 // ---- decoding ----
@@ -433,11 +437,20 @@ const char* program_exec(Program* program, ThreadPool* pool) {
     args.fargs = fargs + r.farg_begin;
     args.n_fargs = static_cast<int>(r.n_fargs);
     args.pool = pool;
+    const auto t0 = p.profiling ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     const char* e = r.fn(args);
     if (e != nullptr) return fail(p, "kernel #" + std::to_string(k) + " (" + r.name + "): " + e);
+    if (p.profiling) p.profile_ns[k] += std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
   }
   return nullptr;
 }
+
+void program_set_profiling(Program* program, bool on) {
+  if (on) program->profile_ns.assign(program->kernels.size(), 0.0);
+  program->profiling = on;
+}
+
+const std::vector<double>& program_profile(const Program* program) { return program->profile_ns; }
 
 const char* program_check_outputs(Program* program, const OutputView* outs, size_t n_outs) {
   Program& p = *program;

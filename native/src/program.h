@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "plan_state.h"
 
@@ -43,5 +44,9 @@ const char* program_exec(Program* program, ThreadPool* pool);
 // Step 4: check (then copy) each output tensor into the matching buffer.
 const char* program_check_outputs(Program* program, const OutputView* outs, size_t n_outs);
 const char* program_copy_outputs(Program* program, const OutputView* outs, size_t n_outs);
+
+// Profiling: when on, each run adds every kernel's wall time (ns) to a per-kernel sum; turning it on resets the sums.
+void program_set_profiling(Program* program, bool on);
+const std::vector<double>& program_profile(const Program* program);
 
 }  // namespace planc
