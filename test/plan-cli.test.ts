@@ -1,0 +1,116 @@
+// planc optimize / inspect / run on the real es-en model, and the Node API's refusal of bad feeds.
+import { spawnSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { PlancError } from '../compiler/diagnostics.ts';
+import { REPO_ROOT, sharedDir } from '../compiler/paths.ts';
+import { nativeAvailable } from '../runtime/native.ts';
+import { loadPlan, type Plan } from '../runtime/plan.ts';
+import { tensorFrom } from '../runtime/tensor.ts';
+
+const shared = sharedDir();
+const esen = shared && path.join(shared, 'models', 'es-en');
+const cli = (...args: string[]) => spawnSync(process.execPath, [path.join(REPO_ROOT, 'bin', 'planc.js'), ...args], { encoding: 'utf8' });
+
+if (!esen || !fs.existsSync(esen) || !nativeAvailable()) {
+  console.log('plan CLI tests skipped: needs ../shared/models/es-en and the native addon');
+} else {
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'planc-cli-'));
+  const planFile = path.join(tmp, 'es-en.plan');
+  let plan: Plan;
+
+  test.before(async () => {
+    const r = cli('optimize', esen, '-o', planFile, '--max-batch', '4', '--max-src-len', '24', '--max-tgt-len', '16');
+    if (r.status !== 0) throw new Error(`optimize failed: ${r.stderr}`);
+    plan = await loadPlan(planFile);
+  });
+
+  test('optimize prints a summary and progress', () => {
+    const r = cli('optimize', esen, '-o', path.join(tmp, 'again.plan'), '--max-batch', '2');
+    assert.is(r.status, 0, r.stderr);
+    assert.match(r.stdout, /encoder\s+\d+ kernels/);
+    assert.match(r.stdout, /done in [\d.]+ s/);
+    assert.match(r.stderr, /lowering decoder_with_past/);
+  });
+
+  test('inspect --json: weights stored once, every arena within 1.10x of its lower bound', () => {
+    const r = cli('inspect', planFile, '--json');
+    assert.is(r.status, 0, r.stderr);
+    const j = JSON.parse(r.stdout);
+    assert.is(j.target, 'cpu');
+    const distinct = JSON.parse(cli('inspect', esen, '--json').stdout).uniqueWeightBytes;
+    assert.ok(j.uniqueWeightBytes <= 1.02 * distinct, `plan weights ${j.uniqueWeightBytes} vs distinct initializers ${distinct}`);
+    assert.equal(j.graphs.map((g: { name: string }) => g.name), ['encoder', 'decoder', 'decoder_with_past']);
+    for (const g of j.graphs) {
+      assert.ok(g.kernelCount > 50, `${g.name} kernels`);
+      assert.ok(g.arenaBytes <= 1.1 * g.arenaLowerBoundBytes, `${g.name}: arena ${g.arenaBytes} vs lower bound ${g.arenaLowerBoundBytes}`);
+      assert.ok(g.arenaBytes < g.tensorBytesSum, `${g.name}: reuse happened`);
+    }
+  });
+
+  test('run: JSON feeds in, output shapes and values out', () => {
+    const feeds = path.join(tmp, 'feeds.json');
+    fs.writeFileSync(feeds, JSON.stringify({ input_ids: [[26289, 2, 8332, 0]], attention_mask: [[1, 1, 1, 1]] }));
+    const r = cli('run', planFile, '--graph', 'encoder', '--inputs', feeds, '--json');
+    assert.is(r.status, 0, r.stderr);
+    const out = JSON.parse(r.stdout).last_hidden_state;
+    assert.equal(out.dims, [1, 4, 256]);
+    assert.ok(out.data.every((x: number) => Number.isFinite(x)));
+  });
+
+  const expectFeedError = async (feeds: Record<string, ReturnType<typeof tensorFrom>>, ...parts: string[]) => {
+    try {
+      await plan.run('encoder', feeds);
+      assert.unreachable('bad feeds were accepted');
+    } catch (e) {
+      assert.instance(e, PlancError);
+      for (const p of parts) assert.ok((e as Error).message.includes(p), `'${p}' in ${(e as Error).message}`);
+    }
+  };
+  const ids = (dims: number[], v = 5) => tensorFrom('int64', dims, new Array(dims.reduce((a, b) => a * b, 1)).fill(v));
+
+  test('bad feeds: wrong dtype, rank, shape, over the profile, ids outside the vocabulary, missing, unknown', async () => {
+    await expectFeedError({ input_ids: tensorFrom('int32', [1, 3], [1, 2, 3]), attention_mask: ids([1, 3], 1) }, "'input_ids'", 'int32', 'int64');
+    await expectFeedError({ input_ids: ids([3]), attention_mask: ids([1, 3], 1) }, "'input_ids'", 'rank 1');
+    await expectFeedError({ input_ids: ids([1, 3]), attention_mask: ids([1, 4], 1) }, "'attention_mask'", 'dims [1,4]');
+    await expectFeedError({ input_ids: ids([5, 3]), attention_mask: ids([5, 3], 1) }, 'batch_size = 5', 'maximum 4', '--max-batch');
+    await expectFeedError({ input_ids: ids([1, 30]), attention_mask: ids([1, 30], 1) }, 'encoder_sequence_length = 30', 'maximum 24');
+    await expectFeedError({ input_ids: ids([1, 3], 32000), attention_mask: ids([1, 3], 1) }, 'token id 32000', 'vocabulary');
+    await expectFeedError({ input_ids: ids([1, 3], -1), attention_mask: ids([1, 3], 1) }, 'token id -1');
+    await expectFeedError({ input_ids: ids([1, 3]) }, "missing feed 'attention_mask'");
+    await expectFeedError({ input_ids: ids([1, 3]), attention_mask: ids([1, 3], 1), extra: ids([1]) }, "unknown feed 'extra'");
+    const wrongArray = { dtype: 'int64' as const, dims: [1, 3], data: new Float64Array(3) as unknown as BigInt64Array };
+    await expectFeedError({ input_ids: wrongArray, attention_mask: ids([1, 3], 1) }, 'BigInt64Array');
+    // and a good feed still runs afterwards
+    const out = await plan.run('encoder', { input_ids: ids([2, 3]), attention_mask: ids([2, 3], 1) });
+    assert.equal(out.last_hidden_state!.dims, [2, 3, 256]);
+  });
+
+  test('a plan from another format version is refused naming the version', () => {
+    const bytes = fs.readFileSync(planFile);
+    bytes.writeUInt32LE(99, 8);
+    const other = path.join(tmp, 'future.plan');
+    fs.writeFileSync(other, bytes);
+    const r = cli('inspect', other);
+    assert.is(r.status, 2);
+    assert.ok(r.stderr.includes('PLANC_E402') && r.stderr.includes('format version 99') && r.stderr.includes('planc 0.1.0'), r.stderr);
+  });
+
+  test('a truncated plan is refused by the CLI with exit 2', () => {
+    const cut = path.join(tmp, 'cut.plan');
+    fs.writeFileSync(cut, fs.readFileSync(planFile).subarray(0, 5000));
+    const r = cli('run', cut, '--graph', 'encoder', '--inputs', path.join(tmp, 'feeds.json'));
+    assert.is(r.status, 2);
+    assert.ok(r.stderr.includes('PLANC_E401'), r.stderr);
+  });
+
+  test.after(() => {
+    plan?.close();
+    fs.rmSync(tmp, { recursive: true, force: true });
+  });
+}
+
+test.run();
