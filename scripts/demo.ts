@@ -1,22 +1,27 @@
-// `npm run demo`: makes a synthetic Marian model, imports and checks it, and greedy-decodes with planc's evaluator
-// next to onnxruntime; with ../shared present, also translates real Spanish sentences with the es-en model.
+// `npm run demo`: optimizes a synthetic Marian model into a plan and greedy-decodes with planc's native runtime next
+// to onnxruntime; with ../shared present, also translates real Spanish sentences with the es-en model's plan.
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import ort from 'onnxruntime-node';
-import { evaluate } from '../compiler/eval/evaluate.ts';
-import { inferModel } from '../compiler/infer/infer.ts';
 import type { Model } from '../compiler/ir.ts';
 import { importSeq2SeqDir } from '../compiler/onnx/import-model.ts';
 import { sharedDir } from '../compiler/paths.ts';
+import { writePlanFile } from '../compiler/plan/format.ts';
 import { Tensor } from '../compiler/tensor.ts';
-import { verifyModel } from '../compiler/verify.ts';
 import { greedyDecode, type GraphRunner } from '../bench/reference/greedy.ts';
-import { formatReport, modelReport } from '../cli/inspect.ts';
+import { fromRt, toRt } from '../bench/reference/rt-tensors.ts';
+import { buildPlan } from '../cli/build-plan.ts';
+import { formatPlanReport, planReport } from '../cli/inspect.ts';
+import { loadPlan, type Plan } from '../runtime/plan.ts';
+import { native, nativeAvailable } from '../runtime/native.ts';
 import { DEFAULTS, makeModel } from './make-model/generate.ts';
 import { detokenize, readSpmPieces } from './spm-pieces.ts';
 
-const plancRunner = (model: Model): GraphRunner => (g, feeds) => evaluate(model, g, feeds);
+const planRunner = (plan: Plan): GraphRunner => (g, feeds) => {
+  const out = plan.runSync(g, Object.fromEntries(Object.entries(feeds).map(([k, v]) => [k, toRt(v)])));
+  return Object.fromEntries(Object.entries(out).map(([k, v]) => [k, fromRt(v)]));
+};
 
 async function ortRunner(model: Model): Promise<GraphRunner> {
   const sessions = new Map<string, ort.InferenceSession>();
@@ -32,25 +37,44 @@ async function ortRunner(model: Model): Promise<GraphRunner> {
 }
 
 function step(msg: string): void { console.log(`\n== ${msg}`); }
+const indent = (s: string) => s.split('\n').map((l) => `   ${l}`).join('\n');
+
+/** planc optimize, in-process: model folder → plan file. */
+function optimize(model: Model, file: string, maxSrcLen: number, maxTgtLen: number): void {
+  const t0 = performance.now();
+  const built = buildPlan(model, { target: 'cpu', maxBatch: 8, maxSrcLen, maxTgtLen });
+  writePlanFile(file, built.header, built.blob);
+  console.log(indent(formatPlanReport(planReport(file, built.header))));
+  console.log(`   optimized in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+}
 
 async function main(): Promise<void> {
-  const dir = path.join(os.tmpdir(), 'planc-demo', 'synthetic-marian');
-  step(`1. synthetic Marian model (d 64, 2+2 layers, 4 heads, vocab 1000) → ${dir}`);
+  if (!nativeAvailable()) {
+    console.error('the native runtime is not built: run `npm run build:native` first (see README.md)');
+    process.exitCode = 2;
+    return;
+  }
+  const info = native().info();
+  console.log(`planc native runtime: ${info.threads} threads, BLAS ${info.blas}, ${native().cudaStatus().reason || 'GPU available'}`);
+  const work = path.join(os.tmpdir(), 'planc-demo');
+  const dir = path.join(work, 'synthetic-marian');
+  step(`1. a synthetic Marian model (d 64, 2+2 layers, 4 heads, vocab 1000) → ${dir}`);
   const made = makeModel({ ...DEFAULTS, out: dir, d: 64, encoderLayers: 2, decoderLayers: 2, heads: 4, ffn: 256, vocab: 1000, maxPos: 128 });
   console.log(`   ${made.parameters.toLocaleString('en-US')} parameters in ${made.seconds.toFixed(2)} s`);
 
-  step('2. import, verify, infer symbolic shapes (planc inspect)');
+  step('2. planc optimize → synthetic.plan');
   const model = importSeq2SeqDir(dir);
-  verifyModel(model);
-  inferModel(model);
-  console.log(formatReport(modelReport(dir, model)).split('\n').map((l) => `   ${l}`).join('\n'));
+  const planFile = path.join(work, 'synthetic.plan');
+  optimize(model, planFile, 32, 24);
 
-  step('3. greedy decoding: planc reference evaluator vs onnxruntime-node on the same ONNX files');
+  step('3. greedy decoding with the plan on the native runtime, next to onnxruntime-node on the ONNX files');
+  const plan = await loadPlan(planFile);
   const sources = [[5, 17, 256, 33, 0], [901, 44, 12, 0]];
   const opts = { startId: 0, eosId: 0, padId: 0, maxLength: 12 };
-  const mine = await greedyDecode(plancRunner(model), sources, opts);
+  const mine = await greedyDecode(planRunner(plan), sources, opts);
   const theirs = await greedyDecode(await ortRunner(model), sources, opts);
   mine.forEach((ids, i) => console.log(`   source ${JSON.stringify(sources[i])} → planc ${JSON.stringify(ids)} ${JSON.stringify(ids) === JSON.stringify(theirs[i]) ? '(same as onnxruntime)' : `(onnxruntime: ${JSON.stringify(theirs[i])})`}`));
+  plan.close();
 
   const shared = sharedDir();
   const esen = shared && path.join(shared, 'models', 'es-en');
@@ -58,21 +82,25 @@ async function main(): Promise<void> {
     console.log('\n(no ../shared/models/es-en here: the real-model part of the demo is skipped)');
     return;
   }
-  step('4. real es→en model: greedy translation of test sentences with planc\'s evaluator');
+  step('4. the real es→en model: planc optimize, then greedy translation of test sentences with the plan');
   const real = importSeq2SeqDir(esen);
+  const realPlan = path.join(work, 'es-en.plan');
+  optimize(real, realPlan, 64, 40);
   const test = JSON.parse(fs.readFileSync(path.join(esen, 'test_ids.json'), 'utf8')) as { src_text: string[]; src_ids: number[][] };
   const pieces = readSpmPieces(path.join(esen, 'vocab.esen.spm'));
-  const pick = [0, 1, 2, 3, 4, 5];
+  const pick = [0, 1, 2, 3, 4, 5, 6, 7];
   const ropts = { startId: real.decoding.decoderStartId ?? 0, eosId: real.decoding.eosId ?? 0, padId: real.decoding.padId ?? 0, maxLength: 32 };
+  const p = await loadPlan(realPlan);
   const t0 = performance.now();
-  const out = await greedyDecode(plancRunner(real), pick.map((i) => test.src_ids[i]!), ropts);
+  const out = await greedyDecode(planRunner(p), pick.map((i) => test.src_ids[i]!), ropts);
   const ms = performance.now() - t0;
+  p.close();
   const ref = await greedyDecode(await ortRunner(real), pick.map((i) => test.src_ids[i]!), ropts);
   pick.forEach((k, i) => {
     console.log(`   es: ${test.src_text[k]}`);
     console.log(`   en: ${detokenize(pieces, out[i]!)}${JSON.stringify(out[i]) === JSON.stringify(ref[i]) ? '   [= onnxruntime]' : '   [differs from onnxruntime]'}`);
   });
-  console.log(`   (${pick.length} sentences in ${(ms / 1000).toFixed(1)} s with the reference evaluator; the fast native runtime comes with plans)`);
+  console.log(`   ${pick.length} sentences, one batch, in ${ms.toFixed(0)} ms on the native CPU runtime`);
 }
 
 await main();

@@ -12,7 +12,7 @@ import { buildPlan } from '../cli/build-plan.ts';
 import { loadPlanBytes, type Plan } from '../runtime/plan.ts';
 import { nativeAvailable } from '../runtime/native.ts';
 import { DEFAULTS, makeModel } from '../scripts/make-model/generate.ts';
-import { fromRt, toRt } from './conformance/native-backend.ts';
+import { fromRt, toRt } from '../bench/reference/rt-tensors.ts';
 import { relErr } from './helpers/ort.ts';
 import { seq2seqCases, type GraphCase } from './helpers/seq2seq-feeds.ts';
 

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Set-up on a fresh machine: Debian build tools when missing (as root), npm packages from the lockfile, the native addon.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+echo "node $(node --version), npm $(npm --version), $(nproc) cores"
+
+# cmake, g++ and OpenBLAS for the native addon: apt only when one is missing, and only as root.
+missing=()
+command -v cmake >/dev/null 2>&1 || missing+=(cmake)
+command -v g++ >/dev/null 2>&1 || missing+=(g++)
+if command -v dpkg >/dev/null 2>&1 && ! dpkg -s libopenblas-dev >/dev/null 2>&1; then missing+=(libopenblas-dev); fi
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "installing ${missing[*]}"
+    apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends cmake g++ libopenblas-dev
+  else
+    echo "warning: ${missing[*]} missing and cannot be installed here (not root or no apt-get); install them and re-run"
+  fi
+fi
+
+npm ci --no-audit --no-fund
+npm run build:native
