@@ -4,6 +4,7 @@ import * as path from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { sharedDir } from '../compiler/paths.ts';
+import { nativeAvailable } from '../runtime/native.ts';
 import { listTests, runTest, type TestResult } from './conformance/conformance.ts';
 
 const shared = sharedDir();
@@ -24,6 +25,18 @@ if (!suites || !fs.existsSync(suites)) {
     // Tests planc supports must not regress: a failing supported test is a bug even above the floor.
     assert.equal(bad(rs), []);
   });
+
+  if (nativeAvailable()) {
+    test('native backend: every test the CPU backend lowers passes through optimize + native run', () => {
+      const rs = ['node', 'simple', 'pytorch-operator', 'pytorch-converted'].flatMap((s) => listTests(path.join(suites, s)).map((t) => runTest(t, 'native')));
+      assert.equal(bad(rs), []);
+      const passed = rs.filter((r) => r.status === 'passed').length;
+      console.log(`  native backend: ${passed} conformance tests pass through optimize + native run`);
+      assert.ok(passed >= 600, `only ${passed} tests run natively`);
+    });
+  } else {
+    console.log('native conformance skipped: the native addon is not built');
+  }
 
   for (const suite of ['simple', 'pytorch-operator', 'pytorch-converted']) {
     test(`${suite}: every test whose ops are supported passes`, () => {
