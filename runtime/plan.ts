@@ -4,7 +4,7 @@ import { decodePlan, readPlanFile } from '../compiler/plan/format.ts';
 import type { PlanFile, PlanHeader, PlanProgram } from '../compiler/plan/types.ts';
 import { encodeProgram } from './encode-program.ts';
 import { kernelIds, native, type NativeAddon, type NativePlan, type NativeProgram } from './native.ts';
-import { allocTensor, arrayNameOf, DTYPE_OF_CODE, type RtTensor } from './tensor.ts';
+import { allocOutputTensor, arrayNameOf, DTYPE_OF_CODE, type RtTensor } from './tensor.ts';
 
 export interface IOInfo {
   name: string;
@@ -133,7 +133,7 @@ export class Plan {
     const outputs: Record<string, RtTensor> = {};
     for (const io of p.outputs) {
       const t = p.tensors[io.tensor]!;
-      outputs[io.name] = allocTensor(DTYPE_OF_CODE[t.dtype]!, t.dims.map((e) => evalExpr(p, e, values)));
+      outputs[io.name] = allocOutputTensor(DTYPE_OF_CODE[t.dtype]!, t.dims.map((e) => evalExpr(p, e, values)));
     }
     return { handle, symbols: BigInt64Array.from(values, (v) => BigInt(v)), feedData, outputs };
   }
