@@ -1,9 +1,13 @@
-// Standalone test of the gemm family (matmul, gemm) against a naive float64 reference; `bench` argument times the paths.
-// Build: g++ -O3 -std=c++17 -pthread -Inative/src native/src/kernel_common.cc native/src/threadpool.cc
-//   native/src/cpu/gemm.cc native/test/gemm_test.cc [-DPLANC_HAVE_OPENBLAS -lopenblas] -o /tmp/gemm_test && /tmp/gemm_test [bench]
+// Standalone test of the gemm family (matmul, gemm) against a float64 reference; `bench` and `gflops` time the paths.
+// Build: g++ -O3 -march=x86-64-v2 -std=c++17 -pthread -Inative/src native/src/kernel_common.cc native/src/threadpool.cc
+//   native/src/cpu/gemm.cc native/src/cpu/gemm_avx512.cc native/test/gemm_test.cc
+//   [-DPLANC_HAVE_OPENBLAS -I/usr/include/x86_64-linux-gnu/openblas-pthread -lopenblas] -o /tmp/gemm_test
+// Run: /tmp/gemm_test [bench | gflops]
 #include <algorithm>
 #include <cstdlib>
+#include <thread>
 
+#include "cpu/gemm_avx512.h"
 #include "test_util_b.h"
 
 #ifdef PLANC_HAVE_OPENBLAS
@@ -22,19 +26,23 @@ namespace {
 
 planc::KernelFn k_matmul, k_gemm;
 
+// Paths: 0 automatic, 1 GEMV, 2 built-in blocked, 3 BLAS, 4 AVX-512 (each falls back where it does not apply).
 #ifdef PLANC_HAVE_OPENBLAS
-const int kPaths[] = {0, 1, 2, 3};
+const int kPaths[] = {0, 1, 2, 3, 4};
 #else
-const int kPaths[] = {0, 1, 2};
+const int kPaths[] = {0, 1, 2, 4};
 #endif
 
-// Naive batched matmul in double with numpy broadcasting of the batch dims (ranks >= 2).
-std::vector<double> ref_matmul(const Buf& a, const Buf& b, const std::vector<int64_t>& ydims) {
+// Naive batched matmul in double with numpy broadcasting of the batch dims (ranks >= 2); scale (when given) gets
+// sum |a| |b| per output element, the size of float32's rounding error bound.
+std::vector<double> ref_matmul(const Buf& a, const Buf& b, const std::vector<int64_t>& ydims,
+                               std::vector<double>* scale = nullptr) {
   int ra = a.dims.size(), rb = b.dims.size(), ry = ydims.size();
   int64_t m = a.dims[ra - 2], k = a.dims[ra - 1], n = b.dims[rb - 1];
   int64_t nb = 1;
   for (int d = 0; d < ry - 2; d++) nb *= ydims[d];
   std::vector<double> y(nb * m * n, 0.0);
+  if (scale) scale->assign(nb * m * n, 0.0);
   const float* ap = reinterpret_cast<const float*>(a.store.data());
   const float* bp = reinterpret_cast<const float*>(b.store.data());
   for (int64_t t = 0; t < nb; t++) {
@@ -51,9 +59,14 @@ std::vector<double> ref_matmul(const Buf& a, const Buf& b, const std::vector<int
     }
     for (int64_t i = 0; i < m; i++)
       for (int64_t j = 0; j < n; j++) {
-        double s = 0;
-        for (int64_t p = 0; p < k; p++) s += (double)ap[ao + i * k + p] * bp[bo + p * n + j];
+        double s = 0, sa = 0;
+        for (int64_t p = 0; p < k; p++) {
+          double x = (double)ap[ao + i * k + p] * bp[bo + p * n + j];
+          s += x;
+          sa += std::fabs(x);
+        }
         y[t * m * n + i * n + j] = s;
+        if (scale) (*scale)[t * m * n + i * n + j] = sa;
       }
   }
   return y;
@@ -170,6 +183,142 @@ void special_values() {
   tb::expect_ok(tb::call(k_matmul, {ab.v(), b0.v()}, {yb.v()}), "matmul batch 0");
 }
 
+// ---------- random shapes against the float64 reference ----------
+
+const int64_t kSizes[] = {1, 3, 7, 16, 17, 31, 33, 100, 257, 512, 1000};
+
+// Checks |got - want| <= 1e-4 |want| + 1e-6 scale elementwise (scale: sum |a| |b|, see ref_matmul).
+void close_scaled(const float* got, const std::vector<double>& want, const std::vector<double>& scale, const char* what) {
+  tb::g_checks++;
+  for (size_t i = 0; i < want.size(); i++) {
+    double err = std::fabs((double)got[i] - want[i]);
+    if (!(err <= 1e-4 * std::fabs(want[i]) + 1e-6 * scale[i] + 1e-30)) {
+      tb::g_failures++;
+      std::printf("FAIL %s: element %zu got %.9g want %.9g (scale %.3g)\n", what, i, (double)got[i], want[i], scale[i]);
+      return;
+    }
+  }
+}
+
+int64_t pick_size(std::mt19937& g, int64_t limit = 1000) {
+  int64_t v;
+  do v = kSizes[g() % (sizeof kSizes / sizeof kSizes[0])];
+  while (v > limit);
+  return v;
+}
+
+// One gemm on random data against the float64 reference (op(A), op(B) copied to plain layouts), on every path.
+void scaled_gemm(int64_t m, int64_t n, int64_t k, bool ta, bool tbb, float alpha, float beta,
+                 const std::vector<int64_t>& cd, planc::ThreadPool* pool) {
+  Buf a = f32(ta ? std::vector<int64_t>{k, m} : std::vector<int64_t>{m, k});
+  Buf b = f32(tbb ? std::vector<int64_t>{n, k} : std::vector<int64_t>{k, n});
+  Buf cc = f32(cd);
+  tb::fill_random(a);
+  tb::fill_random(b);
+  tb::fill_random(cc);
+  Buf an = f32({m, k}), bn = f32({k, n});
+  for (int64_t i = 0; i < m; i++)
+    for (int64_t p = 0; p < k; p++) an.f()[i * k + p] = ta ? a.f()[p * m + i] : a.f()[i * k + p];
+  for (int64_t p = 0; p < k; p++)
+    for (int64_t j = 0; j < n; j++) bn.f()[p * n + j] = tbb ? b.f()[j * k + p] : b.f()[p * n + j];
+  std::vector<double> scale;
+  std::vector<double> want = ref_matmul(an, bn, {m, n}, &scale);
+  const int64_t cm = cd.size() == 2 ? cd[0] : 1, cn = cd.empty() ? 1 : cd.back();
+  for (int64_t i = 0; i < m; i++)
+    for (int64_t j = 0; j < n; j++) {
+      double& w = want[i * n + j];
+      w *= alpha;
+      scale[i * n + j] *= std::fabs(alpha);
+      if (beta != 0) {
+        double cv = beta * (double)cc.f()[(cm == 1 ? 0 : i) * cn + (cn == 1 ? 0 : j)];
+        w += cv;
+        scale[i * n + j] += std::fabs(cv);
+      }
+    }
+  for (int path : kPaths) {
+    planc::gemm_force_path(path);
+    Buf y = f32({m, n});
+    tb::fill_random(y, 1e6f, 1e7f);
+    const char* err = tb::call(k_gemm, {a.v(), b.v(), cc.v()}, {y.v()}, {ta, tbb}, {alpha, beta}, pool);
+    char what[160];
+    std::snprintf(what, sizeof what, "scaled gemm M%lld N%lld K%lld tA%d tB%d a%g b%g C rank %zu path %d",
+                  (long long)m, (long long)n, (long long)k, ta, tbb, alpha, beta, cd.size(), path);
+    tb::expect_ok(err, what);
+    if (!err) close_scaled(y.f(), want, scale, what);
+  }
+  planc::gemm_force_path(0);
+}
+
+// Gemm on random shapes from kSizes, every transpose combination, alpha/beta, C broadcast shapes.
+void random_gemm(planc::ThreadPool* pool, int cases) {
+  std::mt19937 g(2024);
+  const float alphas[] = {1.0f, 0.5f, -2.0f}, betas[] = {0.0f, 1.0f, 0.25f};
+  for (int c = 0; c < cases; c++) {
+    int64_t m, n, k;
+    do {
+      m = pick_size(g), n = pick_size(g), k = pick_size(g);
+    } while (m * n * k > 4e7);
+    const bool ta = g() % 2, tbb = g() % 2;
+    const float alpha = alphas[g() % 3], beta = betas[g() % 3];
+    const std::vector<int64_t> cshapes[] = {{}, {n}, {m, 1}, {1, n}, {m, n}};
+    scaled_gemm(m, n, k, ta, tbb, alpha, beta, cshapes[g() % 5], pool);
+  }
+}
+
+// Matmul on random shapes from kSizes with 0-2 random batch dims (each broadcast or not on either side).
+void random_matmul(planc::ThreadPool* pool, int cases) {
+  std::mt19937 g(99);
+  for (int c = 0; c < cases; c++) {
+    const int extra = g() % 3;
+    std::vector<int64_t> ad, bd, yd;
+    int64_t batch = 1;
+    for (int d = 0; d < extra; d++) {
+      const int64_t y = 1 + g() % 3, da = g() % 3 == 0 ? 1 : y, db = g() % 3 == 0 ? 1 : y;
+      ad.push_back(da);
+      bd.push_back(db);
+      yd.push_back(std::max(da, db));
+      batch *= yd.back();
+    }
+    if (extra > 0 && g() % 2) {  // B of lower rank: Y's leading batch dim is A's
+      bd.erase(bd.begin());
+      batch = batch / yd[0] * ad[0];
+      yd[0] = ad[0];
+    }
+    int64_t m, n, k;
+    do {
+      m = pick_size(g), n = pick_size(g), k = pick_size(g);
+    } while (batch * m * n * k > 2e7);
+    ad.push_back(m), ad.push_back(k);
+    bd.push_back(k), bd.push_back(n);
+    yd.push_back(m), yd.push_back(n);
+    Buf a = f32(ad), b = f32(bd);
+    tb::fill_random(a);
+    tb::fill_random(b);
+    std::vector<double> scale;
+    std::vector<double> want = ref_matmul(a, b, yd, &scale);
+    for (int path : kPaths) {
+      planc::gemm_force_path(path);
+      Buf y = f32(yd);
+      tb::fill_random(y, 1e6f, 1e7f);
+      const char* err = tb::call(k_matmul, {a.v(), b.v()}, {y.v()}, {}, {}, pool);
+      char what[160];
+      std::snprintf(what, sizeof what, "random matmul batch %lld (rank %zu/%zu) M%lld N%lld K%lld path %d",
+                    (long long)batch, ad.size(), bd.size(), (long long)m, (long long)n, (long long)k, path);
+      tb::expect_ok(err, what);
+      if (!err) close_scaled(y.f(), want, scale, what);
+    }
+  }
+  planc::gemm_force_path(0);
+}
+
+// Products that cross the AVX-512 path's K blocks and row chunks (packed A is capped at 2^21 floats per chunk).
+void large_products(planc::ThreadPool* pool) {
+  const int64_t shapes[][3] = {{600, 4096, 17}, {30, 769, 1025}, {515, 300, 65}};
+  for (auto& s : shapes) {
+    for (int t = 0; t < 4; t++) scaled_gemm(s[0], s[2], s[1], t & 1, t >> 1, 1.0f, 1.0f, {s[2]}, pool);
+  }
+}
+
 void run_tests(planc::ThreadPool* pool) {
   hand_computed();
   errors();
@@ -203,6 +352,9 @@ void run_tests(planc::ThreadPool* pool) {
       check_gemm(9, 10, 11, ta, tbb, 2.0f, 0.0f, {9, 10}, true, pool);
       check_gemm(9, 10, 11, ta, tbb, 1.0f, 1.0f, {9, 10}, false, pool);
     }
+  random_gemm(pool, 150);
+  random_matmul(pool, 100);
+  large_products(pool);
 }
 
 // ---------- benchmark ----------
@@ -238,8 +390,8 @@ std::vector<double> best_of(const std::vector<std::function<void()>>& variants, 
 
 void bench(planc::ThreadPool* pool) {
   int64_t shapes[][2] = {{256, 32000}, {256, 256}, {256, 1024}, {512, 58101}, {512, 512}};
-  int64_t ms[] = {1, 4, 8, 16};
-  const char* names[] = {"GEMV", "GEMV nt", "BLAS", "BLAS nt", "built-in blocked", "auto"};
+  int64_t ms[] = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32};
+  const char* names[] = {"GEMV", "GEMV nt", "BLAS", "BLAS nt", "AVX-512", "AVX-512 nt", "built-in blocked", "auto", "auto nt"};
   std::printf("| M | K | N |");
   for (auto* n : names) std::printf(" %s ms |", n);
   std::printf("\n| --- | --- | --- |");
@@ -259,7 +411,7 @@ void bench(planc::ThreadPool* pool) {
       auto nt = [&](int path) {
         return [&, path] { planc::gemm_force_path(path); tb::call(k_gemm, {a.v(), bt.v()}, {y.v()}, {0, 1}, {1.0, 0.0}, pool); };
       };
-      std::vector<std::function<void()>> v = {nn(1), nt(1), nn(3), nt(3), nn(2), nn(0)};
+      std::vector<std::function<void()>> v = {nn(1), nt(1), nn(3), nt(3), nn(4), nt(4), nn(2), nn(0), nt(0)};
       int rounds = k * n > 1000000 ? 15 : 300;
       std::vector<double> r = best_of(v, rounds);
       std::printf("| %lld | %lld | %lld |", (long long)m, (long long)k, (long long)n);
@@ -268,41 +420,100 @@ void bench(planc::ThreadPool* pool) {
     }
   }
   planc::gemm_force_path(0);
-  // Large GEMMs: built-in vs BLAS.
+  // Large GEMMs: built-in vs BLAS vs AVX-512.
   int64_t big[][3] = {{256, 512, 512}, {512, 512, 2048}, {1024, 1024, 1024}, {64, 512, 58101}};
-  std::printf("\n| M | K | N | built-in ms | GFLOP/s | BLAS ms | GFLOP/s |\n| --- | --- | --- | --- | --- | --- | --- |\n");
+  std::printf("\n| M | K | N | built-in ms | GFLOP/s | BLAS ms | GFLOP/s | AVX-512 ms | GFLOP/s |\n");
+  std::printf("| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
   for (auto& s : big) {
     int64_t m = s[0], k = s[1], n = s[2];
     Buf a = f32({m, k}), b = f32({k, n}), y = f32({m, n});
     tb::fill_random(a);
     tb::fill_random(b);
     auto f = [&] { tb::call(k_matmul, {a.v(), b.v()}, {y.v()}, {}, {}, pool); };
-    planc::gemm_force_path(2);
-    double t1 = time_ms(f, 3);
-    double t2 = -1;
-#ifdef PLANC_HAVE_OPENBLAS
-    planc::gemm_force_path(3);
-    t2 = time_ms(f, 3);
+    double t[3] = {-1, -1, -1};
+    const int paths[3] = {2, 3, 4};
+    for (int i = 0; i < 3; i++) {
+#ifndef PLANC_HAVE_OPENBLAS
+      if (paths[i] == 3) continue;
 #endif
+      if (paths[i] == 4 && !planc::avx512_gemm_available()) continue;
+      planc::gemm_force_path(paths[i]);
+      t[i] = time_ms(f, 3);
+    }
     double gf = 2.0 * m * n * k / 1e6;
-    std::printf("| %lld | %lld | %lld | %.2f | %.1f | %.2f | %.1f |\n", (long long)m, (long long)k, (long long)n, t1,
-                gf / t1, t2, t2 > 0 ? gf / t2 : 0.0);
+    std::printf("| %lld | %lld | %lld |", (long long)m, (long long)k, (long long)n);
+    for (double ti : t) std::printf(" %.2f | %.1f |", ti, ti > 0 ? gf / ti : 0.0);
+    std::printf("\n");
   }
   planc::gemm_force_path(0);
   // Attention-like batched products.
-  std::printf("\n| batched | ms |\n| --- | --- |\n");
+  std::printf("\n| batched | auto ms | BLAS ms | AVX-512 ms |\n| --- | --- | --- | --- |\n");
   struct Case { std::vector<int64_t> a, b, y; const char* name; } cases[] = {
       {{40, 1, 64}, {40, 64, 50}, {40, 1, 50}, "decode QK [40,1,64]x[40,64,50]"},
       {{40, 1, 50}, {40, 50, 64}, {40, 1, 64}, "decode AV [40,1,50]x[40,50,64]"},
       {{8, 50, 64}, {8, 64, 50}, {8, 50, 50}, "prefill QK [8,50,64]x[8,64,50]"},
+      {{128, 32, 64}, {128, 64, 32}, {128, 32, 32}, "encoder QK [128,32,64]x[128,64,32]"},
+      {{128, 32, 32}, {128, 32, 64}, {128, 32, 64}, "encoder AV [128,32,32]x[128,32,64]"},
   };
   for (auto& c : cases) {
     Buf a = f32(c.a), b = f32(c.b), y = f32(c.y);
     tb::fill_random(a);
     tb::fill_random(b);
-    double t = time_ms([&] { tb::call(k_matmul, {a.v(), b.v()}, {y.v()}, {}, {}, pool); });
-    std::printf("| %s | %.4f |\n", c.name, t);
+    auto run = [&](int path) {
+      return [&, path] { planc::gemm_force_path(path); tb::call(k_matmul, {a.v(), b.v()}, {y.v()}, {}, {}, pool); };
+    };
+    std::vector<double> t = best_of({run(0), run(3), run(4)}, 500);
+    std::printf("| %s | %.4f | %.4f | %.4f |\n", c.name, t[0], t[1], t[2]);
   }
+  planc::gemm_force_path(0);
+}
+
+// GFLOP/s of the AVX-512 path against cblas_sgemm (OpenBLAS's own threads, and split over the pool as planc calls it)
+// on the encoder shapes; row "nt" is B stored [N, K] (Gemm transB=1). Interleaved rounds, best time of each.
+void gflops(planc::ThreadPool* pool) {
+  const int64_t shapes[][3] = {{512, 256, 1024}, {512, 1024, 256}, {512, 256, 256}, {32, 512, 512},
+                               {512, 512, 2048}, {512, 2048, 512}, {16, 512, 58101}};
+  const int threads = pool->threads();
+  std::printf("%d threads; OPENBLAS_CORETYPE=%s\n", threads, std::getenv("OPENBLAS_CORETYPE") ? std::getenv("OPENBLAS_CORETYPE") : "");
+  std::printf("| M | K | N | B | cblas_sgemm GF/s | BLAS in pool GF/s | AVX-512 GF/s | GEMV GF/s | auto GF/s | AVX-512 / best BLAS |\n");
+  std::printf("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
+  for (auto& s : shapes) {
+    for (int nt = 0; nt < 2; nt++) {
+      const int64_t m = s[0], k = s[1], n = s[2];
+      Buf a = f32({m, k}), b = f32(nt ? std::vector<int64_t>{n, k} : std::vector<int64_t>{k, n}), y = f32({m, n});
+      tb::fill_random(a);
+      tb::fill_random(b);
+      auto via = [&](int path) {
+        return [&, path] {
+          planc::gemm_force_path(path);
+          tb::call(k_gemm, {a.v(), b.v()}, {y.v()}, {0, nt}, {1.0, 0.0}, pool);
+        };
+      };
+      std::vector<std::function<void()>> v = {via(3), via(4), via(1), via(0)};
+      const double gf = 2.0 * m * n * k / 1e6;
+      std::vector<double> t = best_of(v, gf > 500 ? 30 : 200);
+      // OpenBLAS's own threads spin for a while after a call: time them last, then let them go to sleep.
+      double raw = 1e30;
+#ifdef PLANC_HAVE_OPENBLAS
+      openblas_set_num_threads(threads);
+      auto blas = [&] {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, nt ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)k, 1.0f, a.f(),
+                    (int)k, b.f(), nt ? (int)k : (int)n, 0.0f, y.f(), (int)n);
+      };
+      raw = best_of({blas}, gf > 500 ? 30 : 200)[0];
+      openblas_set_num_threads(1);
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+#endif
+      t.insert(t.begin(), raw);
+      std::printf("| %lld | %lld | %lld | %s |", (long long)m, (long long)k, (long long)n, nt ? "[N,K]" : "[K,N]");
+      for (size_t i = 0; i < t.size(); i++) {
+        if (i == 3 && m > 16) std::printf(" - |");
+        else std::printf(" %.1f |", gf / t[i]);
+      }
+      std::printf(" %.2fx |\n", std::min(t[0], t[1]) / t[2]);
+    }
+  }
+  planc::gemm_force_path(0);
 }
 
 }  // namespace
@@ -314,6 +525,10 @@ int main(int argc, char** argv) {
   planc::ThreadPool pool(2);
   if (argc > 1 && std::string(argv[1]) == "bench") {
     bench(&pool);
+    return 0;
+  }
+  if (argc > 1 && std::string(argv[1]) == "gflops") {
+    gflops(&pool);
     return 0;
   }
   run_tests(nullptr);

@@ -1,10 +1,11 @@
-// Float32 matmul (numpy batch broadcasting) and gemm: OpenBLAS or a built-in blocked GEMM, and a GEMV path for small M.
+// Float32 matmul (numpy batch broadcasting) and gemm: AVX-512 kernels, OpenBLAS or a built-in GEMM; GEMV for small M.
 #include <algorithm>
 #include <cstring>
 #include <vector>
 
 #include "../kernel.h"
 #include "../threadpool.h"
+#include "gemm_avx512.h"
 
 #ifdef PLANC_HAVE_OPENBLAS
 #include <cblas.h>
@@ -382,9 +383,12 @@ void blas_gemm(const Product& p, ThreadPool* pool) {
 // Whether the hand-written GEMV path wins for this shape. Measured against cblas_sgemm (OpenBLAS 0.3.21 split over
 // 2 threads; native/test/gemm_test.cc bench): with B [K, N] row-major it wins 2-8x at M 1 and 1.0-3x at M 4-8, ties
 // at M 16 (0.6-1.3x by shape) and loses from M 24 on. With B stored transposed (the dot-product form) it wins only at
-// M 1-2. Without BLAS it beats the built-in blocked GEMM up to M 16 on row-major B.
+// M 1-2. Without BLAS it beats the built-in blocked GEMM up to M 16 on row-major B. Against the AVX-512 kernels (AMD
+// EPYC, 2 threads) it wins at M 1-2, and at M 4 with B [K, N] below 4M floats (0.75-0.95x time); from M 8 on, and for
+// a large B at M 4, the AVX-512 kernels win by 1.1-2x.
 bool prefer_gemv(const Product& p) {
   if (p.m > kGemvMaxM) return false;
+  if (avx512_gemm_available()) return p.m <= 2 || (!p.b.trans && p.m <= 4 && p.k * p.n < (int64_t(1) << 22));
 #ifdef PLANC_HAVE_OPENBLAS
   return p.b.trans ? p.m <= 2 : p.m <= 8;
 #else
@@ -392,16 +396,28 @@ bool prefer_gemv(const Product& p) {
 #endif
 }
 
-// Path choices a test or benchmark may force: 0 automatic, 1 GEMV (M <= 16), 2 built-in blocked, 3 BLAS.
+// The product on the AVX-512 kernels of gemm_avx512.cc.
+void avx512_product(const Product& p, ThreadPool* pool) {
+  avx512_gemm(GemmCall{p.m, p.n, p.k, p.alpha, p.a.p, p.a.ld, p.a.trans, p.b.p, p.b.ld, p.b.trans, p.c, p.ldc,
+                       p.accumulate},
+              pool);
+}
+
+// Path choices a test or benchmark may force: 0 automatic, 1 GEMV (M <= 16), 2 built-in blocked, 3 BLAS,
+// 4 AVX-512 (where the CPU has it).
 int g_force_path = 0;
 
-// C = alpha op(A) op(B) (+ C): GEMV for small M, else OpenBLAS or the built-in blocked GEMM. pool may be null.
+// C = alpha op(A) op(B) (+ C): GEMV for small M, else the AVX-512 kernels where the CPU has them (they beat OpenBLAS
+// with its AVX2 kernels 1.4-1.9x, and OpenBLAS's own AVX-512 kernels too), else OpenBLAS or the built-in blocked
+// GEMM. pool may be null.
 void sgemm(const Product& p, ThreadPool* pool) {
   if (p.m == 0 || p.n == 0) return;
   if (p.k == 0) return empty_product(p);
   int path = g_force_path;
   if (path == 1 && p.m > kGemvMaxM) path = 0;
-  if (path == 0) path = prefer_gemv(p) ? 1 : 3;
+  if (path == 4 && !avx512_gemm_available()) path = 0;
+  if (path == 0) path = prefer_gemv(p) ? 1 : avx512_gemm_available() ? 4 : 3;
+  if (path == 4) return avx512_product(p, pool);
 #ifndef PLANC_HAVE_OPENBLAS
   if (path == 3) path = 2;
 #endif
@@ -589,7 +605,8 @@ const KernelDef kDefs[] = {
 
 }  // namespace
 
-// For tests and benchmarks: force the product path (0 automatic, 1 GEMV when M <= 16, 2 built-in blocked, 3 BLAS).
+// For tests and benchmarks: force the product path (0 automatic, 1 GEMV when M <= 16, 2 built-in blocked, 3 BLAS,
+// 4 AVX-512 where the CPU has it).
 void gemm_force_path(int path) { g_force_path = path; }
 
 KernelList gemm_kernels() { return {kDefs, sizeof kDefs / sizeof kDefs[0]}; }
