@@ -160,22 +160,48 @@ PLANC_HOT void gemv_1x4(const float* a, int64_t p, const float* w0, int64_t ldb,
   for (; j < nb; j++) o[j] += a0 * w0[j] + a1 * w1[j] + a2 * w2[j] + a3 * w3[j];
 }
 
-// acc[M, nb] = A[M, K] x B[K, j0:j0+nb] for row-major B (ldb), four rows of B per step.
-void gemv_nn_block(const float* a, int64_t m, int64_t k, const float* b, int64_t ldb, int64_t nb, float* acc) {
+// acc[M, nb] = A[M, k0:k1] x B[k0:k1, j0:j0+nb] for row-major A (row stride lda) and B (ldb; b points at column j0),
+// four rows of B per step.
+void gemv_nn_rows(const float* a, int64_t lda, int64_t m, int64_t k0, int64_t k1, const float* b, int64_t ldb, int64_t nb, float* acc) {
   std::fill(acc, acc + m * nb, 0.0f);
-  int64_t p = 0;
-  for (; p + 4 <= k; p += 4) {
+  int64_t p = k0;
+  for (; p + 4 <= k1; p += 4) {
     const float* w0 = b + p * ldb;
     int64_t i = 0;
-    for (; i + 4 <= m; i += 4) gemv_4x4(a + i * k, k, p, w0, ldb, nb, acc + i * nb);
-    for (; i < m; i++) gemv_1x4(a + i * k, p, w0, ldb, nb, acc + i * nb);
+    for (; i + 4 <= m; i += 4) gemv_4x4(a + i * lda, lda, p, w0, ldb, nb, acc + i * nb);
+    for (; i < m; i++) gemv_1x4(a + i * lda, p, w0, ldb, nb, acc + i * nb);
   }
-  for (; p < k; p++) {
+  for (; p < k1; p++) {
     const float* w0 = b + p * ldb;
     for (int64_t i = 0; i < m; i++) {
-      const float a0 = a[i * k + p];
+      const float a0 = a[i * lda + p];
       float* o = acc + i * nb;
       for (int64_t j = 0; j < nb; j++) o[j] += a0 * w0[j];
+    }
+  }
+}
+
+void gemv_nn_block(const float* a, int64_t m, int64_t k, const float* b, int64_t ldb, int64_t nb, float* acc) {
+  gemv_nn_rows(a, k, m, 0, k, b, ldb, nb, acc);
+}
+
+// C = A x B for small M when B has too few column blocks to keep every thread busy (e.g. [512, 512] or [2048, 512]
+// decoder weights): each thread streams a contiguous run of B's rows into its own partial sum, then the parts add up.
+void gemv_split_k(const float* a, const Product& p, ThreadPool* pool) {
+  const int64_t parts = pool->threads();
+  static std::vector<float> partial;
+  partial.resize(static_cast<size_t>(parts * p.m * p.n));
+  pool->parallel_for(parts, 1, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; t++) {
+      const int64_t k0 = p.k * t / parts, k1 = p.k * (t + 1) / parts;
+      gemv_nn_rows(a, p.k, p.m, k0, k1, p.b.p, p.b.ld, p.n, partial.data() + t * p.m * p.n);
+    }
+  });
+  for (int64_t i = 0; i < p.m; i++) {
+    for (int64_t j = 0; j < p.n; j++) {
+      float s = 0;
+      for (int64_t t = 0; t < parts; t++) s += partial[static_cast<size_t>((t * p.m + i) * p.n + j)];
+      store(p.c + i * p.ldc + j, s, p.alpha, p.accumulate);
     }
   }
 }
@@ -216,6 +242,10 @@ void gemv(const Product& p, ThreadPool* pool) {
   }
   const int64_t nb = gemv_block(p.m, p.n);
   const int64_t blocks = (p.n + nb - 1) / nb;
+  if (pool && pool->threads() > 1 && blocks < 2 * pool->threads() && p.k >= 64 * pool->threads() &&
+      p.m * p.k * p.n >= (1 << 17) && p.m * p.n <= (1 << 16)) {
+    return gemv_split_k(a, p, pool);
+  }
   auto run = [&](int64_t b0, int64_t b1) {
     static thread_local std::vector<float> acc;
     acc.resize(static_cast<size_t>(p.m * nb));
