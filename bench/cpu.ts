@@ -17,7 +17,7 @@ const SRC_LEN = 32;
 const PAST_LEN = 32;
 const BATCHES = [1, 16];
 
-interface Row { model: string; graph: string; batch: number; plancMs: number; ortMs: number; ratio: number }
+interface Row { model: string; graph: string; batch: number; plancMs: number; ortMs: number; ratio: number; plancRounds: number[]; ortRounds: number[] }
 
 /** Deterministic pseudo-random numbers for inputs. */
 function rng(seed: number): () => number {
@@ -57,57 +57,65 @@ function toOrt(t: RtTensor): ort.Tensor {
   return new ort.Tensor(t.dtype === 'int64' ? 'int64' : 'float32', t.data as Float32Array, t.dims);
 }
 
-/** Median of timed runs after warm-up; runs until ~2 s or 60 runs (at least 10). */
+/** Median of timed runs after warm-up; runs until ~0.8 s or 40 runs (at least 8). */
 async function median(run: () => unknown): Promise<number> {
   for (let i = 0; i < 3; i++) await run();
   const times: number[] = [];
   const start = performance.now();
-  while (times.length < 10 || (times.length < 60 && performance.now() - start < 2000)) {
+  while (times.length < 8 || (times.length < 40 && performance.now() - start < 800)) {
     const t0 = performance.now();
     await run();
     times.push(performance.now() - t0);
   }
-  times.sort((a, b) => a - b);
-  return times[Math.floor(times.length / 2)]!;
+  return middle(times);
 }
+
+function middle(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.floor(s.length / 2)]!;
+}
+
+const ROUNDS = 3;
 
 /**
  * Both runtimes keep worker threads spinning for a while after a run, and on 2 cores whoever runs right after the
- * other pays for it. So planc is measured on every graph first, before any onnxruntime session exists, then
- * onnxruntime on the same feeds, in the same process.
+ * other pays for it; this machine is also a shared VM whose speed drifts. So each round measures planc on every case,
+ * then onnxruntime on the same feeds (in the same process), and each case reports the median over the rounds.
  */
 async function benchModel(name: string, dir: string, vocab: number, rows: Row[]): Promise<void> {
   const model = importSeq2SeqDir(dir);
   const built = buildPlan(model, { target: 'cpu', maxBatch: Math.max(...BATCHES), maxSrcLen: SRC_LEN, maxTgtLen: PAST_LEN + 1 });
   const plan = loadPlanBytes(encodePlan(built.header, built.blob), `${name}.plan`);
-  const cases: { graph: string; b: number; feeds: Record<string, RtTensor>; plancMs: number }[] = [];
+  const threads = os.cpus().length;
+  const graphs = ['encoder', 'decoder', 'decoder_with_past'];
+  const sessions = new Map<string, ort.InferenceSession>();
+  for (const g of graphs) sessions.set(g, await ort.InferenceSession.create(model.sources[g]!, { graphOptimizationLevel: 'all', intraOpNumThreads: threads }));
+  const cases = graphs.flatMap((graph) => BATCHES.map((b) => {
+    const feeds = feedsFor(plan, graph, b, vocab, rng(b * 7 + graph.length));
+    const ortFeeds = Object.fromEntries(Object.entries(feeds).map(([k, v]) => [k, toOrt(v)]));
+    return { graph, b, feeds, ortFeeds, planc: [] as number[], ort: [] as number[] };
+  }));
   try {
-    for (const graph of ['encoder', 'decoder', 'decoder_with_past']) {
-      for (const b of BATCHES) {
-        const feeds = feedsFor(plan, graph, b, vocab, rng(b * 7 + graph.length));
-        cases.push({ graph, b, feeds, plancMs: await median(() => plan.runSync(graph, feeds)) });
-      }
+    for (let r = 0; r < ROUNDS; r++) {
+      for (const c of cases) c.planc.push(await median(() => plan.runSync(c.graph, c.feeds)));
+      for (const c of cases) c.ort.push(await median(() => sessions.get(c.graph)!.run(c.ortFeeds)));
     }
   } finally {
     plan.close();
+    for (const s of sessions.values()) await s.release();
   }
-  const threads = os.cpus().length;
-  for (const graph of ['encoder', 'decoder', 'decoder_with_past']) {
-    const session = await ort.InferenceSession.create(model.sources[graph]!, { graphOptimizationLevel: 'all', intraOpNumThreads: threads });
-    for (const c of cases.filter((x) => x.graph === graph)) {
-      const ortFeeds = Object.fromEntries(Object.entries(c.feeds).map(([k, v]) => [k, toOrt(v)]));
-      const ortMs = await median(() => session.run(ortFeeds));
-      const row = { model: name, graph, batch: c.b, plancMs: c.plancMs, ortMs, ratio: ortMs / c.plancMs };
-      rows.push(row);
-      console.log(`${name.padEnd(10)} ${graph.padEnd(18)} b=${String(c.b).padEnd(3)} planc ${c.plancMs.toFixed(2).padStart(8)} ms   ort ${ortMs.toFixed(2).padStart(8)} ms   ort/planc ${row.ratio.toFixed(2)}`);
-    }
-    await session.release();
+  for (const c of cases) {
+    const plancMs = middle(c.planc);
+    const ortMs = middle(c.ort);
+    const row = { model: name, graph: c.graph, batch: c.b, plancMs, ortMs, ratio: ortMs / plancMs, plancRounds: c.planc, ortRounds: c.ort };
+    rows.push(row);
+    console.log(`${name.padEnd(10)} ${c.graph.padEnd(18)} b=${String(c.b).padEnd(3)} planc ${plancMs.toFixed(2).padStart(8)} ms   ort ${ortMs.toFixed(2).padStart(8)} ms   ort/planc ${row.ratio.toFixed(2)}`);
   }
 }
 
 export async function benchCpu(): Promise<void> {
   const rows: Row[] = [];
-  console.log(`planc native CPU runtime vs onnxruntime-node ${ort.env.versions?.common ?? ''} — encoder src ${SRC_LEN}, decoder_with_past past ${PAST_LEN}, medians`);
+  console.log(`planc native CPU runtime vs onnxruntime-node ${ort.env.versions?.common ?? ''} — encoder src ${SRC_LEN}, decoder_with_past past ${PAST_LEN}; median of ${ROUNDS} rounds of medians`);
   const shared = sharedDir();
   const esen = shared && path.join(shared, 'models', 'es-en');
   if (esen && fs.existsSync(esen)) await benchModel('es-en', esen, 32000, rows);
