@@ -307,6 +307,12 @@ export const CPU_RULES: Record<string, Rule> = {
   ArgMax: argReduce('argmax'), ArgMin: argReduce('argmin'),
   Transpose: transpose, Gather: gather('gather'), GatherElements: gather('gather_elements'),
   Slice: slice, Concat: concat, Split: split, Expand: () => ({ kernel: 'expand', inputs: [0] }), Tile: () => ({ kernel: 'tile', inputs: [0] }),
+  'planc.FusedMatMul': (ctx) => {
+    const act: Record<string, number> = { none: 0, relu: 1, gelu: 2, gelu_tanh: 3 };
+    const code = act[ctx.string('activation', 'none')];
+    if (code === undefined) ctx.fail(`unknown activation ${ctx.string('activation', '')}`);
+    return { kernel: 'fused_matmul', inputs: [0, 1, ctx.node.inputs[2] ? 2 : -1, ctx.node.inputs[3] ? 3 : -1], iargs: [code!] };
+  },
   Pad: pad, Range: range, ConstantOfShape: constantOfShape, Trilu: trilu, CumSum: cumsum, TopK: topk, OneHot: oneHot,
 };
 

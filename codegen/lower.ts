@@ -158,7 +158,7 @@ class Lowerer {
     const outs = node.outputs.filter((o) => o);
     if (outs.every((o) => { const f = this.facts.get(o); return f?.value !== undefined || f?.sym !== undefined; })) return; // host-side constant or shape math
     const opset = this.model.opsets[node.domain] ?? 1;
-    const rule = node.domain === '' ? CPU_RULES[node.op] : undefined;
+    const rule = CPU_RULES[node.domain ? `${node.domain}.${node.op}` : node.op];
     const where = this.where(node);
     if (!rule) throw new PlancError('PLANC_E404', `${node.domain ? node.domain + '.' : ''}${node.op} has no CPU kernel yet`, where);
     const inputs = node.inputs.map((x) => (x ? this.fact(x) : undefined));

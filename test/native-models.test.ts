@@ -11,6 +11,7 @@ import { encodePlan } from '../compiler/plan/format.ts';
 import { buildPlan } from '../cli/build-plan.ts';
 import { loadPlanBytes, type Plan } from '../runtime/plan.ts';
 import { nativeAvailable } from '../runtime/native.ts';
+import { runPipeline } from '../passes/pipeline.ts';
 import { DEFAULTS, makeModel } from '../scripts/make-model/generate.ts';
 import { fromRt, toRt } from '../bench/reference/rt-tensors.ts';
 import { relErr } from './helpers/ort.ts';
@@ -19,8 +20,8 @@ import { seq2seqCases, type GraphCase } from './helpers/seq2seq-feeds.ts';
 const TOL = 1e-4;
 const GRAPHS = ['encoder', 'decoder', 'decoder_with_past'];
 
-function planFor(model: Model, name: string): Plan {
-  const built = buildPlan(model, { target: 'cpu', maxBatch: 8, maxSrcLen: 48, maxTgtLen: 8 });
+function planFor(model: Model, name: string, fuse = true): Plan {
+  const built = buildPlan(fuse ? runPipeline(model) : model, { target: 'cpu', maxBatch: 8, maxSrcLen: 48, maxTgtLen: 8 });
   return loadPlanBytes(encodePlan(built.header, built.blob), name);
 }
 
@@ -44,12 +45,17 @@ if (!nativeAvailable()) {
     const ids: number[][] = JSON.parse(fs.readFileSync(path.join(esen, 'test_ids.json'), 'utf8')).src_ids;
     let cases: Record<string, GraphCase>;
     let plan: Plan;
+    let unfused: Plan;
     test.before(async () => {
       cases = await seq2seqCases(model.sources, [ids[0]!, ids[1]!, ids[5]!, ids[17]!, ids[40]!]);
       plan = planFor(model, 'es-en.plan');
+      unfused = planFor(model, 'es-en-unfused.plan', false);
     });
-    for (const g of GRAPHS) test(`es-en ${g}: native CPU plan matches onnxruntime within ${TOL}`, () => check(plan, g, cases[g]!));
-    test.after(() => plan?.close());
+    for (const g of GRAPHS) {
+      test(`es-en ${g}: native CPU plan (fused) matches onnxruntime within ${TOL}`, () => check(plan, g, cases[g]!));
+      test(`es-en ${g}: native CPU plan (no fusion) matches onnxruntime within ${TOL}`, () => check(unfused, g, cases[g]!));
+    }
+    test.after(() => { plan?.close(); unfused?.close(); });
   }
 
   const synthDir = path.join(os.tmpdir(), 'planc-test-models', 'opus-base');

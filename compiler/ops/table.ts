@@ -1,5 +1,6 @@
 // The operator table: op type (and domain, opset) → handler. Every family file contributes its handlers here.
 import type { OpHandler } from './types.ts';
+import { PLANC_FUSED_OPS, setHandlerLookup } from './planc-fused.ts';
 import { ELEMENTWISE_OPS } from './elementwise.ts';
 import { MOVEMENT_OPS } from './movement.ts';
 import { MATH_OPS } from './math.ts';
@@ -8,7 +9,7 @@ import { CONTROL_OPS } from './control.ts';
 import { CONV_OPS } from './conv.ts';
 import { EXTRA_OPS } from './extra.ts';
 
-const ALL: OpHandler[] = [...ELEMENTWISE_OPS, ...MOVEMENT_OPS, ...MATH_OPS, ...ATTENTION_OPS, ...CONTROL_OPS, ...CONV_OPS, ...EXTRA_OPS];
+const ALL: OpHandler[] = [...ELEMENTWISE_OPS, ...MOVEMENT_OPS, ...MATH_OPS, ...ATTENTION_OPS, ...CONTROL_OPS, ...CONV_OPS, ...EXTRA_OPS, ...PLANC_FUSED_OPS];
 
 const BY_KEY = new Map<string, OpHandler[]>();
 for (const h of ALL) {
@@ -23,6 +24,8 @@ export function findHandler(domain: string, op: string, opset: number): OpHandle
   const d = domain === 'ai.onnx' ? '' : domain;
   return BY_KEY.get(`${d}:${op}`)?.find((h) => (h.since ?? 1) <= opset && opset < (h.until ?? Infinity));
 }
+
+setHandlerLookup(findHandler);
 
 /** Every supported op key ('' domain → bare name), for reports. */
 export function supportedOps(): string[] {

@@ -1,5 +1,6 @@
 // Float32 matmul (numpy batch broadcasting) and gemm: AVX-512 kernels, OpenBLAS or a built-in GEMM; GEMV for small M.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -628,9 +629,68 @@ const char* gemm(const KernelArgs& args) {
   return nullptr;
 }
 
+// ---------- fused_matmul ----------
+
+// The epilogue activation, computed in double and rounded once like the unary kernels.
+inline float activate(float v, int64_t act) {
+  const double x = v;
+  switch (act) {
+    case 1: return v > 0.0f ? v : 0.0f;
+    case 2: return static_cast<float>(0.5 * x * (1.0 + std::erf(x * 0.70710678118654752440)));
+    case 3: return static_cast<float>(0.5 * x * (1.0 + std::tanh(0.79788456080286535588 * (x + 0.044715 * x * x * x))));
+    case 4: return static_cast<float>(x / (1.0 + std::exp(-x)));
+    default: return v;
+  }
+}
+
+// Y = act(A x W + bias) + residual: the matmul, then one pass over Y while it is still in cache.
+// Inputs: A, W, bias? ([N]), residual? (Y's dims); iargs: activation (0 none, 1 relu, 2 gelu, 3 gelu tanh, 4 silu).
+const char* fused_matmul(const KernelArgs& args) {
+  if (args.n_in != 4 || args.n_out != 1 || args.n_iargs != 1)
+    return kernel_error("fused_matmul: needs 4 inputs (A, W, bias?, residual?), 1 output and 1 iarg, got %d, %d and %d", args.n_in, args.n_out, args.n_iargs);
+  const int64_t act = args.iargs[0];
+  if (act < 0 || act > 4) return kernel_error("fused_matmul: unknown activation %lld", static_cast<long long>(act));
+  KernelArgs mm = args;
+  mm.n_in = 2;
+  mm.n_iargs = 0;
+  if (const char* err = matmul(mm)) return err;
+  const TensorView &y = args.out[0], &bias = args.in[2], &res = args.in[3];
+  const int64_t n = y.dims[y.rank - 1];
+  if (n == 0 || y.numel == 0) return nullptr;
+  const int64_t rows = y.numel / n;
+  if (bias.data && (bias.dtype != kFloat32 || bias.numel != n))
+    return kernel_error("fused_matmul: bias must be float32 with %lld elements, got dtype %d with %lld", static_cast<long long>(n), bias.dtype, static_cast<long long>(bias.numel));
+  if (res.data) {
+    bool same = res.dtype == kFloat32 && res.rank == y.rank;
+    for (int i = 0; same && i < y.rank; i++) same = res.dims[i] == y.dims[i];
+    if (!same) return "fused_matmul: residual must be float32 with the output's dims";
+  }
+  const float* b = bias.data ? bias.as<float>() : nullptr;
+  const float* r = res.data ? res.as<float>() : nullptr;
+  float* yp = y.as<float>();
+  auto run = [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; i++) {
+      float* row = yp + i * n;
+      const float* rrow = r ? r + i * n : nullptr;
+      for (int64_t j = 0; j < n; j++) {
+        float v = row[j];
+        if (b) v += b[j];
+        v = activate(v, act);
+        if (rrow) v += rrow[j];
+        row[j] = v;
+      }
+    }
+  };
+  const int64_t min_rows = std::max<int64_t>(1, (1 << 14) / n);
+  if (args.pool) args.pool->parallel_for(rows, min_rows, run);
+  else run(0, rows);
+  return nullptr;
+}
+
 const KernelDef kDefs[] = {
     {"matmul", matmul},
     {"gemm", gemm},
+    {"fused_matmul", fused_matmul},
 };
 
 }  // namespace

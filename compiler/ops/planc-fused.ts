@@ -1,0 +1,61 @@
+// planc's own fused ops (domain 'planc'): reference semantics composed from the ONNX ops they replace.
+import type { Node } from '../ir.ts';
+import { Tensor } from '../tensor.ts';
+import { makeOpContext } from './context.ts';
+import type { EvalContext, InferInput, OpHandler } from './types.ts';
+import { need } from './util.ts';
+
+/** The activations planc.FusedMatMul applies after the bias, by attribute value. */
+export const FUSED_ACTIVATIONS: Record<string, { op: string; attrs: Node['attrs'] }> = {
+  none: { op: '', attrs: {} },
+  relu: { op: 'Relu', attrs: {} },
+  gelu: { op: 'Gelu', attrs: {} },
+  gelu_tanh: { op: 'Gelu', attrs: { approximate: { kind: 'string', value: 'tanh' } } },
+};
+
+type Find = (domain: string, op: string, opset: number) => OpHandler | undefined;
+let find: Find | undefined;
+
+/** The table registers its lookup here (it imports this file, so the import cannot go the other way). */
+export function setHandlerLookup(f: Find): void { find = f; }
+
+/** Runs one ONNX op's reference implementation on tensors. */
+function apply(ctx: EvalContext, op: string, attrs: Node['attrs'], inputs: Tensor[]): Tensor {
+  const opset = op === 'Gelu' ? 20 : 17;
+  const h = find?.('', op, opset);
+  if (!h) return ctx.fail(`internal: no ${op} handler`);
+  const node: Node = { name: ctx.node.name, op, domain: '', inputs: inputs.map((_, i) => `in${i}`), outputs: ['out'], attrs, origin: ctx.node.origin };
+  return h.eval({ ...makeOpContext(node, opset, 'PLANC_E202'), runSubgraph: ctx.runSubgraph }, inputs)[0]!;
+}
+
+/** Y = act(A·W + bias) + residual; inputs A, W, bias? (last-dim vector), residual? (Y's shape). */
+const FUSED_MATMUL: OpHandler = {
+  op: 'FusedMatMul',
+  domain: 'planc',
+  infer(ctx, inputs) {
+    const a = need(ctx, inputs, 0);
+    const w = need(ctx, inputs, 1);
+    if (a.dtype !== 'float32' || w.dtype !== 'float32') ctx.fail(`float32 only, got ${a.dtype} and ${w.dtype}`);
+    if (!FUSED_ACTIVATIONS[ctx.string('activation', 'none')]) ctx.fail(`unknown activation '${ctx.string('activation', 'none')}'`);
+    if (!a.shape || !w.shape) return [{ dtype: 'float32' }];
+    if (w.shape.length !== 2 || a.shape.length < 2) ctx.fail(`needs A of rank ≥ 2 and a 2-D W, got ranks ${a.shape.length} and ${w.shape.length}`);
+    const res: InferInput | undefined = inputs[3];
+    const shape = [...a.shape.slice(0, -1), w.shape[1]!];
+    if (res?.shape && res.shape.length !== shape.length) ctx.fail(`residual has rank ${res.shape.length}, the product ${shape.length}`);
+    return [{ dtype: 'float32', shape }];
+  },
+  eval(ctx, inputs) {
+    let y = apply(ctx, 'MatMul', {}, [need(ctx, inputs, 0), need(ctx, inputs, 1)]);
+    if (inputs[2]) y = apply(ctx, 'Add', {}, [y, inputs[2]]);
+    const act = FUSED_ACTIVATIONS[ctx.string('activation', 'none')];
+    if (!act) return ctx.fail(`unknown activation '${ctx.string('activation', 'none')}'`);
+    if (act.op) y = apply(ctx, act.op, act.attrs, [y]);
+    if (inputs[3]) {
+      if (inputs[3].dims.join() !== y.dims.join()) ctx.fail(`residual dims [${inputs[3].dims}] differ from the product's [${y.dims}]`);
+      y = apply(ctx, 'Add', {}, [y, inputs[3]]);
+    }
+    return [y];
+  },
+};
+
+export const PLANC_FUSED_OPS: OpHandler[] = [FUSED_MATMUL];

@@ -1,0 +1,37 @@
+// The ordered list of passes `planc optimize` runs, and the driver that infers and verifies after each one.
+import { inferModel } from '../compiler/infer/infer.ts';
+import type { Model } from '../compiler/ir.ts';
+import { printModel } from '../compiler/printer.ts';
+import { verifyModel } from '../compiler/verify.ts';
+import { FUSE_MATMUL_EPILOGUE } from './fuse-matmul-epilogue.ts';
+import type { Pass, PassContext } from './pass.ts';
+
+export const PIPELINE: Pass[] = [FUSE_MATMUL_EPILOGUE];
+
+export interface PipelineOptions extends PassContext {
+  /** Passes to skip, by name ('fuse' skips every fusion). */
+  disable?: string[];
+  /** Print the IR after this pass (or after every pass: 'all'). */
+  dumpAfter?: string;
+  onDump?: (pass: string, text: string) => void;
+  onPass?: (pass: string) => void;
+}
+
+/** Runs the pipeline; the model is inferred before and verified (types included) after every pass. */
+export function runPipeline(model: Model, opts: PipelineOptions = {}): Model {
+  const known = new Set(PIPELINE.map((p) => p.name));
+  if (opts.dumpAfter && opts.dumpAfter !== 'all' && !known.has(opts.dumpAfter)) {
+    throw new Error(`--dump-after ${opts.dumpAfter}: no such pass (passes: ${[...known].join(', ')})`);
+  }
+  inferModel(model);
+  let m = model;
+  for (const pass of PIPELINE) {
+    if (opts.disable?.includes(pass.name) || (opts.disable?.includes('fuse') && pass.name.startsWith('fuse'))) continue;
+    opts.onPass?.(pass.name);
+    m = pass.run(m, opts);
+    inferModel(m);
+    verifyModel(m, { pass: pass.name });
+    if (opts.dumpAfter === pass.name || opts.dumpAfter === 'all') opts.onDump?.(pass.name, printModel(m));
+  }
+  return m;
+}
