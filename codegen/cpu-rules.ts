@@ -301,6 +301,7 @@ export const CPU_RULES: Record<string, Rule> = {
   Reshape: () => ({ alias: 0 }), Flatten: () => ({ alias: 0 }), Squeeze: () => ({ alias: 0 }), Unsqueeze: () => ({ alias: 0 }),
   MatMul: matmul, Gemm: gemm, Softmax: softmax(0), LogSoftmax: softmax(1),
   LayerNormalization: layerNorm('layer_norm', -1), RMSNormalization: layerNorm('rms_norm', -1),
+  'planc.LayerNorm': layerNorm('layer_norm', -1), 'planc.RMSNorm': layerNorm('rms_norm', -1),
   ReduceSum: reduce('reduce_sum', 13), ReduceMean: reduce('reduce_mean', 18), ReduceMax: reduce('reduce_max', 18),
   ReduceMin: reduce('reduce_min', 18), ReduceProd: reduce('reduce_prod', 18), ReduceSumSquare: reduce('reduce_sum_square', 18),
   ReduceL1: reduce('reduce_l1', 18), ReduceL2: reduce('reduce_l2', 18), ReduceLogSumExp: reduce('reduce_log_sum_exp', 18),

@@ -1,7 +1,7 @@
 // Fuses MatMul by a constant 2-D weight + bias Add + activation (Relu, Gelu) + residual Add into planc.FusedMatMul.
 import type { Graph, Model, Node } from '../compiler/ir.ts';
 import { dimEq, type Dim } from '../compiler/symbolic.ts';
-import { consumers, copyModel, type Pass, type PassContext } from './pass.ts';
+import { consumers, copyModel, pruneUnused, type Pass, type PassContext } from './pass.ts';
 
 const NAME = 'fuse-matmul-epilogue';
 
@@ -82,8 +82,7 @@ function fuseGraph(g: Graph, ctx: PassContext): number {
   });
   if (replaced.size === 0) return 0;
   g.nodes = g.nodes.flatMap((n, i) => (removed.has(i) ? [] : [replaced.get(i) ?? n]));
-  const live = new Set([...g.inputs, ...g.outputs, ...g.initializers.keys(), ...g.nodes.flatMap((n) => [...n.inputs, ...n.outputs])]);
-  for (const name of [...g.values.keys()]) if (!live.has(name)) g.values.delete(name);
+  pruneUnused(g);
   return replaced.size;
 }
 

@@ -32,3 +32,10 @@ export function consumers(g: Graph): Map<string, number[]> {
   for (const o of g.outputs) c.set(o, [...(c.get(o) ?? []), -1]);
   return c;
 }
+
+/** Drops initializers and value entries that no node, input or output uses any more (after a rewrite). */
+export function pruneUnused(g: Graph): void {
+  const used = new Set([...g.inputs, ...g.outputs, ...g.nodes.flatMap((n) => [...n.inputs, ...n.outputs])]);
+  for (const name of [...g.initializers.keys()]) if (!used.has(name)) g.initializers.delete(name);
+  for (const name of [...g.values.keys()]) if (!used.has(name)) g.values.delete(name);
+}

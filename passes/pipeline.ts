@@ -3,10 +3,11 @@ import { inferModel } from '../compiler/infer/infer.ts';
 import type { Model } from '../compiler/ir.ts';
 import { printModel } from '../compiler/printer.ts';
 import { verifyModel } from '../compiler/verify.ts';
+import { FUSE_LAYERNORM } from './fuse-layernorm.ts';
 import { FUSE_MATMUL_EPILOGUE } from './fuse-matmul-epilogue.ts';
 import type { Pass, PassContext } from './pass.ts';
 
-export const PIPELINE: Pass[] = [FUSE_MATMUL_EPILOGUE];
+export const PIPELINE: Pass[] = [FUSE_LAYERNORM, FUSE_MATMUL_EPILOGUE];
 
 export interface PipelineOptions extends PassContext {
   /** Passes to skip, by name ('fuse' skips every fusion). */

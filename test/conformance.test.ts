@@ -26,6 +26,11 @@ if (!suites || !fs.existsSync(suites)) {
     assert.equal(bad(rs), []);
   });
 
+  test('with the optimization passes applied first, every supported node test still passes', () => {
+    const rs = listTests(path.join(suites, 'node')).map((t) => runTest(t, 'eval', true));
+    assert.equal(bad(rs), []);
+  });
+
   if (nativeAvailable()) {
     test('native backend: every test the CPU backend lowers passes through optimize + native run', () => {
       const rs = ['node', 'simple', 'pytorch-operator', 'pytorch-converted'].flatMap((s) => listTests(path.join(suites, s)).map((t) => runTest(t, 'native')));

@@ -9,6 +9,7 @@ import { inferModel } from '../compiler/infer/infer.ts';
 import { importOnnxFile } from '../compiler/onnx/import-model.ts';
 import { printModel } from '../compiler/printer.ts';
 import { Tensor } from '../compiler/tensor.ts';
+import { FUSE_LAYERNORM } from '../passes/fuse-layernorm.ts';
 import { FUSE_MATMUL_EPILOGUE } from '../passes/fuse-matmul-epilogue.ts';
 import { runPipeline } from '../passes/pipeline.ts';
 import { matchGolden } from './helpers/golden.ts';
@@ -62,6 +63,54 @@ test('fused and unfused models give the same outputs (reference evaluator)', () 
   const b = evaluate(f, 'main', { x });
   assert.equal(Array.from(b.y!.nums), Array.from(a.y!.nums));
   assert.equal(Array.from(b.z!.nums), Array.from(a.z!.nums));
+});
+
+/** A PyTorch-style decomposed layer norm followed by a T5-style RMS norm, and a mean that must not fuse. */
+function normsModel(): string {
+  const f = (name: string, v: number) => ({ name, dims: [], dataType: 1, rawData: new Uint8Array(Float32Array.from([v]).buffer) });
+  const bytes = buildModel({
+    inputs: [['x', 'float32', ['batch', 6]]],
+    outputs: [['y', 'float32', ['batch', 6]], ['m', 'float32', ['batch', 1]]],
+    initializers: [floatInit('gamma', [6], vals(6, 5)), floatInit('beta', [6], vals(6, 6)), floatInit('g2', [6], vals(6, 7)), f('two', 2), f('eps', 1e-5), f('eps2', 1e-6)],
+    nodes: [
+      { op: 'ReduceMean', inputs: ['x'], outputs: ['mu'], name: 'ln_mean', attrs: [{ name: 'axes', type: 7, ints: [-1] }] },
+      { op: 'Sub', inputs: ['x', 'mu'], outputs: ['d'], name: 'ln_sub' },
+      { op: 'Pow', inputs: ['d', 'two'], outputs: ['d2'], name: 'ln_pow' },
+      { op: 'ReduceMean', inputs: ['d2'], outputs: ['var'], name: 'ln_var', attrs: [{ name: 'axes', type: 7, ints: [-1] }] },
+      { op: 'Add', inputs: ['var', 'eps'], outputs: ['ve'], name: 'ln_eps' },
+      { op: 'Sqrt', inputs: ['ve'], outputs: ['sd'], name: 'ln_sqrt' },
+      { op: 'Div', inputs: ['d', 'sd'], outputs: ['n'], name: 'ln_div' },
+      { op: 'Mul', inputs: ['n', 'gamma'], outputs: ['s'], name: 'ln_scale' },
+      { op: 'Add', inputs: ['s', 'beta'], outputs: ['ln'], name: 'ln_shift' },
+      { op: 'Pow', inputs: ['ln', 'two'], outputs: ['q'], name: 'rms_pow' },
+      { op: 'ReduceMean', inputs: ['q'], outputs: ['qm'], name: 'rms_mean', attrs: [{ name: 'axes', type: 7, ints: [-1] }] },
+      { op: 'Add', inputs: ['qm', 'eps2'], outputs: ['qe'], name: 'rms_eps' },
+      { op: 'Sqrt', inputs: ['qe'], outputs: ['rs'], name: 'rms_sqrt' },
+      { op: 'Reciprocal', inputs: ['rs'], outputs: ['inv'], name: 'rms_inv' },
+      { op: 'Mul', inputs: ['ln', 'inv'], outputs: ['r'], name: 'rms_mul' },
+      { op: 'Mul', inputs: ['r', 'g2'], outputs: ['y'], name: 'rms_scale' },
+      { op: 'ReduceMean', inputs: ['x'], outputs: ['m'], name: 'plain_mean', attrs: [{ name: 'axes', type: 7, ints: [-1] }] },
+    ],
+  });
+  const p = path.join(tmp, 'norms.onnx');
+  fs.writeFileSync(p, bytes);
+  return p;
+}
+
+test('fuse-layernorm: golden IR before and after; same outputs within float32 rounding', () => {
+  const m = importOnnxFile(normsModel());
+  inferModel(m);
+  matchGolden('fuse-layernorm.before.txt', printModel(m));
+  const f = FUSE_LAYERNORM.run(m, {});
+  inferModel(f);
+  matchGolden('fuse-layernorm.after.txt', printModel(f));
+  const ops = f.graphs.get('main')!.nodes.map((n) => (n.domain ? `${n.domain}.${n.op}` : n.op));
+  assert.equal(ops.filter((o) => o.startsWith('planc.')), ['planc.LayerNorm', 'planc.RMSNorm']);
+  assert.ok(ops.includes('ReduceMean'), 'the unrelated mean stays');
+  const x = Tensor.fromNumbers('float32', [3, 6], vals(18, 11).map((v) => v * 4 + 1));
+  const a = evaluate(m, 'main', { x }).y!;
+  const b = evaluate(f, 'main', { x }).y!;
+  for (let i = 0; i < a.size; i++) assert.ok(Math.abs(a.nums[i]! - b.nums[i]!) < 1e-5, `element ${i}: ${a.nums[i]} vs ${b.nums[i]}`);
 });
 
 test('a pass that finds nothing leaves the graph unchanged', () => {

@@ -58,4 +58,23 @@ const FUSED_MATMUL: OpHandler = {
   },
 };
 
-export const PLANC_FUSED_OPS: OpHandler[] = [FUSED_MATMUL];
+/** A norm over the last axis with the semantics of the ONNX op it stands for (whatever the model's opset). */
+function norm(op: string, onnxOp: string, opset: number): OpHandler {
+  const delegate = () => find?.('', onnxOp, opset);
+  return {
+    op,
+    domain: 'planc',
+    infer(ctx, inputs) {
+      const h = delegate();
+      if (!h) return ctx.fail(`internal: no ${onnxOp} handler`);
+      return h.infer({ ...ctx, opset }, inputs).slice(0, 1);
+    },
+    eval(ctx, inputs) {
+      const h = delegate();
+      if (!h) return ctx.fail(`internal: no ${onnxOp} handler`);
+      return h.eval({ ...ctx, opset }, inputs).slice(0, 1);
+    },
+  };
+}
+
+export const PLANC_FUSED_OPS: OpHandler[] = [FUSED_MATMUL, norm('LayerNorm', 'LayerNormalization', 17), norm('RMSNorm', 'RMSNormalization', 23)];

@@ -12,6 +12,7 @@ import { tensorFromProto } from '../../compiler/onnx/tensor-proto.ts';
 import { dimEval, dimStr, isSym, type Dim } from '../../compiler/symbolic.ts';
 import type { Tensor } from '../../compiler/tensor.ts';
 import { runNative } from './native-backend.ts';
+import { runPipeline } from '../../passes/pipeline.ts';
 
 export type Status = 'passed' | 'failed' | 'crashed' | 'skipped';
 
@@ -36,7 +37,7 @@ function backendUnsupported(e: unknown): boolean {
   return e instanceof PlancError && (e.code === 'PLANC_E404' || e.code === 'PLANC_E403');
 }
 
-export function runTest(dir: string, backend: Backend = 'eval'): TestResult {
+export function runTest(dir: string, backend: Backend = 'eval', passes = false): TestResult {
   const name = path.basename(dir);
   const t0 = performance.now();
   const done = (status: Status, reason?: string, missing?: string[]): TestResult => ({ name, status, reason, missing, ms: performance.now() - t0 });
@@ -49,8 +50,9 @@ export function runTest(dir: string, backend: Backend = 'eval'): TestResult {
   }
   const missing = unsupportedOps(model);
   if (missing.size > 0) return done('skipped', `unsupported ops: ${[...missing.keys()].join(', ')}`, [...missing.keys()]);
-  const graph = model.graphs.get('main')!;
   try {
+    if (passes) model = runPipeline(model);
+    const graph = model.graphs.get('main')!;
     const diags = new Diagnostics();
     const facts = inferGraph(model, graph, { annotate: true }, diags);
     diags.throwIfAny();

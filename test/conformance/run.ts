@@ -1,4 +1,4 @@
-// `npm run conformance -- [--json] [--filter RE] [--quiet] [--backend eval|native] [DIR...]`: ONNX's conformance suite through planc's evaluator.
+// `npm run conformance -- [--json] [--filter RE] [--quiet] [--backend eval|native] [--passes] [DIR...]`: ONNX's conformance suite through planc's evaluator.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { sharedDir } from '../../compiler/paths.ts';
@@ -10,12 +10,14 @@ function main(): number {
   let quiet = false;
   let filter: RegExp | undefined;
   let backend: Backend = 'eval';
+  let passes = false;
   const dirs: string[] = [];
   for (let i = 0; i < args.length; i++) {
     const a = args[i]!;
     if (a === '--json') json = true;
     else if (a === '--quiet') quiet = true;
     else if (a === '--filter') filter = new RegExp(args[++i] ?? '');
+    else if (a === '--passes') passes = true;
     else if (a === '--backend') {
       const b = args[++i];
       if (b !== 'eval' && b !== 'native') { console.error(`conformance: --backend must be eval or native, got ${b}`); return 2; }
@@ -34,7 +36,7 @@ function main(): number {
     const tests = fs.existsSync(path.join(d, 'model.onnx')) ? [d] : listTests(d);
     for (const t of tests) {
       if (filter && !filter.test(path.basename(t))) continue;
-      const r = runTest(t, backend);
+      const r = runTest(t, backend, passes);
       results.push(r);
       if (!quiet || r.status === 'failed' || r.status === 'crashed') {
         const tag = { passed: 'PASS', failed: 'FAIL', crashed: 'CRASH', skipped: 'SKIP' }[r.status];

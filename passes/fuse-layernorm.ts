@@ -1,0 +1,152 @@
+// Recognizes decomposed layer norms (ReduceMean, Sub, Pow/Mul, ReduceMean, Add eps, Sqrt, Div, Mul γ, Add β) and
+// RMS norms (Pow, ReduceMean, Add eps, Sqrt, Div or Reciprocal·Mul, Mul γ) into planc.LayerNorm / planc.RMSNorm.
+import type { Graph, Model, Node } from '../compiler/ir.ts';
+import { consumers, copyModel, pruneUnused, type Pass, type PassContext } from './pass.ts';
+
+const NAME = 'fuse-layernorm';
+
+/** Reads a graph by value names: producers, single consumers, constants. */
+class View {
+  readonly producer = new Map<string, number>();
+  readonly uses: Map<string, number[]>;
+  constructor(readonly g: Graph, readonly model: Model) {
+    g.nodes.forEach((n, i) => n.outputs.forEach((o) => o && this.producer.set(o, i)));
+    this.uses = consumers(g);
+  }
+  node(value: string): [number, Node] | undefined {
+    const i = this.producer.get(value);
+    return i === undefined ? undefined : [i, this.g.nodes[i]!];
+  }
+  /** The only consumer of a value (none when it is a graph output or has several). */
+  only(value: string): [number, Node] | undefined {
+    const u = this.uses.get(value) ?? [];
+    return u.length === 1 && u[0]! >= 0 ? [u[0]!, this.g.nodes[u[0]!]!] : undefined;
+  }
+  /** The scalar value of a constant input (initializer or Constant node), if it is one. */
+  scalar(value: string): number | undefined {
+    const id = this.g.initializers.get(value);
+    const t = id ? this.model.weights.get(id)?.tensor : this.constNode(value);
+    return t && t.size === 1 && t.dtype !== 'string' ? t.nums[0] : undefined;
+  }
+  private constNode(value: string) {
+    const p = this.node(value)?.[1];
+    const a = p?.op === 'Constant' ? p.attrs.value : undefined;
+    return a?.kind === 'tensor' ? a.value : undefined;
+  }
+  isConst(value: string): boolean { return this.g.initializers.has(value) || this.node(value)?.[1].op === 'Constant'; }
+  rank(value: string): number | undefined { return this.g.values.get(value)?.type?.shape?.length; }
+}
+
+/** ReduceMean over exactly the last axis with keepdims, in its attribute or input form. */
+function lastAxisMean(v: View, n: Node, model: Model): boolean {
+  if (n.op !== 'ReduceMean' || (n.attrs.keepdims?.kind === 'int' && n.attrs.keepdims.value === 0)) return false;
+  const rank = v.rank(n.inputs[0]!);
+  let axes: number[] | undefined;
+  if ((model.opsets[''] ?? 1) >= 18) {
+    const id = n.inputs[1] ? v.g.initializers.get(n.inputs[1]) : undefined;
+    const t = id ? model.weights.get(id)?.tensor : undefined;
+    axes = t ? Array.from(t.nums) : undefined;
+  } else if (n.attrs.axes?.kind === 'ints') axes = n.attrs.axes.value;
+  return rank !== undefined && axes?.length === 1 && (axes[0] === -1 || axes[0] === rank - 1);
+}
+
+/** x², as Pow(x, 2) or Mul(x, x). */
+function isSquareOf(v: View, n: Node, x: string): boolean {
+  return (n.op === 'Pow' && n.inputs[0] === x && v.scalar(n.inputs[1]!) === 2) || (n.op === 'Mul' && n.inputs[0] === x && n.inputs[1] === x);
+}
+
+interface NormMatch { nodes: number[]; x: string; gamma: string; beta: string; eps: number; out: string; rms: boolean }
+
+/** From a variance mean: + eps → Sqrt → (Div(d, s) | Reciprocal + Mul) → Mul γ? → Add β?. */
+function matchTail(v: View, varMean: [number, Node], d: string, m: NormMatch, explain: (w: string) => void): NormMatch | undefined {
+  const addEps = v.only(varMean[1].outputs[0]!);
+  const eps = addEps?.[1].op === 'Add' ? v.scalar(addEps[1].inputs.find((x) => x !== varMean[1].outputs[0]) ?? '') : undefined;
+  if (!addEps || eps === undefined) return explain('no constant epsilon added to the variance'), undefined;
+  const sqrt = v.only(addEps[1].outputs[0]!);
+  if (sqrt?.[1].op !== 'Sqrt') return explain('the variance is not followed by Sqrt'), undefined;
+  m.nodes.push(varMean[0], addEps[0], sqrt[0]);
+  m.eps = eps;
+  let norm: [number, Node] | undefined;
+  const afterSqrt = v.only(sqrt[1].outputs[0]!);
+  if (afterSqrt?.[1].op === 'Div' && afterSqrt[1].inputs[0] === d && afterSqrt[1].inputs[1] === sqrt[1].outputs[0]) norm = afterSqrt;
+  else if (afterSqrt?.[1].op === 'Reciprocal') {
+    const mul = v.only(afterSqrt[1].outputs[0]!);
+    if (mul?.[1].op === 'Mul' && mul[1].inputs.includes(d)) { m.nodes.push(afterSqrt[0]); norm = mul; }
+  }
+  if (!norm) return explain('Sqrt is not followed by a division of the centered input'), undefined;
+  m.nodes.push(norm[0]);
+  m.out = norm[1].outputs[0]!;
+  const scale = v.only(m.out);
+  if (scale?.[1].op === 'Mul') {
+    const g = scale[1].inputs.find((x) => x !== m.out)!;
+    if (v.isConst(g) && v.rank(g) === 1) { m.gamma = g; m.nodes.push(scale[0]); m.out = scale[1].outputs[0]!; }
+  }
+  const shift = m.gamma ? v.only(m.out) : undefined;
+  if (!m.rms && shift?.[1].op === 'Add') {
+    const b = shift[1].inputs.find((x) => x !== m.out)!;
+    if (v.isConst(b) && v.rank(b) === 1) { m.beta = b; m.nodes.push(shift[0]); m.out = shift[1].outputs[0]!; }
+  }
+  if (!m.gamma) return explain('no constant 1-D scale follows the normalization'), undefined;
+  return m;
+}
+
+/** Layer norm rooted at the mean of x: Sub(x, mean) feeds both the variance and the division. */
+function matchLayerNorm(v: View, i: number, explain: (w: string) => void): NormMatch | undefined {
+  const mean = v.g.nodes[i]!;
+  const x = mean.inputs[0]!;
+  const sub = v.only(mean.outputs[0]!);
+  if (!sub || sub[1].op !== 'Sub' || sub[1].inputs[0] !== x || sub[1].inputs[1] !== mean.outputs[0]) return undefined;
+  const d = sub[1].outputs[0]!;
+  const du = (v.uses.get(d) ?? []).map((k) => v.g.nodes[k]!);
+  const sq = (v.uses.get(d) ?? []).find((k) => isSquareOf(v, v.g.nodes[k]!, d));
+  if (sq === undefined || du.length !== 2) return explain('the centered input is not squared and divided'), undefined;
+  const varMean = v.only(v.g.nodes[sq]!.outputs[0]!);
+  if (!varMean || !lastAxisMean(v, varMean[1], v.model)) return explain('the square is not averaged over the last axis'), undefined;
+  return matchTail(v, varMean, d, { nodes: [i, sub[0], sq], x, gamma: '', beta: '', eps: 0, out: '', rms: false }, explain);
+}
+
+/** RMS norm rooted at the square of x: x / sqrt(mean(x²) + eps) · γ, with x not centered. */
+function matchRmsNorm(v: View, i: number, explain: (w: string) => void): NormMatch | undefined {
+  const sq = v.g.nodes[i]!;
+  const x = sq.inputs[0]!;
+  if (!isSquareOf(v, sq, x)) return undefined;
+  if (v.node(x)?.[1].op === 'Sub') return undefined; // centered: a layer norm's square, matched from its mean
+  const varMean = v.only(sq.outputs[0]!);
+  if (!varMean || !lastAxisMean(v, varMean[1], v.model)) return undefined;
+  return matchTail(v, varMean, x, { nodes: [i], x, gamma: '', beta: '', eps: 0, out: '', rms: true }, explain);
+}
+
+function fuseGraph(g: Graph, model: Model, ctx: PassContext): number {
+  const v = new View(g, model);
+  const replaced = new Map<number, Node>();
+  const removed = new Set<number>();
+  g.nodes.forEach((n, i) => {
+    if (n.domain !== '' || removed.has(i)) return;
+    const explain = (why: string) => ctx.explain?.(NAME, n.name, why);
+    const m = lastAxisMean(v, n, model) ? matchLayerNorm(v, i, explain) : n.op === 'Pow' || n.op === 'Mul' ? matchRmsNorm(v, i, explain) : undefined;
+    if (!m || m.nodes.some((k) => removed.has(k) || replaced.has(k))) return;
+    const last = Math.max(...m.nodes);
+    const origin = m.nodes.flatMap((k) => g.nodes[k]!.origin);
+    const attrs: Node['attrs'] = { axis: { kind: 'int', value: -1 }, epsilon: { kind: 'float', value: m.eps } };
+    replaced.set(last, m.rms
+      ? { name: `${n.name}:rmsnorm`, op: 'RMSNorm', domain: 'planc', inputs: [m.x, m.gamma], outputs: [m.out], attrs, origin }
+      : { name: `${n.name}:layernorm`, op: 'LayerNorm', domain: 'planc', inputs: [m.x, m.gamma, m.beta], outputs: [m.out], attrs, origin });
+    for (const k of m.nodes) if (k !== last) removed.add(k);
+  });
+  if (replaced.size === 0) return 0;
+  g.nodes = g.nodes.flatMap((n, i) => (removed.has(i) ? [] : [replaced.get(i) ?? n]));
+  pruneUnused(g);
+  return replaced.size;
+}
+
+export const FUSE_LAYERNORM: Pass = {
+  name: NAME,
+  summary: 'decomposed layer / RMS norms  ⇒  LayerNormalization / RMSNormalization',
+  run(model, ctx) {
+    const out = copyModel(model);
+    let fused = 0;
+    for (const g of out.graphs.values()) fused += fuseGraph(g, out, ctx);
+    if (fused > 0) out.opsets.planc = 1;
+    return out;
+  },
+};
