@@ -1,7 +1,8 @@
-// `npm run bench -- NAME`: runs one benchmark (cpu) and records it under bench/results/.
+// `npm run bench -- NAME`: runs one benchmark (cpu, translate) and records it under bench/results/.
 import { benchCpu } from './cpu.ts';
+import { benchTranslate } from './translate.ts';
 
-const BENCHES: Record<string, () => Promise<void>> = { cpu: benchCpu };
+const BENCHES: Record<string, () => Promise<void>> = { cpu: benchCpu, translate: benchTranslate };
 
 const name = process.argv[2];
 const run = name ? BENCHES[name] : undefined;

@@ -1,0 +1,56 @@
+// Batching for decoding: length checks, sort by length, cut by sentences or tokens, run, restore the input order.
+import { PlancError } from '../../compiler/diagnostics.ts';
+import type { DecodingOptions } from './options.ts';
+
+/** Throws a PlancError naming the first source longer than the plan's maxSrcLen. */
+export function checkSourceLengths(sources: number[][], maxSrcLen: number): void {
+  sources.forEach((s, i) => {
+    if (s.length > maxSrcLen) {
+      throw new PlancError('PLANC_E405', `sentence ${i} has ${s.length} source tokens (with </s>), over the plan's maxSrcLen ${maxSrcLen}; split it or build the plan with a larger --max-src-len`);
+    }
+  });
+}
+
+/** Sentences per batch: batchSize, never more than the plan's maxBatch rows (sentences × beamSize). */
+export function sentencesPerBatch(o: DecodingOptions, maxBatch: number): number {
+  const fit = Math.floor(maxBatch / o.beamSize);
+  if (fit < 1) throw new PlancError('PLANC_E405', `bad decoding option: beamSize = ${o.beamSize}; it must be in [1, ${maxBatch}] (the plan's maxBatch)`);
+  return Math.min(o.batchSize, fit);
+}
+
+/** Source indices in decoding order: longest first (stable) when sortByLength, else input order. */
+export function decodingOrder(lengths: number[], sortByLength: boolean): number[] {
+  const order = lengths.map((_, i) => i);
+  return sortByLength ? order.sort((a, b) => lengths[b]! - lengths[a]! || a - b) : order;
+}
+
+/** Cuts the order into batches of at most `perBatch` sentences and, when batchTokens > 0, sentences × longest ≤ batchTokens. */
+export function makeBatches(lengths: number[], o: DecodingOptions, maxBatch: number): number[][] {
+  const perBatch = sentencesPerBatch(o, maxBatch);
+  const batches: number[][] = [];
+  let cur: number[] = [];
+  let longest = 0;
+  for (const i of decodingOrder(lengths, o.sortByLength)) {
+    const nextLongest = Math.max(longest, lengths[i]!);
+    const overTokens = o.batchTokens > 0 && (cur.length + 1) * nextLongest > o.batchTokens;
+    if (cur.length > 0 && (cur.length >= perBatch || overTokens)) {
+      batches.push(cur);
+      cur = [];
+      longest = 0;
+    }
+    cur.push(i);
+    longest = Math.max(longest, lengths[i]!);
+  }
+  if (cur.length > 0) batches.push(cur);
+  return batches;
+}
+
+/** Runs `decode` on each batch of sources and returns its results in the original order. */
+export async function runBatches<R>(sources: number[][], batches: number[][], decode: (batch: number[][]) => R[] | Promise<R[]>): Promise<R[]> {
+  const out = new Array<R>(sources.length);
+  for (const batch of batches) {
+    const results = await decode(batch.map((i) => sources[i]!));
+    batch.forEach((i, j) => (out[i] = results[j]!));
+  }
+  return out;
+}

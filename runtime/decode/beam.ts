@@ -1,0 +1,129 @@
+// Beam search over a Plan: k beams per sentence, float64 log-prob sums, cache rows gathered by beam origin each step.
+import type { Plan } from '../plan.ts';
+import type { RtTensor } from '../tensor.ts';
+import { penalized } from './options.ts';
+import { firstStep, gatherAll, gatherRows, int64, logSumExpRow, pastFrom, type DecodeIds, type Hypothesis } from './greedy.ts';
+
+/** A live beam: its tokens so far, its log-prob sum and the cache row it continues. */
+interface Beam {
+  ids: number[];
+  logProb: number;
+  row: number;
+}
+
+/** One sentence's search state. */
+interface Search {
+  live: Beam[];
+  finished: Hypothesis[];
+  done: boolean;
+}
+
+/** A candidate continuation: log-prob sum, source row, token. */
+interface Cand {
+  score: number;
+  row: number;
+  tok: number;
+}
+
+/**
+ * The best `n` candidates over the rows `rows` (scores = beam sum + log-softmax), best first; ties go to the lower
+ * (row, token), i.e. the earlier beam and the smaller id.
+ */
+export function topCandidates(logits: RtTensor, rows: number[], sums: number[], n: number): Cand[] {
+  const [, t, v] = logits.dims as [number, number, number];
+  const x = logits.data as Float32Array;
+  const best: Cand[] = [];
+  rows.forEach((r, j) => {
+    const base = (r * t + t - 1) * v;
+    const offset = sums[j]! - logSumExpRow(logits, r);
+    for (let k = 0; k < v; k++) {
+      const score = offset + x[base + k]!;
+      if (best.length === n && score <= best[n - 1]!.score) continue;
+      let at = best.length;
+      while (at > 0 && best[at - 1]!.score < score) at--;
+      best.splice(at, 0, { score, row: r, tok: k });
+      if (best.length > n) best.pop();
+    }
+  });
+  return best;
+}
+
+/**
+ * One beam step for one sentence (the rule of fairseq): of the 2k best candidates, an eos among the first k ranks
+ * finishes a hypothesis (length = tokens + eos); the first k non-eos candidates become the live beams. The sentence is
+ * done when it has k finished hypotheses, or when `last` (max length reached: the live beams finish unterminated).
+ */
+export function advance(s: Search, cands: Cand[], beamOfRow: Map<number, Beam>, k: number, eosId: number, last: boolean): void {
+  const live: Beam[] = [];
+  cands.forEach((c, rank) => {
+    const from = beamOfRow.get(c.row)!;
+    if (c.tok === eosId) {
+      if (rank < k && s.finished.length < k) s.finished.push({ ids: from.ids, logProb: c.score, length: from.ids.length + 1 });
+    } else if (live.length < k) {
+      live.push({ ids: [...from.ids, c.tok], logProb: c.score, row: c.row });
+    }
+  });
+  s.live = live;
+  if (s.finished.length >= k) s.done = true;
+  else if (last) {
+    for (const b of live) s.finished.push({ ids: b.ids, logProb: b.logProb, length: b.ids.length });
+    s.done = true;
+  }
+}
+
+/** Finished hypotheses, best first by length-penalized score (stable for ties). */
+export function ranked(hyps: Hypothesis[], alpha: number): Hypothesis[] {
+  return hyps
+    .map((h, i) => ({ h, i, s: penalized(h.logProb, h.length, alpha) }))
+    .sort((a, b) => b.s - a.s || a.i - b.i)
+    .map((x) => x.h);
+}
+
+/** The rows of the next step: live beams of unfinished sentences, sentence by sentence. */
+function nextRows(searches: Search[]): { origin: number[]; sentence: number[]; tokens: number[] } {
+  const origin: number[] = [];
+  const sentence: number[] = [];
+  const tokens: number[] = [];
+  searches.forEach((s, i) => {
+    if (s.done) return;
+    for (const b of s.live) {
+      origin.push(b.row);
+      sentence.push(i);
+      tokens.push(b.ids[b.ids.length - 1]!);
+    }
+  });
+  return { origin, sentence, tokens };
+}
+
+/**
+ * Beam search of one batch (k beams per sentence: the plan runs sentences × k rows, at most). Returns each sentence's
+ * finished hypotheses, best first under the length penalty alpha. Each step the self-attention cache rows are gathered
+ * by beam origin; the encoder mask and K/V rows are gathered only when the row → sentence layout changes (the first
+ * expansion to k beams, and when sentences finish and leave the batch).
+ */
+export function beamBatch(plan: Plan, sources: number[][], maxLens: number[], d: DecodeIds, k: number, alpha: number): Hypothesis[][] {
+  const searches: Search[] = sources.map((_, i) => ({ live: [{ ids: [], logProb: 0, row: i }], finished: [], done: false }));
+  let { mask, encKV, step } = firstStep(plan, sources, d);
+  let rowSentence = sources.map((_, i) => i);
+  for (let t = 0; ; t++) {
+    const logits = step.logits!;
+    searches.forEach((s, i) => {
+      if (s.done) return;
+      const rows = s.live.map((b) => b.row);
+      const cands = topCandidates(logits, rows, s.live.map((b) => b.logProb), 2 * k);
+      advance(s, cands, new Map(s.live.map((b) => [b.row, b])), k, d.eosId, t + 1 >= maxLens[i]!);
+    });
+    const { origin, sentence, tokens } = nextRows(searches);
+    if (origin.length === 0) break;
+    if (sentence.join() !== rowSentence.join()) {
+      mask = gatherRows(mask, origin);
+      encKV = gatherAll(encKV, origin);
+      rowSentence = sentence;
+    }
+    const decKV = gatherAll(pastFrom(step, '.decoder.'), origin);
+    let row = 0;
+    for (const s of searches) if (!s.done) for (const b of s.live) b.row = row++;
+    step = plan.runSync('decoder_with_past', { input_ids: int64(origin.length, 1, tokens), encoder_attention_mask: mask, ...encKV, ...decKV });
+  }
+  return searches.map((s) => ranked(s.finished, alpha));
+}

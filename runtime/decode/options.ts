@@ -1,0 +1,99 @@
+// DecodingOptions: the one options type for translateIds (greedy, beam, batching), its defaults and its validation.
+import { PlancError } from '../../compiler/diagnostics.ts';
+
+/** How to decode. Every field has a default (DEFAULT_DECODING_OPTIONS); pass a Partial to translateIds. */
+export interface DecodingOptions {
+  /** Beams per sentence; 1 = greedy. Default 1. Range [1, 64]; beamSize × sentences per batch must fit the plan's maxBatch. */
+  beamSize: number;
+  /** Absolute cap on generated tokens (counting the eos). Default 256; also capped by the plan's maxTgtLen. Range [1, 65536]. */
+  maxLength: number;
+  /** Per-sentence cap: ceil(maxLengthRatio × source length + maxLengthConstant) tokens; 0 turns it off. Default 0. Range [0, 100]. */
+  maxLengthRatio: number;
+  /** The constant added in the ratio cap. Default 10. Range [0, 65536]. */
+  maxLengthConstant: number;
+  /**
+   * Length penalty alpha, the SIMPLE form: a hypothesis' score is (sum of token log-probs) / length^alpha, where length
+   * counts the generated tokens including the eos when present. 0 = raw log-prob sum. Default 1 (mean log-prob). Range [0, 10].
+   */
+  lengthPenalty: number;
+  /** Return each result's score (length-penalized log-prob, as above). Default false. */
+  returnScores: boolean;
+  /** Return this many best hypotheses (the best first) as `alternatives`; 0 = none. Default 0. Range [0, beamSize]. */
+  returnAlternatives: number;
+  /** Sentences per batch (before × beamSize). Default 32; capped by the plan's maxBatch / beamSize. Range [1, 65536]. */
+  batchSize: number;
+  /** When > 0, cut batches by tokens instead: sentences × longest source ≤ batchTokens (one sentence always fits). Default 0. Range [0, 2^24]. */
+  batchTokens: number;
+  /** Sort sources by length before batching (less padding); results come back in input order either way. Default true. */
+  sortByLength: boolean;
+}
+
+export const DEFAULT_DECODING_OPTIONS: Readonly<DecodingOptions> = Object.freeze({
+  beamSize: 1,
+  maxLength: 256,
+  maxLengthRatio: 0,
+  maxLengthConstant: 10,
+  lengthPenalty: 1,
+  returnScores: false,
+  returnAlternatives: 0,
+  batchSize: 32,
+  batchTokens: 0,
+  sortByLength: true,
+});
+
+type NumKey = 'beamSize' | 'maxLength' | 'maxLengthRatio' | 'maxLengthConstant' | 'lengthPenalty' | 'returnAlternatives' | 'batchSize' | 'batchTokens';
+
+/** Numeric options: [min, max, integer?]. */
+const RANGES: Record<NumKey, [number, number, boolean]> = {
+  beamSize: [1, 64, true],
+  maxLength: [1, 65536, true],
+  maxLengthRatio: [0, 100, false],
+  maxLengthConstant: [0, 65536, true],
+  lengthPenalty: [0, 10, false],
+  returnAlternatives: [0, 64, true],
+  batchSize: [1, 65536, true],
+  batchTokens: [0, 2 ** 24, true],
+};
+
+function bad(message: string): never {
+  throw new PlancError('PLANC_E405', `bad decoding option: ${message}`);
+}
+
+function checkNumber(name: NumKey, v: unknown): void {
+  const [min, max, int] = RANGES[name];
+  const kind = int ? 'an integer' : 'a number';
+  if (typeof v !== 'number' || !Number.isFinite(v) || (int && !Number.isInteger(v)) || v < min || v > max) {
+    bad(`${name} = ${JSON.stringify(v) ?? String(v)}; it must be ${kind} in [${min}, ${max}]`);
+  }
+}
+
+function checkBoolean(name: 'returnScores' | 'sortByLength', v: unknown): void {
+  if (typeof v !== 'boolean') bad(`${name} = ${JSON.stringify(v) ?? String(v)}; it must be true or false`);
+}
+
+/** The full options from a partial one, or a PlancError PLANC_E405 naming the bad option and its allowed range. */
+export function validateDecodingOptions(partial: Partial<DecodingOptions> = {}): DecodingOptions {
+  if (typeof partial !== 'object' || partial === null) bad('options must be an object');
+  for (const k of Object.keys(partial)) {
+    if (!(k in DEFAULT_DECODING_OPTIONS)) bad(`unknown option '${k}' (known: ${Object.keys(DEFAULT_DECODING_OPTIONS).join(', ')})`);
+  }
+  const o: DecodingOptions = { ...DEFAULT_DECODING_OPTIONS };
+  for (const [k, v] of Object.entries(partial)) if (v !== undefined) (o as unknown as Record<string, unknown>)[k] = v;
+  for (const k of Object.keys(RANGES) as NumKey[]) checkNumber(k, o[k]);
+  checkBoolean('returnScores', o.returnScores);
+  checkBoolean('sortByLength', o.sortByLength);
+  if (o.returnAlternatives > o.beamSize) bad(`returnAlternatives = ${o.returnAlternatives}; it must be in [0, beamSize = ${o.beamSize}]`);
+  return o;
+}
+
+/** The token cap for one source: min(maxLength, ratio cap when on, plan cap). */
+export function maxLengthFor(o: DecodingOptions, srcLen: number, planCap: number): number {
+  let cap = Math.min(o.maxLength, planCap);
+  if (o.maxLengthRatio > 0) cap = Math.min(cap, Math.ceil(o.maxLengthRatio * srcLen + o.maxLengthConstant));
+  return Math.max(1, cap);
+}
+
+/** The simple length penalty: score / length^alpha. */
+export function penalized(logProbSum: number, length: number, alpha: number): number {
+  return alpha === 0 ? logProbSum : logProbSum / Math.pow(Math.max(1, length), alpha);
+}
