@@ -2,6 +2,8 @@
 import { PlancError } from '../compiler/diagnostics.ts';
 import { decodePlan, readPlanFile } from '../compiler/plan/format.ts';
 import type { PlanFile, PlanHeader, PlanProgram } from '../compiler/plan/types.ts';
+import type { DecodingOptions } from './decode/options.ts';
+import { translateIds, type TranslationResult } from './decode/translate-ids.ts';
 import { encodeProgram } from './encode-program.ts';
 import { kernelIds, native, type NativeAddon, type NativePlan, type NativeProgram } from './native.ts';
 import { allocOutputTensor, arrayNameOf, DTYPE_OF_CODE, type RtTensor } from './tensor.ts';
@@ -151,6 +153,11 @@ export class Plan {
         if (!(v >= 0 && v < vocab)) bad(`feed '${io.name}' holds token id ${v} at ${i}, outside the vocabulary [0, ${vocab})`);
       }
     }
+  }
+
+  /** Translates source id sequences (greedy or beam, see DecodingOptions); results in input order. */
+  translateIds(ids: number[][], options?: Partial<DecodingOptions>): Promise<TranslationResult[]> {
+    return translateIds(this, ids, options);
   }
 
   /** Per-kernel timing: `profile(graph, true)` starts (and resets) it; `profile(graph)` returns the sums so far. */
