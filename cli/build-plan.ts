@@ -1,11 +1,13 @@
 // The optimize pipeline: model → (lower each graph, plan its memory) → plan header and weight blob.
 import { createHash } from 'node:crypto';
 import * as fs from 'node:fs';
+import * as path from 'node:path';
 import { BYTES, ONNX_CODE } from '../compiler/dtype.ts';
 import type { Model } from '../compiler/ir.ts';
 import { toRaw } from '../compiler/onnx/tensor-proto.ts';
 import { align } from '../compiler/plan/format.ts';
-import { PLAN_FORMAT_VERSION, type PlanHeader, type PlanProgram, type PlanWeight } from '../compiler/plan/types.ts';
+import { PlancError } from '../compiler/diagnostics.ts';
+import { PLAN_FORMAT_VERSION, type PlanDecoding, type PlanHeader, type PlanProgram, type PlanWeight } from '../compiler/plan/types.ts';
 import { isSym } from '../compiler/symbolic.ts';
 import { lowerGraph, PlanWeights } from '../codegen/lower.ts';
 import { symbolBounds, type ProfileOptions } from '../codegen/profile.ts';
@@ -19,7 +21,13 @@ export interface BuildOptions extends ProfileOptions {
   onProgress?: (step: string) => void;
   /** Creation options recorded in the plan. */
   options?: Record<string, string>;
+  /** The tokenizer file to embed in the plan (`planc optimize` finds it in the model folder). */
+  tokenizer?: { bytes: Uint8Array; kind: 'spm' | 'hf' };
+  /** Special token ids that override the model's config.json / generation_config.json. */
+  specialIds?: SpecialIds;
 }
+
+export interface SpecialIds { decoderStartId?: number; eosId?: number; padId?: number; unkId?: number }
 
 export interface GraphReport extends MemoryReport { graph: string; kernels: number; tensors: number }
 
@@ -43,6 +51,7 @@ export function inputSymbols(model: Model): Set<string> {
 }
 
 export function buildPlan(model: Model, opts: BuildOptions): BuiltPlan {
+  const d = decodingFacts(model, opts.specialIds);
   const symbolMax = symbolBounds(inputSymbols(model), opts);
   const weights = new PlanWeights(model);
   const programs: PlanProgram[] = [];
@@ -65,7 +74,6 @@ export function buildPlan(model: Model, opts: BuildOptions): BuiltPlan {
   });
   const blob = new Uint8Array(size);
   weights.list.forEach(({ tensor }, i) => blob.set(toRaw(tensor), planWeights[i]!.offset));
-  const d = model.decoding;
   const header: PlanHeader = {
     plancVersion: PLANC_VERSION,
     formatVersion: PLAN_FORMAT_VERSION,
@@ -84,8 +92,34 @@ export function buildPlan(model: Model, opts: BuildOptions): BuiltPlan {
     blobBytes: blob.length,
     blobCrc32: 0,
     created: new Date().toISOString(),
+    tokenizer: opts.tokenizer?.bytes ?? new Uint8Array(0),
+    tokenizerKind: opts.tokenizer?.kind ?? '',
   };
   return { header, blob, reports };
+}
+
+/** The model's decoding facts with the given special ids applied; a seq2seq model must end up with start, eos and pad ids. */
+export function decodingFacts(model: Model, ids: SpecialIds = {}): PlanDecoding {
+  const d: PlanDecoding = { ...model.decoding };
+  for (const k of ['decoderStartId', 'eosId', 'padId', 'unkId'] as const) if (ids[k] !== undefined) d[k] = ids[k];
+  if (model.graphs.has('decoder_with_past')) checkSeq2SeqIds(model, d);
+  return d;
+}
+
+const REQUIRED_IDS = [
+  ['decoderStartId', 'decoder_start_token_id', '--decoder-start-id'],
+  ['eosId', 'eos_token_id', '--eos-id'],
+  ['padId', 'pad_token_id', '--pad-id'],
+] as const;
+
+function checkSeq2SeqIds(model: Model, d: PlanDecoding): void {
+  const missing = REQUIRED_IDS.filter(([k]) => d[k] === undefined);
+  if (missing.length === 0) return;
+  const first = Object.values(model.sources)[0];
+  const file = first ? path.dirname(first) : '';
+  throw new PlancError('PLANC_E011',
+    `cannot determine the ${missing.map(([, key]) => key).join(', ')} of this seq2seq model (not in config.json or generation_config.json): `
+    + `give ${missing.map(([, , flag]) => `${flag} N`).join(' ')} to planc optimize`, { file });
 }
 
 /** sha256 over the source .onnx files and the ids of the distinct weights (which hash their bytes). */

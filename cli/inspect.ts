@@ -97,6 +97,7 @@ export interface PlanReport {
   arenaBytes: number;
   graphs: { name: string; arenaBytes: number; arenaLowerBoundBytes: number; tensorBytesSum: number; kernelCount: number; kernels: Record<string, number>; inputs: string[]; outputs: string[] }[];
   decoding: PlanHeader['decoding'];
+  tokenizer: { kind: string; bytes: number };
   sourceHash: string;
   created: string;
 }
@@ -114,7 +115,7 @@ export function planReport(file: string, h: PlanHeader): PlanReport {
         inputs: p.inputs.map((i) => i.name), outputs: p.outputs.map((o) => o.name),
       };
     }),
-    decoding: h.decoding, sourceHash: h.sourceHash, created: h.created,
+    decoding: h.decoding, tokenizer: { kind: h.tokenizerKind, bytes: h.tokenizer.length }, sourceHash: h.sourceHash, created: h.created,
   };
 }
 
@@ -123,6 +124,7 @@ export function formatPlanReport(r: PlanReport): string {
     `plan ${r.plan} (planc ${r.plancVersion}, format ${r.formatVersion}, created ${r.created})`,
     `target: ${r.target}${r.archs.length ? ` ${r.archs.join(',')}` : ''}; profile: batch ≤ ${r.profile.maxBatch}, source ≤ ${r.profile.maxSrcLen}, target ≤ ${r.profile.maxTgtLen}`,
     `weights: ${r.weights} distinct tensors, ${mb(r.uniqueWeightBytes)}; arena ${mb(r.arenaBytes)} (shared by all graphs)`,
+    r.tokenizer.kind ? `tokenizer: ${r.tokenizer.kind}, ${(r.tokenizer.bytes / 1e3).toFixed(1)} kB` : 'tokenizer: none (translate with --ids)',
   ];
   for (const g of r.graphs) {
     lines.push(`  ${g.name}: ${g.kernelCount} kernels, arena ${mb(g.arenaBytes)} (lower bound ${mb(g.arenaLowerBoundBytes)}, all tensors ${mb(g.tensorBytesSum)})`);

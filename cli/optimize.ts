@@ -6,13 +6,15 @@ import { writePlanFile } from '../compiler/plan/format.ts';
 import { verifyModel } from '../compiler/verify.ts';
 import { DEFAULT_PROFILE } from '../codegen/profile.ts';
 import { parseArgs, type CommandSpec } from './args.ts';
-import { buildPlan } from './build-plan.ts';
+import { buildPlan, type SpecialIds } from './build-plan.ts';
 import { Progress } from './progress.ts';
+import { findTokenizer, type TokenizerFile } from './tokenizer-file.ts';
 
 export const OPTIMIZE: CommandSpec = {
   name: 'optimize',
-  usage: 'planc optimize MODEL -o PLAN [--target cpu] [--max-batch N] [--max-src-len N] [--max-tgt-len N] [--max-dim NAME=N,...] [--quiet]',
-  flags: { o: 'string', output: 'string', target: 'string', 'max-batch': 'number', 'max-src-len': 'number', 'max-tgt-len': 'number', 'max-dim': 'string', quiet: 'boolean' },
+  usage: 'planc optimize MODEL -o PLAN [--target cpu] [--max-batch N] [--max-src-len N] [--max-tgt-len N] [--max-dim NAME=N,...] [--tokenizer FILE | --no-tokenizer] [--decoder-start-id N] [--eos-id N] [--pad-id N] [--unk-id N] [--quiet]',
+  flags: { o: 'string', output: 'string', target: 'string', 'max-batch': 'number', 'max-src-len': 'number', 'max-tgt-len': 'number', 'max-dim': 'string', quiet: 'boolean',
+    tokenizer: 'string', 'no-tokenizer': 'boolean', 'decoder-start-id': 'number', 'eos-id': 'number', 'pad-id': 'number', 'unk-id': 'number' },
 };
 
 const mb = (b: number) => `${(b / 1e6).toFixed(1)} MB`;
@@ -33,6 +35,27 @@ function parseMaxDims(s: string | undefined): Record<string, number> {
   return out;
 }
 
+function tokenId(flag: string, v: unknown): number | undefined {
+  if (v === undefined) return undefined;
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < 0) throw new PlancError('PLANC_E301', `--${flag} must be a token id (an integer ≥ 0), got ${v}`);
+  return v;
+}
+
+function specialIds(flags: Record<string, unknown>): SpecialIds {
+  return {
+    decoderStartId: tokenId('decoder-start-id', flags['decoder-start-id']), eosId: tokenId('eos-id', flags['eos-id']),
+    padId: tokenId('pad-id', flags['pad-id']), unkId: tokenId('unk-id', flags['unk-id']),
+  };
+}
+
+function chooseTokenizer(model: string, flags: Record<string, unknown>): TokenizerFile | undefined {
+  if (flags['no-tokenizer'] === true) {
+    if (flags.tokenizer !== undefined) throw new PlancError('PLANC_E301', '--tokenizer and --no-tokenizer exclude each other');
+    return undefined;
+  }
+  return findTokenizer(model, flags.tokenizer as string | undefined);
+}
+
 export function runOptimize(argv: string[]): number {
   const { positional, flags } = parseArgs(OPTIMIZE, argv);
   const model = positional[0]!;
@@ -46,13 +69,16 @@ export function runOptimize(argv: string[]): number {
     maxTgtLen: positiveInt('max-tgt-len', flags['max-tgt-len'], DEFAULT_PROFILE.maxTgtLen),
     maxDims: parseMaxDims(flags['max-dim'] as string | undefined),
   };
+  const ids = specialIds(flags);
+  const tokenizer = chooseTokenizer(model, flags);
   const progress = new Progress(flags.quiet === true);
   progress.start(`importing ${model}`);
   const m = importModel(model);
   progress.start('verifying');
   verifyModel(m, { types: false });
   const built = buildPlan(m, {
-    target: 'cpu', ...profile, onProgress: (s) => progress.start(s),
+    target: 'cpu', ...profile, onProgress: (s) => progress.start(s), specialIds: ids,
+    tokenizer: tokenizer && { bytes: tokenizer.bytes, kind: tokenizer.kind },
     options: { model: path.resolve(model), profile: JSON.stringify(profile) },
   });
   progress.start(`writing ${out}`);
@@ -64,6 +90,7 @@ export function runOptimize(argv: string[]): number {
       `plan ${out}: ${mb(bytes)}, target ${h.target.kind}, profile batch ≤ ${profile.maxBatch}, source ≤ ${profile.maxSrcLen}, target ≤ ${profile.maxTgtLen}`,
       `weights: ${h.weights.length} distinct tensors, ${mb(h.blobBytes)}`,
       `arena: ${mb(h.arena.bytes)} shared by ${h.programs.length} graph(s)`,
+      tokenizer ? `tokenizer: ${tokenizer.kind}, ${path.basename(tokenizer.file)} (${(tokenizer.bytes.length / 1e3).toFixed(1)} kB)` : 'tokenizer: none (translate with --ids)',
       ...built.reports.map((r) => `  ${r.graph.padEnd(18)} ${String(r.kernels).padStart(4)} kernels   arena ${mb(r.arenaBytes).padStart(9)}   lower bound ${mb(r.lowerBound).padStart(9)}   all tensors ${mb(r.tensorBytesSum).padStart(9)}   in-place ${r.inPlace}`),
       `done in ${progress.elapsed.toFixed(1)} s`,
     ];

@@ -11,6 +11,8 @@ export const CODES = {
   PLANC_E007: 'malformed tensor',
   PLANC_E008: 'malformed model',
   PLANC_E009: 'not a seq2seq model directory',
+  PLANC_E010: 'tokenizer file missing, ambiguous or unreadable',
+  PLANC_E011: 'special token ids missing',
   // IR verification
   PLANC_E101: 'graph has a cycle',
   PLANC_E102: 'dangling input (value never defined)',
@@ -32,6 +34,7 @@ export const CODES = {
   PLANC_E404: 'cannot lower the model',
   PLANC_E405: 'bad feed for a plan',
   PLANC_E406: 'native runtime error',
+  PLANC_E407: 'plan has no tokenizer',
 } as const;
 
 export type Code = keyof typeof CODES;

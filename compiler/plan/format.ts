@@ -66,6 +66,7 @@ export function decodePlan(bytes: Uint8Array, file = '<plan>'): PlanFile {
   } catch (e) {
     return bad(`corrupt plan header: ${(e as Error).message}`);
   }
+  header.tokenizer = new Uint8Array(header.tokenizer ?? []);
   const blobStart = align(PREAMBLE + headLen);
   if (blobStart + header.blobBytes !== bytes.length) {
     bad(`truncated or padded plan: header says ${header.blobBytes} bytes of weights at ${blobStart}, the file has ${bytes.length - blobStart}`);

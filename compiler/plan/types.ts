@@ -74,6 +74,9 @@ export interface PlanHeader {
   blobBytes: number;
   blobCrc32: number;
   created: string;
+  /** The tokenizer file's bytes (empty: the plan has none; then only token ids can be translated). */
+  tokenizer: Uint8Array;
+  tokenizerKind: '' | 'spm' | 'hf';
 }
 
 /** A plan in memory: its header and the blob region holding the weights. */

@@ -27,6 +27,7 @@ export function validateHeader(h: PlanHeader, file: string): void {
     if (w.length !== n * size!) bad(`weight ${i} has ${w.length} bytes but dims [${w.dims}] need ${n * size!}`);
     if (w.offset + w.length > h.blobBytes) bad(`weight ${i} (${w.offset}+${w.length}) lies past the end of the weight data (${h.blobBytes})`);
   });
+  validateTokenizer(h, bad);
   uint('arena size', h.arena?.bytes ?? -1);
   count('program', h.programs.length);
   const names = new Set<string>();
@@ -35,6 +36,15 @@ export function validateHeader(h: PlanHeader, file: string): void {
     names.add(p.graph);
     validateProgram(p, h, bad, count, uint);
   }
+}
+
+/** The tokenizer kind is '', 'spm' or 'hf', and the bytes are empty exactly when the kind is ''. */
+function validateTokenizer(h: PlanHeader, bad: (m: string) => never): void {
+  const kind = h.tokenizerKind ?? '';
+  const bytes = h.tokenizer?.length ?? 0;
+  if (kind !== '' && kind !== 'spm' && kind !== 'hf') bad(`unknown tokenizer kind '${kind}'`);
+  if (kind === '' && bytes > 0) bad(`tokenizer has ${bytes} bytes but no kind`);
+  if (kind !== '' && bytes === 0) bad(`tokenizer kind '${kind}' but no tokenizer bytes`);
 }
 
 function validateProgram(p: PlanProgram, h: PlanHeader, bad: (m: string) => never,

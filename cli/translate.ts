@@ -1,0 +1,102 @@
+// `planc translate PLAN [--beam N] [--max-length N] [--batch N] [--ids] < in.txt > out.txt`: one sentence per line.
+import * as fs from 'node:fs';
+import { PlancError } from '../compiler/diagnostics.ts';
+import type { DecodingOptions } from '../runtime/decode/options.ts';
+import { loadPlan, type Plan } from '../runtime/plan.ts';
+import { translateIdsStream, translateStream, type TranslateOptions } from '../runtime/translate.ts';
+import { parseArgs, type CommandSpec } from './args.ts';
+
+export const TRANSLATE: CommandSpec = {
+  name: 'translate',
+  usage: 'planc translate PLAN [--beam N] [--max-length N] [--batch N] [--ids] [--quiet] < in.txt > out.txt   (--ids: space-separated token ids per line)',
+  flags: { beam: 'number', 'max-length': 'number', batch: 'number', ids: 'boolean', quiet: 'boolean' },
+};
+
+/** Stdin's lines (a final newline does not start another sentence). */
+export function readLines(text: string): string[] {
+  const lines = text.split(/\r?\n/);
+  if (lines.length > 0 && lines[lines.length - 1] === '') lines.pop();
+  return lines;
+}
+
+/** One line of `--ids` input: space-separated non-negative integers. */
+export function parseIdLine(line: string, lineNo: number): number[] {
+  const parts = line.trim().split(/\s+/).filter((p) => p !== '');
+  return parts.map((p) => {
+    if (!/^\d+$/.test(p)) throw new PlancError('PLANC_E301', `--ids input line ${lineNo}: '${p}' is not a token id (want space-separated integers ≥ 0)`);
+    return Number(p);
+  });
+}
+
+function decodingOptions(flags: Record<string, unknown>): TranslateOptions {
+  const o: Partial<DecodingOptions> = {};
+  if (flags.beam !== undefined) o.beamSize = flags.beam as number;
+  if (flags['max-length'] !== undefined) o.maxLength = flags['max-length'] as number;
+  if (flags.batch !== undefined) o.batchSize = flags.batch as number;
+  return o;
+}
+
+/** Sentences done / total on stderr: redrawn in place on a terminal, a line every 10% otherwise. */
+class ProgressBar {
+  private lastTenth = -1;
+  constructor(private readonly total: number, private readonly quiet: boolean) {}
+
+  update(done: number): void {
+    if (this.quiet || this.total === 0) return;
+    const frac = done / this.total;
+    if (process.stderr.isTTY) {
+      const width = 30;
+      const fill = Math.round(frac * width);
+      process.stderr.write(`\r  [${'#'.repeat(fill)}${'.'.repeat(width - fill)}] ${done}/${this.total} sentences\x1b[K`);
+      return;
+    }
+    const tenth = Math.floor(frac * 10);
+    if (tenth > this.lastTenth) { this.lastTenth = tenth; process.stderr.write(`  ${done}/${this.total} sentences\n`); }
+  }
+
+  done(): void { if (!this.quiet && process.stderr.isTTY && this.total > 0) process.stderr.write('\n'); }
+}
+
+async function translateTextLines(plan: Plan, lines: string[], o: TranslateOptions, bar: ProgressBar): Promise<number> {
+  let tokens = 0;
+  for await (const r of translateStream(plan, lines, o)) {
+    process.stdout.write(`${r.text}\n`);
+    tokens += r.tokens;
+    bar.update(r.index + 1);
+  }
+  return tokens;
+}
+
+async function translateIdLines(plan: Plan, lines: string[], o: TranslateOptions, bar: ProgressBar): Promise<number> {
+  let tokens = 0;
+  const sources = lines.map((l, i) => parseIdLine(l, i + 1));
+  for await (const r of translateIdsStream(plan, sources, o)) {
+    process.stdout.write(`${r.ids.join(' ')}\n`);
+    tokens += r.ids.length;
+    bar.update(r.index + 1);
+  }
+  return tokens;
+}
+
+export async function runTranslate(argv: string[]): Promise<number> {
+  const { positional, flags } = parseArgs(TRANSLATE, argv);
+  const planFile = positional[0]!;
+  const options = decodingOptions(flags);
+  const lines = readLines(fs.readFileSync(0, 'utf8'));
+  const plan = await loadPlan(planFile);
+  try {
+    return await translateLines(plan, lines, options, flags.ids === true, flags.quiet === true);
+  } finally {
+    plan.close();
+  }
+}
+
+async function translateLines(plan: Plan, lines: string[], options: TranslateOptions, ids: boolean, quiet: boolean): Promise<number> {
+  const bar = new ProgressBar(lines.length, quiet);
+  const t0 = performance.now();
+  const tokens = ids ? await translateIdLines(plan, lines, options, bar) : await translateTextLines(plan, lines, options, bar);
+  bar.done();
+  const s = Math.max((performance.now() - t0) / 1000, 1e-9);
+  if (!quiet) process.stderr.write(`translated ${lines.length} sentences in ${s.toFixed(2)} s: ${(lines.length / s).toFixed(1)} sentences/s, ${(tokens / s).toFixed(0)} tokens/s\n`);
+  return 0;
+}
