@@ -7,13 +7,14 @@ import { verifyModel } from '../compiler/verify.ts';
 import { DEFAULT_PROFILE } from '../codegen/profile.ts';
 import { parseArgs, type CommandSpec } from './args.ts';
 import { buildPlan, type SpecialIds } from './build-plan.ts';
+import { runPipeline } from '../passes/pipeline.ts';
 import { Progress } from './progress.ts';
 import { findTokenizer, type TokenizerFile } from './tokenizer-file.ts';
 
 export const OPTIMIZE: CommandSpec = {
   name: 'optimize',
-  usage: 'planc optimize MODEL -o PLAN [--target cpu] [--max-batch N] [--max-src-len N] [--max-tgt-len N] [--max-dim NAME=N,...] [--tokenizer FILE | --no-tokenizer] [--decoder-start-id N] [--eos-id N] [--pad-id N] [--unk-id N] [--quiet]',
-  flags: { o: 'string', output: 'string', target: 'string', 'max-batch': 'number', 'max-src-len': 'number', 'max-tgt-len': 'number', 'max-dim': 'string', quiet: 'boolean',
+  usage: 'planc optimize MODEL -o PLAN [--target cpu] [--max-batch N] [--max-src-len N] [--max-tgt-len N] [--max-dim NAME=N,...] [--tokenizer FILE | --no-tokenizer] [--decoder-start-id N] [--eos-id N] [--pad-id N] [--unk-id N] [--no-fuse] [--dump-after PASS|all] [--explain] [--quiet]',
+  flags: { o: 'string', output: 'string', target: 'string', 'max-batch': 'number', 'max-src-len': 'number', 'max-tgt-len': 'number', 'max-dim': 'string', quiet: 'boolean', 'no-fuse': 'boolean', 'dump-after': 'string', explain: 'boolean',
     tokenizer: 'string', 'no-tokenizer': 'boolean', 'decoder-start-id': 'number', 'eos-id': 'number', 'pad-id': 'number', 'unk-id': 'number' },
 };
 
@@ -76,7 +77,15 @@ export function runOptimize(argv: string[]): number {
   const m = importModel(model);
   progress.start('verifying');
   verifyModel(m, { types: false });
-  const built = buildPlan(m, {
+  const explain = flags.explain === true;
+  const optimized = runPipeline(m, {
+    disable: flags['no-fuse'] === true ? ['fuse'] : [],
+    dumpAfter: flags['dump-after'] as string | undefined,
+    onPass: (name) => progress.start(`pass ${name}`),
+    onDump: (name, text) => process.stderr.write(`\n=== IR after ${name} ===\n${text}\n`),
+    explain: explain ? (pass, node, why) => process.stderr.write(`  [${pass}] ${node}: declined, ${why}\n`) : undefined,
+  });
+  const built = buildPlan(optimized, {
     target: 'cpu', ...profile, onProgress: (s) => progress.start(s), specialIds: ids,
     tokenizer: tokenizer && { bytes: tokenizer.bytes, kind: tokenizer.kind },
     options: { model: path.resolve(model), profile: JSON.stringify(profile) },

@@ -1,4 +1,5 @@
 // The ordered list of passes `planc optimize` runs, and the driver that infers and verifies after each one.
+import { PlancError } from '../compiler/diagnostics.ts';
 import { inferModel } from '../compiler/infer/infer.ts';
 import type { Model } from '../compiler/ir.ts';
 import { printModel } from '../compiler/printer.ts';
@@ -22,7 +23,7 @@ export interface PipelineOptions extends PassContext {
 export function runPipeline(model: Model, opts: PipelineOptions = {}): Model {
   const known = new Set(PIPELINE.map((p) => p.name));
   if (opts.dumpAfter && opts.dumpAfter !== 'all' && !known.has(opts.dumpAfter)) {
-    throw new Error(`--dump-after ${opts.dumpAfter}: no such pass (passes: ${[...known].join(', ')})`);
+    throw new PlancError('PLANC_E301', `--dump-after ${opts.dumpAfter}: no such pass (passes: ${[...known].join(', ')}, or all)`);
   }
   inferModel(model);
   let m = model;

@@ -5,6 +5,7 @@ import type { PlanFile, PlanHeader, PlanProgram } from '../compiler/plan/types.t
 import type { DecodingOptions } from './decode/options.ts';
 import { translateIds, type TranslationResult } from './decode/translate-ids.ts';
 import { encodeProgram } from './encode-program.ts';
+import { translate, type TranslateOptions } from './translate.ts';
 import { kernelIds, native, type NativeAddon, type NativePlan, type NativeProgram } from './native.ts';
 import { allocOutputTensor, arrayNameOf, DTYPE_OF_CODE, type RtTensor } from './tensor.ts';
 
@@ -153,6 +154,11 @@ export class Plan {
         if (!(v >= 0 && v < vocab)) bad(`feed '${io.name}' holds token id ${v} at ${i}, outside the vocabulary [0, ${vocab})`);
       }
     }
+  }
+
+  /** Translates texts with the plan's embedded tokenizer; results in input order (see translateStream for streaming). */
+  translate(texts: string[] | AsyncIterable<string>, options?: TranslateOptions): Promise<string[]> {
+    return translate(this, texts, options);
   }
 
   /** Translates source id sequences (greedy or beam, see DecodingOptions); results in input order. */
