@@ -8,6 +8,7 @@ import { sharedDir } from '../compiler/paths.ts';
 import { encodePlan } from '../compiler/plan/format.ts';
 import { Tensor } from '../compiler/tensor.ts';
 import { buildPlan } from '../cli/build-plan.ts';
+import { runPipeline } from '../passes/pipeline.ts';
 import { loadPlanBytes, type Plan } from '../runtime/plan.ts';
 import { nativeAvailable } from '../runtime/native.ts';
 import { translateIds } from '../runtime/decode/translate-ids.ts';
@@ -83,13 +84,18 @@ if (!nativeAvailable()) {
   const ids: number[][] = JSON.parse(fs.readFileSync(path.join(esen, 'test_ids.json'), 'utf8')).src_ids;
   const D = { startId: 0, eosId: 0, padId: 0 };
   let plan: Plan;
+  let fused: Plan;
   let sessions: Record<string, ort.InferenceSession>;
   let runner: GraphRunner;
   let reference: number[][];
 
   test.before(async () => {
-    const built = buildPlan(model, { target: 'cpu', maxBatch: 32, maxSrcLen: Math.max(128, ...ids.map((s) => s.length)), maxTgtLen: MAX_LEN });
+    const profile = { target: 'cpu' as const, maxBatch: 32, maxSrcLen: Math.max(128, ...ids.map((s) => s.length)), maxTgtLen: MAX_LEN };
+    const built = buildPlan(model, profile);
     plan = loadPlanBytes(encodePlan(built.header, built.blob), 'es-en.plan');
+    const withFusion = buildPlan(runPipeline(model), profile);
+    assert.ok(withFusion.header.programs.every((p) => p.kernels.some((k) => k.name === 'fused_matmul')), 'fusion fired');
+    fused = loadPlanBytes(encodePlan(withFusion.header, withFusion.blob), 'es-en-fused.plan');
     sessions = {};
     for (const g of ['encoder', 'decoder', 'decoder_with_past']) sessions[g] = await ort.InferenceSession.create(model.sources[g]!);
     runner = (g, feeds) => runFast(sessions[g]!, feeds);
@@ -98,6 +104,7 @@ if (!nativeAvailable()) {
   });
   test.after(async () => {
     plan?.close();
+    fused?.close();
     for (const s of Object.values(sessions ?? {})) await s.release();
   });
 
@@ -135,14 +142,16 @@ if (!nativeAvailable()) {
     assert.ok(same >= 0.995 * ids.length, `${label}: only ${same}/${ids.length} identical`);
   }
 
-  test('es-en greedy, one sentence at a time: token-identical to the onnxruntime reference (≥ 99.5%, the rest near-ties)', async () => {
-    const got = await translateIds(plan, ids, { batchSize: 1, maxLength: MAX_LEN });
-    await compareGreedy('greedy batch 1', got.map((r) => r.ids));
+  test('es-en greedy, one sentence at a time (fused plan): token-identical to the onnxruntime reference (≥ 99.5%, the rest near-ties)', async () => {
+    const got = await translateIds(fused, ids, { batchSize: 1, maxLength: MAX_LEN });
+    await compareGreedy('greedy batch 1, fused', got.map((r) => r.ids));
   });
 
-  test('es-en greedy, batches of 32 with mixed lengths (batch shrinking): token-identical to the reference', async () => {
-    const got = await translateIds(plan, ids, { batchSize: 32, maxLength: MAX_LEN, sortByLength: false });
-    await compareGreedy('greedy batch 32', got.map((r) => r.ids));
+  test('es-en greedy, batches of 32 with mixed lengths (batch shrinking), with and without fusion: token-identical to the reference', async () => {
+    const got = await translateIds(fused, ids, { batchSize: 32, maxLength: MAX_LEN, sortByLength: false });
+    await compareGreedy('greedy batch 32, fused', got.map((r) => r.ids));
+    const plain = await translateIds(plan, ids, { batchSize: 32, maxLength: MAX_LEN, sortByLength: false });
+    await compareGreedy('greedy batch 32, no fusion', plain.map((r) => r.ids));
   });
 
   /** Reference (ORT) length-penalized score of an output: forced decoding, eos included when shorter than the cap. */
@@ -156,7 +165,7 @@ if (!nativeAvailable()) {
   test('es-en beam 4 (first 100): equals the reference beam search over onnxruntime (differences only near-ties)', async () => {
     const n = 100;
     const opts = { beamSize: 4, maxLength: MAX_LEN, lengthPenalty: 1, returnScores: true, returnAlternatives: 4 };
-    const got = await translateIds(plan, ids.slice(0, n), opts);
+    const got = await translateIds(fused, ids.slice(0, n), opts);
     let same = 0;
     for (let i = 0; i < n; i++) {
       const ref = await beamDecodeOne(runner, ids[i]!, { ...D, maxLength: MAX_LEN, beamSize: 4, lengthPenalty: 1 });
