@@ -95,7 +95,7 @@ export interface PlanReport {
   uniqueWeightBytes: number;
   weights: number;
   arenaBytes: number;
-  graphs: { name: string; arenaBytes: number; arenaLowerBoundBytes: number; tensorBytesSum: number; kernelCount: number; kernels: Record<string, number>; inputs: string[]; outputs: string[] }[];
+  graphs: { name: string; arenaBytes: number; arenaLowerBoundBytes: number; tensorBytesSum: number; kernelCount: number; kernels: Record<string, number>; fusedOps: Record<string, number>; inputs: string[]; outputs: string[] }[];
   decoding: PlanHeader['decoding'];
   tokenizer: { kind: string; bytes: number };
   sourceHash: string;
@@ -112,6 +112,7 @@ export function planReport(file: string, h: PlanHeader): PlanReport {
       return {
         name: p.graph, arenaBytes: p.arenaBytes, arenaLowerBoundBytes: p.arenaLowerBound, tensorBytesSum: p.tensorBytesSum, kernelCount: p.kernels.length,
         kernels: Object.fromEntries(Object.entries(kernels).sort((a, b) => b[1] - a[1])),
+        fusedOps: p.fusedOps ?? {},
         inputs: p.inputs.map((i) => i.name), outputs: p.outputs.map((o) => o.name),
       };
     }),
@@ -129,6 +130,7 @@ export function formatPlanReport(r: PlanReport): string {
   for (const g of r.graphs) {
     lines.push(`  ${g.name}: ${g.kernelCount} kernels, arena ${mb(g.arenaBytes)} (lower bound ${mb(g.arenaLowerBoundBytes)}, all tensors ${mb(g.tensorBytesSum)})`);
     lines.push(`    ${Object.entries(g.kernels).map(([k, v]) => `${k} ${v}`).join(', ')}`);
+    if (Object.keys(g.fusedOps).length) lines.push(`    fused: ${Object.entries(g.fusedOps).map(([k, v]) => `${k} ${v}`).join(', ')}`);
   }
   return lines.join('\n');
 }

@@ -55,6 +55,13 @@ export function lowerGraph(model: Model, graph: Graph, weights: PlanWeights, opt
   return new Lowerer(model, graph, facts, weights, opts).run();
 }
 
+/** How many of each planc op a graph holds (what the fusion passes made). */
+function fusedOpCounts(g: Graph): Record<string, number> {
+  const counts: Record<string, number> = {};
+  for (const n of g.nodes) if (n.domain === 'planc') counts[`planc.${n.op}`] = (counts[`planc.${n.op}`] ?? 0) + 1;
+  return counts;
+}
+
 class Lowerer {
   private readonly symbols: PlanSymbol[] = [];
   private readonly exprs: ExprTable;
@@ -93,7 +100,7 @@ class Lowerer {
     return {
       graph: g.name, symbols: this.symbols, exprs: this.exprs.exprs, tensors: this.tensors, kernels: this.kernels,
       inputs: g.inputs.map((name, i) => ({ name, tensor: i })), outputs,
-      arenaBytes: 0, arenaLowerBound: 0, tensorBytesSum: 0,
+      arenaBytes: 0, arenaLowerBound: 0, tensorBytesSum: 0, fusedOps: fusedOpCounts(g),
     };
   }
 

@@ -46,6 +46,8 @@ export interface PlanProgram {
   arenaBytes: number;
   arenaLowerBound: number;
   tensorBytesSum: number;
+  /** Counts of the planc ops the passes produced in this graph (e.g. planc.FusedMatMul). */
+  fusedOps: Record<string, number>;
 }
 
 export interface PlanDecoding {

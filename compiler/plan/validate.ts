@@ -56,6 +56,7 @@ function validateProgram(p: PlanProgram, h: PlanHeader, bad: (m: string) => neve
   count(`${g} kernel`, p.kernels.length);
   uint(`${g} arena size`, p.arenaBytes);
   if (p.arenaBytes > h.arena.bytes) bad(`${g} needs ${p.arenaBytes} arena bytes but the plan's arena has ${h.arena.bytes}`);
+  for (const [op, n] of Object.entries(p.fusedOps ?? {})) if (!/^planc\.\w+$/.test(op) || !Number.isSafeInteger(n)) bad(`${g} has a bad fused-op count ${op}=${n}`);
   p.symbols.forEach((s, i) => {
     if (s.input >= p.inputs.length) bad(`${g} symbol ${i} reads input ${s.input} of ${p.inputs.length}`);
     if (s.axis >= MAX_RANK) bad(`${g} symbol ${i} reads axis ${s.axis}`);
