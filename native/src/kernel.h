@@ -2,6 +2,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 namespace planc {
 
@@ -61,5 +62,12 @@ const KernelDef* kernel_table(size_t* count);
 
 // Formats an error message into a thread-local buffer and returns it (for kernels' error returns).
 const char* kernel_error(const char* fmt, ...);
+
+// Helpers every kernel family uses for checks and messages.
+const char* dtype_name(int32_t dtype);
+std::string dims_str(const TensorView& t);
+// A usable view: known dtype, rank ≤ 8, numel = product of dims, data present unless empty.
+bool view_ok(const TensorView& t);
+bool same_dims(const TensorView& a, const TensorView& b);
 
 }  // namespace planc

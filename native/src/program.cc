@@ -317,20 +317,6 @@ size_t program_n_kernels(const Program* program) { return program->kernels.size(
 
 // ---- running ----
 
-static const char* dtype_name(int32_t dtype) {
-  switch (dtype) {
-    case kFloat32: return "float32";
-    case kUint8: return "uint8";
-    case kInt8: return "int8";
-    case kInt32: return "int32";
-    case kInt64: return "int64";
-    case kBool: return "bool";
-    case kFloat16: return "float16";
-    case kFloat64: return "float64";
-    default: return "?";
-  }
-}
-
 static std::string describe(const TensorView& v, size_t index) {
   std::string s = "tensor #" + std::to_string(index) + " (" + dtype_name(v.dtype) + " [";
   for (int i = 0; i < v.rank; i++) s += (i ? ", " : "") + std::to_string(v.dims[i]);

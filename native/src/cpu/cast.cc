@@ -12,44 +12,6 @@
 namespace planc {
 namespace {
 
-const char* dtype_name(int32_t d) {
-  switch (d) {
-    case kFloat32: return "float32";
-    case kFloat64: return "float64";
-    case kInt32: return "int32";
-    case kInt64: return "int64";
-    case kInt8: return "int8";
-    case kUint8: return "uint8";
-    case kBool: return "bool";
-    case kFloat16: return "float16";
-    default: return "unknown";
-  }
-}
-
-std::string dims_str(const TensorView& t) {
-  std::string s = "[";
-  for (int i = 0; i < t.rank; i++) s += (i ? "," : "") + std::to_string(t.dims[i]);
-  return s + "]";
-}
-
-bool view_ok(const TensorView& t) {
-  if (dtype_size(t.dtype) == 0 || t.rank < 0 || t.rank > kMaxRank) return false;
-  int64_t n = 1;
-  for (int i = 0; i < t.rank; i++) {
-    if (t.dims[i] < 0) return false;
-    n *= t.dims[i];
-  }
-  return n == t.numel && (t.data != nullptr || n == 0);
-}
-
-bool same_dims(const TensorView& a, const TensorView& b) {
-  if (a.rank != b.rank) return false;
-  for (int i = 0; i < a.rank; i++) {
-    if (a.dims[i] != b.dims[i]) return false;
-  }
-  return true;
-}
-
 const char* check_counts(const char* name, const KernelArgs& a, int n_in, int n_fargs) {
   if (a.n_in != n_in || a.n_out != 1 || a.n_iargs != 0 || a.n_fargs != n_fargs) {
     return kernel_error("%s: expects %d input(s), 1 output, 0 int and %d float arguments; got %d, %d, %d, %d", name, n_in,
