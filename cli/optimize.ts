@@ -75,6 +75,10 @@ export function runOptimize(argv: string[]): number {
   const progress = new Progress(flags.quiet === true);
   progress.start(`importing ${model}`);
   const m = importModel(model);
+  // Decoding runs the first-step decoder on the start token only; sizing it for whole target prefixes would make its
+  // logits ([batch, max-tgt-len, vocab]) the largest tensor of the plan. --max-dim decoder_sequence_length=N allows more.
+  const firstStepOnly = m.graphs.has('decoder_with_past') && profile.maxDims.decoder_sequence_length === undefined;
+  if (firstStepOnly) profile.maxDims.decoder_sequence_length = 1;
   progress.start('verifying');
   verifyModel(m, { types: false });
   const explain = flags.explain === true;
@@ -99,6 +103,7 @@ export function runOptimize(argv: string[]): number {
       `plan ${out}: ${mb(bytes)}, target ${h.target.kind}, profile batch ≤ ${profile.maxBatch}, source ≤ ${profile.maxSrcLen}, target ≤ ${profile.maxTgtLen}`,
       `weights: ${h.weights.length} distinct tensors, ${mb(h.blobBytes)}`,
       `arena: ${mb(h.arena.bytes)} shared by ${h.programs.length} graph(s)`,
+      ...(firstStepOnly ? ['decoder: sized for the first decoding step (decoder_sequence_length ≤ 1; --max-dim decoder_sequence_length=N for longer prefixes)'] : []),
       tokenizer ? `tokenizer: ${tokenizer.kind}, ${path.basename(tokenizer.file)} (${(tokenizer.bytes.length / 1e3).toFixed(1)} kB)` : 'tokenizer: none (translate with --ids)',
       ...built.reports.map((r) => `  ${r.graph.padEnd(18)} ${String(r.kernels).padStart(4)} kernels   arena ${mb(r.arenaBytes).padStart(9)}   lower bound ${mb(r.lowerBound).padStart(9)}   all tensors ${mb(r.tensorBytesSum).padStart(9)}   in-place ${r.inPlace}`),
       `done in ${progress.elapsed.toFixed(1)} s`,
