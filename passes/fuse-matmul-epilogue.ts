@@ -1,5 +1,5 @@
 // Fuses MatMul by a constant 2-D weight + bias Add + activation (Relu, Gelu) + residual Add into planc.FusedMatMul.
-import type { Graph, Model, Node } from '../compiler/ir.ts';
+import type { Graph, Node } from '../compiler/ir.ts';
 import { dimEq, type Dim } from '../compiler/symbolic.ts';
 import { consumers, copyModel, pruneUnused, type Pass, type PassContext } from './pass.ts';
 

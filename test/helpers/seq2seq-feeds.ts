@@ -1,5 +1,6 @@
 // Real feeds for the three seq2seq graphs: a padded batch of sentences, then onnxruntime's own outputs chained.
 import { Tensor } from '../../compiler/tensor.ts';
+import { argmaxLastStep as argmaxLast } from '../../bench/reference/greedy.ts';
 import { ort, runOrt } from './ort.ts';
 
 export interface GraphCase {
@@ -29,16 +30,4 @@ export async function seq2seqCases(sources: Record<string, string>, batch: numbe
   cases.decoder_with_past = { feeds: pastFeeds, expected: await runOrt(sessions.decoder_with_past!, pastFeeds) };
   for (const s of Object.values(sessions)) await s.release();
   return cases;
-}
-
-export function argmaxLast(logits: Tensor): number[] {
-  const [b, t, v] = logits.dims as [number, number, number];
-  const out: number[] = [];
-  for (let i = 0; i < b; i++) {
-    const base = (i * t + t - 1) * v;
-    let best = 0;
-    for (let k = 1; k < v; k++) if (logits.nums[base + k]! > logits.nums[base + best]!) best = k;
-    out.push(best);
-  }
-  return out;
 }
