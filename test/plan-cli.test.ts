@@ -3,6 +3,7 @@ import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
+import { zipSync } from 'fflate';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { PlancError } from '../compiler/diagnostics.ts';
@@ -59,6 +60,26 @@ if (!esen || !fs.existsSync(esen) || !nativeAvailable()) {
     const out = JSON.parse(r.stdout).last_hidden_state;
     assert.equal(out.dims, [1, 4, 256]);
     assert.ok(out.data.every((x: number) => Number.isFinite(x)));
+  });
+
+  /** A NumPy .npy file for an int64 array (the header is a Python dict literal padded to 64 bytes). */
+  const npyInt64 = (dims: number[], values: number[]): Uint8Array => {
+    let header = `{'descr': '<i8', 'fortran_order': False, 'shape': (${dims.join(', ')}${dims.length === 1 ? ',' : ''}), }`;
+    header += ' '.repeat(64 - ((10 + header.length + 1) % 64)) + '\n';
+    const out = new Uint8Array(10 + header.length + values.length * 8);
+    out.set([0x93, ...Buffer.from('NUMPY'), 1, 0, header.length & 0xff, header.length >> 8]);
+    out.set(Buffer.from(header, 'latin1'), 10);
+    values.forEach((v, i) => new DataView(out.buffer).setBigInt64(10 + header.length + i * 8, BigInt(v), true));
+    return out;
+  };
+
+  test('run: .npz feeds give the same outputs as JSON feeds', () => {
+    const npz = path.join(tmp, 'feeds.npz');
+    fs.writeFileSync(npz, zipSync({ 'input_ids.npy': npyInt64([1, 4], [26289, 2, 8332, 0]), 'attention_mask.npy': npyInt64([1, 4], [1, 1, 1, 1]) }));
+    const a = cli('run', planFile, '--graph', 'encoder', '--inputs', npz, '--json');
+    assert.is(a.status, 0, a.stderr);
+    const b = cli('run', planFile, '--graph', 'encoder', '--inputs', path.join(tmp, 'feeds.json'), '--json');
+    assert.equal(JSON.parse(a.stdout), JSON.parse(b.stdout));
   });
 
   const expectFeedError = async (feeds: Record<string, ReturnType<typeof tensorFrom>>, ...parts: string[]) => {
