@@ -18,6 +18,37 @@ interface Buffer {
   offset: number;
 }
 
+type Order = (x: Buffer, y: Buffer) => number;
+
+/** Placement orders tried: largest first; longest-lived first; largest area (bytes × lifetime) first; earliest first. */
+const ORDERS: Order[] = [
+  (x, y) => y.bytes - x.bytes || x.start - y.start,
+  (x, y) => (y.end - y.start) - (x.end - x.start) || y.bytes - x.bytes,
+  (x, y) => y.bytes * (y.end - y.start + 1) - x.bytes * (x.end - x.start + 1) || x.start - y.start,
+  (x, y) => x.start - y.start || y.bytes - x.bytes,
+];
+
+/** Places buffers in the given order at best-fit offsets; returns the arena size. */
+function place(order: Buffer[]): number {
+  const placed: Buffer[] = [];
+  let arena = 0;
+  for (const b of order) {
+    const busy = placed.filter((o) => o.start <= b.end && b.start <= o.end).sort((x, y) => x.offset - y.offset);
+    let best = -1;
+    let bestGap = Infinity;
+    let cursor = 0;
+    for (const o of busy) {
+      const gap = o.offset - cursor;
+      if (gap >= b.bytes && gap < bestGap) { best = cursor; bestGap = gap; }
+      cursor = Math.max(cursor, o.offset + o.bytes);
+    }
+    b.offset = best >= 0 ? best : cursor;
+    placed.push(b);
+    arena = Math.max(arena, b.offset + b.bytes);
+  }
+  return arena;
+}
+
 export interface MemoryReport {
   arenaBytes: number;
   lowerBound: number;
@@ -79,23 +110,17 @@ export function planMemory(p: PlanProgram): MemoryReport {
   let lowerBound = 0;
   for (const d of delta) { live += d; lowerBound = Math.max(lowerBound, live); }
 
-  // Greedy by size, each buffer into the best-fitting gap among the buffers alive at the same time.
-  const placed: Buffer[] = [];
-  let arenaBytes = 0;
-  for (const b of [...buffers].sort((x, y) => y.bytes - x.bytes || x.start - y.start)) {
-    const busy = placed.filter((o) => o.start <= b.end && b.start <= o.end).sort((x, y) => x.offset - y.offset);
-    let best = -1;
-    let bestGap = Infinity;
-    let cursor = 0;
-    for (const o of busy) {
-      const gap = o.offset - cursor;
-      if (gap >= b.bytes && gap < bestGap) { best = cursor; bestGap = gap; }
-      cursor = Math.max(cursor, o.offset + o.bytes);
-    }
-    b.offset = best >= 0 ? best : cursor;
-    placed.push(b);
-    arenaBytes = Math.max(arenaBytes, b.offset + b.bytes);
+  // Greedy placement, each buffer into the best-fitting gap among the buffers alive at the same time, tried in a few
+  // orders (no single order is best for every graph); the smallest arena wins.
+  let arenaBytes = Infinity;
+  let best: number[] = [];
+  for (const order of ORDERS) {
+    const size = place([...buffers].sort(order));
+    if (size < arenaBytes) { arenaBytes = size; best = buffers.map((b) => b.offset); }
+    if (arenaBytes === lowerBound) break;
   }
+  buffers.forEach((b, i) => { b.offset = best[i]!; });
+  if (buffers.length === 0) arenaBytes = 0;
   for (const b of buffers) for (const t of b.members) p.tensors[t]!.offset = b.offset;
   p.arenaBytes = arenaBytes;
   p.arenaLowerBound = lowerBound;

@@ -12,6 +12,7 @@ import { Tensor } from '../compiler/tensor.ts';
 import { greedyDecode, type GraphRunner } from '../bench/reference/greedy.ts';
 import { fromRt, toRt } from '../bench/reference/rt-tensors.ts';
 import { buildPlan } from '../cli/build-plan.ts';
+import { runPipeline } from '../passes/pipeline.ts';
 import { formatPlanReport, planReport } from '../cli/inspect.ts';
 import { loadPlan, type Plan } from '../runtime/plan.ts';
 import { native, nativeAvailable } from '../runtime/native.ts';
@@ -39,10 +40,10 @@ async function ortRunner(model: Model): Promise<GraphRunner> {
 function step(msg: string): void { console.log(`\n== ${msg}`); }
 const indent = (s: string) => s.split('\n').map((l) => `   ${l}`).join('\n');
 
-/** planc optimize, in-process: model folder → plan file. */
+/** planc optimize, in-process: model folder → passes → plan file. */
 function optimize(model: Model, file: string, maxSrcLen: number, maxTgtLen: number): void {
   const t0 = performance.now();
-  const built = buildPlan(model, { target: 'cpu', maxBatch: 8, maxSrcLen, maxTgtLen });
+  const built = buildPlan(runPipeline(model), { target: 'cpu', maxBatch: 8, maxSrcLen, maxTgtLen, maxDims: { decoder_sequence_length: 1 } });
   writePlanFile(file, built.header, built.blob);
   console.log(indent(formatPlanReport(planReport(file, built.header))));
   console.log(`   optimized in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
