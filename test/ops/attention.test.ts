@@ -8,6 +8,7 @@ import { ATTENTION_OPS } from '../../compiler/ops/attention.ts';
 import type { EvalContext, InferContext, InferInput, OpHandler } from '../../compiler/ops/types.ts';
 import { dimStr, sym, type Dim } from '../../compiler/symbolic.ts';
 import { Tensor } from '../../compiler/tensor.ts';
+import { failsWith } from '../helpers/expect-error.ts';
 
 const E = Math.E;
 
@@ -46,16 +47,6 @@ function close(got: ArrayLike<number>, want: number[], tol = 1e-5): void {
   }
 }
 
-function failsWith(fn: () => unknown, code: string, text: string): void {
-  try {
-    fn();
-  } catch (e) {
-    const m = (e as Error).message;
-    assert.ok(m.includes(code) && m.includes(text), `unexpected error: ${m}`);
-    return;
-  }
-  assert.unreachable(`expected failure with ${text}`);
-}
 
 // ---- Attention values ----
 

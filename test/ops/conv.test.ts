@@ -8,6 +8,7 @@ import { CONV_OPS } from '../../compiler/ops/conv.ts';
 import type { EvalContext, InferContext, InferInput, OpHandler } from '../../compiler/ops/types.ts';
 import { dimStr, sym, type Dim } from '../../compiler/symbolic.ts';
 import { Tensor } from '../../compiler/tensor.ts';
+import { failsWith } from '../helpers/expect-error.ts';
 
 function handler(op: string): OpHandler {
   const h = CONV_OPS.find((x) => x.op === op);
@@ -45,16 +46,6 @@ function close(t: Tensor, dims: number[], want: number[], tol = 1e-5): void {
   }
 }
 
-function failsWith(fn: () => unknown, code: string, text: string): void {
-  try {
-    fn();
-  } catch (e) {
-    const m = (e as Error).message;
-    assert.ok(m.includes(code) && m.includes(text), `unexpected error: ${m}`);
-    return;
-  }
-  assert.unreachable(`expected failure with ${text}`);
-}
 
 // ---- Conv ----
 

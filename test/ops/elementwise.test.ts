@@ -10,6 +10,7 @@ import { erf } from '../../compiler/ops/elementwise-unary.ts';
 import type { EvalContext, InferContext, InferInput, InferOutput, OpHandler } from '../../compiler/ops/types.ts';
 import { dimMul, dimStr, sym, type Dim } from '../../compiler/symbolic.ts';
 import { Tensor } from '../../compiler/tensor.ts';
+import { failsWith } from '../helpers/expect-error.ts';
 
 function handler(op: string, opset: number): OpHandler {
   const h = ELEMENTWISE_OPS.find((x) => x.op === op && (x.since ?? 1) <= opset && opset < (x.until ?? Infinity));
@@ -54,16 +55,6 @@ function close(actual: number[], expected: number[], tol = 1e-6): void {
   });
 }
 
-function failsWith(fn: () => unknown, code: string, text: string): void {
-  try {
-    fn();
-  } catch (e) {
-    const m = (e as Error).message;
-    assert.ok(m.includes(code) && m.includes(text), `unexpected error: ${m}`);
-    return;
-  }
-  assert.unreachable(`expected failure with ${text}`);
-}
 
 const batch = sym('batch');
 const srcLen = sym('src_len');

@@ -1,7 +1,6 @@
 // Unit tests for the extra operators: losses, Resize/Upsample, grids, Loop/Scan, signal, vision, text and assorted ops.
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { PlancError } from '../../compiler/diagnostics.ts';
 import type { DType } from '../../compiler/dtype.ts';
 import type { Attr, Graph, Node, ValueType } from '../../compiler/ir.ts';
 import { makeOpContext } from '../../compiler/ops/context.ts';
@@ -10,6 +9,7 @@ import { pySplit } from '../../compiler/ops/extra-text.ts';
 import type { EvalContext, InferContext, InferInput, InferOutput, OpHandler } from '../../compiler/ops/types.ts';
 import { dimStr, sym, type Dim } from '../../compiler/symbolic.ts';
 import { Tensor } from '../../compiler/tensor.ts';
+import { failsWith } from '../helpers/expect-error.ts';
 
 function handler(op: string, opset: number): OpHandler {
   const h = EXTRA_OPS.find((x) => x.op === op && (x.since ?? 1) <= opset && opset < (x.until ?? Infinity));
@@ -66,17 +66,6 @@ function close(actual: Tensor, dims: number[], want: number[], tol = 1e-6): void
   });
 }
 
-function fails(fn: () => unknown, code: string, pattern: RegExp): void {
-  try {
-    fn();
-  } catch (e) {
-    assert.instance(e, PlancError);
-    assert.is((e as PlancError).code, code);
-    assert.match((e as PlancError).message, pattern);
-    return;
-  }
-  assert.unreachable(`expected a ${code} failure matching ${pattern}`);
-}
 
 // ---- losses ----
 
@@ -92,11 +81,11 @@ test('NegativeLogLikelihoodLoss: reductions, weights, ignore_index', () => {
   // [N, C, D]: x[n, t, d]
   const x3 = f32([1, 2, 2], [-1, -2, -3, -4]);
   close(run('NegativeLogLikelihoodLoss', 13, [x3, t('int64', [1, 2], [1, 0])], { reduction: strA('none') })[0], [1, 2], [3, 2]);
-  fails(() => run('NegativeLogLikelihoodLoss', 13, [x, i64([0, 3])]), 'PLANC_E202', /out of range/);
+  failsWith(() => run('NegativeLogLikelihoodLoss', 13, [x, i64([0, 3])]), 'PLANC_E202', /out of range/);
   const o = infer('NegativeLogLikelihoodLoss', 13, [ti('float32', [sym('n'), 3]), ti('int64', [sym('n')])], { reduction: strA('none') });
   assert.is(shapeOf(o[0]!), 'n');
   assert.is(shapeOf(infer('NegativeLogLikelihoodLoss', 13, [ti('float32', [2, 3]), ti('int64', [2])])[0]!), '');
-  fails(() => infer('NegativeLogLikelihoodLoss', 13, [ti('float32', [2, 3]), ti('float32', [2])]), 'PLANC_E201', /target must be/);
+  failsWith(() => infer('NegativeLogLikelihoodLoss', 13, [ti('float32', [2, 3]), ti('float32', [2])]), 'PLANC_E201', /target must be/);
 });
 
 test('SoftmaxCrossEntropyLoss: loss and log_prob output', () => {
@@ -123,8 +112,8 @@ test('Resize-13+: nearest, linear half_pixel, sizes, keep_aspect_ratio_policy, a
   close(run('Resize', 18, [y, undefined, undefined, i64([2, 8])], { keep_aspect_ratio_policy: strA('not_larger') })[0], [2, 4], [1, 2, 3, 4, 5, 6, 7, 8]);
   // axes: only the last axis is given
   close(run('Resize', 18, [y, undefined, f32([1], [0.5])], { axes: ints([1]), coordinate_transformation_mode: strA('asymmetric') })[0], [2, 2], [1, 3, 5, 7]);
-  fails(() => run('Resize', 13, [x, undefined, scales, i64([1, 1, 1, 4])]), 'PLANC_E202', /only one of scales and sizes/);
-  fails(() => run('Resize', 18, [x, undefined, scales], { mode: strA('nearest'), antialias: int(1) }), 'PLANC_E202', /antialias/);
+  failsWith(() => run('Resize', 13, [x, undefined, scales, i64([1, 1, 1, 4])]), 'PLANC_E202', /only one of scales and sizes/);
+  failsWith(() => run('Resize', 18, [x, undefined, scales], { mode: strA('nearest'), antialias: int(1) }), 'PLANC_E202', /antialias/);
 });
 
 test('Resize tf_crop_and_resize extrapolates outside the roi', () => {
@@ -140,7 +129,7 @@ test('Resize infer: shapes from constant scales or sizes', () => {
   assert.is(shapeOf(o[0]!), 'b,3,8,2');
   const s = infer('Resize', 13, [ti('float32', [b, 3, 4, 4]), undefined, undefined, ti('int64', [4], i64([1, 3, 5, 6]))]);
   assert.is(shapeOf(s[0]!), '1,3,5,6');
-  fails(() => infer('Resize', 13, [ti('string', [2])]), 'PLANC_E201', /numeric/);
+  failsWith(() => infer('Resize', 13, [ti('string', [2])]), 'PLANC_E201', /numeric/);
 });
 
 test('Upsample-7/9 and Resize-10: asymmetric nearest repeats, linear interpolates', () => {
@@ -164,7 +153,7 @@ test('GridSample: corners with align_corners, zeros padding, nearest', () => {
   close(run('GridSample', 20, [x, out])[0], [1, 1, 1, 1], [0]);
   close(run('GridSample', 20, [x, out], { padding_mode: strA('border') })[0], [1, 1, 1, 1], [1]);
   close(run('GridSample', 20, [x, f32([1, 1, 1, 2], [0.6, -0.6])], { mode: strA('nearest'), align_corners: int(1) })[0], [1, 1, 1, 1], [2]);
-  fails(() => run('GridSample', 20, [x, grid], { mode: strA('bilinear') }), 'PLANC_E202', /mode 'bilinear' is not valid/);
+  failsWith(() => run('GridSample', 20, [x, grid], { mode: strA('bilinear') }), 'PLANC_E202', /mode 'bilinear' is not valid/);
   assert.is(shapeOf(infer('GridSample', 20, [ti('float32', [2, 3, 8, 8]), ti('float32', [2, 5, 6, 2])])[0]!), '2,3,5,6');
 });
 
@@ -195,7 +184,7 @@ test('Loop: trip count, condition, carried state and scan outputs', () => {
   assert.is(shapeOf(o[0]!), '');
   assert.is(o[1]!.shape!.length, 2);
   assert.is(o[1]!.shape![1], 1);
-  fails(() => infer('Loop', 11, [ti('int64', []), ti('bool', []), ti('float32', [])], attrs, 2,
+  failsWith(() => infer('Loop', 11, [ti('int64', []), ti('bool', []), ti('float32', [])], attrs, 2,
     () => [{ dtype: 'bool', shape: [] }, { dtype: 'int64', shape: [] }, { dtype: 'float32', shape: [1] }]), 'PLANC_E201', /loop-carried value 0/);
 });
 
@@ -237,7 +226,7 @@ test('CenterCropPad crops and pads around the centre', () => {
   close(run('CenterCropPad', 18, [x, i64([1, 4])])[0], [1, 4], [0, 3, 4, 0]);
   close(run('CenterCropPad', 18, [x, i64([2])], { axes: ints([-2]) })[0], [2, 2], [1, 2, 3, 4]);
   assert.is(shapeOf(infer('CenterCropPad', 18, [ti('float32', [3, 2]), ti('int64', [2], i64([5, 1]))])[0]!), '5,1');
-  fails(() => run('CenterCropPad', 18, [x, i64([1])]), 'PLANC_E202', /axes/);
+  failsWith(() => run('CenterCropPad', 18, [x, i64([1])]), 'PLANC_E202', /axes/);
 });
 
 test('BitCast reinterprets bytes between same-width types', () => {
@@ -246,14 +235,14 @@ test('BitCast reinterprets bytes between same-width types', () => {
   close(r, [2], [1065353216, -1073741824]);
   close(run('BitCast', 26, [t('int8', [2], [-1, 5])], { to: int(2) })[0]!, [2], [255, 5]);
   close(run('BitCast', 26, [t('int64', [1], [4607182418800017408])], { to: int(11) })[0]!, [1], [1]);
-  fails(() => run('BitCast', 26, [f32([1], [1])], { to: int(7) }), 'PLANC_E202', /equal widths/);
+  failsWith(() => run('BitCast', 26, [f32([1], [1])], { to: int(7) }), 'PLANC_E202', /equal widths/);
   assert.is(infer('BitCast', 26, [ti('uint16', [3])], { to: int(5) })[0]!.dtype, 'int16');
 });
 
 test('Det, LRN, SwiGLU', () => {
   close(run('Det', 11, [f32([2, 2, 2], [1, 2, 3, 4, 0, 1, 1, 0])])[0], [2], [-2, -1]);
   close(run('Det', 11, [f64([3, 3], [2, 0, 0, 0, 3, 0, 0, 0, 4])])[0], [], [24]);
-  fails(() => run('Det', 11, [f32([2, 3], [1, 2, 3, 4, 5, 6])]), 'PLANC_E202', /M, M/);
+  failsWith(() => run('Det', 11, [f32([2, 3], [1, 2, 3, 4, 5, 6])]), 'PLANC_E202', /M, M/);
   // size 1: y = x / (bias + alpha * x^2)^beta
   close(run('LRN', 13, [f32([1, 1, 1, 1], [2])], { size: int(1), alpha: flt(1), beta: flt(1), bias: flt(1) })[0], [1, 1, 1, 1], [0.4]);
   // size 3 over 2 channels: both channels see 1 + 4
@@ -268,7 +257,7 @@ test('TensorScatter: linear and circular writes, range check', () => {
   close(run('TensorScatter', 24, [past, f32([1, 1, 1], [9]), i64([1])])[0], [1, 3, 1], [1, 9, 3]);
   close(run('TensorScatter', 24, [past, f32([1, 2, 1], [8, 9]), i64([2])], { mode: strA('circular') })[0], [1, 3, 1], [9, 2, 8]);
   close(run('TensorScatter', 24, [past, f32([1, 1, 1], [7])])[0], [1, 3, 1], [7, 2, 3]);
-  fails(() => run('TensorScatter', 24, [past, f32([1, 2, 1], [8, 9]), i64([2])]), 'PLANC_E202', /out of range/);
+  failsWith(() => run('TensorScatter', 24, [past, f32([1, 2, 1], [8, 9]), i64([2])]), 'PLANC_E202', /out of range/);
 });
 
 // ---- signal ----
@@ -284,7 +273,7 @@ test('DFT: forward, inverse, onesided, irfft, opset 20 axis input', () => {
   close(run('DFT', 20, [f32([1, 4, 1], [1, 2, 3, 4]), undefined, s64(-2)])[0], [1, 4, 2], [10, 0, -2, 2, -2, 0, -2, -2]);
   // dft_length pads with zeros
   close(run('DFT', 17, [f32([2, 1], [1, 1]), s64(4)], { axis: int(0) })[0], [4, 2], [2, 0, 1, -1, 0, 0, 1, 1]);
-  fails(() => run('DFT', 20, [x, undefined, s64(1)]), 'PLANC_E202', /out of range/);
+  failsWith(() => run('DFT', 20, [x, undefined, s64(1)]), 'PLANC_E202', /out of range/);
   assert.is(shapeOf(infer('DFT', 17, [ti('float32', [1, 10, 1])], { onesided: int(1) })[0]!), '1,6,2');
 });
 
@@ -322,11 +311,11 @@ test('RoiAlign averages bilinear samples; Col2Im sums blocks', () => {
   // output_half_pixel, one bin of 2x2 samples at 0.25/0.75 → mean of the bilinear values = 2.5
   close(run('RoiAlign', 10, [x, rois, i64([0])], { sampling_ratio: int(2) })[0], [1, 1, 1, 1], [2.5]);
   close(run('RoiAlign', 16, [x, rois, i64([0])], { sampling_ratio: int(1), mode: strA('max') })[0], [1, 1, 1, 1], [1]);
-  fails(() => run('RoiAlign', 16, [x, rois, i64([1])]), 'PLANC_E202', /batch index/);
+  failsWith(() => run('RoiAlign', 16, [x, rois, i64([1])]), 'PLANC_E202', /batch index/);
   // 1x2 blocks over a 1x3 image: positions (0,0..1) and (0,1..2) overlap at the middle
   const cols = f32([1, 2, 2], [1, 10, 2, 20]);
   close(run('Col2Im', 18, [cols, i64([1, 3]), i64([1, 2])])[0], [1, 1, 1, 3], [1, 12, 20]);
-  fails(() => run('Col2Im', 18, [f32([1, 3, 2], [0, 0, 0, 0, 0, 0]), i64([1, 3]), i64([1, 2])]), 'PLANC_E202', /divisible/);
+  failsWith(() => run('Col2Im', 18, [f32([1, 3, 2], [0, 0, 0, 0, 0, 0]), i64([1, 3]), i64([1, 2])]), 'PLANC_E202', /divisible/);
 });
 
 // ---- text ----
@@ -347,11 +336,11 @@ test('StringSplit, StringConcat, RegexFullMatch, StringNormalizer', () => {
   close(counts!, [2], [2, 1]);
   assert.equal(run('StringConcat', 20, [str([2], ['a', 'b']), str([], ['!'])])[0]!.strings, ['a!', 'b!']);
   close(run('RegexFullMatch', 20, [str([3], ['abc', 'abcd', 'xabc'])], { pattern: strA('a.c') })[0]!, [3], [1, 0, 0]);
-  fails(() => run('RegexFullMatch', 20, [str([1], ['a'])], { pattern: strA('(') }), 'PLANC_E202', /not a valid regular expression/);
+  failsWith(() => run('RegexFullMatch', 20, [str([1], ['a'])], { pattern: strA('(') }), 'PLANC_E202', /not a valid regular expression/);
   const n = run('StringNormalizer', 10, [str([3], ['Café', 'the', 'Dog'])], { case_change_action: strA('LOWER'), stopwords: strs(['THE']) })[0]!;
   assert.equal(n.strings, ['cafe', 'dog']);
   assert.equal(run('StringNormalizer', 10, [str([1, 1], ['x'])], { is_case_sensitive: int(1), stopwords: strs(['x']) })[0]!.strings, ['']);
-  fails(() => run('StringConcat', 20, [f32([1], [1]), str([1], ['a'])]), 'PLANC_E202', /string tensor/);
+  failsWith(() => run('StringConcat', 20, [f32([1], [1]), str([1], ['a'])]), 'PLANC_E202', /string tensor/);
 });
 
 test('TfIdfVectorizer counts uni- and bigrams with skips', () => {
@@ -383,7 +372,7 @@ test('RNN: one step, reverse direction, Affine activation, sequence_lens', () =>
   const masked = run('RNN', 14, [x2, w, w, undefined, t('int32', [1], [1])], {}, 2);
   close(masked[0]!, [2, 1, 1, 1], [Math.tanh(1), 0]);
   close(masked[1]!, [1, 1, 1], [Math.tanh(1)]);
-  fails(() => run('RNN', 14, [x2, w, w], { direction: strA('sideways') }), 'PLANC_E202', /direction/);
+  failsWith(() => run('RNN', 14, [x2, w, w], { direction: strA('sideways') }), 'PLANC_E202', /direction/);
 });
 
 test('GRU and LSTM single steps, peepholes, input_forget', () => {
@@ -414,7 +403,7 @@ test('RNN/GRU/LSTM infer: directions and layout', () => {
   assert.equal(o.map(shapeOf), ['5,2,3,6', '2,3,6', '2,3,6']);
   const b = infer('GRU', 14, [ti('float32', [3, 5, 4]), ti('float32', [1, 18, 4]), ti('float32', [1, 18, 6])], { layout: int(1) }, 2);
   assert.equal(b.map(shapeOf), ['3,5,1,6', '3,1,6']);
-  fails(() => infer('RNN', 14, [ti('int32', [1, 1, 1]), ti('int32', [1, 1, 1]), ti('int32', [1, 1, 1])]), 'PLANC_E201', /float/);
+  failsWith(() => infer('RNN', 14, [ti('int32', [1, 1, 1]), ti('int32', [1, 1, 1]), ti('int32', [1, 1, 1])]), 'PLANC_E201', /float/);
 });
 
 // ---- ai.onnx.ml and training ----

@@ -8,6 +8,7 @@ import { MOVEMENT_OPS } from '../../compiler/ops/movement.ts';
 import type { EvalContext, InferContext, InferInput, InferOutput, OpHandler } from '../../compiler/ops/types.ts';
 import { dimMul, dimNeg, dimStr, sym, type Dim } from '../../compiler/symbolic.ts';
 import { Tensor } from '../../compiler/tensor.ts';
+import { failsWith } from '../helpers/expect-error.ts';
 
 const INT64_MAX = 9223372036854775807;
 
@@ -44,16 +45,6 @@ const ci = (v: number[], shape = [v.length]): InferInput => ({ dtype: 'int64', s
 const iota = (n: number) => Array.from({ length: n }, (_, i) => i);
 const vals = (t: Tensor) => Array.from(t.nums);
 
-function failsWith(fn: () => unknown, code: string, text: string): void {
-  try {
-    fn();
-  } catch (e) {
-    const m = (e as Error).message;
-    assert.ok(m.includes(code) && m.includes(text), `unexpected error: ${m}`);
-    return;
-  }
-  assert.unreachable(`expected failure with ${text}`);
-}
 
 const batch = sym('batch');
 const srcLen = sym('src_len');
