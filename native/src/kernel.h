@@ -2,6 +2,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 namespace planc {
@@ -69,5 +70,7 @@ std::string dims_str(const TensorView& t);
 // A usable view: known dtype, rank ≤ 8, numel = product of dims, data present unless empty.
 bool view_ok(const TensorView& t);
 bool same_dims(const TensorView& a, const TensorView& b);
+// fn over [0, n) on the kernel's pool (chunks of at least min_chunk), or inline when it has none.
+void run_parallel(const KernelArgs& args, int64_t n, int64_t min_chunk, const std::function<void(int64_t, int64_t)>& fn);
 
 }  // namespace planc

@@ -1,8 +1,9 @@
-// Shared kernel helpers: dtype sizes and names, dims text, view checks and thread-local error messages.
+// Shared kernel helpers: dtype sizes and names, dims text, view checks, run_parallel and thread-local error messages.
 #include <cstdarg>
 #include <cstdio>
 
 #include "kernel.h"
+#include "threadpool.h"
 
 namespace planc {
 
@@ -52,6 +53,11 @@ bool same_dims(const TensorView& a, const TensorView& b) {
     if (a.dims[i] != b.dims[i]) return false;
   }
   return true;
+}
+
+void run_parallel(const KernelArgs& args, int64_t n, int64_t min_chunk, const std::function<void(int64_t, int64_t)>& fn) {
+  if (args.pool != nullptr) args.pool->parallel_for(n, min_chunk, fn);
+  else if (n > 0) fn(0, n);
 }
 
 const char* kernel_error(const char* fmt, ...) {

@@ -121,12 +121,6 @@ void bcast_range(const Bcast& b, int64_t begin, int64_t end, F&& f) {
   }
 }
 
-void run_parallel(const KernelArgs& args, int64_t n, int64_t min_chunk,
-                  const std::function<void(int64_t, int64_t)>& fn) {
-  if (args.pool != nullptr) args.pool->parallel_for(n, min_chunk, fn);
-  else if (n > 0) fn(0, n);
-}
-
 // ---- binary operations (one functor each; T is the element type) ----
 
 template <class T> using Unsigned = typename std::make_unsigned<T>::type;

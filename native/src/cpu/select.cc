@@ -30,12 +30,6 @@ const char* check_counts(const char* name, const KernelArgs& a, int n_required, 
   return nullptr;
 }
 
-void run_parallel(const KernelArgs& args, int64_t n, int64_t min_chunk,
-                  const std::function<void(int64_t, int64_t)>& fn) {
-  if (args.pool != nullptr) args.pool->parallel_for(n, min_chunk, fn);
-  else if (n > 0) fn(0, n);
-}
-
 constexpr int64_t kWork = 1 << 15;  // elements of work per parallel chunk
 
 // A one-element integer or float tensor's value, truncated to int64; false if it is not one.

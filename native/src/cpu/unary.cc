@@ -33,12 +33,6 @@ const char* check_unary(const char* name, const KernelArgs& a, int n_iargs, int 
   return nullptr;
 }
 
-void run_parallel(const KernelArgs& args, int64_t n, int64_t min_chunk,
-                  const std::function<void(int64_t, int64_t)>& fn) {
-  if (args.pool != nullptr) args.pool->parallel_for(n, min_chunk, fn);
-  else if (n > 0) fn(0, n);
-}
-
 // y[i] = op(x[i]) over the whole tensor, in parallel chunks.
 template <class T, class Op>
 void map(const KernelArgs& args, const Op& op, int64_t chunk) {
