@@ -1,7 +1,7 @@
 // Recognizes decomposed layer norms (ReduceMean, Sub, Pow/Mul, ReduceMean, Add eps, Sqrt, Div, Mul γ, Add β) and
 // RMS norms (Pow, ReduceMean, Add eps, Sqrt, Div or Reciprocal·Mul, Mul γ) into planc.LayerNorm / planc.RMSNorm.
 import type { Graph, Model, Node } from '../compiler/ir.ts';
-import { consumers, copyModel, pruneUnused, type Pass, type PassContext } from './pass.ts';
+import { consumers, fusionPass, Rewrites, type Pass, type PassContext } from './pass.ts';
 
 const NAME = 'fuse-layernorm';
 
@@ -118,35 +118,19 @@ function matchRmsNorm(v: View, i: number, explain: (w: string) => void): NormMat
 
 function fuseGraph(g: Graph, model: Model, ctx: PassContext): number {
   const v = new View(g, model);
-  const replaced = new Map<number, Node>();
-  const removed = new Set<number>();
+  const rewrites = new Rewrites();
   g.nodes.forEach((n, i) => {
-    if (n.domain !== '' || removed.has(i)) return;
+    if (n.domain !== '' || rewrites.taken(i)) return;
     const explain = (why: string) => ctx.explain?.(NAME, n.name, why);
     const m = lastAxisMean(v, n, model) ? matchLayerNorm(v, i, explain) : n.op === 'Pow' || n.op === 'Mul' ? matchRmsNorm(v, i, explain) : undefined;
-    if (!m || m.nodes.some((k) => removed.has(k) || replaced.has(k))) return;
-    const last = Math.max(...m.nodes);
+    if (!m) return;
     const origin = m.nodes.flatMap((k) => g.nodes[k]!.origin);
     const attrs: Node['attrs'] = { axis: { kind: 'int', value: -1 }, epsilon: { kind: 'float', value: m.eps } };
-    replaced.set(last, m.rms
+    rewrites.replace(m.nodes, m.rms
       ? { name: `${n.name}:rmsnorm`, op: 'RMSNorm', domain: 'planc', inputs: [m.x, m.gamma], outputs: [m.out], attrs, origin }
       : { name: `${n.name}:layernorm`, op: 'LayerNorm', domain: 'planc', inputs: [m.x, m.gamma, m.beta], outputs: [m.out], attrs, origin });
-    for (const k of m.nodes) if (k !== last) removed.add(k);
   });
-  if (replaced.size === 0) return 0;
-  g.nodes = g.nodes.flatMap((n, i) => (removed.has(i) ? [] : [replaced.get(i) ?? n]));
-  pruneUnused(g);
-  return replaced.size;
+  return rewrites.apply(g);
 }
 
-export const FUSE_LAYERNORM: Pass = {
-  name: NAME,
-  summary: 'decomposed layer / RMS norms  ⇒  LayerNormalization / RMSNormalization',
-  run(model, ctx) {
-    const out = copyModel(model);
-    let fused = 0;
-    for (const g of out.graphs.values()) fused += fuseGraph(g, out, ctx);
-    if (fused > 0) out.opsets.planc = 1;
-    return out;
-  },
-};
+export const FUSE_LAYERNORM: Pass = fusionPass(NAME, 'decomposed layer / RMS norms  ⇒  planc.LayerNorm / planc.RMSNorm', fuseGraph);

@@ -1,7 +1,7 @@
 // Fuses MatMul by a constant 2-D weight + bias Add + activation (Relu, Gelu) + residual Add into planc.FusedMatMul.
-import type { Graph, Node } from '../compiler/ir.ts';
+import type { Graph, Model, Node } from '../compiler/ir.ts';
 import { dimEq, type Dim } from '../compiler/symbolic.ts';
-import { consumers, copyModel, pruneUnused, type Pass, type PassContext } from './pass.ts';
+import { consumers, fusionPass, Rewrites, type Pass, type PassContext } from './pass.ts';
 
 const NAME = 'fuse-matmul-epilogue';
 
@@ -64,36 +64,19 @@ function matchAt(g: Graph, i: number, uses: Map<string, number[]>, explain: (why
   return m;
 }
 
-function fuseGraph(g: Graph, ctx: PassContext): number {
+function fuseGraph(g: Graph, _model: Model, ctx: PassContext): number {
   const uses = consumers(g);
-  const replaced = new Map<number, Node>();
-  const removed = new Set<number>();
+  const rewrites = new Rewrites();
   g.nodes.forEach((n, i) => {
-    if (n.op !== 'MatMul' || n.domain !== '' || removed.has(i)) return;
+    if (n.op !== 'MatMul' || n.domain !== '' || rewrites.taken(i)) return;
     const m = matchAt(g, i, uses, (why) => ctx.explain?.(NAME, n.name, why));
-    if (!m || m.nodes.some((k) => removed.has(k) || replaced.has(k))) return;
-    const last = Math.max(...m.nodes);
-    const parts = m.nodes.map((k) => g.nodes[k]!);
-    replaced.set(last, {
+    if (!m) return;
+    rewrites.replace(m.nodes, {
       name: `${n.name}:fused`, op: 'FusedMatMul', domain: 'planc', inputs: [m.a, m.w, m.bias, m.residual], outputs: [m.out],
-      attrs: { activation: { kind: 'string', value: m.activation } }, origin: parts.flatMap((p) => p.origin),
+      attrs: { activation: { kind: 'string', value: m.activation } }, origin: m.nodes.flatMap((k) => g.nodes[k]!.origin),
     });
-    for (const k of m.nodes) if (k !== last) removed.add(k);
   });
-  if (replaced.size === 0) return 0;
-  g.nodes = g.nodes.flatMap((n, i) => (removed.has(i) ? [] : [replaced.get(i) ?? n]));
-  pruneUnused(g);
-  return replaced.size;
+  return rewrites.apply(g);
 }
 
-export const FUSE_MATMUL_EPILOGUE: Pass = {
-  name: NAME,
-  summary: 'MatMul(x, W) + bias → activation → + residual  ⇒  planc.FusedMatMul',
-  run(model, ctx) {
-    const out = copyModel(model);
-    let fused = 0;
-    for (const g of out.graphs.values()) fused += fuseGraph(g, ctx);
-    if (fused > 0) out.opsets.planc = 1;
-    return out;
-  },
-};
+export const FUSE_MATMUL_EPILOGUE: Pass = fusionPass(NAME, 'MatMul(x, W) + bias → activation → + residual  ⇒  planc.FusedMatMul', fuseGraph);

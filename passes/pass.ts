@@ -1,5 +1,5 @@
 // What every pass is: a named pure function (model, ctx) → model, and the context the driver gives it.
-import type { Graph, Model } from '../compiler/ir.ts';
+import type { Graph, Model, Node } from '../compiler/ir.ts';
 
 export interface PassContext {
   /** Called when a rule half-matches and declines, with the reason (`planc optimize --explain` prints these). */
@@ -38,4 +38,48 @@ export function pruneUnused(g: Graph): void {
   const used = new Set([...g.inputs, ...g.outputs, ...g.nodes.flatMap((n) => [...n.inputs, ...n.outputs])]);
   for (const name of [...g.initializers.keys()]) if (!used.has(name)) g.initializers.delete(name);
   for (const name of [...g.values.keys()]) if (!used.has(name)) g.values.delete(name);
+}
+
+/**
+ * Collects "these nodes become this one" rewrites of a graph, then applies them: the new node takes the place of the
+ * last node it replaces (all its inputs exist by then), the others go, and unused values are pruned.
+ */
+export class Rewrites {
+  private readonly replaced = new Map<number, Node>();
+  private readonly removed = new Set<number>();
+
+  /** Whether node i is already part of a rewrite. */
+  taken(i: number): boolean { return this.replaced.has(i) || this.removed.has(i); }
+
+  /** Replaces the nodes at `indices` by `node`; declines (false) when one of them is already taken. */
+  replace(indices: number[], node: Node): boolean {
+    if (indices.some((k) => this.taken(k))) return false;
+    const last = Math.max(...indices);
+    this.replaced.set(last, node);
+    for (const k of indices) if (k !== last) this.removed.add(k);
+    return true;
+  }
+
+  /** Applies the rewrites to g; returns how many nodes were made. */
+  apply(g: Graph): number {
+    if (this.replaced.size === 0) return 0;
+    g.nodes = g.nodes.flatMap((n, i) => (this.removed.has(i) ? [] : [this.replaced.get(i) ?? n]));
+    pruneUnused(g);
+    return this.replaced.size;
+  }
+}
+
+/** A fusion pass from a per-graph rewrite: copies the model, rewrites every graph, declares the planc domain if used. */
+export function fusionPass(name: string, summary: string, fuseGraph: (g: Graph, model: Model, ctx: PassContext) => number): Pass {
+  return {
+    name,
+    summary,
+    run(model, ctx) {
+      const out = copyModel(model);
+      let fused = 0;
+      for (const g of out.graphs.values()) fused += fuseGraph(g, out, ctx);
+      if (fused > 0) out.opsets.planc = 1;
+      return out;
+    },
+  };
 }
