@@ -1,8 +1,9 @@
 // `npm run bench -- NAME`: runs one benchmark (cpu, translate) and records it under bench/results/.
 import { benchCpu } from './cpu.ts';
+import { benchCuda } from './cuda.ts';
 import { benchTranslate } from './translate.ts';
 
-const BENCHES: Record<string, () => Promise<void>> = { cpu: benchCpu, translate: benchTranslate };
+const BENCHES: Record<string, () => Promise<void>> = { cpu: benchCpu, cuda: benchCuda, translate: benchTranslate };
 
 const name = process.argv[2];
 const run = name ? BENCHES[name] : undefined;

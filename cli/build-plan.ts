@@ -9,6 +9,8 @@ import { align } from '../compiler/plan/format.ts';
 import { PlancError } from '../compiler/diagnostics.ts';
 import { PLAN_FORMAT_VERSION, type PlanDecoding, type PlanHeader, type PlanProgram, type PlanWeight } from '../compiler/plan/types.ts';
 import { isSym } from '../compiler/symbolic.ts';
+import { buildCuda } from '../codegen/cuda/build.ts';
+import { DEFAULT_ARCHS } from '../codegen/cuda/nvcc.ts';
 import { lowerGraph, PlanWeights } from '../codegen/lower.ts';
 import { symbolBounds, type ProfileOptions } from '../codegen/profile.ts';
 import { planMemory, type MemoryReport } from '../passes/memory-plan.ts';
@@ -16,7 +18,9 @@ import { planMemory, type MemoryReport } from '../passes/memory-plan.ts';
 export const PLANC_VERSION = '0.1.0';
 
 export interface BuildOptions extends ProfileOptions {
-  target: 'cpu';
+  target: 'cpu' | 'cuda';
+  /** cuda: the sm archs to compile for (default sm_80, sm_90). */
+  archs?: string[];
   /** Called at each step with a short message (the CLI shows progress). */
   onProgress?: (step: string) => void;
   /** Creation options recorded in the plan. */
@@ -64,6 +68,9 @@ export function buildPlan(model: Model, opts: BuildOptions): BuiltPlan {
     programs.push(p);
     reports.push({ graph: name, kernels: p.kernels.length, tensors: p.tensors.length, ...mem });
   }
+  const cuda = opts.target === 'cuda'
+    ? buildCuda(programs, opts.archs ?? DEFAULT_ARCHS, { banner: `planc ${PLANC_VERSION} CUDA kernels`, onProgress: opts.onProgress })
+    : undefined;
   opts.onProgress?.('packing weights');
   let size = 0;
   const planWeights: PlanWeight[] = weights.list.map(({ id, tensor }) => {
@@ -77,8 +84,8 @@ export function buildPlan(model: Model, opts: BuildOptions): BuiltPlan {
   const header: PlanHeader = {
     plancVersion: PLANC_VERSION,
     formatVersion: PLAN_FORMAT_VERSION,
-    target: { kind: opts.target, archs: [] },
-    toolchain: { node: process.version, nvcc: '', driver: '' },
+    target: { kind: opts.target, archs: cuda?.archs ?? [] },
+    toolchain: { node: process.version, nvcc: cuda?.cuda.nvccVersion ?? '', driver: '' },
     sourceHash: sourceHash(model),
     profile: { maxBatch: opts.maxBatch, maxSrcLen: opts.maxSrcLen, maxTgtLen: opts.maxTgtLen, symbolMax },
     weights: planWeights,
@@ -94,6 +101,7 @@ export function buildPlan(model: Model, opts: BuildOptions): BuiltPlan {
     created: new Date().toISOString(),
     tokenizer: opts.tokenizer?.bytes ?? new Uint8Array(0),
     tokenizerKind: opts.tokenizer?.kind ?? '',
+    ...(cuda ? { cuda: cuda.cuda } : {}),
   };
   return { header, blob, reports };
 }

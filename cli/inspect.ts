@@ -100,6 +100,10 @@ export interface PlanReport {
   tokenizer: { kind: string; bytes: number };
   sourceHash: string;
   created: string;
+  /** cuda plans: the nvcc that compiled the kernels, and ptxas -v of every entry point per arch (empty for cpu). */
+  nvcc: string;
+  kernels: { name: string; arch: string; registers: number; spillBytes: number; sharedBytes: number; stackBytes: number }[];
+  fatbinBytes: number;
 }
 
 export function planReport(file: string, h: PlanHeader): PlanReport {
@@ -117,6 +121,9 @@ export function planReport(file: string, h: PlanHeader): PlanReport {
       };
     }),
     decoding: h.decoding, tokenizer: { kind: h.tokenizerKind, bytes: h.tokenizer.length }, sourceHash: h.sourceHash, created: h.created,
+    nvcc: h.cuda?.nvccVersion ?? '',
+    kernels: (h.cuda?.kernels ?? []).map((k) => ({ name: k.name, arch: k.arch, registers: k.registers, spillBytes: k.spillBytes, sharedBytes: k.sharedBytes, stackBytes: k.stackBytes })),
+    fatbinBytes: h.cuda?.fatbin.length ?? 0,
   };
 }
 
@@ -131,6 +138,10 @@ export function formatPlanReport(r: PlanReport): string {
     lines.push(`  ${g.name}: ${g.kernelCount} kernels, arena ${mb(g.arenaBytes)} (lower bound ${mb(g.arenaLowerBoundBytes)}, all tensors ${mb(g.tensorBytesSum)})`);
     lines.push(`    ${Object.entries(g.kernels).map(([k, v]) => `${k} ${v}`).join(', ')}`);
     if (Object.keys(g.fusedOps).length) lines.push(`    fused: ${Object.entries(g.fusedOps).map(([k, v]) => `${k} ${v}`).join(', ')}`);
+  }
+  if (r.kernels.length) {
+    lines.push(`CUDA: ${new Set(r.kernels.map((k) => k.name)).size} kernels, fatbin ${mb(r.fatbinBytes)}, nvcc ${r.nvcc}; ptxas per arch (registers, spill bytes, shared bytes):`);
+    for (const k of r.kernels) lines.push(`  ${k.arch} ${k.name.padEnd(28)} ${String(k.registers).padStart(4)} regs ${String(k.spillBytes).padStart(5)} spill ${String(k.sharedBytes).padStart(6)} smem`);
   }
   return lines.join('\n');
 }

@@ -4,6 +4,7 @@ import { PlancError } from '../compiler/diagnostics.ts';
 import { importModel } from '../compiler/onnx/import-model.ts';
 import { writePlanFile } from '../compiler/plan/format.ts';
 import { verifyModel } from '../compiler/verify.ts';
+import { findNvcc, parseArchs } from '../codegen/cuda/nvcc.ts';
 import { DEFAULT_PROFILE } from '../codegen/profile.ts';
 import { parseArgs, type CommandSpec } from './args.ts';
 import { buildPlan, type SpecialIds } from './build-plan.ts';
@@ -13,8 +14,8 @@ import { findTokenizer, type TokenizerFile } from './tokenizer-file.ts';
 
 export const OPTIMIZE: CommandSpec = {
   name: 'optimize',
-  usage: 'planc optimize MODEL -o PLAN [--target cpu] [--max-batch N] [--max-src-len N] [--max-tgt-len N] [--max-dim NAME=N,...] [--tokenizer FILE | --no-tokenizer] [--decoder-start-id N] [--eos-id N] [--pad-id N] [--unk-id N] [--no-fuse] [--dump-after PASS|all] [--explain] [--quiet]',
-  flags: { o: 'string', output: 'string', target: 'string', 'max-batch': 'number', 'max-src-len': 'number', 'max-tgt-len': 'number', 'max-dim': 'string', quiet: 'boolean', 'no-fuse': 'boolean', 'dump-after': 'string', explain: 'boolean',
+  usage: 'planc optimize MODEL -o PLAN [--target cpu|cuda] [--arch sm_80,sm_90] [--max-batch N] [--max-src-len N] [--max-tgt-len N] [--max-dim NAME=N,...] [--tokenizer FILE | --no-tokenizer] [--decoder-start-id N] [--eos-id N] [--pad-id N] [--unk-id N] [--no-fuse] [--topk N] [--dump-after PASS|all] [--explain] [--quiet]',
+  flags: { o: 'string', output: 'string', target: 'string', arch: 'string', 'max-batch': 'number', 'max-src-len': 'number', 'max-tgt-len': 'number', 'max-dim': 'string', quiet: 'boolean', 'no-fuse': 'boolean', topk: 'number', 'dump-after': 'string', explain: 'boolean',
     tokenizer: 'string', 'no-tokenizer': 'boolean', 'decoder-start-id': 'number', 'eos-id': 'number', 'pad-id': 'number', 'unk-id': 'number' },
 };
 
@@ -63,7 +64,10 @@ export function runOptimize(argv: string[]): number {
   const out = (flags.o ?? flags.output) as string | undefined;
   if (!out) throw new PlancError('PLANC_E301', `optimize needs -o PLAN\nusage: ${OPTIMIZE.usage}`);
   const target = (flags.target as string | undefined) ?? 'cpu';
-  if (target !== 'cpu') throw new PlancError('PLANC_E301', `--target ${target} is not available yet (this planc builds cpu plans)`);
+  if (target !== 'cpu' && target !== 'cuda') throw new PlancError('PLANC_E301', `--target ${target}: planc builds cpu and cuda plans`);
+  if (flags.arch !== undefined && target !== 'cuda') throw new PlancError('PLANC_E301', '--arch applies to --target cuda only');
+  const archs = target === 'cuda' ? parseArchs(flags.arch as string | undefined) : [];
+  if (target === 'cuda') findNvcc(); // fail before the slow steps when nvcc is missing
   const profile = {
     maxBatch: positiveInt('max-batch', flags['max-batch'], DEFAULT_PROFILE.maxBatch),
     maxSrcLen: positiveInt('max-src-len', flags['max-src-len'], DEFAULT_PROFILE.maxSrcLen),
@@ -84,13 +88,14 @@ export function runOptimize(argv: string[]): number {
   const explain = flags.explain === true;
   const optimized = runPipeline(m, {
     disable: flags['no-fuse'] === true ? ['fuse'] : [],
+    topk: flags.topk === undefined ? undefined : positiveInt('topk', flags.topk, 1),
     dumpAfter: flags['dump-after'] as string | undefined,
     onPass: (name) => progress.start(`pass ${name}`),
     onDump: (name, text) => process.stderr.write(`\n=== IR after ${name} ===\n${text}\n`),
     explain: explain ? (pass, node, why) => process.stderr.write(`  [${pass}] ${node}: declined, ${why}\n`) : undefined,
   });
   const built = buildPlan(optimized, {
-    target: 'cpu', ...profile, onProgress: (s) => progress.start(s), specialIds: ids,
+    target, archs, ...profile, onProgress: (s) => progress.start(s), specialIds: ids,
     tokenizer: tokenizer && { bytes: tokenizer.bytes, kind: tokenizer.kind },
     options: { model: path.resolve(model), profile: JSON.stringify(profile) },
   });
@@ -100,7 +105,7 @@ export function runOptimize(argv: string[]): number {
   if (flags.quiet !== true) {
     const h = built.header;
     const lines = [
-      `plan ${out}: ${mb(bytes)}, target ${h.target.kind}, profile batch ≤ ${profile.maxBatch}, source ≤ ${profile.maxSrcLen}, target ≤ ${profile.maxTgtLen}`,
+      `plan ${out}: ${mb(bytes)}, target ${h.target.kind}${h.cuda ? ` ${h.target.archs.join(',')} (${h.cuda.programs.reduce((n, p) => n + p.calls.length, 0)} CUDA launches, ${new Set(h.cuda.kernels.map((k) => k.name)).size} kernels, nvcc ${h.cuda.nvccVersion}, fatbin ${mb(h.cuda.fatbin.length)})` : ''}, profile batch ≤ ${profile.maxBatch}, source ≤ ${profile.maxSrcLen}, target ≤ ${profile.maxTgtLen}`,
       `weights: ${h.weights.length} distinct tensors, ${mb(h.blobBytes)}`,
       `arena: ${mb(h.arena.bytes)} shared by ${h.programs.length} graph(s)`,
       ...(firstStepOnly ? ['decoder: sized for the first decoding step (decoder_sequence_length ≤ 1; --max-dim decoder_sequence_length=N for longer prefixes)'] : []),

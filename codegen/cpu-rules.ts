@@ -29,6 +29,8 @@ export type Lowering =
     maxOutputs?: number;
     /** The first n outputs must be present. */
     requireOutputs?: number;
+    /** Output 0 is this kernel input's buffer, written in place (a STATE input, i.e. a KV cache). */
+    inPlace?: number;
   };
 
 export type Rule = (ctx: RuleCtx) => Lowering;
@@ -313,6 +315,25 @@ export const CPU_RULES: Record<string, Rule> = {
     const code = act[ctx.string('activation', 'none')];
     if (code === undefined) ctx.fail(`unknown activation ${ctx.string('activation', '')}`);
     return { kernel: 'fused_matmul', inputs: [0, 1, ctx.node.inputs[2] ? 2 : -1, ctx.node.inputs[3] ? 3 : -1], iargs: [code!] };
+  },
+  'planc.Attention': (ctx) => {
+    requireTypes(ctx, FLOAT_KERNEL_TYPES, 0, 1, 2);
+    const kvLen = ctx.node.inputs[4] ? ctx.known(4)[0]! : ctx.shape(1)[2]!;
+    const hasMask = !!ctx.node.inputs[3];
+    const m = hasMask ? ctx.shape(3) : [];
+    const inViews = hasMask && m.length < 4 ? { 3: [...new Array<Dim>(4 - m.length).fill(1), ...m] } : undefined;
+    return {
+      kernel: 'attention', inputs: [0, 1, 2, hasMask ? 3 : -1], inViews, fargs: [ctx.float('scale', 1)],
+      iargs: [ctx.int('num_heads'), ctx.int('q_layout', 0), kvLen, ctx.int('mask_kind', 0), ctx.int('is_causal', 0)],
+    };
+  },
+  'planc.CacheWrite': (ctx) => {
+    requireTypes(ctx, FLOAT_KERNEL_TYPES, 0, 1);
+    return { kernel: 'cache_write', inputs: [0, 1], inPlace: 0, iargs: [ctx.known(2)[0]!, ctx.int('new_layout', 0), ctx.int('num_heads', 0)] };
+  },
+  'planc.ProjectTopK': (ctx) => {
+    requireTypes(ctx, FLOAT_KERNEL_TYPES, 0, 1, 2);
+    return { kernel: 'project_topk', inputs: [0, 1, ctx.node.inputs[2] ? 2 : -1], iargs: [ctx.int('k'), ctx.int('transposed', 0)], requireOutputs: 2 };
   },
   Pad: pad, Range: range, ConstantOfShape: constantOfShape, Trilu: trilu, CumSum: cumsum, TopK: topk, OneHot: oneHot,
 };

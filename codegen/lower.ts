@@ -55,6 +55,22 @@ export function lowerGraph(model: Model, graph: Graph, weights: PlanWeights, opt
   return new Lowerer(model, graph, facts, weights, opts).run();
 }
 
+/**
+ * Graph inputs a kernel writes in place (the caches of planc.CacheWrite): they become STATE tensors. Such an input
+ * must have no other reader, since the write changes it under them.
+ */
+function statefulInputs(g: Graph): Set<string> {
+  const state = new Set(g.nodes.filter((n) => n.domain === 'planc' && n.op === 'CacheWrite' && g.inputs.includes(n.inputs[0]!)).map((n) => n.inputs[0]!));
+  for (const n of g.nodes) {
+    n.inputs.forEach((x, k) => {
+      if (state.has(x) && !(n.op === 'CacheWrite' && k === 0) && n.op !== 'Shape') {
+        throw new PlancError('PLANC_E404', `cache input '${x}' is written in place by planc.CacheWrite, so it may have no other reader (but Shape)`, { graph: g.name, node: n.name, op: n.op, stage: 'lowering' });
+      }
+    });
+  }
+  return state;
+}
+
 /** How many of each planc op a graph holds (what the fusion passes made). */
 function fusedOpCounts(g: Graph): Record<string, number> {
   const counts: Record<string, number> = {};
@@ -77,7 +93,16 @@ class Lowerer {
         if (!isSym(d) || d.terms.size !== 1) return;
         const [key, coeff] = [...d.terms][0]!;
         if (coeff !== 1 || key === '' || key.includes('*') || this.symbols.some((s) => s.name === key)) return;
-        this.symbols.push({ name: key, input: i, axis });
+        this.symbols.push({ name: key, input: i, axis, fromValue: false });
+      });
+    });
+    // symbols only a length input's value gives (the past length of an in-place cache)
+    graph.inputs.forEach((name, i) => {
+      facts.get(name)?.sym?.forEach((d, axis) => {
+        if (!isSym(d) || d.terms.size !== 1) return;
+        const [key, coeff] = [...d.terms][0]!;
+        if (coeff !== 1 || key === '' || key.includes('*') || this.symbols.some((s) => s.name === key)) return;
+        this.symbols.push({ name: key, input: i, axis, fromValue: true });
       });
     });
     this.exprs = new ExprTable(this.symbols);
@@ -86,7 +111,8 @@ class Lowerer {
 
   run(): PlanProgram {
     const g = this.graph;
-    g.inputs.forEach((name, i) => this.byValue.set(name, this.newTensor(name, TENSOR_KIND.INPUT, this.fact(name), { ref: i })));
+    const state = statefulInputs(g);
+    g.inputs.forEach((name, i) => this.byValue.set(name, this.newTensor(name, state.has(name) ? TENSOR_KIND.STATE : TENSOR_KIND.INPUT, this.fact(name), { ref: i })));
     for (const node of g.nodes) this.lowerNode(node);
     const outputs = g.outputs.map((name) => {
       let t = this.tensorOf(name, `graph output '${name}'`);
@@ -201,6 +227,16 @@ class Lowerer {
       return view ? this.newTensor(`${node.inputs[i]}:view`, TENSOR_KIND.ALIAS, this.fact(node.inputs[i]!), { ref: t }, view) : t;
     });
     const kernelOuts: number[] = [];
+    if (low.inPlace !== undefined) {
+      // output 0 is input `inPlace`'s buffer, written by the kernel (a STATE input: the caller's cache)
+      const src = ins[low.inPlace]!;
+      if (src < 0 || this.rootKind(src) !== TENSOR_KIND.STATE) throw new PlancError('PLANC_E404', 'an in-place write needs a cache graph input', where);
+      const o = node.outputs[0]!;
+      const t = this.newTensor(o, TENSOR_KIND.ALIAS, this.fact(o), { ref: src });
+      this.byValue.set(o, t);
+      this.kernels.push({ name: low.kernel, inputs: ins, outputs: [t], iargs: (low.iargs ?? []).map((d) => this.exprs.intern(d, where)), fargs: low.fargs ?? [], node: node.name, origin: node.origin });
+      return;
+    }
     node.outputs.forEach((o, k) => {
       if (!o) {
         if (low.requireOutputs && k < low.requireOutputs) throw new PlancError('PLANC_E404', `output ${k} must be present`, where);

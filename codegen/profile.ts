@@ -11,12 +11,12 @@ export interface ProfileOptions {
 
 export const DEFAULT_PROFILE: ProfileOptions = { maxBatch: 16, maxSrcLen: 128, maxTgtLen: 128 };
 
-/** The bound of a symbol from its name: batch → max batch; encoder/source → max source; decoder/past/target → max target. */
+/** The bound of a symbol from its name: batch → max batch; encoder/source → max source; decoder/past/target/cache → max target. */
 export function symbolBound(name: string, p: ProfileOptions): number | undefined {
   if (p.maxDims?.[name] !== undefined) return p.maxDims[name];
   if (/batch/i.test(name)) return p.maxBatch;
   if (/encoder|src|source/i.test(name)) return p.maxSrcLen;
-  if (/decoder|tgt|target|past/i.test(name)) return p.maxTgtLen;
+  if (/decoder|tgt|target|past|cache/i.test(name)) return p.maxTgtLen;
   if (/seq|len/i.test(name)) return Math.max(p.maxSrcLen, p.maxTgtLen);
   return undefined;
 }

@@ -35,6 +35,11 @@ export const CODES = {
   PLANC_E405: 'bad feed for a plan',
   PLANC_E406: 'native runtime error',
   PLANC_E407: 'plan has no tokenizer',
+  // vocabulary projection rewrite
+  PLANC_E501: 'bad vocab-rewrite input (shortlist, calibration or evaluation data)',
+  // CUDA code generation
+  PLANC_E601: 'CUDA toolchain (nvcc) missing or failing',
+  PLANC_E602: 'kernel has no CUDA template',
 } as const;
 
 export type Code = keyof typeof CODES;

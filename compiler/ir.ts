@@ -7,6 +7,11 @@ import type { Tensor } from './tensor.ts';
 export interface ValueType {
   dtype: DType;
   shape?: Dim[];
+  /**
+   * For a graph input holding lengths (an int64 scalar or vector): its elements as symbolic dims. planc's in-place
+   * KV cache adds such an input (the past length); the runtime binds the symbols from the feed's values.
+   */
+  sym?: Dim[];
 }
 
 export interface Value {

@@ -1,6 +1,6 @@
 // The IR as stable, diff-friendly text: what golden tests compare and what `--dump-after` prints.
 import type { Attr, Graph, Model, Node, ValueType } from './ir.ts';
-import { shapeStr } from './symbolic.ts';
+import { dimStr, shapeStr } from './symbolic.ts';
 import type { Tensor } from './tensor.ts';
 
 export function typeStr(t: ValueType | undefined): string {
@@ -41,7 +41,8 @@ function nodeStr(n: Node, g: Graph, indent: string): string {
 /** One graph as text. Initializers are listed with their weight ids (content hashes), so shared weights show. */
 export function printGraph(g: Graph, indent = ''): string {
   const lines: string[] = [];
-  const io = (names: string[]) => names.map((n) => `%${n}: ${typeStr(g.values.get(n)?.type)}`).join(', ');
+  const symOf = (n: string) => { const s = g.values.get(n)?.type?.sym; return s ? ` = (${s.map(dimStr).join(', ')})` : ''; };
+  const io = (names: string[]) => names.map((n) => `%${n}: ${typeStr(g.values.get(n)?.type)}${symOf(n)}`).join(', ');
   lines.push(`${indent}graph ${g.name}(${io(g.inputs)}) -> (${io(g.outputs)})`);
   for (const [name, id] of [...g.initializers].sort((a, b) => (a[0] < b[0] ? -1 : 1))) {
     lines.push(`${indent}  init %${name}: ${typeStr(g.values.get(name)?.type)} = weight ${id}`);

@@ -116,12 +116,32 @@ function matchRmsNorm(v: View, i: number, explain: (w: string) => void): NormMat
   return matchTail(v, varMean, x, { nodes: [i], x, gamma: '', beta: '', eps: 0, out: '', rms: true }, explain);
 }
 
+/** ONNX LayerNormalization / RMSNormalization over the last axis, only Y used → the planc op (one norm kernel, counted). */
+function fromOnnxNorm(v: View, n: Node, explain: (w: string) => void): Node | undefined {
+  const rank = v.g.values.get(n.inputs[0]!)?.type?.shape?.length;
+  const axis = n.attrs.axis?.kind === 'int' ? n.attrs.axis.value : -1;
+  if (rank === undefined || (axis !== -1 && axis !== rank - 1)) return explain('the norm is not over the last axis'), undefined;
+  if (n.outputs.slice(1).some((o) => o)) return explain('mean / inverse std-dev outputs are used'), undefined;
+  if (v.g.values.get(n.inputs[0]!)?.type?.dtype !== 'float32') return explain('the input is not float32'), undefined;
+  const eps = n.attrs.epsilon?.kind === 'float' ? n.attrs.epsilon.value : 1e-5;
+  const rms = n.op === 'RMSNormalization';
+  return {
+    name: `${n.name}:${rms ? 'rmsnorm' : 'layernorm'}`, op: rms ? 'RMSNorm' : 'LayerNorm', domain: 'planc', inputs: n.inputs.slice(0, rms ? 2 : 3),
+    outputs: [n.outputs[0]!], attrs: { axis: { kind: 'int', value: -1 }, epsilon: { kind: 'float', value: eps } }, origin: n.origin,
+  };
+}
+
 function fuseGraph(g: Graph, model: Model, ctx: PassContext): number {
   const v = new View(g, model);
   const rewrites = new Rewrites();
   g.nodes.forEach((n, i) => {
     if (n.domain !== '' || rewrites.taken(i)) return;
     const explain = (why: string) => ctx.explain?.(NAME, n.name, why);
+    if (n.op === 'LayerNormalization' || n.op === 'RMSNormalization') {
+      const made = fromOnnxNorm(v, n, explain);
+      if (made) rewrites.replace([i], made);
+      return;
+    }
     const m = lastAxisMean(v, n, model) ? matchLayerNorm(v, i, explain) : n.op === 'Pow' || n.op === 'Mul' ? matchRmsNorm(v, i, explain) : undefined;
     if (!m) return;
     const origin = m.nodes.flatMap((k) => g.nodes[k]!.origin);
@@ -133,4 +153,4 @@ function fuseGraph(g: Graph, model: Model, ctx: PassContext): number {
   return rewrites.apply(g);
 }
 
-export const FUSE_LAYERNORM: Pass = fusionPass(NAME, 'decomposed layer / RMS norms  ⇒  planc.LayerNorm / planc.RMSNorm', fuseGraph);
+export const FUSE_LAYERNORM: Pass = fusionPass(NAME, 'decomposed layer / RMS norms and ONNX LayerNormalization / RMSNormalization  ⇒  planc.LayerNorm / planc.RMSNorm', fuseGraph);

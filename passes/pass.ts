@@ -4,6 +4,8 @@ import type { Graph, Model, Node } from '../compiler/ir.ts';
 export interface PassContext {
   /** Called when a rule half-matches and declines, with the reason (`planc optimize --explain` prints these). */
   explain?: (pass: string, node: string, why: string) => void;
+  /** k of planc.ProjectTopK; the pass runs only when set. */
+  topk?: number;
 }
 
 export interface Pass {
@@ -45,25 +47,26 @@ export function pruneUnused(g: Graph): void {
  * last node it replaces (all its inputs exist by then), the others go, and unused values are pruned.
  */
 export class Rewrites {
-  private readonly replaced = new Map<number, Node>();
+  private readonly replaced = new Map<number, Node[]>();
   private readonly removed = new Set<number>();
 
   /** Whether node i is already part of a rewrite. */
   taken(i: number): boolean { return this.replaced.has(i) || this.removed.has(i); }
 
-  /** Replaces the nodes at `indices` by `node`; declines (false) when one of them is already taken. */
-  replace(indices: number[], node: Node): boolean {
+  /** Replaces the nodes at `indices` by `node` (or several, in order); declines (false) when one is already taken. */
+  replace(indices: number[], node: Node | Node[]): boolean {
     if (indices.some((k) => this.taken(k))) return false;
     const last = Math.max(...indices);
-    this.replaced.set(last, node);
+    this.replaced.set(last, Array.isArray(node) ? node : [node]);
     for (const k of indices) if (k !== last) this.removed.add(k);
     return true;
   }
 
-  /** Applies the rewrites to g; returns how many nodes were made. */
+  /** Applies the rewrites to g; returns how many rewrites were made. */
   apply(g: Graph): number {
     if (this.replaced.size === 0) return 0;
-    g.nodes = g.nodes.flatMap((n, i) => (this.removed.has(i) ? [] : [this.replaced.get(i) ?? n]));
+    g.nodes = g.nodes.flatMap((n, i) => (this.removed.has(i) ? [] : this.replaced.get(i) ?? [n]));
+    for (const n of [...this.replaced.values()].flat()) for (const o of n.outputs) if (o && !g.values.has(o)) g.values.set(o, { name: o });
     pruneUnused(g);
     return this.replaced.size;
   }

@@ -4,11 +4,14 @@ import { inferModel } from '../compiler/infer/infer.ts';
 import type { Model } from '../compiler/ir.ts';
 import { printModel } from '../compiler/printer.ts';
 import { verifyModel } from '../compiler/verify.ts';
+import { FUSE_ATTENTION } from './fuse-attention.ts';
 import { FUSE_LAYERNORM } from './fuse-layernorm.ts';
 import { FUSE_MATMUL_EPILOGUE } from './fuse-matmul-epilogue.ts';
+import { KV_CACHE_IN_PLACE } from './kv-cache-in-place.ts';
+import { FUSE_PROJECT_TOPK } from './fuse-project-topk.ts';
 import type { Pass, PassContext } from './pass.ts';
 
-export const PIPELINE: Pass[] = [FUSE_LAYERNORM, FUSE_MATMUL_EPILOGUE];
+export const PIPELINE: Pass[] = [FUSE_LAYERNORM, FUSE_MATMUL_EPILOGUE, FUSE_ATTENTION, KV_CACHE_IN_PLACE, FUSE_PROJECT_TOPK];
 
 export interface PipelineOptions extends PassContext {
   /** Passes to skip, by name ('fuse' skips every fusion). */

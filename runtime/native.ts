@@ -39,6 +39,12 @@ export type NativePlan = { readonly [planBrand]: true };
 /** A decoded program of a plan; free with programFree or leave it to the garbage collector. */
 export type NativeProgram = { readonly [programBrand]: true };
 
+declare const cudaPlanBrand: unique symbol;
+declare const cudaProgramBrand: unique symbol;
+/** A plan loaded on the GPU (weights, arena, kernels); free with cudaPlanFree. */
+export type NativeCudaPlan = { readonly [cudaPlanBrand]: true };
+export type NativeCudaProgram = { readonly [cudaProgramBrand]: true };
+
 /** The addon's exports, exactly. */
 export interface NativeAddon {
   kernelNames(): string[];
@@ -54,6 +60,15 @@ export interface NativeAddon {
   programProfile(program: NativeProgram, on?: boolean): Float64Array;
   programRun(program: NativeProgram, symbols: BigInt64Array, feeds: NativeArray[], outputs: NativeArray[]): void;
   programRunAsync(program: NativeProgram, symbols: BigInt64Array, feeds: NativeArray[], outputs: NativeArray[]): Promise<void>;
+  /** CUDA (native/src/cuda/launch.h): a plan on device 0; fails with the driver call and result when there is no GPU. */
+  cudaPlanNew(blob: Uint8Array, weights: BigInt64Array, arenaBytes: number, fatbin: Uint8Array, scratchBytes: number): NativeCudaPlan;
+  cudaPlanFree(plan: NativeCudaPlan): void;
+  cudaPlanDevice(plan: NativeCudaPlan): string;
+  /** launches: per call n_variants, then per variant entry index, block, max_rows, n_grid, n_grid × (operand, from, to, div, mul). */
+  cudaProgramNew(plan: NativeCudaPlan, code: BigInt64Array, launches: BigInt64Array, entries: string[], nodes: string[]): NativeCudaProgram;
+  cudaProgramFree(program: NativeCudaProgram): void;
+  /** A synchronous run: feeds uploaded, kernels launched (or a captured CUDA graph replayed), outputs and STATE feeds copied back. */
+  cudaProgramRun(program: NativeCudaProgram, symbols: BigInt64Array, feeds: NativeArray[], outputs: NativeArray[], graph?: boolean): void;
 }
 
 /** Thrown when the addon is not built or cannot be loaded. */

@@ -4,6 +4,7 @@ import { decodePlan, readPlanFile } from '../compiler/plan/format.ts';
 import type { PlanFile, PlanHeader, PlanProgram } from '../compiler/plan/types.ts';
 import type { DecodingOptions } from './decode/options.ts';
 import { translateIds, type TranslationResult } from './decode/translate-ids.ts';
+import { CudaBackend } from './cuda.ts';
 import { encodeProgram } from './encode-program.ts';
 import { translate, type TranslateOptions } from './translate.ts';
 import { kernelIds, native, type NativeAddon, type NativePlan, type NativeProgram } from './native.ts';
@@ -33,7 +34,9 @@ function addon(): NativeAddon {
 export class Plan {
   readonly header: PlanHeader;
   private readonly native = addon();
-  private readonly plan: NativePlan;
+  private readonly plan?: NativePlan;
+  /** cuda plans: the GPU side (programs run there; `programs` keeps their descriptions). */
+  private readonly cuda?: CudaBackend;
   private readonly programs = new Map<string, Loaded>();
   private queue: Promise<unknown> = Promise.resolve();
   private closed = false;
@@ -41,14 +44,20 @@ export class Plan {
   constructor(file: PlanFile, readonly source: string) {
     this.header = file.header;
     const h = file.header;
-    if (h.target.kind !== 'cpu') throw new PlancError('PLANC_E403', `plan targets ${h.target.kind}; this runtime runs cpu plans`, { file: source });
+    if (h.target.kind === 'cuda') {
+      this.cuda = new CudaBackend(this.native, file, source);
+      for (const p of h.programs) this.programs.set(p.graph, { program: p, handle: undefined as unknown as NativeProgram });
+      return;
+    }
+    if (h.target.kind !== 'cpu') throw new PlancError('PLANC_E403', `plan targets ${h.target.kind}; this runtime runs cpu and cuda plans`, { file: source });
     const table = BigInt64Array.from(h.weights.flatMap((w) => [BigInt(w.offset), BigInt(w.length)]));
     const ids = kernelIds();
-    this.plan = nativeCall(source, undefined, () => this.native.planNew(file.blob, table, h.arena.bytes));
+    const plan = nativeCall(source, undefined, () => this.native.planNew(file.blob, table, h.arena.bytes));
+    this.plan = plan;
     try {
       for (const p of h.programs) {
         const code = encodeProgram(p, h.weights.length, ids, source);
-        this.programs.set(p.graph, { program: p, handle: nativeCall(source, p.graph, () => this.native.programNew(this.plan, code)) });
+        this.programs.set(p.graph, { program: p, handle: nativeCall(source, p.graph, () => this.native.programNew(plan, code)) });
       }
     } catch (e) {
       this.close();
@@ -80,6 +89,7 @@ export class Plan {
   /** Runs a graph on the native runtime; runs of one plan are serialized (they share its arena). */
   run(graph: string, feeds: Record<string, RtTensor>): Promise<Record<string, RtTensor>> {
     const job = this.queue.then(async () => {
+      if (this.cuda) return this.runSync(graph, feeds);
       const { handle, symbols, feedData, outputs } = this.prepare(graph, feeds);
       try {
         await this.native.programRunAsync(handle, symbols, feedData, Object.values(outputs).map((t) => t.data));
@@ -95,6 +105,10 @@ export class Plan {
   /** The same as run, blocking the event loop (lowest overhead, for benchmarks and scripts). */
   runSync(graph: string, feeds: Record<string, RtTensor>): Record<string, RtTensor> {
     const { handle, symbols, feedData, outputs } = this.prepare(graph, feeds);
+    if (this.cuda) {
+      this.cuda.run(this.source, graph, symbols, feedData, Object.values(outputs).map((t) => t.data));
+      return outputs;
+    }
     nativeCall(this.source, graph, () => this.native.programRun(handle, symbols, feedData, Object.values(outputs).map((t) => t.data)));
     return outputs;
   }
@@ -108,7 +122,14 @@ export class Plan {
     const values = new Array<number>(p.symbols.length).fill(-1);
     p.symbols.forEach((s, k) => {
       const f = feeds[p.inputs[s.input]!.name];
-      if (f && Array.isArray(f.dims) && s.axis < f.dims.length) values[k] = f.dims[s.axis]!;
+      if (!f) return;
+      if (!s.fromValue) {
+        if (Array.isArray(f.dims) && s.axis < f.dims.length) values[k] = f.dims[s.axis]!;
+      } else if (f.data instanceof BigInt64Array && s.axis < f.data.length) {
+        const v = Number(f.data[s.axis]!);
+        if (!Number.isSafeInteger(v) || v < 0) bad(`feed '${p.inputs[s.input]!.name}' holds ${s.name} = ${v}; it must be a length ≥ 0`);
+        values[k] = v;
+      }
     });
     const feedData = p.inputs.map((io) => {
       const f = feeds[io.name];
@@ -169,6 +190,7 @@ export class Plan {
   /** Per-kernel timing: `profile(graph, true)` starts (and resets) it; `profile(graph)` returns the sums so far. */
   profile(graph: string, on?: boolean): { kernel: string; node: string; ms: number }[] {
     const { program, handle } = this.program(graph);
+    if (this.cuda) throw new PlancError('PLANC_E403', 'per-kernel profiles are not available for cuda plans yet', { file: this.source, graph });
     const ns = this.native.programProfile(handle, on);
     return program.kernels.map((k, i) => ({ kernel: k.name, node: k.node, ms: (ns[i] ?? 0) / 1e6 }));
   }
@@ -177,8 +199,12 @@ export class Plan {
   close(): void {
     if (this.closed) return;
     this.closed = true;
+    if (this.cuda) {
+      this.cuda.close();
+      return;
+    }
     for (const l of this.programs.values()) this.native.programFree(l.handle);
-    this.native.planFree(this.plan);
+    if (this.plan) this.native.planFree(this.plan);
   }
 }
 

@@ -44,7 +44,7 @@ export function inferGraph(model: Model, graph: Graph, opts: InferOptions, diags
   for (const [name, id] of graph.initializers) scope.facts.set(name, withSym(constFact(model.weights.get(id)!.tensor)));
   for (const name of graph.inputs) {
     const t = opts.inputTypes?.[name] ?? graph.values.get(name)?.type;
-    if (t) scope.facts.set(name, { dtype: t.dtype, shape: t.shape });
+    if (t) scope.facts.set(name, t.sym ? { dtype: t.dtype, shape: t.shape, sym: t.sym } : { dtype: t.dtype, shape: t.shape });
   }
   for (const node of graph.nodes) {
     const where = { graph: graph.name, node: node.name, op: node.op, stage: 'inference' };
@@ -102,7 +102,7 @@ export function inferGraph(model: Model, graph: Graph, opts: InferOptions, diags
   if (opts.annotate !== false) {
     for (const [name, f] of scope.facts) {
       const v = graph.values.get(name);
-      if (v && !graph.initializers.has(name)) v.type = { dtype: f.dtype, shape: f.shape ?? v.type?.shape };
+      if (v && !graph.initializers.has(name)) v.type = { dtype: f.dtype, shape: f.shape ?? v.type?.shape, ...(v.type?.sym ? { sym: v.type.sym } : {}) };
     }
   }
   return scope.facts;

@@ -1,6 +1,7 @@
 // The operator table: op type (and domain, opset) → handler. Every family file contributes its handlers here.
 import type { OpHandler } from './types.ts';
 import { PLANC_FUSED_OPS, setHandlerLookup } from './planc-fused.ts';
+import { PLANC_ATTENTION_OPS } from './planc-attention.ts';
 import { ELEMENTWISE_OPS } from './elementwise.ts';
 import { MOVEMENT_OPS } from './movement.ts';
 import { MATH_OPS } from './math.ts';
@@ -8,8 +9,9 @@ import { ATTENTION_OPS } from './attention.ts';
 import { CONTROL_OPS } from './control.ts';
 import { CONV_OPS } from './conv.ts';
 import { EXTRA_OPS } from './extra.ts';
+import { PLANC_PROJECT_TOPK_OPS } from './planc-project-topk.ts';
 
-const ALL: OpHandler[] = [...ELEMENTWISE_OPS, ...MOVEMENT_OPS, ...MATH_OPS, ...ATTENTION_OPS, ...CONTROL_OPS, ...CONV_OPS, ...EXTRA_OPS, ...PLANC_FUSED_OPS];
+const ALL: OpHandler[] = [...ELEMENTWISE_OPS, ...MOVEMENT_OPS, ...MATH_OPS, ...ATTENTION_OPS, ...CONTROL_OPS, ...CONV_OPS, ...EXTRA_OPS, ...PLANC_FUSED_OPS, ...PLANC_ATTENTION_OPS, ...PLANC_PROJECT_TOPK_OPS];
 
 const BY_KEY = new Map<string, OpHandler[]>();
 for (const h of ALL) {

@@ -1,5 +1,5 @@
 // The plan as plain data (the protobuf header of compiler/plan/plan.proto, decoded with int64 as numbers).
-export const PLAN_FORMAT_VERSION = 1;
+export const PLAN_FORMAT_VERSION = 2;
 
 export interface PlanTarget { kind: 'cpu' | 'cuda'; archs: string[] }
 export interface PlanToolchain { node: string; nvcc: string; driver: string }
@@ -8,7 +8,8 @@ export interface PlanWeight { id: string; dtype: number; dims: number[]; offset:
 export interface PlanTerm { coeff: number; factors: number[] }
 export interface PlanExpr { terms: PlanTerm[] }
 
-export const TENSOR_KIND = { ARENA: 0, WEIGHT: 1, INPUT: 2, ALIAS: 3 } as const;
+/** STATE: a graph input whose feed buffer kernels write in place (a KV cache the caller keeps between runs). */
+export const TENSOR_KIND = { ARENA: 0, WEIGHT: 1, INPUT: 2, ALIAS: 3, STATE: 4 } as const;
 export type TensorKind = (typeof TENSOR_KIND)[keyof typeof TENSOR_KIND];
 
 export interface PlanTensor {
@@ -32,7 +33,8 @@ export interface PlanKernel {
   origin: string[];
 }
 
-export interface PlanSymbol { name: string; input: number; axis: number }
+/** A runtime symbol: dim `axis` of graph input `input`, or (fromValue) its element `axis` (an int64 length input). */
+export interface PlanSymbol { name: string; input: number; axis: number; fromValue: boolean }
 export interface PlanIO { name: string; tensor: number }
 
 export interface PlanProgram {
@@ -60,6 +62,23 @@ export interface PlanDecoding {
   maxLength?: number;
 }
 
+/** One grid dimension: ceil(mul × Π dims[from..to) of operand / div); operands are the call's inputs, then outputs. */
+export interface CudaGrid { operand: number; from: number; to: number; div: number; mul: number }
+export interface CudaLaunch { entry: string; block: number; maxRows: number; grid: CudaGrid[] }
+export interface CudaCall { variants: CudaLaunch[] }
+export interface CudaKernelStats { name: string; arch: string; registers: number; spillBytes: number; sharedBytes: number; stackBytes: number }
+
+/** A cuda plan's generated code (compiler/plan/plan.proto CudaCode). */
+export interface PlanCuda {
+  fatbin: Uint8Array;
+  source: string;
+  nvccVersion: string;
+  kernels: CudaKernelStats[];
+  /** Per program (same order as PlanHeader.programs): the launch of each kernel call. */
+  programs: { calls: CudaCall[] }[];
+  scratchBytes: number;
+}
+
 export interface PlanHeader {
   plancVersion: string;
   formatVersion: number;
@@ -79,6 +98,8 @@ export interface PlanHeader {
   /** The tokenizer file's bytes (empty: the plan has none; then only token ids can be translated). */
   tokenizer: Uint8Array;
   tokenizerKind: '' | 'spm' | 'hf';
+  /** cuda plans only: the generated kernels. */
+  cuda?: PlanCuda;
 }
 
 /** A plan in memory: its header and the blob region holding the weights. */

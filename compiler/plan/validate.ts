@@ -36,6 +36,42 @@ export function validateHeader(h: PlanHeader, file: string): void {
     names.add(p.graph);
     validateProgram(p, h, bad, count, uint);
   }
+  validateCuda(h, bad, count);
+}
+
+/** A cuda plan carries its compiled kernels and one launch per kernel call; a cpu plan carries none. */
+function validateCuda(h: PlanHeader, bad: (m: string) => never, count: (w: string, n: number) => void): void {
+  const c = h.cuda;
+  if (h.target.kind !== 'cuda') {
+    if (c) bad(`a ${h.target.kind} plan carries CUDA code`);
+    return;
+  }
+  if (!c || c.fatbin.length === 0) bad('a cuda plan without compiled kernels (no fatbin)');
+  if (h.target.archs.length === 0 || h.target.archs.some((a) => !/^sm_\d+a?$/.test(a))) bad(`bad CUDA arch list [${h.target.archs}]`);
+  if (!Number.isSafeInteger(c!.scratchBytes) || c!.scratchBytes < 0 || c!.scratchBytes > 2 ** 40) bad(`CUDA scratch of ${c!.scratchBytes} bytes is not sane`);
+  count('CUDA kernel stats', c!.kernels.length);
+  if (c!.programs.length !== h.programs.length) bad(`CUDA code has launches for ${c!.programs.length} programs, the plan has ${h.programs.length}`);
+  h.programs.forEach((p, pi) => {
+    const calls = c!.programs[pi]!.calls;
+    if (calls.length !== p.kernels.length) bad(`program '${p.graph}' has ${p.kernels.length} kernels but ${calls.length} CUDA launches`);
+    calls.forEach((call, k) => {
+      const what = `program '${p.graph}' kernel ${k} (${p.kernels[k]!.name})`;
+      const kern = p.kernels[k]!;
+      const operands = [...kern.inputs, ...kern.outputs];
+      if (call.variants.length === 0 || call.variants.length > 4) bad(`${what} has ${call.variants.length} CUDA launch variants`);
+      for (const v of call.variants) {
+        if (!/^[A-Za-z_]\w{0,127}$/.test(v.entry)) bad(`${what} has a bad CUDA entry name`);
+        if (!Number.isInteger(v.block) || v.block < 1 || v.block > 1024) bad(`${what} has block size ${v.block}`);
+        if (v.grid.length > 3) bad(`${what} has a ${v.grid.length}-D grid`);
+        for (const g of v.grid) {
+          const t = operands[g.operand];
+          if (t === undefined || t < 0) bad(`${what} sizes its grid by operand ${g.operand}, which it does not have`);
+          const rank = p.tensors[t!]!.dims.length;
+          if (!(g.from <= g.to && g.to <= rank) || !(g.div >= 1) || !(g.mul >= 1)) bad(`${what} has a bad grid rule`);
+        }
+      }
+    });
+  });
 }
 
 /** The tokenizer kind is '', 'spm' or 'hf', and the bytes are empty exactly when the kind is ''. */
@@ -60,6 +96,7 @@ function validateProgram(p: PlanProgram, h: PlanHeader, bad: (m: string) => neve
   p.symbols.forEach((s, i) => {
     if (s.input >= p.inputs.length) bad(`${g} symbol ${i} reads input ${s.input} of ${p.inputs.length}`);
     if (s.axis >= MAX_RANK) bad(`${g} symbol ${i} reads axis ${s.axis}`);
+    if (s.fromValue && p.tensors[p.inputs[s.input]?.tensor ?? -1]?.dtype !== 7) bad(`${g} symbol ${i} reads the value of a non-int64 input`);
   });
   p.exprs.forEach((e, i) => {
     if (e.terms.length > 64) bad(`${g} expression ${i} has ${e.terms.length} terms`);
@@ -84,6 +121,7 @@ function validateProgram(p: PlanProgram, h: PlanHeader, bad: (m: string) => neve
         if (t.ref >= h.weights.length) bad(`${what} refers to weight ${t.ref} of ${h.weights.length}`);
         break;
       case TENSOR_KIND.INPUT:
+      case TENSOR_KIND.STATE:
         if (t.ref >= p.inputs.length) bad(`${what} refers to input ${t.ref} of ${p.inputs.length}`);
         break;
       case TENSOR_KIND.ALIAS:
@@ -100,8 +138,10 @@ function validateProgram(p: PlanProgram, h: PlanHeader, bad: (m: string) => neve
     for (const x of k.inputs) if (x !== -1) tensor(what, x);
     for (const x of k.outputs) {
       tensor(what, x);
-      const kind = p.tensors[x]!.kind;
-      if (kind === TENSOR_KIND.WEIGHT || kind === TENSOR_KIND.INPUT) bad(`${what} writes into a read-only tensor ${x}`);
+      let root = x;
+      for (let hops = 0; p.tensors[root]!.kind === TENSOR_KIND.ALIAS && hops < p.tensors.length; hops++) root = p.tensors[root]!.ref;
+      const kind = p.tensors[root]!.kind;
+      if (kind !== TENSOR_KIND.ARENA && kind !== TENSOR_KIND.STATE) bad(`${what} writes into a read-only tensor ${x}`);
     }
     for (const a of k.iargs) if (a >= p.exprs.length) bad(`${what} uses expression ${a} of ${p.exprs.length}`);
     if (k.inputs.length > 64 || k.outputs.length > 64 || k.iargs.length > 256 || k.fargs.length > 64) bad(`${what} has too many arguments`);
@@ -109,7 +149,7 @@ function validateProgram(p: PlanProgram, h: PlanHeader, bad: (m: string) => neve
   p.inputs.forEach((io, i) => {
     tensor(`${g} input ${i}`, io.tensor);
     const t = p.tensors[io.tensor]!;
-    if (t.kind !== TENSOR_KIND.INPUT || t.ref !== i) bad(`${g} input ${i} ('${io.name}') is not an input tensor`);
+    if ((t.kind !== TENSOR_KIND.INPUT && t.kind !== TENSOR_KIND.STATE) || t.ref !== i) bad(`${g} input ${i} ('${io.name}') is not an input tensor`);
   });
   p.outputs.forEach((io, i) => tensor(`${g} output ${i}`, io.tensor));
 }

@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "cuda/bindings.h"
 #include "cuda/driver.h"
 #include "kernel.h"
 #include "plan_state.h"
@@ -519,6 +520,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("programProfile", Napi::Function::New(env, ProgramProfile, "programProfile"));
   exports.Set("programRun", Napi::Function::New(env, ProgramRun, "programRun"));
   exports.Set("programRunAsync", Napi::Function::New(env, ProgramRunAsync, "programRunAsync"));
+  register_cuda_bindings(env, exports);
   set_blas_threads(runtime().threads.load());
   return exports;
 }

@@ -12,7 +12,8 @@
 
 namespace planc {
 
-enum TensorKind : int32_t { kArena = 0, kWeight = 1, kInput = 2, kAlias = 3 };
+// kState: a graph input whose feed buffer kernels write in place (a KV cache kept by the caller between runs).
+enum TensorKind : int32_t { kArena = 0, kWeight = 1, kInput = 2, kAlias = 3, kState = 4 };
 
 // Sane limits: far above any real model, low enough that a corrupt count cannot ask for absurd allocations.
 constexpr int64_t kMaxWords = int64_t(1) << 28;
@@ -171,9 +172,9 @@ static bool decode_storage(Decoder& d, Program& p, TensorRec& r, int64_t index, 
     return true;
   }
   if (r.b != 0) return d.fail("tensor #%lld: b = %lld must be 0 for kind %d", (long long)index, (long long)r.b, r.kind);
-  int64_t limit = r.kind == kWeight ? p.n_weights : r.kind == kInput ? n_inputs : index;
+  int64_t limit = r.kind == kWeight ? p.n_weights : (r.kind == kInput || r.kind == kState) ? n_inputs : index;
   if (r.a < 0 || r.a >= limit) {
-    static const char* what[] = {"", "weight index", "input index", "alias target (an earlier tensor)"};
+    static const char* what[] = {"", "weight index", "input index", "alias target (an earlier tensor)", "input index"};
     return d.fail("tensor #%lld: %s %lld is outside [0, %lld)", (long long)index, what[r.kind], (long long)r.a,
                   (long long)limit);
   }
@@ -186,7 +187,7 @@ static bool decode_tensors(Decoder& d, Program& p, int64_t n_tensors, int64_t n_
   int64_t n_exprs = static_cast<int64_t>(p.exprs.size());
   for (int64_t t = 0; t < n_tensors; t++) {
     int64_t kind = 0, dtype = 0, rank = 0;
-    if (!d.ranged(&kind, 0, 3, "a tensor's kind")) return false;
+    if (!d.ranged(&kind, 0, 4, "a tensor's kind")) return false;
     if (!d.ranged(&dtype, 0, 64, "a tensor's dtype")) return false;
     if (dtype_size(static_cast<int32_t>(dtype)) == 0) return d.fail("tensor #%lld: unsupported dtype %lld", (long long)t, (long long)dtype);
     if (!d.ranged(&rank, 0, kMaxRank, "a tensor's rank")) return false;
@@ -211,8 +212,9 @@ static bool decode_refs(Decoder& d, Program& p, int64_t n, bool outputs, std::ve
   for (int64_t i = 0; i < n; i++) {
     int64_t t = 0;
     if (!d.ranged(&t, outputs ? 0 : -1, n_tensors - 1, outputs ? "a kernel output's tensor" : "a kernel input's tensor")) return false;
-    if (outputs && p.tensors[static_cast<size_t>(p.tensors[static_cast<size_t>(t)].root)].kind != kArena) {
-      return d.fail("kernel output tensor #%lld is not an arena tensor or an alias of one (weights and inputs are read only)", (long long)t);
+    int32_t root_kind = outputs ? p.tensors[static_cast<size_t>(p.tensors[static_cast<size_t>(t)].root)].kind : kArena;
+    if (root_kind != kArena && root_kind != kState) {
+      return d.fail("kernel output tensor #%lld is not an arena or state tensor or an alias of one (weights and inputs are read only)", (long long)t);
     }
     refs.push_back(static_cast<int32_t>(t));
   }
@@ -254,7 +256,7 @@ static bool decode_io(Decoder& d, Program& p, int64_t n_inputs, int64_t n_output
     int64_t t = 0;
     if (!d.ranged(&t, 0, n_tensors - 1, "a graph input's tensor")) return false;
     const TensorRec& r = p.tensors[static_cast<size_t>(t)];
-    if (r.kind != kInput || r.a != i) return d.fail("graph input %lld names tensor #%lld, which is not INPUT %lld", (long long)i, (long long)t, (long long)i);
+    if ((r.kind != kInput && r.kind != kState) || r.a != i) return d.fail("graph input %lld names tensor #%lld, which is not INPUT or STATE %lld", (long long)i, (long long)t, (long long)i);
     p.inputs.push_back(static_cast<int32_t>(t));
   }
   for (int64_t i = 0; i < n_outputs; i++) {
@@ -364,7 +366,7 @@ static const char* resolve_storage(Program& p, size_t t, int64_t bytes, const Fe
     v.data = const_cast<uint8_t*>(w.data);
     have = static_cast<int64_t>(w.bytes);
     what = "its weight";
-  } else if (r.kind == kInput) {
+  } else if (r.kind == kInput || r.kind == kState) {
     const FeedView& f = feeds[r.a];
     v.data = f.data != nullptr ? const_cast<void*>(f.data) : g_empty_feed;
     have = static_cast<int64_t>(f.bytes);
@@ -460,6 +462,33 @@ const char* program_copy_outputs(Program* program, const OutputView* outs, size_
     if (outs[i].bytes > 0) std::memmove(outs[i].data, v.data, outs[i].bytes);
   }
   return nullptr;
+}
+
+// ---- accessors for other executors ----
+
+KernelArgs program_kernel_args(const Program* program, size_t k) {
+  const Program& p = *program;
+  const KernelRec& r = p.kernels[k];
+  KernelArgs args;
+  args.in = p.in_views.data() + r.in_begin;
+  args.n_in = static_cast<int>(r.n_in);
+  args.out = const_cast<TensorView*>(p.out_views.data()) + r.out_begin;
+  args.n_out = static_cast<int>(r.n_out);
+  args.iargs = p.iarg_vals.data() + r.iarg_begin;
+  args.n_iargs = static_cast<int>(r.n_iargs);
+  args.fargs = p.fargs.data() + r.farg_begin;
+  args.n_fargs = static_cast<int>(r.n_fargs);
+  return args;
+}
+
+const char* program_kernel_name(const Program* program, size_t k) { return program->kernels[k].name; }
+
+int32_t program_input_kind(const Program* program, size_t i) {
+  return program->tensors[static_cast<size_t>(program->inputs[i])].kind;
+}
+
+const TensorView& program_output_view(const Program* program, size_t i) {
+  return program->views[static_cast<size_t>(program->outputs[i])];
 }
 
 }  // namespace planc

@@ -49,4 +49,13 @@ const char* program_copy_outputs(Program* program, const OutputView* outs, size_
 void program_set_profiling(Program* program, bool on);
 const std::vector<double>& program_profile(const Program* program);
 
+// For other executors (the CUDA launcher), after program_bind: kernel k's resolved arguments (views into the plan's
+// storage; pool is null), its table name, input i's tensor kind (2 INPUT, 4 STATE) and output i's view.
+struct KernelArgs;
+struct TensorView;
+KernelArgs program_kernel_args(const Program* program, size_t k);
+const char* program_kernel_name(const Program* program, size_t k);
+int32_t program_input_kind(const Program* program, size_t i);
+const TensorView& program_output_view(const Program* program, size_t i);
+
 }  // namespace planc

@@ -14,6 +14,8 @@ KernelList gemm_kernels();
 KernelList softmax_kernels();
 KernelList norm_kernels();
 KernelList movement_kernels();
+KernelList project_topk_kernels();
+KernelList attention_kernels();
 #ifdef PLANC_TEST_KERNELS
 KernelList test_kernels();  // native/test/test_kernels.cc, only in builds configured with -DPLANC_TEST_KERNELS=ON
 #endif
@@ -22,6 +24,8 @@ static std::vector<KernelDef> build_table() {
   const KernelList lists[] = {
       elementwise_kernels(), unary_kernels(), cast_kernels(),    reduce_kernels(),   select_kernels(),
       gemm_kernels(),        softmax_kernels(), norm_kernels(), movement_kernels(),
+      project_topk_kernels(),
+      attention_kernels(),
 #ifdef PLANC_TEST_KERNELS
       test_kernels(),
 #endif

@@ -1,8 +1,10 @@
 // Beam search over a Plan: k beams per sentence, float64 log-prob sums, cache rows gathered by beam origin each step.
 import type { Plan } from '../plan.ts';
 import type { RtTensor } from '../tensor.ts';
+import type { Hypothesis } from './greedy.ts';
 import { penalized } from './options.ts';
-import { firstStep, gatherAll, gatherRows, int64, logSumExpRow, pastFrom, type DecodeIds, type Hypothesis } from './greedy.ts';
+import { rowTop } from './scores.ts';
+import { StepRunner, type DecodeIds } from './step-runner.ts';
 
 /** A live beam: its tokens so far, its log-prob sum and the cache row it continues. */
 interface Beam {
@@ -27,25 +29,15 @@ interface Cand {
 
 /**
  * The best `n` candidates over the rows `rows` (scores = beam sum + log-softmax), best first; ties go to the lower
- * (row, token), i.e. the earlier beam and the smaller id.
+ * (row, token), i.e. the earlier beam and the smaller id. Each row's own n best suffice.
  */
-export function topCandidates(logits: RtTensor, rows: number[], sums: number[], n: number): Cand[] {
-  const [, t, v] = logits.dims as [number, number, number];
-  const x = logits.data as Float32Array;
-  const best: Cand[] = [];
+export function topCandidates(out: Record<string, RtTensor>, rows: number[], sums: number[], n: number): Cand[] {
+  const all: Cand[] = [];
   rows.forEach((r, j) => {
-    const base = (r * t + t - 1) * v;
-    const offset = sums[j]! - logSumExpRow(logits, r);
-    for (let k = 0; k < v; k++) {
-      const score = offset + x[base + k]!;
-      if (best.length === n && score <= best[n - 1]!.score) continue;
-      let at = best.length;
-      while (at > 0 && best[at - 1]!.score < score) at--;
-      best.splice(at, 0, { score, row: r, tok: k });
-      if (best.length > n) best.pop();
-    }
+    const top = rowTop(out, r, n);
+    top.ids.forEach((tok, k) => all.push({ score: sums[j]! + top.logProbs[k]!, row: r, tok }));
   });
-  return best;
+  return all.sort((a, b) => b.score - a.score || a.row - b.row || a.tok - b.tok).slice(0, n);
 }
 
 /**
@@ -103,27 +95,22 @@ function nextRows(searches: Search[]): { origin: number[]; sentence: number[]; t
  */
 export function beamBatch(plan: Plan, sources: number[][], maxLens: number[], d: DecodeIds, k: number, alpha: number): Hypothesis[][] {
   const searches: Search[] = sources.map((_, i) => ({ live: [{ ids: [], logProb: 0, row: i }], finished: [], done: false }));
-  let { mask, encKV, step } = firstStep(plan, sources, d);
+  const runner = new StepRunner(plan, sources, d, sources.length * k, Math.max(...maxLens));
   let rowSentence = sources.map((_, i) => i);
   for (let t = 0; ; t++) {
-    const logits = step.logits!;
     searches.forEach((s, i) => {
       if (s.done) return;
       const rows = s.live.map((b) => b.row);
-      const cands = topCandidates(logits, rows, s.live.map((b) => b.logProb), 2 * k);
+      const cands = topCandidates(runner.out, rows, s.live.map((b) => b.logProb), 2 * k);
       advance(s, cands, new Map(s.live.map((b) => [b.row, b])), k, d.eosId, t + 1 >= maxLens[i]!);
     });
     const { origin, sentence, tokens } = nextRows(searches);
     if (origin.length === 0) break;
-    if (sentence.join() !== rowSentence.join()) {
-      mask = gatherRows(mask, origin);
-      encKV = gatherAll(encKV, origin);
-      rowSentence = sentence;
-    }
-    const decKV = gatherAll(pastFrom(step, '.decoder.'), origin);
+    runner.select(origin, sentence.join() === rowSentence.join());
+    rowSentence = sentence;
     let row = 0;
     for (const s of searches) if (!s.done) for (const b of s.live) b.row = row++;
-    step = plan.runSync('decoder_with_past', { input_ids: int64(origin.length, 1, tokens), encoder_attention_mask: mask, ...encKV, ...decKV });
+    runner.step(tokens);
   }
   return searches.map((s) => ranked(s.finished, alpha));
 }

@@ -3,7 +3,8 @@ import { PlancError } from '../../compiler/diagnostics.ts';
 import type { Plan } from '../plan.ts';
 import { beamBatch } from './beam.ts';
 import { checkSourceLengths, makeBatches, runBatches } from './batching.ts';
-import { greedyBatch, type DecodeIds, type Hypothesis } from './greedy.ts';
+import { greedyBatch, type Hypothesis } from './greedy.ts';
+import type { DecodeIds } from './step-runner.ts';
 import { maxLengthFor, penalized, validateDecodingOptions, type DecodingOptions } from './options.ts';
 
 export interface TranslationResult {

@@ -198,7 +198,7 @@ test('programNew rejects malformed code with the word position', () => {
     };
     // words: header 0-9, expr 10-13 (n_terms, coeff, n_factors, sym), tensor 0 at 14-19, tensor 1 at 20-25
     mutate(13, 1n, /word 13: a factor's symbol index = 1 is outside \[0, 0\]/);
-    mutate(14, 4n, /tensor's kind/);
+    mutate(14, 5n, /tensor's kind/);
     mutate(15, 4n, /unsupported dtype 4/);
     mutate(16, 9n, /rank = 9/);
     mutate(17, 1n, /input index 1 is outside/);
@@ -206,8 +206,8 @@ test('programNew rejects malformed code with the word position', () => {
     mutate(20, BigInt(ALIAS), /b = 256 must be 0/);
     mutate(23, 200n, /arena slot \[offset 200, 256 bytes\] is outside/);
     mutate(26, BigInt(kernelNames().length), /kernel id/);
-    mutate(32, 0n, /kernel output tensor #0 is not an arena tensor/);
-    mutate(33, 1n, /graph input 0 names tensor #1, which is not INPUT 0/);
+    mutate(32, 0n, /kernel output tensor #0 is not an arena or state tensor/);
+    mutate(33, 1n, /graph input 0 names tensor #1, which is not INPUT or STATE 0/);
     mutate(34, 2n, /graph output's tensor = 2/);
   }
   programFree(ok);
@@ -312,11 +312,11 @@ test('aliases reshape, weights and inputs can be outputs, alias sizes are checke
   // kernel outputs may not be weights, inputs or aliases of them
   const intoWeight = structuredClone(spec);
   intoWeight.kernels[0].outs = [3];
-  throwsMatching(() => programNew(plan, encode(intoWeight)), /kernel output tensor #3 is not an arena tensor/);
+  throwsMatching(() => programNew(plan, encode(intoWeight)), /kernel output tensor #3 is not an arena or state tensor/);
   const aliasInput = structuredClone(spec);
   aliasInput.tensors[2].a = 0;
   aliasInput.kernels[0].outs = [2];
-  throwsMatching(() => programNew(plan, encode(aliasInput)), /kernel output tensor #2 is not an arena tensor/);
+  throwsMatching(() => programNew(plan, encode(aliasInput)), /kernel output tensor #2 is not an arena or state tensor/);
   // an alias must name an earlier tensor
   const forward = structuredClone(spec);
   forward.tensors[2].a = 3;

@@ -1,0 +1,69 @@
+// CUDA source emission: the kernel templates plus one extern "C" entry point per distinct instantiation of a plan.
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { CudaCall, PlanProgram } from '../../compiler/plan/types.ts';
+import { selectCuda } from './rules.ts';
+
+/** The template files, in the order the generated .cu holds them. */
+const TEMPLATE_FILES = ['common.cuh', 'elementwise.cuh', 'gemm.cuh', 'rows.cuh', 'movement.cuh', 'attention.cuh'];
+const TEMPLATE_DIR = path.join(path.dirname(fileURLToPath(import.meta.url)), 'kernels');
+
+export interface CudaEntry {
+  name: string;
+  template: string;
+  block: number;
+  /** The kernel name (of native/PROGRAM.md) it implements, and the nodes it runs for. */
+  kernel: string;
+  nodes: string[];
+}
+
+export interface GeneratedCuda {
+  source: string;
+  entries: CudaEntry[];
+  /** Per program, the launch of each kernel call. */
+  programs: { calls: CudaCall[] }[];
+  scratchBytes: number;
+}
+
+export function templateSource(): string {
+  return TEMPLATE_FILES.map((f) => fs.readFileSync(path.join(TEMPLATE_DIR, f), 'utf8')).join('\n');
+}
+
+/** Selects a template for every kernel call of every program (failing on the first that has none) and emits the .cu. */
+export function generateCuda(programs: PlanProgram[], banner: string): GeneratedCuda {
+  const entries: CudaEntry[] = [];
+  const byKey = new Map<string, CudaEntry>();
+  let scratchBytes = 0;
+  const entryFor = (kernel: string, template: string, block: number, node: string): string => {
+    const key = `${template}|${block}`;
+    let e = byKey.get(key);
+    if (!e) {
+      e = { name: `k${entries.length}_${kernel}`, template, block, kernel, nodes: [] };
+      entries.push(e);
+      byKey.set(key, e);
+    }
+    if (e.nodes.length < 8) e.nodes.push(node.replace(/[^\x20-\x7e]/g, '?'));
+    return e.name;
+  };
+  const out = programs.map((p) => ({
+    calls: p.kernels.map((k, i): CudaCall => ({
+      variants: selectCuda(p, i).map((inst) => {
+        scratchBytes = Math.max(scratchBytes, inst.scratchBytes ?? 0);
+        return { entry: entryFor(k.name, inst.template, inst.block, `${p.graph}/${k.node}`), block: inst.block, maxRows: inst.maxRows ?? 0, grid: inst.grid };
+      }),
+    })),
+  }));
+  const lines = [
+    `// ${banner}`,
+    `// ${entries.length} entry points for ${programs.map((p) => `${p.graph} (${p.kernels.length} calls)`).join(', ')}.`,
+    templateSource(),
+    '// ---- entry points: one per distinct instantiation ----',
+    ...entries.map((e) => [
+      `// ${e.kernel}: ${e.nodes.join(', ')}${e.nodes.length >= 8 ? ', ...' : ''}`,
+      `extern "C" __global__ void __launch_bounds__(${e.block}) ${e.name}(const __grid_constant__ planc::KArgs a) { ${e.template}(a); }`,
+    ].join('\n')),
+    '',
+  ];
+  return { source: lines.join('\n'), entries, programs: out, scratchBytes };
+}

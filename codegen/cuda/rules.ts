@@ -1,0 +1,386 @@
+// CUDA kernel selection: each program kernel call → a template instantiation (constants baked in) and its launch.
+import { PlancError } from '../../compiler/diagnostics.ts';
+import { TENSOR_KIND, type CudaGrid, type PlanKernel, type PlanProgram, type PlanTensor } from '../../compiler/plan/types.ts';
+
+/** An operand as the rules see it: dtype, rank, the dims known at optimize time (undefined: runtime symbol). */
+export interface Operand {
+  tensor: number;
+  dtype: number;
+  rank: number;
+  dims: (number | undefined)[];
+  /** Expression indices of the dims (equal index ⇒ equal dim at every run). */
+  exprs: number[];
+  /** Bytes of the arena slot backing it at the plan's max shapes (0 when not in the arena). */
+  slotBytes: number;
+  kind: number;
+}
+
+export interface RuleCtx {
+  kernel: PlanKernel;
+  /** Inputs (undefined: omitted optional input). */
+  ins: (Operand | undefined)[];
+  outs: Operand[];
+  /** iarg i when it is a constant (every axis-like argument must be). */
+  constIarg(i: number, what: string): number;
+  fail(msg: string): never;
+}
+
+/** One way to launch a call: the template call it runs, threads per block, grid rule, and when it applies. */
+export interface Instance {
+  template: string;
+  block: number;
+  grid: CudaGrid[];
+  /** 0: any number of rows of output 0; else only up to this many. */
+  maxRows?: number;
+  /** Device scratch this call needs at the plan's max shapes. */
+  scratchBytes?: number;
+}
+
+export type CudaRule = (ctx: RuleCtx) => Instance[];
+
+// ---- limits of the launch ABI (codegen/cuda/kernels/common.cuh KArgs) ----
+export const MAX_IN = 8, MAX_OUT = 4, MAX_IARGS = 32, MAX_FARGS = 4;
+/** The scratch's ticket counters and where its data starts (common.cuh kScratchCounters, kScratchData). */
+const SCRATCH_COUNTERS = 16384, SCRATCH_DATA = SCRATCH_COUNTERS * 4;
+
+const CTYPE: Record<number, string> = { 1: 'float', 2: 'uint8_t', 3: 'int8_t', 6: 'int32_t', 7: 'int64_t', 9: 'uint8_t', 10: '__half', 11: 'double' };
+const BYTES: Record<number, number> = { 1: 4, 2: 1, 3: 1, 6: 4, 7: 8, 9: 1, 10: 2, 11: 8 };
+const UTYPE: Record<number, string> = { 1: 'uint8_t', 2: 'uint16_t', 4: 'uint32_t', 8: 'uint64_t' };
+const NAME: Record<number, string> = { 1: 'float32', 2: 'uint8', 3: 'int8', 6: 'int32', 7: 'int64', 9: 'bool', 10: 'float16', 11: 'float64' };
+
+const ctype = (ctx: RuleCtx, o: Operand): string => CTYPE[o.dtype] ?? ctx.fail(`dtype code ${o.dtype} has no CUDA type`);
+/** The unsigned type of an element's size (movement kernels only copy bits). */
+const utype = (ctx: RuleCtx, o: Operand): string => UTYPE[BYTES[o.dtype] ?? 0] ?? ctx.fail(`dtype code ${o.dtype} has no CUDA type`);
+const dtypeName = (d: number) => NAME[d] ?? `code ${d}`;
+
+function input(ctx: RuleCtx, i: number): Operand {
+  return ctx.ins[i] ?? ctx.fail(`input ${i} is required`);
+}
+
+function requireDtype(ctx: RuleCtx, o: Operand, allowed: number[], what: string): void {
+  if (!allowed.includes(o.dtype)) ctx.fail(`${what} is ${dtypeName(o.dtype)}; the CUDA kernel takes ${allowed.map(dtypeName).join('/')}`);
+}
+
+const FLOATS = [1, 11];
+const NUMERIC = [1, 11, 6, 7, 3, 2];
+
+// ---- grid rules (operand: inputs first, then outputs) ----
+const outOperand = (ctx: RuleCtx, k = 0) => ctx.ins.length + k;
+const dims = (operand: number, from: number, to: number, div = 1, mul = 1): CudaGrid => ({ operand, from, to, div, mul });
+/** A grid-stride elementwise launch over output 0: 256 threads, about 4 elements per thread. */
+const flat = (ctx: RuleCtx, template: string): Instance[] => [{ template, block: 256, grid: [dims(outOperand(ctx), 0, ctx.outs[0]!.rank, 1024)] }];
+/** Same, sized by an input's elements (kernels that walk their input). */
+const flatIn = (ctx: RuleCtx, i: number, template: string): Instance[] => [{ template, block: 256, grid: [dims(i, 0, input(ctx, i).rank, 1024)] }];
+
+const sameDims = (a: Operand, b: Operand) => a.rank === b.rank && a.exprs.every((e, i) => e === b.exprs[i]);
+const product = (o: Operand, from = 0, to = o.rank): number | undefined =>
+  o.dims.slice(from, to).reduce<number | undefined>((p, d) => (p === undefined || d === undefined ? undefined : p * d), 1);
+
+// ---- elementwise ----
+const binary = (op: string): CudaRule => (ctx) => {
+  const [a, b] = [input(ctx, 0), input(ctx, 1)];
+  const y = ctx.outs[0]!;
+  requireDtype(ctx, a, NUMERIC, 'input 0');
+  if (a.dtype !== b.dtype || y.dtype !== a.dtype) ctx.fail(`mixed dtypes ${dtypeName(a.dtype)}, ${dtypeName(b.dtype)} → ${dtypeName(y.dtype)}`);
+  const isFlat = sameDims(a, y) && sameDims(b, y);
+  return flat(ctx, `planc::binary<planc::${op}, ${ctype(ctx, a)}, ${y.rank}, ${isFlat}>`);
+};
+
+const compare = (op: string, types: number[]): CudaRule => (ctx) => {
+  const [a, b] = [input(ctx, 0), input(ctx, 1)];
+  requireDtype(ctx, a, types, 'input 0');
+  if (a.dtype !== b.dtype) ctx.fail(`mixed input dtypes ${dtypeName(a.dtype)} and ${dtypeName(b.dtype)}`);
+  return flat(ctx, `planc::compare<planc::${op}, ${ctype(ctx, a)}, ${ctx.outs[0]!.rank}>`);
+};
+
+const unary = (op: string, types: number[]): CudaRule => (ctx) => {
+  const x = input(ctx, 0);
+  requireDtype(ctx, x, types, 'input 0');
+  return flat(ctx, `planc::unary<planc::${op}, ${ctype(ctx, x)}>`);
+};
+
+const UNARY: Record<string, [string, number[]]> = {
+  relu: ['URelu', NUMERIC], neg: ['UNeg', [1, 11, 6, 7, 3]], abs: ['UAbs', [1, 11, 6, 7, 3]], sign: ['USign', [1, 11, 6, 7, 3]],
+  exp: ['UExp', FLOATS], log: ['ULog', FLOATS], sqrt: ['USqrt', FLOATS], reciprocal: ['URecip', FLOATS], tanh: ['UTanh', FLOATS],
+  sigmoid: ['USigmoid', FLOATS], erf: ['UErf', FLOATS], floor: ['UFloor', FLOATS], ceil: ['UCeil', FLOATS], round: ['URound', FLOATS],
+  sin: ['USin', FLOATS], cos: ['UCos', FLOATS], softplus: ['USoftplus', FLOATS], not: ['UNot', [9]],
+  gelu: ['UGelu', [1]], leaky_relu: ['ULeakyRelu', [1]], elu: ['UElu', [1]], hard_sigmoid: ['UHardSigmoid', [1]],
+};
+
+const cast: CudaRule = (ctx) => {
+  const x = input(ctx, 0);
+  const y = ctx.outs[0]!;
+  return flat(ctx, `planc::cast<${ctype(ctx, x)}, ${ctype(ctx, y)}, ${y.dtype === 9}>`);
+};
+
+const copy: CudaRule = (ctx) => {
+  const y = ctx.outs[0]!;
+  const size = BYTES[y.dtype] ?? 1;
+  return [{ template: `planc::copy<${size}>`, block: 256, grid: [dims(outOperand(ctx), 0, y.rank, 4096, size)] }];
+};
+
+const filled = (name: string, types: number[]): CudaRule => (ctx) => {
+  const y = ctx.outs[0]!;
+  requireDtype(ctx, y, types, 'the output');
+  if (name === 'values' && ctx.kernel.iargs.length > MAX_IARGS) ctx.fail(`${ctx.kernel.iargs.length} values (the CUDA launch carries at most ${MAX_IARGS})`);
+  return flat(ctx, `planc::${name}<${ctype(ctx, y)}>`);
+};
+
+// ---- matrix products ----
+/** Tile shape and precision: 64 × 64 × 32 tiles, 3xTF32 (fp32 accuracy on tensor cores). */
+const TILE = { bm: 64, bn: 64, bk: 32, passes: 3 };
+
+function gemmInstances(ctx: RuleCtx, act: number, bias: boolean, res: boolean): Instance[] {
+  const [a, b] = [input(ctx, 0), input(ctx, 1)];
+  const y = ctx.outs[0]!;
+  for (const [o, w] of [[a, 'A'], [b, 'B'], [y, 'Y']] as const) requireDtype(ctx, o, [1], w);
+  if (a.rank < 2 || b.rank < 2) ctx.fail(`operands of rank ${a.rank} and ${b.rank} (the lowering makes them ≥ 2)`);
+  const k = a.dims[a.rank - 1];
+  const n = y.dims[y.rank - 1];
+  const vec = k !== undefined && n !== undefined && k % 4 === 0 && n % 4 === 0;
+  const batched = b.rank > 2;
+  const r = y.rank;
+  const out = outOperand(ctx);
+  const tc: Instance = {
+    template: `planc::gemm_tc<${TILE.bm}, ${TILE.bn}, ${vec ? TILE.bk : 16}, ${TILE.passes}, ${vec}, ${act}, ${bias}, ${res}, ${r}, ${batched}>`,
+    block: 128,
+    grid: batched
+      ? [dims(out, r - 1, r, TILE.bn), dims(out, r - 2, r - 1, TILE.bm), dims(out, 0, r - 2)]
+      : [dims(out, r - 1, r, TILE.bn), dims(out, 0, r - 1, TILE.bm)],
+  };
+  if (batched) return [tc];
+  // Split K over KS blocks per column tile when the columns alone give too few blocks (about 2 waves of 132 SMs).
+  const k0 = k ?? 0;
+  const colBlocks = n === undefined ? 0 : Math.ceil(n / 64);
+  const ks = colBlocks === 0 ? 1 : Math.max(1, Math.min(16, Math.floor(264 / colBlocks), Math.floor(k0 / 64)));
+  if (ks > 1 && colBlocks > SCRATCH_COUNTERS) ctx.fail(`${colBlocks} column blocks exceed the scratch's ticket counters`);
+  const gemv: Instance = {
+    template: `planc::gemv<${act}, ${bias}, ${res}, ${n !== undefined && n % 2 === 0}, ${ks}>`,
+    block: 256,
+    grid: [dims(out, r - 1, r, 64), dims(out, 0, 0, 1, ks)],
+    maxRows: 16,
+    scratchBytes: ks > 1 ? SCRATCH_DATA + colBlocks * ks * 16 * 64 * 4 : 0,
+  };
+  return [gemv, tc];
+}
+
+const matmul: CudaRule = (ctx) => gemmInstances(ctx, 0, false, false);
+
+const fusedMatmul: CudaRule = (ctx) => {
+  const act = ctx.constIarg(0, 'activation');
+  if (act < 0 || act > 4) ctx.fail(`unknown activation ${act}`);
+  if (input(ctx, 1).rank !== 2) ctx.fail(`W has rank ${input(ctx, 1).rank}, not 2`);
+  return gemmInstances(ctx, act, ctx.ins[2] !== undefined, ctx.ins[3] !== undefined);
+};
+
+// ---- rows ----
+const softmax: CudaRule = (ctx) => {
+  const x = input(ctx, 0);
+  requireDtype(ctx, x, [1], 'X');
+  const axis = ctx.constIarg(0, 'axis');
+  const log = ctx.constIarg(1, 'log') !== 0;
+  const last = axis === x.rank - 1;
+  if (last) return [{ template: `planc::softmax<${log}, true>`, block: 256, grid: [dims(0, 0, x.rank - 1, 8)] }];
+  return [{ template: `planc::softmax<${log}, false>`, block: 256, grid: [dims(0, 0, x.rank, 256)] }];
+};
+
+const norm = (rms: boolean): CudaRule => (ctx) => {
+  const x = input(ctx, 0);
+  requireDtype(ctx, x, [1], 'X');
+  const axis = ctx.constIarg(0, 'axis');
+  if (axis < 0 || axis >= x.rank) ctx.fail(`axis ${axis} out of range`);
+  const d = product(x, axis);
+  const scale = input(ctx, 1);
+  const bias = !rms && ctx.ins[2] !== undefined;
+  for (const [o, w] of (bias ? [[scale, 'scale'], [ctx.ins[2]!, 'bias']] : [[scale, 'scale']]) as [Operand, string][]) {
+    requireDtype(ctx, o, [1], w);
+    const n = product(o);
+    if (n === undefined || d === undefined || n !== d) ctx.fail(`${w} must have the ${d ?? 'normalized'} elements of the normalized dims (static), it has ${n ?? 'a dynamic number'}`);
+  }
+  const d0 = d !== undefined && d % 32 === 0 && d <= 2048 ? d : 0;
+  return [{ template: `planc::norm<${d0}, ${rms}, ${bias}>`, block: 256, grid: [dims(0, 0, axis, 8)] }];
+};
+
+// ---- movement ----
+const transpose: CudaRule = (ctx) => flat(ctx, `planc::transpose<${utype(ctx, input(ctx, 0))}, ${ctx.outs[0]!.rank}>`);
+
+const gather: CudaRule = (ctx) => {
+  const x = input(ctx, 0);
+  const idx = input(ctx, 1);
+  requireDtype(ctx, idx, [6, 7], 'the indices');
+  const axis = ctx.constIarg(0, 'axis');
+  return flat(ctx, `planc::gather<${utype(ctx, x)}, ${ctype(ctx, idx)}, ${axis}>`);
+};
+
+const slice: CudaRule = (ctx) => {
+  const x = input(ctx, 0);
+  if (2 * x.rank > MAX_IARGS) ctx.fail(`rank ${x.rank} is too high`);
+  return flat(ctx, `planc::slice<${utype(ctx, x)}, ${x.rank}>`);
+};
+
+const concat: CudaRule = (ctx) => flat(ctx, `planc::concat<${utype(ctx, ctx.outs[0]!)}, ${ctx.constIarg(0, 'axis')}>`);
+const split: CudaRule = (ctx) => flatIn(ctx, 0, `planc::split<${utype(ctx, input(ctx, 0))}, ${ctx.constIarg(0, 'axis')}>`);
+const expand: CudaRule = (ctx) => flat(ctx, `planc::expand<${utype(ctx, input(ctx, 0))}, ${ctx.outs[0]!.rank}>`);
+const tile: CudaRule = (ctx) => flat(ctx, `planc::tile<${utype(ctx, input(ctx, 0))}, ${ctx.outs[0]!.rank}>`);
+
+const where: CudaRule = (ctx) => {
+  requireDtype(ctx, input(ctx, 0), [9], 'the condition');
+  return flat(ctx, `planc::where_select<${utype(ctx, input(ctx, 1))}, ${ctx.outs[0]!.rank}>`);
+};
+
+const clip: CudaRule = (ctx) => {
+  const x = input(ctx, 0);
+  requireDtype(ctx, x, NUMERIC, 'X');
+  return flat(ctx, `planc::clip<${ctype(ctx, x)}>`);
+};
+
+const pow: CudaRule = (ctx) => {
+  const [a, b] = [input(ctx, 0), input(ctx, 1)];
+  requireDtype(ctx, a, NUMERIC, 'the base');
+  requireDtype(ctx, b, NUMERIC, 'the exponent');
+  return flat(ctx, `planc::power<${ctype(ctx, a)}, ${ctype(ctx, b)}, ${ctx.outs[0]!.rank}>`);
+};
+
+const mod: CudaRule = (ctx) => {
+  const fmod = ctx.kernel.iargs.length > 0 ? ctx.constIarg(0, 'fmod') : 0;
+  const a = input(ctx, 0);
+  requireDtype(ctx, a, NUMERIC, 'input 0');
+  if (input(ctx, 1).dtype !== a.dtype) ctx.fail('mixed input dtypes');
+  return flat(ctx, `planc::binary<planc::OpMod<${fmod !== 0}>, ${ctype(ctx, a)}, ${ctx.outs[0]!.rank}, false>`);
+};
+
+const trilu: CudaRule = (ctx) => {
+  const x = input(ctx, 0);
+  if (x.rank < 2) ctx.fail(`rank ${x.rank} < 2`);
+  if (ctx.ins[1] !== undefined) requireDtype(ctx, ctx.ins[1], [7], 'k');
+  return flat(ctx, `planc::trilu<${utype(ctx, x)}, ${ctx.constIarg(0, 'upper') !== 0}>`);
+};
+
+// ---- attention, KV cache, output layer ----
+const attention: CudaRule = (ctx) => {
+  const [q, k, v] = [input(ctx, 0), input(ctx, 1), input(ctx, 2)];
+  for (const [o, w] of [[q, 'Q'], [k, 'K'], [v, 'V']] as const) requireDtype(ctx, o, [1], w);
+  const h = ctx.constIarg(0, 'num_heads');
+  const layout = ctx.constIarg(1, 'q_layout');
+  const maskKind = ctx.constIarg(3, 'mask_kind');
+  const causal = ctx.constIarg(4, 'is_causal') !== 0;
+  if (k.rank !== 4 || v.rank !== 4) ctx.fail('K and V must be [B, H, C, D]');
+  if (layout !== 0 && layout !== 1) ctx.fail(`q_layout ${layout}`);
+  if (q.rank !== (layout === 0 ? 4 : 3)) ctx.fail(`Q has rank ${q.rank} for q_layout ${layout}`);
+  const hd = layout === 0 ? q.dims[3] : q.dims[2] === undefined ? undefined : q.dims[2] / h;
+  if (hd === undefined || hd % 32 !== 0 || hd > 512 || k.dims[3] !== hd) ctx.fail(`head dim ${hd ?? 'dynamic'}: the CUDA kernel wants a static multiple of 32, at most 512, equal to K's`);
+  if (maskKind < 0 || maskKind > 3) ctx.fail(`mask_kind ${maskKind}`);
+  if (maskKind !== 0) {
+    const m = input(ctx, 3);
+    requireDtype(ctx, m, maskKind === 1 ? [1] : [9], 'the mask');
+    if (m.rank !== 4) ctx.fail(`the mask has rank ${m.rank}, not 4`);
+  } else if (ctx.ins[3] !== undefined) ctx.fail('mask_kind 0 with a mask');
+  // A warp per query row, 4 rows per block of 128 threads.
+  const grid = layout === 0 ? [dims(0, 0, 3, 4)] : [dims(0, 0, 2, 4, h)];
+  return [{ template: `planc::attention<${hd}, ${layout}, ${maskKind}, ${causal}>`, block: 128, grid }];
+};
+
+const cacheWrite: CudaRule = (ctx) => {
+  const [c, n] = [input(ctx, 0), input(ctx, 1)];
+  requireDtype(ctx, c, [1], 'the cache');
+  requireDtype(ctx, n, [1], 'the new rows');
+  if (c.rank !== 4) ctx.fail('the cache must be [B, H, C, D]');
+  const layout = ctx.constIarg(1, 'new_layout');
+  if (layout !== 0 && layout !== 1) ctx.fail(`new_layout ${layout}`);
+  return flatIn(ctx, 1, `planc::cache_write<${layout}>`);
+};
+
+/** Vocabulary ids per shard of project_topk (codegen/cuda/kernels/attention.cuh SHARD) and rows per block. */
+const TOPK_SHARD = 512, TOPK_ROWS = 8;
+
+const projectTopk: CudaRule = (ctx) => {
+  const [x, w] = [input(ctx, 0), input(ctx, 1)];
+  requireDtype(ctx, x, [1], 'X');
+  requireDtype(ctx, w, [1], 'W');
+  const k = ctx.constIarg(0, 'k');
+  const transposed = ctx.constIarg(1, 'transposed') !== 0;
+  if (w.rank !== 2) ctx.fail('W must be 2-D');
+  const d = x.dims[x.rank - 1];
+  const vocab = transposed ? w.dims[0] : w.dims[1];
+  if (d === undefined || vocab === undefined) ctx.fail('D and the vocabulary size must be static');
+  if ((transposed ? w.dims[1] : w.dims[0]) !== d) ctx.fail(`W is [${w.dims}] for D ${d}`);
+  if (d! % 32 !== 0 || d! > 1024) ctx.fail(`D ${d}: the CUDA kernel wants a multiple of 32, at most 1024`);
+  if (k < 1 || k > 64 || k > vocab!) ctx.fail(`k ${k}: the CUDA kernel takes 1..64 (and at most the vocabulary)`);
+  const shards = Math.ceil(vocab! / TOPK_SHARD);
+  if (Math.ceil(shards / 32) * 32 > d!) ctx.fail(`${shards} vocabulary shards do not fit the merge's shared memory for D ${d}`);
+  const bias = ctx.ins[2] !== undefined;
+  const vals = ctx.outs[0]!;
+  const maxRows = Math.max(1, Math.floor(vals.slotBytes / (4 * k)));
+  if (Math.ceil(maxRows / TOPK_ROWS) > SCRATCH_COUNTERS) ctx.fail(`${maxRows} rows exceed the scratch's ticket counters`);
+  const scratchBytes = SCRATCH_DATA + 4 * maxRows * shards * (2 + 2 * k);
+  return [{
+    template: `planc::project_topk<${d}, ${vocab}, ${k}, ${transposed}, ${bias}>`,
+    block: 256,
+    grid: [dims(0, 0, 0, 1, shards), dims(0, 0, x.rank - 1, TOPK_ROWS)],
+    scratchBytes,
+  }];
+};
+
+/** Kernel name → rule. A name missing here has no CUDA template: optimize --target cuda fails naming the node. */
+export const CUDA_RULES: Record<string, CudaRule> = {
+  add: binary('OpAdd'), sub: binary('OpSub'), mul: binary('OpMul'), div: binary('OpDiv'), max: binary('OpMax'), min: binary('OpMin'),
+  mod, pow,
+  equal: compare('OpEq', [...NUMERIC, 9]), less: compare('OpLt', NUMERIC), greater: compare('OpGt', NUMERIC),
+  less_equal: compare('OpLe', NUMERIC), greater_equal: compare('OpGe', NUMERIC),
+  and: compare('OpAnd', [9]), or: compare('OpOr', [9]), xor: compare('OpXor', [9]),
+  where,
+  ...Object.fromEntries(Object.entries(UNARY).map(([k, [op, types]]) => [k, unary(op, types)])),
+  clip, cast, copy,
+  fill: filled('fill', NUMERIC), range: filled('range', NUMERIC), values: filled('values', [1, 6, 7]),
+  matmul, fused_matmul: fusedMatmul,
+  softmax, layer_norm: norm(false), rms_norm: norm(true),
+  transpose, gather, slice, concat, split, expand, tile, trilu,
+  attention, cache_write: cacheWrite, project_topk: projectTopk,
+};
+
+// ---- operands of a program's kernels ----
+
+/** The arena slot bytes behind a tensor (following aliases), 0 for weights and inputs. */
+function slotBytes(p: PlanProgram, t: PlanTensor): number {
+  let x = t;
+  while (x.kind === TENSOR_KIND.ALIAS) x = p.tensors[x.ref]!;
+  return x.kind === TENSOR_KIND.ARENA ? x.slotBytes : 0;
+}
+
+/** A constant expression's value, or undefined when it depends on a runtime symbol. */
+export function constExpr(p: PlanProgram, e: number): number | undefined {
+  const terms = p.exprs[e]!.terms;
+  if (terms.some((t) => t.factors.length > 0)) return undefined;
+  return terms.reduce((s, t) => s + t.coeff, 0);
+}
+
+export function operand(p: PlanProgram, t: number): Operand {
+  const x = p.tensors[t]!;
+  return { tensor: t, dtype: x.dtype, rank: x.dims.length, dims: x.dims.map((e) => constExpr(p, e)), exprs: x.dims, slotBytes: slotBytes(p, x), kind: x.kind };
+}
+
+/** The launch variants of kernel call k of program p; fails (naming the node) when no CUDA template fits. */
+export function selectCuda(p: PlanProgram, k: number): Instance[] {
+  const kern = p.kernels[k]!;
+  const where = { graph: p.graph, node: kern.node, stage: 'cuda codegen' };
+  const fail = (msg: string): never => { throw new PlancError('PLANC_E602', `kernel '${kern.name}': ${msg}`, where); };
+  const rule = CUDA_RULES[kern.name];
+  if (!rule) fail(`no CUDA template for this kernel yet (CUDA templates: ${Object.keys(CUDA_RULES).sort().join(', ')})`);
+  if (kern.inputs.length > MAX_IN || kern.outputs.length > MAX_OUT || kern.iargs.length > MAX_IARGS || kern.fargs.length > MAX_FARGS) {
+    fail(`${kern.inputs.length} inputs, ${kern.outputs.length} outputs, ${kern.iargs.length} iargs, ${kern.fargs.length} fargs: over what a CUDA launch carries (${MAX_IN}, ${MAX_OUT}, ${MAX_IARGS}, ${MAX_FARGS})`);
+  }
+  const ctx: RuleCtx = {
+    kernel: kern,
+    ins: kern.inputs.map((t) => (t < 0 ? undefined : operand(p, t))),
+    outs: kern.outputs.map((t) => operand(p, t)),
+    constIarg: (i, what) => {
+      const e = kern.iargs[i];
+      if (e === undefined) return fail(`missing iarg ${i} (${what})`);
+      const v = constExpr(p, e);
+      if (v === undefined) return fail(`${what} (iarg ${i}) depends on a runtime dim; the CUDA template needs it at optimize time`);
+      return v;
+    },
+    fail,
+  };
+  return rule!(ctx);
+}

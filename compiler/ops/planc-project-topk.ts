@@ -1,0 +1,103 @@
+// planc.ProjectTopK: the fused output layer, logits = X·W (+ bias) → the k best log-softmax entries and their ids.
+import type { Dim } from '../symbolic.ts';
+import { Tensor } from '../tensor.ts';
+import type { InferInput, OpContext, OpHandler } from './types.ts';
+import { need } from './util.ts';
+
+/** k and transposed, checked. */
+function attrs(ctx: OpContext): { k: number; transposed: boolean } {
+  const k = ctx.int('k');
+  const t = ctx.int('transposed', 0);
+  if (!Number.isInteger(k) || k < 1) ctx.fail(`k must be an integer ≥ 1, got ${k}`);
+  if (t !== 0 && t !== 1) ctx.fail(`transposed must be 0 or 1, got ${t}`);
+  return { k, transposed: t === 1 };
+}
+
+/** [D, V] of the weight (W is [D, V], or [V, D] when transposed). */
+function weightDims(w: readonly Dim[], transposed: boolean): [Dim, Dim] {
+  return transposed ? [w[1]!, w[0]!] : [w[0]!, w[1]!];
+}
+
+const differ = (a: Dim | undefined, b: Dim | undefined) => typeof a === 'number' && typeof b === 'number' && a !== b;
+
+function checkInputs(ctx: OpContext, x: InferInput, w: InferInput, bias: InferInput | undefined, k: number, transposed: boolean): void {
+  for (const [name, t] of [['X', x], ['W', w], ['bias', bias]] as const) {
+    if (t && t.dtype !== 'float32') ctx.fail(`${name} must be float32, got ${t.dtype}`);
+  }
+  if (x.shape && x.shape.length < 2) ctx.fail(`X needs rank ≥ 2, got rank ${x.shape.length}`);
+  if (!w.shape) return;
+  if (w.shape.length !== 2) ctx.fail(`W must be 2-D, got rank ${w.shape.length}`);
+  const [d, v] = weightDims(w.shape, transposed);
+  if (x.shape && differ(x.shape[x.shape.length - 1], d)) ctx.fail(`X's last dim ${x.shape[x.shape.length - 1]} differs from W's D = ${d} (transposed=${Number(transposed)})`);
+  if (bias?.shape && (bias.shape.length !== 1 || differ(bias.shape[0], v))) ctx.fail(`bias must be [${v}], got [${bias.shape.join(',')}]`);
+  if (typeof v === 'number' && k > v) ctx.fail(`k = ${k} exceeds the vocabulary size ${v}`);
+}
+
+/** The k best (value desc, lower id first on ties) of one row of log-probs. */
+function topOfRow(lp: Float64Array, k: number): number[] {
+  const best: number[] = [];
+  const before = (i: number, j: number) => lp[i]! > lp[j]! || (lp[i] === lp[j] && i < j);
+  for (let i = 0; i < lp.length; i++) {
+    if (best.length === k && !before(i, best[k - 1]!)) continue;
+    if (best.length === k) best.pop();
+    let p = best.length;
+    while (p > 0 && before(i, best[p - 1]!)) p--;
+    best.splice(p, 0, i);
+  }
+  return best;
+}
+
+/**
+ * Inputs X [..., D], W [D, V] (transposed=1: [V, D]), bias? [V]; attrs k, transposed. Outputs values [..., k]
+ * float32 (log-softmax of the logits, best first) and indices [..., k] int64. The reference computes in float64.
+ */
+const PROJECT_TOPK: OpHandler = {
+  op: 'ProjectTopK',
+  domain: 'planc',
+  infer(ctx, inputs) {
+    const x = need(ctx, inputs, 0);
+    const w = need(ctx, inputs, 1);
+    const { k, transposed } = attrs(ctx);
+    checkInputs(ctx, x, w, inputs[2], k, transposed);
+    if (!x.shape) return [{ dtype: 'float32' }, { dtype: 'int64' }];
+    const shape = [...x.shape.slice(0, -1), k];
+    return [{ dtype: 'float32', shape }, { dtype: 'int64', shape: [...shape] }];
+  },
+  eval(ctx, inputs) {
+    const x = need(ctx, inputs, 0);
+    const w = need(ctx, inputs, 1);
+    const bias = inputs[2];
+    const { k, transposed } = attrs(ctx);
+    checkInputs(ctx, { dtype: x.dtype, shape: [...x.dims] }, { dtype: w.dtype, shape: [...w.dims] }, bias && { dtype: bias.dtype, shape: [...bias.dims] }, k, transposed);
+    const [d, v] = weightDims(w.dims, transposed) as [number, number];
+    const rows = x.size / d;
+    const xv = x.nums, wv = w.nums, bv = bias?.nums;
+    const values = new Float64Array(rows * k), indices = new Float64Array(rows * k);
+    const logits = new Float64Array(v);
+    for (let r = 0; r < rows; r++) {
+      logits.fill(0);
+      for (let p = 0; p < d; p++) {
+        const a = xv[r * d + p]!;
+        if (transposed) for (let j = 0; j < v; j++) logits[j] += a * wv[j * d + p]!;
+        else for (let j = 0, o = p * v; j < v; j++) logits[j] += a * wv[o + j]!;
+      }
+      let max = -Infinity;
+      for (let j = 0; j < v; j++) {
+        if (bv) logits[j] += bv[j]!;
+        if (logits[j]! > max || Number.isNaN(logits[j]!)) max = logits[j]!;
+      }
+      let sum = 0;
+      for (let j = 0; j < v; j++) sum += Math.exp(logits[j]! - max);
+      const lse = max + Math.log(sum);
+      for (let j = 0; j < v; j++) logits[j] = logits[j]! - lse;
+      topOfRow(logits, k).forEach((j, t) => {
+        values[r * k + t] = logits[j]!;
+        indices[r * k + t] = j;
+      });
+    }
+    const dims = [...x.dims.slice(0, -1), k];
+    return [Tensor.fromNumbers('float32', dims, values), new Tensor('int64', dims, indices)];
+  },
+};
+
+export const PLANC_PROJECT_TOPK_OPS: OpHandler[] = [PROJECT_TOPK];

@@ -1,0 +1,407 @@
+// project_topk: logits = X·W (+ bias) in vocabulary tiles, each folded into a running log-sum-exp and top-k per row.
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "../kernel.h"
+#include "../threadpool.h"
+#include "gemm_avx512.h"
+
+#ifdef PLANC_HAVE_OPENBLAS
+#include <cblas.h>
+#endif
+
+// Hot loops are compiled twice with GCC on x86-64 glibc (AVX2+FMA and the portable baseline), picked at load time
+// by an ifunc (not under TSan, whose runtime starts after ifunc resolvers run).
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__GLIBC__) && !defined(__SANITIZE_THREAD__)
+#define PLANC_HOT __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define PLANC_HOT
+#endif
+
+#if defined(__GNUC__)
+#define PLANC_VEC8 1
+typedef float v8f __attribute__((vector_size(32)));
+typedef int32_t v8i __attribute__((vector_size(32)));
+#pragma GCC diagnostic ignored "-Wpsabi"  // v8f only passes between inline helpers: no ABI is crossed
+#endif
+
+namespace planc {
+namespace {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+constexpr int64_t kRowBlock = 64;  // rows per pass over the weight (the tile buffer is at most 64 x 2048 floats)
+
+// ---------- e^x (the Cephes polynomial of softmax.cc, branch-free so the loops vectorize) ----------
+
+inline float exp_approx(float x) {
+  const float lo = -87.3365478515625f, hi = 88.0f;
+  float c = x > lo ? x : lo;
+  c = c < hi ? c : hi;
+  const float round = 12582912.0f;  // 1.5 * 2^23: adding and subtracting it rounds to the nearest integer
+  const float n = (c * 1.44269504088896341f + round) - round;
+  float r = c - n * 0.693359375f;
+  r = r + n * 2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, sizeof scale);
+  float y = p * scale;
+  y = x < lo ? 0.0f : y;
+  y = x > 88.72283935546875f ? kInf : y;
+  return x != x ? x : y;
+}
+
+#ifdef PLANC_VEC8
+inline v8f splat(float v) { return v8f{} + v; }
+inline v8f load8(const float* p) {
+  v8f v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+// Per lane: mask ? a : b (mask lanes are all ones or all zeros).
+inline v8f select8(const v8i& mask, const v8f& a, const v8f& b) { return (v8f)((mask & (v8i)a) | (~mask & (v8i)b)); }
+inline v8f nan_max8(const v8f& m, const v8f& v) { return select8((v > m) | (v != v), v, m); }
+
+inline v8f exp8(const v8f& x) {
+  const v8f lo = splat(-87.3365478515625f), round = splat(12582912.0f);
+  v8f c = select8(x > lo, x, lo);
+  c = select8(c < 88.0f, c, splat(88.0f));
+  const v8f n = (c * 1.44269504088896341f + round) - round;
+  v8f r = c - n * 0.693359375f;
+  r = r + n * 2.12194440e-4f;
+  v8f p = splat(1.9875691500e-4f);
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  const v8i bits = (__builtin_convertvector(n, v8i) + 127) << 23;
+  v8f y = p * (v8f)bits;
+  y = select8(x < lo, v8f{}, y);
+  y = select8(x > 88.72283935546875f, splat(kInf), y);
+  return select8(x != x, x, y);
+}
+#endif
+
+// Max of a run, NaN when any element is NaN; -inf for an empty run.
+PLANC_HOT float nan_max(const float* x, int64_t n) {
+  float m = -kInf;
+  int64_t i = 0;
+#ifdef PLANC_VEC8
+  v8f m0 = splat(-kInf), m1 = m0;
+  for (; i + 16 <= n; i += 16) {
+    m0 = nan_max8(m0, load8(x + i));
+    m1 = nan_max8(m1, load8(x + i + 8));
+  }
+  m0 = nan_max8(m0, m1);
+  for (int l = 0; l < 8; l++) m = (m0[l] > m || m0[l] != m0[l]) ? m0[l] : m;
+#endif
+  for (; i < n; i++) m = (x[i] > m || x[i] != x[i]) ? x[i] : m;
+  return m;
+}
+
+// Sum of e^(x[i] - m).
+PLANC_HOT float exp_sum(const float* x, int64_t n, float m) {
+  float s = 0;
+  int64_t i = 0;
+#ifdef PLANC_VEC8
+  v8f s0 = {}, s1 = {};
+  for (; i + 16 <= n; i += 16) {
+    s0 += exp8(load8(x + i) - m);
+    s1 += exp8(load8(x + i + 8) - m);
+  }
+  const v8f t = s0 + s1;
+  for (int l = 0; l < 8; l++) s += t[l];
+#endif
+  for (; i < n; i++) s += exp_approx(x[i] - m);
+  return s;
+}
+
+// ---------- logits of one tile ----------
+
+// The operands: X [rows, d], W [d, v] (transposed: [v, d]), bias [v] or null.
+struct Problem {
+  const float* x;
+  const float* w;
+  const float* bias;
+  int64_t rows, d, v, k;
+  bool transposed;
+};
+
+// out[r][j] = sum_p a[r][p] w[p][j] for nr rows, nb columns of a row-major w (row stride ldw); four rows of w per step.
+PLANC_HOT void gemv_rows(const float* a, int64_t nr, int64_t d, const float* w, int64_t ldw, int64_t nb, float* out) {
+  std::fill(out, out + nr * nb, 0.0f);
+  int64_t p = 0;
+  for (; p + 4 <= d; p += 4) {
+    const float* w0 = w + p * ldw;
+    const float* w1 = w0 + ldw;
+    const float* w2 = w1 + ldw;
+    const float* w3 = w2 + ldw;
+    for (int64_t r = 0; r < nr; r++) {
+      const float a0 = a[r * d + p], a1 = a[r * d + p + 1], a2 = a[r * d + p + 2], a3 = a[r * d + p + 3];
+      float* o = out + r * nb;
+      for (int64_t j = 0; j < nb; j++) o[j] += a0 * w0[j] + a1 * w1[j] + a2 * w2[j] + a3 * w3[j];
+    }
+  }
+  for (; p < d; p++) {
+    const float* w0 = w + p * ldw;
+    for (int64_t r = 0; r < nr; r++) {
+      const float a0 = a[r * d + p];
+      float* o = out + r * nb;
+      for (int64_t j = 0; j < nb; j++) o[j] += a0 * w0[j];
+    }
+  }
+}
+
+// Dot product of two contiguous runs in 16 independent lanes.
+PLANC_HOT float dot(const float* x, const float* y, int64_t n) {
+  float lanes[16] = {0};
+  int64_t p = 0;
+  for (; p + 16 <= n; p += 16)
+    for (int l = 0; l < 16; l++) lanes[l] += x[p + l] * y[p + l];
+  float s = 0;
+  for (; p < n; p++) s += x[p] * y[p];
+  for (int l = 0; l < 16; l++) s += lanes[l];
+  return s;
+}
+
+// out[r][j] = a[r] . e[j] for nb rows of e (each d floats, contiguous).
+void dot_rows(const float* a, int64_t nr, int64_t d, const float* e, int64_t nb, float* out) {
+  for (int64_t j = 0; j < nb; j++)
+    for (int64_t r = 0; r < nr; r++) out[r * nb + j] = dot(a + r * d, e + j * d, d);
+}
+
+// Whether the hand-written GEMV / dot loops beat the GEMM for nr rows (the thresholds of gemm.cc's prefer_gemv).
+bool prefer_gemv(int64_t nr, bool transposed) {
+  if (avx512_gemm_available()) return nr <= 2 || (!transposed && nr <= 4);
+#ifdef PLANC_HAVE_OPENBLAS
+  return transposed ? nr <= 2 : nr <= 8;
+#else
+  return true;
+#endif
+}
+
+// out [nr, nb] = logits of rows [r0, r0 + nr) and columns [j0, j0 + nb), bias included. Single-threaded.
+void tile_logits(const Problem& p, int64_t r0, int64_t nr, int64_t j0, int64_t nb, float* out) {
+  const float* a = p.x + r0 * p.d;
+  const float* b = p.transposed ? p.w + j0 * p.d : p.w + j0;
+  const int64_t ldb = p.transposed ? p.d : p.v;
+  if (p.d == 0) {
+    std::fill(out, out + nr * nb, 0.0f);
+  } else if (prefer_gemv(nr, p.transposed)) {
+    if (p.transposed) dot_rows(a, nr, p.d, b, nb, out);
+    else gemv_rows(a, nr, p.d, b, ldb, nb, out);
+  } else if (avx512_gemm_available()) {
+    avx512_gemm(GemmCall{nr, nb, p.d, 1.0f, a, p.d, false, b, ldb, p.transposed, out, nb, false}, nullptr);
+  } else {
+#ifdef PLANC_HAVE_OPENBLAS
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, p.transposed ? CblasTrans : CblasNoTrans, static_cast<int>(nr),
+                static_cast<int>(nb), static_cast<int>(p.d), 1.0f, a, static_cast<int>(p.d), b, static_cast<int>(ldb),
+                0.0f, out, static_cast<int>(nb));
+#endif
+  }
+  if (!p.bias) return;
+  for (int64_t r = 0; r < nr; r++) {
+    float* o = out + r * nb;
+    const float* bias = p.bias + j0;
+    for (int64_t j = 0; j < nb; j++) o[j] += bias[j];
+  }
+}
+
+// ---------- running state per row ----------
+
+// One part's state for a block of rows: running max, sum of e^(x - max), and the best k (value desc, id asc).
+struct PartState {
+  std::vector<float> max;
+  std::vector<double> sum;
+  std::vector<int64_t> count;
+  std::vector<float> vals;
+  std::vector<int64_t> ids;
+  void reset(int64_t rows, int64_t k) {
+    max.assign(static_cast<size_t>(rows), -kInf);
+    sum.assign(static_cast<size_t>(rows), 0.0);
+    count.assign(static_cast<size_t>(rows), 0);
+    vals.resize(static_cast<size_t>(rows * k));
+    ids.resize(static_cast<size_t>(rows * k));
+  }
+};
+
+// Inserts (x, id) into a row's best-k list; equal values keep the earlier (lower) id first.
+inline void insert_best(float* vals, int64_t* ids, int64_t& count, int64_t k, float x, int64_t id) {
+  int64_t pos = count < k ? count++ : k - 1;
+  while (pos > 0 && vals[pos - 1] < x) {
+    vals[pos] = vals[pos - 1];
+    ids[pos] = ids[pos - 1];
+    pos--;
+  }
+  vals[pos] = x;
+  ids[pos] = id;
+}
+
+// Folds one row's tile of logits l [nb] (columns from j0) into its running max, sum and best k.
+void fold_tile(PartState& s, int64_t r, const float* l, int64_t nb, int64_t j0, int64_t k) {
+  const float tm = nan_max(l, nb);
+  float& m = s.max[static_cast<size_t>(r)];
+  double& sum = s.sum[static_cast<size_t>(r)];
+  if (m != m) return;  // a NaN already made this row NaN
+  if (tm != tm) {
+    m = tm;
+    return;
+  }
+  if (tm > m) {
+    if (m != -kInf) sum *= std::exp(static_cast<double>(m) - tm);
+    m = tm;
+  }
+  if (m != -kInf) sum += exp_sum(l, nb, m);
+  float* vals = s.vals.data() + r * k;
+  int64_t* ids = s.ids.data() + r * k;
+  int64_t& count = s.count[static_cast<size_t>(r)];
+  if (count == k && !(tm > vals[k - 1])) return;  // nothing in this tile beats the k-th best
+  for (int64_t j = 0; j < nb; j++) {
+    if (count < k || l[j] > vals[k - 1]) insert_best(vals, ids, count, k, l[j], j0 + j);
+  }
+}
+
+// One candidate of the final merge.
+struct Cand {
+  float v;
+  int64_t id;
+};
+
+// Merges the parts' states of one row into values (log-probs) and ids, k of each.
+void merge_row(const std::vector<PartState>& parts, int64_t r, int64_t k, float* values, int64_t* ids,
+               std::vector<Cand>& cands) {
+  const size_t ri = static_cast<size_t>(r);
+  float m = -kInf;
+  bool nan = false;
+  for (const PartState& s : parts) {
+    if (s.max[ri] != s.max[ri]) nan = true;
+    else m = std::max(m, s.max[ri]);
+  }
+  double sum = 0;
+  if (m != -kInf) {
+    for (const PartState& s : parts)
+      if (s.max[ri] != -kInf) sum += s.sum[ri] * std::exp(static_cast<double>(s.max[ri]) - m);
+  }
+  const double lse = nan ? std::numeric_limits<double>::quiet_NaN() : m == -kInf ? -HUGE_VAL : m + std::log(sum);
+  cands.clear();
+  for (const PartState& s : parts)
+    for (int64_t t = 0; t < s.count[ri]; t++) cands.push_back({s.vals[r * k + t], s.ids[r * k + t]});
+  while (static_cast<int64_t>(cands.size()) < k) cands.push_back({std::numeric_limits<float>::quiet_NaN(), 0});  // NaN rows stop early
+  auto key = [](float v) { return v != v ? -kInf : v; };
+  std::partial_sort(cands.begin(), cands.begin() + k, cands.end(), [&](const Cand& a, const Cand& b) {
+    const float x = key(a.v), y = key(b.v);
+    return x > y || (x == y && a.id < b.id);
+  });
+  for (int64_t t = 0; t < k; t++) {
+    values[t] = static_cast<float>(static_cast<double>(cands[t].v) - lse);
+    ids[t] = cands[t].id;
+  }
+}
+
+// Columns per tile for nr rows: the [nr, tile] logits buffer stays near 64 KiB; a multiple of 32.
+int64_t tile_width(int64_t nr, int64_t v) {
+  const int64_t w = std::min<int64_t>(2048, std::max<int64_t>(512, 16384 / std::max<int64_t>(1, nr)));
+  return std::min(v, (w + 31) / 32 * 32);
+}
+
+// Rows [r0, r0 + nr): parts of the vocabulary in parallel, each a run of tiles with its own state, then the merge.
+void run_block(const Problem& p, int64_t r0, int64_t nr, float* values, int64_t* indices, ThreadPool* pool) {
+  const int64_t tw = tile_width(nr, p.v);
+  const int64_t tiles = (p.v + tw - 1) / tw;
+  const int64_t threads = pool ? pool->threads() : 1;
+  const double flops = 2.0 * nr * p.d * p.v;
+  const int64_t n_parts = flops < 1e6 || threads == 1 ? 1 : std::min<int64_t>(tiles, 4 * threads);
+  std::vector<PartState> parts(static_cast<size_t>(n_parts));
+  auto run = [&](int64_t q0, int64_t q1) {
+    static thread_local std::vector<float> buf;
+    buf.resize(static_cast<size_t>(nr * tw));
+    for (int64_t q = q0; q < q1; q++) {
+      PartState& s = parts[static_cast<size_t>(q)];
+      s.reset(nr, p.k);
+      for (int64_t t = tiles * q / n_parts; t < tiles * (q + 1) / n_parts; t++) {
+        const int64_t j0 = t * tw, nb = std::min(tw, p.v - j0);
+        tile_logits(p, r0, nr, j0, nb, buf.data());
+        for (int64_t r = 0; r < nr; r++) fold_tile(s, r, buf.data() + r * nb, nb, j0, p.k);
+      }
+    }
+  };
+  if (pool && n_parts > 1) pool->parallel_for(n_parts, 1, run);
+  else run(0, n_parts);
+  std::vector<Cand> cands;
+  for (int64_t r = 0; r < nr; r++) merge_row(parts, r, p.k, values + (r0 + r) * p.k, indices + (r0 + r) * p.k, cands);
+}
+
+// ---------- the kernel ----------
+
+// Checks the operands and outputs; fills p. Returns an error or nullptr.
+const char* check_project_topk(const KernelArgs& args, Problem* p) {
+  if (args.n_in != 3 || args.n_out != 2 || args.n_iargs != 2)
+    return kernel_error("project_topk: needs 3 inputs (X, W, bias?), 2 outputs and 2 iargs, got %d, %d and %d",
+                        args.n_in, args.n_out, args.n_iargs);
+  const TensorView &x = args.in[0], &w = args.in[1], &bias = args.in[2], &vals = args.out[0], &ids = args.out[1];
+  const int64_t k = args.iargs[0], tr = args.iargs[1];
+  if (tr != 0 && tr != 1) return kernel_error("project_topk: transposed must be 0 or 1, got %lld", (long long)tr);
+  if (x.dtype != kFloat32 || w.dtype != kFloat32)
+    return kernel_error("project_topk: X and W must be float32, got %s and %s", dtype_name(x.dtype), dtype_name(w.dtype));
+  if (x.rank < 2 || w.rank != 2)
+    return kernel_error("project_topk: needs X of rank >= 2 and a 2-D W, got X %s and W %s", dims_str(x).c_str(), dims_str(w).c_str());
+  const int64_t d = x.dims[x.rank - 1];
+  const int64_t wd = tr ? w.dims[1] : w.dims[0], v = tr ? w.dims[0] : w.dims[1];
+  if (wd != d)
+    return kernel_error("project_topk: X %s and W %s (transposed=%lld) disagree on D", dims_str(x).c_str(), dims_str(w).c_str(), (long long)tr);
+  if (d > INT_MAX || v > INT_MAX) return kernel_error("project_topk: W %s is too large", dims_str(w).c_str());
+  if (bias.data && (bias.dtype != kFloat32 || bias.rank != 1 || bias.dims[0] != v))
+    return kernel_error("project_topk: bias must be float32 [%lld], got %s %s", (long long)v, dtype_name(bias.dtype), dims_str(bias).c_str());
+  if (k < 1 || k > v) return kernel_error("project_topk: k = %lld is out of range for a vocabulary of %lld", (long long)k, (long long)v);
+  int64_t rows = 1;
+  for (int i = 0; i < x.rank - 1; i++) rows *= x.dims[i];
+  for (const TensorView* o : {&vals, &ids}) {
+    bool ok = o->rank == x.rank && o->dims[o->rank - 1] == k;
+    for (int i = 0; ok && i < x.rank - 1; i++) ok = o->dims[i] == x.dims[i];
+    if (!ok)
+      return kernel_error("project_topk: output %s must be X's leading dims + [%lld] (X %s)", dims_str(*o).c_str(),
+                          (long long)k, dims_str(x).c_str());
+  }
+  if (vals.dtype != kFloat32 || ids.dtype != kInt64)
+    return kernel_error("project_topk: outputs must be float32 and int64, got %s and %s", dtype_name(vals.dtype), dtype_name(ids.dtype));
+  if (rows > 0 && (!x.data || !w.data || !vals.data || !ids.data)) return "project_topk: missing input or output";
+  *p = Problem{x.as<float>(), w.as<float>(), bias.data ? bias.as<float>() : nullptr, rows, d, v, k, tr == 1};
+  return nullptr;
+}
+
+// Inputs X [rows..., D], W [D, V] (transposed: [V, D]), bias? [V]; outputs values [rows..., k] float32 (log-softmax
+// of the logits, best first, ties: lower id first) and indices [rows..., k] int64; iargs k, transposed.
+const char* project_topk(const KernelArgs& args) {
+  Problem p{};
+  if (const char* err = check_project_topk(args, &p)) return err;
+#ifdef PLANC_HAVE_OPENBLAS
+  if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);  // BLAS runs inside the pool's tasks
+#endif
+  float* values = args.out[0].as<float>();
+  int64_t* indices = args.out[1].as<int64_t>();
+  for (int64_t r0 = 0; r0 < p.rows; r0 += kRowBlock)
+    run_block(p, r0, std::min(kRowBlock, p.rows - r0), values, indices, args.pool);
+  return nullptr;
+}
+
+const KernelDef kDefs[] = {
+    {"project_topk", project_topk},
+};
+
+}  // namespace
+
+KernelList project_topk_kernels() { return {kDefs, sizeof kDefs / sizeof kDefs[0]}; }
+
+}  // namespace planc

@@ -1,0 +1,61 @@
+// The best tokens of one row of a decoder step's outputs: from full logits, or from a planc.ProjectTopK plan's top-k.
+import { PlancError } from '../../compiler/diagnostics.ts';
+import type { RtTensor } from '../tensor.ts';
+
+type Outputs = Record<string, RtTensor>;
+
+/** Candidates of one row, best first (ties: lower id first). */
+export interface RowTop {
+  ids: number[];
+  logProbs: number[];
+}
+
+/** The n best tokens of row r at the last position, with log-softmax log-probs. */
+export function rowTop(out: Outputs, r: number, n: number): RowTop {
+  const ids = out.topk_ids;
+  if (ids) {
+    const [, t, k] = ids.dims as [number, number, number];
+    if (n > k) throw new PlancError('PLANC_E405', `decoding needs the ${n} best tokens per step but the plan keeps ${k}; optimize with --topk ${n} or more`);
+    const base = (r * t + t - 1) * k;
+    const lp = out.topk_logprobs!.data as Float32Array;
+    const id = ids.data as BigInt64Array;
+    return { ids: Array.from({ length: n }, (_, j) => Number(id[base + j]!)), logProbs: Array.from({ length: n }, (_, j) => lp[base + j]!) };
+  }
+  const logits = out.logits!;
+  const [, t, v] = logits.dims as [number, number, number];
+  const x = (logits.data as Float32Array).subarray((r * t + t - 1) * v, (r * t + t) * v);
+  const lse = logSumExp(x);
+  const best: number[] = [];
+  for (let tok = 0; tok < v; tok++) {
+    if (best.length === n && x[tok]! <= x[best[n - 1]!]!) continue;
+    let at = best.length;
+    while (at > 0 && x[best[at - 1]!]! < x[tok]!) at--;
+    best.splice(at, 0, tok);
+    if (best.length > n) best.pop();
+  }
+  return { ids: best, logProbs: best.map((tok) => x[tok]! - lse) };
+}
+
+/** The best token of row r; its log-prob only when asked (full logits make that a second pass). */
+export function rowBest(out: Outputs, r: number, withLogProb: boolean): { tok: number; logProb: number } {
+  if (out.topk_ids || withLogProb) {
+    const top = rowTop(out, r, 1);
+    return { tok: top.ids[0]!, logProb: top.logProbs[0]! };
+  }
+  const logits = out.logits!;
+  const [, t, v] = logits.dims as [number, number, number];
+  const x = logits.data as Float32Array;
+  const base = (r * t + t - 1) * v;
+  let best = 0;
+  for (let k = 1; k < v; k++) if (x[base + k]! > x[base + best]!) best = k;
+  return { tok: best, logProb: 0 };
+}
+
+/** log(sum(exp(x))) in float64. */
+function logSumExp(x: Float32Array): number {
+  let max = -Infinity;
+  for (let k = 0; k < x.length; k++) if (x[k]! > max) max = x[k]!;
+  let sum = 0;
+  for (let k = 0; k < x.length; k++) sum += Math.exp(x[k]! - max);
+  return max + Math.log(sum);
+}

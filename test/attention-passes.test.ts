@@ -1,0 +1,132 @@
+// Attention fusion and the in-place KV cache: golden IR, declines explained, and equal outputs (reference evaluator).
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { evaluate } from '../compiler/eval/evaluate.ts';
+import { inferModel } from '../compiler/infer/infer.ts';
+import { importOnnxFile } from '../compiler/onnx/import-model.ts';
+import { printModel } from '../compiler/printer.ts';
+import { Tensor } from '../compiler/tensor.ts';
+import { FUSE_ATTENTION } from '../passes/fuse-attention.ts';
+import { KV_CACHE_IN_PLACE } from '../passes/kv-cache-in-place.ts';
+import { runPipeline } from '../passes/pipeline.ts';
+import { toCacheFeeds, cacheRows } from './helpers/cache-feeds.ts';
+import { matchGolden } from './helpers/golden.ts';
+import { buildModel, floatInit } from './helpers/onnx-build.ts';
+import type { NodeSpec } from './helpers/onnx-build.ts';
+
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'planc-attn-'));
+const vals = (n: number, seed: number) => Array.from({ length: n }, (_, i) => Math.sin(i * 1.3 + seed) * 0.7);
+const H = 2, D = 4;
+const ints = (name: string, v: number[]) => ({ name, dims: [v.length], dataType: 7, int64Data: v });
+const perm = (p: number[]) => [{ name: 'perm', type: 7, ints: p }];
+
+/** Exporter-style head split: x [B,S,H*D] → [B,H,S,D] (Reshape then Transpose 0,2,1,3). */
+function split(x: string, out: string): NodeSpec[] {
+  return [
+    { op: 'Reshape', inputs: [x, 'heads_shape'], outputs: [`${out}_r`], name: `${out}_reshape` },
+    { op: 'Transpose', inputs: [`${out}_r`], outputs: [out], name: `${out}_split`, attrs: perm([0, 2, 1, 3]) },
+  ];
+}
+
+/**
+ * One decoder step of self-attention the way exporters write it: Q/K/V heads split, K/V appended to the past by
+ * Concat (present outputs), QKᵀ, scale, additive mask, Softmax, ·V, heads merged; `mask` picks the mask form.
+ */
+function stepModel(mask: 'add' | 'where'): string {
+  const maskInput: [string, 'float32' | 'bool', (number | string)[]] = mask === 'add' ? ['m', 'float32', ['batch', 1, 1, 'past + 1']] : ['m', 'bool', ['batch', 1, 1, 'past + 1']];
+  const masked: NodeSpec[] = mask === 'add'
+    ? [{ op: 'Add', inputs: ['scaled', 'm'], outputs: ['masked'], name: 'mask_add' }]
+    : [{ op: 'Where', inputs: ['m', 'scaled', 'neg_inf'], outputs: ['masked'], name: 'mask_where' }];
+  const bytes = buildModel({
+    inputs: [['q3', 'float32', ['batch', 1, H * D]], ['k3', 'float32', ['batch', 1, H * D]], ['v3', 'float32', ['batch', 1, H * D]],
+      ['past_key_values.0.decoder.key', 'float32', ['batch', H, 'past', D]], ['past_key_values.0.decoder.value', 'float32', ['batch', H, 'past', D]], maskInput],
+    outputs: [['y', 'float32', ['batch', 1, H * D]], ['present.0.decoder.key', 'float32', ['batch', H, 'total', D]], ['present.0.decoder.value', 'float32', ['batch', H, 'total', D]]],
+    initializers: [ints('heads_shape', [0, 0, H, D]), ints('merge_shape', [0, 0, H * D]), floatInit('scale', [], [0.5]), floatInit('neg_inf', [], [-Infinity])],
+    nodes: [
+      ...split('q3', 'q4'), ...split('k3', 'k4'), ...split('v3', 'v4'),
+      { op: 'Concat', inputs: ['past_key_values.0.decoder.key', 'k4'], outputs: ['present.0.decoder.key'], name: 'cat_k', attrs: [{ name: 'axis', type: 2, i: 2 }] },
+      { op: 'Concat', inputs: ['past_key_values.0.decoder.value', 'v4'], outputs: ['present.0.decoder.value'], name: 'cat_v', attrs: [{ name: 'axis', type: 2, i: 2 }] },
+      { op: 'Transpose', inputs: ['present.0.decoder.key'], outputs: ['kt'], name: 'kt', attrs: perm([0, 1, 3, 2]) },
+      { op: 'MatMul', inputs: ['q4', 'kt'], outputs: ['qk'], name: 'qk' },
+      { op: 'Mul', inputs: ['qk', 'scale'], outputs: ['scaled'], name: 'scale' },
+      ...masked,
+      { op: 'Softmax', inputs: ['masked'], outputs: ['p'], name: 'softmax', attrs: [{ name: 'axis', type: 2, i: -1 }] },
+      { op: 'MatMul', inputs: ['p', 'present.0.decoder.value'], outputs: ['o4'], name: 'pv' },
+      { op: 'Transpose', inputs: ['o4'], outputs: ['o3'], name: 'merge', attrs: perm([0, 2, 1, 3]) },
+      { op: 'Reshape', inputs: ['o3', 'merge_shape'], outputs: ['y'], name: 'merge_reshape' },
+    ],
+  });
+  const p = path.join(tmp, `step-${mask}.onnx`);
+  fs.writeFileSync(p, bytes);
+  return p;
+}
+
+function stepFeeds(mask: 'add' | 'where', past: number): Record<string, Tensor> {
+  const B = 2, total = past + 1;
+  const m = Array.from({ length: B * total }, (_, i) => (i % total === 1 ? 0 : 1));
+  return {
+    q3: Tensor.fromNumbers('float32', [B, 1, H * D], vals(B * H * D, 1)),
+    k3: Tensor.fromNumbers('float32', [B, 1, H * D], vals(B * H * D, 2)),
+    v3: Tensor.fromNumbers('float32', [B, 1, H * D], vals(B * H * D, 3)),
+    'past_key_values.0.decoder.key': Tensor.fromNumbers('float32', [B, H, past, D], vals(B * H * past * D, 4)),
+    'past_key_values.0.decoder.value': Tensor.fromNumbers('float32', [B, H, past, D], vals(B * H * past * D, 5)),
+    m: mask === 'add' ? Tensor.fromNumbers('float32', [B, 1, 1, total], m.map((x) => (x ? 0 : -1e9))) : Tensor.fromNumbers('bool', [B, 1, 1, total], m),
+  };
+}
+
+test('fuse-attention + kv-cache-in-place: golden IR before and after', () => {
+  const m = importOnnxFile(stepModel('add'));
+  inferModel(m);
+  matchGolden('fuse-attention.before.txt', printModel(m));
+  const a = FUSE_ATTENTION.run(m, {});
+  inferModel(a);
+  matchGolden('fuse-attention.after.txt', printModel(a));
+  const c = KV_CACHE_IN_PLACE.run(a, {});
+  inferModel(c);
+  matchGolden('kv-cache-in-place.after.txt', printModel(c));
+  const g = c.graphs.get('main')!;
+  assert.equal(g.nodes.filter((n) => n.domain === 'planc').map((n) => n.op).sort(), ['Attention', 'CacheWrite', 'CacheWrite']);
+  assert.not.ok(g.nodes.some((n) => n.op === 'Concat' && n.inputs.some((x) => x.startsWith('kv_cache'))), 'no Concat of caches remains');
+  assert.equal(g.outputs, ['y'], 'present outputs are gone: the cache holds them');
+});
+
+for (const mask of ['add', 'where'] as const) {
+  test(`${mask} mask: the fused in-place step computes what the exported one does, and appends the new rows`, () => {
+    const m = importOnnxFile(stepModel(mask));
+    const f = runPipeline(m);
+    const g = f.graphs.get('main')!;
+    assert.is(g.nodes.filter((n) => n.op === 'Attention' && n.domain === 'planc').length, 1);
+    const feeds = stepFeeds(mask, 3);
+    const want = evaluate(m, 'main', feeds);
+    const cacheFeeds = toCacheFeeds(feeds, 6);
+    const got = evaluate(f, 'main', cacheFeeds);
+    const diff = Math.max(...Array.from(want.y!.nums, (x, i) => Math.abs(x - got.y!.nums[i]!)));
+    assert.ok(diff < 1e-6, `max diff ${diff}`);
+    // the evaluator's CacheWrite is functional: its output holds the appended cache
+    let written: Tensor | undefined;
+    const writer = g.nodes.find((n) => n.op === 'CacheWrite' && n.inputs[0] === 'kv_cache.0.decoder.key')!.name;
+    evaluate(f, 'main', cacheFeeds, { onNode: (node, outs) => { if (node === writer) written = outs[0]; } });
+    const rows = cacheRows(written!.data as Float32Array, [2, H, 6, D], 4);
+    assert.equal(Array.from(rows.nums), Array.from(want['present.0.decoder.key']!.nums));
+  });
+}
+
+test('fuse-attention explains why it declines: a Softmax not over QKᵀ', () => {
+  const bytes = buildModel({
+    inputs: [['x', 'float32', [1, 2, 3, 3]]], outputs: [['y', 'float32', [1, 2, 3, 3]]], initializers: [],
+    nodes: [{ op: 'Softmax', inputs: ['x'], outputs: ['y'], name: 'sm', attrs: [{ name: 'axis', type: 2, i: -1 }] }],
+  });
+  const p = path.join(tmp, 'softmax.onnx');
+  fs.writeFileSync(p, bytes);
+  const why: string[] = [];
+  const m = importOnnxFile(p);
+  inferModel(m);
+  const out = FUSE_ATTENTION.run(m, { explain: (_p, node, w) => why.push(`${node}: ${w}`) });
+  assert.equal(why, ['sm: no MatMul(Q, Kᵀ) before the Softmax']);
+  assert.is(printModel(out), printModel(m), 'nothing to do leaves the graph unchanged');
+});
+
+test.run();
