@@ -289,7 +289,12 @@ CudaProgram* cuda_program_new(std::shared_ptr<CudaPlan> plan, const int64_t* cod
     delete cp;
     return nullptr;
   }
-  plan->api->cuCtxSetCurrent(plan->ctx);
+  CUresult rc = plan->api->cuCtxSetCurrent(plan->ctx);
+  if (rc != 0) {
+    *err = cu_error(*plan->api, "cuCtxSetCurrent", rc);
+    delete cp;
+    return nullptr;
+  }
   if (!decode_launches(*cp, launches, n_launch, err)) {
     delete cp;
     return nullptr;

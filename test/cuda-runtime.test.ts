@@ -1,0 +1,78 @@
+// The CUDA launcher without a GPU: a fake libcuda.so.1 (test/native/cuda-stub.c) stands in for the driver, so plan
+// loading, program decoding, launch selection, grids, the KArgs layout, output copies and kernel-error reports run.
+import { spawnSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { REPO_ROOT } from '../compiler/paths.ts';
+import { readPlanFile } from '../compiler/plan/format.ts';
+import { nativeAvailable } from '../runtime/native.ts';
+import { makeModel } from '../scripts/make-model/generate.ts';
+
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'planc-cuda-stub-'));
+const log = path.join(tmp, 'launches.log');
+const planFile = path.join(tmp, 'tiny.plan');
+
+function child(extraEnv: Record<string, string> = {}, graph?: string) {
+  fs.rmSync(log, { force: true });
+  const r = spawnSync(process.execPath, ['--import', 'tsx', path.join(REPO_ROOT, 'test', 'helpers', 'stub-driver-child.ts'), planFile, ...(graph ? [graph] : [])], {
+    encoding: 'utf8', env: { ...process.env, LD_LIBRARY_PATH: tmp, PLANC_CUDA_STUB_LOG: log, ...extraEnv },
+  });
+  assert.is(r.status, 0, r.stderr);
+  return { result: JSON.parse(r.stdout.trim().split('\n').pop()!), lines: fs.existsSync(log) ? fs.readFileSync(log, 'utf8').trim().split('\n') : [] };
+}
+
+if (!nativeAvailable()) {
+  console.log('CUDA launcher tests skipped: the native addon is not built');
+} else {
+  test.before(() => {
+    const cc = spawnSync('cc', ['-shared', '-fPIC', '-O1', '-o', path.join(tmp, 'libcuda.so.1'), path.join(REPO_ROOT, 'test', 'native', 'cuda-stub.c')], { encoding: 'utf8' });
+    if (cc.status !== 0) throw new Error(`cannot build the libcuda stub: ${cc.stderr}`);
+    const dir = path.join(tmp, 'tiny');
+    makeModel({ arch: 'marian', d: 64, encoderLayers: 1, decoderLayers: 1, heads: 2, ffn: 128, vocab: 101, out: dir, seed: 3, maxPos: 64, activation: 'relu' });
+    const r = spawnSync(process.execPath, [path.join(REPO_ROOT, 'bin', 'planc.js'), 'optimize', dir, '-o', planFile, '--target', 'cuda', '--arch', 'sm_80',
+      '--no-tokenizer', '--max-batch', '4', '--max-src-len', '16', '--max-tgt-len', '8', '--quiet'], { encoding: 'utf8' });
+    if (r.status !== 0) throw new Error(`optimize --target cuda failed: ${r.stderr}`);
+  });
+
+  test('every graph runs: one launch per kernel call, in order, with the planned entry and resolved dims', () => {
+    const { result, lines } = child();
+    assert.is(result.error, undefined, result.error);
+    assert.is(result.device, 'planc stub GPU (sm_90)');
+    assert.equal(result.runs.map((r: { graph: string }) => r.graph), ['encoder', 'decoder', 'decoder_with_past']);
+    const calls = result.runs.flatMap((r: { calls: string[] }) => r.calls);
+    assert.is(lines.length, calls.length, 'one launch per call (no call has an empty grid here)');
+    lines.forEach((l: string, i: number) => {
+      const entry = l.split(' ')[0]!;
+      assert.ok(calls[i]!.split('|').includes(entry), `launch ${i}: ${entry} is not a variant of call ${i} (${calls[i]})`);
+    });
+    // The encoder's first fused_matmul: 3 × 7 = 21 rows (> 16: the tensor-core variant), N = 64 → grid 1 × 1, 128 threads.
+    const mm = lines.find((l) => /_fused_matmul /.test(l) && / in\[3,7,64\]/.test(l));
+    assert.ok(mm, 'a fused_matmul on the encoder states');
+    assert.match(mm!, /grid=1,1,1 block=128/);
+    // decoder_with_past's matmuls have 3 rows: the GEMV variant (256 threads).
+    const step = lines.slice(lines.length - result.runs[2].calls.length);
+    assert.ok(step.some((l) => /_fused_matmul grid=\d+,\d+,1 block=256 /.test(l)), 'a GEMV launch in the decoder step');
+    assert.ok(step.some((l) => /_attention /.test(l) && /block=128/.test(l)), 'attention in the decoder step');
+    assert.equal(result.runs[0].outputs.last_hidden_state, [3, 7, 64]);
+  });
+
+  test('a kernel-reported error names the kernel, its name and its node', () => {
+    const { result } = child({ PLANC_CUDA_STUB_FAIL_CALL: '0' }, 'encoder');
+    const node = readPlanFile(planFile).header.programs[0]!.kernels[0]!;
+    assert.match(result.error ?? '', new RegExp(`PLANC_E406: kernel #0 \\(${node.name}, node ${node.node.replace(/[/.()]/g, '\\$&')}\\): an index is out of range`));
+  });
+
+  test('no driver: loading says why', () => {
+    const r = spawnSync(process.execPath, ['--import', 'tsx', path.join(REPO_ROOT, 'test', 'helpers', 'stub-driver-child.ts'), planFile], {
+      encoding: 'utf8', env: { ...process.env, LD_LIBRARY_PATH: path.join(tmp, 'none') },
+    });
+    assert.is.not(r.status, 0);
+    assert.match(r.stderr, /PLANC_E403: plan targets cuda \(sm_80\) but this machine cannot run it: no GPU: libcuda.so.1 not found/);
+  });
+}
+
+test.after(() => fs.rmSync(tmp, { recursive: true, force: true }));
+test.run();
