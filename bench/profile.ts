@@ -1,22 +1,25 @@
-// `node --import tsx bench/profile.ts MODEL_DIR GRAPH BATCH`: where a graph's time goes, per kernel kind and per kernel.
+// `node --import tsx bench/profile.ts MODEL_DIR GRAPH BATCH [--no-fuse]`: where a graph's time goes, per kernel kind and kernel.
 import { importSeq2SeqDir } from '../compiler/onnx/import-model.ts';
 import { encodePlan } from '../compiler/plan/format.ts';
 import { buildPlan } from '../cli/build-plan.ts';
+import { runPipeline, TRANSLATE_TOPK } from '../passes/pipeline.ts';
 import { loadPlanBytes } from '../runtime/plan.ts';
 import type { RtTensor } from '../runtime/tensor.ts';
 
-const [dir, graph = 'encoder', batchArg = '1'] = process.argv.slice(2);
+const args = process.argv.slice(2).filter((a) => a !== '--no-fuse');
+const [dir, graph = 'encoder', batchArg = '1'] = args;
 if (!dir) throw new Error('usage: bench/profile.ts MODEL_DIR [GRAPH] [BATCH]');
 const b = Number(batchArg);
 const model = importSeq2SeqDir(dir);
-const built = buildPlan(model, { target: 'cpu', maxBatch: b, maxSrcLen: 32, maxTgtLen: 33 });
+const fuse = !process.argv.includes('--no-fuse');
+const built = buildPlan(fuse ? runPipeline(model, { topk: TRANSLATE_TOPK }) : model, { target: 'cpu', maxBatch: b, maxSrcLen: 32, maxTgtLen: 33 });
 const plan = loadPlanBytes(encodePlan(built.header, built.blob), 'profile');
 const feeds: Record<string, RtTensor> = {};
 for (const io of plan.inputs(graph)) {
-  const dims = io.dims.map((d) => (/batch/.test(d) ? b : /past/.test(d) ? 32 : /encoder/.test(d) ? 32 : /decoder_sequence/.test(d) ? 1 : Number(d)));
+  const dims = io.dims.map((d) => (/batch/.test(d) ? b : /past/.test(d) ? 32 : /cache_capacity/.test(d) ? 33 : /encoder/.test(d) ? 32 : /decoder_sequence/.test(d) ? 1 : Number(d)));
   const n = dims.reduce((x, y) => x * y, 1);
   feeds[io.name] = io.dtype === 'int64'
-    ? { dtype: 'int64', dims, data: new BigInt64Array(n).fill(io.name === 'input_ids' ? 5n : 1n) }
+    ? { dtype: 'int64', dims, data: new BigInt64Array(n).fill(io.name === 'input_ids' ? 5n : io.name === 'past_sequence_length' ? 32n : 1n) }
     : { dtype: 'float32', dims, data: Float32Array.from({ length: n }, (_, i) => Math.sin(i) * 0.3) };
 }
 for (let i = 0; i < 5; i++) plan.runSync(graph, feeds);

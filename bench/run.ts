@@ -2,8 +2,9 @@
 import { benchCpu } from './cpu.ts';
 import { benchCuda } from './cuda.ts';
 import { benchTranslate } from './translate.ts';
+import { benchVocab } from './vocab.ts';
 
-const BENCHES: Record<string, () => Promise<void>> = { cpu: benchCpu, cuda: benchCuda, translate: benchTranslate };
+const BENCHES: Record<string, () => Promise<void>> = { cpu: benchCpu, cuda: benchCuda, translate: benchTranslate, vocab: benchVocab };
 
 const name = process.argv[2];
 const run = name ? BENCHES[name] : undefined;

@@ -8,7 +8,7 @@ import { REPO_ROOT, sharedDir } from '../compiler/paths.ts';
 import { encodePlan } from '../compiler/plan/format.ts';
 import { Tensor } from '../compiler/tensor.ts';
 import { buildPlan } from '../cli/build-plan.ts';
-import { runPipeline } from '../passes/pipeline.ts';
+import { runPipeline, TRANSLATE_TOPK } from '../passes/pipeline.ts';
 import { loadPlanBytes, type Plan } from '../runtime/plan.ts';
 import { makeBatches } from '../runtime/decode/batching.ts';
 import { validateDecodingOptions } from '../runtime/decode/options.ts';
@@ -82,7 +82,7 @@ export async function benchTranslate(): Promise<void> {
   }
   const ids: number[][] = JSON.parse(fs.readFileSync(path.join(dir, 'test_ids.json'), 'utf8')).src_ids;
   const model = importSeq2SeqDir(dir);
-  const built = buildPlan(runPipeline(model), { target: 'cpu', maxBatch: 32, maxSrcLen: Math.max(128, ...ids.map((s) => s.length)), maxTgtLen: MAX_LEN });
+  const built = buildPlan(runPipeline(model, { topk: TRANSLATE_TOPK }), { target: 'cpu', maxBatch: 32, maxSrcLen: Math.max(128, ...ids.map((s) => s.length)), maxTgtLen: MAX_LEN });
   const plan = loadPlanBytes(encodePlan(built.header, built.blob), 'es-en.plan');
   const cores = os.cpus().length;
   const sessions: Record<string, ort.InferenceSession> = {};

@@ -6,6 +6,7 @@ import type { PlanHeader } from '../compiler/plan/types.ts';
 import { importModel, unsupportedOps } from '../compiler/onnx/import-model.ts';
 import { typeStr } from '../compiler/printer.ts';
 import { parseArgs, type CommandSpec } from './args.ts';
+import { formatVocabReport, vocabInspect } from './vocab-optimize.ts';
 
 export const INSPECT: CommandSpec = {
   name: 'inspect',
@@ -104,6 +105,8 @@ export interface PlanReport {
   nvcc: string;
   kernels: { name: string; arch: string; registers: number; spillBytes: number; sharedBytes: number; stackBytes: number }[];
   fatbinBytes: number;
+  /** Plans made with --vocab: the method and the quality report (fractions in 0..1; BLEU null without a reference). */
+  vocab?: ReturnType<typeof vocabInspect>;
 }
 
 export function planReport(file: string, h: PlanHeader): PlanReport {
@@ -124,10 +127,11 @@ export function planReport(file: string, h: PlanHeader): PlanReport {
     nvcc: h.cuda?.nvccVersion ?? '',
     kernels: (h.cuda?.kernels ?? []).map((k) => ({ name: k.name, arch: k.arch, registers: k.registers, spillBytes: k.spillBytes, sharedBytes: k.sharedBytes, stackBytes: k.stackBytes })),
     fatbinBytes: h.cuda?.fatbin.length ?? 0,
+    ...(h.vocab ? { vocab: vocabInspect(h.vocab) } : {}),
   };
 }
 
-export function formatPlanReport(r: PlanReport): string {
+export function formatPlanReport(r: PlanReport, h?: PlanHeader): string {
   const lines = [
     `plan ${r.plan} (planc ${r.plancVersion}, format ${r.formatVersion}, created ${r.created})`,
     `target: ${r.target}${r.archs.length ? ` ${r.archs.join(',')}` : ''}; profile: batch ≤ ${r.profile.maxBatch}, source ≤ ${r.profile.maxSrcLen}, target ≤ ${r.profile.maxTgtLen}`,
@@ -139,6 +143,7 @@ export function formatPlanReport(r: PlanReport): string {
     lines.push(`    ${Object.entries(g.kernels).map(([k, v]) => `${k} ${v}`).join(', ')}`);
     if (Object.keys(g.fusedOps).length) lines.push(`    fused: ${Object.entries(g.fusedOps).map(([k, v]) => `${k} ${v}`).join(', ')}`);
   }
+  if (h?.vocab) lines.push(...formatVocabReport(h.vocab));
   if (r.kernels.length) {
     lines.push(`CUDA: ${new Set(r.kernels.map((k) => k.name)).size} kernels, fatbin ${mb(r.fatbinBytes)}, nvcc ${r.nvcc}; ptxas per arch (registers, spill bytes, shared bytes):`);
     for (const k of r.kernels) lines.push(`  ${k.arch} ${k.name.padEnd(28)} ${String(k.registers).padStart(4)} regs ${String(k.spillBytes).padStart(5)} spill ${String(k.sharedBytes).padStart(6)} smem`);
@@ -162,8 +167,9 @@ export function runInspect(argv: string[]): number {
   const { positional, flags } = parseArgs(INSPECT, argv);
   const target = positional[0]!;
   if (isPlanFile(target)) {
-    const r = planReport(target, readPlanFile(target).header);
-    console.log(flags.json ? JSON.stringify(r, null, 2) : formatPlanReport(r));
+    const header = readPlanFile(target).header;
+    const r = planReport(target, header);
+    console.log(flags.json ? JSON.stringify(r, null, 2) : formatPlanReport(r, header));
     return 0;
   }
   const model = importModel(target, { allowUnsupported: true });

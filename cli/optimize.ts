@@ -8,14 +8,16 @@ import { findNvcc, parseArchs } from '../codegen/cuda/nvcc.ts';
 import { DEFAULT_PROFILE } from '../codegen/profile.ts';
 import { parseArgs, type CommandSpec } from './args.ts';
 import { buildPlan, type SpecialIds } from './build-plan.ts';
-import { runPipeline } from '../passes/pipeline.ts';
+import { runPipeline, TRANSLATE_TOPK } from '../passes/pipeline.ts';
 import { Progress } from './progress.ts';
+import { formatVocabReport, optimizeVocab, parseVocabSpec } from './vocab-optimize.ts';
 import { findTokenizer, type TokenizerFile } from './tokenizer-file.ts';
 
 export const OPTIMIZE: CommandSpec = {
   name: 'optimize',
-  usage: 'planc optimize MODEL -o PLAN [--target cpu|cuda] [--arch sm_80,sm_90] [--max-batch N] [--max-src-len N] [--max-tgt-len N] [--max-dim NAME=N,...] [--tokenizer FILE | --no-tokenizer] [--decoder-start-id N] [--eos-id N] [--pad-id N] [--unk-id N] [--no-fuse] [--topk N] [--dump-after PASS|all] [--explain] [--quiet]',
+  usage: 'planc optimize MODEL -o PLAN [--target cpu|cuda] [--arch sm_80,sm_90] [--max-batch N] [--max-src-len N] [--max-tgt-len N] [--max-dim NAME=N,...] [--tokenizer FILE | --no-tokenizer] [--decoder-start-id N] [--eos-id N] [--pad-id N] [--unk-id N] [--no-fuse] [--topk N (default 8 for translation models, 0 keeps logits)] [--dump-after PASS|all] [--explain] [--quiet]',
   flags: { o: 'string', output: 'string', target: 'string', arch: 'string', 'max-batch': 'number', 'max-src-len': 'number', 'max-tgt-len': 'number', 'max-dim': 'string', quiet: 'boolean', 'no-fuse': 'boolean', topk: 'number', 'dump-after': 'string', explain: 'boolean',
+    vocab: 'string', calibrate: 'string', 'eval-src': 'string', 'eval-ref': 'string',
     tokenizer: 'string', 'no-tokenizer': 'boolean', 'decoder-start-id': 'number', 'eos-id': 'number', 'pad-id': 'number', 'unk-id': 'number' },
 };
 
@@ -25,6 +27,16 @@ function positiveInt(flag: string, v: unknown, def: number): number {
   if (v === undefined) return def;
   if (typeof v !== 'number' || !Number.isInteger(v) || v < 1) throw new PlancError('PLANC_E301', `--${flag} must be a positive integer, got ${v}`);
   return v;
+}
+
+/**
+ * k of planc.ProjectTopK: --topk N (N ≥ 1), --topk 0 keeps the full logits output; by default translation models
+ * (those with a decoder_with_past graph) get TRANSLATE_TOPK and other models keep their logits.
+ */
+function topkOption(v: unknown, seq2seq: boolean): number | undefined {
+  if (v === undefined) return seq2seq ? TRANSLATE_TOPK : undefined;
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < 0) throw new PlancError('PLANC_E301', `--topk must be an integer ≥ 0 (0 keeps the logits), got ${v}`);
+  return v === 0 ? undefined : v;
 }
 
 function parseMaxDims(s: string | undefined): Record<string, number> {
@@ -58,7 +70,7 @@ function chooseTokenizer(model: string, flags: Record<string, unknown>): Tokeniz
   return findTokenizer(model, flags.tokenizer as string | undefined);
 }
 
-export function runOptimize(argv: string[]): number {
+export async function runOptimize(argv: string[]): Promise<number> {
   const { positional, flags } = parseArgs(OPTIMIZE, argv);
   const model = positional[0]!;
   const out = (flags.o ?? flags.output) as string | undefined;
@@ -86,9 +98,22 @@ export function runOptimize(argv: string[]): number {
   progress.start('verifying');
   verifyModel(m, { types: false });
   const explain = flags.explain === true;
+  const vocabSpec = flags.vocab === undefined ? undefined : parseVocabSpec(String(flags.vocab));
+  if (!vocabSpec) for (const f of ['calibrate', 'eval-src', 'eval-ref']) if (flags[f] !== undefined) throw new PlancError('PLANC_E301', `--${f} applies to --vocab only`);
+  if (flags['eval-ref'] !== undefined && flags['eval-src'] === undefined) throw new PlancError('PLANC_E301', '--eval-ref needs --eval-src');
+  if (vocabSpec?.method === 'clusters' && flags.calibrate === undefined) throw new PlancError('PLANC_E301', '--vocab clusters=R,K needs --calibrate SOURCE_TEXT (source sentences, one per line)');
+  if (vocabSpec?.method === 'shortlist' && flags.calibrate !== undefined) throw new PlancError('PLANC_E301', '--calibrate applies to --vocab clusters only');
+  if (vocabSpec && flags['no-fuse'] === true) throw new PlancError('PLANC_E301', '--vocab rewrites planc.ProjectTopK, which --no-fuse turns off');
+  const topk = topkOption(flags.topk, m.graphs.has('decoder_with_past'));
+  if (vocabSpec && topk === undefined) throw new PlancError('PLANC_E301', '--vocab rewrites planc.ProjectTopK: it needs --topk N (N ≥ 1)');
+  const vocab = vocabSpec ? await optimizeVocab(m, vocabSpec, {
+    topk: topk!, decoding: ids, tokenizer: tokenizer && { bytes: tokenizer.bytes, kind: tokenizer.kind },
+    profile, calibrate: flags.calibrate as string | undefined, evalSrc: flags['eval-src'] as string | undefined, evalRef: flags['eval-ref'] as string | undefined,
+    quiet: flags.quiet === true, progress,
+  }) : undefined;
   const optimized = runPipeline(m, {
     disable: flags['no-fuse'] === true ? ['fuse'] : [],
-    topk: flags.topk === undefined ? undefined : positiveInt('topk', flags.topk, 1),
+    topk, vocab: vocab?.rewrite,
     dumpAfter: flags['dump-after'] as string | undefined,
     onPass: (name) => progress.start(`pass ${name}`),
     onDump: (name, text) => process.stderr.write(`\n=== IR after ${name} ===\n${text}\n`),
@@ -100,6 +125,7 @@ export function runOptimize(argv: string[]): number {
     options: { model: path.resolve(model), profile: JSON.stringify(profile) },
   });
   progress.start(`writing ${out}`);
+  if (vocab) built.header.vocab = vocab.header;
   const bytes = writePlanFile(out, built.header, built.blob);
   progress.finish();
   if (flags.quiet !== true) {
@@ -110,6 +136,7 @@ export function runOptimize(argv: string[]): number {
       `arena: ${mb(h.arena.bytes)} shared by ${h.programs.length} graph(s)`,
       ...(firstStepOnly ? ['decoder: sized for the first decoding step (decoder_sequence_length ≤ 1; --max-dim decoder_sequence_length=N for longer prefixes)'] : []),
       tokenizer ? `tokenizer: ${tokenizer.kind}, ${path.basename(tokenizer.file)} (${(tokenizer.bytes.length / 1e3).toFixed(1)} kB)` : 'tokenizer: none (translate with --ids)',
+      ...(vocab ? formatVocabReport(vocab.header) : []),
       ...built.reports.map((r) => `  ${r.graph.padEnd(18)} ${String(r.kernels).padStart(4)} kernels   arena ${mb(r.arenaBytes).padStart(9)}   lower bound ${mb(r.lowerBound).padStart(9)}   all tensors ${mb(r.tensorBytesSum).padStart(9)}   in-place ${r.inPlace}`),
       `done in ${progress.elapsed.toFixed(1)} s`,
     ];

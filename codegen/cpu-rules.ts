@@ -333,7 +333,13 @@ export const CPU_RULES: Record<string, Rule> = {
   },
   'planc.ProjectTopK': (ctx) => {
     requireTypes(ctx, FLOAT_KERNEL_TYPES, 0, 1, 2);
-    return { kernel: 'project_topk', inputs: [0, 1, ctx.node.inputs[2] ? 2 : -1], iargs: [ctx.int('k'), ctx.int('transposed', 0)], requireOutputs: 2 };
+    // The active mask (input 3, the vocab pass) is passed only when present: plans without it keep 3 kernel inputs.
+    const inputs = [0, 1, ctx.node.inputs[2] ? 2 : -1, ...(ctx.node.inputs[3] ? [3] : [])];
+    return { kernel: 'project_topk', inputs, iargs: [ctx.int('k'), ctx.int('transposed', 0)], requireOutputs: 2 };
+  },
+  'planc.ClusterMask': (ctx) => {
+    requireTypes(ctx, FLOAT_KERNEL_TYPES, 0, 1, 2);
+    return { kernel: 'cluster_mask', inputs: [0, 1, 2, 3, 4], iargs: [ctx.int('vocab')] };
   },
   Pad: pad, Range: range, ConstantOfShape: constantOfShape, Trilu: trilu, CumSum: cumsum, TopK: topk, OneHot: oneHot,
 };

@@ -88,25 +88,24 @@ class Lowerer {
 
   constructor(private readonly model: Model, private readonly graph: Graph, private readonly facts: Facts,
     private readonly weights: PlanWeights, opts: LowerOptions) {
-    graph.inputs.forEach((name, i) => {
-      facts.get(name)?.shape?.forEach((d, axis) => {
-        if (!isSym(d) || d.terms.size !== 1) return;
-        const [key, coeff] = [...d.terms][0]!;
-        if (coeff !== 1 || key === '' || key.includes('*') || this.symbols.some((s) => s.name === key)) return;
-        this.symbols.push({ name: key, input: i, axis, fromValue: false });
+    // a symbol is bound from the first input dim that is exactly it; symbols no dim gives come from the value of a
+    // length input (the past length of an in-place cache)
+    for (const fromValue of [false, true]) {
+      graph.inputs.forEach((name, i) => {
+        const f = facts.get(name);
+        (fromValue ? f?.sym : f?.shape)?.forEach((d, axis) => this.bindSymbol(d, i, axis, fromValue));
       });
-    });
-    // symbols only a length input's value gives (the past length of an in-place cache)
-    graph.inputs.forEach((name, i) => {
-      facts.get(name)?.sym?.forEach((d, axis) => {
-        if (!isSym(d) || d.terms.size !== 1) return;
-        const [key, coeff] = [...d.terms][0]!;
-        if (coeff !== 1 || key === '' || key.includes('*') || this.symbols.some((s) => s.name === key)) return;
-        this.symbols.push({ name: key, input: i, axis, fromValue: true });
-      });
-    });
+    }
     this.exprs = new ExprTable(this.symbols);
     this.maxBind = new Map(Object.entries(opts.symbolMax));
+  }
+
+  /** Binds d's symbol to (input, axis) when d is a plain symbol not bound yet. */
+  private bindSymbol(d: Dim, input: number, axis: number, fromValue: boolean): void {
+    if (!isSym(d) || d.terms.size !== 1) return;
+    const [key, coeff] = [...d.terms][0]!;
+    if (coeff !== 1 || key === '' || key.includes('*') || this.symbols.some((s) => s.name === key)) return;
+    this.symbols.push({ name: key, input, axis, fromValue });
   }
 
   run(): PlanProgram {

@@ -6,7 +6,25 @@ export interface PassContext {
   explain?: (pass: string, node: string, why: string) => void;
   /** k of planc.ProjectTopK; the pass runs only when set. */
   topk?: number;
+  /** The vocabulary rewrite of planc.ProjectTopK (passes/vocab-rewrite.ts); the pass runs only when set. */
+  vocab?: VocabRewriteOptions;
 }
+
+/**
+ * What passes/vocab-rewrite.ts does to every graph with a planc.ProjectTopK:
+ * - shortlist: a graph input `vocab_active` (uint8 [V], fed per batch by the runtime) becomes its active mask;
+ * - clusters: a planc.ClusterMask over the same hidden state, with the centroids and active sets as constants;
+ * - expose: no mask; its hidden state X becomes an extra graph output `vocab_hidden` (calibration builds this plan).
+ */
+export type VocabRewriteOptions =
+  | { method: 'shortlist' }
+  | { method: 'expose' }
+  | {
+    method: 'clusters';
+    /** [R, D] row-major, ‖C_r‖² [R], and the active sets as CSR (offsets [R + 1], sorted ids per cluster). */
+    centroids: Float32Array; cnorm: Float32Array; offsets: Int32Array; ids: Int32Array;
+    clusters: number; dim: number;
+  };
 
 export interface Pass {
   name: string;

@@ -10,8 +10,12 @@ import { FUSE_MATMUL_EPILOGUE } from './fuse-matmul-epilogue.ts';
 import { KV_CACHE_IN_PLACE } from './kv-cache-in-place.ts';
 import { FUSE_PROJECT_TOPK } from './fuse-project-topk.ts';
 import type { Pass, PassContext } from './pass.ts';
+import { VOCAB_REWRITE } from './vocab-rewrite.ts';
 
-export const PIPELINE: Pass[] = [FUSE_LAYERNORM, FUSE_MATMUL_EPILOGUE, FUSE_ATTENTION, KV_CACHE_IN_PLACE, FUSE_PROJECT_TOPK];
+export const PIPELINE: Pass[] = [FUSE_LAYERNORM, FUSE_MATMUL_EPILOGUE, FUSE_ATTENTION, KV_CACHE_IN_PLACE, FUSE_PROJECT_TOPK, VOCAB_REWRITE];
+
+/** The k of planc.ProjectTopK in translation plans: beam search needs 2 × beam candidates per row, so beams up to 4. */
+export const TRANSLATE_TOPK = 8;
 
 export interface PipelineOptions extends PassContext {
   /** Passes to skip, by name ('fuse' skips every fusion). */

@@ -60,6 +60,13 @@ export interface NativeAddon {
   programProfile(program: NativeProgram, on?: boolean): Float64Array;
   programRun(program: NativeProgram, symbols: BigInt64Array, feeds: NativeArray[], outputs: NativeArray[]): void;
   programRunAsync(program: NativeProgram, symbols: BigInt64Array, feeds: NativeArray[], outputs: NativeArray[]): Promise<void>;
+  /**
+   * k-means assignment (native/src/cpu/kmeans.cc) on the kernel thread pool: for x [n, d] and centroids c [r, d]
+   * (row-major), outAssign[i] = argmin_j ‖c_j‖² − 2 x_i·c_j (ties: the lowest j) and outDist[i] = ‖x_i − c_outAssign[i]‖²
+   * (≥ 0). cnorm [r] = ‖c_j‖² (null: computed). Arrays may be longer than n·d, r·d, r, n; shorter ones throw.
+   */
+  kmeansAssign(x: Float32Array, n: number, d: number, c: Float32Array, r: number, cnorm: Float32Array | null,
+    outAssign: Int32Array, outDist: Float32Array | null): void;
   /** CUDA (native/src/cuda/launch.h): a plan on device 0; fails with the driver call and result when there is no GPU. */
   cudaPlanNew(blob: Uint8Array, weights: BigInt64Array, arenaBytes: number, fatbin: Uint8Array, scratchBytes: number): NativeCudaPlan;
   cudaPlanFree(plan: NativeCudaPlan): void;

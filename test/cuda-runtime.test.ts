@@ -10,6 +10,7 @@ import { REPO_ROOT } from '../compiler/paths.ts';
 import { readPlanFile } from '../compiler/plan/format.ts';
 import { nativeAvailable } from '../runtime/native.ts';
 import { makeModel } from '../scripts/make-model/generate.ts';
+import { before } from './helpers/before.ts';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'planc-cuda-stub-'));
 const log = path.join(tmp, 'launches.log');
@@ -27,7 +28,7 @@ function child(extraEnv: Record<string, string> = {}, graph?: string) {
 if (!nativeAvailable()) {
   console.log('CUDA launcher tests skipped: the native addon is not built');
 } else {
-  test.before(() => {
+  before(test, () => {
     const cc = spawnSync('cc', ['-shared', '-fPIC', '-O1', '-o', path.join(tmp, 'libcuda.so.1'), path.join(REPO_ROOT, 'test', 'native', 'cuda-stub.c')], { encoding: 'utf8' });
     if (cc.status !== 0) throw new Error(`cannot build the libcuda stub: ${cc.stderr}`);
     const dir = path.join(tmp, 'tiny');

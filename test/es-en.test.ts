@@ -13,6 +13,7 @@ import { sharedDir } from '../compiler/paths.ts';
 import { printModel } from '../compiler/printer.ts';
 import { ort, relErr, runOrt } from './helpers/ort.ts';
 import { seq2seqCases, type GraphCase } from './helpers/seq2seq-feeds.ts';
+import { before } from './helpers/before.ts';
 
 const shared = sharedDir();
 const DIR = shared && path.join(shared, 'models', 'es-en');
@@ -26,7 +27,7 @@ if (!DIR || !fs.existsSync(DIR)) {
   // A padded batch of real test sentences of different lengths, each graph fed what onnxruntime computed before it.
   let cases: Record<string, GraphCase>;
 
-  test.before(async () => {
+  before(test, async () => {
     try {
       model = importSeq2SeqDir(DIR!);
       cases = await seq2seqCases(model.sources, [ids[0]!, ids[1]!, ids[5]!, ids[17]!]);

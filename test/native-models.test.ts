@@ -18,6 +18,7 @@ import { PAST_LENGTH_INPUT } from '../runtime/decode/kv-cache.ts';
 import { cacheRows, toCacheFeeds } from './helpers/cache-feeds.ts';
 import { relErr } from './helpers/ort.ts';
 import { seq2seqCases, type GraphCase } from './helpers/seq2seq-feeds.ts';
+import { before } from './helpers/before.ts';
 
 const TOL = 1e-4;
 const GRAPHS = ['encoder', 'decoder', 'decoder_with_past'];
@@ -64,7 +65,7 @@ if (!nativeAvailable()) {
     let cases: Record<string, GraphCase>;
     let plan: Plan;
     let unfused: Plan;
-    test.before(async () => {
+    before(test, async () => {
       cases = await seq2seqCases(model.sources, [ids[0]!, ids[1]!, ids[5]!, ids[17]!, ids[40]!]);
       plan = planFor(model, 'es-en.plan');
       unfused = planFor(model, 'es-en-unfused.plan', false);

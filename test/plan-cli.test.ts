@@ -11,6 +11,7 @@ import { REPO_ROOT, sharedDir } from '../compiler/paths.ts';
 import { nativeAvailable } from '../runtime/native.ts';
 import { loadPlan, type Plan } from '../runtime/plan.ts';
 import { tensorFrom } from '../runtime/tensor.ts';
+import { before } from './helpers/before.ts';
 
 const shared = sharedDir();
 const esen = shared && path.join(shared, 'models', 'es-en');
@@ -23,7 +24,7 @@ if (!esen || !fs.existsSync(esen) || !nativeAvailable()) {
   const planFile = path.join(tmp, 'es-en.plan');
   let plan: Plan;
 
-  test.before(async () => {
+  before(test, async () => {
     const r = cli('optimize', esen, '-o', planFile, '--max-batch', '4', '--max-src-len', '24', '--max-tgt-len', '16');
     if (r.status !== 0) throw new Error(`optimize failed: ${r.stderr}`);
     plan = await loadPlan(planFile);
@@ -50,6 +51,18 @@ if (!esen || !fs.existsSync(esen) || !nativeAvailable()) {
       assert.ok(g.arenaBytes <= 1.1 * g.arenaLowerBoundBytes, `${g.name}: arena ${g.arenaBytes} vs lower bound ${g.arenaLowerBoundBytes}`);
       assert.ok(g.arenaBytes < g.tensorBytesSum, `${g.name}: reuse happened`);
     }
+  });
+
+  test('inspect --json: every fusion fired (one planc.Attention per attention block, one norm per norm) and no KV Concat', () => {
+    const j = JSON.parse(cli('inspect', planFile, '--json').stdout);
+    const ops = Object.fromEntries(j.graphs.map((g: { name: string; fusedOps: Record<string, number> }) => [g.name, g.fusedOps]));
+    // es-en: 6 encoder layers (self-attention, 2 norms each), 2 decoder layers (self + cross attention, 3 norms each)
+    assert.equal(ops.encoder, { 'planc.FusedMatMul': 36, 'planc.Attention': 6, 'planc.LayerNorm': 12 });
+    assert.equal(ops.decoder, { 'planc.FusedMatMul': 20, 'planc.Attention': 4, 'planc.LayerNorm': 6, 'planc.ProjectTopK': 1 });
+    assert.equal(ops.decoder_with_past, { 'planc.FusedMatMul': 16, 'planc.CacheWrite': 4, 'planc.Attention': 4, 'planc.LayerNorm': 6, 'planc.ProjectTopK': 1 });
+    const step = plan.header.programs.find((p) => p.graph === 'decoder_with_past')!;
+    assert.not.ok(step.kernels.some((k) => k.name === 'concat'), 'no Concat of KV caches in decoder_with_past');
+    assert.ok(plan.inputs('decoder_with_past').some((i) => i.name.startsWith('kv_cache.')), 'the step appends to cache inputs in place');
   });
 
   test('run: JSON feeds in, output shapes and values out', () => {

@@ -20,10 +20,12 @@ function weightDims(w: readonly Dim[], transposed: boolean): [Dim, Dim] {
 
 const differ = (a: Dim | undefined, b: Dim | undefined) => typeof a === 'number' && typeof b === 'number' && a !== b;
 
-function checkInputs(ctx: OpContext, x: InferInput, w: InferInput, bias: InferInput | undefined, k: number, transposed: boolean): void {
+function checkInputs(ctx: OpContext, x: InferInput, w: InferInput, bias: InferInput | undefined, k: number, transposed: boolean,
+  active?: InferInput): void {
   for (const [name, t] of [['X', x], ['W', w], ['bias', bias]] as const) {
     if (t && t.dtype !== 'float32') ctx.fail(`${name} must be float32, got ${t.dtype}`);
   }
+  if (active && active.dtype !== 'uint8' && active.dtype !== 'bool') ctx.fail(`active must be uint8 or bool, got ${active.dtype}`);
   if (x.shape && x.shape.length < 2) ctx.fail(`X needs rank ≥ 2, got rank ${x.shape.length}`);
   if (!w.shape) return;
   if (w.shape.length !== 2) ctx.fail(`W must be 2-D, got rank ${w.shape.length}`);
@@ -31,13 +33,15 @@ function checkInputs(ctx: OpContext, x: InferInput, w: InferInput, bias: InferIn
   if (x.shape && differ(x.shape[x.shape.length - 1], d)) ctx.fail(`X's last dim ${x.shape[x.shape.length - 1]} differs from W's D = ${d} (transposed=${Number(transposed)})`);
   if (bias?.shape && (bias.shape.length !== 1 || differ(bias.shape[0], v))) ctx.fail(`bias must be [${v}], got [${bias.shape.join(',')}]`);
   if (typeof v === 'number' && k > v) ctx.fail(`k = ${k} exceeds the vocabulary size ${v}`);
+  if (active?.shape && (active.shape.length !== 1 || differ(active.shape[0], v))) ctx.fail(`active must be [${v}], got [${active.shape.join(',')}]`);
 }
 
-/** The k best (value desc, lower id first on ties) of one row of log-probs. */
-function topOfRow(lp: Float64Array, k: number): number[] {
+/** The k best (value desc, lower id first on ties) of one row of log-probs, over the active ids when given. */
+function topOfRow(lp: Float64Array, k: number, active?: ArrayLike<number>): number[] {
   const best: number[] = [];
   const before = (i: number, j: number) => lp[i]! > lp[j]! || (lp[i] === lp[j] && i < j);
   for (let i = 0; i < lp.length; i++) {
+    if (active && !active[i]) continue;
     if (best.length === k && !before(i, best[k - 1]!)) continue;
     if (best.length === k) best.pop();
     let p = best.length;
@@ -48,8 +52,10 @@ function topOfRow(lp: Float64Array, k: number): number[] {
 }
 
 /**
- * Inputs X [..., D], W [D, V] (transposed=1: [V, D]), bias? [V]; attrs k, transposed. Outputs values [..., k]
- * float32 (log-softmax of the logits, best first) and indices [..., k] int64. The reference computes in float64.
+ * Inputs X [..., D], W [D, V] (transposed=1: [V, D]), bias? [V], active? [V] (uint8/bool; 1 = computed); attrs k,
+ * transposed. Outputs values [..., k] float32 (log-softmax of the logits, best first) and indices [..., k] int64.
+ * With `active`, the normalizer and the top-k run over the active columns only; when fewer than k are active, the
+ * remaining slots hold -inf and index 0. The reference computes in float64.
  */
 const PROJECT_TOPK: OpHandler = {
   op: 'ProjectTopK',
@@ -58,7 +64,7 @@ const PROJECT_TOPK: OpHandler = {
     const x = need(ctx, inputs, 0);
     const w = need(ctx, inputs, 1);
     const { k, transposed } = attrs(ctx);
-    checkInputs(ctx, x, w, inputs[2], k, transposed);
+    checkInputs(ctx, x, w, inputs[2], k, transposed, inputs[3]);
     if (!x.shape) return [{ dtype: 'float32' }, { dtype: 'int64' }];
     const shape = [...x.shape.slice(0, -1), k];
     return [{ dtype: 'float32', shape }, { dtype: 'int64', shape: [...shape] }];
@@ -67,8 +73,11 @@ const PROJECT_TOPK: OpHandler = {
     const x = need(ctx, inputs, 0);
     const w = need(ctx, inputs, 1);
     const bias = inputs[2];
+    const act = inputs[3];
     const { k, transposed } = attrs(ctx);
-    checkInputs(ctx, { dtype: x.dtype, shape: [...x.dims] }, { dtype: w.dtype, shape: [...w.dims] }, bias && { dtype: bias.dtype, shape: [...bias.dims] }, k, transposed);
+    checkInputs(ctx, { dtype: x.dtype, shape: [...x.dims] }, { dtype: w.dtype, shape: [...w.dims] }, bias && { dtype: bias.dtype, shape: [...bias.dims] }, k, transposed,
+      act && { dtype: act.dtype, shape: [...act.dims] });
+    const on = act ? Uint8Array.from(act.nums as ArrayLike<number>, (b) => (Number(b) ? 1 : 0)) : undefined;
     const [d, v] = weightDims(w.dims, transposed) as [number, number];
     const rows = x.size / d;
     const xv = x.nums, wv = w.nums, bv = bias?.nums;
@@ -84,16 +93,19 @@ const PROJECT_TOPK: OpHandler = {
       let max = -Infinity;
       for (let j = 0; j < v; j++) {
         if (bv) logits[j] += bv[j]!;
+        if (on && !on[j]) continue;
         if (logits[j]! > max || Number.isNaN(logits[j]!)) max = logits[j]!;
       }
       let sum = 0;
-      for (let j = 0; j < v; j++) sum += Math.exp(logits[j]! - max);
+      for (let j = 0; j < v; j++) if (!on || on[j]) sum += Math.exp(logits[j]! - max);
       const lse = max + Math.log(sum);
       for (let j = 0; j < v; j++) logits[j] = logits[j]! - lse;
-      topOfRow(logits, k).forEach((j, t) => {
-        values[r * k + t] = logits[j]!;
-        indices[r * k + t] = j;
-      });
+      const top = topOfRow(logits, k, on);
+      for (let t = 0; t < k; t++) {
+        const j = top[t];
+        values[r * k + t] = j === undefined ? -Infinity : logits[j]!;
+        indices[r * k + t] = j ?? 0;
+      }
     }
     const dims = [...x.dims.slice(0, -1), k];
     return [Tensor.fromNumbers('float32', dims, values), new Tensor('int64', dims, indices)];

@@ -100,6 +100,45 @@ export interface PlanHeader {
   tokenizerKind: '' | 'spm' | 'hf';
   /** cuda plans only: the generated kernels. */
   cuda?: PlanCuda;
+  /** Plans made with `planc optimize --vocab`: the vocabulary rewrite (compiler/plan/plan.proto Vocab). */
+  vocab?: PlanVocab;
+}
+
+/** The vocabulary rewrite of a plan: the shortlist the runtime needs, or the clusters' options; the quality report. */
+export interface PlanVocab {
+  method: 'shortlist' | 'clusters';
+  shortlistFile: string;
+  shortlistFormat: string;
+  /** Shortlist CSR over source ids, frequent ids, first/best; empty for clusters. probs empty = none. */
+  offsets: number[];
+  targets: number[];
+  probs: number[];
+  frequent: number[];
+  first: number;
+  best: number;
+  specialIds: number[];
+  clusters: number;
+  topK: number;
+  calibrationFile: string;
+  calibrationSentences: number;
+  calibrationStates: number;
+  kmeansIterations: number;
+  kmeansConverged: boolean;
+  kmeansInertia: number;
+  emptyClusters: number;
+  calibrationActiveMean: number;
+  adjustments: string;
+  evalSource: string;
+  evalSentences: number;
+  activeMean: number;
+  activeMax: number;
+  top1Agreement: number;
+  identicalSentences: number;
+  hasBleu: boolean;
+  bleu: number;
+  bleuFull: number;
+  evalMode: string;
+  includeSource: boolean;
 }
 
 /** A plan in memory: its header and the blob region holding the weights. */

@@ -37,6 +37,23 @@ export function validateHeader(h: PlanHeader, file: string): void {
     validateProgram(p, h, bad, count, uint);
   }
   validateCuda(h, bad, count);
+  validateVocab(h, bad);
+}
+
+/** A vocab rewrite names its method; a shortlist's CSR is monotone and its ids lie in the vocabulary. */
+function validateVocab(h: PlanHeader, bad: (m: string) => never): void {
+  const v = h.vocab;
+  if (!v) return;
+  if (v.method !== 'shortlist' && v.method !== 'clusters') bad(`unknown vocab method '${v.method}'`);
+  const vocab = h.decoding.vocabSize ?? Infinity;
+  const inVocab = (what: string, ids: number[]) => ids.forEach((t) => { if (!(Number.isInteger(t) && t >= 0 && t < vocab)) bad(`vocab ${what} id ${t} outside [0, ${vocab})`); });
+  inVocab('special', v.specialIds);
+  if (v.method !== 'shortlist') return;
+  if (v.offsets.length < 1 || v.offsets[0] !== 0 || v.offsets[v.offsets.length - 1] !== v.targets.length) bad('vocab shortlist offsets do not span its targets');
+  for (let i = 1; i < v.offsets.length; i++) if (!(v.offsets[i]! >= v.offsets[i - 1]!)) bad(`vocab shortlist offsets decrease at ${i}`);
+  if (v.probs.length !== 0 && v.probs.length !== v.targets.length) bad('vocab shortlist probs and targets differ in length');
+  inVocab('shortlist target', v.targets);
+  inVocab('frequent', v.frequent);
 }
 
 /** A cuda plan carries its compiled kernels and one launch per kernel call; a cpu plan carries none. */

@@ -20,6 +20,11 @@
 #endif
 
 namespace planc {
+
+// cpu/kmeans.cc: the k-means assignment step on the project's GEMM.
+const char* kmeans_assign(const float* x, int64_t n, int64_t d, const float* c, int64_t r, const float* cnorm,
+                          int32_t* out_assign, float* out_dist, ThreadPool* pool);
+
 namespace {
 
 // ---- the process-wide runtime: one thread pool, used by one run at a time ----
@@ -507,6 +512,58 @@ Napi::Value ProgramRunAsync(const Napi::CallbackInfo& info) {
   return deferred.Promise();
 }
 
+// ---- k-means ----
+
+// A TypedArray of one type holding at least `need` elements (null/undefined allowed when `nullable`: *data = nullptr).
+bool sized_array(Napi::Env env, Napi::Value v, const std::string& what, napi_typedarray_type type, const char* type_name,
+                 int64_t need, bool nullable, void** data) {
+  *data = nullptr;
+  if (nullable && (v.IsNull() || v.IsUndefined())) return true;
+  Bytes b;
+  if (!typed_array(env, v, what, &b)) return false;
+  if (b.type != type) {
+    throw_type_error(env, what + " must be a " + type_name + (nullable ? " or null" : ""));
+    return false;
+  }
+  const size_t length = b.bytes / element_bytes(type);
+  if (static_cast<uint64_t>(need) > length) {
+    throw_error(env, what + " has " + std::to_string(length) + " elements, needs " + std::to_string(need));
+    return false;
+  }
+  *data = b.data;
+  return true;
+}
+
+// kmeansAssign(x, n, d, c, r, cnorm | null, outAssign, outDist | null): for x [n, d] and centroids c [r, d]
+// (row-major Float32Arrays), outAssign[i] = argmin_j ‖c_j‖² − 2 x_i·c_j (ties: lowest j) and outDist[i] = the squared
+// distance (≥ 0); cnorm [r] = ‖c_j‖² (null: computed). Arrays may be longer than needed. Runs on the kernel pool.
+Napi::Value KmeansAssign(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const double kMaxDim = 2147483647.0;
+  int64_t n = 0, d = 0, r = 0;
+  if (!number_arg(env, info[1], "kmeansAssign: n", 0, kMaxDim, &n)) return env.Undefined();
+  if (!number_arg(env, info[2], "kmeansAssign: d", 0, kMaxDim, &d)) return env.Undefined();
+  if (!number_arg(env, info[4], "kmeansAssign: r", 0, kMaxDim, &r)) return env.Undefined();
+  // No JS runs from here on, so the pointers read below stay valid for the call.
+  void *x = nullptr, *c = nullptr, *cnorm = nullptr, *assign = nullptr, *dist = nullptr;
+  if (!sized_array(env, info[0], "kmeansAssign: x", napi_float32_array, "Float32Array", n * d, false, &x) ||
+      !sized_array(env, info[3], "kmeansAssign: c", napi_float32_array, "Float32Array", r * d, false, &c) ||
+      !sized_array(env, info[5], "kmeansAssign: cnorm", napi_float32_array, "Float32Array", r, true, &cnorm) ||
+      !sized_array(env, info[6], "kmeansAssign: outAssign", napi_int32_array, "Int32Array", n, false, &assign) ||
+      !sized_array(env, info[7], "kmeansAssign: outDist", napi_float32_array, "Float32Array", n, true, &dist))
+    return env.Undefined();
+  Runtime& rt = runtime();
+  const char* e = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(rt.exec_mu);
+    e = kmeans_assign(static_cast<const float*>(x), n, d, static_cast<const float*>(c), r,
+                      static_cast<const float*>(cnorm), static_cast<int32_t*>(assign), static_cast<float*>(dist),
+                      rt.pool.get());
+  }
+  if (e != nullptr) return throw_error(env, std::string("kmeansAssign: ") + e);
+  return env.Undefined();
+}
+
 Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("kernelNames", Napi::Function::New(env, KernelNames, "kernelNames"));
   exports.Set("info", Napi::Function::New(env, Info, "info"));
@@ -520,6 +577,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("programProfile", Napi::Function::New(env, ProgramProfile, "programProfile"));
   exports.Set("programRun", Napi::Function::New(env, ProgramRun, "programRun"));
   exports.Set("programRunAsync", Napi::Function::New(env, ProgramRunAsync, "programRunAsync"));
+  exports.Set("kmeansAssign", Napi::Function::New(env, KmeansAssign, "kmeansAssign"));
   register_cuda_bindings(env, exports);
   set_blas_threads(runtime().threads.load());
   return exports;

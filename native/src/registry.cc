@@ -16,6 +16,7 @@ KernelList norm_kernels();
 KernelList movement_kernels();
 KernelList project_topk_kernels();
 KernelList attention_kernels();
+KernelList vocab_kernels();
 #ifdef PLANC_TEST_KERNELS
 KernelList test_kernels();  // native/test/test_kernels.cc, only in builds configured with -DPLANC_TEST_KERNELS=ON
 #endif
@@ -26,6 +27,7 @@ static std::vector<KernelDef> build_table() {
       gemm_kernels(),        softmax_kernels(), norm_kernels(), movement_kernels(),
       project_topk_kernels(),
       attention_kernels(),
+      vocab_kernels(),
 #ifdef PLANC_TEST_KERNELS
       test_kernels(),
 #endif

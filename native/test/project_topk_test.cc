@@ -1,5 +1,5 @@
-// Standalone test of project_topk (fused logits + log-softmax + top-k) against a float64 reference; `bench` times it.
-// Build: g++ -O3 -march=x86-64-v2 -std=c++17 -pthread -Inative/src native/src/kernel_common.cc native/src/threadpool.cc native/src/cpu/gemm.cc native/src/cpu/gemm_avx512.cc native/src/cpu/project_topk.cc native/test/project_topk_test.cc [-DPLANC_HAVE_OPENBLAS -I/usr/include/x86_64-linux-gnu/openblas-pthread -lopenblas] -o /tmp/project_topk_test && /tmp/project_topk_test [bench]
+// Standalone test of project_topk (fused logits + log-softmax + top-k, optionally over an active mask) against a float64 reference; `bench` times it.
+// Build: g++ -O3 -march=x86-64-v2 -std=c++17 -pthread -Inative/src native/src/kernel_common.cc native/src/threadpool.cc native/src/cpu/gemm.cc native/src/cpu/gemm_avx512.cc native/src/cpu/project_topk.cc native/test/project_topk_test.cc [-DPLANC_HAVE_OPENBLAS -I/usr/include/x86_64-linux-gnu/openblas-pthread -lopenblas] -o /tmp/project_topk_test && /tmp/project_topk_test [bench | bench-mask]
 #include <algorithm>
 #include <limits>
 #include <numeric>
@@ -22,35 +22,44 @@ struct Case {
   std::vector<int64_t> xdims;  // [..., D]
   int64_t v, k;
   bool transposed, bias, threaded;
+  double density = -1;  // fraction of active ids in a random mask; < 0: no mask
 };
 
-// Reference: logits in float64 from the float inputs, log-softmax, the k best (value desc, lower id first).
+// Reference: logits in float64 from the float inputs, log-softmax over the active ids (mask null: all), the k best
+// (value desc, lower id first); slots beyond the active ids get -inf and id 0.
 void reference(const Tensor& x, const Tensor& w, const Tensor* b, int64_t rows, int64_t d, int64_t v, int64_t k, bool tr,
-               std::vector<double>& logp, std::vector<double>& vals, std::vector<int64_t>& ids) {
+               const uint8_t* mask, std::vector<double>& logp, std::vector<double>& vals, std::vector<int64_t>& ids) {
   logp.assign(rows * v, 0);
   vals.assign(rows * k, 0);
   ids.assign(rows * k, 0);
   const float* xp = x.data<float>();
   const float* wp = w.data<float>();
+  std::vector<int64_t> active;
+  for (int64_t j = 0; j < v; j++)
+    if (!mask || mask[j]) active.push_back(j);
+  const int64_t na = static_cast<int64_t>(active.size());
   for (int64_t r = 0; r < rows; r++) {
     double* l = logp.data() + r * v;
     double m = -kInf;
     for (int64_t j = 0; j < v; j++) {
+      if (mask && !mask[j]) {
+        l[j] = -kInf;
+        continue;
+      }
       double s = b ? b->at<float>(j) : 0.0;
       for (int64_t p = 0; p < d; p++) s += double(xp[r * d + p]) * double(tr ? wp[j * d + p] : wp[p * v + j]);
       l[j] = s;
       m = std::max(m, s);
     }
     double sum = 0;
-    for (int64_t j = 0; j < v; j++) sum += std::exp(l[j] - m);
+    for (int64_t j : active) sum += std::exp(l[j] - m);
     const double lse = m + std::log(sum);
-    for (int64_t j = 0; j < v; j++) l[j] -= lse;
-    std::vector<int64_t> order(v);
-    std::iota(order.begin(), order.end(), 0);
+    for (int64_t j : active) l[j] -= lse;
+    std::vector<int64_t> order = active;
     std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t c) { return l[a] > l[c]; });
     for (int64_t t = 0; t < k; t++) {
-      vals[r * k + t] = l[order[t]];
-      ids[r * k + t] = order[t];
+      vals[r * k + t] = t < na ? l[order[t]] : -kInf;
+      ids[r * k + t] = t < na ? order[t] : 0;
     }
   }
 }
@@ -66,26 +75,33 @@ void run_case(const Case& c, Rng& rng) {
   for (int64_t i = 0; i < x.numel(); i++) x.data<float>()[i] = float(rng.uniform(-1, 1));
   for (int64_t i = 0; i < w.numel(); i++) w.data<float>()[i] = float(rng.uniform(-1, 1) / std::sqrt(double(std::max<int64_t>(d, 1))) * 4);
   for (int64_t i = 0; i < c.v; i++) b.data<float>()[i] = float(rng.uniform(-2, 2));
+  Tensor mask(kUint8, {c.v});
+  const bool masked = c.density >= 0;
+  for (int64_t j = 0; masked && j < c.v; j++) mask.data<uint8_t>()[j] = rng.uniform(0, 1) < c.density ? 1 : 0;
   std::vector<int64_t> odims = c.xdims;
   odims.back() = c.k;
   Tensor vals(kFloat32, odims), ids(kInt64, odims);
-  EXPECT_OK(call(k_topk, {&x, &w, c.bias ? &b : nullptr}, {&vals, &ids}, {c.k, c.transposed ? 1 : 0}, {}, c.threaded));
+  std::vector<Tensor*> ins = {&x, &w, c.bias ? &b : nullptr};
+  if (masked) ins.push_back(&mask);
+  EXPECT_OK(call(k_topk, ins, {&vals, &ids}, {c.k, c.transposed ? 1 : 0}, {}, c.threaded));
   std::vector<double> logp, rv;
   std::vector<int64_t> ri;
-  reference(x, w, c.bias ? &b : nullptr, rows, d, c.v, c.k, c.transposed, logp, rv, ri);
+  reference(x, w, c.bias ? &b : nullptr, rows, d, c.v, c.k, c.transposed, masked ? mask.data<uint8_t>() : nullptr, logp,
+            rv, ri);
   int bad = 0;
   for (int64_t r = 0; r < rows; r++) {
     for (int64_t t = 0; t < c.k; t++) {
       const int64_t i = r * c.k + t;
       const float gv = vals.at<float>(i);
       const int64_t gi = ids.at<int64_t>(i);
-      bool ok = std::fabs(gv - rv[i]) <= 1e-5 && gi >= 0 && gi < c.v;
+      bool ok = (rv[i] == -kInf ? gv == -kInf : std::fabs(gv - rv[i]) <= 1e-5) && gi >= 0 && gi < c.v;
+      if (ok && masked && rv[i] != -kInf) ok = mask.at<uint8_t>(gi) != 0;
       // A different id is fine only at a near-tie: the reference's value for it must match too.
-      if (ok && gi != ri[i]) ok = std::fabs(logp[r * c.v + gi] - rv[i]) <= 2e-6;
+      if (ok && gi != ri[i]) ok = rv[i] != -kInf && std::fabs(logp[r * c.v + gi] - rv[i]) <= 2e-6;
       if (!ok && bad++ < 5)
-        std::fprintf(stderr, "rows %lld D %lld V %lld k %lld tr %d bias %d: [%lld][%lld] got (%.8g, %lld) want (%.8g, %lld)\n",
-                     (long long)rows, (long long)d, (long long)c.v, (long long)c.k, c.transposed, c.bias, (long long)r,
-                     (long long)t, gv, (long long)gi, rv[i], (long long)ri[i]);
+        std::fprintf(stderr, "rows %lld D %lld V %lld k %lld tr %d bias %d density %g: [%lld][%lld] got (%.8g, %lld) want (%.8g, %lld)\n",
+                     (long long)rows, (long long)d, (long long)c.v, (long long)c.k, c.transposed, c.bias, c.density,
+                     (long long)r, (long long)t, gv, (long long)gi, rv[i], (long long)ri[i]);
     }
   }
   g_checks++;
@@ -188,9 +204,129 @@ void test_errors() {
   EXPECT_ERROR(call(k_topk, {&x1, &w, &b}, {&vals, &ids}, {3, 0}), "rank >= 2");
   Tensor xd(kFloat64, {2, 4});
   EXPECT_ERROR(call(k_topk, {&xd, &w, &b}, {&vals, &ids}, {3, 0}), "must be float32");
-  EXPECT_ERROR(call(k_topk, {&x, &w}, {&vals, &ids}, {3, 0}), "needs 3 inputs");
+  EXPECT_ERROR(call(k_topk, {&x, &w}, {&vals, &ids}, {3, 0}), "needs 3 or 4 inputs");
+  EXPECT_ERROR(call(k_topk, {&x, &w, &b, &b, &b}, {&vals, &ids}, {3, 0}), "needs 3 or 4 inputs");
+  // The active mask: uint8 or bool [V].
+  Tensor m10(kUint8, {10}), mb10(kBool, {10}), m9(kUint8, {9}), m11(kUint8, {11}), mf(kFloat32, {10}), m2(kUint8, {2, 5});
+  EXPECT_OK(call(k_topk, {&x, &w, &b, &m10}, {&vals, &ids}, {3, 0}));
+  EXPECT_OK(call(k_topk, {&x, &wt, nullptr, &mb10}, {&vals, &ids}, {3, 1}));
+  EXPECT_OK(call(k_topk, {&x, &w, &b, nullptr}, {&vals, &ids}, {3, 0}));
+  EXPECT_ERROR(call(k_topk, {&x, &w, &b, &m9}, {&vals, &ids}, {3, 0}), "active must be uint8 or bool [10], got uint8 [9]");
+  EXPECT_ERROR(call(k_topk, {&x, &wt, &b, &m11}, {&vals, &ids}, {3, 1}), "active must be uint8 or bool [10]");
+  EXPECT_ERROR(call(k_topk, {&x, &w, &b, &mf}, {&vals, &ids}, {3, 0}), "active must be uint8 or bool [10], got float32");
+  EXPECT_ERROR(call(k_topk, {&x, &w, &b, &m2}, {&vals, &ids}, {3, 0}), "active must be uint8 or bool [10]");
   Tensor vals3(kFloat32, {3, 3}), ids3(kInt64, {3, 3});
   EXPECT_ERROR(call(k_topk, {&x, &w, &b}, {&vals3, &ids3}, {3, 0}), "must be X's leading dims");
+}
+
+// An all-ones mask gives what no mask gives (ids equal, values within float rounding), in every path.
+void test_all_ones() {
+  Rng rng;
+  for (bool tr : {false, true})
+    for (int64_t rows : {1, 2, 4, 8, 33})
+      for (int64_t v : {7, 1000, 9000}) {
+        const int64_t d = 96, k = std::min<int64_t>(v, 6);
+        Tensor x(kFloat32, {rows, d}), w(kFloat32, tr ? std::vector<int64_t>{v, d} : std::vector<int64_t>{d, v});
+        Tensor b(kFloat32, {v}), ones(kBool, {v});
+        for (int64_t i = 0; i < x.numel(); i++) x.data<float>()[i] = float(rng.uniform(-1, 1));
+        for (int64_t i = 0; i < w.numel(); i++) w.data<float>()[i] = float(rng.uniform(-0.5, 0.5));
+        for (int64_t j = 0; j < v; j++) {
+          b.data<float>()[j] = float(rng.uniform(-1, 1));
+          ones.data<uint8_t>()[j] = 1;
+        }
+        Tensor v0(kFloat32, {rows, k}), i0(kInt64, {rows, k}), v1(kFloat32, {rows, k}), i1(kInt64, {rows, k});
+        EXPECT_OK(call(k_topk, {&x, &w, &b}, {&v0, &i0}, {k, tr ? 1 : 0}));
+        EXPECT_OK(call(k_topk, {&x, &w, &b, &ones}, {&v1, &i1}, {k, tr ? 1 : 0}));
+        int bad = 0;
+        for (int64_t i = 0; i < rows * k; i++)
+          if (i0.at<int64_t>(i) != i1.at<int64_t>(i) || std::fabs(v0.at<float>(i) - v1.at<float>(i)) > 2e-6f) bad++;
+        CHECK(bad == 0);
+        if (bad) std::fprintf(stderr, "all-ones mask differs: tr %d rows %lld v %lld (%d slots)\n", tr, (long long)rows, (long long)v, bad);
+      }
+}
+
+// Masks with no, one, or fewer than k active ids: the rest of the slots are -inf with id 0; one id has log-prob 0.
+void test_tiny_masks() {
+  const int64_t v = 5000, d = 40, k = 5;
+  Rng rng;
+  for (bool tr : {false, true})
+    for (int64_t rows : {1, 3, 40}) {
+      Tensor x(kFloat32, {rows, 1, d}), w(kFloat32, tr ? std::vector<int64_t>{v, d} : std::vector<int64_t>{d, v});
+      Tensor b(kFloat32, {v}), mask(kUint8, {v});
+      for (int64_t i = 0; i < x.numel(); i++) x.data<float>()[i] = float(rng.uniform(-1, 1));
+      for (int64_t i = 0; i < w.numel(); i++) w.data<float>()[i] = float(rng.uniform(-1, 1));
+      for (int64_t j = 0; j < v; j++) b.data<float>()[j] = float(rng.uniform(-1, 1));
+      Tensor vals(kFloat32, {rows, 1, k}), ids(kInt64, {rows, 1, k});
+      // None active: every slot -inf, id 0.
+      EXPECT_OK(call(k_topk, {&x, &w, &b, &mask}, {&vals, &ids}, {k, tr ? 1 : 0}));
+      for (int64_t i = 0; i < rows * k; i++) CHECK(vals.at<float>(i) == -std::numeric_limits<float>::infinity() && ids.at<int64_t>(i) == 0);
+      // One active (the last id): log-prob 0, then padding.
+      mask.data<uint8_t>()[v - 1] = 7;  // any nonzero byte is active
+      EXPECT_OK(call(k_topk, {&x, &w, &b, &mask}, {&vals, &ids}, {k, tr ? 1 : 0}));
+      for (int64_t r = 0; r < rows; r++) {
+        CHECK(ids.at<int64_t>(r * k) == v - 1 && std::fabs(vals.at<float>(r * k)) < 1e-6);
+        for (int64_t t = 1; t < k; t++)
+          CHECK(vals.at<float>(r * k + t) == -std::numeric_limits<float>::infinity() && ids.at<int64_t>(r * k + t) == 0);
+      }
+      // Three active (fewer than k): sorted, normalized over the three, two padding slots.
+      mask.data<uint8_t>()[0] = 1;
+      mask.data<uint8_t>()[2500] = 1;
+      EXPECT_OK(call(k_topk, {&x, &w, &b, &mask}, {&vals, &ids}, {k, tr ? 1 : 0}));
+      for (int64_t r = 0; r < rows; r++) {
+        double total = 0;
+        for (int64_t t = 0; t < 3; t++) {
+          const int64_t id = ids.at<int64_t>(r * k + t);
+          CHECK(id == 0 || id == 2500 || id == v - 1);
+          if (t > 0) CHECK(vals.at<float>(r * k + t) <= vals.at<float>(r * k + t - 1));
+          total += std::exp(double(vals.at<float>(r * k + t)));
+        }
+        CHECK(std::fabs(total - 1) < 1e-5);
+        for (int64_t t = 3; t < k; t++)
+          CHECK(vals.at<float>(r * k + t) == -std::numeric_limits<float>::infinity() && ids.at<int64_t>(r * k + t) == 0);
+      }
+      std::fill(mask.data<uint8_t>(), mask.data<uint8_t>() + v, 0);
+    }
+}
+
+// Exact ties under a mask: logits = bias (zero weight); only active ids appear, lower ids first.
+void test_masked_ties() {
+  const int64_t v = 20000, k = 6;
+  for (bool tr : {false, true}) {
+    Tensor x(kFloat32, {2, 8}), w(kFloat32, tr ? std::vector<int64_t>{v, 8} : std::vector<int64_t>{8, v});
+    Tensor b(kFloat32, {v}), mask(kUint8, {v});
+    for (int64_t j = 0; j < v; j++) {
+      b.data<float>()[j] = float(j % 5);
+      mask.data<uint8_t>()[j] = j % 3 == 0;  // the best value 4 at active ids 9, 24, 39, ... (j % 15 == 9)
+    }
+    Tensor vals(kFloat32, {2, k}), ids(kInt64, {2, k});
+    EXPECT_OK(call(k_topk, {&x, &w, &b, &mask}, {&vals, &ids}, {k, tr ? 1 : 0}));
+    double sum = 0;
+    for (int64_t j = 0; j < v; j += 3) sum += std::exp(double(j % 5) - 4);
+    const double lse = 4 + std::log(sum);
+    for (int64_t r = 0; r < 2; r++)
+      for (int64_t t = 0; t < k; t++) {
+        CHECK(ids.at<int64_t>(r * k + t) == 9 + 15 * t);
+        CHECK(std::fabs(vals.at<float>(r * k + t) - (4 - lse)) < 1e-5);
+      }
+  }
+}
+
+void test_random_masks() {
+  Rng rng;
+  const std::vector<Case> cases = {
+      {{1, 7}, 10, 4, false, true, true, 0.5},        {{2, 3, 7}, 10, 10, true, true, true, 0.5},
+      {{1, 1, 64}, 1000, 8, false, true, true, 0.1},  {{1, 1, 64}, 1000, 8, true, true, true, 0.1},
+      {{2, 1, 64}, 5000, 1, false, false, true, 0.02}, {{3, 1, 33}, 5000, 16, true, false, true, 0.3},
+      {{4, 1, 256}, 3001, 8, false, true, true, 0.1}, {{5, 1, 256}, 3001, 8, true, true, false, 0.1},
+      {{8, 1, 256}, 4000, 8, false, true, true, 0.9}, {{33, 1, 256}, 4000, 8, false, true, true, 0.1},
+      {{33, 1, 256}, 4000, 5, true, true, true, 0.1}, {{70, 256}, 2100, 3, false, true, true, 0.2},
+      {{70, 100}, 2100, 3, true, true, false, 0.2},   {{1, 1, 256}, 32000, 8, true, true, true, 0.1},
+      {{32, 1, 256}, 32000, 8, true, true, true, 0.1}, {{32, 1, 256}, 32000, 8, false, true, true, 0.1},
+      {{2, 1, 1100}, 3000, 4, true, true, true, 0.5}, {{16, 1100}, 3000, 4, false, true, true, 0.5},
+      {{3, 1, 64}, 2000, 12, true, true, true, 0.003}, {{3, 1, 64}, 2000, 12, false, true, true, 0.003},
+      {{2, 0}, 50, 5, false, true, true, 0.5},        {{0, 1, 16}, 50, 5, true, true, true, 0.5},
+  };
+  for (const Case& c : cases) run_case(c, rng);
 }
 
 void test_random() {
@@ -207,6 +343,34 @@ void test_random() {
       {{2, 0}, 50, 5, false, true, true},      {{0, 1, 16}, 50, 5, false, true, true},
   };
   for (const Case& c : cases) run_case(c, rng);
+}
+
+// Times project_topk with a 10% random active mask against the full vocabulary (transposed W [V, D]).
+void bench_mask(int64_t d, int64_t v, const std::vector<int64_t>& row_counts) {
+  Rng rng;
+  const int64_t k = 8;
+  Tensor w(kFloat32, {v, d}), b(kFloat32, {v}), mask(kUint8, {v});
+  for (int64_t i = 0; i < w.numel(); i++) w.data<float>()[i] = float(rng.uniform(-0.1, 0.1));
+  int64_t active = 0;
+  for (int64_t j = 0; j < v; j++) active += mask.data<uint8_t>()[j] = rng.uniform(0, 1) < 0.1 ? 1 : 0;
+  for (int64_t rows : row_counts) {
+    Tensor x(kFloat32, {rows, 1, d});
+    for (int64_t i = 0; i < x.numel(); i++) x.data<float>()[i] = float(rng.uniform(-1, 1));
+    Tensor vals(kFloat32, {rows, 1, k}), ids(kInt64, {rows, 1, k});
+    auto time = [&](auto fn) {
+      double best = 1e30;
+      for (int round = 0; round < 10; round++) {
+        const double t0 = now_ms();
+        for (int i = 0; i < 3; i++) fn();
+        best = std::min(best, (now_ms() - t0) / 3);
+      }
+      return best;
+    };
+    const double t_full = time([&] { call(k_topk, {&x, &w, &b}, {&vals, &ids}, {k, 1}); });
+    const double t_mask = time([&] { call(k_topk, {&x, &w, &b, &mask}, {&vals, &ids}, {k, 1}); });
+    std::printf("D %4lld V %6lld rows %2lld: full %.3f ms, 10%% mask (%lld active) %.3f ms (%.2fx)\n", (long long)d,
+                (long long)v, (long long)rows, t_full, (long long)active, t_mask, t_full / t_mask);
+  }
 }
 
 // Times project_topk against fused_matmul alone (the logits it replaces) at the es-en output layer's shape.
@@ -244,11 +408,20 @@ int main(int argc, char** argv) {
     bench();
     return 0;
   }
+  if (argc > 1 && std::strcmp(argv[1], "bench-mask") == 0) {
+    bench_mask(256, 32000, {1, 32});
+    bench_mask(1024, 250000, {1, 32});
+    return 0;
+  }
   test_hand_values();
   test_ties();
   test_neg_inf();
   test_nan();
   test_errors();
   test_random();
+  test_all_ones();
+  test_tiny_masks();
+  test_masked_ties();
+  test_random_masks();
   return finish("project_topk_test");
 }

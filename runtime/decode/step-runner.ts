@@ -1,6 +1,7 @@
 // Runs a plan's decoder step by step for a batch: encoder, first step, then decoder_with_past with the caches carried.
 import type { Plan } from '../plan.ts';
 import type { RtData, RtTensor } from '../tensor.ts';
+import { vocabFeeds } from '../vocab.ts';
 import { hasInPlaceCache, KVCaches } from './kv-cache.ts';
 
 type Feeds = Record<string, RtTensor>;
@@ -58,6 +59,8 @@ export class StepRunner {
   private decKV: Feeds = {};
   private readonly caches?: KVCaches;
   private rows: number;
+  /** Shortlist plans: the batch's vocab_active mask, fed to every decoder step (runtime/vocab.ts). */
+  private readonly vocab: Feeds;
 
   /** maxRows: the most rows a step will run (beams × sentences); capacity: the most tokens a row will hold. */
   constructor(private readonly plan: Plan, sources: number[][], d: DecodeIds, maxRows: number, capacity: number) {
@@ -65,7 +68,8 @@ export class StepRunner {
     const enc = plan.runSync('encoder', { input_ids: ids, attention_mask: mask }).last_hidden_state!;
     const b = sources.length;
     this.rows = b;
-    this.out = plan.runSync('decoder', { input_ids: int64(b, 1, new Array<number>(b).fill(d.startId)), encoder_attention_mask: mask, encoder_hidden_states: enc });
+    this.vocab = vocabFeeds(plan.header, sources);
+    this.out = plan.runSync('decoder', { input_ids: int64(b, 1, new Array<number>(b).fill(d.startId)), encoder_attention_mask: mask, encoder_hidden_states: enc, ...this.vocab });
     this.mask = mask;
     this.encKV = pastFrom(this.out, '.encoder.');
     if (hasInPlaceCache(plan)) {
@@ -94,7 +98,7 @@ export class StepRunner {
   /** Runs decoder_with_past on one token per row. */
   step(tokens: number[]): void {
     const rows = tokens.length;
-    const base = { input_ids: int64(rows, 1, tokens), encoder_attention_mask: this.mask, ...this.encKV };
+    const base = { input_ids: int64(rows, 1, tokens), encoder_attention_mask: this.mask, ...this.encKV, ...this.vocab };
     if (this.caches) {
       this.out = this.plan.runSync('decoder_with_past', { ...base, ...this.caches.feeds() });
       this.caches.length++;

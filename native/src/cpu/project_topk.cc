@@ -1,4 +1,4 @@
-// project_topk: logits = X·W (+ bias) in vocabulary tiles, each folded into a running log-sum-exp and top-k per row.
+// project_topk: logits = X·W (+ bias) in vocabulary tiles (all ids or the active ones), folded into a running log-sum-exp and top-k per row.
 #include <algorithm>
 #include <climits>
 #include <cmath>
@@ -34,6 +34,11 @@ namespace {
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr int64_t kRowBlock = 64;  // rows per pass over the weight (the tile buffer is at most 64 x 2048 floats)
+#ifndef PACKSH
+#define PACKSH 17
+#endif
+constexpr int64_t kPackFloats = int64_t(1) << PACKSH;  // a gathered tile of W: at most 512 KiB, so it stays in L2
+constexpr int64_t kNoId = std::numeric_limits<int64_t>::max();  // a padding candidate (fewer than k active ids)
 
 // ---------- e^x (the Cephes polynomial of softmax.cc, branch-free so the loops vectorize) ----------
 
@@ -130,13 +135,16 @@ PLANC_HOT float exp_sum(const float* x, int64_t n, float m) {
 
 // ---------- logits of one tile ----------
 
-// The operands: X [rows, d], W [d, v] (transposed: [v, d]), bias [v] or null.
+// The operands: X [rows, d], W [d, v] (transposed: [v, d]), bias [v] or null; the columns computed are the n ids of
+// act (ascending), or all v columns (n = v) when act is null.
 struct Problem {
   const float* x;
   const float* w;
   const float* bias;
   int64_t rows, d, v, k;
   bool transposed;
+  const int32_t* act;
+  int64_t n;
 };
 
 // out[r][j] = sum_p a[r][p] w[p][j] for nr rows, nb columns of a row-major w (row stride ldw); four rows of w per step.
@@ -182,9 +190,10 @@ void dot_rows(const float* a, int64_t nr, int64_t d, const float* e, int64_t nb,
     for (int64_t r = 0; r < nr; r++) out[r * nb + j] = dot(a + r * d, e + j * d, d);
 }
 
-// Whether the hand-written GEMV / dot loops beat the GEMM for nr rows (the thresholds of gemm.cc's prefer_gemv).
-bool prefer_gemv(int64_t nr, bool transposed) {
-  if (avx512_gemm_available()) return nr <= 2 || (!transposed && nr <= 4);
+// Whether the hand-written GEMV / dot loops beat the GEMM for nr rows of a [D, V] product (the thresholds of
+// gemm.cc's prefer_gemv).
+bool prefer_gemv(int64_t nr, int64_t d, int64_t v, bool transposed) {
+  if (avx512_gemm_available()) return nr <= 2 || (!transposed && nr <= 4 && d * v < (int64_t(1) << 22));
 #ifdef PLANC_HAVE_OPENBLAS
   return transposed ? nr <= 2 : nr <= 8;
 #else
@@ -192,30 +201,91 @@ bool prefer_gemv(int64_t nr, bool transposed) {
 #endif
 }
 
-// out [nr, nb] = logits of rows [r0, r0 + nr) and columns [j0, j0 + nb), bias included. Single-threaded.
-void tile_logits(const Problem& p, int64_t r0, int64_t nr, int64_t j0, int64_t nb, float* out) {
-  const float* a = p.x + r0 * p.d;
-  const float* b = p.transposed ? p.w + j0 * p.d : p.w + j0;
-  const int64_t ldb = p.transposed ? p.d : p.v;
-  if (p.d == 0) {
+// out [nr, nb] = a [nr, d] · B for nb columns: B is [d, nb] with row stride ldb, or (transposed) nb rows of d floats
+// with stride ldb. v is the width of the whole product (for the GEMV-or-GEMM choice).
+void product(const float* a, int64_t nr, int64_t d, const float* b, int64_t ldb, int64_t nb, bool transposed, int64_t v,
+             float* out) {
+  if (d == 0) {
     std::fill(out, out + nr * nb, 0.0f);
-  } else if (prefer_gemv(nr, p.transposed)) {
-    if (p.transposed) dot_rows(a, nr, p.d, b, nb, out);
-    else gemv_rows(a, nr, p.d, b, ldb, nb, out);
+  } else if (prefer_gemv(nr, d, v, transposed)) {
+    if (transposed) dot_rows(a, nr, d, b, nb, out);
+    else gemv_rows(a, nr, d, b, ldb, nb, out);
   } else if (avx512_gemm_available()) {
-    avx512_gemm(GemmCall{nr, nb, p.d, 1.0f, a, p.d, false, b, ldb, p.transposed, out, nb, false}, nullptr);
+    avx512_gemm(GemmCall{nr, nb, d, 1.0f, a, d, false, b, ldb, transposed, out, nb, false}, nullptr);
   } else {
 #ifdef PLANC_HAVE_OPENBLAS
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, p.transposed ? CblasTrans : CblasNoTrans, static_cast<int>(nr),
-                static_cast<int>(nb), static_cast<int>(p.d), 1.0f, a, static_cast<int>(p.d), b, static_cast<int>(ldb),
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, transposed ? CblasTrans : CblasNoTrans, static_cast<int>(nr),
+                static_cast<int>(nb), static_cast<int>(d), 1.0f, a, static_cast<int>(d), b, static_cast<int>(ldb),
                 0.0f, out, static_cast<int>(nb));
 #endif
   }
+}
+
+// out [nr, nb] = logits of rows [r0, r0 + nr) and columns [j0, j0 + nb), bias included. Single-threaded.
+void tile_logits(const Problem& p, int64_t r0, int64_t nr, int64_t j0, int64_t nb, float* out) {
+  const float* b = p.transposed ? p.w + j0 * p.d : p.w + j0;
+  product(p.x + r0 * p.d, nr, p.d, b, p.transposed ? p.d : p.v, nb, p.transposed, p.v, out);
   if (!p.bias) return;
   for (int64_t r = 0; r < nr; r++) {
     float* o = out + r * nb;
     const float* bias = p.bias + j0;
     for (int64_t j = 0; j < nb; j++) o[j] += bias[j];
+  }
+}
+
+// Asks for the cache lines of a row of d floats ahead of its use (rows are scattered: the stream prefetchers only
+// catch on after a few misses of each).
+inline void prefetch_row(const float* row, int64_t d) {
+  for (int64_t q = 0; q < d; q += 16) __builtin_prefetch(row + q);
+}
+
+// How many rows of d floats ahead to prefetch: about 32 KiB, 4 to 16 rows.
+int64_t prefetch_distance(int64_t d) { return std::min<int64_t>(16, std::max<int64_t>(4, 8192 / std::max<int64_t>(1, d))); }
+
+// pack [nb, d] = the W rows of ids (W [v, d]).
+void gather_rows(const float* w, int64_t d, const int32_t* ids, int64_t nb, float* pack) {
+  const int64_t ahead = prefetch_distance(d);
+  for (int64_t j = 0; j < nb; j++) {
+#ifndef NOPF2
+    if (j + ahead < nb) prefetch_row(w + ids[j + ahead] * d, d);
+#endif
+    std::memcpy(pack + j * d, w + ids[j] * d, static_cast<size_t>(d) * sizeof(float));
+  }
+}
+
+// pack [d, nb] = the W columns of ids (W [d, v]).
+void gather_cols(const float* w, int64_t d, int64_t v, const int32_t* ids, int64_t nb, float* pack) {
+  for (int64_t q = 0; q < d; q++) {
+    const float* row = w + q * v;
+    float* dst = pack + q * nb;
+    for (int64_t j = 0; j < nb; j++) dst[j] = row[ids[j]];
+  }
+}
+
+// out [nr, nb] = logits of rows [r0, r0 + nr) and the active ids act[t0 .. t0 + nb), bias included; W's rows
+// (transposed) are read in place by the dot products, else gathered into pack [nb * d]. Single-threaded.
+void active_tile_logits(const Problem& p, int64_t r0, int64_t nr, int64_t t0, int64_t nb, float* out, float* pack) {
+  const float* a = p.x + r0 * p.d;
+  const int32_t* ids = p.act + t0;
+  if (p.d == 0) {
+    std::fill(out, out + nr * nb, 0.0f);
+  } else if (p.transposed && prefer_gemv(nr, p.d, p.n, true)) {
+    const int64_t ahead = prefetch_distance(p.d);
+    for (int64_t j = 0; j < nb; j++) {
+      if (j + ahead < nb) prefetch_row(p.w + ids[j + ahead] * p.d, p.d);
+      for (int64_t r = 0; r < nr; r++) out[r * nb + j] = dot(a + r * p.d, p.w + ids[j] * p.d, p.d);
+    }
+  } else if (p.transposed) {
+    gather_rows(p.w, p.d, ids, nb, pack);
+    product(a, nr, p.d, pack, p.d, nb, true, p.n, out);
+  } else {
+    gather_cols(p.w, p.d, p.v, ids, nb, pack);
+    product(a, nr, p.d, pack, nb, nb, false, p.n, out);
+  }
+  if (!p.bias) return;
+  for (int64_t r = 0; r < nr; r++) {
+    float* o = out + r * nb;
+    for (int64_t j = 0; j < nb; j++) o[j] += p.bias[ids[j]];
   }
 }
 
@@ -249,8 +319,8 @@ inline void insert_best(float* vals, int64_t* ids, int64_t& count, int64_t k, fl
   ids[pos] = id;
 }
 
-// Folds one row's tile of logits l [nb] (columns from j0) into its running max, sum and best k.
-void fold_tile(PartState& s, int64_t r, const float* l, int64_t nb, int64_t j0, int64_t k) {
+// Folds one row's tile of logits l [nb] (ids j0.., or ids[0 .. nb) when ids is set) into its running max, sum and best k.
+void fold_tile(PartState& s, int64_t r, const float* l, int64_t nb, int64_t j0, const int32_t* ids, int64_t k) {
   const float tm = nan_max(l, nb);
   float& m = s.max[static_cast<size_t>(r)];
   double& sum = s.sum[static_cast<size_t>(r)];
@@ -265,11 +335,11 @@ void fold_tile(PartState& s, int64_t r, const float* l, int64_t nb, int64_t j0, 
   }
   if (m != -kInf) sum += exp_sum(l, nb, m);
   float* vals = s.vals.data() + r * k;
-  int64_t* ids = s.ids.data() + r * k;
+  int64_t* best = s.ids.data() + r * k;
   int64_t& count = s.count[static_cast<size_t>(r)];
   if (count == k && !(tm > vals[k - 1])) return;  // nothing in this tile beats the k-th best
   for (int64_t j = 0; j < nb; j++) {
-    if (count < k || l[j] > vals[k - 1]) insert_best(vals, ids, count, k, l[j], j0 + j);
+    if (count < k || l[j] > vals[k - 1]) insert_best(vals, best, count, k, l[j], ids ? ids[j] : j0 + j);
   }
 }
 
@@ -279,7 +349,8 @@ struct Cand {
   int64_t id;
 };
 
-// Merges the parts' states of one row into values (log-probs) and ids, k of each.
+// Merges the parts' states of one row into values (log-probs) and ids, k of each; slots beyond the ids computed
+// (fewer than k active) get -inf and id 0.
 void merge_row(const std::vector<PartState>& parts, int64_t r, int64_t k, float* values, int64_t* ids,
                std::vector<Cand>& cands) {
   const size_t ri = static_cast<size_t>(r);
@@ -298,15 +369,17 @@ void merge_row(const std::vector<PartState>& parts, int64_t r, int64_t k, float*
   cands.clear();
   for (const PartState& s : parts)
     for (int64_t t = 0; t < s.count[ri]; t++) cands.push_back({s.vals[r * k + t], s.ids[r * k + t]});
-  while (static_cast<int64_t>(cands.size()) < k) cands.push_back({std::numeric_limits<float>::quiet_NaN(), 0});  // NaN rows stop early
+  const Cand pad = nan ? Cand{std::numeric_limits<float>::quiet_NaN(), 0} : Cand{-kInf, kNoId};  // NaN rows stop early
+  while (static_cast<int64_t>(cands.size()) < k) cands.push_back(pad);
   auto key = [](float v) { return v != v ? -kInf : v; };
   std::partial_sort(cands.begin(), cands.begin() + k, cands.end(), [&](const Cand& a, const Cand& b) {
     const float x = key(a.v), y = key(b.v);
     return x > y || (x == y && a.id < b.id);
   });
   for (int64_t t = 0; t < k; t++) {
-    values[t] = static_cast<float>(static_cast<double>(cands[t].v) - lse);
-    ids[t] = cands[t].id;
+    const bool padded = cands[t].id == kNoId;
+    values[t] = padded ? -kInf : static_cast<float>(static_cast<double>(cands[t].v) - lse);
+    ids[t] = padded ? 0 : cands[t].id;
   }
 }
 
@@ -316,24 +389,36 @@ int64_t tile_width(int64_t nr, int64_t v) {
   return std::min(v, (w + 31) / 32 * 32);
 }
 
-// Rows [r0, r0 + nr): parts of the vocabulary in parallel, each a run of tiles with its own state, then the merge.
+// Columns per tile of the active ids: a gathered tile of W (when one is needed) stays within kPackFloats.
+int64_t active_tile_width(const Problem& p, int64_t nr) {
+  const int64_t w = tile_width(nr, p.n);
+  if (p.transposed && prefer_gemv(nr, p.d, p.n, true)) return w;  // the dot products read W in place
+  const int64_t cap = std::max<int64_t>(32, kPackFloats / std::max<int64_t>(1, p.d) / 32 * 32);
+  return std::min(w, cap);
+}
+
+// Rows [r0, r0 + nr): parts of the vocabulary (or of the active ids) in parallel, each a run of tiles with its own
+// state, then the merge.
 void run_block(const Problem& p, int64_t r0, int64_t nr, float* values, int64_t* indices, ThreadPool* pool) {
-  const int64_t tw = tile_width(nr, p.v);
-  const int64_t tiles = (p.v + tw - 1) / tw;
+  const int64_t tw = p.act ? active_tile_width(p, nr) : tile_width(nr, p.v);
+  const int64_t tiles = tw > 0 ? (p.n + tw - 1) / tw : 0;
   const int64_t threads = pool ? pool->threads() : 1;
-  const double flops = 2.0 * nr * p.d * p.v;
-  const int64_t n_parts = flops < 1e6 || threads == 1 ? 1 : std::min<int64_t>(tiles, 4 * threads);
+  const double flops = 2.0 * nr * p.d * p.n;
+  const int64_t n_parts = flops < 1e6 || threads == 1 || tiles == 0 ? 1 : std::min<int64_t>(tiles, 4 * threads);
   std::vector<PartState> parts(static_cast<size_t>(n_parts));
   auto run = [&](int64_t q0, int64_t q1) {
-    static thread_local std::vector<float> buf;
+    static thread_local std::vector<float> buf, pack;
     buf.resize(static_cast<size_t>(nr * tw));
+    if (p.act) pack.resize(static_cast<size_t>(tw * p.d));
     for (int64_t q = q0; q < q1; q++) {
       PartState& s = parts[static_cast<size_t>(q)];
       s.reset(nr, p.k);
       for (int64_t t = tiles * q / n_parts; t < tiles * (q + 1) / n_parts; t++) {
-        const int64_t j0 = t * tw, nb = std::min(tw, p.v - j0);
-        tile_logits(p, r0, nr, j0, nb, buf.data());
-        for (int64_t r = 0; r < nr; r++) fold_tile(s, r, buf.data() + r * nb, nb, j0, p.k);
+        const int64_t j0 = t * tw, nb = std::min(tw, p.n - j0);
+        if (p.act) active_tile_logits(p, r0, nr, j0, nb, buf.data(), pack.data());
+        else tile_logits(p, r0, nr, j0, nb, buf.data());
+        const int32_t* ids = p.act ? p.act + j0 : nullptr;
+        for (int64_t r = 0; r < nr; r++) fold_tile(s, r, buf.data() + r * nb, nb, j0, ids, p.k);
       }
     }
   };
@@ -347,8 +432,8 @@ void run_block(const Problem& p, int64_t r0, int64_t nr, float* values, int64_t*
 
 // Checks the operands and outputs; fills p. Returns an error or nullptr.
 const char* check_project_topk(const KernelArgs& args, Problem* p) {
-  if (args.n_in != 3 || args.n_out != 2 || args.n_iargs != 2)
-    return kernel_error("project_topk: needs 3 inputs (X, W, bias?), 2 outputs and 2 iargs, got %d, %d and %d",
+  if (args.n_in < 3 || args.n_in > 4 || args.n_out != 2 || args.n_iargs != 2)
+    return kernel_error("project_topk: needs 3 or 4 inputs (X, W, bias?, active?), 2 outputs and 2 iargs, got %d, %d and %d",
                         args.n_in, args.n_out, args.n_iargs);
   const TensorView &x = args.in[0], &w = args.in[1], &bias = args.in[2], &vals = args.out[0], &ids = args.out[1];
   const int64_t k = args.iargs[0], tr = args.iargs[1];
@@ -364,6 +449,12 @@ const char* check_project_topk(const KernelArgs& args, Problem* p) {
   if (d > INT_MAX || v > INT_MAX) return kernel_error("project_topk: W %s is too large", dims_str(w).c_str());
   if (bias.data && (bias.dtype != kFloat32 || bias.rank != 1 || bias.dims[0] != v))
     return kernel_error("project_topk: bias must be float32 [%lld], got %s %s", (long long)v, dtype_name(bias.dtype), dims_str(bias).c_str());
+  if (args.n_in == 4 && args.in[3].data) {
+    const TensorView& act = args.in[3];
+    if ((act.dtype != kUint8 && act.dtype != kBool) || act.rank != 1 || act.dims[0] != v)
+      return kernel_error("project_topk: active must be uint8 or bool [%lld], got %s %s", (long long)v,
+                          dtype_name(act.dtype), dims_str(act).c_str());
+  }
   if (k < 1 || k > v) return kernel_error("project_topk: k = %lld is out of range for a vocabulary of %lld", (long long)k, (long long)v);
   int64_t rows = 1;
   for (int i = 0; i < x.rank - 1; i++) rows *= x.dims[i];
@@ -377,15 +468,43 @@ const char* check_project_topk(const KernelArgs& args, Problem* p) {
   if (vals.dtype != kFloat32 || ids.dtype != kInt64)
     return kernel_error("project_topk: outputs must be float32 and int64, got %s and %s", dtype_name(vals.dtype), dtype_name(ids.dtype));
   if (rows > 0 && (!x.data || !w.data || !vals.data || !ids.data)) return "project_topk: missing input or output";
-  *p = Problem{x.as<float>(), w.as<float>(), bias.data ? bias.as<float>() : nullptr, rows, d, v, k, tr == 1};
+  *p = Problem{x.as<float>(), w.as<float>(), bias.data ? bias.as<float>() : nullptr, rows, d, v, k, tr == 1, nullptr, v};
   return nullptr;
 }
 
-// Inputs X [rows..., D], W [D, V] (transposed: [V, D]), bias? [V]; outputs values [rows..., k] float32 (log-softmax
-// of the logits, best first, ties: lower id first) and indices [rows..., k] int64; iargs k, transposed.
+// The ids of the nonzero entries of mask [v] into ids (ascending); returns their number. Zero runs of 8 are skipped
+// a word at a time; the rest is branch-free (ids needs room for v + 1).
+int64_t compact_active(const uint8_t* mask, int64_t v, int32_t* ids) {
+  int64_t n = 0, j = 0;
+  for (; j + 8 <= v; j += 8) {
+    uint64_t word;
+    std::memcpy(&word, mask + j, sizeof word);
+    if (word == 0) continue;
+    for (int64_t i = j; i < j + 8; i++) {
+      ids[n] = static_cast<int32_t>(i);
+      n += mask[i] != 0;
+    }
+  }
+  for (; j < v; j++) {
+    ids[n] = static_cast<int32_t>(j);
+    n += mask[j] != 0;
+  }
+  return n;
+}
+
+// Inputs X [rows..., D], W [D, V] (transposed: [V, D]), bias? [V], active? [V] (uint8/bool); outputs values
+// [rows..., k] float32 (log-softmax of the logits, best first, ties: lower id first) and indices [rows..., k] int64;
+// iargs k, transposed. With active, only its nonzero ids are computed, normalized over and returned (fewer than k:
+// the remaining slots are -inf with id 0).
 const char* project_topk(const KernelArgs& args) {
   Problem p{};
   if (const char* err = check_project_topk(args, &p)) return err;
+  static thread_local std::vector<int32_t> active;
+  if (args.n_in == 4 && args.in[3].data) {
+    active.resize(static_cast<size_t>(p.v + 1));
+    p.n = compact_active(args.in[3].as<uint8_t>(), p.v, active.data());
+    p.act = active.data();
+  }
 #ifdef PLANC_HAVE_OPENBLAS
   if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);  // BLAS runs inside the pool's tasks
 #endif
