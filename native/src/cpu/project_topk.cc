@@ -1,4 +1,4 @@
-// project_topk: logits = X·W (+ bias) in vocabulary tiles (all ids or the active ones), folded into a running log-sum-exp and top-k per row.
+// project_topk: logits = X·W (+ bias) in tiles of the vocabulary or its active ids, folded into a running log-sum-exp and top-k.
 #include <algorithm>
 #include <climits>
 #include <cmath>
@@ -34,10 +34,7 @@ namespace {
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr int64_t kRowBlock = 64;  // rows per pass over the weight (the tile buffer is at most 64 x 2048 floats)
-#ifndef PACKSH
-#define PACKSH 17
-#endif
-constexpr int64_t kPackFloats = int64_t(1) << PACKSH;  // a gathered tile of W: at most 512 KiB, so it stays in L2
+constexpr int64_t kPackFloats = int64_t(1) << 17;  // a gathered tile of W: at most 512 KiB, so it stays in L2
 constexpr int64_t kNoId = std::numeric_limits<int64_t>::max();  // a padding candidate (fewer than k active ids)
 
 // ---------- e^x (the Cephes polynomial of softmax.cc, branch-free so the loops vectorize) ----------
@@ -242,13 +239,14 @@ inline void prefetch_row(const float* row, int64_t d) {
 // How many rows of d floats ahead to prefetch: about 32 KiB, 4 to 16 rows.
 int64_t prefetch_distance(int64_t d) { return std::min<int64_t>(16, std::max<int64_t>(4, 8192 / std::max<int64_t>(1, d))); }
 
+// Whether the active ids' columns of W are gathered into a packed tile (else the dot products read W's rows in place).
+bool needs_pack(const Problem& p, int64_t nr) { return p.act && !(p.transposed && prefer_gemv(nr, p.d, p.n, true)); }
+
 // pack [nb, d] = the W rows of ids (W [v, d]).
 void gather_rows(const float* w, int64_t d, const int32_t* ids, int64_t nb, float* pack) {
   const int64_t ahead = prefetch_distance(d);
   for (int64_t j = 0; j < nb; j++) {
-#ifndef NOPF2
     if (j + ahead < nb) prefetch_row(w + ids[j + ahead] * d, d);
-#endif
     std::memcpy(pack + j * d, w + ids[j] * d, static_cast<size_t>(d) * sizeof(float));
   }
 }
@@ -269,7 +267,7 @@ void active_tile_logits(const Problem& p, int64_t r0, int64_t nr, int64_t t0, in
   const int32_t* ids = p.act + t0;
   if (p.d == 0) {
     std::fill(out, out + nr * nb, 0.0f);
-  } else if (p.transposed && prefer_gemv(nr, p.d, p.n, true)) {
+  } else if (!needs_pack(p, nr)) {
     const int64_t ahead = prefetch_distance(p.d);
     for (int64_t j = 0; j < nb; j++) {
       if (j + ahead < nb) prefetch_row(p.w + ids[j + ahead] * p.d, p.d);
@@ -392,7 +390,7 @@ int64_t tile_width(int64_t nr, int64_t v) {
 // Columns per tile of the active ids: a gathered tile of W (when one is needed) stays within kPackFloats.
 int64_t active_tile_width(const Problem& p, int64_t nr) {
   const int64_t w = tile_width(nr, p.n);
-  if (p.transposed && prefer_gemv(nr, p.d, p.n, true)) return w;  // the dot products read W in place
+  if (!needs_pack(p, nr)) return w;
   const int64_t cap = std::max<int64_t>(32, kPackFloats / std::max<int64_t>(1, p.d) / 32 * 32);
   return std::min(w, cap);
 }
@@ -409,7 +407,7 @@ void run_block(const Problem& p, int64_t r0, int64_t nr, float* values, int64_t*
   auto run = [&](int64_t q0, int64_t q1) {
     static thread_local std::vector<float> buf, pack;
     buf.resize(static_cast<size_t>(nr * tw));
-    if (p.act) pack.resize(static_cast<size_t>(tw * p.d));
+    if (needs_pack(p, nr)) pack.resize(static_cast<size_t>(tw * p.d));
     for (int64_t q = q0; q < q1; q++) {
       PartState& s = parts[static_cast<size_t>(q)];
       s.reset(nr, p.k);
