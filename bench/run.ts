@@ -1,10 +1,11 @@
-// `npm run bench -- NAME`: runs one benchmark (cpu, translate) and records it under bench/results/.
+// `npm run bench -- NAME`: runs one benchmark (cpu, cuda, translate, vocab, vocab-curve) and records it under bench/results/.
 import { benchCpu } from './cpu.ts';
 import { benchCuda } from './cuda.ts';
 import { benchTranslate } from './translate.ts';
 import { benchVocab } from './vocab.ts';
+import { benchVocabCurve } from './vocab-curve.ts';
 
-const BENCHES: Record<string, () => Promise<void>> = { cpu: benchCpu, cuda: benchCuda, translate: benchTranslate, vocab: benchVocab };
+const BENCHES: Record<string, () => Promise<void>> = { cpu: benchCpu, cuda: benchCuda, translate: benchTranslate, vocab: benchVocab, 'vocab-curve': benchVocabCurve };
 
 const name = process.argv[2];
 const run = name ? BENCHES[name] : undefined;

@@ -1,0 +1,65 @@
+// `npm run bench -- vocab-curve`: cluster quality over R × K on es-en (one calibration, one k-means per R), recorded.
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { importSeq2SeqDir } from '../compiler/onnx/import-model.ts';
+import { REPO_ROOT, sharedDir } from '../compiler/paths.ts';
+import { activeSetStats, clusterActiveSets } from '../compiler/vocab/clusters.ts';
+import { kmeans } from '../compiler/vocab/kmeans.ts';
+import { assignFn, calibrate, evaluateQuality, exposePlan, outputLayer, specialIdsOf } from '../cli/vocab.ts';
+import { TRANSLATE_TOPK } from '../passes/pipeline.ts';
+import { decodeIds } from '../runtime/decode/translate-ids.ts';
+import { loadTokenizer } from '../runtime/tokenizer/tokenizer.ts';
+import { machineFacts } from './machine.ts';
+
+const MAX_LEN = 64;
+const RS = (process.env.PLANC_VOCAB_RS ?? '250,500,1000,2000').split(',').map(Number);
+const KS = (process.env.PLANC_VOCAB_KS ?? '1,3,5').split(',').map(Number);
+const CAL = Number(process.env.PLANC_VOCAB_CAL ?? 20000);
+
+/** The first k of every row of a [n, stride] id matrix. */
+function prefix(ids: Int32Array, stride: number, k: number): Int32Array {
+  const n = ids.length / stride;
+  const out = new Int32Array(n * k);
+  for (let i = 0; i < n; i++) out.set(ids.subarray(i * stride, i * stride + k), i * k);
+  return out;
+}
+
+export async function benchVocabCurve(): Promise<void> {
+  const shared = sharedDir();
+  const dir = shared ? path.join(shared, 'models', 'es-en') : '';
+  if (!dir || !fs.existsSync(dir)) { console.log('vocab-curve bench skipped: /work/shared/models/es-en is missing'); return; }
+  const model = importSeq2SeqDir(dir);
+  const profile = { maxBatch: 32, maxSrcLen: 128, maxTgtLen: MAX_LEN, maxDims: { decoder_sequence_length: 1 } };
+  const tok = await loadTokenizer(fs.readFileSync(path.join(dir, 'vocab.esen.spm')), 'spm');
+  const lines = (f: string) => fs.readFileSync(path.join(dir, f), 'utf8').split('\n').filter((l) => l.trim());
+  const [testSrc, testRef] = [lines('test.es'), lines('test.en')];
+  const { plan, optimized } = exposePlan(model, { topk: TRANSLATE_TOPK }, { target: 'cpu', ...profile });
+  const d = decodeIds(plan);
+  const specials = specialIdsOf(plan.header.decoding);
+  const V = plan.header.decoding.vocabSize!;
+  const kMax = Math.max(...KS);
+  const t0 = performance.now();
+  const cal = calibrate(plan, tok, lines('train.es').slice(0, CAL), kMax, d, profile.maxSrcLen, MAX_LEN, false);
+  console.log(`calibrated on ${cal.sentences} training sentences: ${cal.states} states (${((performance.now() - t0) / 1000).toFixed(1)} s)`);
+  const layer = outputLayer(optimized);
+  const { assign, native } = assignFn();
+  const rows: unknown[] = [];
+  for (const r of RS) {
+    const t1 = performance.now();
+    const km = kmeans(cal.hidden, cal.states, cal.d, { clusters: r, clampClusters: true, assign });
+    const kmSeconds = (performance.now() - t1) / 1000;
+    for (const k of KS) {
+      const sets = clusterActiveSets(km.assignments, prefix(cal.topK, kMax, k), k, km.clusters, specials, V);
+      const c = { method: 'clusters' as const, centroids: km.centroids, cnorm: km.cnorm, offsets: sets.offsets, ids: sets.ids, clusters: km.clusters, dim: cal.d };
+      const q = evaluateQuality(plan, tok, layer, d, testSrc, testRef, { kind: 'clusters', c }, profile.maxSrcLen, MAX_LEN, true);
+      const row = { R: km.clusters, K: k, activeMean: q.activeMean, activeMax: q.activeMax, calibrationActiveMean: activeSetStats(sets, km.assignments).weightedMeanFraction,
+        top1Agreement: q.top1Agreement, identicalSentences: q.identicalSentences, bleu: q.bleu, bleuFull: q.bleuFull, kmeansSeconds: kmSeconds, kmeansIterations: km.iterations };
+      rows.push(row);
+      console.log(`R ${String(km.clusters).padStart(4)} K ${k}: active ${(100 * q.activeMean).toFixed(2)}% mean / ${(100 * q.activeMax).toFixed(2)}% max, top-1 agreement ${(100 * q.top1Agreement).toFixed(1)}%, identical ${(100 * q.identicalSentences).toFixed(1)}%, BLEU ${q.bleu!.toFixed(2)} (full ${q.bleuFull!.toFixed(2)}); k-means ${kmSeconds.toFixed(1)} s`);
+    }
+  }
+  plan.close();
+  const out = path.join(REPO_ROOT, 'bench', 'results', 'vocab-curve.jsonl');
+  fs.appendFileSync(out, JSON.stringify({ bench: 'vocab-curve', model: 'es-en', maxLength: MAX_LEN, calibrationSentences: cal.sentences, states: cal.states, assignNative: native, evalSentences: testSrc.length, rows, ...machineFacts() }) + '\n');
+  console.log(`appended to ${out}`);
+}
