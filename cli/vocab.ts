@@ -208,7 +208,11 @@ export interface Calibration {
 
 /** Translates the calibration sentences greedily (full projection), recording every step's hidden state and top-K ids. */
 export function calibrate(plan: Plan, tok: Tokenizer, sentences: string[], topK: number, d: DecodeIds, maxSrcLen: number, maxTgtLen: number, quiet: boolean): Calibration {
-  const all = sentences.map((s) => [...tok.encode(s), d.eosId]);
+  return calibrateIds(plan, sentences.map((s) => [...tok.encode(s), d.eosId]), topK, d, maxSrcLen, maxTgtLen, quiet);
+}
+
+/** calibrate() on sources already as ids (each ending with eos): for models without a tokenizer. */
+export function calibrateIds(plan: Plan, all: number[][], topK: number, d: DecodeIds, maxSrcLen: number, maxTgtLen: number, quiet: boolean): Calibration {
   const sources = all.filter((s) => s.length <= maxSrcLen);
   const skipped = all.length - sources.length;
   if (sources.length === 0) throw new PlancError('PLANC_E501', `every calibration sentence is longer than the plan's source limit (--max-src-len ${maxSrcLen})`);
