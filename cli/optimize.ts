@@ -15,7 +15,7 @@ import { findTokenizer, type TokenizerFile } from './tokenizer-file.ts';
 
 export const OPTIMIZE: CommandSpec = {
   name: 'optimize',
-  usage: 'planc optimize MODEL -o PLAN [--target cpu|cuda] [--arch sm_80,sm_90] [--max-batch N] [--max-src-len N] [--max-tgt-len N] [--max-dim NAME=N,...] [--tokenizer FILE | --no-tokenizer] [--decoder-start-id N] [--eos-id N] [--pad-id N] [--unk-id N] [--no-fuse] [--topk N (default 8 for translation models, 0 keeps logits)] [--dump-after PASS|all] [--explain] [--quiet]',
+  usage: 'planc optimize MODEL -o PLAN [--target cpu|cuda] [--arch sm_80,sm_90] [--max-batch N] [--max-src-len N] [--max-tgt-len N] [--max-dim NAME=N,...] [--tokenizer FILE | --no-tokenizer] [--decoder-start-id N] [--eos-id N] [--pad-id N] [--unk-id N] [--no-fuse] [--topk N (default 8 for translation models, 0 keeps logits)] [--vocab shortlist=FILE[,first=N,best=N] | --vocab clusters=R,K --calibrate SOURCE_TEXT] [--eval-src FILE [--eval-ref FILE]] [--dump-after PASS|all] [--explain] [--quiet]',
   flags: { o: 'string', output: 'string', target: 'string', arch: 'string', 'max-batch': 'number', 'max-src-len': 'number', 'max-tgt-len': 'number', 'max-dim': 'string', quiet: 'boolean', 'no-fuse': 'boolean', topk: 'number', 'dump-after': 'string', explain: 'boolean',
     vocab: 'string', calibrate: 'string', 'eval-src': 'string', 'eval-ref': 'string',
     tokenizer: 'string', 'no-tokenizer': 'boolean', 'decoder-start-id': 'number', 'eos-id': 'number', 'pad-id': 'number', 'unk-id': 'number' },

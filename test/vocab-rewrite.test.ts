@@ -150,10 +150,7 @@ test('es-en: small calibration, clusters and the Bergamot shortlist; quality rep
     const back = decodePlan(bytes).header.vocab!;
     assert.equal(back.targets.length, sl.targets.length);
     assert.equal(vocabInspect(back).method, 'shortlist');
-    if (!kernelIds().has('cluster_mask')) {
-      console.log('  (native masked greedy skipped: the addon has no cluster_mask kernel yet — rebuild after native/src/cpu/vocab.cc lands)');
-      return;
-    }
+    assert.ok(kernelIds().has('cluster_mask'), 'the addon has the cluster_mask kernel (npm run build:native)');
     const ids = src.map((s) => [...tok.encode(s), d.eosId]);
     const fullPlan = buildPlan(runPipeline(model, { topk: TRANSLATE_TOPK }), { target: 'cpu', ...profile });
     const pf = loadPlanBytes(encodePlan(fullPlan.header, fullPlan.blob));
@@ -166,8 +163,8 @@ test('es-en: small calibration, clusters and the Bergamot shortlist; quality rep
       const viaCl = await translateIds(pc, ids, { maxLength: 64, batchSize: 1 });
       const same = (a: { ids: number[] }[]) => a.filter((r, i) => r.ids.join() === full[i]!.ids.join()).length / ids.length;
       console.log(`  native greedy batch 1: identical to full — shortlist ${(100 * same(viaSl)).toFixed(0)}% (emulated ${(100 * qs.identicalSentences).toFixed(0)}%), clusters ${(100 * same(viaCl)).toFixed(0)}% (emulated ${(100 * qc.identicalSentences).toFixed(0)}%)`);
-      assert.ok(Math.abs(same(viaSl) - qs.identicalSentences) <= 0.1, 'native shortlist decode matches the emulation');
-      assert.ok(Math.abs(same(viaCl) - qc.identicalSentences) <= 0.1, 'native clusters decode matches the emulation');
+      assert.ok(Math.abs(same(viaSl) - qs.identicalSentences) <= 0.05, 'native shortlist decode matches the emulation');
+      assert.ok(Math.abs(same(viaCl) - qc.identicalSentences) <= 0.05, 'native clusters decode matches the emulation');
     } finally {
       pf.close(); ps.close(); pc.close();
     }
