@@ -10,19 +10,13 @@ import { sharedDir } from '../compiler/paths.ts';
 import { writePlanFile } from '../compiler/plan/format.ts';
 import { Tensor } from '../compiler/tensor.ts';
 import { greedyDecode, type GraphRunner } from '../bench/reference/greedy.ts';
-import { fromRt, toRt } from '../bench/reference/rt-tensors.ts';
 import { buildPlan } from '../cli/build-plan.ts';
-import { runPipeline } from '../passes/pipeline.ts';
+import { runPipeline, TRANSLATE_TOPK } from '../passes/pipeline.ts';
 import { formatPlanReport, planReport } from '../cli/inspect.ts';
-import { loadPlan, type Plan } from '../runtime/plan.ts';
+import { loadPlan } from '../runtime/plan.ts';
 import { native, nativeAvailable } from '../runtime/native.ts';
 import { DEFAULTS, makeModel } from './make-model/generate.ts';
 import { detokenize, readSpmPieces } from './spm-pieces.ts';
-
-const planRunner = (plan: Plan): GraphRunner => (g, feeds) => {
-  const out = plan.runSync(g, Object.fromEntries(Object.entries(feeds).map(([k, v]) => [k, toRt(v)])));
-  return Object.fromEntries(Object.entries(out).map(([k, v]) => [k, fromRt(v)]));
-};
 
 async function ortRunner(model: Model): Promise<GraphRunner> {
   const sessions = new Map<string, ort.InferenceSession>();
@@ -40,10 +34,10 @@ async function ortRunner(model: Model): Promise<GraphRunner> {
 function step(msg: string): void { console.log(`\n== ${msg}`); }
 const indent = (s: string) => s.split('\n').map((l) => `   ${l}`).join('\n');
 
-/** planc optimize, in-process: model folder → passes → plan file. */
+/** planc optimize, in-process: model folder → passes (as for translation: top-k output layer) → plan file. */
 function optimize(model: Model, file: string, maxSrcLen: number, maxTgtLen: number): void {
   const t0 = performance.now();
-  const built = buildPlan(runPipeline(model), { target: 'cpu', maxBatch: 8, maxSrcLen, maxTgtLen, maxDims: { decoder_sequence_length: 1 } });
+  const built = buildPlan(runPipeline(model, { topk: TRANSLATE_TOPK }), { target: 'cpu', maxBatch: 8, maxSrcLen, maxTgtLen, maxDims: { decoder_sequence_length: 1 } });
   writePlanFile(file, built.header, built.blob);
   console.log(indent(formatPlanReport(planReport(file, built.header))));
   console.log(`   optimized in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
@@ -72,7 +66,7 @@ async function main(): Promise<void> {
   const plan = await loadPlan(planFile);
   const sources = [[5, 17, 256, 33, 0], [901, 44, 12, 0]];
   const opts = { startId: 0, eosId: 0, padId: 0, maxLength: 12 };
-  const mine = await greedyDecode(planRunner(plan), sources, opts);
+  const mine = (await plan.translateIds(sources, { maxLength: opts.maxLength })).map((r) => r.ids);
   const theirs = await greedyDecode(await ortRunner(model), sources, opts);
   mine.forEach((ids, i) => console.log(`   source ${JSON.stringify(sources[i])} → planc ${JSON.stringify(ids)} ${JSON.stringify(ids) === JSON.stringify(theirs[i]) ? '(same as onnxruntime)' : `(onnxruntime: ${JSON.stringify(theirs[i])})`}`));
   plan.close();
@@ -93,7 +87,7 @@ async function main(): Promise<void> {
   const ropts = { startId: real.decoding.decoderStartId ?? 0, eosId: real.decoding.eosId ?? 0, padId: real.decoding.padId ?? 0, maxLength: 32 };
   const p = await loadPlan(realPlan);
   const t0 = performance.now();
-  const out = await greedyDecode(planRunner(p), pick.map((i) => test.src_ids[i]!), ropts);
+  const out = (await p.translateIds(pick.map((i) => test.src_ids[i]!), { maxLength: ropts.maxLength })).map((r) => r.ids);
   const ms = performance.now() - t0;
   p.close();
   const ref = await greedyDecode(await ortRunner(real), pick.map((i) => test.src_ids[i]!), ropts);
