@@ -3,16 +3,28 @@ import { DEFAULTS, makeModel, type MakeModelOptions } from './make-model/generat
 import type { Activation } from './make-model/marian.ts';
 
 const USAGE = `usage: npm run make-model -- --arch marian --d 512 --layers 6,6 --heads 8 --ffn 2048 --vocab 58101 -o DIR
-       [--seed N (${DEFAULTS.seed})] [--max-pos N (${DEFAULTS.maxPos})] [--activation relu|gelu|swish (${DEFAULTS.activation})]
+       [--seed N (${DEFAULTS.seed})] [--max-pos N (${DEFAULTS.maxPos})] [--activation relu|gelu|swish (${DEFAULTS.activation})] [--pre-norm]
 
 Writes encoder_model.onnx, decoder_model.onnx, decoder_with_past_model.onnx, weights.bin and config.json:
 the graph structure of the es-en export (opset 17, float32) with seeded random weights.
---layers E,D sets encoder and decoder layers (a single N means N,N).`;
+--layers E,D sets encoder and decoder layers (a single N means N,N).
+--pre-norm makes pre-norm layers (x + SubLayer(LN(x)), a final LayerNorm after each stack; config normalize_before: true)
+instead of the default post-norm ones (LN(x + SubLayer(x)), as es-en).`;
 
 function intArg(name: string, v: string | undefined): number {
   if (v === undefined || !/^\d+$/.test(v)) throw new Error(`--${name} needs a non-negative integer, got ${v ?? 'nothing'}`);
   return Number(v);
 }
+
+/** A flag: absent or bare (--x) or --x=true|false. */
+function boolArg(name: string, v: string | undefined): boolean {
+  if (v === undefined || v === 'false') return false;
+  if (v === 'true') return true;
+  throw new Error(`--${name} takes no value (or =true / =false), got ${v}`);
+}
+
+/** Options without a value. */
+const FLAGS = ['pre-norm'];
 
 function parseArgs(argv: string[]): MakeModelOptions {
   const seen = new Map<string, string>();
@@ -21,12 +33,16 @@ function parseArgs(argv: string[]): MakeModelOptions {
     if (a === '-h' || a === '--help') throw Object.assign(new Error(USAGE), { usage: true });
     if (a === '-o') a = '--out';
     if (!a.startsWith('--')) throw new Error(`unexpected argument ${a}`);
+    if (FLAGS.includes(a.slice(2))) {
+      seen.set(a.slice(2), 'true');
+      continue;
+    }
     let [key, value] = a.slice(2).split(/=(.*)/s, 2) as [string, string | undefined];
     if (value === undefined) value = argv[++i];
     if (value === undefined) throw new Error(`--${key} needs a value`);
     seen.set(key, value);
   }
-  const known = ['arch', 'd', 'layers', 'heads', 'ffn', 'vocab', 'out', 'seed', 'max-pos', 'activation'];
+  const known = ['arch', 'd', 'layers', 'heads', 'ffn', 'vocab', 'out', 'seed', 'max-pos', 'activation', ...FLAGS];
   for (const k of seen.keys()) if (!known.includes(k)) throw new Error(`unknown option --${k}`);
   for (const k of ['d', 'layers', 'heads', 'ffn', 'vocab', 'out']) if (!seen.has(k)) throw new Error(`missing --${k === 'out' ? 'o DIR' : k}`);
   const layers = seen.get('layers')!.split(',');
@@ -45,6 +61,7 @@ function parseArgs(argv: string[]): MakeModelOptions {
     seed: seen.has('seed') ? intArg('seed', seen.get('seed')) : DEFAULTS.seed,
     maxPos: seen.has('max-pos') ? intArg('max-pos', seen.get('max-pos')) : DEFAULTS.maxPos,
     activation: (seen.get('activation') ?? DEFAULTS.activation) as Activation,
+    ...(boolArg('pre-norm', seen.get('pre-norm')) ? { preNorm: true } : {}),
   };
 }
 
@@ -65,7 +82,7 @@ function main(): void {
     const r = makeModel(opts);
     const mb = (n: number) => (n / 1e6).toFixed(n < 1e6 ? 3 : 1);
     console.log(`make-model: marian d=${opts.d} layers=${opts.encoderLayers},${opts.decoderLayers} heads=${opts.heads} ffn=${opts.ffn} ` +
-      `vocab=${opts.vocab} max-pos=${opts.maxPos} ${opts.activation} seed=${opts.seed}: ${(r.parameters / 1e6).toFixed(2)} M parameters`);
+      `vocab=${opts.vocab} max-pos=${opts.maxPos} ${opts.activation}${opts.preNorm ? ' pre-norm' : ''} seed=${opts.seed}: ${(r.parameters / 1e6).toFixed(2)} M parameters`);
     for (const f of r.files) console.log(`  ${opts.out}/${f.name}  ${mb(f.bytes)} MB`);
     console.log(`  done in ${r.seconds.toFixed(2)} s`);
   } catch (e) {

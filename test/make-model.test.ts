@@ -112,11 +112,12 @@ test('tied output projection is a transposed copy of the embedding; same seed �
   assert.not.ok(fs.readFileSync(path.join(TINY.out, 'weights.bin')).equals(fs.readFileSync(path.join(other.out, 'weights.bin'))));
 });
 
-test('onnxruntime: encoder → decoder_model → decoder_with_past; the cached step equals the full decoder', async () => {
+/** A tiny model (TINY's shape) in `dir` runs in onnxruntime: encoder → decoder → decoder_with_past, cache = full decoder. */
+async function checkOrtChain(dir: string): Promise<void> {
   const opts = { graphOptimizationLevel: 'disabled' as const };
-  const enc = await ort.InferenceSession.create(path.join(TINY.out, 'encoder_model.onnx'), opts);
-  const dec = await ort.InferenceSession.create(path.join(TINY.out, 'decoder_model.onnx'), opts);
-  const dwp = await ort.InferenceSession.create(path.join(TINY.out, 'decoder_with_past_model.onnx'), opts);
+  const enc = await ort.InferenceSession.create(path.join(dir, 'encoder_model.onnx'), opts);
+  const dec = await ort.InferenceSession.create(path.join(dir, 'decoder_model.onnx'), opts);
+  const dwp = await ort.InferenceSession.create(path.join(dir, 'decoder_with_past_model.onnx'), opts);
   assert.equal(enc.inputNames, ['input_ids', 'attention_mask']);
   assert.equal(enc.outputNames, ['last_hidden_state']);
   assert.equal(dec.inputNames, ['input_ids', 'encoder_attention_mask', 'encoder_hidden_states']);
@@ -171,6 +172,63 @@ test('onnxruntime: encoder → decoder_model → decoder_with_past; the cached s
   const step3 = await dwp.run(feeds3);
   assert.equal(step3['present.0.decoder.value'].dims, [2, H, 3, DH]);
   assert.ok(allFinite(step3.logits));
+}
+
+test('onnxruntime: encoder → decoder_model → decoder_with_past; the cached step equals the full decoder', async () => {
+  await checkOrtChain(TINY.out);
+});
+
+const PRE = { ...TINY, preNorm: true, out: path.join(tmp, 'tiny-prenorm') };
+
+test('pre-norm: normalize_before, LN before each sub-layer and a final LN per stack; shared tensors equal post-norm\'s', () => {
+  makeModel(PRE);
+  const cfg = JSON.parse(fs.readFileSync(path.join(PRE.out, 'config.json'), 'utf8'));
+  assert.is(cfg.normalize_before, true);
+  assert.is(JSON.parse(fs.readFileSync(path.join(TINY.out, 'config.json'), 'utf8')).normalize_before, false);
+  const post = new Map<string, Float32Array>();
+  for (const file of ['encoder_model.onnx', 'decoder_model.onnx', 'decoder_with_past_model.onnx']) {
+    const g = decode(path.join(PRE.out, file)).graph!;
+    const nodes = g.node!;
+    const producer = new Map(nodes.flatMap((n) => n.output!.map((o) => [o, n] as const)));
+    const lns = nodes.filter((n) => n.opType === 'LayerNormalization');
+    const layers = file === 'encoder_model.onnx' ? TINY.encoderLayers : TINY.decoderLayers;
+    const perLayer = file === 'encoder_model.onnx' ? 2 : 3;
+    assert.is(lns.length, perLayer * layers + 1, `${file} LayerNormalization count`);
+    // Each norm reads the residual stream (the embedding sum or a residual Add, not a bias Add), and each but the
+    // final one feeds only its sub-layer's projections: the residual Adds bypass it (post-norm's Adds read its output).
+    for (const ln of lns) {
+      const src = producer.get(ln.input![0]!)!;
+      assert.is(src.opType, 'Add', `${file} ${ln.name} reads ${src.name}`);
+      assert.ok(!src.input!.some((x) => producer.get(x)?.opType === 'MatMul'), `${file} ${ln.name} reads a projection's bias Add`);
+      if (ln.name!.startsWith('/enc/') || ln.name!.startsWith('/dec/')) continue;
+      const readers = nodes.filter((n) => n.input!.includes(ln.output![0]!));
+      assert.ok(readers.length > 0 && readers.every((n) => n.opType === 'MatMul'), `${file} ${ln.name} feeds ${readers.map((n) => n.name).join(', ')}`);
+    }
+    // Every projection of the residual stream reads a norm (cross K/V read encoder_hidden_states / past inputs).
+    for (const mm of nodes.filter((n) => n.opType === 'MatMul' && n.input![1]!.startsWith('onnx::MatMul_'))) {
+      const a = mm.input![0]!;
+      const from = producer.get(a)?.opType;
+      if (a === 'encoder_hidden_states' || from === 'Reshape' || from === 'Relu') continue; // cross K/V, attention out, ffn w2
+      assert.is(from, 'LayerNormalization', `${file} ${mm.name} reads ${a}`);
+    }
+    const last = file === 'encoder_model.onnx' ? producer.get('last_hidden_state')! : producer.get(producer.get('logits')!.input![1]!)!;
+    const final = file === 'encoder_model.onnx' ? last : producer.get(last.input![0]!)!;
+    assert.is(final.opType, 'LayerNormalization', `${file}: the final norm`);
+    assert.equal(final.input!.slice(1), file === 'encoder_model.onnx' ? ['m.enc.ln.weight', 'm.enc.ln.bias'] : ['m.dec.ln.weight', 'm.dec.ln.bias']);
+    // Tensors both variants have hold the same values (per-tensor seeds).
+    const m = decode(path.join(TINY.out, file));
+    for (const t of m.graph!.initializer!) if (t.name!.startsWith('m.')) post.set(t.name!, initializerData(TINY.out, t));
+    for (const t of g.initializer!) {
+      if (!t.name!.startsWith('m.')) continue;
+      const want = post.get(t.name!);
+      if (t.name!.startsWith('m.enc.ln.') || t.name!.startsWith('m.dec.ln.')) assert.is(want, undefined);
+      else assert.equal(initializerData(PRE.out, t), want, t.name!);
+    }
+  }
+});
+
+test('pre-norm onnxruntime: encoder → decoder_model → decoder_with_past; the cached step equals the full decoder', async () => {
+  await checkOrtChain(PRE.out);
 });
 
 test('gelu and swish variants run in onnxruntime', async () => {
@@ -232,6 +290,13 @@ test('CLI: npm run make-model arguments', () => {
   assert.is(cfg.encoder_layers, 1);
   assert.is(cfg.decoder_layers, 2);
   assert.is(cfg.max_position_embeddings, 64);
+  const pre = path.join(tmp, 'cli-pre');
+  const rp = spawnSync(process.execPath, ['--import', 'tsx', 'scripts/make-model.ts', '--d', '16', '--layers', '1', '--heads', '2', '--pre-norm',
+    '--ffn', '32', '--vocab', '50', '-o', pre], { cwd: ROOT, encoding: 'utf8' });
+  assert.is(rp.status, 0, rp.stderr);
+  assert.match(rp.stdout, /pre-norm/);
+  assert.is(JSON.parse(fs.readFileSync(path.join(pre, 'config.json'), 'utf8')).normalize_before, true);
+  assert.is(cfg.normalize_before, false);
   const bad = spawnSync(process.execPath, ['--import', 'tsx', 'scripts/make-model.ts', '--d', '30', '--layers', '1,1', '--heads', '4',
     '--ffn', '8', '--vocab', '10', '-o', path.join(tmp, 'bad')], { cwd: ROOT, encoding: 'utf8' });
   assert.is(bad.status, 1);

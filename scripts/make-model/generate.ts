@@ -85,7 +85,7 @@ export function configJson(o: MakeModelOptions): Record<string, unknown> {
     encoder_ffn_dim: o.ffn,
     decoder_ffn_dim: o.ffn,
     activation_function: o.activation,
-    normalize_before: false,
+    normalize_before: o.preNorm ?? false,
     scale_embedding: true,
     share_encoder_decoder_embeddings: true,
     tie_word_embeddings: true,

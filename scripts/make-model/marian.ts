@@ -1,4 +1,5 @@
-// Marian encoder-decoder graphs (encoder, decoder_model, decoder_with_past) node for node as the PyTorch seq2seq export.
+// Marian encoder-decoder graphs (encoder, decoder_model, decoder_with_past) node for node as the PyTorch seq2seq export;
+// post-norm (as es-en) by default, pre-norm (mBART / pre-norm Marian style) with preNorm.
 import { attr, FLOAT, GraphBuilder, INT64, tensor, valueInfo, type IValueInfo } from './graph.ts';
 
 export type Activation = 'relu' | 'gelu' | 'swish';
@@ -12,6 +13,11 @@ export interface MarianConfig {
   vocab: number;
   maxPos: number;
   activation: Activation;
+  /**
+   * Pre-norm layers (config normalize_before): x + SubLayer(LN(x)) for each sub-layer, and a final LayerNorm after
+   * the last encoder and the last decoder layer (m.enc.ln, m.dec.ln). Default post-norm: LN(x + SubLayer(x)).
+   */
+  preNorm?: boolean;
 }
 
 /** How a model tensor is filled: seeded normal values, or the transpose of another 2-D tensor. */
@@ -82,8 +88,11 @@ function tensorSpecs(c: MarianConfig): Map<string, TensorSpec> {
     linear(`${p}.ffn.w1`, c.d, c.ffn);
     linear(`${p}.ffn.w2`, c.ffn, c.d);
   };
+  // Pre-norm's final norms follow the layers of their stack (added only then: post-norm's tensors stay as they were).
   for (let i = 0; i < c.encoderLayers; i++) layerBiases(`m.enc.${i}`, ['att'], 2);
+  if (c.preNorm) ln('m.enc.ln');
   for (let i = 0; i < c.decoderLayers; i++) layerBiases(`m.dec.${i}`, ['self_att', 'cross_att'], 3);
+  if (c.preNorm) ln('m.dec.ln');
   for (let i = 0; i < c.encoderLayers; i++) layerWeights(`m.enc.${i}`, ['att']);
   for (let i = 0; i < c.decoderLayers; i++) layerWeights(`m.dec.${i}`, ['self_att', 'cross_att']);
   m.set('m.emb.weight.T', { key: 'm.emb.weight.T', dims: [c.d, c.vocab], init: { kind: 'transpose', of: 'm.emb.weight' } });
@@ -197,13 +206,28 @@ class Parts {
       [attr.int('axis', -1), attr.float('epsilon', 1e-5)], output);
   }
 
-  /** Post-norm FFN block: ln(x + w2(act(w1(x)))). */
+  /** The input a sub-layer reads: LN(x) in pre-norm (norm `ln` of layer `p`), x itself in post-norm. */
+  subIn(scope: string, x: string, p: string, ln: string): string {
+    return this.c.preNorm ? this.layerNorm(`${scope}/${ln}`, x, `${p}.${ln}`) : x;
+  }
+
+  /** The residual after a sub-layer with output y: x + y in pre-norm, LN(x + y) in post-norm. */
+  residual(scope: string, x: string, y: string, p: string, ln: string, output?: string): string {
+    const sum = this.g.add(scope, 'Add', [x, y], [], this.c.preNorm ? output : undefined);
+    return this.c.preNorm ? sum : this.layerNorm(`${scope}/${ln}`, sum, `${p}.${ln}`, output);
+  }
+
+  /** FFN block: post-norm ln(x + w2(act(w1(x)))), pre-norm x + w2(act(w1(ln(x)))). */
   ffnBlock(scope: string, x: string, p: string, ln: string, output?: string): string {
-    const g = this.g;
-    const h = this.linear(`${scope}/ffn/w1`, x, `${p}.ffn.w1`);
+    const h = this.linear(`${scope}/ffn/w1`, this.subIn(scope, x, p, ln), `${p}.ffn.w1`);
     const a = this.activation(`${scope}/ffn`, h);
     const f = this.linear(`${scope}/ffn/w2`, a, `${p}.ffn.w2`);
-    return this.layerNorm(`${scope}/${ln}`, g.add(scope, 'Add', [x, f]), `${p}.${ln}`, output);
+    return this.residual(scope, x, f, p, ln, output);
+  }
+
+  /** Pre-norm's final norm of a stack (`m.enc.ln` / `m.dec.ln`); post-norm returns x as it is. */
+  finalNorm(scope: string, x: string, p: string, output?: string): string {
+    return this.c.preNorm ? this.layerNorm(`${scope}/ln`, x, `${p}.ln`, output) : x;
   }
 
   activation(scope: string, x: string): string {
@@ -244,15 +268,17 @@ function encoderGraph(c: MarianConfig, pos: Float32Array): GraphBuilder {
   for (let i = 0; i < c.encoderLayers; i++) {
     const S = `/enc.${i}`;
     const p = `m.enc.${i}`;
-    const k = P.splitHeads(S, P.linear(`${S}/k`, x, `${p}.att.k`));
-    const v = g.add(S, 'Transpose', [P.splitHeads(S, P.linear(`${S}/v`, x, `${p}.att.v`))], [perm0213()]);
-    const q = P.query(S, P.linear(`${S}/q`, x, `${p}.att.q`));
+    const a = P.subIn(S, x, p, 'ln1');
+    const k = P.splitHeads(S, P.linear(`${S}/k`, a, `${p}.att.k`));
+    const v = g.add(S, 'Transpose', [P.splitHeads(S, P.linear(`${S}/v`, a, `${p}.att.v`))], [perm0213()]);
+    const q = P.query(S, P.linear(`${S}/q`, a, `${p}.att.q`));
     const kT = g.add(S, 'Transpose', [k], [attr.ints('perm', [0, 2, 3, 1])]);
     const ctx = P.attend(S, q, kT, mask, v);
     const o = P.linear(`${S}/o`, ctx, `${p}.att.o`);
-    const h = P.layerNorm(`${S}/ln1`, g.add(S, 'Add', [x, o]), `${p}.ln1`);
-    x = P.ffnBlock(S, h, p, 'ln2', i === c.encoderLayers - 1 ? 'last_hidden_state' : undefined);
+    const h = P.residual(S, x, o, p, 'ln1');
+    x = P.ffnBlock(S, h, p, 'ln2', i === c.encoderLayers - 1 && !c.preNorm ? 'last_hidden_state' : undefined);
   }
+  P.finalNorm('/enc', x, 'm.enc', 'last_hidden_state');
   return g;
 }
 
@@ -277,24 +303,25 @@ function decoderGraph(c: MarianConfig, pos: Float32Array): GraphBuilder {
     const S = `/dec.${i}`;
     const p = `m.dec.${i}`;
     // Cache projections run in the root scope, module calls numbered k, k_1, k_2, … as traced.
-    const kSelf = P.splitHeads('', P.linear(`/k${sfx(2 * i)}`, x, `${p}.self_att.k`));
+    const a = P.subIn(S, x, p, 'ln1');
+    const kSelf = P.splitHeads('', P.linear(`/k${sfx(2 * i)}`, a, `${p}.self_att.k`));
     g.add('', 'Transpose', [kSelf], [perm0213()], `present.${i}.decoder.key`);
-    const vSelf = g.add('', 'Transpose', [P.splitHeads('', P.linear(`/v${sfx(2 * i)}`, x, `${p}.self_att.v`))], [perm0213()], `present.${i}.decoder.value`);
+    const vSelf = g.add('', 'Transpose', [P.splitHeads('', P.linear(`/v${sfx(2 * i)}`, a, `${p}.self_att.v`))], [perm0213()], `present.${i}.decoder.value`);
     const kCross = P.splitHeads('', P.linear(`/k${sfx(2 * i + 1)}`, 'encoder_hidden_states', `${p}.cross_att.k`));
     g.add('', 'Transpose', [kCross], [perm0213()], `present.${i}.encoder.key`);
     const vCross = g.add('', 'Transpose', [P.splitHeads('', P.linear(`/v${sfx(2 * i + 1)}`, 'encoder_hidden_states', `${p}.cross_att.v`))], [perm0213()], `present.${i}.encoder.value`);
 
-    const q = P.query(S, P.linear(`${S}/q`, x, `${p}.self_att.q`));
+    const q = P.query(S, P.linear(`${S}/q`, a, `${p}.self_att.q`));
     const kT = g.add(S, 'Transpose', [kSelf], [attr.ints('perm', [0, 2, 3, 1])]);
     const ctx = P.attend(S, q, kT, causal, vSelf);
-    const h1 = P.layerNorm(`${S}/ln1`, g.add(S, 'Add', [x, P.linear(`${S}/o`, ctx, `${p}.self_att.o`)]), `${p}.ln1`);
-    const q2 = P.query(S, P.linear(`${S}/q_1`, h1, `${p}.cross_att.q`));
+    const h1 = P.residual(S, x, P.linear(`${S}/o`, ctx, `${p}.self_att.o`), p, 'ln1');
+    const q2 = P.query(S, P.linear(`${S}/q_1`, P.subIn(S, h1, p, 'ln2'), `${p}.cross_att.q`));
     const kT2 = g.add(S, 'Transpose', [kCross], [attr.ints('perm', [0, 2, 3, 1])]);
     const ctx2 = P.attend(S, q2, kT2, encMask, vCross);
-    const h2 = P.layerNorm(`${S}/ln2`, g.add(S, 'Add', [h1, P.linear(`${S}/o_1`, ctx2, `${p}.cross_att.o`)]), `${p}.ln2`);
+    const h2 = P.residual(S, h1, P.linear(`${S}/o_1`, ctx2, `${p}.cross_att.o`), p, 'ln2');
     x = P.ffnBlock(S, h2, p, 'ln3');
   }
-  P.logits(x);
+  P.logits(P.finalNorm('/dec', x, 'm.dec'));
   return g;
 }
 
@@ -314,21 +341,22 @@ function decoderWithPastGraph(c: MarianConfig, pos: Float32Array): GraphBuilder 
   for (let i = 0; i < c.decoderLayers; i++) {
     const S = `/dec.${i}`;
     const p = `m.dec.${i}`;
-    const kNew = g.add('', 'Transpose', [P.splitHeads('', P.linear(`/k${sfx(i)}`, x, `${p}.self_att.k`))], [perm0213()]);
-    const vNew = g.add('', 'Transpose', [P.splitHeads('', P.linear(`/v${sfx(i)}`, x, `${p}.self_att.v`))], [perm0213()]);
+    const a = P.subIn(S, x, p, 'ln1');
+    const kNew = g.add('', 'Transpose', [P.splitHeads('', P.linear(`/k${sfx(i)}`, a, `${p}.self_att.k`))], [perm0213()]);
+    const vNew = g.add('', 'Transpose', [P.splitHeads('', P.linear(`/v${sfx(i)}`, a, `${p}.self_att.v`))], [perm0213()]);
     const k = g.add('', 'Concat', [`past_key_values.${i}.decoder.key`, kNew], [attr.int('axis', 2)], `present.${i}.decoder.key`);
     const v = g.add('', 'Concat', [`past_key_values.${i}.decoder.value`, vNew], [attr.int('axis', 2)], `present.${i}.decoder.value`);
 
-    const q = P.query(S, P.linear(`${S}/q`, x, `${p}.self_att.q`));
+    const q = P.query(S, P.linear(`${S}/q`, a, `${p}.self_att.q`));
     const ctx = P.attend(S, q, g.add(S, 'Transpose', [k], [perm0132()]), undefined, v);
-    const h1 = P.layerNorm(`${S}/ln1`, g.add(S, 'Add', [x, P.linear(`${S}/o`, ctx, `${p}.self_att.o`)]), `${p}.ln1`);
-    const q2 = P.query(S, P.linear(`${S}/q_1`, h1, `${p}.cross_att.q`));
+    const h1 = P.residual(S, x, P.linear(`${S}/o`, ctx, `${p}.self_att.o`), p, 'ln1');
+    const q2 = P.query(S, P.linear(`${S}/q_1`, P.subIn(S, h1, p, 'ln2'), `${p}.cross_att.q`));
     const kT2 = g.add(S, 'Transpose', [`past_key_values.${i}.encoder.key`], [perm0132()]);
     const ctx2 = P.attend(S, q2, kT2, encMask, `past_key_values.${i}.encoder.value`);
-    const h2 = P.layerNorm(`${S}/ln2`, g.add(S, 'Add', [h1, P.linear(`${S}/o_1`, ctx2, `${p}.cross_att.o`)]), `${p}.ln2`);
+    const h2 = P.residual(S, h1, P.linear(`${S}/o_1`, ctx2, `${p}.cross_att.o`), p, 'ln2');
     x = P.ffnBlock(S, h2, p, 'ln3');
   }
-  P.logits(x);
+  P.logits(P.finalNorm('/dec', x, 'm.dec'));
   return g;
 }
 
