@@ -2,93 +2,20 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <limits>
 #include <vector>
 
 #include "../kernel.h"
 #include "../threadpool.h"
-
-// Hot loops are compiled twice with GCC on x86-64 glibc (AVX2+FMA and the portable baseline), picked at load time
-// by an ifunc (not under TSan, whose runtime starts after ifunc resolvers run).
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__GLIBC__) && !defined(__SANITIZE_THREAD__)
-#define PLANC_HOT __attribute__((target_clones("arch=x86-64-v3", "default")))
-#else
-#define PLANC_HOT
-#endif
-
-#if defined(__GNUC__)
-#define PLANC_VEC8 1
-typedef float v8f __attribute__((vector_size(32)));
-typedef int32_t v8i __attribute__((vector_size(32)));
-#pragma GCC diagnostic ignored "-Wpsabi"  // v8f only passes between inline helpers: no ABI is crossed
-#endif
+#include "vec_math.h"
 
 namespace planc {
 namespace {
 
-constexpr float kInf = std::numeric_limits<float>::infinity();
-constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
-
 // ---------- vector helpers ----------
 
-// e^x in float32 (Cephes polynomial, about 1 ulp), branch-free: 0 below -87.33, +inf above 88.72, NaN stays NaN.
-inline float exp_approx(float x) {
-  const float lo = -87.3365478515625f, hi = 88.0f;
-  float c = x > lo ? x : lo;
-  c = c < hi ? c : hi;
-  const float round = 12582912.0f;  // 1.5 * 2^23: adding and subtracting it rounds to the nearest integer
-  const float n = (c * 1.44269504088896341f + round) - round;
-  float r = c - n * 0.693359375f;
-  r = r + n * 2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
-  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
-  float scale;
-  std::memcpy(&scale, &bits, sizeof scale);
-  float y = p * scale;
-  y = x < lo ? 0.0f : y;
-  y = x > 88.72283935546875f ? kInf : y;
-  return x != x ? x : y;
-}
-
 #ifdef PLANC_VEC8
-inline v8f splat(float v) { return v8f{v, v, v, v, v, v, v, v}; }
-inline v8f load8(const float* p) {
-  v8f v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-inline void store8(float* p, const v8f& v) { std::memcpy(p, &v, sizeof v); }
-inline v8f select8(const v8i& mask, const v8f& a, const v8f& b) { return (v8f)((mask & (v8i)a) | (~mask & (v8i)b)); }
-inline v8f nan_max8(const v8f& m, const v8f& v) { return select8((v > m) | (v != v), v, m); }
-
-inline v8f exp8(const v8f& x) {
-  const v8f lo = splat(-87.3365478515625f), round = splat(12582912.0f);
-  v8f c = select8(x > lo, x, lo);
-  c = select8(c < 88.0f, c, splat(88.0f));
-  const v8f n = (c * 1.44269504088896341f + round) - round;
-  v8f r = c - n * 0.693359375f;
-  r = r + n * 2.12194440e-4f;
-  v8f p = splat(1.9875691500e-4f);
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
-  const v8i bits = (__builtin_convertvector(n, v8i) + 127) << 23;
-  v8f y = p * (v8f)bits;
-  y = select8(x < lo, v8f{}, y);
-  y = select8(x > 88.72283935546875f, splat(kInf), y);
-  return select8(x != x, x, y);
-}
-
-inline float sum8(const v8f& v) {
+// Sum of the eight lanes as a pairwise tree (not in lane order as vec_math.h's sum8).
+inline float sum8_pairwise(const v8f& v) {
   const float a = (v[0] + v[4]) + (v[1] + v[5]), b = (v[2] + v[6]) + (v[3] + v[7]);
   return a + b;
 }
@@ -112,10 +39,10 @@ PLANC_HOT void scores_run(const float* q, const float* k, int64_t d, int64_t n, 
       a2 += qv * load8(k2 + c);
       a3 += qv * load8(k3 + c);
     }
-    t0 = sum8(a0);
-    t1 = sum8(a1);
-    t2 = sum8(a2);
-    t3 = sum8(a3);
+    t0 = sum8_pairwise(a0);
+    t1 = sum8_pairwise(a1);
+    t2 = sum8_pairwise(a2);
+    t3 = sum8_pairwise(a3);
 #endif
     for (; c < d; c++) {
       t0 += q[c] * k0[c];
@@ -135,24 +62,11 @@ PLANC_HOT void scores_run(const float* q, const float* k, int64_t d, int64_t n, 
 #ifdef PLANC_VEC8
     v8f a = {};
     for (; c + 8 <= d; c += 8) a += load8(q + c) * load8(kj + c);
-    t = sum8(a);
+    t = sum8_pairwise(a);
 #endif
     for (; c < d; c++) t += q[c] * kj[c];
     s[j] = t;
   }
-}
-
-// Max of a run that is NaN when any element is NaN; -inf for an empty run.
-PLANC_HOT float nan_max(const float* x, int64_t n) {
-  float m = -kInf;
-  int64_t i = 0;
-#ifdef PLANC_VEC8
-  v8f m0 = splat(-kInf);
-  for (; i + 8 <= n; i += 8) m0 = nan_max8(m0, load8(x + i));
-  for (int l = 0; l < 8; l++) m = (m0[l] > m || m0[l] != m0[l]) ? m0[l] : m;
-#endif
-  for (; i < n; i++) m = (x[i] > m || x[i] != x[i]) ? x[i] : m;
-  return m;
 }
 
 // x[i] = e^(x[i] - m) in place; returns the sum.
@@ -166,7 +80,7 @@ PLANC_HOT float exp_sum_inplace(float* x, int64_t n, float m) {
     store8(x + i, e);
     s0 += e;
   }
-  s = sum8(s0);
+  s = sum8_pairwise(s0);
 #endif
   for (; i < n; i++) {
     x[i] = exp_approx(x[i] - m);
@@ -193,10 +107,6 @@ PLANC_HOT void weighted_sum(const float* p, const float* v, int64_t d, int64_t n
 
 PLANC_HOT void scale_copy(const float* x, float* y, int64_t n, float f) {
   for (int64_t i = 0; i < n; i++) y[i] = x[i] * f;
-}
-
-PLANC_HOT void scale_run(float* y, int64_t n, float f) {
-  for (int64_t i = 0; i < n; i++) y[i] *= f;
 }
 
 // s[j] += m[j * step] (step 0: one value for the whole row).

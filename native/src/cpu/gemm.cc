@@ -7,23 +7,10 @@
 #include "../kernel.h"
 #include "../threadpool.h"
 #include "gemm_avx512.h"
+#include "vec_math.h"
 
 #ifdef PLANC_HAVE_OPENBLAS
 #include <cblas.h>
-#endif
-
-// Hot loops are compiled twice with GCC on x86-64 glibc (AVX2+FMA and the portable baseline), picked at load time
-// by an ifunc (not under TSan, whose runtime starts after ifunc resolvers run).
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__GLIBC__) && !defined(__SANITIZE_THREAD__)
-#define PLANC_HOT __attribute__((target_clones("arch=x86-64-v3", "default")))
-#else
-#define PLANC_HOT
-#endif
-
-// Eight floats as one value (GCC/Clang vector extension: AVX ymm, two SSE/NEON registers); plain loops elsewhere.
-#if defined(__GNUC__)
-#define PLANC_VEC8 1
-typedef float v8f __attribute__((vector_size(32)));
 #endif
 
 namespace planc {
@@ -172,14 +159,8 @@ void gemv_nn_rows(const float* a, int64_t lda, int64_t m, int64_t k0, int64_t k1
     for (; i + 4 <= m; i += 4) gemv_4x4(a + i * lda, lda, p, w0, ldb, nb, acc + i * nb);
     for (; i < m; i++) gemv_1x4(a + i * lda, p, w0, ldb, nb, acc + i * nb);
   }
-  for (; p < k1; p++) {
-    const float* w0 = b + p * ldb;
-    for (int64_t i = 0; i < m; i++) {
-      const float a0 = a[i * lda + p];
-      float* o = acc + i * nb;
-      for (int64_t j = 0; j < nb; j++) o[j] += a0 * w0[j];
-    }
-  }
+  for (; p < k1; p++)
+    for (int64_t i = 0; i < m; i++) add_scaled(acc + i * nb, a[i * lda + p], b + p * ldb, nb);
 }
 
 void gemv_nn_block(const float* a, int64_t m, int64_t k, const float* b, int64_t ldb, int64_t nb, float* acc) {
@@ -205,18 +186,6 @@ void gemv_split_k(const float* a, const Product& p, ThreadPool* pool) {
       store(p.c + i * p.ldc + j, s, p.alpha, p.accumulate);
     }
   }
-}
-
-// Dot product of two contiguous float runs, in 16 independent lanes.
-PLANC_HOT float dot(const float* x, const float* y, int64_t k) {
-  float lanes[16] = {0};
-  int64_t p = 0;
-  for (; p + 16 <= k; p += 16)
-    for (int l = 0; l < 16; l++) lanes[l] += x[p + l] * y[p + l];
-  float s = 0;
-  for (; p < k; p++) s += x[p] * y[p];
-  for (int l = 0; l < 16; l++) s += lanes[l];
-  return s;
 }
 
 // C = A op(B) for M <= 16, split over column blocks; B is read once.

@@ -9,126 +9,18 @@
 #include "../kernel.h"
 #include "../threadpool.h"
 #include "gemm_avx512.h"
+#include "vec_math.h"
 
 #ifdef PLANC_HAVE_OPENBLAS
 #include <cblas.h>
 #endif
 
-// Hot loops are compiled twice with GCC on x86-64 glibc (AVX2+FMA and the portable baseline), picked at load time
-// by an ifunc (not under TSan, whose runtime starts after ifunc resolvers run).
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__GLIBC__) && !defined(__SANITIZE_THREAD__)
-#define PLANC_HOT __attribute__((target_clones("arch=x86-64-v3", "default")))
-#else
-#define PLANC_HOT
-#endif
-
-#if defined(__GNUC__)
-#define PLANC_VEC8 1
-typedef float v8f __attribute__((vector_size(32)));
-typedef int32_t v8i __attribute__((vector_size(32)));
-#pragma GCC diagnostic ignored "-Wpsabi"  // v8f only passes between inline helpers: no ABI is crossed
-#endif
-
 namespace planc {
 namespace {
 
-constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr int64_t kRowBlock = 64;  // rows per pass over the weight (the tile buffer is at most 64 x 2048 floats)
 constexpr int64_t kPackFloats = int64_t(1) << 17;  // a gathered tile of W: at most 512 KiB, so it stays in L2
 constexpr int64_t kNoId = std::numeric_limits<int64_t>::max();  // a padding candidate (fewer than k active ids)
-
-// ---------- e^x (the Cephes polynomial of softmax.cc, branch-free so the loops vectorize) ----------
-
-inline float exp_approx(float x) {
-  const float lo = -87.3365478515625f, hi = 88.0f;
-  float c = x > lo ? x : lo;
-  c = c < hi ? c : hi;
-  const float round = 12582912.0f;  // 1.5 * 2^23: adding and subtracting it rounds to the nearest integer
-  const float n = (c * 1.44269504088896341f + round) - round;
-  float r = c - n * 0.693359375f;
-  r = r + n * 2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
-  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
-  float scale;
-  std::memcpy(&scale, &bits, sizeof scale);
-  float y = p * scale;
-  y = x < lo ? 0.0f : y;
-  y = x > 88.72283935546875f ? kInf : y;
-  return x != x ? x : y;
-}
-
-#ifdef PLANC_VEC8
-inline v8f splat(float v) { return v8f{} + v; }
-inline v8f load8(const float* p) {
-  v8f v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-// Per lane: mask ? a : b (mask lanes are all ones or all zeros).
-inline v8f select8(const v8i& mask, const v8f& a, const v8f& b) { return (v8f)((mask & (v8i)a) | (~mask & (v8i)b)); }
-inline v8f nan_max8(const v8f& m, const v8f& v) { return select8((v > m) | (v != v), v, m); }
-
-inline v8f exp8(const v8f& x) {
-  const v8f lo = splat(-87.3365478515625f), round = splat(12582912.0f);
-  v8f c = select8(x > lo, x, lo);
-  c = select8(c < 88.0f, c, splat(88.0f));
-  const v8f n = (c * 1.44269504088896341f + round) - round;
-  v8f r = c - n * 0.693359375f;
-  r = r + n * 2.12194440e-4f;
-  v8f p = splat(1.9875691500e-4f);
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
-  const v8i bits = (__builtin_convertvector(n, v8i) + 127) << 23;
-  v8f y = p * (v8f)bits;
-  y = select8(x < lo, v8f{}, y);
-  y = select8(x > 88.72283935546875f, splat(kInf), y);
-  return select8(x != x, x, y);
-}
-#endif
-
-// Max of a run, NaN when any element is NaN; -inf for an empty run.
-PLANC_HOT float nan_max(const float* x, int64_t n) {
-  float m = -kInf;
-  int64_t i = 0;
-#ifdef PLANC_VEC8
-  v8f m0 = splat(-kInf), m1 = m0;
-  for (; i + 16 <= n; i += 16) {
-    m0 = nan_max8(m0, load8(x + i));
-    m1 = nan_max8(m1, load8(x + i + 8));
-  }
-  m0 = nan_max8(m0, m1);
-  for (int l = 0; l < 8; l++) m = (m0[l] > m || m0[l] != m0[l]) ? m0[l] : m;
-#endif
-  for (; i < n; i++) m = (x[i] > m || x[i] != x[i]) ? x[i] : m;
-  return m;
-}
-
-// Sum of e^(x[i] - m).
-PLANC_HOT float exp_sum(const float* x, int64_t n, float m) {
-  float s = 0;
-  int64_t i = 0;
-#ifdef PLANC_VEC8
-  v8f s0 = {}, s1 = {};
-  for (; i + 16 <= n; i += 16) {
-    s0 += exp8(load8(x + i) - m);
-    s1 += exp8(load8(x + i + 8) - m);
-  }
-  const v8f t = s0 + s1;
-  for (int l = 0; l < 8; l++) s += t[l];
-#endif
-  for (; i < n; i++) s += exp_approx(x[i] - m);
-  return s;
-}
 
 // ---------- logits of one tile ----------
 
@@ -159,26 +51,8 @@ PLANC_HOT void gemv_rows(const float* a, int64_t nr, int64_t d, const float* w, 
       for (int64_t j = 0; j < nb; j++) o[j] += a0 * w0[j] + a1 * w1[j] + a2 * w2[j] + a3 * w3[j];
     }
   }
-  for (; p < d; p++) {
-    const float* w0 = w + p * ldw;
-    for (int64_t r = 0; r < nr; r++) {
-      const float a0 = a[r * d + p];
-      float* o = out + r * nb;
-      for (int64_t j = 0; j < nb; j++) o[j] += a0 * w0[j];
-    }
-  }
-}
-
-// Dot product of two contiguous runs in 16 independent lanes.
-PLANC_HOT float dot(const float* x, const float* y, int64_t n) {
-  float lanes[16] = {0};
-  int64_t p = 0;
-  for (; p + 16 <= n; p += 16)
-    for (int l = 0; l < 16; l++) lanes[l] += x[p + l] * y[p + l];
-  float s = 0;
-  for (; p < n; p++) s += x[p] * y[p];
-  for (int l = 0; l < 16; l++) s += lanes[l];
-  return s;
+  for (; p < d; p++)
+    for (int64_t r = 0; r < nr; r++) add_scaled(out + r * nb, a[r * d + p], w + p * ldw, nb);
 }
 
 // out[r][j] = a[r] . e[j] for nb rows of e (each d floats, contiguous).

@@ -1,119 +1,14 @@
 // Softmax and log-softmax of float32 along one axis: max-subtracted, max and sum in one blocked pass, threaded over rows.
 #include <algorithm>
 #include <cmath>
-#include <cstring>
-#include <limits>
 #include <vector>
 
 #include "../kernel.h"
 #include "../threadpool.h"
-
-// Hot loops are compiled twice with GCC on x86-64 glibc (AVX2+FMA and the portable baseline), picked at load time
-// by an ifunc (not under TSan, whose runtime starts after ifunc resolvers run).
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__GLIBC__) && !defined(__SANITIZE_THREAD__)
-#define PLANC_HOT __attribute__((target_clones("arch=x86-64-v3", "default")))
-#else
-#define PLANC_HOT
-#endif
-
-#if defined(__GNUC__)
-#define PLANC_VEC8 1
-typedef float v8f __attribute__((vector_size(32)));
-typedef int32_t v8i __attribute__((vector_size(32)));
-#pragma GCC diagnostic ignored "-Wpsabi"  // v8f only passes between inline helpers: no ABI is crossed
-#endif
+#include "vec_math.h"
 
 namespace planc {
 namespace {
-
-constexpr float kInf = std::numeric_limits<float>::infinity();
-constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
-
-// e^x in float32 (Cephes polynomial, about 1 ulp), branch-free so loops over it vectorize: 0 below -87.33,
-// +inf above 88.72, NaN stays NaN.
-inline float exp_approx(float x) {
-  const float lo = -87.3365478515625f, hi = 88.0f;
-  float c = x > lo ? x : lo;  // also maps NaN to lo; fixed below
-  c = c < hi ? c : hi;
-  const float round = 12582912.0f;  // 1.5 * 2^23: adding and subtracting it rounds to the nearest integer
-  const float n = (c * 1.44269504088896341f + round) - round;
-  float r = c - n * 0.693359375f;
-  r = r + n * 2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
-  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
-  float scale;
-  std::memcpy(&scale, &bits, sizeof scale);
-  float y = p * scale;
-  y = x < lo ? 0.0f : y;
-  y = x > 88.72283935546875f ? kInf : y;
-  return x != x ? x : y;
-}
-
-#ifdef PLANC_VEC8
-// Eight-lane versions of the helpers above (GCC/Clang vector extension; two SSE or NEON registers, one AVX).
-
-inline v8f splat(float v) { return v8f{} + v; }
-inline v8f load8(const float* p) {
-  v8f v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-inline void store8(float* p, const v8f& v) { std::memcpy(p, &v, sizeof v); }
-// Per lane: mask ? a : b (mask lanes are all ones or all zeros).
-inline v8f select8(const v8i& mask, const v8f& a, const v8f& b) { return (v8f)((mask & (v8i)a) | (~mask & (v8i)b)); }
-// Per lane: the NaN-propagating max of the reference's scan.
-inline v8f nan_max8(const v8f& m, const v8f& v) { return select8((v > m) | (v != v), v, m); }
-
-inline v8f exp8(const v8f& x) {
-  const v8f lo = splat(-87.3365478515625f), round = splat(12582912.0f);
-  v8f c = select8(x > lo, x, lo);
-  c = select8(c < 88.0f, c, splat(88.0f));
-  const v8f n = (c * 1.44269504088896341f + round) - round;
-  v8f r = c - n * 0.693359375f;
-  r = r + n * 2.12194440e-4f;
-  v8f p = splat(1.9875691500e-4f);
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
-  const v8i bits = (__builtin_convertvector(n, v8i) + 127) << 23;
-  v8f y = p * (v8f)bits;
-  y = select8(x < lo, v8f{}, y);
-  y = select8(x > 88.72283935546875f, splat(kInf), y);
-  return select8(x != x, x, y);
-}
-
-inline float sum8(const v8f& v) {
-  float s = 0;
-  for (int l = 0; l < 8; l++) s += v[l];
-  return s;
-}
-#endif
-
-// Max of a run that is NaN when any element is NaN (as the reference's max scan); -inf for an empty run.
-PLANC_HOT float nan_max(const float* x, int64_t n) {
-  float m = -kInf;
-  int64_t i = 0;
-#ifdef PLANC_VEC8
-  v8f m0 = splat(-kInf), m1 = m0;
-  for (; i + 16 <= n; i += 16) {
-    m0 = nan_max8(m0, load8(x + i));
-    m1 = nan_max8(m1, load8(x + i + 8));
-  }
-  m0 = nan_max8(m0, m1);
-  for (int l = 0; l < 8; l++) m = (m0[l] > m || m0[l] != m0[l]) ? m0[l] : m;
-#endif
-  for (; i < n; i++) m = (x[i] > m || x[i] != x[i]) ? x[i] : m;
-  return m;
-}
 
 // y[i] = e^(x[i] - m); returns the sum.
 PLANC_HOT float exp_store_sum(const float* x, int64_t n, float m, float* y) {
@@ -135,26 +30,6 @@ PLANC_HOT float exp_store_sum(const float* x, int64_t n, float m, float* y) {
     s += y[i];
   }
   return s;
-}
-
-// Sum of e^(x[i] - m).
-PLANC_HOT float exp_sum(const float* x, int64_t n, float m) {
-  float s = 0;
-  int64_t i = 0;
-#ifdef PLANC_VEC8
-  v8f s0 = {}, s1 = {};
-  for (; i + 16 <= n; i += 16) {
-    s0 += exp8(load8(x + i) - m);
-    s1 += exp8(load8(x + i + 8) - m);
-  }
-  s = sum8(s0 + s1);
-#endif
-  for (; i < n; i++) s += exp_approx(x[i] - m);
-  return s;
-}
-
-PLANC_HOT void scale_run(float* y, int64_t n, float f) {
-  for (int64_t i = 0; i < n; i++) y[i] *= f;
 }
 
 // y = (x - m) - c: x - m first, which is exact near the max, so log-softmax keeps float precision at large x.

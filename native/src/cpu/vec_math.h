@@ -1,0 +1,154 @@
+// Vector math shared by the CPU kernels: dispatch macros, 8-lane helpers, e^x (Cephes), NaN-propagating max, sums, dot.
+#pragma once
+#include <cstdint>
+#include <cstring>
+#include <limits>
+
+// Hot loops are compiled twice with GCC on x86-64 glibc (AVX2+FMA and the portable baseline), picked at load time
+// by an ifunc (not under TSan, whose runtime starts after ifunc resolvers run).
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__GLIBC__) && !defined(__SANITIZE_THREAD__)
+#define PLANC_HOT __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define PLANC_HOT
+#endif
+
+// Eight floats as one value (GCC/Clang vector extension: AVX ymm, two SSE/NEON registers); plain loops elsewhere.
+#if defined(__GNUC__)
+#define PLANC_VEC8 1
+typedef float v8f __attribute__((vector_size(32)));
+typedef int32_t v8i __attribute__((vector_size(32)));
+#pragma GCC diagnostic ignored "-Wpsabi"  // v8f only passes between inline helpers: no ABI is crossed
+#endif
+
+namespace planc {
+// Internal linkage, as when each kernel file carried its own copy: every file gets its own clones and ifuncs.
+namespace {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+// e^(c - n ln 2) by the Cephes polynomial, for n = round(c / ln 2): on one float or on eight lanes (T = v8f).
+template <class T>
+inline T exp_poly(const T& c, const T& n) {
+  T r = c - n * 0.693359375f;  // ln 2 in two parts (Cody-Waite), the first exact in float times n
+  r = r + n * 2.12194440e-4f;
+  T p = r * 1.9875691500e-4f + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  return p * r * r + r + 1.0f;
+}
+
+// e^x in float32 (Cephes polynomial, about 1 ulp), branch-free so loops over it vectorize: 0 below -87.33,
+// +inf above 88.72, NaN stays NaN.
+inline float exp_approx(float x) {
+  const float lo = -87.3365478515625f, hi = 88.0f;
+  float c = x > lo ? x : lo;  // also maps NaN to lo; fixed below
+  c = c < hi ? c : hi;
+  const float round = 12582912.0f;  // 1.5 * 2^23: adding and subtracting it rounds to the nearest integer
+  const float n = (c * 1.44269504088896341f + round) - round;
+  const float p = exp_poly(c, n);
+  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, sizeof scale);
+  float y = p * scale;
+  y = x < lo ? 0.0f : y;
+  y = x > 88.72283935546875f ? kInf : y;
+  return x != x ? x : y;
+}
+
+#ifdef PLANC_VEC8
+// Eight-lane versions of the helpers (GCC/Clang vector extension; two SSE or NEON registers, one AVX).
+
+inline v8f splat(float v) { return v8f{v, v, v, v, v, v, v, v}; }
+inline v8f load8(const float* p) {
+  v8f v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+inline void store8(float* p, const v8f& v) { std::memcpy(p, &v, sizeof v); }
+// Per lane: mask ? a : b (mask lanes are all ones or all zeros).
+inline v8f select8(const v8i& mask, const v8f& a, const v8f& b) { return (v8f)((mask & (v8i)a) | (~mask & (v8i)b)); }
+// Per lane: the NaN-propagating max of the reference's scan.
+inline v8f nan_max8(const v8f& m, const v8f& v) { return select8((v > m) | (v != v), v, m); }
+
+// exp_approx on eight lanes (the same polynomial and clamps).
+inline v8f exp8(const v8f& x) {
+  const v8f lo = splat(-87.3365478515625f), round = splat(12582912.0f);
+  v8f c = select8(x > lo, x, lo);
+  c = select8(c < 88.0f, c, splat(88.0f));
+  const v8f n = (c * 1.44269504088896341f + round) - round;
+  const v8f p = exp_poly(c, n);
+  const v8i bits = (__builtin_convertvector(n, v8i) + 127) << 23;
+  v8f y = p * (v8f)bits;
+  y = select8(x < lo, v8f{}, y);
+  y = select8(x > 88.72283935546875f, splat(kInf), y);
+  return select8(x != x, x, y);
+}
+
+// Sum of the eight lanes, added in lane order.
+inline float sum8(const v8f& v) {
+  float s = 0;
+  for (int l = 0; l < 8; l++) s += v[l];
+  return s;
+}
+#endif
+
+// Max of a run that is NaN when any element is NaN (as the reference's max scan); -inf for an empty run.
+PLANC_HOT inline float nan_max(const float* x, int64_t n) {
+  float m = -kInf;
+  int64_t i = 0;
+#ifdef PLANC_VEC8
+  v8f m0 = splat(-kInf), m1 = m0;
+  for (; i + 16 <= n; i += 16) {
+    m0 = nan_max8(m0, load8(x + i));
+    m1 = nan_max8(m1, load8(x + i + 8));
+  }
+  m0 = nan_max8(m0, m1);
+  for (int l = 0; l < 8; l++) m = (m0[l] > m || m0[l] != m0[l]) ? m0[l] : m;
+#endif
+  for (; i < n; i++) m = (x[i] > m || x[i] != x[i]) ? x[i] : m;
+  return m;
+}
+
+// Sum of e^(x[i] - m).
+PLANC_HOT inline float exp_sum(const float* x, int64_t n, float m) {
+  float s = 0;
+  int64_t i = 0;
+#ifdef PLANC_VEC8
+  v8f s0 = {}, s1 = {};
+  for (; i + 16 <= n; i += 16) {
+    s0 += exp8(load8(x + i) - m);
+    s1 += exp8(load8(x + i + 8) - m);
+  }
+  s = sum8(s0 + s1);
+#endif
+  for (; i < n; i++) s += exp_approx(x[i] - m);
+  return s;
+}
+
+// y[i] *= f.
+PLANC_HOT inline void scale_run(float* y, int64_t n, float f) {
+  for (int64_t i = 0; i < n; i++) y[i] *= f;
+}
+
+// o[j] += a * w[j] for j < n.
+inline void add_scaled(float* o, float a, const float* w, int64_t n) {
+  for (int64_t j = 0; j < n; j++) o[j] += a * w[j];
+}
+
+// Dot product of two contiguous float runs, in 16 independent lanes.
+PLANC_HOT inline float dot(const float* x, const float* y, int64_t n) {
+  float lanes[16] = {0};
+  int64_t p = 0;
+  for (; p + 16 <= n; p += 16)
+    for (int l = 0; l < 16; l++) lanes[l] += x[p + l] * y[p + l];
+  float s = 0;
+  for (; p < n; p++) s += x[p] * y[p];
+  for (int l = 0; l < 16; l++) s += lanes[l];
+  return s;
+}
+
+}  // namespace
+}  // namespace planc
