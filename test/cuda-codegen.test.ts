@@ -9,11 +9,15 @@ import * as assert from 'uvu/assert';
 import { PlancError } from '../compiler/diagnostics.ts';
 import { REPO_ROOT, sharedDir } from '../compiler/paths.ts';
 import { readPlanFile } from '../compiler/plan/format.ts';
-import type { PlanProgram } from '../compiler/plan/types.ts';
+import type { PlanProgram, PlanTensor, TensorKind } from '../compiler/plan/types.ts';
 import { selectCuda } from '../codegen/cuda/rules.ts';
 import { templateSource } from '../codegen/cuda/generate.ts';
 import { compileCuda, findNvcc, gencodeFlags, parseArchs, parsePtxas } from '../codegen/cuda/nvcc.ts';
 import { makeModel } from '../scripts/make-model/generate.ts';
+import { buildPlan } from '../cli/build-plan.ts';
+import { importSeq2SeqDir } from '../compiler/onnx/import-model.ts';
+import { runPipeline, TRANSLATE_TOPK } from '../passes/pipeline.ts';
+import type { VocabRewriteOptions } from '../passes/pass.ts';
 
 const cli = (args: string[], env: NodeJS.ProcessEnv = process.env) =>
   spawnSync(process.execPath, [path.join(REPO_ROOT, 'bin', 'planc.js'), ...args], { encoding: 'utf8', env, maxBuffer: 64 << 20 });
@@ -91,6 +95,47 @@ if (esen && fs.existsSync(esen)) {
   test('es-en CUDA plan', () => assert.unreachable('needs ../shared/models/es-en'));
 }
 
+/** A tiny clusters rewrite for hidden size d: 3 centroids, active sets of 3, 2 and 4 ids (the last id included). */
+function tinyClusters(d: number, vocab: number): VocabRewriteOptions {
+  const r = 3;
+  const centroids = Float32Array.from({ length: r * d }, (_, i) => Math.sin(i * 0.37));
+  const cnorm = Float32Array.from({ length: r }, (_, j) => centroids.subarray(j * d, (j + 1) * d).reduce((a, x) => a + x * x, 0));
+  return { method: 'clusters', clusters: r, dim: d, centroids, cnorm, offsets: Int32Array.from([0, 3, 5, 9]), ids: Int32Array.from([0, 1, 2, 3, 7, 4, 10, 200, vocab - 1]) };
+}
+
+if (esen && fs.existsSync(esen)) {
+  test('es-en with --vocab (clusters, shortlist): cuda plans with cluster_mask and the masked project_topk, no spills', () => {
+    const model = importSeq2SeqDir(esen);
+    const profile = { maxBatch: 8, maxSrcLen: 64, maxTgtLen: 64 };
+    for (const [vocab, kernels] of [[tinyClusters(256, 32000), ['cluster_mask', 'project_topk']], [{ method: 'shortlist' }, ['project_topk']]] as const) {
+      const built = buildPlan(runPipeline(model, { topk: TRANSLATE_TOPK, vocab }), { target: 'cuda', ...profile });
+      const h = built.header;
+      const cuda = h.cuda!;
+      assert.equal(h.target.archs, ['sm_80', 'sm_90']);
+      assert.match(cuda.source, /__launch_bounds__\(256, 1\) k\d+_project_topk\(.*planc::project_topk<256, 32000, 8, true, true, true>/, `${vocab.method}: the masked project_topk`);
+      if (vocab.method === 'clusters') assert.match(cuda.source, /__launch_bounds__\(256, 1\) k\d+_cluster_mask\(.*planc::cluster_mask<256, 3>/);
+      else assert.not.match(cuda.source, /k\d+_cluster_mask/);
+      // Both decoder graphs run the vocab kernels; every entry a call uses is compiled for both archs, spill-free.
+      for (const [i, p] of h.programs.entries()) {
+        if (!p.graph.startsWith('decoder')) continue;
+        for (const k of kernels) assert.ok(p.kernels.some((c) => c.name === k), `${vocab.method}: ${p.graph} calls ${k}`);
+        p.kernels.forEach((c, j) => {
+          if (!kernels.includes(c.name as never)) return;
+          for (const v of cuda.programs[i]!.calls[j]!.variants) {
+            for (const arch of ['sm_80', 'sm_90']) {
+              const st = cuda.kernels.find((s) => s.name === v.entry && s.arch === arch);
+              assert.ok(st, `${v.entry} on ${arch}`);
+              assert.is(st!.spillBytes, 0, `${v.entry} on ${arch} spills`);
+              assert.is(st!.stackBytes, 0, `${v.entry} on ${arch} has a stack frame`);
+            }
+          }
+        });
+      }
+      for (const s of cuda.kernels) assert.is(s.spillBytes, 0, `${vocab.method}: ${s.name} on ${s.arch} spills`);
+    }
+  });
+}
+
 test('opus-base shapes (d 512, 8 heads, FFN 2048, vocab 58,101; 1+1 layers): cuda plan with project_topk', () => {
   const dir = path.join(tmp, 'opus-base');
   makeModel({ arch: 'marian', d: 512, encoderLayers: 1, decoderLayers: 1, heads: 8, ffn: 2048, vocab: 58101, out: dir, seed: 1, maxPos: 512, activation: 'relu' });
@@ -121,10 +166,13 @@ const COVERAGE = [
   'planc::expand<uint64_t, 4>', 'planc::tile<uint32_t, 3>', 'planc::trilu<uint32_t, false>',
   'planc::attention<64, 0, 1, false>', 'planc::attention<128, 1, 2, true>', 'planc::attention<64, 1, 3, false>', 'planc::attention<256, 0, 0, true>',
   'planc::cache_write<0>', 'planc::cache_write<1>', 'planc::project_topk<512, 58101, 4, true, false>', 'planc::project_topk<1024, 250000, 8, false, true>',
+  'planc::project_topk<512, 32000, 8, true, true, true>', 'planc::project_topk<1024, 250000, 64, false, false, true>',
+  'planc::cluster_mask<512, 500>', 'planc::cluster_mask<32, 5000>',
 ];
 
 test('every kernel template compiles (sm_80) without spills or stack frames', () => {
-  const block = (t: string) => (/gemm_tc|attention/.test(t) ? 128 : 256);
+  // The vocabulary kernels' rules set min blocks 1 (rules.ts Instance.minBlocks).
+  const block = (t: string) => (/gemm_tc|attention/.test(t) ? '128' : /cluster_mask|project_topk<(?:[^,>]+, ){5}true>/.test(t) ? '256, 1' : '256');
   const source = `${templateSource()}\n${COVERAGE.map((t, i) => `extern "C" __global__ void __launch_bounds__(${block(t)}) c${i}(const __grid_constant__ planc::KArgs a) { ${t}(a); }`).join('\n')}\n`;
   const c = compileCuda(source, ['sm_80']);
   assert.is(c.stats.length, COVERAGE.length);
@@ -157,6 +205,35 @@ test('no nvcc: a clear error that says how to install it', () => {
   const r = cli(['optimize', path.join(tmp, 'none'), '-o', path.join(tmp, 'none.plan'), '--target', 'cuda'], { ...process.env, PLANC_NVCC: path.join(tmp, 'no-such-nvcc') });
   assert.is.not(r.status, 0);
   assert.match(r.stderr, /PLANC_E601: PLANC_NVCC=.* does not exist: install the CUDA toolkit .* or set PLANC_NVCC/);
+});
+
+test('cluster_mask and the masked project_topk rules: templates, fixed grid, min blocks, checks', () => {
+  const c = (v: number) => ({ terms: [{ coeff: v, factors: [] }] });
+  // exprs: 0 → 4 (rows), 1 → 256 (D), 2 → 3 (R), 3 → 4 (R + 1), 4 → 9 (nnz), 5 → 1000 (V), 6 → 8 (k), 7 → 1, 8 → 100 (bad D)
+  const exprs = [4, 256, 3, 4, 9, 1000, 8, 1, 100].map(c);
+  const t = (name: string, kind: TensorKind, dtype: number, dims: number[], slotBytes = 0): PlanTensor => ({ name, kind, dtype, dims, offset: 0, slotBytes, ref: 0 });
+  const p: PlanProgram = {
+    graph: 'g', symbols: [], exprs,
+    tensors: [
+      t('x', 2, 1, [0, 1]), t('c', 1, 1, [2, 1]), t('cn', 1, 1, [2]), t('off', 1, 6, [3]), t('ids', 1, 6, [4]), t('active', 0, 2, [5], 1000),
+      t('w', 1, 1, [5, 1]), t('vals', 0, 1, [0, 6], 128), t('idx', 0, 7, [0, 6], 256), t('cbad', 1, 1, [2, 8]),
+    ],
+    kernels: [
+      { name: 'cluster_mask', inputs: [0, 1, 2, 3, 4], outputs: [5], iargs: [5], fargs: [], node: '/m/clusters', origin: [] },
+      { name: 'project_topk', inputs: [0, 6, -1, 5], outputs: [7, 8], iargs: [6, 7], fargs: [], node: '/m/topk', origin: [] },
+      { name: 'cluster_mask', inputs: [0, 9, 2, 3, 4], outputs: [5], iargs: [5], fargs: [], node: '/m/bad', origin: [] },
+    ],
+    inputs: [], outputs: [], arenaBytes: 4096, arenaLowerBound: 0, tensorBytesSum: 0, fusedOps: {},
+  };
+  const [cm] = selectCuda(p, 0);
+  assert.is(cm!.template, 'planc::cluster_mask<256, 3>');
+  assert.is(cm!.minBlocks, 1);
+  assert.equal(cm!.grid, [{ operand: 0, from: 0, to: 0, div: 1, mul: 32 }], 'a fixed grid: the mask is written even with no rows');
+  assert.ok(cm!.scratchBytes! >= 4 * 16384, 'the ticket + bitmap live in the scratch counters');
+  const [pt] = selectCuda(p, 1);
+  assert.is(pt!.template, 'planc::project_topk<256, 1000, 8, true, false, true>');
+  assert.is(pt!.minBlocks, 1);
+  assert.throws(() => selectCuda(p, 2), /kernel 'cluster_mask': the centroids must be a static \[R, 256\]/);
 });
 
 test('a kernel without a CUDA template fails naming the node', () => {

@@ -6,13 +6,15 @@ import type { CudaCall, PlanProgram } from '../../compiler/plan/types.ts';
 import { selectCuda } from './rules.ts';
 
 /** The template files, in the order the generated .cu holds them. */
-const TEMPLATE_FILES = ['common.cuh', 'elementwise.cuh', 'gemm.cuh', 'rows.cuh', 'movement.cuh', 'attention.cuh'];
+const TEMPLATE_FILES = ['common.cuh', 'elementwise.cuh', 'gemm.cuh', 'rows.cuh', 'movement.cuh', 'attention.cuh', 'vocab.cuh'];
 const TEMPLATE_DIR = path.join(path.dirname(fileURLToPath(import.meta.url)), 'kernels');
 
 export interface CudaEntry {
   name: string;
   template: string;
   block: number;
+  /** __launch_bounds__'s min blocks per SM, when the rule sets one. */
+  minBlocks?: number;
   /** The kernel name (of native/PROGRAM.md) it implements, and the nodes it runs for. */
   kernel: string;
   nodes: string[];
@@ -35,11 +37,11 @@ export function generateCuda(programs: PlanProgram[], banner: string): Generated
   const entries: CudaEntry[] = [];
   const byKey = new Map<string, CudaEntry>();
   let scratchBytes = 0;
-  const entryFor = (kernel: string, template: string, block: number, node: string): string => {
-    const key = `${template}|${block}`;
+  const entryFor = (kernel: string, template: string, block: number, minBlocks: number | undefined, node: string): string => {
+    const key = `${template}|${block}|${minBlocks ?? 0}`;
     let e = byKey.get(key);
     if (!e) {
-      e = { name: `k${entries.length}_${kernel}`, template, block, kernel, nodes: [] };
+      e = { name: `k${entries.length}_${kernel}`, template, block, ...(minBlocks ? { minBlocks } : {}), kernel, nodes: [] };
       entries.push(e);
       byKey.set(key, e);
     }
@@ -50,7 +52,7 @@ export function generateCuda(programs: PlanProgram[], banner: string): Generated
     calls: p.kernels.map((k, i): CudaCall => ({
       variants: selectCuda(p, i).map((inst) => {
         scratchBytes = Math.max(scratchBytes, inst.scratchBytes ?? 0);
-        return { entry: entryFor(k.name, inst.template, inst.block, `${p.graph}/${k.node}`), block: inst.block, maxRows: inst.maxRows ?? 0, grid: inst.grid };
+        return { entry: entryFor(k.name, inst.template, inst.block, inst.minBlocks, `${p.graph}/${k.node}`), block: inst.block, maxRows: inst.maxRows ?? 0, grid: inst.grid };
       }),
     })),
   }));
@@ -61,7 +63,7 @@ export function generateCuda(programs: PlanProgram[], banner: string): Generated
     '// ---- entry points: one per distinct instantiation ----',
     ...entries.map((e) => [
       `// ${e.kernel}: ${e.nodes.join(', ')}${e.nodes.length >= 8 ? ', ...' : ''}`,
-      `extern "C" __global__ void __launch_bounds__(${e.block}) ${e.name}(const __grid_constant__ planc::KArgs a) { ${e.template}(a); }`,
+      `extern "C" __global__ void __launch_bounds__(${e.block}${e.minBlocks ? `, ${e.minBlocks}` : ''}) ${e.name}(const __grid_constant__ planc::KArgs a) { ${e.template}(a); }`,
     ].join('\n')),
     '',
   ];

@@ -34,6 +34,11 @@ export interface Instance {
   maxRows?: number;
   /** Device scratch this call needs at the plan's max shapes. */
   scratchBytes?: number;
+  /**
+   * __launch_bounds__'s second argument. 1 where ptxas, left to its own occupancy target, spilled a few bytes at
+   * about 40 registers (the masked project_topk, cluster_mask): with it they use up to ~80 registers and no spills.
+   */
+  minBlocks?: number;
 }
 
 export type CudaRule = (ctx: RuleCtx) => Instance[];
@@ -309,16 +314,46 @@ const projectTopk: CudaRule = (ctx) => {
   const shards = Math.ceil(vocab! / TOPK_SHARD);
   if (Math.ceil(shards / 32) * 32 > d!) ctx.fail(`${shards} vocabulary shards do not fit the merge's shared memory for D ${d}`);
   const bias = ctx.ins[2] !== undefined;
+  // The vocab pass's active mask (input 3, optional): uint8/bool [V].
+  const act = ctx.ins[3];
+  if (act !== undefined) {
+    requireDtype(ctx, act, [2, 9], 'the active mask');
+    if (act.rank !== 1 || act.dims[0] !== vocab) ctx.fail(`the active mask is [${act.dims.map((x) => x ?? '?')}], not [${vocab}]`);
+  }
   const vals = ctx.outs[0]!;
   const maxRows = Math.max(1, Math.floor(vals.slotBytes / (4 * k)));
   if (Math.ceil(maxRows / TOPK_ROWS) > SCRATCH_COUNTERS) ctx.fail(`${maxRows} rows exceed the scratch's ticket counters`);
   const scratchBytes = SCRATCH_DATA + 4 * maxRows * shards * (2 + 2 * k);
   return [{
-    template: `planc::project_topk<${d}, ${vocab}, ${k}, ${transposed}, ${bias}>`,
+    template: `planc::project_topk<${d}, ${vocab}, ${k}, ${transposed}, ${bias}${act ? ', true' : ''}>`,
     block: 256,
     grid: [dims(0, 0, 0, 1, shards), dims(0, 0, x.rank - 1, TOPK_ROWS)],
     scratchBytes,
+    ...(act ? { minBlocks: 1 } : {}),
   }];
+};
+
+/** Blocks of a cluster_mask launch (a fixed grid: the last block writes the mask even when there are no rows). */
+const CLUSTER_BLOCKS = 32;
+
+const clusterMask: CudaRule = (ctx) => {
+  const [x, c, cn, off, ids] = [input(ctx, 0), input(ctx, 1), input(ctx, 2), input(ctx, 3), input(ctx, 4)];
+  for (const [o, w] of [[x, 'X'], [c, 'the centroids'], [cn, 'cnorm']] as const) requireDtype(ctx, o, [1], w);
+  requireDtype(ctx, off, [6], 'offsets');
+  requireDtype(ctx, ids, [6], 'ids');
+  const out = ctx.outs[0]!;
+  requireDtype(ctx, out, [2, 9], 'the active mask');
+  const v = ctx.constIarg(0, 'V');
+  const d = x.dims[x.rank - 1];
+  const r = c.dims[0];
+  if (c.rank !== 2 || d === undefined || r === undefined || c.dims[1] !== d) ctx.fail(`the centroids must be a static [R, ${d ?? 'D'}], got [${c.dims.map((e) => e ?? '?')}]`);
+  if (d! % 32 !== 0 || d! > 1024) ctx.fail(`D ${d}: the CUDA kernel wants a multiple of 32, at most 1024`);
+  if (r! < 1 || 1 + Math.ceil(r! / 32) > SCRATCH_COUNTERS) ctx.fail(`R ${r}: the CUDA kernel takes 1..${(SCRATCH_COUNTERS - 1) * 32} clusters`);
+  if (cn.rank !== 1 || cn.dims[0] !== r) ctx.fail(`cnorm must be [${r}]`);
+  if (off.rank !== 1 || off.dims[0] !== r! + 1) ctx.fail(`offsets must be [${r! + 1}]`);
+  if (ids.rank !== 1) ctx.fail('ids must be 1-D');
+  if (out.rank !== 1 || out.dims[0] !== v) ctx.fail(`the output must be [${v}] (iarg V)`);
+  return [{ template: `planc::cluster_mask<${d}, ${r}>`, block: 256, grid: [dims(0, 0, 0, 1, CLUSTER_BLOCKS)], scratchBytes: SCRATCH_DATA, minBlocks: 1 }];
 };
 
 /** Kernel name → rule. A name missing here has no CUDA template: optimize --target cuda fails naming the node. */
@@ -335,7 +370,7 @@ export const CUDA_RULES: Record<string, CudaRule> = {
   matmul, fused_matmul: fusedMatmul,
   softmax, layer_norm: norm(false), rms_norm: norm(true),
   transpose, gather, slice, concat, split, expand, tile, trilu,
-  attention, cache_write: cacheWrite, project_topk: projectTopk,
+  attention, cache_write: cacheWrite, project_topk: projectTopk, cluster_mask: clusterMask,
 };
 
 // ---- operands of a program's kernels ----

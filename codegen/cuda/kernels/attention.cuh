@@ -107,16 +107,23 @@ __device__ __forceinline__ bool better(float v1, int i1, float v2, int i2) { ret
 // indices [rows, KK] int64. Grid (shards of SHARD vocabulary ids, groups of RB rows). Each block computes the logits
 // of its shard in tiles of 256 ids into shared memory; warp r keeps row r's running max, sum of exp and top-KK.
 // Partials go to the plan's scratch; the last block of a row group (a ticket counter, reset after use) merges them.
-template <int D, int V, int KK, bool TRANS, bool BIAS>
+// ACT: input 3 is the active mask (uint8/bool [V]): each block first compacts its shard's nonzero ids (a block-wide
+// prefix sum, in order) into shared memory and computes only those columns (W rows / columns gathered by id); the
+// normalizer is over the active ids only, and slots beyond the active ids (fewer than KK) get -inf with index 0.
+template <int D, int V, int KK, bool TRANS, bool BIAS, bool ACT = false>
 __device__ void project_topk(const KArgs& a) {
   constexpr int RB = 8, TILE = 256, SHARD = 512, S = (V + SHARD - 1) / SHARD, PART = 2 + 2 * KK;
   static_assert(D % 32 == 0 && D <= 1024, "D must be a multiple of 32, at most 1024");
+  static_assert(SHARD == 2 * 256, "the active compaction gives each of 256 threads two ids");
   __shared__ __align__(16) float xs[RB * D];
   __shared__ float lt[RB][TILE];
   __shared__ float topv[RB][KK];
   __shared__ int topi[RB][KK];
   __shared__ float rmax[RB], rsum[RB];
   __shared__ bool last;
+  // ACT: the shard's active ids (offsets from the shard's first id, ascending; int: uint16 made ptxas spill) and the per-warp counts of the scan.
+  __shared__ int act_ids[ACT ? SHARD : 1];
+  __shared__ int act_warp[ACT ? 8 : 1];
   const Tensor &tx = a.in[0], &tw = a.in[1], &tvals = a.out[0], &tidx = a.out[1];
   const int64_t rows = tx.numel / D;
   const int64_t r0 = (int64_t)blockIdx.y * RB;
@@ -129,17 +136,42 @@ __device__ void project_topk(const KArgs& a) {
   for (int e = threadIdx.x; e < nr * D; e += blockDim.x) xs[e] = X[e];
   if (threadIdx.x < RB) { rmax[threadIdx.x] = -INFINITY; rsum[threadIdx.x] = 0.f; }
   for (int e = threadIdx.x; e < RB * KK; e += blockDim.x) { topv[e / KK][e % KK] = -INFINITY; topi[e / KK][e % KK] = 0x7fffffff; }
-  __syncthreads();
   const int v_begin = shard * SHARD, v_end = min(V, v_begin + SHARD);
-  for (int t0 = v_begin; t0 < v_end; t0 += TILE) {
+  // nv columns in this shard: ids v_begin + j (all) or v_begin + act_ids[j] (ACT), j < nv.
+  int nv = v_end - v_begin;
+  if (ACT) {
+    // Block-wide compaction in id order: warp w owns the shard's ids 64w .. 64w + 63 (two ballots of 32), its
+    // offset is the active count of the warps before it.
+    const uint8_t* mask = (const uint8_t*)a.in[3].data;
+    const int ja = warp * 64 + lane, jb = ja + 32;
+    const bool aa = v_begin + ja < v_end && mask[v_begin + ja] != 0;
+    const bool ab = v_begin + jb < v_end && mask[v_begin + jb] != 0;
+    const unsigned ba = __ballot_sync(0xffffffffu, aa), bb = __ballot_sync(0xffffffffu, ab);
+    const unsigned below = (1u << lane) - 1u;
+    if (lane == 0) act_warp[warp] = __popc(ba) + __popc(bb);
+    __syncthreads();
+    int base = 0, total = 0;
+#pragma unroll
+    for (int w = 0; w < 8; w++) {
+      const int cw = act_warp[w];
+      base += w < warp ? cw : 0;
+      total += cw;
+    }
+    if (aa) act_ids[base + __popc(ba & below)] = ja;
+    if (ab) act_ids[base + __popc(ba) + __popc(bb & below)] = jb;
+    nv = total;
+  }
+  __syncthreads();
+  for (int t0 = 0; t0 < nv; t0 += TILE) {
     // 1. logits of this tile for the block's rows
     if (TRANS) {
       for (int c = warp; c < TILE; c += 8) {
-        const int v = t0 + c;
+        const bool in = t0 + c < nv;
+        const int v = v_begin + (ACT ? (in ? act_ids[t0 + c] : 0) : t0 + c);
         float part[RB];
 #pragma unroll
         for (int r = 0; r < RB; r++) part[r] = 0.f;
-        if (v < v_end) {
+        if (in) {
           const float* wr = W + (int64_t)v * D;
 #pragma unroll 4
           for (int d = lane; d < D; d += 32) {
@@ -152,16 +184,18 @@ __device__ void project_topk(const KArgs& a) {
         for (int r = 0; r < RB; r++) {
           if (r < nr) {
             const float s = warp_sum(part[r]);
-            if (lane == 0) lt[r][c] = v < v_end ? s + (BIAS ? __ldg(bias + v) : 0.f) : -INFINITY;
+            if (lane == 0) lt[r][c] = in ? s + (BIAS ? __ldg(bias + v) : 0.f) : -INFINITY;
           }
         }
       }
     } else {
-      const int c = threadIdx.x, v = t0 + c;
+      const int c = threadIdx.x;
+      const bool in = t0 + c < nv;
+      const int v = v_begin + (ACT ? (in ? act_ids[t0 + c] : 0) : t0 + c);
       float acc[RB];
 #pragma unroll
       for (int r = 0; r < RB; r++) acc[r] = 0.f;
-      if (v < v_end) {
+      if (in) {
 #pragma unroll 4
         for (int d = 0; d < D; d++) {
           const float w = __ldg(W + (int64_t)d * V + v);
@@ -170,7 +204,7 @@ __device__ void project_topk(const KArgs& a) {
         }
       }
 #pragma unroll
-      for (int r = 0; r < RB; r++) if (r < nr) lt[r][c] = v < v_end ? acc[r] + (BIAS ? __ldg(bias + v) : 0.f) : -INFINITY;
+      for (int r = 0; r < RB; r++) if (r < nr) lt[r][c] = in ? acc[r] + (BIAS ? __ldg(bias + v) : 0.f) : -INFINITY;
     }
     __syncthreads();
     // 2. warp r folds the tile into row r's running max, sum and top-KK
@@ -190,9 +224,11 @@ __device__ void project_topk(const KArgs& a) {
       }
       for (int c0 = 0; c0 < TILE; c0 += 32) {
         const float val = lt[r][c0 + lane];
-        const int idx = t0 + c0 + lane;
+        const int j = t0 + c0 + lane;
+        const bool in = j < nv;
+        const int idx = v_begin + (ACT ? (in ? act_ids[j] : 0) : j);
         __syncwarp();
-        unsigned want = __ballot_sync(0xffffffffu, idx < v_end && better(val, idx, topv[r][KK - 1], topi[r][KK - 1]));
+        unsigned want = __ballot_sync(0xffffffffu, in && better(val, idx, topv[r][KK - 1], topi[r][KK - 1]));
         while (want) {
           const int src = __ffs(want) - 1;
           want &= want - 1;
@@ -266,8 +302,10 @@ __device__ void project_topk(const KArgs& a) {
         if (os2 >= 0 && (bs < 0 || better(ov2, oi2, bv, bi))) { bv = ov2; bi = oi2; bs = os2; }
       }
       if (lane == 0) {
-        ov[q] = bv - lse;
-        oi[q] = bi;
+        // ACT: a slot no active id filled (fewer than KK active) is -inf with index 0.
+        const bool pad = ACT && bi == 0x7fffffff;
+        ov[q] = pad ? -INFINITY : bv - lse;
+        oi[q] = pad ? 0 : bi;
         if (bs >= 0) head[bs]++;
       }
       __syncwarp();
