@@ -192,6 +192,7 @@ if (!nativeAvailable()) {
   test('translateIds errors: bad ids, too-long source, bad options (as text)', async () => {
     assert.is(await rejected(translateIds(plan, [[5, 0], [3, 32000, 0]])), 'PLANC_E405: sentence 1 holds id 32000 at position 1; ids must be integers in [0, 32000)');
     assert.is(await rejected(translateIds(plan, [[5, 0], [1.5]])), 'PLANC_E405: sentence 1 holds id 1.5 at position 0; ids must be integers in [0, 32000)');
+    assert.is(await rejected(translateIds(fused, [[5, 0]], { beamSize: 5 })), 'PLANC_E405: beamSize 5 needs the 10 best tokens per step but plan es-en-fused.plan keeps 8; optimize with --topk 10 or more');
     const long = new Array<number>(plan.header.profile.maxSrcLen + 5).fill(7);
     const max = plan.header.profile.maxSrcLen;
     assert.is(await rejected(translateIds(plan, [[5, 0], [6, 0], long])), `PLANC_E405: sentence 2 has ${max + 6} source tokens (with </s>), over the plan's maxSrcLen ${max}; split it or build the plan with a larger --max-src-len`);

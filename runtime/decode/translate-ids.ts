@@ -38,6 +38,16 @@ export function decodeIds(plan: Plan): DecodeIds {
   return { startId: decoderStartId, eosId, padId: padId ?? eosId };
 }
 
+/** Fails before decoding when beam search needs more candidates per step than a top-k plan keeps (2 × beam). */
+function checkTopk(plan: Plan, beamSize: number): void {
+  if (beamSize === 1 || !plan.graphs.includes('decoder_with_past')) return;
+  const ids = plan.outputs('decoder_with_past').find((o) => o.name === 'topk_ids');
+  const k = ids ? Number(ids.dims[ids.dims.length - 1]) : Infinity;
+  if (2 * beamSize > k) {
+    throw new PlancError('PLANC_E405', `beamSize ${beamSize} needs the ${2 * beamSize} best tokens per step but plan ${plan.source} keeps ${k}; optimize with --topk ${2 * beamSize} or more`);
+  }
+}
+
 /** Sources as the model takes them: ending with eos (appended when missing). */
 function withEos(ids: number[][], eosId: number): number[][] {
   return ids.map((s) => (s.length > 0 && s[s.length - 1] === eosId ? s : [...s, eosId]));
@@ -64,6 +74,7 @@ export async function translateIds(plan: Plan, ids: number[][], options: Partial
   const prof = plan.header.profile;
   validateIds(ids, dec.vocabSize ?? 0);
   const d = decodeIds(plan);
+  checkTopk(plan, o.beamSize);
   const sources = withEos(ids, d.eosId);
   checkSourceLengths(sources, prof.maxSrcLen);
   if (sources.length === 0) return [];
