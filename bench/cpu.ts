@@ -7,6 +7,8 @@ import { importSeq2SeqDir } from '../compiler/onnx/import-model.ts';
 import { sharedDir, REPO_ROOT } from '../compiler/paths.ts';
 import { encodePlan } from '../compiler/plan/format.ts';
 import { buildPlan } from '../cli/build-plan.ts';
+import { runPipeline } from '../passes/pipeline.ts';
+import { PAST_LENGTH_INPUT } from '../runtime/decode/kv-cache.ts';
 import { loadPlanBytes, type Plan } from '../runtime/plan.ts';
 import { native } from '../runtime/native.ts';
 import type { RtTensor } from '../runtime/tensor.ts';
@@ -45,8 +47,9 @@ function normal(dims: number[], r: () => number, scale = 1): RtTensor {
 function feedsFor(plan: Plan, graph: string, b: number, vocab: number, r: () => number): Record<string, RtTensor> {
   const feeds: Record<string, RtTensor> = {};
   for (const io of plan.inputs(graph)) {
-    const dims = io.dims.map((d) => (/batch/.test(d) ? b : /past/.test(d) ? PAST_LEN : /encoder/.test(d) ? SRC_LEN : /decoder_sequence/.test(d) ? 1 : Number(d)));
-    if (io.name === 'input_ids') feeds[io.name] = ids(b, dims[1]!, vocab, r);
+    const dims = io.dims.map((d) => (/batch/.test(d) ? b : /past/.test(d) ? PAST_LEN : /cache_capacity/.test(d) ? PAST_LEN + 1 : /encoder/.test(d) ? SRC_LEN : /decoder_sequence/.test(d) ? 1 : Number(d)));
+    if (io.name === PAST_LENGTH_INPUT) feeds[io.name] = { dtype: 'int64', dims: [], data: BigInt64Array.of(BigInt(PAST_LEN)) };
+    else if (io.name === 'input_ids') feeds[io.name] = ids(b, dims[1]!, vocab, r);
     else if (io.name.includes('attention_mask')) feeds[io.name] = ones(b, dims[1]!);
     else feeds[io.name] = normal(dims, r, 0.5);
   }
@@ -55,6 +58,23 @@ function feedsFor(plan: Plan, graph: string, b: number, vocab: number, r: () => 
 
 function toOrt(t: RtTensor): ort.Tensor {
   return new ort.Tensor(t.dtype === 'int64' ? 'int64' : 'float32', t.data as Float32Array, t.dims);
+}
+
+/**
+ * onnxruntime's feeds for the same inputs: a fused plan's in-place caches kv_cache.* [b,H,PAST_LEN+1,D] become the
+ * exported graph's past_key_values.* [b,H,PAST_LEN,D] (their first PAST_LEN rows); the past length input goes away.
+ */
+function ortFeedsOf(feeds: Record<string, RtTensor>): Record<string, ort.Tensor> {
+  const out: Record<string, ort.Tensor> = {};
+  for (const [k, v] of Object.entries(feeds)) {
+    if (k === PAST_LENGTH_INPUT) continue;
+    if (!k.startsWith('kv_cache.')) { out[k] = toOrt(v); continue; }
+    const [b, h, cap, d] = v.dims as [number, number, number, number];
+    const past = new Float32Array(b * h * PAST_LEN * d);
+    for (let i = 0; i < b * h; i++) past.set((v.data as Float32Array).subarray(i * cap * d, i * cap * d + PAST_LEN * d), i * PAST_LEN * d);
+    out[`past_key_values.${k.slice('kv_cache.'.length)}`] = new ort.Tensor('float32', past, [b, h, PAST_LEN, d]);
+  }
+  return out;
 }
 
 /** Median of timed runs after warm-up; runs until ~0.8 s or 40 runs (at least 8). */
@@ -76,6 +96,8 @@ function middle(xs: number[]): number {
 }
 
 const ROUNDS = 3;
+/** Plans through the pass pipeline (fusions, in-place cache; logits kept so every output is onnxruntime's), or not. */
+const FUSE = process.env.PLANC_BENCH_NO_FUSE !== '1';
 
 /**
  * Both runtimes keep worker threads spinning for a while after a run, and on 2 cores whoever runs right after the
@@ -84,7 +106,7 @@ const ROUNDS = 3;
  */
 async function benchModel(name: string, dir: string, vocab: number, rows: Row[]): Promise<void> {
   const model = importSeq2SeqDir(dir);
-  const built = buildPlan(model, { target: 'cpu', maxBatch: Math.max(...BATCHES), maxSrcLen: SRC_LEN, maxTgtLen: PAST_LEN + 1 });
+  const built = buildPlan(FUSE ? runPipeline(model) : model, { target: 'cpu', maxBatch: Math.max(...BATCHES), maxSrcLen: SRC_LEN, maxTgtLen: PAST_LEN + 1 });
   const plan = loadPlanBytes(encodePlan(built.header, built.blob), `${name}.plan`);
   const threads = os.cpus().length;
   const graphs = ['encoder', 'decoder', 'decoder_with_past'];
@@ -92,7 +114,7 @@ async function benchModel(name: string, dir: string, vocab: number, rows: Row[])
   for (const g of graphs) sessions.set(g, await ort.InferenceSession.create(model.sources[g]!, { graphOptimizationLevel: 'all', intraOpNumThreads: threads }));
   const cases = graphs.flatMap((graph) => BATCHES.map((b) => {
     const feeds = feedsFor(plan, graph, b, vocab, rng(b * 7 + graph.length));
-    const ortFeeds = Object.fromEntries(Object.entries(feeds).map(([k, v]) => [k, toOrt(v)]));
+    const ortFeeds = ortFeedsOf(feeds);
     return { graph, b, feeds, ortFeeds, planc: [] as number[], ort: [] as number[] };
   }));
   try {
@@ -115,7 +137,7 @@ async function benchModel(name: string, dir: string, vocab: number, rows: Row[])
 
 export async function benchCpu(): Promise<void> {
   const rows: Row[] = [];
-  console.log(`planc native CPU runtime vs onnxruntime-node ${ort.env.versions?.common ?? ''} — encoder src ${SRC_LEN}, decoder_with_past past ${PAST_LEN}; median of ${ROUNDS} rounds of medians`);
+  console.log(`planc native CPU runtime (${FUSE ? 'fused plans: the pass pipeline without top-k, logits kept' : 'unfused plans (PLANC_BENCH_NO_FUSE=1)'}) vs onnxruntime-node ${ort.env.versions?.common ?? ''} — encoder src ${SRC_LEN}, decoder_with_past past ${PAST_LEN}; median of ${ROUNDS} rounds of medians`);
   const shared = sharedDir();
   const esen = shared && path.join(shared, 'models', 'es-en');
   if (esen && fs.existsSync(esen)) await benchModel('es-en', esen, 32000, rows);
@@ -126,7 +148,7 @@ export async function benchCpu(): Promise<void> {
     makeModel({ ...DEFAULTS, out: synth, d: 512, encoderLayers: 6, decoderLayers: 6, heads: 8, ffn: 2048, vocab: 58101, maxPos: 512 });
   }
   await benchModel('opus-base', synth, 58101, rows);
-  const result = { bench: 'cpu', machine: machineFacts({ native: native().info(), ort: 'onnxruntime-node (default options, graphOptimizationLevel all, intraOpNumThreads = cores)' }), rows };
+  const result = { bench: 'cpu', plans: FUSE ? 'fused' : 'unfused', machine: machineFacts({ native: native().info(), ort: 'onnxruntime-node (default options, graphOptimizationLevel all, intraOpNumThreads = cores)' }), rows };
   const out = path.join(REPO_ROOT, 'bench', 'results', 'cpu.jsonl');
   fs.appendFileSync(out, JSON.stringify(result) + '\n');
   console.log(`appended to ${path.relative(process.cwd(), out)}`);

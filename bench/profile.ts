@@ -12,7 +12,7 @@ if (!dir) throw new Error('usage: bench/profile.ts MODEL_DIR [GRAPH] [BATCH]');
 const b = Number(batchArg);
 const model = importSeq2SeqDir(dir);
 const fuse = !process.argv.includes('--no-fuse');
-const built = buildPlan(fuse ? runPipeline(model, { topk: TRANSLATE_TOPK }) : model, { target: 'cpu', maxBatch: b, maxSrcLen: 32, maxTgtLen: 33 });
+const built = buildPlan(fuse ? runPipeline(model, { topk: TRANSLATE_TOPK, disable: (process.env.PLANC_DISABLE ?? '').split(',').filter((x) => x) }) : model, { target: 'cpu', maxBatch: b, maxSrcLen: 32, maxTgtLen: 33 });
 const plan = loadPlanBytes(encodePlan(built.header, built.blob), 'profile');
 const feeds: Record<string, RtTensor> = {};
 for (const io of plan.inputs(graph)) {
@@ -35,5 +35,5 @@ const total = [...byKind.values()].reduce((a, c) => a + c, 0);
 console.log(`${graph} batch ${b}: ${wall.toFixed(3)} ms per run (kernels ${total.toFixed(3)} ms, overhead ${(wall - total).toFixed(3)} ms)`);
 for (const [k, ms] of [...byKind].sort((x, y) => y[1] - x[1])) console.log(`  ${k.padEnd(14)} ${ms.toFixed(3).padStart(8)} ms  ${((100 * ms) / total).toFixed(1)}%`);
 console.log('top kernels:');
-for (const p of [...prof].sort((x, y) => y.ms - x.ms).slice(0, 12)) console.log(`  ${(p.ms / runs).toFixed(3).padStart(8)} ms  ${p.kernel.padEnd(12)} ${p.node}`);
+for (const p of [...prof].sort((x, y) => y.ms - x.ms).slice(0, Number(process.env.PLANC_PROFILE_TOP ?? 12))) console.log(`  ${(p.ms / runs).toFixed(3).padStart(8)} ms  ${p.kernel.padEnd(12)} ${p.node}`);
 plan.close();
