@@ -8,29 +8,19 @@ import { sharedDir, REPO_ROOT } from '../compiler/paths.ts';
 import { encodePlan } from '../compiler/plan/format.ts';
 import { buildPlan } from '../cli/build-plan.ts';
 import { runPipeline } from '../passes/pipeline.ts';
-import { PAST_LENGTH_INPUT } from '../runtime/decode/kv-cache.ts';
+import { CACHE_INPUT_PREFIX, PAST_LENGTH_INPUT } from '../compiler/plan/io-names.ts';
 import { loadPlanBytes, type Plan } from '../runtime/plan.ts';
 import { native } from '../runtime/native.ts';
 import type { RtTensor } from '../runtime/tensor.ts';
 import { DEFAULTS, makeModel } from '../scripts/make-model/generate.ts';
 import { machineFacts } from './machine.ts';
+import { rng } from './reference/rng.ts';
 
 const SRC_LEN = 32;
 const PAST_LEN = 32;
 const BATCHES = [1, 16];
 
 interface Row { model: string; graph: string; batch: number; plancMs: number; ortMs: number; ratio: number; plancRounds: number[]; ortRounds: number[] }
-
-/** Deterministic pseudo-random numbers for inputs. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = Math.imul(a ^ (a >>> 15), a | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 function ids(b: number, len: number, vocab: number, r: () => number): RtTensor {
   return { dtype: 'int64', dims: [b, len], data: BigInt64Array.from({ length: b * len }, () => BigInt(2 + Math.floor(r() * (vocab - 2)))) };
@@ -68,11 +58,11 @@ function ortFeedsOf(feeds: Record<string, RtTensor>): Record<string, ort.Tensor>
   const out: Record<string, ort.Tensor> = {};
   for (const [k, v] of Object.entries(feeds)) {
     if (k === PAST_LENGTH_INPUT) continue;
-    if (!k.startsWith('kv_cache.')) { out[k] = toOrt(v); continue; }
+    if (!k.startsWith(CACHE_INPUT_PREFIX)) { out[k] = toOrt(v); continue; }
     const [b, h, cap, d] = v.dims as [number, number, number, number];
     const past = new Float32Array(b * h * PAST_LEN * d);
     for (let i = 0; i < b * h; i++) past.set((v.data as Float32Array).subarray(i * cap * d, i * cap * d + PAST_LEN * d), i * PAST_LEN * d);
-    out[`past_key_values.${k.slice('kv_cache.'.length)}`] = new ort.Tensor('float32', past, [b, h, PAST_LEN, d]);
+    out[`past_key_values.${k.slice(CACHE_INPUT_PREFIX.length)}`] = new ort.Tensor('float32', past, [b, h, PAST_LEN, d]);
   }
   return out;
 }

@@ -13,22 +13,13 @@ import { loadPlanBytes, type Plan } from '../runtime/plan.ts';
 import type { RtTensor } from '../runtime/tensor.ts';
 import { DEFAULTS, makeModel } from '../scripts/make-model/generate.ts';
 import { machineFacts } from './machine.ts';
+import { rng } from './reference/rng.ts';
 
 const SRC_LEN = 32;
 const PAST_LEN = 32;
 const BATCHES = [1, 32];
 
 interface Row { model: string; graph: string; batch: number; cudaMs: number; cudaGraphMs: number; cpuMs: number; weightGBps: number }
-
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = Math.imul(a ^ (a >>> 15), a | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** Feeds from the plan's declared inputs: ids in the vocabulary, masks of ones, past length PAST_LEN, floats else. */
 function feedsFor(plan: Plan, graph: string, b: number, vocab: number, r: () => number): Record<string, RtTensor> {

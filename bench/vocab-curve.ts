@@ -1,17 +1,13 @@
 // `npm run bench -- vocab-curve`: cluster quality over R × K on es-en (one calibration, one k-means per R), recorded.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { importSeq2SeqDir } from '../compiler/onnx/import-model.ts';
-import { REPO_ROOT, sharedDir } from '../compiler/paths.ts';
+import { REPO_ROOT } from '../compiler/paths.ts';
 import { activeSetStats, clusterActiveSets } from '../compiler/vocab/clusters.ts';
 import { kmeans } from '../compiler/vocab/kmeans.ts';
-import { assignFn, calibrate, evaluateQuality, exposePlan, outputLayer, specialIdsOf } from '../cli/vocab.ts';
-import { TRANSLATE_TOPK } from '../passes/pipeline.ts';
-import { decodeIds } from '../runtime/decode/translate-ids.ts';
-import { loadTokenizer } from '../runtime/tokenizer/tokenizer.ts';
+import { assignFn, calibrate, evaluateQuality, outputLayer } from '../cli/vocab.ts';
 import { machineFacts } from './machine.ts';
+import { esEnVocabSetup, MAX_LEN } from './vocab.ts';
 
-const MAX_LEN = 64;
 const RS = (process.env.PLANC_VOCAB_RS ?? '250,500,1000,2000').split(',').map(Number);
 const KS = (process.env.PLANC_VOCAB_KS ?? '1,3,5').split(',').map(Number);
 const CAL = Number(process.env.PLANC_VOCAB_CAL ?? 20000);
@@ -25,18 +21,9 @@ function prefix(ids: Int32Array, stride: number, k: number): Int32Array {
 }
 
 export async function benchVocabCurve(): Promise<void> {
-  const shared = sharedDir();
-  const dir = shared ? path.join(shared, 'models', 'es-en') : '';
-  if (!dir || !fs.existsSync(dir)) { console.log('vocab-curve bench skipped: /work/shared/models/es-en is missing'); return; }
-  const model = importSeq2SeqDir(dir);
-  const profile = { maxBatch: 32, maxSrcLen: 128, maxTgtLen: MAX_LEN, maxDims: { decoder_sequence_length: 1 } };
-  const tok = await loadTokenizer(fs.readFileSync(path.join(dir, 'vocab.esen.spm')), 'spm');
-  const lines = (f: string) => fs.readFileSync(path.join(dir, f), 'utf8').split('\n').filter((l) => l.trim());
-  const [testSrc, testRef] = [lines('test.es'), lines('test.en')];
-  const { plan, optimized } = exposePlan(model, { topk: TRANSLATE_TOPK }, { target: 'cpu', ...profile });
-  const d = decodeIds(plan);
-  const specials = specialIdsOf(plan.header.decoding);
-  const V = plan.header.decoding.vocabSize!;
+  const setup = await esEnVocabSetup('vocab-curve');
+  if (!setup) return;
+  const { profile, tok, lines, exposed: plan, optimized, d, specials, V, testSrc, testRef } = setup;
   const kMax = Math.max(...KS);
   const t0 = performance.now();
   const cal = calibrate(plan, tok, lines('train.es').slice(0, CAL), kMax, d, profile.maxSrcLen, MAX_LEN, false);

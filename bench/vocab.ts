@@ -17,7 +17,7 @@ import { loadPlanBytes, type Plan } from '../runtime/plan.ts';
 import { loadTokenizer } from '../runtime/tokenizer/tokenizer.ts';
 import { machineFacts } from './machine.ts';
 
-const MAX_LEN = 64;
+export const MAX_LEN = 64;
 const RUNS: [number, number][] = [[1, 200], [32, 1000]];
 const R = Number(process.env.PLANC_VOCAB_R ?? 250), K = Number(process.env.PLANC_VOCAB_K ?? 3), CAL = Number(process.env.PLANC_VOCAB_CAL ?? 2000);
 
@@ -36,24 +36,30 @@ export async function measure(plan: Plan, ids: number[][], batch: number, ref?: 
   return { run: { batch, sentences: ids.length, seconds, sentencesPerS: ids.length / seconds, projectionMsPerStep: proj / Math.max(1, steps), steps, identical }, out };
 }
 
-export async function benchVocab(): Promise<void> {
+/** What the es-en vocabulary benches share: the model, its tokenizer and texts, and a plan exposing hidden states. */
+export async function esEnVocabSetup(bench: string) {
   const shared = sharedDir();
   const dir = shared ? path.join(shared, 'models', 'es-en') : '';
-  if (!dir || !fs.existsSync(dir)) { console.log('vocab bench skipped: /work/shared/models/es-en is missing'); return; }
+  if (!dir || !fs.existsSync(dir)) { console.log(`${bench} bench skipped: /work/shared/models/es-en is missing`); return undefined; }
   const model = importSeq2SeqDir(dir);
   const profile = { maxBatch: 32, maxSrcLen: 128, maxTgtLen: MAX_LEN, maxDims: { decoder_sequence_length: 1 } };
   const spm = fs.readFileSync(path.join(dir, 'vocab.esen.spm'));
   const tok = await loadTokenizer(spm, 'spm');
-  const ids: number[][] = JSON.parse(fs.readFileSync(path.join(dir, 'test_ids.json'), 'utf8')).src_ids;
-  const testSrc = fs.readFileSync(path.join(dir, 'test.es'), 'utf8').split('\n').filter((l) => l.trim());
-  const testRef = fs.readFileSync(path.join(dir, 'test.en'), 'utf8').split('\n').filter((l) => l.trim());
+  const lines = (f: string) => fs.readFileSync(path.join(dir, f), 'utf8').split('\n').filter((l) => l.trim());
   const { plan: exposed, optimized } = exposePlan(model, { topk: TRANSLATE_TOPK }, { target: 'cpu', ...profile });
-  const d = decodeIds(exposed);
-  const specials = specialIdsOf(exposed.header.decoding);
-  const V = exposed.header.decoding.vocabSize!;
+  return {
+    dir, model, profile, spm, tok, lines, exposed, optimized, d: decodeIds(exposed), specials: specialIdsOf(exposed.header.decoding),
+    V: exposed.header.decoding.vocabSize!, testSrc: lines('test.es'), testRef: lines('test.en'),
+  };
+}
+
+export async function benchVocab(): Promise<void> {
+  const setup = await esEnVocabSetup('vocab');
+  if (!setup) return;
+  const { dir, model, profile, spm, tok, lines, exposed, optimized, d, specials, V, testSrc, testRef } = setup;
+  const ids: number[][] = JSON.parse(fs.readFileSync(path.join(dir, 'test_ids.json'), 'utf8')).src_ids;
   console.log(`es-en vocab bench: calibrating clusters R ${R}, K ${K} on ${CAL} training sentences`);
-  const train = fs.readFileSync(path.join(dir, 'train.es'), 'utf8').split('\n').filter((l) => l.trim()).slice(0, CAL);
-  const cal = calibrate(exposed, tok, train, K, d, profile.maxSrcLen, MAX_LEN, false);
+  const cal = calibrate(exposed, tok, lines('train.es').slice(0, CAL), K, d, profile.maxSrcLen, MAX_LEN, false);
   const cl = buildClusters(cal, R, K, V, specials, false);
   const sl = shortlistVocab({ method: 'shortlist', file: path.join(dir, 'lex.50.50.esen.s2t.bin') }, { bytes: spm, kind: 'spm' }, V, specials);
   const layer = outputLayer(optimized);

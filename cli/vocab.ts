@@ -12,7 +12,7 @@ import { readShortlist } from '../compiler/vocab/shortlist-read.ts';
 import { defaultLimits, pieceLookup, shortlistFor } from '../compiler/vocab/shortlist.ts';
 import type { VocabRewriteOptions } from '../passes/pass.ts';
 import { runPipeline, type PipelineOptions } from '../passes/pipeline.ts';
-import { VOCAB_HIDDEN } from '../passes/vocab-rewrite.ts';
+import { VOCAB_HIDDEN_OUTPUT } from '../compiler/plan/io-names.ts';
 import { StepRunner, type DecodeIds } from '../runtime/decode/step-runner.ts';
 import { native, nativeAvailable } from '../runtime/native.ts';
 import { loadPlanBytes, type Plan } from '../runtime/plan.ts';
@@ -177,7 +177,7 @@ export function greedyExposed(plan: Plan, sources: number[][], d: DecodeIds, bat
     for (let t = 0; ; t++) {
       const o = runner.out;
       const ids = o.topk_ids!;
-      const view: StepView = { rows: live.length, hidden: o[VOCAB_HIDDEN]!.data as Float32Array, topIds: ids.data as BigInt64Array, k: ids.dims[2]! };
+      const view: StepView = { rows: live.length, hidden: o[VOCAB_HIDDEN_OUTPUT]!.data as Float32Array, topIds: ids.data as BigInt64Array, k: ids.dims[2]! };
       const next: number[] = [], keep: number[] = [];
       live.forEach((j, r) => {
         const tok = pick ? pick(view, r, idx[j]!) : Number(view.topIds[r * view.k]!);
@@ -216,7 +216,7 @@ export function calibrateIds(plan: Plan, all: number[][], topK: number, d: Decod
   const sources = all.filter((s) => s.length <= maxSrcLen);
   const skipped = all.length - sources.length;
   if (sources.length === 0) throw new PlancError('PLANC_E501', `every calibration sentence is longer than the plan's source limit (--max-src-len ${maxSrcLen})`);
-  const dim = Number(/(\d+)\]?$/.exec(plan.outputs('decoder_with_past').find((o) => o.name === VOCAB_HIDDEN)!.dims.at(-1)!)![1]);
+  const dim = Number(/(\d+)\]?$/.exec(plan.outputs('decoder_with_past').find((o) => o.name === VOCAB_HIDDEN_OUTPUT)!.dims.at(-1)!)![1]);
   let hidden = new Float32Array(1 << 16), ids = new Int32Array(1 << 14);
   let n = 0;
   const bar = progressBar('calibrating', sources.length, quiet);

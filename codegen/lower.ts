@@ -232,22 +232,22 @@ class Lowerer {
       if (src < 0 || this.rootKind(src) !== TENSOR_KIND.STATE) throw new PlancError('PLANC_E404', 'an in-place write needs a cache graph input', where);
       const o = node.outputs[0]!;
       const t = this.newTensor(o, TENSOR_KIND.ALIAS, this.fact(o), { ref: src });
-      this.byValue.set(o, t);
-      this.kernels.push({ name: low.kernel, inputs: ins, outputs: [t], iargs: (low.iargs ?? []).map((d) => this.exprs.intern(d, where)), fargs: low.fargs ?? [], node: node.name, origin: node.origin });
-      return;
-    }
-    node.outputs.forEach((o, k) => {
-      if (!o) {
-        if (low.requireOutputs && k < low.requireOutputs) throw new PlancError('PLANC_E404', `output ${k} must be present`, where);
-        return;
-      }
-      if (low.maxOutputs !== undefined && k >= low.maxOutputs) throw new PlancError('PLANC_E404', `optional output ${k} ('${o}') is not supported by the CPU kernel`, where);
-      const f = this.fact(o);
-      const dims = low.outDims?.[k];
-      const t = this.newTensor(o, TENSOR_KIND.ARENA, f, {}, dims);
       kernelOuts.push(t);
-      this.byValue.set(o, dims ? this.newTensor(o, TENSOR_KIND.ALIAS, f, { ref: t }) : t);
-    });
+      this.byValue.set(o, t);
+    } else {
+      node.outputs.forEach((o, k) => {
+        if (!o) {
+          if (low.requireOutputs && k < low.requireOutputs) throw new PlancError('PLANC_E404', `output ${k} must be present`, where);
+          return;
+        }
+        if (low.maxOutputs !== undefined && k >= low.maxOutputs) throw new PlancError('PLANC_E404', `optional output ${k} ('${o}') is not supported by the CPU kernel`, where);
+        const f = this.fact(o);
+        const dims = low.outDims?.[k];
+        const t = this.newTensor(o, TENSOR_KIND.ARENA, f, {}, dims);
+        kernelOuts.push(t);
+        this.byValue.set(o, dims ? this.newTensor(o, TENSOR_KIND.ALIAS, f, { ref: t }) : t);
+      });
+    }
     this.kernels.push({
       name: low.kernel, inputs: ins, outputs: kernelOuts,
       iargs: (low.iargs ?? []).map((d) => this.exprs.intern(d, where)), fargs: low.fargs ?? [], node: node.name, origin: node.origin,

@@ -67,9 +67,9 @@ class Matcher {
     return out;
   }
 
-  /** The single non-Shape reader of v (Shape readers are collected), or undefined. */
-  only(v: string, shapes: number[]): [number, Node] | undefined {
-    const r = this.readers(v, shapes);
+  /** The single non-Shape reader of v, or undefined. */
+  only(v: string): [number, Node] | undefined {
+    const r = this.readers(v, []);
     return r?.length === 1 ? [r[0]!, this.g.nodes[r[0]!]!] : undefined;
   }
 
@@ -135,8 +135,7 @@ class Matcher {
     let q = qs;
     const qsc = this.scaled(qs);
     if (qsc) { scale *= qsc.factor; nodes.push(qsc.index); q = qsc.input; }
-    const shapes: number[] = [];
-    const mm2 = this.only(sm.outputs[0]!, shapes);
+    const mm2 = this.only(sm.outputs[0]!);
     if (!mm2 || mm2[1].op !== 'MatMul' || mm2[1].inputs[0] !== sm.outputs[0]) return why('the Softmax does not feed MatMul(·, V) alone');
     nodes.push(mm2[0]);
     const v = mm2[1].inputs[1]!;
@@ -201,9 +200,9 @@ class Matcher {
     const merged = dimMul(qd[1]!, qd[3]!);
     const q3d = this.shape(q3);
     if (q3d?.length !== 3 || !dimEq(q3d[0]!, qd[0]!) || !dimEq(q3d[1]!, qd[2]!) || !dimEq(q3d[2]!, merged)) return;
-    const ot = this.only(m.out, []);
+    const ot = this.only(m.out);
     if (!ot || ot[1].op !== 'Transpose' || ot[1].attrs.perm?.kind !== 'ints' || ot[1].attrs.perm.value.join() !== '0,2,1,3') return;
-    const or = this.only(ot[1].outputs[0]!, []);
+    const or = this.only(ot[1].outputs[0]!);
     if (!or || or[1].op !== 'Reshape') return;
     const od = this.shape(or[1].outputs[0]!);
     if (od?.length !== 3 || !dimEq(od[0]!, qd[0]!) || !dimEq(od[1]!, qd[2]!) || !dimEq(od[2]!, merged)) return;
@@ -286,8 +285,7 @@ function fuseGraph(g: Graph, model: Model, ctx: PassContext): number {
     if (n.op !== 'Softmax') return;
     const m = matcher.at(i);
     if (!m) return;
-    const removed = new Set(m.nodes.flatMap((k) => g.nodes[k]!.outputs));
-    const shapeNodes = [...new Set(m.shapeNodes)].filter((k) => removed.has(g.nodes[k]!.inputs[0]!));
+    const shapeNodes = [...new Set(m.shapeNodes)]; // Shape readers of the values the block removes
     const rebuilt = shapeNodes.map((k) => rebuildShape(g, g.nodes[k]!, matcher.shape(g.nodes[k]!.inputs[0]!)!, [m.q, m.kSource, m.v]));
     if (rebuilt.some((r) => !r)) return ctx.explain?.(NAME, n.name, 'a Shape of a fused value cannot be rebuilt from Q, K, V');
     if (shapeNodes.some((k) => rewrites.taken(k))) return;

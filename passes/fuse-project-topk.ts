@@ -1,4 +1,5 @@
 // Opt-in (PassContext.topk): a logits graph output X·W (+ bias) becomes planc.ProjectTopK's k best log-probs and ids.
+import { TOPK_IDS_OUTPUT, TOPK_LOGPROBS_OUTPUT } from '../compiler/plan/io-names.ts';
 import { PlancError } from '../compiler/diagnostics.ts';
 import type { Graph, Model, Node } from '../compiler/ir.ts';
 import { dimEq } from '../compiler/symbolic.ts';
@@ -6,7 +7,7 @@ import { consumers, copyModel, Rewrites, type Pass, type PassContext } from './p
 
 const NAME = 'fuse-project-topk';
 /** The graph outputs that replace the logits output, in this order. */
-export const TOPK_OUTPUTS = ['topk_logprobs', 'topk_ids'] as const;
+const TOPK_OUTPUTS = [TOPK_LOGPROBS_OUTPUT, TOPK_IDS_OUTPUT] as const;
 
 interface Match { nodes: number[]; x: string; w: string; bias: string; transposed: number }
 

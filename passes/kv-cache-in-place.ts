@@ -1,6 +1,7 @@
 // Turns the past/present KV Concat chain of a decoder step into an in-place cache: planc.CacheWrite appends one step's
 // rows to a preallocated cache input, planc.Attention reads the first past+new rows, and the present outputs go away.
 import { Diagnostics } from '../compiler/diagnostics.ts';
+import { CACHE_INPUT_PREFIX, PAST_LENGTH_INPUT } from '../compiler/plan/io-names.ts';
 import { inferGraph } from '../compiler/infer/infer.ts';
 import type { Graph, Model, Node } from '../compiler/ir.ts';
 import { dimEq, isSym, sym, type Dim } from '../compiler/symbolic.ts';
@@ -10,14 +11,12 @@ import { rebuildShape } from './shape-rebuild.ts';
 
 const NAME = 'kv-cache-in-place';
 
-/** The graph input carrying the number of cached rows (the past length); its value binds the past-length symbol. */
-export const PAST_LENGTH_INPUT = 'past_sequence_length';
 /** The symbol naming the cache's row capacity (bound from the cache inputs' dims at run time). */
 export const CACHE_CAPACITY = 'cache_capacity';
 
 /** The cache input that replaces a past input: past_key_values.0.decoder.key → kv_cache.0.decoder.key. */
 export function cacheInputName(past: string): string {
-  return past.startsWith('past_key_values.') ? `kv_cache.${past.slice('past_key_values.'.length)}` : `${past}.cache`;
+  return past.startsWith('past_key_values.') ? `${CACHE_INPUT_PREFIX}${past.slice('past_key_values.'.length)}` : `${past}.cache`;
 }
 
 interface CacheMatch { concat: number; past: string; rows: string; present: string }
@@ -121,6 +120,6 @@ function rewriteGraph(g: Graph, model: Model, ctx: PassContext): number {
 export const KV_CACHE_IN_PLACE: Pass = fusionPass(NAME, 'past/present KV Concat  ⇒  planc.CacheWrite into a preallocated cache input read by planc.Attention', rewriteGraph);
 
 /** The cache's dims for a past input's dims: the row axis becomes the capacity symbol. */
-export function cacheDims(past: Dim[]): Dim[] {
+function cacheDims(past: Dim[]): Dim[] {
   return [past[0]!, past[1]!, sym(CACHE_CAPACITY), past[3]!];
 }

@@ -1,4 +1,5 @@
 // Opt-in (PassContext.vocab): planc.ProjectTopK computes only an active part of the vocabulary (seed 000, seed 002 §4.1).
+import { VOCAB_ACTIVE_INPUT, VOCAB_HIDDEN_OUTPUT } from '../compiler/plan/io-names.ts';
 import { createHash } from 'node:crypto';
 import { PlancError } from '../compiler/diagnostics.ts';
 import type { Graph, Model, Node } from '../compiler/ir.ts';
@@ -8,9 +9,7 @@ import { copyModel, pruneUnused, type Pass, type PassContext, type VocabRewriteO
 
 const NAME = 'vocab-rewrite';
 /** The active mask value (a graph input for shortlists, ClusterMask's output for clusters). */
-export const VOCAB_ACTIVE = 'vocab_active';
 /** The hidden state output of calibration plans (method 'expose'). */
-export const VOCAB_HIDDEN = 'vocab_hidden';
 const CONSTS = { centroids: 'vocab_centroids', cnorm: 'vocab_cnorm', offsets: 'vocab_offsets', ids: 'vocab_ids' } as const;
 
 /** Adds a tensor to the model's weights (content-hashed like the importer's store) and returns its id. */
@@ -56,7 +55,7 @@ function rewriteGraph(model: Model, g: Graph, o: VocabRewriteOptions, ctx: PassC
   if (node.inputs[3]) { ctx.explain?.(NAME, node.name, 'planc.ProjectTopK already has an active mask'); return 0; }
   const x = node.inputs[0]!;
   if (o.method === 'expose') {
-    const out = freshName(g, VOCAB_HIDDEN);
+    const out = freshName(g, VOCAB_HIDDEN_OUTPUT);
     g.nodes.splice(at, 0, { name: `${node.name}:hidden`, op: 'Identity', domain: '', inputs: [x], outputs: [out], attrs: {}, origin: node.origin });
     g.values.set(out, { name: out, type: g.values.get(x)?.type });
     g.outputs.push(out);
@@ -67,13 +66,13 @@ function rewriteGraph(model: Model, g: Graph, o: VocabRewriteOptions, ctx: PassC
   const transposed = node.attrs.transposed?.kind === 'int' && node.attrs.transposed.value === 1;
   const vocab = wShape?.[transposed ? 0 : 1];
   if (typeof vocab !== 'number') { ctx.explain?.(NAME, node.name, 'the vocabulary size is not a number'); return 0; }
-  if (g.values.has(VOCAB_ACTIVE)) { ctx.explain?.(NAME, node.name, `the graph already has a value named ${VOCAB_ACTIVE}`); return 0; }
+  if (g.values.has(VOCAB_ACTIVE_INPUT)) { ctx.explain?.(NAME, node.name, `the graph already has a value named ${VOCAB_ACTIVE_INPUT}`); return 0; }
   if (!transposed && g.initializers.has(wName)) transposeWeight(model, g, node);
   while (node.inputs.length < 3) node.inputs.push('');
-  node.inputs[3] = VOCAB_ACTIVE;
-  g.values.set(VOCAB_ACTIVE, { name: VOCAB_ACTIVE, type: { dtype: 'uint8', shape: [vocab] } });
+  node.inputs[3] = VOCAB_ACTIVE_INPUT;
+  g.values.set(VOCAB_ACTIVE_INPUT, { name: VOCAB_ACTIVE_INPUT, type: { dtype: 'uint8', shape: [vocab] } });
   if (o.method === 'shortlist') {
-    g.inputs.push(VOCAB_ACTIVE);
+    g.inputs.push(VOCAB_ACTIVE_INPUT);
     pruneUnused(g);
     return 1;
   }
@@ -87,7 +86,7 @@ function rewriteGraph(model: Model, g: Graph, o: VocabRewriteOptions, ctx: PassC
   addInit(model, g, CONSTS.ids, new Tensor('int32', [o.ids.length], o.ids));
   g.nodes.splice(at, 0, {
     name: `${node.name}:clusters`, op: 'ClusterMask', domain: 'planc', inputs: [x, CONSTS.centroids, CONSTS.cnorm, CONSTS.offsets, CONSTS.ids],
-    outputs: [VOCAB_ACTIVE], attrs: { vocab: { kind: 'int', value: vocab } }, origin: node.origin,
+    outputs: [VOCAB_ACTIVE_INPUT], attrs: { vocab: { kind: 'int', value: vocab } }, origin: node.origin,
   });
   pruneUnused(g);
   return 1;

@@ -1,10 +1,9 @@
 // The vocabulary rewrite at run time: a shortlist plan's `vocab_active` mask per batch, from the shortlist it carries.
+import { VOCAB_ACTIVE_INPUT } from '../compiler/plan/io-names.ts';
 import type { PlanVocab } from '../compiler/plan/types.ts';
 import { shortlistFor, type Shortlist, type ShortlistFormat } from '../compiler/vocab/shortlist.ts';
 import type { RtTensor } from './tensor.ts';
 
-/** The graph input a shortlist plan takes (passes/vocab-rewrite.ts VOCAB_ACTIVE). */
-export const VOCAB_ACTIVE_INPUT = 'vocab_active';
 
 const cache = new WeakMap<PlanVocab, Shortlist>();
 

@@ -16,10 +16,8 @@ import { nativeAvailable } from '../runtime/native.ts';
 import { translateIds } from '../runtime/decode/translate-ids.ts';
 import { greedyDecode, type GraphRunner } from '../bench/reference/greedy.ts';
 import { makeModel, type MakeModelOptions } from '../scripts/make-model/generate.ts';
-import { fromRt, toRt } from '../bench/reference/rt-tensors.ts';
-import { PAST_LENGTH_INPUT } from '../runtime/decode/kv-cache.ts';
-import { cacheRows, toCacheFeeds } from './helpers/cache-feeds.ts';
-import { ort, relErr } from './helpers/ort.ts';
+import { checkGraph } from './helpers/cache-feeds.ts';
+import { ort, runOrt } from './helpers/ort.ts';
 import { seq2seqCases, type GraphCase } from './helpers/seq2seq-feeds.ts';
 import { before } from './helpers/before.ts';
 
@@ -43,18 +41,6 @@ function sources(n: number, seed: number): number[][] {
   let s = seed >>> 0;
   const rand = () => ((s = (Math.imul(s, 1664525) + 1013904223) >>> 0) / 2 ** 32);
   return Array.from({ length: n }, () => [...Array.from({ length: 3 + Math.floor(rand() * 14) }, () => 1 + Math.floor(rand() * (V - 1))), D.eosId]);
-}
-
-/** Runs an onnxruntime session on planc tensors. */
-async function runOrt(session: ort.InferenceSession, feeds: Record<string, Tensor>): Promise<Record<string, Tensor>> {
-  const toOrt = (t: Tensor): ort.Tensor => t.dtype === 'int64'
-    ? new ort.Tensor('int64', BigInt64Array.from(t.nums, (x) => BigInt(x)), [...t.dims])
-    : new ort.Tensor('float32', t.nums as Float32Array, [...t.dims]);
-  const out = await session.run(Object.fromEntries(Object.entries(feeds).map(([k, v]) => [k, toOrt(v)])));
-  const back = (t: ort.Tensor): Tensor => t.type === 'float32'
-    ? Tensor.fromNumbers('float32', t.dims.map(Number), t.data as Float32Array)
-    : Tensor.fromNumbers('int64', t.dims.map(Number), Array.from(t.data as BigInt64Array, Number));
-  return Object.fromEntries(Object.entries(out).map(([k, v]) => [k, back(v)]));
 }
 
 makeModel(OPTS);
@@ -153,37 +139,11 @@ if (!nativeAvailable()) {
     return seq.reduce((a, tok, j) => a + lp[j]![tok]!, 0);
   }
 
-  /**
-   * Runs one graph of a plan and compares every output with onnxruntime's (a decoder step with in-place caches gets its
-   * past as cache feeds, and its present outputs are checked in the caches it appended to).
-   */
-  function checkGraph(p: Plan, graph: string, c: GraphCase): void {
-    const inPlace = p.inputs(graph).some((i) => i.name === PAST_LENGTH_INPUT);
-    const feeds = inPlace ? toCacheFeeds(c.feeds, 8) : c.feeds;
-    const rt = Object.fromEntries(Object.entries(feeds).map(([k, v]) => [k, toRt(v)]));
-    const out = p.runSync(graph, rt);
-    const expected = { ...c.expected };
-    if (inPlace) {
-      for (const [k, want] of Object.entries(c.expected)) {
-        if (!k.startsWith('present.')) continue;
-        const cache = rt[`kv_cache.${k.slice('present.'.length)}`]!;
-        const e = relErr(cacheRows(cache.data as Float32Array, cache.dims, want.dims[2]!), want);
-        assert.ok(e < TOL, `${graph}/${k} (in the cache): relative error ${e.toExponential(2)}`);
-        delete expected[k];
-      }
-    }
-    assert.equal(Object.keys(out).sort(), Object.keys(expected).sort());
-    for (const [k, want] of Object.entries(expected)) {
-      const e = relErr(fromRt(out[k]!), want);
-      assert.ok(e < TOL, `${graph}/${k}: relative error ${e.toExponential(2)}`);
-    }
-  }
-
   test(`fused pre-norm graphs (logits kept) and unfused ones match onnxruntime within ${TOL}`, () => {
     for (const [name, m] of [['fused', runPipeline(model)], ['unfused', model]] as const) {
       const p = toPlan(buildPlan(m, profile), `prenorm-${name}.plan`);
       try {
-        for (const g of GRAPHS) checkGraph(p, g, cases[g]!);
+        for (const g of GRAPHS) checkGraph(p, g, cases[g]!, TOL, 8);
       } finally {
         p.close();
       }

@@ -1,4 +1,5 @@
 // The plan as plain data (the protobuf header of compiler/plan/plan.proto, decoded with int64 as numbers).
+import type { DecodingFacts } from '../ir.ts';
 export const PLAN_FORMAT_VERSION = 2;
 
 export interface PlanTarget { kind: 'cpu' | 'cuda'; archs: string[] }
@@ -52,15 +53,8 @@ export interface PlanProgram {
   fusedOps: Record<string, number>;
 }
 
-export interface PlanDecoding {
-  decoderStartId?: number;
-  eosId?: number;
-  padId?: number;
-  unkId?: number;
-  bosId?: number;
-  vocabSize?: number;
-  maxLength?: number;
-}
+/** The model's decoding ids and limits, as the plan records them. */
+export type PlanDecoding = DecodingFacts;
 
 /** One grid dimension: ceil(mul × Π dims[from..to) of operand / div); operands are the call's inputs, then outputs. */
 export interface CudaGrid { operand: number; from: number; to: number; div: number; mul: number }

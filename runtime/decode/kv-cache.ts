@@ -1,10 +1,8 @@
 // The self-attention caches of an in-place plan: one [rows, H, capacity, D] buffer per cache input, kept by the decoder.
+import { CACHE_INPUT_PREFIX, PAST_LENGTH_INPUT } from '../../compiler/plan/io-names.ts';
 import type { Plan } from '../plan.ts';
 import type { RtTensor } from '../tensor.ts';
 
-/** The inputs of a decoder step plan with an in-place cache (see passes/kv-cache-in-place.ts). */
-export const PAST_LENGTH_INPUT = 'past_sequence_length';
-const CACHE_PREFIX = 'kv_cache.';
 
 /** Whether the plan's decoder_with_past appends to caches in place (else it takes past and returns present tensors). */
 export function hasInPlaceCache(plan: Plan): boolean {
@@ -29,10 +27,10 @@ export class KVCaches {
   length = 0;
 
   constructor(plan: Plan, maxRows: number, readonly capacity: number) {
-    this.caches = plan.inputs('decoder_with_past').filter((i) => i.name.startsWith(CACHE_PREFIX)).map((i) => {
+    this.caches = plan.inputs('decoder_with_past').filter((i) => i.name.startsWith(CACHE_INPUT_PREFIX)).map((i) => {
       const heads = Number(i.dims[1]), headSize = Number(i.dims[3]);
       const n = maxRows * heads * capacity * headSize;
-      return { name: i.name, present: `present.${i.name.slice(CACHE_PREFIX.length)}`, heads, headSize, buf: new Float32Array(n), spare: new Float32Array(n) };
+      return { name: i.name, present: `present.${i.name.slice(CACHE_INPUT_PREFIX.length)}`, heads, headSize, buf: new Float32Array(n), spare: new Float32Array(n) };
     });
   }
 

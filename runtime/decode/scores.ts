@@ -1,5 +1,6 @@
 // The best tokens of one row of a decoder step's outputs: from full logits, or from a planc.ProjectTopK plan's top-k.
 import { PlancError } from '../../compiler/diagnostics.ts';
+import { TOPK_IDS_OUTPUT, TOPK_LOGPROBS_OUTPUT } from '../../compiler/plan/io-names.ts';
 import type { RtTensor } from '../tensor.ts';
 
 type Outputs = Record<string, RtTensor>;
@@ -12,12 +13,12 @@ export interface RowTop {
 
 /** The n best tokens of row r at the last position, with log-softmax log-probs. */
 export function rowTop(out: Outputs, r: number, n: number): RowTop {
-  const ids = out.topk_ids;
+  const ids = out[TOPK_IDS_OUTPUT];
   if (ids) {
     const [, t, k] = ids.dims as [number, number, number];
     if (n > k) throw new PlancError('PLANC_E405', `decoding needs the ${n} best tokens per step but the plan keeps ${k}; optimize with --topk ${n} or more`);
     const base = (r * t + t - 1) * k;
-    const lp = out.topk_logprobs!.data as Float32Array;
+    const lp = out[TOPK_LOGPROBS_OUTPUT]!.data as Float32Array;
     const id = ids.data as BigInt64Array;
     return { ids: Array.from({ length: n }, (_, j) => Number(id[base + j]!)), logProbs: Array.from({ length: n }, (_, j) => lp[base + j]!) };
   }
@@ -38,7 +39,7 @@ export function rowTop(out: Outputs, r: number, n: number): RowTop {
 
 /** The best token of row r; its log-prob only when asked (full logits make that a second pass). */
 export function rowBest(out: Outputs, r: number, withLogProb: boolean): { tok: number; logProb: number } {
-  if (out.topk_ids || withLogProb) {
+  if (out[TOPK_IDS_OUTPUT] || withLogProb) {
     const top = rowTop(out, r, 1);
     return { tok: top.ids[0]!, logProb: top.logProbs[0]! };
   }

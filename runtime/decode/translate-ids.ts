@@ -1,5 +1,6 @@
 // translateIds: source id sequences in, translations (ids, optional scores and alternatives) out, over a Plan.
 import { PlancError } from '../../compiler/diagnostics.ts';
+import { TOPK_IDS_OUTPUT } from '../../compiler/plan/io-names.ts';
 import type { Plan } from '../plan.ts';
 import { beamBatch } from './beam.ts';
 import { checkSourceLengths, makeBatches, runBatches } from './batching.ts';
@@ -41,7 +42,7 @@ export function decodeIds(plan: Plan): DecodeIds {
 /** Fails before decoding when beam search needs more candidates per step than a top-k plan keeps (2 × beam). */
 function checkTopk(plan: Plan, beamSize: number): void {
   if (beamSize === 1 || !plan.graphs.includes('decoder_with_past')) return;
-  const ids = plan.outputs('decoder_with_past').find((o) => o.name === 'topk_ids');
+  const ids = plan.outputs('decoder_with_past').find((o) => o.name === TOPK_IDS_OUTPUT);
   const k = ids ? Number(ids.dims[ids.dims.length - 1]) : Infinity;
   if (2 * beamSize > k) {
     throw new PlancError('PLANC_E405', `beamSize ${beamSize} needs the ${2 * beamSize} best tokens per step but plan ${plan.source} keeps ${k}; optimize with --topk ${2 * beamSize} or more`);

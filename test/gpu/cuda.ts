@@ -11,31 +11,18 @@ import { encodePlan } from '../../compiler/plan/format.ts';
 import type { Tensor } from '../../compiler/tensor.ts';
 import { buildPlan } from '../../cli/build-plan.ts';
 import { fromRt } from '../../bench/reference/rt-tensors.ts';
-import { PAST_LENGTH_INPUT } from '../../runtime/decode/kv-cache.ts';
+import { PAST_LENGTH_INPUT } from '../../compiler/plan/io-names.ts';
 import { cudaStatus, nativeAvailable } from '../../runtime/native.ts';
 import { loadPlanBytes, type Plan } from '../../runtime/plan.ts';
 import type { RtTensor } from '../../runtime/tensor.ts';
 import { runPipeline } from '../../passes/pipeline.ts';
 import { DEFAULTS, makeModel } from '../../scripts/make-model/generate.ts';
 import { cacheRows } from '../helpers/cache-feeds.ts';
+import { relErr } from '../helpers/ort.ts';
 import { cloneFeeds, randomFeeds } from '../helpers/random-feeds.ts';
 
 const TOL = 1e-4;
 
-/** max |a - b| / max |b| (Infinity when the dims differ; NaN anywhere fails). */
-function relErr(a: Tensor, b: Tensor): number {
-  if (a.dims.join() !== b.dims.join()) return Infinity;
-  let diff = 0;
-  let mag = 0;
-  const x = a.nums;
-  const y = b.nums;
-  for (let i = 0; i < y.length; i++) {
-    const d = Math.abs(x[i]! - y[i]!);
-    diff = d > diff || Number.isNaN(d) ? d : diff;
-    mag = Math.max(mag, Math.abs(y[i]!));
-  }
-  return Number.isNaN(diff) ? Infinity : diff / (mag + 1e-6);
-}
 const GRAPHS = ['encoder', 'decoder', 'decoder_with_past'];
 
 function skip(reason: string): never {

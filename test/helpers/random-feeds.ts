@@ -2,18 +2,9 @@
 // some padding, the past length, floats elsewhere; in-place caches hold NaN in the rows a step must not read.
 import type { Plan } from '../../runtime/plan.ts';
 import type { RtTensor } from '../../runtime/tensor.ts';
+import { rng } from '../../bench/reference/rng.ts';
 
 export interface FeedShape { batch: number; srcLen: number; past: number; vocab: number; seed: number }
-
-export function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = Math.imul(a ^ (a >>> 15), a | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 export function randomFeeds(plan: Plan, graph: string, s: FeedShape): Record<string, RtTensor> {
   const r = rng(s.seed);

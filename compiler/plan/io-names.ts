@@ -1,0 +1,13 @@
+// Graph input/output names planc's passes give a plan and its runtime relies on: one place for both sides.
+
+/** int64 scalar input of a decoder step with in-place caches: the rows already cached (binds the past length). */
+export const PAST_LENGTH_INPUT = 'past_sequence_length';
+/** Prefix of the in-place cache inputs ([batch, heads, capacity, head size]) that replace past_key_values.*. */
+export const CACHE_INPUT_PREFIX = 'kv_cache.';
+/** planc.ProjectTopK's outputs, in place of the logits: the k best log-probs and their ids. */
+export const TOPK_LOGPROBS_OUTPUT = 'topk_logprobs';
+export const TOPK_IDS_OUTPUT = 'topk_ids';
+/** The uint8 [vocab] mask input of a shortlist plan, fed per batch by the runtime. */
+export const VOCAB_ACTIVE_INPUT = 'vocab_active';
+/** The hidden-state output a calibration plan exposes (what planc.ProjectTopK reads). */
+export const VOCAB_HIDDEN_OUTPUT = 'vocab_hidden';
