@@ -1,7 +1,7 @@
 // CPU lowering rules: ONNX op → native kernel call (or a view of an input), one table keyed by op type.
 import { PlancError } from '../compiler/diagnostics.ts';
 import type { OpContext, InferInput } from '../compiler/ops/types.ts';
-import { dimAdd, dimProduct, type Dim } from '../compiler/symbolic.ts';
+import { dimAdd, dimCompare, dimProduct, type Dim } from '../compiler/symbolic.ts';
 import { Tensor } from '../compiler/tensor.ts';
 
 export interface RuleCtx extends OpContext {
@@ -36,7 +36,7 @@ export type Lowering =
 export type Rule = (ctx: RuleCtx) => Lowering;
 
 const unsupported = (ctx: RuleCtx, why: string): never => {
-  throw new PlancError('PLANC_E404', `${ctx.node.op}: ${why} (not supported by the CPU backend yet)`, { node: ctx.node.name, op: ctx.node.op, stage: 'lowering' });
+  ctx.fail(`${ctx.node.op}: ${why} (not supported by the CPU backend yet)`);
 };
 
 const axisOf = (ctx: RuleCtx, axis: number, rank: number): number => {
@@ -183,6 +183,8 @@ const slice: Rule = (ctx) => {
       } else if (typeof s === 'number' && s > 1e15) {
         unsupported(ctx, 'huge start on a symbolic dim');
       }
+    } else if (dimCompare(s, 0) === -1) {
+      s = dimAdd(s, dim); // below zero for every size: counts from the end (the kernels also normalize at run time)
     }
     start[a] = s;
     step[a] = st as number;
@@ -196,6 +198,13 @@ const concat: Rule = (ctx) => ({ kernel: 'concat', iargs: [axisOf(ctx, ctx.int('
 const split: Rule = (ctx) => ({ kernel: 'split', inputs: [0], iargs: [axisOf(ctx, ctx.int('axis', 0), ctx.shape(0).length)], requireOutputs: ctx.node.outputs.length });
 
 const gather = (kernel: string): Rule => (ctx) => ({ kernel, iargs: [axisOf(ctx, ctx.int('axis', 0), ctx.shape(0).length)] });
+
+const SCATTER_REDUCTIONS: Record<string, number> = { none: 0, add: 1, mul: 2, max: 3, min: 4 };
+const scatterNd: Rule = (ctx) => {
+  const red = SCATTER_REDUCTIONS[ctx.string('reduction', 'none')];
+  if (red === undefined) unsupported(ctx, `reduction ${ctx.string('reduction', '')}`);
+  return { kernel: 'scatter_nd', iargs: [red!] };
+};
 
 const pad: Rule = (ctx) => {
   const x = ctx.shape(0);
@@ -224,8 +233,12 @@ const pad: Rule = (ctx) => {
 const range: Rule = (ctx) => {
   const start = ctx.inputs[0]?.value?.nums[0];
   const delta = ctx.inputs[2]?.value?.nums[0];
-  if (start === undefined || delta === undefined) unsupported(ctx, 'start and delta must be constants');
-  return { kernel: 'range', inputs: [], fargs: [start!, delta!] };
+  if (start !== undefined && delta !== undefined) return { kernel: 'range', inputs: [], fargs: [start, delta] };
+  // integer ranges over runtime dimensions (positions past_len .. past_len + T): start and delta as expressions
+  const s = ctx.inputs[0]?.sym;
+  const d = ctx.inputs[2]?.sym;
+  if (s?.length === 1 && d?.length === 1) return { kernel: 'range', inputs: [], iargs: [s[0]!, d[0]!] };
+  return unsupported(ctx, 'start and delta must be constants or computed from shapes');
 };
 
 const constantOfShape: Rule = (ctx) => {
@@ -308,7 +321,7 @@ export const CPU_RULES: Record<string, Rule> = {
   ReduceMin: reduce('reduce_min', 18), ReduceProd: reduce('reduce_prod', 18), ReduceSumSquare: reduce('reduce_sum_square', 18),
   ReduceL1: reduce('reduce_l1', 18), ReduceL2: reduce('reduce_l2', 18), ReduceLogSumExp: reduce('reduce_log_sum_exp', 18),
   ArgMax: argReduce('argmax'), ArgMin: argReduce('argmin'),
-  Transpose: transpose, Gather: gather('gather'), GatherElements: gather('gather_elements'),
+  Transpose: transpose, Gather: gather('gather'), ScatterND: scatterNd, GatherElements: gather('gather_elements'),
   Slice: slice, Concat: concat, Split: split, Expand: () => ({ kernel: 'expand', inputs: [0] }), Tile: () => ({ kernel: 'tile', inputs: [0] }),
   'planc.FusedMatMul': (ctx) => {
     const act: Record<string, number> = { none: 0, relu: 1, gelu: 2, gelu_tanh: 3 };

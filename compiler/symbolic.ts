@@ -117,6 +117,29 @@ export function dimEval(d: Dim, bind: ReadonlyMap<string, number>): number | und
   return s;
 }
 
+/**
+ * Bounds of a dimension expression that hold for every value of its symbols. Symbols name sizes (or values derived
+ * from sizes), so each is ≥ 0: a polynomial whose non-constant coefficients are all ≥ 0 is ≥ its constant, one whose
+ * coefficients are all ≤ 0 is ≤ its constant.
+ */
+export function dimRange(d: Dim): { min?: number; max?: number } {
+  if (typeof d === 'number') return { min: d, max: d };
+  let pos = false;
+  let neg = false;
+  for (const [k, c] of d.terms) if (k !== '') { if (c > 0) pos = true; else neg = true; }
+  const c0 = d.terms.get('') ?? 0;
+  return { ...(neg ? {} : { min: c0 }), ...(pos ? {} : { max: c0 }) };
+}
+
+/** Sign of a - b when it is decided for every value of the symbols: -1, 0 or 1; undefined when not. */
+export function dimCompare(a: Dim, b: Dim): -1 | 0 | 1 | undefined {
+  const r = dimRange(dimSub(a, b));
+  if (r.min !== undefined && r.max !== undefined && r.min === r.max) return Math.sign(r.min) as -1 | 0 | 1;
+  if (r.min !== undefined && r.min > 0) return 1;
+  if (r.max !== undefined && r.max < 0) return -1;
+  return undefined;
+}
+
 /** The symbol names a dimension uses. */
 export function dimSymbols(d: Dim): string[] {
   if (typeof d === 'number') return [];

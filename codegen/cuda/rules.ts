@@ -128,7 +128,8 @@ const filled = (name: string, types: number[]): CudaRule => (ctx) => {
   const y = ctx.outs[0]!;
   requireDtype(ctx, y, types, 'the output');
   if (name === 'values' && ctx.kernel.iargs.length > MAX_IARGS) ctx.fail(`${ctx.kernel.iargs.length} values (the CUDA launch carries at most ${MAX_IARGS})`);
-  return flat(ctx, `planc::${name}<${ctype(ctx, y)}>`);
+  const variant = name === 'range' && ctx.kernel.iargs.length === 2 ? 'range_i' : name;
+  return flat(ctx, `planc::${variant}<${ctype(ctx, y)}>`);
 };
 
 // ---- matrix products ----

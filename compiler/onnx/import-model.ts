@@ -65,7 +65,9 @@ export function importOnnxFile(file: string, opts: ImportOptions = {}): Model {
 
 /** Imports a Hugging Face seq2seq export folder: encoder, decoder, decoder_with_past (and merged decoder when present). */
 export function importSeq2SeqDir(dir: string, opts: ImportOptions = {}): Model {
-  const present = Object.entries(SEQ2SEQ_FILES).filter(([, f]) => fs.existsSync(path.join(dir, f)));
+  let present = Object.entries(SEQ2SEQ_FILES).filter(([, f]) => fs.existsSync(path.join(dir, f)));
+  // the merged decoder holds both decoders again: with both files present it adds nothing
+  if (present.some(([g]) => g === 'decoder') && present.some(([g]) => g === 'decoder_with_past')) present = present.filter(([g]) => g !== 'decoder_merged');
   if (!present.some(([g]) => g === 'encoder') || !present.some(([g]) => g.startsWith('decoder'))) {
     throw new PlancError('PLANC_E009', `${dir} is not a seq2seq model folder: it needs ${SEQ2SEQ_FILES.encoder} and a decoder (${SEQ2SEQ_FILES.decoder}, ${SEQ2SEQ_FILES.decoder_with_past} or ${SEQ2SEQ_FILES.decoder_merged})`, { file: dir });
   }

@@ -1,10 +1,10 @@
 // Binary and variadic elementwise operators: arithmetic, comparisons, logic, bitwise ops, Where, Max/Min/Sum/Mean, PRelu.
 import { allocData, isFloat, isInt, type Data, type DType, type NumArray } from '../dtype.ts';
-import { dimAdd, dimDiv, dimEq, dimMul, dimSub, type Dim } from '../symbolic.ts';
+import { dimAdd, dimCompare, dimDiv, dimEq, dimMul, dimSub, type Dim } from '../symbolic.ts';
 import { sizeOf, Tensor } from '../tensor.ts';
 import { broadcastShapes } from './util.ts';
 import {
-  allSym, broadcastConcrete, checkAccept, checkSameDtype, expandData, finish, finishData, legacyDims, numbersOf, required,
+  allSym, broadcastConcrete, checkAccept, checkSameDtype, expandData, finish, finishData, legacyDims, required,
   symFits, zipSym, type Accept,
 } from './elementwise-common.ts';
 import type { EvalContext, InferContext, InferInput, InferOutput, OpContext, OpHandler } from './types.ts';
@@ -308,8 +308,29 @@ function xorKernel(a: Data, b: Data, y: Uint8Array): void {
 
 function equalSym(a: Dim, b: Dim): Dim | undefined {
   if (dimEq(a, b)) return 1;
-  if (typeof a === 'number' && typeof b === 'number') return 0;
-  return undefined;
+  const c = dimCompare(a, b);
+  return c === undefined ? undefined : bool(c === 0);
+}
+
+/** A comparison of symbolic elements decided by the sign of a - b (symbols are sizes, so ≥ 0). */
+function orderSym(f: (sign: number) => boolean): SymRule {
+  return (a, b) => {
+    const c = dimCompare(a, b);
+    return c === undefined ? undefined : bool(f(c));
+  };
+}
+
+/** Max/Min of symbolic elements when the order of every pair is decided. */
+function extremeSym(pickFirst: (sign: number) => boolean): (xs: Dim[]) => Dim | undefined {
+  return (xs) => {
+    let best = xs[0]!;
+    for (const x of xs.slice(1)) {
+      const c = dimCompare(x, best);
+      if (c === undefined) return undefined;
+      if (pickFirst(c)) best = x;
+    }
+    return best;
+  };
 }
 
 const bool = (v: boolean): number => (v ? 1 : 0);
@@ -407,13 +428,6 @@ function variadic(op: string, accept: Accept, kernel: Kernel, sym?: (xs: Dim[]) 
   };
 }
 
-function numbersSym(f: (xs: number[]) => number): (xs: Dim[]) => Dim | undefined {
-  return (xs) => {
-    const ns = numbersOf(xs);
-    return ns && f(ns);
-  };
-}
-
 // ---- PRelu ----
 
 function preluKernel(x: NumArray, s: NumArray, y: NumArray): void {
@@ -467,16 +481,16 @@ export const BINARY_OPS: OpHandler[] = [
   arith({ op: 'BitwiseXor', accept: 'int', kernel: bitwiseKernel('xor') }),
   bitShiftHandler(),
   compare('Equal', 'any', equalKernel, equalSym),
-  compare('Less', 'numeric', lessKernel, numericSym((a, b) => bool(a < b))),
-  compare('LessOrEqual', 'numeric', lessEqualKernel, numericSym((a, b) => bool(a <= b))),
-  compare('Greater', 'numeric', greaterKernel, numericSym((a, b) => bool(a > b))),
-  compare('GreaterOrEqual', 'numeric', greaterEqualKernel, numericSym((a, b) => bool(a >= b))),
+  compare('Less', 'numeric', lessKernel, orderSym((c) => c < 0)),
+  compare('LessOrEqual', 'numeric', lessEqualKernel, orderSym((c) => c <= 0)),
+  compare('Greater', 'numeric', greaterKernel, orderSym((c) => c > 0)),
+  compare('GreaterOrEqual', 'numeric', greaterEqualKernel, orderSym((c) => c >= 0)),
   compare('And', 'bool', andKernel, numericSym((a, b) => bool(a !== 0 && b !== 0))),
   compare('Or', 'bool', orKernel, numericSym((a, b) => bool(a !== 0 || b !== 0))),
   compare('Xor', 'bool', xorKernel, numericSym((a, b) => bool((a !== 0) !== (b !== 0)))),
   WHERE,
-  variadic('Max', 'numeric', maxKernel, numbersSym((xs) => Math.max(...xs))),
-  variadic('Min', 'numeric', minKernel, numbersSym((xs) => Math.min(...xs))),
+  variadic('Max', 'numeric', maxKernel, extremeSym((c) => c > 0)),
+  variadic('Min', 'numeric', minKernel, extremeSym((c) => c < 0)),
   variadic('Sum', 'numeric', addKernel, (xs) => xs.reduce((p, q) => dimAdd(p, q))),
   variadic('Mean', 'float', addKernel),
   PRELU,

@@ -186,6 +186,13 @@ __device__ void range(const KArgs& a) {
   for (int64_t i = gtid(); i < a.out[0].numel; i += gstride()) Y[i] = (T)(a.fargs[0] + (double)i * a.fargs[1]);
 }
 
+// range with start and delta as int arguments (integer ranges over runtime dimensions)
+template <class T>
+__device__ void range_i(const KArgs& a) {
+  T* Y = (T*)a.out[0].data;
+  for (int64_t i = gtid(); i < a.out[0].numel; i += gstride()) Y[i] = (T)(a.iargs[0] + i * a.iargs[1]);
+}
+
 template <class T>
 __device__ void values(const KArgs& a) {
   T* Y = (T*)a.out[0].data;

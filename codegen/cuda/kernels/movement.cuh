@@ -75,7 +75,12 @@ __device__ void slice(const KArgs& a) {
     for (int ax = R - 1; ax >= 0; --ax) {
       const int64_t d = ty.dims[ax], c = r % d;
       r /= d;
-      const int64_t src = a.iargs[2 * ax] + c * a.iargs[2 * ax + 1];
+      // ONNX start normalization: negative counts from the end, then clamp to the axis in the step's direction
+      const int64_t step = a.iargs[2 * ax + 1], dim = tx.dims[ax];
+      int64_t start = a.iargs[2 * ax];
+      if (start < 0) start += dim;
+      start = step > 0 ? min(max(start, (int64_t)0), dim) : min(max(start, (int64_t)-1), dim - 1);
+      const int64_t src = start + c * step;
       ok = ok && src >= 0 && src < tx.dims[ax];
       off += src * xs[ax];
     }

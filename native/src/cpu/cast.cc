@@ -195,10 +195,16 @@ void range_typed(const KernelArgs& args, double start, double delta) {
 }
 
 const char* range_kernel(const KernelArgs& args) {
-  if (const char* err = check_counts("range", args, 0, 2)) return err;
+  // start and delta: two float arguments, or two int arguments (integer ranges whose start is a runtime dimension)
+  const bool ints = args.n_iargs == 2 && args.n_fargs == 0;
+  if (!ints) {
+    if (const char* err = check_counts("range", args, 0, 2)) return err;
+  } else if (args.n_in != 0 || args.n_out != 1 || !view_ok(args.out[0])) {
+    return kernel_error("range: expects 0 inputs and 1 output, got %d and %d", args.n_in, args.n_out);
+  }
   if (args.out[0].rank != 1) return kernel_error("range: output must have rank 1, got dims %s", dims_str(args.out[0]).c_str());
-  double start = args.fargs[0];
-  double delta = args.fargs[1];
+  double start = ints ? static_cast<double>(args.iargs[0]) : args.fargs[0];
+  double delta = ints ? static_cast<double>(args.iargs[1]) : args.fargs[1];
   switch (args.out[0].dtype) {
     case kFloat32: range_typed<float>(args, start, delta); return nullptr;
     case kFloat64: range_typed<double>(args, start, delta); return nullptr;

@@ -353,8 +353,14 @@ const char* slice(const KernelArgs& args) {
   row_major_strides(x.dims, x.rank, st);
   std::vector<int64_t> maps[kMaxRank];
   for (int a = 0; a < x.rank; a++) {
-    const int64_t start = args.iargs[2 * a], step = args.iargs[2 * a + 1], n = y.dims[a], dim = x.dims[a];
+    const int64_t step = args.iargs[2 * a + 1], n = y.dims[a], dim = x.dims[a];
     if (step == 0) return kernel_error("slice: axis %d has step 0", a);
+    // ONNX start normalization (a start computed from sizes, such as -len, is only known here): negative counts from
+    // the end, then clamp to [0, dim] (step > 0) or [-1, dim - 1] (step < 0)
+    int64_t start = args.iargs[2 * a];
+    if (start < 0) start += dim;
+    start = step > 0 ? std::min(std::max<int64_t>(start, 0), dim) : std::min(std::max<int64_t>(start, -1), dim - 1);
+    if (n == 0) continue;
     // Every index start + i*step (i < n) must lie in [0, dim): check both ends without overflow.
     const int64_t span = step > 0 ? dim - 1 - start : start;  // room in the step's direction
     const int64_t mag = step > 0 ? step : -step;
@@ -670,8 +676,86 @@ const char* gather_elements(const KernelArgs& args) {
   return nullptr;
 }
 
+
+// ---------- scatter_nd ----------
+
+// Y = X with the slices addressed by the last axis of the indices replaced (iarg 0 = reduction: 0 none, 1 add,
+// 2 mul, 3 max, 4 min) by the matching rows of the updates.
+const char* scatter_nd(const KernelArgs& args) {
+  if (args.n_in != 3 || args.n_out != 1 || args.n_iargs != 1)
+    return kernel_error("scatter_nd: needs 3 inputs, 1 output, 1 iarg; got %d, %d, %d", args.n_in, args.n_out, args.n_iargs);
+  const TensorView &x = args.in[0], &ind = args.in[1], &upd = args.in[2], &y = args.out[0];
+  size_t esize;
+  if (const char* err = check_dtypes("scatter_nd", x, y, &esize)) return err;
+  if (const char* err = check_indices_dtype("scatter_nd", ind)) return err;
+  if (upd.dtype != x.dtype) return kernel_error("scatter_nd: updates are %s, data %s", dtype_name(upd.dtype), dtype_name(x.dtype));
+  if (!same_dims(x, y)) return kernel_error("scatter_nd: output %s differs from data %s", dims_str(y).c_str(), dims_str(x).c_str());
+  const int64_t red = args.iargs[0];
+  if (red < 0 || red > 4) return kernel_error("scatter_nd: unknown reduction %lld", (long long)red);
+  if (red != 0 && x.dtype != kFloat32 && x.dtype != kInt64 && x.dtype != kInt32)
+    return kernel_error("scatter_nd: reduction on %s data is not supported", dtype_name(x.dtype));
+  if (ind.rank < 1) return "scatter_nd: indices need rank >= 1";
+  const int64_t k = ind.dims[ind.rank - 1];
+  if (k < 1 || k > x.rank) return kernel_error("scatter_nd: index depth %lld is out of range for data of rank %d", (long long)k, x.rank);
+  if (upd.rank != ind.rank - 1 + x.rank - k) return kernel_error("scatter_nd: updates %s do not match indices %s and data %s", dims_str(upd).c_str(), dims_str(ind).c_str(), dims_str(x).c_str());
+  for (int d = 0; d < upd.rank; d++) {
+    const int64_t want = d < ind.rank - 1 ? ind.dims[d] : x.dims[d - (ind.rank - 1) + k];
+    if (upd.dims[d] != want) return kernel_error("scatter_nd: updates %s do not match indices %s and data %s", dims_str(upd).c_str(), dims_str(ind).c_str(), dims_str(x).c_str());
+  }
+  const int64_t n = ind.numel / k, slice = prod(x.dims, static_cast<int>(k), x.rank);
+  int64_t xs[kMaxRank];
+  row_major_strides(x.dims, x.rank, xs);
+  static thread_local std::vector<int64_t> offs;
+  offs.resize(static_cast<size_t>(n));
+  for (int64_t r = 0; r < n; r++) {
+    int64_t off = 0;
+    for (int64_t j = 0; j < k; j++) {
+      int64_t i = index_at(ind, r * k + j);
+      const int64_t size = x.dims[j];
+      if (i < -size || i >= size) return kernel_error("scatter_nd: index %lld at position %lld is out of range for axis %lld of size %lld", (long long)i, (long long)(r * k + j), (long long)j, (long long)size);
+      off += (i < 0 ? i + size : i) * xs[j];
+    }
+    offs[r] = off;
+  }
+  if (y.numel == 0) return nullptr;
+  if (y.data != x.data) std::memcpy(y.data, x.data, x.bytes());
+  auto apply = [&](auto tag) {
+    using T = decltype(tag);
+    const T* u = upd.as<T>();
+    T* dst = y.as<T>();
+    for (int64_t r = 0; r < n; r++) {
+      T* d = dst + offs[r];
+      const T* s = u + r * slice;
+      for (int64_t j = 0; j < slice; j++) {
+        switch (red) {
+          case 1: d[j] += s[j]; break;
+          case 2: d[j] *= s[j]; break;
+          case 3: d[j] = d[j] < s[j] ? s[j] : d[j]; break;
+          case 4: d[j] = s[j] < d[j] ? s[j] : d[j]; break;
+          default: d[j] = s[j];
+        }
+      }
+    }
+  };
+  if (red == 0) {
+    by_size(esize, [&](auto tag) {
+      using T = decltype(tag);
+      const T* u = upd.as<T>();
+      T* dst = y.as<T>();
+      for (int64_t r = 0; r < n; r++) std::memcpy(dst + offs[r], u + r * slice, sizeof(T) * slice);
+    });
+  } else if (x.dtype == kFloat32) {
+    apply(float{});
+  } else if (x.dtype == kInt64) {
+    apply(int64_t{});
+  } else {
+    apply(int32_t{});
+  }
+  return nullptr;
+}
+
 const KernelDef kDefs[] = {
-    {"transpose", transpose}, {"gather", gather}, {"gather_elements", gather_elements},
+    {"scatter_nd", scatter_nd}, {"transpose", transpose}, {"gather", gather}, {"gather_elements", gather_elements},
     {"slice", slice},         {"concat", concat}, {"split", split},
     {"expand", expand},       {"tile", tile},     {"pad", pad},
 };
