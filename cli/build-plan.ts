@@ -6,7 +6,7 @@ import { BYTES, ONNX_CODE } from '../compiler/dtype.ts';
 import type { Model } from '../compiler/ir.ts';
 import { toRaw } from '../compiler/onnx/tensor-proto.ts';
 import { align } from '../compiler/plan/format.ts';
-import { PlancError } from '../compiler/diagnostics.ts';
+import { Diagnostics, PlancError } from '../compiler/diagnostics.ts';
 import { PLAN_FORMAT_VERSION, type PlanDecoding, type PlanHeader, type PlanProgram, type PlanWeight } from '../compiler/plan/types.ts';
 import { isSym } from '../compiler/symbolic.ts';
 import { buildCuda } from '../codegen/cuda/build.ts';
@@ -46,7 +46,9 @@ export function inputSymbols(model: Model): Set<string> {
   const names = new Set<string>();
   for (const g of model.graphs.values()) {
     for (const i of g.inputs) {
-      for (const d of g.values.get(i)?.type?.shape ?? []) {
+      const t = g.values.get(i)?.type;
+      // dims, and the symbols a length input's value holds (past_sequence_length of an in-place cache)
+      for (const d of [...(t?.shape ?? []), ...(t?.sym ?? [])]) {
         if (isSym(d)) for (const k of d.terms.keys()) if (k) k.split('*').forEach((s) => names.add(s));
       }
     }
@@ -60,14 +62,17 @@ export function buildPlan(model: Model, opts: BuildOptions): BuiltPlan {
   const weights = new PlanWeights(model);
   const programs: PlanProgram[] = [];
   const reports: GraphReport[] = [];
+  const problems = new Diagnostics();
   for (const [name, g] of model.graphs) {
     opts.onProgress?.(`lowering ${name}`);
-    const p = lowerGraph(model, g, weights, { symbolMax });
+    const p = lowerGraph(model, g, weights, { symbolMax }, problems);
+    if (!problems.ok) continue;
     opts.onProgress?.(`planning memory of ${name}`);
     const mem = planMemory(p);
     programs.push(p);
     reports.push({ graph: name, kernels: p.kernels.length, tensors: p.tensors.length, ...mem });
   }
+  if (!problems.ok) throw loweringFailure(problems);
   const cuda = opts.target === 'cuda'
     ? buildCuda(programs, opts.archs ?? DEFAULT_ARCHS, { banner: `planc ${PLANC_VERSION} CUDA kernels`, onProgress: opts.onProgress })
     : undefined;
@@ -92,9 +97,7 @@ export function buildPlan(model: Model, opts: BuildOptions): BuiltPlan {
     programs,
     arena: { bytes: Math.max(0, ...programs.map((p) => p.arenaBytes)), persistentBytes: 0 },
     options: opts.options ?? {},
-    decoding: {
-      decoderStartId: d.decoderStartId, eosId: d.eosId, padId: d.padId, unkId: d.unkId, bosId: d.bosId, vocabSize: d.vocabSize, maxLength: d.maxLength,
-    },
+    decoding: { ...d },
     tuning: [],
     blobBytes: blob.length,
     blobCrc32: 0,
@@ -106,10 +109,18 @@ export function buildPlan(model: Model, opts: BuildOptions): BuiltPlan {
   return { header, blob, reports };
 }
 
+/** One error naming every node the target cannot lower (op, node name, graph), with the first problem's code. */
+function loweringFailure(problems: Diagnostics): PlancError {
+  const lines = problems.errors.map((e) => `${e.where.op ?? '?'} '${e.where.node ?? '?'}' in graph ${e.where.graph ?? '?'}: ${e.message.replace(/^PLANC_E\d+: /, '').replace(/ \[[^\]]*\]$/, '')}`);
+  if (lines.length === 1) return problems.errors[0]!;
+  return new PlancError(problems.errors[0]!.code, `${lines.length} nodes cannot be lowered:\n  ${lines.join('\n  ')}`, { stage: 'lowering' });
+}
+
 /** The model's decoding facts with the given special ids applied; a seq2seq model must end up with start, eos and pad ids. */
 export function decodingFacts(model: Model, ids: SpecialIds = {}): PlanDecoding {
   const d: PlanDecoding = { ...model.decoding };
   for (const k of ['decoderStartId', 'eosId', 'padId', 'unkId'] as const) if (ids[k] !== undefined) d[k] = ids[k];
+  if (ids.eosId !== undefined) d.eosIds = [ids.eosId];
   if (model.graphs.has('decoder_with_past')) checkSeq2SeqIds(model, d);
   return d;
 }

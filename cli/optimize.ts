@@ -12,6 +12,7 @@ import { runPipeline, TRANSLATE_TOPK } from '../passes/pipeline.ts';
 import { Progress } from './progress.ts';
 import { formatVocabReport, optimizeVocab, parseVocabSpec } from './vocab-optimize.ts';
 import { findTokenizer, type TokenizerFile } from './tokenizer-file.ts';
+import { readPositionLimits } from '../compiler/onnx/position-limits.ts';
 
 export const OPTIMIZE: CommandSpec = {
   name: 'optimize',
@@ -27,6 +28,19 @@ function positiveInt(flag: string, v: unknown, def: number): number {
   if (v === undefined) return def;
   if (typeof v !== 'number' || !Number.isInteger(v) || v < 1) throw new PlancError('PLANC_E301', `--${flag} must be a positive integer, got ${v}`);
   return v;
+}
+
+/**
+ * A length bound of the profile: the flag's value, refused beyond the model's position table; by default the
+ * default bound, lowered to the table's size when that is smaller.
+ */
+function lengthLimit(flag: string, v: unknown, def: number, table: number | undefined, from: string | undefined): number {
+  if (v === undefined) return table === undefined ? def : Math.min(def, table);
+  const n = positiveInt(flag, v, def);
+  if (table !== undefined && n > table) {
+    throw new PlancError('PLANC_E301', `--${flag} ${n} is beyond the model's position table: it covers ${table} positions (${from})`);
+  }
+  return n;
 }
 
 /**
@@ -80,10 +94,11 @@ export async function runOptimize(argv: string[]): Promise<number> {
   if (flags.arch !== undefined && target !== 'cuda') throw new PlancError('PLANC_E301', '--arch applies to --target cuda only');
   const archs = target === 'cuda' ? parseArchs(flags.arch as string | undefined) : [];
   if (target === 'cuda') findNvcc(); // fail before the slow steps when nvcc is missing
+  const limits = readPositionLimits(model);
   const profile = {
     maxBatch: positiveInt('max-batch', flags['max-batch'], DEFAULT_PROFILE.maxBatch),
-    maxSrcLen: positiveInt('max-src-len', flags['max-src-len'], DEFAULT_PROFILE.maxSrcLen),
-    maxTgtLen: positiveInt('max-tgt-len', flags['max-tgt-len'], DEFAULT_PROFILE.maxTgtLen),
+    maxSrcLen: lengthLimit('max-src-len', flags['max-src-len'], DEFAULT_PROFILE.maxSrcLen, limits?.src, limits?.from),
+    maxTgtLen: lengthLimit('max-tgt-len', flags['max-tgt-len'], DEFAULT_PROFILE.maxTgtLen, limits?.tgt, limits?.from),
     maxDims: parseMaxDims(flags['max-dim'] as string | undefined),
   };
   const ids = specialIds(flags);

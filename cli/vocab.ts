@@ -136,10 +136,16 @@ function maskedArgmax(layer: OutputLayer, h: Float32Array, ho: number, active: I
   return best;
 }
 
-/** A CPU plan of the model exposing ProjectTopK's hidden state (`vocab_hidden`): calibration and evaluation run it. */
+/** Sentences per batch when calibrating and evaluating (the calibration plan is built to take them). */
+export const CALIBRATION_BATCH = 32;
+
+/**
+ * A CPU plan of the model exposing ProjectTopK's hidden state (`vocab_hidden`): calibration and evaluation run it.
+ * Its batch limit fits CALIBRATION_BATCH whatever the user's plan allows.
+ */
 export function exposePlan(model: Model, pipe: PipelineOptions, build: BuildOptions): { plan: Plan; optimized: Model } {
   const optimized = runPipeline(model, { ...pipe, vocab: { method: 'expose' } });
-  const built = buildPlan(optimized, { ...build, target: 'cpu', onProgress: undefined });
+  const built = buildPlan(optimized, { ...build, maxBatch: Math.max(build.maxBatch, CALIBRATION_BATCH), target: 'cpu', onProgress: undefined });
   return { plan: loadPlanBytes(encodePlan(built.header, built.blob), 'calibration.plan'), optimized };
 }
 
@@ -220,7 +226,7 @@ export function calibrateIds(plan: Plan, all: number[][], topK: number, d: Decod
   let hidden = new Float32Array(1 << 16), ids = new Int32Array(1 << 14);
   let n = 0;
   const bar = progressBar('calibrating', sources.length, quiet);
-  greedyExposed(plan, sources, d, 32, (len) => Math.min(maxTgtLen, 2 * len + 10), (v, r) => {
+  greedyExposed(plan, sources, d, CALIBRATION_BATCH, (len) => Math.min(maxTgtLen, 2 * len + 10), (v, r) => {
     if ((n + 1) * dim > hidden.length) { const h = new Float32Array(hidden.length * 2); h.set(hidden); hidden = h; }
     if ((n + 1) * topK > ids.length) { const x = new Int32Array(ids.length * 2); x.set(ids); ids = x; }
     hidden.set(v.hidden.subarray(r * dim, (r + 1) * dim), n * dim);
@@ -288,7 +294,7 @@ export function evaluateQuality(plan: Plan, tok: Tokenizer, layer: OutputLayer, 
   if (long >= 0) throw new PlancError('PLANC_E501', `--eval-src sentence ${long + 1} has ${sources[long]!.length} tokens, over --max-src-len ${maxSrcLen}`);
   const cap = (len: number) => Math.min(maxTgtLen, 2 * len + 10);
   const bar = progressBar('evaluating', 2 * sources.length, quiet);
-  const full = greedyExposed(plan, sources, d, 32, cap, undefined, (k) => bar.tick(k));
+  const full = greedyExposed(plan, sources, d, CALIBRATION_BATCH, cap, undefined, (k) => bar.tick(k));
   let steps = 0, agree = 0, fracSum = 0, fracMax = 0;
   const shortlistMasks = new Map<number, Int32Array>();
   const activeOf = (v: StepView, r: number, sentence: number): Int32Array => {
@@ -305,7 +311,7 @@ export function evaluateQuality(plan: Plan, tok: Tokenizer, layer: OutputLayer, 
     const j = nearest(c, v.hidden, r * c.dim);
     return c.ids.subarray(c.offsets[j]!, c.offsets[j + 1]!);
   };
-  const rewritten = greedyExposed(plan, sources, d, 32, cap, (v, r, sentence) => {
+  const rewritten = greedyExposed(plan, sources, d, CALIBRATION_BATCH, cap, (v, r, sentence) => {
     const active = activeOf(v, r, sentence);
     const tokId = active.length ? maskedArgmax(layer, v.hidden, r * layer.d, active) : 0;
     steps++;

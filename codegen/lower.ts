@@ -1,6 +1,6 @@
 // Lowering: an inferred IR graph → a Program of kernel calls over tensors (arena slots, weights, inputs, aliases).
 import { createHash } from 'node:crypto';
-import { Diagnostics, PlancError } from '../compiler/diagnostics.ts';
+import { Diagnostics, PlancError, type Where } from '../compiler/diagnostics.ts';
 import { BYTES, ONNX_CODE } from '../compiler/dtype.ts';
 import { inferGraph, type Facts } from '../compiler/infer/infer.ts';
 import type { Graph, Model, Node } from '../compiler/ir.ts';
@@ -9,7 +9,7 @@ import type { InferInput } from '../compiler/ops/types.ts';
 import { toRaw } from '../compiler/onnx/tensor-proto.ts';
 import { PLAN_DTYPE_BYTES } from '../compiler/plan/validate.ts';
 import { TENSOR_KIND, type PlanKernel, type PlanProgram, type PlanSymbol, type PlanTensor } from '../compiler/plan/types.ts';
-import { dimEval, dimStr, isSym, type Dim } from '../compiler/symbolic.ts';
+import { dimEval, dimStr, dimSymbols, isSym, isUnknownSymbol, type Dim } from '../compiler/symbolic.ts';
 import { Tensor } from '../compiler/tensor.ts';
 import { CPU_RULES, type Lowering, type RuleCtx } from './cpu-rules.ts';
 import { ExprTable } from './exprs.ts';
@@ -47,12 +47,19 @@ export interface LowerOptions {
   symbolMax: Record<string, number>;
 }
 
-/** Lowers one graph. ARENA tensors get slot sizes; offsets are assigned by the memory planner afterwards. */
-export function lowerGraph(model: Model, graph: Graph, weights: PlanWeights, opts: LowerOptions): PlanProgram {
+/**
+ * Lowers one graph. ARENA tensors get slot sizes; offsets are assigned by the memory planner afterwards. A node that
+ * cannot be lowered is added to `problems` (when given) and lowering goes on, so one run names every such node; the
+ * program is then incomplete and the caller must fail with all of them.
+ */
+export function lowerGraph(model: Model, graph: Graph, weights: PlanWeights, opts: LowerOptions, problems?: Diagnostics): PlanProgram {
   const diags = new Diagnostics();
   const facts = inferGraph(model, graph, { annotate: true }, diags);
   diags.throwIfAny();
-  return new Lowerer(model, graph, facts, weights, opts).run();
+  const own = problems ?? new Diagnostics();
+  const p = new Lowerer(model, graph, facts, weights, opts, own).run();
+  if (!problems) own.throwIfAny();
+  return p;
 }
 
 /**
@@ -86,8 +93,11 @@ class Lowerer {
   private readonly byValue = new Map<string, number>();
   private readonly maxBind: Map<string, number>;
 
+  /** Values not computed because their node (or one before it) could not be lowered. */
+  private readonly failed = new Set<string>();
+
   constructor(private readonly model: Model, private readonly graph: Graph, private readonly facts: Facts,
-    private readonly weights: PlanWeights, opts: LowerOptions) {
+    private readonly weights: PlanWeights, opts: LowerOptions, private readonly problems: Diagnostics) {
     // a symbol is bound from the first input dim that is exactly it; symbols no dim gives come from the value of a
     // length input (the past length of an in-place cache)
     for (const fromValue of [false, true]) {
@@ -112,7 +122,17 @@ class Lowerer {
     const g = this.graph;
     const state = statefulInputs(g);
     g.inputs.forEach((name, i) => this.byValue.set(name, this.newTensor(name, state.has(name) ? TENSOR_KIND.STATE : TENSOR_KIND.INPUT, this.fact(name), { ref: i })));
-    for (const node of g.nodes) this.lowerNode(node);
+    for (const node of g.nodes) {
+      if (node.inputs.some((x) => this.failed.has(x))) { node.outputs.forEach((o) => this.failed.add(o)); continue; }
+      try {
+        this.lowerNode(node);
+      } catch (e) {
+        if (!(e instanceof PlancError)) throw e;
+        this.problems.add(e);
+        node.outputs.forEach((o) => this.failed.add(o));
+      }
+    }
+    if (this.failed.size > 0) return this.program([]);
     const outputs = g.outputs.map((name) => {
       let t = this.tensorOf(name, `graph output '${name}'`);
       if (this.rootKind(t) !== TENSOR_KIND.ARENA) {
@@ -122,6 +142,11 @@ class Lowerer {
       }
       return { name, tensor: t };
     });
+    return this.program(outputs);
+  }
+
+  private program(outputs: PlanProgram['outputs']): PlanProgram {
+    const g = this.graph;
     return {
       graph: g.name, symbols: this.symbols, exprs: this.exprs.exprs, tensors: this.tensors, kernels: this.kernels,
       inputs: g.inputs.map((name, i) => ({ name, tensor: i })), outputs,
@@ -155,7 +180,7 @@ class Lowerer {
       let n = BYTES[f.dtype];
       for (const d of shape) {
         const v = dimEval(d, this.maxBind);
-        if (v === undefined) throw new PlancError('PLANC_E404', `no upper bound for dimension '${dimStr(d)}' of '${name}': give the symbol a maximum (--max-dim NAME=N)`, where);
+        if (v === undefined) throw this.unboundedDim(d, name, where);
         n *= Math.max(0, v);
       }
       slotBytes = n;
@@ -166,6 +191,30 @@ class Lowerer {
       offset: 0, slotBytes, ref: 0, ...extra,
     });
     return this.tensors.length - 1;
+  }
+
+  /**
+   * The error for a size with no upper bound: a size computed from tensor values (a fresh symbol of inference) names
+   * the node that computes it; a model symbol names the input that carries it, for --max-dim.
+   */
+  private unboundedDim(d: Dim, value: string, where: Where): PlancError {
+    const missing = dimSymbols(d).filter((s) => !this.maxBind.has(s));
+    const fresh = missing.find(isUnknownSymbol);
+    if (fresh) {
+      const node = this.graph.nodes.find((n) => n.outputs.some((o) => o && (this.facts.get(o)?.shape ?? []).some((x) => dimSymbols(x).includes(fresh))));
+      return new PlancError('PLANC_E404', `the size of '${value}' depends on tensor values computed at run time${node ? ` (node '${node.name}', ${node.op})` : ''}, not on the model's input shapes: plans need sizes bounded by the inputs' dimensions`, where);
+    }
+    const carrier = missing.map((s) => this.inputWith(s)).find((x) => x);
+    return new PlancError('PLANC_E404', `no upper bound for dimension '${dimStr(d)}' of '${value}': ${carrier ? `give '${carrier.symbol}' (axis ${carrier.axis} of input '${carrier.input}') a maximum with --max-dim ${carrier.symbol}=N` : 'give its symbols a maximum (--max-dim NAME=N)'}`, where);
+  }
+
+  /** The graph input and axis whose dimension is exactly symbol s. */
+  private inputWith(s: string): { input: string; axis: number; symbol: string } | undefined {
+    for (const input of this.graph.inputs) {
+      const axis = (this.facts.get(input)?.shape ?? []).findIndex((x) => dimSymbols(x).includes(s));
+      if (axis >= 0) return { input, axis, symbol: s };
+    }
+    return undefined;
   }
 
   /** The tensor holding a value: existing, a weight for constants, or materialized symbolic ints. */

@@ -169,6 +169,9 @@ let unknownCounter = 0;
 /** A fresh symbol for a dimension inference cannot determine (data-dependent sizes such as NonZero's count). */
 export function unknownDim(): Sym { return sym(`unk${unknownCounter++}`); }
 
+/** Whether a symbol name is one unknownDim() made (not a model's). */
+export function isUnknownSymbol(name: string): boolean { return /^unk\d+$/.test(name); }
+
 /**
  * Parses a dim_param such as `batch`, `past_decoder_sequence_length + 1` or `2*seq` into a Dim. Anything that is
  * not a sum of products of names and integers stays one atom named by the trimmed text.

@@ -1,0 +1,101 @@
+// The zoo's optimum exports in both layouts users have (three files, merged-only) give the same plan and decode
+// alike; what planc cannot lower or bound is refused with every node named.
+import { spawnSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { REPO_ROOT, sharedDir } from '../compiler/paths.ts';
+import { nativeAvailable } from '../runtime/native.ts';
+import { buildModel } from './helpers/onnx-build.ts';
+
+const zoo = sharedDir() && path.join(sharedDir()!, 'models', 'zoo');
+const cli = (...args: string[]) => spawnSync(process.execPath, [path.join(REPO_ROOT, 'bin', 'planc.js'), ...args], { encoding: 'utf8' });
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'planc-zoo-layouts-'));
+
+/** What a user of the merged layout has: the encoder, the merged decoder and the config/tokenizer files. */
+const MERGED_ONLY = ['encoder_model.onnx', 'decoder_model_merged.onnx', 'config.json', 'generation_config.json', 'tokenizer.json', 'tokenizer_config.json', 'special_tokens_map.json'];
+
+interface GraphFacts { name: string; kernelCount: number; fusedOps: Record<string, number> }
+
+function inspectPlan(file: string): { graphs: GraphFacts[]; uniqueWeightBytes: number } {
+  const r = cli('inspect', file, '--json');
+  assert.is(r.status, 0, r.stderr);
+  return JSON.parse(r.stdout);
+}
+
+function translateIds(plan: string, src: number[][]): number[][] {
+  const r = spawnSync(process.execPath, [path.join(REPO_ROOT, 'bin', 'planc.js'), 'translate', plan, '--ids', '--max-length', '32'],
+    { encoding: 'utf8', input: src.map((s) => s.join(' ')).join('\n') + '\n' });
+  assert.is(r.status, 0, r.stderr);
+  return r.stdout.split('\n').slice(0, src.length).map((l) => (l.trim() ? l.trim().split(/\s+/).map(Number) : []));
+}
+
+const families = zoo && fs.existsSync(zoo) ? fs.readdirSync(zoo).filter((f) => fs.existsSync(path.join(zoo, f, 'reference.json'))).sort() : [];
+if (families.length === 0 || !nativeAvailable()) {
+  console.log('zoo layout tests skipped: needs ../shared/models/zoo and the native addon');
+} else {
+  for (const family of families) {
+    test(`${family}: the merged-only layout gives the three-file plan and the same greedy output (reference 20/20)`, () => {
+      const src = path.join(zoo!, family);
+      const merged = path.join(tmp, `${family}-merged`);
+      fs.mkdirSync(merged);
+      for (const f of MERGED_ONLY) if (fs.existsSync(path.join(src, f))) fs.symlinkSync(path.join(src, f), path.join(merged, f));
+      const three = path.join(tmp, `${family}.plan`);
+      const one = path.join(tmp, `${family}-merged.plan`);
+      for (const [dir, out] of [[src, three], [merged, one]] as const) {
+        const r = cli('optimize', dir, '-o', out, '--quiet');
+        assert.is(r.status, 0, `optimize ${dir}: ${r.stderr}`);
+      }
+      const a = inspectPlan(three);
+      const b = inspectPlan(one);
+      assert.equal(b.graphs.map((g) => g.name), ['encoder', 'decoder', 'decoder_with_past']);
+      assert.equal(b.graphs.map((g) => [g.name, g.kernelCount, g.fusedOps]), a.graphs.map((g) => [g.name, g.kernelCount, g.fusedOps]));
+      assert.is(b.uniqueWeightBytes, a.uniqueWeightBytes, 'weights stored once in both layouts');
+      const ref = JSON.parse(fs.readFileSync(path.join(src, 'reference.json'), 'utf8')) as { src_ids: number[][]; greedy_ids_hf_generation_config: number[][] };
+      const outThree = translateIds(three, ref.src_ids);
+      const outOne = translateIds(one, ref.src_ids);
+      assert.equal(outOne, outThree);
+      const same = outThree.filter((ids, i) => JSON.stringify(ids) === JSON.stringify(ref.greedy_ids_hf_generation_config[i])).length;
+      assert.is(same, ref.src_ids.length, `${family}: ${same}/${ref.src_ids.length} identical to greedy_ids_hf_generation_config`);
+    });
+  }
+
+  test('a length beyond the position table is refused at optimize time, naming the limit', () => {
+    const family = families.find((f) => JSON.parse(fs.readFileSync(path.join(zoo!, f, 'config.json'), 'utf8')).max_position_embeddings);
+    if (!family) return;
+    const limit = JSON.parse(fs.readFileSync(path.join(zoo!, family, 'config.json'), 'utf8')).max_position_embeddings as number;
+    const r = cli('optimize', path.join(zoo!, family), '-o', path.join(tmp, 'long.plan'), '--max-tgt-len', String(limit + 1));
+    assert.is.not(r.status, 0);
+    assert.match(r.stderr, /PLANC_E301: --max-tgt-len \d+ is beyond the model's position table: it covers \d+ positions \(max_position_embeddings in /);
+  });
+}
+
+if (!nativeAvailable()) {
+  console.log('lowering refusal test skipped: needs the native addon');
+} else {
+  test('a model with several nodes the CPU backend cannot lower is refused with one message naming each', () => {
+    const file = path.join(tmp, 'unlowerable.onnx');
+    fs.writeFileSync(file, buildModel({
+      inputs: [['x', 'float32', [2, 2]]],
+      outputs: [['y', 'float32', [2, 2]]],
+      nodes: [
+        { op: 'Acos', inputs: ['x'], outputs: ['a'], name: 'first_acos' },
+        { op: 'Relu', inputs: ['a'], outputs: ['b'], name: 'after_acos' },
+        { op: 'Asin', inputs: ['x'], outputs: ['c'], name: 'the_asin' },
+        { op: 'Add', inputs: ['b', 'c'], outputs: ['y'], name: 'sum' },
+      ],
+    }));
+    const r = cli('optimize', file, '-o', path.join(tmp, 'unlowerable.plan'));
+    assert.is(r.status, 2, r.stderr);
+    assert.match(r.stderr, /PLANC_E404: 2 nodes cannot be lowered:/);
+    assert.match(r.stderr, /Acos 'first_acos' in graph main: /);
+    assert.match(r.stderr, /Asin 'the_asin' in graph main: /);
+    assert.not.match(r.stderr, /after_acos|'sum'/, 'nodes after an unlowerable one are not reported again');
+    assert.not.match(r.stderr, /\n\s+at /, 'no stack trace');
+  });
+}
+
+test.after(() => fs.rmSync(tmp, { recursive: true, force: true }));
+test.run();
