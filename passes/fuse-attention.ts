@@ -86,6 +86,9 @@ class Matcher {
     let mask = '';
     let maskKind: number = MASK_KIND.NONE;
     let scores = x;
+    // a float→float Cast the exporter leaves before the Softmax (T5) is a no-op
+    const cast = this.prod(scores, 'Cast');
+    if (cast && this.facts.get(cast[1].inputs[0]!)?.dtype === 'float32') { nodes.push(cast[0]); scores = cast[1].inputs[0]!; }
     // mask: Add(scores, m) or Where(cond, scores, -inf) / Where(cond, -inf, scores)
     const add = this.prod(scores, 'Add');
     const where = this.prod(scores, 'Where');
@@ -112,7 +115,11 @@ class Matcher {
     const mm1 = this.prod(scores, 'MatMul');
     if (!mm1) return why('no MatMul(Q, Kᵀ) before the Softmax');
     nodes.push(mm1[0]);
-    const [qs, kt] = mm1[1].inputs as [string, string];
+    const [qs, kts] = mm1[1].inputs as [string, string];
+    // Kᵀ may be scaled too (SDPA exports split the scale as √scale on Q and on Kᵀ)
+    const ksc = this.scaled(kts);
+    if (ksc) { scale *= ksc.factor; nodes.push(ksc.index); }
+    const kt = ksc ? ksc.input : kts;
     const tr = this.prod(kt, 'Transpose');
     const perm = tr?.[1].attrs.perm;
     const p = perm?.kind === 'ints' ? perm.value.join() : '';

@@ -4,7 +4,7 @@ import { Diagnostics } from '../compiler/diagnostics.ts';
 import { CACHE_INPUT_PREFIX, PAST_LENGTH_INPUT } from '../compiler/plan/io-names.ts';
 import { inferGraph } from '../compiler/infer/infer.ts';
 import type { Graph, Model, Node } from '../compiler/ir.ts';
-import { dimEq, isSym, sym, type Dim } from '../compiler/symbolic.ts';
+import { dimAdd, dimEq, isSym, sym, type Dim } from '../compiler/symbolic.ts';
 import { Tensor } from '../compiler/tensor.ts';
 import { consumers, fusionPass, Rewrites, type Pass, type PassContext } from './pass.ts';
 import { rebuildShape } from './shape-rebuild.ts';
@@ -19,7 +19,11 @@ export function cacheInputName(past: string): string {
   return past.startsWith('past_key_values.') ? `${CACHE_INPUT_PREFIX}${past.slice('past_key_values.'.length)}` : `${past}.cache`;
 }
 
-interface CacheMatch { concat: number; past: string; rows: string; present: string }
+interface CacheMatch {
+  concat: number; past: string; rows: string; present: string;
+  /** Shape nodes reading the present value: rebuilt from the step's rows and the past length. */
+  shapes: number[];
+}
 
 /**
  * Where a cache write reads its new rows: the [B,H,S,D] value itself (layout 0), or, when that value is only the
@@ -46,7 +50,7 @@ function rewriteGraph(g: Graph, model: Model, ctx: PassContext): number {
   const facts = inferGraph(model, g, { annotate: false }, new Diagnostics());
   const uses = consumers(g);
   const shapeOf = (v: string) => facts.get(v)?.shape;
-  const matches: CacheMatch[] = [];
+  let matches: CacheMatch[] = [];
   g.nodes.forEach((n, i) => {
     if (n.op !== 'Concat' || n.domain !== '' || n.inputs.length !== 2) return;
     const [past, rows] = n.inputs as [string, string];
@@ -54,14 +58,24 @@ function rewriteGraph(g: Graph, model: Model, ctx: PassContext): number {
     const axis = n.attrs.axis?.kind === 'int' ? n.attrs.axis.value : 0;
     const pd = shapeOf(past);
     if (!g.inputs.includes(past) || pd?.length !== 4 || (axis !== 2 && axis !== -2)) return;
-    const readers = (uses.get(present) ?? []).filter((j) => j >= 0).map((j) => g.nodes[j]!);
-    if (readers.some((r) => r.op !== 'Attention' || r.domain !== 'planc' || r.inputs[0] === present || r.inputs[3] === present)) {
-      return explain(n.name, `'${present}' is read by something other than planc.Attention as K or V`);
+    const readers = (uses.get(present) ?? []).filter((j) => j >= 0);
+    const isShape = (r: Node) => r.op === 'Shape' && r.domain === '';
+    if (readers.some((j) => { const r = g.nodes[j]!; return !isShape(r) && (r.op !== 'Attention' || r.domain !== 'planc' || r.inputs[0] === present || r.inputs[3] === present); })) {
+      return explain(n.name, `'${present}' is read by something other than planc.Attention as K or V (or Shape)`);
     }
     const pastReaders = (uses.get(past) ?? []).map((j) => (j < 0 ? undefined : g.nodes[j]!));
     if (pastReaders.some((r) => !r || (r !== n && r.op !== 'Shape'))) return explain(n.name, `past input '${past}' has other readers`);
-    matches.push({ concat: i, past, rows, present });
+    matches.push({ concat: i, past, rows, present, shapes: readers.filter((j) => isShape(g.nodes[j]!)) });
   });
+  // an attention reads both K and V from caches or neither (its kv_len applies to both)
+  const cached = new Set(matches.map((m) => m.present));
+  const half = new Set<string>();
+  for (const n of g.nodes) {
+    if (n.op !== 'Attention' || n.domain !== 'planc' || cached.has(n.inputs[1]!) === cached.has(n.inputs[2]!)) continue;
+    explain(n.name, 'only one of its K and V comes from a past/present Concat');
+    half.add(n.inputs[1]!).add(n.inputs[2]!);
+  }
+  matches = matches.filter((m) => !half.has(m.present));
   if (matches.length === 0) return 0;
   const pastDim = shapeOf(matches[0]!.past)![2]!;
   const rowsDim = shapeOf(matches[0]!.rows)![2];
@@ -74,14 +88,25 @@ function rewriteGraph(g: Graph, model: Model, ctx: PassContext): number {
   const sources = matches.map((m) => rowsSource(g, uses, m, shapeOf));
   // kv_len = past + new rows, computed once before the first cache write (host-side shape math)
   const first = matches[0]!;
-  const origin = g.nodes[first.concat]!.origin;
   const kvLen = `${PAST_LENGTH_INPUT}:plus_new`;
+  const lengths = [{ value: kvLen, dim: dimAdd(pastDim, rowsDim!) }, { value: PAST_LENGTH_INPUT, dim: pastDim }];
+  // Shape(present) = [B, H, past + new, D]: from the step's rows and the lengths; planned before anything changes
+  const presentShapes = new Map<number, Node[] | undefined>();
+  for (const [k, m] of matches.entries()) {
+    for (const j of m.shapes) {
+      presentShapes.set(j, j > first.concat ? rebuildShape(g, g.nodes[j]!, shapeOf(m.present)!, [sources[k]!.value], lengths) : undefined);
+    }
+  }
+  const stuck = [...presentShapes].find(([, r]) => !r);
+  if (stuck) { explain(g.nodes[stuck[0]]!.name, 'a Shape of a present K/V cannot be rebuilt from the step rows and the past length'); return 0; }
+  const origin = g.nodes[first.concat]!.origin;
   const stepNodes: Node[] = [
     { name: `${kvLen}/shape`, op: 'Shape', domain: '', inputs: [sources[0]!.value], outputs: [`${kvLen}/shape`], attrs: {}, origin },
     { name: `${kvLen}/axis`, op: 'Constant', domain: '', inputs: [], outputs: [`${kvLen}/axis`], origin, attrs: { value: { kind: 'tensor', value: Tensor.fromNumbers('int64', [], [sources[0]!.seqAxis]) } } },
     { name: `${kvLen}/step`, op: 'Gather', domain: '', inputs: [`${kvLen}/shape`, `${kvLen}/axis`], outputs: [`${kvLen}/step`], attrs: { axis: { kind: 'int', value: 0 } }, origin },
     { name: kvLen, op: 'Add', domain: '', inputs: [PAST_LENGTH_INPUT, `${kvLen}/step`], outputs: [kvLen], attrs: {}, origin },
   ];
+  for (const [j, nodes] of presentShapes) rewrites.replace([j], nodes!);
   const renamed = new Map<string, string>();
   for (const [k, m] of matches.entries()) {
     const concat = g.nodes[m.concat]!;

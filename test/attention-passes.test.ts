@@ -15,6 +15,11 @@ import { runPipeline } from '../passes/pipeline.ts';
 import { toCacheFeeds, cacheRows } from './helpers/cache-feeds.ts';
 import { matchGolden } from './helpers/golden.ts';
 import { buildModel, floatInit } from './helpers/onnx-build.ts';
+import { buildPlan } from '../cli/build-plan.ts';
+import { encodePlan } from '../compiler/plan/format.ts';
+import { loadPlanBytes } from '../runtime/plan.ts';
+import { nativeAvailable } from '../runtime/native.ts';
+import { fromRt, toRt } from '../bench/reference/rt-tensors.ts';
 import type { NodeSpec } from './helpers/onnx-build.ts';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'planc-attn-'));
@@ -113,6 +118,89 @@ for (const mask of ['add', 'where'] as const) {
     assert.equal(Array.from(rows.nums), Array.from(want['present.0.decoder.key']!.nums));
   });
 }
+
+/**
+ * A decoder step the way optimum's TorchScript exports of transformers 4.5x write it: √scale on Q and on Kᵀ (Kᵀ a
+ * Transpose of the present K), a per-head additive bias [1,H,1,L] (T5's position bias) sliced to the present length
+ * read through Shape(present K), and a float→float Cast before the Softmax.
+ */
+function sdpaStepModel(): string {
+  const bytes = buildModel({
+    inputs: [['q3', 'float32', ['batch', 1, H * D]], ['k3', 'float32', ['batch', 1, H * D]], ['v3', 'float32', ['batch', 1, H * D]],
+      ['past_key_values.0.decoder.key', 'float32', ['batch', H, 'past', D]], ['past_key_values.0.decoder.value', 'float32', ['batch', H, 'past', D]],
+      ['bias', 'float32', [1, H, 1, 'past + 1']]],
+    outputs: [['y', 'float32', ['batch', 1, H * D]], ['present.0.decoder.key', 'float32', ['batch', H, 'total', D]], ['present.0.decoder.value', 'float32', ['batch', H, 'total', D]]],
+    initializers: [ints('heads_shape', [0, 0, H, D]), ints('merge_shape', [0, 0, H * D]), floatInit('root_scale', [], [Math.sqrt(0.5)]),
+      { name: 'two', dims: [], dataType: 7, int64Data: [2] }, ints('zero', [0]), ints('three', [3])],
+    nodes: [
+      ...split('q3', 'q4'), ...split('k3', 'k4'), ...split('v3', 'v4'),
+      { op: 'Concat', inputs: ['past_key_values.0.decoder.key', 'k4'], outputs: ['present.0.decoder.key'], name: 'cat_k', attrs: [{ name: 'axis', type: 2, i: -2 }] },
+      { op: 'Concat', inputs: ['past_key_values.0.decoder.value', 'v4'], outputs: ['present.0.decoder.value'], name: 'cat_v', attrs: [{ name: 'axis', type: 2, i: -2 }] },
+      { op: 'Shape', inputs: ['present.0.decoder.key'], outputs: ['kshape'], name: 'kshape' },
+      { op: 'Gather', inputs: ['kshape', 'two'], outputs: ['klen'], name: 'klen', attrs: [{ name: 'axis', type: 2, i: 0 }] },
+      { op: 'Unsqueeze', inputs: ['klen', 'zero'], outputs: ['klen1'], name: 'klen1' },
+      { op: 'Slice', inputs: ['bias', 'zero', 'klen1', 'three'], outputs: ['bias_s'], name: 'bias_slice' },
+      { op: 'Mul', inputs: ['q4', 'root_scale'], outputs: ['qs'], name: 'q_scale' },
+      { op: 'Transpose', inputs: ['present.0.decoder.key'], outputs: ['kt'], name: 'kt', attrs: perm([0, 1, 3, 2]) },
+      { op: 'Mul', inputs: ['kt', 'root_scale'], outputs: ['kts'], name: 'kt_scale' },
+      { op: 'MatMul', inputs: ['qs', 'kts'], outputs: ['qk'], name: 'qk' },
+      { op: 'Add', inputs: ['qk', 'bias_s'], outputs: ['biased'], name: 'bias_add' },
+      { op: 'Cast', inputs: ['biased'], outputs: ['biased_f'], name: 'cast', attrs: [{ name: 'to', type: 2, i: 1 }] },
+      { op: 'Softmax', inputs: ['biased_f'], outputs: ['p'], name: 'softmax', attrs: [{ name: 'axis', type: 2, i: -1 }] },
+      { op: 'MatMul', inputs: ['p', 'present.0.decoder.value'], outputs: ['o4'], name: 'pv' },
+      { op: 'Transpose', inputs: ['o4'], outputs: ['o3'], name: 'merge', attrs: perm([0, 2, 1, 3]) },
+      { op: 'Reshape', inputs: ['o3', 'merge_shape'], outputs: ['y'], name: 'merge_reshape' },
+    ],
+  });
+  const p = path.join(tmp, 'step-sdpa.onnx');
+  fs.writeFileSync(p, bytes);
+  return p;
+}
+
+test('split-scale exports with a per-head bias: golden IR, the step fused in place, its Shape(present) rebuilt', () => {
+  const m = importOnnxFile(sdpaStepModel());
+  inferModel(m);
+  matchGolden('fuse-attention.sdpa.before.txt', printModel(m));
+  const a = FUSE_ATTENTION.run(m, {});
+  inferModel(a);
+  matchGolden('fuse-attention.sdpa.after.txt', printModel(a));
+  const c = KV_CACHE_IN_PLACE.run(a, {});
+  inferModel(c);
+  matchGolden('kv-cache-in-place.sdpa.after.txt', printModel(c));
+  const g = c.graphs.get('main')!;
+  assert.equal(g.nodes.filter((n) => n.domain === 'planc').map((n) => n.op).sort(), ['Attention', 'CacheWrite', 'CacheWrite']);
+  const att = g.nodes.find((n) => n.op === 'Attention')!;
+  assert.ok(att.attrs.scale?.kind === 'float' && Math.abs(att.attrs.scale.value - 0.5) < 1e-6, 'scale is √s·√s');
+  assert.ok(!g.nodes.some((n) => n.op === 'Softmax' || n.op === 'Concat' && n.inputs.some((x) => x.startsWith('kv_cache'))));
+  assert.equal(g.outputs, ['y']);
+});
+
+test('split-scale exports with a per-head bias: the fused step (evaluator and native plan) computes what the export does', () => {
+  const m = importOnnxFile(sdpaStepModel());
+  const f = runPipeline(m);
+  const past = 3, B = 2;
+  const feeds = stepFeeds('add', past);
+  delete feeds.m;
+  // per-head bias with a masked key (-1e9) in head 1 only
+  feeds.bias = Tensor.fromNumbers('float32', [1, H, 1, past + 1], vals(H * (past + 1), 6).map((x, i) => (i === past + 2 ? -1e9 : x)));
+  const want = evaluate(m, 'main', feeds);
+  const cacheFeeds = toCacheFeeds(feeds, 6);
+  const maxDiff = (y: Tensor) => Math.max(...Array.from(want.y!.nums, (x, i) => Math.abs(x - y.nums[i]!)));
+  const got = evaluate(f, 'main', cacheFeeds);
+  assert.ok(maxDiff(got.y!) < 1e-6, `evaluator: max diff ${maxDiff(got.y!)}`);
+  if (!nativeAvailable()) return console.log('  native half skipped: the native addon is not built');
+  const built = buildPlan(f, { target: 'cpu', maxBatch: B, maxSrcLen: 8, maxTgtLen: 8 });
+  const plan = loadPlanBytes(encodePlan(built.header, built.blob), 'sdpa-step.plan');
+  try {
+    const rt = Object.fromEntries(Object.entries(cacheFeeds).map(([k, v]) => [k, toRt(v)]));
+    const y = fromRt(plan.runSync('main', rt).y!);
+    assert.ok(maxDiff(y) < 1e-5, `native: max diff ${maxDiff(y)}`);
+    const cache = rt['kv_cache.0.decoder.value']!;
+    assert.equal(Array.from(cacheRows(cache.data as Float32Array, cache.dims, past + 1).nums), Array.from(want['present.0.decoder.value']!.nums));
+  } finally {
+    plan.close();
+  }
+});
 
 test('fuse-attention explains why it declines: a Softmax not over QKᵀ', () => {
   const bytes = buildModel({
