@@ -1,41 +1,10 @@
 // Recognizes decomposed layer norms (ReduceMean, Sub, Pow/Mul, ReduceMean, Add eps, Sqrt, Div, Mul γ, Add β) and
-// RMS norms (Pow, ReduceMean, Add eps, Sqrt, Div or Reciprocal·Mul, Mul γ) into planc.LayerNorm / planc.RMSNorm.
+// RMS norms (Pow, ReduceMean, Add eps, Sqrt, Div or 1/· then Mul, Mul γ; float32 → float32 Casts around them absorbed) into
+// planc.LayerNorm / planc.RMSNorm.
 import type { Graph, Model, Node } from '../compiler/ir.ts';
-import { consumers, fusionPass, Rewrites, type Pass, type PassContext } from './pass.ts';
+import { fusionPass, GraphView as View, Rewrites, type Pass, type PassContext } from './pass.ts';
 
 const NAME = 'fuse-layernorm';
-
-/** Reads a graph by value names: producers, single consumers, constants. */
-class View {
-  readonly producer = new Map<string, number>();
-  readonly uses: Map<string, number[]>;
-  constructor(readonly g: Graph, readonly model: Model) {
-    g.nodes.forEach((n, i) => n.outputs.forEach((o) => o && this.producer.set(o, i)));
-    this.uses = consumers(g);
-  }
-  node(value: string): [number, Node] | undefined {
-    const i = this.producer.get(value);
-    return i === undefined ? undefined : [i, this.g.nodes[i]!];
-  }
-  /** The only consumer of a value (none when it is a graph output or has several). */
-  only(value: string): [number, Node] | undefined {
-    const u = this.uses.get(value) ?? [];
-    return u.length === 1 && u[0]! >= 0 ? [u[0]!, this.g.nodes[u[0]!]!] : undefined;
-  }
-  /** The scalar value of a constant input (initializer or Constant node), if it is one. */
-  scalar(value: string): number | undefined {
-    const id = this.g.initializers.get(value);
-    const t = id ? this.model.weights.get(id)?.tensor : this.constNode(value);
-    return t && t.size === 1 && t.dtype !== 'string' ? t.nums[0] : undefined;
-  }
-  private constNode(value: string) {
-    const p = this.node(value)?.[1];
-    const a = p?.op === 'Constant' ? p.attrs.value : undefined;
-    return a?.kind === 'tensor' ? a.value : undefined;
-  }
-  isConst(value: string): boolean { return this.g.initializers.has(value) || this.node(value)?.[1].op === 'Constant'; }
-  rank(value: string): number | undefined { return this.g.values.get(value)?.type?.shape?.length; }
-}
 
 /** ReduceMean over exactly the last axis with keepdims, in its attribute or input form. */
 function lastAxisMean(v: View, n: Node, model: Model): boolean {
@@ -43,9 +12,8 @@ function lastAxisMean(v: View, n: Node, model: Model): boolean {
   const rank = v.rank(n.inputs[0]!);
   let axes: number[] | undefined;
   if ((model.opsets[''] ?? 1) >= 18) {
-    const id = n.inputs[1] ? v.g.initializers.get(n.inputs[1]) : undefined;
-    const t = id ? model.weights.get(id)?.tensor : undefined;
-    axes = t ? Array.from(t.nums) : undefined;
+    const t = n.inputs[1] ? v.constant(n.inputs[1]) : undefined;
+    axes = t ? Array.from(t.nums, Number) : undefined;
   } else if (n.attrs.axes?.kind === 'ints') axes = n.attrs.axes.value;
   return rank !== undefined && axes?.length === 1 && (axes[0] === -1 || axes[0] === rank - 1);
 }
@@ -57,7 +25,7 @@ function isSquareOf(v: View, n: Node, x: string): boolean {
 
 interface NormMatch { nodes: number[]; x: string; gamma: string; beta: string; eps: number; out: string; rms: boolean }
 
-/** From a variance mean: + eps → Sqrt → (Div(d, s) | Reciprocal + Mul) → Mul γ? → Add β?. */
+/** From a variance mean: + eps → Sqrt → (Div(d, s) | Reciprocal or Div(1, s), then Mul d) → Cast? → Mul γ? → Add β?. */
 function matchTail(v: View, varMean: [number, Node], d: string, m: NormMatch, explain: (w: string) => void): NormMatch | undefined {
   const addEps = v.only(varMean[1].outputs[0]!);
   const eps = addEps?.[1].op === 'Add' ? v.scalar(addEps[1].inputs.find((x) => x !== varMean[1].outputs[0]) ?? '') : undefined;
@@ -67,15 +35,19 @@ function matchTail(v: View, varMean: [number, Node], d: string, m: NormMatch, ex
   m.nodes.push(varMean[0], addEps[0], sqrt[0]);
   m.eps = eps;
   let norm: [number, Node] | undefined;
-  const afterSqrt = v.only(sqrt[1].outputs[0]!);
-  if (afterSqrt?.[1].op === 'Div' && afterSqrt[1].inputs[0] === d && afterSqrt[1].inputs[1] === sqrt[1].outputs[0]) norm = afterSqrt;
-  else if (afterSqrt?.[1].op === 'Reciprocal') {
-    const mul = v.only(afterSqrt[1].outputs[0]!);
-    if (mul?.[1].op === 'Mul' && mul[1].inputs.includes(d)) { m.nodes.push(afterSqrt[0]); norm = mul; }
+  const s = sqrt[1].outputs[0]!;
+  const afterSqrt = v.only(s);
+  const a = afterSqrt?.[1];
+  if (a?.op === 'Div' && a.inputs[0] === d && a.inputs[1] === s) norm = afterSqrt;
+  else if (a?.op === 'Reciprocal' || (a?.op === 'Div' && a.inputs[1] === s && v.scalar(a.inputs[0]!) === 1)) {
+    const mul = v.only(a.outputs[0]!);
+    if (mul?.[1].op === 'Mul' && mul[1].inputs.includes(d)) { m.nodes.push(afterSqrt![0]); norm = mul; }
   }
   if (!norm) return explain('Sqrt is not followed by a division of the centered input'), undefined;
   m.nodes.push(norm[0]);
   m.out = norm[1].outputs[0]!;
+  const cast = v.only(m.out);
+  if (cast && sameTypeCast(v, cast[1])) { m.nodes.push(cast[0]); m.out = cast[1].outputs[0]!; }
   const scale = v.only(m.out);
   if (scale?.[1].op === 'Mul') {
     const g = scale[1].inputs.find((x) => x !== m.out)!;
@@ -87,7 +59,15 @@ function matchTail(v: View, varMean: [number, Node], d: string, m: NormMatch, ex
     if (v.isConst(b) && v.rank(b) === 1) { m.beta = b; m.nodes.push(shift[0]); m.out = shift[1].outputs[0]!; }
   }
   if (!m.gamma) return explain('no constant 1-D scale follows the normalization'), undefined;
+  // A float32 → float32 Cast feeding only the norm (T5 upcasts its input so) goes with it.
+  const x = v.node(m.x);
+  if (x && sameTypeCast(v, x[1]) && (v.uses.get(m.x) ?? []).every((k) => m.nodes.includes(k))) { m.nodes.push(x[0]); m.x = x[1].inputs[0]!; }
   return m;
+}
+
+/** A Cast to float32 of a float32 value (a no-op: exports upcast norms' inputs and outputs). */
+function sameTypeCast(v: View, n: Node): boolean {
+  return n.op === 'Cast' && n.domain === '' && v.dtype(n.inputs[0]!) === 'float32' && v.dtype(n.outputs[0]!) === 'float32';
 }
 
 /** Layer norm rooted at the mean of x: Sub(x, mean) feeds both the variance and the division. */
@@ -118,11 +98,11 @@ function matchRmsNorm(v: View, i: number, explain: (w: string) => void): NormMat
 
 /** ONNX LayerNormalization / RMSNormalization over the last axis, only Y used → the planc op (one norm kernel, counted). */
 function fromOnnxNorm(v: View, n: Node, explain: (w: string) => void): Node | undefined {
-  const rank = v.g.values.get(n.inputs[0]!)?.type?.shape?.length;
+  const rank = v.rank(n.inputs[0]!);
   const axis = n.attrs.axis?.kind === 'int' ? n.attrs.axis.value : -1;
   if (rank === undefined || (axis !== -1 && axis !== rank - 1)) return explain('the norm is not over the last axis'), undefined;
   if (n.outputs.slice(1).some((o) => o)) return explain('mean / inverse std-dev outputs are used'), undefined;
-  if (v.g.values.get(n.inputs[0]!)?.type?.dtype !== 'float32') return explain('the input is not float32'), undefined;
+  if (v.dtype(n.inputs[0]!) !== 'float32') return explain('the input is not float32'), undefined;
   const eps = n.attrs.epsilon?.kind === 'float' ? n.attrs.epsilon.value : 1e-5;
   const rms = n.op === 'RMSNormalization';
   return {

@@ -1,9 +1,9 @@
-// Opt-in (PassContext.topk): a logits graph output X·W (+ bias) becomes planc.ProjectTopK's k best log-probs and ids.
+// Opt-in (PassContext.topk): a logits graph output X·W (+ bias [V] or [1, V]) becomes planc.ProjectTopK's k best log-probs and ids.
 import { TOPK_IDS_OUTPUT, TOPK_LOGPROBS_OUTPUT } from '../compiler/plan/io-names.ts';
 import { PlancError } from '../compiler/diagnostics.ts';
 import type { Graph, Model, Node } from '../compiler/ir.ts';
 import { dimEq } from '../compiler/symbolic.ts';
-import { consumers, copyModel, Rewrites, type Pass, type PassContext } from './pass.ts';
+import { copyModel, GraphView, Rewrites, type Pass, type PassContext } from './pass.ts';
 
 const NAME = 'fuse-project-topk';
 /** The graph outputs that replace the logits output, in this order. */
@@ -11,32 +11,18 @@ const TOPK_OUTPUTS = [TOPK_LOGPROBS_OUTPUT, TOPK_IDS_OUTPUT] as const;
 
 interface Match { nodes: number[]; x: string; w: string; bias: string; transposed: number }
 
-/** Reads one graph by value names: producers and consumers. */
-class View {
-  readonly producer = new Map<string, number>();
-  readonly uses: Map<string, number[]>;
-  constructor(readonly g: Graph) {
-    g.nodes.forEach((n, i) => n.outputs.forEach((o) => o && this.producer.set(o, i)));
-    this.uses = consumers(g);
-  }
-  node(value: string): [number, Node] | undefined {
-    const i = this.producer.get(value);
-    return i === undefined ? undefined : [i, this.g.nodes[i]!];
-  }
-  /** A constant 2-D float32 initializer? */
-  weight2d(value: string): boolean {
-    const t = this.g.values.get(value)?.type;
-    return this.g.initializers.has(value) && t?.dtype === 'float32' && t.shape?.length === 2;
-  }
+/** A constant 2-D float32 initializer? */
+function weight2d(v: GraphView, value: string): boolean {
+  return v.g.initializers.has(value) && v.dtype(value) === 'float32' && v.rank(value) === 2;
 }
 
 const isOnnx = (n: Node, op: string) => n.op === op && n.domain === '';
 
 /** The weight behind MatMul's B: an initializer [D, V], or Transpose of an initializer [V, D] (transposed = 1). */
-function weightOf(v: View, b: string): { w: string; transposed: number; nodes: number[] } | string {
-  if (v.weight2d(b)) return { w: b, transposed: 0, nodes: [] };
+function weightOf(v: GraphView, b: string): { w: string; transposed: number; nodes: number[] } | string {
+  if (weight2d(v, b)) return { w: b, transposed: 0, nodes: [] };
   const t = v.node(b);
-  if (!t || !isOnnx(t[1], 'Transpose') || !v.weight2d(t[1].inputs[0]!)) return 'the weight is not a constant 2-D tensor (nor the Transpose of one)';
+  if (!t || !isOnnx(t[1], 'Transpose') || !weight2d(v, t[1].inputs[0]!)) return 'the weight is not a constant 2-D tensor (nor the Transpose of one)';
   const perm = t[1].attrs.perm;
   if (perm && !(perm.kind === 'ints' && perm.value.join() === '1,0')) return 'the weight is a Transpose with a perm other than [1, 0]';
   const e = t[1].inputs[0]!;
@@ -45,7 +31,7 @@ function weightOf(v: View, b: string): { w: string; transposed: number; nodes: n
 }
 
 /** What produces a graph output: MatMul (+ bias Add) or planc.FusedMatMul; undefined = not a candidate at all. */
-function matchOutput(v: View, out: string, explain: (node: string, why: string) => void): Match | undefined {
+function matchOutput(v: GraphView, out: string, explain: (node: string, why: string) => void): Match | undefined {
   const p = v.node(out);
   if (!p) return undefined;
   const [i, n] = p;
@@ -63,7 +49,7 @@ function matchOutput(v: View, out: string, explain: (node: string, why: string) 
     if (k < 0) return undefined;
     mm = v.node(n.inputs[k]!)!;
     bias = n.inputs[1 - k] ?? '';
-    if (!v.g.initializers.has(bias)) return explain(n.name, 'the Add after the MatMul is not a constant bias'), undefined;
+    if (!v.isConst(bias)) return explain(n.name, 'the Add after the MatMul is not a constant bias'), undefined;
     if ((v.uses.get(n.inputs[k]!) ?? []).length !== 1) return explain(mm[1].name, 'the MatMul result has other consumers than the bias Add'), undefined;
     nodes.push(i);
   } else if (isOnnx(n, 'MatMul')) {
@@ -76,19 +62,25 @@ function matchOutput(v: View, out: string, explain: (node: string, why: string) 
   const w = weightOf(v, mm[1].inputs[1]!);
   if (typeof w === 'string') return explain(mm[1].name, w), undefined;
   const x = mm[1].inputs[0]!;
-  const xt = v.g.values.get(x)?.type;
-  if (xt?.dtype !== 'float32' || (xt.shape?.length ?? 0) < 2) return explain(mm[1].name, 'X is not a float32 tensor of rank ≥ 2'), undefined;
-  const ws = v.g.values.get(w.w)!.type!.shape!;
+  if (v.dtype(x) !== 'float32' || (v.rank(x) ?? 0) < 2) return explain(mm[1].name, 'X is not a float32 tensor of rank ≥ 2'), undefined;
+  const ws = v.shape(w.w)!;
   const vocab = ws[w.transposed ? 0 : 1]!;
   if (bias) {
-    const bt = v.g.values.get(bias)?.type;
-    if (bt?.dtype !== 'float32' || bt.shape?.length !== 1 || !dimEq(bt.shape[0]!, vocab)) return explain(n.name, `the bias is not a float32 vector [${vocab}]`), undefined;
+    const bs = v.shape(bias);
+    const flat = bs && bs.length >= 1 && bs.slice(0, -1).every((d) => d === 1) && dimEq(bs[bs.length - 1]!, vocab);
+    if (v.dtype(bias) !== 'float32' || !flat) return explain(n.name, `the bias is not float32 [${vocab}] (or [1, ..., ${vocab}])`), undefined;
   }
   return { nodes: [...w.nodes, mm[0], ...nodes], x, w: w.w, bias, transposed: w.transposed };
 }
 
-function fuseGraph(g: Graph, k: number, ctx: PassContext): number {
-  const v = new View(g);
+function freshName(g: Graph, base: string): string {
+  let name = base;
+  for (let i = 1; g.values.has(name); i++) name = `${base}_${i}`;
+  return name;
+}
+
+function fuseGraph(g: Graph, model: Model, k: number, ctx: PassContext): number {
+  const v = new GraphView(g, model);
   const explain = (node: string, why: string) => ctx.explain?.(NAME, node, why);
   const rewrites = new Rewrites();
   let fused: { out: string; node: Node } | undefined;
@@ -97,17 +89,22 @@ function fuseGraph(g: Graph, k: number, ctx: PassContext): number {
     if (!m) continue;
     const producer = v.node(out)![1];
     const shape = g.values.get(out)?.type?.shape;
-    const vocab = v.g.values.get(m.w)!.type!.shape![m.transposed ? 0 : 1]!;
+    const vocab = v.shape(m.w)![m.transposed ? 0 : 1]!;
     if (fused) { explain(producer.name, `only one output per graph becomes planc.ProjectTopK ('${fused.out}' already did)`); continue; }
     if (typeof vocab === 'number' && k > vocab) { explain(producer.name, `k = ${k} exceeds the vocabulary size ${vocab}`); continue; }
     if (!shape) { explain(producer.name, `the logits '${out}' have an unknown shape`); continue; }
     if (TOPK_OUTPUTS.some((name) => g.values.has(name))) { explain(producer.name, `the graph already has a value named ${TOPK_OUTPUTS.join(' or ')}`); continue; }
+    const origin = m.nodes.flatMap((i) => g.nodes[i]!.origin);
+    // A [1, ..., V] bias (final_logits_bias) is read as [V] through a Squeeze (a view).
+    const squeeze: Node[] = (v.rank(m.bias) ?? 1) > 1 ? [{
+      name: `${producer.name}:bias`, op: 'Squeeze', domain: '', inputs: [m.bias], outputs: [freshName(g, `${m.bias}_squeezed`)], attrs: {}, origin,
+    }] : [];
+    const bias = squeeze[0]?.outputs[0] ?? m.bias;
     const node: Node = {
-      name: `${producer.name}:topk`, op: 'ProjectTopK', domain: 'planc', inputs: m.bias ? [m.x, m.w, m.bias] : [m.x, m.w], outputs: [...TOPK_OUTPUTS],
-      attrs: { k: { kind: 'int', value: k }, transposed: { kind: 'int', value: m.transposed } },
-      origin: m.nodes.flatMap((i) => g.nodes[i]!.origin),
+      name: `${producer.name}:topk`, op: 'ProjectTopK', domain: 'planc', inputs: bias ? [m.x, m.w, bias] : [m.x, m.w], outputs: [...TOPK_OUTPUTS],
+      attrs: { k: { kind: 'int', value: k }, transposed: { kind: 'int', value: m.transposed } }, origin,
     };
-    if (!rewrites.replace(m.nodes, node)) { explain(producer.name, 'its nodes are part of another rewrite'); continue; }
+    if (!rewrites.replace(m.nodes, [...squeeze, node])) { explain(producer.name, 'its nodes are part of another rewrite'); continue; }
     fused = { out, node };
     const outShape = [...shape.slice(0, -1), k];
     g.values.set(TOPK_OUTPUTS[0], { name: TOPK_OUTPUTS[0], type: { dtype: 'float32', shape: outShape } });
@@ -127,7 +124,7 @@ export const FUSE_PROJECT_TOPK: Pass = {
     if (!Number.isInteger(k) || k < 1) throw new PlancError('PLANC_E301', `topk must be a positive integer, got ${k}`);
     const out = copyModel(model);
     let fused = 0;
-    for (const g of out.graphs.values()) fused += fuseGraph(g, k, ctx);
+    for (const g of out.graphs.values()) fused += fuseGraph(g, out, k, ctx);
     if (fused > 0) out.opsets.planc = 1;
     return out;
   },

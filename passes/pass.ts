@@ -1,5 +1,8 @@
 // What every pass is: a named pure function (model, ctx) → model, and the context the driver gives it.
 import type { Graph, Model, Node } from '../compiler/ir.ts';
+import type { DType } from '../compiler/dtype.ts';
+import type { Dim } from '../compiler/symbolic.ts';
+import type { Tensor } from '../compiler/tensor.ts';
 
 export interface PassContext {
   /** Called when a rule half-matches and declines, with the reason (`planc optimize --explain` prints these). */
@@ -53,6 +56,51 @@ export function consumers(g: Graph): Map<string, number[]> {
   return c;
 }
 
+/**
+ * Reads a graph by value names: producers, consumers, and constants. A constant is an initializer, a Constant node's
+ * output, or an Identity of either (exporters alias deduplicated weights through Identity nodes).
+ */
+export class GraphView {
+  readonly producer = new Map<string, number>();
+  readonly uses: Map<string, number[]>;
+  constructor(readonly g: Graph, readonly model: Model) {
+    g.nodes.forEach((n, i) => n.outputs.forEach((o) => o && this.producer.set(o, i)));
+    this.uses = consumers(g);
+  }
+  node(value: string): [number, Node] | undefined {
+    const i = this.producer.get(value);
+    return i === undefined ? undefined : [i, this.g.nodes[i]!];
+  }
+  /** The only consumer of a value (none when it is a graph output or has several). */
+  only(value: string): [number, Node] | undefined {
+    const u = this.uses.get(value) ?? [];
+    return u.length === 1 && u[0]! >= 0 ? [u[0]!, this.g.nodes[u[0]!]!] : undefined;
+  }
+  /** The tensor of a constant value, or undefined. */
+  constant(value: string): Tensor | undefined {
+    for (let v = value, hops = 0; hops < 8; hops++) {
+      const id = this.g.initializers.get(v);
+      if (id) return this.model.weights.get(id)?.tensor;
+      const p = this.node(v)?.[1];
+      if (p?.domain !== '') return undefined;
+      if (p.op === 'Constant') return p.attrs.value?.kind === 'tensor' ? p.attrs.value.value : undefined;
+      if (p.op !== 'Identity') return undefined;
+      v = p.inputs[0]!;
+    }
+    return undefined;
+  }
+  isConst(value: string): boolean { return this.constant(value) !== undefined; }
+  /** The value of a one-element numeric constant, or undefined. */
+  scalar(value: string): number | undefined {
+    const t = this.constant(value);
+    return t && t.size === 1 && t.dtype !== 'string' ? Number(t.nums[0]) : undefined;
+  }
+  /** A value's shape and dtype: its type's, else a constant's (names aliasing weights may carry no type). */
+  shape(value: string): Dim[] | undefined { return this.g.values.get(value)?.type?.shape ?? this.constant(value)?.dims.slice(); }
+  dtype(value: string): DType | undefined { return this.g.values.get(value)?.type?.dtype ?? this.constant(value)?.dtype; }
+  rank(value: string): number | undefined { return this.shape(value)?.length; }
+}
+
 /** Drops initializers and value entries that no node, input or output uses any more (after a rewrite). */
 export function pruneUnused(g: Graph): void {
   const used = new Set([...g.inputs, ...g.outputs, ...g.nodes.flatMap((n) => [...n.inputs, ...n.outputs])]);
@@ -84,6 +132,9 @@ export class Rewrites {
   apply(g: Graph): number {
     if (this.replaced.size === 0) return 0;
     g.nodes = g.nodes.flatMap((n, i) => (this.removed.has(i) ? [] : this.replaced.get(i) ?? [n]));
+    // Constants that only the replaced nodes read go with them.
+    const read = new Set([...g.outputs, ...g.nodes.flatMap((n) => n.inputs)]);
+    g.nodes = g.nodes.filter((n) => !(n.op === 'Constant' && n.domain === '' && n.outputs.every((o) => !read.has(o))));
     for (const n of [...this.replaced.values()].flat()) for (const o of n.outputs) if (o && !g.values.has(o)) g.values.set(o, { name: o });
     pruneUnused(g);
     return this.replaced.size;

@@ -5,12 +5,15 @@ import { makeOpContext } from './context.ts';
 import type { EvalContext, InferInput, OpHandler } from './types.ts';
 import { need } from './util.ts';
 
-/** The activations planc.FusedMatMul applies after the bias, by attribute value. */
-export const FUSED_ACTIVATIONS: Record<string, { op: string; attrs: Node['attrs'] }> = {
-  none: { op: '', attrs: {} },
-  relu: { op: 'Relu', attrs: {} },
-  gelu: { op: 'Gelu', attrs: {} },
-  gelu_tanh: { op: 'Gelu', attrs: { approximate: { kind: 'string', value: 'tanh' } } },
+type Apply = (op: string, attrs: Node['attrs'], inputs: Tensor[]) => Tensor;
+
+/** The activations planc.FusedMatMul applies after the bias, by attribute value, as ONNX ops. */
+export const FUSED_ACTIVATIONS: Record<string, (y: Tensor, apply: Apply) => Tensor> = {
+  none: (y) => y,
+  relu: (y, f) => f('Relu', {}, [y]),
+  gelu: (y, f) => f('Gelu', {}, [y]),
+  gelu_tanh: (y, f) => f('Gelu', { approximate: { kind: 'string', value: 'tanh' } }, [y]),
+  silu: (y, f) => f('Mul', {}, [y, f('Sigmoid', {}, [y])]),
 };
 
 type Find = (domain: string, op: string, opset: number) => OpHandler | undefined;
@@ -49,7 +52,7 @@ const FUSED_MATMUL: OpHandler = {
     if (inputs[2]) y = apply(ctx, 'Add', {}, [y, inputs[2]]);
     const act = FUSED_ACTIVATIONS[ctx.string('activation', 'none')];
     if (!act) return ctx.fail(`unknown activation '${ctx.string('activation', 'none')}'`);
-    if (act.op) y = apply(ctx, act.op, act.attrs, [y]);
+    y = act(y, (op, attrs, ins) => apply(ctx, op, attrs, ins));
     if (inputs[3]) {
       if (inputs[3].dims.join() !== y.dims.join()) ctx.fail(`residual dims [${inputs[3].dims}] differ from the product's [${y.dims}]`);
       y = apply(ctx, 'Add', {}, [y, inputs[3]]);

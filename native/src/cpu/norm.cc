@@ -232,8 +232,10 @@ const char* rms_norm(const KernelArgs& args) {
     static thread_local std::vector<float> sbuf;
     for (int64_t r = r0; r < r1; r++) {
       const float* xr = xp + r * cols;
-      const double ms = sum_sq_run(xr, cols, 0.0f, 0.0f) / static_cast<double>(cols);
-      const float inv = static_cast<float>(1.0 / std::sqrt(ms + eps));
+      // float32 steps after the mean, as ONNX's function body (and the decomposed exports) compute them: models
+      // whose attention logits are large (T5) turn a one-ulp difference here into visible output differences.
+      const float ms = static_cast<float>(sum_sq_run(xr, cols, 0.0f, 0.0f) / static_cast<double>(cols));
+      const float inv = 1.0f / std::sqrt(ms + static_cast<float>(eps));
       rms_scale_run(xr, yp + r * cols, cols, inv, param_row(scale, x, axis, r, sbuf, cols));
     }
   };
