@@ -38,12 +38,15 @@ function fromBranch(merged: Graph, iff: Node, b: Graph, name: string, dropPassTh
   }
   const cond = iff.inputs[0]!;
   const initializers = new Map([...merged.initializers, ...b.initializers]);
+  const values = new Map([...merged.values, ...b.values]);
   const rename = new Map<string, string>();
   const nodes: Node[] = [];
   const names = new Set<string>();
   for (const n of [...merged.nodes.filter((x) => x !== iff), ...b.nodes]) {
     if (n.op === 'Identity' && n.domain === '' && initializers.has(n.inputs[0]!)) {
       initializers.set(n.outputs[0]!, initializers.get(n.inputs[0]!)!);
+      const type = values.get(n.inputs[0]!)?.type;
+      values.set(n.outputs[0]!, { name: n.outputs[0]!, ...(type ? { type } : {}) });
       continue;
     }
     nodes.push({ ...n, name: uniqueName(n.name, names), inputs: [...n.inputs], outputs: [...n.outputs] });
@@ -74,7 +77,6 @@ function fromBranch(merged: Graph, iff: Node, b: Graph, name: string, dropPassTh
   }
   const live = liveNodes(nodes, outputs);
   const used = new Set(live.flatMap(readsOf));
-  const values = new Map([...merged.values, ...b.values]);
   for (const [from, to] of rename) {
     const v = values.get(from);
     if (v && !values.has(to)) values.set(to, { ...v, name: to });
