@@ -132,9 +132,14 @@ export class Rewrites {
   apply(g: Graph): number {
     if (this.replaced.size === 0) return 0;
     g.nodes = g.nodes.flatMap((n, i) => (this.removed.has(i) ? [] : this.replaced.get(i) ?? [n]));
-    // Constants that only the replaced nodes read go with them.
-    const read = new Set([...g.outputs, ...g.nodes.flatMap((n) => n.inputs)]);
-    g.nodes = g.nodes.filter((n) => !(n.op === 'Constant' && n.domain === '' && n.outputs.every((o) => !read.has(o))));
+    // Constants (and Identity aliases of weights or constants) that only the replaced nodes read go with them:
+    // aliases first, then what they aliased.
+    for (let round = 0; round < 2; round++) {
+      const read = new Set([...g.outputs, ...g.nodes.flatMap((n) => n.inputs)]);
+      const constants = new Set(g.nodes.filter((n) => n.op === 'Constant' && n.domain === '').flatMap((n) => n.outputs));
+      const constantSource = (n: Node) => n.domain === '' && (n.op === 'Constant' || (n.op === 'Identity' && (g.initializers.has(n.inputs[0]!) || constants.has(n.inputs[0]!))));
+      g.nodes = g.nodes.filter((n) => !(constantSource(n) && n.outputs.every((o) => !read.has(o))));
+    }
     for (const n of [...this.replaced.values()].flat()) for (const o of n.outputs) if (o && !g.values.has(o)) g.values.set(o, { name: o });
     pruneUnused(g);
     return this.replaced.size;

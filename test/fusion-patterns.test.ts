@@ -1,5 +1,6 @@
 // Fusion rules on what TorchScript / optimum exports write: golden IR before/after fuse-matmul-epilogue (biases aliased
-// through Identity, swish as x·Sigmoid(x), gelu with Erf in two associations), fuse-layernorm (T5's RMS norm with Casts
+// through Identity, swish as x·Sigmoid(x), gelu with Erf in two associations, gelu's tanh approximation as
+// NewGELUActivation and torch's decomposition write it, with onnxruntime as the oracle), fuse-layernorm (T5's RMS norm with Casts
 // and Div(1, Sqrt)) and fuse-project-topk (a scaled hidden state, a [1, V] bias), and the fused models computing what
 // the unfused ones do (reference evaluator).
 import { test } from 'uvu';
@@ -20,6 +21,12 @@ import { FUSE_PROJECT_TOPK } from '../passes/fuse-project-topk.ts';
 import type { Pass } from '../passes/pass.ts';
 import { matchGolden } from './helpers/golden.ts';
 import { buildModel, floatInit, type ModelSpec, type NodeSpec } from './helpers/onnx-build.ts';
+import { ort, relErr, runOrt } from './helpers/ort.ts';
+import { buildPlan } from '../cli/build-plan.ts';
+import { encodePlan } from '../compiler/plan/format.ts';
+import { loadPlanBytes } from '../runtime/plan.ts';
+import { nativeAvailable } from '../runtime/native.ts';
+import { fromRt, toRt } from '../bench/reference/rt-tensors.ts';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'planc-fusion-patterns-'));
 const vals = (n: number, seed: number) => Array.from({ length: n }, (_, i) => Math.sin(i * 1.7 + seed) * 0.5);
@@ -98,6 +105,69 @@ test('fuse-matmul-epilogue: a written-out gelu whose input is read elsewhere sta
   assert.equal(why, ['a5: its gelu has parts read outside it']);
   assert.is(f.graphs.get('main')!.nodes.filter((n) => n.op === 'Erf').length, 1);
   assert.is(planc(f).length, 6, 'a5 still takes its bias');
+});
+
+/**
+ * gelu's tanh approximation ½x(1 + Tanh(√(2/π)(x + 0.044715x³))) in two FFNs on x [batch, len, 4]. First T5 v1.1's
+ * gated-gelu: NewGELUActivation on wi_0 (no bias), Pow(x, 3), Constant nodes, times wi_1, wo + residual. Then torch's
+ * own decomposition of gelu(approximate='tanh') after a biased MatMul: x·(x·x), constants as initializers (κ through
+ * an Identity), sums and products the other way round, then w2 + b2; its √(2/π) is `beta`.
+ */
+function geluTanhExport(name: string, beta: number): Model {
+  const op = (o: string, inputs: string[], out: string) => ({ op: o, inputs, outputs: [out], name: out });
+  return load(name, {
+    inputs: [['x', 'float32', ['batch', 'len', 4]]],
+    outputs: [['y', 'float32', ['batch', 'len', 4]], ['z', 'float32', ['batch', 'len', 4]]],
+    initializers: [floatInit('wi0', [4, 8], vals(32, 31)), floatInit('wi1', [4, 8], vals(32, 32)), floatInit('wo', [8, 4], vals(32, 33)),
+      floatInit('w1', [4, 8], vals(32, 34)), floatInit('b1', [8], vals(8, 35)), floatInit('w2', [8, 4], vals(32, 36)), floatInit('b2', [4], vals(4, 38)),
+      floatInit('kappa', [], [0.044715]), floatInit('beta', [], [beta]), floatInit('one', [], [1]), floatInit('half', [], [0.5])],
+    nodes: [
+      op('MatMul', ['x', 'wi0'], 'a1'), constant('c_half', 0.5), op('Mul', ['a1', 'c_half'], 'ha1'), constant('c_three', 3), op('Pow', ['a1', 'c_three'], 'cube1'),
+      constant('c_kappa', 0.044715), op('Mul', ['cube1', 'c_kappa'], 'k1'), op('Add', ['a1', 'k1'], 's1'), constant('c_beta', Math.sqrt(2 / Math.PI)),
+      op('Mul', ['s1', 'c_beta'], 'u1'), op('Tanh', ['u1'], 't1'), constant('c_one', 1), op('Add', ['t1', 'c_one'], 'p1'), op('Mul', ['ha1', 'p1'], 'g1'),
+      op('MatMul', ['x', 'wi1'], 'lin1'), op('Mul', ['g1', 'lin1'], 'gl1'), op('MatMul', ['gl1', 'wo'], 'o1'), op('Add', ['x', 'o1'], 'y'),
+      op('MatMul', ['y', 'w1'], 'a2'), op('Add', ['b1', 'a2'], 'h2'), op('Mul', ['h2', 'h2'], 'sq2'), op('Mul', ['h2', 'sq2'], 'cube2'),
+      op('Identity', ['kappa'], 'kappa_alias'), op('Mul', ['kappa_alias', 'cube2'], 'k2'), op('Add', ['k2', 'h2'], 's2'), op('Mul', ['beta', 's2'], 'u2'),
+      op('Tanh', ['u2'], 't2'), op('Add', ['one', 't2'], 'p2'), op('Mul', ['h2', 'p2'], 'm2'), op('Mul', ['half', 'm2'], 'g2'), op('MatMul', ['g2', 'w2'], 'a3'), op('Add', ['a3', 'b2'], 'z'),
+    ],
+  });
+}
+
+const activations = (m: Model) => planc(m).map((n) => `${n.attrs.activation?.kind === 'string' ? n.attrs.activation.value : ''} ${n.inputs.filter((x) => x).length}`);
+
+test('fuse-matmul-epilogue: gelu tanh approximation (NewGELU with Pow and no bias, torch decomposition with x·x·x) → gelu_tanh', async () => {
+  const m = geluTanhExport('gelu-tanh-export', Math.sqrt(2 / Math.PI));
+  const { f, why } = golden('fuse-matmul-epilogue.gelu-tanh', m, FUSE_MATMUL_EPILOGUE);
+  assert.equal(why, ['lin1: no bias, activation or residual follows it']);
+  assert.equal(activations(f), ['gelu_tanh 2', 'none 3', 'gelu_tanh 3', 'none 3']);
+  assert.not.ok(f.graphs.get('main')!.nodes.some((n) => ['Tanh', 'Pow', 'Add'].includes(n.op)), 'both activations fused');
+  // The fused model (reference evaluator, native CPU plan) computes what onnxruntime computes on the unfused export.
+  const x = Tensor.fromNumbers('float32', [2, 3, 4], vals(24, 37).map((v) => v * 4));
+  const session = await ort.InferenceSession.create(path.join(tmp, 'gelu-tanh-export.onnx'));
+  const want = await runOrt(session, { x });
+  await session.release();
+  const got: Record<string, Record<string, Tensor>> = { evaluator: evaluate(f, 'main', { x }) };
+  if (nativeAvailable()) {
+    const built = buildPlan(f, { target: 'cpu', maxBatch: 2, maxSrcLen: 8, maxTgtLen: 8 });
+    const plan = loadPlanBytes(encodePlan(built.header, built.blob), 'gelu-tanh.plan');
+    try {
+      got.native = Object.fromEntries(Object.entries(plan.runSync('main', { x: toRt(x) })).map(([k, t]) => [k, fromRt(t)]));
+    } finally {
+      plan.close();
+    }
+  } else console.log('  native half skipped: the native addon is not built');
+  for (const [by, out] of Object.entries(got)) {
+    for (const k of ['y', 'z']) assert.ok(relErr(out[k]!, want[k]!) < 1e-5, `${by} ${k}: relative error ${relErr(out[k]!, want[k]!)}`);
+  }
+});
+
+test('fuse-matmul-epilogue: a tanh gelu with another √(2/π) stays, explained', () => {
+  const why: string[] = [];
+  const f = FUSE_MATMUL_EPILOGUE.run(geluTanhExport('gelu-tanh-rounded', 0.7978), { explain: (_p, node, w) => why.push(`${node}: ${w}`) });
+  assert.equal(why, ['lin1: no bias, activation or residual follows it',
+    'a2: its Tanh argument is 0.7978·x + 0.03567363·x³, not 0.7978846·x + 0.03567741·x³ (gelu_tanh)']);
+  assert.equal(activations(f), ['gelu_tanh 2', 'none 3', 'none 3', 'none 3']);
+  assert.is(f.graphs.get('main')!.nodes.filter((n) => n.op === 'Tanh').length, 1);
 });
 
 test("fuse-layernorm on T5's RMS norm: Casts around it, Div(1, Sqrt), axes as a Constant, weight through an Identity", () => {
