@@ -13,6 +13,7 @@ import { loadPlanBytes, type Plan } from '../runtime/plan.ts';
 import { makeBatches } from '../runtime/decode/batching.ts';
 import { validateDecodingOptions } from '../runtime/decode/options.ts';
 import { translateIds } from '../runtime/decode/translate-ids.ts';
+import { conventionsOf, type Conventions } from '../runtime/decode/conventions.ts';
 import { greedyDecode, type GraphRunner } from './reference/greedy.ts';
 import { machineFacts } from './machine.ts';
 
@@ -50,12 +51,12 @@ async function runPlanc(plan: Plan, ids: number[][], batch: number): Promise<{ s
 }
 
 /** The reference decoder over onnxruntime on the same length-sorted batches. */
-async function runOrt(run: GraphRunner, ids: number[][], batch: number): Promise<{ s: Side; out: number[][] }> {
+async function runOrt(run: GraphRunner, ids: number[][], batch: number, conventions: Conventions): Promise<{ s: Side; out: number[][] }> {
   const batches = makeBatches(ids.map((s) => s.length), validateDecodingOptions({ batchSize: batch }), batch);
   const out = new Array<number[]>(ids.length);
   const t0 = performance.now();
   for (const b of batches) {
-    const res = await greedyDecode(run, b.map((i) => ids[i]!), { startId: 0, eosId: 0, padId: 0, maxLength: MAX_LEN });
+    const res = await greedyDecode(run, b.map((i) => ids[i]!), { ...conventions, maxLength: MAX_LEN });
     b.forEach((i, j) => (out[i] = res[j]!));
   }
   return { s: side((performance.now() - t0) / 1000, out), out };
@@ -63,7 +64,7 @@ async function runOrt(run: GraphRunner, ids: number[][], batch: number): Promise
 
 async function measure(plan: Plan, run: GraphRunner, ids: number[][], batch: number): Promise<Row> {
   const p = await runPlanc(plan, ids, batch);
-  const o = await runOrt(run, ids, batch);
+  const o = await runOrt(run, ids, batch, conventionsOf(plan.header.decoding));
   const identical = p.out.filter((x, i) => x.join() === o.out[i]!.join()).length;
   return { batch, sentences: ids.length, planc: p.s, ort: o.s, ratio: p.s.sentencesPerS / o.s.sentencesPerS, identical };
 }

@@ -1,6 +1,6 @@
 // `planc inspect MODEL [--json]`: graphs, I/O with symbolic shapes, opsets, op histogram, weights, unsupported ops.
 import * as fs from 'node:fs';
-import type { Graph, Model } from '../compiler/ir.ts';
+import type { DecodingFacts, Graph, Model } from '../compiler/ir.ts';
 import { readPlanFile } from '../compiler/plan/format.ts';
 import type { PlanHeader } from '../compiler/plan/types.ts';
 import { importModel, unsupportedOps } from '../compiler/onnx/import-model.ts';
@@ -76,8 +76,8 @@ export function formatReport(r: ModelReport): string {
   lines.push('');
   lines.push(`parameters: ${r.parameters.toLocaleString('en-US')} unique (${r.storedParameters.toLocaleString('en-US')} as stored)`);
   lines.push(`weights: ${mb(r.uniqueWeightBytes)} unique, ${mb(r.storedWeightBytes)} as stored in the files (${r.weightsShared} tensors shared between graphs)`);
-  const facts = Object.entries(r.decoding).filter(([, v]) => v !== undefined);
-  if (facts.length) lines.push(`decoding: ${facts.map(([k, v]) => `${k} ${v}`).join(', ')}`);
+  const facts = formatDecoding(r.decoding);
+  if (facts) lines.push(`decoding: ${facts}`);
   if (r.unsupported.length) {
     lines.push(`unsupported operators (${r.unsupported.length}):`);
     for (const u of r.unsupported) lines.push(`  ${u.op}: ${u.nodes.length} node(s), e.g. ${u.nodes.slice(0, 3).join(', ')}`);
@@ -137,6 +137,7 @@ export function formatPlanReport(r: PlanReport, h?: PlanHeader): string {
     `target: ${r.target}${r.archs.length ? ` ${r.archs.join(',')}` : ''}; profile: batch ≤ ${r.profile.maxBatch}, source ≤ ${r.profile.maxSrcLen}, target ≤ ${r.profile.maxTgtLen}`,
     `weights: ${r.weights} distinct tensors, ${mb(r.uniqueWeightBytes)}; arena ${mb(r.arenaBytes)} (shared by all graphs)`,
     r.tokenizer.kind ? `tokenizer: ${r.tokenizer.kind}, ${(r.tokenizer.bytes / 1e3).toFixed(1)} kB` : 'tokenizer: none (translate with --ids)',
+    `decoding: ${formatDecoding(r.decoding) || 'no conventions recorded'}`,
   ];
   for (const g of r.graphs) {
     lines.push(`  ${g.name}: ${g.kernelCount} kernels, arena ${mb(g.arenaBytes)} (lower bound ${mb(g.arenaLowerBoundBytes)}, all tensors ${mb(g.tensorBytesSum)})`);
@@ -149,6 +150,16 @@ export function formatPlanReport(r: PlanReport, h?: PlanHeader): string {
     for (const k of r.kernels) lines.push(`  ${k.arch} ${k.name.padEnd(28)} ${String(k.registers).padStart(4)} regs ${String(k.spillBytes).padStart(5)} spill ${String(k.sharedBytes).padStart(6)} smem`);
   }
   return lines.join('\n');
+}
+
+/** The decoding conventions as one line: `decoderStartId 2, eosIds [2], forcedBosId 977, badWords [[999]], ...`. */
+function formatDecoding(d: DecodingFacts): string {
+  const show = (v: unknown): string => (Array.isArray(v) ? `[${v.map((x) => show(typeof x === 'object' && x && 'ids' in x ? x.ids : x)).join(', ')}]` : String(v));
+  const order = ['decoderStartId', 'eosId', 'eosIds', 'padId', 'bosId', 'unkId', 'vocabSize', 'forcedBosId', 'forcedEosId', 'suppressTokens', 'beginSuppressTokens', 'badWords', 'numBeams', 'maxNewTokens', 'maxLength'];
+  const rank = (k: string) => (order.includes(k) ? order.indexOf(k) : order.length);
+  const single = d.eosIds?.length === 1 && d.eosIds[0] === d.eosId;
+  return Object.entries(d).filter(([k, v]) => v !== undefined && !(Array.isArray(v) && v.length === 0) && !(k === 'eosIds' && single))
+    .sort(([a], [b]) => rank(a) - rank(b)).map(([k, v]) => `${k} ${show(v)}`).join(', ');
 }
 
 function isPlanFile(file: string): boolean {

@@ -8,7 +8,7 @@ import { runTranslate } from './translate.ts';
 const COMMANDS: Record<string, { run: (argv: string[]) => number | Promise<number>; help: string }> = {
   optimize: { run: runOptimize, help: 'optimize MODEL -o PLAN     compile a model into a plan (--target cpu, --max-batch/--max-src-len/--max-tgt-len)' },
   run: { run: runRun, help: 'run PLAN --graph G --inputs FEEDS.json|.npz   run one graph of a plan' },
-  translate: { run: runTranslate, help: 'translate PLAN [--beam N] [--max-length N] [--batch N] [--ids] < in.txt > out.txt   translate one sentence per line' },
+  translate: { run: runTranslate, help: 'translate PLAN [--beam N] [--max-length N] [--batch N] [--target-lang CODE] [--truncate] [--ids] < in.txt > out.txt   translate one sentence per line' },
   inspect: { run: runInspect, help: 'inspect MODEL|PLAN [--json] graphs, I/O, opsets, ops, weights, unsupported ops; for plans: arena and kernels' },
 };
 

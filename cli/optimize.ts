@@ -7,7 +7,9 @@ import { verifyModel } from '../compiler/verify.ts';
 import { findNvcc, parseArchs } from '../codegen/cuda/nvcc.ts';
 import { DEFAULT_PROFILE } from '../codegen/profile.ts';
 import { parseArgs, type CommandSpec } from './args.ts';
-import { buildPlan, type SpecialIds } from './build-plan.ts';
+import { buildPlan, decodingFacts, type SpecialIds } from './build-plan.ts';
+import type { Model } from '../compiler/ir.ts';
+import { conventionsOf, DecodingRules } from '../runtime/decode/conventions.ts';
 import { runPipeline, TRANSLATE_TOPK } from '../passes/pipeline.ts';
 import { Progress } from './progress.ts';
 import { formatVocabReport, optimizeVocab, parseVocabSpec } from './vocab-optimize.ts';
@@ -16,7 +18,7 @@ import { readPositionLimits } from '../compiler/onnx/position-limits.ts';
 
 export const OPTIMIZE: CommandSpec = {
   name: 'optimize',
-  usage: 'planc optimize MODEL -o PLAN [--target cpu|cuda] [--arch sm_80,sm_90] [--max-batch N] [--max-src-len N] [--max-tgt-len N] [--max-dim NAME=N,...] [--tokenizer FILE | --no-tokenizer] [--decoder-start-id N] [--eos-id N] [--pad-id N] [--unk-id N] [--no-fuse] [--topk N (default 8 for translation models, 0 keeps logits)] [--vocab shortlist=FILE[,first=N,best=N] | --vocab clusters=R,K --calibrate SOURCE_TEXT] [--eval-src FILE [--eval-ref FILE]] [--dump-after PASS|all] [--explain] [--quiet]',
+  usage: 'planc optimize MODEL -o PLAN [--target cpu|cuda] [--arch sm_80,sm_90] [--max-batch N] [--max-src-len N] [--max-tgt-len N] [--max-dim NAME=N,...] [--tokenizer FILE | --no-tokenizer] [--decoder-start-id N] [--eos-id N] [--pad-id N] [--unk-id N] [--no-fuse] [--topk N (default for translation models: exact beams up to max(4, num_beams) besides banned ids, 8 without any; 0 keeps logits)] [--vocab shortlist=FILE[,first=N,best=N] | --vocab clusters=R,K --calibrate SOURCE_TEXT] [--eval-src FILE [--eval-ref FILE]] [--dump-after PASS|all] [--explain] [--quiet]',
   flags: { o: 'string', output: 'string', target: 'string', arch: 'string', 'max-batch': 'number', 'max-src-len': 'number', 'max-tgt-len': 'number', 'max-dim': 'string', quiet: 'boolean', 'no-fuse': 'boolean', topk: 'number', 'dump-after': 'string', explain: 'boolean',
     vocab: 'string', calibrate: 'string', 'eval-src': 'string', 'eval-ref': 'string',
     tokenizer: 'string', 'no-tokenizer': 'boolean', 'decoder-start-id': 'number', 'eos-id': 'number', 'pad-id': 'number', 'unk-id': 'number' },
@@ -44,13 +46,21 @@ function lengthLimit(flag: string, v: unknown, def: number, table: number | unde
 }
 
 /**
- * k of planc.ProjectTopK: --topk N (N ≥ 1), --topk 0 keeps the full logits output; by default translation models
- * (those with a decoder_with_past graph) get TRANSLATE_TOPK and other models keep their logits.
+ * k of planc.ProjectTopK: --topk N (N ≥ 1), --topk 0 keeps the full logits output. By default translation models
+ * (those with a decoder_with_past graph) get the k that keeps beams up to max(TRANSLATE_TOPK / 2, num_beams) exact
+ * under their generation config (candidates + tokens it may ban at a step); other models keep their logits.
  */
-function topkOption(v: unknown, seq2seq: boolean): number | undefined {
-  if (v === undefined) return seq2seq ? TRANSLATE_TOPK : undefined;
-  if (typeof v !== 'number' || !Number.isInteger(v) || v < 0) throw new PlancError('PLANC_E301', `--topk must be an integer ≥ 0 (0 keeps the logits), got ${v}`);
-  return v === 0 ? undefined : v;
+function topkOption(v: unknown, m: Model, ids: SpecialIds): number | undefined {
+  if (v !== undefined && (typeof v !== 'number' || !Number.isInteger(v) || v < 0)) throw new PlancError('PLANC_E301', `--topk must be an integer ≥ 0 (0 keeps the logits), got ${v}`);
+  const k = v as number | undefined;
+  if (k === 0) return undefined;
+  if (!m.graphs.has('decoder_with_past')) return k;
+  const d = decodingFacts(m, ids);
+  const rules = new DecodingRules(conventionsOf(d));
+  if (k === undefined) return rules.topkNeeded(Math.max(TRANSLATE_TOPK / 2, d.numBeams ?? 1));
+  const greedy = rules.topkNeeded(1);
+  if (k < greedy) throw new PlancError('PLANC_E301', `--topk ${k} cannot decode this model exactly: up to ${rules.maxBanned} of a step's best tokens may be banned (suppress_tokens, bad_words_ids), so even greedy decoding needs --topk ${greedy} or more`);
+  return k;
 }
 
 function parseMaxDims(s: string | undefined): Record<string, number> {
@@ -119,7 +129,7 @@ export async function runOptimize(argv: string[]): Promise<number> {
   if (vocabSpec?.method === 'clusters' && flags.calibrate === undefined) throw new PlancError('PLANC_E301', '--vocab clusters=R,K needs --calibrate SOURCE_TEXT (source sentences, one per line)');
   if (vocabSpec?.method === 'shortlist' && flags.calibrate !== undefined) throw new PlancError('PLANC_E301', '--calibrate applies to --vocab clusters only');
   if (vocabSpec && flags['no-fuse'] === true) throw new PlancError('PLANC_E301', '--vocab rewrites planc.ProjectTopK, which --no-fuse turns off');
-  const topk = topkOption(flags.topk, m.graphs.has('decoder_with_past'));
+  const topk = topkOption(flags.topk, m, ids);
   if (vocabSpec && topk === undefined) throw new PlancError('PLANC_E301', '--vocab rewrites planc.ProjectTopK: it needs --topk N (N ≥ 1)');
   const vocab = vocabSpec ? await optimizeVocab(m, vocabSpec, {
     topk: topk!, decoding: ids, tokenizer: tokenizer && { bytes: tokenizer.bytes, kind: tokenizer.kind },

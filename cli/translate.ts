@@ -1,4 +1,4 @@
-// `planc translate PLAN [--beam N] [--max-length N] [--batch N] [--ids] < in.txt > out.txt`: one sentence per line.
+// `planc translate PLAN [--beam N] [--max-length N] [--batch N] [--target-lang CODE] [--truncate] [--ids] < in.txt > out.txt`.
 import * as fs from 'node:fs';
 import { PlancError } from '../compiler/diagnostics.ts';
 import type { DecodingOptions } from '../runtime/decode/options.ts';
@@ -8,8 +8,8 @@ import { parseArgs, type CommandSpec } from './args.ts';
 
 export const TRANSLATE: CommandSpec = {
   name: 'translate',
-  usage: 'planc translate PLAN [--beam N] [--max-length N] [--batch N] [--ids] [--quiet] < in.txt > out.txt   (--ids: space-separated token ids per line)',
-  flags: { beam: 'number', 'max-length': 'number', batch: 'number', ids: 'boolean', quiet: 'boolean' },
+  usage: 'planc translate PLAN [--beam N] [--max-length N] [--batch N] [--target-lang CODE] [--truncate] [--ids] [--quiet] < in.txt > out.txt   (--ids: space-separated token ids per line, taken verbatim)',
+  flags: { beam: 'number', 'max-length': 'number', batch: 'number', 'target-lang': 'string', truncate: 'boolean', ids: 'boolean', quiet: 'boolean' },
 };
 
 /** Stdin's lines (a final newline does not start another sentence). */
@@ -33,6 +33,8 @@ function decodingOptions(flags: Record<string, unknown>): TranslateOptions {
   if (flags.beam !== undefined) o.beamSize = flags.beam as number;
   if (flags['max-length'] !== undefined) o.maxLength = flags['max-length'] as number;
   if (flags.batch !== undefined) o.batchSize = flags.batch as number;
+  if (flags['target-lang'] !== undefined) o.targetLang = String(flags['target-lang']);
+  if (flags.truncate === true) o.truncate = true;
   return o;
 }
 
@@ -57,25 +59,35 @@ class ProgressBar {
   done(): void { if (!this.quiet && process.stderr.isTTY && this.total > 0) process.stderr.write('\n'); }
 }
 
-async function translateTextLines(plan: Plan, lines: string[], o: TranslateOptions, bar: ProgressBar): Promise<number> {
-  let tokens = 0;
-  for await (const r of translateStream(plan, lines, o)) {
-    process.stdout.write(`${r.text}\n`);
-    tokens += r.tokens;
-    bar.update(r.index + 1);
+/** Tokens generated and lines that failed alone (an empty output line each, the error on stderr with its line number). */
+interface Counts { tokens: number; failed: number }
+
+function report(r: { index: number; error?: Error }, out: string, counts: Counts, bar: ProgressBar): void {
+  if (r.error) {
+    counts.failed++;
+    process.stderr.write(`planc translate: line ${r.index + 1}: ${r.error.message}\n`);
   }
-  return tokens;
+  process.stdout.write(`${out}\n`);
+  bar.update(r.index + 1);
 }
 
-async function translateIdLines(plan: Plan, lines: string[], o: TranslateOptions, bar: ProgressBar): Promise<number> {
-  let tokens = 0;
+async function translateTextLines(plan: Plan, lines: string[], o: TranslateOptions, bar: ProgressBar): Promise<Counts> {
+  const counts = { tokens: 0, failed: 0 };
+  for await (const r of translateStream(plan, lines, o)) {
+    counts.tokens += r.tokens;
+    report(r, r.text, counts, bar);
+  }
+  return counts;
+}
+
+async function translateIdLines(plan: Plan, lines: string[], o: TranslateOptions, bar: ProgressBar): Promise<Counts> {
+  const counts = { tokens: 0, failed: 0 };
   const sources = lines.map((l, i) => parseIdLine(l, i + 1));
   for await (const r of translateIdsStream(plan, sources, o)) {
-    process.stdout.write(`${r.ids.join(' ')}\n`);
-    tokens += r.ids.length;
-    bar.update(r.index + 1);
+    counts.tokens += r.ids.length;
+    report(r, r.ids.join(' '), counts, bar);
   }
-  return tokens;
+  return counts;
 }
 
 export async function runTranslate(argv: string[]): Promise<number> {
@@ -94,9 +106,10 @@ export async function runTranslate(argv: string[]): Promise<number> {
 async function translateLines(plan: Plan, lines: string[], options: TranslateOptions, ids: boolean, quiet: boolean): Promise<number> {
   const bar = new ProgressBar(lines.length, quiet);
   const t0 = performance.now();
-  const tokens = ids ? await translateIdLines(plan, lines, options, bar) : await translateTextLines(plan, lines, options, bar);
+  const { tokens, failed } = ids ? await translateIdLines(plan, lines, options, bar) : await translateTextLines(plan, lines, options, bar);
   bar.done();
   const s = Math.max((performance.now() - t0) / 1000, 1e-9);
   if (!quiet) process.stderr.write(`translated ${lines.length} sentences in ${s.toFixed(2)} s: ${(lines.length / s).toFixed(1)} sentences/s, ${(tokens / s).toFixed(0)} tokens/s\n`);
-  return 0;
+  if (failed > 0) process.stderr.write(`planc translate: ${failed} of ${lines.length} lines failed (empty output lines)\n`);
+  return failed > 0 ? 2 : 0;
 }

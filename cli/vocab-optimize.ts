@@ -43,7 +43,7 @@ export async function optimizeVocab(model: Model, spec: VocabSpec, o: VocabOptim
   const vocabSize = dec.vocabSize;
   if (!vocabSize) throw new PlancError('PLANC_E301', '--vocab needs the vocabulary size (vocab_size in config.json)');
   const specials = specialIdsOf(dec);
-  const tok = await loadTokenizer(o.tokenizer.bytes, o.tokenizer.kind);
+  const tok = await loadTokenizer(o.tokenizer.bytes, o.tokenizer.kind, undefined, dec.eosId);
   const evalSrc = o.evalSrc ? readSentences(o.evalSrc, '--eval-src') : undefined;
   const evalRef = o.evalRef ? readSentences(o.evalRef, '--eval-ref') : undefined;
   if (evalSrc && evalRef && evalSrc.length !== evalRef.length) {

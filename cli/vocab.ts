@@ -214,7 +214,7 @@ export interface Calibration {
 
 /** Translates the calibration sentences greedily (full projection), recording every step's hidden state and top-K ids. */
 export function calibrate(plan: Plan, tok: Tokenizer, sentences: string[], topK: number, d: DecodeIds, maxSrcLen: number, maxTgtLen: number, quiet: boolean): Calibration {
-  return calibrateIds(plan, sentences.map((s) => [...tok.encode(s), d.eosId]), topK, d, maxSrcLen, maxTgtLen, quiet);
+  return calibrateIds(plan, sentences.map((s) => tok.encodeSource(s)), topK, d, maxSrcLen, maxTgtLen, quiet);
 }
 
 /** calibrate() on sources already as ids (each ending with eos): for models without a tokenizer. */
@@ -289,7 +289,7 @@ export interface Quality {
 export function evaluateQuality(plan: Plan, tok: Tokenizer, layer: OutputLayer, d: DecodeIds, srcText: string[], refText: string[] | undefined,
   rewrite: { kind: 'clusters'; c: Extract<VocabRewriteOptions, { method: 'clusters' }> } | { kind: 'shortlist'; v: PlanVocab },
   maxSrcLen: number, maxTgtLen: number, quiet: boolean): Quality {
-  const sources = srcText.map((s) => [...tok.encode(s), d.eosId]);
+  const sources = srcText.map((s) => tok.encodeSource(s));
   const long = sources.findIndex((s) => s.length > maxSrcLen);
   if (long >= 0) throw new PlancError('PLANC_E501', `--eval-src sentence ${long + 1} has ${sources[long]!.length} tokens, over --max-src-len ${maxSrcLen}`);
   const cap = (len: number) => Math.min(maxTgtLen, 2 * len + 10);

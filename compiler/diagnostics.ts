@@ -35,6 +35,8 @@ export const CODES = {
   PLANC_E405: 'bad feed for a plan',
   PLANC_E406: 'native runtime error',
   PLANC_E407: 'plan has no tokenizer',
+  PLANC_E408: 'source over the plan\'s length limit',
+  PLANC_E409: 'unknown target language',
   // vocabulary projection rewrite
   PLANC_E501: 'bad vocab-rewrite input (shortlist, calibration or evaluation data)',
   // CUDA code generation

@@ -57,15 +57,34 @@ export interface Graph {
   initializers: Map<string, string>;
 }
 
-/** Decoding facts of a translation model (filled from config files where present). */
+/**
+ * Decoding facts of a translation model: config.json and generation_config.json (the latter wins), the conventions
+ * transformers' generate() applies. Lists are empty when absent once read from a plan.
+ */
 export interface DecodingFacts {
   decoderStartId?: number;
+  /** The first (or only) eos id; eosIds holds all of them (any one ends a sentence). */
   eosId?: number;
+  eosIds?: number[];
   padId?: number;
   unkId?: number;
   bosId?: number;
   vocabSize?: number;
+  /** max_length: counts the decoder start token (so max_length - 1 new tokens). */
   maxLength?: number;
+  maxNewTokens?: number;
+  /** Default beam size (num_beams). */
+  numBeams?: number;
+  /** Forced as the first generated token (the target language of mBART-50, M2M100, NLLB). */
+  forcedBosId?: number;
+  /** Forced at the last allowed step. */
+  forcedEosId?: number;
+  /** suppress_tokens: never generated. */
+  suppressTokens?: number[];
+  /** suppress_tokens at the first free step (begin_suppress_tokens). */
+  beginSuppressTokens?: number[];
+  /** bad_words_ids (the protobuf shape): one id bans it every step; a sequence bans its last id after the rest. */
+  badWords?: { ids: number[] }[];
 }
 
 /** A weight stored once: content hash id → tensor, with where it came from. */

@@ -1,36 +1,22 @@
 // Text translation over a plan: the plan's tokenizer, then translateIds in chunks, results in input order or streamed.
 import { PlancError } from '../compiler/diagnostics.ts';
 import type { DecodingOptions } from './decode/options.ts';
-import { translateIds } from './decode/translate-ids.ts';
+import { tooLong, translateIds } from './decode/translate-ids.ts';
 import type { Plan } from './plan.ts';
-import { loadTokenizer, type Tokenizer } from './tokenizer/tokenizer.ts';
+import { planTokenizer, type Tokenizer } from './tokenizer/tokenizer.ts';
 
 export interface TranslateOptions extends Partial<DecodingOptions> {
   /** Sentences handed to translateIds at once (it sorts and batches within a chunk). Default 256. */
   chunkSize?: number;
 }
 
-/** One streamed result: the input's index, its translation, and how many tokens were generated. */
-export interface StreamedTranslation { index: number; text: string; tokens: number }
-export interface StreamedIds { index: number; ids: number[]; score?: number }
+/** One streamed result: the input's index, its translation, how many tokens were generated; error: it failed alone. */
+export interface StreamedTranslation { index: number; text: string; tokens: number; error?: PlancError }
+export interface StreamedIds { index: number; ids: number[]; score?: number; error?: PlancError }
 
 type Source<T> = Iterable<T> | AsyncIterable<T>;
 
-const tokenizers = new WeakMap<Plan, Promise<Tokenizer>>();
-
-/** The plan's embedded tokenizer (loaded once per plan); a PlancError naming the plan when it has none. */
-export function planTokenizer(plan: Plan): Promise<Tokenizer> {
-  let t = tokenizers.get(plan);
-  if (!t) {
-    const h = plan.header;
-    if (h.tokenizerKind === '' || h.tokenizer.length === 0) {
-      throw new PlancError('PLANC_E407', `plan ${plan.source} has no tokenizer: translate token ids (translateIds, or planc translate --ids), or re-run planc optimize with --tokenizer FILE`, { file: plan.source });
-    }
-    t = loadTokenizer(h.tokenizer, h.tokenizerKind, `${plan.source} (embedded ${h.tokenizerKind} tokenizer)`);
-    tokenizers.set(plan, t);
-  }
-  return t;
-}
+export { planTokenizer };
 
 /** Groups a (possibly async) sequence into arrays of at most n items. */
 export async function* chunks<T>(items: Source<T>, n: number): AsyncIterable<T[]> {
@@ -53,42 +39,60 @@ function decodingOnly(options: TranslateOptions): Partial<DecodingOptions> {
   return rest;
 }
 
-/** Source ids in, translated ids out (streamed chunk by chunk, in input order). No tokenizer needed. */
+/**
+ * Source ids in (verbatim, see translateIds), translated ids out, streamed chunk by chunk in input order. A source over
+ * the plan's maxSrcLen fails alone (its item carries the error, ids []) unless options.truncate. No tokenizer needed.
+ */
 export async function* translateIdsStream(plan: Plan, sources: Source<number[]>, options: TranslateOptions = {}): AsyncIterable<StreamedIds> {
+  const max = plan.header.profile.maxSrcLen;
   let index = 0;
   for await (const chunk of chunks(sources, chunkSize(options))) {
-    const results = await translateIds(plan, chunk, decodingOnly(options));
-    for (const r of results) yield { index: index++, ids: r.ids, score: r.score };
+    const fits = chunk.map((s) => options.truncate === true || s.length <= max);
+    const results = await translateIds(plan, chunk.filter((_, i) => fits[i]), decodingOnly(options));
+    let j = 0;
+    for (const [i, s] of chunk.entries()) {
+      if (!fits[i]) { yield { index: index++, ids: [], error: tooLong('the source', s.length, max) }; continue; }
+      const r = results[j++]!;
+      yield { index: index++, ids: r.ids, score: r.score };
+    }
   }
 }
 
-/** Encodes a text as the model's source: the tokenizer's ids and the eos. */
-export function sourceIds(tok: Tokenizer, text: string, eosId: number): number[] {
-  return [...tok.encode(text), eosId];
+/**
+ * A text as the model's source: the tokenizer's framing (tokenizer.json's post-processor, or `X </s>` for
+ * SentencePiece); a blank text gives no ids (and an empty translation). Over `max` ids (when given) the text's own
+ * tokens are cut so that the framing still fits around them.
+ */
+export function sourceIds(tok: Tokenizer, text: string, max?: number): number[] {
+  if (text.trim() === '') return [];
+  const framed = tok.encodeSource(text);
+  if (max === undefined || framed.length <= max) return framed;
+  const own = tok.encode(text);
+  const at = framed.findIndex((_, p) => own.every((id, j) => framed[p + j] === id));
+  if (own.length === 0 || at < 0) return framed.slice(0, max);
+  const prefix = framed.slice(0, at);
+  const suffix = framed.slice(at + own.length);
+  return [...prefix, ...own.slice(0, Math.max(0, max - prefix.length - suffix.length)), ...suffix].slice(0, max);
 }
 
-function eosOf(plan: Plan): number {
-  const eos = plan.header.decoding.eosId;
-  if (eos === undefined) throw new PlancError('PLANC_E011', `plan ${plan.source} has no eos id: re-run planc optimize with --eos-id N`, { file: plan.source });
-  return eos;
-}
-
-async function* encodeAll(tok: Tokenizer, texts: Source<string>, eosId: number): AsyncIterable<number[]> {
-  for await (const t of texts) yield sourceIds(tok, t, eosId);
-}
-
-/** Texts in, translations out as they are ready (in input order), with their index. */
+/** Texts in, translations out as they are ready (in input order), with their index; a failed line has `error` and text ''. */
 export async function* translateStream(plan: Plan, texts: Source<string>, options: TranslateOptions = {}): AsyncIterable<StreamedTranslation> {
   const tok = await planTokenizer(plan);
-  const eosId = eosOf(plan);
-  for await (const r of translateIdsStream(plan, encodeAll(tok, texts, eosId), options)) {
-    yield { index: r.index, text: tok.decode(r.ids), tokens: r.ids.length };
+  const max = options.truncate === true ? plan.header.profile.maxSrcLen : undefined;
+  async function* encodeAll(): AsyncIterable<number[]> {
+    for await (const t of texts) yield sourceIds(tok, t, max);
+  }
+  for await (const r of translateIdsStream(plan, encodeAll(), options)) {
+    yield { index: r.index, text: r.error ? '' : tok.decode(r.ids), tokens: r.ids.length, ...(r.error ? { error: r.error } : {}) };
   }
 }
 
-/** Translates texts with the plan's tokenizer; the results come back in input order. */
+/** Translates texts with the plan's tokenizer; the results come back in input order (the first failed line throws). */
 export async function translate(plan: Plan, texts: string[] | AsyncIterable<string>, options: TranslateOptions = {}): Promise<string[]> {
   const out: string[] = [];
-  for await (const r of translateStream(plan, texts, options)) out[r.index] = r.text;
+  for await (const r of translateStream(plan, texts, options)) {
+    if (r.error) throw new PlancError(r.error.code, `sentence ${r.index}: ${r.error.message.replace(/^PLANC_E\d+: /, '')}`);
+    out[r.index] = r.text;
+  }
   return out;
 }

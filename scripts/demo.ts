@@ -10,6 +10,7 @@ import { sharedDir } from '../compiler/paths.ts';
 import { writePlanFile } from '../compiler/plan/format.ts';
 import { Tensor } from '../compiler/tensor.ts';
 import { greedyDecode, type GraphRunner } from '../bench/reference/greedy.ts';
+import { conventionsOf } from '../runtime/decode/conventions.ts';
 import { buildPlan } from '../cli/build-plan.ts';
 import { runPipeline, TRANSLATE_TOPK } from '../passes/pipeline.ts';
 import { formatPlanReport, planReport } from '../cli/inspect.ts';
@@ -65,7 +66,7 @@ async function main(): Promise<void> {
   step('3. greedy decoding with the plan on the native runtime, next to onnxruntime-node on the ONNX files');
   const plan = await loadPlan(planFile);
   const sources = [[5, 17, 256, 33, 0], [901, 44, 12, 0]];
-  const opts = { startId: 0, eosId: 0, padId: 0, maxLength: 12 };
+  const opts = { ...conventionsOf(model.decoding), maxLength: 12 };
   const mine = (await plan.translateIds(sources, { maxLength: opts.maxLength })).map((r) => r.ids);
   const theirs = await greedyDecode(await ortRunner(model), sources, opts);
   mine.forEach((ids, i) => console.log(`   source ${JSON.stringify(sources[i])} → planc ${JSON.stringify(ids)} ${JSON.stringify(ids) === JSON.stringify(theirs[i]) ? '(same as onnxruntime)' : `(onnxruntime: ${JSON.stringify(theirs[i])})`}`));
@@ -84,7 +85,7 @@ async function main(): Promise<void> {
   const test = JSON.parse(fs.readFileSync(path.join(esen, 'test_ids.json'), 'utf8')) as { src_text: string[]; src_ids: number[][] };
   const pieces = readSpmPieces(path.join(esen, 'vocab.esen.spm'));
   const pick = [0, 1, 2, 3, 4, 5, 6, 7];
-  const ropts = { startId: real.decoding.decoderStartId ?? 0, eosId: real.decoding.eosId ?? 0, padId: real.decoding.padId ?? 0, maxLength: 32 };
+  const ropts = { ...conventionsOf(real.decoding), maxLength: 32 };
   const p = await loadPlan(realPlan);
   const t0 = performance.now();
   const out = (await p.translateIds(pick.map((i) => test.src_ids[i]!), { maxLength: ropts.maxLength })).map((r) => r.ids);

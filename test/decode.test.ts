@@ -14,6 +14,7 @@ import { nativeAvailable } from '../runtime/native.ts';
 import { translateIds } from '../runtime/decode/translate-ids.ts';
 import { validateDecodingOptions } from '../runtime/decode/options.ts';
 import { makeBatches } from '../runtime/decode/batching.ts';
+import { conventionsOf } from '../runtime/decode/conventions.ts';
 import { greedyDecode, type GraphRunner } from '../bench/reference/greedy.ts';
 import { beamDecodeOne } from '../bench/reference/beam.ts';
 import { ort } from './helpers/ort.ts';
@@ -83,7 +84,8 @@ if (!nativeAvailable()) {
 } else {
   const model = importSeq2SeqDir(esen);
   const ids: number[][] = JSON.parse(fs.readFileSync(path.join(esen, 'test_ids.json'), 'utf8')).src_ids;
-  const D = { startId: 0, eosId: 0, padId: 0 };
+  // es-en's conventions: start, eos and pad 0, forced_eos_token_id 0 (forced at the last allowed step)
+  const D = conventionsOf(model.decoding, { startId: 0, eosId: 0, padId: 0 });
   let plan: Plan;
   let fused: Plan;
   let sessions: Record<string, ort.InferenceSession>;
@@ -158,11 +160,17 @@ if (!nativeAvailable()) {
     await compareGreedy('greedy batch 32, no fusion', plain.map((r) => r.ids));
   });
 
-  /** Reference (ORT) length-penalized score of an output: forced decoding, eos included when shorter than the cap. */
+  /**
+   * Reference (ORT) length-penalized score of an output: forced decoding, eos included when shorter than the cap; an
+   * eos at the last allowed step is the forced one (log-prob 0).
+   */
   async function refScore(source: number[], out: number[], alpha: number): Promise<number> {
     const seq = out.length < MAX_LEN ? [...out, D.eosId] : out;
     let sum = 0;
-    for (let j = 0; j < seq.length; j++) sum += (await refLogProbs(source, seq.slice(0, j)))[seq[j]!]!;
+    for (let j = 0; j < seq.length; j++) {
+      if (j === MAX_LEN - 1 && D.forcedEosId !== undefined) continue;
+      sum += (await refLogProbs(source, seq.slice(0, j)))[seq[j]!]!;
+    }
     return sum / Math.pow(seq.length, alpha);
   }
 
@@ -195,12 +203,16 @@ if (!nativeAvailable()) {
     assert.is(await rejected(translateIds(fused, [[5, 0]], { beamSize: 5 })), 'PLANC_E405: beamSize 5 needs the 10 best tokens per step but plan es-en-fused.plan keeps 8; optimize with --topk 10 or more');
     const long = new Array<number>(plan.header.profile.maxSrcLen + 5).fill(7);
     const max = plan.header.profile.maxSrcLen;
-    assert.is(await rejected(translateIds(plan, [[5, 0], [6, 0], long])), `PLANC_E405: sentence 2 has ${max + 6} source tokens (with </s>), over the plan's maxSrcLen ${max}; split it or build the plan with a larger --max-src-len`);
+    assert.is(await rejected(translateIds(plan, [[5, 0], [6, 0], long])), `PLANC_E408: sentence 2 has ${max + 5} tokens, over the plan's maxSrcLen ${max}: split it, pass --truncate (truncate: true), or build the plan with a larger --max-src-len`);
     assert.is(await rejected(translateIds(plan, [[5, 0]], { beamSize: 33 })), 'PLANC_E405: bad decoding option: beamSize = 33; it must be in [1, 32] (the plan\'s maxBatch)');
     assert.is(await rejected(translateIds(plan, [[5, 0]], { maxLength: 0 })), 'PLANC_E405: bad decoding option: maxLength = 0; it must be an integer in [1, 65536]');
-    const r = await translateIds(plan, [ids[3]!.slice(0, -1), []], { returnScores: true });
+    // ids are taken verbatim (no eos appended); an empty source gives an empty translation
+    const r = await translateIds(plan, [ids[3]!, []], { returnScores: true });
     assert.equal(r[0]!.ids, reference[3]);
-    assert.ok(typeof r[1]!.score === 'number' && r[1]!.score <= 0);
+    assert.ok(typeof r[0]!.score === 'number' && r[0]!.score <= 0);
+    assert.equal(r[1], { ids: [], score: 0 });
+    const cut = await translateIds(plan, [[...new Array<number>(max + 5).fill(7), 0]], { truncate: true, maxLength: 4 });
+    assert.is(cut.length, 1, 'truncate: the first maxSrcLen - 1 ids and the eos');
   });
 }
 

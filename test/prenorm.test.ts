@@ -15,6 +15,7 @@ import { loadPlanBytes, type Plan } from '../runtime/plan.ts';
 import { nativeAvailable } from '../runtime/native.ts';
 import { translateIds } from '../runtime/decode/translate-ids.ts';
 import { greedyDecode, type GraphRunner } from '../bench/reference/greedy.ts';
+import { conventionsOf } from '../runtime/decode/conventions.ts';
 import { makeModel, type MakeModelOptions } from '../scripts/make-model/generate.ts';
 import { checkGraph } from './helpers/cache-feeds.ts';
 import { ort, runOrt } from './helpers/ort.ts';
@@ -45,6 +46,8 @@ function sources(n: number, seed: number): number[][] {
 
 makeModel(OPTS);
 const model = importSeq2SeqDir(OPTS.out);
+/** The model's generate() conventions (make-model writes forced_eos_token_id 0: forced at the last allowed step). */
+const C = conventionsOf(model.decoding, D);
 const fused = runPipeline(model, { topk: TRANSLATE_TOPK });
 const profile = { target: 'cpu' as const, maxBatch: 8, maxSrcLen: 32, maxTgtLen: MAX_LEN };
 const built = buildPlan(fused, profile);
@@ -105,7 +108,7 @@ if (!nativeAvailable()) {
     for (const g of ['encoder', 'decoder', 'decoder_with_past']) sessions[g] = await ort.InferenceSession.create(model.sources[g]!);
     runner = (g, feeds) => runOrt(sessions[g]!, feeds);
     reference = [];
-    for (const s of ids) reference.push(...(await greedyDecode(runner, [s], { ...D, maxLength: MAX_LEN })));
+    for (const s of ids) reference.push(...(await greedyDecode(runner, [s], { ...C, maxLength: MAX_LEN })));
   });
   test.after(async () => {
     plan?.close();
@@ -132,11 +135,11 @@ if (!nativeAvailable()) {
     return lp[0]! - lp[1]!;
   }
 
-  /** The reference's log-prob sum of an output (eos included when it ended before the cap). */
+  /** The reference's log-prob sum of an output (eos included when it ended before the cap; a forced one adds 0). */
   async function refScore(source: number[], out: number[]): Promise<number> {
     const lp = await refLogProbs(source, out);
     const seq = out.length < MAX_LEN ? [...out, D.eosId] : out;
-    return seq.reduce((a, tok, j) => a + lp[j]![tok]!, 0);
+    return seq.reduce((a, tok, j) => a + (j === MAX_LEN - 1 && C.forcedEosId !== undefined ? 0 : lp[j]![tok]!), 0);
   }
 
   test(`fused pre-norm graphs (logits kept) and unfused ones match onnxruntime within ${TOL}`, () => {
@@ -168,9 +171,10 @@ if (!nativeAvailable()) {
     assert.ok(same >= ids.length - 1, `${label}: only ${same}/${ids.length} identical`);
   }
 
-  test('the reference outputs are mixed: some empty (eos first), some running to the cap, several distinct tokens', () => {
+  test('the reference outputs are mixed: some empty (eos first), some running to the cap (the eos forced there), several distinct tokens', () => {
     const lens = reference.map((r) => r.length);
-    assert.ok(lens.includes(0) && lens.includes(MAX_LEN), `reference lengths ${lens.join(',')}`);
+    assert.ok(C.forcedEosId === 0, 'make-model sets forced_eos_token_id');
+    assert.ok(lens.includes(0) && lens.includes(MAX_LEN - 1), `reference lengths ${lens.join(',')}`);
     assert.ok(new Set(reference.flat()).size >= 4, `reference outputs: ${JSON.stringify(reference)}`);
   });
 

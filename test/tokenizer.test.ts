@@ -41,12 +41,21 @@ function tinyModel(name: string, config: boolean): string {
   return out;
 }
 
-test('hf tokenizer.json: encode without special tokens, decode drops them', async () => {
+test('hf tokenizer.json: encode without special tokens, sources framed by its post-processor, decode drops them', async () => {
   const tok = await loadTokenizer(new TextEncoder().encode(JSON.stringify(TINY_HF)), 'hf');
   assert.is(tok.kind, 'hf');
   assert.equal(tok.encode('hola mundo adios'), [2, 3, 4]);
   assert.equal(tok.encode('hola xyz'), [2, 1]);
+  assert.equal(tok.encodeSource('hola mundo'), [2, 3], 'no post-processor: no framing');
   assert.is(tok.decode([2, 3, 0]), 'hola mundo');
+  assert.is(tok.decode([]), '');
+  assert.equal([tok.tokenId('mundo'), tok.tokenId('nada')], [3, undefined]);
+  const framed = { ...TINY_HF, post_processor: { type: 'TemplateProcessing', single: [{ Sequence: { id: 'A', type_id: 0 } }, { SpecialToken: { id: '</s>', type_id: 0 } }],
+    pair: [], special_tokens: { '</s>': { id: '</s>', ids: [0], tokens: ['</s>'] } } } };
+  const t2 = await loadTokenizer(new TextEncoder().encode(JSON.stringify(framed)), 'hf');
+  assert.equal(t2.encodeSource('hola mundo'), [2, 3, 0]);
+  assert.equal(t2.encode('hola mundo'), [2, 3]);
+  assert.equal(t2.specialTokens(), ['</s>', '<unk>']);
 });
 
 test('unreadable tokenizers are PlancErrors', async () => {
@@ -129,13 +138,14 @@ if (!ESEN || !fs.existsSync(ESEN)) {
   const lines = fs.readFileSync(path.join(ESEN, 'test.es'), 'utf8').split('\n').slice(0, 1000);
   const expected: number[][] = JSON.parse(fs.readFileSync(path.join(ESEN, 'test_ids.json'), 'utf8')).src_ids;
 
-  test('es-en: encoding the 1,000 test sentences reproduces test_ids.json exactly', async () => {
-    const tok = await loadTokenizer(spm, 'spm');
+  test('es-en: encoding the 1,000 test sentences as sources (X </s>) reproduces test_ids.json exactly', async () => {
+    const tok = await loadTokenizer(spm, 'spm', 'vocab.esen.spm', 0);
     assert.is(expected.length, 1000);
+    assert.equal([tok.tokenId('</s>'), tok.tokenId('<unk>'), tok.tokenId('no such piece')], [0, 1, undefined]);
     let match = 0;
     const misses: string[] = [];
     lines.forEach((l, i) => {
-      const ids = [...tok.encode(l), 0];
+      const ids = tok.encodeSource(l);
       if (JSON.stringify(ids) === JSON.stringify(expected[i])) match++;
       else if (misses.length < 3) misses.push(`${i}: ${l} → ${ids} (want ${expected[i]})`);
     });

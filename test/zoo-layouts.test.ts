@@ -26,7 +26,7 @@ function inspectPlan(file: string): { graphs: GraphFacts[]; uniqueWeightBytes: n
 }
 
 function translateIds(plan: string, src: number[][]): number[][] {
-  const r = spawnSync(process.execPath, [path.join(REPO_ROOT, 'bin', 'planc.js'), 'translate', plan, '--ids', '--max-length', '32'],
+  const r = spawnSync(process.execPath, [path.join(REPO_ROOT, 'bin', 'planc.js'), 'translate', plan, '--ids', '--max-length', '32', '--beam', '1'],
     { encoding: 'utf8', input: src.map((s) => s.join(' ')).join('\n') + '\n' });
   assert.is(r.status, 0, r.stderr);
   return r.stdout.split('\n').slice(0, src.length).map((l) => (l.trim() ? l.trim().split(/\s+/).map(Number) : []));

@@ -1,11 +1,10 @@
 // Reference beam search over the three HF seq2seq graphs for any graph runner, one sentence at a time (oracle for tests).
 import { Tensor } from '../../compiler/tensor.ts';
+import { DecodingRules, type Conventions } from '../../runtime/decode/conventions.ts';
 import type { GraphRunner } from './greedy.ts';
 
-export interface BeamOptions {
-  startId: number;
-  eosId: number;
-  padId: number;
+/** The model's ids and generate() conventions (forced bos/eos, banned tokens, eos list), and the search's settings. */
+export interface BeamOptions extends Conventions {
   maxLength: number;
   beamSize: number;
   /** Simple length penalty alpha: score = log-prob sum / length^alpha, length = tokens + eos when present. */
@@ -42,27 +41,35 @@ function logSoftmaxRow(logits: Tensor, r: number): Float64Array {
   return row.map((x) => x - lse);
 }
 
-/** The n best (beam sum + log-prob) continuations; ties go to the earlier beam, then the smaller token id. */
-function best(logits: Tensor, live: Live[], n: number): Cand[] {
+const byScore = (a: Cand, c: Cand) => c.score - a.score || a.beam - c.beam || a.tok - c.tok;
+
+/**
+ * The n best (beam sum + log-prob) continuations that are not banned (log-probs of the full log-softmax); ties go to
+ * the earlier beam, then the smaller token id.
+ */
+function best(logits: Tensor, live: Live[], n: number, rules: DecodingRules): Cand[] {
   const all: Cand[] = [];
   live.forEach((b, beam) => {
     const lp = logSoftmaxRow(logits, beam);
+    const banned = rules.banned(b.ids);
     const top: number[] = [];
     for (let tok = 0; tok < lp.length; tok++) {
-      if (top.length === n && lp[tok]! <= lp[top[n - 1]!]!) continue;
+      if ((top.length === n && lp[tok]! <= lp[top[n - 1]!]!) || banned.has(tok)) continue;
       top.push(tok);
       top.sort((a, c) => lp[c]! - lp[a]! || a - c);
       if (top.length > n) top.pop();
     }
     for (const tok of top) all.push({ score: b.sum + lp[tok]!, beam, tok });
   });
-  return all.sort((a, c) => c.score - a.score || a.beam - c.beam || a.tok - c.tok).slice(0, n);
+  return all.sort(byScore).slice(0, n);
 }
 
 /**
- * Beam search for one source (ids ending with eos): 2k candidates per step, an eos within the first k ranks finishes
- * a hypothesis, the first k other candidates live on; done at k finished hypotheses or at maxLength (live beams then
- * finish unterminated). Returns the finished hypotheses, best first by the simple length penalty.
+ * Beam search for one source (ids as the model takes them): rules.candidates(k) (2k with one eos) candidates per step,
+ * an eos within the first k ranks finishes a hypothesis, the first k other candidates live on; done at k finished
+ * hypotheses or at maxLength (live beams then finish unterminated). A forced step (forced bos first, forced eos last)
+ * gives every live beam the forced token at log-prob 0. Returns the finished hypotheses, best first by the simple
+ * length penalty.
  */
 export async function beamDecodeOne(run: GraphRunner, source: number[], o: BeamOptions): Promise<BeamHypothesis[]> {
   const k = o.beamSize;
@@ -74,13 +81,17 @@ export async function beamDecodeOne(run: GraphRunner, source: number[], o: BeamO
   for (const [name, v] of Object.entries(step)) if (name.includes('.encoder.')) encKV[name.replace('present.', 'past_key_values.')] = v;
   let live: Live[] = [{ ids: [], sum: 0 }];
   const done: Done[] = [];
+  const rules = new DecodingRules(o);
   for (let t = 0; t < o.maxLength; t++) {
-    const cands = best(step.logits!, live, 2 * k);
+    const forced = rules.forced(t, t === o.maxLength - 1);
+    const cands = forced !== undefined
+      ? live.map((b, beam) => ({ score: b.sum, beam, tok: forced })).sort(byScore)
+      : best(step.logits!, live, rules.candidates(k), rules);
     const next: Live[] = [];
     const origin: number[] = [];
     cands.forEach((c, rank) => {
       const from = live[c.beam]!;
-      if (c.tok === o.eosId) {
+      if (rules.isEos(c.tok)) {
         if (rank < k && done.length < k) done.push({ ids: from.ids, sum: c.score, length: from.ids.length + 1 });
       } else if (next.length < k) {
         next.push({ ids: [...from.ids, c.tok], sum: c.score });
@@ -92,7 +103,7 @@ export async function beamDecodeOne(run: GraphRunner, source: number[], o: BeamO
       for (const b of next) done.push({ ids: b.ids, sum: b.sum, length: b.ids.length });
       break;
     }
-    if (t === 0) {
+    if (mask.dims[0] !== next.length) {
       mask = rowsOf(mask, origin.map(() => 0));
       encKV = Object.fromEntries(Object.entries(encKV).map(([name, v]) => [name, rowsOf(v, origin.map(() => 0))]));
     }

@@ -1,19 +1,19 @@
 // Reference greedy decoding over the three HF seq2seq graphs, for any graph runner (planc's evaluator or onnxruntime).
 import { Tensor } from '../../compiler/tensor.ts';
+import { DecodingRules, type Conventions } from '../../runtime/decode/conventions.ts';
 
 /** Runs one graph of the model ('encoder', 'decoder', 'decoder_with_past') on feeds; returns outputs by name. */
 export type GraphRunner = (graph: string, feeds: Record<string, Tensor>) => Promise<Record<string, Tensor>> | Record<string, Tensor>;
 
-export interface GreedyOptions {
-  startId: number;
-  eosId: number;
-  padId: number;
+/** The model's ids and generate() conventions (forced bos/eos, banned tokens, eos list), and the new-token cap. */
+export interface GreedyOptions extends Conventions {
   maxLength: number;
 }
 
 /**
  * Greedy decoding of a batch of source id sequences: encoder once, decoder_model on the start token, then
- * decoder_with_past one token at a time, feeding present.* back as past_key_values.*. Returns the output ids
+ * decoder_with_past one token at a time, feeding present.* back as past_key_values.*. Each step takes the forced token
+ * (forced bos first, forced eos at the last step) or the argmax over the tokens not banned. Returns the output ids
  * without the start token and without the end-of-sentence token.
  */
 export async function greedyDecode(run: GraphRunner, sources: number[][], o: GreedyOptions): Promise<number[][]> {
@@ -31,11 +31,13 @@ export async function greedyDecode(run: GraphRunner, sources: number[][], o: Gre
   });
   const encoderKV: Record<string, Tensor> = {};
   for (const [k, v] of Object.entries(step)) if (k.includes('.encoder.')) encoderKV[k.replace('present.', 'past_key_values.')] = v;
+  const rules = new DecodingRules(o);
   for (let t = 0; t < o.maxLength; t++) {
-    const next = argmaxLastStep(step.logits!);
+    const forced = rules.forced(t, t === o.maxLength - 1);
+    const next = forced !== undefined ? new Array<number>(b).fill(forced) : argmaxLastStep(step.logits!, out.map((ids) => rules.banned(ids)));
     next.forEach((tok, i) => {
       if (done[i]) return;
-      if (tok === o.eosId) done[i] = true;
+      if (rules.isEos(tok)) done[i] = true;
       else out[i]!.push(tok);
     });
     if (done.every((d) => d) || t === o.maxLength - 1) break;
@@ -50,15 +52,16 @@ export async function greedyDecode(run: GraphRunner, sources: number[][], o: Gre
   return out;
 }
 
-/** Argmax over the vocabulary at the last position of logits [batch, steps, vocab]. */
-export function argmaxLastStep(logits: Tensor): number[] {
+/** Argmax over the vocabulary at the last position of logits [batch, steps, vocab], skipping row i's banned[i]. */
+export function argmaxLastStep(logits: Tensor, banned: ReadonlySet<number>[] = []): number[] {
   const [b, t, v] = logits.dims as [number, number, number];
   const x = logits.nums;
   const out: number[] = [];
   for (let i = 0; i < b; i++) {
     const base = (i * t + t - 1) * v;
-    let best = 0;
-    for (let k = 1; k < v; k++) if (x[base + k]! > x[base + best]!) best = k;
+    const skip = banned[i];
+    let best = -1;
+    for (let k = 0; k < v; k++) if ((best < 0 || x[base + k]! > x[base + best]!) && !skip?.has(k)) best = k;
     out.push(best);
   }
   return out;

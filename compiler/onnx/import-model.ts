@@ -6,7 +6,9 @@ import type { DecodingFacts, Graph, Model } from '../ir.ts';
 import { findHandler } from '../ops/table.ts';
 import { verifyModel } from '../verify.ts';
 import { WeightStore } from '../weights.ts';
+import { readDecodingFacts } from './decoding-facts.ts';
 import { importGraph } from './import-graph.ts';
+import { splitMergedDecoder } from './split-merged.ts';
 import { num, onnx, type OnnxTypes } from './proto.ts';
 import { ExternalFiles } from './tensor-proto.ts';
 
@@ -93,6 +95,19 @@ export function importSeq2SeqDir(dir: string, opts: ImportOptions = {}): Model {
   } finally {
     external.close();
   }
+  const merged = graphs.get('decoder_merged');
+  if (merged) {
+    // merged-only layout: its If holds both decoders; they become the two graphs the three-file layout has
+    const split = splitMergedDecoder(merged, sources.decoder_merged!);
+    const ordered = new Map<string, Graph>([['encoder', graphs.get('encoder')!]]);
+    ordered.set('decoder', graphs.get('decoder') ?? split.decoder);
+    ordered.set('decoder_with_past', graphs.get('decoder_with_past') ?? split.decoderWithPast);
+    graphs.clear();
+    for (const [k, g] of ordered) graphs.set(k, g);
+    sources.decoder ??= sources.decoder_merged!;
+    sources.decoder_with_past ??= sources.decoder_merged!;
+    delete sources.decoder_merged;
+  }
   const model = assemble(graphs, store, opsets!, first!, sources, readDecodingFacts(dir));
   verifyModel(model, { types: false });
   if (!opts.allowUnsupported) checkSupported(model);
@@ -111,30 +126,6 @@ function assemble(graphs: Map<string, Graph>, store: WeightStore, opsets: Record
     graphs, weights: store.weights, opsets, irVersion: num(proto.irVersion), producer: proto.producerName ?? undefined,
     decoding, sources, storedWeightBytes: store.storedBytes,
   };
-}
-
-/** Decoding facts from config.json and generation_config.json (the latter wins). */
-export function readDecodingFacts(dir: string): DecodingFacts {
-  const facts: DecodingFacts = {};
-  for (const f of ['config.json', 'generation_config.json']) {
-    const p = path.join(dir, f);
-    if (!fs.existsSync(p)) continue;
-    let j: Record<string, unknown>;
-    try {
-      j = JSON.parse(fs.readFileSync(p, 'utf8'));
-    } catch (e) {
-      throw new PlancError('PLANC_E008', `${f} is not valid JSON: ${(e as Error).message}`, { file: p });
-    }
-    const int = (k: string) => (typeof j[k] === 'number' ? (j[k] as number) : Array.isArray(j[k]) && typeof (j[k] as unknown[])[0] === 'number' ? (j[k] as number[])[0] : undefined);
-    facts.decoderStartId = int('decoder_start_token_id') ?? facts.decoderStartId;
-    facts.eosId = int('eos_token_id') ?? facts.eosId;
-    facts.padId = int('pad_token_id') ?? facts.padId;
-    facts.bosId = int('bos_token_id') ?? facts.bosId;
-    facts.unkId = int('unk_token_id') ?? facts.unkId;
-    facts.vocabSize = int('vocab_size') ?? facts.vocabSize;
-    facts.maxLength = int('max_length') ?? facts.maxLength;
-  }
-  return facts;
 }
 
 /** Every (domain, op) in a graph and its subgraphs that has no handler at the model's opset. */

@@ -1,6 +1,7 @@
 // The plan as plain data (the protobuf header of compiler/plan/plan.proto, decoded with int64 as numbers).
 import type { DecodingFacts } from '../ir.ts';
-export const PLAN_FORMAT_VERSION = 2;
+/** 3: the decoding conventions (eos list, forced bos/eos, suppressed and bad words, num_beams, max_new_tokens). */
+export const PLAN_FORMAT_VERSION = 3;
 
 export interface PlanTarget { kind: 'cpu' | 'cuda'; archs: string[] }
 export interface PlanToolchain { node: string; nvcc: string; driver: string }

@@ -28,6 +28,7 @@ export function validateHeader(h: PlanHeader, file: string): void {
     if (w.offset + w.length > h.blobBytes) bad(`weight ${i} (${w.offset}+${w.length}) lies past the end of the weight data (${h.blobBytes})`);
   });
   validateTokenizer(h, bad);
+  validateDecoding(h, bad, count);
   uint('arena size', h.arena?.bytes ?? -1);
   count('program', h.programs.length);
   const names = new Set<string>();
@@ -92,6 +93,25 @@ function validateCuda(h: PlanHeader, bad: (m: string) => never, count: (w: strin
 }
 
 /** The tokenizer kind is '', 'spm' or 'hf', and the bytes are empty exactly when the kind is ''. */
+/** Token ids of the decoding conventions lie in the vocabulary; lengths and beams are positive; lists are sane. */
+function validateDecoding(h: PlanHeader, bad: (m: string) => never, count: (w: string, n: number) => void): void {
+  const d = h.decoding;
+  if (!d) bad('no decoding section');
+  const vocab = d.vocabSize ?? Infinity;
+  const token = (what: string, t: number | undefined) => {
+    if (t !== undefined && !(Number.isSafeInteger(t) && t >= 0 && t < vocab)) bad(`decoding ${what} ${t} outside [0, ${vocab})`);
+  };
+  const tokens = (what: string, ids: number[] | undefined) => { count(`decoding ${what}`, ids?.length ?? 0); ids?.forEach((t) => token(what, t)); };
+  for (const k of ['decoderStartId', 'eosId', 'padId', 'unkId', 'bosId', 'forcedBosId', 'forcedEosId'] as const) token(k, d[k]);
+  for (const k of ['eosIds', 'suppressTokens', 'beginSuppressTokens'] as const) tokens(k, d[k]);
+  count('decoding badWords', d.badWords?.length ?? 0);
+  d.badWords?.forEach((w, i) => { if (!w.ids?.length) bad(`decoding badWords ${i} is empty`); tokens('badWords', w.ids); });
+  for (const k of ['vocabSize', 'maxLength', 'maxNewTokens', 'numBeams'] as const) {
+    const v = d[k];
+    if (v !== undefined && !(Number.isSafeInteger(v) && v >= 1)) bad(`decoding ${k} ${v} is not a positive integer`);
+  }
+}
+
 function validateTokenizer(h: PlanHeader, bad: (m: string) => never): void {
   const kind = h.tokenizerKind ?? '';
   const bytes = h.tokenizer?.length ?? 0;

@@ -1,15 +1,6 @@
-// Batching for decoding: length checks, sort by length, cut by sentences or tokens, run, restore the input order.
+// Batching for decoding: sort by length, cut by sentences or tokens, run, restore the input order.
 import { PlancError } from '../../compiler/diagnostics.ts';
 import type { DecodingOptions } from './options.ts';
-
-/** Throws a PlancError naming the first source longer than the plan's maxSrcLen. */
-export function checkSourceLengths(sources: number[][], maxSrcLen: number): void {
-  sources.forEach((s, i) => {
-    if (s.length > maxSrcLen) {
-      throw new PlancError('PLANC_E405', `sentence ${i} has ${s.length} source tokens (with </s>), over the plan's maxSrcLen ${maxSrcLen}; split it or build the plan with a larger --max-src-len`);
-    }
-  });
-}
 
 /** Sentences per batch: batchSize, never more than the plan's maxBatch rows (sentences × beamSize). */
 export function sentencesPerBatch(o: DecodingOptions, maxBatch: number): number {

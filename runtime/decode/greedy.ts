@@ -1,7 +1,8 @@
 // Greedy decoding over a Plan with batch shrinking: finished sentences leave the batch (their cache rows are dropped).
 import type { Plan } from '../plan.ts';
+import type { DecodingRules } from './conventions.ts';
 import { rowBest } from './scores.ts';
-import { StepRunner, type DecodeIds } from './step-runner.ts';
+import { StepRunner } from './step-runner.ts';
 
 /** One decoded hypothesis: ids without start and eos, the sum of its token log-probs, its length (tokens + eos if any). */
 export interface Hypothesis {
@@ -11,24 +12,28 @@ export interface Hypothesis {
 }
 
 /**
- * Greedy decoding of one batch; maxLens[i] caps sentence i's generated tokens (eos included). Each step, sentences that
- * emitted eos or hit their cap leave the batch: the rows of the encoder mask, the encoder K/V and the self-attention
- * cache are compacted, so later steps compute only live rows. Log-probs are computed only when `scores` is set.
+ * Greedy decoding of one batch; maxLens[i] caps sentence i's generated tokens (eos included). Each step a row takes
+ * the token the rules force, else its best allowed token; sentences that emitted an eos or hit their cap leave the
+ * batch: the rows of the encoder mask, the encoder K/V and the self-attention cache are compacted, so later steps
+ * compute only live rows. Log-probs are computed only when `scores` is set (a forced token adds 0).
  */
-export function greedyBatch(plan: Plan, sources: number[][], maxLens: number[], d: DecodeIds, scores: boolean): Hypothesis[] {
+export function greedyBatch(plan: Plan, sources: number[][], maxLens: number[], rules: DecodingRules, scores: boolean): Hypothesis[] {
   const out: Hypothesis[] = sources.map(() => ({ ids: [], logProb: 0, length: 0 }));
-  const runner = new StepRunner(plan, sources, d, sources.length, Math.max(...maxLens));
+  const runner = new StepRunner(plan, sources, rules.c, sources.length, Math.max(...maxLens));
   let live = sources.map((_, i) => i);
   for (let t = 0; ; t++) {
     const next: number[] = [];
     const keep: number[] = [];
     live.forEach((i, r) => {
-      const { tok, logProb } = rowBest(runner.out, r, scores);
       const h = out[i]!;
+      const last = t + 1 >= maxLens[i]!;
+      const forced = rules.forced(t, last);
+      const { tok, logProb } = forced !== undefined ? { tok: forced, logProb: 0 } : rowBest(runner.out, r, scores, rules.banned(h.ids));
       h.logProb += logProb;
       h.length++;
-      if (tok !== d.eosId) h.ids.push(tok);
-      if (tok === d.eosId || t + 1 >= maxLens[i]!) return;
+      const eos = rules.isEos(tok);
+      if (!eos) h.ids.push(tok);
+      if (eos || last) return;
       keep.push(r);
       next.push(tok);
     });

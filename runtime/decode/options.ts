@@ -3,9 +3,15 @@ import { PlancError } from '../../compiler/diagnostics.ts';
 
 /** How to decode. Every field has a default (DEFAULT_DECODING_OPTIONS); pass a Partial to translateIds. */
 export interface DecodingOptions {
-  /** Beams per sentence; 1 = greedy. Default 1. Range [1, 64]; beamSize × sentences per batch must fit the plan's maxBatch. */
+  /**
+   * Beams per sentence; 1 = greedy. Default: the plan's num_beams (generation_config.json), else 1. Range [1, 64];
+   * beamSize × sentences per batch must fit the plan's maxBatch.
+   */
   beamSize: number;
-  /** Absolute cap on generated tokens (counting the eos). Default 256; also capped by the plan's maxTgtLen. Range [1, 65536]. */
+  /**
+   * Absolute cap on generated tokens (counting the eos). Default: the plan's max_new_tokens (or max_length - 1), else
+   * 256; always capped by the plan's maxTgtLen. Range [1, 65536]. A forced_eos_token_id is forced at the last step.
+   */
   maxLength: number;
   /** Per-sentence cap: ceil(maxLengthRatio × source length + maxLengthConstant) tokens; 0 turns it off. Default 0. Range [0, 100]. */
   maxLengthRatio: number;
@@ -26,6 +32,13 @@ export interface DecodingOptions {
   batchTokens: number;
   /** Sort sources by length before batching (less padding); results come back in input order either way. Default true. */
   sortByLength: boolean;
+  /**
+   * The target language: the token of that name in the plan's tokenizer (en_XX, __en__, eng_Latn, ...) is forced as the
+   * first generated token instead of the model's forced_bos_token_id. Default '' (the model's own).
+   */
+  targetLang: string;
+  /** Sources over the plan's maxSrcLen keep their first tokens (and their final eos) instead of failing. Default false. */
+  truncate: boolean;
 }
 
 export const DEFAULT_DECODING_OPTIONS: Readonly<DecodingOptions> = Object.freeze({
@@ -39,6 +52,8 @@ export const DEFAULT_DECODING_OPTIONS: Readonly<DecodingOptions> = Object.freeze
   batchSize: 32,
   batchTokens: 0,
   sortByLength: true,
+  targetLang: '',
+  truncate: false,
 });
 
 type NumKey = 'beamSize' | 'maxLength' | 'maxLengthRatio' | 'maxLengthConstant' | 'lengthPenalty' | 'returnAlternatives' | 'batchSize' | 'batchTokens';
@@ -67,21 +82,26 @@ function checkNumber(name: NumKey, v: unknown): void {
   }
 }
 
-function checkBoolean(name: 'returnScores' | 'sortByLength', v: unknown): void {
+function checkBoolean(name: 'returnScores' | 'sortByLength' | 'truncate', v: unknown): void {
   if (typeof v !== 'boolean') bad(`${name} = ${JSON.stringify(v) ?? String(v)}; it must be true or false`);
 }
 
-/** The full options from a partial one, or a PlancError PLANC_E405 naming the bad option and its allowed range. */
-export function validateDecodingOptions(partial: Partial<DecodingOptions> = {}): DecodingOptions {
+/**
+ * The full options from a partial one over `defaults` (a plan's own: planDefaults in translate-ids.ts), or a
+ * PlancError PLANC_E405 naming the bad option and its allowed range.
+ */
+export function validateDecodingOptions(partial: Partial<DecodingOptions> = {}, defaults: Partial<DecodingOptions> = {}): DecodingOptions {
   if (typeof partial !== 'object' || partial === null) bad('options must be an object');
   for (const k of Object.keys(partial)) {
     if (!(k in DEFAULT_DECODING_OPTIONS)) bad(`unknown option '${k}' (known: ${Object.keys(DEFAULT_DECODING_OPTIONS).join(', ')})`);
   }
-  const o: DecodingOptions = { ...DEFAULT_DECODING_OPTIONS };
+  const o: DecodingOptions = { ...DEFAULT_DECODING_OPTIONS, ...defaults };
   for (const [k, v] of Object.entries(partial)) if (v !== undefined) (o as unknown as Record<string, unknown>)[k] = v;
   for (const k of Object.keys(RANGES) as NumKey[]) checkNumber(k, o[k]);
   checkBoolean('returnScores', o.returnScores);
   checkBoolean('sortByLength', o.sortByLength);
+  checkBoolean('truncate', o.truncate);
+  if (typeof o.targetLang !== 'string') bad(`targetLang = ${JSON.stringify(o.targetLang) ?? String(o.targetLang)}; it must be a token name such as en_XX`);
   if (o.returnAlternatives > o.beamSize) bad(`returnAlternatives = ${o.returnAlternatives}; it must be in [0, beamSize = ${o.beamSize}]`);
   return o;
 }

@@ -11,16 +11,32 @@ export interface RowTop {
   logProbs: number[];
 }
 
-/** The n best tokens of row r at the last position, with log-softmax log-probs. */
-export function rowTop(out: Outputs, r: number, n: number): RowTop {
+const NONE: ReadonlySet<number> = new Set();
+
+/**
+ * The n best tokens of row r at the last position that are not `banned`, with log-softmax log-probs over the whole
+ * vocabulary (banned tokens are dropped, the others keep their log-probs, as generate() does). From a top-k plan: the
+ * first n allowed of the row's k; fewer than n allowed there is an error (the plan's k is too small to be exact).
+ */
+export function rowTop(out: Outputs, r: number, n: number, banned: ReadonlySet<number> = NONE): RowTop {
   const ids = out[TOPK_IDS_OUTPUT];
   if (ids) {
     const [, t, k] = ids.dims as [number, number, number];
-    if (n > k) throw new PlancError('PLANC_E405', `decoding needs the ${n} best tokens per step but the plan keeps ${k}; optimize with --topk ${n} or more`);
     const base = (r * t + t - 1) * k;
     const lp = out[TOPK_LOGPROBS_OUTPUT]!.data as Float32Array;
     const id = ids.data as BigInt64Array;
-    return { ids: Array.from({ length: n }, (_, j) => Number(id[base + j]!)), logProbs: Array.from({ length: n }, (_, j) => lp[base + j]!) };
+    const top: RowTop = { ids: [], logProbs: [] };
+    for (let j = 0; j < k && top.ids.length < n; j++) {
+      const tok = Number(id[base + j]!);
+      if (banned.has(tok)) continue;
+      top.ids.push(tok);
+      top.logProbs.push(lp[base + j]!);
+    }
+    if (top.ids.length < n) {
+      const need = n + banned.size;
+      throw new PlancError('PLANC_E405', `decoding needs the ${n} best tokens per step${banned.size ? ` besides ${banned.size} banned ones` : ''} but the plan keeps ${k}; optimize with --topk ${need} or more`);
+    }
+    return top;
   }
   const logits = out.logits!;
   const [, t, v] = logits.dims as [number, number, number];
@@ -29,6 +45,7 @@ export function rowTop(out: Outputs, r: number, n: number): RowTop {
   const best: number[] = [];
   for (let tok = 0; tok < v; tok++) {
     if (best.length === n && x[tok]! <= x[best[n - 1]!]!) continue;
+    if (banned.has(tok)) continue;
     let at = best.length;
     while (at > 0 && x[best[at - 1]!]! < x[tok]!) at--;
     best.splice(at, 0, tok);
@@ -37,18 +54,20 @@ export function rowTop(out: Outputs, r: number, n: number): RowTop {
   return { ids: best, logProbs: best.map((tok) => x[tok]! - lse) };
 }
 
-/** The best token of row r; its log-prob only when asked (full logits make that a second pass). */
-export function rowBest(out: Outputs, r: number, withLogProb: boolean): { tok: number; logProb: number } {
+/** The best allowed token of row r; its log-prob only when asked (full logits make that a second pass). */
+export function rowBest(out: Outputs, r: number, withLogProb: boolean, banned: ReadonlySet<number> = NONE): { tok: number; logProb: number } {
   if (out[TOPK_IDS_OUTPUT] || withLogProb) {
-    const top = rowTop(out, r, 1);
+    const top = rowTop(out, r, 1, banned);
     return { tok: top.ids[0]!, logProb: top.logProbs[0]! };
   }
   const logits = out.logits!;
   const [, t, v] = logits.dims as [number, number, number];
   const x = logits.data as Float32Array;
   const base = (r * t + t - 1) * v;
-  let best = 0;
-  for (let k = 1; k < v; k++) if (x[base + k]! > x[base + best]!) best = k;
+  let best = -1;
+  for (let k = 0; k < v; k++) {
+    if ((best < 0 || x[base + k]! > x[base + best]!) && !banned.has(k)) best = k;
+  }
   return { tok: best, logProb: 0 };
 }
 

@@ -2,8 +2,10 @@
 import { PlancError } from '../../compiler/diagnostics.ts';
 import { TOPK_IDS_OUTPUT } from '../../compiler/plan/io-names.ts';
 import type { Plan } from '../plan.ts';
+import { planTokenizer } from '../tokenizer/tokenizer.ts';
 import { beamBatch } from './beam.ts';
-import { checkSourceLengths, makeBatches, runBatches } from './batching.ts';
+import { makeBatches, runBatches } from './batching.ts';
+import { conventionsOf, DecodingRules, maxNewTokensOf } from './conventions.ts';
 import { greedyBatch, type Hypothesis } from './greedy.ts';
 import type { DecodeIds } from './step-runner.ts';
 import { maxLengthFor, penalized, validateDecodingOptions, type DecodingOptions } from './options.ts';
@@ -39,19 +41,54 @@ export function decodeIds(plan: Plan): DecodeIds {
   return { startId: decoderStartId, eosId, padId: padId ?? eosId };
 }
 
-/** Fails before decoding when beam search needs more candidates per step than a top-k plan keeps (2 × beam). */
-function checkTopk(plan: Plan, beamSize: number): void {
-  if (beamSize === 1 || !plan.graphs.includes('decoder_with_past')) return;
+/** The plan's decoding conventions; targetLang (a token name in the plan's tokenizer) replaces its forced bos. */
+export async function planRules(plan: Plan, targetLang = ''): Promise<DecodingRules> {
+  const c = conventionsOf(plan.header.decoding, decodeIds(plan));
+  if (targetLang) c.forcedBosId = await languageId(plan, targetLang);
+  return new DecodingRules(c);
+}
+
+/** The id of a language token by its name in the plan's tokenizer, or a PlancError naming the option and the choices. */
+async function languageId(plan: Plan, lang: string): Promise<number> {
+  const tok = await planTokenizer(plan, 'the target language is found by its token name there, so --target-lang needs one');
+  const id = tok.tokenId(lang);
+  if (id !== undefined) return id;
+  const langs = tok.specialTokens().filter((t) => /^(__[a-z]{2,3}(_[A-Za-z]+)?__|[a-z]{2,3}_[A-Z][A-Za-z]{1,3}|>>[a-z_]{2,8}<<)$/.test(t));
+  throw new PlancError('PLANC_E409', `unknown target language '${lang}' (--target-lang / targetLang): plan ${plan.source}'s tokenizer has no such token${langs.length ? `; its language tokens: ${langs.slice(0, 20).join(', ')}${langs.length > 20 ? `, ... (${langs.length})` : ''}` : ''}`);
+}
+
+/** The decoding defaults the plan's generation config gives: num_beams and max_new_tokens (clamped to the options' ranges). */
+export function planDefaults(plan: Plan): Partial<DecodingOptions> {
+  const d = plan.header.decoding;
+  const out: Partial<DecodingOptions> = {};
+  if (d.numBeams !== undefined) out.beamSize = Math.min(64, d.numBeams);
+  const max = maxNewTokensOf(d);
+  if (max !== undefined) out.maxLength = Math.min(65536, max);
+  return out;
+}
+
+/** Fails before decoding when a step needs more of a row's best tokens than a top-k plan keeps (candidates + banned). */
+function checkTopk(plan: Plan, rules: DecodingRules, beamSize: number): void {
+  if (!plan.graphs.includes('decoder_with_past')) return;
   const ids = plan.outputs('decoder_with_past').find((o) => o.name === TOPK_IDS_OUTPUT);
   const k = ids ? Number(ids.dims[ids.dims.length - 1]) : Infinity;
-  if (2 * beamSize > k) {
-    throw new PlancError('PLANC_E405', `beamSize ${beamSize} needs the ${2 * beamSize} best tokens per step but plan ${plan.source} keeps ${k}; optimize with --topk ${2 * beamSize} or more`);
+  const need = rules.topkNeeded(beamSize);
+  if (need > k) {
+    const what = beamSize === 1 ? 'greedy decoding' : `beamSize ${beamSize}`;
+    const why = rules.maxBanned ? ` (${rules.candidates(beamSize)} candidates and up to ${rules.maxBanned} banned ids)` : '';
+    throw new PlancError('PLANC_E405', `${what} needs the ${need} best tokens per step${why} but plan ${plan.source} keeps ${k}; optimize with --topk ${need} or more`);
   }
 }
 
-/** Sources as the model takes them: ending with eos (appended when missing). */
-function withEos(ids: number[][], eosId: number): number[][] {
-  return ids.map((s) => (s.length > 0 && s[s.length - 1] === eosId ? s : [...s, eosId]));
+/** A source cut to `max` ids: its first ones, and its last one when that is an eos (the model's framing ends there). */
+export function truncateIds(s: number[], max: number, rules: DecodingRules): number[] {
+  if (s.length <= max) return s;
+  return rules.isEos(s[s.length - 1]!) ? [...s.slice(0, max - 1), s[s.length - 1]!] : s.slice(0, max);
+}
+
+/** The error of a source over the plan's maxSrcLen. */
+export function tooLong(what: string, length: number, max: number): PlancError {
+  return new PlancError('PLANC_E408', `${what} has ${length} tokens, over the plan's maxSrcLen ${max}: split it, pass --truncate (truncate: true), or build the plan with a larger --max-src-len`);
 }
 
 /** Hypotheses (best first) → a result with the options' extras. */
@@ -66,23 +103,29 @@ function toResult(hyps: Hypothesis[], o: DecodingOptions): TranslationResult {
 }
 
 /**
- * Translates source id sequences (each ending with the eos, which is appended when missing) with greedy decoding
- * (beamSize 1) or beam search, in batches sorted by length, and returns results in the input order.
+ * Translates source id sequences, taken verbatim (the model's own framing, e.g. `X </s>` or `es_XX X </s>`), with
+ * greedy decoding (beamSize 1) or beam search under the plan's generate() conventions, in batches sorted by length,
+ * and returns results in the input order. An empty source gives an empty translation.
  */
 export async function translateIds(plan: Plan, ids: number[][], options: Partial<DecodingOptions> = {}): Promise<TranslationResult[]> {
-  const o = validateDecodingOptions(options);
+  const o = validateDecodingOptions(options, planDefaults(plan));
   const dec = plan.header.decoding;
   const prof = plan.header.profile;
   validateIds(ids, dec.vocabSize ?? 0);
-  const d = decodeIds(plan);
-  checkTopk(plan, o.beamSize);
-  const sources = withEos(ids, d.eosId);
-  checkSourceLengths(sources, prof.maxSrcLen);
-  if (sources.length === 0) return [];
-  const batches = makeBatches(sources.map((s) => s.length), o, prof.maxBatch);
-  return runBatches(sources, batches, (batch) => {
+  const rules = await planRules(plan, o.targetLang);
+  checkTopk(plan, rules, o.beamSize);
+  const sources = ids.map((s) => (o.truncate ? truncateIds(s, prof.maxSrcLen, rules) : s));
+  sources.forEach((s, i) => { if (s.length > prof.maxSrcLen) throw tooLong(`sentence ${i}`, s.length, prof.maxSrcLen); });
+  const results = new Array<TranslationResult>(sources.length);
+  const todo = sources.flatMap((s, i) => (s.length > 0 ? [i] : []));
+  sources.forEach((s, i) => { if (s.length === 0) results[i] = o.returnScores ? { ids: [], score: 0 } : { ids: [] }; });
+  if (todo.length === 0) return results;
+  const batches = makeBatches(todo.map((i) => sources[i]!.length), o, prof.maxBatch);
+  const done = await runBatches(todo.map((i) => sources[i]!), batches, (batch) => {
     const caps = batch.map((s) => maxLengthFor(o, s.length, prof.maxTgtLen));
-    if (o.beamSize === 1) return greedyBatch(plan, batch, caps, d, o.returnScores).map((h) => toResult([h], o));
-    return beamBatch(plan, batch, caps, d, o.beamSize, o.lengthPenalty).map((hs) => toResult(hs, o));
+    if (o.beamSize === 1) return greedyBatch(plan, batch, caps, rules, o.returnScores).map((h) => toResult([h], o));
+    return beamBatch(plan, batch, caps, rules, o.beamSize, o.lengthPenalty).map((hs) => toResult(hs, o));
   });
+  todo.forEach((i, j) => (results[i] = done[j]!));
+  return results;
 }

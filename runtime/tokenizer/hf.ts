@@ -16,13 +16,16 @@ function checkedIds(ids: unknown[], text: string): number[] {
   });
 }
 
-/** Loads the bytes of a tokenizer.json (special tokens are neither added on encode nor kept on decode). */
+/** Loads the bytes of a tokenizer.json: sources framed by its post-processor, special tokens dropped on decode. */
 export function loadHfTokenizer(bytes: Uint8Array): Tokenizer {
   const json = JSON.parse(Buffer.from(bytes).toString('utf8')) as { model?: { unk_token?: unknown } };
   const tok = new HfTokenizer(json, configOf(json));
   return {
     kind: 'hf',
     encode: (text) => checkedIds(tok.encode(text, { add_special_tokens: false }).ids, text),
-    decode: (ids) => tok.decode(ids, { skip_special_tokens: true }),
+    encodeSource: (text) => checkedIds(tok.encode(text, { add_special_tokens: true }).ids, text),
+    decode: (ids) => (ids.length ? tok.decode(ids, { skip_special_tokens: true }) : ''),
+    tokenId: (token) => tok.token_to_id(token),
+    specialTokens: () => [...tok.get_added_tokens_decoder().values()].filter((t) => t.special).map((t) => t.content),
   };
 }

@@ -1,23 +1,33 @@
 // One tokenizer interface over SentencePiece models (.spm/.model) and Hugging Face tokenizer.json files.
 import { PlancError } from '../../compiler/diagnostics.ts';
+import type { PlanHeader } from '../../compiler/plan/types.ts';
 import { loadHfTokenizer } from './hf.ts';
 import { loadSpmTokenizer } from './spm.ts';
 
 export type TokenizerKind = 'spm' | 'hf';
 
 export interface Tokenizer {
-  /** Text → ids, without any special tokens (callers append eos). */
+  /** Text → ids, without any special tokens. */
   encode(text: string): number[];
-  /** Ids → text; special and control tokens (eos, pad, unk markers) are dropped. */
+  /**
+   * Text → the model's source ids with the tokenizer's own framing: tokenizer.json's post-processor (`X </s>`,
+   * `es_XX X </s>`, `<s> X </s>`, ...); SentencePiece files have none, so `X </s>` with the eos id given at load.
+   */
+  encodeSource(text: string): number[];
+  /** Ids → text; special and control tokens (eos, pad, language codes, unk markers) are dropped. */
   decode(ids: number[]): string;
+  /** A token's id by its text (e.g. a language code: en_XX, __en__, eng_Latn), or undefined. */
+  tokenId(token: string): number | undefined;
+  /** The texts of the special tokens (tokenizer.json only; empty for SentencePiece). */
+  specialTokens(): string[];
   kind: TokenizerKind;
 }
 
-/** Loads a tokenizer from the bytes of its file; `name` names it in errors. */
-export async function loadTokenizer(bytes: Uint8Array, kind: TokenizerKind, name = '<tokenizer>'): Promise<Tokenizer> {
+/** Loads a tokenizer from the bytes of its file; `name` names it in errors; `eosId` ends SentencePiece sources (default: its </s>). */
+export async function loadTokenizer(bytes: Uint8Array, kind: TokenizerKind, name = '<tokenizer>', eosId?: number): Promise<Tokenizer> {
   if (bytes.length === 0) throw new PlancError('PLANC_E010', `tokenizer ${name} is empty`, { file: name });
   try {
-    return kind === 'spm' ? await loadSpmTokenizer(bytes) : loadHfTokenizer(bytes);
+    return kind === 'spm' ? await loadSpmTokenizer(bytes, eosId) : loadHfTokenizer(bytes);
   } catch (e) {
     if (e instanceof PlancError) throw e;
     throw new PlancError('PLANC_E010', `cannot read ${kind} tokenizer ${name}: ${(e as Error).message ?? e}`, { file: name });
@@ -29,4 +39,20 @@ export function tokenizerKindOf(file: string): TokenizerKind | undefined {
   if (/\.(spm|model)$/i.test(file)) return 'spm';
   if (/\.json$/i.test(file)) return 'hf';
   return undefined;
+}
+
+const planTokenizers = new WeakMap<object, Promise<Tokenizer>>();
+
+/** A plan's embedded tokenizer (loaded once per plan); a PlancError naming the plan and `why` when it has none. */
+export function planTokenizer(plan: { header: PlanHeader; source: string }, why = 'translate token ids (translateIds, or planc translate --ids)'): Promise<Tokenizer> {
+  let t = planTokenizers.get(plan);
+  if (!t) {
+    const h = plan.header;
+    if (h.tokenizerKind === '' || h.tokenizer.length === 0) {
+      throw new PlancError('PLANC_E407', `plan ${plan.source} has no tokenizer: ${why}, or re-run planc optimize with --tokenizer FILE`, { file: plan.source });
+    }
+    t = loadTokenizer(h.tokenizer, h.tokenizerKind, `${plan.source} (embedded ${h.tokenizerKind} tokenizer)`, h.decoding.eosId);
+    planTokenizers.set(plan, t);
+  }
+  return t;
 }
