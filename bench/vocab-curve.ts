@@ -23,10 +23,10 @@ function prefix(ids: Int32Array, stride: number, k: number): Int32Array {
 export async function benchVocabCurve(): Promise<void> {
   const setup = await esEnVocabSetup('vocab-curve');
   if (!setup) return;
-  const { profile, tok, lines, exposed: plan, optimized, d, specials, V, testSrc, testRef } = setup;
+  const { profile, tok, lines, exposed: plan, optimized, rules, specials, V, testSrc, testRef } = setup;
   const kMax = Math.max(...KS);
   const t0 = performance.now();
-  const cal = calibrate(plan, tok, lines('train.es').slice(0, CAL), kMax, d, profile.maxSrcLen, MAX_LEN, false);
+  const cal = calibrate(plan, tok, lines('train.es').slice(0, CAL), kMax, rules, profile.maxSrcLen, MAX_LEN, false);
   console.log(`calibrated on ${cal.sentences} training sentences: ${cal.states} states (${((performance.now() - t0) / 1000).toFixed(1)} s)`);
   const layer = outputLayer(optimized);
   const { assign, native } = assignFn();
@@ -38,7 +38,7 @@ export async function benchVocabCurve(): Promise<void> {
     for (const k of KS) {
       const sets = clusterActiveSets(km.assignments, prefix(cal.topK, kMax, k), k, km.clusters, specials, V);
       const c = { method: 'clusters' as const, centroids: km.centroids, cnorm: km.cnorm, offsets: sets.offsets, ids: sets.ids, clusters: km.clusters, dim: cal.d };
-      const q = evaluateQuality(plan, tok, layer, d, testSrc, testRef, { kind: 'clusters', c }, profile.maxSrcLen, MAX_LEN, true);
+      const q = evaluateQuality(plan, tok, layer, rules, testSrc, testRef, { kind: 'clusters', c }, profile.maxSrcLen, MAX_LEN, true);
       const row = { R: km.clusters, K: k, activeMean: q.activeMean, activeMax: q.activeMax, calibrationActiveMean: activeSetStats(sets, km.assignments).weightedMeanFraction,
         top1Agreement: q.top1Agreement, identicalSentences: q.identicalSentences, bleu: q.bleu, bleuFull: q.bleuFull, kmeansSeconds: kmSeconds, kmeansIterations: km.iterations };
       rows.push(row);

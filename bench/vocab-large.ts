@@ -9,7 +9,7 @@ import { encodePlan } from '../compiler/plan/format.ts';
 import { buildPlan } from '../cli/build-plan.ts';
 import { buildClusters, calibrateIds, exposePlan, specialIdsOf } from '../cli/vocab.ts';
 import { runPipeline, TRANSLATE_TOPK } from '../passes/pipeline.ts';
-import { decodeIds } from '../runtime/decode/translate-ids.ts';
+import { planRules } from '../runtime/decode/translate-ids.ts';
 import { loadPlanBytes } from '../runtime/plan.ts';
 import { DEFAULTS, makeModel } from '../scripts/make-model/generate.ts';
 import { machineFacts } from './machine.ts';
@@ -35,15 +35,15 @@ export async function benchVocabLarge(): Promise<void> {
   const model = importSeq2SeqDir(dir);
   const profile = { maxBatch: 32, maxSrcLen: 32, maxTgtLen: MAX_LEN, maxDims: { decoder_sequence_length: 1 } };
   const { plan: exposed } = exposePlan(model, { topk: TRANSLATE_TOPK }, { target: 'cpu', ...profile });
-  const d = decodeIds(exposed);
+  const rules = await planRules(exposed);
   const specials = specialIdsOf(exposed.header.decoding);
   const t0 = performance.now();
-  const cal = calibrateIds(exposed, sources(CAL, 7, d.eosId), K, d, profile.maxSrcLen, MAX_LEN, false);
+  const cal = calibrateIds(exposed, sources(CAL, 7, rules.c.eosId), K, rules, profile.maxSrcLen, MAX_LEN, false);
   exposed.close();
   console.log(`calibrated on ${cal.sentences} random sentences: ${cal.states} states (${((performance.now() - t0) / 1000).toFixed(1)} s)`);
   const cl = buildClusters(cal, R, K, VOCAB, specials, false);
   console.log(`clusters: R ${cl.km.clusters}, K ${K}, calibration active fraction ${(100 * cl.activeMean).toFixed(2)}%`);
-  const test = sources(Math.max(...RUNS.map(([, n]) => n)), 99, d.eosId);
+  const test = sources(Math.max(...RUNS.map(([, n]) => n)), 99, rules.c.eosId);
   const rows: Record<string, Run[]> = {};
   let ref: Record<number, number[][]> = {};
   for (const [name, vocab] of [['full', undefined], ['clusters', cl.rewrite]] as const) {

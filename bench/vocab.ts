@@ -11,7 +11,7 @@ import { buildPlan } from '../cli/build-plan.ts';
 import { buildClusters, calibrate, evaluateQuality, exposePlan, outputLayer, shortlistVocab, specialIdsOf } from '../cli/vocab.ts';
 import type { VocabRewriteOptions } from '../passes/pass.ts';
 import { runPipeline, TRANSLATE_TOPK } from '../passes/pipeline.ts';
-import { decodeIds, translateIds } from '../runtime/decode/translate-ids.ts';
+import { planRules, translateIds } from '../runtime/decode/translate-ids.ts';
 import { kernelIds } from '../runtime/native.ts';
 import { loadPlanBytes, type Plan } from '../runtime/plan.ts';
 import { loadTokenizer } from '../runtime/tokenizer/tokenizer.ts';
@@ -48,7 +48,7 @@ export async function esEnVocabSetup(bench: string) {
   const lines = (f: string) => fs.readFileSync(path.join(dir, f), 'utf8').split('\n').filter((l) => l.trim());
   const { plan: exposed, optimized } = exposePlan(model, { topk: TRANSLATE_TOPK }, { target: 'cpu', ...profile });
   return {
-    dir, model, profile, spm, tok, lines, exposed, optimized, d: decodeIds(exposed), specials: specialIdsOf(exposed.header.decoding),
+    dir, model, profile, spm, tok, lines, exposed, optimized, rules: await planRules(exposed), specials: specialIdsOf(exposed.header.decoding),
     V: exposed.header.decoding.vocabSize!, testSrc: lines('test.es'), testRef: lines('test.en'),
   };
 }
@@ -56,16 +56,16 @@ export async function esEnVocabSetup(bench: string) {
 export async function benchVocab(): Promise<void> {
   const setup = await esEnVocabSetup('vocab');
   if (!setup) return;
-  const { dir, model, profile, spm, tok, lines, exposed, optimized, d, specials, V, testSrc, testRef } = setup;
+  const { dir, model, profile, spm, tok, lines, exposed, optimized, rules, specials, V, testSrc, testRef } = setup;
   const ids: number[][] = JSON.parse(fs.readFileSync(path.join(dir, 'test_ids.json'), 'utf8')).src_ids;
   console.log(`es-en vocab bench: calibrating clusters R ${R}, K ${K} on ${CAL} training sentences`);
-  const cal = calibrate(exposed, tok, lines('train.es').slice(0, CAL), K, d, profile.maxSrcLen, MAX_LEN, false);
+  const cal = calibrate(exposed, tok, lines('train.es').slice(0, CAL), K, rules, profile.maxSrcLen, MAX_LEN, false);
   const cl = buildClusters(cal, R, K, V, specials, false);
   const sl = shortlistVocab({ method: 'shortlist', file: path.join(dir, 'lex.50.50.esen.s2t.bin') }, { bytes: spm, kind: 'spm' }, V, specials);
   const layer = outputLayer(optimized);
   const quality: Record<string, unknown> = {};
   for (const [name, rw] of [['shortlist', { kind: 'shortlist' as const, v: sl }], ['clusters', { kind: 'clusters' as const, c: cl.rewrite }]] as const) {
-    const q = evaluateQuality(exposed, tok, layer, d, testSrc, testRef, rw as never, profile.maxSrcLen, MAX_LEN, false);
+    const q = evaluateQuality(exposed, tok, layer, rules, testSrc, testRef, rw as never, profile.maxSrcLen, MAX_LEN, false);
     quality[name] = { activeMean: q.activeMean, activeMax: q.activeMax, top1Agreement: q.top1Agreement, identicalSentences: q.identicalSentences, bleu: q.bleu, bleuFull: q.bleuFull };
     console.log(`${name} (emulated, batch-1 masks, ${testSrc.length} test sentences): active ${(100 * q.activeMean).toFixed(1)}% mean / ${(100 * q.activeMax).toFixed(1)}% max; top-1 agreement ${(100 * q.top1Agreement).toFixed(1)}%; identical ${(100 * q.identicalSentences).toFixed(1)}%; BLEU ${q.bleu!.toFixed(2)} vs full ${q.bleuFull!.toFixed(2)}`);
   }

@@ -5,7 +5,7 @@ import type { Model } from '../compiler/ir.ts';
 import type { PlanVocab } from '../compiler/plan/types.ts';
 import type { ProfileOptions } from '../codegen/profile.ts';
 import type { VocabRewriteOptions } from '../passes/pass.ts';
-import { decodeIds } from '../runtime/decode/translate-ids.ts';
+import { conventionsOf, DecodingRules } from '../runtime/decode/conventions.ts';
 import { kernelIds, nativeAvailable } from '../runtime/native.ts';
 import { loadTokenizer } from '../runtime/tokenizer/tokenizer.ts';
 import { decodingFacts, type SpecialIds } from './build-plan.ts';
@@ -51,10 +51,12 @@ export async function optimizeVocab(model: Model, spec: VocabSpec, o: VocabOptim
   }
   const needPlan = spec.method === 'clusters' || evalSrc;
   o.progress.start('building a calibration plan (hidden state exposed)');
-  const exposed = needPlan ? exposePlan(model, { topk: Math.max(o.topk, spec.method === 'clusters' ? spec.topK : 1) }, { target: 'cpu', ...o.profile }) : undefined;
+  // Calibration and evaluation decode as the runtime does (the plan's conventions): K allowed ids besides banned ones.
+  const rules = needPlan ? new DecodingRules(conventionsOf(dec)) : undefined;
+  const k = Math.max(o.topk, spec.method === 'clusters' ? spec.topK + rules!.maxBanned : 1);
+  const exposed = needPlan ? exposePlan(model, { topk: k }, { target: 'cpu', ...o.profile, specialIds: o.decoding }) : undefined;
   o.progress.finish();
   try {
-    const d = exposed ? decodeIds(exposed.plan) : undefined;
     let header: PlanVocab;
     let rewrite: VocabRewriteOptions;
     if (spec.method === 'shortlist') {
@@ -64,7 +66,7 @@ export async function optimizeVocab(model: Model, spec: VocabSpec, o: VocabOptim
       o.progress.finish();
     } else {
       const sentences = readSentences(o.calibrate!, '--calibrate');
-      const cal = calibrate(exposed!.plan, tok, sentences, spec.topK, d!, o.profile.maxSrcLen, o.profile.maxTgtLen, o.quiet);
+      const cal = calibrate(exposed!.plan, tok, sentences, spec.topK, rules!, o.profile.maxSrcLen, o.profile.maxTgtLen, o.quiet);
       const c = buildClusters(cal, spec.clusters, spec.topK, vocabSize, specials, o.quiet);
       rewrite = c.rewrite;
       header = emptyVocab('clusters');
@@ -76,7 +78,7 @@ export async function optimizeVocab(model: Model, spec: VocabSpec, o: VocabOptim
     }
     if (evalSrc && exposed) {
       const layer = outputLayer(exposed.optimized);
-      const q = evaluateQuality(exposed.plan, tok, layer, d!, evalSrc, evalRef,
+      const q = evaluateQuality(exposed.plan, tok, layer, rules!, evalSrc, evalRef,
         rewrite.method === 'clusters' ? { kind: 'clusters', c: rewrite } : { kind: 'shortlist', v: header },
         o.profile.maxSrcLen, o.profile.maxTgtLen, o.quiet);
       Object.assign(header, {

@@ -10,10 +10,14 @@ import { activeSetStats, clusterActiveSets } from '../compiler/vocab/clusters.ts
 import { assignTs, kmeans, type AssignFn, type KMeansResult } from '../compiler/vocab/kmeans.ts';
 import { readShortlist } from '../compiler/vocab/shortlist-read.ts';
 import { defaultLimits, pieceLookup, shortlistFor } from '../compiler/vocab/shortlist.ts';
-import type { VocabRewriteOptions } from '../passes/pass.ts';
+import { GraphView, type VocabRewriteOptions } from '../passes/pass.ts';
 import { runPipeline, type PipelineOptions } from '../passes/pipeline.ts';
 import { VOCAB_HIDDEN_OUTPUT } from '../compiler/plan/io-names.ts';
-import { StepRunner, type DecodeIds } from '../runtime/decode/step-runner.ts';
+import type { DecodingRules } from '../runtime/decode/conventions.ts';
+import { greedyBatch, type PickToken } from '../runtime/decode/greedy.ts';
+import { maxLengthFor, validateDecodingOptions } from '../runtime/decode/options.ts';
+import { rowBest, rowTop } from '../runtime/decode/scores.ts';
+import { planDefaults } from '../runtime/decode/translate-ids.ts';
 import { native, nativeAvailable } from '../runtime/native.ts';
 import { loadPlanBytes, type Plan } from '../runtime/plan.ts';
 import type { Tokenizer } from '../runtime/tokenizer/tokenizer.ts';
@@ -106,7 +110,8 @@ export function outputLayer(model: Model): OutputLayer {
   const g = model.graphs.get('decoder_with_past') ?? model.graphs.get('decoder') ?? [...model.graphs.values()][0]!;
   const n = g.nodes.find((x) => x.domain === 'planc' && x.op === 'ProjectTopK');
   if (!n) throw new PlancError('PLANC_E301', '--vocab: the model has no output layer that planc.ProjectTopK could fuse (see --explain)');
-  const w = model.weights.get(g.initializers.get(n.inputs[1]!)!)!.tensor;
+  const view = new GraphView(g, model);
+  const w = view.constant(n.inputs[1]!)!;
   const transposed = n.attrs.transposed?.kind === 'int' && n.attrs.transposed.value === 1;
   const [a, b] = w.dims as [number, number];
   const [d, v] = transposed ? [b, a] : [a, b];
@@ -117,17 +122,21 @@ export function outputLayer(model: Model): OutputLayer {
     wt = new Float32Array(v * d);
     for (let p = 0; p < d; p++) for (let j = 0; j < v; j++) wt[j * d + p] = src[p * v + j]!;
   }
-  const bn = n.inputs[2];
-  const bias = bn ? Float32Array.from(model.weights.get(g.initializers.get(bn)!)!.tensor.nums as ArrayLike<number>) : null;
+  // The bias: a constant, or a [1, V] one (final_logits_bias) squeezed by fuse-project-topk.
+  const bn = n.inputs[2], sq = bn ? view.node(bn)?.[1] : undefined;
+  const bt = bn ? view.constant(sq?.op === 'Squeeze' ? sq.inputs[0]! : bn) : undefined;
+  if (bn && !bt) throw new PlancError('PLANC_E301', `--vocab: the output layer's bias '${bn}' is not a constant`);
+  const bias = bt ? Float32Array.from(bt.nums as ArrayLike<number>) : null;
   return { wt, bias, v, d };
 }
 
-/** argmax over the active ids of h·W + b (ties: lower id). */
-function maskedArgmax(layer: OutputLayer, h: Float32Array, ho: number, active: Int32Array): number {
+/** argmax over the active ids not banned of h·W + b (ties: lower id); -1 when there are none. */
+function maskedArgmax(layer: OutputLayer, h: Float32Array, ho: number, active: Int32Array, banned: ReadonlySet<number>): number {
   const { wt, bias, d } = layer;
   let best = -1, bestV = -Infinity;
   for (let q = 0; q < active.length; q++) {
     const j = active[q]!;
+    if (banned.has(j)) continue;
     let s = bias ? bias[j]! : 0;
     const o = j * d;
     for (let p = 0; p < d; p++) s += h[ho + p]! * wt[o + p]!;
@@ -164,39 +173,24 @@ export function progressBar(label: string, total: number, quiet = false): { tick
   return { tick(n) { done += n; draw(); }, done() { done = total; draw(); if (!quiet && process.stderr.isTTY) process.stderr.write('\n'); } };
 }
 
-/** Per step of a greedy decode: the rows' hidden states [rows, D] and the full projection's top-k ids [rows, k]. */
-export interface StepView { rows: number; hidden: Float32Array; topIds: BigInt64Array; k: number }
+/** A step's hidden states [rows, D] (the expose plan's vocab_hidden). */
+const hiddenOf = (out: Parameters<PickToken>[0]) => out[VOCAB_HIDDEN_OUTPUT]!.data as Float32Array;
 
 /**
- * Greedy decoding over an expose plan, in batches of `batch` sentences; `pick(view, r, sentence)` chooses row r's
- * token (default: the full projection's argmax). Returns the ids per sentence (without eos).
+ * Greedy decoding over an expose plan as the runtime's greedy decoding does it (greedyBatch: the rules' forced, banned
+ * and eos ids), CALIBRATION_BATCH sentences at a time; `pick(out, r, sentence, banned)` chooses an unforced token
+ * (default: the best allowed one). Caps: the runtime's with maxLengthRatio 2, maxLengthConstant 10 (the model's max
+ * length and maxTgtLen too). Returns the ids per sentence (without eos).
  */
-export function greedyExposed(plan: Plan, sources: number[][], d: DecodeIds, batch: number, maxLen: (src: number) => number,
-  pick: ((v: StepView, r: number, sentence: number) => number) | undefined, onBatch?: (n: number) => void): number[][] {
+export function greedyExposed(plan: Plan, sources: number[][], rules: DecodingRules, maxTgtLen: number, pick: PickToken | undefined, onBatch?: (n: number) => void): number[][] {
+  const o = validateDecodingOptions({ beamSize: 1, maxLengthRatio: 2, maxLengthConstant: 10 }, planDefaults(plan));
   const order = sources.map((_, i) => i).sort((a, b) => sources[a]!.length - sources[b]!.length);
   const out: number[][] = sources.map(() => []);
-  for (let b0 = 0; b0 < order.length; b0 += batch) {
-    const idx = order.slice(b0, b0 + batch);
-    const caps = idx.map((i) => maxLen(sources[i]!.length));
-    const runner = new StepRunner(plan, idx.map((i) => sources[i]!), d, idx.length, Math.max(...caps));
-    let live = idx.map((_, j) => j);
-    for (let t = 0; ; t++) {
-      const o = runner.out;
-      const ids = o.topk_ids!;
-      const view: StepView = { rows: live.length, hidden: o[VOCAB_HIDDEN_OUTPUT]!.data as Float32Array, topIds: ids.data as BigInt64Array, k: ids.dims[2]! };
-      const next: number[] = [], keep: number[] = [];
-      live.forEach((j, r) => {
-        const tok = pick ? pick(view, r, idx[j]!) : Number(view.topIds[r * view.k]!);
-        if (tok !== d.eosId) out[idx[j]!]!.push(tok);
-        if (tok === d.eosId || t + 1 >= caps[j]!) return;
-        keep.push(r);
-        next.push(tok);
-      });
-      if (keep.length === 0) break;
-      runner.select(keep);
-      live = keep.map((r) => live[r]!);
-      runner.step(next);
-    }
+  for (let b0 = 0; b0 < order.length; b0 += CALIBRATION_BATCH) {
+    const idx = order.slice(b0, b0 + CALIBRATION_BATCH);
+    const hyps = greedyBatch(plan, idx.map((i) => sources[i]!), idx.map((i) => maxLengthFor(o, sources[i]!.length, maxTgtLen)), rules, false,
+      pick && ((step, r, j, banned) => pick(step, r, idx[j]!, banned)));
+    hyps.forEach((h, j) => (out[idx[j]!] = h.ids));
     onBatch?.(idx.length);
   }
   return out;
@@ -210,15 +204,20 @@ export interface Calibration {
   /** [states, D] and [states, K]. */
   hidden: Float32Array;
   topK: Int32Array;
+  /** The greedy translations (ids without eos) of the sentences kept. */
+  outputs: number[][];
 }
 
-/** Translates the calibration sentences greedily (full projection), recording every step's hidden state and top-K ids. */
-export function calibrate(plan: Plan, tok: Tokenizer, sentences: string[], topK: number, d: DecodeIds, maxSrcLen: number, maxTgtLen: number, quiet: boolean): Calibration {
-  return calibrateIds(plan, sentences.map((s) => tok.encodeSource(s)), topK, d, maxSrcLen, maxTgtLen, quiet);
+/**
+ * Translates the calibration sentences greedily (full projection, the model's conventions), recording the hidden
+ * state and the top-K allowed ids of every step whose token is not forced.
+ */
+export function calibrate(plan: Plan, tok: Tokenizer, sentences: string[], topK: number, rules: DecodingRules, maxSrcLen: number, maxTgtLen: number, quiet: boolean): Calibration {
+  return calibrateIds(plan, sentences.map((s) => tok.encodeSource(s)), topK, rules, maxSrcLen, maxTgtLen, quiet);
 }
 
-/** calibrate() on sources already as ids (each ending with eos): for models without a tokenizer. */
-export function calibrateIds(plan: Plan, all: number[][], topK: number, d: DecodeIds, maxSrcLen: number, maxTgtLen: number, quiet: boolean): Calibration {
+/** calibrate() on sources already as ids (the model's framing): for models without a tokenizer. */
+export function calibrateIds(plan: Plan, all: number[][], topK: number, rules: DecodingRules, maxSrcLen: number, maxTgtLen: number, quiet: boolean): Calibration {
   const sources = all.filter((s) => s.length <= maxSrcLen);
   const skipped = all.length - sources.length;
   if (sources.length === 0) throw new PlancError('PLANC_E501', `every calibration sentence is longer than the plan's source limit (--max-src-len ${maxSrcLen})`);
@@ -226,16 +225,17 @@ export function calibrateIds(plan: Plan, all: number[][], topK: number, d: Decod
   let hidden = new Float32Array(1 << 16), ids = new Int32Array(1 << 14);
   let n = 0;
   const bar = progressBar('calibrating', sources.length, quiet);
-  greedyExposed(plan, sources, d, CALIBRATION_BATCH, (len) => Math.min(maxTgtLen, 2 * len + 10), (v, r) => {
+  const outputs = greedyExposed(plan, sources, rules, maxTgtLen, (out, r, _s, banned) => {
     if ((n + 1) * dim > hidden.length) { const h = new Float32Array(hidden.length * 2); h.set(hidden); hidden = h; }
     if ((n + 1) * topK > ids.length) { const x = new Int32Array(ids.length * 2); x.set(ids); ids = x; }
-    hidden.set(v.hidden.subarray(r * dim, (r + 1) * dim), n * dim);
-    for (let q = 0; q < topK; q++) ids[n * topK + q] = Number(v.topIds[r * v.k + q]!);
+    hidden.set(hiddenOf(out).subarray(r * dim, (r + 1) * dim), n * dim);
+    const top = rowTop(out, r, topK, banned).ids;
+    ids.set(top, n * topK);
     n++;
-    return Number(v.topIds[r * v.k]!);
+    return top[0]!;
   }, (k) => bar.tick(k));
   bar.done();
-  return { sentences: sources.length, skipped, states: n, d: dim, hidden: hidden.subarray(0, n * dim), topK: ids.subarray(0, n * topK) };
+  return { sentences: sources.length, skipped, states: n, d: dim, hidden: hidden.subarray(0, n * dim), topK: ids.subarray(0, n * topK), outputs };
 }
 
 /** The clusters of a calibration: k-means (R clamped to the states, recorded), active sets with the special ids. */
@@ -286,18 +286,17 @@ export interface Quality {
  * every step takes the argmax over the active ids only (per sentence, i.e. batch-1 masks), computed in JS from the
  * hidden state the plan exposes. Top-1 agreement: steps of the rewritten decode whose argmax equals the full one there.
  */
-export function evaluateQuality(plan: Plan, tok: Tokenizer, layer: OutputLayer, d: DecodeIds, srcText: string[], refText: string[] | undefined,
+export function evaluateQuality(plan: Plan, tok: Tokenizer, layer: OutputLayer, rules: DecodingRules, srcText: string[], refText: string[] | undefined,
   rewrite: { kind: 'clusters'; c: Extract<VocabRewriteOptions, { method: 'clusters' }> } | { kind: 'shortlist'; v: PlanVocab },
   maxSrcLen: number, maxTgtLen: number, quiet: boolean): Quality {
   const sources = srcText.map((s) => tok.encodeSource(s));
   const long = sources.findIndex((s) => s.length > maxSrcLen);
   if (long >= 0) throw new PlancError('PLANC_E501', `--eval-src sentence ${long + 1} has ${sources[long]!.length} tokens, over --max-src-len ${maxSrcLen}`);
-  const cap = (len: number) => Math.min(maxTgtLen, 2 * len + 10);
   const bar = progressBar('evaluating', 2 * sources.length, quiet);
-  const full = greedyExposed(plan, sources, d, CALIBRATION_BATCH, cap, undefined, (k) => bar.tick(k));
+  const full = greedyExposed(plan, sources, rules, maxTgtLen, undefined, (k) => bar.tick(k));
   let steps = 0, agree = 0, fracSum = 0, fracMax = 0;
   const shortlistMasks = new Map<number, Int32Array>();
-  const activeOf = (v: StepView, r: number, sentence: number): Int32Array => {
+  const activeOf = (hidden: Float32Array, r: number, sentence: number): Int32Array => {
     if (rewrite.kind === 'shortlist') {
       let m = shortlistMasks.get(sentence);
       if (!m) {
@@ -308,14 +307,16 @@ export function evaluateQuality(plan: Plan, tok: Tokenizer, layer: OutputLayer, 
       return m;
     }
     const c = rewrite.c;
-    const j = nearest(c, v.hidden, r * c.dim);
+    const j = nearest(c, hidden, r * c.dim);
     return c.ids.subarray(c.offsets[j]!, c.offsets[j + 1]!);
   };
-  const rewritten = greedyExposed(plan, sources, d, CALIBRATION_BATCH, cap, (v, r, sentence) => {
-    const active = activeOf(v, r, sentence);
-    const tokId = active.length ? maskedArgmax(layer, v.hidden, r * layer.d, active) : 0;
+  const rewritten = greedyExposed(plan, sources, rules, maxTgtLen, (out, r, sentence, banned) => {
+    const hidden = hiddenOf(out);
+    const active = activeOf(hidden, r, sentence);
+    // No active id allowed: the kernel's free slots read id 0.
+    const tokId = Math.max(0, maskedArgmax(layer, hidden, r * layer.d, active, banned));
     steps++;
-    if (tokId === Number(v.topIds[r * v.k]!)) agree++;
+    if (tokId === rowBest(out, r, false, banned).tok) agree++;
     const f = active.length / layer.v;
     fracSum += f;
     fracMax = Math.max(fracMax, f);

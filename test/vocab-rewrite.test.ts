@@ -20,7 +20,7 @@ import { vocabInspect } from '../cli/vocab-optimize.ts';
 import { FUSE_PROJECT_TOPK } from '../passes/fuse-project-topk.ts';
 import { runPipeline, TRANSLATE_TOPK } from '../passes/pipeline.ts';
 import { VOCAB_REWRITE } from '../passes/vocab-rewrite.ts';
-import { decodeIds, translateIds } from '../runtime/decode/translate-ids.ts';
+import { planRules, translateIds } from '../runtime/decode/translate-ids.ts';
 import { kernelIds, nativeAvailable } from '../runtime/native.ts';
 import { loadPlanBytes } from '../runtime/plan.ts';
 import { loadTokenizer } from '../runtime/tokenizer/tokenizer.ts';
@@ -120,14 +120,15 @@ test('es-en: small calibration, clusters and the Bergamot shortlist; quality rep
   const { plan, optimized } = exposePlan(model, { topk: TRANSLATE_TOPK }, { target: 'cpu', ...profile });
   const spm = fs.readFileSync(path.join(dir, 'vocab.esen.spm'));
   const tok = await loadTokenizer(spm, 'spm');
-  const d = decodeIds(plan);
+  const rules = await planRules(plan);
+  const d = rules.c;
   const V = 32000;
   const specials = specialIdsOf(plan.header.decoding);
   const train = fs.readFileSync(path.join(dir, 'train.es'), 'utf8').split('\n').slice(0, 200);
   const src = fs.readFileSync(path.join(dir, 'test.es'), 'utf8').split('\n').slice(0, 40);
   const ref = fs.readFileSync(path.join(dir, 'test.en'), 'utf8').split('\n').slice(0, 40);
   try {
-    const cal = calibrate(plan, tok, train, 3, d, 128, 64, true);
+    const cal = calibrate(plan, tok, train, 3, rules, 128, 64, true);
     assert.ok(cal.states > 1000, `states ${cal.states}`);
     // R larger than the states is lowered (a documented adjustment, not a crash).
     const tiny = buildClusters({ ...cal, states: 5, hidden: cal.hidden.subarray(0, 5 * cal.d), topK: cal.topK.subarray(0, 15) }, 50, 3, V, specials, true);
@@ -135,11 +136,11 @@ test('es-en: small calibration, clusters and the Bergamot shortlist; quality rep
     assert.match(tiny.adjustments.join(), /lowered to 5/);
     const c = buildClusters(cal, 20, 3, V, specials, true);
     const layer = outputLayer(optimized);
-    const qc = evaluateQuality(plan, tok, layer, d, src, ref, { kind: 'clusters', c: c.rewrite }, 128, 64, true);
+    const qc = evaluateQuality(plan, tok, layer, rules, src, ref, { kind: 'clusters', c: c.rewrite }, 128, 64, true);
     assert.ok(qc.activeMean > 0 && qc.activeMean < 0.2, `clusters active ${qc.activeMean}`);
     assert.ok(qc.top1Agreement > 0.5, `clusters agreement ${qc.top1Agreement}`);
     const sl = shortlistVocab({ method: 'shortlist', file: path.join(dir, 'lex.50.50.esen.s2t.bin') }, { bytes: spm, kind: 'spm' }, V, specials);
-    const qs = evaluateQuality(plan, tok, layer, d, src, ref, { kind: 'shortlist', v: sl }, 128, 64, true);
+    const qs = evaluateQuality(plan, tok, layer, rules, src, ref, { kind: 'shortlist', v: sl }, 128, 64, true);
     assert.ok(qs.activeMean > 0 && qs.activeMean < 0.2, `shortlist active ${qs.activeMean}`);
     assert.ok(qs.bleu !== undefined && qs.bleuFull !== undefined);
     console.log(`  es-en (40 test sentences): clusters R 20 K 3 active ${(100 * qc.activeMean).toFixed(1)}% agreement ${(100 * qc.top1Agreement).toFixed(1)}%; shortlist active ${(100 * qs.activeMean).toFixed(1)}% agreement ${(100 * qs.top1Agreement).toFixed(1)}%`);

@@ -1,5 +1,6 @@
 // Greedy decoding over a Plan with batch shrinking: finished sentences leave the batch (their cache rows are dropped).
 import type { Plan } from '../plan.ts';
+import type { RtTensor } from '../tensor.ts';
 import type { DecodingRules } from './conventions.ts';
 import { rowBest } from './scores.ts';
 import { StepRunner } from './step-runner.ts';
@@ -11,13 +12,17 @@ export interface Hypothesis {
   length: number;
 }
 
+/** Row r's token of a step (batch sentence `sentence`) when the rules force none; `banned` must not be chosen. */
+export type PickToken = (out: Record<string, RtTensor>, r: number, sentence: number, banned: ReadonlySet<number>) => number;
+
 /**
  * Greedy decoding of one batch; maxLens[i] caps sentence i's generated tokens (eos included). Each step a row takes
  * the token the rules force, else its best allowed token; sentences that emitted an eos or hit their cap leave the
  * batch: the rows of the encoder mask, the encoder K/V and the self-attention cache are compacted, so later steps
- * compute only live rows. Log-probs are computed only when `scores` is set (a forced token adds 0).
+ * compute only live rows. Log-probs are computed only when `scores` is set (a forced token adds 0). `pick` replaces
+ * the best-allowed-token choice (vocabulary calibration records the step, or takes a masked argmax; no log-probs then).
  */
-export function greedyBatch(plan: Plan, sources: number[][], maxLens: number[], rules: DecodingRules, scores: boolean): Hypothesis[] {
+export function greedyBatch(plan: Plan, sources: number[][], maxLens: number[], rules: DecodingRules, scores: boolean, pick?: PickToken): Hypothesis[] {
   const out: Hypothesis[] = sources.map(() => ({ ids: [], logProb: 0, length: 0 }));
   const runner = new StepRunner(plan, sources, rules.c, sources.length, Math.max(...maxLens));
   let live = sources.map((_, i) => i);
@@ -28,7 +33,8 @@ export function greedyBatch(plan: Plan, sources: number[][], maxLens: number[], 
       const h = out[i]!;
       const last = t + 1 >= maxLens[i]!;
       const forced = rules.forced(t, last);
-      const { tok, logProb } = forced !== undefined ? { tok: forced, logProb: 0 } : rowBest(runner.out, r, scores, rules.banned(h.ids));
+      const { tok, logProb } = forced !== undefined ? { tok: forced, logProb: 0 }
+        : pick ? { tok: pick(runner.out, r, i, rules.banned(h.ids)), logProb: 0 } : rowBest(runner.out, r, scores, rules.banned(h.ids));
       h.logProb += logProb;
       h.length++;
       const eos = rules.isEos(tok);
