@@ -23,7 +23,7 @@ function optimize(dir: string, out: string, extra: string[]): void {
 
 async function seconds(plan: Plan, ids: number[][], batch: number): Promise<{ s: number; out: number[][] }> {
   const t0 = performance.now();
-  const out = (await translateIds(plan, ids, { batchSize: batch, maxLength: MAX_LEN })).map((r) => r.ids);
+  const out = (await translateIds(plan, ids, { beamSize: 1, batchSize: batch, maxLength: MAX_LEN })).map((r) => r.ids);
   return { s: (performance.now() - t0) / 1000, out };
 }
 
