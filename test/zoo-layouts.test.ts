@@ -6,7 +6,10 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
+import { inferModel } from '../compiler/infer/infer.ts';
+import { importModel } from '../compiler/onnx/import-model.ts';
 import { REPO_ROOT, sharedDir } from '../compiler/paths.ts';
+import { dimStr, dimSymbols } from '../compiler/symbolic.ts';
 import { nativeAvailable } from '../runtime/native.ts';
 import { buildModel } from './helpers/onnx-build.ts';
 
@@ -61,6 +64,23 @@ if (families.length === 0 || !nativeAvailable()) {
       assert.is(same, ref.src_ids.length, `${family}: ${same}/${ref.src_ids.length} identical to greedy_ids_hf_generation_config`);
     });
   }
+
+  test('inference of every zoo graph (both layouts) leaves only the model\'s own symbols: no unnamed dimension', () => {
+    for (const family of families) {
+      for (const dir of [path.join(zoo!, family), path.join(tmp, `${family}-merged`)]) {
+        if (!fs.existsSync(dir)) continue;
+        const model = importModel(dir);
+        const symbols = new Set([...model.graphs.values()].flatMap((g) => g.inputs.flatMap((i) => (g.values.get(i)?.type?.shape ?? []).flatMap(dimSymbols))));
+        for (const [graph, facts] of inferModel(model)) {
+          for (const [v, f] of facts) {
+            for (const d of [...(f.shape ?? []), ...(f.sym ?? [])]) {
+              for (const s of dimSymbols(d)) assert.ok(symbols.has(s), `${dir} ${graph}: '${v}' has dimension '${dimStr(d)}'`);
+            }
+          }
+        }
+      }
+    }
+  });
 
   test('a length beyond the position table is refused at optimize time, naming the limit', () => {
     const family = families.find((f) => JSON.parse(fs.readFileSync(path.join(zoo!, f, 'config.json'), 'utf8')).max_position_embeddings);
