@@ -1,4 +1,5 @@
 // CPU lowering rules: ONNX op → native kernel call (or a view of an input), one table keyed by op type.
+import { activationCode } from '../compiler/kernel-enums.ts';
 import type { OpContext, InferInput } from '../compiler/ops/types.ts';
 import { dimAdd, dimCompare, dimProduct, type Dim } from '../compiler/symbolic.ts';
 import { Tensor } from '../compiler/tensor.ts';
@@ -323,8 +324,7 @@ export const CPU_RULES: Record<string, Rule> = {
   Transpose: transpose, Gather: gather('gather'), ScatterND: scatterNd, GatherElements: gather('gather_elements'),
   Slice: slice, Concat: concat, Split: split, Expand: () => ({ kernel: 'expand', inputs: [0] }), Tile: () => ({ kernel: 'tile', inputs: [0] }),
   'planc.FusedMatMul': (ctx) => {
-    const act: Record<string, number> = { none: 0, relu: 1, gelu: 2, gelu_tanh: 3, silu: 4 };
-    const code = act[ctx.string('activation', 'none')];
+    const code = activationCode(ctx.string('activation', 'none'));
     if (code === undefined) ctx.fail(`unknown activation ${ctx.string('activation', '')}`);
     return { kernel: 'fused_matmul', inputs: [0, 1, ctx.node.inputs[2] ? 2 : -1, ctx.node.inputs[3] ? 3 : -1], iargs: [code!] };
   },

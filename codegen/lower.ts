@@ -7,7 +7,7 @@ import type { Graph, Model, Node } from '../compiler/ir.ts';
 import { makeOpContext } from '../compiler/ops/context.ts';
 import type { InferInput } from '../compiler/ops/types.ts';
 import { toRaw } from '../compiler/onnx/tensor-proto.ts';
-import { PLAN_DTYPE_BYTES } from '../compiler/plan/validate.ts';
+import { PLAN_DTYPE_BYTES } from '../compiler/kernel-enums.ts';
 import { TENSOR_KIND, type PlanKernel, type PlanProgram, type PlanSymbol, type PlanTensor } from '../compiler/plan/types.ts';
 import { dimEval, dimStr, dimSymbols, isSym, isUnknownSymbol, type Dim } from '../compiler/symbolic.ts';
 import { Tensor } from '../compiler/tensor.ts';

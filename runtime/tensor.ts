@@ -1,4 +1,5 @@
 // Tensors of the runtime API: a dtype, dims and a typed array (int64 as BigInt64Array, bool as Uint8Array).
+import { PLAN_DTYPES } from '../compiler/kernel-enums.ts';
 export type RtDType = 'float32' | 'float64' | 'float16' | 'int32' | 'int64' | 'int8' | 'uint8' | 'bool';
 
 export type RtData = Float32Array | Float64Array | Int32Array | BigInt64Array | Int8Array | Uint8Array | Uint16Array;
@@ -10,7 +11,7 @@ export interface RtTensor {
 }
 
 /** ONNX dtype code → runtime dtype. */
-export const DTYPE_OF_CODE: Record<number, RtDType> = { 1: 'float32', 2: 'uint8', 3: 'int8', 6: 'int32', 7: 'int64', 9: 'bool', 10: 'float16', 11: 'float64' };
+export const DTYPE_OF_CODE: Record<number, RtDType> = Object.fromEntries(PLAN_DTYPES.map((d) => [d.code, d.name as RtDType]));
 
 const ARRAY: Record<RtDType, { new (n: number): RtData; name: string }> = {
   float32: Float32Array, float64: Float64Array, float16: Uint16Array, int32: Int32Array, int64: BigInt64Array,
@@ -21,7 +22,7 @@ export function allocTensor(dtype: RtDType, dims: number[]): RtTensor {
   return { dtype, dims, data: new ARRAY[dtype](dims.reduce((a, b) => a * b, 1)) };
 }
 
-const BYTES: Record<RtDType, number> = { float32: 4, float64: 8, float16: 2, int32: 4, int64: 8, int8: 1, uint8: 1, bool: 1 };
+const BYTES = Object.fromEntries(PLAN_DTYPES.map((d) => [d.name, d.bytes])) as Record<RtDType, number>;
 
 /**
  * A tensor whose memory is not zeroed, for outputs the native runtime overwrites entirely: fresh zeroed megabytes per

@@ -1,4 +1,5 @@
 // CUDA kernel selection: each program kernel call → a template instantiation (constants baked in) and its launch.
+import { ACTIVATIONS, DTYPE_CODE, MASK_KINDS, PLAN_DTYPE_BYTES, PLAN_DTYPES } from '../../compiler/kernel-enums.ts';
 import { PlancError } from '../../compiler/diagnostics.ts';
 import { TENSOR_KIND, type CudaGrid, type PlanKernel, type PlanProgram, type PlanTensor } from '../../compiler/plan/types.ts';
 
@@ -48,14 +49,16 @@ export const MAX_IN = 8, MAX_OUT = 4, MAX_IARGS = 32, MAX_FARGS = 4;
 /** The scratch's ticket counters and where its data starts (common.cuh kScratchCounters, kScratchData). */
 const SCRATCH_COUNTERS = 16384, SCRATCH_DATA = SCRATCH_COUNTERS * 4;
 
-const CTYPE: Record<number, string> = { 1: 'float', 2: 'uint8_t', 3: 'int8_t', 6: 'int32_t', 7: 'int64_t', 9: 'uint8_t', 10: '__half', 11: 'double' };
-const BYTES: Record<number, number> = { 1: 4, 2: 1, 3: 1, 6: 4, 7: 8, 9: 1, 10: 2, 11: 8 };
+const CTYPE: Record<number, string> = Object.fromEntries(PLAN_DTYPES.map((d) => [d.code, d.cudaType]));
 const UTYPE: Record<number, string> = { 1: 'uint8_t', 2: 'uint16_t', 4: 'uint32_t', 8: 'uint64_t' };
-const NAME: Record<number, string> = { 1: 'float32', 2: 'uint8', 3: 'int8', 6: 'int32', 7: 'int64', 9: 'bool', 10: 'float16', 11: 'float64' };
+const NAME: Record<number, string> = Object.fromEntries(PLAN_DTYPES.map((d) => [d.code, d.name]));
+/** Plan dtype codes by the names the rules use. */
+const [F32, F64, I32, I64, I8, U8, BOOL] = (['float32', 'float64', 'int32', 'int64', 'int8', 'uint8', 'bool'] as const).map((n) => DTYPE_CODE[n]!);
+const MASK_ADD = MASK_KINDS.indexOf('add');
 
 const ctype = (ctx: RuleCtx, o: Operand): string => CTYPE[o.dtype] ?? ctx.fail(`dtype code ${o.dtype} has no CUDA type`);
 /** The unsigned type of an element's size (movement kernels only copy bits). */
-const utype = (ctx: RuleCtx, o: Operand): string => UTYPE[BYTES[o.dtype] ?? 0] ?? ctx.fail(`dtype code ${o.dtype} has no CUDA type`);
+const utype = (ctx: RuleCtx, o: Operand): string => UTYPE[PLAN_DTYPE_BYTES[o.dtype] ?? 0] ?? ctx.fail(`dtype code ${o.dtype} has no CUDA type`);
 const dtypeName = (d: number) => NAME[d] ?? `code ${d}`;
 
 function input(ctx: RuleCtx, i: number): Operand {
@@ -66,8 +69,9 @@ function requireDtype(ctx: RuleCtx, o: Operand, allowed: number[], what: string)
   if (!allowed.includes(o.dtype)) ctx.fail(`${what} is ${dtypeName(o.dtype)}; the CUDA kernel takes ${allowed.map(dtypeName).join('/')}`);
 }
 
-const FLOATS = [1, 11];
-const NUMERIC = [1, 11, 6, 7, 3, 2];
+const FLOATS = [F32, F64];
+const SIGNED = [F32, F64, I32, I64, I8];
+const NUMERIC = [...SIGNED, U8];
 
 // ---- grid rules (operand: inputs first, then outputs) ----
 const outOperand = (ctx: RuleCtx, k = 0) => ctx.ins.length + k;
@@ -105,22 +109,22 @@ const unary = (op: string, types: number[]): CudaRule => (ctx) => {
 };
 
 const UNARY: Record<string, [string, number[]]> = {
-  relu: ['URelu', NUMERIC], neg: ['UNeg', [1, 11, 6, 7, 3]], abs: ['UAbs', [1, 11, 6, 7, 3]], sign: ['USign', [1, 11, 6, 7, 3]],
+  relu: ['URelu', NUMERIC], neg: ['UNeg', SIGNED], abs: ['UAbs', SIGNED], sign: ['USign', SIGNED],
   exp: ['UExp', FLOATS], log: ['ULog', FLOATS], sqrt: ['USqrt', FLOATS], reciprocal: ['URecip', FLOATS], tanh: ['UTanh', FLOATS],
   sigmoid: ['USigmoid', FLOATS], erf: ['UErf', FLOATS], floor: ['UFloor', FLOATS], ceil: ['UCeil', FLOATS], round: ['URound', FLOATS],
-  sin: ['USin', FLOATS], cos: ['UCos', FLOATS], softplus: ['USoftplus', FLOATS], not: ['UNot', [9]],
-  gelu: ['UGelu', [1]], leaky_relu: ['ULeakyRelu', [1]], elu: ['UElu', [1]], hard_sigmoid: ['UHardSigmoid', [1]],
+  sin: ['USin', FLOATS], cos: ['UCos', FLOATS], softplus: ['USoftplus', FLOATS], not: ['UNot', [BOOL]],
+  gelu: ['UGelu', [F32]], leaky_relu: ['ULeakyRelu', [F32]], elu: ['UElu', [F32]], hard_sigmoid: ['UHardSigmoid', [F32]],
 };
 
 const cast: CudaRule = (ctx) => {
   const x = input(ctx, 0);
   const y = ctx.outs[0]!;
-  return flat(ctx, `planc::cast<${ctype(ctx, x)}, ${ctype(ctx, y)}, ${y.dtype === 9}>`);
+  return flat(ctx, `planc::cast<${ctype(ctx, x)}, ${ctype(ctx, y)}, ${y.dtype === BOOL}>`);
 };
 
 const copy: CudaRule = (ctx) => {
   const y = ctx.outs[0]!;
-  const size = BYTES[y.dtype] ?? 1;
+  const size = PLAN_DTYPE_BYTES[y.dtype] ?? 1;
   return [{ template: `planc::copy<${size}>`, block: 256, grid: [dims(outOperand(ctx), 0, y.rank, 4096, size)] }];
 };
 
@@ -139,7 +143,7 @@ const TILE = { bm: 64, bn: 64, bk: 32, passes: 3 };
 function gemmInstances(ctx: RuleCtx, act: number, bias: boolean, res: boolean): Instance[] {
   const [a, b] = [input(ctx, 0), input(ctx, 1)];
   const y = ctx.outs[0]!;
-  for (const [o, w] of [[a, 'A'], [b, 'B'], [y, 'Y']] as const) requireDtype(ctx, o, [1], w);
+  for (const [o, w] of [[a, 'A'], [b, 'B'], [y, 'Y']] as const) requireDtype(ctx, o, [F32], w);
   if (a.rank < 2 || b.rank < 2) ctx.fail(`operands of rank ${a.rank} and ${b.rank} (the lowering makes them ≥ 2)`);
   const k = a.dims[a.rank - 1];
   const n = y.dims[y.rank - 1];
@@ -174,7 +178,7 @@ const matmul: CudaRule = (ctx) => gemmInstances(ctx, 0, false, false);
 
 const fusedMatmul: CudaRule = (ctx) => {
   const act = ctx.constIarg(0, 'activation');
-  if (act < 0 || act > 4) ctx.fail(`unknown activation ${act}`);
+  if (act < 0 || act >= ACTIVATIONS.length) ctx.fail(`unknown activation ${act}`);
   if (input(ctx, 1).rank !== 2) ctx.fail(`W has rank ${input(ctx, 1).rank}, not 2`);
   return gemmInstances(ctx, act, ctx.ins[2] !== undefined, ctx.ins[3] !== undefined);
 };
@@ -182,7 +186,7 @@ const fusedMatmul: CudaRule = (ctx) => {
 // ---- rows ----
 const softmax: CudaRule = (ctx) => {
   const x = input(ctx, 0);
-  requireDtype(ctx, x, [1], 'X');
+  requireDtype(ctx, x, [F32], 'X');
   const axis = ctx.constIarg(0, 'axis');
   const log = ctx.constIarg(1, 'log') !== 0;
   const last = axis === x.rank - 1;
@@ -192,14 +196,14 @@ const softmax: CudaRule = (ctx) => {
 
 const norm = (rms: boolean): CudaRule => (ctx) => {
   const x = input(ctx, 0);
-  requireDtype(ctx, x, [1], 'X');
+  requireDtype(ctx, x, [F32], 'X');
   const axis = ctx.constIarg(0, 'axis');
   if (axis < 0 || axis >= x.rank) ctx.fail(`axis ${axis} out of range`);
   const d = product(x, axis);
   const scale = input(ctx, 1);
   const bias = !rms && ctx.ins[2] !== undefined;
   for (const [o, w] of (bias ? [[scale, 'scale'], [ctx.ins[2]!, 'bias']] : [[scale, 'scale']]) as [Operand, string][]) {
-    requireDtype(ctx, o, [1], w);
+    requireDtype(ctx, o, [F32], w);
     const n = product(o);
     if (n === undefined || d === undefined || n !== d) ctx.fail(`${w} must have the ${d ?? 'normalized'} elements of the normalized dims (static), it has ${n ?? 'a dynamic number'}`);
   }
@@ -213,7 +217,7 @@ const transpose: CudaRule = (ctx) => flat(ctx, `planc::transpose<${utype(ctx, in
 const gather: CudaRule = (ctx) => {
   const x = input(ctx, 0);
   const idx = input(ctx, 1);
-  requireDtype(ctx, idx, [6, 7], 'the indices');
+  requireDtype(ctx, idx, [I32, I64], 'the indices');
   const axis = ctx.constIarg(0, 'axis');
   return flat(ctx, `planc::gather<${utype(ctx, x)}, ${ctype(ctx, idx)}, ${axis}>`);
 };
@@ -230,7 +234,7 @@ const expand: CudaRule = (ctx) => flat(ctx, `planc::expand<${utype(ctx, input(ct
 const tile: CudaRule = (ctx) => flat(ctx, `planc::tile<${utype(ctx, input(ctx, 0))}, ${ctx.outs[0]!.rank}>`);
 
 const where: CudaRule = (ctx) => {
-  requireDtype(ctx, input(ctx, 0), [9], 'the condition');
+  requireDtype(ctx, input(ctx, 0), [BOOL], 'the condition');
   return flat(ctx, `planc::where_select<${utype(ctx, input(ctx, 1))}, ${ctx.outs[0]!.rank}>`);
 };
 
@@ -258,14 +262,14 @@ const mod: CudaRule = (ctx) => {
 const trilu: CudaRule = (ctx) => {
   const x = input(ctx, 0);
   if (x.rank < 2) ctx.fail(`rank ${x.rank} < 2`);
-  if (ctx.ins[1] !== undefined) requireDtype(ctx, ctx.ins[1], [7], 'k');
+  if (ctx.ins[1] !== undefined) requireDtype(ctx, ctx.ins[1], [I64], 'k');
   return flat(ctx, `planc::trilu<${utype(ctx, x)}, ${ctx.constIarg(0, 'upper') !== 0}>`);
 };
 
 // ---- attention, KV cache, output layer ----
 const attention: CudaRule = (ctx) => {
   const [q, k, v] = [input(ctx, 0), input(ctx, 1), input(ctx, 2)];
-  for (const [o, w] of [[q, 'Q'], [k, 'K'], [v, 'V']] as const) requireDtype(ctx, o, [1], w);
+  for (const [o, w] of [[q, 'Q'], [k, 'K'], [v, 'V']] as const) requireDtype(ctx, o, [F32], w);
   const h = ctx.constIarg(0, 'num_heads');
   const layout = ctx.constIarg(1, 'q_layout');
   const maskKind = ctx.constIarg(3, 'mask_kind');
@@ -275,10 +279,10 @@ const attention: CudaRule = (ctx) => {
   if (q.rank !== (layout === 0 ? 4 : 3)) ctx.fail(`Q has rank ${q.rank} for q_layout ${layout}`);
   const hd = layout === 0 ? q.dims[3] : q.dims[2] === undefined ? undefined : q.dims[2] / h;
   if (hd === undefined || hd % 32 !== 0 || hd > 512 || k.dims[3] !== hd) ctx.fail(`head dim ${hd ?? 'dynamic'}: the CUDA kernel wants a static multiple of 32, at most 512, equal to K's`);
-  if (maskKind < 0 || maskKind > 3) ctx.fail(`mask_kind ${maskKind}`);
+  if (maskKind < 0 || maskKind >= MASK_KINDS.length) ctx.fail(`mask_kind ${maskKind}`);
   if (maskKind !== 0) {
     const m = input(ctx, 3);
-    requireDtype(ctx, m, maskKind === 1 ? [1] : [9], 'the mask');
+    requireDtype(ctx, m, maskKind === MASK_ADD ? [F32] : [BOOL], 'the mask');
     if (m.rank !== 4) ctx.fail(`the mask has rank ${m.rank}, not 4`);
   } else if (ctx.ins[3] !== undefined) ctx.fail('mask_kind 0 with a mask');
   // A warp per query row, 4 rows per block of 128 threads.
@@ -288,8 +292,8 @@ const attention: CudaRule = (ctx) => {
 
 const cacheWrite: CudaRule = (ctx) => {
   const [c, n] = [input(ctx, 0), input(ctx, 1)];
-  requireDtype(ctx, c, [1], 'the cache');
-  requireDtype(ctx, n, [1], 'the new rows');
+  requireDtype(ctx, c, [F32], 'the cache');
+  requireDtype(ctx, n, [F32], 'the new rows');
   if (c.rank !== 4) ctx.fail('the cache must be [B, H, C, D]');
   const layout = ctx.constIarg(1, 'new_layout');
   if (layout !== 0 && layout !== 1) ctx.fail(`new_layout ${layout}`);
@@ -301,8 +305,8 @@ const TOPK_SHARD = 512, TOPK_ROWS = 8;
 
 const projectTopk: CudaRule = (ctx) => {
   const [x, w] = [input(ctx, 0), input(ctx, 1)];
-  requireDtype(ctx, x, [1], 'X');
-  requireDtype(ctx, w, [1], 'W');
+  requireDtype(ctx, x, [F32], 'X');
+  requireDtype(ctx, w, [F32], 'W');
   const k = ctx.constIarg(0, 'k');
   const transposed = ctx.constIarg(1, 'transposed') !== 0;
   if (w.rank !== 2) ctx.fail('W must be 2-D');
@@ -318,7 +322,7 @@ const projectTopk: CudaRule = (ctx) => {
   // The vocab pass's active mask (input 3, optional): uint8/bool [V].
   const act = ctx.ins[3];
   if (act !== undefined) {
-    requireDtype(ctx, act, [2, 9], 'the active mask');
+    requireDtype(ctx, act, [U8, BOOL], 'the active mask');
     if (act.rank !== 1 || act.dims[0] !== vocab) ctx.fail(`the active mask is [${act.dims.map((x) => x ?? '?')}], not [${vocab}]`);
   }
   const vals = ctx.outs[0]!;
@@ -339,11 +343,11 @@ const CLUSTER_BLOCKS = 32;
 
 const clusterMask: CudaRule = (ctx) => {
   const [x, c, cn, off, ids] = [input(ctx, 0), input(ctx, 1), input(ctx, 2), input(ctx, 3), input(ctx, 4)];
-  for (const [o, w] of [[x, 'X'], [c, 'the centroids'], [cn, 'cnorm']] as const) requireDtype(ctx, o, [1], w);
-  requireDtype(ctx, off, [6], 'offsets');
-  requireDtype(ctx, ids, [6], 'ids');
+  for (const [o, w] of [[x, 'X'], [c, 'the centroids'], [cn, 'cnorm']] as const) requireDtype(ctx, o, [F32], w);
+  requireDtype(ctx, off, [I32], 'offsets');
+  requireDtype(ctx, ids, [I32], 'ids');
   const out = ctx.outs[0]!;
-  requireDtype(ctx, out, [2, 9], 'the active mask');
+  requireDtype(ctx, out, [U8, BOOL], 'the active mask');
   const v = ctx.constIarg(0, 'V');
   const d = x.dims[x.rank - 1];
   const r = c.dims[0];
@@ -361,13 +365,13 @@ const clusterMask: CudaRule = (ctx) => {
 export const CUDA_RULES: Record<string, CudaRule> = {
   add: binary('OpAdd'), sub: binary('OpSub'), mul: binary('OpMul'), div: binary('OpDiv'), max: binary('OpMax'), min: binary('OpMin'),
   mod, pow,
-  equal: compare('OpEq', [...NUMERIC, 9]), less: compare('OpLt', NUMERIC), greater: compare('OpGt', NUMERIC),
+  equal: compare('OpEq', [...NUMERIC, BOOL]), less: compare('OpLt', NUMERIC), greater: compare('OpGt', NUMERIC),
   less_equal: compare('OpLe', NUMERIC), greater_equal: compare('OpGe', NUMERIC),
-  and: compare('OpAnd', [9]), or: compare('OpOr', [9]), xor: compare('OpXor', [9]),
+  and: compare('OpAnd', [BOOL]), or: compare('OpOr', [BOOL]), xor: compare('OpXor', [BOOL]),
   where,
   ...Object.fromEntries(Object.entries(UNARY).map(([k, [op, types]]) => [k, unary(op, types)])),
   clip, cast, copy,
-  fill: filled('fill', NUMERIC), range: filled('range', NUMERIC), values: filled('values', [1, 6, 7]),
+  fill: filled('fill', NUMERIC), range: filled('range', NUMERIC), values: filled('values', [F32, I32, I64]),
   matmul, fused_matmul: fusedMatmul,
   softmax, layer_norm: norm(false), rms_norm: norm(true),
   transpose, gather, slice, concat, split, expand, tile, trilu,

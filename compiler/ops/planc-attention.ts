@@ -1,11 +1,14 @@
 // planc.Attention (scaled dot-product attention over [B,H,C,D] keys/values) and planc.CacheWrite (append to a KV cache).
+import { MASK_KINDS } from '../kernel-enums.ts';
 import { dimEq, type Dim } from '../symbolic.ts';
 import { Tensor } from '../tensor.ts';
 import type { InferInput, OpContext, OpHandler } from './types.ts';
 import { need } from './util.ts';
 
-/** mask_kind values: how planc.Attention applies its mask input. */
-export const MASK_KIND = { NONE: 0, ADD: 1, BOOL_KEEP: 2, BOOL_DROP: 3 } as const;
+/** mask_kind values: how planc.Attention applies its mask input (codes from compiler/kernel-enums.ts). */
+export const MASK_KIND = {
+  NONE: MASK_KINDS.indexOf('none'), ADD: MASK_KINDS.indexOf('add'), BOOL_KEEP: MASK_KINDS.indexOf('bool_keep'), BOOL_DROP: MASK_KINDS.indexOf('bool_drop'),
+} as const;
 
 /** [B, H, Sq, D] of the query: from [B,H,Sq,D] (q_layout 0) or [B, Sq, H*D] (q_layout 1). */
 function queryDims(ctx: OpContext, q: Dim[], heads: number, layout: number): Dim[] {

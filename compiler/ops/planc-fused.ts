@@ -1,5 +1,6 @@
 // planc's own fused ops (domain 'planc'): reference semantics composed from the ONNX ops they replace.
 import type { Node } from '../ir.ts';
+import type { Activation } from '../kernel-enums.ts';
 import { Tensor } from '../tensor.ts';
 import { makeOpContext } from './context.ts';
 import type { EvalContext, InferInput, OpHandler } from './types.ts';
@@ -7,14 +8,16 @@ import { need } from './util.ts';
 
 type Apply = (op: string, attrs: Node['attrs'], inputs: Tensor[]) => Tensor;
 
-/** The activations planc.FusedMatMul applies after the bias, by attribute value, as ONNX ops. */
-export const FUSED_ACTIVATIONS: Record<string, (y: Tensor, apply: Apply) => Tensor> = {
+type ApplyActivation = (y: Tensor, apply: Apply) => Tensor;
+
+/** The activations planc.FusedMatMul applies after the bias, by attribute value (compiler/kernel-enums.ts), as ONNX ops. */
+export const FUSED_ACTIVATIONS: Record<string, ApplyActivation> = {
   none: (y) => y,
   relu: (y, f) => f('Relu', {}, [y]),
   gelu: (y, f) => f('Gelu', {}, [y]),
   gelu_tanh: (y, f) => f('Gelu', { approximate: { kind: 'string', value: 'tanh' } }, [y]),
   silu: (y, f) => f('Mul', {}, [y, f('Sigmoid', {}, [y])]),
-};
+} satisfies Record<Activation, ApplyActivation>;
 
 type Find = (domain: string, op: string, opset: number) => OpHandler | undefined;
 let find: Find | undefined;

@@ -1,9 +1,7 @@
 // Checks every offset, size, dtype, count and reference of a decoded plan header before anything reaches native code.
 import { PlancError } from '../diagnostics.ts';
+import { PLAN_DTYPE_BYTES } from '../kernel-enums.ts';
 import { TENSOR_KIND, type PlanHeader, type PlanProgram } from './types.ts';
-
-/** Bytes per element of the ONNX dtype codes plans may use; undefined = not allowed. */
-export const PLAN_DTYPE_BYTES: Record<number, number> = { 1: 4, 2: 1, 3: 1, 6: 4, 7: 8, 9: 1, 10: 2, 11: 8 };
 
 const MAX_RANK = 8;
 const LIMIT = 1 << 24; // sanity cap on counts

@@ -5,17 +5,11 @@
 #include <functional>
 #include <string>
 
+#include "generated/kernel_enums.h"  // DType, dtype_size, dtype_name, Activation, MaskKind
+
 namespace planc {
 
 class ThreadPool;
-
-// ONNX dtype codes used by plans.
-enum DType : int32_t {
-  kFloat32 = 1, kUint8 = 2, kInt8 = 3, kInt32 = 6, kInt64 = 7, kBool = 9, kFloat16 = 10, kFloat64 = 11,
-};
-
-// Bytes per element of a dtype, 0 if unsupported.
-size_t dtype_size(int32_t dtype);
 
 constexpr int kMaxRank = 8;
 
@@ -65,7 +59,6 @@ const KernelDef* kernel_table(size_t* count);
 const char* kernel_error(const char* fmt, ...);
 
 // Helpers every kernel family uses for checks and messages.
-const char* dtype_name(int32_t dtype);
 std::string dims_str(const TensorView& t);
 // A usable view: known dtype, rank ≤ 8, numel = product of dims, data present unless empty.
 bool view_ok(const TensorView& t);

@@ -7,30 +7,6 @@
 
 namespace planc {
 
-size_t dtype_size(int32_t dtype) {
-  switch (dtype) {
-    case kFloat32: case kInt32: return 4;
-    case kInt64: case kFloat64: return 8;
-    case kUint8: case kInt8: case kBool: return 1;
-    case kFloat16: return 2;
-    default: return 0;
-  }
-}
-
-const char* dtype_name(int32_t d) {
-  switch (d) {
-    case kFloat32: return "float32";
-    case kFloat64: return "float64";
-    case kInt32: return "int32";
-    case kInt64: return "int64";
-    case kInt8: return "int8";
-    case kUint8: return "uint8";
-    case kBool: return "bool";
-    case kFloat16: return "float16";
-    default: return "unknown";
-  }
-}
-
 std::string dims_str(const TensorView& t) {
   std::string s = "[";
   for (int i = 0; i < t.rank; i++) s += (i ? "," : "") + std::to_string(t.dims[i]);

@@ -46,9 +46,9 @@ __device__ void attention(const KArgs& a) {
 #pragma unroll
     for (int t = 0; t < PER; t++) s = fmaf(qv[t], kr[t * 32 + lane], s);
     s = warp_sum(s);
-    if (MK == 1) s += ((const float*)mp)[moff + j * mstep];
-    if (MK == 2 && !((const uint8_t*)mp)[moff + j * mstep]) s = -INFINITY;
-    if (MK == 3 && ((const uint8_t*)mp)[moff + j * mstep]) s = -INFINITY;
+    if (MK == kMaskAdd) s += ((const float*)mp)[moff + j * mstep];
+    if (MK == kMaskBoolKeep && !((const uint8_t*)mp)[moff + j * mstep]) s = -INFINITY;
+    if (MK == kMaskBoolDrop && ((const uint8_t*)mp)[moff + j * mstep]) s = -INFINITY;
     if (s == -INFINITY) continue;
     const float mnew = fmaxf(mx, s);
     const float c = __expf(mx - mnew), p = __expf(s - mnew);

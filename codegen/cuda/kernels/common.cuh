@@ -92,13 +92,13 @@ template <class TX> struct Conv<__half, TX> { __device__ static __half f(TX x) {
 template <class TY> struct Conv<TY, __half> { __device__ static TY f(__half x) { return (TY)__half2float(x); } };
 template <> struct Conv<__half, __half> { __device__ static __half f(__half x) { return x; } };
 
-// The epilogue activations of fused_matmul (0 none, 1 relu, 2 gelu, 3 gelu tanh, 4 silu).
+// The epilogue activations of fused_matmul (Activation, enums.cuh).
 template <int ACT>
 __device__ __forceinline__ float activate(float x) {
-  if (ACT == 1) return x > 0.0f ? x : 0.0f;
-  if (ACT == 2) return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
-  if (ACT == 3) return 0.5f * x * (1.0f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x)));
-  if (ACT == 4) return x / (1.0f + expf(-x));
+  if (ACT == kActRelu) return x > 0.0f ? x : 0.0f;
+  if (ACT == kActGelu) return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+  if (ACT == kActGeluTanh) return 0.5f * x * (1.0f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x)));
+  if (ACT == kActSilu) return x / (1.0f + expf(-x));
   return x;
 }
 

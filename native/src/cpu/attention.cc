@@ -357,10 +357,10 @@ inline int64_t keys_for(const Attn& a, int64_t i) { return a.causal ? std::min(a
 // Masks the scores s[0..n) of query row (b, h, i) and replaces them by e^(s - max); returns their sum, 0 when every
 // score is -inf (a fully masked row: its Y is zeros, as ONNX Attention gives), or NaN when a score is NaN or +inf.
 float softmax_scores(const Attn& a, int64_t b, int64_t h, int64_t i, float* s, int64_t n) {
-  if (a.mask_kind != 0) {
+  if (a.mask_kind != kMaskNone) {
     const int64_t mo = b * a.m_sb + h * a.m_sh + i * a.m_si;
-    if (a.mask_kind == 1) add_mask(s, static_cast<const float*>(a.mask) + mo, a.m_sl, n);
-    else bool_mask(s, static_cast<const uint8_t*>(a.mask) + mo, a.m_sl, n, a.mask_kind == 3);
+    if (a.mask_kind == kMaskAdd) add_mask(s, static_cast<const float*>(a.mask) + mo, a.m_sl, n);
+    else bool_mask(s, static_cast<const uint8_t*>(a.mask) + mo, a.m_sl, n, a.mask_kind == kMaskBoolDrop);
   }
   const float m = nan_max(s, n);
   if (m == -kInf) return 0.0f;
@@ -445,7 +445,7 @@ void attention_block(const Attn& a, int64_t b, int64_t h, int64_t i0, int64_t i1
 
 // Checks the mask's dims against [B, H, Sq, L] and sets its broadcast strides.
 const char* check_mask(const TensorView& m, Attn* a) {
-  const int32_t want = a->mask_kind == 1 ? kFloat32 : kBool;
+  const int32_t want = a->mask_kind == kMaskAdd ? kFloat32 : kBool;
   if (m.dtype != want)
     return kernel_error("attention: mask_kind %d needs a %s mask, got %s", a->mask_kind, dtype_name(want),
                         dtype_name(m.dtype));
@@ -479,7 +479,7 @@ const char* check_attention(const KernelArgs& args, Attn* a) {
   const int64_t heads = args.iargs[0], layout = args.iargs[1], l = args.iargs[2], kind = args.iargs[3],
                 causal = args.iargs[4];
   if (layout != 0 && layout != 1) return kernel_error("attention: q_layout must be 0 or 1, got %lld", (long long)layout);
-  if (kind < 0 || kind > 3) return kernel_error("attention: mask_kind must be 0..3, got %lld", (long long)kind);
+  if (kind < 0 || kind >= kMaskCount) return kernel_error("attention: mask_kind must be 0..%d, got %lld", static_cast<int>(kMaskCount) - 1, (long long)kind);
   if (causal != 0 && causal != 1) return kernel_error("attention: is_causal must be 0 or 1, got %lld", (long long)causal);
   if (k.rank != 4) return kernel_error("attention: K must be [B,H,C,D], got %s", dims_str(k).c_str());
   if (!same_dims(k, v))
@@ -512,7 +512,7 @@ const char* check_attention(const KernelArgs& args, Attn* a) {
   a->mask = nullptr;
   a->m_sb = a->m_sh = a->m_si = a->m_sl = 0;
   const bool has_mask = args.n_in == 4 && args.in[3].data != nullptr;
-  if (kind == 0) {
+  if (kind == kMaskNone) {
     if (has_mask) return "attention: mask_kind 0 but a mask was given";
     return nullptr;
   }

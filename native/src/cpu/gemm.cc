@@ -604,10 +604,10 @@ const char* gemm(const KernelArgs& args) {
 inline float activate(float v, int64_t act) {
   const double x = v;
   switch (act) {
-    case 1: return v > 0.0f ? v : 0.0f;
-    case 2: return static_cast<float>(0.5 * x * (1.0 + std::erf(x * 0.70710678118654752440)));
-    case 3: return static_cast<float>(0.5 * x * (1.0 + std::tanh(0.79788456080286535588 * (x + 0.044715 * x * x * x))));
-    case 4: return static_cast<float>(x / (1.0 + std::exp(-x)));
+    case kActRelu: return v > 0.0f ? v : 0.0f;
+    case kActGelu: return static_cast<float>(0.5 * x * (1.0 + std::erf(x * 0.70710678118654752440)));
+    case kActGeluTanh: return static_cast<float>(0.5 * x * (1.0 + std::tanh(0.79788456080286535588 * (x + 0.044715 * x * x * x))));
+    case kActSilu: return static_cast<float>(x / (1.0 + std::exp(-x)));
     default: return v;
   }
 }
@@ -622,8 +622,8 @@ void epilogue_rows(float* y, const float* b, const float* r, int64_t n, int64_t 
     for (int64_t j = 0; j < n; j++) {
       float v = row[j];
       if constexpr (HasBias) v += b[j];
-      if constexpr (Act == 1) v = v > 0.0f ? v : 0.0f;
-      else if constexpr (Act != 0) v = activate(v, Act);
+      if constexpr (Act == kActRelu) v = v > 0.0f ? v : 0.0f;
+      else if constexpr (Act != kActNone) v = activate(v, Act);
       if constexpr (HasRes) v += rrow[j];
       row[j] = v;
     }
@@ -640,21 +640,21 @@ Epilogue epilogue_with(bool bias, bool res) {
 
 Epilogue epilogue_for(int64_t act, bool bias, bool res) {
   switch (act) {
-    case 1: return epilogue_with<1>(bias, res);
-    case 2: return epilogue_with<2>(bias, res);
-    case 3: return epilogue_with<3>(bias, res);
-    case 4: return epilogue_with<4>(bias, res);
-    default: return epilogue_with<0>(bias, res);
+    case kActRelu: return epilogue_with<kActRelu>(bias, res);
+    case kActGelu: return epilogue_with<kActGelu>(bias, res);
+    case kActGeluTanh: return epilogue_with<kActGeluTanh>(bias, res);
+    case kActSilu: return epilogue_with<kActSilu>(bias, res);
+    default: return epilogue_with<kActNone>(bias, res);
   }
 }
 
 // Y = act(A x W + bias) + residual: the matmul, then one pass over Y while it is still in cache.
-// Inputs: A, W, bias? ([N]), residual? (Y's dims); iargs: activation (0 none, 1 relu, 2 gelu, 3 gelu tanh, 4 silu).
+// Inputs: A, W, bias? ([N]), residual? (Y's dims); iargs: activation (Activation, generated/kernel_enums.h).
 const char* fused_matmul(const KernelArgs& args) {
   if (args.n_in != 4 || args.n_out != 1 || args.n_iargs != 1)
     return kernel_error("fused_matmul: needs 4 inputs (A, W, bias?, residual?), 1 output and 1 iarg, got %d, %d and %d", args.n_in, args.n_out, args.n_iargs);
   const int64_t act = args.iargs[0];
-  if (act < 0 || act > 4) return kernel_error("fused_matmul: unknown activation %lld", static_cast<long long>(act));
+  if (act < 0 || act >= kActCount) return kernel_error("fused_matmul: unknown activation %lld", static_cast<long long>(act));
   KernelArgs mm = args;
   mm.n_in = 2;
   mm.n_iargs = 0;

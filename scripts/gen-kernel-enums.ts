@@ -1,0 +1,25 @@
+// Writes the headers generated from compiler/kernel-enums.ts (`npm run gen:kernel-enums`; --check only compares).
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { cudaEnumsHeader, nativeEnumsHeader } from '../compiler/kernel-enums.ts';
+import { REPO_ROOT } from '../compiler/paths.ts';
+
+/** Each generated file, relative to the repository root, with its text. */
+export const GENERATED: [string, () => string][] = [
+  ['native/src/generated/kernel_enums.h', nativeEnumsHeader],
+  ['codegen/cuda/kernels/enums.cuh', cudaEnumsHeader],
+];
+
+if (process.argv[1] && path.resolve(process.argv[1]) === path.resolve(REPO_ROOT, 'scripts', 'gen-kernel-enums.ts')) {
+  const check = process.argv.includes('--check');
+  let stale = 0;
+  for (const [file, text] of GENERATED) {
+    const p = path.join(REPO_ROOT, file);
+    const now = fs.existsSync(p) ? fs.readFileSync(p, 'utf8') : '';
+    if (now === text()) continue;
+    stale++;
+    if (check) console.error(`${file} is stale: run npm run gen:kernel-enums`);
+    else { fs.writeFileSync(p, text()); console.log(`wrote ${file}`); }
+  }
+  if (check && stale) process.exitCode = 1;
+}
