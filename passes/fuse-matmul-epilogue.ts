@@ -1,8 +1,8 @@
 // Fuses MatMul by a constant 2-D weight + bias Add + activation (Relu, Gelu, gelu written with Erf or with its tanh
 // approximation, swish x·Sigmoid(x)) + residual Add into planc.FusedMatMul.
-import type { Graph, Model, Node } from '../compiler/ir.ts';
+import type { Node } from '../compiler/ir.ts';
 import { dimEq, type Dim } from '../compiler/symbolic.ts';
-import { fusionPass, GraphView, Rewrites, type Pass, type PassContext } from './pass.ts';
+import { fusionPass, GraphView, type Explain, type Pass, type Rule } from './pass.ts';
 
 const NAME = 'fuse-matmul-epilogue';
 
@@ -79,7 +79,7 @@ function* arithmeticChain(v: GraphView, k: number): Generator<[number, Node]> {
  * or its tanh approximation (g = 1 + Tanh(√(2/π)·(x + 0.044715·x³)), c = ½, x³ as Pow or products), the sums and
  * products in any order and association. Every reader of x and of the parts must be in the pattern.
  */
-function decomposedActivation(v: GraphView, x: string, explain: (why: string) => void): { act: string; nodes: number[]; out: string } | undefined {
+function decomposedActivation(v: GraphView, x: string, explain: Explain): { act: string; nodes: number[]; out: string } | undefined {
   const ops = (value: string) => (v.uses.get(value) ?? []).filter((k) => k >= 0).map((k) => [k, v.g.nodes[k]!] as const);
   const other = (n: Node, value: string) => n.inputs[n.inputs[0] === value ? 1 : 0]!;
   let gate: { act: string; form: string; value: string; nodes: number[]; c: number } | undefined;
@@ -126,12 +126,12 @@ function decomposedActivation(v: GraphView, x: string, explain: (why: string) =>
         if (r.px === 1 && r.pg === 1 && near(r.c, gate.c)) {
           const inner = [x, ...nodes.flatMap((i) => v.g.nodes[i]!.outputs)].filter((o) => o !== n.outputs[0]);
           if (inner.every((o) => (v.uses.get(o) ?? []).every((u) => nodes.includes(u)))) return { act: gate.act, nodes, out: n.outputs[0]! };
-          return explain(`its ${gate.act} has parts read outside it`), undefined;
+          return explain(`its ${gate.act} has parts read outside it`);
         }
       }
     }
   }
-  return explain(`no ${gate.form} product follows its ${gate.act} gate`), undefined;
+  return explain(`no ${gate.form} product follows its ${gate.act} gate`);
 }
 
 const sameShape = (a: Dim[] | undefined, b: Dim[] | undefined) => !!a && !!b && a.length === b.length && a.every((d, i) => dimEq(d, b[i]!));
@@ -139,13 +139,13 @@ const sameShape = (a: Dim[] | undefined, b: Dim[] | undefined) => !!a && !!b && 
 interface Match { nodes: number[]; a: string; w: string; bias: string; residual: string; activation: string; out: string }
 
 /** Follows one MatMul: → Add(bias)? → activation? → Add(residual)?. Undefined = decline. */
-function matchAt(v: GraphView, i: number, explain: (why: string) => void): Match | undefined {
+const epilogue: Rule = (v, i, explain) => {
   const g = v.g;
   const mm = g.nodes[i]!;
   const [a, w] = mm.inputs as [string, string];
   const ws = v.shape(w);
-  if (!v.isConst(w) || ws?.length !== 2) return explain('the weight is not a constant 2-D tensor'), undefined;
-  if (v.dtype(a) !== 'float32' || (v.rank(a) ?? 0) < 2) return explain('A is not a float32 tensor of rank ≥ 2'), undefined;
+  if (!v.isConst(w) || ws?.length !== 2) return explain('the weight is not a constant 2-D tensor');
+  if (v.dtype(a) !== 'float32' || (v.rank(a) ?? 0) < 2) return explain('A is not a float32 tensor of rank ≥ 2');
   const n = ws[1]!;
   const m: Match = { nodes: [i], a, w, bias: '', residual: '', activation: 'none', out: mm.outputs[0]! };
   const take = (k: number, out: string) => { m.nodes.push(k); m.out = out; };
@@ -171,23 +171,14 @@ function matchAt(v: GraphView, i: number, explain: (why: string) => void): Match
       take(step[0], step[1].outputs[0]!);
     } else explain('the Add after it is not a residual of the same shape');
   }
-  if (m.nodes.length === 1) return explain('no bias, activation or residual follows it'), undefined;
-  return m;
-}
-
-function fuseGraph(g: Graph, model: Model, ctx: PassContext): number {
-  const v = new GraphView(g, model);
-  const rewrites = new Rewrites();
-  g.nodes.forEach((n, i) => {
-    if (n.op !== 'MatMul' || n.domain !== '' || rewrites.taken(i)) return;
-    const m = matchAt(v, i, (why) => ctx.explain?.(NAME, n.name, why));
-    if (!m) return;
-    rewrites.replace(m.nodes, {
-      name: `${n.name}:fused`, op: 'FusedMatMul', domain: 'planc', inputs: [m.a, m.w, m.bias, m.residual], outputs: [m.out],
+  if (m.nodes.length === 1) return explain('no bias, activation or residual follows it');
+  return {
+    nodes: m.nodes,
+    by: {
+      name: `${mm.name}:fused`, op: 'FusedMatMul', domain: 'planc', inputs: [m.a, m.w, m.bias, m.residual], outputs: [m.out],
       attrs: { activation: { kind: 'string', value: m.activation } }, origin: m.nodes.flatMap((k) => g.nodes[k]!.origin),
-    });
-  });
-  return rewrites.apply(g);
-}
+    },
+  };
+};
 
-export const FUSE_MATMUL_EPILOGUE: Pass = fusionPass(NAME, 'MatMul(x, W) + bias → activation → + residual  ⇒  planc.FusedMatMul', fuseGraph);
+export const FUSE_MATMUL_EPILOGUE: Pass = fusionPass(NAME, 'MatMul(x, W) + bias → activation → + residual  ⇒  planc.FusedMatMul', { MatMul: [epilogue] });

@@ -1,12 +1,12 @@
 // Turns the past/present KV Concat chain of a decoder step into an in-place cache: planc.CacheWrite appends one step's
 // rows to a preallocated cache input, planc.Attention reads the first past+new rows, and the present outputs go away.
-import { Diagnostics } from '../compiler/diagnostics.ts';
 import { CACHE_INPUT_PREFIX, PAST_LENGTH_INPUT } from '../compiler/plan/io-names.ts';
+import { Diagnostics } from '../compiler/diagnostics.ts';
 import { inferGraph } from '../compiler/infer/infer.ts';
 import type { Graph, Model, Node } from '../compiler/ir.ts';
 import { dimAdd, dimEq, isSym, sym, type Dim } from '../compiler/symbolic.ts';
 import { Tensor } from '../compiler/tensor.ts';
-import { consumers, fusionPass, Rewrites, type Pass, type PassContext } from './pass.ts';
+import { graphPass, GraphView, Rewrites, type Pass, type PassContext } from './pass.ts';
 import { rebuildShape } from './shape-rebuild.ts';
 
 const NAME = 'kv-cache-in-place';
@@ -30,62 +30,60 @@ interface CacheMatch {
  * head split (Reshape to [B,S,H,D] + Transpose 0,2,1,3) of a [B,S,H*D] projection read by the Concat alone, the
  * projection (layout 1, the split nodes go away).
  */
-function rowsSource(g: Graph, uses: Map<string, number[]>, m: CacheMatch, shapeOf: (v: string) => Dim[] | undefined): { value: string; layout: number; seqAxis: number; drop: number[] } {
+function rowsSource(v: GraphView, m: CacheMatch): { value: string; layout: number; seqAxis: number; drop: number[] } {
   const plain = { value: m.rows, layout: 0, seqAxis: 2, drop: [] };
-  const t = g.nodes.findIndex((n) => n.outputs[0] === m.rows);
-  const tn = g.nodes[t];
-  if (!tn || tn.op !== 'Transpose' || tn.attrs.perm?.kind !== 'ints' || tn.attrs.perm.value.join() !== '0,2,1,3') return plain;
-  if ((uses.get(m.rows) ?? []).some((j) => j !== m.concat)) return plain;
-  const r = g.nodes.findIndex((n) => n.outputs[0] === tn.inputs[0]);
-  const rn = g.nodes[r];
-  if (!rn || rn.op !== 'Reshape' || (uses.get(rn.outputs[0]!) ?? []).length !== 1) return plain;
-  const src = rn.inputs[0]!;
-  const sd = shapeOf(src), rd = shapeOf(m.rows);
+  const t = v.prod(m.rows, 'Transpose');
+  if (!t || t[1].attrs.perm?.kind !== 'ints' || t[1].attrs.perm.value.join() !== '0,2,1,3') return plain;
+  if ((v.uses.get(m.rows) ?? []).some((j) => j !== m.concat)) return plain;
+  const r = v.prod(t[1].inputs[0]!, 'Reshape');
+  if (!r || (v.uses.get(r[1].outputs[0]!) ?? []).length !== 1) return plain;
+  const src = r[1].inputs[0]!;
+  const sd = v.shape(src), rd = v.shape(m.rows);
   if (sd?.length !== 3 || rd?.length !== 4 || !dimEq(sd[1]!, rd[2]!) || typeof rd[1] !== 'number' || typeof rd[3] !== 'number' || !dimEq(sd[2]!, rd[1] * rd[3])) return plain;
-  return { value: src, layout: 1, seqAxis: 1, drop: [t, r] };
+  return { value: src, layout: 1, seqAxis: 1, drop: [t[0], r[0]] };
+}
+
+/** A Concat(past input, new rows) on the row axis whose present value only planc.Attention reads as K or V (or Shape). */
+function cacheConcat(v: GraphView, i: number, explain: (node: string, why: string) => void): CacheMatch | undefined {
+  const n = v.g.nodes[i]!;
+  if (n.inputs.length !== 2) return undefined;
+  const [past, rows] = n.inputs as [string, string];
+  const present = n.outputs[0]!;
+  const axis = n.attrs.axis?.kind === 'int' ? n.attrs.axis.value : 0;
+  if (!v.g.inputs.includes(past) || v.rank(past) !== 4 || (axis !== 2 && axis !== -2)) return undefined;
+  const readers = (v.uses.get(present) ?? []).filter((j) => j >= 0); // present is a graph output too, until this pass
+  const isShape = (j: number) => v.g.nodes[j]!.op === 'Shape' && v.g.nodes[j]!.domain === '';
+  if (readers.some((j) => { const r = v.g.nodes[j]!; return !isShape(j) && (r.op !== 'Attention' || r.domain !== 'planc' || r.inputs[0] === present || r.inputs[3] === present); })) {
+    return explain(n.name, `'${present}' is read by something other than planc.Attention as K or V (or Shape)`), undefined;
+  }
+  const pastReaders = v.readers(past, []);
+  if (!pastReaders || pastReaders.some((j) => j !== i)) return explain(n.name, `past input '${past}' has other readers`), undefined;
+  return { concat: i, past, rows, present, shapes: readers.filter(isShape) };
 }
 
 function rewriteGraph(g: Graph, model: Model, ctx: PassContext): number {
   const explain = (node: string, why: string) => ctx.explain?.(NAME, node, why);
-  const facts = inferGraph(model, g, { annotate: false }, new Diagnostics());
-  const uses = consumers(g);
-  const shapeOf = (v: string) => facts.get(v)?.shape;
-  let matches: CacheMatch[] = [];
-  g.nodes.forEach((n, i) => {
-    if (n.op !== 'Concat' || n.domain !== '' || n.inputs.length !== 2) return;
-    const [past, rows] = n.inputs as [string, string];
-    const present = n.outputs[0]!;
-    const axis = n.attrs.axis?.kind === 'int' ? n.attrs.axis.value : 0;
-    const pd = shapeOf(past);
-    if (!g.inputs.includes(past) || pd?.length !== 4 || (axis !== 2 && axis !== -2)) return;
-    const readers = (uses.get(present) ?? []).filter((j) => j >= 0);
-    const isShape = (r: Node) => r.op === 'Shape' && r.domain === '';
-    if (readers.some((j) => { const r = g.nodes[j]!; return !isShape(r) && (r.op !== 'Attention' || r.domain !== 'planc' || r.inputs[0] === present || r.inputs[3] === present); })) {
-      return explain(n.name, `'${present}' is read by something other than planc.Attention as K or V (or Shape)`);
-    }
-    const pastReaders = (uses.get(past) ?? []).map((j) => (j < 0 ? undefined : g.nodes[j]!));
-    if (pastReaders.some((r) => !r || (r !== n && r.op !== 'Shape'))) return explain(n.name, `past input '${past}' has other readers`);
-    matches.push({ concat: i, past, rows, present, shapes: readers.filter((j) => isShape(g.nodes[j]!)) });
-  });
+  const v = new GraphView(g, model, inferGraph(model, g, { annotate: false }, new Diagnostics()));
+  let matches = v.all('Concat').map((i) => cacheConcat(v, i, explain)).filter((m) => m !== undefined);
   // an attention reads both K and V from caches or neither (its kv_len applies to both)
   const cached = new Set(matches.map((m) => m.present));
   const half = new Set<string>();
-  for (const n of g.nodes) {
-    if (n.op !== 'Attention' || n.domain !== 'planc' || cached.has(n.inputs[1]!) === cached.has(n.inputs[2]!)) continue;
+  for (const n of v.all('planc.Attention').map((i) => g.nodes[i]!)) {
+    if (cached.has(n.inputs[1]!) === cached.has(n.inputs[2]!)) continue;
     explain(n.name, 'only one of its K and V comes from a past/present Concat');
     half.add(n.inputs[1]!).add(n.inputs[2]!);
   }
   matches = matches.filter((m) => !half.has(m.present));
   if (matches.length === 0) return 0;
-  const pastDim = shapeOf(matches[0]!.past)![2]!;
-  const rowsDim = shapeOf(matches[0]!.rows)![2];
+  const pastDim = v.shape(matches[0]!.past)![2]!;
+  const rowsDim = v.shape(matches[0]!.rows)![2];
   if (!isSym(pastDim) || pastDim.terms.size !== 1) { explain(g.nodes[matches[0]!.concat]!.name, 'the past length is not one symbol'); return 0; }
-  if (matches.some((m) => !dimEq(shapeOf(m.past)![2]!, pastDim) || rowsDim === undefined || !dimEq(shapeOf(m.rows)![2]!, rowsDim))) {
+  if (matches.some((m) => !dimEq(v.shape(m.past)![2]!, pastDim) || rowsDim === undefined || !dimEq(v.shape(m.rows)![2]!, rowsDim))) {
     explain(g.nodes[matches[0]!.concat]!.name, 'the caches do not share one past length and step length');
     return 0;
   }
   const rewrites = new Rewrites();
-  const sources = matches.map((m) => rowsSource(g, uses, m, shapeOf));
+  const sources = matches.map((m) => rowsSource(v, m));
   // kv_len = past + new rows, computed once before the first cache write (host-side shape math)
   const first = matches[0]!;
   const kvLen = `${PAST_LENGTH_INPUT}:plus_new`;
@@ -94,7 +92,7 @@ function rewriteGraph(g: Graph, model: Model, ctx: PassContext): number {
   const presentShapes = new Map<number, Node[] | undefined>();
   for (const [k, m] of matches.entries()) {
     for (const j of m.shapes) {
-      presentShapes.set(j, j > first.concat ? rebuildShape(g, g.nodes[j]!, shapeOf(m.present)!, [sources[k]!.value], lengths) : undefined);
+      presentShapes.set(j, j > first.concat ? rebuildShape(g, g.nodes[j]!, v.shape(m.present)!, [sources[k]!.value], lengths) : undefined);
     }
   }
   const stuck = [...presentShapes].find(([, r]) => !r);
@@ -113,17 +111,17 @@ function rewriteGraph(g: Graph, model: Model, ctx: PassContext): number {
     const src = sources[k]!;
     const cache = cacheInputName(m.past);
     const written = `${cache}:written`;
-    const heads = shapeOf(m.past)![1]!;
+    const heads = v.shape(m.past)![1]!;
     const write: Node = {
       name: `${concat.name}:cache_write`, op: 'CacheWrite', domain: 'planc', inputs: [cache, src.value, PAST_LENGTH_INPUT], outputs: [written],
       attrs: { new_layout: { kind: 'int', value: src.layout }, num_heads: { kind: 'int', value: typeof heads === 'number' ? heads : 0 } }, origin: concat.origin,
     };
     rewrites.replace([m.concat, ...src.drop], m === first ? [...stepNodes, write] : [write]);
     renamed.set(m.present, written);
-    const pd = shapeOf(m.past)!;
+    const pd = v.shape(m.past)!;
     g.values.set(cache, { name: cache, type: { dtype: 'float32', shape: cacheDims(pd) } });
     g.inputs[g.inputs.indexOf(m.past)] = cache;
-    for (const j of uses.get(m.past) ?? []) {
+    for (const j of v.uses.get(m.past) ?? []) {
       const r = g.nodes[j]!;
       if (j === m.concat) continue;
       const rebuilt = rebuildShape(g, r, pd, [cache], [{ value: PAST_LENGTH_INPUT, dim: pastDim }]);
@@ -131,8 +129,8 @@ function rewriteGraph(g: Graph, model: Model, ctx: PassContext): number {
       rewrites.replace([j], rebuilt);
     }
   }
-  for (const n of g.nodes) {
-    if (n.op !== 'Attention' || n.domain !== 'planc' || !renamed.has(n.inputs[1]!)) continue;
+  for (const n of v.all('planc.Attention').map((i) => g.nodes[i]!)) {
+    if (!renamed.has(n.inputs[1]!)) continue;
     n.inputs = [n.inputs[0]!, renamed.get(n.inputs[1]!)!, renamed.get(n.inputs[2]!) ?? n.inputs[2]!, n.inputs[3] ?? '', kvLen];
   }
   g.outputs = g.outputs.filter((o) => !renamed.has(o));
@@ -142,7 +140,7 @@ function rewriteGraph(g: Graph, model: Model, ctx: PassContext): number {
   return matches.length;
 }
 
-export const KV_CACHE_IN_PLACE: Pass = fusionPass(NAME, 'past/present KV Concat  ⇒  planc.CacheWrite into a preallocated cache input read by planc.Attention', rewriteGraph);
+export const KV_CACHE_IN_PLACE: Pass = graphPass(NAME, 'past/present KV Concat  ⇒  planc.CacheWrite into a preallocated cache input read by planc.Attention', rewriteGraph);
 
 /** The cache's dims for a past input's dims: the row axis becomes the capacity symbol. */
 function cacheDims(past: Dim[]): Dim[] {

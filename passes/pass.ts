@@ -1,4 +1,6 @@
 // What every pass is: a named pure function (model, ctx) → model, and the context the driver gives it.
+import { Diagnostics } from '../compiler/diagnostics.ts';
+import { inferGraph, type Facts } from '../compiler/infer/infer.ts';
 import type { Graph, Model, Node } from '../compiler/ir.ts';
 import type { DType } from '../compiler/dtype.ts';
 import type { Dim } from '../compiler/symbolic.ts';
@@ -48,33 +50,49 @@ export function copyModel(model: Model): Model {
   return { ...model, graphs, opsets: { ...model.opsets } };
 }
 
-/** Consumers of every value: node indices reading it (a graph output counts as a consumer with index -1). */
-export function consumers(g: Graph): Map<string, number[]> {
-  const c = new Map<string, number[]>();
-  g.nodes.forEach((n, i) => n.inputs.forEach((x) => x && c.set(x, [...(c.get(x) ?? []), i])));
-  for (const o of g.outputs) c.set(o, [...(c.get(o) ?? []), -1]);
-  return c;
-}
-
 /**
  * Reads a graph by value names: producers, consumers, and constants. A constant is an initializer, a Constant node's
- * output, or an Identity of either (exporters alias deduplicated weights through Identity nodes).
+ * output, or an Identity of either (exporters alias deduplicated weights through Identity nodes). Given inference
+ * facts, shapes, dtypes and known values come from them instead (values computed from shapes included).
  */
 export class GraphView {
   readonly producer = new Map<string, number>();
-  readonly uses: Map<string, number[]>;
-  constructor(readonly g: Graph, readonly model: Model) {
-    g.nodes.forEach((n, i) => n.outputs.forEach((o) => o && this.producer.set(o, i)));
-    this.uses = consumers(g);
+  /** Node indices reading each value, in order (a graph output counts as a reader with index -1). */
+  readonly uses = new Map<string, number[]>();
+  constructor(readonly g: Graph, readonly model: Model, readonly facts?: Facts) {
+    const use = (x: string, i: number) => (this.uses.get(x) ?? this.uses.set(x, []).get(x)!).push(i);
+    g.nodes.forEach((n, i) => {
+      n.outputs.forEach((o) => o && this.producer.set(o, i));
+      n.inputs.forEach((x) => x && use(x, i));
+    });
+    for (const o of g.outputs) use(o, -1);
   }
   node(value: string): [number, Node] | undefined {
     const i = this.producer.get(value);
     return i === undefined ? undefined : [i, this.g.nodes[i]!];
   }
-  /** The only consumer of a value (none when it is a graph output or has several). */
-  only(value: string): [number, Node] | undefined {
-    const u = this.uses.get(value) ?? [];
-    return u.length === 1 && u[0]! >= 0 ? [u[0]!, this.g.nodes[u[0]!]!] : undefined;
+  /** Indices of the nodes with op `key` ('Op' in the default domain, 'domain.Op' otherwise), in order. */
+  all(key: string): number[] { return [...this.g.nodes.keys()].filter((i) => opKey(this.g.nodes[i]!) === key); }
+  /** The node producing a value when it is the default-domain `op`. */
+  prod(value: string, op: string): [number, Node] | undefined {
+    const p = this.node(value);
+    return p?.[1].op === op && p[1].domain === '' ? p : undefined;
+  }
+  /** Node indices reading a value (undefined when it is a graph output); with `shapes`, Shape readers are put there instead. */
+  readers(value: string, shapes?: number[]): number[] | undefined {
+    const out: number[] = [];
+    for (const i of this.uses.get(value) ?? []) {
+      if (i < 0) return undefined;
+      const n = this.g.nodes[i]!;
+      if (shapes && n.op === 'Shape' && n.domain === '') shapes.push(i);
+      else out.push(i);
+    }
+    return out;
+  }
+  /** The only reader of a value (Shape readers set aside into `shapes` when given), or undefined. */
+  only(value: string, shapes?: number[]): [number, Node] | undefined {
+    const r = this.readers(value, shapes);
+    return r?.length === 1 ? [r[0]!, this.g.nodes[r[0]!]!] : undefined;
   }
   /** The tensor of a constant value, or undefined. */
   constant(value: string): Tensor | undefined {
@@ -90,15 +108,52 @@ export class GraphView {
     return undefined;
   }
   isConst(value: string): boolean { return this.constant(value) !== undefined; }
-  /** The value of a one-element numeric constant, or undefined. */
+  /** The value of a one-element numeric constant (or known value, with facts), or undefined. */
   scalar(value: string): number | undefined {
-    const t = this.constant(value);
+    const t = this.facts ? this.facts.get(value)?.value : this.constant(value);
     return t && t.size === 1 && t.dtype !== 'string' ? Number(t.nums[0]) : undefined;
   }
-  /** A value's shape and dtype: its type's, else a constant's (names aliasing weights may carry no type). */
-  shape(value: string): Dim[] | undefined { return this.g.values.get(value)?.type?.shape ?? this.constant(value)?.dims.slice(); }
-  dtype(value: string): DType | undefined { return this.g.values.get(value)?.type?.dtype ?? this.constant(value)?.dtype; }
+  /** A value's shape and dtype: from facts, else its type's, else a constant's (names aliasing weights may carry no type). */
+  shape(value: string): Dim[] | undefined {
+    return this.facts ? this.facts.get(value)?.shape : this.g.values.get(value)?.type?.shape ?? this.constant(value)?.dims.slice();
+  }
+  dtype(value: string): DType | undefined {
+    return this.facts ? this.facts.get(value)?.dtype : this.g.values.get(value)?.type?.dtype ?? this.constant(value)?.dtype;
+  }
   rank(value: string): number | undefined { return this.shape(value)?.length; }
+}
+
+/** A node's key in pattern tables: 'Op' in the default domain, 'domain.Op' otherwise. */
+export const opKey = (n: Node): string => (n.domain ? `${n.domain}.${n.op}` : n.op);
+
+/** Says why a rule declines (for `--explain`), naming the rule's root node or `at`; returns undefined, for `return explain(…)`. */
+export type Explain = (why: string, at?: Node) => undefined;
+
+/** What a rule makes: each replacement's nodes give way to `by` (in order, at the last of them); all apply or none. */
+export interface Replacement { nodes: number[]; by: Node | Node[] }
+export type Rewrite = Replacement | Replacement[];
+
+/** A rule matches at its root node (index i) and returns its rewrite, or undefined (declined, said through explain or not). */
+export type Rule = (v: GraphView, i: number, explain: Explain) => Rewrite | undefined;
+
+/** A pass's rules by root op (its opKey); tried in order, the first rewrite that applies wins. */
+export type Rules = Record<string, Rule[]>;
+
+/**
+ * The driver of every pattern table: walks the root nodes (all nodes, in order, unless given) not yet rewritten, tries
+ * the rules of each node's op, and collects the first rewrite that applies.
+ */
+export function applyRules(v: GraphView, rules: Rules, explain: (node: string, why: string) => void, roots: Iterable<number> = v.g.nodes.keys()): Rewrites {
+  const rewrites = new Rewrites();
+  for (const i of roots) {
+    const n = v.g.nodes[i]!;
+    if (rewrites.taken(i)) continue;
+    for (const rule of rules[opKey(n)] ?? []) {
+      const r = rule(v, i, (why, at = n) => { explain(at.name, why); return undefined; });
+      if (r && rewrites.add(r)) break;
+    }
+  }
+  return rewrites;
 }
 
 /** Drops initializers and value entries that no node, input or output uses any more (after a rewrite). */
@@ -128,6 +183,14 @@ export class Rewrites {
     return true;
   }
 
+  /** Makes every replacement of a rule's rewrite, or none when one of their nodes is already taken. */
+  add(r: Rewrite): boolean {
+    const all = Array.isArray(r) ? r : [r];
+    if (all.some((x) => x.nodes.some((k) => this.taken(k)))) return false;
+    for (const x of all) this.replace(x.nodes, x.by);
+    return true;
+  }
+
   /** Applies the rewrites to g; returns how many rewrites were made. */
   apply(g: Graph): number {
     if (this.replaced.size === 0) return 0;
@@ -146,8 +209,8 @@ export class Rewrites {
   }
 }
 
-/** A fusion pass from a per-graph rewrite: copies the model, rewrites every graph, declares the planc domain if used. */
-export function fusionPass(name: string, summary: string, fuseGraph: (g: Graph, model: Model, ctx: PassContext) => number): Pass {
+/** A pass from a per-graph rewrite: copies the model, rewrites every graph, declares the planc domain if used. */
+export function graphPass(name: string, summary: string, fuseGraph: (g: Graph, model: Model, ctx: PassContext) => number): Pass {
   return {
     name,
     summary,
@@ -159,4 +222,12 @@ export function fusionPass(name: string, summary: string, fuseGraph: (g: Graph, 
       return out;
     },
   };
+}
+
+/** A fusion pass from its pattern table, applied to every graph (viewed through inference facts when `infer` is set). */
+export function fusionPass(name: string, summary: string, rules: Rules, infer = false): Pass {
+  return graphPass(name, summary, (g, model, ctx) => {
+    const facts = infer ? inferGraph(model, g, { annotate: false }, new Diagnostics()) : undefined;
+    return applyRules(new GraphView(g, model, facts), rules, (node, why) => ctx.explain?.(name, node, why)).apply(g);
+  });
 }

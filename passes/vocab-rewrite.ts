@@ -5,7 +5,7 @@ import { PlancError } from '../compiler/diagnostics.ts';
 import type { Graph, Model, Node } from '../compiler/ir.ts';
 import { toRaw } from '../compiler/onnx/tensor-proto.ts';
 import { Tensor } from '../compiler/tensor.ts';
-import { copyModel, pruneUnused, type Pass, type PassContext, type VocabRewriteOptions } from './pass.ts';
+import { copyModel, GraphView, pruneUnused, type Pass, type PassContext, type VocabRewriteOptions } from './pass.ts';
 
 const NAME = 'vocab-rewrite';
 /** The active mask value (a graph input for shortlists, ClusterMask's output for clusters). */
@@ -48,8 +48,9 @@ function transposeWeight(model: Model, g: Graph, node: Node): void {
 }
 
 function rewriteGraph(model: Model, g: Graph, o: VocabRewriteOptions, ctx: PassContext): number {
-  const at = g.nodes.findIndex((n) => n.domain === 'planc' && n.op === 'ProjectTopK');
-  if (at < 0) return 0;
+  const v = new GraphView(g, model);
+  const at = v.all('planc.ProjectTopK')[0];
+  if (at === undefined) return 0;
   const node = { ...g.nodes[at]!, inputs: [...g.nodes[at]!.inputs] };
   g.nodes[at] = node;
   if (node.inputs[3]) { ctx.explain?.(NAME, node.name, 'planc.ProjectTopK already has an active mask'); return 0; }
@@ -62,7 +63,7 @@ function rewriteGraph(model: Model, g: Graph, o: VocabRewriteOptions, ctx: PassC
     return 1;
   }
   const wName = node.inputs[1]!;
-  const wShape = g.values.get(wName)?.type?.shape;
+  const wShape = v.shape(wName);
   const transposed = node.attrs.transposed?.kind === 'int' && node.attrs.transposed.value === 1;
   const vocab = wShape?.[transposed ? 0 : 1];
   if (typeof vocab !== 'number') { ctx.explain?.(NAME, node.name, 'the vocabulary size is not a number'); return 0; }
