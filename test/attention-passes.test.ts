@@ -21,6 +21,7 @@ import { loadPlanBytes } from '../runtime/plan.ts';
 import { nativeAvailable } from '../runtime/native.ts';
 import { fromRt, toRt } from '../bench/reference/rt-tensors.ts';
 import type { NodeSpec } from './helpers/onnx-build.ts';
+import { NEEDS_NATIVE, skipPart } from './helpers/skip.ts';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'planc-attn-'));
 const vals = (n: number, seed: number) => Array.from({ length: n }, (_, i) => Math.sin(i * 1.3 + seed) * 0.7);
@@ -188,7 +189,7 @@ test('split-scale exports with a per-head bias: the fused step (evaluator and na
   const maxDiff = (y: Tensor) => Math.max(...Array.from(want.y!.nums, (x, i) => Math.abs(x - y.nums[i]!)));
   const got = evaluate(f, 'main', cacheFeeds);
   assert.ok(maxDiff(got.y!) < 1e-6, `evaluator: max diff ${maxDiff(got.y!)}`);
-  if (!nativeAvailable()) return console.log('  native half skipped: the native addon is not built');
+  if (!nativeAvailable()) return skipPart(NEEDS_NATIVE, 'the native half of a split-scale test');
   const built = buildPlan(f, { target: 'cpu', maxBatch: B, maxSrcLen: 8, maxTgtLen: 8 });
   const plan = loadPlanBytes(encodePlan(built.header, built.blob), 'sdpa-step.plan');
   try {

@@ -27,6 +27,7 @@ import { encodePlan } from '../compiler/plan/format.ts';
 import { loadPlanBytes } from '../runtime/plan.ts';
 import { nativeAvailable } from '../runtime/native.ts';
 import { fromRt, toRt } from '../bench/reference/rt-tensors.ts';
+import { NEEDS_NATIVE, skipPart } from './helpers/skip.ts';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'planc-fusion-patterns-'));
 const vals = (n: number, seed: number) => Array.from({ length: n }, (_, i) => Math.sin(i * 1.7 + seed) * 0.5);
@@ -155,7 +156,7 @@ test('fuse-matmul-epilogue: gelu tanh approximation (NewGELU with Pow and no bia
     } finally {
       plan.close();
     }
-  } else console.log('  native half skipped: the native addon is not built');
+  } else skipPart(NEEDS_NATIVE, 'the native half of the gelu-tanh test');
   for (const [by, out] of Object.entries(got)) {
     for (const k of ['y', 'z']) assert.ok(relErr(out[k]!, want[k]!) < 1e-5, `${by} ${k}: relative error ${relErr(out[k]!, want[k]!)}`);
   }

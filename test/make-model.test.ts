@@ -10,10 +10,12 @@ import ort from 'onnxruntime-node';
 import { makeModel, modelProtos, type MakeModelOptions } from '../scripts/make-model/generate.ts';
 import { buildMarian } from '../scripts/make-model/marian.ts';
 import { planLayout } from '../scripts/make-model/weights.ts';
+import { sharedDir } from '../compiler/paths.ts';
+import { needsShared, testIf } from './helpers/skip.ts';
 
 const { onnx } = onnxProto;
 const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
-const REAL = '/work/shared/models/es-en';
+const REAL = path.join(sharedDir() ?? '/nonexistent', 'models', 'es-en');
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'planc-make-model-'));
 const TINY: MakeModelOptions = {
   arch: 'marian', d: 32, encoderLayers: 2, decoderLayers: 1, heads: 4, ffn: 64, vocab: 101, maxPos: 512, activation: 'relu',
@@ -241,8 +243,7 @@ test('gelu and swish variants run in onnxruntime', async () => {
   }
 });
 
-test('same graphs as the es-en export: nodes, names, attributes, I/O, initializers, weights.bin offsets', () => {
-  if (!fs.existsSync(REAL)) return; // fixture not on this machine
+testIf(test, !fs.existsSync(REAL) && needsShared('models/es-en'))('same graphs as the es-en export: nodes, names, attributes, I/O, initializers, weights.bin offsets', () => {
   const model = buildMarian({ d: 256, encoderLayers: 6, decoderLayers: 2, heads: 4, ffn: 1024, vocab: 32000, maxPos: 1024, activation: 'relu' });
   const layout = planLayout(model.graphs, model.tensors);
   assert.is(layout.size, fs.statSync(path.join(REAL, 'weights.bin')).size);

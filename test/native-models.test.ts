@@ -15,6 +15,7 @@ import { DEFAULTS, makeModel } from '../scripts/make-model/generate.ts';
 import { checkGraph } from './helpers/cache-feeds.ts';
 import { seq2seqCases, type GraphCase } from './helpers/seq2seq-feeds.ts';
 import { before } from './helpers/before.ts';
+import { NEEDS_NATIVE, needsShared, skipSuite } from './helpers/skip.ts';
 
 const TOL = 1e-4;
 const GRAPHS = ['encoder', 'decoder', 'decoder_with_past'];
@@ -24,8 +25,12 @@ function planFor(model: Model, name: string, fuse = true): Plan {
   return loadPlanBytes(encodePlan(built.header, built.blob), name);
 }
 
+const esenNames = GRAPHS.flatMap((g) => [
+  `es-en ${g}: native CPU plan (fused) matches onnxruntime within ${TOL}`,
+  `es-en ${g}: native CPU plan (no fusion) matches onnxruntime within ${TOL}`,
+]);
 if (!nativeAvailable()) {
-  console.log('native model tests skipped: the native addon is not built (npm run build:native)');
+  skipSuite(test, NEEDS_NATIVE, [...esenNames, 'synthetic opus-base (d 512, 6+6, vocab 58101): every graph matches onnxruntime']);
 } else {
   const shared = sharedDir();
   const esen = shared && path.join(shared, 'models', 'es-en');
@@ -45,6 +50,8 @@ if (!nativeAvailable()) {
       test(`es-en ${g}: native CPU plan (no fusion) matches onnxruntime within ${TOL}`, () => checkGraph(unfused, g, cases[g]!, TOL, 8));
     }
     test.after(() => { plan?.close(); unfused?.close(); });
+  } else {
+    skipSuite(test, needsShared('models/es-en'), esenNames);
   }
 
   const synthDir = path.join(os.tmpdir(), 'planc-test-models', 'opus-base');

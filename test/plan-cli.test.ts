@@ -12,13 +12,23 @@ import { nativeAvailable } from '../runtime/native.ts';
 import { loadPlan, type Plan } from '../runtime/plan.ts';
 import { tensorFrom } from '../runtime/tensor.ts';
 import { before } from './helpers/before.ts';
+import { NEEDS_NATIVE, needsShared, skipSuite } from './helpers/skip.ts';
 
 const shared = sharedDir();
 const esen = shared && path.join(shared, 'models', 'es-en');
 const cli = (...args: string[]) => spawnSync(process.execPath, [path.join(REPO_ROOT, 'bin', 'planc.js'), ...args], { encoding: 'utf8' });
 
 if (!esen || !fs.existsSync(esen) || !nativeAvailable()) {
-  console.log('plan CLI tests skipped: needs ../shared/models/es-en and the native addon');
+  skipSuite(test, !nativeAvailable() ? NEEDS_NATIVE : needsShared('models/es-en'), [
+    'optimize prints a summary and progress',
+    'inspect --json: weights stored once, every arena within 1.10x of its lower bound',
+    'inspect --json: every fusion fired (one planc.Attention per attention block, one norm per norm) and no KV Concat',
+    'run: JSON feeds in, output shapes and values out',
+    'run: .npz feeds give the same outputs as JSON feeds',
+    'bad feeds: wrong dtype, rank, shape, over the profile, ids outside the vocabulary, missing, unknown',
+    'a plan from another format version is refused naming the version',
+    'a truncated plan is refused by the CLI with exit 2',
+  ]);
 } else {
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'planc-cli-'));
   const planFile = path.join(tmp, 'es-en.plan');

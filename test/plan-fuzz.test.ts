@@ -15,6 +15,7 @@ import { loadPlanBytes } from '../runtime/plan.ts';
 import { nativeAvailable } from '../runtime/native.ts';
 import { tensorFrom } from '../runtime/tensor.ts';
 import { DEFAULTS, makeModel } from '../scripts/make-model/generate.ts';
+import { NEEDS_NATIVE, skipSuite } from './helpers/skip.ts';
 
 const PlanMsg = protobuf.loadSync(path.join(REPO_ROOT, 'compiler', 'plan', 'plan.proto')).lookupType('planc.Plan');
 
@@ -31,7 +32,10 @@ function rng(seed: number): () => number {
 }
 
 if (!nativeAvailable()) {
-  console.log('plan fuzz test skipped: the native addon is not built (npm run build:native)');
+  skipSuite(test, NEEDS_NATIVE, [
+    'the unmutated plan runs',
+    '600 mutations: each loads and runs or throws a PlancError',
+  ]);
 } else {
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'planc-fuzz-'));
   makeModel({ ...DEFAULTS, out: tmp, d: 16, encoderLayers: 1, decoderLayers: 1, heads: 2, ffn: 32, vocab: 50, maxPos: 32 });

@@ -1,6 +1,6 @@
 // Vocabulary rewrite (issue 6): ProjectTopK's active mask and planc.ClusterMask in the evaluator, the pass golden, the
 // --vocab option's errors, and on es-en a small calibration and the real Bergamot shortlist (native runs once the
-// cluster_mask kernel exists; skipped with a message before).
+// cluster_mask kernel exists; a counted skip before).
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -26,6 +26,7 @@ import { loadPlanBytes } from '../runtime/plan.ts';
 import { loadTokenizer } from '../runtime/tokenizer/tokenizer.ts';
 import { matchGolden } from './helpers/golden.ts';
 import { buildModel, floatInit } from './helpers/onnx-build.ts';
+import { NEEDS_NATIVE, needsShared, testIf } from './helpers/skip.ts';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'planc-vocab-'));
 const vals = (n: number, seed: number) => Array.from({ length: n }, (_, i) => Math.sin(i * 1.7 + seed) * 0.5);
@@ -113,8 +114,7 @@ test('--vocab parsing and bad calibration input', () => {
 const dir = sharedDir() ? path.join(sharedDir()!, 'models', 'es-en') : '';
 const haveEsEn = !!dir && fs.existsSync(path.join(dir, 'lex.50.50.esen.s2t.bin')) && nativeAvailable();
 
-test('es-en: small calibration, clusters and the Bergamot shortlist; quality report; native greedy when the kernels exist', async () => {
-  if (!haveEsEn) { console.log('  (es-en vocab test skipped: no shared es-en model or no native addon)'); return; }
+testIf(test, !haveEsEn && (nativeAvailable() ? needsShared('models/es-en') : NEEDS_NATIVE))('es-en: small calibration, clusters and the Bergamot shortlist; quality report; native greedy when the kernels exist', async () => {
   const model = importSeq2SeqDir(dir);
   const profile = { maxBatch: 32, maxSrcLen: 128, maxTgtLen: 64, maxDims: { decoder_sequence_length: 1 } };
   const { plan, optimized } = exposePlan(model, { topk: TRANSLATE_TOPK }, { target: 'cpu', ...profile });

@@ -14,6 +14,7 @@ import { loadPlanBytes } from '../runtime/plan.ts';
 import { nativeAvailable } from '../runtime/native.ts';
 import { checkGraph } from './helpers/cache-feeds.ts';
 import { seq2seqCases } from './helpers/seq2seq-feeds.ts';
+import { NEEDS_NATIVE, needsShared, skipSuite, testIf } from './helpers/skip.ts';
 
 const TOL = 1e-4;
 const GRAPHS = ['encoder', 'decoder', 'decoder_with_past'];
@@ -35,7 +36,10 @@ function expectedCounts(model: Model): Record<string, { attention: number; cache
 }
 
 if (!zoo || !fs.existsSync(zoo)) {
-  console.log('zoo attention tests skipped: ../shared/models/zoo is missing');
+  skipSuite(test, needsShared('models/zoo'), FAMILIES.flatMap((family) => [
+    `${family}: one planc.Attention per attention block, two planc.CacheWrite per decoder layer, no K/V Concat`,
+    `${family}: every fused graph matches onnxruntime within ${TOL}`,
+  ]));
 } else {
   for (const family of FAMILIES) {
     const dir = path.join(zoo, family);
@@ -60,11 +64,7 @@ if (!zoo || !fs.existsSync(zoo)) {
       assert.ok(step.inputs.some((i) => i.startsWith('past_key_values.') && i.includes('.encoder.')), 'cross-attention K/V stay inputs');
     });
 
-    if (!nativeAvailable()) {
-      console.log(`zoo ${family}: graph checks skipped: the native addon is not built (npm run build:native)`);
-      continue;
-    }
-    test(`${family}: every fused graph matches onnxruntime within ${TOL}`, async () => {
+    testIf(test, !nativeAvailable() && NEEDS_NATIVE)(`${family}: every fused graph matches onnxruntime within ${TOL}`, async () => {
       const ref = JSON.parse(fs.readFileSync(path.join(dir, 'reference.json'), 'utf8')) as { src_ids: number[][] };
       const d = model.decoding;
       // mixed lengths up to 67: the shorter rows are padded, T5's relative buckets reach the log-spaced ones

@@ -18,6 +18,7 @@ import { loadPlan, type Plan } from '../runtime/plan.ts';
 import { planTokenizer, sourceIds } from '../runtime/translate.ts';
 import { before } from './helpers/before.ts';
 import { ort, runOrt } from './helpers/ort.ts';
+import { NEEDS_NATIVE, needsShared, skipSuite } from './helpers/skip.ts';
 
 interface Reference { src_text: string[]; src_ids: number[][]; greedy_ids_hf_generation_config: number[][] }
 
@@ -59,7 +60,16 @@ test('rowTop on a top-k output: banned ids are skipped, the rest keep their log-
 
 const families = zoo && fs.existsSync(zoo) ? fs.readdirSync(zoo).filter((f) => fs.existsSync(path.join(zoo, f, 'reference.json'))).sort() : [];
 if (families.length === 0 || !nativeAvailable()) {
-  console.log('zoo decode tests skipped: needs ../shared/models/zoo and the native addon');
+  skipSuite(test, families.length === 0 ? needsShared('models/zoo') : NEEDS_NATIVE, [
+    ...(families.length ? families : ['<family>']).flatMap((family) => [
+      `${family}: greedy --ids --max-length ${MAX_NEW} equals greedy_ids_hf_generation_config (20/20)`,
+      `${family}: beam 4 equals the reference beam search over onnxruntime on the unmodified files (20/20)`,
+      `${family}: text in, text out through tokenizer.json; blank lines give empty lines`,
+      `${family}: an over-long line fails alone with its line number; --truncate keeps its first tokens and the framing`,
+    ]),
+    '--target-lang picks the forced first token by its name; an unknown one is an error naming the option',
+    'inspect shows the recorded conventions; the default top-k allows max(4, num_beams) beams besides the banned ids',
+  ]);
 } else {
   for (const family of families) {
     const dir = path.join(zoo!, family);

@@ -18,6 +18,7 @@ import { loadPlanBytes, type Plan } from '../runtime/plan.ts';
 import { nativeAvailable } from '../runtime/native.ts';
 import { checkGraph, toCacheFeeds } from './helpers/cache-feeds.ts';
 import { seq2seqCases, type GraphCase } from './helpers/seq2seq-feeds.ts';
+import { NEEDS_NATIVE, needsShared, skipSuite, testIf } from './helpers/skip.ts';
 
 const TOL = 1e-4;
 const GRAPHS = ['encoder', 'decoder', 'decoder_with_past'];
@@ -76,7 +77,11 @@ function checkTopK(plan: Plan, graph: string, c: GraphCase): GraphCase {
 }
 
 if (!zoo || !fs.existsSync(zoo)) {
-  console.log('zoo fusion tests skipped: ../shared/models/zoo is missing');
+  skipSuite(test, needsShared('models/zoo'), Object.keys(WANT).flatMap((family) => [
+    `${family}: fused op counts (FusedMatMul, norms, ProjectTopK) and no unfused leftovers`,
+    `${family}: the merged-only layout (encoder + decoder_model_merged) fuses the same`,
+    `${family}: every fused graph (top-k outputs included) matches onnxruntime within ${TOL}`,
+  ]));
 } else {
   for (const [family, want] of Object.entries(WANT)) {
     const dir = path.join(zoo, family);
@@ -107,11 +112,7 @@ if (!zoo || !fs.existsSync(zoo)) {
       }
     });
 
-    if (!nativeAvailable()) {
-      console.log(`zoo ${family}: graph checks skipped: the native addon is not built (npm run build:native)`);
-      continue;
-    }
-    test(`${family}: every fused graph (top-k outputs included) matches onnxruntime within ${TOL}`, async () => {
+    testIf(test, !nativeAvailable() && NEEDS_NATIVE)(`${family}: every fused graph (top-k outputs included) matches onnxruntime within ${TOL}`, async () => {
       const ref = JSON.parse(fs.readFileSync(path.join(dir, 'reference.json'), 'utf8')) as { src_ids: number[][] };
       const d = model.decoding;
       const cases = await seq2seqCases(model.sources, [0, 5, 11, 18].map((i) => ref.src_ids[i]!), d.decoderStartId ?? 0, d.padId ?? 0);

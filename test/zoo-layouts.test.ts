@@ -12,6 +12,7 @@ import { REPO_ROOT, sharedDir } from '../compiler/paths.ts';
 import { dimStr, dimSymbols } from '../compiler/symbolic.ts';
 import { nativeAvailable } from '../runtime/native.ts';
 import { buildModel } from './helpers/onnx-build.ts';
+import { NEEDS_NATIVE, needsShared, skipSuite } from './helpers/skip.ts';
 
 const zoo = sharedDir() && path.join(sharedDir()!, 'models', 'zoo');
 const cli = (...args: string[]) => spawnSync(process.execPath, [path.join(REPO_ROOT, 'bin', 'planc.js'), ...args], { encoding: 'utf8' });
@@ -37,7 +38,12 @@ function translateIds(plan: string, src: number[][]): number[][] {
 
 const families = zoo && fs.existsSync(zoo) ? fs.readdirSync(zoo).filter((f) => fs.existsSync(path.join(zoo, f, 'reference.json'))).sort() : [];
 if (families.length === 0 || !nativeAvailable()) {
-  console.log('zoo layout tests skipped: needs ../shared/models/zoo and the native addon');
+  skipSuite(test, families.length === 0 ? needsShared('models/zoo') : NEEDS_NATIVE, [
+    ...(families.length ? families : ['<family>']).map((family) =>
+      `${family}: the merged-only layout gives the three-file plan and the same greedy output (reference 20/20)`),
+    'inference of every zoo graph (both layouts) leaves only the model\'s own symbols: no unnamed dimension',
+    'a length beyond the position table is refused at optimize time, naming the limit',
+  ]);
 } else {
   for (const family of families) {
     test(`${family}: the merged-only layout gives the three-file plan and the same greedy output (reference 20/20)`, () => {
@@ -93,7 +99,7 @@ if (families.length === 0 || !nativeAvailable()) {
 }
 
 if (!nativeAvailable()) {
-  console.log('lowering refusal test skipped: needs the native addon');
+  skipSuite(test, NEEDS_NATIVE, ['a model with several nodes the CPU backend cannot lower is refused with one message naming each']);
 } else {
   test('a model with several nodes the CPU backend cannot lower is refused with one message naming each', () => {
     const file = path.join(tmp, 'unlowerable.onnx');

@@ -14,6 +14,7 @@ import { calibrateIds, exposePlan } from '../cli/vocab.ts';
 import { planRules, translateIds } from '../runtime/decode/translate-ids.ts';
 import { kernelIds, nativeAvailable } from '../runtime/native.ts';
 import { loadPlan } from '../runtime/plan.ts';
+import { NEEDS_NATIVE, needsShared, skipPart, testIf } from './helpers/skip.ts';
 
 const dir = sharedDir() ? path.join(sharedDir()!, 'models', 'zoo', 'mbart') : '';
 const have = !!dir && fs.existsSync(path.join(dir, 'reference.json')) && nativeAvailable();
@@ -22,8 +23,7 @@ const cli = (args: string[]) => spawnSync(process.execPath, [path.join(REPO_ROOT
 /** Calibration and evaluation caps: the runtime's with these options. */
 const CAPS = { beamSize: 1, maxLengthRatio: 2, maxLengthConstant: 10 };
 
-test('zoo mbart: optimize --vocab clusters with default options; calibration greedy = runtime greedy (forced bos applied)', async () => {
-  if (!have) { console.log('  (zoo vocab test skipped: no ../shared/models/zoo/mbart or no native addon)'); return; }
+testIf(test, !have && (nativeAvailable() ? needsShared('models/zoo/mbart') : NEEDS_NATIVE))('zoo mbart: optimize --vocab clusters with default options; calibration greedy = runtime greedy (forced bos applied)', async () => {
   const ref = JSON.parse(fs.readFileSync(path.join(dir, 'reference.json'), 'utf8')) as { src_text: string[]; src_ids: number[][] };
   // Calibrated on the first 8 sources, evaluated on all 20 (so that the masks do miss some tokens).
   const text = path.join(tmp, 'src.es'), cal8 = path.join(tmp, 'cal.es');
@@ -53,7 +53,7 @@ test('zoo mbart: optimize --vocab clusters with default options; calibration gre
     // The plan's emulated report (batch-1 masks) matches its native greedy decoding at batch 1.
     const v = vocabPlan.header.vocab!;
     assert.is(v.calibrationSentences, 8);
-    if (!kernelIds().has('cluster_mask')) { console.log('  (native cluster decoding skipped: no cluster_mask kernel)'); return; }
+    if (!kernelIds().has('cluster_mask')) return skipPart('no cluster_mask kernel in this build', 'native cluster decoding');
     const viaClusters = (await translateIds(vocabPlan, ref.src_ids, { ...CAPS, batchSize: 1 })).map((x) => x.ids);
     assert.ok(viaClusters.every((ids) => ids[0] === 977));
     const same = viaClusters.filter((ids, i) => ids.join() === full[i]!.join()).length / full.length;

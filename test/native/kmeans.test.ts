@@ -4,6 +4,9 @@ import * as assert from 'uvu/assert';
 import { assignTs, centroidNorms, kmeans, type AssignFn } from '../../compiler/vocab/kmeans.ts';
 import { seededRng } from '../../compiler/vocab/rng.ts';
 import { native, nativeAvailable } from '../../runtime/native.ts';
+import { NEEDS_NATIVE, testIf } from '../helpers/skip.ts';
+
+const nativeTest = testIf(test, !nativeAvailable() && NEEDS_NATIVE);
 
 function randomArray(n: number, seed: number, scale = 1): Float32Array {
   const rng = seededRng(seed);
@@ -53,8 +56,7 @@ function compare(n: number, d: number, r: number, seed: number, withNorms: boole
   assert.ok(differ <= Math.max(1, n / 100), `${differ} of ${n} rows differ`);
 }
 
-test('kmeansAssign matches the TS assignment on random data', () => {
-  if (!nativeAvailable()) { console.log('  (skipped: the native addon is not built)'); return; }
+nativeTest('kmeansAssign matches the TS assignment on random data', () => {
   compare(1, 1, 1, 1, true, true);
   compare(7, 3, 1, 2, true, true);        // r = 1: k-means++ seeding's shape
   compare(300, 37, 3, 3, false, true);    // r <= 4: the transposed product
@@ -64,8 +66,7 @@ test('kmeansAssign matches the TS assignment on random data', () => {
   compare(40, 200, 7, 7, true, false);
 });
 
-test('kmeansAssign: d = 0 and n = 0', () => {
-  if (!nativeAvailable()) { console.log('  (skipped: the native addon is not built)'); return; }
+nativeTest('kmeansAssign: d = 0 and n = 0', () => {
   const a = new Int32Array(3).fill(9), dist = new Float32Array(3).fill(9);
   native().kmeansAssign(new Float32Array(0), 3, 0, new Float32Array(0), 2, null, a, dist);
   assert.equal(Array.from(a), [0, 0, 0]);
@@ -73,8 +74,7 @@ test('kmeansAssign: d = 0 and n = 0', () => {
   native().kmeansAssign(new Float32Array(0), 0, 4, new Float32Array(8), 2, null, new Int32Array(0), null);
 });
 
-test('kmeansAssign: ties go to the lowest centroid; longer arrays are fine', () => {
-  if (!nativeAvailable()) { console.log('  (skipped: the native addon is not built)'); return; }
+nativeTest('kmeansAssign: ties go to the lowest centroid; longer arrays are fine', () => {
   // Centroids (1, 0), (0, 1), (1, 0): x (1, 0) → 0; (0, 1) → 1; (0.5, 0.5) is equidistant from all → 0.
   const c = new Float32Array([1, 0, 0, 1, 1, 0, 99, 99]);
   const x = new Float32Array([1, 0, 0, 1, 0.5, 0.5, 7]);
@@ -85,8 +85,7 @@ test('kmeansAssign: ties go to the lowest centroid; longer arrays are fine', () 
   assert.is(dist[3], -1);
 });
 
-test('kmeansAssign checks every array against n, d and r', () => {
-  if (!nativeAvailable()) { console.log('  (skipped: the native addon is not built)'); return; }
+nativeTest('kmeansAssign checks every array against n, d and r', () => {
   const f = native().kmeansAssign;
   const n = 4, d = 3, r = 2;
   const x = new Float32Array(n * d), c = new Float32Array(r * d), cn = new Float32Array(r);
@@ -106,8 +105,7 @@ test('kmeansAssign checks every array against n, d and r', () => {
   assert.throws(() => f(x, n, d, c, 0, null, a, dist), /no centroids/);
 });
 
-test('kmeansAssign drives kmeans() as its AssignFn', () => {
-  if (!nativeAvailable()) { console.log('  (skipped: the native addon is not built)'); return; }
+nativeTest('kmeansAssign drives kmeans() as its AssignFn', () => {
   const n = 2000, d = 8;
   const x = randomArray(n * d, 11);
   const assign: AssignFn = native().kmeansAssign;

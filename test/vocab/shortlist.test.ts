@@ -17,6 +17,7 @@ import {
 import { loadTokenizer } from '../../runtime/tokenizer/tokenizer.ts';
 import { readSpmPieces } from '../../scripts/spm-pieces.ts';
 import { failsWith } from '../helpers/expect-error.ts';
+import { needsShared, skipSuite } from '../helpers/skip.ts';
 
 // ids: </s> 0, <unk> 1, a 2, b 3, c 4, x 5, y 6, z 7
 const VOCAB = pieceLookup(['</s>', '<unk>', 'a', 'b', 'c', 'x', 'y', 'z']);
@@ -144,7 +145,7 @@ test('readShortlist tells the forms apart by content', () => {
 const shared = sharedDir();
 const ESEN = shared && path.join(shared, 'models', 'es-en');
 if (!ESEN || !fs.existsSync(path.join(ESEN, 'lex.50.50.esen.s2t.bin'))) {
-  console.log('real shortlist test skipped: ../shared/models/es-en is not here');
+  skipSuite(test, needsShared('models/es-en'), ['the real Bergamot es→en shortlist loads, verifies, and shortlists test batches']);
 } else {
   test('the real Bergamot es→en shortlist loads, verifies, and shortlists test batches', async () => {
     const pieces = readSpmPieces(path.join(ESEN, 'vocab.esen.spm'));
