@@ -4,10 +4,10 @@ import { decodePlan, readPlanFile } from '../compiler/plan/format.ts';
 import type { PlanFile, PlanHeader, PlanProgram } from '../compiler/plan/types.ts';
 import type { DecodingOptions } from './decode/options.ts';
 import { translateIds, type TranslationResult } from './decode/translate-ids.ts';
-import { CudaBackend } from './cuda.ts';
-import { encodeProgram } from './encode-program.ts';
+import type { Backend } from './backend.ts';
+import { openBackend } from './backends/index.ts';
 import { translate, type TranslateOptions } from './translate.ts';
-import { kernelIds, native, type NativeAddon, type NativePlan, type NativeProgram } from './native.ts';
+import { native, type NativeAddon } from './native.ts';
 import { allocOutputTensor, arrayNameOf, DTYPE_OF_CODE, type RtTensor } from './tensor.ts';
 
 export interface IOInfo {
@@ -15,11 +15,6 @@ export interface IOInfo {
   dtype: string;
   /** Dims as text: numbers or symbol expressions. */
   dims: string[];
-}
-
-interface Loaded {
-  program: PlanProgram;
-  handle: NativeProgram;
 }
 
 /** The addon, or a PlancError saying how to build it. */
@@ -33,37 +28,20 @@ function addon(): NativeAddon {
 
 export class Plan {
   readonly header: PlanHeader;
-  private readonly native = addon();
-  private readonly plan?: NativePlan;
-  /** cuda plans: the GPU side (programs run there; `programs` keeps their descriptions). */
-  private readonly cuda?: CudaBackend;
-  private readonly programs = new Map<string, Loaded>();
+  /** The target side (runtime/backends/): loads the programs and weights, runs them; chosen once from the plan's target. */
+  private readonly backend: Backend;
+  private readonly programs = new Map<string, PlanProgram>();
   private queue: Promise<unknown> = Promise.resolve();
   private closed = false;
 
   constructor(file: PlanFile, readonly source: string) {
     this.header = file.header;
-    const h = file.header;
-    if (h.target.kind === 'cuda') {
-      this.cuda = new CudaBackend(this.native, file, source);
-      for (const p of h.programs) this.programs.set(p.graph, { program: p, handle: undefined as unknown as NativeProgram });
-      return;
-    }
-    if (h.target.kind !== 'cpu') throw new PlancError('PLANC_E403', `plan targets ${h.target.kind}; this runtime runs cpu and cuda plans`, { file: source });
-    const table = BigInt64Array.from(h.weights.flatMap((w) => [BigInt(w.offset), BigInt(w.length)]));
-    const ids = kernelIds();
-    const plan = nativeCall(source, undefined, () => this.native.planNew(file.blob, table, h.arena.bytes));
-    this.plan = plan;
-    try {
-      for (const p of h.programs) {
-        const code = encodeProgram(p, h.weights.length, ids, source);
-        this.programs.set(p.graph, { program: p, handle: nativeCall(source, p.graph, () => this.native.programNew(plan, code)) });
-      }
-    } catch (e) {
-      this.close();
-      throw e;
-    }
+    this.backend = openBackend(addon(), file, source);
+    for (const p of file.header.programs) this.programs.set(p.graph, p);
   }
+
+  /** What runs the plan: "cpu", or the GPU's name and arch. */
+  get device(): string { return this.backend.device; }
 
   get graphs(): string[] { return [...this.programs.keys()]; }
 
@@ -72,14 +50,14 @@ export class Plan {
   outputs(graph: string): IOInfo[] { return this.io(graph, 'outputs'); }
 
   private io(graph: string, which: 'inputs' | 'outputs'): IOInfo[] {
-    const p = this.program(graph).program;
+    const p = this.program(graph);
     return p[which].map((io) => {
       const t = p.tensors[io.tensor]!;
       return { name: io.name, dtype: DTYPE_OF_CODE[t.dtype]!, dims: t.dims.map((e) => exprText(p, e)) };
     });
   }
 
-  private program(graph: string): Loaded {
+  private program(graph: string): PlanProgram {
     if (this.closed) throw new PlancError('PLANC_E405', 'this plan was closed');
     const l = this.programs.get(graph);
     if (!l) throw new PlancError('PLANC_E405', `plan has no graph '${graph}' (it has ${this.graphs.join(', ')})`, { file: this.source });
@@ -89,13 +67,8 @@ export class Plan {
   /** Runs a graph on the native runtime; runs of one plan are serialized (they share its arena). */
   run(graph: string, feeds: Record<string, RtTensor>): Promise<Record<string, RtTensor>> {
     const job = this.queue.then(async () => {
-      if (this.cuda) return this.runSync(graph, feeds);
-      const { handle, symbols, feedData, outputs } = this.prepare(graph, feeds);
-      try {
-        await this.native.programRunAsync(handle, symbols, feedData, Object.values(outputs).map((t) => t.data));
-      } catch (e) {
-        throw nativeError(e, this.source, graph);
-      }
+      const { symbols, feedData, outputs } = this.prepare(graph, feeds);
+      await this.backend.run(graph, symbols, feedData, Object.values(outputs).map((t) => t.data));
       return outputs;
     });
     this.queue = job.catch(() => undefined);
@@ -104,18 +77,14 @@ export class Plan {
 
   /** The same as run, blocking the event loop (lowest overhead, for benchmarks and scripts). */
   runSync(graph: string, feeds: Record<string, RtTensor>): Record<string, RtTensor> {
-    const { handle, symbols, feedData, outputs } = this.prepare(graph, feeds);
-    if (this.cuda) {
-      this.cuda.run(this.source, graph, symbols, feedData, Object.values(outputs).map((t) => t.data));
-      return outputs;
-    }
-    nativeCall(this.source, graph, () => this.native.programRun(handle, symbols, feedData, Object.values(outputs).map((t) => t.data)));
+    const { symbols, feedData, outputs } = this.prepare(graph, feeds);
+    this.backend.runSync(graph, symbols, feedData, Object.values(outputs).map((t) => t.data));
     return outputs;
   }
 
   /** Checks feeds against the program, binds the symbols, allocates the outputs. */
   private prepare(graph: string, feeds: Record<string, RtTensor>) {
-    const { program: p, handle } = this.program(graph);
+    const p = this.program(graph);
     const where = { file: this.source, graph };
     const bad = (msg: string): never => { throw new PlancError('PLANC_E405', msg, where); };
     for (const name of Object.keys(feeds)) if (!p.inputs.some((i) => i.name === name)) bad(`unknown feed '${name}'; graph '${graph}' takes ${p.inputs.map((i) => i.name).join(', ')}`);
@@ -159,7 +128,7 @@ export class Plan {
       const t = p.tensors[io.tensor]!;
       outputs[io.name] = allocOutputTensor(DTYPE_OF_CODE[t.dtype]!, t.dims.map((e) => evalExpr(p, e, values)));
     }
-    return { handle, symbols: BigInt64Array.from(values, (v) => BigInt(v)), feedData, outputs };
+    return { symbols: BigInt64Array.from(values, (v) => BigInt(v)), feedData, outputs };
   }
 
   /** Token ids must lie inside the vocabulary (the embedding gather checks again natively). */
@@ -189,9 +158,8 @@ export class Plan {
 
   /** Per-kernel timing: `profile(graph, true)` starts (and resets) it; `profile(graph)` returns the sums so far. */
   profile(graph: string, on?: boolean): { kernel: string; node: string; ms: number }[] {
-    const { program, handle } = this.program(graph);
-    if (this.cuda) throw new PlancError('PLANC_E403', 'per-kernel profiles are not available for cuda plans yet', { file: this.source, graph });
-    const ns = this.native.programProfile(handle, on);
+    const program = this.program(graph);
+    const ns = this.backend.profile(graph, on);
     return program.kernels.map((k, i) => ({ kernel: k.name, node: k.node, ms: (ns[i] ?? 0) / 1e6 }));
   }
 
@@ -199,26 +167,7 @@ export class Plan {
   close(): void {
     if (this.closed) return;
     this.closed = true;
-    if (this.cuda) {
-      this.cuda.close();
-      return;
-    }
-    for (const l of this.programs.values()) this.native.programFree(l.handle);
-    if (this.plan) this.native.planFree(this.plan);
-  }
-}
-
-/** A native error as a PlancError naming the plan and graph (kernel errors already name the kernel). */
-function nativeError(e: unknown, file: string, graph?: string): PlancError {
-  if (e instanceof PlancError) return e;
-  return new PlancError('PLANC_E406', (e as Error).message, { file, graph });
-}
-
-function nativeCall<T>(file: string, graph: string | undefined, f: () => T): T {
-  try {
-    return f();
-  } catch (e) {
-    throw nativeError(e, file, graph);
+    this.backend.close();
   }
 }
 

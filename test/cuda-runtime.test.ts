@@ -11,6 +11,7 @@ import { readPlanFile } from '../compiler/plan/format.ts';
 import { nativeAvailable } from '../runtime/native.ts';
 import { makeModel } from '../scripts/make-model/generate.ts';
 import { before } from './helpers/before.ts';
+import { NEEDS_NATIVE, skipSuite } from './helpers/skip.ts';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'planc-cuda-stub-'));
 const log = path.join(tmp, 'launches.log');
@@ -26,7 +27,11 @@ function child(extraEnv: Record<string, string> = {}, graph?: string) {
 }
 
 if (!nativeAvailable()) {
-  console.log('CUDA launcher tests skipped: the native addon is not built');
+  skipSuite(test, NEEDS_NATIVE, [
+    'every graph runs: one launch per kernel call, in order, with the planned entry and resolved dims',
+    'a kernel-reported error names the kernel, its name and its node',
+    'no driver: loading says why',
+  ]);
 } else {
   before(test, () => {
     const cc = spawnSync('cc', ['-shared', '-fPIC', '-O1', '-o', path.join(tmp, 'libcuda.so.1'), path.join(REPO_ROOT, 'test', 'native', 'cuda-stub.c')], { encoding: 'utf8' });

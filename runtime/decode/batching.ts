@@ -36,10 +36,14 @@ export function makeBatches(lengths: number[], o: DecodingOptions, maxBatch: num
   return batches;
 }
 
-/** Runs `decode` on each batch of sources and returns its results in the original order. */
+/**
+ * Runs `decode` on each batch of sources and returns its results in the original order. It yields to the event loop
+ * between batches (a synchronous decode blocks it only for one batch at a time).
+ */
 export async function runBatches<R>(sources: number[][], batches: number[][], decode: (batch: number[][]) => R[] | Promise<R[]>): Promise<R[]> {
   const out = new Array<R>(sources.length);
-  for (const batch of batches) {
+  for (const [n, batch] of batches.entries()) {
+    if (n > 0) await new Promise<void>((resolve) => setImmediate(resolve));
     const results = await decode(batch.map((i) => sources[i]!));
     batch.forEach((i, j) => (out[i] = results[j]!));
   }

@@ -6,7 +6,7 @@ import { cloneFeeds, randomFeeds } from './random-feeds.ts';
 const [file, only] = process.argv.slice(2);
 const plan = await loadPlan(file!);
 const result: { device: string; runs: { graph: string; calls: string[]; outputs: Record<string, number[]> }[]; error?: string } = {
-  device: (plan as unknown as { cuda: { device: string } }).cuda.device, runs: [],
+  device: plan.device, runs: [],
 };
 try {
   for (const graph of plan.graphs) {

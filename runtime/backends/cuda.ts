@@ -1,8 +1,9 @@
-// The CUDA side of a Plan: a cuda plan's weights, arena and generated kernels on the GPU, one handle per program.
-import { PlancError } from '../compiler/diagnostics.ts';
-import type { CudaCall, PlanFile } from '../compiler/plan/types.ts';
-import { encodeProgram } from './encode-program.ts';
-import { kernelIds, type NativeAddon, type NativeArray, type NativeCudaPlan, type NativeCudaProgram } from './native.ts';
+// The cuda backend: a cuda plan's weights, arena and generated kernels on the GPU, one launch program per graph.
+import { PlancError } from '../../compiler/diagnostics.ts';
+import type { CudaCall, PlanFile } from '../../compiler/plan/types.ts';
+import { nativeCall, weightTable, type Backend } from '../backend.ts';
+import { encodeProgram } from '../encode-program.ts';
+import { kernelIds, type NativeAddon, type NativeArray, type NativeCudaPlan, type NativeCudaProgram } from '../native.ts';
 
 /** The launch words of a program's calls (native/src/cuda/launch.h cuda_program_new). */
 export function encodeLaunches(calls: CudaCall[], entryIndex: ReadonlyMap<string, number>): BigInt64Array {
@@ -17,23 +18,24 @@ export function encodeLaunches(calls: CudaCall[], entryIndex: ReadonlyMap<string
   return BigInt64Array.from(w, (x) => BigInt(x));
 }
 
-export class CudaBackend {
-  private readonly plan: NativeCudaPlan;
-  private readonly programs = new Map<string, NativeCudaProgram>();
+export class CudaBackend implements Backend {
+  readonly kind = 'cuda';
   /** "NVIDIA H100 80GB HBM3 (sm_90)". */
   readonly device: string;
   /** Replay each program's launches as a CUDA graph while its shapes repeat (PLANC_CUDA_GRAPH=1; off until checked on a GPU). */
   useGraphs = process.env.PLANC_CUDA_GRAPH === '1';
+  private readonly plan: NativeCudaPlan;
+  private readonly programs = new Map<string, NativeCudaProgram>();
 
-  constructor(private readonly native: NativeAddon, file: PlanFile, source: string) {
+  constructor(private readonly native: NativeAddon, file: PlanFile, private readonly source: string) {
     const h = file.header;
     const cuda = h.cuda!;
     const status = native.cudaStatus();
     if (!status.available) {
       throw new PlancError('PLANC_E403', `plan targets cuda (${h.target.archs.join(', ')}) but this machine cannot run it: ${status.reason}; run it on a machine with an NVIDIA GPU, or optimize a cpu plan`, { file: source });
     }
-    const table = BigInt64Array.from(h.weights.flatMap((w) => [BigInt(w.offset), BigInt(w.length)]));
-    this.plan = call(source, undefined, () => native.cudaPlanNew(file.blob, table, h.arena.bytes, cuda.fatbin, cuda.scratchBytes));
+    const table = weightTable(file);
+    this.plan = nativeCall(source, undefined, () => native.cudaPlanNew(file.blob, table, h.arena.bytes, cuda.fatbin, cuda.scratchBytes));
     this.device = native.cudaPlanDevice(this.plan);
     const entries = [...new Set(cuda.programs.flatMap((p) => p.calls.flatMap((c) => c.variants.map((v) => v.entry))))];
     const entryIndex = new Map(entries.map((e, i) => [e, i]));
@@ -43,7 +45,7 @@ export class CudaBackend {
         const code = encodeProgram(p, h.weights.length, ids, source);
         const launches = encodeLaunches(cuda.programs[i]!.calls, entryIndex);
         const nodes = p.kernels.map((k) => k.node);
-        this.programs.set(p.graph, call(source, p.graph, () => native.cudaProgramNew(this.plan, code, launches, entries, nodes)));
+        this.programs.set(p.graph, nativeCall(source, p.graph, () => native.cudaProgramNew(this.plan, code, launches, entries, nodes)));
       });
     } catch (e) {
       this.close();
@@ -51,23 +53,24 @@ export class CudaBackend {
     }
   }
 
-  run(source: string, graph: string, symbols: BigInt64Array, feeds: NativeArray[], outputs: NativeArray[]): void {
+  /** Feeds uploaded, kernels launched (or a captured CUDA graph replayed), outputs and STATE feeds copied back. */
+  runSync(graph: string, symbols: BigInt64Array, feeds: NativeArray[], outputs: NativeArray[]): void {
     const p = this.programs.get(graph)!;
-    call(source, graph, () => this.native.cudaProgramRun(p, symbols, feeds, outputs, this.useGraphs));
+    nativeCall(this.source, graph, () => this.native.cudaProgramRun(p, symbols, feeds, outputs, this.useGraphs));
+  }
+
+  /** The addon has no asynchronous cuda run yet: the synchronous one (it waits for the GPU on the calling thread). */
+  async run(graph: string, symbols: BigInt64Array, feeds: NativeArray[], outputs: NativeArray[]): Promise<void> {
+    this.runSync(graph, symbols, feeds, outputs);
+  }
+
+  profile(graph: string): Float64Array {
+    throw new PlancError('PLANC_E403', 'per-kernel profiles are not available for cuda plans yet', { file: this.source, graph });
   }
 
   close(): void {
     for (const p of this.programs.values()) this.native.cudaProgramFree(p);
     this.programs.clear();
     if (this.plan) this.native.cudaPlanFree(this.plan);
-  }
-}
-
-function call<T>(file: string, graph: string | undefined, f: () => T): T {
-  try {
-    return f();
-  } catch (e) {
-    if (e instanceof PlancError) throw e;
-    throw new PlancError('PLANC_E406', (e as Error).message, { file, graph });
   }
 }
