@@ -6,7 +6,7 @@ import ort from 'onnxruntime-node';
 import { importSeq2SeqDir } from '../compiler/onnx/import-model.ts';
 import { sharedDir, REPO_ROOT } from '../compiler/paths.ts';
 import { encodePlan } from '../compiler/plan/format.ts';
-import { buildPlan } from '../cli/build-plan.ts';
+import { buildPlan } from '../codegen/build-plan.ts';
 import { runPipeline } from '../passes/pipeline.ts';
 import { CACHE_INPUT_PREFIX, PAST_LENGTH_INPUT } from '../compiler/plan/io-names.ts';
 import { loadPlanBytes, type Plan } from '../runtime/plan.ts';

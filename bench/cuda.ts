@@ -6,7 +6,7 @@ import * as path from 'node:path';
 import { importSeq2SeqDir } from '../compiler/onnx/import-model.ts';
 import { REPO_ROOT, sharedDir } from '../compiler/paths.ts';
 import { encodePlan } from '../compiler/plan/format.ts';
-import { buildPlan } from '../cli/build-plan.ts';
+import { buildPlan } from '../codegen/build-plan.ts';
 import { runPipeline } from '../passes/pipeline.ts';
 import { cudaStatus, nativeAvailable, native } from '../runtime/native.ts';
 import { loadPlanBytes, type Plan } from '../runtime/plan.ts';

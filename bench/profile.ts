@@ -1,7 +1,7 @@
 // `node --import tsx bench/profile.ts MODEL_DIR GRAPH BATCH [--no-fuse]`: where a graph's time goes, per kernel kind and kernel.
 import { importSeq2SeqDir } from '../compiler/onnx/import-model.ts';
 import { encodePlan } from '../compiler/plan/format.ts';
-import { buildPlan } from '../cli/build-plan.ts';
+import { buildPlan } from '../codegen/build-plan.ts';
 import { runPipeline, TRANSLATE_TOPK } from '../passes/pipeline.ts';
 import { loadPlanBytes } from '../runtime/plan.ts';
 import type { RtTensor } from '../runtime/tensor.ts';

@@ -6,7 +6,7 @@ import * as path from 'node:path';
 import { importSeq2SeqDir } from '../compiler/onnx/import-model.ts';
 import { REPO_ROOT } from '../compiler/paths.ts';
 import { encodePlan } from '../compiler/plan/format.ts';
-import { buildPlan } from '../cli/build-plan.ts';
+import { buildPlan } from '../codegen/build-plan.ts';
 import { buildClusters, calibrateIds, exposePlan, specialIdsOf } from '../cli/vocab.ts';
 import { runPipeline, TRANSLATE_TOPK } from '../passes/pipeline.ts';
 import { planRules } from '../runtime/decode/translate-ids.ts';

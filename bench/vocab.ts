@@ -7,7 +7,7 @@ import { importSeq2SeqDir } from '../compiler/onnx/import-model.ts';
 import { REPO_ROOT, sharedDir } from '../compiler/paths.ts';
 import { encodePlan } from '../compiler/plan/format.ts';
 import type { PlanVocab } from '../compiler/plan/types.ts';
-import { buildPlan } from '../cli/build-plan.ts';
+import { buildPlan } from '../codegen/build-plan.ts';
 import { buildClusters, calibrate, evaluateQuality, exposePlan, outputLayer, shortlistVocab, specialIdsOf } from '../cli/vocab.ts';
 import type { VocabRewriteOptions } from '../passes/pass.ts';
 import { runPipeline, TRANSLATE_TOPK } from '../passes/pipeline.ts';

@@ -7,7 +7,7 @@ import { verifyModel } from '../compiler/verify.ts';
 import { findNvcc, parseArchs } from '../codegen/cuda/nvcc.ts';
 import { DEFAULT_PROFILE } from '../codegen/profile.ts';
 import { parseArgs, type CommandSpec } from './args.ts';
-import { buildPlan, decodingFacts, type SpecialIds } from './build-plan.ts';
+import { buildPlan, decodingFacts, type SpecialIds } from '../codegen/build-plan.ts';
 import type { Model } from '../compiler/ir.ts';
 import { conventionsOf, DecodingRules } from '../runtime/decode/conventions.ts';
 import { runPipeline, TRANSLATE_TOPK } from '../passes/pipeline.ts';

@@ -8,7 +8,7 @@ import type { VocabRewriteOptions } from '../passes/pass.ts';
 import { conventionsOf, DecodingRules } from '../runtime/decode/conventions.ts';
 import { kernelIds, nativeAvailable } from '../runtime/native.ts';
 import { loadTokenizer } from '../runtime/tokenizer/tokenizer.ts';
-import { decodingFacts, type SpecialIds } from './build-plan.ts';
+import { decodingFacts, type SpecialIds } from '../codegen/build-plan.ts';
 import type { Progress } from './progress.ts';
 import {
   buildClusters, calibrate, emptyVocab, evaluateQuality, exposePlan, outputLayer, readSentences, shortlistVocab, specialIdsOf, type VocabSpec,

@@ -22,7 +22,7 @@ import { native, nativeAvailable } from '../runtime/native.ts';
 import { loadPlanBytes, type Plan } from '../runtime/plan.ts';
 import type { Tokenizer } from '../runtime/tokenizer/tokenizer.ts';
 import { planShortlist } from '../runtime/vocab.ts';
-import { buildPlan, type BuildOptions } from './build-plan.ts';
+import { buildPlan, type BuildOptions } from '../codegen/build-plan.ts';
 
 /** What --vocab asked for. */
 export type VocabSpec =

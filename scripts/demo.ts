@@ -11,7 +11,7 @@ import { writePlanFile } from '../compiler/plan/format.ts';
 import { Tensor } from '../compiler/tensor.ts';
 import { greedyDecode, type GraphRunner } from '../bench/reference/greedy.ts';
 import { conventionsOf } from '../runtime/decode/conventions.ts';
-import { buildPlan } from '../cli/build-plan.ts';
+import { buildPlan } from '../codegen/build-plan.ts';
 import { runPipeline, TRANSLATE_TOPK } from '../passes/pipeline.ts';
 import { formatPlanReport, planReport } from '../cli/inspect.ts';
 import { loadPlan } from '../runtime/plan.ts';

@@ -15,7 +15,7 @@ import { runPipeline } from '../passes/pipeline.ts';
 import { toCacheFeeds, cacheRows } from './helpers/cache-feeds.ts';
 import { matchGolden } from './helpers/golden.ts';
 import { buildModel, floatInit } from './helpers/onnx-build.ts';
-import { buildPlan } from '../cli/build-plan.ts';
+import { buildPlan } from '../codegen/build-plan.ts';
 import { encodePlan } from '../compiler/plan/format.ts';
 import { loadPlanBytes } from '../runtime/plan.ts';
 import { nativeAvailable } from '../runtime/native.ts';

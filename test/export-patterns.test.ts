@@ -12,7 +12,7 @@ import type { OnnxTypes } from '../compiler/onnx/proto.ts';
 import { encodePlan } from '../compiler/plan/format.ts';
 import { dimStr } from '../compiler/symbolic.ts';
 import { Tensor } from '../compiler/tensor.ts';
-import { buildPlan } from '../cli/build-plan.ts';
+import { buildPlan } from '../codegen/build-plan.ts';
 import { fromRt, toRt } from '../bench/reference/rt-tensors.ts';
 import { nativeAvailable } from '../runtime/native.ts';
 import { loadPlanBytes } from '../runtime/plan.ts';

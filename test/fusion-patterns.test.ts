@@ -22,7 +22,7 @@ import type { Pass } from '../passes/pass.ts';
 import { matchGolden } from './helpers/golden.ts';
 import { buildModel, floatInit, type ModelSpec, type NodeSpec } from './helpers/onnx-build.ts';
 import { ort, relErr, runOrt } from './helpers/ort.ts';
-import { buildPlan } from '../cli/build-plan.ts';
+import { buildPlan } from '../codegen/build-plan.ts';
 import { encodePlan } from '../compiler/plan/format.ts';
 import { loadPlanBytes } from '../runtime/plan.ts';
 import { nativeAvailable } from '../runtime/native.ts';

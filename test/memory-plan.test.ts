@@ -6,7 +6,7 @@ import * as assert from 'uvu/assert';
 import { importSeq2SeqDir } from '../compiler/onnx/import-model.ts';
 import { sharedDir } from '../compiler/paths.ts';
 import { TENSOR_KIND, type PlanProgram } from '../compiler/plan/types.ts';
-import { buildPlan } from '../cli/build-plan.ts';
+import { buildPlan } from '../codegen/build-plan.ts';
 import { runPipeline } from '../passes/pipeline.ts';
 import { needsShared, skipSuite } from './helpers/skip.ts';
 

@@ -10,7 +10,7 @@ import { PlancError } from '../compiler/diagnostics.ts';
 import { importSeq2SeqDir } from '../compiler/onnx/import-model.ts';
 import { REPO_ROOT } from '../compiler/paths.ts';
 import { encodePlan } from '../compiler/plan/format.ts';
-import { buildPlan } from '../cli/build-plan.ts';
+import { buildPlan } from '../codegen/build-plan.ts';
 import { loadPlanBytes } from '../runtime/plan.ts';
 import { nativeAvailable } from '../runtime/native.ts';
 import { tensorFrom } from '../runtime/tensor.ts';

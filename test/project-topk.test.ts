@@ -11,7 +11,7 @@ import { importSeq2SeqDir } from '../compiler/onnx/import-model.ts';
 import { REPO_ROOT, sharedDir } from '../compiler/paths.ts';
 import { encodePlan } from '../compiler/plan/format.ts';
 import type { Tensor } from '../compiler/tensor.ts';
-import { buildPlan } from '../cli/build-plan.ts';
+import { buildPlan } from '../codegen/build-plan.ts';
 import { runPipeline } from '../passes/pipeline.ts';
 import { loadPlanBytes, type Plan } from '../runtime/plan.ts';
 import { nativeAvailable } from '../runtime/native.ts';

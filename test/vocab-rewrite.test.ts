@@ -14,7 +14,7 @@ import { sharedDir } from '../compiler/paths.ts';
 import { encodePlan, decodePlan } from '../compiler/plan/format.ts';
 import { printModel } from '../compiler/printer.ts';
 import { Tensor } from '../compiler/tensor.ts';
-import { buildPlan } from '../cli/build-plan.ts';
+import { buildPlan } from '../codegen/build-plan.ts';
 import { buildClusters, calibrate, evaluateQuality, exposePlan, outputLayer, parseVocabSpec, readSentences, shortlistVocab, specialIdsOf } from '../cli/vocab.ts';
 import { vocabInspect } from '../cli/vocab-optimize.ts';
 import { FUSE_PROJECT_TOPK } from '../passes/fuse-project-topk.ts';

@@ -8,7 +8,7 @@ import type { Model } from '../compiler/ir.ts';
 import { importSeq2SeqDir } from '../compiler/onnx/import-model.ts';
 import { sharedDir } from '../compiler/paths.ts';
 import { encodePlan } from '../compiler/plan/format.ts';
-import { buildPlan } from '../cli/build-plan.ts';
+import { buildPlan } from '../codegen/build-plan.ts';
 import { runPipeline } from '../passes/pipeline.ts';
 import { loadPlanBytes } from '../runtime/plan.ts';
 import { nativeAvailable } from '../runtime/native.ts';

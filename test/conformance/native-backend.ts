@@ -4,7 +4,7 @@ import { encodePlan } from '../../compiler/plan/format.ts';
 import type { Tensor } from '../../compiler/tensor.ts';
 import { isSym } from '../../compiler/symbolic.ts';
 import { fromRt, toRt } from '../../bench/reference/rt-tensors.ts';
-import { buildPlan } from '../../cli/build-plan.ts';
+import { buildPlan } from '../../codegen/build-plan.ts';
 import { loadPlanBytes } from '../../runtime/plan.ts';
 import type { RtTensor } from '../../runtime/tensor.ts';
 

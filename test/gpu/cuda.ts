@@ -9,7 +9,7 @@ import { importSeq2SeqDir } from '../../compiler/onnx/import-model.ts';
 import { sharedDir } from '../../compiler/paths.ts';
 import { encodePlan } from '../../compiler/plan/format.ts';
 import type { Tensor } from '../../compiler/tensor.ts';
-import { buildPlan } from '../../cli/build-plan.ts';
+import { buildPlan } from '../../codegen/build-plan.ts';
 import { fromRt } from '../../bench/reference/rt-tensors.ts';
 import { PAST_LENGTH_INPUT } from '../../compiler/plan/io-names.ts';
 import { cudaStatus, nativeAvailable } from '../../runtime/native.ts';

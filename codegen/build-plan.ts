@@ -9,11 +9,11 @@ import { align } from '../compiler/plan/format.ts';
 import { Diagnostics, PlancError } from '../compiler/diagnostics.ts';
 import { PLAN_FORMAT_VERSION, type PlanDecoding, type PlanHeader, type PlanProgram, type PlanWeight } from '../compiler/plan/types.ts';
 import { isSym } from '../compiler/symbolic.ts';
-import { buildCuda } from '../codegen/cuda/build.ts';
-import { DEFAULT_ARCHS } from '../codegen/cuda/nvcc.ts';
-import { lowerGraph, PlanWeights } from '../codegen/lower.ts';
-import { symbolBounds, type ProfileOptions } from '../codegen/profile.ts';
-import { planMemory, type MemoryReport } from '../passes/memory-plan.ts';
+import { buildCuda } from './cuda/build.ts';
+import { DEFAULT_ARCHS } from './cuda/nvcc.ts';
+import { lowerGraph, PlanWeights } from './lower.ts';
+import { symbolBounds, type ProfileOptions } from './profile.ts';
+import { planMemory, type MemoryReport } from './memory-plan.ts';
 
 export const PLANC_VERSION = '0.1.0';
 
