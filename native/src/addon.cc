@@ -339,6 +339,7 @@ struct RunArgs {
   std::vector<int64_t> syms;
   std::vector<Bytes> feeds;
   std::vector<Bytes> outs;
+  std::vector<Napi::Value> feed_values;
   std::vector<Napi::Value> out_values;
 };
 
@@ -347,7 +348,7 @@ bool read_run_args(const Napi::CallbackInfo& info, const char* fn, RunArgs* a) {
   std::string f = fn;
   a->program = program_arg(env, info[0]);
   if (a->program == nullptr) return false;
-  std::vector<Napi::Value> feed_values;
+  std::vector<Napi::Value>& feed_values = a->feed_values;
   if (!array_values(env, info[2], f + ": feeds", &feed_values)) return false;
   if (!array_values(env, info[3], f + ": outputs", &a->out_values)) return false;
   // No JS runs from here on, so the pointers read below stay valid for a synchronous run.
@@ -438,6 +439,10 @@ class RunWorker : public Napi::AsyncWorker {
       return false;
     }
     for (Napi::Value& v : a.out_values) out_refs_.push_back(Napi::Persistent(v.As<Napi::Object>()));
+    // STATE feeds (in-place caches) are written by the run: their copies go back to the caller's arrays in OnOK
+    for (size_t i = 0; i < a.feed_values.size(); i++) {
+      if (program_input_kind(p, i) == kState) state_refs_.emplace_back(i, Napi::Persistent(a.feed_values[i].As<Napi::Object>()));
+    }
     return true;
   }
 
@@ -451,6 +456,7 @@ class RunWorker : public Napi::AsyncWorker {
   void OnOK() override {
     Napi::Env env = Env();
     std::string err = CopyOutputs(env);
+    if (err.empty()) err = CopyStateBack(env);
     Release();
     if (err.empty()) {
       deferred_.Resolve(env.Undefined());
@@ -480,6 +486,21 @@ class RunWorker : public Napi::AsyncWorker {
     return e == nullptr ? std::string() : std::string("programRunAsync: ") + e;
   }
 
+  // The run wrote the copies of the STATE feeds; the caller's arrays get their new contents (same size required).
+  std::string CopyStateBack(Napi::Env env) {
+    for (auto& [i, ref] : state_refs_) {
+      const std::string what = "programRunAsync: feeds[" + std::to_string(i) + "]";
+      Bytes b;
+      if (!typed_array(env, ref.Value(), what, &b)) {
+        env.GetAndClearPendingException();
+        return what + " (a cache written in place) is no longer a readable TypedArray";
+      }
+      if (b.bytes != feed_copies_[i].size()) return what + " (a cache written in place) changed size during the run";
+      std::memcpy(b.data, feed_copies_[i].data(), b.bytes);
+    }
+    return std::string();
+  }
+
   void Release() {
     if (acquired_) plan_release(program_plan(program_.get()));
     acquired_ = false;
@@ -489,6 +510,7 @@ class RunWorker : public Napi::AsyncWorker {
   Napi::Promise::Deferred deferred_;
   std::vector<std::vector<uint8_t>> feed_copies_;
   std::vector<Napi::ObjectReference> out_refs_;
+  std::vector<std::pair<size_t, Napi::ObjectReference>> state_refs_;
   bool acquired_ = false;
 };
 

@@ -12,8 +12,6 @@
 
 namespace planc {
 
-// kState: a graph input whose feed buffer kernels write in place (a KV cache kept by the caller between runs).
-enum TensorKind : int32_t { kArena = 0, kWeight = 1, kInput = 2, kAlias = 3, kState = 4 };
 
 // Sane limits: far above any real model, low enough that a corrupt count cannot ask for absurd allocations.
 constexpr int64_t kMaxWords = int64_t(1) << 28;

@@ -49,8 +49,12 @@ const char* program_copy_outputs(Program* program, const OutputView* outs, size_
 void program_set_profiling(Program* program, bool on);
 const std::vector<double>& program_profile(const Program* program);
 
+// A plan tensor's kind (compiler/plan/types.ts TENSOR_KIND).
+// kState: a graph input whose feed buffer kernels write in place (a KV cache kept by the caller between runs).
+enum TensorKind : int32_t { kArena = 0, kWeight = 1, kInput = 2, kAlias = 3, kState = 4 };
+
 // For other executors (the CUDA launcher), after program_bind: kernel k's resolved arguments (views into the plan's
-// storage; pool is null), its table name, input i's tensor kind (2 INPUT, 4 STATE) and output i's view.
+// storage; pool is null), its table name, input i's TensorKind (kInput or kState) and output i's view.
 struct KernelArgs;
 struct TensorView;
 KernelArgs program_kernel_args(const Program* program, size_t k);

@@ -1,20 +1,15 @@
 // The cpu backend: a plan's weights and arena in native memory, one decoded program per graph, run by the native executor.
-import { TENSOR_KIND, type PlanFile } from '../../compiler/plan/types.ts';
+import type { PlanFile } from '../../compiler/plan/types.ts';
 import { nativeCall, nativeError, weightTable, type Backend } from '../backend.ts';
 import { encodeProgram } from '../encode-program.ts';
 import { kernelIds, type NativeAddon, type NativeArray, type NativePlan, type NativeProgram } from '../native.ts';
 
-interface Loaded {
-  handle: NativeProgram;
-  /** The graph has STATE inputs (in-place caches): the async native run copies feeds, so it would drop their writes. */
-  state: boolean;
-}
 
 export class CpuBackend implements Backend {
   readonly kind = 'cpu';
   readonly device = 'cpu';
   private readonly plan: NativePlan;
-  private readonly programs = new Map<string, Loaded>();
+  private readonly programs = new Map<string, NativeProgram>();
 
   constructor(private readonly native: NativeAddon, file: PlanFile, private readonly source: string) {
     const h = file.header;
@@ -25,7 +20,7 @@ export class CpuBackend implements Backend {
       for (const p of h.programs) {
         const code = encodeProgram(p, h.weights.length, ids, source);
         const handle = nativeCall(source, p.graph, () => native.programNew(this.plan, code));
-        this.programs.set(p.graph, { handle, state: p.inputs.some((io) => p.tensors[io.tensor]!.kind === TENSOR_KIND.STATE) });
+        this.programs.set(p.graph, handle);
       }
     } catch (e) {
       this.close();
@@ -34,13 +29,13 @@ export class CpuBackend implements Backend {
   }
 
   runSync(graph: string, symbols: BigInt64Array, feeds: NativeArray[], outputs: NativeArray[]): void {
-    const { handle } = this.programs.get(graph)!;
+    const handle = this.programs.get(graph)!;
     nativeCall(this.source, graph, () => this.native.programRun(handle, symbols, feeds, outputs));
   }
 
   async run(graph: string, symbols: BigInt64Array, feeds: NativeArray[], outputs: NativeArray[]): Promise<void> {
-    const { handle, state } = this.programs.get(graph)!;
-    if (state) return this.runSync(graph, symbols, feeds, outputs);
+    // the native async run works on copies of the feeds and writes in-place caches back when it resolves
+    const handle = this.programs.get(graph)!;
     try {
       await this.native.programRunAsync(handle, symbols, feeds, outputs);
     } catch (e) {
@@ -49,11 +44,11 @@ export class CpuBackend implements Backend {
   }
 
   profile(graph: string, on?: boolean): Float64Array {
-    return this.native.programProfile(this.programs.get(graph)!.handle, on);
+    return this.native.programProfile(this.programs.get(graph)!, on);
   }
 
   close(): void {
-    for (const l of this.programs.values()) this.native.programFree(l.handle);
+    for (const h of this.programs.values()) this.native.programFree(h);
     this.programs.clear();
     if (this.plan) this.native.planFree(this.plan);
   }

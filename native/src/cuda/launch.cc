@@ -488,7 +488,7 @@ const char* cuda_program_run(CudaProgram* program, const int64_t* syms, size_t n
   }
   // STATE feeds (in-place KV caches) go back to the caller's buffers.
   for (size_t i = 0; i < n_feeds; i++) {
-    if (program_input_kind(cp.program, i) != 4 || feeds[i].bytes == 0) continue;
+    if (program_input_kind(cp.program, i) != kState || feeds[i].bytes == 0) continue;
     rc = api.cuMemcpyDtoHAsync(const_cast<void*>(feeds[i].data), cp.feed_bufs[i], feeds[i].bytes, cp.plan->stream);
     if (rc != 0) return fail(cp, cu_error(api, "cuMemcpyDtoHAsync(state)", rc) + " for feed " + std::to_string(i));
   }
