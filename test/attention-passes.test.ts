@@ -6,6 +6,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { evaluate } from '../compiler/eval/evaluate.ts';
 import { inferModel } from '../compiler/infer/infer.ts';
+import type { Model } from '../compiler/ir.ts';
 import { importOnnxFile } from '../compiler/onnx/import-model.ts';
 import { printModel } from '../compiler/printer.ts';
 import { Tensor } from '../compiler/tensor.ts';
@@ -83,17 +84,22 @@ function stepFeeds(mask: 'add' | 'where', past: number): Record<string, Tensor> 
   };
 }
 
-test('fuse-attention + kv-cache-in-place: golden IR before and after', () => {
-  const m = importOnnxFile(stepModel('add'));
+/** fuse-attention then kv-cache-in-place on a step model, its IR matched to the goldens before and after each pass. */
+function fuseStepWithGoldens(file: string, before: string, afterAttention: string, afterCache: string): Model {
+  const m = importOnnxFile(file);
   inferModel(m);
-  matchGolden('fuse-attention.before.txt', printModel(m));
+  matchGolden(before, printModel(m));
   const a = FUSE_ATTENTION.run(m, {});
   inferModel(a);
-  matchGolden('fuse-attention.after.txt', printModel(a));
+  matchGolden(afterAttention, printModel(a));
   const c = KV_CACHE_IN_PLACE.run(a, {});
   inferModel(c);
-  matchGolden('kv-cache-in-place.after.txt', printModel(c));
-  const g = c.graphs.get('main')!;
+  matchGolden(afterCache, printModel(c));
+  return c;
+}
+
+test('fuse-attention + kv-cache-in-place: golden IR before and after', () => {
+  const g = fuseStepWithGoldens(stepModel('add'), 'fuse-attention.before.txt', 'fuse-attention.after.txt', 'kv-cache-in-place.after.txt').graphs.get('main')!;
   assert.equal(g.nodes.filter((n) => n.domain === 'planc').map((n) => n.op).sort(), ['Attention', 'CacheWrite', 'CacheWrite']);
   assert.not.ok(g.nodes.some((n) => n.op === 'Concat' && n.inputs.some((x) => x.startsWith('kv_cache'))), 'no Concat of caches remains');
   assert.equal(g.outputs, ['y'], 'present outputs are gone: the cache holds them');
@@ -159,15 +165,7 @@ function sdpaStepModel(): string {
 }
 
 test('split-scale exports with a per-head bias: golden IR, the step fused in place, its Shape(present) rebuilt', () => {
-  const m = importOnnxFile(sdpaStepModel());
-  inferModel(m);
-  matchGolden('fuse-attention.sdpa.before.txt', printModel(m));
-  const a = FUSE_ATTENTION.run(m, {});
-  inferModel(a);
-  matchGolden('fuse-attention.sdpa.after.txt', printModel(a));
-  const c = KV_CACHE_IN_PLACE.run(a, {});
-  inferModel(c);
-  matchGolden('kv-cache-in-place.sdpa.after.txt', printModel(c));
+  const c = fuseStepWithGoldens(sdpaStepModel(), 'fuse-attention.sdpa.before.txt', 'fuse-attention.sdpa.after.txt', 'kv-cache-in-place.sdpa.after.txt');
   const g = c.graphs.get('main')!;
   assert.equal(g.nodes.filter((n) => n.domain === 'planc').map((n) => n.op).sort(), ['Attention', 'CacheWrite', 'CacheWrite']);
   const att = g.nodes.find((n) => n.op === 'Attention')!;

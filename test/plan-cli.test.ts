@@ -1,5 +1,4 @@
 // planc optimize / inspect / run on the real es-en model, and the Node API's refusal of bad feeds.
-import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -7,16 +6,16 @@ import { zipSync } from 'fflate';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { PlancError } from '../compiler/diagnostics.ts';
-import { REPO_ROOT, sharedDir } from '../compiler/paths.ts';
+import { sharedDir } from '../compiler/paths.ts';
 import { nativeAvailable } from '../runtime/native.ts';
 import { loadPlan, type Plan } from '../runtime/plan.ts';
 import { tensorFrom } from '../runtime/tensor.ts';
 import { before } from './helpers/before.ts';
+import { planc } from './helpers/planc-cli.ts';
 import { NEEDS_NATIVE, needsShared, skipSuite } from './helpers/skip.ts';
 
 const shared = sharedDir();
 const esen = shared && path.join(shared, 'models', 'es-en');
-const cli = (...args: string[]) => spawnSync(process.execPath, [path.join(REPO_ROOT, 'bin', 'planc.js'), ...args], { encoding: 'utf8' });
 
 if (!esen || !fs.existsSync(esen) || !nativeAvailable()) {
   skipSuite(test, !nativeAvailable() ? NEEDS_NATIVE : needsShared('models/es-en'), [
@@ -35,13 +34,13 @@ if (!esen || !fs.existsSync(esen) || !nativeAvailable()) {
   let plan: Plan;
 
   before(test, async () => {
-    const r = cli('optimize', esen, '-o', planFile, '--max-batch', '4', '--max-src-len', '24', '--max-tgt-len', '16');
+    const r = planc(['optimize', esen, '-o', planFile, '--max-batch', '4', '--max-src-len', '24', '--max-tgt-len', '16']);
     if (r.status !== 0) throw new Error(`optimize failed: ${r.stderr}`);
     plan = await loadPlan(planFile);
   });
 
   test('optimize prints a summary and progress', () => {
-    const r = cli('optimize', esen, '-o', path.join(tmp, 'again.plan'), '--max-batch', '2');
+    const r = planc(['optimize', esen, '-o', path.join(tmp, 'again.plan'), '--max-batch', '2']);
     assert.is(r.status, 0, r.stderr);
     assert.match(r.stdout, /encoder\s+\d+ kernels/);
     assert.match(r.stdout, /done in [\d.]+ s/);
@@ -49,11 +48,11 @@ if (!esen || !fs.existsSync(esen) || !nativeAvailable()) {
   });
 
   test('inspect --json: weights stored once, every arena within 1.10x of its lower bound', () => {
-    const r = cli('inspect', planFile, '--json');
+    const r = planc(['inspect', planFile, '--json']);
     assert.is(r.status, 0, r.stderr);
     const j = JSON.parse(r.stdout);
     assert.is(j.target, 'cpu');
-    const distinct = JSON.parse(cli('inspect', esen, '--json').stdout).uniqueWeightBytes;
+    const distinct = JSON.parse(planc(['inspect', esen, '--json']).stdout).uniqueWeightBytes;
     assert.ok(j.uniqueWeightBytes <= 1.02 * distinct, `plan weights ${j.uniqueWeightBytes} vs distinct initializers ${distinct}`);
     assert.equal(j.graphs.map((g: { name: string }) => g.name), ['encoder', 'decoder', 'decoder_with_past']);
     for (const g of j.graphs) {
@@ -64,7 +63,7 @@ if (!esen || !fs.existsSync(esen) || !nativeAvailable()) {
   });
 
   test('inspect --json: every fusion fired (one planc.Attention per attention block, one norm per norm) and no KV Concat', () => {
-    const j = JSON.parse(cli('inspect', planFile, '--json').stdout);
+    const j = JSON.parse(planc(['inspect', planFile, '--json']).stdout);
     const ops = Object.fromEntries(j.graphs.map((g: { name: string; fusedOps: Record<string, number> }) => [g.name, g.fusedOps]));
     // es-en: 6 encoder layers (self-attention, 2 norms each), 2 decoder layers (self + cross attention, 3 norms each)
     assert.equal(ops.encoder, { 'planc.FusedMatMul': 36, 'planc.Attention': 6, 'planc.LayerNorm': 12 });
@@ -78,7 +77,7 @@ if (!esen || !fs.existsSync(esen) || !nativeAvailable()) {
   test('run: JSON feeds in, output shapes and values out', () => {
     const feeds = path.join(tmp, 'feeds.json');
     fs.writeFileSync(feeds, JSON.stringify({ input_ids: [[26289, 2, 8332, 0]], attention_mask: [[1, 1, 1, 1]] }));
-    const r = cli('run', planFile, '--graph', 'encoder', '--inputs', feeds, '--json');
+    const r = planc(['run', planFile, '--graph', 'encoder', '--inputs', feeds, '--json']);
     assert.is(r.status, 0, r.stderr);
     const out = JSON.parse(r.stdout).last_hidden_state;
     assert.equal(out.dims, [1, 4, 256]);
@@ -99,9 +98,9 @@ if (!esen || !fs.existsSync(esen) || !nativeAvailable()) {
   test('run: .npz feeds give the same outputs as JSON feeds', () => {
     const npz = path.join(tmp, 'feeds.npz');
     fs.writeFileSync(npz, zipSync({ 'input_ids.npy': npyInt64([1, 4], [26289, 2, 8332, 0]), 'attention_mask.npy': npyInt64([1, 4], [1, 1, 1, 1]) }));
-    const a = cli('run', planFile, '--graph', 'encoder', '--inputs', npz, '--json');
+    const a = planc(['run', planFile, '--graph', 'encoder', '--inputs', npz, '--json']);
     assert.is(a.status, 0, a.stderr);
-    const b = cli('run', planFile, '--graph', 'encoder', '--inputs', path.join(tmp, 'feeds.json'), '--json');
+    const b = planc(['run', planFile, '--graph', 'encoder', '--inputs', path.join(tmp, 'feeds.json'), '--json']);
     assert.equal(JSON.parse(a.stdout), JSON.parse(b.stdout));
   });
 
@@ -138,7 +137,7 @@ if (!esen || !fs.existsSync(esen) || !nativeAvailable()) {
     bytes.writeUInt32LE(99, 8);
     const other = path.join(tmp, 'future.plan');
     fs.writeFileSync(other, bytes);
-    const r = cli('inspect', other);
+    const r = planc(['inspect', other]);
     assert.is(r.status, 2);
     assert.ok(r.stderr.includes('PLANC_E402') && r.stderr.includes('format version 99') && r.stderr.includes('planc 0.1.0'), r.stderr);
   });
@@ -146,7 +145,7 @@ if (!esen || !fs.existsSync(esen) || !nativeAvailable()) {
   test('a truncated plan is refused by the CLI with exit 2', () => {
     const cut = path.join(tmp, 'cut.plan');
     fs.writeFileSync(cut, fs.readFileSync(planFile).subarray(0, 5000));
-    const r = cli('run', cut, '--graph', 'encoder', '--inputs', path.join(tmp, 'feeds.json'));
+    const r = planc(['run', cut, '--graph', 'encoder', '--inputs', path.join(tmp, 'feeds.json')]);
     assert.is(r.status, 2);
     assert.ok(r.stderr.includes('PLANC_E401'), r.stderr);
   });

@@ -1,13 +1,11 @@
 // Decoding the way generate() does (forced bos/eos, banned ids, eos lists) and, on the zoo families: greedy equals
 // greedy_ids_hf_generation_config, beam 4 equals the reference beam search over onnxruntime on the unmodified files,
 // text goes through tokenizer.json, blank lines give empty ones, over-long lines fail alone or are truncated.
-import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { REPO_ROOT, sharedDir } from '../compiler/paths.ts';
 import { beamDecodeOne } from '../bench/reference/beam.ts';
 import type { GraphRunner } from '../bench/reference/greedy.ts';
 import { conventionsOf, DecodingRules } from '../runtime/decode/conventions.ts';
@@ -18,13 +16,12 @@ import { loadPlan, type Plan } from '../runtime/plan.ts';
 import { planTokenizer, sourceIds } from '../runtime/translate.ts';
 import { before } from './helpers/before.ts';
 import { ort, runOrt } from './helpers/ort.ts';
+import { planc } from './helpers/planc-cli.ts';
 import { NEEDS_NATIVE, needsShared, skipSuite } from './helpers/skip.ts';
+import { ZOO, zooFamilies, zooReference } from './helpers/zoo.ts';
 
-interface Reference { src_text: string[]; src_ids: number[][]; greedy_ids_hf_generation_config: number[][] }
-
-const zoo = sharedDir() && path.join(sharedDir()!, 'models', 'zoo');
+const zoo = ZOO;
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'planc-zoo-decode-'));
-const cli = (args: string[], input = '') => spawnSync(process.execPath, [path.join(REPO_ROOT, 'bin', 'planc.js'), ...args], { encoding: 'utf8', input });
 const lines = (out: string) => out.split('\n').slice(0, -1);
 const idLines = (out: string) => lines(out).map((l) => (l.trim() ? l.trim().split(/\s+/).map(Number) : []));
 const MAX_NEW = 32;
@@ -58,7 +55,7 @@ test('rowTop on a top-k output: banned ids are skipped, the rest keep their log-
   assert.throws(() => rowTop(out, 0, 3, new Set([5, 1])), /needs the 3 best tokens per step besides 2 banned ones but the plan keeps 4; optimize with --topk 5 or more/);
 });
 
-const families = zoo && fs.existsSync(zoo) ? fs.readdirSync(zoo).filter((f) => fs.existsSync(path.join(zoo, f, 'reference.json'))).sort() : [];
+const families = zooFamilies();
 if (families.length === 0 || !nativeAvailable()) {
   skipSuite(test, families.length === 0 ? needsShared('models/zoo') : NEEDS_NATIVE, [
     ...(families.length ? families : ['<family>']).flatMap((family) => [
@@ -73,20 +70,20 @@ if (families.length === 0 || !nativeAvailable()) {
 } else {
   for (const family of families) {
     const dir = path.join(zoo!, family);
-    const ref = JSON.parse(fs.readFileSync(path.join(dir, 'reference.json'), 'utf8')) as Reference;
+    const ref = zooReference(family);
     const planFile = path.join(tmp, `${family}.plan`);
     const idsIn = ref.src_ids.map((s) => s.join(' ')).join('\n') + '\n';
     let plan: Plan;
     let greedy: number[][];
 
     before(test, async () => {
-      const r = cli(['optimize', dir, '-o', planFile, '--quiet']);
+      const r = planc(['optimize', dir, '-o', planFile, '--quiet']);
       if (r.status !== 0) throw new Error(`optimize ${family}: ${r.stderr}`);
       plan = plans[family] = await loadPlan(planFile);
     });
 
     test(`${family}: greedy --ids --max-length ${MAX_NEW} equals greedy_ids_hf_generation_config (20/20)`, () => {
-      const r = cli(['translate', planFile, '--ids', '--beam', '1', '--max-length', String(MAX_NEW), '--quiet'], idsIn);
+      const r = planc(['translate', planFile, '--ids', '--beam', '1', '--max-length', String(MAX_NEW), '--quiet'], idsIn);
       assert.is(r.status, 0, r.stderr);
       greedy = idLines(r.stdout);
       const same = greedy.filter((ids, i) => ids.join() === ref.greedy_ids_hf_generation_config[i]!.join()).length;
@@ -121,7 +118,7 @@ if (families.length === 0 || !nativeAvailable()) {
       const tok = await planTokenizer(plan);
       ref.src_text.forEach((t, i) => assert.equal(sourceIds(tok, t), ref.src_ids[i], `text ${i} frames like the reference src_ids`));
       const input = [ref.src_text[0], '', ...ref.src_text.slice(1), '   '].join('\n') + '\n';
-      const r = cli(['translate', planFile, '--beam', '1', '--max-length', String(MAX_NEW), '--quiet'], input);
+      const r = planc(['translate', planFile, '--beam', '1', '--max-length', String(MAX_NEW), '--quiet'], input);
       assert.is(r.status, 0, r.stderr);
       const out = lines(r.stdout);
       assert.is(out.length, ref.src_text.length + 2);
@@ -129,7 +126,7 @@ if (families.length === 0 || !nativeAvailable()) {
       assert.is(out[out.length - 1], '');
       const texts = [out[0], ...out.slice(2, -1)];
       texts.forEach((t, i) => assert.is(t, tok.decode(greedy[i]!), `sentence ${i}: the decode of the ids --ids gave`));
-      const ids = cli(['translate', planFile, '--ids', '--quiet'], '\n');
+      const ids = planc(['translate', planFile, '--ids', '--quiet'], '\n');
       assert.is(ids.status, 0, ids.stderr);
       assert.is(ids.stdout, '\n', 'an empty --ids line gives an empty line');
     });
@@ -140,7 +137,7 @@ if (families.length === 0 || !nativeAvailable()) {
       const long = Array.from({ length: 40 }, () => ref.src_text[0]).join(' ');
       assert.ok(tok.encodeSource(long).length > max);
       const input = [ref.src_text[1], long, ref.src_text[2]].join('\n') + '\n';
-      const r = cli(['translate', planFile, '--beam', '1', '--max-length', '8'], input);
+      const r = planc(['translate', planFile, '--beam', '1', '--max-length', '8'], input);
       assert.is(r.status, 2, r.stderr);
       assert.match(r.stderr, new RegExp(`line 2: PLANC_E408: the source has \\d+ tokens, over the plan's maxSrcLen ${max}`));
       assert.not.match(r.stderr, /line [13]:/);
@@ -152,18 +149,18 @@ if (families.length === 0 || !nativeAvailable()) {
       const framed = tok.encodeSource(long);
       assert.is(cut[cut.length - 1], framed[framed.length - 1], 'the framing\'s last token (eos) is kept');
       assert.is(cut[0], framed[0], 'the framing\'s first token is kept');
-      const t = cli(['translate', planFile, '--beam', '1', '--max-length', '8', '--truncate', '--quiet'], input);
+      const t = planc(['translate', planFile, '--beam', '1', '--max-length', '8', '--truncate', '--quiet'], input);
       assert.is(t.status, 0, t.stderr);
       const truncated = lines(t.stdout);
       assert.is(truncated[0], out[0]);
       assert.is(truncated[2], out[2]);
       assert.is(truncated[1], tok.decode((await translateIds(plan, [cut], { beamSize: 1, maxLength: 8 }))[0]!.ids));
       const idsLong = [...ref.src_ids[0]!.slice(0, -1), ...new Array<number>(max).fill(ref.src_ids[0]![1]!), ref.src_ids[0]!.at(-1)!];
-      const ids = cli(['translate', planFile, '--ids', '--beam', '1', '--max-length', '8', '--quiet'], `${ref.src_ids[0]!.join(' ')}\n${idsLong.join(' ')}\n`);
+      const ids = planc(['translate', planFile, '--ids', '--beam', '1', '--max-length', '8', '--quiet'], `${ref.src_ids[0]!.join(' ')}\n${idsLong.join(' ')}\n`);
       assert.is(ids.status, 2);
       assert.match(ids.stderr, /line 2: PLANC_E408/);
       assert.is(idLines(ids.stdout)[1]!.length, 0);
-      const idsCut = cli(['translate', planFile, '--ids', '--beam', '1', '--max-length', '8', '--truncate', '--quiet'], `${idsLong.join(' ')}\n`);
+      const idsCut = planc(['translate', planFile, '--ids', '--beam', '1', '--max-length', '8', '--truncate', '--quiet'], `${idsLong.join(' ')}\n`);
       assert.is(idsCut.status, 0, idsCut.stderr);
       const want = (await translateIds(plan, [[...idsLong.slice(0, max - 1), idsLong.at(-1)!]], { beamSize: 1, maxLength: 8 }))[0]!.ids;
       assert.equal(idLines(idsCut.stdout)[0], want);
@@ -175,28 +172,28 @@ if (families.length === 0 || !nativeAvailable()) {
     const family = families.find((f) => f === 'mbart');
     if (!family) return;
     const planFile = path.join(tmp, 'mbart.plan');
-    const ref = JSON.parse(fs.readFileSync(path.join(zoo!, family, 'reference.json'), 'utf8')) as Reference;
+    const ref = zooReference(family);
     const input = ref.src_ids.slice(0, 3).map((s) => s.join(' ')).join('\n') + '\n';
-    const de = cli(['translate', planFile, '--ids', '--beam', '1', '--max-length', '8', '--target-lang', 'de_DE', '--quiet'], input);
+    const de = planc(['translate', planFile, '--ids', '--beam', '1', '--max-length', '8', '--target-lang', 'de_DE', '--quiet'], input);
     assert.is(de.status, 0, de.stderr);
     assert.ok(idLines(de.stdout).every((ids) => ids[0] === 976), de.stdout);
-    const beam = cli(['translate', planFile, '--ids', '--beam', '4', '--max-length', '8', '--target-lang', 'fr_XX', '--quiet'], input);
+    const beam = planc(['translate', planFile, '--ids', '--beam', '4', '--max-length', '8', '--target-lang', 'fr_XX', '--quiet'], input);
     assert.ok(idLines(beam.stdout).every((ids) => ids[0] === 981), beam.stdout);
-    const bad = cli(['translate', planFile, '--ids', '--target-lang', 'xx_YY'], input);
+    const bad = planc(['translate', planFile, '--ids', '--target-lang', 'xx_YY'], input);
     assert.is(bad.status, 2);
     assert.match(bad.stderr, /PLANC_E409: unknown target language 'xx_YY' \(--target-lang \/ targetLang\): .* its language tokens: ar_AR, cs_CZ, de_DE, en_XX/);
   });
 
   test('inspect shows the recorded conventions; the default top-k allows max(4, num_beams) beams besides the banned ids', () => {
-    const inspect = (f: string) => JSON.parse(cli(['inspect', path.join(tmp, `${f}.plan`), '--json']).stdout);
+    const inspect = (f: string) => JSON.parse(planc(['inspect', path.join(tmp, `${f}.plan`), '--json']).stdout);
     const topk = (f: string) => Number(plans[f]!.outputs('decoder_with_past').find((o) => o.name === 'topk_ids')!.dims.at(-1));
     const want: Record<string, number> = { marian: 2 * 4 + 1, mbart: 2 * 5, t5: 2 * 4, bart: 2 * 4 };
     for (const f of families) if (want[f]) assert.is(topk(f), want[f], `${f}: default --topk`);
     if (families.includes('marian')) {
       const j = inspect('marian');
       assert.equal([j.decoding.decoderStartId, j.decoding.eosIds, j.decoding.forcedEosId, j.decoding.badWords, j.decoding.numBeams], [999, [0], 0, [{ ids: [999] }], 4]);
-      assert.match(cli(['inspect', path.join(tmp, 'marian.plan')]).stdout, /decoding: decoderStartId 999, eosId 0, padId 999, .*forcedEosId 0, badWords \[\[999\]\], numBeams 4/);
-      const r = cli(['optimize', path.join(zoo!, 'marian'), '-o', path.join(tmp, 'k1.plan'), '--topk', '1', '--quiet']);
+      assert.match(planc(['inspect', path.join(tmp, 'marian.plan')]).stdout, /decoding: decoderStartId 999, eosId 0, padId 999, .*forcedEosId 0, badWords \[\[999\]\], numBeams 4/);
+      const r = planc(['optimize', path.join(zoo!, 'marian'), '-o', path.join(tmp, 'k1.plan'), '--topk', '1', '--quiet']);
       assert.is(r.status, 2);
       assert.match(r.stderr, /PLANC_E301: --topk 1 cannot decode this model exactly: .* needs --topk 2 or more/);
     }

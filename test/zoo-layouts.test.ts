@@ -1,6 +1,5 @@
 // The zoo's optimum exports in both layouts users have (three files, merged-only) give the same plan and decode
 // alike; what planc cannot lower or bound is refused with every node named.
-import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -8,14 +7,14 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { inferModel } from '../compiler/infer/infer.ts';
 import { importModel } from '../compiler/onnx/import-model.ts';
-import { REPO_ROOT, sharedDir } from '../compiler/paths.ts';
 import { dimStr, dimSymbols } from '../compiler/symbolic.ts';
 import { nativeAvailable } from '../runtime/native.ts';
 import { buildModel } from './helpers/onnx-build.ts';
+import { planc } from './helpers/planc-cli.ts';
 import { NEEDS_NATIVE, needsShared, skipSuite } from './helpers/skip.ts';
+import { ZOO, zooFamilies, zooReference } from './helpers/zoo.ts';
 
-const zoo = sharedDir() && path.join(sharedDir()!, 'models', 'zoo');
-const cli = (...args: string[]) => spawnSync(process.execPath, [path.join(REPO_ROOT, 'bin', 'planc.js'), ...args], { encoding: 'utf8' });
+const zoo = ZOO;
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'planc-zoo-layouts-'));
 
 /** What a user of the merged layout has: the encoder, the merged decoder and the config/tokenizer files. */
@@ -24,19 +23,18 @@ const MERGED_ONLY = ['encoder_model.onnx', 'decoder_model_merged.onnx', 'config.
 interface GraphFacts { name: string; kernelCount: number; fusedOps: Record<string, number> }
 
 function inspectPlan(file: string): { graphs: GraphFacts[]; uniqueWeightBytes: number } {
-  const r = cli('inspect', file, '--json');
+  const r = planc(['inspect', file, '--json']);
   assert.is(r.status, 0, r.stderr);
   return JSON.parse(r.stdout);
 }
 
 function translateIds(plan: string, src: number[][]): number[][] {
-  const r = spawnSync(process.execPath, [path.join(REPO_ROOT, 'bin', 'planc.js'), 'translate', plan, '--ids', '--max-length', '32', '--beam', '1'],
-    { encoding: 'utf8', input: src.map((s) => s.join(' ')).join('\n') + '\n' });
+  const r = planc(['translate', plan, '--ids', '--max-length', '32', '--beam', '1'], src.map((s) => s.join(' ')).join('\n') + '\n');
   assert.is(r.status, 0, r.stderr);
   return r.stdout.split('\n').slice(0, src.length).map((l) => (l.trim() ? l.trim().split(/\s+/).map(Number) : []));
 }
 
-const families = zoo && fs.existsSync(zoo) ? fs.readdirSync(zoo).filter((f) => fs.existsSync(path.join(zoo, f, 'reference.json'))).sort() : [];
+const families = zooFamilies();
 if (families.length === 0 || !nativeAvailable()) {
   skipSuite(test, families.length === 0 ? needsShared('models/zoo') : NEEDS_NATIVE, [
     ...(families.length ? families : ['<family>']).map((family) =>
@@ -54,7 +52,7 @@ if (families.length === 0 || !nativeAvailable()) {
       const three = path.join(tmp, `${family}.plan`);
       const one = path.join(tmp, `${family}-merged.plan`);
       for (const [dir, out] of [[src, three], [merged, one]] as const) {
-        const r = cli('optimize', dir, '-o', out, '--quiet');
+        const r = planc(['optimize', dir, '-o', out, '--quiet']);
         assert.is(r.status, 0, `optimize ${dir}: ${r.stderr}`);
       }
       const a = inspectPlan(three);
@@ -62,7 +60,7 @@ if (families.length === 0 || !nativeAvailable()) {
       assert.equal(b.graphs.map((g) => g.name), ['encoder', 'decoder', 'decoder_with_past']);
       assert.equal(b.graphs.map((g) => [g.name, g.kernelCount, g.fusedOps]), a.graphs.map((g) => [g.name, g.kernelCount, g.fusedOps]));
       assert.is(b.uniqueWeightBytes, a.uniqueWeightBytes, 'weights stored once in both layouts');
-      const ref = JSON.parse(fs.readFileSync(path.join(src, 'reference.json'), 'utf8')) as { src_ids: number[][]; greedy_ids_hf_generation_config: number[][] };
+      const ref = zooReference(family);
       const outThree = translateIds(three, ref.src_ids);
       const outOne = translateIds(one, ref.src_ids);
       assert.equal(outOne, outThree);
@@ -92,7 +90,7 @@ if (families.length === 0 || !nativeAvailable()) {
     const family = families.find((f) => JSON.parse(fs.readFileSync(path.join(zoo!, f, 'config.json'), 'utf8')).max_position_embeddings);
     if (!family) return;
     const limit = JSON.parse(fs.readFileSync(path.join(zoo!, family, 'config.json'), 'utf8')).max_position_embeddings as number;
-    const r = cli('optimize', path.join(zoo!, family), '-o', path.join(tmp, 'long.plan'), '--max-tgt-len', String(limit + 1));
+    const r = planc(['optimize', path.join(zoo!, family), '-o', path.join(tmp, 'long.plan'), '--max-tgt-len', String(limit + 1)]);
     assert.is.not(r.status, 0);
     assert.match(r.stderr, /PLANC_E301: --max-tgt-len \d+ is beyond the model's position table: it covers \d+ positions \(max_position_embeddings in /);
   });
@@ -113,7 +111,7 @@ if (!nativeAvailable()) {
         { op: 'Add', inputs: ['b', 'c'], outputs: ['y'], name: 'sum' },
       ],
     }));
-    const r = cli('optimize', file, '-o', path.join(tmp, 'unlowerable.plan'));
+    const r = planc(['optimize', file, '-o', path.join(tmp, 'unlowerable.plan')]);
     assert.is(r.status, 2, r.stderr);
     assert.match(r.stderr, /PLANC_E404: 2 nodes cannot be lowered:/);
     assert.match(r.stderr, /Acos 'first_acos' in graph main: /);

@@ -1,7 +1,6 @@
 // Vocabulary rewriting on a zoo family with a forced bos (mbart): `optimize --vocab clusters=R,K` works with default
 // options, and calibration and the quality report decode as the runtime's greedy decoding does (forced bos at the
 // first step, forced eos at the last allowed one, banned ids never chosen, any eos ends).
-import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -9,28 +8,28 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { DEFAULT_PROFILE } from '../codegen/profile.ts';
 import { importModel } from '../compiler/onnx/import-model.ts';
-import { REPO_ROOT, sharedDir } from '../compiler/paths.ts';
 import { calibrateIds, exposePlan } from '../cli/vocab.ts';
 import { planRules, translateIds } from '../runtime/decode/translate-ids.ts';
 import { kernelIds, nativeAvailable } from '../runtime/native.ts';
 import { loadPlan } from '../runtime/plan.ts';
+import { planc } from './helpers/planc-cli.ts';
 import { NEEDS_NATIVE, needsShared, skipPart, testIf } from './helpers/skip.ts';
+import { ZOO, zooReference } from './helpers/zoo.ts';
 
-const dir = sharedDir() ? path.join(sharedDir()!, 'models', 'zoo', 'mbart') : '';
+const dir = ZOO ? path.join(ZOO, 'mbart') : '';
 const have = !!dir && fs.existsSync(path.join(dir, 'reference.json')) && nativeAvailable();
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'planc-zoo-vocab-'));
-const cli = (args: string[]) => spawnSync(process.execPath, [path.join(REPO_ROOT, 'bin', 'planc.js'), ...args], { encoding: 'utf8' });
 /** Calibration and evaluation caps: the runtime's with these options. */
 const CAPS = { beamSize: 1, maxLengthRatio: 2, maxLengthConstant: 10 };
 
 testIf(test, !have && (nativeAvailable() ? needsShared('models/zoo/mbart') : NEEDS_NATIVE))('zoo mbart: optimize --vocab clusters with default options; calibration greedy = runtime greedy (forced bos applied)', async () => {
-  const ref = JSON.parse(fs.readFileSync(path.join(dir, 'reference.json'), 'utf8')) as { src_text: string[]; src_ids: number[][] };
+  const ref = zooReference('mbart');
   // Calibrated on the first 8 sources, evaluated on all 20 (so that the masks do miss some tokens).
   const text = path.join(tmp, 'src.es'), cal8 = path.join(tmp, 'cal.es');
   fs.writeFileSync(text, `${ref.src_text.join('\n')}\n`);
   fs.writeFileSync(cal8, `${ref.src_text.slice(0, 8).join('\n')}\n`);
   const out = path.join(tmp, 'mbart.vocab.plan');
-  const r = cli(['optimize', dir, '-o', out, '--vocab', 'clusters=8,2', '--calibrate', cal8, '--eval-src', text]);
+  const r = planc(['optimize', dir, '-o', out, '--vocab', 'clusters=8,2', '--calibrate', cal8, '--eval-src', text]);
   assert.is(r.status, 0, r.stderr);
   assert.match(r.stdout, /vocab: clusters R 8, K 2, calibrated on 8 sentences/);
   assert.match(r.stdout, /on 20 held-out sentences/);

@@ -6,8 +6,8 @@ import type { DecodingFacts } from '../ir.ts';
 
 type Json = Record<string, unknown>;
 
-/** Reads one config file's JSON object; undefined when the file is missing. */
-function readJson(dir: string, f: string): Json | undefined {
+/** Reads one config file's JSON object; undefined when the file is missing, PLANC_E008 when it is not a JSON object. */
+export function readJson(dir: string, f: string): Json | undefined {
   const p = path.join(dir, f);
   if (!fs.existsSync(p)) return undefined;
   try {

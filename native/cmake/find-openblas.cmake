@@ -1,0 +1,21 @@
+# Finds OpenBLAS (Debian: libopenblas-dev): pkg-config first, then the usual paths; its cblas.h must be OpenBLAS's own.
+# Sets PLANC_BLAS_OK, PLANC_CBLAS_INC and PLANC_OPENBLAS_LIB. Used by the addon and by the kernel tests.
+set(PLANC_BLAS_OK FALSE)
+find_package(PkgConfig QUIET)
+if(PKG_CONFIG_FOUND)
+  pkg_check_modules(PLANC_OPENBLAS QUIET openblas)
+endif()
+if(PLANC_OPENBLAS_FOUND)
+  find_path(PLANC_CBLAS_INC cblas.h HINTS ${PLANC_OPENBLAS_INCLUDE_DIRS} NO_DEFAULT_PATH)
+  set(PLANC_OPENBLAS_LIB ${PLANC_OPENBLAS_LINK_LIBRARIES})
+else()
+  find_library(PLANC_OPENBLAS_LIB openblas PATH_SUFFIXES openblas-pthread openblas-openmp openblas-serial)
+  find_path(PLANC_CBLAS_INC cblas.h PATHS /usr/include/x86_64-linux-gnu/openblas-pthread
+    /usr/include/aarch64-linux-gnu/openblas-pthread /usr/include/openblas /usr/local/include/openblas)
+endif()
+if(PLANC_OPENBLAS_LIB AND PLANC_CBLAS_INC AND EXISTS ${PLANC_CBLAS_INC}/cblas.h)
+  file(STRINGS ${PLANC_CBLAS_INC}/cblas.h PLANC_CBLAS_IS_OPENBLAS REGEX "openblas_set_num_threads")
+  if(PLANC_CBLAS_IS_OPENBLAS)
+    set(PLANC_BLAS_OK TRUE)
+  endif()
+endif()
