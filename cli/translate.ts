@@ -1,15 +1,16 @@
-// `planc translate PLAN [--beam N] [--max-length N] [--batch N] [--target-lang CODE] [--truncate] [--ids] < in.txt > out.txt`.
+// `planc translate PLAN [--strategy NAME] [--beam N] [--max-length N] [--batch N] [--target-lang CODE] [--truncate] [--ids] < in.txt > out.txt`.
 import * as fs from 'node:fs';
 import { PlancError } from '../compiler/diagnostics.ts';
 import type { DecodingOptions } from '../runtime/decode/options.ts';
+import { STRATEGIES } from '../runtime/decode/strategy.ts';
 import { loadPlan, type Plan } from '../runtime/plan.ts';
 import { translateIdsStream, translateStream, type TranslateOptions } from '../runtime/translate.ts';
 import { parseArgs, type CommandSpec } from './args.ts';
 
 export const TRANSLATE: CommandSpec = {
   name: 'translate',
-  usage: 'planc translate PLAN [--beam N] [--max-length N] [--batch N] [--target-lang CODE] [--truncate] [--ids] [--quiet] < in.txt > out.txt   (--ids: space-separated token ids per line, taken verbatim)',
-  flags: { beam: 'number', 'max-length': 'number', batch: 'number', 'target-lang': 'string', truncate: 'boolean', ids: 'boolean', quiet: 'boolean' },
+  usage: `planc translate PLAN [--strategy ${['auto', ...STRATEGIES.keys()].join('|')}] [--beam N] [--max-length N] [--batch N] [--target-lang CODE] [--truncate] [--ids] [--quiet] < in.txt > out.txt   (--ids: space-separated token ids per line, taken verbatim)`,
+  flags: { strategy: 'string', beam: 'number', 'max-length': 'number', batch: 'number', 'target-lang': 'string', truncate: 'boolean', ids: 'boolean', quiet: 'boolean' },
 };
 
 /** Stdin's lines (a final newline does not start another sentence). */
@@ -30,6 +31,7 @@ export function parseIdLine(line: string, lineNo: number): number[] {
 
 function decodingOptions(flags: Record<string, unknown>): TranslateOptions {
   const o: Partial<DecodingOptions> = {};
+  if (flags.strategy !== undefined) o.strategy = String(flags.strategy);
   if (flags.beam !== undefined) o.beamSize = flags.beam as number;
   if (flags['max-length'] !== undefined) o.maxLength = flags['max-length'] as number;
   if (flags.batch !== undefined) o.batchSize = flags.batch as number;

@@ -6,6 +6,7 @@ import type { Hypothesis } from './greedy.ts';
 import { penalized } from './options.ts';
 import { rowTop } from './scores.ts';
 import { StepRunner } from './step-runner.ts';
+import { runToEnd, type Steps } from './steps.ts';
 
 /** A live beam: its tokens so far, its log-prob sum and the cache row it continues. */
 interface Beam {
@@ -99,6 +100,11 @@ function nextRows(searches: Search[]): { origin: number[]; sentence: number[]; t
  * row → sentence layout changes (the first expansion to k beams, and when sentences finish and leave the batch).
  */
 export function beamBatch(plan: Plan, sources: number[][], maxLens: number[], rules: DecodingRules, k: number, alpha: number): Hypothesis[][] {
+  return runToEnd(beamSteps(plan, sources, maxLens, rules, k, alpha));
+}
+
+/** beamBatch as a generator that yields after each decoder step. */
+export function* beamSteps(plan: Plan, sources: number[][], maxLens: number[], rules: DecodingRules, k: number, alpha: number): Steps<Hypothesis[][]> {
   const searches: Search[] = sources.map((_, i) => ({ live: [{ ids: [], logProb: 0, row: i }], finished: [], done: false }));
   const runner = new StepRunner(plan, sources, rules.c, sources.length * k, Math.max(...maxLens));
   const isEos = (tok: number) => rules.isEos(tok);
@@ -120,6 +126,7 @@ export function beamBatch(plan: Plan, sources: number[][], maxLens: number[], ru
     let row = 0;
     for (const s of searches) if (!s.done) for (const b of s.live) b.row = row++;
     runner.step(tokens);
+    yield;
   }
   return searches.map((s) => ranked(s.finished, alpha));
 }

@@ -4,6 +4,7 @@ import type { RtTensor } from '../tensor.ts';
 import type { DecodingRules } from './conventions.ts';
 import { rowBest } from './scores.ts';
 import { StepRunner } from './step-runner.ts';
+import { runToEnd, type Steps } from './steps.ts';
 
 /** One decoded hypothesis: ids without start and eos, the sum of its token log-probs, its length (tokens + eos if any). */
 export interface Hypothesis {
@@ -23,6 +24,11 @@ export type PickToken = (out: Record<string, RtTensor>, r: number, sentence: num
  * the best-allowed-token choice (vocabulary calibration records the step, or takes a masked argmax; no log-probs then).
  */
 export function greedyBatch(plan: Plan, sources: number[][], maxLens: number[], rules: DecodingRules, scores: boolean, pick?: PickToken): Hypothesis[] {
+  return runToEnd(greedySteps(plan, sources, maxLens, rules, scores, pick));
+}
+
+/** greedyBatch as a generator that yields after each decoder step (the async driver returns to the event loop there). */
+export function* greedySteps(plan: Plan, sources: number[][], maxLens: number[], rules: DecodingRules, scores: boolean, pick?: PickToken): Steps<Hypothesis[]> {
   const out: Hypothesis[] = sources.map(() => ({ ids: [], logProb: 0, length: 0 }));
   const runner = new StepRunner(plan, sources, rules.c, sources.length, Math.max(...maxLens));
   let live = sources.map((_, i) => i);
@@ -47,5 +53,6 @@ export function greedyBatch(plan: Plan, sources: number[][], maxLens: number[], 
     runner.select(keep);
     live = keep.map((r) => live[r]!);
     runner.step(next);
+    yield;
   }
 }

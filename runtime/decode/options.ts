@@ -4,6 +4,11 @@ import { PlancError } from '../../compiler/diagnostics.ts';
 /** How to decode. Every field has a default (DEFAULT_DECODING_OPTIONS); pass a Partial to translateIds. */
 export interface DecodingOptions {
   /**
+   * The decoding strategy by name (runtime/decode/strategy.ts STRATEGIES: greedy, beam); 'auto' = greedy for beamSize 1,
+   * else beam. Default 'auto'.
+   */
+  strategy: string;
+  /**
    * Beams per sentence; 1 = greedy. Default: the plan's num_beams (generation_config.json), else 1. Range [1, 64];
    * beamSize × sentences per batch must fit the plan's maxBatch.
    */
@@ -42,6 +47,7 @@ export interface DecodingOptions {
 }
 
 export const DEFAULT_DECODING_OPTIONS: Readonly<DecodingOptions> = Object.freeze({
+  strategy: 'auto',
   beamSize: 1,
   maxLength: 256,
   maxLengthRatio: 0,
@@ -101,6 +107,7 @@ export function validateDecodingOptions(partial: Partial<DecodingOptions> = {}, 
   checkBoolean('returnScores', o.returnScores);
   checkBoolean('sortByLength', o.sortByLength);
   checkBoolean('truncate', o.truncate);
+  if (typeof o.strategy !== 'string') bad(`strategy = ${JSON.stringify(o.strategy) ?? String(o.strategy)}; it must be a strategy name such as greedy or beam`);
   if (typeof o.targetLang !== 'string') bad(`targetLang = ${JSON.stringify(o.targetLang) ?? String(o.targetLang)}; it must be a token name such as en_XX`);
   if (o.returnAlternatives > o.beamSize) bad(`returnAlternatives = ${o.returnAlternatives}; it must be in [0, beamSize = ${o.beamSize}]`);
   return o;

@@ -3,10 +3,11 @@ import { PlancError } from '../../compiler/diagnostics.ts';
 import { TOPK_IDS_OUTPUT } from '../../compiler/plan/io-names.ts';
 import type { Plan } from '../plan.ts';
 import { planTokenizer } from '../tokenizer/tokenizer.ts';
-import { beamBatch } from './beam.ts';
 import { makeBatches, runBatches } from './batching.ts';
 import { conventionsOf, DecodingRules, maxNewTokensOf } from './conventions.ts';
-import { greedyBatch, type Hypothesis } from './greedy.ts';
+import type { Hypothesis } from './greedy.ts';
+import { runYielding } from './steps.ts';
+import { strategyFor, type DecodingStrategy } from './strategy.ts';
 import type { DecodeIds } from './step-runner.ts';
 import { maxLengthFor, penalized, validateDecodingOptions, type DecodingOptions } from './options.ts';
 
@@ -68,13 +69,14 @@ export function planDefaults(plan: Plan): Partial<DecodingOptions> {
 }
 
 /** Fails before decoding when a step needs more of a row's best tokens than a top-k plan keeps (candidates + banned). */
-function checkTopk(plan: Plan, rules: DecodingRules, beamSize: number): void {
+function checkTopk(plan: Plan, rules: DecodingRules, strategy: DecodingStrategy, o: DecodingOptions): void {
   if (!plan.graphs.includes('decoder_with_past')) return;
-  const ids = plan.outputs('decoder_with_past').find((o) => o.name === TOPK_IDS_OUTPUT);
+  const ids = plan.outputs('decoder_with_past').find((x) => x.name === TOPK_IDS_OUTPUT);
   const k = ids ? Number(ids.dims[ids.dims.length - 1]) : Infinity;
-  const need = rules.topkNeeded(beamSize);
+  const need = strategy.topkNeeded(rules, o);
   if (need > k) {
-    const what = beamSize === 1 ? 'greedy decoding' : `beamSize ${beamSize}`;
+    const beamSize = o.beamSize;
+    const what = beamSize === 1 ? `${strategy.name} decoding` : `beamSize ${beamSize}`;
     const why = rules.maxBanned ? ` (${rules.candidates(beamSize)} candidates and up to ${rules.maxBanned} banned ids)` : '';
     throw new PlancError('PLANC_E405', `${what} needs the ${need} best tokens per step${why} but plan ${plan.source} keeps ${k}; optimize with --topk ${need} or more`);
   }
@@ -103,17 +105,19 @@ function toResult(hyps: Hypothesis[], o: DecodingOptions): TranslationResult {
 }
 
 /**
- * Translates source id sequences, taken verbatim (the model's own framing, e.g. `X </s>` or `es_XX X </s>`), with
- * greedy decoding (beamSize 1) or beam search under the plan's generate() conventions, in batches sorted by length,
- * and returns results in the input order. An empty source gives an empty translation.
+ * Translates source id sequences, taken verbatim (the model's own framing, e.g. `X </s>` or `es_XX X </s>`), with the
+ * options' decoding strategy (greedy for beamSize 1, beam search otherwise, by default) under the plan's generate()
+ * conventions, in batches sorted by length, and returns results in the input order. An empty source gives an empty
+ * translation. Decoding returns to the event loop every few milliseconds (runtime/decode/steps.ts runYielding).
  */
 export async function translateIds(plan: Plan, ids: number[][], options: Partial<DecodingOptions> = {}): Promise<TranslationResult[]> {
   const o = validateDecodingOptions(options, planDefaults(plan));
   const dec = plan.header.decoding;
   const prof = plan.header.profile;
   validateIds(ids, dec.vocabSize ?? 0);
+  const strategy = strategyFor(o);
   const rules = await planRules(plan, o.targetLang);
-  checkTopk(plan, rules, o.beamSize);
+  checkTopk(plan, rules, strategy, o);
   const sources = ids.map((s) => (o.truncate ? truncateIds(s, prof.maxSrcLen, rules) : s));
   sources.forEach((s, i) => { if (s.length > prof.maxSrcLen) throw tooLong(`sentence ${i}`, s.length, prof.maxSrcLen); });
   const results = new Array<TranslationResult>(sources.length);
@@ -121,10 +125,10 @@ export async function translateIds(plan: Plan, ids: number[][], options: Partial
   sources.forEach((s, i) => { if (s.length === 0) results[i] = o.returnScores ? { ids: [], score: 0 } : { ids: [] }; });
   if (todo.length === 0) return results;
   const batches = makeBatches(todo.map((i) => sources[i]!.length), o, prof.maxBatch);
-  const done = await runBatches(todo.map((i) => sources[i]!), batches, (batch) => {
-    const caps = batch.map((s) => maxLengthFor(o, s.length, prof.maxTgtLen));
-    if (o.beamSize === 1) return greedyBatch(plan, batch, caps, rules, o.returnScores).map((h) => toResult([h], o));
-    return beamBatch(plan, batch, caps, rules, o.beamSize, o.lengthPenalty).map((hs) => toResult(hs, o));
+  const done = await runBatches(todo.map((i) => sources[i]!), batches, async (batch) => {
+    const maxLens = batch.map((s) => maxLengthFor(o, s.length, prof.maxTgtLen));
+    const hyps = await runYielding(strategy.decode({ plan, sources: batch, maxLens, rules, options: o }));
+    return hyps.map((hs) => toResult(hs, o));
   });
   todo.forEach((i, j) => (results[i] = done[j]!));
   return results;
