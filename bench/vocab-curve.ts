@@ -4,7 +4,8 @@ import * as path from 'node:path';
 import { REPO_ROOT } from '../compiler/paths.ts';
 import { activeSetStats, clusterActiveSets } from '../compiler/vocab/clusters.ts';
 import { kmeans } from '../compiler/vocab/kmeans.ts';
-import { assignFn, calibrate, evaluateQuality, outputLayer } from '../cli/vocab.ts';
+import { assignFn, calibrate } from '../optimize/vocab-calibrate.ts';
+import { evaluateQuality, outputLayer } from '../optimize/vocab-evaluate.ts';
 import { machineFacts } from './machine.ts';
 import { esEnVocabSetup, MAX_LEN } from './vocab.ts';
 
@@ -26,7 +27,7 @@ export async function benchVocabCurve(): Promise<void> {
   const { profile, tok, lines, exposed: plan, optimized, rules, specials, V, testSrc, testRef } = setup;
   const kMax = Math.max(...KS);
   const t0 = performance.now();
-  const cal = calibrate(plan, tok, lines('train.es').slice(0, CAL), kMax, rules, profile.maxSrcLen, MAX_LEN, false);
+  const cal = calibrate(plan, tok, lines('train.es').slice(0, CAL), kMax, rules, profile.maxSrcLen, MAX_LEN);
   console.log(`calibrated on ${cal.sentences} training sentences: ${cal.states} states (${((performance.now() - t0) / 1000).toFixed(1)} s)`);
   const layer = outputLayer(optimized);
   const { assign, native } = assignFn();
@@ -38,7 +39,7 @@ export async function benchVocabCurve(): Promise<void> {
     for (const k of KS) {
       const sets = clusterActiveSets(km.assignments, prefix(cal.topK, kMax, k), k, km.clusters, specials, V);
       const c = { method: 'clusters' as const, centroids: km.centroids, cnorm: km.cnorm, offsets: sets.offsets, ids: sets.ids, clusters: km.clusters, dim: cal.d };
-      const q = evaluateQuality(plan, tok, layer, rules, testSrc, testRef, { kind: 'clusters', c }, profile.maxSrcLen, MAX_LEN, true);
+      const q = evaluateQuality(plan, tok, layer, rules, testSrc, testRef, { kind: 'clusters', c }, profile.maxSrcLen, MAX_LEN);
       const row = { R: km.clusters, K: k, activeMean: q.activeMean, activeMax: q.activeMax, calibrationActiveMean: activeSetStats(sets, km.assignments).weightedMeanFraction,
         top1Agreement: q.top1Agreement, identicalSentences: q.identicalSentences, bleu: q.bleu, bleuFull: q.bleuFull, kmeansSeconds: kmSeconds, kmeansIterations: km.iterations };
       rows.push(row);

@@ -8,7 +8,9 @@ import { REPO_ROOT, sharedDir } from '../compiler/paths.ts';
 import { encodePlan } from '../compiler/plan/format.ts';
 import type { PlanVocab } from '../compiler/plan/types.ts';
 import { buildPlan } from '../codegen/build-plan.ts';
-import { buildClusters, calibrate, evaluateQuality, exposePlan, outputLayer, shortlistVocab, specialIdsOf } from '../cli/vocab.ts';
+import { shortlistVocab, specialIdsOf } from '../compiler/vocab/header.ts';
+import { buildClusters, calibrate, exposePlan } from '../optimize/vocab-calibrate.ts';
+import { evaluateQuality, outputLayer } from '../optimize/vocab-evaluate.ts';
 import type { VocabRewriteOptions } from '../passes/pass.ts';
 import { runPipeline, TRANSLATE_TOPK } from '../passes/pipeline.ts';
 import { planRules, translateIds } from '../runtime/decode/translate-ids.ts';
@@ -59,13 +61,13 @@ export async function benchVocab(): Promise<void> {
   const { dir, model, profile, spm, tok, lines, exposed, optimized, rules, specials, V, testSrc, testRef } = setup;
   const ids: number[][] = JSON.parse(fs.readFileSync(path.join(dir, 'test_ids.json'), 'utf8')).src_ids;
   console.log(`es-en vocab bench: calibrating clusters R ${R}, K ${K} on ${CAL} training sentences`);
-  const cal = calibrate(exposed, tok, lines('train.es').slice(0, CAL), K, rules, profile.maxSrcLen, MAX_LEN, false);
-  const cl = buildClusters(cal, R, K, V, specials, false);
+  const cal = calibrate(exposed, tok, lines('train.es').slice(0, CAL), K, rules, profile.maxSrcLen, MAX_LEN);
+  const cl = buildClusters(cal, R, K, V, specials);
   const sl = shortlistVocab({ method: 'shortlist', file: path.join(dir, 'lex.50.50.esen.s2t.bin') }, { bytes: spm, kind: 'spm' }, V, specials);
   const layer = outputLayer(optimized);
   const quality: Record<string, unknown> = {};
   for (const [name, rw] of [['shortlist', { kind: 'shortlist' as const, v: sl }], ['clusters', { kind: 'clusters' as const, c: cl.rewrite }]] as const) {
-    const q = evaluateQuality(exposed, tok, layer, rules, testSrc, testRef, rw as never, profile.maxSrcLen, MAX_LEN, false);
+    const q = evaluateQuality(exposed, tok, layer, rules, testSrc, testRef, rw as never, profile.maxSrcLen, MAX_LEN);
     quality[name] = { activeMean: q.activeMean, activeMax: q.activeMax, top1Agreement: q.top1Agreement, identicalSentences: q.identicalSentences, bleu: q.bleu, bleuFull: q.bleuFull };
     console.log(`${name} (emulated, batch-1 masks, ${testSrc.length} test sentences): active ${(100 * q.activeMean).toFixed(1)}% mean / ${(100 * q.activeMax).toFixed(1)}% max; top-1 agreement ${(100 * q.top1Agreement).toFixed(1)}%; identical ${(100 * q.identicalSentences).toFixed(1)}%; BLEU ${q.bleu!.toFixed(2)} vs full ${q.bleuFull!.toFixed(2)}`);
   }

@@ -1,25 +1,23 @@
-// `planc optimize MODEL -o PLAN`: import, verify, lower every graph for the target, plan memory, write the plan.
+// `planc optimize MODEL -o PLAN`: parses the options, imports the model, compiles it (optimize/compile.ts), writes and reports the plan.
 import * as path from 'node:path';
 import { PlancError } from '../compiler/diagnostics.ts';
 import { importModel } from '../compiler/onnx/import-model.ts';
+import { readPositionLimits } from '../compiler/onnx/position-limits.ts';
 import { writePlanFile } from '../compiler/plan/format.ts';
-import { verifyModel } from '../compiler/verify.ts';
+import { parseVocabSpec } from '../compiler/vocab/spec.ts';
+import type { SpecialIds } from '../codegen/build-plan.ts';
 import { findNvcc, parseArchs } from '../codegen/cuda/nvcc.ts';
 import { DEFAULT_PROFILE } from '../codegen/profile.ts';
+import { checkDumpAfter, compile } from '../optimize/compile.ts';
 import { parseArgs, type CommandSpec } from './args.ts';
-import { buildPlan, decodingFacts, type SpecialIds } from '../codegen/build-plan.ts';
-import type { Model } from '../compiler/ir.ts';
-import { conventionsOf, DecodingRules } from '../runtime/decode/conventions.ts';
-import { runPipeline, TRANSLATE_TOPK } from '../passes/pipeline.ts';
 import { Progress } from './progress.ts';
-import { formatVocabReport, optimizeVocab, parseVocabSpec } from './vocab-optimize.ts';
 import { findTokenizer, type TokenizerFile } from './tokenizer-file.ts';
-import { readPositionLimits } from '../compiler/onnx/position-limits.ts';
+import { formatVocabReport } from './vocab.ts';
 
 export const OPTIMIZE: CommandSpec = {
   name: 'optimize',
-  usage: 'planc optimize MODEL -o PLAN [--target cpu|cuda] [--arch sm_80,sm_90] [--max-batch N] [--max-src-len N] [--max-tgt-len N] [--max-dim NAME=N,...] [--tokenizer FILE | --no-tokenizer] [--decoder-start-id N] [--eos-id N] [--pad-id N] [--unk-id N] [--no-fuse] [--topk N (default for translation models: exact beams up to max(4, num_beams) besides banned ids, 8 without any; 0 keeps logits)] [--vocab shortlist=FILE[,first=N,best=N] | --vocab clusters=R,K --calibrate SOURCE_TEXT] [--eval-src FILE [--eval-ref FILE]] [--dump-after PASS|all] [--explain] [--quiet]',
-  flags: { o: 'string', output: 'string', target: 'string', arch: 'string', 'max-batch': 'number', 'max-src-len': 'number', 'max-tgt-len': 'number', 'max-dim': 'string', quiet: 'boolean', 'no-fuse': 'boolean', topk: 'number', 'dump-after': 'string', explain: 'boolean',
+  usage: 'planc optimize MODEL -o PLAN [--target cpu|cuda] [--arch sm_80,sm_90] [--max-batch N] [--max-src-len N] [--max-tgt-len N] [--max-dim NAME=N,...] [--tokenizer FILE | --no-tokenizer] [--decoder-start-id N] [--eos-id N] [--pad-id N] [--unk-id N] [--no-fuse] [--step-tokens N (decoder steps of 1..N new tokens; default 1)] [--topk N (default for translation models: exact beams up to max(4, num_beams) besides banned ids, 8 without any; 0 keeps logits)] [--vocab shortlist=FILE[,first=N,best=N] | --vocab clusters=R,K --calibrate SOURCE_TEXT] [--eval-src FILE [--eval-ref FILE]] [--dump-after PASS|all] [--explain] [--quiet]',
+  flags: { o: 'string', output: 'string', target: 'string', arch: 'string', 'max-batch': 'number', 'max-src-len': 'number', 'max-tgt-len': 'number', 'max-dim': 'string', quiet: 'boolean', 'no-fuse': 'boolean', 'step-tokens': 'number', topk: 'number', 'dump-after': 'string', explain: 'boolean',
     vocab: 'string', calibrate: 'string', 'eval-src': 'string', 'eval-ref': 'string',
     tokenizer: 'string', 'no-tokenizer': 'boolean', 'decoder-start-id': 'number', 'eos-id': 'number', 'pad-id': 'number', 'unk-id': 'number' },
 };
@@ -43,24 +41,6 @@ function lengthLimit(flag: string, v: unknown, def: number, table: number | unde
     throw new PlancError('PLANC_E301', `--${flag} ${n} is beyond the model's position table: it covers ${table} positions (${from})`);
   }
   return n;
-}
-
-/**
- * k of planc.ProjectTopK: --topk N (N ≥ 1), --topk 0 keeps the full logits output. By default translation models
- * (those with a decoder_with_past graph) get the k that keeps beams up to max(TRANSLATE_TOPK / 2, num_beams) exact
- * under their generation config (candidates + tokens it may ban at a step); other models keep their logits.
- */
-function topkOption(v: unknown, m: Model, ids: SpecialIds): number | undefined {
-  if (v !== undefined && (typeof v !== 'number' || !Number.isInteger(v) || v < 0)) throw new PlancError('PLANC_E301', `--topk must be an integer ≥ 0 (0 keeps the logits), got ${v}`);
-  const k = v as number | undefined;
-  if (k === 0) return undefined;
-  if (!m.graphs.has('decoder_with_past')) return k;
-  const d = decodingFacts(m, ids);
-  const rules = new DecodingRules(conventionsOf(d));
-  if (k === undefined) return rules.topkNeeded(Math.max(TRANSLATE_TOPK / 2, d.numBeams ?? 1));
-  const greedy = rules.topkNeeded(1);
-  if (k < greedy) throw new PlancError('PLANC_E301', `--topk ${k} cannot decode this model exactly: up to ${rules.maxBanned} of a step's best tokens may be banned (suppress_tokens, bad_words_ids), so even greedy decoding needs --topk ${greedy} or more`);
-  return k;
 }
 
 function parseMaxDims(s: string | undefined): Record<string, number> {
@@ -113,44 +93,28 @@ export async function runOptimize(argv: string[]): Promise<number> {
   };
   const ids = specialIds(flags);
   const tokenizer = chooseTokenizer(model, flags);
-  const progress = new Progress(flags.quiet === true);
-  progress.start(`importing ${model}`);
-  const m = importModel(model);
-  // Decoding runs the first-step decoder on the start token only; sizing it for whole target prefixes would make its
-  // logits ([batch, max-tgt-len, vocab]) the largest tensor of the plan. --max-dim decoder_sequence_length=N allows more.
-  const firstStepOnly = m.graphs.has('decoder_with_past') && profile.maxDims.decoder_sequence_length === undefined;
-  if (firstStepOnly) profile.maxDims.decoder_sequence_length = 1;
-  progress.start('verifying');
-  verifyModel(m, { types: false });
-  const explain = flags.explain === true;
+  const dumpAfter = flags['dump-after'] as string | undefined;
+  checkDumpAfter(dumpAfter);
   const vocabSpec = flags.vocab === undefined ? undefined : parseVocabSpec(String(flags.vocab));
   if (!vocabSpec) for (const f of ['calibrate', 'eval-src', 'eval-ref']) if (flags[f] !== undefined) throw new PlancError('PLANC_E301', `--${f} applies to --vocab only`);
   if (flags['eval-ref'] !== undefined && flags['eval-src'] === undefined) throw new PlancError('PLANC_E301', '--eval-ref needs --eval-src');
   if (vocabSpec?.method === 'clusters' && flags.calibrate === undefined) throw new PlancError('PLANC_E301', '--vocab clusters=R,K needs --calibrate SOURCE_TEXT (source sentences, one per line)');
   if (vocabSpec?.method === 'shortlist' && flags.calibrate !== undefined) throw new PlancError('PLANC_E301', '--calibrate applies to --vocab clusters only');
   if (vocabSpec && flags['no-fuse'] === true) throw new PlancError('PLANC_E301', '--vocab rewrites planc.ProjectTopK, which --no-fuse turns off');
-  const topk = topkOption(flags.topk, m, ids);
-  if (vocabSpec && topk === undefined) throw new PlancError('PLANC_E301', '--vocab rewrites planc.ProjectTopK: it needs --topk N (N ≥ 1)');
-  const vocab = vocabSpec ? await optimizeVocab(m, vocabSpec, {
-    topk: topk!, decoding: ids, tokenizer: tokenizer && { bytes: tokenizer.bytes, kind: tokenizer.kind },
-    profile, calibrate: flags.calibrate as string | undefined, evalSrc: flags['eval-src'] as string | undefined, evalRef: flags['eval-ref'] as string | undefined,
-    quiet: flags.quiet === true, progress,
-  }) : undefined;
-  const optimized = runPipeline(m, {
-    disable: flags['no-fuse'] === true ? ['fuse'] : [],
-    topk, vocab: vocab?.rewrite,
-    dumpAfter: flags['dump-after'] as string | undefined,
-    onPass: (name) => progress.start(`pass ${name}`),
-    onDump: (name, text) => process.stderr.write(`\n=== IR after ${name} ===\n${text}\n`),
-    explain: explain ? (pass, node, why) => process.stderr.write(`  [${pass}] ${node}: declined, ${why}\n`) : undefined,
-  });
-  const built = buildPlan(optimized, {
-    target, archs, ...profile, onProgress: (s) => progress.start(s), specialIds: ids,
-    tokenizer: tokenizer && { bytes: tokenizer.bytes, kind: tokenizer.kind },
-    options: { model: path.resolve(model), profile: JSON.stringify(profile) },
-  });
+  const progress = new Progress(flags.quiet === true);
+  progress.start(`importing ${model}`);
+  const m = importModel(model);
+  const built = await compile(m, {
+    target, archs, ...profile, specialIds: ids, tokenizer: tokenizer && { bytes: tokenizer.bytes, kind: tokenizer.kind },
+    options: { model: path.resolve(model) },
+    disable: flags['no-fuse'] === true ? ['fuse'] : [], topk: flags.topk as number | undefined, stepTokens: flags['step-tokens'] as number | undefined,
+    vocab: vocabSpec && {
+      spec: vocabSpec, calibrate: flags.calibrate as string | undefined, evalSrc: flags['eval-src'] as string | undefined, evalRef: flags['eval-ref'] as string | undefined,
+    },
+    explain: flags.explain === true ? (pass, node, why) => process.stderr.write(`  [${pass}] ${node}: declined, ${why}\n`) : undefined,
+    dumpAfter, onDump: (name, text, what) => process.stderr.write(`\n=== ${what} after ${name} ===\n${text}\n`),
+  }, { progress });
   progress.start(`writing ${out}`);
-  if (vocab) built.header.vocab = vocab.header;
   const bytes = writePlanFile(out, built.header, built.blob);
   progress.finish();
   if (flags.quiet !== true) {
@@ -159,9 +123,9 @@ export async function runOptimize(argv: string[]): Promise<number> {
       `plan ${out}: ${mb(bytes)}, target ${h.target.kind}${h.cuda ? ` ${h.target.archs.join(',')} (${h.cuda.programs.reduce((n, p) => n + p.calls.length, 0)} CUDA launches, ${new Set(h.cuda.kernels.map((k) => k.name)).size} kernels, nvcc ${h.cuda.nvccVersion}, fatbin ${mb(h.cuda.fatbin.length)})` : ''}, profile batch ≤ ${profile.maxBatch}, source ≤ ${profile.maxSrcLen}, target ≤ ${profile.maxTgtLen}`,
       `weights: ${h.weights.length} distinct tensors, ${mb(h.blobBytes)}`,
       `arena: ${mb(h.arena.bytes)} shared by ${h.programs.length} graph(s)`,
-      ...(firstStepOnly ? ['decoder: sized for the first decoding step (decoder_sequence_length ≤ 1; --max-dim decoder_sequence_length=N for longer prefixes)'] : []),
+      ...(built.firstStepOnly ? ['decoder: sized for the first decoding step (decoder_sequence_length ≤ 1; --max-dim decoder_sequence_length=N for longer prefixes)'] : []),
       tokenizer ? `tokenizer: ${tokenizer.kind}, ${path.basename(tokenizer.file)} (${(tokenizer.bytes.length / 1e3).toFixed(1)} kB)` : 'tokenizer: none (translate with --ids)',
-      ...(vocab ? formatVocabReport(vocab.header) : []),
+      ...(built.vocab ? formatVocabReport(built.vocab) : []),
       ...built.reports.map((r) => `  ${r.graph.padEnd(18)} ${String(r.kernels).padStart(4)} kernels   arena ${mb(r.arenaBytes).padStart(9)}   lower bound ${mb(r.lowerBound).padStart(9)}   all tensors ${mb(r.tensorBytesSum).padStart(9)}   in-place ${r.inPlace}`),
       `done in ${progress.elapsed.toFixed(1)} s`,
     ];

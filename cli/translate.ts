@@ -5,7 +5,9 @@ import type { DecodingOptions } from '../runtime/decode/options.ts';
 import { STRATEGIES } from '../runtime/decode/strategy.ts';
 import { loadPlan, type Plan } from '../runtime/plan.ts';
 import { translateIdsStream, translateStream, type TranslateOptions } from '../runtime/translate.ts';
+import type { ProgressBar } from '../passes/pass.ts';
 import { parseArgs, type CommandSpec } from './args.ts';
+import { Progress } from './progress.ts';
 
 export const TRANSLATE: CommandSpec = {
   name: 'translate',
@@ -40,27 +42,6 @@ function decodingOptions(flags: Record<string, unknown>): TranslateOptions {
   return o;
 }
 
-/** Sentences done / total on stderr: redrawn in place on a terminal, a line every 10% otherwise. */
-class ProgressBar {
-  private lastTenth = -1;
-  constructor(private readonly total: number, private readonly quiet: boolean) {}
-
-  update(done: number): void {
-    if (this.quiet || this.total === 0) return;
-    const frac = done / this.total;
-    if (process.stderr.isTTY) {
-      const width = 30;
-      const fill = Math.round(frac * width);
-      process.stderr.write(`\r  [${'#'.repeat(fill)}${'.'.repeat(width - fill)}] ${done}/${this.total} sentences\x1b[K`);
-      return;
-    }
-    const tenth = Math.floor(frac * 10);
-    if (tenth > this.lastTenth) { this.lastTenth = tenth; process.stderr.write(`  ${done}/${this.total} sentences\n`); }
-  }
-
-  done(): void { if (!this.quiet && process.stderr.isTTY && this.total > 0) process.stderr.write('\n'); }
-}
-
 /** Tokens generated and lines that failed alone (an empty output line each, the error on stderr with its line number). */
 interface Counts { tokens: number; failed: number }
 
@@ -70,7 +51,7 @@ function report(r: { index: number; error?: Error }, out: string, counts: Counts
     process.stderr.write(`planc translate: line ${r.index + 1}: ${r.error.message}\n`);
   }
   process.stdout.write(`${out}\n`);
-  bar.update(r.index + 1);
+  bar.tick(1);
 }
 
 async function translateTextLines(plan: Plan, lines: string[], o: TranslateOptions, bar: ProgressBar): Promise<Counts> {
@@ -106,7 +87,7 @@ export async function runTranslate(argv: string[]): Promise<number> {
 }
 
 async function translateLines(plan: Plan, lines: string[], options: TranslateOptions, ids: boolean, quiet: boolean): Promise<number> {
-  const bar = new ProgressBar(lines.length, quiet);
+  const bar = new Progress(quiet).bar('translating', lines.length);
   const t0 = performance.now();
   const { tokens, failed } = ids ? await translateIdLines(plan, lines, options, bar) : await translateTextLines(plan, lines, options, bar);
   bar.done();

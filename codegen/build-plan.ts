@@ -1,21 +1,14 @@
-// The optimize pipeline: model → (lower each graph, plan its memory) → plan header and weight blob.
-import { createHash } from 'node:crypto';
-import * as fs from 'node:fs';
+// The plan build: an optimized model → (the program passes: lower, select variants, plan memory, CUDA, pack) → plan.
 import * as path from 'node:path';
-import { BYTES, ONNX_CODE } from '../compiler/dtype.ts';
 import type { Model } from '../compiler/ir.ts';
-import { toRaw } from '../compiler/onnx/tensor-proto.ts';
-import { align } from '../compiler/plan/format.ts';
-import { Diagnostics, PlancError } from '../compiler/diagnostics.ts';
-import { PLAN_FORMAT_VERSION, type PlanDecoding, type PlanHeader, type PlanProgram, type PlanWeight } from '../compiler/plan/types.ts';
+import { PlancError } from '../compiler/diagnostics.ts';
+import type { PlanDecoding, PlanHeader } from '../compiler/plan/types.ts';
 import { isSym } from '../compiler/symbolic.ts';
-import { buildCuda } from './cuda/build.ts';
-import { DEFAULT_ARCHS } from './cuda/nvcc.ts';
-import { lowerGraph, PlanWeights } from './lower.ts';
+import { PlanWeights } from './lower.ts';
 import { symbolBounds, type ProfileOptions } from './profile.ts';
-import { planMemory, type MemoryReport } from './memory-plan.ts';
-
-export const PLANC_VERSION = '0.1.0';
+import type { MemoryReport } from './memory-plan.ts';
+import type { PassHooks } from '../passes/pipeline.ts';
+import { runProgramPasses, type ProgramState } from './program-passes.ts';
 
 export interface BuildOptions extends ProfileOptions {
   target: 'cpu' | 'cuda';
@@ -56,64 +49,17 @@ export function inputSymbols(model: Model): Set<string> {
   return names;
 }
 
-export function buildPlan(model: Model, opts: BuildOptions): BuiltPlan {
+/** The state the program passes start from; the decoding ids and the symbols' bounds are checked here, before lowering. */
+export function programState(model: Model, opts: BuildOptions): ProgramState {
   const d = decodingFacts(model, opts.specialIds);
-  const symbolMax = symbolBounds(inputSymbols(model), opts);
-  const weights = new PlanWeights(model);
-  const programs: PlanProgram[] = [];
-  const reports: GraphReport[] = [];
-  const problems = new Diagnostics();
-  for (const [name, g] of model.graphs) {
-    opts.onProgress?.(`lowering ${name}`);
-    const p = lowerGraph(model, g, weights, { symbolMax }, problems);
-    if (!problems.ok) continue;
-    opts.onProgress?.(`planning memory of ${name}`);
-    const mem = planMemory(p);
-    programs.push(p);
-    reports.push({ graph: name, kernels: p.kernels.length, tensors: p.tensors.length, ...mem });
-  }
-  if (!problems.ok) throw loweringFailure(problems);
-  const cuda = opts.target === 'cuda'
-    ? buildCuda(programs, opts.archs ?? DEFAULT_ARCHS, { banner: `planc ${PLANC_VERSION} CUDA kernels`, onProgress: opts.onProgress })
-    : undefined;
-  opts.onProgress?.('packing weights');
-  let size = 0;
-  const planWeights: PlanWeight[] = weights.list.map(({ id, tensor }) => {
-    const offset = align(size);
-    const length = tensor.size * BYTES[tensor.dtype];
-    size = offset + length;
-    return { id, dtype: ONNX_CODE[tensor.dtype], dims: [...tensor.dims], offset, length };
-  });
-  const blob = new Uint8Array(size);
-  weights.list.forEach(({ tensor }, i) => blob.set(toRaw(tensor), planWeights[i]!.offset));
-  const header: PlanHeader = {
-    plancVersion: PLANC_VERSION,
-    formatVersion: PLAN_FORMAT_VERSION,
-    target: { kind: opts.target, archs: cuda?.archs ?? [] },
-    toolchain: { node: process.version, nvcc: cuda?.cuda.nvccVersion ?? '', driver: '' },
-    sourceHash: sourceHash(model),
-    profile: { maxBatch: opts.maxBatch, maxSrcLen: opts.maxSrcLen, maxTgtLen: opts.maxTgtLen, symbolMax },
-    weights: planWeights,
-    programs,
-    arena: { bytes: Math.max(0, ...programs.map((p) => p.arenaBytes)), persistentBytes: 0 },
-    options: opts.options ?? {},
-    decoding: { ...d },
-    tuning: [],
-    blobBytes: blob.length,
-    blobCrc32: 0,
-    created: new Date().toISOString(),
-    tokenizer: opts.tokenizer?.bytes ?? new Uint8Array(0),
-    tokenizerKind: opts.tokenizer?.kind ?? '',
-    ...(cuda ? { cuda: cuda.cuda } : {}),
-  };
-  return { header, blob, reports };
+  const symbolMax = symbolBounds(inputSymbols(model), { ...opts, stepTokens: d.stepTokens });
+  return { model, options: opts, decoding: d, symbolMax, weights: new PlanWeights(model), programs: [], tuning: [], memoryPlanned: false, reports: [] };
 }
 
-/** One error naming every node the target cannot lower (op, node name, graph), with the first problem's code. */
-function loweringFailure(problems: Diagnostics): PlancError {
-  const lines = problems.errors.map((e) => `${e.where.op ?? '?'} '${e.where.node ?? '?'}' in graph ${e.where.graph ?? '?'}: ${e.message.replace(/^PLANC_E\d+: /, '').replace(/ \[[^\]]*\]$/, '')}`);
-  if (lines.length === 1) return problems.errors[0]!;
-  return new PlancError(problems.errors[0]!.code, `${lines.length} nodes cannot be lowered:\n  ${lines.join('\n  ')}`, { stage: 'lowering' });
+/** Runs the program passes (codegen/program-passes.ts) over an optimized model: its plan header, weight blob and reports. */
+export function buildPlan(model: Model, opts: BuildOptions, hooks?: PassHooks): BuiltPlan {
+  const s = runProgramPasses(programState(model, opts), hooks);
+  return { header: s.header!, blob: s.blob!, reports: s.reports };
 }
 
 /** The model's decoding facts with the given special ids applied; a seq2seq model must end up with start, eos and pad ids. */
@@ -139,12 +85,4 @@ function checkSeq2SeqIds(model: Model, d: PlanDecoding): void {
   throw new PlancError('PLANC_E011',
     `cannot determine the ${missing.map(([, key]) => key).join(', ')} of this seq2seq model (not in config.json or generation_config.json): `
     + `give ${missing.map(([, , flag]) => `${flag} N`).join(' ')} to planc optimize`, { file });
-}
-
-/** sha256 over the source .onnx files and the ids of the distinct weights (which hash their bytes). */
-function sourceHash(model: Model): string {
-  const h = createHash('sha256');
-  for (const f of Object.values(model.sources).sort()) if (fs.existsSync(f)) h.update(fs.readFileSync(f));
-  for (const id of [...model.weights.keys()].sort()) h.update(id);
-  return h.digest('hex');
 }

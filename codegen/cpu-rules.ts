@@ -1,5 +1,6 @@
 // CPU lowering rules: ONNX op → native kernel call (or a view of an input), one table keyed by op type.
-import { activationCode } from '../compiler/kernel-enums.ts';
+import { enumCode, PAD_MODES, SCATTER_REDUCTIONS } from '../compiler/kernel-enums.ts';
+import { call, type KernelCall } from '../compiler/kernel-schema.ts';
 import type { OpContext, InferInput } from '../compiler/ops/types.ts';
 import { dimAdd, dimCompare, dimProduct, type Dim } from '../compiler/symbolic.ts';
 import { Tensor } from '../compiler/tensor.ts';
@@ -15,12 +16,9 @@ export interface RuleCtx extends OpContext {
 
 export type Lowering =
   | { alias: number }
-  | {
-    kernel: string;
+  | KernelCall & {
     /** Node input indices feeding the kernel (-1 omitted), or constant tensors made weights. Default: all inputs. */
     inputs?: (number | Tensor)[];
-    iargs?: Dim[];
-    fargs?: number[];
     /** Inputs the kernel sees with other dims (views). */
     inViews?: Record<number, Dim[]>;
     /** Kernel output dims when they differ from the node's (the node output becomes a view). */
@@ -60,22 +58,33 @@ function oldBroadcast(ctx: RuleCtx): void {
   if (ctx.opset < 7 && ctx.has('broadcast') && ctx.has('axis')) unsupported(ctx, 'legacy broadcast with axis');
 }
 
-const binary = (kernel: string, types = NUM_TYPES, mixed = false): Rule => (ctx) => {
+/** The kernels binary ops lower to (two inputs, no arguments). */
+type BinaryKernel = 'add' | 'sub' | 'mul' | 'div' | 'pow' | 'max' | 'min' | 'equal' | 'less' | 'greater' | 'less_equal' | 'greater_equal';
+
+/** The checks of a broadcasting binary op (legacy broadcast, dtypes). */
+function binaryChecks(ctx: RuleCtx, types: Set<string>, mixed: boolean): void {
   oldBroadcast(ctx);
   requireTypes(ctx, types, 0, 1);
   if (!mixed && ctx.inputs[0]?.dtype !== ctx.inputs[1]?.dtype) unsupported(ctx, 'mixed input dtypes');
-  return { kernel };
+}
+
+const binary = (kernel: BinaryKernel, types = NUM_TYPES, mixed = false): Rule => (ctx) => {
+  binaryChecks(ctx, types, mixed);
+  return call(kernel);
 };
 
-const logic: Rule = (ctx) => ({ kernel: ctx.node.op.toLowerCase() });
+const logic = (kernel: 'and' | 'or' | 'xor'): Rule => () => call(kernel);
 
-const unary = (kernel: string, types = UNARY_FLOAT_TYPES): Rule => (ctx) => {
+type UnaryKernel = 'relu' | 'neg' | 'abs' | 'exp' | 'log' | 'sqrt' | 'reciprocal' | 'tanh' | 'sigmoid' | 'erf' | 'floor' | 'ceil'
+  | 'round' | 'sin' | 'cos' | 'sign' | 'softplus';
+
+const unary = (kernel: UnaryKernel, types = UNARY_FLOAT_TYPES): Rule => (ctx) => {
   requireTypes(ctx, types, 0);
-  return { kernel };
+  return call(kernel);
 };
 
 /** Variadic Max/Min/Sum with one or two inputs. */
-const variadic = (kernel: string): Rule => (ctx) => {
+const variadic = (kernel: 'max' | 'min' | 'add'): Rule => (ctx) => {
   const n = ctx.node.inputs.length;
   if (n === 1) return { alias: 0 };
   if (n !== 2) unsupported(ctx, `${n} inputs`);
@@ -90,31 +99,31 @@ const matmul: Rule = (ctx) => {
   const inViews: Record<number, Dim[]> = {};
   if (a.length === 1) inViews[0] = [1, a[0]!];
   if (b.length === 1) inViews[1] = [b[0]!, 1];
-  if (a.length > 1 && b.length > 1) return { kernel: 'matmul' };
+  if (a.length > 1 && b.length > 1) return call('matmul');
   const av = inViews[0] ?? a;
   const bv = inViews[1] ?? b;
   const batch = (av.length > bv.length ? av : bv).slice(0, -2);
-  return { kernel: 'matmul', inViews, outDims: [[...batch, av[av.length - 2]!, bv[bv.length - 1]!]] };
+  return { ...call('matmul'), inViews, outDims: [[...batch, av[av.length - 2]!, bv[bv.length - 1]!]] };
 };
 
 const gemm: Rule = (ctx) => {
   requireTypes(ctx, FLOAT_KERNEL_TYPES, 0, 1, 2);
-  return { kernel: 'gemm', iargs: [ctx.int('transA', 0), ctx.int('transB', 0)], fargs: [ctx.float('alpha', 1), ctx.float('beta', 1)] };
+  return call('gemm', { trans_a: ctx.int('transA', 0), trans_b: ctx.int('transB', 0), alpha: ctx.float('alpha', 1), beta: ctx.float('beta', 1) });
 };
 
 const softmax = (log: number): Rule => (ctx) => {
   requireTypes(ctx, FLOAT_KERNEL_TYPES, 0);
   const x = ctx.shape(0);
-  if (ctx.opset >= 13) return { kernel: 'softmax', iargs: [axisOf(ctx, ctx.int('axis', -1), x.length), log] };
+  if (ctx.opset >= 13) return call('softmax', { axis: axisOf(ctx, ctx.int('axis', -1), x.length), log });
   const a = x.length === 0 ? 0 : axisOf(ctx, ctx.int('axis', 1), x.length);
   const flat: Dim[] = [dimProduct(x.slice(0, a)), dimProduct(x.slice(a))];
-  return { kernel: 'softmax', iargs: [1, log], inViews: { 0: flat }, outDims: [flat] };
+  return { ...call('softmax', { axis: 1, log }), inViews: { 0: flat }, outDims: [flat] };
 };
 
-const layerNorm = (kernel: string, defaultAxis: number): Rule => (ctx) => {
+const layerNorm = (kernel: 'layer_norm' | 'rms_norm', defaultAxis: number): Rule => (ctx) => {
   requireTypes(ctx, FLOAT_KERNEL_TYPES, 0, 1, 2);
   const x = ctx.shape(0);
-  return { kernel, iargs: [axisOf(ctx, ctx.int('axis', defaultAxis), x.length)], fargs: [ctx.float('epsilon', 1e-5)], maxOutputs: 1 };
+  return { ...call(kernel, { axis: axisOf(ctx, ctx.int('axis', defaultAxis), x.length), epsilon: ctx.float('epsilon', 1e-5) }), maxOutputs: 1 };
 };
 
 /** Axes of a reduction: attribute before the opset where they moved to an input. */
@@ -126,7 +135,10 @@ function reduceAxes(ctx: RuleCtx, axesInputSince: number): number[] | undefined 
   return ctx.has('axes') ? ctx.ints('axes') : undefined;
 }
 
-const reduce = (kernel: string, axesInputSince: number): Rule => (ctx) => {
+type ReduceKernel = 'reduce_sum' | 'reduce_mean' | 'reduce_max' | 'reduce_min' | 'reduce_prod' | 'reduce_sum_square' | 'reduce_l1'
+  | 'reduce_l2' | 'reduce_log_sum_exp';
+
+const reduce = (kernel: ReduceKernel, axesInputSince: number): Rule => (ctx) => {
   requireTypes(ctx, kernel === 'reduce_max' || kernel === 'reduce_min' ? new Set([...NUM_TYPES, 'bool']) : NUM_TYPES, 0);
   const x = ctx.shape(0);
   let axes = reduceAxes(ctx, axesInputSince);
@@ -137,19 +149,19 @@ const reduce = (kernel: string, axesInputSince: number): Rule => (ctx) => {
   let mask = 0;
   for (const a of axes) mask |= 1 << axisOf(ctx, a, x.length);
   const kept = x.map((d, i) => (mask & (1 << i) ? 1 : d));
-  return { kernel, inputs: [0], iargs: [mask], outDims: [kept] };
+  return { ...call(kernel, { axes: mask }), inputs: [0], outDims: [kept] };
 };
 
-const argReduce = (kernel: string): Rule => (ctx) => {
+const argReduce = (kernel: 'argmax' | 'argmin'): Rule => (ctx) => {
   requireTypes(ctx, NUM_TYPES, 0);
   const x = ctx.shape(0);
   const axis = axisOf(ctx, ctx.int('axis', 0), x.length);
-  return { kernel, iargs: [axis, ctx.int('select_last_index', 0)], outDims: [x.map((d, i) => (i === axis ? 1 : d))] };
+  return { ...call(kernel, { axis, select_last_index: ctx.int('select_last_index', 0) }), outDims: [x.map((d, i) => (i === axis ? 1 : d))] };
 };
 
 const transpose: Rule = (ctx) => {
   const r = ctx.shape(0).length;
-  return { kernel: 'transpose', iargs: ctx.has('perm') ? ctx.ints('perm') : [...Array(r).keys()].reverse() };
+  return call('transpose', { perm: ctx.has('perm') ? ctx.ints('perm') : [...Array(r).keys()].reverse() });
 };
 
 /** Slice's start and step per axis of the input, with ONNX clamping where dims are numbers. */
@@ -166,7 +178,7 @@ const slice: Rule = (ctx) => {
     axes = ctx.node.inputs[3] ? ctx.known(3) : starts.map((_, i) => i);
     steps = ctx.node.inputs[4] ? ctx.known(4) : starts.map(() => 1);
   }
-  const iargs: Dim[] = [];
+  const startsSteps: Dim[] = [];
   const start: Dim[] = x.map(() => 0);
   const step: Dim[] = x.map(() => 1);
   axes.forEach((ad, k) => {
@@ -189,29 +201,29 @@ const slice: Rule = (ctx) => {
     start[a] = s;
     step[a] = st as number;
   });
-  for (let i = 0; i < r; i++) iargs.push(start[i]!, step[i]!);
-  return { kernel: 'slice', inputs: [0], iargs };
+  for (let i = 0; i < r; i++) startsSteps.push(start[i]!, step[i]!);
+  return { ...call('slice', { starts_steps: startsSteps }), inputs: [0] };
 };
 
-const concat: Rule = (ctx) => ({ kernel: 'concat', iargs: [axisOf(ctx, ctx.int('axis', 0), ctx.shape(0).length)] });
+const concat: Rule = (ctx) => call('concat', { axis: axisOf(ctx, ctx.int('axis', 0), ctx.shape(0).length) });
 
-const split: Rule = (ctx) => ({ kernel: 'split', inputs: [0], iargs: [axisOf(ctx, ctx.int('axis', 0), ctx.shape(0).length)], requireOutputs: ctx.node.outputs.length });
+const split: Rule = (ctx) => ({ ...call('split', { axis: axisOf(ctx, ctx.int('axis', 0), ctx.shape(0).length) }), inputs: [0], requireOutputs: ctx.node.outputs.length });
 
-const gather = (kernel: string): Rule => (ctx) => ({ kernel, iargs: [axisOf(ctx, ctx.int('axis', 0), ctx.shape(0).length)] });
+const gather = (kernel: 'gather' | 'gather_elements'): Rule => (ctx) => call(kernel, { axis: axisOf(ctx, ctx.int('axis', 0), ctx.shape(0).length) });
 
-const SCATTER_REDUCTIONS: Record<string, number> = { none: 0, add: 1, mul: 2, max: 3, min: 4 };
-const scatterNd: Rule = (ctx) => {
-  const red = SCATTER_REDUCTIONS[ctx.string('reduction', 'none')];
-  if (red === undefined) unsupported(ctx, `reduction ${ctx.string('reduction', '')}`);
-  return { kernel: 'scatter_nd', iargs: [red!] };
-};
+/** A string attribute that names a value of a kernel enum (unsupported otherwise). */
+function enumAttr<T extends string>(ctx: RuleCtx, attr: string, values: readonly T[], dflt: T): T {
+  const v = ctx.string(attr, dflt);
+  if (!(values as readonly string[]).includes(v)) unsupported(ctx, `${attr} ${v}`);
+  return v as T;
+}
+
+const scatterNd: Rule = (ctx) => call('scatter_nd', { reduction: enumAttr(ctx, 'reduction', SCATTER_REDUCTIONS, 'none') });
 
 const pad: Rule = (ctx) => {
   const x = ctx.shape(0);
   const r = x.length;
-  const modes: Record<string, number> = { constant: 0, reflect: 1, edge: 2, wrap: 3 };
-  const mode = modes[ctx.string('mode', 'constant')];
-  if (mode === undefined) unsupported(ctx, `mode ${ctx.string('mode', '')}`);
+  const mode = enumAttr(ctx, 'mode', PAD_MODES, 'constant');
   let pads: Dim[];
   let value: number | Tensor = -1;
   if (ctx.opset < 11) {
@@ -227,44 +239,44 @@ const pad: Rule = (ctx) => {
     value = ctx.node.inputs[2] ? 2 : -1;
   }
   if (pads.length !== 2 * r) ctx.fail(`pads has ${pads.length} values for rank ${r}`);
-  return { kernel: 'pad', inputs: [0, value], iargs: [mode!, ...pads] };
+  return { ...call('pad', { mode, pads }), inputs: [0, value] };
 };
 
 const range: Rule = (ctx) => {
   const start = ctx.inputs[0]?.value?.nums[0];
   const delta = ctx.inputs[2]?.value?.nums[0];
-  if (start !== undefined && delta !== undefined) return { kernel: 'range', inputs: [], fargs: [start, delta] };
+  if (start !== undefined && delta !== undefined) return { ...call('range', { start, delta }), inputs: [] };
   // integer ranges over runtime dimensions (positions past_len .. past_len + T): start and delta as expressions
   const s = ctx.inputs[0]?.sym;
   const d = ctx.inputs[2]?.sym;
-  if (s?.length === 1 && d?.length === 1) return { kernel: 'range', inputs: [], iargs: [s[0]!, d[0]!] };
+  if (s?.length === 1 && d?.length === 1) return { ...call('range', { start_int: s[0]!, delta_int: d[0]! }), inputs: [] };
   return unsupported(ctx, 'start and delta must be constants or computed from shapes');
 };
 
 const constantOfShape: Rule = (ctx) => {
   const v = ctx.has('value') ? ctx.tensor('value').nums[0] ?? 0 : 0;
-  return { kernel: 'fill', inputs: [], fargs: [v] };
+  return { ...call('fill', { value: v }), inputs: [] };
 };
 
 const clip: Rule = (ctx) => {
   requireTypes(ctx, NUM_TYPES, 0);
   if (ctx.opset < 11) {
     const dt = ctx.inputs[0]!.dtype;
-    return { kernel: 'clip', inputs: [0, Tensor.scalar(dt, ctx.float('min', -3.4028234663852886e38)), Tensor.scalar(dt, ctx.float('max', 3.4028234663852886e38))] };
+    return { ...call('clip'), inputs: [0, Tensor.scalar(dt, ctx.float('min', -3.4028234663852886e38)), Tensor.scalar(dt, ctx.float('max', 3.4028234663852886e38))] };
   }
-  return { kernel: 'clip' };
+  return call('clip');
 };
 
-const cast: Rule = () => ({ kernel: 'cast', inputs: [0] });
+const cast: Rule = () => ({ ...call('cast'), inputs: [0] });
 
 const gelu: Rule = (ctx) => {
   requireTypes(ctx, FLOAT_KERNEL_TYPES, 0);
-  return { kernel: 'gelu', iargs: [ctx.string('approximate', 'none') === 'tanh' ? 1 : 0] };
+  return call('gelu', { approximate: ctx.string('approximate', 'none') === 'tanh' ? 'tanh' : 'none' });
 };
 
-const withAlpha = (kernel: string, alpha: number): Rule => (ctx) => {
+const withAlpha = (kernel: 'leaky_relu' | 'elu', alpha: number): Rule => (ctx) => {
   requireTypes(ctx, FLOAT_KERNEL_TYPES, 0);
-  return { kernel, fargs: [ctx.float('alpha', alpha)] };
+  return call(kernel, { alpha: ctx.float('alpha', alpha) });
 };
 
 const dropout: Rule = (ctx) => {
@@ -279,23 +291,23 @@ const dropout: Rule = (ctx) => {
 const topk: Rule = (ctx) => {
   if (ctx.opset < 10) unsupported(ctx, 'opset < 10');
   return {
-    kernel: 'topk', iargs: [axisOf(ctx, ctx.int('axis', -1), ctx.shape(0).length), ctx.int('largest', 1), ctx.int('sorted', 1)],
+    ...call('topk', { axis: axisOf(ctx, ctx.int('axis', -1), ctx.shape(0).length), largest: ctx.int('largest', 1), sorted: ctx.int('sorted', 1) }),
     requireOutputs: 2,
   };
 };
 
-const trilu: Rule = (ctx) => ({ kernel: 'trilu', iargs: [ctx.int('upper', 1)] });
+const trilu: Rule = (ctx) => call('trilu', { upper: ctx.int('upper', 1) });
 
-const cumsum: Rule = (ctx) => ({ kernel: 'cumsum', iargs: [ctx.int('exclusive', 0), ctx.int('reverse', 0)] });
+const cumsum: Rule = (ctx) => call('cumsum', { exclusive: ctx.int('exclusive', 0), reverse: ctx.int('reverse', 0) });
 
-const oneHot: Rule = (ctx) => ({ kernel: 'one_hot', iargs: [axisOf(ctx, ctx.int('axis', -1), ctx.shape(0).length + 1)] });
+const oneHot: Rule = (ctx) => call('one_hot', { axis: axisOf(ctx, ctx.int('axis', -1), ctx.shape(0).length + 1) });
 
 const where: Rule = (ctx) => {
   requireTypes(ctx, NUM_TYPES, 1, 2);
-  return { kernel: 'where' };
+  return call('where');
 };
 
-const UNARY_OPS: Record<string, string> = {
+const UNARY_OPS: Record<string, UnaryKernel> = {
   Relu: 'relu', Neg: 'neg', Abs: 'abs', Exp: 'exp', Log: 'log', Sqrt: 'sqrt', Reciprocal: 'reciprocal', Tanh: 'tanh',
   Sigmoid: 'sigmoid', Erf: 'erf', Floor: 'floor', Ceil: 'ceil', Round: 'round', Sin: 'sin', Cos: 'cos', Sign: 'sign', Softplus: 'softplus',
 };
@@ -304,13 +316,16 @@ const INT_UNARY = new Set(['Neg', 'Abs', 'Sign', 'Relu']);
 export const CPU_RULES: Record<string, Rule> = {
   ...Object.fromEntries(Object.entries(UNARY_OPS).map(([op, k]) => [op, unary(k, INT_UNARY.has(op) ? NUM_TYPES : UNARY_FLOAT_TYPES)])),
   Add: binary('add'), Sub: binary('sub'), Mul: binary('mul'), Div: binary('div'), Pow: binary('pow', NUM_TYPES, true),
-  Mod: (ctx) => ({ ...(binary('mod')(ctx) as { kernel: string }), iargs: [ctx.int('fmod', 0)] }),
+  Mod: (ctx) => {
+    binaryChecks(ctx, NUM_TYPES, false);
+    return call('mod', { fmod: ctx.int('fmod', 0) });
+  },
   Max: variadic('max'), Min: variadic('min'), Sum: variadic('add'),
   Equal: binary('equal', new Set([...NUM_TYPES, 'bool'])), Less: binary('less'), Greater: binary('greater'),
   LessOrEqual: binary('less_equal'), GreaterOrEqual: binary('greater_equal'),
-  And: logic, Or: logic, Xor: logic, Not: () => ({ kernel: 'not' }), Where: where,
+  And: logic('and'), Or: logic('or'), Xor: logic('xor'), Not: () => call('not'), Where: where,
   Gelu: gelu, LeakyRelu: withAlpha('leaky_relu', 0.01), Elu: withAlpha('elu', 1),
-  HardSigmoid: (ctx) => ({ kernel: 'hard_sigmoid', fargs: [ctx.float('alpha', 0.2), ctx.float('beta', 0.5)] }),
+  HardSigmoid: (ctx) => call('hard_sigmoid', { alpha: ctx.float('alpha', 0.2), beta: ctx.float('beta', 0.5) }),
   Clip: clip, Cast: cast, CastLike: cast,
   Identity: () => ({ alias: 0 }), Dropout: dropout,
   Reshape: () => ({ alias: 0 }), Flatten: () => ({ alias: 0 }), Squeeze: () => ({ alias: 0 }), Unsqueeze: () => ({ alias: 0 }),
@@ -322,11 +337,11 @@ export const CPU_RULES: Record<string, Rule> = {
   ReduceL1: reduce('reduce_l1', 18), ReduceL2: reduce('reduce_l2', 18), ReduceLogSumExp: reduce('reduce_log_sum_exp', 18),
   ArgMax: argReduce('argmax'), ArgMin: argReduce('argmin'),
   Transpose: transpose, Gather: gather('gather'), ScatterND: scatterNd, GatherElements: gather('gather_elements'),
-  Slice: slice, Concat: concat, Split: split, Expand: () => ({ kernel: 'expand', inputs: [0] }), Tile: () => ({ kernel: 'tile', inputs: [0] }),
+  Slice: slice, Concat: concat, Split: split, Expand: () => ({ ...call('expand'), inputs: [0] }), Tile: () => ({ ...call('tile'), inputs: [0] }),
   'planc.FusedMatMul': (ctx) => {
-    const code = activationCode(ctx.string('activation', 'none'));
+    const code = enumCode('activation', ctx.string('activation', 'none'));
     if (code === undefined) ctx.fail(`unknown activation ${ctx.string('activation', '')}`);
-    return { kernel: 'fused_matmul', inputs: [0, 1, ctx.node.inputs[2] ? 2 : -1, ctx.node.inputs[3] ? 3 : -1], iargs: [code!] };
+    return { ...call('fused_matmul', { activation: code! }), inputs: [0, 1, ctx.node.inputs[2] ? 2 : -1, ctx.node.inputs[3] ? 3 : -1] };
   },
   'planc.Attention': (ctx) => {
     requireTypes(ctx, FLOAT_KERNEL_TYPES, 0, 1, 2);
@@ -335,23 +350,26 @@ export const CPU_RULES: Record<string, Rule> = {
     const m = hasMask ? ctx.shape(3) : [];
     const inViews = hasMask && m.length < 4 ? { 3: [...new Array<Dim>(4 - m.length).fill(1), ...m] } : undefined;
     return {
-      kernel: 'attention', inputs: [0, 1, 2, hasMask ? 3 : -1], inViews, fargs: [ctx.float('scale', 1)],
-      iargs: [ctx.int('num_heads'), ctx.int('q_layout', 0), kvLen, ctx.int('mask_kind', 0), ctx.int('is_causal', 0)],
+      ...call('attention', {
+        num_heads: ctx.int('num_heads'), q_layout: ctx.int('q_layout', 0), kv_len: kvLen, mask_kind: ctx.int('mask_kind', 0),
+        is_causal: ctx.int('is_causal', 0), scale: ctx.float('scale', 1),
+      }),
+      inputs: [0, 1, 2, hasMask ? 3 : -1], inViews,
     };
   },
   'planc.CacheWrite': (ctx) => {
     requireTypes(ctx, FLOAT_KERNEL_TYPES, 0, 1);
-    return { kernel: 'cache_write', inputs: [0, 1], inPlace: 0, iargs: [ctx.known(2)[0]!, ctx.int('new_layout', 0), ctx.int('num_heads', 0)] };
+    return { ...call('cache_write', { pos: ctx.known(2)[0]!, new_layout: ctx.int('new_layout', 0), num_heads: ctx.int('num_heads', 0) }), inputs: [0, 1], inPlace: 0 };
   },
   'planc.ProjectTopK': (ctx) => {
     requireTypes(ctx, FLOAT_KERNEL_TYPES, 0, 1, 2);
     // The active mask (input 3, the vocab pass) is passed only when present: plans without it keep 3 kernel inputs.
     const inputs = [0, 1, ctx.node.inputs[2] ? 2 : -1, ...(ctx.node.inputs[3] ? [3] : [])];
-    return { kernel: 'project_topk', inputs, iargs: [ctx.int('k'), ctx.int('transposed', 0)], requireOutputs: 2 };
+    return { ...call('project_topk', { k: ctx.int('k'), transposed: ctx.int('transposed', 0) }), inputs, requireOutputs: 2 };
   },
   'planc.ClusterMask': (ctx) => {
     requireTypes(ctx, FLOAT_KERNEL_TYPES, 0, 1, 2);
-    return { kernel: 'cluster_mask', inputs: [0, 1, 2, 3, 4], iargs: [ctx.int('vocab')] };
+    return { ...call('cluster_mask', { vocab: ctx.int('vocab') }), inputs: [0, 1, 2, 3, 4] };
   },
   Pad: pad, Range: range, ConstantOfShape: constantOfShape, Trilu: trilu, CumSum: cumsum, TopK: topk, OneHot: oneHot,
 };

@@ -7,7 +7,8 @@ import type { Graph, Model, Node } from '../compiler/ir.ts';
 import { makeOpContext } from '../compiler/ops/context.ts';
 import type { InferInput } from '../compiler/ops/types.ts';
 import { toRaw } from '../compiler/onnx/tensor-proto.ts';
-import { PLAN_DTYPE_BYTES } from '../compiler/kernel-enums.ts';
+import { PLAN_DTYPE_BYTES, PLAN_DTYPES } from '../compiler/kernel-enums.ts';
+import { call, operandSpec, type KernelCall } from '../compiler/kernel-schema.ts';
 import { TENSOR_KIND, type PlanKernel, type PlanProgram, type PlanSymbol, type PlanTensor } from '../compiler/plan/types.ts';
 import { dimEval, dimStr, dimSymbols, isSym, isUnknownSymbol, type Dim } from '../compiler/symbolic.ts';
 import { Tensor } from '../compiler/tensor.ts';
@@ -137,7 +138,7 @@ class Lowerer {
       let t = this.tensorOf(name, `graph output '${name}'`);
       if (this.rootKind(t) !== TENSOR_KIND.ARENA) {
         const copy = this.newTensor(name, TENSOR_KIND.ARENA, this.fact(name));
-        this.kernels.push({ name: 'copy', inputs: [t], outputs: [copy], iargs: [], fargs: [], node: `output ${name}`, origin: [] });
+        this.pushKernel(call('copy'), [t], [copy], `output ${name}`, [], this.where(name));
         t = copy;
       }
       return { name, tensor: t };
@@ -227,7 +228,7 @@ class Lowerer {
       t = this.newTensor(name, TENSOR_KIND.WEIGHT, f, { ref: this.weights.byValue(f.value) }, [...f.value.dims]);
     } else if (f.sym) {
       t = this.newTensor(name, TENSOR_KIND.ARENA, f);
-      this.kernels.push({ name: 'values', inputs: [], outputs: [t], iargs: f.sym.map((d) => this.exprs.intern(d, this.where(name))), fargs: [], node: name, origin: [] });
+      this.pushKernel(call('values', { values: f.sym }), [], [t], name, [], this.where(name));
     } else {
       throw new PlancError('PLANC_E404', `value '${name}' used by ${usedBy} is never computed`, this.where(name));
     }
@@ -297,9 +298,23 @@ class Lowerer {
         this.byValue.set(o, dims ? this.newTensor(o, TENSOR_KIND.ALIAS, f, { ref: t }) : t);
       });
     }
+    this.pushKernel(low, ins, kernelOuts, node.name, node.origin, where);
+  }
+
+  /** Appends a kernel call, its operands' dtypes checked against the kernel's schema (compiler/kernel-schema.ts). */
+  private pushKernel(c: KernelCall, inputs: number[], outputs: number[], node: string, origin: string[], where: Where): void {
+    for (const [io, list] of [['inputs', inputs], ['outputs', outputs]] as const) {
+      list.forEach((t, i) => {
+        if (t < 0) return;
+        const spec = operandSpec(c.kernel, io, i);
+        const dtype = PLAN_DTYPES.find((d) => d.code === this.tensors[t]!.dtype)?.name;
+        if (!spec || !dtype || !spec.dtypes.includes(dtype)) {
+          throw new PlancError('PLANC_E404', `kernel '${c.kernel}' ${io === 'inputs' ? 'input' : 'output'} ${i}${spec ? ` (${spec.name})` : ''} is ${dtype ?? `dtype code ${this.tensors[t]!.dtype}`}; it takes ${spec ? spec.dtypes.join('/') : `${i} ${io} at most`}`, where);
+        }
+      });
+    }
     this.kernels.push({
-      name: low.kernel, inputs: ins, outputs: kernelOuts,
-      iargs: (low.iargs ?? []).map((d) => this.exprs.intern(d, where)), fargs: low.fargs ?? [], node: node.name, origin: node.origin,
+      name: c.kernel, inputs, outputs, iargs: c.iargs.map((d) => this.exprs.intern(d, where)), fargs: c.fargs, node, origin,
     });
   }
 }

@@ -1,5 +1,6 @@
 // The optimization profile: largest batch and lengths a plan accepts, and the upper bound of each runtime symbol.
 import { PlancError } from '../compiler/diagnostics.ts';
+import { STEP_TOKENS_SYMBOL } from '../compiler/plan/io-names.ts';
 
 export interface ProfileOptions {
   maxBatch: number;
@@ -7,12 +8,18 @@ export interface ProfileOptions {
   maxTgtLen: number;
   /** Explicit bounds by symbol name (--max-dim NAME=N), winning over the name rules. */
   maxDims?: Record<string, number>;
+  /** The most new tokens a decoder step takes (the model's, from --step-tokens): the bound of its step_tokens symbol. */
+  stepTokens?: number;
 }
 
 export const DEFAULT_PROFILE: ProfileOptions = { maxBatch: 16, maxSrcLen: 128, maxTgtLen: 128 };
 
-/** The bound of a symbol from its name: batch → max batch; encoder/source → max source; decoder/past/target/cache → max target. */
+/**
+ * The bound of a symbol from its name: step_tokens → the step's new tokens (the model's, not --max-dim); batch → max
+ * batch; encoder/source → max source; decoder/past/target/cache → max target.
+ */
 export function symbolBound(name: string, p: ProfileOptions): number | undefined {
+  if (name === STEP_TOKENS_SYMBOL && p.stepTokens !== undefined) return p.stepTokens;
   if (p.maxDims?.[name] !== undefined) return p.maxDims[name];
   if (/batch/i.test(name)) return p.maxBatch;
   if (/encoder|src|source/i.test(name)) return p.maxSrcLen;

@@ -42,6 +42,8 @@ export const CODES = {
   // CUDA code generation
   PLANC_E601: 'CUDA toolchain (nvcc) missing or failing',
   PLANC_E602: 'kernel has no CUDA template',
+  // internal: a compile step broke an invariant (a planc bug, not the model's fault)
+  PLANC_E901: 'internal error: a program pass left an inconsistent program',
 } as const;
 
 export type Code = keyof typeof CODES;

@@ -85,6 +85,8 @@ export interface DecodingFacts {
   beginSuppressTokens?: number[];
   /** bad_words_ids (the protobuf shape): one id bans it every step; a sequence bans its last id after the rest. */
   badWords?: { ids: number[] }[];
+  /** Not from the config: the most new tokens one decoder_with_past step takes (`planc optimize --step-tokens`; absent = 1). */
+  stepTokens?: number;
 }
 
 /** A weight stored once: content hash id → tensor, with where it came from. */

@@ -1,22 +1,33 @@
-// The codes kernels and plans share — plan dtypes, fused-matmul activations, attention mask kinds — declared once.
-// native/src/generated/kernel_enums.h and codegen/cuda/kernels/enums.cuh are generated from these tables
-// (`npm run gen:kernel-enums`; test/kernel-enums.test.ts fails when a checked-in header is stale).
-import type { DType } from './dtype.ts';
+// The codes kernels and plans share — plan dtypes, fused-matmul activations, attention mask kinds and the other
+// enum-typed kernel arguments — declared once. native/src/generated/kernel_enums.h and codegen/cuda/kernels/enums.cuh
+// are generated from these tables (`npm run gen:kernel-enums`; test/kernel-enums.test.ts fails when a checked-in
+// header is stale). The kernels' operands and arguments are declared in compiler/kernel-schema.ts.
+import { BYTES, ONNX_CODE, type DType } from './dtype.ts';
 
 /** A dtype plans and kernels support: its ONNX code (the plan's dtype code), bytes, C++ and CUDA element types. */
-export interface PlanDType { name: DType; code: number; bytes: number; cpp: string; cudaType: string }
+export interface PlanDType { name: PlanDTypeName; code: number; bytes: number; cpp: string; cudaType: string }
 
-/** Every dtype a plan tensor may have. The codes are ONNX TensorProto codes (compiler/dtype.ts ONNX_CODE). */
-export const PLAN_DTYPES: readonly PlanDType[] = [
-  { name: 'float32', code: 1, bytes: 4, cpp: 'kFloat32', cudaType: 'float' },
-  { name: 'uint8', code: 2, bytes: 1, cpp: 'kUint8', cudaType: 'uint8_t' },
-  { name: 'int8', code: 3, bytes: 1, cpp: 'kInt8', cudaType: 'int8_t' },
-  { name: 'int32', code: 6, bytes: 4, cpp: 'kInt32', cudaType: 'int32_t' },
-  { name: 'int64', code: 7, bytes: 8, cpp: 'kInt64', cudaType: 'int64_t' },
-  { name: 'bool', code: 9, bytes: 1, cpp: 'kBool', cudaType: 'uint8_t' },
-  { name: 'float16', code: 10, bytes: 2, cpp: 'kFloat16', cudaType: '__half' },
-  { name: 'float64', code: 11, bytes: 8, cpp: 'kFloat64', cudaType: 'double' },
-];
+/** The dtypes a plan tensor may have, with their C++ enum and CUDA element type names. */
+const PLAN_DTYPE_TYPES = {
+  float32: { cpp: 'kFloat32', cudaType: 'float' },
+  uint8: { cpp: 'kUint8', cudaType: 'uint8_t' },
+  int8: { cpp: 'kInt8', cudaType: 'int8_t' },
+  int32: { cpp: 'kInt32', cudaType: 'int32_t' },
+  int64: { cpp: 'kInt64', cudaType: 'int64_t' },
+  bool: { cpp: 'kBool', cudaType: 'uint8_t' },
+  float16: { cpp: 'kFloat16', cudaType: '__half' },
+  float64: { cpp: 'kFloat64', cudaType: 'double' },
+} as const satisfies Partial<Record<DType, { cpp: string; cudaType: string }>>;
+
+export type PlanDTypeName = keyof typeof PLAN_DTYPE_TYPES;
+
+/**
+ * Every dtype a plan tensor may have, in code order. Plan dtype codes are ONNX TensorProto codes and the sizes ONNX's
+ * (compiler/dtype.ts ONNX_CODE and BYTES, the one table of them): no other file names a dtype's code.
+ */
+export const PLAN_DTYPES: readonly PlanDType[] = (Object.keys(PLAN_DTYPE_TYPES) as PlanDTypeName[])
+  .map((name) => ({ name, code: ONNX_CODE[name], bytes: BYTES[name], ...PLAN_DTYPE_TYPES[name] }))
+  .sort((a, b) => a.code - b.code);
 
 /** Plan dtype code by name (only the dtypes plans support). */
 export const DTYPE_CODE = Object.fromEntries(PLAN_DTYPES.map((d) => [d.name, d.code])) as Readonly<Record<string, number>>;
@@ -28,14 +39,36 @@ export const PLAN_DTYPE_BYTES: Readonly<Record<number, number>> = Object.fromEnt
 export const ACTIVATIONS = ['none', 'relu', 'gelu', 'gelu_tanh', 'silu'] as const;
 export type Activation = (typeof ACTIVATIONS)[number];
 
-/** The activation code of a name, or undefined for an unknown one. */
-export function activationCode(name: string): number | undefined {
-  const i = (ACTIVATIONS as readonly string[]).indexOf(name);
-  return i < 0 ? undefined : i;
-}
-
 /** planc.Attention's mask_kind: how its mask input applies (code = index). */
 export const MASK_KINDS = ['none', 'add', 'bool_keep', 'bool_drop'] as const;
+
+/** pad's mode (ONNX Pad's mode attribute; code = index). */
+export const PAD_MODES = ['constant', 'reflect', 'edge', 'wrap'] as const;
+
+/** scatter_nd's reduction (ONNX ScatterND's reduction attribute; code = index). */
+export const SCATTER_REDUCTIONS = ['none', 'add', 'mul', 'max', 'min'] as const;
+
+/** gelu's approximation (ONNX Gelu's approximate attribute; code = index). */
+export const GELU_APPROXIMATIONS = ['none', 'tanh'] as const;
+
+/** The enums kernel arguments may have, by the name kernel-schema.ts gives an argument's `enum`. */
+export const KERNEL_ENUMS = {
+  activation: { values: ACTIVATIONS, cpp: 'Activation', prefix: 'Act', doc: "fused_matmul's activation" },
+  mask_kind: { values: MASK_KINDS, cpp: 'MaskKind', prefix: 'Mask', doc: "attention's mask_kind" },
+  pad_mode: { values: PAD_MODES, cpp: 'PadMode', prefix: 'Pad', doc: "pad's mode" },
+  scatter_reduction: { values: SCATTER_REDUCTIONS, cpp: 'ScatterReduction', prefix: 'Scatter', doc: "scatter_nd's reduction" },
+  gelu_approximation: { values: GELU_APPROXIMATIONS, cpp: 'GeluApprox', prefix: 'Gelu', doc: "gelu's approximation" },
+} as const;
+
+export type KernelEnumName = keyof typeof KERNEL_ENUMS;
+/** The value names of a kernel enum. */
+export type KernelEnumValue<E extends KernelEnumName> = (typeof KERNEL_ENUMS)[E]['values'][number];
+
+/** The code of an enum value name, or undefined for an unknown one. */
+export function enumCode(e: KernelEnumName, name: string): number | undefined {
+  const i = (KERNEL_ENUMS[e].values as readonly string[]).indexOf(name);
+  return i < 0 ? undefined : i;
+}
 
 const camel = (s: string) => s.split('_').map((w) => w[0]!.toUpperCase() + w.slice(1)).join('');
 
@@ -76,18 +109,12 @@ ${PLAN_DTYPES.map((d) => `    case ${d.cpp}: return "${d.name}";`).join('\n')}
   }
 }
 
-// fused_matmul's iarg 0.
-enum Activation : int64_t {
-${enumLines('Act', ACTIVATIONS)}
-  kActCount = ${ACTIVATIONS.length},
+${Object.values(KERNEL_ENUMS).map((e) => `// ${e.doc} (an iarg).
+enum ${e.cpp} : int64_t {
+${enumLines(e.prefix, e.values)}
+  k${e.prefix}Count = ${e.values.length},
 };
-
-// attention's mask_kind iarg.
-enum MaskKind : int64_t {
-${enumLines('Mask', MASK_KINDS)}
-  kMaskCount = ${MASK_KINDS.length},
-};
-
+`).join('\n')}
 }  // namespace planc
 `;
 }
@@ -97,16 +124,11 @@ export function cudaEnumsHeader(): string {
   return `${HEADER}
 namespace planc {
 
-// fused_matmul's activation (template argument ACT).
-enum Activation : int {
-${enumLines('Act', ACTIVATIONS)}
+${Object.values(KERNEL_ENUMS).map((e) => `// ${e.doc}.
+enum ${e.cpp} : int {
+${enumLines(e.prefix, e.values)}
 };
-
-// attention's mask_kind.
-enum MaskKind : int {
-${enumLines('Mask', MASK_KINDS)}
-};
-
+`).join('\n')}
 }  // namespace planc
 `;
 }

@@ -1,13 +1,15 @@
 // Turns the past/present KV Concat chain of a decoder step into an in-place cache: planc.CacheWrite appends one step's
 // rows to a preallocated cache input, planc.Attention reads the first past+new rows, and the present outputs go away.
+// With --step-tokens N > 1 that attention is causal among the new tokens, and a step left uncached is refused.
 import { CACHE_INPUT_PREFIX, PAST_LENGTH_INPUT } from '../compiler/plan/io-names.ts';
-import { Diagnostics } from '../compiler/diagnostics.ts';
+import { Diagnostics, PlancError } from '../compiler/diagnostics.ts';
 import { inferGraph } from '../compiler/infer/infer.ts';
 import type { Graph, Model, Node } from '../compiler/ir.ts';
 import { dimAdd, dimEq, isSym, sym, type Dim } from '../compiler/symbolic.ts';
 import { Tensor } from '../compiler/tensor.ts';
 import { graphPass, GraphView, Rewrites, type Pass, type PassContext } from './pass.ts';
 import { rebuildShape } from './shape-rebuild.ts';
+import { isPastSelfInput, stepTokensOf } from './step-tokens.ts';
 
 const NAME = 'kv-cache-in-place';
 
@@ -61,7 +63,26 @@ function cacheConcat(v: GraphView, i: number, explain: (node: string, why: strin
   return { concat: i, past, rows, present, shapes: readers.filter(isShape) };
 }
 
+/**
+ * With N > 1 every past self-attention input must have become a cache that planc.Attention reads causally: one left
+ * as a Concat would attend each new token to the later ones. Refuses naming its reader and why it was not rewritten.
+ */
 function rewriteGraph(g: Graph, model: Model, ctx: PassContext): number {
+  const n = stepTokensOf(ctx);
+  if (n === 1) return rewriteCaches(g, model, ctx, false);
+  const declined = new Map<string, string>();
+  const made = rewriteCaches(g, model, { ...ctx, explain: (pass, node, why) => { declined.set(node, why); ctx.explain?.(pass, node, why); } }, true);
+  const left = g.inputs.find(isPastSelfInput);
+  if (left === undefined) return made;
+  const readers = g.nodes.filter((x) => x.inputs.includes(left));
+  const reader = readers.find((x) => declined.has(x.name)) ?? readers.find((x) => x.op !== 'Shape') ?? readers[0];
+  const why = reader && declined.get(reader.name);
+  throw new PlancError('PLANC_E404',
+    `--step-tokens ${n}: past input '${left}' did not become an in-place cache read by planc.Attention${why ? ` (${why})` : ''}, so its attention cannot be made causal among the new tokens`,
+    { graph: g.name, stage: NAME, ...(reader ? { node: reader.name, op: reader.op } : {}) });
+}
+
+function rewriteCaches(g: Graph, model: Model, ctx: PassContext, causal: boolean): number {
   const explain = (node: string, why: string) => ctx.explain?.(NAME, node, why);
   const v = new GraphView(g, model, inferGraph(model, g, { annotate: false }, new Diagnostics()));
   let matches = v.all('Concat').map((i) => cacheConcat(v, i, explain)).filter((m) => m !== undefined);
@@ -132,6 +153,8 @@ function rewriteGraph(g: Graph, model: Model, ctx: PassContext): number {
   for (const n of v.all('planc.Attention').map((i) => g.nodes[i]!)) {
     if (!renamed.has(n.inputs[1]!)) continue;
     n.inputs = [n.inputs[0]!, renamed.get(n.inputs[1]!)!, renamed.get(n.inputs[2]!) ?? n.inputs[2]!, n.inputs[3] ?? '', kvLen];
+    // query i (position past + i) sees keys up to past + i: the kernels' causal frontier kv_len - Sq + i
+    if (causal) n.attrs = { ...n.attrs, is_causal: { kind: 'int', value: 1 } };
   }
   g.outputs = g.outputs.filter((o) => !renamed.has(o));
   g.inputs.push(PAST_LENGTH_INPUT);

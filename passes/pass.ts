@@ -3,17 +3,65 @@ import { Diagnostics } from '../compiler/diagnostics.ts';
 import { inferGraph, type Facts } from '../compiler/infer/infer.ts';
 import type { Graph, Model, Node } from '../compiler/ir.ts';
 import type { DType } from '../compiler/dtype.ts';
+import type { PlanVocab } from '../compiler/plan/types.ts';
 import type { Dim } from '../compiler/symbolic.ts';
 import type { Tensor } from '../compiler/tensor.ts';
+import type { VocabSpec } from '../compiler/vocab/spec.ts';
 
 export interface PassContext {
+  /** N of passes/step-tokens.ts: the decoder step takes 1..N new tokens per row (default 1: one token, as exported). */
+  stepTokens?: number;
   /** Called when a rule half-matches and declines, with the reason (`planc optimize --explain` prints these). */
   explain?: (pass: string, node: string, why: string) => void;
   /** k of planc.ProjectTopK; the pass runs only when set. */
   topk?: number;
   /** The vocabulary rewrite of planc.ProjectTopK (passes/vocab-rewrite.ts); the pass runs only when set. */
   vocab?: VocabRewriteOptions;
+  /** What needs the runtime (calibration) and the progress reporter: filled by the compile driver (optimize/compile.ts). */
+  services?: PassServices;
 }
+
+/**
+ * The services of a compile: passes and the driver reach the runtime only through these (passes never import
+ * runtime/, codegen/ or native/). optimize/compile.ts fills in the runtime-backed ones a caller does not give.
+ */
+export interface PassServices {
+  /** Where long steps report progress (the CLI draws it on stderr; library code never writes there itself). */
+  progress?: ProgressReporter;
+  /**
+   * The --vocab step: reads the shortlist, or calibrates clusters (greedy decoding of the calibration text on a CPU
+   * plan of `model` that exposes planc.ProjectTopK's hidden state, then k-means), then measures quality on held-out
+   * text. `model` is the source model, before the IR passes.
+   */
+  calibrate?: (model: Model, request: VocabRequest) => Promise<VocabResult>;
+}
+
+/** Progress of long steps, as the library reports it. */
+export interface ProgressReporter {
+  /** A new step (ends the one before). */
+  start(step: string): void;
+  /** Ends the current step. */
+  finish(): void;
+  /** A counted step of `total` units: tick(n) as units are done, done() at the end. */
+  bar(label: string, total: number): ProgressBar;
+}
+
+export interface ProgressBar { tick(n: number): void; done(): void }
+
+/** What --vocab asks of the calibrate service. */
+export interface VocabRequest {
+  spec: VocabSpec;
+  /** k of the plan's planc.ProjectTopK. */
+  topk: number;
+  /** Source sentences to calibrate clusters on, one per line (--calibrate). */
+  calibrate?: string;
+  /** Held-out source text and its references for the quality report (--eval-src, --eval-ref). */
+  evalSrc?: string;
+  evalRef?: string;
+}
+
+/** The vocab-rewrite pass's options and the plan's vocab header (the shortlist or clusters, and the quality report). */
+export interface VocabResult { rewrite: VocabRewriteOptions; header: PlanVocab }
 
 /**
  * What passes/vocab-rewrite.ts does to every graph with a planc.ProjectTopK:

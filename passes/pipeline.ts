@@ -1,5 +1,4 @@
-// The ordered list of passes `planc optimize` runs, and the driver that infers and verifies after each one.
-import { PlancError } from '../compiler/diagnostics.ts';
+// The ordered list of IR passes `planc optimize` runs, and the driver that infers and verifies after each one.
 import { inferModel } from '../compiler/infer/infer.ts';
 import type { Model } from '../compiler/ir.ts';
 import { printModel } from '../compiler/printer.ts';
@@ -9,29 +8,31 @@ import { FUSE_LAYERNORM } from './fuse-layernorm.ts';
 import { FUSE_MATMUL_EPILOGUE } from './fuse-matmul-epilogue.ts';
 import { KV_CACHE_IN_PLACE } from './kv-cache-in-place.ts';
 import { FUSE_PROJECT_TOPK } from './fuse-project-topk.ts';
+import { checkStepTokens, STEP_TOKENS } from './step-tokens.ts';
 import type { Pass, PassContext } from './pass.ts';
 import { VOCAB_REWRITE } from './vocab-rewrite.ts';
 
-export const PIPELINE: Pass[] = [FUSE_LAYERNORM, FUSE_MATMUL_EPILOGUE, FUSE_ATTENTION, KV_CACHE_IN_PLACE, FUSE_PROJECT_TOPK, VOCAB_REWRITE];
+export const PIPELINE: Pass[] = [STEP_TOKENS, FUSE_LAYERNORM, FUSE_MATMUL_EPILOGUE, FUSE_ATTENTION, KV_CACHE_IN_PLACE, FUSE_PROJECT_TOPK, VOCAB_REWRITE];
 
 /** The k of planc.ProjectTopK in translation plans: beam search needs 2 × beam candidates per row, so beams up to 4. */
 export const TRANSLATE_TOPK = 8;
 
-export interface PipelineOptions extends PassContext {
-  /** Passes to skip, by name ('fuse' skips every fusion). */
-  disable?: string[];
-  /** Print the IR after this pass (or after every pass: 'all'). */
+/** The hooks of a pass list (IR passes here, program passes in codegen/program-passes.ts): progress and dumps. */
+export interface PassHooks {
+  /** Print the state after this pass (or after every pass: 'all'); the compile driver checks the name against both lists. */
   dumpAfter?: string;
   onDump?: (pass: string, text: string) => void;
   onPass?: (pass: string) => void;
 }
 
-/** Runs the pipeline; the model is inferred before and verified (types included) after every pass. */
+export interface PipelineOptions extends PassContext, PassHooks {
+  /** Passes to skip, by name ('fuse' skips every fusion). */
+  disable?: string[];
+}
+
+/** Runs the IR passes; the model is inferred before and verified (types included) after every pass. */
 export function runPipeline(model: Model, opts: PipelineOptions = {}): Model {
-  const known = new Set(PIPELINE.map((p) => p.name));
-  if (opts.dumpAfter && opts.dumpAfter !== 'all' && !known.has(opts.dumpAfter)) {
-    throw new PlancError('PLANC_E301', `--dump-after ${opts.dumpAfter}: no such pass (passes: ${[...known].join(', ')}, or all)`);
-  }
+  checkStepTokens(opts);
   inferModel(model);
   let m = model;
   for (const pass of PIPELINE) {

@@ -1,13 +1,17 @@
-// Writes the headers generated from compiler/kernel-enums.ts (`npm run gen:kernel-enums`; --check only compares).
+// Writes the headers generated from compiler/kernel-enums.ts and compiler/kernel-schema.ts (`npm run gen:kernel-enums`;
+// --check only compares).
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { cudaEnumsHeader, nativeEnumsHeader } from '../compiler/kernel-enums.ts';
+import { cudaArgsHeader, nativeArgsHeader } from '../compiler/kernel-schema-headers.ts';
 import { REPO_ROOT } from '../compiler/paths.ts';
 
 /** Each generated file, relative to the repository root, with its text. */
 export const GENERATED: [string, () => string][] = [
   ['native/src/generated/kernel_enums.h', nativeEnumsHeader],
   ['codegen/cuda/kernels/enums.cuh', cudaEnumsHeader],
+  ['native/src/generated/kernel_args.h', nativeArgsHeader],
+  ['codegen/cuda/kernels/kernel_args.cuh', cudaArgsHeader],
 ];
 
 if (process.argv[1] && path.resolve(process.argv[1]) === path.resolve(REPO_ROOT, 'scripts', 'gen-kernel-enums.ts')) {

@@ -15,8 +15,10 @@ import { encodePlan, decodePlan } from '../compiler/plan/format.ts';
 import { printModel } from '../compiler/printer.ts';
 import { Tensor } from '../compiler/tensor.ts';
 import { buildPlan } from '../codegen/build-plan.ts';
-import { buildClusters, calibrate, evaluateQuality, exposePlan, outputLayer, parseVocabSpec, readSentences, shortlistVocab, specialIdsOf } from '../cli/vocab.ts';
-import { vocabInspect } from '../cli/vocab-optimize.ts';
+import { readSentences, shortlistVocab, specialIdsOf } from '../compiler/vocab/header.ts';
+import { parseVocabSpec } from '../compiler/vocab/spec.ts';
+import { buildClusters, calibrate, exposePlan } from '../optimize/vocab-calibrate.ts';
+import { evaluateQuality, outputLayer } from '../optimize/vocab-evaluate.ts';
 import { FUSE_PROJECT_TOPK } from '../passes/fuse-project-topk.ts';
 import { runPipeline, TRANSLATE_TOPK } from '../passes/pipeline.ts';
 import { VOCAB_REWRITE } from '../passes/vocab-rewrite.ts';
@@ -128,19 +130,19 @@ testIf(test, !haveEsEn && (nativeAvailable() ? needsShared('models/es-en') : NEE
   const src = fs.readFileSync(path.join(dir, 'test.es'), 'utf8').split('\n').slice(0, 40);
   const ref = fs.readFileSync(path.join(dir, 'test.en'), 'utf8').split('\n').slice(0, 40);
   try {
-    const cal = calibrate(plan, tok, train, 3, rules, 128, 64, true);
+    const cal = calibrate(plan, tok, train, 3, rules, 128, 64);
     assert.ok(cal.states > 1000, `states ${cal.states}`);
     // R larger than the states is lowered (a documented adjustment, not a crash).
-    const tiny = buildClusters({ ...cal, states: 5, hidden: cal.hidden.subarray(0, 5 * cal.d), topK: cal.topK.subarray(0, 15) }, 50, 3, V, specials, true);
+    const tiny = buildClusters({ ...cal, states: 5, hidden: cal.hidden.subarray(0, 5 * cal.d), topK: cal.topK.subarray(0, 15) }, 50, 3, V, specials);
     assert.is(tiny.km.clusters, 5);
     assert.match(tiny.adjustments.join(), /lowered to 5/);
-    const c = buildClusters(cal, 20, 3, V, specials, true);
+    const c = buildClusters(cal, 20, 3, V, specials);
     const layer = outputLayer(optimized);
-    const qc = evaluateQuality(plan, tok, layer, rules, src, ref, { kind: 'clusters', c: c.rewrite }, 128, 64, true);
+    const qc = evaluateQuality(plan, tok, layer, rules, src, ref, { kind: 'clusters', c: c.rewrite }, 128, 64);
     assert.ok(qc.activeMean > 0 && qc.activeMean < 0.2, `clusters active ${qc.activeMean}`);
     assert.ok(qc.top1Agreement > 0.5, `clusters agreement ${qc.top1Agreement}`);
     const sl = shortlistVocab({ method: 'shortlist', file: path.join(dir, 'lex.50.50.esen.s2t.bin') }, { bytes: spm, kind: 'spm' }, V, specials);
-    const qs = evaluateQuality(plan, tok, layer, rules, src, ref, { kind: 'shortlist', v: sl }, 128, 64, true);
+    const qs = evaluateQuality(plan, tok, layer, rules, src, ref, { kind: 'shortlist', v: sl }, 128, 64);
     assert.ok(qs.activeMean > 0 && qs.activeMean < 0.2, `shortlist active ${qs.activeMean}`);
     assert.ok(qs.bleu !== undefined && qs.bleuFull !== undefined);
     console.log(`  es-en (40 test sentences): clusters R 20 K 3 active ${(100 * qc.activeMean).toFixed(1)}% agreement ${(100 * qc.top1Agreement).toFixed(1)}%; shortlist active ${(100 * qs.activeMean).toFixed(1)}% agreement ${(100 * qs.top1Agreement).toFixed(1)}%`);
@@ -150,7 +152,7 @@ testIf(test, !haveEsEn && (nativeAvailable() ? needsShared('models/es-en') : NEE
     const bytes = encodePlan(built.header, built.blob);
     const back = decodePlan(bytes).header.vocab!;
     assert.equal(back.targets.length, sl.targets.length);
-    assert.equal(vocabInspect(back).method, 'shortlist');
+    assert.is(back.method, 'shortlist');
     assert.ok(kernelIds().has('cluster_mask'), 'the addon has the cluster_mask kernel (npm run build:native)');
     const ids = src.map((s) => [...tok.encode(s), d.eosId]);
     const fullPlan = buildPlan(runPipeline(model, { topk: TRANSLATE_TOPK }), { target: 'cpu', ...profile });

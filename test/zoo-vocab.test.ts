@@ -8,7 +8,7 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { DEFAULT_PROFILE } from '../codegen/profile.ts';
 import { importModel } from '../compiler/onnx/import-model.ts';
-import { calibrateIds, exposePlan } from '../cli/vocab.ts';
+import { calibrateIds, exposePlan } from '../optimize/vocab-calibrate.ts';
 import { planRules, translateIds } from '../runtime/decode/translate-ids.ts';
 import { kernelIds, nativeAvailable } from '../runtime/native.ts';
 import { loadPlan } from '../runtime/plan.ts';
@@ -41,7 +41,7 @@ testIf(test, !have && (nativeAvailable() ? needsShared('models/zoo/mbart') : NEE
   try {
     const rules = await planRules(exposed);
     assert.is(rules.c.forcedBosId, 977, 'mbart forces en_XX first');
-    const cal = calibrateIds(exposed, ref.src_ids, 3, rules, profile.maxSrcLen, profile.maxTgtLen, true);
+    const cal = calibrateIds(exposed, ref.src_ids, 3, rules, profile.maxSrcLen, profile.maxTgtLen);
     const full = (await translateIds(exposed, ref.src_ids, CAPS)).map((x) => x.ids);
     assert.equal(cal.outputs, full, 'calibration decodes as translateIds does');
     assert.ok(full.every((ids) => ids[0] === 977), 'every output starts with the forced bos');

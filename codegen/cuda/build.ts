@@ -2,6 +2,7 @@
 import { PlancError } from '../../compiler/diagnostics.ts';
 import type { PlanCuda, PlanProgram } from '../../compiler/plan/types.ts';
 import { generateCuda } from './generate.ts';
+import type { Instance } from './rules.ts';
 import { compileCuda, findNvcc } from './nvcc.ts';
 
 export interface CudaBuild {
@@ -16,10 +17,14 @@ export interface CudaBuild {
  * Generates and compiles the kernels of programs for archs. nvcc is looked up first, so a machine without it fails
  * before any work; a kernel without a CUDA template fails naming its node; ptxas spills are refused unless allowed.
  */
-export function buildCuda(programs: PlanProgram[], archs: string[], opts: { banner: string; onProgress?: (s: string) => void; allowSpills?: boolean; keepDir?: string }): CudaBuild {
+export function buildCuda(programs: PlanProgram[], archs: string[], opts: {
+  banner: string; onProgress?: (s: string) => void; allowSpills?: boolean; keepDir?: string;
+  /** The launch variants chosen per program and call (the select-variants program pass); selected here when absent. */
+  variants?: Instance[][][];
+}): CudaBuild {
   const nvcc = findNvcc();
   opts.onProgress?.('generating CUDA kernels');
-  const gen = generateCuda(programs, opts.banner);
+  const gen = generateCuda(programs, opts.banner, opts.variants);
   opts.onProgress?.(`nvcc: ${gen.entries.length} kernels for ${archs.join(', ')}`);
   const c = compileCuda(gen.source, archs, { nvcc, keepDir: opts.keepDir });
   const missing = gen.entries.filter((e) => !c.stats.some((s) => s.name === e.name));

@@ -3,10 +3,10 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { CudaCall, PlanProgram } from '../../compiler/plan/types.ts';
-import { selectCuda } from './rules.ts';
+import { selectCuda, type Instance } from './rules.ts';
 
 /** The template files, in the order the generated .cu holds them. */
-const TEMPLATE_FILES = ['enums.cuh', 'common.cuh', 'elementwise.cuh', 'gemm.cuh', 'rows.cuh', 'movement.cuh', 'attention.cuh', 'vocab.cuh'];
+const TEMPLATE_FILES = ['enums.cuh', 'kernel_args.cuh', 'common.cuh', 'elementwise.cuh', 'gemm.cuh', 'rows.cuh', 'movement.cuh', 'attention.cuh', 'vocab.cuh'];
 const TEMPLATE_DIR = path.join(path.dirname(fileURLToPath(import.meta.url)), 'kernels');
 
 export interface CudaEntry {
@@ -32,8 +32,11 @@ export function templateSource(): string {
   return TEMPLATE_FILES.map((f) => fs.readFileSync(path.join(TEMPLATE_DIR, f), 'utf8')).join('\n');
 }
 
-/** Selects a template for every kernel call of every program (failing on the first that has none) and emits the .cu. */
-export function generateCuda(programs: PlanProgram[], banner: string): GeneratedCuda {
+/**
+ * Emits the .cu for every kernel call of every program: the launch variants chosen already (`variants`, per program,
+ * per call: the select-variants program pass) or else selected here (failing on the first call that has none).
+ */
+export function generateCuda(programs: PlanProgram[], banner: string, variants?: Instance[][][]): GeneratedCuda {
   const entries: CudaEntry[] = [];
   const byKey = new Map<string, CudaEntry>();
   let scratchBytes = 0;
@@ -48,9 +51,9 @@ export function generateCuda(programs: PlanProgram[], banner: string): Generated
     if (e.nodes.length < 8) e.nodes.push(node.replace(/[^\x20-\x7e]/g, '?'));
     return e.name;
   };
-  const out = programs.map((p) => ({
+  const out = programs.map((p, pi) => ({
     calls: p.kernels.map((k, i): CudaCall => ({
-      variants: selectCuda(p, i).map((inst) => {
+      variants: (variants?.[pi]?.[i] ?? selectCuda(p, i)).map((inst) => {
         scratchBytes = Math.max(scratchBytes, inst.scratchBytes ?? 0);
         return { entry: entryFor(k.name, inst.template, inst.block, inst.minBlocks, `${p.graph}/${k.node}`), block: inst.block, maxRows: inst.maxRows ?? 0, grid: inst.grid };
       }),

@@ -1,5 +1,6 @@
 // CUDA kernel selection: each program kernel call → a template instantiation (constants baked in) and its launch.
 import { ACTIVATIONS, DTYPE_CODE, MASK_KINDS, PLAN_DTYPE_BYTES, PLAN_DTYPES } from '../../compiler/kernel-enums.ts';
+import { iargIndex, type IargName, type KernelName } from '../../compiler/kernel-schema.ts';
 import { PlancError } from '../../compiler/diagnostics.ts';
 import { TENSOR_KIND, type CudaGrid, type PlanKernel, type PlanProgram, type PlanTensor } from '../../compiler/plan/types.ts';
 
@@ -16,13 +17,15 @@ export interface Operand {
   kind: number;
 }
 
-export interface RuleCtx {
+export interface RuleCtx<K extends KernelName = KernelName> {
   kernel: PlanKernel;
   /** Inputs (undefined: omitted optional input). */
   ins: (Operand | undefined)[];
   outs: Operand[];
-  /** iarg i when it is a constant (every axis-like argument must be). */
-  constIarg(i: number, what: string): number;
+  /** The value of the kernel's int argument `name` (compiler/kernel-schema.ts), which must be a constant. */
+  iarg(name: IargName<K>): number;
+  /** Whether the call gives the (optional) int argument `name`. */
+  hasIarg(name: IargName<K>): boolean;
   fail(msg: string): never;
 }
 
@@ -42,7 +45,7 @@ export interface Instance {
   minBlocks?: number;
 }
 
-export type CudaRule = (ctx: RuleCtx) => Instance[];
+export type CudaRule<K extends KernelName = KernelName> = (ctx: RuleCtx<K>) => Instance[];
 
 // ---- limits of the launch ABI (codegen/cuda/kernels/common.cuh KArgs) ----
 export const MAX_IN = 8, MAX_OUT = 4, MAX_IARGS = 32, MAX_FARGS = 4;
@@ -128,12 +131,18 @@ const copy: CudaRule = (ctx) => {
   return [{ template: `planc::copy<${size}>`, block: 256, grid: [dims(outOperand(ctx), 0, y.rank, 4096, size)] }];
 };
 
-const filled = (name: string, types: number[]): CudaRule => (ctx) => {
+const filled = (name: 'fill' | 'values', types: number[]): CudaRule => (ctx) => {
   const y = ctx.outs[0]!;
   requireDtype(ctx, y, types, 'the output');
   if (name === 'values' && ctx.kernel.iargs.length > MAX_IARGS) ctx.fail(`${ctx.kernel.iargs.length} values (the CUDA launch carries at most ${MAX_IARGS})`);
-  const variant = name === 'range' && ctx.kernel.iargs.length === 2 ? 'range_i' : name;
-  return flat(ctx, `planc::${variant}<${ctype(ctx, y)}>`);
+  return flat(ctx, `planc::${name}<${ctype(ctx, y)}>`);
+};
+
+/** range: start and delta as fargs, or as iargs (integer ranges over runtime dims: planc::range_i). */
+const range: CudaRule<'range'> = (ctx) => {
+  const y = ctx.outs[0]!;
+  requireDtype(ctx, y, NUMERIC, 'the output');
+  return flat(ctx, `planc::${ctx.hasIarg('start_int') ? 'range_i' : 'range'}<${ctype(ctx, y)}>`);
 };
 
 // ---- matrix products ----
@@ -176,28 +185,28 @@ function gemmInstances(ctx: RuleCtx, act: number, bias: boolean, res: boolean): 
 
 const matmul: CudaRule = (ctx) => gemmInstances(ctx, 0, false, false);
 
-const fusedMatmul: CudaRule = (ctx) => {
-  const act = ctx.constIarg(0, 'activation');
+const fusedMatmul: CudaRule<'fused_matmul'> = (ctx) => {
+  const act = ctx.iarg('activation');
   if (act < 0 || act >= ACTIVATIONS.length) ctx.fail(`unknown activation ${act}`);
   if (input(ctx, 1).rank !== 2) ctx.fail(`W has rank ${input(ctx, 1).rank}, not 2`);
   return gemmInstances(ctx, act, ctx.ins[2] !== undefined, ctx.ins[3] !== undefined);
 };
 
 // ---- rows ----
-const softmax: CudaRule = (ctx) => {
+const softmax: CudaRule<'softmax'> = (ctx) => {
   const x = input(ctx, 0);
   requireDtype(ctx, x, [F32], 'X');
-  const axis = ctx.constIarg(0, 'axis');
-  const log = ctx.constIarg(1, 'log') !== 0;
+  const axis = ctx.iarg('axis');
+  const log = ctx.iarg('log') !== 0;
   const last = axis === x.rank - 1;
   if (last) return [{ template: `planc::softmax<${log}, true>`, block: 256, grid: [dims(0, 0, x.rank - 1, 8)] }];
   return [{ template: `planc::softmax<${log}, false>`, block: 256, grid: [dims(0, 0, x.rank, 256)] }];
 };
 
-const norm = (rms: boolean): CudaRule => (ctx) => {
+const norm = (rms: boolean): CudaRule<'layer_norm' | 'rms_norm'> => (ctx) => {
   const x = input(ctx, 0);
   requireDtype(ctx, x, [F32], 'X');
-  const axis = ctx.constIarg(0, 'axis');
+  const axis = ctx.iarg('axis');
   if (axis < 0 || axis >= x.rank) ctx.fail(`axis ${axis} out of range`);
   const d = product(x, axis);
   const scale = input(ctx, 1);
@@ -214,11 +223,11 @@ const norm = (rms: boolean): CudaRule => (ctx) => {
 // ---- movement ----
 const transpose: CudaRule = (ctx) => flat(ctx, `planc::transpose<${utype(ctx, input(ctx, 0))}, ${ctx.outs[0]!.rank}>`);
 
-const gather: CudaRule = (ctx) => {
+const gather: CudaRule<'gather'> = (ctx) => {
   const x = input(ctx, 0);
   const idx = input(ctx, 1);
   requireDtype(ctx, idx, [I32, I64], 'the indices');
-  const axis = ctx.constIarg(0, 'axis');
+  const axis = ctx.iarg('axis');
   return flat(ctx, `planc::gather<${utype(ctx, x)}, ${ctype(ctx, idx)}, ${axis}>`);
 };
 
@@ -228,8 +237,8 @@ const slice: CudaRule = (ctx) => {
   return flat(ctx, `planc::slice<${utype(ctx, x)}, ${x.rank}>`);
 };
 
-const concat: CudaRule = (ctx) => flat(ctx, `planc::concat<${utype(ctx, ctx.outs[0]!)}, ${ctx.constIarg(0, 'axis')}>`);
-const split: CudaRule = (ctx) => flatIn(ctx, 0, `planc::split<${utype(ctx, input(ctx, 0))}, ${ctx.constIarg(0, 'axis')}>`);
+const concat: CudaRule<'concat'> = (ctx) => flat(ctx, `planc::concat<${utype(ctx, ctx.outs[0]!)}, ${ctx.iarg('axis')}>`);
+const split: CudaRule<'split'> = (ctx) => flatIn(ctx, 0, `planc::split<${utype(ctx, input(ctx, 0))}, ${ctx.iarg('axis')}>`);
 const expand: CudaRule = (ctx) => flat(ctx, `planc::expand<${utype(ctx, input(ctx, 0))}, ${ctx.outs[0]!.rank}>`);
 const tile: CudaRule = (ctx) => flat(ctx, `planc::tile<${utype(ctx, input(ctx, 0))}, ${ctx.outs[0]!.rank}>`);
 
@@ -251,29 +260,29 @@ const pow: CudaRule = (ctx) => {
   return flat(ctx, `planc::power<${ctype(ctx, a)}, ${ctype(ctx, b)}, ${ctx.outs[0]!.rank}>`);
 };
 
-const mod: CudaRule = (ctx) => {
-  const fmod = ctx.kernel.iargs.length > 0 ? ctx.constIarg(0, 'fmod') : 0;
+const mod: CudaRule<'mod'> = (ctx) => {
+  const fmod = ctx.hasIarg('fmod') ? ctx.iarg('fmod') : 0;
   const a = input(ctx, 0);
   requireDtype(ctx, a, NUMERIC, 'input 0');
   if (input(ctx, 1).dtype !== a.dtype) ctx.fail('mixed input dtypes');
   return flat(ctx, `planc::binary<planc::OpMod<${fmod !== 0}>, ${ctype(ctx, a)}, ${ctx.outs[0]!.rank}, false>`);
 };
 
-const trilu: CudaRule = (ctx) => {
+const trilu: CudaRule<'trilu'> = (ctx) => {
   const x = input(ctx, 0);
   if (x.rank < 2) ctx.fail(`rank ${x.rank} < 2`);
   if (ctx.ins[1] !== undefined) requireDtype(ctx, ctx.ins[1], [I64], 'k');
-  return flat(ctx, `planc::trilu<${utype(ctx, x)}, ${ctx.constIarg(0, 'upper') !== 0}>`);
+  return flat(ctx, `planc::trilu<${utype(ctx, x)}, ${ctx.iarg('upper') !== 0}>`);
 };
 
 // ---- attention, KV cache, output layer ----
-const attention: CudaRule = (ctx) => {
+const attention: CudaRule<'attention'> = (ctx) => {
   const [q, k, v] = [input(ctx, 0), input(ctx, 1), input(ctx, 2)];
   for (const [o, w] of [[q, 'Q'], [k, 'K'], [v, 'V']] as const) requireDtype(ctx, o, [F32], w);
-  const h = ctx.constIarg(0, 'num_heads');
-  const layout = ctx.constIarg(1, 'q_layout');
-  const maskKind = ctx.constIarg(3, 'mask_kind');
-  const causal = ctx.constIarg(4, 'is_causal') !== 0;
+  const h = ctx.iarg('num_heads');
+  const layout = ctx.iarg('q_layout');
+  const maskKind = ctx.iarg('mask_kind');
+  const causal = ctx.iarg('is_causal') !== 0;
   if (k.rank !== 4 || v.rank !== 4) ctx.fail('K and V must be [B, H, C, D]');
   if (layout !== 0 && layout !== 1) ctx.fail(`q_layout ${layout}`);
   if (q.rank !== (layout === 0 ? 4 : 3)) ctx.fail(`Q has rank ${q.rank} for q_layout ${layout}`);
@@ -290,12 +299,12 @@ const attention: CudaRule = (ctx) => {
   return [{ template: `planc::attention<${hd}, ${layout}, ${maskKind}, ${causal}>`, block: 128, grid }];
 };
 
-const cacheWrite: CudaRule = (ctx) => {
+const cacheWrite: CudaRule<'cache_write'> = (ctx) => {
   const [c, n] = [input(ctx, 0), input(ctx, 1)];
   requireDtype(ctx, c, [F32], 'the cache');
   requireDtype(ctx, n, [F32], 'the new rows');
   if (c.rank !== 4) ctx.fail('the cache must be [B, H, C, D]');
-  const layout = ctx.constIarg(1, 'new_layout');
+  const layout = ctx.iarg('new_layout');
   if (layout !== 0 && layout !== 1) ctx.fail(`new_layout ${layout}`);
   return flatIn(ctx, 1, `planc::cache_write<${layout}>`);
 };
@@ -303,12 +312,12 @@ const cacheWrite: CudaRule = (ctx) => {
 /** Vocabulary ids per shard of project_topk (codegen/cuda/kernels/attention.cuh SHARD) and rows per block. */
 const TOPK_SHARD = 512, TOPK_ROWS = 8;
 
-const projectTopk: CudaRule = (ctx) => {
+const projectTopk: CudaRule<'project_topk'> = (ctx) => {
   const [x, w] = [input(ctx, 0), input(ctx, 1)];
   requireDtype(ctx, x, [F32], 'X');
   requireDtype(ctx, w, [F32], 'W');
-  const k = ctx.constIarg(0, 'k');
-  const transposed = ctx.constIarg(1, 'transposed') !== 0;
+  const k = ctx.iarg('k');
+  const transposed = ctx.iarg('transposed') !== 0;
   if (w.rank !== 2) ctx.fail('W must be 2-D');
   const d = x.dims[x.rank - 1];
   const vocab = transposed ? w.dims[0] : w.dims[1];
@@ -341,14 +350,14 @@ const projectTopk: CudaRule = (ctx) => {
 /** Blocks of a cluster_mask launch (a fixed grid: the last block writes the mask even when there are no rows). */
 const CLUSTER_BLOCKS = 32;
 
-const clusterMask: CudaRule = (ctx) => {
+const clusterMask: CudaRule<'cluster_mask'> = (ctx) => {
   const [x, c, cn, off, ids] = [input(ctx, 0), input(ctx, 1), input(ctx, 2), input(ctx, 3), input(ctx, 4)];
   for (const [o, w] of [[x, 'X'], [c, 'the centroids'], [cn, 'cnorm']] as const) requireDtype(ctx, o, [F32], w);
   requireDtype(ctx, off, [I32], 'offsets');
   requireDtype(ctx, ids, [I32], 'ids');
   const out = ctx.outs[0]!;
   requireDtype(ctx, out, [U8, BOOL], 'the active mask');
-  const v = ctx.constIarg(0, 'V');
+  const v = ctx.iarg('vocab');
   const d = x.dims[x.rank - 1];
   const r = c.dims[0];
   if (c.rank !== 2 || d === undefined || r === undefined || c.dims[1] !== d) ctx.fail(`the centroids must be a static [R, ${d ?? 'D'}], got [${c.dims.map((e) => e ?? '?')}]`);
@@ -357,12 +366,12 @@ const clusterMask: CudaRule = (ctx) => {
   if (cn.rank !== 1 || cn.dims[0] !== r) ctx.fail(`cnorm must be [${r}]`);
   if (off.rank !== 1 || off.dims[0] !== r! + 1) ctx.fail(`offsets must be [${r! + 1}]`);
   if (ids.rank !== 1) ctx.fail('ids must be 1-D');
-  if (out.rank !== 1 || out.dims[0] !== v) ctx.fail(`the output must be [${v}] (iarg V)`);
+  if (out.rank !== 1 || out.dims[0] !== v) ctx.fail(`the output must be [${v}] (iarg vocab)`);
   return [{ template: `planc::cluster_mask<${d}, ${r}>`, block: 256, grid: [dims(0, 0, 0, 1, CLUSTER_BLOCKS)], scratchBytes: SCRATCH_DATA, minBlocks: 1 }];
 };
 
 /** Kernel name → rule. A name missing here has no CUDA template: optimize --target cuda fails naming the node. */
-export const CUDA_RULES: Record<string, CudaRule> = {
+export const CUDA_RULES: { readonly [K in KernelName]?: CudaRule<K> } = {
   add: binary('OpAdd'), sub: binary('OpSub'), mul: binary('OpMul'), div: binary('OpDiv'), max: binary('OpMax'), min: binary('OpMin'),
   mod, pow,
   equal: compare('OpEq', [...NUMERIC, BOOL]), less: compare('OpLt', NUMERIC), greater: compare('OpGt', NUMERIC),
@@ -371,7 +380,7 @@ export const CUDA_RULES: Record<string, CudaRule> = {
   where,
   ...Object.fromEntries(Object.entries(UNARY).map(([k, [op, types]]) => [k, unary(op, types)])),
   clip, cast, copy,
-  fill: filled('fill', NUMERIC), range: filled('range', NUMERIC), values: filled('values', [F32, I32, I64]),
+  fill: filled('fill', NUMERIC), range, values: filled('values', [F32, I32, I64]),
   matmul, fused_matmul: fusedMatmul,
   softmax, layer_norm: norm(false), rms_norm: norm(true),
   transpose, gather, slice, concat, split, expand, tile, trilu,
@@ -404,7 +413,7 @@ export function selectCuda(p: PlanProgram, k: number): Instance[] {
   const kern = p.kernels[k]!;
   const where = { graph: p.graph, node: kern.node, stage: 'cuda codegen' };
   const fail = (msg: string): never => { throw new PlancError('PLANC_E602', `kernel '${kern.name}': ${msg}`, where); };
-  const rule = CUDA_RULES[kern.name];
+  const rule = (CUDA_RULES as Partial<Record<string, CudaRule>>)[kern.name];
   if (!rule) fail(`no CUDA template for this kernel yet (CUDA templates: ${Object.keys(CUDA_RULES).sort().join(', ')})`);
   if (kern.inputs.length > MAX_IN || kern.outputs.length > MAX_OUT || kern.iargs.length > MAX_IARGS || kern.fargs.length > MAX_FARGS) {
     fail(`${kern.inputs.length} inputs, ${kern.outputs.length} outputs, ${kern.iargs.length} iargs, ${kern.fargs.length} fargs: over what a CUDA launch carries (${MAX_IN}, ${MAX_OUT}, ${MAX_IARGS}, ${MAX_FARGS})`);
@@ -413,13 +422,15 @@ export function selectCuda(p: PlanProgram, k: number): Instance[] {
     kernel: kern,
     ins: kern.inputs.map((t) => (t < 0 ? undefined : operand(p, t))),
     outs: kern.outputs.map((t) => operand(p, t)),
-    constIarg: (i, what) => {
+    iarg: (name) => {
+      const i = iargIndex(kern.name, name);
       const e = kern.iargs[i];
-      if (e === undefined) return fail(`missing iarg ${i} (${what})`);
+      if (e === undefined) return fail(`missing iarg ${i} (${name})`);
       const v = constExpr(p, e);
-      if (v === undefined) return fail(`${what} (iarg ${i}) depends on a runtime dim; the CUDA template needs it at optimize time`);
+      if (v === undefined) return fail(`${name} (iarg ${i}) depends on a runtime dim; the CUDA template needs it at optimize time`);
       return v;
     },
+    hasIarg: (name) => kern.iargs.length > iargIndex(kern.name, name),
     fail,
   };
   return rule!(ctx);

@@ -4,6 +4,10 @@
 export const PAST_LENGTH_INPUT = 'past_sequence_length';
 /** Prefix of the in-place cache inputs ([batch, heads, capacity, head size]) that replace past_key_values.*. */
 export const CACHE_INPUT_PREFIX = 'kv_cache.';
+/** The token ids a decoder step reads: [batch, new tokens]. */
+export const STEP_INPUT = 'input_ids';
+/** The symbol of a decoder step's new-token axis when it takes up to N tokens (`--step-tokens N`, bound N). */
+export const STEP_TOKENS_SYMBOL = 'step_tokens';
 /** planc.ProjectTopK's outputs, in place of the logits: the k best log-probs and their ids. */
 export const TOPK_LOGPROBS_OUTPUT = 'topk_logprobs';
 export const TOPK_IDS_OUTPUT = 'topk_ids';

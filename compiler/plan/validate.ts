@@ -1,6 +1,6 @@
 // Checks every offset, size, dtype, count and reference of a decoded plan header before anything reaches native code.
 import { PlancError } from '../diagnostics.ts';
-import { PLAN_DTYPE_BYTES } from '../kernel-enums.ts';
+import { DTYPE_CODE, PLAN_DTYPE_BYTES } from '../kernel-enums.ts';
 import { TENSOR_KIND, type PlanHeader, type PlanProgram } from './types.ts';
 
 const MAX_RANK = 8;
@@ -104,7 +104,7 @@ function validateDecoding(h: PlanHeader, bad: (m: string) => never, count: (w: s
   for (const k of ['eosIds', 'suppressTokens', 'beginSuppressTokens'] as const) tokens(k, d[k]);
   count('decoding badWords', d.badWords?.length ?? 0);
   d.badWords?.forEach((w, i) => { if (!w.ids?.length) bad(`decoding badWords ${i} is empty`); tokens('badWords', w.ids); });
-  for (const k of ['vocabSize', 'maxLength', 'maxNewTokens', 'numBeams'] as const) {
+  for (const k of ['vocabSize', 'maxLength', 'maxNewTokens', 'numBeams', 'stepTokens'] as const) {
     const v = d[k];
     if (v !== undefined && !(Number.isSafeInteger(v) && v >= 1)) bad(`decoding ${k} ${v} is not a positive integer`);
   }
@@ -131,7 +131,7 @@ function validateProgram(p: PlanProgram, h: PlanHeader, bad: (m: string) => neve
   p.symbols.forEach((s, i) => {
     if (s.input >= p.inputs.length) bad(`${g} symbol ${i} reads input ${s.input} of ${p.inputs.length}`);
     if (s.axis >= MAX_RANK) bad(`${g} symbol ${i} reads axis ${s.axis}`);
-    if (s.fromValue && p.tensors[p.inputs[s.input]?.tensor ?? -1]?.dtype !== 7) bad(`${g} symbol ${i} reads the value of a non-int64 input`);
+    if (s.fromValue && p.tensors[p.inputs[s.input]?.tensor ?? -1]?.dtype !== DTYPE_CODE.int64) bad(`${g} symbol ${i} reads the value of a non-int64 input`);
   });
   p.exprs.forEach((e, i) => {
     if (e.terms.length > 64) bad(`${g} expression ${i} has ${e.terms.length} terms`);

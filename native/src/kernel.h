@@ -5,7 +5,8 @@
 #include <functional>
 #include <string>
 
-#include "generated/kernel_enums.h"  // DType, dtype_size, dtype_name, Activation, MaskKind
+#include "generated/kernel_args.h"   // <kernel>_args::k<Arg> positions, KernelArity (from compiler/kernel-schema.ts)
+#include "generated/kernel_enums.h"  // DType, dtype_size, dtype_name, Activation, MaskKind, PadMode, ...
 
 namespace planc {
 
@@ -57,6 +58,13 @@ const KernelDef* kernel_table(size_t* count);
 
 // Formats an error message into a thread-local buffer and returns it (for kernels' error returns).
 const char* kernel_error(const char* fmt, ...);
+
+// A call's operand and argument counts against the kernel's schema counts (kernel_schema.cc): nullptr when they fit,
+// else "name: needs ...; got ...". Every kernel checks its own (`check_arity(name, args, name_args::kArity)`).
+const char* check_arity(const char* name, const KernelArgs& args, const KernelArity& arity);
+// The same check for a call of the kernel named `name` by its table entry (program_new checks every call with it);
+// a name without a schema entry fails.
+const char* check_kernel_call(const char* name, int64_t n_in, int64_t n_out, int64_t n_iargs, int64_t n_fargs);
 
 // Helpers every kernel family uses for checks and messages.
 std::string dims_str(const TensorView& t);

@@ -226,6 +226,7 @@ static bool decode_kernel(Decoder& d, Program& p, const KernelDef* table, size_t
       !d.count(&n_iargs, kMaxKernelRefs, 1, "a kernel's n_iargs") || !d.count(&n_fargs, kMaxKernelRefs, 1, "a kernel's n_fargs")) {
     return false;
   }
+  if (const char* e = check_kernel_call(table[id].name, n_in, n_out, n_iargs, n_fargs)) return d.fail("%s", e);  // kernel_schema.cc
   KernelRec k{table[id].fn, table[id].name,
               static_cast<uint32_t>(p.in_refs.size()), static_cast<uint32_t>(n_in),
               static_cast<uint32_t>(p.out_refs.size()), static_cast<uint32_t>(n_out),

@@ -185,7 +185,7 @@ void test_copy_fill_range() {
   Tensor fh(kFloat16, {2});
   EXPECT_OK(call(K("fill"), {}, {&fh}, {}, {1.0}));
   CHECK(fh.at<uint16_t>(1) == 0x3c00);
-  EXPECT_ERROR(call(K("fill"), {}, {&fh}), "fill: expects 0 input(s), 1 output, 0 int and 1 float");
+  EXPECT_ERROR(call(K("fill"), {}, {&fh}), "fill: needs 0 inputs, 1 output, 0 iargs and 1 farg; got 0, 1, 0 and 0");
 
   Tensor r(kFloat32, {5});
   EXPECT_OK(call(K("range"), {}, {&r}, {}, {1.0, 0.5}));

@@ -150,8 +150,8 @@ void test_errors() {
   EXPECT_ERROR(call(K("exp"), {&x}, {&yi}), "output dtype int32 differs");
   EXPECT_ERROR(call(K("exp"), {&xi}, {&yi}), "exp: unsupported dtype int32");
   EXPECT_ERROR(call(K("gelu"), {&x}, {&x}, {2}), "approx must be 0");
-  EXPECT_ERROR(call(K("gelu"), {&x}, {&x}), "expects 1 int");
-  EXPECT_ERROR(call(K("leaky_relu"), {&x}, {&x}), "expects 0 int and 1 float");
+  EXPECT_ERROR(call(K("gelu"), {&x}, {&x}), "gelu: needs 1 input, 1 output, 1 iarg and 0 fargs");
+  EXPECT_ERROR(call(K("leaky_relu"), {&x}, {&x}), "leaky_relu: needs 1 input, 1 output, 0 iargs and 1 farg");
   EXPECT_ERROR(call(K("not"), {&x}, {&x}), "not: input must be bool");
   EXPECT_ERROR(call(K("relu"), {nullptr}, {&x}), "input X is missing");
 }

@@ -2,7 +2,7 @@
 // no score matrix), cache_write, and project_topk (fused bias + online softmax + top-k over vocabulary shards).
 namespace planc {
 
-// attention: Q, K, V, mask? -> Y; iargs [H, q_layout, kv_len L, mask_kind, is_causal]; fargs [scale].
+// attention: Q, K, V, mask? -> Y; iargs num_heads H, kv_len L (q_layout, mask_kind, is_causal: QL, MK, CAUSAL); farg scale.
 // K, V are [B, H, C, D] (rows >= L ignored). QL 0: Q, Y [B, H, Sq, D]; QL 1: [B, Sq, H*D]. Lane holds D/32 elements
 // (element t*32 + lane, so every step reads whole 128-byte rows). MK: 0 none, 1 additive float, 2 bool attend,
 // 3 bool masked. A fully masked row gives zeros (ONNX Attention), a NaN or +inf score NaN.
@@ -11,7 +11,7 @@ __device__ void attention(const KArgs& a) {
   static_assert(D % 32 == 0 && D <= 512, "head dim must be a multiple of 32, at most 512");
   constexpr int PER = D / 32;
   const Tensor &tq = a.in[0], &tk = a.in[1], &tv = a.in[2], &tm = a.in[3], &ty = a.out[0];
-  const int64_t H = a.iargs[0], L = a.iargs[2];
+  const int64_t H = a.iargs[attention_args::kNumHeads], L = a.iargs[attention_args::kKvLen];
   const int64_t B = tk.dims[0], C = tk.dims[2];
   const int64_t Sq = QL == 0 ? tq.dims[2] : tq.dims[1];
   if (L < 1 || L > C) {
@@ -26,7 +26,7 @@ __device__ void attention(const KArgs& a) {
   const float* q = (const float*)tq.data + qoff;
   const float* Kp = (const float*)tk.data + bh * C * D;
   const float* Vp = (const float*)tv.data + bh * C * D;
-  const float scale = (float)a.fargs[0];
+  const float scale = (float)a.fargs[attention_args::kScale];
   float qv[PER], acc[PER];
 #pragma unroll
   for (int t = 0; t < PER; t++) { qv[t] = q[t * 32 + lane] * scale; acc[t] = 0.f; }
@@ -66,12 +66,12 @@ __device__ void attention(const KArgs& a) {
 }
 
 // cache_write: Cache [B, H, C, D], New (NL 0: [B, H, Sn, D]; NL 1: [B, Sn, H*D]) -> Y (Cache's dims; usually the
-// same buffer). iargs [pos, new_layout, H]. Rows pos..pos+Sn-1 get New; when Y is another buffer the other rows are
+// same buffer). iargs pos, num_heads H (new_layout: NL). Rows pos..pos+Sn-1 get New; when Y is another buffer the other rows are
 // copied from Cache (each element written once, so no ordering between threads is needed).
 template <int NL>
 __device__ void cache_write(const KArgs& a) {
   const Tensor &tc = a.in[0], &tn = a.in[1], &ty = a.out[0];
-  const int64_t pos = a.iargs[0], H = a.iargs[2];
+  const int64_t pos = a.iargs[cache_write_args::kPos], H = a.iargs[cache_write_args::kNumHeads];
   const int64_t B = tc.dims[0], C = tc.dims[2], D = tc.dims[3];
   const int64_t Sn = NL == 0 ? tn.dims[2] : tn.dims[1];
   if (pos < 0 || pos + Sn > C) {

@@ -107,15 +107,15 @@ struct UNot { template <class T> __device__ static T f(T x, const KArgs&) { retu
 struct UGelu {
   template <class T> __device__ static T f(T x, const KArgs& a) {
     const double v = (double)x;
-    if (a.iargs[0]) return (T)(0.5 * v * (1.0 + tanh(0.79788456080286535588 * (v + 0.044715 * v * v * v))));
+    if (a.iargs[gelu_args::kApproximate] != kGeluNone) return (T)(0.5 * v * (1.0 + tanh(0.79788456080286535588 * (v + 0.044715 * v * v * v))));
     return (T)(0.5 * v * (1.0 + erf(v * 0.70710678118654752440)));
   }
 };
-struct ULeakyRelu { template <class T> __device__ static T f(T x, const KArgs& a) { return x >= (T)0 ? x : (T)(a.fargs[0] * (double)x); } };
-struct UElu { template <class T> __device__ static T f(T x, const KArgs& a) { return x >= (T)0 ? x : (T)(a.fargs[0] * expm1((double)x)); } };
+struct ULeakyRelu { template <class T> __device__ static T f(T x, const KArgs& a) { return x >= (T)0 ? x : (T)(a.fargs[leaky_relu_args::kAlpha] * (double)x); } };
+struct UElu { template <class T> __device__ static T f(T x, const KArgs& a) { return x >= (T)0 ? x : (T)(a.fargs[elu_args::kAlpha] * expm1((double)x)); } };
 struct UHardSigmoid {
   template <class T> __device__ static T f(T x, const KArgs& a) {
-    const double v = a.fargs[0] * (double)x + a.fargs[1];
+    const double v = a.fargs[hard_sigmoid_args::kAlpha] * (double)x + a.fargs[hard_sigmoid_args::kBeta];
     return (T)(v < 0.0 ? 0.0 : v > 1.0 ? 1.0 : v);
   }
 };
@@ -176,27 +176,27 @@ __device__ void copy(const KArgs& a) { copy_bytes(a, ELEM); }
 template <class T>
 __device__ void fill(const KArgs& a) {
   T* Y = (T*)a.out[0].data;
-  const T v = (T)a.fargs[0];
+  const T v = (T)a.fargs[fill_args::kValue];
   for (int64_t i = gtid(); i < a.out[0].numel; i += gstride()) Y[i] = v;
 }
 
 template <class T>
 __device__ void range(const KArgs& a) {
   T* Y = (T*)a.out[0].data;
-  for (int64_t i = gtid(); i < a.out[0].numel; i += gstride()) Y[i] = (T)(a.fargs[0] + (double)i * a.fargs[1]);
+  for (int64_t i = gtid(); i < a.out[0].numel; i += gstride()) Y[i] = (T)(a.fargs[range_args::kStart] + (double)i * a.fargs[range_args::kDelta]);
 }
 
 // range with start and delta as int arguments (integer ranges over runtime dimensions)
 template <class T>
 __device__ void range_i(const KArgs& a) {
   T* Y = (T*)a.out[0].data;
-  for (int64_t i = gtid(); i < a.out[0].numel; i += gstride()) Y[i] = (T)(a.iargs[0] + i * a.iargs[1]);
+  for (int64_t i = gtid(); i < a.out[0].numel; i += gstride()) Y[i] = (T)(a.iargs[range_args::kStartInt] + i * a.iargs[range_args::kDeltaInt]);
 }
 
 template <class T>
 __device__ void values(const KArgs& a) {
   T* Y = (T*)a.out[0].data;
-  for (int64_t i = gtid(); i < a.out[0].numel; i += gstride()) Y[i] = (T)a.iargs[i];
+  for (int64_t i = gtid(); i < a.out[0].numel; i += gstride()) Y[i] = (T)a.iargs[values_args::kValues + i];
 }
 
 }  // namespace planc

@@ -19,7 +19,7 @@ __device__ void transpose(const KArgs& a) {
 #pragma unroll
   for (int ax = 0; ax < R; ax++) {
     int64_t st = 1;
-    for (int j = (int)a.iargs[ax] + 1; j < R; j++) st *= tx.dims[j];
+    for (int j = (int)a.iargs[transpose_args::kPerm + ax] + 1; j < R; j++) st *= tx.dims[j];
     s[ax] = st;
   }
   const T* X = (const T*)tx.data;
@@ -76,8 +76,8 @@ __device__ void slice(const KArgs& a) {
       const int64_t d = ty.dims[ax], c = r % d;
       r /= d;
       // ONNX start normalization: negative counts from the end, then clamp to the axis in the step's direction
-      const int64_t step = a.iargs[2 * ax + 1], dim = tx.dims[ax];
-      int64_t start = a.iargs[2 * ax];
+      const int64_t step = a.iargs[slice_args::kStartsSteps + 2 * ax + 1], dim = tx.dims[ax];
+      int64_t start = a.iargs[slice_args::kStartsSteps + 2 * ax];
       if (start < 0) start += dim;
       start = step > 0 ? min(max(start, (int64_t)0), dim) : min(max(start, (int64_t)-1), dim - 1);
       const int64_t src = start + c * step;

@@ -6,7 +6,9 @@ namespace planc {
 template <int D0, bool RMS, bool BIAS>
 __device__ void norm(const KArgs& a) {
   const Tensor &tx = a.in[0], &ts = a.in[1], &ty = a.out[0];
-  const int axis = (int)a.iargs[0];
+  static_assert(layer_norm_args::kAxis == rms_norm_args::kAxis && layer_norm_args::kEpsilon == rms_norm_args::kEpsilon,
+                "layer_norm and rms_norm read one argument layout");
+  const int axis = (int)a.iargs[layer_norm_args::kAxis];
   int64_t D = 1;
   for (int i = axis; i < tx.rank; i++) D *= tx.dims[i];
   if (D == 0) return;
@@ -18,7 +20,7 @@ __device__ void norm(const KArgs& a) {
   float* Y = (float*)ty.data + row * D;
   const float* S = (const float*)ts.data;
   const float* Bi = BIAS ? (const float*)a.in[2].data : nullptr;
-  const float eps = (float)a.fargs[0];
+  const float eps = (float)a.fargs[layer_norm_args::kEpsilon];
   if (D0 > 0) {
     constexpr int PER = D0 > 0 ? D0 / 32 : 1;
     float v[PER];
@@ -58,12 +60,12 @@ __device__ void norm(const KArgs& a) {
   }
 }
 
-// Softmax (LOG: log-softmax) along iargs[0]. LAST (axis is the last dim): a warp per row, three passes over the row
+// Softmax (LOG: log-softmax) along iarg axis. LAST (axis is the last dim): a warp per row, three passes over the row
 // (max, sum of exp, write: the row stays in L1/L2). Otherwise a thread per (outer, inner) pair walks the axis.
 template <bool LOG, bool LAST>
 __device__ void softmax(const KArgs& a) {
   const Tensor &tx = a.in[0], &ty = a.out[0];
-  const int axis = (int)a.iargs[0];
+  const int axis = (int)a.iargs[softmax_args::kAxis];
   const int64_t n = tx.dims[axis];
   int64_t inner = 1;
   for (int i = axis + 1; i < tx.rank; i++) inner *= tx.dims[i];

@@ -3,7 +3,7 @@
 namespace planc {
 
 // cluster_mask: X [rows..., D], centroids [R, D], cnorm [R] (‖C_r‖²), offsets [R + 1] int32, ids [nnz] int32 ->
-// active uint8/bool [V]; iargs [V]. Per row r* = argmin_r cnorm[r] − 2 x·C_r (ties and NaN as cpu/kmeans.cc: the
+// active uint8/bool [V]; iarg vocab V. Per row r* = argmin_r cnorm[r] − 2 x·C_r (ties and NaN as cpu/kmeans.cc: the
 // first strictly smaller value wins, starting from +inf at r = 0); active = 1 exactly at ids[offsets[r*] ..
 // offsets[r* + 1]) of every row's r*, 0 elsewhere (no rows: all 0).
 // A fixed grid of blocks of 256 threads walks the groups of RB rows (x in shared memory, warp w takes centroids w,
@@ -25,7 +25,7 @@ __device__ void cluster_mask(const KArgs& a) {
   const float* cnorm = (const float*)a.in[2].data;
   const int32_t* offsets = (const int32_t*)a.in[3].data;
   const int32_t* ids = (const int32_t*)a.in[4].data;
-  const int64_t nnz = a.in[4].numel, V = a.iargs[0];
+  const int64_t nnz = a.in[4].numel, V = a.iargs[cluster_mask_args::kVocab];
   const int64_t rows = tx.numel / D, groups = (rows + RB - 1) / RB;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   unsigned* counters = (unsigned*)a.scratch;

@@ -465,9 +465,7 @@ const char* check_mask(const TensorView& m, Attn* a) {
 
 // Checks every input, output and argument and fills a; returns an error or nullptr.
 const char* check_attention(const KernelArgs& args, Attn* a) {
-  if (args.n_in < 3 || args.n_in > 4 || args.n_out != 1 || args.n_iargs != 5 || args.n_fargs != 1)
-    return kernel_error("attention: needs 3-4 inputs, 1 output, 5 iargs, 1 farg; got %d, %d, %d, %d", args.n_in,
-                        args.n_out, args.n_iargs, args.n_fargs);
+  if (const char* err = check_arity("attention", args, attention_args::kArity)) return err;
   const TensorView &q = args.in[0], &k = args.in[1], &v = args.in[2], &y = args.out[0];
   const char* names[4] = {"Q", "K", "V", "Y"};
   const TensorView* views[4] = {&q, &k, &v, &y};
@@ -476,8 +474,9 @@ const char* check_attention(const KernelArgs& args, Attn* a) {
     if (views[t]->dtype != kFloat32)
       return kernel_error("attention: %s must be float32, got %s", names[t], dtype_name(views[t]->dtype));
   }
-  const int64_t heads = args.iargs[0], layout = args.iargs[1], l = args.iargs[2], kind = args.iargs[3],
-                causal = args.iargs[4];
+  using namespace attention_args;
+  const int64_t heads = args.iargs[kNumHeads], layout = args.iargs[kQLayout], l = args.iargs[kKvLen],
+                kind = args.iargs[kMaskKind], causal = args.iargs[kIsCausal];
   if (layout != 0 && layout != 1) return kernel_error("attention: q_layout must be 0 or 1, got %lld", (long long)layout);
   if (kind < 0 || kind >= kMaskCount) return kernel_error("attention: mask_kind must be 0..%d, got %lld", static_cast<int>(kMaskCount) - 1, (long long)kind);
   if (causal != 0 && causal != 1) return kernel_error("attention: is_causal must be 0 or 1, got %lld", (long long)causal);
@@ -504,7 +503,7 @@ const char* check_attention(const KernelArgs& args, Attn* a) {
   a->q_layout = static_cast<int>(layout);
   a->mask_kind = static_cast<int>(kind);
   a->causal = causal != 0;
-  a->scale = static_cast<float>(args.fargs[0]);
+  a->scale = static_cast<float>(args.fargs[kScale]);
   a->q = q.as<float>();
   a->k = k.as<float>();
   a->v = v.as<float>();
@@ -554,9 +553,7 @@ const char* attention(const KernelArgs& args) {
 // ---------- cache_write ----------
 
 const char* cache_write(const KernelArgs& args) {
-  if (args.n_in != 2 || args.n_out != 1 || args.n_iargs != 3)
-    return kernel_error("cache_write: needs 2 inputs, 1 output, 3 iargs; got %d, %d, %d", args.n_in, args.n_out,
-                        args.n_iargs);
+  if (const char* err = check_arity("cache_write", args, cache_write_args::kArity)) return err;
   const TensorView &cache = args.in[0], &nw = args.in[1], &y = args.out[0];
   const char* names[3] = {"Cache", "New", "Y"};
   const TensorView* views[3] = {&cache, &nw, &y};
@@ -565,7 +562,8 @@ const char* cache_write(const KernelArgs& args) {
     if (views[t]->dtype != kFloat32)
       return kernel_error("cache_write: %s must be float32, got %s", names[t], dtype_name(views[t]->dtype));
   }
-  const int64_t pos = args.iargs[0], layout = args.iargs[1], heads = args.iargs[2];
+  using namespace cache_write_args;
+  const int64_t pos = args.iargs[kPos], layout = args.iargs[kNewLayout], heads = args.iargs[kNumHeads];
   if (cache.rank != 4) return kernel_error("cache_write: Cache must be [B,H,C,D], got %s", dims_str(cache).c_str());
   if (!same_dims(cache, y))
     return kernel_error("cache_write: Y %s differs from Cache %s", dims_str(y).c_str(), dims_str(cache).c_str());

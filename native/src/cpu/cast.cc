@@ -12,12 +12,10 @@
 namespace planc {
 namespace {
 
-const char* check_counts(const char* name, const KernelArgs& a, int n_in, int n_fargs) {
-  if (a.n_in != n_in || a.n_out != 1 || a.n_iargs != 0 || a.n_fargs != n_fargs) {
-    return kernel_error("%s: expects %d input(s), 1 output, 0 int and %d float arguments; got %d, %d, %d, %d", name, n_in,
-                        n_fargs, a.n_in, a.n_out, a.n_iargs, a.n_fargs);
-  }
-  for (int i = 0; i < n_in; i++) {
+// The schema's counts (arity), then every input and the output well formed.
+const char* check_counts(const char* name, const KernelArgs& a, const KernelArity& arity) {
+  if (const char* err = check_arity(name, a, arity)) return err;
+  for (int i = 0; i < a.n_in; i++) {
     if (!view_ok(a.in[i])) return kernel_error("%s: input %d is missing or malformed", name, i);
   }
   if (!view_ok(a.out[0])) return kernel_error("%s: output is malformed", name);
@@ -135,7 +133,7 @@ template <class F> bool with_type(int32_t d, F&& f) {
 template <class S> using Read = typename std::conditional<std::is_same<S, bool>::value, uint8_t, S>::type;
 
 const char* cast_kernel(const KernelArgs& args) {
-  if (const char* err = check_counts("cast", args, 1, 0)) return err;
+  if (const char* err = check_counts("cast", args, cast_args::kArity)) return err;
   if (!same_dims(args.in[0], args.out[0])) {
     return kernel_error("cast: output dims %s differ from input dims %s", dims_str(args.out[0]).c_str(),
                         dims_str(args.in[0]).c_str());
@@ -151,7 +149,7 @@ const char* cast_kernel(const KernelArgs& args) {
 }
 
 const char* copy_kernel(const KernelArgs& args) {
-  if (const char* err = check_counts("copy", args, 1, 0)) return err;
+  if (const char* err = check_counts("copy", args, copy_args::kArity)) return err;
   size_t n = args.in[0].bytes();
   if (args.out[0].bytes() != n) {
     return kernel_error("copy: output holds %zu bytes (%s %s), input %zu bytes (%s %s)", args.out[0].bytes(),
@@ -175,8 +173,8 @@ void fill_typed(const KernelArgs& args, double value) {
 }
 
 const char* fill_kernel(const KernelArgs& args) {
-  if (const char* err = check_counts("fill", args, 0, 1)) return err;
-  double value = args.fargs[0];
+  if (const char* err = check_counts("fill", args, fill_args::kArity)) return err;
+  double value = args.fargs[fill_args::kValue];
   bool ok = with_type(args.out[0].dtype, [&](auto* d) {
     using D = std::remove_pointer_t<decltype(d)>;
     fill_typed<D>(args, value);
@@ -196,15 +194,16 @@ void range_typed(const KernelArgs& args, double start, double delta) {
 
 const char* range_kernel(const KernelArgs& args) {
   // start and delta: two float arguments, or two int arguments (integer ranges whose start is a runtime dimension)
-  const bool ints = args.n_iargs == 2 && args.n_fargs == 0;
-  if (!ints) {
-    if (const char* err = check_counts("range", args, 0, 2)) return err;
-  } else if (args.n_in != 0 || args.n_out != 1 || !view_ok(args.out[0])) {
-    return kernel_error("range: expects 0 inputs and 1 output, got %d and %d", args.n_in, args.n_out);
+  using namespace range_args;
+  if (const char* err = check_counts("range", args, kArity)) return err;
+  const bool ints = args.n_iargs == kIargCount && args.n_fargs == 0;
+  if (!ints && (args.n_iargs != 0 || args.n_fargs != kFargCount)) {
+    return kernel_error("range: needs start and delta as %d iargs or as %d fargs, got %d and %d", kIargCount, kFargCount,
+                        args.n_iargs, args.n_fargs);
   }
   if (args.out[0].rank != 1) return kernel_error("range: output must have rank 1, got dims %s", dims_str(args.out[0]).c_str());
-  double start = ints ? static_cast<double>(args.iargs[0]) : args.fargs[0];
-  double delta = ints ? static_cast<double>(args.iargs[1]) : args.fargs[1];
+  double start = ints ? static_cast<double>(args.iargs[kStartInt]) : args.fargs[kStart];
+  double delta = ints ? static_cast<double>(args.iargs[kDeltaInt]) : args.fargs[kDelta];
   switch (args.out[0].dtype) {
     case kFloat32: range_typed<float>(args, start, delta); return nullptr;
     case kFloat64: range_typed<double>(args, start, delta); return nullptr;
@@ -219,7 +218,7 @@ const char* range_kernel(const KernelArgs& args) {
 
 // Y[i] = iargs[i]: integers computed from shapes on the host side (symbolic dims), materialized as a tensor.
 const char* values_kernel(const KernelArgs& args) {
-  if (args.n_in != 0 || args.n_out != 1) return kernel_error("values: wants 0 inputs and 1 output, got %d and %d", args.n_in, args.n_out);
+  if (const char* err = check_arity("values", args, values_args::kArity)) return err;
   const TensorView& y = args.out[0];
   if (y.numel != args.n_iargs) return kernel_error("values: output has %lld elements but %d values were given", static_cast<long long>(y.numel), args.n_iargs);
   switch (y.dtype) {

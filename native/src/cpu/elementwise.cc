@@ -13,15 +13,10 @@ namespace {
 
 // ---- shape checks and the broadcast plan ----
 
-const char* check_args(const char* name, const KernelArgs& a, int n_in, int max_iargs = 0) {
-  if (a.n_in != n_in || a.n_out != 1) {
-    return kernel_error("%s: expects %d inputs and 1 output, got %d and %d", name, n_in, a.n_in, a.n_out);
-  }
-  if (a.n_iargs > max_iargs || a.n_fargs != 0) {
-    return kernel_error("%s: expects at most %d int and no float arguments, got %d and %d", name, max_iargs, a.n_iargs,
-                        a.n_fargs);
-  }
-  for (int i = 0; i < n_in; i++) {
+// The schema's counts (arity), then every input and the output well formed.
+const char* check_args(const char* name, const KernelArgs& a, const KernelArity& arity) {
+  if (const char* err = check_arity(name, a, arity)) return err;
+  for (int i = 0; i < a.n_in; i++) {
     if (!view_ok(a.in[i])) return kernel_error("%s: input %d is missing or malformed", name, i);
   }
   if (!view_ok(a.out[0])) return kernel_error("%s: output is malformed", name);
@@ -134,6 +129,7 @@ template <class T> T wrap_mul(T a, T b) {
 
 struct AddOp {
   static constexpr const char* name = "add";
+  static constexpr const KernelArity* arity = &add_args::kArity;
   static constexpr int64_t chunk = 1 << 15;
   template <class T> static T f(T a, T b) {
     if constexpr (std::is_integral<T>::value) return wrap_add(a, b); else return a + b;
@@ -142,6 +138,7 @@ struct AddOp {
 
 struct SubOp {
   static constexpr const char* name = "sub";
+  static constexpr const KernelArity* arity = &sub_args::kArity;
   static constexpr int64_t chunk = 1 << 15;
   template <class T> static T f(T a, T b) {
     if constexpr (std::is_integral<T>::value) return wrap_sub(a, b); else return a - b;
@@ -150,6 +147,7 @@ struct SubOp {
 
 struct MulOp {
   static constexpr const char* name = "mul";
+  static constexpr const KernelArity* arity = &mul_args::kArity;
   static constexpr int64_t chunk = 1 << 15;
   template <class T> static T f(T a, T b) {
     if constexpr (std::is_integral<T>::value) return wrap_mul(a, b); else return a * b;
@@ -159,6 +157,7 @@ struct MulOp {
 // Integer division truncates toward zero; x / 0 gives 0; INT_MIN / -1 wraps.
 struct DivOp {
   static constexpr const char* name = "div";
+  static constexpr const KernelArity* arity = &div_args::kArity;
   static constexpr int64_t chunk = 1 << 14;
   template <class T> static T f(T a, T b) {
     if constexpr (std::is_integral<T>::value) {
@@ -176,12 +175,14 @@ struct DivOp {
 // NaN in either operand propagates (np.maximum).
 struct MaxOp {
   static constexpr const char* name = "max";
+  static constexpr const KernelArity* arity = &max_args::kArity;
   static constexpr int64_t chunk = 1 << 15;
   template <class T> static T f(T a, T b) { return (a > b || a != a) ? a : b; }
 };
 
 struct MinOp {
   static constexpr const char* name = "min";
+  static constexpr const KernelArity* arity = &min_args::kArity;
   static constexpr int64_t chunk = 1 << 15;
   template <class T> static T f(T a, T b) { return (a < b || a != a) ? a : b; }
 };
@@ -189,6 +190,7 @@ struct MinOp {
 // ONNX Mod with fmod=0: integer remainder takes the divisor's sign, x mod 0 = 0; floats: fmod with NaN → 0.
 struct ModOp {
   static constexpr const char* name = "mod";
+  static constexpr const KernelArity* arity = &mod_args::kArity;
   static constexpr int64_t chunk = 1 << 13;
   template <class T> static T f(T a, T b) {
     if constexpr (std::is_integral<T>::value) {
@@ -211,6 +213,7 @@ struct ModOp {
 // Mod with fmod=1: C remainder (sign of the dividend); integer x mod 0 = 0; floats: plain fmod (NaN stays).
 struct FModOp {
   static constexpr const char* name = "mod";
+  static constexpr const KernelArity* arity = &mod_args::kArity;
   static constexpr int64_t chunk = 1 << 13;
   template <class T> static T f(T a, T b) {
     if constexpr (std::is_integral<T>::value) {
@@ -272,34 +275,42 @@ template <class T, class E> T pow_elem(T a, E b) {
 
 struct EqualOp {
   static constexpr const char* name = "equal";
+  static constexpr const KernelArity* arity = &equal_args::kArity;
   template <class T> static bool f(T a, T b) { return a == b; }
 };
 struct LessOp {
   static constexpr const char* name = "less";
+  static constexpr const KernelArity* arity = &less_args::kArity;
   template <class T> static bool f(T a, T b) { return a < b; }
 };
 struct GreaterOp {
   static constexpr const char* name = "greater";
+  static constexpr const KernelArity* arity = &greater_args::kArity;
   template <class T> static bool f(T a, T b) { return a > b; }
 };
 struct LessEqualOp {
   static constexpr const char* name = "less_equal";
+  static constexpr const KernelArity* arity = &less_equal_args::kArity;
   template <class T> static bool f(T a, T b) { return a <= b; }
 };
 struct GreaterEqualOp {
   static constexpr const char* name = "greater_equal";
+  static constexpr const KernelArity* arity = &greater_equal_args::kArity;
   template <class T> static bool f(T a, T b) { return a >= b; }
 };
 struct AndOp {
   static constexpr const char* name = "and";
+  static constexpr const KernelArity* arity = &and_args::kArity;
   template <class T> static bool f(T a, T b) { return (a != 0) & (b != 0); }
 };
 struct OrOp {
   static constexpr const char* name = "or";
+  static constexpr const KernelArity* arity = &or_args::kArity;
   template <class T> static bool f(T a, T b) { return (a != 0) | (b != 0); }
 };
 struct XorOp {
   static constexpr const char* name = "xor";
+  static constexpr const KernelArity* arity = &xor_args::kArity;
   template <class T> static bool f(T a, T b) { return (a != 0) ^ (b != 0); }
 };
 
@@ -336,8 +347,8 @@ void binary_typed(const KernelArgs& args, const Bcast& plan, int64_t chunk) {
   });
 }
 
-const char* plan_binary(const char* name, const KernelArgs& args, Bcast* plan, int max_iargs = 0) {
-  if (const char* err = check_args(name, args, 2, max_iargs)) return err;
+const char* plan_binary(const char* name, const KernelArgs& args, const KernelArity& arity, Bcast* plan) {
+  if (const char* err = check_args(name, args, arity)) return err;
   const TensorView* ins[2] = {&args.in[0], &args.in[1]};
   return make_bcast(name, ins, 2, args.out[0], plan);
 }
@@ -346,7 +357,7 @@ const char* plan_binary(const char* name, const KernelArgs& args, Bcast* plan, i
 template <class Op>
 const char* arith_kernel(const KernelArgs& args) {
   Bcast plan;
-  if (const char* err = plan_binary(Op::name, args, &plan, std::is_same<Op, ModOp>::value ? 1 : 0)) return err;
+  if (const char* err = plan_binary(Op::name, args, *Op::arity, &plan)) return err;
   int32_t dt = args.in[0].dtype;
   if (args.in[1].dtype != dt || args.out[0].dtype != dt) {
     return kernel_error("%s: dtypes differ: A %s, B %s, Y %s", Op::name, dtype_name(dt), dtype_name(args.in[1].dtype),
@@ -368,7 +379,7 @@ const char* arith_kernel(const KernelArgs& args) {
 template <class Op>
 const char* compare_kernel(const KernelArgs& args) {
   Bcast plan;
-  if (const char* err = plan_binary(Op::name, args, &plan)) return err;
+  if (const char* err = plan_binary(Op::name, args, *Op::arity, &plan)) return err;
   int32_t dt = args.in[0].dtype;
   if (args.in[1].dtype != dt) {
     return kernel_error("%s: dtypes differ: A %s, B %s", Op::name, dtype_name(dt), dtype_name(args.in[1].dtype));
@@ -391,7 +402,7 @@ const char* compare_kernel(const KernelArgs& args) {
 template <class Op>
 const char* logic_kernel(const KernelArgs& args) {
   Bcast plan;
-  if (const char* err = plan_binary(Op::name, args, &plan)) return err;
+  if (const char* err = plan_binary(Op::name, args, *Op::arity, &plan)) return err;
   if (args.in[0].dtype != kBool || args.in[1].dtype != kBool || args.out[0].dtype != kBool) {
     return kernel_error("%s: A, B and Y must be bool, got %s, %s, %s", Op::name, dtype_name(args.in[0].dtype),
                         dtype_name(args.in[1].dtype), dtype_name(args.out[0].dtype));
@@ -403,14 +414,14 @@ const char* logic_kernel(const KernelArgs& args) {
 
 // mod: an optional iarg fmod (0: remainder with the divisor's sign, the default; 1: C fmod).
 const char* mod_kernel(const KernelArgs& args) {
-  if (args.n_iargs == 1 && args.iargs[0] == 1) {
+  if (const char* err = check_arity("mod", args, mod_args::kArity)) return err;
+  const int64_t fmod = args.n_iargs > mod_args::kFmod ? args.iargs[mod_args::kFmod] : 0;
+  if (fmod == 1) {
     KernelArgs plain = args;
     plain.n_iargs = 0;
     return arith_kernel<FModOp>(plain);
   }
-  if (args.n_iargs == 1 && args.iargs[0] != 0) {
-    return kernel_error("mod: fmod must be 0 or 1, got %lld", static_cast<long long>(args.iargs[0]));
-  }
+  if (fmod != 0) return kernel_error("mod: fmod must be 0 or 1, got %lld", static_cast<long long>(fmod));
   return arith_kernel<ModOp>(args);
 }
 
@@ -447,7 +458,7 @@ const char* pow_base(const KernelArgs& args, const Bcast& plan) {
 
 const char* pow_kernel(const KernelArgs& args) {
   Bcast plan;
-  if (const char* err = plan_binary("pow", args, &plan)) return err;
+  if (const char* err = plan_binary("pow", args, pow_args::kArity, &plan)) return err;
   int32_t dt = args.in[0].dtype;
   if (args.out[0].dtype != dt) {
     return kernel_error("pow: output dtype %s differs from base dtype %s", dtype_name(args.out[0].dtype), dtype_name(dt));
@@ -490,7 +501,7 @@ void where_typed(const KernelArgs& args, const Bcast& plan) {
 }
 
 const char* where_kernel(const KernelArgs& args) {
-  if (const char* err = check_args("where", args, 3)) return err;
+  if (const char* err = check_args("where", args, where_args::kArity)) return err;
   const TensorView* ins[3] = {&args.in[0], &args.in[1], &args.in[2]};
   Bcast plan;
   if (const char* err = make_bcast("where", ins, 3, args.out[0], &plan)) return err;

@@ -492,7 +492,7 @@ bool batch_folds(const Batch& bt) {
 }
 
 const char* check_matmul(const KernelArgs& args) {
-  if (args.n_in != 2 || args.n_out != 1) return kernel_error("matmul: needs 2 inputs and 1 output, got %d and %d", args.n_in, args.n_out);
+  if (const char* err = check_arity("matmul", args, matmul_args::kArity)) return err;
   const TensorView &a = args.in[0], &b = args.in[1], &y = args.out[0];
   if (!a.data || !b.data) return "matmul: missing input";
   if (a.dtype != kFloat32 || b.dtype != kFloat32 || y.dtype != kFloat32)
@@ -568,16 +568,15 @@ const char* fill_gemm_c(const TensorView& c, float beta, float* y, int64_t m, in
 }
 
 const char* gemm(const KernelArgs& args) {
-  if (args.n_in < 2 || args.n_in > 3 || args.n_out != 1 || args.n_iargs != 2 || args.n_fargs != 2)
-    return kernel_error("gemm: needs 2-3 inputs, 1 output, 2 iargs, 2 fargs; got %d, %d, %d, %d", args.n_in, args.n_out,
-                        args.n_iargs, args.n_fargs);
+  using namespace gemm_args;
+  if (const char* err = check_arity("gemm", args, kArity)) return err;
   const TensorView &a = args.in[0], &b = args.in[1], &y = args.out[0];
   if (!a.data || !b.data) return "gemm: missing input";
   if (a.dtype != kFloat32 || b.dtype != kFloat32 || y.dtype != kFloat32)
     return kernel_error("gemm: float32 only, got A %d, B %d, Y %d", a.dtype, b.dtype, y.dtype);
   if (a.rank != 2 || b.rank != 2 || y.rank != 2)
     return kernel_error("gemm: A, B and Y must be 2-D, got ranks %d, %d, %d", a.rank, b.rank, y.rank);
-  const bool ta = args.iargs[0] != 0, tb = args.iargs[1] != 0;
+  const bool ta = args.iargs[kTransA] != 0, tb = args.iargs[kTransB] != 0;
   const int64_t m = ta ? a.dims[1] : a.dims[0], k = ta ? a.dims[0] : a.dims[1];
   const int64_t kb = tb ? b.dims[1] : b.dims[0], n = tb ? b.dims[0] : b.dims[1];
   if (k != kb) return kernel_error("gemm: inner dims differ: %lld vs %lld", (long long)k, (long long)kb);
@@ -588,7 +587,7 @@ const char* gemm(const KernelArgs& args) {
 #ifdef PLANC_HAVE_OPENBLAS
   blas_single_thread();
 #endif
-  const float alpha = static_cast<float>(args.fargs[0]), beta = static_cast<float>(args.fargs[1]);
+  const float alpha = static_cast<float>(args.fargs[kAlpha]), beta = static_cast<float>(args.fargs[kBeta]);
   const bool has_c = args.n_in == 3 && args.in[2].data != nullptr && beta != 0.0f;
   float* yp = y.as<float>();
   if (has_c) {
@@ -651,11 +650,10 @@ Epilogue epilogue_for(int64_t act, bool bias, bool res) {
 // Y = act(A x W + bias) + residual: the matmul, then one pass over Y while it is still in cache.
 // Inputs: A, W, bias? ([N]), residual? (Y's dims); iargs: activation (Activation, generated/kernel_enums.h).
 const char* fused_matmul(const KernelArgs& args) {
-  if (args.n_in != 4 || args.n_out != 1 || args.n_iargs != 1)
-    return kernel_error("fused_matmul: needs 4 inputs (A, W, bias?, residual?), 1 output and 1 iarg, got %d, %d and %d", args.n_in, args.n_out, args.n_iargs);
-  const int64_t act = args.iargs[0];
+  if (const char* err = check_arity("fused_matmul", args, fused_matmul_args::kArity)) return err;
+  const int64_t act = args.iargs[fused_matmul_args::kActivation];
   if (act < 0 || act >= kActCount) return kernel_error("fused_matmul: unknown activation %lld", static_cast<long long>(act));
-  KernelArgs mm = args;
+  KernelArgs mm = args;  // A, W as a matmul
   mm.n_in = 2;
   mm.n_iargs = 0;
   if (const char* err = matmul(mm)) return err;

@@ -50,17 +50,21 @@ const char* block_scores(const float* x, int64_t rows, int64_t d, const float* c
   TensorView in[2] = {matrix(x, rows, d), matrix(c, r, d)};
   if (transposed) std::swap(in[0], in[1]);
   TensorView out[1] = {transposed ? matrix(scores, r, rows) : matrix(scores, rows, r)};
-  const int64_t iargs[2] = {0, 1};  // A as is, B transposed
-  const double fargs[2] = {1.0, 0.0};
+  int64_t iargs[gemm_args::kIargCount] = {};
+  iargs[gemm_args::kTransA] = 0;  // A as is
+  iargs[gemm_args::kTransB] = 1;  // B transposed
+  double fargs[gemm_args::kFargCount] = {};
+  fargs[gemm_args::kAlpha] = 1.0;
+  fargs[gemm_args::kBeta] = 0.0;
   KernelArgs args;
   args.in = in;
   args.n_in = 2;
   args.out = out;
   args.n_out = 1;
   args.iargs = iargs;
-  args.n_iargs = 2;
+  args.n_iargs = gemm_args::kIargCount;
   args.fargs = fargs;
-  args.n_fargs = 2;
+  args.n_fargs = gemm_args::kFargCount;
   args.pool = pool;
   return gemm_kernel()(args);
 }

@@ -169,26 +169,27 @@ void transpose_tiled(const Perm& c, const T* src, T* dst, ThreadPool* pool) {
 }
 
 const char* transpose(const KernelArgs& args) {
-  if (args.n_in != 1 || args.n_out != 1) return kernel_error("transpose: needs 1 input and 1 output, got %d and %d", args.n_in, args.n_out);
+  if (const char* err = check_arity("transpose", args, transpose_args::kArity)) return err;
   const TensorView &x = args.in[0], &y = args.out[0];
   size_t esize;
   if (const char* err = check_dtypes("transpose", x, y, &esize)) return err;
-  if (args.n_iargs != x.rank || y.rank != x.rank)
+  if (args.n_iargs != transpose_args::kPerm + x.rank || y.rank != x.rank)
     return kernel_error("transpose: X rank %d needs %d perm entries and Y rank %d", x.rank, args.n_iargs, y.rank);
   bool seen[kMaxRank] = {false};
+  const int64_t* perm = args.iargs + transpose_args::kPerm;
   for (int i = 0; i < x.rank; i++) {
-    const int64_t p = args.iargs[i];
+    const int64_t p = perm[i];
     if (p < 0 || p >= x.rank || seen[p]) return kernel_error("transpose: perm entry %d (%lld) is not a permutation", i, (long long)p);
     seen[p] = true;
   }
   for (int i = 0; i < x.rank; i++) {
-    const int64_t p = args.iargs[i];
+    const int64_t p = perm[i];
     if (y.dims[i] != x.dims[p])
       return kernel_error("transpose: Y dim %d is %lld, X dim %lld is %lld", i, (long long)y.dims[i], (long long)p,
                           (long long)x.dims[p]);
   }
   if (x.numel == 0) return nullptr;
-  const Perm c = canonical_perm(x, args.iargs);
+  const Perm c = canonical_perm(x, perm);
   if (c.rank <= 1) {  // nothing moves: the permutation only touched size-1 dims
     std::memcpy(y.data, x.data, x.bytes());
     return nullptr;
@@ -341,11 +342,12 @@ void map_copy(int rank, const int64_t* ydims, std::vector<int64_t>* maps, const 
 // ---------- slice ----------
 
 const char* slice(const KernelArgs& args) {
-  if (args.n_in != 1 || args.n_out != 1) return kernel_error("slice: needs 1 input and 1 output, got %d and %d", args.n_in, args.n_out);
+  if (const char* err = check_arity("slice", args, slice_args::kArity)) return err;
   const TensorView &x = args.in[0], &y = args.out[0];
   size_t esize;
   if (const char* err = check_dtypes("slice", x, y, &esize)) return err;
-  if (y.rank != x.rank || args.n_iargs != 2 * x.rank)
+  const int64_t* starts_steps = args.iargs + slice_args::kStartsSteps;  // start, step of each axis
+  if (y.rank != x.rank || args.n_iargs != slice_args::kStartsSteps + 2 * x.rank)
     return kernel_error("slice: X rank %d needs Y rank %d and %d iargs, got %d and %d", x.rank, x.rank, 2 * x.rank, y.rank,
                         args.n_iargs);
   if (y.numel == 0) return nullptr;
@@ -353,11 +355,11 @@ const char* slice(const KernelArgs& args) {
   row_major_strides(x.dims, x.rank, st);
   std::vector<int64_t> maps[kMaxRank];
   for (int a = 0; a < x.rank; a++) {
-    const int64_t step = args.iargs[2 * a + 1], n = y.dims[a], dim = x.dims[a];
+    const int64_t step = starts_steps[2 * a + 1], n = y.dims[a], dim = x.dims[a];
     if (step == 0) return kernel_error("slice: axis %d has step 0", a);
     // ONNX start normalization (a start computed from sizes, such as -len, is only known here): negative counts from
     // the end, then clamp to [0, dim] (step > 0) or [-1, dim - 1] (step < 0)
-    int64_t start = args.iargs[2 * a];
+    int64_t start = starts_steps[2 * a];
     if (start < 0) start += dim;
     start = step > 0 ? std::min(std::max<int64_t>(start, 0), dim) : std::min(std::max<int64_t>(start, -1), dim - 1);
     if (n == 0) continue;
@@ -377,7 +379,7 @@ const char* slice(const KernelArgs& args) {
 // ---------- expand and tile ----------
 
 const char* expand(const KernelArgs& args) {
-  if (args.n_in != 1 || args.n_out != 1) return kernel_error("expand: needs 1 input and 1 output, got %d and %d", args.n_in, args.n_out);
+  if (const char* err = check_arity("expand", args, expand_args::kArity)) return err;
   const TensorView &x = args.in[0], &y = args.out[0];
   size_t esize;
   if (const char* err = check_dtypes("expand", x, y, &esize)) return err;
@@ -403,7 +405,7 @@ const char* expand(const KernelArgs& args) {
 }
 
 const char* tile(const KernelArgs& args) {
-  if (args.n_in != 1 || args.n_out != 1) return kernel_error("tile: needs 1 input and 1 output, got %d and %d", args.n_in, args.n_out);
+  if (const char* err = check_arity("tile", args, tile_args::kArity)) return err;
   const TensorView &x = args.in[0], &y = args.out[0];
   size_t esize;
   if (const char* err = check_dtypes("tile", x, y, &esize)) return err;
@@ -431,30 +433,29 @@ int64_t pad_source(int64_t mode, int64_t j, int64_t begin, int64_t n) {
   const int64_t p = j - begin;
   if (p >= 0 && p < n) return p;
   switch (mode) {
-    case 2: return p < 0 ? 0 : n - 1;                       // edge
-    case 3: return ((p % n) + n) % n;                        // wrap
-    case 1: {                                                // reflect
+    case kPadEdge: return p < 0 ? 0 : n - 1;
+    case kPadWrap: return ((p % n) + n) % n;
+    case kPadReflect: {
       if (n == 1) return 0;
       const int64_t period = 2 * (n - 1);
       const int64_t q = ((p % period) + period) % period;
       return q < n ? q : period - q;
     }
-    default: return -1;                                      // constant
+    default: return -1;  // kPadConstant
   }
 }
 
 const char* pad(const KernelArgs& args) {
-  if (args.n_in < 1 || args.n_in > 2 || args.n_out != 1)
-    return kernel_error("pad: needs 1-2 inputs and 1 output, got %d and %d", args.n_in, args.n_out);
+  if (const char* err = check_arity("pad", args, pad_args::kArity)) return err;
   const TensorView &x = args.in[0], &y = args.out[0];
   size_t esize;
   if (const char* err = check_dtypes("pad", x, y, &esize)) return err;
-  if (y.rank != x.rank || args.n_iargs != 1 + 2 * x.rank)
-    return kernel_error("pad: X rank %d needs Y rank %d and %d iargs, got %d and %d", x.rank, x.rank, 1 + 2 * x.rank,
-                        y.rank, args.n_iargs);
-  const int64_t mode = args.iargs[0];
-  if (mode < 0 || mode > 3) return kernel_error("pad: unknown mode %lld", (long long)mode);
-  const int64_t* pads = args.iargs + 1;
+  if (y.rank != x.rank || args.n_iargs != pad_args::kPads + 2 * x.rank)
+    return kernel_error("pad: X rank %d needs Y rank %d and %d iargs, got %d and %d", x.rank, x.rank,
+                        pad_args::kPads + 2 * x.rank, y.rank, args.n_iargs);
+  const int64_t mode = args.iargs[pad_args::kMode];
+  if (mode < 0 || mode >= kPadCount) return kernel_error("pad: unknown mode %lld", (long long)mode);
+  const int64_t* pads = args.iargs + pad_args::kPads;
   const void* fill = nullptr;
   if (args.n_in == 2 && args.in[1].data) {
     const TensorView& v = args.in[1];
@@ -497,11 +498,13 @@ const char* check_part(const char* kernel, const char* what, int i, const Tensor
 }
 
 // Axis argument of concat/split, normalized against rank.
+// (concat_args::kAxis and split_args::kAxis are the same position.)
 const char* axis_arg(const char* kernel, const KernelArgs& args, int rank, int* axis) {
-  if (args.n_iargs != 1) return kernel_error("%s: needs 1 iarg, got %d", kernel, args.n_iargs);
-  int64_t a = args.iargs[0];
+  static_assert(concat_args::kAxis == split_args::kAxis, "concat and split read one axis position");
+  const int64_t given = args.iargs[concat_args::kAxis];
+  int64_t a = given;
   if (a < 0) a += rank;
-  if (a < 0 || a >= rank) return kernel_error("%s: axis %lld is out of range for rank %d", kernel, (long long)args.iargs[0], rank);
+  if (a < 0 || a >= rank) return kernel_error("%s: axis %lld is out of range for rank %d", kernel, (long long)given, rank);
   *axis = static_cast<int>(a);
   return nullptr;
 }
@@ -533,7 +536,7 @@ void move_parts(const TensorView& whole, const TensorView* parts, int n, int axi
 }
 
 const char* concat(const KernelArgs& args) {
-  if (args.n_in < 1 || args.n_out != 1) return kernel_error("concat: needs inputs and 1 output, got %d and %d", args.n_in, args.n_out);
+  if (const char* err = check_arity("concat", args, concat_args::kArity)) return err;
   const TensorView& y = args.out[0];
   int axis = 0;
   if (const char* err = axis_arg("concat", args, y.rank, &axis)) return err;
@@ -551,7 +554,7 @@ const char* concat(const KernelArgs& args) {
 }
 
 const char* split(const KernelArgs& args) {
-  if (args.n_in != 1 || args.n_out < 1) return kernel_error("split: needs 1 input and outputs, got %d and %d", args.n_in, args.n_out);
+  if (const char* err = check_arity("split", args, split_args::kArity)) return err;
   const TensorView& x = args.in[0];
   int axis = 0;
   if (const char* err = axis_arg("split", args, x.rank, &axis)) return err;
@@ -581,16 +584,16 @@ const char* check_indices_dtype(const char* kernel, const TensorView& idx) {
 }
 
 const char* gather(const KernelArgs& args) {
-  if (args.n_in != 2 || args.n_out != 1 || args.n_iargs != 1)
-    return kernel_error("gather: needs 2 inputs, 1 output, 1 iarg; got %d, %d, %d", args.n_in, args.n_out, args.n_iargs);
+  if (const char* err = check_arity("gather", args, gather_args::kArity)) return err;
   const TensorView &x = args.in[0], &ind = args.in[1], &y = args.out[0];
   size_t esize;
   if (const char* err = check_dtypes("gather", x, y, &esize)) return err;
   if (const char* err = check_indices_dtype("gather", ind)) return err;
   if (x.rank < 1) return "gather: X must have rank >= 1";
-  int64_t axis = args.iargs[0];
+  const int64_t given = args.iargs[gather_args::kAxis];
+  int64_t axis = given;
   if (axis < 0) axis += x.rank;
-  if (axis < 0 || axis >= x.rank) return kernel_error("gather: axis %lld is out of range for rank %d", (long long)args.iargs[0], x.rank);
+  if (axis < 0 || axis >= x.rank) return kernel_error("gather: axis %lld is out of range for rank %d", (long long)given, x.rank);
   const int a = static_cast<int>(axis);
   if (y.rank != x.rank - 1 + ind.rank)
     return kernel_error("gather: Y rank %d, expected %d", y.rank, x.rank - 1 + ind.rank);
@@ -626,17 +629,17 @@ const char* gather(const KernelArgs& args) {
 }
 
 const char* gather_elements(const KernelArgs& args) {
-  if (args.n_in != 2 || args.n_out != 1 || args.n_iargs != 1)
-    return kernel_error("gather_elements: needs 2 inputs, 1 output, 1 iarg; got %d, %d, %d", args.n_in, args.n_out, args.n_iargs);
+  if (const char* err = check_arity("gather_elements", args, gather_elements_args::kArity)) return err;
   const TensorView &x = args.in[0], &ind = args.in[1], &y = args.out[0];
   size_t esize;
   if (const char* err = check_dtypes("gather_elements", x, y, &esize)) return err;
   if (const char* err = check_indices_dtype("gather_elements", ind)) return err;
   if (x.rank < 1 || ind.rank != x.rank || y.rank != x.rank)
     return kernel_error("gather_elements: X, indices and Y need one rank >= 1, got %d, %d, %d", x.rank, ind.rank, y.rank);
-  int64_t axis = args.iargs[0];
+  const int64_t given = args.iargs[gather_elements_args::kAxis];
+  int64_t axis = given;
   if (axis < 0) axis += x.rank;
-  if (axis < 0 || axis >= x.rank) return kernel_error("gather_elements: axis %lld is out of range for rank %d", (long long)args.iargs[0], x.rank);
+  if (axis < 0 || axis >= x.rank) return kernel_error("gather_elements: axis %lld is out of range for rank %d", (long long)given, x.rank);
   const int a = static_cast<int>(axis);
   for (int d = 0; d < x.rank; d++) {
     if (y.dims[d] != ind.dims[d]) return kernel_error("gather_elements: Y dim %d is %lld, indices have %lld", d, (long long)y.dims[d], (long long)ind.dims[d]);
@@ -682,17 +685,16 @@ const char* gather_elements(const KernelArgs& args) {
 // Y = X with the slices addressed by the last axis of the indices replaced (iarg 0 = reduction: 0 none, 1 add,
 // 2 mul, 3 max, 4 min) by the matching rows of the updates.
 const char* scatter_nd(const KernelArgs& args) {
-  if (args.n_in != 3 || args.n_out != 1 || args.n_iargs != 1)
-    return kernel_error("scatter_nd: needs 3 inputs, 1 output, 1 iarg; got %d, %d, %d", args.n_in, args.n_out, args.n_iargs);
+  if (const char* err = check_arity("scatter_nd", args, scatter_nd_args::kArity)) return err;
   const TensorView &x = args.in[0], &ind = args.in[1], &upd = args.in[2], &y = args.out[0];
   size_t esize;
   if (const char* err = check_dtypes("scatter_nd", x, y, &esize)) return err;
   if (const char* err = check_indices_dtype("scatter_nd", ind)) return err;
   if (upd.dtype != x.dtype) return kernel_error("scatter_nd: updates are %s, data %s", dtype_name(upd.dtype), dtype_name(x.dtype));
   if (!same_dims(x, y)) return kernel_error("scatter_nd: output %s differs from data %s", dims_str(y).c_str(), dims_str(x).c_str());
-  const int64_t red = args.iargs[0];
-  if (red < 0 || red > 4) return kernel_error("scatter_nd: unknown reduction %lld", (long long)red);
-  if (red != 0 && x.dtype != kFloat32 && x.dtype != kInt64 && x.dtype != kInt32)
+  const int64_t red = args.iargs[scatter_nd_args::kReduction];
+  if (red < 0 || red >= kScatterCount) return kernel_error("scatter_nd: unknown reduction %lld", (long long)red);
+  if (red != kScatterNone && x.dtype != kFloat32 && x.dtype != kInt64 && x.dtype != kInt32)
     return kernel_error("scatter_nd: reduction on %s data is not supported", dtype_name(x.dtype));
   if (ind.rank < 1) return "scatter_nd: indices need rank >= 1";
   const int64_t k = ind.dims[ind.rank - 1];
@@ -728,16 +730,16 @@ const char* scatter_nd(const KernelArgs& args) {
       const T* s = u + r * slice;
       for (int64_t j = 0; j < slice; j++) {
         switch (red) {
-          case 1: d[j] += s[j]; break;
-          case 2: d[j] *= s[j]; break;
-          case 3: d[j] = d[j] < s[j] ? s[j] : d[j]; break;
-          case 4: d[j] = s[j] < d[j] ? s[j] : d[j]; break;
+          case kScatterAdd: d[j] += s[j]; break;
+          case kScatterMul: d[j] *= s[j]; break;
+          case kScatterMax: d[j] = d[j] < s[j] ? s[j] : d[j]; break;
+          case kScatterMin: d[j] = s[j] < d[j] ? s[j] : d[j]; break;
           default: d[j] = s[j];
         }
       }
     }
   };
-  if (red == 0) {
+  if (red == kScatterNone) {
     by_size(esize, [&](auto tag) {
       using T = decltype(tag);
       const T* u = upd.as<T>();

@@ -150,10 +150,12 @@ const char* check_norm(const char* kernel, const KernelArgs& args, int* axis, in
   for (int d = 0; d < x.rank; d++)
     if (y.dims[d] != x.dims[d])
       return kernel_error("%s: Y dim %d is %lld, X has %lld", kernel, d, (long long)y.dims[d], (long long)x.dims[d]);
-  int64_t a = args.iargs[0];
+  static_assert(layer_norm_args::kAxis == rms_norm_args::kAxis, "layer_norm and rms_norm read one axis position");
+  const int64_t given = args.iargs[layer_norm_args::kAxis];
+  int64_t a = given;
   if (a < 0) a += x.rank;
   if (a < 0 || a >= x.rank)
-    return kernel_error("%s: axis %lld is out of range for rank %d", kernel, (long long)args.iargs[0], x.rank);
+    return kernel_error("%s: axis %lld is out of range for rank %d", kernel, (long long)given, x.rank);
   *axis = static_cast<int>(a);
   *rows = 1;
   *cols = 1;
@@ -165,9 +167,7 @@ const char* check_norm(const char* kernel, const KernelArgs& args, int* axis, in
 int64_t min_rows(int64_t cols) { return std::max<int64_t>(1, 16384 / std::max<int64_t>(1, cols)); }
 
 const char* layer_norm(const KernelArgs& args) {
-  if (args.n_in < 2 || args.n_in > 3 || args.n_out < 1 || args.n_out > 3 || args.n_iargs != 1 || args.n_fargs != 1)
-    return kernel_error("layer_norm: needs 2-3 inputs, 1-3 outputs, 1 iarg, 1 farg; got %d, %d, %d, %d", args.n_in,
-                        args.n_out, args.n_iargs, args.n_fargs);
+  if (const char* err = check_arity("layer_norm", args, layer_norm_args::kArity)) return err;
   int axis = 0;
   int64_t rows, cols;
   if (const char* err = check_norm("layer_norm", args, &axis, &rows, &cols)) return err;
@@ -187,7 +187,7 @@ const char* layer_norm(const KernelArgs& args) {
     stats[k - 1] = st.as<float>();
   }
   if (x.numel == 0) return nullptr;
-  const double eps = args.fargs[0];
+  const double eps = args.fargs[layer_norm_args::kEpsilon];
   const float* xp = x.as<float>();
   float* yp = args.out[0].as<float>();
   auto run = [&](int64_t r0, int64_t r1) {
@@ -215,9 +215,7 @@ PLANC_HOT void rms_scale_run(const float* x, float* y, int64_t n, float inv, con
 }
 
 const char* rms_norm(const KernelArgs& args) {
-  if (args.n_in != 2 || args.n_out != 1 || args.n_iargs != 1 || args.n_fargs != 1)
-    return kernel_error("rms_norm: needs 2 inputs, 1 output, 1 iarg, 1 farg; got %d, %d, %d, %d", args.n_in,
-                        args.n_out, args.n_iargs, args.n_fargs);
+  if (const char* err = check_arity("rms_norm", args, rms_norm_args::kArity)) return err;
   int axis = 0;
   int64_t rows, cols;
   if (const char* err = check_norm("rms_norm", args, &axis, &rows, &cols)) return err;
@@ -225,7 +223,7 @@ const char* rms_norm(const KernelArgs& args) {
   Param scale;
   if (const char* err = prepare_param("rms_norm", "scale", args.in[1], x, axis, cols, &scale)) return err;
   if (x.numel == 0) return nullptr;
-  const double eps = args.fargs[0];
+  const double eps = args.fargs[rms_norm_args::kEpsilon];
   const float* xp = x.as<float>();
   float* yp = args.out[0].as<float>();
   auto run = [&](int64_t r0, int64_t r1) {

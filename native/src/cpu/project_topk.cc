@@ -304,11 +304,9 @@ void run_block(const Problem& p, int64_t r0, int64_t nr, float* values, int64_t*
 
 // Checks the operands and outputs; fills p. Returns an error or nullptr.
 const char* check_project_topk(const KernelArgs& args, Problem* p) {
-  if (args.n_in < 3 || args.n_in > 4 || args.n_out != 2 || args.n_iargs != 2)
-    return kernel_error("project_topk: needs 3 or 4 inputs (X, W, bias?, active?), 2 outputs and 2 iargs, got %d, %d and %d",
-                        args.n_in, args.n_out, args.n_iargs);
+  if (const char* err = check_arity("project_topk", args, project_topk_args::kArity)) return err;
   const TensorView &x = args.in[0], &w = args.in[1], &bias = args.in[2], &vals = args.out[0], &ids = args.out[1];
-  const int64_t k = args.iargs[0], tr = args.iargs[1];
+  const int64_t k = args.iargs[project_topk_args::kK], tr = args.iargs[project_topk_args::kTransposed];
   if (tr != 0 && tr != 1) return kernel_error("project_topk: transposed must be 0 or 1, got %lld", (long long)tr);
   if (x.dtype != kFloat32 || w.dtype != kFloat32)
     return kernel_error("project_topk: X and W must be float32, got %s and %s", dtype_name(x.dtype), dtype_name(w.dtype));

@@ -13,15 +13,13 @@
 namespace planc {
 namespace {
 
-const char* check_counts(const char* name, const KernelArgs& a, int n_in, int n_out, int n_iargs) {
-  if (a.n_in != n_in || a.n_out != n_out || a.n_iargs != n_iargs || a.n_fargs != 0) {
-    return kernel_error("%s: expects %d input(s), %d output(s), %d int and 0 float arguments; got %d, %d, %d, %d", name,
-                        n_in, n_out, n_iargs, a.n_in, a.n_out, a.n_iargs, a.n_fargs);
-  }
-  for (int i = 0; i < n_in; i++) {
+// The schema's counts (arity), then every input and output well formed.
+const char* check_counts(const char* name, const KernelArgs& a, const KernelArity& arity) {
+  if (const char* err = check_arity(name, a, arity)) return err;
+  for (int i = 0; i < a.n_in; i++) {
     if (!view_ok(a.in[i])) return kernel_error("%s: input %d is missing or malformed", name, i);
   }
-  for (int i = 0; i < n_out; i++) {
+  for (int i = 0; i < a.n_out; i++) {
     if (!view_ok(a.out[i])) return kernel_error("%s: output %d is malformed", name, i);
   }
   return nullptr;
@@ -320,12 +318,22 @@ template <int K>
 const char* reduce_kernel(const KernelArgs& args) {
   static const char* const names[] = {"reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "reduce_prod",
                                       "reduce_sum_square", "reduce_l1", "reduce_l2", "reduce_log_sum_exp"};
+  static const KernelArity* const arities[] = {
+      &reduce_sum_args::kArity,  &reduce_mean_args::kArity,       &reduce_max_args::kArity,
+      &reduce_min_args::kArity,  &reduce_prod_args::kArity,       &reduce_sum_square_args::kArity,
+      &reduce_l1_args::kArity,   &reduce_l2_args::kArity,         &reduce_log_sum_exp_args::kArity};
+  static_assert(reduce_sum_args::kAxes == reduce_mean_args::kAxes && reduce_sum_args::kAxes == reduce_max_args::kAxes &&
+                    reduce_sum_args::kAxes == reduce_min_args::kAxes && reduce_sum_args::kAxes == reduce_prod_args::kAxes &&
+                    reduce_sum_args::kAxes == reduce_sum_square_args::kAxes && reduce_sum_args::kAxes == reduce_l1_args::kAxes &&
+                    reduce_sum_args::kAxes == reduce_l2_args::kAxes && reduce_sum_args::kAxes == reduce_log_sum_exp_args::kAxes,
+                "the reductions read one axes position");
   const char* name = names[K];
-  if (const char* err = check_counts(name, args, 1, 1, 1)) return err;
+  if (const char* err = check_counts(name, args, *arities[K])) return err;
   const TensorView& x = args.in[0];
-  uint64_t mask = static_cast<uint64_t>(args.iargs[0]);
-  if (args.iargs[0] < 0 || (x.rank < 64 && (mask >> x.rank) != 0)) {
-    return kernel_error("%s: axes bitmask %lld names axes beyond rank %d", name, static_cast<long long>(args.iargs[0]), x.rank);
+  const int64_t axes = args.iargs[reduce_sum_args::kAxes];
+  uint64_t mask = static_cast<uint64_t>(axes);
+  if (axes < 0 || (x.rank < 64 && (mask >> x.rank) != 0)) {
+    return kernel_error("%s: axes bitmask %lld names axes beyond rank %d", name, static_cast<long long>(axes), x.rank);
   }
   if (const char* err = check_reduced_dims(name, x, args.out[0], mask, -1)) return err;
   if (args.out[0].dtype != x.dtype) {
@@ -381,13 +389,16 @@ void arg_typed(const KernelArgs& args, int64_t outer, int64_t len, int64_t inner
 
 template <bool IsMax>
 const char* arg_kernel(const KernelArgs& args) {
+  static_assert(argmax_args::kAxis == argmin_args::kAxis && argmax_args::kSelectLastIndex == argmin_args::kSelectLastIndex,
+                "argmax and argmin read one argument layout");
   const char* name = IsMax ? "argmax" : "argmin";
-  if (const char* err = check_counts(name, args, 1, 1, 2)) return err;
+  if (const char* err = check_counts(name, args, IsMax ? argmax_args::kArity : argmin_args::kArity)) return err;
   const TensorView& x = args.in[0];
-  int64_t axis = args.iargs[0];
+  const int64_t given = args.iargs[argmax_args::kAxis];
+  int64_t axis = given;
   if (axis < 0) axis += x.rank;
   if (axis < 0 || axis >= x.rank) {
-    return kernel_error("%s: axis %lld is out of range for input dims %s", name, static_cast<long long>(args.iargs[0]),
+    return kernel_error("%s: axis %lld is out of range for input dims %s", name, static_cast<long long>(given),
                         dims_str(x).c_str());
   }
   if (const char* err = check_reduced_dims(name, x, args.out[0], 0, static_cast<int>(axis))) return err;
@@ -398,7 +409,7 @@ const char* arg_kernel(const KernelArgs& args) {
   int64_t outer = 1, inner = 1;
   for (int j = 0; j < axis; j++) outer *= x.dims[j];
   for (int j = static_cast<int>(axis) + 1; j < x.rank; j++) inner *= x.dims[j];
-  bool last = args.iargs[1] != 0;
+  bool last = args.iargs[argmax_args::kSelectLastIndex] != 0;
   switch (x.dtype) {
     case kFloat32: arg_typed<IsMax, float>(args, outer, len, inner, last); return nullptr;
     case kFloat64: arg_typed<IsMax, double>(args, outer, len, inner, last); return nullptr;
@@ -452,7 +463,7 @@ void cumsum_typed(const KernelArgs& args, int64_t outer, int64_t len, int64_t in
 }
 
 const char* cumsum_kernel(const KernelArgs& args) {
-  if (const char* err = check_counts("cumsum", args, 2, 1, 2)) return err;
+  if (const char* err = check_counts("cumsum", args, cumsum_args::kArity)) return err;
   const TensorView& x = args.in[0];
   const TensorView& at = args.in[1];
   if (at.numel != 1 || (at.dtype != kInt64 && at.dtype != kInt32)) {
@@ -475,7 +486,7 @@ const char* cumsum_kernel(const KernelArgs& args) {
   for (int j = 0; j < axis; j++) outer *= x.dims[j];
   for (int j = static_cast<int>(axis) + 1; j < x.rank; j++) inner *= x.dims[j];
   int64_t len = x.dims[axis];
-  bool exclusive = args.iargs[0] != 0, reverse = args.iargs[1] != 0;
+  bool exclusive = args.iargs[cumsum_args::kExclusive] != 0, reverse = args.iargs[cumsum_args::kReverse] != 0;
   switch (x.dtype) {
     case kFloat32: cumsum_typed<float>(args, outer, len, inner, exclusive, reverse); return nullptr;
     case kFloat64: cumsum_typed<double>(args, outer, len, inner, exclusive, reverse); return nullptr;

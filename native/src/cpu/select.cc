@@ -14,17 +14,14 @@
 namespace planc {
 namespace {
 
-// Input/output counts and argument counts; inputs from n_required on may be omitted (data == nullptr).
-const char* check_counts(const char* name, const KernelArgs& a, int n_required, int n_in, int n_out, int n_iargs) {
-  if (a.n_in < n_required || a.n_in > n_in || a.n_out != n_out || a.n_iargs != n_iargs || a.n_fargs != 0) {
-    return kernel_error("%s: expects %d input(s), %d output(s), %d int and 0 float arguments; got %d, %d, %d, %d", name,
-                        n_in, n_out, n_iargs, a.n_in, a.n_out, a.n_iargs, a.n_fargs);
-  }
+// The schema's counts (arity); inputs past the required ones may be omitted (data == nullptr), the rest well formed.
+const char* check_counts(const char* name, const KernelArgs& a, const KernelArity& arity) {
+  if (const char* err = check_arity(name, a, arity)) return err;
   for (int i = 0; i < a.n_in; i++) {
-    if (i >= n_required && a.in[i].data == nullptr) continue;
+    if (i >= arity.min_in && a.in[i].data == nullptr) continue;
     if (!view_ok(a.in[i])) return kernel_error("%s: input %d is missing or malformed", name, i);
   }
-  for (int i = 0; i < n_out; i++) {
+  for (int i = 0; i < a.n_out; i++) {
     if (!view_ok(a.out[i])) return kernel_error("%s: output %d is malformed", name, i);
   }
   return nullptr;
@@ -123,13 +120,14 @@ void topk_typed(const KernelArgs& args, int64_t outer, int64_t len, int64_t inne
 }
 
 const char* topk_kernel(const KernelArgs& args) {
-  if (const char* err = check_counts("topk", args, 2, 2, 2, 3)) return err;
+  if (const char* err = check_counts("topk", args, topk_args::kArity)) return err;
   const TensorView& x = args.in[0];
   const TensorView& v = args.out[0];
   const TensorView& ix = args.out[1];
-  int64_t axis = args.iargs[0] < 0 ? args.iargs[0] + x.rank : args.iargs[0];
+  const int64_t given = args.iargs[topk_args::kAxis];
+  int64_t axis = given < 0 ? given + x.rank : given;
   if (axis < 0 || axis >= x.rank) {
-    return kernel_error("topk: axis %lld is out of range for input dims %s", static_cast<long long>(args.iargs[0]), dims_str(x).c_str());
+    return kernel_error("topk: axis %lld is out of range for input dims %s", static_cast<long long>(given), dims_str(x).c_str());
   }
   if (args.in[1].dtype != kInt64 || args.in[1].numel != 1) {
     return kernel_error("topk: K must be one int64 element, got %s %s", dtype_name(args.in[1].dtype), dims_str(args.in[1]).c_str());
@@ -151,7 +149,7 @@ const char* topk_kernel(const KernelArgs& args) {
   int64_t outer = 1, inner = 1;
   for (int j = 0; j < axis; j++) outer *= x.dims[j];
   for (int j = static_cast<int>(axis) + 1; j < x.rank; j++) inner *= x.dims[j];
-  bool largest = args.iargs[1] != 0;  // iargs[2] (sorted): results are always sorted, which sorted=0 allows too
+  bool largest = args.iargs[topk_args::kLargest] != 0;  // kSorted: results are always sorted, which sorted=0 allows too
   switch (x.dtype) {
     case kFloat32: topk_typed<float>(args, outer, len, inner, k, largest); return nullptr;
     case kFloat64: topk_typed<double>(args, outer, len, inner, k, largest); return nullptr;
@@ -167,7 +165,7 @@ const char* topk_kernel(const KernelArgs& args) {
 
 // Keeps j − i ≥ k (upper) or j − i ≤ k (lower) in each matrix of the last two dims; zeroes the rest (any dtype).
 const char* trilu_kernel(const KernelArgs& args) {
-  if (const char* err = check_counts("trilu", args, 1, 2, 1, 1)) return err;
+  if (const char* err = check_counts("trilu", args, trilu_args::kArity)) return err;
   const TensorView& x = args.in[0];
   const TensorView& y = args.out[0];
   if (x.rank < 2) return kernel_error("trilu: input must have rank at least 2, got dims %s", dims_str(x).c_str());
@@ -185,7 +183,7 @@ const char* trilu_kernel(const KernelArgs& args) {
     k = args.in[1].as<const int64_t>()[0];
   }
   if (x.numel == 0) return nullptr;
-  bool upper = args.iargs[0] != 0;
+  bool upper = args.iargs[trilu_args::kUpper] != 0;
   int64_t rows = x.dims[x.rank - 2], cols = x.dims[x.rank - 1];
   int64_t bound = rows + cols + 1;
   k = std::max(-bound, std::min(bound, k));  // beyond this every element is kept or every one zeroed
@@ -259,14 +257,15 @@ const char* one_hot_elems(const KernelArgs& args, const TensorView& values, int6
 }
 
 const char* one_hot_kernel(const KernelArgs& args) {
-  if (const char* err = check_counts("one_hot", args, 3, 3, 1, 1)) return err;
+  if (const char* err = check_counts("one_hot", args, one_hot_args::kArity)) return err;
   const TensorView& ind = args.in[0];
   const TensorView& values = args.in[2];
   const TensorView& y = args.out[0];
   int r = ind.rank;
-  int64_t axis = args.iargs[0] < 0 ? args.iargs[0] + r + 1 : args.iargs[0];
+  const int64_t given = args.iargs[one_hot_args::kAxis];
+  int64_t axis = given < 0 ? given + r + 1 : given;
   if (axis < 0 || axis > r) {
-    return kernel_error("one_hot: axis %lld is out of range for output rank %d", static_cast<long long>(args.iargs[0]), r + 1);
+    return kernel_error("one_hot: axis %lld is out of range for output rank %d", static_cast<long long>(given), r + 1);
   }
   int64_t depth = 0;
   if (!scalar_int(args.in[1], &depth)) {

@@ -133,8 +133,7 @@ void softmax_columns(const float* x, float* y, int64_t len, int64_t inner, int64
 constexpr int64_t kColumns = 256;
 
 const char* softmax(const KernelArgs& args) {
-  if (args.n_in != 1 || args.n_out != 1 || args.n_iargs != 2)
-    return kernel_error("softmax: needs 1 input, 1 output, 2 iargs; got %d, %d, %d", args.n_in, args.n_out, args.n_iargs);
+  if (const char* err = check_arity("softmax", args, softmax_args::kArity)) return err;
   const TensorView &x = args.in[0], &y = args.out[0];
   if (!x.data) return "softmax: missing input";
   if (x.dtype != kFloat32 || y.dtype != kFloat32)
@@ -143,14 +142,15 @@ const char* softmax(const KernelArgs& args) {
   for (int d = 0; d < x.rank; d++)
     if (y.dims[d] != x.dims[d])
       return kernel_error("softmax: Y dim %d is %lld, X has %lld", d, (long long)y.dims[d], (long long)x.dims[d]);
-  int64_t axis = args.iargs[0];
-  const bool log = args.iargs[1] != 0;
+  const int64_t given = args.iargs[softmax_args::kAxis];
+  int64_t axis = given;
+  const bool log = args.iargs[softmax_args::kLog] != 0;
   if (x.rank == 0) {
     if (axis != 0 && axis != -1) return kernel_error("softmax: axis %lld is out of range for rank 0", (long long)axis);
   } else {
     if (axis < 0) axis += x.rank;
     if (axis < 0 || axis >= x.rank)
-      return kernel_error("softmax: axis %lld is out of range for rank %d", (long long)args.iargs[0], x.rank);
+      return kernel_error("softmax: axis %lld is out of range for rank %d", (long long)given, x.rank);
   }
   int64_t outer = 1, len = 1, inner = 1;
   for (int d = 0; d < x.rank; d++) {

@@ -11,15 +11,9 @@
 namespace planc {
 namespace {
 
-// X and Y present, same dims and dtype; iarg/farg counts as the kernel expects.
-const char* check_unary(const char* name, const KernelArgs& a, int n_iargs, int n_fargs, int max_in = 1) {
-  if (a.n_in < 1 || a.n_in > max_in || a.n_out != 1) {
-    return kernel_error("%s: expects %d input(s) and 1 output, got %d and %d", name, max_in, a.n_in, a.n_out);
-  }
-  if (a.n_iargs != n_iargs || a.n_fargs != n_fargs) {
-    return kernel_error("%s: expects %d int and %d float arguments, got %d and %d", name, n_iargs, n_fargs, a.n_iargs,
-                        a.n_fargs);
-  }
+// The schema's counts (arity); X and Y present, same dims and dtype.
+const char* check_unary(const char* name, const KernelArgs& a, const KernelArity& arity) {
+  if (const char* err = check_arity(name, a, arity)) return err;
   if (!view_ok(a.in[0])) return kernel_error("%s: input X is missing or malformed", name);
   if (!view_ok(a.out[0])) return kernel_error("%s: output is malformed", name);
   if (!same_dims(a.in[0], a.out[0])) {
@@ -48,9 +42,8 @@ constexpr int64_t kCostly = 1 << 11;  // for libm calls
 
 // Float-only ops (float32 computed through double, as the reference rounds a double result once).
 template <class Op>
-const char* float_kernel(const KernelArgs& args, const char* name, const Op& op, int64_t chunk, int n_iargs = 0,
-                         int n_fargs = 0) {
-  if (const char* err = check_unary(name, args, n_iargs, n_fargs)) return err;
+const char* float_kernel(const KernelArgs& args, const char* name, const KernelArity& arity, const Op& op, int64_t chunk) {
+  if (const char* err = check_unary(name, args, arity)) return err;
   switch (args.in[0].dtype) {
     case kFloat32: map<float>(args, op, chunk); return nullptr;
     case kFloat64: map<double>(args, op, chunk); return nullptr;
@@ -60,8 +53,8 @@ const char* float_kernel(const KernelArgs& args, const char* name, const Op& op,
 
 // Ops defined for floats and signed ints.
 template <class Op>
-const char* numeric_kernel(const KernelArgs& args, const char* name, const Op& op, int64_t chunk) {
-  if (const char* err = check_unary(name, args, 0, 0)) return err;
+const char* numeric_kernel(const KernelArgs& args, const char* name, const KernelArity& arity, const Op& op, int64_t chunk) {
+  if (const char* err = check_unary(name, args, arity)) return err;
   switch (args.in[0].dtype) {
     case kFloat32: map<float>(args, op, chunk); return nullptr;
     case kFloat64: map<double>(args, op, chunk); return nullptr;
@@ -165,60 +158,65 @@ template <class T> struct Clip {
 
 // ---- kernels ----
 
-#define FLOAT_KERNEL(fn_name, kname, op, chunk) \
-  const char* fn_name(const KernelArgs& args) { return float_kernel(args, kname, op, chunk); }
+// NAME_kernel: float_kernel for kernel NAME with the schema's NAME_args::kArity.
+#define FLOAT_KERNEL(name, op, chunk) \
+  const char* name##_kernel(const KernelArgs& args) { return float_kernel(args, #name, name##_args::kArity, op, chunk); }
 
-FLOAT_KERNEL(exp_kernel, "exp", via_double([](double v) { return std::exp(v); }), kCostly)
-FLOAT_KERNEL(log_kernel, "log", via_double([](double v) { return std::log(v); }), kCostly)
-FLOAT_KERNEL(sqrt_kernel, "sqrt", Sqrt(), kCheap)
-FLOAT_KERNEL(reciprocal_kernel, "reciprocal", Reciprocal(), kCheap)
-FLOAT_KERNEL(tanh_kernel, "tanh", via_double([](double v) { return std::tanh(v); }), kCostly)
-FLOAT_KERNEL(sigmoid_kernel, "sigmoid", via_double(sigmoid), kCostly)
-FLOAT_KERNEL(erf_kernel, "erf", via_double([](double v) { return std::erf(v); }), kCostly)
-FLOAT_KERNEL(floor_kernel, "floor", Floor(), kCheap)
-FLOAT_KERNEL(ceil_kernel, "ceil", Ceil(), kCheap)
-FLOAT_KERNEL(round_kernel, "round", Round(), kCheap)
-FLOAT_KERNEL(sin_kernel, "sin", via_double([](double v) { return std::sin(v); }), kCostly)
-FLOAT_KERNEL(cos_kernel, "cos", via_double([](double v) { return std::cos(v); }), kCostly)
-FLOAT_KERNEL(softplus_kernel, "softplus", via_double(softplus), kCostly)
+FLOAT_KERNEL(exp, via_double([](double v) { return std::exp(v); }), kCostly)
+FLOAT_KERNEL(log, via_double([](double v) { return std::log(v); }), kCostly)
+FLOAT_KERNEL(sqrt, Sqrt(), kCheap)
+FLOAT_KERNEL(reciprocal, Reciprocal(), kCheap)
+FLOAT_KERNEL(tanh, via_double([](double v) { return std::tanh(v); }), kCostly)
+FLOAT_KERNEL(sigmoid, via_double(sigmoid), kCostly)
+FLOAT_KERNEL(erf, via_double([](double v) { return std::erf(v); }), kCostly)
+FLOAT_KERNEL(floor, Floor(), kCheap)
+FLOAT_KERNEL(ceil, Ceil(), kCheap)
+FLOAT_KERNEL(round, Round(), kCheap)
+FLOAT_KERNEL(sin, via_double([](double v) { return std::sin(v); }), kCostly)
+FLOAT_KERNEL(cos, via_double([](double v) { return std::cos(v); }), kCostly)
+FLOAT_KERNEL(softplus, via_double(softplus), kCostly)
 
 #undef FLOAT_KERNEL
 
-const char* relu_kernel(const KernelArgs& args) { return numeric_kernel(args, "relu", Relu(), kCheap); }
-const char* neg_kernel(const KernelArgs& args) { return numeric_kernel(args, "neg", Neg(), kCheap); }
-const char* abs_kernel(const KernelArgs& args) { return numeric_kernel(args, "abs", Abs(), kCheap); }
-const char* sign_kernel(const KernelArgs& args) { return numeric_kernel(args, "sign", Sign(), kCheap); }
+const char* relu_kernel(const KernelArgs& args) { return numeric_kernel(args, "relu", relu_args::kArity, Relu(), kCheap); }
+const char* neg_kernel(const KernelArgs& args) { return numeric_kernel(args, "neg", neg_args::kArity, Neg(), kCheap); }
+const char* abs_kernel(const KernelArgs& args) { return numeric_kernel(args, "abs", abs_args::kArity, Abs(), kCheap); }
+const char* sign_kernel(const KernelArgs& args) { return numeric_kernel(args, "sign", sign_args::kArity, Sign(), kCheap); }
 
 const char* not_kernel(const KernelArgs& args) {
-  if (const char* err = check_unary("not", args, 0, 0)) return err;
+  if (const char* err = check_unary("not", args, not_args::kArity)) return err;
   if (args.in[0].dtype != kBool) return kernel_error("not: input must be bool, got %s", dtype_name(args.in[0].dtype));
   map<uint8_t>(args, [](uint8_t v) { return static_cast<uint8_t>(v == 0); }, kCheap);
   return nullptr;
 }
 
-// gelu: iarg approx (0 = exact via erf, 1 = tanh approximation).
+// gelu: iarg approximate (GeluApprox: kGeluNone = exact via erf, kGeluTanh = tanh approximation).
 const char* gelu_kernel(const KernelArgs& args) {
-  if (args.n_iargs == 1 && args.iargs[0] == 1) return float_kernel(args, "gelu", via_double(gelu_tanh), kCostly, 1, 0);
-  if (args.n_iargs == 1 && args.iargs[0] != 0) {
-    return kernel_error("gelu: approx must be 0 (none) or 1 (tanh), got %lld", static_cast<long long>(args.iargs[0]));
-  }
-  return float_kernel(args, "gelu", via_double(gelu_erf), kCostly, 1, 0);
+  using namespace gelu_args;
+  const int64_t approx = args.n_iargs == kIargCount ? args.iargs[kApproximate] : kGeluNone;
+  if (approx == kGeluTanh) return float_kernel(args, "gelu", kArity, via_double(gelu_tanh), kCostly);
+  if (approx != kGeluNone) return kernel_error("gelu: approx must be 0 (none) or 1 (tanh), got %lld", static_cast<long long>(approx));
+  return float_kernel(args, "gelu", kArity, via_double(gelu_erf), kCostly);
 }
 
+// The farg values are read only when the count fits (float_kernel then checks it).
 const char* leaky_relu_kernel(const KernelArgs& args) {
-  double alpha = args.n_fargs == 1 ? args.fargs[0] : 0;
-  return float_kernel(args, "leaky_relu", LeakyRelu{alpha}, kCheap, 0, 1);
+  using namespace leaky_relu_args;
+  double alpha = args.n_fargs == kFargCount ? args.fargs[kAlpha] : 0;
+  return float_kernel(args, "leaky_relu", kArity, LeakyRelu{alpha}, kCheap);
 }
 
 const char* elu_kernel(const KernelArgs& args) {
-  double alpha = args.n_fargs == 1 ? args.fargs[0] : 0;
-  return float_kernel(args, "elu", Elu{alpha}, kCostly, 0, 1);
+  using namespace elu_args;
+  double alpha = args.n_fargs == kFargCount ? args.fargs[kAlpha] : 0;
+  return float_kernel(args, "elu", kArity, Elu{alpha}, kCostly);
 }
 
 const char* hard_sigmoid_kernel(const KernelArgs& args) {
-  double alpha = args.n_fargs == 2 ? args.fargs[0] : 0;
-  double beta = args.n_fargs == 2 ? args.fargs[1] : 0;
-  return float_kernel(args, "hard_sigmoid", HardSigmoid{alpha, beta}, kCheap, 0, 2);
+  using namespace hard_sigmoid_args;
+  double alpha = args.n_fargs == kFargCount ? args.fargs[kAlpha] : 0;
+  double beta = args.n_fargs == kFargCount ? args.fargs[kBeta] : 0;
+  return float_kernel(args, "hard_sigmoid", kArity, HardSigmoid{alpha, beta}, kCheap);
 }
 
 // A clip bound: absent (omitted input), or a one-element tensor of X's dtype.
@@ -247,7 +245,7 @@ const char* clip_typed(const KernelArgs& args) {
 }
 
 const char* clip_kernel(const KernelArgs& args) {
-  if (const char* err = check_unary("clip", args, 0, 0, 3)) return err;
+  if (const char* err = check_unary("clip", args, clip_args::kArity)) return err;
   switch (args.in[0].dtype) {
     case kFloat32: return clip_typed<float>(args);
     case kFloat64: return clip_typed<double>(args);

@@ -45,12 +45,10 @@ const char* check_offsets(const int32_t* offsets, int64_t r, int64_t nnz) {
 
 // Checks the operands and the output; fills p. Returns an error or nullptr.
 const char* check_cluster_mask(const KernelArgs& args, ClusterProblem* p) {
-  if (args.n_in != 5 || args.n_out != 1 || args.n_iargs != 1)
-    return kernel_error("cluster_mask: needs 5 inputs (X, centroids, cnorm, offsets, ids), 1 output and 1 iarg, got %d, %d and %d",
-                        args.n_in, args.n_out, args.n_iargs);
+  if (const char* err = check_arity("cluster_mask", args, cluster_mask_args::kArity)) return err;
   const TensorView &x = args.in[0], &c = args.in[1], &cn = args.in[2], &off = args.in[3], &ids = args.in[4];
   const TensorView& out = args.out[0];
-  const int64_t v = args.iargs[0];
+  const int64_t v = args.iargs[cluster_mask_args::kVocab];
   if (x.dtype != kFloat32 || x.rank < 1)
     return kernel_error("cluster_mask: X must be float32 of rank >= 1, got %s %s", dtype_name(x.dtype), dims_str(x).c_str());
   const int64_t d = x.dims[x.rank - 1];

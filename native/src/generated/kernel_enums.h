@@ -47,7 +47,7 @@ inline const char* dtype_name(int32_t dtype) {
   }
 }
 
-// fused_matmul's iarg 0.
+// fused_matmul's activation (an iarg).
 enum Activation : int64_t {
   kActNone = 0,
   kActRelu = 1,
@@ -57,13 +57,39 @@ enum Activation : int64_t {
   kActCount = 5,
 };
 
-// attention's mask_kind iarg.
+// attention's mask_kind (an iarg).
 enum MaskKind : int64_t {
   kMaskNone = 0,
   kMaskAdd = 1,
   kMaskBoolKeep = 2,
   kMaskBoolDrop = 3,
   kMaskCount = 4,
+};
+
+// pad's mode (an iarg).
+enum PadMode : int64_t {
+  kPadConstant = 0,
+  kPadReflect = 1,
+  kPadEdge = 2,
+  kPadWrap = 3,
+  kPadCount = 4,
+};
+
+// scatter_nd's reduction (an iarg).
+enum ScatterReduction : int64_t {
+  kScatterNone = 0,
+  kScatterAdd = 1,
+  kScatterMul = 2,
+  kScatterMax = 3,
+  kScatterMin = 4,
+  kScatterCount = 5,
+};
+
+// gelu's approximation (an iarg).
+enum GeluApprox : int64_t {
+  kGeluNone = 0,
+  kGeluTanh = 1,
+  kGeluCount = 2,
 };
 
 }  // namespace planc

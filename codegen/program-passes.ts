@@ -1,0 +1,135 @@
+// The ordered list of program passes (optimized IR → plan) and their driver, with the IR passes' dump/verify hooks.
+import { Diagnostics, PlancError } from '../compiler/diagnostics.ts';
+import type { Model } from '../compiler/ir.ts';
+import type { PlanDecoding, PlanHeader, PlanProgram } from '../compiler/plan/types.ts';
+import type { PassHooks } from '../passes/pipeline.ts';
+import type { BuildOptions, GraphReport } from './build-plan.ts';
+import { buildCuda, type CudaBuild } from './cuda/build.ts';
+import { DEFAULT_ARCHS } from './cuda/nvcc.ts';
+import { selectCuda, type Instance } from './cuda/rules.ts';
+import { lowerGraph, PlanWeights } from './lower.ts';
+import { planMemory } from './memory-plan.ts';
+import { packPlan, PLANC_VERSION } from './pack.ts';
+import { printProgram } from './program-printer.ts';
+import { verifyProgramState } from './program-verify.ts';
+
+/** What the program passes work on: each fills its part, in list order. */
+export interface ProgramState {
+  /** The IR after the IR passes. */
+  readonly model: Model;
+  readonly options: BuildOptions;
+  /** The decoding facts the plan records (special ids applied; checked before anything is lowered). */
+  readonly decoding: PlanDecoding;
+  /** Upper bound of every runtime symbol (from the profile). */
+  readonly symbolMax: Record<string, number>;
+  /** lower: the weights every program shares, and one program per graph. */
+  weights: PlanWeights;
+  programs: PlanProgram[];
+  /** select-variants (cuda): per program, per kernel call, the launch variants in the order the runtime tries them. */
+  variants?: Instance[][][];
+  /** Decisions recorded in the plan (header.tuning): select-variants' choices on cuda. */
+  tuning: PlanHeader['tuning'];
+  /** plan-memory: arena offsets assigned, one report per program. */
+  memoryPlanned: boolean;
+  reports: GraphReport[];
+  /** build-cuda: the generated and compiled kernels. */
+  cuda?: CudaBuild;
+  /** pack: the plan's header and weight blob. */
+  header?: PlanHeader;
+  blob?: Uint8Array;
+}
+
+export interface ProgramPass {
+  name: string;
+  /** One line: what the pass does. */
+  summary: string;
+  /** The only target it runs for (others run for every target). */
+  target?: 'cpu' | 'cuda';
+  run(s: ProgramState): void;
+}
+
+/** One error naming every node the target cannot lower (op, node name, graph), with the first problem's code. */
+function loweringFailure(problems: Diagnostics): PlancError {
+  const lines = problems.errors.map((e) => `${e.where.op ?? '?'} '${e.where.node ?? '?'}' in graph ${e.where.graph ?? '?'}: ${e.message.replace(/^PLANC_E\d+: /, '').replace(/ \[[^\]]*\]$/, '')}`);
+  if (lines.length === 1) return problems.errors[0]!;
+  return new PlancError(problems.errors[0]!.code, `${lines.length} nodes cannot be lowered:\n  ${lines.join('\n  ')}`, { stage: 'lowering' });
+}
+
+const LOWER: ProgramPass = {
+  name: 'lower',
+  summary: 'each graph → a program of kernel calls over tensors (arena slots sized, not placed; weights shared)',
+  run(s) {
+    const problems = new Diagnostics();
+    for (const [name, g] of s.model.graphs) {
+      s.options.onProgress?.(`lowering ${name}`);
+      const p = lowerGraph(s.model, g, s.weights, { symbolMax: s.symbolMax }, problems);
+      if (problems.ok) s.programs.push(p);
+    }
+    if (!problems.ok) throw loweringFailure(problems);
+  },
+};
+
+/** A launch variant as the tuning record and the dumps show it. */
+const launchText = (v: Instance) => `${v.template} block ${v.block}${v.maxRows ? ` rows ≤ ${v.maxRows}` : ''}`;
+
+const SELECT_VARIANTS: ProgramPass = {
+  name: 'select-variants',
+  summary: 'cuda: the launch variants of every kernel call (codegen/cuda/rules.ts), recorded in the plan; cpu: nothing to choose yet',
+  run(s) {
+    if (s.options.target !== 'cuda') return;
+    s.options.onProgress?.('selecting CUDA launch variants');
+    s.variants = s.programs.map((p) => p.kernels.map((_, k) => selectCuda(p, k)));
+    s.programs.forEach((p, i) => p.kernels.forEach((kern, k) => {
+      s.tuning.push({ key: `${p.graph}:${k}:${kern.name}`, choice: s.variants![i]![k]!.map(launchText).join(' | '), micros: 0 });
+    }));
+  },
+};
+
+const PLAN_MEMORY: ProgramPass = {
+  name: 'plan-memory',
+  summary: 'liveness, in-place reuse and best-fit offsets of every program\'s arena tensors',
+  run(s) {
+    for (const p of s.programs) {
+      s.options.onProgress?.(`planning memory of ${p.graph}`);
+      s.reports.push({ graph: p.graph, kernels: p.kernels.length, tensors: p.tensors.length, ...planMemory(p) });
+    }
+    s.memoryPlanned = true;
+  },
+};
+
+const BUILD_CUDA: ProgramPass = {
+  name: 'build-cuda',
+  summary: 'the chosen variants → one .cu → nvcc → fatbin and launches',
+  target: 'cuda',
+  run(s) {
+    s.cuda = buildCuda(s.programs, s.options.archs ?? DEFAULT_ARCHS, { banner: `planc ${PLANC_VERSION} CUDA kernels`, onProgress: s.options.onProgress, variants: s.variants });
+  },
+};
+
+const PACK: ProgramPass = {
+  name: 'pack',
+  summary: 'weights → the aligned blob; the plan header',
+  run(s) {
+    s.options.onProgress?.('packing weights');
+    Object.assign(s, packPlan(s));
+  },
+};
+
+export const PROGRAM_PASSES: ProgramPass[] = [LOWER, SELECT_VARIANTS, PLAN_MEMORY, BUILD_CUDA, PACK];
+
+/** The programs as text (with the chosen launches once selected): what `--dump-after` prints after a program pass. */
+export function printPrograms(s: ProgramState): string {
+  return s.programs.map((p, i) => printProgram(p, s.memoryPlanned, s.variants && ((k) => s.variants![i]![k]!.map((v) => `launch ${launchText(v)}`)))).join('\n\n');
+}
+
+/** Runs the program passes over a fresh state; the state is verified after every pass, and dumped when asked. */
+export function runProgramPasses(s: ProgramState, opts: PassHooks = {}): ProgramState {
+  for (const pass of PROGRAM_PASSES) {
+    if (pass.target && pass.target !== s.options.target) continue;
+    opts.onPass?.(pass.name);
+    pass.run(s);
+    verifyProgramState(s, pass.name);
+    if (opts.dumpAfter === pass.name || opts.dumpAfter === 'all') opts.onDump?.(pass.name, printPrograms(s));
+  }
+  return s;
+}

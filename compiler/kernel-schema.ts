@@ -1,0 +1,455 @@
+// The kernel contract, declared once: every native kernel's operands (dtypes, optional or not) and its named int and
+// float arguments. Lowering builds calls by name (`call`), the CUDA rules read arguments by name, and
+// native/src/generated/kernel_args.h, codegen/cuda/kernels/kernel_args.cuh are generated from it (npm run gen:kernel-enums).
+import { KERNEL_ENUMS, PLAN_DTYPES, enumCode, type KernelEnumName, type KernelEnumValue, type PlanDTypeName } from './kernel-enums.ts';
+import type { Dim } from './symbolic.ts';
+
+/** One input or output of a kernel. */
+export interface OperandSpec {
+  readonly name: string;
+  readonly doc: string;
+  /** The dtypes the kernel accepts here (relations between operands are the kernel's to check). */
+  readonly dtypes: readonly PlanDTypeName[];
+  /** May be omitted: -1 in its slot, or left off the end of the list (unless keepSlot). */
+  readonly optional?: boolean;
+  /** An omitted optional operand still takes its slot (-1). */
+  readonly keepSlot?: boolean;
+  /** The last operand repeats: one or more (zero or more when optional). */
+  readonly variadic?: boolean;
+}
+
+/** One int or float argument of a kernel. */
+export interface ArgSpec {
+  readonly name: string;
+  readonly doc: string;
+  /** May be left off (only trailing arguments; the kernel then applies its default). */
+  readonly optional?: boolean;
+  /** The last argument is a list of values (zero or more). */
+  readonly variadic?: boolean;
+  /** An int argument whose codes are a kernel enum of compiler/kernel-enums.ts. */
+  readonly enum?: KernelEnumName;
+}
+
+export interface KernelSpec {
+  readonly doc: string;
+  readonly inputs: readonly OperandSpec[];
+  readonly outputs: readonly OperandSpec[];
+  readonly iargs?: readonly ArgSpec[];
+  readonly fargs?: readonly ArgSpec[];
+  /** Only in native builds configured with PLANC_TEST_KERNELS=ON (native/test/test_kernels.cc). */
+  readonly testOnly?: boolean;
+}
+
+// ---- dtype sets ----
+const ANY = PLAN_DTYPES.map((d) => d.name);
+const F32 = ['float32'] as const;
+const FLOAT = ['float32', 'float64'] as const;
+const SIGNED = ['float32', 'float64', 'int32', 'int64', 'int8'] as const;
+const NUMERIC = [...SIGNED, 'uint8'] as const;
+const NUMERIC_BOOL = [...NUMERIC, 'bool'] as const;
+const WIDE = ['float32', 'float64', 'int32', 'int64'] as const;
+const INDEX = ['int32', 'int64'] as const;
+const BOOL = ['bool'] as const;
+const BYTE_MASK = ['uint8', 'bool'] as const;
+
+// ---- operand and argument shorthands ----
+const x = (dtypes: readonly PlanDTypeName[], doc = 'the input') => ({ name: 'x', doc, dtypes });
+const y = (dtypes: readonly PlanDTypeName[], doc = 'the output') => ({ name: 'y', doc, dtypes });
+const ab = (dtypes: readonly PlanDTypeName[]) => [{ name: 'a', doc: 'left operand', dtypes }, { name: 'b', doc: 'right operand (broadcast with a)', dtypes }];
+const AXIS = { name: 'axis', doc: 'the axis (negative counts from the end)' } as const;
+
+/** Y = op(A, B) with numpy broadcasting, Y of A's dtype. */
+const arith = (doc: string) => ({ doc, inputs: ab(NUMERIC), outputs: [y(NUMERIC)] });
+/** Y (bool) = A op B with broadcasting. */
+const compare = (doc: string, dtypes: readonly PlanDTypeName[] = NUMERIC_BOOL) => ({ doc, inputs: ab(dtypes), outputs: [y(BOOL)] });
+/** Y = f(X) elementwise, same dims and dtype. */
+const unary = (doc: string, dtypes: readonly PlanDTypeName[]) => ({ doc, inputs: [x(dtypes)], outputs: [y(dtypes)] });
+/** Y = X reduced over the axes of a bitmask (reduced axes kept as 1). */
+const reduce = (doc: string, dtypes: readonly PlanDTypeName[] = NUMERIC) => ({
+  doc, inputs: [x(dtypes)], outputs: [y(dtypes)],
+  iargs: [{ name: 'axes', doc: 'bitmask of the reduced axes (bit i: axis i)' }],
+} as const);
+/** Y (int64) = the index of the best element along an axis (kept as 1). */
+const argReduce = (doc: string) => ({
+  doc, inputs: [x(NUMERIC_BOOL)], outputs: [y(['int64'], 'indices (int64)')],
+  iargs: [AXIS, { name: 'select_last_index', doc: '1: the last of equal best elements, 0: the first' }],
+} as const);
+
+/** Every kernel of the native runtime (native/src/cpu/*.cc kDefs) by table name. */
+export const KERNELS = {
+  // ---- elementwise binary (native/src/cpu/elementwise.cc) ----
+  add: arith('Y = A + B'),
+  sub: arith('Y = A - B'),
+  mul: arith('Y = A * B'),
+  div: arith('Y = A / B (integer division truncates)'),
+  max: arith('Y = max(A, B) (NaN wins)'),
+  min: arith('Y = min(A, B) (NaN wins)'),
+  mod: {
+    ...arith('Y = A mod B'),
+    iargs: [{ name: 'fmod', doc: '0: remainder with the divisor\'s sign (default), 1: C fmod', optional: true }],
+  },
+  pow: {
+    doc: 'Y = A ^ B (the exponent may have another dtype)', outputs: [y(WIDE, "the base's dtype")],
+    inputs: [{ name: 'a', doc: 'the base', dtypes: WIDE }, { name: 'b', doc: 'the exponent', dtypes: WIDE }],
+  },
+  equal: compare('Y = A == B'),
+  less: compare('Y = A < B', NUMERIC),
+  greater: compare('Y = A > B', NUMERIC),
+  less_equal: compare('Y = A <= B', NUMERIC),
+  greater_equal: compare('Y = A >= B', NUMERIC),
+  and: compare('Y = A and B', BOOL),
+  or: compare('Y = A or B', BOOL),
+  xor: compare('Y = A xor B', BOOL),
+  where: {
+    doc: 'Y = C ? A : B with broadcasting', outputs: [y(ANY)],
+    inputs: [{ name: 'condition', doc: 'the condition', dtypes: BOOL }, { name: 'a', doc: 'where true', dtypes: ANY }, { name: 'b', doc: 'where false', dtypes: ANY }],
+  },
+  // ---- elementwise unary (unary.cc) ----
+  relu: unary('max(x, 0)', SIGNED),
+  neg: unary('-x', SIGNED),
+  abs: unary('|x|', SIGNED),
+  sign: unary('-1, 0 or 1', SIGNED),
+  exp: unary('e^x', FLOAT),
+  log: unary('ln x', FLOAT),
+  sqrt: unary('square root', FLOAT),
+  reciprocal: unary('1 / x', FLOAT),
+  tanh: unary('tanh x', FLOAT),
+  sigmoid: unary('1 / (1 + e^-x)', FLOAT),
+  erf: unary('the error function', FLOAT),
+  floor: unary('round down', FLOAT),
+  ceil: unary('round up', FLOAT),
+  round: unary('round half to even', FLOAT),
+  sin: unary('sin x', FLOAT),
+  cos: unary('cos x', FLOAT),
+  softplus: unary('ln(1 + e^x)', FLOAT),
+  not: unary('logical not', BOOL),
+  gelu: {
+    ...unary('x·Φ(x)', FLOAT),
+    iargs: [{ name: 'approximate', doc: 'none: exact (erf), tanh: the tanh approximation', enum: 'gelu_approximation' }],
+  },
+  leaky_relu: { ...unary('x ≥ 0 ? x : alpha·x', FLOAT), fargs: [{ name: 'alpha', doc: 'the slope below 0' }] },
+  elu: { ...unary('x ≥ 0 ? x : alpha·(e^x - 1)', FLOAT), fargs: [{ name: 'alpha', doc: 'the scale below 0' }] },
+  hard_sigmoid: {
+    ...unary('clamp(alpha·x + beta, 0, 1)', FLOAT),
+    fargs: [{ name: 'alpha', doc: 'the slope' }, { name: 'beta', doc: 'the offset' }],
+  },
+  clip: {
+    doc: 'Y = min(max(X, min), max) (max wins when min > max; NaN passes)', outputs: [y(NUMERIC)],
+    inputs: [x(NUMERIC), { name: 'min', doc: 'lower bound, a scalar of X\'s dtype', dtypes: NUMERIC, optional: true },
+      { name: 'max', doc: 'upper bound, a scalar of X\'s dtype', dtypes: NUMERIC, optional: true }],
+  },
+  // ---- conversion and fill (cast.cc) ----
+  cast: { doc: 'numeric conversion as ONNX Cast (float to int truncates; bool = x != 0)', inputs: [x(ANY)], outputs: [y(ANY)] },
+  copy: { doc: 'byte copy (same byte size)', inputs: [x(ANY)], outputs: [y(ANY)] },
+  fill: { doc: 'every element = value', inputs: [], outputs: [y(ANY)], fargs: [{ name: 'value', doc: 'the value' }] },
+  range: {
+    doc: 'Y[i] = start + i·delta: start and delta as two fargs, or as two iargs (integer ranges over runtime dims)',
+    inputs: [], outputs: [y(['float32', 'float64', 'int32', 'int64', 'int8', 'uint8', 'float16'], 'Y [n]')],
+    iargs: [{ name: 'start_int', doc: 'start (integer form)', optional: true }, { name: 'delta_int', doc: 'delta (integer form)', optional: true }],
+    fargs: [{ name: 'start', doc: 'start (float form)', optional: true }, { name: 'delta', doc: 'delta (float form)', optional: true }],
+  },
+  values: {
+    doc: 'Y[i] = values[i]: integers computed from shapes, materialized', inputs: [],
+    outputs: [y(['int64', 'int32', 'float32', 'float64'], 'Y [n]')],
+    iargs: [{ name: 'values', doc: 'the n values', variadic: true }],
+  },
+  // ---- reductions (reduce.cc) ----
+  reduce_sum: reduce('sum'),
+  reduce_mean: reduce('mean'),
+  reduce_max: reduce('max (bool: any)', NUMERIC_BOOL),
+  reduce_min: reduce('min (bool: all)', NUMERIC_BOOL),
+  reduce_prod: reduce('product'),
+  reduce_sum_square: reduce('sum of squares'),
+  reduce_l1: reduce('sum of |x|'),
+  reduce_l2: reduce('sqrt of the sum of squares'),
+  reduce_log_sum_exp: reduce('ln of the sum of e^x'),
+  argmax: argReduce('index of the largest element along an axis'),
+  argmin: argReduce('index of the smallest element along an axis'),
+  cumsum: {
+    doc: 'running sum along an axis', outputs: [y(WIDE)],
+    inputs: [x(WIDE), { name: 'axis', doc: 'the axis, one int32 or int64 element', dtypes: INDEX }],
+    iargs: [{ name: 'exclusive', doc: '1: each sum leaves its own element out' }, { name: 'reverse', doc: '1: sums run from the end' }],
+  },
+  // ---- selection (select.cc) ----
+  topk: {
+    doc: 'the K largest (or smallest) elements along an axis and their indices (ties: lower index first)',
+    inputs: [x(NUMERIC), { name: 'k', doc: 'K, one int64 element', dtypes: ['int64'] }],
+    outputs: [{ name: 'values', doc: 'the values (X\'s dtype)', dtypes: NUMERIC }, { name: 'indices', doc: 'their indices', dtypes: ['int64'] }],
+    iargs: [AXIS, { name: 'largest', doc: '1: largest first, 0: smallest first' }, { name: 'sorted', doc: '1: sorted (always done)' }],
+  },
+  trilu: {
+    doc: 'keeps the upper or lower triangle of the last two dims (the rest zeroed)', outputs: [y(ANY)],
+    inputs: [x(ANY), { name: 'k', doc: 'diagonal offset, one int64 element (default 0)', dtypes: ['int64'], optional: true }],
+    iargs: [{ name: 'upper', doc: '1: upper triangle, 0: lower' }],
+  },
+  one_hot: {
+    doc: 'Y = values[1] where the index equals the position along the new axis, else values[0]', outputs: [y(ANY)],
+    inputs: [{ name: 'indices', doc: 'the indices', dtypes: ['int64', 'int32', 'float32', 'float64'] },
+      { name: 'depth', doc: 'the depth, one numeric element', dtypes: ['int64', 'int32', 'float32', 'float64'] },
+      { name: 'values', doc: '[off, on], the output\'s dtype', dtypes: ANY }],
+    iargs: [{ name: 'axis', doc: 'the new axis in the output (negative counts from the end)' }],
+  },
+  // ---- matrix products (gemm.cc) ----
+  matmul: {
+    doc: 'Y = A × B over the last two dims, batch dims broadcast', outputs: [y(F32)],
+    inputs: [{ name: 'a', doc: 'A [..., M, K]', dtypes: F32 }, { name: 'b', doc: 'B [..., K, N]', dtypes: F32 }],
+  },
+  gemm: {
+    doc: 'Y = alpha·op(A)·op(B) + beta·C', outputs: [y(F32, 'Y [M, N]')],
+    inputs: [{ name: 'a', doc: 'A (2-D)', dtypes: F32 }, { name: 'b', doc: 'B (2-D)', dtypes: F32 },
+      { name: 'c', doc: 'C, broadcast to [M, N]', dtypes: F32, optional: true }],
+    iargs: [{ name: 'trans_a', doc: '1: A is transposed' }, { name: 'trans_b', doc: '1: B is transposed' }],
+    fargs: [{ name: 'alpha', doc: 'scale of the product' }, { name: 'beta', doc: 'scale of C' }],
+  },
+  fused_matmul: {
+    doc: 'Y = act(A × W + bias) + residual (planc.FusedMatMul)', outputs: [y(F32)],
+    inputs: [{ name: 'a', doc: 'A [..., K]', dtypes: F32 }, { name: 'w', doc: 'W [K, N]', dtypes: F32 },
+      { name: 'bias', doc: 'bias [N]', dtypes: F32, optional: true, keepSlot: true },
+      { name: 'residual', doc: 'added after the activation (Y\'s dims)', dtypes: F32, optional: true, keepSlot: true }],
+    iargs: [{ name: 'activation', doc: 'the epilogue activation', enum: 'activation' }],
+  },
+  // ---- rows (softmax.cc, norm.cc) ----
+  softmax: {
+    doc: 'softmax (or log-softmax) along one axis', inputs: [x(F32)], outputs: [y(F32)],
+    iargs: [AXIS, { name: 'log', doc: '1: log-softmax' }],
+  },
+  layer_norm: {
+    doc: 'Y = (X - mean) / sqrt(var + epsilon) · scale + bias over the dims from axis on',
+    inputs: [x(F32), { name: 'scale', doc: 'broadcast over the normalized dims', dtypes: F32 },
+      { name: 'bias', doc: 'broadcast over the normalized dims', dtypes: F32, optional: true }],
+    outputs: [y(F32), { name: 'mean', doc: 'each row\'s mean', dtypes: F32, optional: true },
+      { name: 'inv_std_dev', doc: 'each row\'s 1 / sqrt(var + epsilon)', dtypes: F32, optional: true }],
+    iargs: [{ name: 'axis', doc: 'the first normalized axis' }], fargs: [{ name: 'epsilon', doc: 'added to the variance' }],
+  },
+  rms_norm: {
+    doc: 'Y = X / sqrt(mean(X²) + epsilon) · scale over the dims from axis on',
+    inputs: [x(F32), { name: 'scale', doc: 'broadcast over the normalized dims', dtypes: F32 }], outputs: [y(F32)],
+    iargs: [{ name: 'axis', doc: 'the first normalized axis' }], fargs: [{ name: 'epsilon', doc: 'added to the mean square' }],
+  },
+  // ---- data movement (movement.cc) ----
+  transpose: {
+    doc: 'Y = X with its axes permuted', inputs: [x(ANY)], outputs: [y(ANY)],
+    iargs: [{ name: 'perm', doc: 'Y\'s axis i is X\'s axis perm[i] (one per axis)', variadic: true }],
+  },
+  gather: {
+    doc: 'Y = X indexed along an axis (negative indices wrap; out of range: an error)', outputs: [y(ANY)],
+    inputs: [x(ANY), { name: 'indices', doc: 'the indices', dtypes: INDEX }], iargs: [AXIS],
+  },
+  gather_elements: {
+    doc: 'ONNX GatherElements', outputs: [y(ANY)],
+    inputs: [x(ANY), { name: 'indices', doc: 'the indices (X\'s rank)', dtypes: INDEX }], iargs: [AXIS],
+  },
+  scatter_nd: {
+    doc: 'Y = X with the slices the indices address replaced (or reduced) by the updates', outputs: [y(ANY)],
+    inputs: [x(ANY, 'the data'), { name: 'indices', doc: 'the indices (last axis: index depth)', dtypes: INDEX },
+      { name: 'updates', doc: 'the updates (X\'s dtype)', dtypes: ANY }],
+    iargs: [{ name: 'reduction', doc: 'how an update combines with the data', enum: 'scatter_reduction' }],
+  },
+  slice: {
+    doc: 'Y[i] = X[start + i·step] per axis (starts normalized as ONNX Slice, then checked in range)',
+    inputs: [x(ANY)], outputs: [y(ANY)],
+    iargs: [{ name: 'starts_steps', doc: 'start and step of each of X\'s axes (2 × rank: start0, step0, start1, ...)', variadic: true }],
+  },
+  concat: {
+    doc: 'Y = the inputs joined along an axis', outputs: [y(ANY)],
+    inputs: [{ name: 'parts', doc: 'the parts, in order', dtypes: ANY, variadic: true }], iargs: [AXIS],
+  },
+  split: {
+    doc: 'the outputs = X cut along an axis (sizes from the outputs\' dims)', inputs: [x(ANY)],
+    outputs: [{ name: 'parts', doc: 'the parts, in order', dtypes: ANY, variadic: true }], iargs: [AXIS],
+  },
+  expand: { doc: 'Y = X broadcast to Y\'s dims', inputs: [x(ANY)], outputs: [y(ANY)] },
+  tile: { doc: 'Y = X repeated (repeats = Y dims / X dims)', inputs: [x(ANY)], outputs: [y(ANY)] },
+  pad: {
+    doc: 'Y = X padded (or cropped by negative pads)', outputs: [y(ANY)],
+    inputs: [x(ANY), { name: 'value', doc: 'the constant fill, a scalar of X\'s dtype (default 0)', dtypes: ANY, optional: true }],
+    iargs: [{ name: 'mode', doc: 'how the padding is filled', enum: 'pad_mode' },
+      { name: 'pads', doc: 'begins of every axis, then ends (2 × rank)', variadic: true }],
+  },
+  // ---- fused decoder kernels (attention.cc, project_topk.cc, vocab.cc) ----
+  attention: {
+    doc: 'Y = softmax(scale·Q·K[:, :, :L]ᵀ + mask)·V[:, :, :L] (planc.Attention; K/V rows ≥ L never read)',
+    inputs: [{ name: 'q', doc: 'Q (q_layout 0: [B, H, Sq, D], 1: [B, Sq, H·D])', dtypes: F32 },
+      { name: 'k', doc: 'K [B, H, C, D]', dtypes: F32 }, { name: 'v', doc: 'V [B, H, C, D]', dtypes: F32 },
+      { name: 'mask', doc: 'rank 4, broadcast to [B, H, Sq, L] (float32 for add, bool otherwise)', dtypes: ['float32', 'bool'], optional: true }],
+    outputs: [y(F32, 'Y (dims of Q)')],
+    iargs: [{ name: 'num_heads', doc: 'heads H (K\'s dim 1)' },
+      { name: 'q_layout', doc: '0: Q and Y are [B, H, Sq, D], 1: [B, Sq, H·D]' },
+      { name: 'kv_len', doc: 'keys attended L (1..C)' },
+      { name: 'mask_kind', doc: 'how the mask applies', enum: 'mask_kind' },
+      { name: 'is_causal', doc: '1: query row i attends keys j ≤ L - Sq + i only' }],
+    fargs: [{ name: 'scale', doc: 'multiplies Q·Kᵀ' }],
+  },
+  cache_write: {
+    doc: 'Y = Cache with rows pos..pos+Sn-1 of every (b, h) replaced by New\'s (planc.CacheWrite, in place)',
+    inputs: [{ name: 'cache', doc: 'Cache [B, H, C, D]', dtypes: F32 }, { name: 'new', doc: 'New (new_layout 0: [B, H, Sn, D], 1: [B, Sn, H·D])', dtypes: F32 }],
+    outputs: [y(F32, 'Y (Cache\'s dims; the lowering makes it Cache\'s buffer)')],
+    iargs: [{ name: 'pos', doc: 'first row written' }, { name: 'new_layout', doc: '0: New is [B, H, Sn, D], 1: [B, Sn, H·D]' },
+      { name: 'num_heads', doc: 'heads H (Cache\'s dim 1)' }],
+  },
+  project_topk: {
+    doc: 'the k best of log_softmax(X·W + bias) per row, logits never materialized (planc.ProjectTopK)',
+    inputs: [{ name: 'x', doc: 'X [rows..., D]', dtypes: F32 }, { name: 'w', doc: 'W [D, V] (transposed: [V, D])', dtypes: F32 },
+      { name: 'bias', doc: 'bias [V]', dtypes: F32, optional: true, keepSlot: true },
+      { name: 'active', doc: 'active ids [V] (nonzero: computed; omitted: every id)', dtypes: BYTE_MASK, optional: true }],
+    outputs: [{ name: 'values', doc: 'log-probabilities [rows..., k], best first', dtypes: F32 }, { name: 'indices', doc: 'their ids [rows..., k]', dtypes: ['int64'] }],
+    iargs: [{ name: 'k', doc: 'how many per row' }, { name: 'transposed', doc: '1: W is [V, D]' }],
+  },
+  cluster_mask: {
+    doc: 'active = the ids of the nearest centroid\'s cluster of every row (planc.ClusterMask)',
+    inputs: [{ name: 'x', doc: 'X [rows..., D]', dtypes: F32 }, { name: 'centroids', doc: 'centroids [R, D]', dtypes: F32 },
+      { name: 'cnorm', doc: '‖C_r‖² [R]', dtypes: F32 }, { name: 'offsets', doc: 'cluster r\'s ids are ids[offsets[r]..offsets[r+1]) ([R+1])', dtypes: ['int32'] },
+      { name: 'ids', doc: 'the clusters\' ids [nnz]', dtypes: ['int32'] }],
+    outputs: [{ name: 'active', doc: 'active ids [V]', dtypes: BYTE_MASK }],
+    iargs: [{ name: 'vocab', doc: 'the vocabulary size V' }],
+  },
+  // ---- test builds only (native/test/test_kernels.cc) ----
+  test_copy: { doc: 'Y = X byte for byte', inputs: [x(ANY)], outputs: [y(ANY)], testOnly: true },
+  test_fail: {
+    doc: 'always an error', testOnly: true,
+    inputs: [{ name: 'inputs', doc: 'any', dtypes: ANY, optional: true, variadic: true }],
+    outputs: [{ name: 'outputs', doc: 'any', dtypes: ANY, optional: true, variadic: true }],
+  },
+  test_echo: {
+    doc: 'Y = the iargs, then the fargs\' bit patterns', testOnly: true, inputs: [], outputs: [y(['int64'])],
+    iargs: [{ name: 'ints', doc: 'any', variadic: true }], fargs: [{ name: 'floats', doc: 'any', variadic: true }],
+  },
+} as const satisfies Record<string, KernelSpec>;
+
+export type KernelName = keyof typeof KERNELS;
+
+// ---- typed calls ----
+
+type Spec<K extends KernelName> = (typeof KERNELS)[K];
+type ArgList<S, F extends 'iargs' | 'fargs'> = S extends { readonly [P in F]: infer L extends readonly ArgSpec[] } ? L : readonly [];
+type IargValue<A> = A extends { enum: infer E extends KernelEnumName } ? Dim | KernelEnumValue<E> : Dim;
+type ArgValues<L extends readonly ArgSpec[], Float extends boolean> =
+  { [A in L[number] as A extends { optional: true } ? never : A['name']]: Value<A, Float> } &
+  { [A in L[number] as A extends { optional: true } ? A['name'] : never]?: Value<A, Float> };
+type Value<A, Float extends boolean> = A extends { variadic: true } ? readonly (Float extends true ? number : Dim)[] : Float extends true ? number : IargValue<A>;
+
+/** The arguments of kernel K by name: its iargs (Dim, or an enum value's name) and fargs (number). */
+export type CallArgs<K extends KernelName> = ArgValues<ArgList<Spec<K>, 'iargs'>, false> & ArgValues<ArgList<Spec<K>, 'fargs'>, true>;
+/** The name of one of kernel K's int arguments. */
+export type IargName<K extends KernelName> = K extends KernelName ? ArgList<Spec<K>, 'iargs'>[number]['name'] : never;
+
+declare const CALL: unique symbol;
+/** A kernel call's name and ordered arguments, made only by `call` (so positional arguments cannot be written by hand). */
+export interface KernelCall {
+  readonly kernel: KernelName;
+  readonly iargs: Dim[];
+  readonly fargs: number[];
+  readonly [CALL]: true;
+}
+
+/** The schema of a kernel by name (throws for an unknown one). */
+export function kernelSpec(name: string): KernelSpec {
+  const s = (KERNELS as Record<string, KernelSpec>)[name];
+  if (!s) throw new Error(`internal: no kernel '${name}' in compiler/kernel-schema.ts`);
+  return s;
+}
+
+/** Orders named arguments as the kernel's list declares them; throws on a missing, unknown or misplaced name. */
+function ordered(kernel: string, list: readonly ArgSpec[], args: Record<string, unknown>, float: boolean): (Dim | number)[] {
+  const out: (Dim | number)[] = [];
+  let gap: string | undefined;
+  for (const a of list) {
+    const v = args[a.name];
+    if (v === undefined) {
+      if (!a.optional && !a.variadic) throw new Error(`internal: kernel '${kernel}' call lacks argument '${a.name}'`);
+      gap ??= a.name;
+      continue;
+    }
+    if (gap) throw new Error(`internal: kernel '${kernel}' call gives '${a.name}' but not '${gap}' before it`);
+    if (a.variadic) {
+      if (!Array.isArray(v)) throw new Error(`internal: kernel '${kernel}' argument '${a.name}' takes a list`);
+      out.push(...(v as (Dim | number)[]));
+    } else if (typeof v === 'string') {
+      const code = a.enum && !float ? enumCode(a.enum, v) : undefined;
+      if (code === undefined) throw new Error(`internal: kernel '${kernel}' argument '${a.name}' = '${v}' is not a value of ${a.enum ? `enum ${a.enum} (${KERNEL_ENUMS[a.enum].values.join(', ')})` : 'a number'}`);
+      out.push(code);
+    } else {
+      out.push(v as Dim | number);
+    }
+  }
+  return out;
+}
+
+/**
+ * A call of `kernel` with its arguments by name → the kernel name with its iargs and fargs in the kernel's order.
+ * Names are checked by the compiler (an unknown kernel or argument, or a missing required one, does not type-check)
+ * and again here (an internal Error), as are enum value names, which become their codes.
+ */
+export function call<K extends KernelName>(kernel: K, ...args: keyof CallArgs<K> extends never ? [] : {} extends CallArgs<K> ? [args?: CallArgs<K>] : [args: CallArgs<K>]): KernelCall {
+  const spec = kernelSpec(kernel);
+  const given = (args[0] ?? {}) as Record<string, unknown>;
+  const known = new Set([...(spec.iargs ?? []), ...(spec.fargs ?? [])].map((a) => a.name));
+  for (const name of Object.keys(given)) {
+    if (!known.has(name)) throw new Error(`internal: kernel '${kernel}' has no argument '${name}' (arguments: ${[...known].join(', ') || 'none'})`);
+  }
+  const iargs = ordered(kernel, spec.iargs ?? [], given, false) as Dim[];
+  const fargs = ordered(kernel, spec.fargs ?? [], given, true) as number[];
+  return { kernel, iargs, fargs } as unknown as KernelCall;
+}
+
+/** The position of int argument `name` of kernel `kernel` (throws when it has none of that name). */
+export function iargIndex(kernel: string, name: string): number {
+  const i = (kernelSpec(kernel).iargs ?? []).findIndex((a) => a.name === name);
+  if (i < 0) throw new Error(`internal: kernel '${kernel}' has no int argument '${name}'`);
+  return i;
+}
+
+/** The operand spec of input (or output) i of a kernel, following a variadic last operand; undefined past the end. */
+export function operandSpec(kernel: string, io: 'inputs' | 'outputs', i: number): OperandSpec | undefined {
+  const list = kernelSpec(kernel)[io];
+  const last = list[list.length - 1];
+  return list[i] ?? (last?.variadic ? last : undefined);
+}
+
+// ---- counts ----
+
+/** Operand and argument counts a call of the kernel may have (max: Infinity when a variadic last one repeats). */
+export interface Arity { minIn: number; maxIn: number; minOut: number; maxOut: number; minIargs: number; maxIargs: number; minFargs: number; maxFargs: number }
+
+function operandRange(list: readonly OperandSpec[]): [number, number] {
+  let min = 0;
+  list.forEach((o, i) => { if (!o.optional || o.keepSlot) min = i + 1; });
+  const last = list[list.length - 1];
+  return [min, last?.variadic ? Infinity : list.length];
+}
+
+function argRange(list: readonly ArgSpec[] = []): [number, number] {
+  const fixed = list.filter((a) => !a.variadic);
+  return [fixed.filter((a) => !a.optional).length, list.some((a) => a.variadic) ? Infinity : list.length];
+}
+
+export function arity(spec: KernelSpec): Arity {
+  const [minIn, maxIn] = operandRange(spec.inputs);
+  const [minOut, maxOut] = operandRange(spec.outputs);
+  const [minIargs, maxIargs] = argRange(spec.iargs);
+  const [minFargs, maxFargs] = argRange(spec.fargs);
+  return { minIn, maxIn, minOut, maxOut, minIargs, maxIargs, minFargs, maxFargs };
+}
+
+/** Problems with the declarations themselves (names, order of optional and variadic entries); [] when sound. */
+export function schemaProblems(): string[] {
+  const bad: string[] = [];
+  for (const [k, s] of Object.entries(KERNELS as Record<string, KernelSpec>)) {
+    if (!/^[a-z][a-z0-9_]*$/.test(k)) bad.push(`${k}: kernel names are snake_case`);
+    const args = [...(s.iargs ?? []), ...(s.fargs ?? [])];
+    const names = args.map((a) => a.name);
+    for (const n of names) {
+      if (!/^[a-z][a-z0-9_]*$/.test(n)) bad.push(`${k}.${n}: argument names are snake_case`);
+      if (names.indexOf(n) !== names.lastIndexOf(n)) bad.push(`${k}.${n}: argument names are unique among a kernel's iargs and fargs`);
+    }
+    for (const [what, list] of [['inputs', s.inputs], ['outputs', s.outputs], ['iargs', s.iargs ?? []], ['fargs', s.fargs ?? []]] as const) {
+      list.forEach((e: OperandSpec | ArgSpec, i: number) => {
+        if (e.variadic && i !== list.length - 1) bad.push(`${k}.${e.name}: only the last of the ${what} may be variadic`);
+        const later = list.slice(i + 1) as (OperandSpec | ArgSpec)[];
+        if ((what === 'iargs' || what === 'fargs') && e.optional && later.some((a) => !a.optional && !a.variadic)) bad.push(`${k}.${e.name}: optional ${what} come last`);
+      });
+    }
+    for (const a of s.fargs ?? []) if (a.enum) bad.push(`${k}.${a.name}: a float argument cannot be an enum`);
+  }
+  return bad;
+}

@@ -1,0 +1,77 @@
+// The compile driver: IR passes, then program passes, with the same dump/verify hooks, and the services passes reach.
+// Why optimize/: the driver fills PassContext with runtime-backed services, and compiler/, passes/, codegen/ may not import runtime/.
+import type { Model } from '../compiler/ir.ts';
+import type { PlanVocab } from '../compiler/plan/types.ts';
+import { PlancError } from '../compiler/diagnostics.ts';
+import { verifyModel } from '../compiler/verify.ts';
+import { buildPlan, type BuildOptions, type BuiltPlan } from '../codegen/build-plan.ts';
+import { PROGRAM_PASSES } from '../codegen/program-passes.ts';
+import type { PassContext, PassServices, VocabRequest } from '../passes/pass.ts';
+import { PIPELINE, runPipeline } from '../passes/pipeline.ts';
+import { chooseTopk } from './topk.ts';
+import { calibrateVocab } from './vocab-step.ts';
+
+export interface CompileOptions extends Omit<BuildOptions, 'onProgress'> {
+  /** IR passes to skip, by name ('fuse' skips every fusion). */
+  disable?: string[];
+  /** k of planc.ProjectTopK: N ≥ 1, 0 keeps the logits; by default what the model's beams need (optimize/topk.ts). */
+  topk?: number;
+  /** The decoder step's most new tokens (passes/step-tokens.ts). */
+  stepTokens?: PassContext['stepTokens'];
+  /** The vocabulary rewrite to calibrate and apply (the calibrate service runs it). */
+  vocab?: Omit<VocabRequest, 'topk'>;
+  explain?: PassContext['explain'];
+  /** Dump after this IR or program pass ('all': after every one); `what` says which list it belongs to. */
+  dumpAfter?: string;
+  onDump?: (pass: string, text: string, what: 'IR' | 'programs') => void;
+}
+
+export interface Compiled extends BuiltPlan {
+  /** The k of planc.ProjectTopK the plan got (undefined: logits kept). */
+  topk?: number;
+  /** The decoder was sized for the first decoding step only (decoder_sequence_length ≤ 1; the default for seq2seq models). */
+  firstStepOnly: boolean;
+  vocab?: PlanVocab;
+}
+
+/** The names --dump-after accepts: every IR pass, every program pass, and 'all'; fails listing both lists. */
+export function checkDumpAfter(name: string | undefined): void {
+  if (name === undefined || name === 'all' || PIPELINE.some((p) => p.name === name) || PROGRAM_PASSES.some((p) => p.name === name)) return;
+  throw new PlancError('PLANC_E301', `--dump-after ${name}: no such pass (IR passes: ${PIPELINE.map((p) => p.name).join(', ')}; program passes: ${PROGRAM_PASSES.map((p) => p.name).join(', ')}; or all)`);
+}
+
+/**
+ * Compiles an imported model into a plan: verify, the vocabulary step (calibrate service) when asked, the IR passes
+ * (passes/pipeline.ts PIPELINE), then the program passes (codegen/program-passes.ts PROGRAM_PASSES). Services the
+ * caller does not give are backed by the runtime here; progress goes to `services.progress` only.
+ */
+export async function compile(model: Model, options: CompileOptions, services: PassServices = {}): Promise<Compiled> {
+  checkDumpAfter(options.dumpAfter);
+  const { progress } = services;
+  // Decoding runs the first-step decoder on the start token only; sizing it for whole target prefixes would make its
+  // logits ([batch, max-tgt-len, vocab]) the largest tensor of the plan. maxDims.decoder_sequence_length allows more.
+  const maxDims = { ...options.maxDims };
+  const firstStepOnly = model.graphs.has('decoder_with_past') && maxDims.decoder_sequence_length === undefined;
+  if (firstStepOnly) maxDims.decoder_sequence_length = 1;
+  const profile = { maxBatch: options.maxBatch, maxSrcLen: options.maxSrcLen, maxTgtLen: options.maxTgtLen, maxDims };
+  progress?.start('verifying');
+  verifyModel(model, { types: false });
+  const topk = chooseTopk(model, options.specialIds, options.topk);
+  if (options.vocab && topk === undefined) throw new PlancError('PLANC_E301', '--vocab rewrites planc.ProjectTopK: it needs --topk N (N ≥ 1)');
+  const passServices: PassServices = {
+    progress,
+    calibrate: services.calibrate ?? ((m, request) => calibrateVocab(m, request, { profile, specialIds: options.specialIds, tokenizer: options.tokenizer, progress })),
+  };
+  const vocab = options.vocab ? await passServices.calibrate!(model, { ...options.vocab, topk: topk! }) : undefined;
+  const { onDump, dumpAfter } = options;
+  const optimized = runPipeline(model, {
+    disable: options.disable ?? [], topk, vocab: vocab?.rewrite, stepTokens: options.stepTokens, explain: options.explain, services: passServices,
+    dumpAfter, onPass: (name) => progress?.start(`pass ${name}`), onDump: onDump && ((name, text) => onDump(name, text, 'IR')),
+  });
+  const built = buildPlan(optimized, {
+    target: options.target, archs: options.archs, ...profile, specialIds: options.specialIds, tokenizer: options.tokenizer,
+    options: { ...options.options, profile: JSON.stringify(profile) }, onProgress: (step) => progress?.start(step),
+  }, { dumpAfter, onDump: onDump && ((name, text) => onDump(name, text, 'programs')) });
+  if (vocab) built.header.vocab = vocab.header;
+  return { ...built, topk, firstStepOnly, vocab: vocab?.header };
+}

@@ -1,0 +1,23 @@
+// The k of planc.ProjectTopK a plan gets: the one asked for, or by default what keeps the model's beams exact.
+import { PlancError } from '../compiler/diagnostics.ts';
+import type { Model } from '../compiler/ir.ts';
+import { decodingFacts, type SpecialIds } from '../codegen/build-plan.ts';
+import { TRANSLATE_TOPK } from '../passes/pipeline.ts';
+import { conventionsOf, DecodingRules } from '../runtime/decode/conventions.ts';
+
+/**
+ * k of planc.ProjectTopK: `requested` (N ≥ 1), 0 keeps the full logits output (undefined). By default translation
+ * models (those with a decoder_with_past graph) get the k that keeps beams up to max(TRANSLATE_TOPK / 2, num_beams)
+ * exact under their generation config (candidates + tokens it may ban at a step); other models keep their logits.
+ */
+export function chooseTopk(model: Model, ids: SpecialIds | undefined, requested: number | undefined): number | undefined {
+  if (requested !== undefined && (!Number.isInteger(requested) || requested < 0)) throw new PlancError('PLANC_E301', `--topk must be an integer ≥ 0 (0 keeps the logits), got ${requested}`);
+  if (requested === 0) return undefined;
+  if (!model.graphs.has('decoder_with_past')) return requested;
+  const d = decodingFacts(model, ids);
+  const rules = new DecodingRules(conventionsOf(d));
+  if (requested === undefined) return rules.topkNeeded(Math.max(TRANSLATE_TOPK / 2, d.numBeams ?? 1));
+  const greedy = rules.topkNeeded(1);
+  if (requested < greedy) throw new PlancError('PLANC_E301', `--topk ${requested} cannot decode this model exactly: up to ${rules.maxBanned} of a step's best tokens may be banned (suppress_tokens, bad_words_ids), so even greedy decoding needs --topk ${greedy} or more`);
+  return requested;
+}

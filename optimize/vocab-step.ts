@@ -1,0 +1,82 @@
+// The runtime-backed calibrate service of a compile: --vocab's shortlist or calibrated clusters, and the quality report.
+import { PlancError } from '../compiler/diagnostics.ts';
+import type { Model } from '../compiler/ir.ts';
+import type { PlanVocab } from '../compiler/plan/types.ts';
+import { emptyVocab, readSentences, shortlistVocab, specialIdsOf } from '../compiler/vocab/header.ts';
+import { decodingFacts, type SpecialIds } from '../codegen/build-plan.ts';
+import type { ProfileOptions } from '../codegen/profile.ts';
+import type { ProgressReporter, VocabRequest, VocabResult, VocabRewriteOptions } from '../passes/pass.ts';
+import { conventionsOf, DecodingRules } from '../runtime/decode/conventions.ts';
+import { loadTokenizer } from '../runtime/tokenizer/tokenizer.ts';
+import { buildClusters, calibrate, exposePlan } from './vocab-calibrate.ts';
+import { evaluateQuality, outputLayer } from './vocab-evaluate.ts';
+
+/** What the calibration plan is built with: the user's profile and ids, and the tokenizer that reads the text. */
+export interface CalibrationSetup {
+  profile: ProfileOptions;
+  specialIds?: SpecialIds;
+  tokenizer?: { bytes: Uint8Array; kind: 'spm' | 'hf' };
+  progress?: ProgressReporter;
+}
+
+/**
+ * Reads the shortlist or calibrates the clusters (on a CPU plan without the rewrite that exposes the hidden state),
+ * then measures quality on the held-out text; returns the pass options and the plan's vocab header.
+ */
+export async function calibrateVocab(model: Model, request: VocabRequest, setup: CalibrationSetup): Promise<VocabResult> {
+  const { spec } = request;
+  const { profile, progress } = setup;
+  if (!setup.tokenizer) throw new PlancError('PLANC_E301', '--vocab needs the model\'s tokenizer (it reads text and maps shortlist pieces): give --tokenizer FILE');
+  const dec = decodingFacts(model, setup.specialIds);
+  const vocabSize = dec.vocabSize;
+  if (!vocabSize) throw new PlancError('PLANC_E301', '--vocab needs the vocabulary size (vocab_size in config.json)');
+  const specials = specialIdsOf(dec);
+  const tok = await loadTokenizer(setup.tokenizer.bytes, setup.tokenizer.kind, undefined, dec.eosId);
+  const evalSrc = request.evalSrc ? readSentences(request.evalSrc, '--eval-src') : undefined;
+  const evalRef = request.evalRef ? readSentences(request.evalRef, '--eval-ref') : undefined;
+  if (evalSrc && evalRef && evalSrc.length !== evalRef.length) {
+    throw new PlancError('PLANC_E301', `--eval-src has ${evalSrc.length} sentences but --eval-ref has ${evalRef.length}`);
+  }
+  const needPlan = spec.method === 'clusters' || evalSrc;
+  progress?.start('building a calibration plan (hidden state exposed)');
+  // Calibration and evaluation decode as the runtime does (the plan's conventions): K allowed ids besides banned ones.
+  const rules = needPlan ? new DecodingRules(conventionsOf(dec)) : undefined;
+  const k = Math.max(request.topk, spec.method === 'clusters' ? spec.topK + rules!.maxBanned : 1);
+  const exposed = needPlan ? exposePlan(model, { topk: k }, { target: 'cpu', ...profile, specialIds: setup.specialIds }) : undefined;
+  progress?.finish();
+  try {
+    let header: PlanVocab;
+    let rewrite: VocabRewriteOptions;
+    if (spec.method === 'shortlist') {
+      progress?.start(`reading shortlist ${spec.file}`);
+      header = shortlistVocab(spec, setup.tokenizer, vocabSize, specials);
+      rewrite = { method: 'shortlist' };
+      progress?.finish();
+    } else {
+      if (request.calibrate === undefined) throw new PlancError('PLANC_E301', '--vocab clusters=R,K needs --calibrate SOURCE_TEXT (source sentences, one per line)');
+      const sentences = readSentences(request.calibrate, '--calibrate');
+      const cal = calibrate(exposed!.plan, tok, sentences, spec.topK, rules!, profile.maxSrcLen, profile.maxTgtLen, progress);
+      const c = buildClusters(cal, spec.clusters, spec.topK, vocabSize, specials, progress);
+      rewrite = c.rewrite;
+      header = emptyVocab('clusters');
+      Object.assign(header, {
+        specialIds: specials, clusters: c.km.clusters, topK: spec.topK, calibrationFile: request.calibrate, calibrationSentences: cal.sentences,
+        calibrationStates: cal.states, kmeansIterations: c.km.iterations, kmeansConverged: c.km.converged, kmeansInertia: c.km.inertia,
+        emptyClusters: c.km.emptyClusters, calibrationActiveMean: c.activeMean, adjustments: c.adjustments.join('; '),
+      });
+    }
+    if (evalSrc && exposed) {
+      const layer = outputLayer(exposed.optimized);
+      const q = evaluateQuality(exposed.plan, tok, layer, rules!, evalSrc, evalRef,
+        rewrite.method === 'clusters' ? { kind: 'clusters', c: rewrite } : { kind: 'shortlist', v: header },
+        profile.maxSrcLen, profile.maxTgtLen, progress);
+      Object.assign(header, {
+        evalSource: request.evalSrc!, evalSentences: q.evalSentences, activeMean: q.activeMean, activeMax: q.activeMax, top1Agreement: q.top1Agreement,
+        identicalSentences: q.identicalSentences, hasBleu: q.bleu !== undefined, bleu: q.bleu ?? 0, bleuFull: q.bleuFull ?? 0, evalMode: 'emulated',
+      });
+    }
+    return { rewrite, header };
+  } finally {
+    exposed?.plan.close();
+  }
+}

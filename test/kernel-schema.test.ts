@@ -1,0 +1,128 @@
+// The kernel schema (compiler/kernel-schema.ts) is the one statement of every kernel's operands and arguments: calls are
+// built by name, it matches the native kernel table, program_new checks counts against it, and no other source names
+// an argument position or a dtype code.
+import { execSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { KERNELS, arity, call, iargIndex, operandSpec, schemaProblems, type KernelSpec } from '../compiler/kernel-schema.ts';
+import { REPO_ROOT } from '../compiler/paths.ts';
+import type { PlanProgram } from '../compiler/plan/types.ts';
+import { CUDA_RULES } from '../codegen/cuda/rules.ts';
+import { encodeProgram } from '../runtime/encode-program.ts';
+import { kernelIds, kernelNames, nativeAvailable, planNew, programNew } from '../runtime/native.ts';
+import { GENERATED } from '../scripts/gen-kernel-enums.ts';
+import { NEEDS_NATIVE, testIf } from './helpers/skip.ts';
+
+const specs = KERNELS as Record<string, KernelSpec>;
+
+test('the declarations are sound (snake_case unique names, optional and variadic entries last)', () => {
+  assert.equal(schemaProblems(), []);
+});
+
+test('call orders named arguments as the kernel declares them; enum value names become codes', () => {
+  const a = call('attention', { scale: 0.125, is_causal: 1, mask_kind: 'bool_keep', kv_len: 7, q_layout: 1, num_heads: 8 });
+  assert.equal([a.kernel, a.iargs, a.fargs], ['attention', [8, 1, 7, 2, 1], [0.125]]);
+  assert.equal(call('pad', { pads: [1, 2, 3, 4], mode: 'edge' }).iargs, [2, 1, 2, 3, 4]);
+  assert.equal(call('fused_matmul', { activation: 'gelu_tanh' }).iargs, [3]);
+  assert.equal(call('gemm', { trans_b: 1, trans_a: 0, beta: 0.5, alpha: 2 }), { kernel: 'gemm', iargs: [0, 1], fargs: [2, 0.5] } as never);
+  assert.equal([call('mod').iargs, call('mod', { fmod: 1 }).iargs], [[], [1]]);
+  assert.equal([call('range', { start: 1, delta: 2 }).iargs, call('range', { start: 1, delta: 2 }).fargs], [[], [1, 2]]);
+  assert.equal([call('range', { start_int: 3, delta_int: 1 }).iargs, call('range', { start_int: 3, delta_int: 1 }).fargs], [[3, 1], []]);
+  assert.equal(call('relu'), { kernel: 'relu', iargs: [], fargs: [] } as never);
+});
+
+test('call refuses unknown kernels and arguments, missing and out-of-order ones (compile errors, then internal errors)', () => {
+  // @ts-expect-error: no such kernel
+  assert.throws(() => call('gelu_fast'), /internal: no kernel 'gelu_fast'/);
+  // @ts-expect-error: softmax has no argument 'base'
+  assert.throws(() => call('softmax', { axis: 1, log: 0, base: 2 }), /internal: kernel 'softmax' has no argument 'base'/);
+  // @ts-expect-error: 'log' is missing
+  assert.throws(() => call('softmax', { axis: 1 }), /internal: kernel 'softmax' call lacks argument 'log'/);
+  // @ts-expect-error: 'mirror' is not a pad mode
+  assert.throws(() => call('pad', { mode: 'mirror', pads: [] }), /'mirror' is not a value of enum pad_mode \(constant, reflect, edge, wrap\)/);
+  // @ts-expect-error: relu takes no arguments
+  assert.throws(() => call('relu', { alpha: 1 }), /has no argument 'alpha'/);
+  assert.throws(() => call('range', { delta: 2 }), /gives 'delta' but not 'start' before it/);
+});
+
+test('counts: optional operands may be left off the end unless they keep their slot; variadic lists are unbounded', () => {
+  assert.equal(arity(KERNELS.attention), { minIn: 3, maxIn: 4, minOut: 1, maxOut: 1, minIargs: 5, maxIargs: 5, minFargs: 1, maxFargs: 1 });
+  assert.equal([arity(KERNELS.fused_matmul).minIn, arity(KERNELS.project_topk).minIn], [4, 3]);
+  assert.equal([arity(KERNELS.concat).minIn, arity(KERNELS.concat).maxIn, arity(KERNELS.pad).minIargs, arity(KERNELS.pad).maxIargs], [1, Infinity, 1, Infinity]);
+  assert.equal([arity(KERNELS.layer_norm).minOut, arity(KERNELS.layer_norm).maxOut], [1, 3]);
+  assert.is(operandSpec('split', 'outputs', 5)?.name, 'parts');
+  assert.is(operandSpec('add', 'inputs', 2), undefined);
+  assert.is(iargIndex('attention', 'is_causal'), 4);
+  assert.throws(() => iargIndex('attention', 'causal'), /internal: kernel 'attention' has no int argument 'causal'/);
+});
+
+test('every CUDA rule is for a declared kernel', () => {
+  const unknown = Object.keys(CUDA_RULES).filter((k) => !specs[k] || specs[k]!.testOnly);
+  assert.equal(unknown, []);
+});
+
+testIf(test, !nativeAvailable() && NEEDS_NATIVE)('the schema declares exactly the native kernel table (test-only kernels where built)', () => {
+  const table = kernelNames();
+  const undeclared = table.filter((k) => !specs[k]);
+  const absent = Object.keys(specs).filter((k) => !specs[k]!.testOnly && !table.includes(k));
+  assert.equal(undeclared, [], `native kernels without a schema entry: ${undeclared.join(', ')}`);
+  assert.equal(absent, [], `schema kernels the native table lacks: ${absent.join(', ')}`);
+});
+
+testIf(test, !nativeAvailable() && NEEDS_NATIVE)('program_new checks every call\'s counts against the schema', () => {
+  const program = (inputs: number[]): PlanProgram => ({
+    graph: 'g', symbols: [], exprs: [{ terms: [{ coeff: 2, factors: [] }] }],
+    tensors: [
+      { name: 'x', kind: 2, dtype: 1, dims: [0], offset: 0, slotBytes: 0, ref: 0 },
+      { name: 'y', kind: 0, dtype: 1, dims: [0], offset: 0, slotBytes: 64, ref: 0 },
+    ],
+    kernels: [{ name: 'add', inputs, outputs: [1], iargs: [], fargs: [], node: 'n', origin: [] }],
+    inputs: [{ name: 'x', tensor: 0 }], outputs: [{ name: 'y', tensor: 1 }],
+    arenaBytes: 64, arenaLowerBound: 0, tensorBytesSum: 0, fusedOps: {},
+  });
+  const plan = planNew(new Uint8Array(0), new BigInt64Array(0), 64);
+  programNew(plan, encodeProgram(program([0, 0]), 0, kernelIds()));
+  assert.throws(() => programNew(plan, encodeProgram(program([0]), 0, kernelIds())),
+    /add: needs 2 inputs, 1 output, 0 iargs and 0 fargs; got 1, 1, 0 and 0/);
+});
+
+/** Source files (tracked or new, not ignored) under `dirs`, with the given extensions, less `except`. */
+function files(dirs: string[], ext: RegExp, except: string[] = []): string[] {
+  return execSync('git ls-files --cached --others --exclude-standard', { cwd: REPO_ROOT, encoding: 'utf8' }).split('\n')
+    .filter((f) => ext.test(f) && dirs.some((d) => f.startsWith(d)) && !except.includes(f) && fs.existsSync(path.join(REPO_ROOT, f)));
+}
+
+/** `file:line: text` of every line of `list` matching `re`. */
+function grep(list: string[], re: RegExp): string[] {
+  const hits: string[] = [];
+  for (const f of list) {
+    fs.readFileSync(path.join(REPO_ROOT, f), 'utf8').split('\n').forEach((line, i) => {
+      if (re.test(line)) hits.push(`${f}:${i + 1}: ${line.trim()}`);
+    });
+  }
+  return hits;
+}
+
+const GENERATED_FILES = GENERATED.map(([f]) => f);
+
+test('no kernel or CUDA template names an argument position by number (they use <kernel>_args::k<Name>)', () => {
+  const native = files(['native/src/', 'codegen/cuda/kernels/'], /\.(cc|h|cuh)$/, GENERATED_FILES);
+  assert.ok(native.length > 20, `${native.length} files`);
+  assert.equal(grep(native, /\b[if]args\s*\[\s*\d|\b[if]args\s*\+\s*\d/), []);
+});
+
+test('lowering and the CUDA rules build and read arguments by name (no positional iargs/fargs, no constIarg)', () => {
+  const ts = files(['codegen/', 'compiler/', 'passes/', 'runtime/', 'cli/'], /\.ts$/, ['compiler/kernel-schema.ts']);
+  assert.equal(grep(ts, /\b[if]args\s*:\s*\[|\bconstIarg\s*\(|\.[if]args\s*\[\s*\d/), []);
+});
+
+test('no source outside compiler/dtype.ts, compiler/kernel-enums.ts and the generated headers names a dtype code', () => {
+  const own = ['compiler/dtype.ts', 'compiler/kernel-enums.ts', ...GENERATED_FILES];
+  const sources = files(['codegen/', 'compiler/', 'passes/', 'runtime/', 'cli/', 'scripts/', 'bench/', 'native/src/'], /\.(ts|cc|h|cuh)$/, own);
+  assert.ok(sources.length > 50, `${sources.length} files`);
+  assert.equal(grep(sources, /\.dtype\s*[!=]==?\s*\d|\bdtype\s*:\s*\d|\bk(Float|Int|Uint|Bool)\w*\s*=\s*\d/), []);
+});
+
+test.run();
