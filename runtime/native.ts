@@ -12,6 +12,40 @@ export type NativeArray =
   | Int8Array | Uint8Array | Uint8ClampedArray | Int16Array | Uint16Array | Int32Array | Uint32Array
   | Float32Array | Float64Array | BigInt64Array | BigUint64Array;
 
+declare const residentBrand: unique symbol;
+/** A resident buffer (native/src/resident.h): memory a loaded plan owns between runs; host memory on cpu, device memory on cuda. */
+export type NativeResident = { readonly [residentBrand]: true };
+
+/** Bytes [offset, offset + bytes) of a resident buffer, given to a run in place of a feed or output TypedArray. */
+export interface NativeResidentView {
+  resident: NativeResident;
+  offset: number;
+  bytes: number;
+}
+
+/** A run's feed or output: a TypedArray, or a view of a resident buffer of the same plan. */
+export type NativeBuffer = NativeArray | NativeResidentView;
+
+/** A feed or output as the addon takes it: a TypedArray or a resident handle (its range in the run's views). */
+export type NativeRunArg = NativeArray | NativeResident;
+
+/**
+ * The buffers of a run as the addon takes them: resident views become their handles, and their (offset, bytes) go in
+ * `views`, two words per feed then per output (undefined when there is none, the common host-only case).
+ */
+export function packRun(feeds: NativeBuffer[], outputs: NativeBuffer[]): { feeds: NativeRunArg[]; outputs: NativeRunArg[]; views?: Float64Array } {
+  const isView = (b: NativeBuffer): b is NativeResidentView => (b as NativeResidentView).resident !== undefined;
+  if (!feeds.some(isView) && !outputs.some(isView)) return { feeds: feeds as NativeArray[], outputs: outputs as NativeArray[] };
+  const views = new Float64Array(2 * (feeds.length + outputs.length));
+  const pack = (list: NativeBuffer[], first: number) => list.map((b, i) => {
+    if (!isView(b)) return b;
+    views[2 * (first + i)] = b.offset;
+    views[2 * (first + i) + 1] = b.bytes;
+    return b.resident;
+  });
+  return { feeds: pack(feeds, 0), outputs: pack(outputs, feeds.length), views };
+}
+
 export interface NativeInfo {
   /** Threads of the kernel thread pool (and of OpenBLAS when linked). */
   threads: number;
@@ -58,8 +92,25 @@ export interface NativeAddon {
   programInfo(program: NativeProgram): NativeProgramInfo;
   /** Turns per-kernel timing on or off (resetting the sums) when `on` is given; returns the sums in ns. */
   programProfile(program: NativeProgram, on?: boolean): Float64Array;
-  programRun(program: NativeProgram, symbols: BigInt64Array, feeds: NativeArray[], outputs: NativeArray[]): void;
-  programRunAsync(program: NativeProgram, symbols: BigInt64Array, feeds: NativeArray[], outputs: NativeArray[]): Promise<void>;
+  /** Feeds and outputs are TypedArrays or resident handles, whose (offset, bytes) `views` gives (see packRun). */
+  programRun(program: NativeProgram, symbols: BigInt64Array, feeds: NativeRunArg[], outputs: NativeRunArg[], views?: Float64Array): void;
+  /** Resident feeds are used in place (not copied) and held until the run resolves. */
+  programRunAsync(program: NativeProgram, symbols: BigInt64Array, feeds: NativeRunArg[], outputs: NativeRunArg[], views?: Float64Array): Promise<void>;
+  /** A zeroed, 64-byte aligned host resident buffer of a cpu plan. */
+  residentNew(plan: NativePlan, bytes: number): NativeResident;
+  /** A zeroed device resident buffer of a cuda plan (cuMemAlloc). */
+  cudaResidentNew(plan: NativeCudaPlan, bytes: number): NativeResident;
+  /** Frees the buffer (once a run holding it ends); a second free does nothing, any other use then throws. */
+  residentFree(resident: NativeResident): void;
+  /**
+   * Copies spans, (src offset, dst offset, bytes) triples, from src to dst (the same plan's; may be one buffer), in
+   * order; every span is checked to lie inside its buffer before any byte moves, and a span may not overlap itself.
+   */
+  residentCopy(src: NativeResident, dst: NativeResident, spans: Float64Array): void;
+  /** Host bytes into the buffer at offset. */
+  residentWrite(resident: NativeResident, offset: number, data: NativeArray): void;
+  /** The buffer's bytes at offset into data (its whole length). */
+  residentRead(resident: NativeResident, offset: number, data: NativeArray): void;
   /**
    * k-means assignment (native/src/cpu/kmeans.cc) on the kernel thread pool: for x [n, d] and centroids c [r, d]
    * (row-major), outAssign[i] = argmin_j ‖c_j‖² − 2 x_i·c_j (ties: the lowest j) and outDist[i] = ‖x_i − c_outAssign[i]‖²
@@ -75,7 +126,7 @@ export interface NativeAddon {
   cudaProgramNew(plan: NativeCudaPlan, code: BigInt64Array, launches: BigInt64Array, entries: string[], nodes: string[]): NativeCudaProgram;
   cudaProgramFree(program: NativeCudaProgram): void;
   /** A synchronous run: feeds uploaded, kernels launched (or a captured CUDA graph replayed), outputs and STATE feeds copied back. */
-  cudaProgramRun(program: NativeCudaProgram, symbols: BigInt64Array, feeds: NativeArray[], outputs: NativeArray[], graph?: boolean): void;
+  cudaProgramRun(program: NativeCudaProgram, symbols: BigInt64Array, feeds: NativeRunArg[], outputs: NativeRunArg[], views?: Float64Array, graph?: boolean): void;
 }
 
 /** Thrown when the addon is not built or cannot be loaded. */
@@ -197,15 +248,18 @@ export function programInfo(program: NativeProgram): NativeProgramInfo {
   return native().programInfo(program);
 }
 
-/** One run on this thread: symbol values, feeds in input order, outputs filled in output order. */
-export function programRun(program: NativeProgram, symbols: BigInt64Array, feeds: NativeArray[], outputs: NativeArray[]): void {
-  native().programRun(program, symbols, feeds, outputs);
+/** One run on this thread: symbol values, feeds in input order, outputs filled in output order (arrays or resident views). */
+export function programRun(program: NativeProgram, symbols: BigInt64Array, feeds: NativeBuffer[], outputs: NativeBuffer[]): void {
+  const r = packRun(feeds, outputs);
+  native().programRun(program, symbols, r.feeds, r.outputs, r.views);
 }
 
 /**
- * One run on a worker thread; feeds are copied when it starts, outputs are filled when it resolves. A plan runs one
- * program at a time (its programs share the arena): a second run of the same plan meanwhile is rejected.
+ * One run on a worker thread; TypedArray feeds are copied when it starts (resident views are used in place), outputs
+ * are filled when it resolves. A plan runs one program at a time (its programs share the arena): a second run of the
+ * same plan, or a resident buffer operation on it, meanwhile is rejected.
  */
-export function programRunAsync(program: NativeProgram, symbols: BigInt64Array, feeds: NativeArray[], outputs: NativeArray[]): Promise<void> {
-  return native().programRunAsync(program, symbols, feeds, outputs);
+export function programRunAsync(program: NativeProgram, symbols: BigInt64Array, feeds: NativeBuffer[], outputs: NativeBuffer[]): Promise<void> {
+  const r = packRun(feeds, outputs);
+  return native().programRunAsync(program, symbols, r.feeds, r.outputs, r.views);
 }

@@ -7,8 +7,18 @@ import { translateIds, type TranslationResult } from './decode/translate-ids.ts'
 import type { Backend } from './backend.ts';
 import { openBackend } from './backends/index.ts';
 import { translate, type TranslateOptions } from './translate.ts';
-import { native, type NativeAddon } from './native.ts';
-import { allocOutputTensor, arrayNameOf, DTYPE_OF_CODE, type RtTensor } from './tensor.ts';
+import { native, type NativeAddon, type NativeArray, type NativeBuffer } from './native.ts';
+import {
+  allocOutputTensor, arrayNameOf, DTYPE_OF_CODE, dtypeBytes, isResidentTensor, type FeedTensor, type Resident, type ResidentTensor, type RtData,
+  type RtTensor,
+} from './tensor.ts';
+
+/** What outputShapes reads of a feed: its dims, and the data of an int64 feed giving a symbol by value. */
+export interface ShapeFeed {
+  dims: number[];
+  data?: unknown;
+  resident?: unknown;
+}
 
 export interface IOInfo {
   name: string;
@@ -32,6 +42,7 @@ export class Plan {
   private readonly backend: Backend;
   private readonly programs = new Map<string, PlanProgram>();
   private queue: Promise<unknown> = Promise.resolve();
+  private readonly ioInfos = new Map<string, IOInfo[]>();
   private closed = false;
 
   constructor(file: PlanFile, readonly source: string) {
@@ -49,12 +60,19 @@ export class Plan {
   inputs(graph: string): IOInfo[] { return this.io(graph, 'inputs'); }
   outputs(graph: string): IOInfo[] { return this.io(graph, 'outputs'); }
 
+  /** Computed once per graph (decoders ask for every batch); copies, so callers may change them. */
   private io(graph: string, which: 'inputs' | 'outputs'): IOInfo[] {
     const p = this.program(graph);
-    return p[which].map((io) => {
-      const t = p.tensors[io.tensor]!;
-      return { name: io.name, dtype: DTYPE_OF_CODE[t.dtype]!, dims: t.dims.map((e) => exprText(p, e)) };
-    });
+    const key = `${which} ${graph}`;
+    let infos = this.ioInfos.get(key);
+    if (!infos) {
+      infos = p[which].map((io) => {
+        const t = p.tensors[io.tensor]!;
+        return { name: io.name, dtype: DTYPE_OF_CODE[t.dtype]!, dims: t.dims.map((e) => exprText(p, e)) };
+      });
+      this.ioInfos.set(key, infos);
+    }
+    return infos.map((i) => ({ ...i, dims: [...i.dims] }));
   }
 
   private program(graph: string): PlanProgram {
@@ -64,11 +82,15 @@ export class Plan {
     return l;
   }
 
-  /** Runs a graph on the native runtime; runs of one plan are serialized (they share its arena). */
-  run(graph: string, feeds: Record<string, RtTensor>): Promise<Record<string, RtTensor>> {
+  /**
+   * Runs a graph on the native runtime; runs of one plan are serialized (they share its arena). A feed may be a
+   * ResidentTensor (a view of one of this plan's resident buffers, checked like an array: dtype, dims, bytes inside the
+   * buffer); `into` names outputs to write into resident buffers instead of new arrays (they are not in the result).
+   */
+  run(graph: string, feeds: Record<string, FeedTensor>, into?: Record<string, ResidentTensor>): Promise<Record<string, RtTensor>> {
     const job = this.queue.then(async () => {
-      const { symbols, feedData, outputs } = this.prepare(graph, feeds);
-      await this.backend.run(graph, symbols, feedData, Object.values(outputs).map((t) => t.data));
+      const { symbols, feedData, outData, outputs } = this.prepare(graph, feeds, into);
+      await this.backend.run(graph, symbols, feedData, outData);
       return outputs;
     });
     this.queue = job.catch(() => undefined);
@@ -76,31 +98,67 @@ export class Plan {
   }
 
   /** The same as run, blocking the event loop (lowest overhead, for benchmarks and scripts). */
-  runSync(graph: string, feeds: Record<string, RtTensor>): Record<string, RtTensor> {
-    const { symbols, feedData, outputs } = this.prepare(graph, feeds);
-    this.backend.runSync(graph, symbols, feedData, Object.values(outputs).map((t) => t.data));
+  runSync(graph: string, feeds: Record<string, FeedTensor>, into?: Record<string, ResidentTensor>): Record<string, RtTensor> {
+    const { symbols, feedData, outData, outputs } = this.prepare(graph, feeds, into);
+    this.backend.runSync(graph, symbols, feedData, outData);
     return outputs;
   }
 
-  /** Checks feeds against the program, binds the symbols, allocates the outputs. */
-  private prepare(graph: string, feeds: Record<string, RtTensor>) {
+  /**
+   * The dims every output of a graph has for these feeds: only their dims are read, and the data of the int64 feeds
+   * that give a symbol by value (feeds need no data otherwise, and are not checked).
+   */
+  outputShapes(graph: string, feeds: Record<string, ShapeFeed>): Record<string, number[]> {
+    const p = this.program(graph);
+    const bad = (msg: string): never => { throw new PlancError('PLANC_E405', msg, { file: this.source, graph }); };
+    const values = this.symbolValues(p, feeds, bad);
+    return Object.fromEntries(p.outputs.map((io) => {
+      const dims = p.tensors[io.tensor]!.dims.map((e) => evalExpr(p, e, values));
+      if (dims.some((d) => d < 0)) bad(`output '${io.name}' has dims [${p.tensors[io.tensor]!.dims.map((e) => exprText(p, e))}], which these feeds do not determine`);
+      return [io.name, dims];
+    }));
+  }
+
+  /** Symbol values bound by the feeds (-1 where none binds one). */
+  private symbolValues(p: PlanProgram, feeds: Record<string, ShapeFeed>, bad: (m: string) => never): number[] {
+    const values = new Array<number>(p.symbols.length).fill(-1);
+    p.symbols.forEach((s, k) => {
+      const name = p.inputs[s.input]!.name;
+      const f = feeds[name];
+      if (!f) return;
+      if (!s.fromValue) {
+        if (Array.isArray(f.dims) && s.axis < f.dims.length) values[k] = f.dims[s.axis]!;
+      } else if (f.data instanceof BigInt64Array) {
+        if (s.axis >= f.data.length) return;
+        const v = Number(f.data[s.axis]!);
+        if (!Number.isSafeInteger(v) || v < 0) bad(`feed '${name}' holds ${s.name} = ${v}; it must be a length ≥ 0`);
+        values[k] = v;
+      } else if (f.resident !== undefined) {
+        bad(`feed '${name}' gives ${s.name} by its value, so it must be a BigInt64Array, not a resident buffer`);
+      }
+    });
+    return values;
+  }
+
+  /** A resident tensor's bytes as a native view, checked: this plan's buffer, dtype-aligned offset, bytes inside it. */
+  private residentView(what: string, t: ResidentTensor, bad: (m: string) => never): NativeBuffer {
+    const r = t.resident;
+    if (r.owner !== this) bad(`${what} is a resident buffer of another plan`);
+    const size = dtypeBytes(t.dtype);
+    const bytes = t.dims.reduce((a, b) => a * b, 1) * size;
+    if (!Number.isSafeInteger(t.offset) || t.offset < 0 || t.offset % size !== 0) bad(`${what} has offset ${t.offset}; it must be a multiple of ${size} bytes ≥ 0`);
+    if (t.offset + bytes > r.bytes) bad(`${what} needs bytes [${t.offset}, ${t.offset + bytes}) of its resident buffer, which holds ${r.bytes}`);
+    return { resident: r.handle, offset: t.offset, bytes };
+  }
+
+  /** Checks feeds against the program, binds the symbols, allocates the outputs (or checks their resident views). */
+  private prepare(graph: string, feeds: Record<string, FeedTensor>, into?: Record<string, ResidentTensor>) {
     const p = this.program(graph);
     const where = { file: this.source, graph };
     const bad = (msg: string): never => { throw new PlancError('PLANC_E405', msg, where); };
     for (const name of Object.keys(feeds)) if (!p.inputs.some((i) => i.name === name)) bad(`unknown feed '${name}'; graph '${graph}' takes ${p.inputs.map((i) => i.name).join(', ')}`);
-    const values = new Array<number>(p.symbols.length).fill(-1);
-    p.symbols.forEach((s, k) => {
-      const f = feeds[p.inputs[s.input]!.name];
-      if (!f) return;
-      if (!s.fromValue) {
-        if (Array.isArray(f.dims) && s.axis < f.dims.length) values[k] = f.dims[s.axis]!;
-      } else if (f.data instanceof BigInt64Array && s.axis < f.data.length) {
-        const v = Number(f.data[s.axis]!);
-        if (!Number.isSafeInteger(v) || v < 0) bad(`feed '${p.inputs[s.input]!.name}' holds ${s.name} = ${v}; it must be a length ≥ 0`);
-        values[k] = v;
-      }
-    });
-    const feedData = p.inputs.map((io) => {
+    const values = this.symbolValues(p, feeds, bad);
+    const feedData = p.inputs.map((io): NativeBuffer => {
       const f = feeds[io.name];
       const t = p.tensors[io.tensor]!;
       const dtype = DTYPE_OF_CODE[t.dtype]!;
@@ -108,11 +166,13 @@ export class Plan {
       if (f.dtype !== dtype) bad(`feed '${io.name}' is ${f.dtype}, the plan wants ${dtype}`);
       if (!Array.isArray(f.dims) || f.dims.some((d) => !Number.isSafeInteger(d) || d < 0)) bad(`feed '${io.name}' has bad dims`);
       if (f.dims.length !== t.dims.length) bad(`feed '${io.name}' has rank ${f.dims.length} ([${f.dims}]), the plan wants [${t.dims.map((e) => exprText(p, e)).join(',')}]`);
-      if (!(f.data instanceof (globalThis as unknown as Record<string, { new (): object }>)[arrayNameOf(dtype)]!)) bad(`feed '${io.name}' data must be a ${arrayNameOf(dtype)}`);
+      const resident = isResidentTensor(f);
+      if (!resident && !(f.data instanceof (globalThis as unknown as Record<string, { new (): object }>)[arrayNameOf(dtype)]!)) bad(`feed '${io.name}' data must be a ${arrayNameOf(dtype)}`);
       t.dims.forEach((e, axis) => {
         const want = evalExpr(p, e, values);
         if (want !== f.dims[axis]) bad(`feed '${io.name}' has dims [${f.dims}], but dim ${axis} must be ${exprText(p, e)} = ${want} here`);
       });
+      if (resident) return this.residentView(`feed '${io.name}'`, f, bad);
       if (f.data.length !== f.dims.reduce((a, b) => a * b, 1)) bad(`feed '${io.name}' has ${f.data.length} elements for dims [${f.dims}]`);
       return f.data;
     });
@@ -123,21 +183,29 @@ export class Plan {
       }
     });
     this.checkTokenIds(p, feeds, bad);
+    for (const name of Object.keys(into ?? {})) if (!p.outputs.some((o) => o.name === name)) bad(`unknown output '${name}' to write into a resident buffer; graph '${graph}' gives ${p.outputs.map((o) => o.name).join(', ')}`);
     const outputs: Record<string, RtTensor> = {};
-    for (const io of p.outputs) {
+    const outData = p.outputs.map((io): NativeBuffer => {
       const t = p.tensors[io.tensor]!;
-      outputs[io.name] = allocOutputTensor(DTYPE_OF_CODE[t.dtype]!, t.dims.map((e) => evalExpr(p, e, values)));
-    }
-    return { symbols: BigInt64Array.from(values, (v) => BigInt(v)), feedData, outputs };
+      const dtype = DTYPE_OF_CODE[t.dtype]!;
+      const dims = t.dims.map((e) => evalExpr(p, e, values));
+      const r = into?.[io.name];
+      if (!r) return (outputs[io.name] = allocOutputTensor(dtype, dims)).data;
+      if (r.dtype !== dtype) bad(`output '${io.name}' is ${dtype}, but its resident tensor says ${r.dtype}`);
+      if (!Array.isArray(r.dims) || r.dims.join() !== dims.join()) bad(`output '${io.name}' has dims [${dims}] here, but its resident tensor says [${r.dims}]`);
+      return this.residentView(`output '${io.name}'`, r, bad);
+    });
+    return { symbols: BigInt64Array.from(values, (v) => BigInt(v)), feedData, outData, outputs };
   }
 
-  /** Token ids must lie inside the vocabulary (the embedding gather checks again natively). */
-  private checkTokenIds(p: PlanProgram, feeds: Record<string, RtTensor>, bad: (m: string) => never): void {
+  /** Token ids must lie inside the vocabulary (the embedding gather checks again natively); resident feeds are not read. */
+  private checkTokenIds(p: PlanProgram, feeds: Record<string, FeedTensor>, bad: (m: string) => never): void {
     const vocab = this.header.decoding.vocabSize;
     if (!vocab) return;
     for (const io of p.inputs) {
       if (!/input_ids/.test(io.name)) continue;
       const f = feeds[io.name]!;
+      if (isResidentTensor(f)) continue;
       const d = f.data as ArrayLike<number | bigint>;
       for (let i = 0; i < d.length; i++) {
         const v = Number(d[i]);
@@ -161,6 +229,54 @@ export class Plan {
     const program = this.program(graph);
     const ns = this.backend.profile(graph, on);
     return program.kernels.map((k, i) => ({ kernel: k.name, node: k.node, ms: (ns[i] ?? 0) / 1e6 }));
+  }
+
+  /** A zeroed resident buffer of `bytes` owned by this plan (host memory on cpu, device memory on cuda). */
+  residentNew(bytes: number): Resident {
+    this.open();
+    if (!Number.isSafeInteger(bytes) || bytes < 0) throw new PlancError('PLANC_E405', `resident buffer size ${bytes} must be an integer ≥ 0`, { file: this.source });
+    return { handle: this.backend.residentNew(bytes), bytes, owner: this };
+  }
+
+  /** Frees a resident buffer now (a run holding it frees it when it ends); freeing twice does nothing. */
+  residentFree(r: Resident): void {
+    if (this.closed) return;
+    this.own(r);
+    this.backend.residentFree(r.handle);
+  }
+
+  /**
+   * Copies spans of bytes, (src offset, dst offset, bytes) triples, from one resident buffer to another (or the same),
+   * natively (cuda: on the device). Spans apply in order, so a span may read what an earlier one wrote; one span's own
+   * source and destination may not overlap. Every span is checked before any byte moves.
+   */
+  residentCopy(src: Resident, dst: Resident, spans: Float64Array | number[]): void {
+    this.open();
+    this.own(src);
+    this.own(dst);
+    this.backend.residentCopy(src.handle, dst.handle, spans instanceof Float64Array ? spans : Float64Array.from(spans));
+  }
+
+  /** Host bytes of `data` into a resident buffer at byte `offset`. */
+  residentWrite(r: Resident, offset: number, data: RtData): void {
+    this.open();
+    this.own(r);
+    this.backend.residentWrite(r.handle, offset, data as NativeArray);
+  }
+
+  /** A resident buffer's bytes at byte `offset` into `data` (its whole length). */
+  residentRead(r: Resident, offset: number, data: RtData): void {
+    this.open();
+    this.own(r);
+    this.backend.residentRead(r.handle, offset, data as NativeArray);
+  }
+
+  private open(): void {
+    if (this.closed) throw new PlancError('PLANC_E405', 'this plan was closed');
+  }
+
+  private own(r: Resident): void {
+    if (r?.owner !== this) throw new PlancError('PLANC_E405', 'a resident buffer of another plan (each plan uses only the buffers it made)', { file: this.source });
   }
 
   /** Frees the native plan and programs. */

@@ -1,5 +1,7 @@
-// Tensors of the runtime API: a dtype, dims and a typed array (int64 as BigInt64Array, bool as Uint8Array).
+// Tensors of the runtime API: a dtype, dims and a typed array (int64 as BigInt64Array, bool as Uint8Array), or a
+// view of a plan's resident buffer.
 import { PLAN_DTYPES } from '../compiler/kernel-enums.ts';
+import type { NativeResident } from './native.ts';
 export type RtDType = 'float32' | 'float64' | 'float16' | 'int32' | 'int64' | 'int8' | 'uint8' | 'bool';
 
 export type RtData = Float32Array | Float64Array | Int32Array | BigInt64Array | Int8Array | Uint8Array | Uint16Array;
@@ -8,6 +10,32 @@ export interface RtTensor {
   dtype: RtDType;
   dims: number[];
   data: RtData;
+}
+
+/**
+ * A resident buffer: native memory a loaded plan owns (host memory on cpu, device memory on cuda), made by
+ * Plan.residentNew; it outlives runs and is freed by Plan.residentFree or the plan's close.
+ */
+export interface Resident {
+  readonly handle: NativeResident;
+  readonly bytes: number;
+  /** The plan that made it (runs and copies of other plans refuse it). */
+  readonly owner: object;
+}
+
+/** A tensor stored in a resident buffer at a byte offset: a feed or output of Plan.run without a host array. */
+export interface ResidentTensor {
+  dtype: RtDType;
+  dims: number[];
+  resident: Resident;
+  offset: number;
+}
+
+/** What Plan.run accepts as a feed. */
+export type FeedTensor = RtTensor | ResidentTensor;
+
+export function isResidentTensor(t: FeedTensor): t is ResidentTensor {
+  return (t as ResidentTensor).resident !== undefined;
 }
 
 /** ONNX dtype code → runtime dtype. */
@@ -23,6 +51,11 @@ export function allocTensor(dtype: RtDType, dims: number[]): RtTensor {
 }
 
 const BYTES = Object.fromEntries(PLAN_DTYPES.map((d) => [d.name, d.bytes])) as Record<RtDType, number>;
+
+/** Bytes per element of a dtype. */
+export function dtypeBytes(dtype: RtDType): number {
+  return BYTES[dtype];
+}
 
 /**
  * A tensor whose memory is not zeroed, for outputs the native runtime overwrites entirely: fresh zeroed megabytes per

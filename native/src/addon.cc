@@ -13,6 +13,7 @@
 #include "kernel.h"
 #include "plan_state.h"
 #include "program.h"
+#include "resident_js.h"
 #include "threadpool.h"
 
 #ifdef PLANC_HAVE_OPENBLAS
@@ -333,15 +334,35 @@ Napi::Value ProgramProfile(const Napi::CallbackInfo& info) {
 
 // ---- runs ----
 
+// One feed or output of a run: a TypedArray's memory, or a view of a resident buffer of the program's plan.
+struct RunBuffer {
+  Bytes host;
+  ResidentView res;  // res.res set: a resident view
+  bool resident() const { return res.res != nullptr; }
+  void* data() const { return resident() ? static_cast<void*>(res.data()) : host.data; }
+  size_t bytes() const { return resident() ? res.bytes : host.bytes; }
+};
+
 // The arguments of a run, read from JS: symbols, feeds and outputs as raw memory.
 struct RunArgs {
   std::shared_ptr<Program> program;
   std::vector<int64_t> syms;
-  std::vector<Bytes> feeds;
-  std::vector<Bytes> outs;
+  std::vector<RunBuffer> feeds;
+  std::vector<RunBuffer> outs;
   std::vector<Napi::Value> feed_values;
   std::vector<Napi::Value> out_values;
 };
+
+// Reads each value as a resident handle (its range at run position first + i of views) or a TypedArray.
+bool read_buffers(Napi::Env env, const std::vector<Napi::Value>& values, const RunViews& views, size_t first, const std::string& what, const void* owner,
+                  std::vector<RunBuffer>* out) {
+  out->resize(values.size());
+  for (size_t i = 0; i < values.size(); i++) {
+    const std::string name = what + "[" + std::to_string(i) + "]";
+    if (is_resident_arg(values[i]) ? !resident_view(env, values[i], views, first + i, name, owner, &(*out)[i].res) : !typed_array(env, values[i], name, &(*out)[i].host)) return false;
+  }
+  return true;
+}
 
 bool read_run_args(const Napi::CallbackInfo& info, const char* fn, RunArgs* a) {
   Napi::Env env = info.Env();
@@ -352,25 +373,24 @@ bool read_run_args(const Napi::CallbackInfo& info, const char* fn, RunArgs* a) {
   if (!array_values(env, info[2], f + ": feeds", &feed_values)) return false;
   if (!array_values(env, info[3], f + ": outputs", &a->out_values)) return false;
   // No JS runs from here on, so the pointers read below stay valid for a synchronous run.
+  const void* owner = program_plan(a->program.get());
+  RunViews views;
+  if (!run_views(env, info[4], f + ": views", &views)) return false;
+  if (!read_buffers(env, feed_values, views, 0, f + ": feeds", owner, &a->feeds) ||
+      !read_buffers(env, a->out_values, views, feed_values.size(), f + ": outputs", owner, &a->outs)) {
+    return false;
+  }
   const int64_t* syms = nullptr;
   size_t n_syms = 0;
   if (!bigint64_array(env, info[1], f + ": symbols", &syms, &n_syms)) return false;
   a->syms.assign(syms, syms + n_syms);
-  a->feeds.resize(feed_values.size());
-  for (size_t i = 0; i < feed_values.size(); i++) {
-    if (!typed_array(env, feed_values[i], f + ": feeds[" + std::to_string(i) + "]", &a->feeds[i])) return false;
-  }
-  a->outs.resize(a->out_values.size());
-  for (size_t i = 0; i < a->out_values.size(); i++) {
-    if (!typed_array(env, a->out_values[i], f + ": outputs[" + std::to_string(i) + "]", &a->outs[i])) return false;
-  }
   return true;
 }
 
-std::vector<OutputView> output_views(const std::vector<Bytes>& outs) {
+std::vector<OutputView> output_views(const std::vector<RunBuffer>& outs) {
   std::vector<OutputView> v;
   v.reserve(outs.size());
-  for (const Bytes& b : outs) v.push_back(OutputView{b.data, b.bytes});
+  for (const RunBuffer& b : outs) v.push_back(OutputView{b.data(), b.bytes()});
   return v;
 }
 
@@ -399,7 +419,7 @@ Napi::Value ProgramRun(const Napi::CallbackInfo& info) {
   PlanGuard guard{program_plan(p)};
   std::vector<FeedView> feeds;
   feeds.reserve(a.feeds.size());
-  for (const Bytes& b : a.feeds) feeds.push_back(FeedView{b.data, b.bytes});
+  for (const RunBuffer& b : a.feeds) feeds.push_back(FeedView{b.data(), b.bytes()});
   std::vector<OutputView> outs = output_views(a.outs);
   const char* e = program_bind(p, a.syms.data(), a.syms.size(), feeds.data(), feeds.size());
   if (e == nullptr) e = program_check_outputs(p, outs.data(), outs.size());
@@ -409,8 +429,9 @@ Napi::Value ProgramRun(const Napi::CallbackInfo& info) {
   return env.Undefined();
 }
 
-// An asynchronous run: bound on the main thread (feeds copied, so JS may touch its buffers meanwhile), kernels on a
-// worker thread, outputs copied back on the main thread.
+// An asynchronous run: bound on the main thread (TypedArray feeds copied, so JS may touch its arrays meanwhile; resident
+// feeds used in place, held alive, and guarded by the busy plan), kernels on a worker thread, outputs copied back on
+// the main thread.
 class RunWorker : public Napi::AsyncWorker {
  public:
   RunWorker(Napi::Env env, std::shared_ptr<Program> program, Napi::Promise::Deferred deferred)
@@ -427,9 +448,13 @@ class RunWorker : public Napi::AsyncWorker {
     feed_copies_.resize(a.feeds.size());
     std::vector<FeedView> feeds;
     for (size_t i = 0; i < a.feeds.size(); i++) {
-      const uint8_t* src = static_cast<const uint8_t*>(a.feeds[i].data);
-      feed_copies_[i].assign(src, src + a.feeds[i].bytes);  // operator new memory: aligned for any dtype
-      feeds.push_back(FeedView{feed_copies_[i].data(), a.feeds[i].bytes});
+      if (a.feeds[i].resident()) {
+        feeds.push_back(FeedView{a.feeds[i].data(), a.feeds[i].bytes()});
+        continue;
+      }
+      const uint8_t* src = static_cast<const uint8_t*>(a.feeds[i].host.data);
+      feed_copies_[i].assign(src, src + a.feeds[i].host.bytes);  // operator new memory: aligned for any dtype
+      feeds.push_back(FeedView{feed_copies_[i].data(), a.feeds[i].host.bytes});
     }
     std::vector<OutputView> outs = output_views(a.outs);
     const char* e = program_bind(p, a.syms.data(), a.syms.size(), feeds.data(), feeds.size());
@@ -438,10 +463,19 @@ class RunWorker : public Napi::AsyncWorker {
       *err = e;
       return false;
     }
-    for (Napi::Value& v : a.out_values) out_refs_.push_back(Napi::Persistent(v.As<Napi::Object>()));
-    // STATE feeds (in-place caches) are written by the run: their copies go back to the caller's arrays in OnOK
+    // resident feeds and outputs stay alive until the run ends; TypedArray outputs are read again in OnOK
+    for (const RunBuffer& b : a.feeds) {
+      if (b.resident()) held_.push_back(b.res.res);
+    }
+    out_residents_.resize(a.outs.size());
+    for (size_t i = 0; i < a.outs.size(); i++) {
+      if (a.outs[i].resident()) out_residents_[i] = a.outs[i].res;
+      out_refs_.push_back(a.outs[i].resident() ? Napi::ObjectReference() : Napi::Persistent(a.out_values[i].As<Napi::Object>()));
+    }
+    // STATE feeds (in-place caches) are written by the run: copies of TypedArray ones go back to the caller's arrays in
+    // OnOK (resident ones were written in place)
     for (size_t i = 0; i < a.feed_values.size(); i++) {
-      if (program_input_kind(p, i) == kState) state_refs_.emplace_back(i, Napi::Persistent(a.feed_values[i].As<Napi::Object>()));
+      if (program_input_kind(p, i) == kState && !a.feeds[i].resident()) state_refs_.emplace_back(i, Napi::Persistent(a.feed_values[i].As<Napi::Object>()));
     }
     return true;
   }
@@ -475,6 +509,10 @@ class RunWorker : public Napi::AsyncWorker {
   std::string CopyOutputs(Napi::Env env) {
     std::vector<OutputView> outs;
     for (size_t i = 0; i < out_refs_.size(); i++) {
+      if (out_residents_[i].res != nullptr) {
+        outs.push_back(OutputView{out_residents_[i].data(), out_residents_[i].bytes});
+        continue;
+      }
       Bytes b;
       if (!typed_array(env, out_refs_[i].Value(), "programRunAsync: outputs[" + std::to_string(i) + "]", &b)) {
         env.GetAndClearPendingException();
@@ -509,6 +547,8 @@ class RunWorker : public Napi::AsyncWorker {
   std::shared_ptr<Program> program_;
   Napi::Promise::Deferred deferred_;
   std::vector<std::vector<uint8_t>> feed_copies_;
+  std::vector<std::shared_ptr<Resident>> held_;
+  std::vector<ResidentView> out_residents_;  // res null: a TypedArray output (out_refs_)
   std::vector<Napi::ObjectReference> out_refs_;
   std::vector<std::pair<size_t, Napi::ObjectReference>> state_refs_;
   bool acquired_ = false;
@@ -532,6 +572,19 @@ Napi::Value ProgramRunAsync(const Napi::CallbackInfo& info) {
   }
   worker->Queue();
   return deferred.Promise();
+}
+
+// residentNew(plan, bytes): a zeroed, 64-byte aligned host buffer owned by the plan (resident.h).
+Napi::Value ResidentNew(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  std::shared_ptr<PlanState> plan = plan_arg(env, info[0]);
+  if (plan == nullptr) return env.Undefined();
+  int64_t bytes = 0;
+  if (!number_arg(env, info[1], "residentNew: bytes", 0, static_cast<double>(kMaxResidentBytes), &bytes)) return env.Undefined();
+  std::string err;
+  std::shared_ptr<Resident> r = host_resident_new(plan, bytes, &err);
+  if (r == nullptr) return throw_error(env, "residentNew: " + err);
+  return resident_handle(env, std::move(r));
 }
 
 // ---- k-means ----
@@ -600,6 +653,8 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("programRun", Napi::Function::New(env, ProgramRun, "programRun"));
   exports.Set("programRunAsync", Napi::Function::New(env, ProgramRunAsync, "programRunAsync"));
   exports.Set("kmeansAssign", Napi::Function::New(env, KmeansAssign, "kmeansAssign"));
+  exports.Set("residentNew", Napi::Function::New(env, ResidentNew, "residentNew"));
+  register_resident_bindings(env, exports);
   register_cuda_bindings(env, exports);
   set_blas_threads(runtime().threads.load());
   return exports;

@@ -18,11 +18,13 @@ constexpr int64_t kProgramMagic = 0x31474f5250434c50;  // "PLCPROG1" little-endi
 struct FeedView {
   const void* data;  // may be null when bytes == 0
   size_t bytes;
+  bool device = false;  // data is a device address (a resident buffer of a cuda plan): executors skip the upload
 };
 
 struct OutputView {
   void* data;
   size_t bytes;
+  bool device = false;  // data is a device address (a resident buffer of a cuda plan): copied device to device
 };
 
 // Decodes code (n_words int64 words) for plan. Returns nullptr with *err naming the offending word on bad code.

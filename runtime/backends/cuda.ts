@@ -1,9 +1,9 @@
 // The cuda backend: a cuda plan's weights, arena and generated kernels on the GPU, one launch program per graph.
 import { PlancError } from '../../compiler/diagnostics.ts';
 import type { CudaCall, PlanFile } from '../../compiler/plan/types.ts';
-import { nativeCall, weightTable, type Backend } from '../backend.ts';
+import { nativeCall, Residents, weightTable, type Backend } from '../backend.ts';
 import { encodeProgram } from '../encode-program.ts';
-import { kernelIds, type NativeAddon, type NativeArray, type NativeCudaPlan, type NativeCudaProgram } from '../native.ts';
+import { kernelIds, packRun, type NativeAddon, type NativeArray, type NativeBuffer, type NativeResident, type NativeCudaPlan, type NativeCudaProgram } from '../native.ts';
 
 /** The launch words of a program's calls (native/src/cuda/launch.h cuda_program_new). */
 export function encodeLaunches(calls: CudaCall[], entryIndex: ReadonlyMap<string, number>): BigInt64Array {
@@ -26,6 +26,7 @@ export class CudaBackend implements Backend {
   useGraphs = process.env.PLANC_CUDA_GRAPH === '1';
   private readonly plan: NativeCudaPlan;
   private readonly programs = new Map<string, NativeCudaProgram>();
+  private readonly residents: Residents;
 
   constructor(private readonly native: NativeAddon, file: PlanFile, private readonly source: string) {
     const h = file.header;
@@ -37,6 +38,7 @@ export class CudaBackend implements Backend {
     const table = weightTable(file);
     this.plan = nativeCall(source, undefined, () => native.cudaPlanNew(file.blob, table, h.arena.bytes, cuda.fatbin, cuda.scratchBytes));
     this.device = native.cudaPlanDevice(this.plan);
+    this.residents = new Residents(native, source, (bytes) => native.cudaResidentNew(this.plan, bytes));
     const entries = [...new Set(cuda.programs.flatMap((p) => p.calls.flatMap((c) => c.variants.map((v) => v.entry))))];
     const entryIndex = new Map(entries.map((e, i) => [e, i]));
     const ids = kernelIds();
@@ -53,14 +55,18 @@ export class CudaBackend implements Backend {
     }
   }
 
-  /** Feeds uploaded, kernels launched (or a captured CUDA graph replayed), outputs and STATE feeds copied back. */
-  runSync(graph: string, symbols: BigInt64Array, feeds: NativeArray[], outputs: NativeArray[]): void {
+  /**
+   * TypedArray feeds uploaded (resident ones used in place on the device), kernels launched (or a captured CUDA graph
+   * replayed), outputs copied to their arrays (resident ones device to device), TypedArray STATE feeds copied back.
+   */
+  runSync(graph: string, symbols: BigInt64Array, feeds: NativeBuffer[], outputs: NativeBuffer[]): void {
     const p = this.programs.get(graph)!;
-    nativeCall(this.source, graph, () => this.native.cudaProgramRun(p, symbols, feeds, outputs, this.useGraphs));
+    const r = packRun(feeds, outputs);
+    nativeCall(this.source, graph, () => this.native.cudaProgramRun(p, symbols, r.feeds, r.outputs, r.views, this.useGraphs));
   }
 
   /** The addon has no asynchronous cuda run yet: the synchronous one (it waits for the GPU on the calling thread). */
-  async run(graph: string, symbols: BigInt64Array, feeds: NativeArray[], outputs: NativeArray[]): Promise<void> {
+  async run(graph: string, symbols: BigInt64Array, feeds: NativeBuffer[], outputs: NativeBuffer[]): Promise<void> {
     this.runSync(graph, symbols, feeds, outputs);
   }
 
@@ -68,7 +74,15 @@ export class CudaBackend implements Backend {
     throw new PlancError('PLANC_E403', 'per-kernel profiles are not available for cuda plans yet', { file: this.source, graph });
   }
 
+  /** Device memory; copies run on the plan's stream, ordered before the next run. */
+  residentNew(bytes: number): NativeResident { return this.residents.make(bytes); }
+  residentFree(r: NativeResident): void { this.residents.free(r); }
+  residentCopy(src: NativeResident, dst: NativeResident, spans: Float64Array): void { this.residents.copy(src, dst, spans); }
+  residentWrite(r: NativeResident, offset: number, data: NativeArray): void { this.residents.write(r, offset, data); }
+  residentRead(r: NativeResident, offset: number, data: NativeArray): void { this.residents.read(r, offset, data); }
+
   close(): void {
+    this.residents?.freeAll();
     for (const p of this.programs.values()) this.native.cudaProgramFree(p);
     this.programs.clear();
     if (this.plan) this.native.cudaPlanFree(this.plan);

@@ -108,25 +108,29 @@ export function* beamSteps(plan: Plan, sources: number[][], maxLens: number[], r
   const searches: Search[] = sources.map((_, i) => ({ live: [{ ids: [], logProb: 0, row: i }], finished: [], done: false }));
   const runner = new StepRunner(plan, sources, rules.c, sources.length * k, Math.max(...maxLens));
   const isEos = (tok: number) => rules.isEos(tok);
-  let rowSentence = sources.map((_, i) => i);
-  for (let t = 0; ; t++) {
-    searches.forEach((s, i) => {
-      if (s.done) return;
-      const last = t + 1 >= maxLens[i]!;
-      const forced = rules.forced(t, last);
-      const cands = forced !== undefined
-        ? s.live.map((b) => ({ score: b.logProb, row: b.row, tok: forced })).sort(byScore)
-        : topCandidates(runner.out, s.live.map((b) => b.row), s.live.map((b) => b.logProb), rules.candidates(k), s.live.map((b) => rules.banned(b.ids)));
-      advance(s, cands, new Map(s.live.map((b) => [b.row, b])), k, isEos, last);
-    });
-    const { origin, sentence, tokens } = nextRows(searches);
-    if (origin.length === 0) break;
-    runner.select(origin, sentence.join() === rowSentence.join());
-    rowSentence = sentence;
-    let row = 0;
-    for (const s of searches) if (!s.done) for (const b of s.live) b.row = row++;
-    runner.step(tokens);
-    yield;
+  try {
+    let rowSentence = sources.map((_, i) => i);
+    for (let t = 0; ; t++) {
+      searches.forEach((s, i) => {
+        if (s.done) return;
+        const last = t + 1 >= maxLens[i]!;
+        const forced = rules.forced(t, last);
+        const cands = forced !== undefined
+          ? s.live.map((b) => ({ score: b.logProb, row: b.row, tok: forced })).sort(byScore)
+          : topCandidates(runner.out, s.live.map((b) => b.row), s.live.map((b) => b.logProb), rules.candidates(k), s.live.map((b) => rules.banned(b.ids)));
+        advance(s, cands, new Map(s.live.map((b) => [b.row, b])), k, isEos, last);
+      });
+      const { origin, sentence, tokens } = nextRows(searches);
+      if (origin.length === 0) break;
+      runner.select(origin, sentence.join() === rowSentence.join());
+      rowSentence = sentence;
+      let row = 0;
+      for (const s of searches) if (!s.done) for (const b of s.live) b.row = row++;
+      runner.step(tokens);
+      yield;
+    }
+  } finally {
+    runner.release(); // its resident buffers go back to the plan for the next batch
   }
   return searches.map((s) => ranked(s.finished, alpha));
 }

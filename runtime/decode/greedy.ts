@@ -31,28 +31,32 @@ export function greedyBatch(plan: Plan, sources: number[][], maxLens: number[], 
 export function* greedySteps(plan: Plan, sources: number[][], maxLens: number[], rules: DecodingRules, scores: boolean, pick?: PickToken): Steps<Hypothesis[]> {
   const out: Hypothesis[] = sources.map(() => ({ ids: [], logProb: 0, length: 0 }));
   const runner = new StepRunner(plan, sources, rules.c, sources.length, Math.max(...maxLens));
-  let live = sources.map((_, i) => i);
-  for (let t = 0; ; t++) {
-    const next: number[] = [];
-    const keep: number[] = [];
-    live.forEach((i, r) => {
-      const h = out[i]!;
-      const last = t + 1 >= maxLens[i]!;
-      const forced = rules.forced(t, last);
-      const { tok, logProb } = forced !== undefined ? { tok: forced, logProb: 0 }
-        : pick ? { tok: pick(runner.out, r, i, rules.banned(h.ids)), logProb: 0 } : rowBest(runner.out, r, scores, rules.banned(h.ids));
-      h.logProb += logProb;
-      h.length++;
-      const eos = rules.isEos(tok);
-      if (!eos) h.ids.push(tok);
-      if (eos || last) return;
-      keep.push(r);
-      next.push(tok);
-    });
-    if (keep.length === 0) return out;
-    runner.select(keep);
-    live = keep.map((r) => live[r]!);
-    runner.step(next);
-    yield;
+  try {
+    let live = sources.map((_, i) => i);
+    for (let t = 0; ; t++) {
+      const next: number[] = [];
+      const keep: number[] = [];
+      live.forEach((i, r) => {
+        const h = out[i]!;
+        const last = t + 1 >= maxLens[i]!;
+        const forced = rules.forced(t, last);
+        const { tok, logProb } = forced !== undefined ? { tok: forced, logProb: 0 }
+          : pick ? { tok: pick(runner.out, r, i, rules.banned(h.ids)), logProb: 0 } : rowBest(runner.out, r, scores, rules.banned(h.ids));
+        h.logProb += logProb;
+        h.length++;
+        const eos = rules.isEos(tok);
+        if (!eos) h.ids.push(tok);
+        if (eos || last) return;
+        keep.push(r);
+        next.push(tok);
+      });
+      if (keep.length === 0) return out;
+      runner.select(keep);
+      live = keep.map((r) => live[r]!);
+      runner.step(next);
+      yield;
+    }
+  } finally {
+    runner.release(); // its resident buffers go back to the plan for the next batch
   }
 }

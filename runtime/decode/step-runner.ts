@@ -1,8 +1,12 @@
 // Runs a plan's decoder step by step for a batch: encoder, first step, then decoder_with_past with the caches carried.
+import { PlancError } from '../../compiler/diagnostics.ts';
 import type { Plan } from '../plan.ts';
-import type { RtData, RtTensor } from '../tensor.ts';
+import type { RtData, RtDType, RtTensor } from '../tensor.ts';
 import { vocabFeeds } from '../vocab.ts';
+import { bufferPool, Lease } from './buffer-pool.ts';
+import { EncoderState } from './encoder-state.ts';
 import { hasInPlaceCache, KVCaches } from './kv-cache.ts';
+import { checkSelection, keepsRows } from './row-spans.ts';
 
 type Feeds = Record<string, RtTensor>;
 
@@ -47,63 +51,156 @@ export function pastFrom(outputs: Feeds, part: string): Feeds {
   return out;
 }
 
+/** The first `len` positions (axis 2) of past tensors [B, H, past, D] (a fresh copy). */
+function pastPrefix(feeds: Feeds, len: number): Feeds {
+  return Object.fromEntries(Object.entries(feeds).map(([k, t]) => {
+    const [b, h, past, d] = t.dims as [number, number, number, number];
+    const Ctor = t.data.constructor as { new (n: number): RtData };
+    const data = new Ctor(b * h * len * d) as Float32Array;
+    for (let i = 0; i < b * h; i++) data.set((t.data as Float32Array).subarray(i * past * d, (i * past + len) * d), i * len * d);
+    return [k, { dtype: t.dtype, dims: [b, h, len, d], data }];
+  }));
+}
+
+/**
+ * Tokens per row one decoder_with_past step takes: [n, n] for a plan whose input_ids dim 1 is the number n (1 today),
+ * [1, the symbol's maximum] for a symbol (plans built for multi-token steps).
+ */
+export function stepTokenRange(plan: Plan): [number, number] {
+  const dim = plan.inputs('decoder_with_past').find((i) => i.name === 'input_ids')?.dims[1] ?? '1';
+  if (/^\d+$/.test(dim)) return [Number(dim), Number(dim)];
+  return [1, plan.header.profile.symbolMax[dim] ?? Number.MAX_SAFE_INTEGER];
+}
+
+/**
+ * What the encoder and the first decoder step will output for these feeds: the hidden states, the encoder K/V
+ * (present.*.encoder.*, by name) and the positions of the self-attention present rows.
+ */
+function firstStepShapes(plan: Plan, encFeeds: Feeds, start: RtTensor, vocab: Feeds) {
+  const hiddenOut = plan.outputs('encoder').find((o) => o.name === 'last_hidden_state')!;
+  const hidden = { dtype: hiddenOut.dtype as RtDType, dims: plan.outputShapes('encoder', encFeeds).last_hidden_state! };
+  const shapes = plan.outputShapes('decoder', { input_ids: start, encoder_attention_mask: encFeeds.attention_mask!, encoder_hidden_states: hidden, ...vocab });
+  const presents = plan.outputs('decoder').filter((o) => o.name.startsWith('present.'));
+  const kv = Object.fromEntries(presents.filter((o) => o.name.includes('.encoder.')).map((o) => [o.name, { dtype: o.dtype as RtDType, dims: shapes[o.name]! }]));
+  const self = presents.find((o) => o.name.includes('.decoder.'));
+  return { hidden, kv, positions: self ? shapes[self.name]![2]! : 1 };
+}
+
 /**
  * One batch's decoder state. `out` holds the last step's outputs (logits, or topk_logprobs/topk_ids of a plan with
- * planc.ProjectTopK). `select(rows)` says which rows the next step continues; `step(tokens)` runs it. With an in-place
- * cache plan the self-attention caches live in KVCaches (appended natively); otherwise past/present are carried.
+ * planc.ProjectTopK). `select(rows)` says which rows the next step continues; `step(tokens)` runs it; `truncate(len)`
+ * rolls the cached length back. The encoder mask and K/V live in resident buffers of the plan (device memory on
+ * cuda); with an in-place cache plan so do the self-attention caches (KVCaches), so a step moves only its tokens, the
+ * past length and its outputs between JS and the plan; otherwise past/present self-attention tensors are carried in JS.
+ * The buffers are leased from the plan's pool and go back to it on release() (or when the runner is collected).
  */
 export class StepRunner {
   out: Feeds;
-  private mask: RtTensor;
-  private encKV: Feeds;
+  private readonly source: EncoderState;
   private decKV: Feeds = {};
   private readonly caches?: KVCaches;
   private rows: number;
-  /** Shortlist plans: the batch's vocab_active mask, fed to every decoder step (runtime/vocab.ts). */
-  private readonly vocab: Feeds;
+  /** Positions of the carried past (plans without in-place caches). */
+  private pastLength = 0;
+  private readonly tokenRange: [number, number];
+  private readonly lease: Lease;
+  private released = false;
 
   /** maxRows: the most rows a step will run (beams × sentences); capacity: the most tokens a row will hold. */
   constructor(private readonly plan: Plan, sources: number[][], d: DecodeIds, maxRows: number, capacity: number) {
     const { ids, mask } = sourceFeeds(sources, d.padId);
-    const enc = plan.runSync('encoder', { input_ids: ids, attention_mask: mask }).last_hidden_state!;
     const b = sources.length;
+    const rows = Math.max(maxRows, b);
     this.rows = b;
-    this.vocab = vocabFeeds(plan.header, sources);
-    this.out = plan.runSync('decoder', { input_ids: int64(b, 1, new Array<number>(b).fill(d.startId)), encoder_attention_mask: mask, encoder_hidden_states: enc, ...this.vocab });
-    this.mask = mask;
-    this.encKV = pastFrom(this.out, '.encoder.');
+    this.tokenRange = stepTokenRange(plan);
+    this.lease = new Lease(bufferPool(plan), this);
+    const take = (bytes: number) => this.lease.take(bytes);
+    const encFeeds = { input_ids: ids, attention_mask: mask };
+    const vocab = vocabFeeds(plan.header, sources);
+    const start = int64(b, 1, new Array<number>(b).fill(d.startId));
+    const { hidden, kv, positions } = firstStepShapes(plan, encFeeds, start, vocab);
+    this.source = new EncoderState(plan, rows, mask, hidden, kv, vocab, take);
+    plan.runSync('encoder', encFeeds, { last_hidden_state: this.source.hidden() });
+    const first = { input_ids: start, encoder_attention_mask: this.source.mask(), encoder_hidden_states: this.source.hidden(), ...this.source.vocab() };
     if (hasInPlaceCache(plan)) {
-      this.caches = new KVCaches(plan, Math.max(maxRows, b), capacity);
-      this.caches.fill(this.out);
+      this.caches = new KVCaches(plan, rows, capacity, take);
+      this.out = plan.runSync('decoder', first, { ...this.source.presentSlots(), ...this.caches.presentSlots(b, positions) });
+      this.caches.fill(b, positions);
     } else {
+      this.out = plan.runSync('decoder', first, this.source.presentSlots());
       this.decKV = pastFrom(this.out, '.decoder.');
+      this.pastLength = Object.values(this.decKV)[0]?.dims[2] ?? 1;
     }
   }
+
+  /** Positions cached per row: the start token plus every token stepped (less what truncate rolled back). */
+  get length(): number { return this.caches ? this.caches.length : this.pastLength; }
 
   /**
    * The next step continues rows `from` of this one (row i ← from[i]). The encoder mask and K/V rows are gathered too
    * unless `sameSources` says each row keeps the source it had (beams of one sentence share them).
    */
   select(from: number[], sameSources = false): void {
-    const identity = from.length === this.rows && from.every((r, i) => r === i);
-    this.rows = from.length;
-    if (!sameSources && !identity) {
-      this.mask = gatherRows(this.mask, from);
-      this.encKV = gatherAll(this.encKV, from);
-    }
+    this.live();
+    if (keepsRows(from, this.rows)) return;
+    checkSelection(from, this.rows, this.source.maxRows);
+    if (!sameSources) this.source.select(from);
     if (this.caches) this.caches.select(from);
-    else this.decKV = identity ? pastFrom(this.out, '.decoder.') : gatherAll(pastFrom(this.out, '.decoder.'), from);
+    else this.decKV = gatherAll(this.decKV, from);
+    this.rows = from.length;
   }
 
-  /** Runs decoder_with_past on one token per row. */
-  step(tokens: number[]): void {
-    const rows = tokens.length;
-    const base = { input_ids: int64(rows, 1, tokens), encoder_attention_mask: this.mask, ...this.encKV, ...this.vocab };
+  /**
+   * Runs decoder_with_past on one token per row (number[]) or on n tokens per row (number[][], the same n for every
+   * row, as far as the plan's input_ids allow: stepTokenRange); the cached length grows by n.
+   */
+  step(tokens: number[] | number[][]): void {
+    this.live();
+    const perRow = tokens.map((t) => (Array.isArray(t) ? t : [t]));
+    const n = perRow[0]?.length ?? 1;
+    if (perRow.some((t) => t.length !== n)) throw new PlancError('PLANC_E405', `step: every row must take the same number of tokens (row 0 has ${n}, row ${perRow.findIndex((t) => t.length !== n)} has another)`);
+    const [lo, hi] = this.tokenRange;
+    if (n < lo || n > hi) {
+      const takes = lo === hi ? `exactly ${lo} token${lo === 1 ? '' : 's'}` : `${lo} to ${hi} tokens`;
+      throw new PlancError('PLANC_E405', `step: ${n} tokens per row, but this plan's decoder_with_past takes ${takes} per row (its input_ids dims); optimize the plan for multi-token steps to step more`);
+    }
+    if (perRow.length !== this.rows) throw new PlancError('PLANC_E405', `step: ${perRow.length} rows of tokens, but the batch has ${this.rows} (select the rows first)`);
+    if (this.caches && this.caches.length + n > this.caches.capacity) {
+      throw new PlancError('PLANC_E405', `step: ${this.caches.length} cached positions + ${n} exceed the cache capacity ${this.caches.capacity} this batch was set up with`);
+    }
+    const base = { input_ids: int64(this.rows, n, perRow.flat()), ...this.source.feeds() };
     if (this.caches) {
       this.out = this.plan.runSync('decoder_with_past', { ...base, ...this.caches.feeds() });
-      this.caches.length++;
+      this.caches.length += n;
     } else {
       this.out = this.plan.runSync('decoder_with_past', { ...base, ...this.decKV });
+      this.decKV = pastFrom(this.out, '.decoder.');
+      this.pastLength += n;
     }
+  }
+
+  /**
+   * Rolls the cached length back to len ≤ length: the next step continues from position len (the positions beyond are
+   * overwritten). `out` keeps the last step's outputs until the next step.
+   */
+  truncate(len: number): void {
+    this.live();
+    if (this.caches) {
+      this.caches.truncate(len);
+      return;
+    }
+    if (!Number.isInteger(len) || len < 0 || len > this.pastLength) throw new PlancError('PLANC_E405', `truncate: length ${len} must be an integer in [0, ${this.pastLength}] (the positions cached)`);
+    if (len < this.pastLength) this.decKV = pastPrefix(this.decKV, len);
+    this.pastLength = len;
+  }
+
+  /** Gives the batch's resident buffers back to the plan's pool (else garbage collection does); the runner is done. */
+  release(): void {
+    this.released = true;
+    this.lease.give();
+  }
+
+  private live(): void {
+    if (this.released) throw new PlancError('PLANC_E405', 'this StepRunner was released: its buffers went back to the plan for other batches');
   }
 }

@@ -1,6 +1,8 @@
 // A fake libcuda.so.1 for testing the CUDA launcher without a GPU: "device" memory is host memory, copies are memcpy,
 // and each cuLaunchKernel appends one line to $PLANC_CUDA_STUB_LOG (entry, grid, block, the call index, operand
 // dims). No kernel runs, so outputs are whatever the arena held; the test checks the plumbing, not the numbers.
+// Each memory copy appends one line to $PLANC_CUDA_STUB_COPY_LOG: "HtoD <bytes>", "DtoH <bytes>" ("DtoH <bytes> err"
+// for the kernel error word), "DtoD <bytes>" or "2D <width> x <height>" (device to device, pitched).
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,7 +18,7 @@ CUresult cuDriverGetVersion(int* v) { *v = 13000; return 0; }
 CUresult cuDeviceGetCount(int* n) { *n = 1; return 0; }
 CUresult cuDeviceGet(int* d, int i) { (void)i; *d = 0; return 0; }
 CUresult cuDeviceGetName(char* s, int n, int d) { (void)d; snprintf(s, (size_t)n, "planc stub GPU"); return 0; }
-CUresult cuDeviceGetAttribute(int* v, int attr, int d) { (void)d; *v = attr == 75 ? 9 : 0; return 0; }
+CUresult cuDeviceGetAttribute(int* v, int attr, int d) { (void)d; *v = attr == 75 ? 9 : attr == 11 ? 2147483647 : 0; return 0; }
 CUresult cuDevicePrimaryCtxRetain(void** c, int d) { (void)d; *c = (void*)0x1; return 0; }
 CUresult cuDevicePrimaryCtxRelease_v2(int d) { (void)d; return 0; }
 CUresult cuCtxSetCurrent(void* c) { (void)c; return 0; }
@@ -40,8 +42,51 @@ CUresult cuMemAlloc_v2(CUdeviceptr* p, size_t n) {
   return 0;
 }
 CUresult cuMemFree_v2(CUdeviceptr p) { free((void*)(uintptr_t)p); return 0; }
-CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr d, const void* s, size_t n, void* st) { (void)st; memcpy((void*)(uintptr_t)d, s, n); return 0; }
-CUresult cuMemcpyDtoHAsync_v2(void* d, CUdeviceptr s, size_t n, void* st) { (void)st; memcpy(d, (const void*)(uintptr_t)s, n); return 0; }
+static void log_copy(const char* kind, size_t bytes, size_t height, int err) {
+  const char* path = getenv("PLANC_CUDA_STUB_COPY_LOG");
+  FILE* log = path ? fopen(path, "a") : NULL;
+  if (!log) return;
+  if (height) fprintf(log, "%s %zu x %zu\n", kind, bytes, height);
+  else fprintf(log, "%s %zu%s\n", kind, bytes, err ? " err" : "");
+  fclose(log);
+}
+
+CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr d, const void* s, size_t n, void* st) {
+  (void)st;
+  log_copy("HtoD", n, 0, 0);
+  memcpy((void*)(uintptr_t)d, s, n);
+  return 0;
+}
+CUresult cuMemcpyDtoHAsync_v2(void* d, CUdeviceptr s, size_t n, void* st) {
+  (void)st;
+  log_copy("DtoH", n, 0, s == (CUdeviceptr)(uintptr_t)&g_error_word);
+  memcpy(d, (const void*)(uintptr_t)s, n);
+  return 0;
+}
+CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr d, CUdeviceptr s, size_t n, void* st) {
+  (void)st;
+  log_copy("DtoD", n, 0, 0);
+  memmove((void*)(uintptr_t)d, (const void*)(uintptr_t)s, n);
+  return 0;
+}
+
+// CUDA_MEMCPY2D (_v2 layout): device to device only here.
+typedef struct {
+  size_t srcXInBytes, srcY; unsigned srcMemoryType; const void* srcHost; CUdeviceptr srcDevice; void* srcArray; size_t srcPitch;
+  size_t dstXInBytes, dstY; unsigned dstMemoryType; void* dstHost; CUdeviceptr dstDevice; void* dstArray; size_t dstPitch;
+  size_t WidthInBytes, Height;
+} StubMemcpy2D;
+
+CUresult cuMemcpy2DAsync_v2(const StubMemcpy2D* c, void* st) {
+  (void)st;
+  if (c->srcMemoryType != 2 || c->dstMemoryType != 2 || c->WidthInBytes > c->srcPitch || c->WidthInBytes > c->dstPitch) return 1;  // CUDA_ERROR_INVALID_VALUE
+  log_copy("2D", c->WidthInBytes, c->Height, 0);
+  for (size_t y = 0; y < c->Height; y++) {
+    memmove((void*)(uintptr_t)(c->dstDevice + c->dstXInBytes + (c->dstY + y) * c->dstPitch),
+            (const void*)(uintptr_t)(c->srcDevice + c->srcXInBytes + (c->srcY + y) * c->srcPitch), c->WidthInBytes);
+  }
+  return 0;
+}
 CUresult cuMemsetD8Async(CUdeviceptr d, unsigned char v, size_t n, void* st) { (void)st; memset((void*)(uintptr_t)d, v, n); return 0; }
 
 // Mirrors planc::KArgs (codegen/cuda/kernels/common.cuh).

@@ -51,6 +51,8 @@ static void load_api() {
   ok &= load(lib, &a.cuMemFree, "cuMemFree_v2", &missing);
   ok &= load(lib, &a.cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2", &missing);
   ok &= load(lib, &a.cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2", &missing);
+  ok &= load(lib, &a.cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2", &missing);
+  ok &= load(lib, &a.cuMemcpy2DAsync, "cuMemcpy2DAsync_v2", &missing);
   ok &= load(lib, &a.cuMemsetD8Async, "cuMemsetD8Async", &missing);
   ok &= load(lib, &a.cuLaunchKernel, "cuLaunchKernel", &missing);
   ok &= load(lib, &a.cuStreamBeginCapture, "cuStreamBeginCapture_v2", &missing);

@@ -18,7 +18,25 @@ using CUgraphExec = struct CUgraphExec_st*;
 
 constexpr int kCuStreamNonBlocking = 1;
 constexpr int kCuCaptureModeThreadLocal = 1;
-constexpr int kCuAttrCcMajor = 75, kCuAttrCcMinor = 76;
+constexpr int kCuAttrCcMajor = 75, kCuAttrCcMinor = 76, kCuAttrMaxPitch = 11;
+constexpr unsigned kCuMemoryTypeDevice = 2;
+
+// CUDA_MEMCPY2D (the _v2 layout of cuda.h: size_t fields) for cuMemcpy2DAsync_v2.
+struct CuMemcpy2D {
+  size_t srcXInBytes, srcY;
+  unsigned srcMemoryType;
+  const void* srcHost;
+  CUdeviceptr srcDevice;
+  void* srcArray;
+  size_t srcPitch;
+  size_t dstXInBytes, dstY;
+  unsigned dstMemoryType;
+  void* dstHost;
+  CUdeviceptr dstDevice;
+  void* dstArray;
+  size_t dstPitch;
+  size_t WidthInBytes, Height;
+};
 
 // Function pointers, named after the driver symbols they are loaded from (the _v2 ones where the API has them).
 struct CudaApi {
@@ -42,6 +60,8 @@ struct CudaApi {
   CUresult (*cuMemFree)(CUdeviceptr);                                           // _v2
   CUresult (*cuMemcpyHtoDAsync)(CUdeviceptr, const void*, size_t, CUstream);   // _v2
   CUresult (*cuMemcpyDtoHAsync)(void*, CUdeviceptr, size_t, CUstream);         // _v2
+  CUresult (*cuMemcpyDtoDAsync)(CUdeviceptr, CUdeviceptr, size_t, CUstream);   // _v2
+  CUresult (*cuMemcpy2DAsync)(const CuMemcpy2D*, CUstream);                    // _v2
   CUresult (*cuMemsetD8Async)(CUdeviceptr, unsigned char, size_t, CUstream);
   CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream,
                              void**, void**);

@@ -1,10 +1,12 @@
-// N-API bindings of the CUDA executor: cudaPlanNew/Free/Device, cudaProgramNew/Free/Run (runs are synchronous).
+// N-API bindings of the CUDA executor: cudaPlanNew/Free/Device, cudaResidentNew, cudaProgramNew/Free/Run (runs are
+// synchronous).
 #include "bindings.h"
 
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "../resident_js.h"
 #include "launch.h"
 
 namespace planc {
@@ -154,6 +156,20 @@ Napi::Value CudaPlanDevice(const Napi::CallbackInfo& info) {
   return Napi::String::New(info.Env(), cuda_plan_device(h->plan.get()));
 }
 
+// cudaResidentNew(plan, bytes): zeroed device memory owned by the plan (../resident.h).
+Napi::Value CudaResidentNew(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  CudaPlanHandle* h = unwrap<CudaPlanHandle>(env, info[0], &kCudaPlanTag, "CUDA plan");
+  if (h == nullptr) return env.Undefined();
+  if (h->plan == nullptr) return throw_error(env, "the CUDA plan handle was freed");
+  int64_t bytes = 0;
+  if (!size_arg(env, info[1], "cudaResidentNew: bytes", &bytes)) return env.Undefined();
+  std::string err;
+  std::shared_ptr<Resident> r = cuda_resident_new(h->plan, bytes, &err);
+  if (r == nullptr) return throw_error(env, "cudaResidentNew: " + err);
+  return resident_handle(env, std::move(r));
+}
+
 // cudaProgramNew(plan, code, launches, entries, nodes)
 Napi::Value CudaProgramNew(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
@@ -182,7 +198,8 @@ Napi::Value CudaProgramFree(const Napi::CallbackInfo& info) {
   return info.Env().Undefined();
 }
 
-// cudaProgramRun(program, symbols, feeds, outputs, graph?)
+// cudaProgramRun(program, symbols, feeds, outputs, views?, graph?): feeds and outputs are TypedArrays or resident
+// handles, views the (offset, bytes) of each resident one (../resident_js.h).
 Napi::Value CudaProgramRun(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   CudaProgramHandle* h = unwrap<CudaProgramHandle>(env, info[0], &kCudaProgramTag, "CUDA program");
@@ -192,11 +209,29 @@ Napi::Value CudaProgramRun(const Napi::CallbackInfo& info) {
   if (!arrays_of(env, info[2], "cudaProgramRun: feeds", &feed_values) || !arrays_of(env, info[3], "cudaProgramRun: outputs", &out_values)) {
     return env.Undefined();
   }
+  // no JS runs from here on: the pointers read below stay valid for the run
+  const void* owner = cuda_program_plan(h->program.get());
+  RunViews views;
+  if (!run_views(env, info[4], "cudaProgramRun: views", &views)) return env.Undefined();
+  std::vector<ResidentView> feed_res(feed_values.size()), out_res(out_values.size());
+  for (size_t i = 0; i < feed_values.size(); i++) {
+    if (is_resident_arg(feed_values[i]) && !resident_view(env, feed_values[i], views, i, "cudaProgramRun: feeds[" + std::to_string(i) + "]", owner, &feed_res[i])) return env.Undefined();
+  }
+  for (size_t i = 0; i < out_values.size(); i++) {
+    if (is_resident_arg(out_values[i]) &&
+        !resident_view(env, out_values[i], views, feed_values.size() + i, "cudaProgramRun: outputs[" + std::to_string(i) + "]", owner, &out_res[i])) {
+      return env.Undefined();
+    }
+  }
   const int64_t* syms = nullptr;
   size_t n_syms = 0;
   if (!words_of(env, info[1], "cudaProgramRun: symbols", &syms, &n_syms)) return env.Undefined();
   std::vector<FeedView> feeds;
   for (size_t i = 0; i < feed_values.size(); i++) {
+    if (feed_res[i].res != nullptr) {
+      feeds.push_back(FeedView{feed_res[i].data(), feed_res[i].bytes, true});
+      continue;
+    }
     void* d = nullptr;
     size_t b = 0;
     if (!bytes_of(env, feed_values[i], "cudaProgramRun: feeds[" + std::to_string(i) + "]", &d, &b)) return env.Undefined();
@@ -204,12 +239,16 @@ Napi::Value CudaProgramRun(const Napi::CallbackInfo& info) {
   }
   std::vector<OutputView> outs;
   for (size_t i = 0; i < out_values.size(); i++) {
+    if (out_res[i].res != nullptr) {
+      outs.push_back(OutputView{out_res[i].data(), out_res[i].bytes, true});
+      continue;
+    }
     void* d = nullptr;
     size_t b = 0;
     if (!bytes_of(env, out_values[i], "cudaProgramRun: outputs[" + std::to_string(i) + "]", &d, &b)) return env.Undefined();
     outs.push_back(OutputView{d, b});
   }
-  cuda_program_set_graph(h->program.get(), info.Length() > 4 && info[4].IsBoolean() && info[4].As<Napi::Boolean>().Value());
+  cuda_program_set_graph(h->program.get(), info.Length() > 5 && info[5].IsBoolean() && info[5].As<Napi::Boolean>().Value());
   const char* e = cuda_program_run(h->program.get(), syms, n_syms, feeds.data(), feeds.size(), outs.data(), outs.size());
   if (e != nullptr) return throw_error(env, e);
   return env.Undefined();
@@ -221,6 +260,7 @@ void register_cuda_bindings(Napi::Env env, Napi::Object exports) {
   exports.Set("cudaPlanNew", Napi::Function::New(env, CudaPlanNew, "cudaPlanNew"));
   exports.Set("cudaPlanFree", Napi::Function::New(env, CudaPlanFree, "cudaPlanFree"));
   exports.Set("cudaPlanDevice", Napi::Function::New(env, CudaPlanDevice, "cudaPlanDevice"));
+  exports.Set("cudaResidentNew", Napi::Function::New(env, CudaResidentNew, "cudaResidentNew"));
   exports.Set("cudaProgramNew", Napi::Function::New(env, CudaProgramNew, "cudaProgramNew"));
   exports.Set("cudaProgramFree", Napi::Function::New(env, CudaProgramFree, "cudaProgramFree"));
   exports.Set("cudaProgramRun", Napi::Function::New(env, CudaProgramRun, "cudaProgramRun"));

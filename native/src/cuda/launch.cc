@@ -8,6 +8,7 @@
 #include "../kernel.h"
 #include "../plan_state.h"
 #include "api.h"
+#include "plan.h"
 
 namespace planc {
 
@@ -51,17 +52,6 @@ static size_t round_up(size_t n, size_t a = 256) { return (n + a - 1) / a * a; }
 
 // ---- plan ----
 
-struct CudaPlan {
-  const CudaApi* api = nullptr;
-  CUdevice dev = 0;
-  CUcontext ctx = nullptr;
-  CUstream stream = nullptr;
-  CUmodule module = nullptr;
-  CUdeviceptr weights = 0, arena = 0, scratch = 0, err_global = 0;
-  std::string device;
-  std::shared_ptr<PlanState> shadow;  // weights and arena as device addresses, for program decoding and binding
-};
-
 #define PLANC_CU(call, what)                          \
   do {                                                \
     CUresult rc_ = (call);                            \
@@ -86,6 +76,9 @@ static bool plan_init(CudaPlan& p, const uint8_t* blob, size_t blob_bytes, const
   PLANC_CU(api->cuDeviceGetName(name, sizeof name - 1, p.dev), "cuDeviceGetName");
   PLANC_CU(api->cuDeviceGetAttribute(&major, kCuAttrCcMajor, p.dev), "cuDeviceGetAttribute");
   PLANC_CU(api->cuDeviceGetAttribute(&minor, kCuAttrCcMinor, p.dev), "cuDeviceGetAttribute");
+  int max_pitch = 0;
+  PLANC_CU(api->cuDeviceGetAttribute(&max_pitch, kCuAttrMaxPitch, p.dev), "cuDeviceGetAttribute(max pitch)");
+  p.max_pitch = max_pitch > 0 ? static_cast<size_t>(max_pitch) : 0;
   p.device = std::string(name) + " (sm_" + std::to_string(major * 10 + minor) + ")";
   PLANC_CU(api->cuDevicePrimaryCtxRetain(&p.ctx, p.dev), "cuDevicePrimaryCtxRetain");
   PLANC_CU(api->cuCtxSetCurrent(p.ctx), "cuCtxSetCurrent");
@@ -307,6 +300,7 @@ CudaProgram* cuda_program_new(std::shared_ptr<CudaPlan> plan, const int64_t* cod
 
 void cuda_program_free(CudaProgram* program) { delete program; }
 size_t cuda_program_n_inputs(const CudaProgram* program) { return program_n_inputs(program->program); }
+const CudaPlan* cuda_program_plan(const CudaProgram* program) { return program->plan.get(); }
 size_t cuda_program_n_outputs(const CudaProgram* program) { return program_n_outputs(program->program); }
 void cuda_program_set_graph(CudaProgram* program, bool on) { program->use_graph = on; }
 
@@ -387,12 +381,12 @@ static const char* launch_all(CudaProgram& cp) {
   return nullptr;
 }
 
-// Launches directly, or through a graph captured for this run's symbols and feed buffers (replayed while they repeat).
-static const char* launch_or_replay(CudaProgram& cp, const int64_t* syms, size_t n_syms) {
+// Launches directly, or through a graph captured for this run's symbols and feed addresses (replayed while they repeat).
+static const char* launch_or_replay(CudaProgram& cp, const int64_t* syms, size_t n_syms, const std::vector<FeedView>& dev) {
   const CudaApi& api = *cp.plan->api;
   if (!cp.use_graph || std::getenv("PLANC_CUDA_SYNC") != nullptr) return launch_all(cp);
   std::vector<int64_t> key(syms, syms + n_syms);
-  for (CUdeviceptr d : cp.feed_bufs) key.push_back(static_cast<int64_t>(d));
+  for (const FeedView& f : dev) key.push_back(static_cast<int64_t>(reinterpret_cast<uintptr_t>(f.data)));
   if (cp.exec != nullptr && key == cp.graph_key) {
     CUresult rc = api.cuGraphLaunch(cp.exec, cp.plan->stream);
     return rc == 0 ? nullptr : fail(cp, cu_error(api, "cuGraphLaunch", rc));
@@ -422,12 +416,17 @@ static const char* launch_or_replay(CudaProgram& cp, const int64_t* syms, size_t
   return rc == 0 ? nullptr : fail(cp, cu_error(api, "cuGraphLaunch", rc));
 }
 
-// Copies feeds into per-input device buffers (grown as needed) and returns their device views.
+// Copies host feeds into per-input device buffers (grown as needed) and returns the device views of all feeds (device
+// feeds, resident buffers, as they are).
 static const char* upload_feeds(CudaProgram& cp, const FeedView* feeds, size_t n, std::vector<FeedView>* dev) {
   const CudaApi& api = *cp.plan->api;
   dev->resize(n);
   for (size_t i = 0; i < n; i++) {
     const size_t bytes = feeds[i].bytes;
+    if (feeds[i].device) {
+      (*dev)[i] = feeds[i];
+      continue;
+    }
     if (bytes > cp.feed_caps[i]) {
       if (cp.feed_bufs[i] != 0) api.cuMemFree(cp.feed_bufs[i]);
       cp.feed_bufs[i] = 0;
@@ -473,7 +472,7 @@ const char* cuda_program_run(CudaProgram* program, const int64_t* syms, size_t n
   if (const char* e = upload_feeds(cp, feeds, n_feeds, &dev)) return e;
   if (const char* e = program_bind(cp.program, syms, n_syms, dev.data(), dev.size())) return fail(cp, e);
   if (const char* e = program_check_outputs(cp.program, outs, n_outs)) return fail(cp, e);
-  if (const char* e = launch_or_replay(cp, syms, n_syms)) {
+  if (const char* e = launch_or_replay(cp, syms, n_syms, dev)) {
     api.cuStreamSynchronize(cp.plan->stream);
     return e;
   }
@@ -483,12 +482,18 @@ const char* cuda_program_run(CudaProgram* program, const int64_t* syms, size_t n
   for (size_t i = 0; i < n_outs; i++) {
     const TensorView& v = program_output_view(cp.program, i);
     if (outs[i].bytes == 0) continue;
-    rc = api.cuMemcpyDtoHAsync(outs[i].data, static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(v.data)), outs[i].bytes, cp.plan->stream);
+    const CUdeviceptr from = static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(v.data));
+    if (outs[i].device) {
+      rc = api.cuMemcpyDtoDAsync(static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(outs[i].data)), from, outs[i].bytes, cp.plan->stream);
+      if (rc != 0) return fail(cp, cu_error(api, "cuMemcpyDtoDAsync(output)", rc) + " for output " + std::to_string(i));
+      continue;
+    }
+    rc = api.cuMemcpyDtoHAsync(outs[i].data, from, outs[i].bytes, cp.plan->stream);
     if (rc != 0) return fail(cp, cu_error(api, "cuMemcpyDtoHAsync(output)", rc) + " for output " + std::to_string(i));
   }
-  // STATE feeds (in-place KV caches) go back to the caller's buffers.
+  // Host STATE feeds (in-place KV caches) go back to the caller's buffers; device ones were written in place.
   for (size_t i = 0; i < n_feeds; i++) {
-    if (program_input_kind(cp.program, i) != kState || feeds[i].bytes == 0) continue;
+    if (program_input_kind(cp.program, i) != kState || feeds[i].bytes == 0 || feeds[i].device) continue;
     rc = api.cuMemcpyDtoHAsync(const_cast<void*>(feeds[i].data), cp.feed_bufs[i], feeds[i].bytes, cp.plan->stream);
     if (rc != 0) return fail(cp, cu_error(api, "cuMemcpyDtoHAsync(state)", rc) + " for feed " + std::to_string(i));
   }
