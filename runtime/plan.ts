@@ -1,6 +1,7 @@
 // The Node API: loadPlan(path) → a Plan whose run(graph, feeds) executes one program in the native runtime.
 import { PlancError } from '../compiler/diagnostics.ts';
 import { decodePlan, readPlanFile } from '../compiler/plan/format.ts';
+import { STEP_TOKENS_SYMBOL } from '../compiler/plan/io-names.ts';
 import type { PlanFile, PlanHeader, PlanProgram } from '../compiler/plan/types.ts';
 import type { DecodingOptions } from './decode/options.ts';
 import { translateIds, type TranslationResult } from './decode/translate-ids.ts';
@@ -179,7 +180,8 @@ export class Plan {
     p.symbols.forEach((s, k) => {
       const max = this.header.profile.symbolMax[s.name];
       if (max !== undefined && values[k]! > max) {
-        bad(`feed '${p.inputs[s.input]!.name}' has ${s.name} = ${values[k]}, over the plan's maximum ${max} (optimize with a larger --max-batch/--max-src-len/--max-tgt-len or --max-dim ${s.name}=N)`);
+        const how = s.name === STEP_TOKENS_SYMBOL ? '--step-tokens N' : `a larger --max-batch/--max-src-len/--max-tgt-len or --max-dim ${s.name}=N`;
+        bad(`feed '${p.inputs[s.input]!.name}' has ${s.name} = ${values[k]}, over the plan's maximum ${max} (optimize with ${how})`);
       }
     });
     this.checkTokenIds(p, feeds, bad);

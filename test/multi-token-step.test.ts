@@ -280,7 +280,7 @@ testIf(test, esEnSkip)('es-en --step-tokens 4 (batch 2, two sources): one step o
     assert.ok(relErr(y, x) < 1e-6, `n = 1: relative error ${relErr(y, x).toExponential(2)}`);
     assert.ok(cacheErr(b, a.state) < 1e-6, 'n = 1: the same cache row');
     // more than N is refused by the plan's bound
-    assert.throws(() => step(four, b, next.map((r) => [...r, ...r, ...r, ...r, ...r])), /step_tokens = 5.*maximum 4/);
+    assert.throws(() => step(four, b, next.map((r) => [...r, ...r, ...r, ...r, ...r])), /step_tokens = 5.*maximum 4 \(optimize with --step-tokens N\)/);
   } finally {
     one.close();
     four.close();
