@@ -20,19 +20,10 @@ import { makeModel } from '../scripts/make-model/generate.ts';
 import { before } from './helpers/before.ts';
 import { planc } from './helpers/planc-cli.ts';
 import { NEEDS_NATIVE, skipSuite } from './helpers/skip.ts';
+import { thrown } from './helpers/expect-error.ts';
 
 const V = 500;
 const MAX_LEN = 120;
-
-/** The error message a function throws. */
-function thrown(f: () => unknown): string {
-  try {
-    f();
-  } catch (e) {
-    return (e as Error).message;
-  }
-  return '';
-}
 
 test('runYielding returns to the event loop between steps once YIELD_EVERY_MS has passed', async () => {
   function* busySteps(n: number) {

@@ -20,6 +20,7 @@ import { beamDecodeOne } from '../bench/reference/beam.ts';
 import { ort } from './helpers/ort.ts';
 import { before } from './helpers/before.ts';
 import { NEEDS_NATIVE, needsShared, skipSuite } from './helpers/skip.ts';
+import { thrown, rejected } from './helpers/expect-error.ts';
 
 const MAX_LEN = 64;
 const TIE = 1e-4;
@@ -34,25 +35,6 @@ async function runFast(session: ort.InferenceSession, feeds: Record<string, Tens
     ? Tensor.fromNumbers('float32', t.dims.map(Number), t.data as Float32Array)
     : Tensor.fromNumbers('int64', t.dims.map(Number), Array.from(t.data as BigInt64Array, Number));
   return Object.fromEntries(Object.entries(out).map(([k, v]) => [k, back(v)]));
-}
-
-/** The error message a function throws. */
-function thrown(f: () => unknown): string {
-  try {
-    f();
-  } catch (e) {
-    return (e as Error).message;
-  }
-  return '';
-}
-
-async function rejected(p: Promise<unknown>): Promise<string> {
-  try {
-    await p;
-  } catch (e) {
-    return (e as Error).message;
-  }
-  return '';
 }
 
 test('validateDecodingOptions: defaults and errors naming the option and its range', () => {

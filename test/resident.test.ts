@@ -4,6 +4,7 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { native, nativeAvailable, type NativeAddon, type NativePlan, type NativeResident } from '../runtime/native.ts';
 import { NEEDS_NATIVE, skipSuite } from './helpers/skip.ts';
+import { thrown } from './helpers/expect-error.ts';
 
 const NAMES = [
   'a new resident buffer is zeroed; writes and reads at an offset round trip',
@@ -11,16 +12,6 @@ const NAMES = [
   'bad spans are clear errors and copy nothing',
   'bad handles, sizes and ranges are clear errors',
 ];
-
-/** The error message a function throws. */
-function thrown(f: () => unknown): string {
-  try {
-    f();
-  } catch (e) {
-    return (e as Error).message;
-  }
-  return '';
-}
 
 if (!nativeAvailable()) {
   skipSuite(test, NEEDS_NATIVE, NAMES);

@@ -19,6 +19,7 @@ import type { RtTensor } from '../runtime/tensor.ts';
 import { makeModel } from '../scripts/make-model/generate.ts';
 import { before } from './helpers/before.ts';
 import { NEEDS_NATIVE, needsShared, skipSuite, testIf } from './helpers/skip.ts';
+import { thrown } from './helpers/expect-error.ts';
 
 const IDS: DecodeIds = { startId: 0, eosId: 1, padId: 0 };
 const SOURCES = [[5, 9, 14, 22, 2], [31, 7, 2], [12, 40, 41, 3, 8, 2]];
@@ -27,16 +28,6 @@ const STEPS = [[4, 6, 8], [10, 12, 14], [16, 18, 20], [22, 24, 26], [28, 30, 32]
 
 /** A step's outputs as plain numbers (a copy: the next step replaces them). */
 const snapshot = (out: Record<string, RtTensor>) => Object.fromEntries(Object.entries(out).map(([k, t]) => [k, Array.from(t.data as ArrayLike<number | bigint>, Number)]));
-
-/** The error message a function throws. */
-function thrown(f: () => unknown): string {
-  try {
-    f();
-  } catch (e) {
-    return (e as Error).message;
-  }
-  return '';
-}
 
 /** Steps 1..5, truncates to 3 positions (start + 2 steps), re-steps steps 3..5: each must equal its first run. */
 function checkTruncate(plan: Plan, label: string): void {

@@ -3,7 +3,7 @@
 import type { Plan } from '../plan.ts';
 import { dtypeBytes, type FeedTensor, type Resident, type ResidentTensor, type RtDType, type RtTensor } from '../tensor.ts';
 import { alignRegion } from './kv-cache.ts';
-import { keepsRows, movesDown, Spans } from './row-spans.ts';
+import { keepsRows, moveRows, movesDown, Spans } from './row-spans.ts';
 
 /** One per-row tensor ([rows, ...]) stored at `offset` of the row buffers. */
 interface RowRegion {
@@ -103,12 +103,7 @@ export class EncoderState {
         if (!(down && src === i)) spans.push(r.offset + src * r.rowBytes, r.offset + i * r.rowBytes, r.rowBytes);
       });
     }
-    if (down) {
-      this.plan.residentCopy(this.buf, this.buf, spans.array);
-    } else {
-      this.plan.residentCopy(this.buf, this.spare, spans.array);
-      [this.buf, this.spare] = [this.spare, this.buf];
-    }
+    [this.buf, this.spare] = moveRows(this.plan, this.buf, this.spare, spans, down);
     this.rows = from.length;
   }
 }

@@ -4,7 +4,7 @@ import { PlancError } from '../../compiler/diagnostics.ts';
 import { CACHE_INPUT_PREFIX, PAST_LENGTH_INPUT } from '../../compiler/plan/io-names.ts';
 import type { Plan } from '../plan.ts';
 import { dtypeBytes, type FeedTensor, type Resident, type ResidentTensor, type RtDType } from '../tensor.ts';
-import { checkSelection, keepsRows, movesDown, Spans } from './row-spans.ts';
+import { checkSelection, keepsRows, moveRows, movesDown, Spans } from './row-spans.ts';
 
 
 /** Whether the plan's decoder_with_past appends to caches in place (else it takes past and returns present tensors). */
@@ -96,12 +96,7 @@ export class KVCaches {
         for (let h = 0; h < c.heads; h++) spans.push(c.offset + r * z.row + h * z.head, c.offset + i * z.row + h * z.head, used);
       });
     }
-    if (down) {
-      this.plan.residentCopy(this.buf, this.buf, spans.array);
-    } else {
-      this.plan.residentCopy(this.buf, this.spare, spans.array);
-      [this.buf, this.spare] = [this.spare, this.buf];
-    }
+    [this.buf, this.spare] = moveRows(this.plan, this.buf, this.spare, spans, down);
     this.rows = from.length;
   }
 

@@ -1,5 +1,7 @@
 // Row moves of a decoding batch (row i of the next step continues row from[i]) as byte spans for Plan.residentCopy.
 import { PlancError } from '../../compiler/diagnostics.ts';
+import type { Plan } from '../plan.ts';
+import type { Resident } from '../tensor.ts';
 
 /** Whether `from` keeps all `rows` rows where they are (row i ← i). */
 export function keepsRows(from: readonly number[], rows: number): boolean {
@@ -40,4 +42,17 @@ export class Spans {
 
   /** The triples pushed so far. */
   get array(): Float64Array { return this.words.subarray(0, this.n); }
+}
+
+/**
+ * Applies row-move spans: inside `buf` when rows only move down (movesDown), else from `buf` into `spare`. Returns the
+ * buffers as [buf, spare] afterwards (swapped in the second case).
+ */
+export function moveRows(plan: Plan, buf: Resident, spare: Resident, spans: Spans, down: boolean): [Resident, Resident] {
+  if (down) {
+    plan.residentCopy(buf, buf, spans.array);
+    return [buf, spare];
+  }
+  plan.residentCopy(buf, spare, spans.array);
+  return [spare, buf];
 }

@@ -14,3 +14,23 @@ export function failsWith(fn: () => unknown, code: string, want: string | RegExp
   }
   assert.unreachable(`expected a ${code} failure matching ${want}`);
 }
+
+/** The message a call throws ('' when it returns). */
+export function thrown(fn: () => unknown): string {
+  try {
+    fn();
+  } catch (e) {
+    return (e as Error).message;
+  }
+  return '';
+}
+
+/** The message a promise rejects with ('' when it resolves). */
+export async function rejected(p: Promise<unknown>): Promise<string> {
+  try {
+    await p;
+  } catch (e) {
+    return (e as Error).message;
+  }
+  return '';
+}
