@@ -96,7 +96,12 @@ export interface PlanReport {
   uniqueWeightBytes: number;
   weights: number;
   arenaBytes: number;
-  graphs: { name: string; arenaBytes: number; arenaLowerBoundBytes: number; tensorBytesSum: number; kernelCount: number; kernels: Record<string, number>; fusedOps: Record<string, number>; inputs: string[]; outputs: string[] }[];
+  graphs: {
+    name: string; arenaBytes: number; arenaLowerBoundBytes: number; tensorBytesSum: number; kernelCount: number; kernels: Record<string, number>;
+    /** Calls per `kernel variant` (cpu plans: the variant select-variants recorded, e.g. `fused_matmul auto`). */
+    variants: Record<string, number>;
+    fusedOps: Record<string, number>; inputs: string[]; outputs: string[];
+  }[];
   decoding: PlanHeader['decoding'];
   tokenizer: { kind: string; bytes: number };
   sourceHash: string;
@@ -115,10 +120,15 @@ export function planReport(file: string, h: PlanHeader): PlanReport {
     uniqueWeightBytes: h.weights.reduce((a, w) => a + w.length, 0), weights: h.weights.length, arenaBytes: h.arena.bytes,
     graphs: h.programs.map((p) => {
       const kernels: Record<string, number> = {};
-      for (const k of p.kernels) kernels[k.name] = (kernels[k.name] ?? 0) + 1;
+      const variants: Record<string, number> = {};
+      for (const k of p.kernels) {
+        kernels[k.name] = (kernels[k.name] ?? 0) + 1;
+        if (k.variant) variants[`${k.name} ${k.variant}`] = (variants[`${k.name} ${k.variant}`] ?? 0) + 1;
+      }
       return {
         name: p.graph, arenaBytes: p.arenaBytes, arenaLowerBoundBytes: p.arenaLowerBound, tensorBytesSum: p.tensorBytesSum, kernelCount: p.kernels.length,
         kernels: Object.fromEntries(Object.entries(kernels).sort((a, b) => b[1] - a[1])),
+        variants: Object.fromEntries(Object.entries(variants).sort((a, b) => b[1] - a[1])),
         fusedOps: p.fusedOps ?? {},
         inputs: p.inputs.map((i) => i.name), outputs: p.outputs.map((o) => o.name),
       };
@@ -142,6 +152,7 @@ export function formatPlanReport(r: PlanReport, h?: PlanHeader): string {
   for (const g of r.graphs) {
     lines.push(`  ${g.name}: ${g.kernelCount} kernels, arena ${mb(g.arenaBytes)} (lower bound ${mb(g.arenaLowerBoundBytes)}, all tensors ${mb(g.tensorBytesSum)})`);
     lines.push(`    ${Object.entries(g.kernels).map(([k, v]) => `${k} ${v}`).join(', ')}`);
+    if (Object.keys(g.variants).length) lines.push(`    variants: ${Object.entries(g.variants).map(([k, v]) => `${k} ${v}`).join(', ')}`);
     if (Object.keys(g.fusedOps).length) lines.push(`    fused: ${Object.entries(g.fusedOps).map(([k, v]) => `${k} ${v}`).join(', ')}`);
   }
   if (h?.vocab) lines.push(...formatVocabReport(h.vocab));

@@ -9,6 +9,7 @@ import { symbolBounds, type ProfileOptions } from './profile.ts';
 import type { MemoryReport } from './memory-plan.ts';
 import type { PassHooks } from '../passes/pipeline.ts';
 import { runProgramPasses, type ProgramState } from './program-passes.ts';
+import type { VariantChoices } from './cpu-variants.ts';
 
 export interface BuildOptions extends ProfileOptions {
   target: 'cpu' | 'cuda';
@@ -22,6 +23,8 @@ export interface BuildOptions extends ProfileOptions {
   tokenizer?: { bytes: Uint8Array; kind: 'spm' | 'hf' };
   /** Special token ids that override the model's config.json / generation_config.json. */
   specialIds?: SpecialIds;
+  /** cpu: kernel variants to force, by kernel or IR node name (codegen/cpu-variants.ts VariantChoices). */
+  variants?: VariantChoices;
 }
 
 export interface SpecialIds { decoderStartId?: number; eosId?: number; padId?: number; unkId?: number }

@@ -4,6 +4,7 @@ import type { Model } from '../compiler/ir.ts';
 import type { PlanDecoding, PlanHeader, PlanProgram } from '../compiler/plan/types.ts';
 import type { PassHooks } from '../passes/pipeline.ts';
 import type { BuildOptions, GraphReport } from './build-plan.ts';
+import { selectCpuVariants } from './cpu-variants.ts';
 import { buildCuda, type CudaBuild } from './cuda/build.ts';
 import { DEFAULT_ARCHS } from './cuda/nvcc.ts';
 import { selectCuda, type Instance } from './cuda/rules.ts';
@@ -12,6 +13,7 @@ import { planMemory } from './memory-plan.ts';
 import { packPlan, PLANC_VERSION } from './pack.ts';
 import { printProgram } from './program-printer.ts';
 import { verifyProgramState } from './program-verify.ts';
+import { cudaTuningArch } from './target.ts';
 
 /** What the program passes work on: each fills its part, in list order. */
 export interface ProgramState {
@@ -27,7 +29,7 @@ export interface ProgramState {
   programs: PlanProgram[];
   /** select-variants (cuda): per program, per kernel call, the launch variants in the order the runtime tries them. */
   variants?: Instance[][][];
-  /** Decisions recorded in the plan (header.tuning): select-variants' choices on cuda. */
+  /** Decisions recorded in the plan (header.tuning): select-variants' choices on cuda (cpu's are in the kernels). */
   tuning: PlanHeader['tuning'];
   /** plan-memory: arena offsets assigned, one report per program. */
   memoryPlanned: boolean;
@@ -74,11 +76,20 @@ const launchText = (v: Instance) => `${v.template} block ${v.block}${v.maxRows ?
 
 const SELECT_VARIANTS: ProgramPass = {
   name: 'select-variants',
-  summary: 'cuda: the launch variants of every kernel call (codegen/cuda/rules.ts), recorded in the plan; cpu: nothing to choose yet',
+  summary: 'cpu: the variant of every call of a kernel with variants (codegen/cpu-variants.ts), in the plan\'s kernels; '
+    + 'cuda: the launch variants of every call (codegen/cuda/rules.ts, tuned for codegen/target.ts), in its tuning',
   run(s) {
-    if (s.options.target !== 'cuda') return;
+    const forced = s.options.variants ?? {};
+    if (s.options.target !== 'cuda') {
+      selectCpuVariants(s.programs, forced);
+      return;
+    }
+    if (Object.keys(forced).length) {
+      throw new PlancError('PLANC_E301', `variants: kernel variants are the CPU kernels' (cuda launches are chosen by codegen/cuda/rules.ts); got ${Object.keys(forced).join(', ')}`);
+    }
     s.options.onProgress?.('selecting CUDA launch variants');
-    s.variants = s.programs.map((p) => p.kernels.map((_, k) => selectCuda(p, k)));
+    const arch = cudaTuningArch(s.options.archs ?? DEFAULT_ARCHS);
+    s.variants = s.programs.map((p) => p.kernels.map((_, k) => selectCuda(p, k, arch)));
     s.programs.forEach((p, i) => p.kernels.forEach((kern, k) => {
       s.tuning.push({ key: `${p.graph}:${k}:${kern.name}`, choice: s.variants![i]![k]!.map(launchText).join(' | '), micros: 0 });
     }));

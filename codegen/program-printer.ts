@@ -1,4 +1,5 @@
-// A PlanProgram as readable text (what `--dump-after` prints after a program pass): kernels, tensors, dims, offsets.
+// A PlanProgram as readable text (what `--dump-after` prints after a program pass): kernels and their variants,
+// tensors, dims, offsets.
 import { PLAN_DTYPES } from '../compiler/kernel-enums.ts';
 import { TENSOR_KIND, type PlanProgram } from '../compiler/plan/types.ts';
 
@@ -31,7 +32,8 @@ function tensorText(p: PlanProgram, i: number, placed: boolean): string {
 
 /**
  * A program as text: a header line (counts, arena), its symbols and I/O, then one line per kernel call (inputs →
- * outputs, iargs as expressions, fargs, the IR node) followed by `extra(k)` lines when given (e.g. chosen launches).
+ * outputs, iargs as expressions, fargs, the variant once chosen, the IR node) followed by `extra(k)` lines when given
+ * (e.g. chosen launches).
  * `placed`: arena offsets are assigned (memory planned), so they are shown.
  */
 export function printProgram(p: PlanProgram, placed: boolean, extra?: (kernel: number) => string[]): string {
@@ -46,6 +48,7 @@ export function printProgram(p: PlanProgram, placed: boolean, extra?: (kernel: n
     const args = [
       k.iargs.length ? `iargs [${k.iargs.map((e) => exprText(p, e)).join(', ')}]` : '',
       k.fargs.length ? `fargs [${k.fargs.join(', ')}]` : '',
+      k.variant ? `variant ${k.variant}` : '',
     ].filter((x) => x).join(' ');
     lines.push(`  k${i} ${k.name}(${k.inputs.map(text).join(', ')})${args ? ` ${args}` : ''}  # ${k.node}`);
     for (const o of k.outputs) lines.push(`      -> ${text(o)}`);

@@ -1,6 +1,7 @@
-// The kernel contract, declared once: every native kernel's operands (dtypes, optional or not) and its named int and
-// float arguments. Lowering builds calls by name (`call`), the CUDA rules read arguments by name, and
-// native/src/generated/kernel_args.h, codegen/cuda/kernels/kernel_args.cuh are generated from it (npm run gen:kernel-enums).
+// The kernel contract, declared once: every native kernel's operands (dtypes, optional or not), its named int and
+// float arguments and its variants. Lowering builds calls by name (`call`), the CUDA rules read arguments by name,
+// select-variants picks a variant per call, and native/src/generated/kernel_args.h, codegen/cuda/kernels/kernel_args.cuh
+// are generated from it (npm run gen:kernel-enums).
 import { KERNEL_ENUMS, PLAN_DTYPES, enumCode, type KernelEnumName, type KernelEnumValue, type PlanDTypeName } from './kernel-enums.ts';
 import type { Dim } from './symbolic.ts';
 
@@ -30,12 +31,26 @@ export interface ArgSpec {
   readonly enum?: KernelEnumName;
 }
 
+/**
+ * One alternative implementation of a CPU kernel. A plan's kernel call names the one it runs (compiler/plan/types.ts
+ * PlanKernel.variant); its code is its position in the kernel's list (KernelArgs::variant, `k<Name>` codes in
+ * kernel_args.h). The first variant of a kernel that has any is `auto`: the kernel decides at run time.
+ */
+export interface VariantSpec {
+  readonly name: string;
+  readonly doc: string;
+  /** What a machine must have to run it (the native runtime refuses a plan that names it where it is missing). */
+  readonly needs?: string;
+}
+
 export interface KernelSpec {
   readonly doc: string;
   readonly inputs: readonly OperandSpec[];
   readonly outputs: readonly OperandSpec[];
   readonly iargs?: readonly ArgSpec[];
   readonly fargs?: readonly ArgSpec[];
+  /** Its alternative implementations, `auto` first; absent: it has one implementation. */
+  readonly variants?: readonly VariantSpec[];
   /** Only in native builds configured with PLANC_TEST_KERNELS=ON (native/test/test_kernels.cc). */
   readonly testOnly?: boolean;
 }
@@ -74,6 +89,27 @@ const argReduce = (doc: string) => ({
   doc, inputs: [x(NUMERIC_BOOL)], outputs: [y(['int64'], 'indices (int64)')],
   iargs: [AXIS, { name: 'select_last_index', doc: '1: the last of equal best elements, 0: the first' }],
 } as const);
+
+/**
+ * The paths of the matrix-product kernels (matmul, gemm, fused_matmul share them: native/src/cpu/gemm.cc `sgemm`).
+ * `auto` is gemm.cc's run-time rule (`prefer_gemv`): GEMV for small M (at most GEMM_AUTO.gemvMaxM rows, how small
+ * depends on the machine's other paths and on B's layout; always for M ≤ GEMM_AUTO.gemvEverywhereMaxM), else the
+ * AVX-512 kernels where the CPU has them, else OpenBLAS, else the built-in blocked GEMM.
+ */
+export const GEMM_VARIANTS = [
+  { name: 'auto', doc: 'chosen per product at run time by M, B\'s layout and what the machine has (gemm.cc prefer_gemv)' },
+  { name: 'gemv', doc: 'the weight streamed once, rows of A against it (correct at any M, fast for small M)' },
+  { name: 'blocked', doc: 'planc\'s own cache-blocked GEMM (6x16 micro-kernel)' },
+  { name: 'blas', doc: 'OpenBLAS cblas_sgemm, one thread per slab of the product', needs: 'a native build linked with OpenBLAS' },
+  { name: 'avx512', doc: 'planc\'s AVX-512 GEMM (14x32 micro-kernel)', needs: 'a CPU with AVX-512 F, BW, VL, DQ and FMA' },
+] as const satisfies readonly VariantSpec[];
+
+/**
+ * Bounds of the `auto` rule of GEMM_VARIANTS, shared by gemm.cc (generated into kernel_args.h `gemm_auto`) and
+ * select-variants: auto never takes GEMV above gemvMaxM rows, and takes it on every machine and build (with or
+ * without AVX-512 or OpenBLAS, either layout of B) up to gemvEverywhereMaxM rows.
+ */
+export const GEMM_AUTO = { gemvMaxM: 16, gemvEverywhereMaxM: 2 } as const;
 
 /** Every kernel of the native runtime (native/src/cpu/*.cc kDefs) by table name. */
 export const KERNELS = {
@@ -193,6 +229,7 @@ export const KERNELS = {
   matmul: {
     doc: 'Y = A × B over the last two dims, batch dims broadcast', outputs: [y(F32)],
     inputs: [{ name: 'a', doc: 'A [..., M, K]', dtypes: F32 }, { name: 'b', doc: 'B [..., K, N]', dtypes: F32 }],
+    variants: GEMM_VARIANTS,
   },
   gemm: {
     doc: 'Y = alpha·op(A)·op(B) + beta·C', outputs: [y(F32, 'Y [M, N]')],
@@ -200,6 +237,7 @@ export const KERNELS = {
       { name: 'c', doc: 'C, broadcast to [M, N]', dtypes: F32, optional: true }],
     iargs: [{ name: 'trans_a', doc: '1: A is transposed' }, { name: 'trans_b', doc: '1: B is transposed' }],
     fargs: [{ name: 'alpha', doc: 'scale of the product' }, { name: 'beta', doc: 'scale of C' }],
+    variants: GEMM_VARIANTS,
   },
   fused_matmul: {
     doc: 'Y = act(A × W + bias) + residual (planc.FusedMatMul)', outputs: [y(F32)],
@@ -207,6 +245,7 @@ export const KERNELS = {
       { name: 'bias', doc: 'bias [N]', dtypes: F32, optional: true, keepSlot: true },
       { name: 'residual', doc: 'added after the activation (Y\'s dims)', dtypes: F32, optional: true, keepSlot: true }],
     iargs: [{ name: 'activation', doc: 'the epilogue activation', enum: 'activation' }],
+    variants: GEMM_VARIANTS,
   },
   // ---- rows (softmax.cc, norm.cc) ----
   softmax: {
@@ -399,6 +438,29 @@ export function iargIndex(kernel: string, name: string): number {
   return i;
 }
 
+// ---- variants ----
+
+/** The name of one of kernel K's variants (never: it has one implementation). */
+export type VariantName<K extends KernelName> = K extends KernelName
+  ? Spec<K> extends { readonly variants: infer L extends readonly VariantSpec[] } ? L[number]['name'] : never : never;
+
+/** The variants of a kernel by name, `auto` first ([] when it has one implementation); throws for an unknown kernel. */
+export function kernelVariants(kernel: string): readonly VariantSpec[] {
+  return kernelSpec(kernel).variants ?? [];
+}
+
+/**
+ * The code of a call's variant in the program code and KernelArgs::variant: its position in the kernel's list; ''
+ * (none named) is 0, the kernel's default (`auto`, or its only implementation). undefined: the kernel has no such
+ * variant (or is unknown).
+ */
+export function variantCode(kernel: string, variant: string): number | undefined {
+  if (variant === '') return 0;
+  const spec = (KERNELS as Record<string, KernelSpec>)[kernel];
+  const i = (spec?.variants ?? []).findIndex((v) => v.name === variant);
+  return i < 0 ? undefined : i;
+}
+
 /** The operand spec of input (or output) i of a kernel, following a variadic last operand; undefined past the end. */
 export function operandSpec(kernel: string, io: 'inputs' | 'outputs', i: number): OperandSpec | undefined {
   const list = kernelSpec(kernel)[io];
@@ -450,6 +512,12 @@ export function schemaProblems(): string[] {
       });
     }
     for (const a of s.fargs ?? []) if (a.enum) bad.push(`${k}.${a.name}: a float argument cannot be an enum`);
+    const variants = (s.variants ?? []).map((v) => v.name);
+    if (variants.length && variants[0] !== 'auto') bad.push(`${k}: a kernel's variants start with auto (the run-time choice)`);
+    for (const n of variants) {
+      if (!/^[a-z][a-z0-9_]*$/.test(n)) bad.push(`${k} variant ${n}: variant names are snake_case`);
+      if (variants.indexOf(n) !== variants.lastIndexOf(n)) bad.push(`${k} variant ${n}: variant names are unique`);
+    }
   }
   return bad;
 }

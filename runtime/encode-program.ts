@@ -1,5 +1,6 @@
 // Encodes a validated PlanProgram into the int64 code words the native executor decodes (native/PROGRAM.md).
 import { PlancError } from '../compiler/diagnostics.ts';
+import { variantCode } from '../compiler/kernel-schema.ts';
 import type { PlanProgram } from '../compiler/plan/types.ts';
 
 export const PROGRAM_MAGIC = 0x31474f5250434c50n; // "PLCPROG1"
@@ -21,7 +22,11 @@ export function encodeProgram(p: PlanProgram, nWeights: number, kernelIds: Reado
     if (id === undefined) {
       throw new PlancError('PLANC_E403', `program '${p.graph}' kernel ${i} needs '${k.name}', which this build of the native runtime does not have (node ${k.node}); rebuild with npm run build:native or re-optimize`, { file, graph: p.graph, node: k.node });
     }
-    w.push(id, k.inputs.length, k.outputs.length, k.iargs.length, k.fargs.length, ...k.inputs, ...k.outputs, ...k.iargs);
+    const variant = variantCode(k.name, k.variant ?? '');
+    if (variant === undefined) {
+      throw new PlancError('PLANC_E403', `program '${p.graph}' kernel ${i} (${k.name}) names variant '${k.variant}', which this planc's kernel schema does not have (node ${k.node}); re-optimize`, { file, graph: p.graph, node: k.node });
+    }
+    w.push(id, variant, k.inputs.length, k.outputs.length, k.iargs.length, k.fargs.length, ...k.inputs, ...k.outputs, ...k.iargs);
     const f = new Float64Array(k.fargs);
     w.push(...new BigInt64Array(f.buffer));
   });

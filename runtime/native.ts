@@ -34,8 +34,11 @@ export type NativeRunArg = NativeArray | NativeResident;
  * `views`, two words per feed then per output (undefined when there is none, the common host-only case).
  */
 export function packRun(feeds: NativeBuffer[], outputs: NativeBuffer[]): { feeds: NativeRunArg[]; outputs: NativeRunArg[]; views?: Float64Array } {
-  const isView = (b: NativeBuffer): b is NativeResidentView => (b as NativeResidentView).resident !== undefined;
-  if (!feeds.some(isView) && !outputs.some(isView)) return { feeds: feeds as NativeArray[], outputs: outputs as NativeArray[] };
+  const isView = (b: NativeBuffer): b is NativeResidentView => (b as NativeResidentView | undefined)?.resident !== undefined;
+  // anything but two arrays goes to the addon as it is: the addon's own checks name the bad argument
+  if (!Array.isArray(feeds) || !Array.isArray(outputs) || (!feeds.some(isView) && !outputs.some(isView))) {
+    return { feeds: feeds as NativeArray[], outputs: outputs as NativeArray[] };
+  }
   const views = new Float64Array(2 * (feeds.length + outputs.length));
   const pack = (list: NativeBuffer[], first: number) => list.map((b, i) => {
     if (!isView(b)) return b;

@@ -3,6 +3,8 @@ import { ACTIVATIONS, DTYPE_CODE, MASK_KINDS, PLAN_DTYPE_BYTES, PLAN_DTYPES } fr
 import { iargIndex, type IargName, type KernelName } from '../../compiler/kernel-schema.ts';
 import { PlancError } from '../../compiler/diagnostics.ts';
 import { TENSOR_KIND, type CudaGrid, type PlanKernel, type PlanProgram, type PlanTensor } from '../../compiler/plan/types.ts';
+import { cudaTuningArch, type CudaArch } from '../target.ts';
+import { DEFAULT_ARCHS } from './nvcc.ts';
 
 /** An operand as the rules see it: dtype, rank, the dims known at optimize time (undefined: runtime symbol). */
 export interface Operand {
@@ -26,6 +28,8 @@ export interface RuleCtx<K extends KernelName = KernelName> {
   iarg(name: IargName<K>): number;
   /** Whether the call gives the (optional) int argument `name`. */
   hasIarg(name: IargName<K>): boolean;
+  /** The hardware facts the launches are tuned for (codegen/target.ts cudaTuningArch of the plan's archs). */
+  arch: CudaArch;
   fail(msg: string): never;
 }
 
@@ -148,6 +152,8 @@ const range: CudaRule<'range'> = (ctx) => {
 // ---- matrix products ----
 /** Tile shape and precision: 64 × 64 × 32 tiles, 3xTF32 (fp32 accuracy on tensor cores). */
 const TILE = { bm: 64, bn: 64, bk: 32, passes: 3 };
+/** Blocks per SM the small-M gemv's split-K aims for (one block of 256 threads per column tile and K slice). */
+const SPLIT_K_WAVES = 2;
 
 function gemmInstances(ctx: RuleCtx, act: number, bias: boolean, res: boolean): Instance[] {
   const [a, b] = [input(ctx, 0), input(ctx, 1)];
@@ -168,10 +174,12 @@ function gemmInstances(ctx: RuleCtx, act: number, bias: boolean, res: boolean): 
       : [dims(out, r - 1, r, TILE.bn), dims(out, 0, r - 1, TILE.bm)],
   };
   if (batched) return [tc];
-  // Split K over KS blocks per column tile when the columns alone give too few blocks (about 2 waves of 132 SMs).
+  // Split K over KS blocks per column tile when the columns alone give too few blocks (about SPLIT_K_WAVES waves of the
+  // tuning arch's SMs).
   const k0 = k ?? 0;
   const colBlocks = n === undefined ? 0 : Math.ceil(n / 64);
-  const ks = colBlocks === 0 ? 1 : Math.max(1, Math.min(16, Math.floor(264 / colBlocks), Math.floor(k0 / 64)));
+  const blocks = SPLIT_K_WAVES * ctx.arch.sms;
+  const ks = colBlocks === 0 ? 1 : Math.max(1, Math.min(16, Math.floor(blocks / colBlocks), Math.floor(k0 / 64)));
   if (ks > 1 && colBlocks > SCRATCH_COUNTERS) ctx.fail(`${colBlocks} column blocks exceed the scratch's ticket counters`);
   const gemv: Instance = {
     template: `planc::gemv<${act}, ${bias}, ${res}, ${n !== undefined && n % 2 === 0}, ${ks}>`,
@@ -408,8 +416,11 @@ export function operand(p: PlanProgram, t: number): Operand {
   return { tensor: t, dtype: x.dtype, rank: x.dims.length, dims: x.dims.map((e) => constExpr(p, e)), exprs: x.dims, slotBytes: slotBytes(p, x), kind: x.kind };
 }
 
-/** The launch variants of kernel call k of program p; fails (naming the node) when no CUDA template fits. */
-export function selectCuda(p: PlanProgram, k: number): Instance[] {
+/**
+ * The launch variants of kernel call k of program p, tuned for `arch` (default: the tuning arch of the default archs);
+ * fails (naming the node) when no CUDA template fits.
+ */
+export function selectCuda(p: PlanProgram, k: number, arch: CudaArch = cudaTuningArch(DEFAULT_ARCHS)): Instance[] {
   const kern = p.kernels[k]!;
   const where = { graph: p.graph, node: kern.node, stage: 'cuda codegen' };
   const fail = (msg: string): never => { throw new PlancError('PLANC_E602', `kernel '${kern.name}': ${msg}`, where); };
@@ -431,6 +442,7 @@ export function selectCuda(p: PlanProgram, k: number): Instance[] {
       return v;
     },
     hasIarg: (name) => kern.iargs.length > iargIndex(kern.name, name),
+    arch,
     fail,
   };
   return rule!(ctx);

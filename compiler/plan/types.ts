@@ -33,6 +33,12 @@ export interface PlanKernel {
   fargs: number[];
   node: string;
   origin: string[];
+  /**
+   * The variant it runs (compiler/kernel-schema.ts KernelSpec.variants), chosen by the select-variants program pass:
+   * cpu plans name one for every kernel that has variants ('auto': the kernel decides at run time). Absent or '':
+   * the kernel's default (auto, or its only implementation), as in plans made before variants were recorded.
+   */
+  variant?: string;
 }
 
 /** A runtime symbol: dim `axis` of graph input `input`, or (fromValue) its element `axis` (an int64 length input). */

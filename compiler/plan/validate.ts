@@ -170,6 +170,10 @@ function validateProgram(p: PlanProgram, h: PlanHeader, bad: (m: string) => neve
   p.kernels.forEach((k, i) => {
     const what = `${g} kernel ${i} (${k.name})`;
     if (!/^[a-z_0-9]+$/.test(k.name)) bad(`${what} has a bad name`);
+    // A variant names one of the CPU kernel's (compiler/kernel-schema.ts; an unknown one is PLANC_E403 at load).
+    const variant = k.variant ?? '';
+    if (variant !== '' && !/^[a-z][a-z0-9_]{0,63}$/.test(variant)) bad(`${what} has a bad variant name`);
+    if (variant !== '' && h.target.kind !== 'cpu') bad(`${what} names CPU variant '${variant}' in a ${h.target.kind} plan`);
     for (const x of k.inputs) if (x !== -1) tensor(what, x);
     for (const x of k.outputs) {
       tensor(what, x);

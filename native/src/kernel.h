@@ -36,15 +36,23 @@ struct KernelArgs {
   const double* fargs = nullptr;
   int n_fargs = 0;
   ThreadPool* pool = nullptr;
+  // The call's variant: a code of the kernel's <name>_args::kVariant* (generated/kernel_args.h), 0 = its default
+  // (auto, or its only implementation). A kernel with variants rejects a code it lacks or this machine cannot run.
+  int64_t variant = 0;
 };
 
 // A kernel returns nullptr on success or a static/thread-local error message. Kernels never throw and must check
 // every shape relation they rely on (input vs output dims, index ranges) before touching memory.
 using KernelFn = const char* (*)(const KernelArgs&);
 
+// Why this machine cannot run variant `code` of a kernel (a build without OpenBLAS, a CPU without AVX-512), or nullptr
+// when it can. program_new asks before it accepts a call; codes outside the kernel's list never get here.
+using VariantCheck = const char* (*)(int64_t code);
+
 struct KernelDef {
   const char* name;
   KernelFn fn;
+  VariantCheck variant_unavailable = nullptr;  // null: every variant of the kernel runs everywhere
 };
 
 // Each op-family file defines one of these, returning its kernels (see cpu/*.cc); registry.cc concatenates them.

@@ -33,6 +33,7 @@ struct TensorRec {
 struct KernelRec {
   KernelFn fn;
   const char* name;
+  int64_t variant;              // KernelArgs::variant (checked: the kernel has it and this machine runs it)
   uint32_t in_begin, n_in;      // into in_refs / in_views
   uint32_t out_begin, n_out;    // into out_refs / out_views
   uint32_t iarg_begin, n_iargs; // into iarg_refs / iarg_vals
@@ -126,8 +127,8 @@ static bool decode_header(Decoder& d, Program& p, int64_t* counts) {
   if (!d.ranged(&p.n_weights, 0, plan_weights, "n_weights (within the plan's weights)")) return false;
   if (!d.word(&reserved, "the reserved word")) return false;
   if (reserved != 0) return d.fail("reserved word is %lld, not 0", (long long)reserved);
-  // Minimum sizes: an expr 1 word, a tensor 5, a kernel 5, an input or output 1.
-  int64_t need = counts[1] + 5 * counts[2] + 5 * counts[3] + counts[4] + counts[5];
+  // Minimum sizes: an expr 1 word, a tensor 5, a kernel 6, an input or output 1.
+  int64_t need = counts[1] + 5 * counts[2] + 6 * counts[3] + counts[4] + counts[5];
   if (need > static_cast<int64_t>(d.left())) {
     return d.fail("the header's counts need at least %lld more words but the code has %zu", (long long)need, d.left());
   }
@@ -219,15 +220,38 @@ static bool decode_refs(Decoder& d, Program& p, int64_t n, bool outputs, std::ve
   return true;
 }
 
+// A call's variant code: one of the kernel's schema variants (0 when it has none) that this machine can run.
+static bool decode_variant(Decoder& d, const KernelDef& def, int64_t* variant) {
+  if (!d.word(variant, "a kernel's variant")) return false;
+  const KernelSchemaEntry* schema = nullptr;
+  for (const KernelSchemaEntry& e : kKernelSchema) {
+    if (std::strcmp(e.name, def.name) == 0) schema = &e;
+  }
+  const int64_t count = schema != nullptr && schema->variant_count > 0 ? schema->variant_count : 1;
+  if (*variant < 0 || *variant >= count) {
+    std::string names;
+    for (int i = 0; schema != nullptr && i < schema->variant_count; i++) names += (i ? ", " : "") + std::to_string(i) + " " + schema->variant_names[i];
+    return d.fail("kernel %s has no variant %lld (%s)", def.name, (long long)*variant,
+                  names.empty() ? "it has one implementation: 0" : ("its variants: " + names).c_str());
+  }
+  const char* why = def.variant_unavailable != nullptr ? def.variant_unavailable(*variant) : nullptr;
+  if (why != nullptr) {
+    const char* name = schema != nullptr && schema->variant_count > 0 ? schema->variant_names[*variant] : "0";
+    return d.fail("kernel %s variant %s cannot run on this machine: %s", def.name, name, why);
+  }
+  return true;
+}
+
 static bool decode_kernel(Decoder& d, Program& p, const KernelDef* table, size_t table_size) {
-  int64_t id = 0, n_in = 0, n_out = 0, n_iargs = 0, n_fargs = 0;
+  int64_t id = 0, variant = 0, n_in = 0, n_out = 0, n_iargs = 0, n_fargs = 0;
   if (!d.ranged(&id, 0, static_cast<int64_t>(table_size) - 1, "a kernel id (within the kernel table)")) return false;
+  if (!decode_variant(d, table[id], &variant)) return false;
   if (!d.count(&n_in, kMaxKernelRefs, 1, "a kernel's n_in") || !d.count(&n_out, kMaxKernelRefs, 1, "a kernel's n_out") ||
       !d.count(&n_iargs, kMaxKernelRefs, 1, "a kernel's n_iargs") || !d.count(&n_fargs, kMaxKernelRefs, 1, "a kernel's n_fargs")) {
     return false;
   }
   if (const char* e = check_kernel_call(table[id].name, n_in, n_out, n_iargs, n_fargs)) return d.fail("%s", e);  // kernel_schema.cc
-  KernelRec k{table[id].fn, table[id].name,
+  KernelRec k{table[id].fn, table[id].name, variant,
               static_cast<uint32_t>(p.in_refs.size()), static_cast<uint32_t>(n_in),
               static_cast<uint32_t>(p.out_refs.size()), static_cast<uint32_t>(n_out),
               static_cast<uint32_t>(p.iarg_refs.size()), static_cast<uint32_t>(n_iargs),
@@ -424,6 +448,7 @@ const char* program_exec(Program* program, ThreadPool* pool) {
     args.fargs = fargs + r.farg_begin;
     args.n_fargs = static_cast<int>(r.n_fargs);
     args.pool = pool;
+    args.variant = r.variant;
     const auto t0 = p.profiling ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     const char* e = r.fn(args);
     if (e != nullptr) return fail(p, "kernel #" + std::to_string(k) + " (" + r.name + "): " + e);
@@ -477,6 +502,7 @@ KernelArgs program_kernel_args(const Program* program, size_t k) {
   args.n_iargs = static_cast<int>(r.n_iargs);
   args.fargs = p.fargs.data() + r.farg_begin;
   args.n_fargs = static_cast<int>(r.n_fargs);
+  args.variant = r.variant;
   return args;
 }
 

@@ -1,6 +1,7 @@
-// Standalone test of the gemm family (matmul, gemm) against a float64 reference; `bench` and `gflops` time the paths.
-// Build: g++ -O3 -march=x86-64-v2 -std=c++17 -pthread -Inative/src native/src/kernel_common.cc native/src/threadpool.cc
-//   native/src/cpu/gemm.cc native/src/cpu/gemm_avx512.cc native/test/gemm_test.cc
+// Standalone test of the gemm family (matmul, gemm, fused_matmul) against a float64 reference on every variant this
+// machine runs (KernelArgs::variant); `bench` and `gflops` time the variants.
+// Build: g++ -O3 -march=x86-64-v2 -std=c++17 -pthread -Inative/src native/src/kernel_common.cc native/src/kernel_schema.cc
+//   native/src/threadpool.cc native/src/cpu/gemm.cc native/src/cpu/gemm_avx512.cc native/test/gemm_test.cc
 //   [-DPLANC_HAVE_OPENBLAS -I/usr/include/x86_64-linux-gnu/openblas-pthread -lopenblas] -o /tmp/gemm_test
 // Run: /tmp/gemm_test [bench | gflops]
 #include <algorithm>
@@ -16,7 +17,6 @@
 
 namespace planc {
 KernelList gemm_kernels();
-void gemm_force_path(int path);
 }  // namespace planc
 
 using tb::Buf;
@@ -24,14 +24,31 @@ using tb::f32;
 
 namespace {
 
-planc::KernelFn k_matmul, k_gemm;
+namespace v = planc::matmul_args;  // the variant codes matmul, gemm and fused_matmul share
 
-// Paths: 0 automatic, 1 GEMV, 2 built-in blocked, 3 BLAS, 4 AVX-512 (each falls back where it does not apply).
-#ifdef PLANC_HAVE_OPENBLAS
-const int kPaths[] = {0, 1, 2, 3, 4};
-#else
-const int kPaths[] = {0, 1, 2, 4};
-#endif
+planc::KernelFn k_matmul, k_gemm, k_fused;
+planc::VariantCheck g_unavailable = nullptr;  // the family's KernelDef::variant_unavailable
+std::vector<int64_t> g_variants;               // the variants this machine runs, auto first
+
+// Whether this machine runs variant `code` (as program_new decides).
+bool runs(int64_t code) { return g_unavailable == nullptr || g_unavailable(code) == nullptr; }
+
+// tb::call with the call's variant.
+const char* call(int64_t variant, planc::KernelFn fn, std::vector<planc::TensorView> in, std::vector<planc::TensorView> out,
+                 std::vector<int64_t> iargs = {}, std::vector<double> fargs = {}, planc::ThreadPool* pool = nullptr) {
+  planc::KernelArgs a;
+  a.in = in.data();
+  a.n_in = static_cast<int>(in.size());
+  a.out = out.data();
+  a.n_out = static_cast<int>(out.size());
+  a.iargs = iargs.data();
+  a.n_iargs = static_cast<int>(iargs.size());
+  a.fargs = fargs.data();
+  a.n_fargs = static_cast<int>(fargs.size());
+  a.pool = pool;
+  a.variant = variant;
+  return fn(a);
+}
 
 // Naive batched matmul in double with numpy broadcasting of the batch dims (ranks >= 2); scale (when given) gets
 // sum |a| |b| per output element, the size of float32's rounding error bound.
@@ -77,18 +94,16 @@ void check_matmul(std::vector<int64_t> ad, std::vector<int64_t> bd, std::vector<
   tb::fill_random(a);
   tb::fill_random(b);
   std::vector<double> want = ref_matmul(a, b, yd);
-  for (int path : kPaths) {
-    planc::gemm_force_path(path);
+  for (int64_t variant : g_variants) {
     Buf y = f32(yd);
     tb::fill_random(y, 1e6f, 1e7f);  // garbage that must be overwritten
-    const char* err = tb::call(k_matmul, {a.v(), b.v()}, {y.v()}, {}, {}, pool);
+    const char* err = call(variant, k_matmul, {a.v(), b.v()}, {y.v()}, {}, {}, pool);
     char what[160];
-    std::snprintf(what, sizeof what, "matmul A[%lld..%lld] B[..%lld] path %d rank %zu", (long long)ad[0],
-                  (long long)ad.back(), (long long)bd.back(), path, yd.size());
+    std::snprintf(what, sizeof what, "matmul A[%lld..%lld] B[..%lld] variant %s rank %zu", (long long)ad[0],
+                  (long long)ad.back(), (long long)bd.back(), v::kVariantNames[variant], yd.size());
     tb::expect_ok(err, what);
     if (!err) tb::close(y.f(), want.data(), y.n(), 1e-4, 1e-5, what);
   }
-  planc::gemm_force_path(0);
 }
 
 // Gemm reference: alpha op(A) op(B) + beta C (C broadcast), in double.
@@ -114,39 +129,35 @@ void check_gemm(int64_t m, int64_t n, int64_t k, bool ta, bool tb_, float alpha,
       if (has_c && beta != 0) s += beta * (double)c.f()[(cm == 1 ? 0 : i) * cn + (cn == 1 ? 0 : j)];
       want[i * n + j] = s;
     }
-  for (int path : kPaths) {
-    planc::gemm_force_path(path);
+  for (int64_t variant : g_variants) {
     Buf y = f32({m, n});
     tb::fill_random(y, 1e6f, 1e7f);
     std::vector<planc::TensorView> in = {a.v(), b.v()};
     if (has_c) in.push_back(c.v());
-    const char* err = tb::call(k_gemm, in, {y.v()}, {ta, tb_}, {alpha, beta}, pool);
+    const char* err = call(variant, k_gemm, in, {y.v()}, {ta, tb_}, {alpha, beta}, pool);
     char what[160];
-    std::snprintf(what, sizeof what, "gemm %lldx%lldx%lld tA%d tB%d a%g b%g C rank %zu path %d", (long long)m,
-                  (long long)n, (long long)k, ta, tb_, alpha, beta, cdims.size(), path);
+    std::snprintf(what, sizeof what, "gemm %lldx%lldx%lld tA%d tB%d a%g b%g C rank %zu variant %s", (long long)m,
+                  (long long)n, (long long)k, ta, tb_, alpha, beta, cdims.size(), v::kVariantNames[variant]);
     tb::expect_ok(err, what);
     if (!err) tb::close(y.f(), want.data(), y.n(), 1e-4, 1e-5, what);
   }
-  planc::gemm_force_path(0);
 }
 
 void hand_computed() {
   Buf a = f32({2, 3}, {1, 2, 3, 4, 5, 6});
   Buf b = f32({3, 2}, {7, 8, 9, 10, 11, 12});
-  for (int path : kPaths) {
-    planc::gemm_force_path(path);
+  for (int64_t variant : g_variants) {
     Buf y = f32({2, 2});
-    tb::expect_ok(tb::call(k_matmul, {a.v(), b.v()}, {y.v()}), "hand matmul");
+    tb::expect_ok(call(variant, k_matmul, {a.v(), b.v()}, {y.v()}), "hand matmul");
     double want[] = {58, 64, 139, 154};
     tb::close(y.f(), want, 4, 0, 1e-6, "hand matmul values");
     // Gemm with transA (A^T is [3,2] x ... ): A^T [3,2] x A [2,3]? use B^T: [2,3] x [2,3]^T = [2,2]
     Buf c = f32({2}, {1, -1});
     Buf y2 = f32({2, 2});
-    tb::expect_ok(tb::call(k_gemm, {a.v(), a.v(), c.v()}, {y2.v()}, {0, 1}, {2.0, 0.5}), "hand gemm");
+    tb::expect_ok(call(variant, k_gemm, {a.v(), a.v(), c.v()}, {y2.v()}, {0, 1}, {2.0, 0.5}), "hand gemm");
     double want2[] = {2 * 14 + 0.5, 2 * 32 - 0.5, 2 * 32 + 0.5, 2 * 77 - 0.5};
     tb::close(y2.f(), want2, 4, 0, 1e-5, "hand gemm values");
   }
-  planc::gemm_force_path(0);
 }
 
 void errors() {
@@ -168,6 +179,37 @@ void errors() {
   tb::expect_error(tb::call(k_gemm, {a.v(), b2.v()}, {y.v()}, {0}, {1.0, 1.0}), "needs", "gemm iargs");
   // beta 0 ignores a mismatched C? No: C is ignored entirely when beta is 0 (as the reference does).
   tb::expect_ok(tb::call(k_gemm, {a.v(), b2.v(), c.v()}, {y.v()}, {0, 0}, {1.0, 0.0}), "gemm beta 0 ignores C");
+  // Variant codes: outside the list, or one this machine cannot run, are errors (never a silent fallback).
+  tb::expect_error(call(v::kVariantCount, k_matmul, {a.v(), b2.v()}, {y.v()}), "matmul: unknown variant code 5", "matmul variant 5");
+  tb::expect_error(call(-1, k_gemm, {a.v(), b2.v()}, {y.v()}, {0, 0}, {1.0, 0.0}), "gemm: unknown variant code -1", "gemm variant -1");
+  Buf bias = f32({2});
+  tb::expect_error(call(7, k_fused, {a.v(), b2.v(), bias.v(), {}}, {y.v()}, {0}), "fused_matmul: unknown variant code 7", "fused variant 7");
+  for (int64_t code = 0; code < v::kVariantCount; code++) {
+    if (runs(code)) continue;
+    tb::expect_error(call(code, k_matmul, {a.v(), b2.v()}, {y.v()}), "cannot run here", v::kVariantNames[code]);
+  }
+}
+
+// fused_matmul on every variant: act(A x W + bias) + residual against the float64 reference (M 1, 2, 5, 40).
+void fused_variants(planc::ThreadPool* pool) {
+  for (int64_t m : {1, 2, 5, 40}) {
+    Buf a = f32({m, 48}), w = f32({48, 70}), bias = f32({70}), res = f32({m, 70});
+    tb::fill_random(a);
+    tb::fill_random(w);
+    tb::fill_random(bias);
+    tb::fill_random(res);
+    std::vector<double> want = ref_matmul(a, w, {m, 70});
+    for (int64_t i = 0; i < m * 70; i++) want[i] = std::max(0.0, want[i] + bias.f()[i % 70]) + res.f()[i];
+    for (int64_t variant : g_variants) {
+      Buf y = f32({m, 70});
+      tb::fill_random(y, 1e6f, 1e7f);
+      const char* err = call(variant, k_fused, {a.v(), w.v(), bias.v(), res.v()}, {y.v()}, {planc::kActRelu}, {}, pool);
+      char what[96];
+      std::snprintf(what, sizeof what, "fused_matmul relu M%lld variant %s", (long long)m, v::kVariantNames[variant]);
+      tb::expect_ok(err, what);
+      if (!err) tb::close(y.f(), want.data(), y.n(), 1e-4, 1e-5, what);
+    }
+  }
 }
 
 void special_values() {
@@ -235,18 +277,16 @@ void scaled_gemm(int64_t m, int64_t n, int64_t k, bool ta, bool tbb, float alpha
         scale[i * n + j] += std::fabs(cv);
       }
     }
-  for (int path : kPaths) {
-    planc::gemm_force_path(path);
+  for (int64_t variant : g_variants) {
     Buf y = f32({m, n});
     tb::fill_random(y, 1e6f, 1e7f);
-    const char* err = tb::call(k_gemm, {a.v(), b.v(), cc.v()}, {y.v()}, {ta, tbb}, {alpha, beta}, pool);
+    const char* err = call(variant, k_gemm, {a.v(), b.v(), cc.v()}, {y.v()}, {ta, tbb}, {alpha, beta}, pool);
     char what[160];
-    std::snprintf(what, sizeof what, "scaled gemm M%lld N%lld K%lld tA%d tB%d a%g b%g C rank %zu path %d",
-                  (long long)m, (long long)n, (long long)k, ta, tbb, alpha, beta, cd.size(), path);
+    std::snprintf(what, sizeof what, "scaled gemm M%lld N%lld K%lld tA%d tB%d a%g b%g C rank %zu variant %s",
+                  (long long)m, (long long)n, (long long)k, ta, tbb, alpha, beta, cd.size(), v::kVariantNames[variant]);
     tb::expect_ok(err, what);
     if (!err) close_scaled(y.f(), want, scale, what);
   }
-  planc::gemm_force_path(0);
 }
 
 // Gemm on random shapes from kSizes, every transpose combination, alpha/beta, C broadcast shapes.
@@ -296,19 +336,17 @@ void random_matmul(planc::ThreadPool* pool, int cases) {
     tb::fill_random(b);
     std::vector<double> scale;
     std::vector<double> want = ref_matmul(a, b, yd, &scale);
-    for (int path : kPaths) {
-      planc::gemm_force_path(path);
+    for (int64_t variant : g_variants) {
       Buf y = f32(yd);
       tb::fill_random(y, 1e6f, 1e7f);
-      const char* err = tb::call(k_matmul, {a.v(), b.v()}, {y.v()}, {}, {}, pool);
+      const char* err = call(variant, k_matmul, {a.v(), b.v()}, {y.v()}, {}, {}, pool);
       char what[160];
-      std::snprintf(what, sizeof what, "random matmul batch %lld (rank %zu/%zu) M%lld N%lld K%lld path %d",
-                    (long long)batch, ad.size(), bd.size(), (long long)m, (long long)n, (long long)k, path);
+      std::snprintf(what, sizeof what, "random matmul batch %lld (rank %zu/%zu) M%lld N%lld K%lld variant %s",
+                    (long long)batch, ad.size(), bd.size(), (long long)m, (long long)n, (long long)k, v::kVariantNames[variant]);
       tb::expect_ok(err, what);
       if (!err) close_scaled(y.f(), want, scale, what);
     }
   }
-  planc::gemm_force_path(0);
 }
 
 // Products that cross the AVX-512 path's K blocks and row chunks (packed A is capped at 2^21 floats per chunk).
@@ -323,6 +361,7 @@ void run_tests(planc::ThreadPool* pool) {
   hand_computed();
   errors();
   special_values();
+  fused_variants(pool);
   // 2-D shapes, odd sizes, both small-M and large.
   int64_t ms[] = {1, 2, 4, 7, 16, 17, 33, 100};
   for (int64_t m : ms) {
@@ -405,21 +444,26 @@ void bench(planc::ThreadPool* pool) {
     for (int64_t m : ms) {
       Buf a = f32({m, k}), y = f32({m, n});
       tb::fill_random(a);
-      auto nn = [&](int path) {
-        return [&, path] { planc::gemm_force_path(path); tb::call(k_matmul, {a.v(), b.v()}, {y.v()}, {}, {}, pool); };
+      auto nn = [&](int64_t variant) {
+        return [&, variant] { call(variant, k_matmul, {a.v(), b.v()}, {y.v()}, {}, {}, pool); };
       };
-      auto nt = [&](int path) {
-        return [&, path] { planc::gemm_force_path(path); tb::call(k_gemm, {a.v(), bt.v()}, {y.v()}, {0, 1}, {1.0, 0.0}, pool); };
+      auto nt = [&](int64_t variant) {
+        return [&, variant] { call(variant, k_gemm, {a.v(), bt.v()}, {y.v()}, {0, 1}, {1.0, 0.0}, pool); };
       };
-      std::vector<std::function<void()>> v = {nn(1), nt(1), nn(3), nt(3), nn(4), nt(4), nn(2), nn(0), nt(0)};
+      const int64_t order[] = {v::kVariantGemv, v::kVariantGemv, v::kVariantBlas, v::kVariantBlas, v::kVariantAvx512,
+                               v::kVariantAvx512, v::kVariantBlocked, v::kVariantAuto, v::kVariantAuto};
+      std::vector<std::function<void()>> fns = {nn(order[0]), nt(order[1]), nn(order[2]), nt(order[3]), nn(order[4]),
+                                                nt(order[5]), nn(order[6]), nn(order[7]), nt(order[8])};
       int rounds = k * n > 1000000 ? 15 : 300;
-      std::vector<double> r = best_of(v, rounds);
+      std::vector<double> r = best_of(fns, rounds);
       std::printf("| %lld | %lld | %lld |", (long long)m, (long long)k, (long long)n);
-      for (double t : r) std::printf(" %.4f |", t);
+      for (size_t i = 0; i < r.size(); i++) {
+        if (runs(order[i])) std::printf(" %.4f |", r[i]);
+        else std::printf(" - |");
+      }
       std::printf("\n");
     }
   }
-  planc::gemm_force_path(0);
   // Large GEMMs: built-in vs BLAS vs AVX-512.
   int64_t big[][3] = {{256, 512, 512}, {512, 512, 2048}, {1024, 1024, 1024}, {64, 512, 58101}};
   std::printf("\n| M | K | N | built-in ms | GFLOP/s | BLAS ms | GFLOP/s | AVX-512 ms | GFLOP/s |\n");
@@ -429,23 +473,17 @@ void bench(planc::ThreadPool* pool) {
     Buf a = f32({m, k}), b = f32({k, n}), y = f32({m, n});
     tb::fill_random(a);
     tb::fill_random(b);
-    auto f = [&] { tb::call(k_matmul, {a.v(), b.v()}, {y.v()}, {}, {}, pool); };
     double t[3] = {-1, -1, -1};
-    const int paths[3] = {2, 3, 4};
+    const int64_t variants[3] = {v::kVariantBlocked, v::kVariantBlas, v::kVariantAvx512};
     for (int i = 0; i < 3; i++) {
-#ifndef PLANC_HAVE_OPENBLAS
-      if (paths[i] == 3) continue;
-#endif
-      if (paths[i] == 4 && !planc::avx512_gemm_available()) continue;
-      planc::gemm_force_path(paths[i]);
-      t[i] = time_ms(f, 3);
+      if (!runs(variants[i])) continue;
+      t[i] = time_ms([&] { call(variants[i], k_matmul, {a.v(), b.v()}, {y.v()}, {}, {}, pool); }, 3);
     }
     double gf = 2.0 * m * n * k / 1e6;
     std::printf("| %lld | %lld | %lld |", (long long)m, (long long)k, (long long)n);
     for (double ti : t) std::printf(" %.2f | %.1f |", ti, ti > 0 ? gf / ti : 0.0);
     std::printf("\n");
   }
-  planc::gemm_force_path(0);
   // Attention-like batched products.
   std::printf("\n| batched | auto ms | BLAS ms | AVX-512 ms |\n| --- | --- | --- | --- |\n");
   struct Case { std::vector<int64_t> a, b, y; const char* name; } cases[] = {
@@ -459,13 +497,13 @@ void bench(planc::ThreadPool* pool) {
     Buf a = f32(c.a), b = f32(c.b), y = f32(c.y);
     tb::fill_random(a);
     tb::fill_random(b);
-    auto run = [&](int path) {
-      return [&, path] { planc::gemm_force_path(path); tb::call(k_matmul, {a.v(), b.v()}, {y.v()}, {}, {}, pool); };
+    auto run = [&](int64_t variant) {
+      return [&, variant] { call(variant, k_matmul, {a.v(), b.v()}, {y.v()}, {}, {}, pool); };
     };
-    std::vector<double> t = best_of({run(0), run(3), run(4)}, 500);
-    std::printf("| %s | %.4f | %.4f | %.4f |\n", c.name, t[0], t[1], t[2]);
+    std::vector<double> t = best_of({run(v::kVariantAuto), run(v::kVariantBlas), run(v::kVariantAvx512)}, 500);
+    std::printf("| %s | %.4f | %.4f | %.4f |\n", c.name, t[0], runs(v::kVariantBlas) ? t[1] : -1.0,
+                runs(v::kVariantAvx512) ? t[2] : -1.0);
   }
-  planc::gemm_force_path(0);
 }
 
 // GFLOP/s of the AVX-512 path against cblas_sgemm (OpenBLAS's own threads, and split over the pool as planc calls it)
@@ -483,15 +521,13 @@ void gflops(planc::ThreadPool* pool) {
       Buf a = f32({m, k}), b = f32(nt ? std::vector<int64_t>{n, k} : std::vector<int64_t>{k, n}), y = f32({m, n});
       tb::fill_random(a);
       tb::fill_random(b);
-      auto via = [&](int path) {
-        return [&, path] {
-          planc::gemm_force_path(path);
-          tb::call(k_gemm, {a.v(), b.v()}, {y.v()}, {0, nt}, {1.0, 0.0}, pool);
-        };
+      auto via = [&](int64_t variant) {
+        return [&, variant] { call(variant, k_gemm, {a.v(), b.v()}, {y.v()}, {0, nt}, {1.0, 0.0}, pool); };
       };
-      std::vector<std::function<void()>> v = {via(3), via(4), via(1), via(0)};
+      std::vector<std::function<void()>> fns = {via(v::kVariantBlas), via(v::kVariantAvx512), via(v::kVariantGemv),
+                                                via(v::kVariantAuto)};
       const double gf = 2.0 * m * n * k / 1e6;
-      std::vector<double> t = best_of(v, gf > 500 ? 30 : 200);
+      std::vector<double> t = best_of(fns, gf > 500 ? 30 : 200);
       // OpenBLAS's own threads spin for a while after a call: time them last, then let them go to sleep.
       double raw = 1e30;
 #ifdef PLANC_HAVE_OPENBLAS
@@ -513,15 +549,28 @@ void gflops(planc::ThreadPool* pool) {
       std::printf(" %.2fx |\n", std::min(t[0], t[1]) / t[2]);
     }
   }
-  planc::gemm_force_path(0);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  k_matmul = tb::find(planc::gemm_kernels(), "matmul");
-  k_gemm = tb::find(planc::gemm_kernels(), "gemm");
-  if (!k_matmul || !k_gemm) return 1;
+  const planc::KernelList family = planc::gemm_kernels();
+  k_matmul = tb::find(family, "matmul");
+  k_gemm = tb::find(family, "gemm");
+  k_fused = tb::find(family, "fused_matmul");
+  if (!k_matmul || !k_gemm || !k_fused) return 1;
+  g_unavailable = family.defs[0].variant_unavailable;
+  for (size_t i = 0; i < family.count; i++) {
+    if (family.defs[i].variant_unavailable != g_unavailable) {
+      std::printf("FAIL: matmul, gemm and fused_matmul check their variants differently\n");
+      return 1;
+    }
+  }
+  for (int64_t code = 0; code < v::kVariantCount; code++)
+    if (runs(code)) g_variants.push_back(code);
+  std::printf("gemm_test: variants run here:");
+  for (int64_t code : g_variants) std::printf(" %s", v::kVariantNames[code]);
+  std::printf("\n");
   planc::ThreadPool pool(2);
   if (argc > 1 && std::string(argv[1]) == "bench") {
     bench(&pool);

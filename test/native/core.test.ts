@@ -15,7 +15,7 @@ const F32 = 1, I64 = 7;
 
 interface Term { coeff: number | bigint; factors: number[] }
 interface TensorSpec { kind: number; dtype: number; a: number; b?: number; dims: number[] }
-interface KernelSpec { name: string; ins: number[]; outs: number[]; iargs?: number[]; fargs?: number[] }
+interface KernelSpec { name: string; ins: number[]; outs: number[]; iargs?: number[]; fargs?: number[]; variant?: number }
 interface ProgramSpec {
   nSyms: number;
   exprs: Term[][];
@@ -41,7 +41,7 @@ function encode(p: ProgramSpec): BigInt64Array {
     const id = ids.get(k.name);
     if (id === undefined) throw new Error(`no kernel ${k.name}`);
     const fargs = (k.fargs ?? []).map((f) => new BigInt64Array(new Float64Array([f]).buffer)[0]);
-    push(id, k.ins.length, k.outs.length, k.iargs?.length ?? 0, fargs.length, ...k.ins, ...k.outs, ...(k.iargs ?? []), ...fargs);
+    push(id, k.variant ?? 0, k.ins.length, k.outs.length, k.iargs?.length ?? 0, fargs.length, ...k.ins, ...k.outs, ...(k.iargs ?? []), ...fargs);
   }
   push(...p.inputs, ...p.outputs);
   return BigInt64Array.from(w);
@@ -197,7 +197,8 @@ test('programNew rejects malformed code with the word position', () => {
       c[i] = v;
       throwsMatching(() => programNew(plan, c), re);
     };
-    // words: header 0-9, expr 10-13 (n_terms, coeff, n_factors, sym), tensor 0 at 14-19, tensor 1 at 20-25
+    // words: header 0-9, expr 10-13 (n_terms, coeff, n_factors, sym), tensor 0 at 14-19, tensor 1 at 20-25,
+    // kernel 26-33 (id, variant, counts, input, output), graph input 34, output 35
     mutate(13, 1n, /word 13: a factor's symbol index = 1 is outside \[0, 0\]/);
     mutate(14, 5n, /tensor's kind/);
     mutate(15, 4n, /unsupported dtype 4/);
@@ -207,9 +208,10 @@ test('programNew rejects malformed code with the word position', () => {
     mutate(20, BigInt(ALIAS), /b = 256 must be 0/);
     mutate(23, 200n, /arena slot \[offset 200, 256 bytes\] is outside/);
     mutate(26, BigInt(kernelNames().length), /kernel id/);
-    mutate(32, 0n, /kernel output tensor #0 is not an arena or state tensor/);
-    mutate(33, 1n, /graph input 0 names tensor #1, which is not INPUT or STATE 0/);
-    mutate(34, 2n, /graph output's tensor = 2/);
+    mutate(27, 1n, new RegExp(`word 27: kernel ${name} has no variant 1 \\(it has one implementation: 0\\)`));
+    mutate(33, 0n, /kernel output tensor #0 is not an arena or state tensor/);
+    mutate(34, 1n, /graph input 0 names tensor #1, which is not INPUT or STATE 0/);
+    mutate(35, 2n, /graph output's tensor = 2/);
   }
   programFree(ok);
   planFree(plan);

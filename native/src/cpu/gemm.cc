@@ -1,4 +1,5 @@
-// Float32 matmul (numpy batch broadcasting) and gemm: AVX-512 kernels, OpenBLAS or a built-in GEMM; GEMV for small M.
+// Float32 matmul (numpy batch broadcasting) and gemm: GEMV, a built-in GEMM, OpenBLAS or AVX-512 kernels, one per call's
+// variant (auto: chosen per product at run time).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -47,9 +48,7 @@ void empty_product(const Product& p) {
   for (int64_t i = 0; i < p.m; i++) std::fill(p.c + i * p.ldc, p.c + i * p.ldc + p.n, 0.0f);
 }
 
-// ---------- GEMV path: M <= 16, the weight streamed once ----------
-
-constexpr int64_t kGemvMaxM = 16;
+// ---------- GEMV path: the weight streamed once (auto takes it for M <= gemm_auto::kGemvMaxM) ----------
 
 // op(A) as a contiguous [M, K] buffer (A is small on this path).
 void copy_small_a(const Product& p, float* dst) {
@@ -188,7 +187,7 @@ void gemv_split_k(const float* a, const Product& p, ThreadPool* pool) {
   }
 }
 
-// C = A op(B) for M <= 16, split over column blocks; B is read once.
+// C = A op(B), split over column blocks; B is read once. Correct at any M; fast for small M (copies of A are M x K).
 void gemv(const Product& p, ThreadPool* pool) {
   static thread_local std::vector<float> abuf;
   const float* a = p.a.p;
@@ -380,19 +379,60 @@ void blas_gemm(const Product& p, ThreadPool* pool) {
 }
 #endif
 
+// ---------- variants ----------
+
+// The paths by variant code: matmul, gemm and fused_matmul share one list (compiler/kernel-schema.ts GEMM_VARIANTS).
+constexpr int64_t kAuto = matmul_args::kVariantAuto, kGemv = matmul_args::kVariantGemv,
+                  kBlocked = matmul_args::kVariantBlocked, kBlas = matmul_args::kVariantBlas,
+                  kAvx512 = matmul_args::kVariantAvx512;
+
+constexpr bool same_names(const char* const* a, const char* const* b, int n) {
+  for (int i = 0; i < n; i++) {
+    const char *x = a[i], *y = b[i];
+    while (*x != 0 && *x == *y) x++, y++;
+    if (*x != *y) return false;
+  }
+  return true;
+}
+static_assert(gemm_args::kVariantCount == matmul_args::kVariantCount &&
+                  fused_matmul_args::kVariantCount == matmul_args::kVariantCount &&
+                  same_names(gemm_args::kVariantNames, matmul_args::kVariantNames, matmul_args::kVariantCount) &&
+                  same_names(fused_matmul_args::kVariantNames, matmul_args::kVariantNames, matmul_args::kVariantCount),
+              "matmul, gemm and fused_matmul must share their variant list (GEMM_VARIANTS)");
+
+// Why this machine cannot run a path (nullptr: it can). The three kernels' KernelDef.variant_unavailable.
+const char* gemm_variant_unavailable(int64_t code) {
+#ifndef PLANC_HAVE_OPENBLAS
+  if (code == kBlas) return "this native build has no OpenBLAS (install libopenblas-dev, then npm run build:native)";
+#endif
+  if (code == kAvx512 && !avx512_gemm_available()) return "this CPU lacks AVX-512 F/BW/VL/DQ with FMA";
+  return nullptr;
+}
+
+// A call's variant checked: a code of the list that this machine runs (program_new checks it too; direct callers may not).
+const char* check_variant(const char* name, int64_t code) {
+  if (code < 0 || code >= matmul_args::kVariantCount)
+    return kernel_error("%s: unknown variant code %lld (0..%d)", name, static_cast<long long>(code), matmul_args::kVariantCount - 1);
+  if (const char* why = gemm_variant_unavailable(code))
+    return kernel_error("%s: variant %s cannot run here: %s", name, matmul_args::kVariantNames[code], why);
+  return nullptr;
+}
+
 // Whether the hand-written GEMV path wins for this shape. Measured against cblas_sgemm (OpenBLAS 0.3.21 split over
 // 2 threads; native/test/gemm_test.cc bench): with B [K, N] row-major it wins 2-8x at M 1 and 1.0-3x at M 4-8, ties
 // at M 16 (0.6-1.3x by shape) and loses from M 24 on. With B stored transposed (the dot-product form) it wins only at
 // M 1-2. Without BLAS it beats the built-in blocked GEMM up to M 16 on row-major B. Against the AVX-512 kernels (AMD
 // EPYC, 2 threads) it wins at M 1-2, and at M 4 with B [K, N] below 4M floats (0.75-0.95x time); from M 8 on, and for
-// a large B at M 4, the AVX-512 kernels win by 1.1-2x.
+// a large B at M 4, the AVX-512 kernels win by 1.1-2x. So GEMV on every machine up to M 2
+// (gemm_auto::kGemvEverywhereMaxM, which select-variants relies on to fix the variant of such calls), never above M 16.
 bool prefer_gemv(const Product& p) {
-  if (p.m > kGemvMaxM) return false;
-  if (avx512_gemm_available()) return p.m <= 2 || (!p.b.trans && p.m <= 4 && p.k * p.n < (int64_t(1) << 22));
+  if (p.m > gemm_auto::kGemvMaxM) return false;
+  if (p.m <= gemm_auto::kGemvEverywhereMaxM) return true;  // M 1-2: every machine, either layout of B
+  if (avx512_gemm_available()) return !p.b.trans && p.m <= 4 && p.k * p.n < (int64_t(1) << 22);
 #ifdef PLANC_HAVE_OPENBLAS
-  return p.b.trans ? p.m <= 2 : p.m <= 8;
+  return !p.b.trans && p.m <= 8;
 #else
-  return p.b.trans ? p.m <= 4 : true;
+  return !p.b.trans || p.m <= 4;
 #endif
 }
 
@@ -403,29 +443,32 @@ void avx512_product(const Product& p, ThreadPool* pool) {
               pool);
 }
 
-// Path choices a test or benchmark may force: 0 automatic, 1 GEMV (M <= 16), 2 built-in blocked, 3 BLAS,
-// 4 AVX-512 (where the CPU has it).
-int g_force_path = 0;
+// The auto rule (variant auto): GEMV for small M (prefer_gemv), else the AVX-512 kernels where the CPU has them (they
+// beat OpenBLAS with its AVX2 kernels 1.4-1.9x, and OpenBLAS's own AVX-512 kernels too), else OpenBLAS, else the
+// built-in blocked GEMM.
+int64_t auto_path(const Product& p) {
+  if (prefer_gemv(p)) return kGemv;
+  if (avx512_gemm_available()) return kAvx512;
+#ifdef PLANC_HAVE_OPENBLAS
+  return kBlas;
+#else
+  return kBlocked;
+#endif
+}
 
-// C = alpha op(A) op(B) (+ C): GEMV for small M, else the AVX-512 kernels where the CPU has them (they beat OpenBLAS
-// with its AVX2 kernels 1.4-1.9x, and OpenBLAS's own AVX-512 kernels too), else OpenBLAS or the built-in blocked
-// GEMM. pool may be null.
-void sgemm(const Product& p, ThreadPool* pool) {
+// C = alpha op(A) op(B) (+ C) on the path of `variant` (checked by check_variant: one this machine runs). pool may be
+// null.
+void sgemm(const Product& p, ThreadPool* pool, int64_t variant) {
   if (p.m == 0 || p.n == 0) return;
   if (p.k == 0) return empty_product(p);
-  int path = g_force_path;
-  if (path == 1 && p.m > kGemvMaxM) path = 0;
-  if (path == 4 && !avx512_gemm_available()) path = 0;
-  if (path == 0) path = prefer_gemv(p) ? 1 : avx512_gemm_available() ? 4 : 3;
-  if (path == 4) return avx512_product(p, pool);
-#ifndef PLANC_HAVE_OPENBLAS
-  if (path == 3) path = 2;
-#endif
-  if (path == 1) return gemv(p, pool);
+  switch (variant == kAuto ? auto_path(p) : variant) {
+    case kGemv: return gemv(p, pool);
+    case kAvx512: return avx512_product(p, pool);
 #ifdef PLANC_HAVE_OPENBLAS
-  if (path == 3) return blas_gemm(p, pool);
+    case kBlas: return blas_gemm(p, pool);
 #endif
-  blocked_gemm(p, pool);
+    default: return blocked_gemm(p, pool);
+  }
 }
 
 // ---------- matmul ----------
@@ -493,6 +536,7 @@ bool batch_folds(const Batch& bt) {
 
 const char* check_matmul(const KernelArgs& args) {
   if (const char* err = check_arity("matmul", args, matmul_args::kArity)) return err;
+  if (const char* err = check_variant("matmul", args.variant)) return err;
   const TensorView &a = args.in[0], &b = args.in[1], &y = args.out[0];
   if (!a.data || !b.data) return "matmul: missing input";
   if (a.dtype != kFloat32 || b.dtype != kFloat32 || y.dtype != kFloat32)
@@ -523,14 +567,14 @@ const char* matmul(const KernelArgs& args) {
   if (bt.count == 0) return nullptr;
   if (batch_folds(bt)) {
     if (const char* err = check_blas_dims("matmul", m * bt.count, n, k)) return err;
-    sgemm(Product{m * bt.count, n, k, 1.0f, {ap, k, false}, {bp, n, false}, yp, n, false}, args.pool);
+    sgemm(Product{m * bt.count, n, k, 1.0f, {ap, k, false}, {bp, n, false}, yp, n, false}, args.pool, args.variant);
     return nullptr;
   }
   if (const char* err = check_blas_dims("matmul", m, n, k)) return err;
   auto one = [&](int64_t t, ThreadPool* pool) {
     int64_t ao, bo;
     batch_offsets(bt, t, &ao, &bo);
-    sgemm(Product{m, n, k, 1.0f, {ap + ao, k, false}, {bp + bo, n, false}, yp + t * m * n, n, false}, pool);
+    sgemm(Product{m, n, k, 1.0f, {ap + ao, k, false}, {bp + bo, n, false}, yp + t * m * n, n, false}, pool, args.variant);
   };
   const double flops = 2.0 * m * n * k;
   if (args.pool && args.pool->threads() > 1 && bt.count >= 2 && flops < 8e6) {
@@ -570,6 +614,7 @@ const char* fill_gemm_c(const TensorView& c, float beta, float* y, int64_t m, in
 const char* gemm(const KernelArgs& args) {
   using namespace gemm_args;
   if (const char* err = check_arity("gemm", args, kArity)) return err;
+  if (const char* err = check_variant("gemm", args.variant)) return err;
   const TensorView &a = args.in[0], &b = args.in[1], &y = args.out[0];
   if (!a.data || !b.data) return "gemm: missing input";
   if (a.dtype != kFloat32 || b.dtype != kFloat32 || y.dtype != kFloat32)
@@ -593,7 +638,8 @@ const char* gemm(const KernelArgs& args) {
   if (has_c) {
     if (const char* err = fill_gemm_c(args.in[2], beta, yp, m, n)) return err;
   }
-  sgemm(Product{m, n, k, alpha, {a.as<float>(), a.dims[1], ta}, {b.as<float>(), b.dims[1], tb}, yp, n, has_c}, args.pool);
+  sgemm(Product{m, n, k, alpha, {a.as<float>(), a.dims[1], ta}, {b.as<float>(), b.dims[1], tb}, yp, n, has_c}, args.pool,
+        args.variant);
   return nullptr;
 }
 
@@ -651,9 +697,10 @@ Epilogue epilogue_for(int64_t act, bool bias, bool res) {
 // Inputs: A, W, bias? ([N]), residual? (Y's dims); iargs: activation (Activation, generated/kernel_enums.h).
 const char* fused_matmul(const KernelArgs& args) {
   if (const char* err = check_arity("fused_matmul", args, fused_matmul_args::kArity)) return err;
+  if (const char* err = check_variant("fused_matmul", args.variant)) return err;
   const int64_t act = args.iargs[fused_matmul_args::kActivation];
   if (act < 0 || act >= kActCount) return kernel_error("fused_matmul: unknown activation %lld", static_cast<long long>(act));
-  KernelArgs mm = args;  // A, W as a matmul
+  KernelArgs mm = args;  // A, W as a matmul (with the call's variant)
   mm.n_in = 2;
   mm.n_iargs = 0;
   if (const char* err = matmul(mm)) return err;
@@ -680,16 +727,12 @@ const char* fused_matmul(const KernelArgs& args) {
 }
 
 const KernelDef kDefs[] = {
-    {"matmul", matmul},
-    {"gemm", gemm},
-    {"fused_matmul", fused_matmul},
+    {"matmul", matmul, gemm_variant_unavailable},
+    {"gemm", gemm, gemm_variant_unavailable},
+    {"fused_matmul", fused_matmul, gemm_variant_unavailable},
 };
 
 }  // namespace
-
-// For tests and benchmarks: force the product path (0 automatic, 1 GEMV when M <= 16, 2 built-in blocked, 3 BLAS,
-// 4 AVX-512 where the CPU has it).
-void gemm_force_path(int path) { g_force_path = path; }
 
 KernelList gemm_kernels() { return {kDefs, sizeof kDefs / sizeof kDefs[0]}; }
 
