@@ -71,8 +71,17 @@ const LOWER: ProgramPass = {
   },
 };
 
-/** A launch variant as the tuning record and the dumps show it. */
+/** A launch variant's launch as the tuning record and the dumps show it. */
 const launchText = (v: Instance) => `${v.template} block ${v.block}${v.maxRows ? ` rows ≤ ${v.maxRows}` : ''}`;
+
+/**
+ * A call's tuning choice: its variant names in the order the runtime tries them, then their launches, e.g.
+ * `gemv, gemm_tc: planc::gemv<…> block 256 rows ≤ 16 | planc::gemm_tc<…> block 128`.
+ */
+export const tuningChoice = (vs: Instance[]): string => `${vs.map((v) => v.variant).join(', ')}: ${vs.map(launchText).join(' | ')}`;
+
+/** The variant names a tuning choice records (tuningChoice's prefix). */
+export const tuningVariants = (choice: string): string[] => choice.slice(0, choice.indexOf(':')).split(', ');
 
 const SELECT_VARIANTS: ProgramPass = {
   name: 'select-variants',
@@ -91,7 +100,7 @@ const SELECT_VARIANTS: ProgramPass = {
     const arch = cudaTuningArch(s.options.archs ?? DEFAULT_ARCHS);
     s.variants = s.programs.map((p) => p.kernels.map((_, k) => selectCuda(p, k, arch)));
     s.programs.forEach((p, i) => p.kernels.forEach((kern, k) => {
-      s.tuning.push({ key: `${p.graph}:${k}:${kern.name}`, choice: s.variants![i]![k]!.map(launchText).join(' | '), micros: 0 });
+      s.tuning.push({ key: `${p.graph}:${k}:${kern.name}`, choice: tuningChoice(s.variants![i]![k]!), micros: 0 });
     }));
   },
 };
@@ -130,7 +139,7 @@ export const PROGRAM_PASSES: ProgramPass[] = [LOWER, SELECT_VARIANTS, PLAN_MEMOR
 
 /** The programs as text (with the chosen launches once selected): what `--dump-after` prints after a program pass. */
 export function printPrograms(s: ProgramState): string {
-  return s.programs.map((p, i) => printProgram(p, s.memoryPlanned, s.variants && ((k) => s.variants![i]![k]!.map((v) => `launch ${launchText(v)}`)))).join('\n\n');
+  return s.programs.map((p, i) => printProgram(p, s.memoryPlanned, s.variants && ((k) => s.variants![i]![k]!.map((v) => `launch ${launchText(v)} variant ${v.variant}`)))).join('\n\n');
 }
 
 /** Runs the program passes over a fresh state; the state is verified after every pass, and dumped when asked. */

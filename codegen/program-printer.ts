@@ -33,7 +33,7 @@ function tensorText(p: PlanProgram, i: number, placed: boolean): string {
 /**
  * A program as text: a header line (counts, arena), its symbols and I/O, then one line per kernel call (inputs →
  * outputs, iargs as expressions, fargs, the variant once chosen, the IR node) followed by `extra(k)` lines when given
- * (e.g. chosen launches).
+ * (e.g. the chosen CUDA launches, each with its variant name).
  * `placed`: arena offsets are assigned (memory planned), so they are shown.
  */
 export function printProgram(p: PlanProgram, placed: boolean, extra?: (kernel: number) => string[]): string {

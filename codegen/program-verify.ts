@@ -1,7 +1,7 @@
-// The check after every program pass: references in range, arena slots inside the arena, kernels as the schema declares
-// them, packed weights.
+// The check after every program pass: references in range, arena slots inside the arena, kernels and their CUDA launch
+// variants as the schema declares them, packed weights.
 import { PlancError } from '../compiler/diagnostics.ts';
-import { arity, KERNELS, type Arity, type KernelSpec } from '../compiler/kernel-schema.ts';
+import { arity, cudaVariants, KERNELS, type Arity, type KernelSpec } from '../compiler/kernel-schema.ts';
 import { TENSOR_KIND, type PlanProgram } from '../compiler/plan/types.ts';
 import type { ProgramState } from './program-passes.ts';
 
@@ -71,7 +71,15 @@ function programProblems(s: ProgramState, i: number): string[] {
   const calls = (what: string, n: number | undefined) => { if (n !== p.kernels.length) out.push(`${what} for ${n ?? 'no'} kernel calls of ${p.kernels.length}`); };
   if (s.variants) {
     calls('launch variants chosen', s.variants[i]?.length);
-    s.variants[i]?.forEach((v, k) => { if (v.length === 0) out.push(`kernel ${k} (${p.kernels[k]?.name}) has no launch variant`); });
+    s.variants[i]?.forEach((v, k) => {
+      const kern = p.kernels[k];
+      if (v.length === 0) out.push(`kernel ${k} (${kern?.name}) has no launch variant`);
+      if (!kern || !arityOf(kern.name)) return;
+      const declared = cudaVariants(kern.name).map((d) => d.name);
+      for (const inst of v) {
+        if (!declared.includes(inst.variant)) out.push(`kernel ${k} (${kern.name}, node '${kern.node}') launches CUDA variant '${inst.variant}', which compiler/kernel-schema.ts does not declare for it (${declared.join(', ')})`);
+      }
+    });
   }
   if (s.cuda) calls('CUDA launches built', s.cuda.cuda.programs[i]?.calls.length);
   if (s.header && s.header.arena.bytes < p.arenaBytes) out.push(`needs ${p.arenaBytes} arena bytes but the plan's arena has ${s.header.arena.bytes}`);

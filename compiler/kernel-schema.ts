@@ -1,6 +1,6 @@
 // The kernel contract, declared once: every native kernel's operands (dtypes, optional or not), its named int and
-// float arguments and its variants. Lowering builds calls by name (`call`), the CUDA rules read arguments by name,
-// select-variants picks a variant per call, and native/src/generated/kernel_args.h, codegen/cuda/kernels/kernel_args.cuh
+// float arguments, its CPU variants and its CUDA launch variants. Lowering builds calls by name (`call`), the CUDA
+// rules read arguments by name and build the declared launches, select-variants picks a variant per call, and native/src/generated/kernel_args.h, codegen/cuda/kernels/kernel_args.cuh
 // are generated from it (npm run gen:kernel-enums).
 import { KERNEL_ENUMS, PLAN_DTYPES, enumCode, type KernelEnumName, type KernelEnumValue, type PlanDTypeName } from './kernel-enums.ts';
 import type { Dim } from './symbolic.ts';
@@ -43,6 +43,22 @@ export interface VariantSpec {
   readonly needs?: string;
 }
 
+/**
+ * One way the generated CUDA launches a kernel (codegen/cuda/rules.ts builds its instance per call; select-variants
+ * records the names per call in the plan's tuning, in the order the runtime tries them). Its launch shape is declared
+ * here only: the rules read block, maxRows and tile from it.
+ */
+export interface CudaVariantSpec {
+  readonly name: string;
+  readonly doc: string;
+  /** Threads per block. */
+  readonly block: number;
+  /** Runs only calls of up to this many rows of output 0 (absent: any number). */
+  readonly maxRows?: number;
+  /** Block tile BM × BN × BK and the tf32 passes per product (3: 3xTF32, fp32 accuracy on tensor cores). */
+  readonly tile?: { readonly bm: number; readonly bn: number; readonly bk: number; readonly passes: number };
+}
+
 export interface KernelSpec {
   readonly doc: string;
   readonly inputs: readonly OperandSpec[];
@@ -51,6 +67,8 @@ export interface KernelSpec {
   readonly fargs?: readonly ArgSpec[];
   /** Its alternative implementations, `auto` first; absent: it has one implementation. */
   readonly variants?: readonly VariantSpec[];
+  /** Its CUDA launch variants; absent: its one launch, CUDA_DEFAULT_VARIANTS (`default`, a grid-stride launch). */
+  readonly cudaVariants?: readonly CudaVariantSpec[];
   /** Only in native builds configured with PLANC_TEST_KERNELS=ON (native/test/test_kernels.cc). */
   readonly testOnly?: boolean;
 }
@@ -110,6 +128,20 @@ export const GEMM_VARIANTS = [
  * without AVX-512 or OpenBLAS, either layout of B) up to gemvEverywhereMaxM rows.
  */
 export const GEMM_AUTO = { gemvMaxM: 16, gemvEverywhereMaxM: 2 } as const;
+
+/** The CUDA launch of a kernel that declares none (elementwise ones: a grid-stride loop, about 4 elements a thread). */
+export const CUDA_DEFAULT_VARIANTS = [
+  { name: 'default', doc: 'its one launch, 256 threads a block (codegen/cuda/rules.ts sizes the grid)', block: 256 },
+] as const satisfies readonly CudaVariantSpec[];
+
+/**
+ * The CUDA launches of the matrix products (matmul, fused_matmul), tried in this order: gemv where output 0 has at
+ * most maxRows rows, else gemm_tc (batched products only have gemm_tc).
+ */
+export const CUDA_GEMM_VARIANTS = [
+  { name: 'gemv', doc: 'rows ≤ 16: 64 columns a block, K split over enough blocks to fill about 2 waves of the target\'s SMs', block: 256, maxRows: 16 },
+  { name: 'gemm_tc', doc: 'tensor-core tiles BM × BN × BK (BK 16 where K or N is not a multiple of 4), 3xTF32', block: 128, tile: { bm: 64, bn: 64, bk: 32, passes: 3 } },
+] as const satisfies readonly CudaVariantSpec[];
 
 /** Every kernel of the native runtime (native/src/cpu/*.cc kDefs) by table name. */
 export const KERNELS = {
@@ -230,6 +262,7 @@ export const KERNELS = {
     doc: 'Y = A × B over the last two dims, batch dims broadcast', outputs: [y(F32)],
     inputs: [{ name: 'a', doc: 'A [..., M, K]', dtypes: F32 }, { name: 'b', doc: 'B [..., K, N]', dtypes: F32 }],
     variants: GEMM_VARIANTS,
+    cudaVariants: CUDA_GEMM_VARIANTS,
   },
   gemm: {
     doc: 'Y = alpha·op(A)·op(B) + beta·C', outputs: [y(F32, 'Y [M, N]')],
@@ -246,11 +279,16 @@ export const KERNELS = {
       { name: 'residual', doc: 'added after the activation (Y\'s dims)', dtypes: F32, optional: true, keepSlot: true }],
     iargs: [{ name: 'activation', doc: 'the epilogue activation', enum: 'activation' }],
     variants: GEMM_VARIANTS,
+    cudaVariants: CUDA_GEMM_VARIANTS,
   },
   // ---- rows (softmax.cc, norm.cc) ----
   softmax: {
     doc: 'softmax (or log-softmax) along one axis', inputs: [x(F32)], outputs: [y(F32)],
     iargs: [AXIS, { name: 'log', doc: '1: log-softmax' }],
+    cudaVariants: [
+      { name: 'rows', doc: 'the last axis: a warp per row, 8 rows a block', block: 256 },
+      { name: 'strided', doc: 'another axis: a thread per element, 256 a block', block: 256 },
+    ],
   },
   layer_norm: {
     doc: 'Y = (X - mean) / sqrt(var + epsilon) · scale + bias over the dims from axis on',
@@ -318,6 +356,7 @@ export const KERNELS = {
       { name: 'mask_kind', doc: 'how the mask applies', enum: 'mask_kind' },
       { name: 'is_causal', doc: '1: query row i attends keys j ≤ L - Sq + i only' }],
     fargs: [{ name: 'scale', doc: 'multiplies Q·Kᵀ' }],
+    cudaVariants: [{ name: 'default', doc: 'a warp per query row, 4 rows a block', block: 128 }],
   },
   cache_write: {
     doc: 'Y = Cache with rows pos..pos+Sn-1 of every (b, h) replaced by New\'s (planc.CacheWrite, in place)',
@@ -461,6 +500,22 @@ export function variantCode(kernel: string, variant: string): number | undefined
   return i < 0 ? undefined : i;
 }
 
+/** The name of one of kernel K's CUDA launch variants (`default` where it declares none). */
+export type CudaVariantName<K extends KernelName> = K extends KernelName
+  ? Spec<K> extends { readonly cudaVariants: infer L extends readonly CudaVariantSpec[] } ? L[number]['name'] : (typeof CUDA_DEFAULT_VARIANTS)[number]['name'] : never;
+
+/** The CUDA launch variants of a kernel (CUDA_DEFAULT_VARIANTS where it declares none); throws for an unknown kernel. */
+export function cudaVariants(kernel: string): readonly CudaVariantSpec[] {
+  return kernelSpec(kernel).cudaVariants ?? CUDA_DEFAULT_VARIANTS;
+}
+
+/** CUDA launch variant `name` of kernel K, launch shape included (typed: only a declared name type-checks). */
+export function cudaVariant<K extends KernelName>(kernel: K, name: CudaVariantName<K>): CudaVariantSpec {
+  const v = cudaVariants(kernel).find((x) => x.name === name);
+  if (!v) throw new Error(`internal: kernel '${kernel}' has no CUDA variant '${name}'`);
+  return v;
+}
+
 /** The operand spec of input (or output) i of a kernel, following a variadic last operand; undefined past the end. */
 export function operandSpec(kernel: string, io: 'inputs' | 'outputs', i: number): OperandSpec | undefined {
   const list = kernelSpec(kernel)[io];
@@ -517,6 +572,12 @@ export function schemaProblems(): string[] {
     for (const n of variants) {
       if (!/^[a-z][a-z0-9_]*$/.test(n)) bad.push(`${k} variant ${n}: variant names are snake_case`);
       if (variants.indexOf(n) !== variants.lastIndexOf(n)) bad.push(`${k} variant ${n}: variant names are unique`);
+    }
+    const cuda = (s.cudaVariants ?? []).map((v) => v.name);
+    for (const v of s.cudaVariants ?? []) {
+      if (!/^[a-z][a-z0-9_]*$/.test(v.name)) bad.push(`${k} CUDA variant ${v.name}: variant names are snake_case`);
+      if (cuda.indexOf(v.name) !== cuda.lastIndexOf(v.name)) bad.push(`${k} CUDA variant ${v.name}: variant names are unique`);
+      if (!Number.isInteger(v.block) || v.block < 32 || v.block > 1024 || v.block % 32 !== 0) bad.push(`${k} CUDA variant ${v.name}: block ${v.block} is not a multiple of 32 in 32..1024`);
     }
   }
   return bad;

@@ -10,6 +10,7 @@ import { PlancError } from '../compiler/diagnostics.ts';
 import { REPO_ROOT, sharedDir } from '../compiler/paths.ts';
 import { readPlanFile } from '../compiler/plan/format.ts';
 import type { PlanProgram, PlanTensor, TensorKind } from '../compiler/plan/types.ts';
+import { CUDA_DEFAULT_VARIANTS, cudaVariant } from '../compiler/kernel-schema.ts';
 import { selectCuda } from '../codegen/cuda/rules.ts';
 import { templateSource } from '../codegen/cuda/generate.ts';
 import { compileCuda, findNvcc, gencodeFlags, parseArchs, parsePtxas } from '../codegen/cuda/nvcc.ts';
@@ -173,8 +174,11 @@ const COVERAGE = [
 ];
 
 nvccTest('every kernel template compiles (sm_80) without spills or stack frames', () => {
-  // The vocabulary kernels' rules set min blocks 1 (rules.ts Instance.minBlocks).
-  const block = (t: string) => (/gemm_tc|attention/.test(t) ? '128' : /cluster_mask|project_topk<(?:[^,>]+, ){5}true>/.test(t) ? '256, 1' : '256');
+  // Threads per block as the schema declares each launch; the vocabulary kernels' rules set min blocks 1 (rules.ts
+  // Instance.minBlocks).
+  const launch = (t: string) => (/gemm_tc/.test(t) ? cudaVariant('matmul', 'gemm_tc') : /gemv/.test(t) ? cudaVariant('matmul', 'gemv')
+    : /attention/.test(t) ? cudaVariant('attention', 'default') : CUDA_DEFAULT_VARIANTS[0]);
+  const block = (t: string) => `${launch(t).block}${/cluster_mask|project_topk<(?:[^,>]+, ){5}true>/.test(t) ? ', 1' : ''}`;
   const source = `${templateSource()}\n${COVERAGE.map((t, i) => `extern "C" __global__ void __launch_bounds__(${block(t)}) c${i}(const __grid_constant__ planc::KArgs a) { ${t}(a); }`).join('\n')}\n`;
   const c = compileCuda(source, ['sm_80']);
   assert.is(c.stats.length, COVERAGE.length);

@@ -1,6 +1,7 @@
 // Kernel variants as data: the schema's variants and their generated codes, select-variants on cpu (auto, a provably
 // equal fixed variant, forced ones by kernel or node), every variant this machine runs giving auto's outputs, the
-// refusals (options, plan validation, the native loader), and the CUDA target facts the launch rules read.
+// refusals (options, plan validation, the native loader), the CUDA target facts the launch rules read, and the CUDA
+// launch variants the schema declares (every rule's instances named by them, recorded per call, checked by the verifier).
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -9,22 +10,28 @@ import * as assert from 'uvu/assert';
 import { PlancError } from '../compiler/diagnostics.ts';
 import { inferModel } from '../compiler/infer/infer.ts';
 import type { Model } from '../compiler/ir.ts';
-import { GEMM_AUTO, GEMM_VARIANTS, KERNELS, kernelVariants, schemaProblems, variantCode, type KernelSpec } from '../compiler/kernel-schema.ts';
+import {
+  CUDA_DEFAULT_VARIANTS, CUDA_GEMM_VARIANTS, cudaVariant, cudaVariants, GEMM_AUTO, GEMM_VARIANTS, KERNELS, kernelVariants, schemaProblems, variantCode,
+  type KernelSpec,
+} from '../compiler/kernel-schema.ts';
 import { nativeArgsHeader } from '../compiler/kernel-schema-headers.ts';
-import { importOnnxFile } from '../compiler/onnx/import-model.ts';
+import { importOnnxFile, importSeq2SeqDir } from '../compiler/onnx/import-model.ts';
+import { sharedDir } from '../compiler/paths.ts';
 import { decodePlan, encodePlan } from '../compiler/plan/format.ts';
 import type { PlanHeader } from '../compiler/plan/types.ts';
 import { buildPlan, programState, type BuildOptions } from '../codegen/build-plan.ts';
-import { printPrograms, PROGRAM_PASSES, type ProgramState } from '../codegen/program-passes.ts';
-import { selectCuda } from '../codegen/cuda/rules.ts';
+import { printPrograms, PROGRAM_PASSES, tuningVariants, type ProgramState } from '../codegen/program-passes.ts';
+import { verifyProgramState } from '../codegen/program-verify.ts';
+import { CUDA_RULES, selectCuda, type CudaRule } from '../codegen/cuda/rules.ts';
 import { CUDA_ARCHS, cudaArch, cudaTuningArch } from '../codegen/target.ts';
 import { formatPlanReport, planReport } from '../cli/inspect.ts';
 import { loadPlanBytes } from '../runtime/plan.ts';
 import { nativeAvailable, nativeInfo } from '../runtime/native.ts';
 import type { RtTensor } from '../runtime/tensor.ts';
 import { FUSE_MATMUL_EPILOGUE } from '../passes/fuse-matmul-epilogue.ts';
+import { runPipeline, TRANSLATE_TOPK } from '../passes/pipeline.ts';
 import { buildModel, floatInit } from './helpers/onnx-build.ts';
-import { NEEDS_NATIVE, skipPart, testIf } from './helpers/skip.ts';
+import { NEEDS_NATIVE, needsShared, skipPart, testIf } from './helpers/skip.ts';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'planc-variants-'));
 const vals = (n: number, seed: number) => Array.from({ length: n }, (_, i) => Math.sin(i * 1.3 + seed) * 0.5);
@@ -201,6 +208,93 @@ test('CUDA targets: facts per arch, the nearest listed arch below for others, pl
   assert.is(ks('sm_90'), '8');
   assert.is(ks('sm_80'), '6');
   assert.is(selectCuda(p, k)[0]!.template, selectCuda(p, k, cudaArch('sm_90'))[0]!.template, 'the default archs are tuned for sm_90');
+});
+
+// ---- CUDA launch variants ----
+
+/** y = softmax(x·W) with x [2, 24]: a matmul (2 fixed rows) and a last-axis softmax, both with CUDA rules. */
+function cudaModel(): Model {
+  const file = path.join(tmp, 'cuda.onnx');
+  fs.writeFileSync(file, buildModel({
+    opset: 18,
+    inputs: [['x', 'float32', [2, 24]]],
+    outputs: [['y', 'float32', [2, 40]]],
+    initializers: [floatInit('w', [24, 40], vals(960, 4))],
+    nodes: [{ op: 'MatMul', inputs: ['x', 'w'], outputs: ['xw'], name: 'xw' }, { op: 'Softmax', inputs: ['xw'], outputs: ['y'], name: 'sm', attrs: [{ name: 'axis', type: 2, i: -1 }] }],
+  }));
+  const m = importOnnxFile(file);
+  inferModel(m);
+  return m;
+}
+
+/** The cuda state of a model after select-variants, verified. */
+function cudaSelected(m: Model, opts: Partial<BuildOptions> = {}): ProgramState {
+  const s = programState(m, { ...PROFILE, target: 'cuda', ...opts });
+  for (const pass of PROGRAM_PASSES.slice(0, PROGRAM_PASSES.findIndex((p) => p.name === 'select-variants') + 1)) {
+    pass.run(s);
+    verifyProgramState(s, pass.name);
+  }
+  return s;
+}
+
+test('schema: CUDA launch variants by name with their launch shapes (gemv, gemm_tc for products; default elsewhere)', () => {
+  assert.equal(cudaVariants('matmul').map((v) => [v.name, v.block, v.maxRows]), [['gemv', 256, 16], ['gemm_tc', 128, undefined]]);
+  assert.is(cudaVariants('fused_matmul'), CUDA_GEMM_VARIANTS, 'one declaration for both products');
+  assert.equal(cudaVariant('fused_matmul', 'gemm_tc').tile, { bm: 64, bn: 64, bk: 32, passes: 3 });
+  assert.equal(cudaVariants('softmax').map((v) => v.name), ['rows', 'strided']);
+  assert.equal(cudaVariants('attention').map((v) => [v.name, v.block]), [['default', 128]]);
+  assert.is(cudaVariants('add'), CUDA_DEFAULT_VARIANTS);
+  // Only a declared name type-checks (and the run-time lookup refuses it too).
+  // @ts-expect-error: matmul declares no CUDA variant 'default'
+  assert.throws(() => cudaVariant('matmul', 'default'), /kernel 'matmul' has no CUDA variant 'default'/);
+  // Every CUDA rule is of a real kernel.
+  for (const k of Object.keys(CUDA_RULES)) assert.ok(Object.hasOwn(KERNELS, k) && !(KERNELS as Record<string, KernelSpec>)[k]!.testOnly, `${k} is a schema kernel`);
+});
+
+test('select-variants (cuda): every instance names a declared variant; the names are in the tuning record and the dump', () => {
+  const s = cudaSelected(cudaModel());
+  const p = s.programs[0]!;
+  assert.equal(p.kernels.map((k) => k.name), ['matmul', 'softmax']);
+  assert.equal(s.variants![0]!.map((vs) => vs.map((v) => v.variant)), [['gemv', 'gemm_tc'], ['rows']]);
+  assert.equal(s.variants![0]![0]!.map((v) => [v.block, v.maxRows]), [[256, 16], [128, undefined]], 'launch shapes are the schema\'s');
+  assert.equal(s.tuning.map((t) => [t.key, tuningVariants(t.choice)]), [['main:0:matmul', ['gemv', 'gemm_tc']], ['main:1:softmax', ['rows']]]);
+  assert.match(s.tuning[0]!.choice, /^gemv, gemm_tc: planc::gemv<.*> block 256 rows ≤ 16 \| planc::gemm_tc<64, 64, 32, 3, .*> block 128$/);
+  assert.match(printPrograms(s), /\n {6}launch planc::gemv<.*> block 256 rows ≤ 16 variant gemv\n {6}launch planc::gemm_tc<.*> block 128 variant gemm_tc\n/);
+});
+
+test('the verifier: a CUDA rule returning a variant its kernel does not declare is PLANC_E901 naming the call', () => {
+  const rules = CUDA_RULES as Record<string, CudaRule>;
+  const softmax = rules.softmax!;
+  // Such a rule does not type-check (CudaRule<'softmax'> instances are 'rows' | 'strided'), hence the cast.
+  rules.softmax = ((ctx: Parameters<CudaRule>[0]) => softmax(ctx).map((v) => ({ ...v, variant: 'warp_magic' }))) as unknown as CudaRule;
+  try {
+    assert.throws(() => cudaSelected(cudaModel()), (e: unknown) => e instanceof PlancError && e.code === 'PLANC_E901'
+      && /after program pass select-variants, program main: kernel 1 \(softmax, node 'sm'\) launches CUDA variant 'warp_magic', which compiler\/kernel-schema.ts does not declare for it \(rows, strided\)/.test(e.message));
+  } finally {
+    rules.softmax = softmax;
+  }
+  // A product's variant swapped for the other kernel's name is caught the same way.
+  const s = cudaSelected(cudaModel());
+  s.variants![0]![0]![1]!.variant = 'rows';
+  assert.throws(() => verifyProgramState(s, 'select-variants'), (e: unknown) => e instanceof PlancError && e.code === 'PLANC_E901' && /kernel 0 \(matmul, node 'xw'\) launches CUDA variant 'rows'/.test(e.message));
+});
+
+const shared = sharedDir();
+const esen = shared && path.join(shared, 'models', 'es-en');
+testIf(test, (!esen || !fs.existsSync(esen)) && needsShared('models/es-en'))('es-en (cuda): every call records declared variant names, in the order its launches run', () => {
+  const s = cudaSelected(runPipeline(importSeq2SeqDir(esen!), { topk: TRANSLATE_TOPK }), { maxBatch: 16, maxSrcLen: 64, maxTgtLen: 64 });
+  const calls = s.programs.flatMap((p, i) => p.kernels.map((k, j) => ({ k, names: s.variants![i]![j]!.map((v) => v.variant), key: `${p.graph}:${j}:${k.name}` })));
+  assert.is(s.tuning.length, calls.length);
+  const seen = new Set<string>();
+  calls.forEach(({ k, names, key }, n) => {
+    const declared = cudaVariants(k.name).map((v) => v.name);
+    for (const v of names) assert.ok(declared.includes(v), `${key}: '${v}' is declared (${declared.join(', ')})`);
+    assert.equal(tuningVariants(s.tuning[n]!.choice), names, `${key}: the tuning record names its variants`);
+    assert.is(s.tuning[n]!.key, key);
+    seen.add(`${k.name} ${names.join(',')}`);
+  });
+  assert.ok(seen.has('fused_matmul gemv,gemm_tc'), `es-en has a fused_matmul with gemv then gemm_tc (${[...seen].join('; ')})`);
+  assert.ok(seen.has('attention default'));
 });
 
 test.run();

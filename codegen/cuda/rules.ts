@@ -1,6 +1,7 @@
-// CUDA kernel selection: each program kernel call → a template instantiation (constants baked in) and its launch.
+// CUDA kernel selection: each program kernel call → its launch variants (declared in compiler/kernel-schema.ts
+// cudaVariants, launch shapes included), each a template instantiation (constants baked in) and its grid.
 import { ACTIVATIONS, DTYPE_CODE, MASK_KINDS, PLAN_DTYPE_BYTES, PLAN_DTYPES } from '../../compiler/kernel-enums.ts';
-import { iargIndex, type IargName, type KernelName } from '../../compiler/kernel-schema.ts';
+import { CUDA_DEFAULT_VARIANTS, CUDA_GEMM_VARIANTS, cudaVariant, iargIndex, type CudaVariantName, type IargName, type KernelName } from '../../compiler/kernel-schema.ts';
 import { PlancError } from '../../compiler/diagnostics.ts';
 import { TENSOR_KIND, type CudaGrid, type PlanKernel, type PlanProgram, type PlanTensor } from '../../compiler/plan/types.ts';
 import { cudaTuningArch, type CudaArch } from '../target.ts';
@@ -33,8 +34,10 @@ export interface RuleCtx<K extends KernelName = KernelName> {
   fail(msg: string): never;
 }
 
-/** One way to launch a call: the template call it runs, threads per block, grid rule, and when it applies. */
-export interface Instance {
+/** One way to launch a call: its declared variant, the template call it runs, threads per block, grid rule, and when it applies. */
+export interface Instance<V extends string = string> {
+  /** The launch variant it is, one compiler/kernel-schema.ts declares for the kernel (block and maxRows are its). */
+  variant: V;
   template: string;
   block: number;
   grid: CudaGrid[];
@@ -49,7 +52,15 @@ export interface Instance {
   minBlocks?: number;
 }
 
-export type CudaRule<K extends KernelName = KernelName> = (ctx: RuleCtx<K>) => Instance[];
+/** A kernel's rule: its instances, each of a variant the schema declares for it (an undeclared name does not type-check). */
+export type CudaRule<K extends KernelName = KernelName> = (ctx: RuleCtx<K>) => Instance<CudaVariantName<K>>[];
+/** The rule of any kernel with the one `default` launch (CUDA_DEFAULT_VARIANTS). */
+type DefaultRule = (ctx: RuleCtx) => Instance<'default'>[];
+
+/** Variant `name` of kernel K with its declared threads per block. */
+const launch = <K extends KernelName>(kernel: K, name: CudaVariantName<K>) => ({ variant: name, block: cudaVariant(kernel, name).block });
+/** The `default` launch of a kernel that declares no CUDA variants. */
+const DEFAULT = { variant: CUDA_DEFAULT_VARIANTS[0].name, block: CUDA_DEFAULT_VARIANTS[0].block };
 
 // ---- limits of the launch ABI (codegen/cuda/kernels/common.cuh KArgs) ----
 export const MAX_IN = 8, MAX_OUT = 4, MAX_IARGS = 32, MAX_FARGS = 4;
@@ -83,17 +94,17 @@ const NUMERIC = [...SIGNED, U8];
 // ---- grid rules (operand: inputs first, then outputs) ----
 const outOperand = (ctx: RuleCtx, k = 0) => ctx.ins.length + k;
 const dims = (operand: number, from: number, to: number, div = 1, mul = 1): CudaGrid => ({ operand, from, to, div, mul });
-/** A grid-stride elementwise launch over output 0: 256 threads, about 4 elements per thread. */
-const flat = (ctx: RuleCtx, template: string): Instance[] => [{ template, block: 256, grid: [dims(outOperand(ctx), 0, ctx.outs[0]!.rank, 1024)] }];
+/** A grid-stride elementwise launch over output 0 (the default launch), about 4 elements per thread. */
+const flat = (ctx: RuleCtx, template: string): Instance<'default'>[] => [{ ...DEFAULT, template, grid: [dims(outOperand(ctx), 0, ctx.outs[0]!.rank, 1024)] }];
 /** Same, sized by an input's elements (kernels that walk their input). */
-const flatIn = (ctx: RuleCtx, i: number, template: string): Instance[] => [{ template, block: 256, grid: [dims(i, 0, input(ctx, i).rank, 1024)] }];
+const flatIn = (ctx: RuleCtx, i: number, template: string): Instance<'default'>[] => [{ ...DEFAULT, template, grid: [dims(i, 0, input(ctx, i).rank, 1024)] }];
 
 const sameDims = (a: Operand, b: Operand) => a.rank === b.rank && a.exprs.every((e, i) => e === b.exprs[i]);
 const product = (o: Operand, from = 0, to = o.rank): number | undefined =>
   o.dims.slice(from, to).reduce<number | undefined>((p, d) => (p === undefined || d === undefined ? undefined : p * d), 1);
 
 // ---- elementwise ----
-const binary = (op: string): CudaRule => (ctx) => {
+const binary = (op: string): DefaultRule => (ctx) => {
   const [a, b] = [input(ctx, 0), input(ctx, 1)];
   const y = ctx.outs[0]!;
   requireDtype(ctx, a, NUMERIC, 'input 0');
@@ -102,14 +113,14 @@ const binary = (op: string): CudaRule => (ctx) => {
   return flat(ctx, `planc::binary<planc::${op}, ${ctype(ctx, a)}, ${y.rank}, ${isFlat}>`);
 };
 
-const compare = (op: string, types: number[]): CudaRule => (ctx) => {
+const compare = (op: string, types: number[]): DefaultRule => (ctx) => {
   const [a, b] = [input(ctx, 0), input(ctx, 1)];
   requireDtype(ctx, a, types, 'input 0');
   if (a.dtype !== b.dtype) ctx.fail(`mixed input dtypes ${dtypeName(a.dtype)} and ${dtypeName(b.dtype)}`);
   return flat(ctx, `planc::compare<planc::${op}, ${ctype(ctx, a)}, ${ctx.outs[0]!.rank}>`);
 };
 
-const unary = (op: string, types: number[]): CudaRule => (ctx) => {
+const unary = (op: string, types: number[]): DefaultRule => (ctx) => {
   const x = input(ctx, 0);
   requireDtype(ctx, x, types, 'input 0');
   return flat(ctx, `planc::unary<planc::${op}, ${ctype(ctx, x)}>`);
@@ -123,19 +134,19 @@ const UNARY: Record<string, [string, number[]]> = {
   gelu: ['UGelu', [F32]], leaky_relu: ['ULeakyRelu', [F32]], elu: ['UElu', [F32]], hard_sigmoid: ['UHardSigmoid', [F32]],
 };
 
-const cast: CudaRule = (ctx) => {
+const cast: DefaultRule = (ctx) => {
   const x = input(ctx, 0);
   const y = ctx.outs[0]!;
   return flat(ctx, `planc::cast<${ctype(ctx, x)}, ${ctype(ctx, y)}, ${y.dtype === BOOL}>`);
 };
 
-const copy: CudaRule = (ctx) => {
+const copy: DefaultRule = (ctx) => {
   const y = ctx.outs[0]!;
   const size = PLAN_DTYPE_BYTES[y.dtype] ?? 1;
-  return [{ template: `planc::copy<${size}>`, block: 256, grid: [dims(outOperand(ctx), 0, y.rank, 4096, size)] }];
+  return [{ ...DEFAULT, template: `planc::copy<${size}>`, grid: [dims(outOperand(ctx), 0, y.rank, 4096, size)] }];
 };
 
-const filled = (name: 'fill' | 'values', types: number[]): CudaRule => (ctx) => {
+const filled = (name: 'fill' | 'values', types: number[]): DefaultRule => (ctx) => {
   const y = ctx.outs[0]!;
   requireDtype(ctx, y, types, 'the output');
   if (name === 'values' && ctx.kernel.iargs.length > MAX_IARGS) ctx.fail(`${ctx.kernel.iargs.length} values (the CUDA launch carries at most ${MAX_IARGS})`);
@@ -150,12 +161,13 @@ const range: CudaRule<'range'> = (ctx) => {
 };
 
 // ---- matrix products ----
-/** Tile shape and precision: 64 × 64 × 32 tiles, 3xTF32 (fp32 accuracy on tensor cores). */
-const TILE = { bm: 64, bn: 64, bk: 32, passes: 3 };
-/** Blocks per SM the small-M gemv's split-K aims for (one block of 256 threads per column tile and K slice). */
+/** The product launches (compiler/kernel-schema.ts CUDA_GEMM_VARIANTS): tile shapes and row bounds are declared there. */
+const [GEMV, GEMM_TC] = CUDA_GEMM_VARIANTS;
+const TILE = GEMM_TC.tile;
+/** Blocks per SM the small-M gemv's split-K aims for (one block per column tile and K slice). */
 const SPLIT_K_WAVES = 2;
 
-function gemmInstances(ctx: RuleCtx, act: number, bias: boolean, res: boolean): Instance[] {
+function gemmInstances(ctx: RuleCtx, act: number, bias: boolean, res: boolean): Instance<CudaVariantName<'matmul'>>[] {
   const [a, b] = [input(ctx, 0), input(ctx, 1)];
   const y = ctx.outs[0]!;
   for (const [o, w] of [[a, 'A'], [b, 'B'], [y, 'Y']] as const) requireDtype(ctx, o, [F32], w);
@@ -166,9 +178,10 @@ function gemmInstances(ctx: RuleCtx, act: number, bias: boolean, res: boolean): 
   const batched = b.rank > 2;
   const r = y.rank;
   const out = outOperand(ctx);
-  const tc: Instance = {
+  const tc: Instance<'gemm_tc'> = {
+    variant: GEMM_TC.name,
     template: `planc::gemm_tc<${TILE.bm}, ${TILE.bn}, ${vec ? TILE.bk : 16}, ${TILE.passes}, ${vec}, ${act}, ${bias}, ${res}, ${r}, ${batched}>`,
-    block: 128,
+    block: GEMM_TC.block,
     grid: batched
       ? [dims(out, r - 1, r, TILE.bn), dims(out, r - 2, r - 1, TILE.bm), dims(out, 0, r - 2)]
       : [dims(out, r - 1, r, TILE.bn), dims(out, 0, r - 1, TILE.bm)],
@@ -181,17 +194,18 @@ function gemmInstances(ctx: RuleCtx, act: number, bias: boolean, res: boolean): 
   const blocks = SPLIT_K_WAVES * ctx.arch.sms;
   const ks = colBlocks === 0 ? 1 : Math.max(1, Math.min(16, Math.floor(blocks / colBlocks), Math.floor(k0 / 64)));
   if (ks > 1 && colBlocks > SCRATCH_COUNTERS) ctx.fail(`${colBlocks} column blocks exceed the scratch's ticket counters`);
-  const gemv: Instance = {
+  const gemv: Instance<'gemv'> = {
+    variant: GEMV.name,
     template: `planc::gemv<${act}, ${bias}, ${res}, ${n !== undefined && n % 2 === 0}, ${ks}>`,
-    block: 256,
+    block: GEMV.block,
     grid: [dims(out, r - 1, r, 64), dims(out, 0, 0, 1, ks)],
-    maxRows: 16,
-    scratchBytes: ks > 1 ? SCRATCH_DATA + colBlocks * ks * 16 * 64 * 4 : 0,
+    maxRows: GEMV.maxRows,
+    scratchBytes: ks > 1 ? SCRATCH_DATA + colBlocks * ks * GEMV.maxRows * 64 * 4 : 0,
   };
   return [gemv, tc];
 }
 
-const matmul: CudaRule = (ctx) => gemmInstances(ctx, 0, false, false);
+const matmul: CudaRule<'matmul'> = (ctx) => gemmInstances(ctx, 0, false, false);
 
 const fusedMatmul: CudaRule<'fused_matmul'> = (ctx) => {
   const act = ctx.iarg('activation');
@@ -207,8 +221,8 @@ const softmax: CudaRule<'softmax'> = (ctx) => {
   const axis = ctx.iarg('axis');
   const log = ctx.iarg('log') !== 0;
   const last = axis === x.rank - 1;
-  if (last) return [{ template: `planc::softmax<${log}, true>`, block: 256, grid: [dims(0, 0, x.rank - 1, 8)] }];
-  return [{ template: `planc::softmax<${log}, false>`, block: 256, grid: [dims(0, 0, x.rank, 256)] }];
+  if (last) return [{ ...launch('softmax', 'rows'), template: `planc::softmax<${log}, true>`, grid: [dims(0, 0, x.rank - 1, 8)] }];
+  return [{ ...launch('softmax', 'strided'), template: `planc::softmax<${log}, false>`, grid: [dims(0, 0, x.rank, 256)] }];
 };
 
 const norm = (rms: boolean): CudaRule<'layer_norm' | 'rms_norm'> => (ctx) => {
@@ -225,11 +239,11 @@ const norm = (rms: boolean): CudaRule<'layer_norm' | 'rms_norm'> => (ctx) => {
     if (n === undefined || d === undefined || n !== d) ctx.fail(`${w} must have the ${d ?? 'normalized'} elements of the normalized dims (static), it has ${n ?? 'a dynamic number'}`);
   }
   const d0 = d !== undefined && d % 32 === 0 && d <= 2048 ? d : 0;
-  return [{ template: `planc::norm<${d0}, ${rms}, ${bias}>`, block: 256, grid: [dims(0, 0, axis, 8)] }];
+  return [{ ...DEFAULT, template: `planc::norm<${d0}, ${rms}, ${bias}>`, grid: [dims(0, 0, axis, 8)] }];
 };
 
 // ---- movement ----
-const transpose: CudaRule = (ctx) => flat(ctx, `planc::transpose<${utype(ctx, input(ctx, 0))}, ${ctx.outs[0]!.rank}>`);
+const transpose: DefaultRule = (ctx) => flat(ctx, `planc::transpose<${utype(ctx, input(ctx, 0))}, ${ctx.outs[0]!.rank}>`);
 
 const gather: CudaRule<'gather'> = (ctx) => {
   const x = input(ctx, 0);
@@ -239,7 +253,7 @@ const gather: CudaRule<'gather'> = (ctx) => {
   return flat(ctx, `planc::gather<${utype(ctx, x)}, ${ctype(ctx, idx)}, ${axis}>`);
 };
 
-const slice: CudaRule = (ctx) => {
+const slice: DefaultRule = (ctx) => {
   const x = input(ctx, 0);
   if (2 * x.rank > MAX_IARGS) ctx.fail(`rank ${x.rank} is too high`);
   return flat(ctx, `planc::slice<${utype(ctx, x)}, ${x.rank}>`);
@@ -247,21 +261,21 @@ const slice: CudaRule = (ctx) => {
 
 const concat: CudaRule<'concat'> = (ctx) => flat(ctx, `planc::concat<${utype(ctx, ctx.outs[0]!)}, ${ctx.iarg('axis')}>`);
 const split: CudaRule<'split'> = (ctx) => flatIn(ctx, 0, `planc::split<${utype(ctx, input(ctx, 0))}, ${ctx.iarg('axis')}>`);
-const expand: CudaRule = (ctx) => flat(ctx, `planc::expand<${utype(ctx, input(ctx, 0))}, ${ctx.outs[0]!.rank}>`);
-const tile: CudaRule = (ctx) => flat(ctx, `planc::tile<${utype(ctx, input(ctx, 0))}, ${ctx.outs[0]!.rank}>`);
+const expand: DefaultRule = (ctx) => flat(ctx, `planc::expand<${utype(ctx, input(ctx, 0))}, ${ctx.outs[0]!.rank}>`);
+const tile: DefaultRule = (ctx) => flat(ctx, `planc::tile<${utype(ctx, input(ctx, 0))}, ${ctx.outs[0]!.rank}>`);
 
-const where: CudaRule = (ctx) => {
+const where: DefaultRule = (ctx) => {
   requireDtype(ctx, input(ctx, 0), [BOOL], 'the condition');
   return flat(ctx, `planc::where_select<${utype(ctx, input(ctx, 1))}, ${ctx.outs[0]!.rank}>`);
 };
 
-const clip: CudaRule = (ctx) => {
+const clip: DefaultRule = (ctx) => {
   const x = input(ctx, 0);
   requireDtype(ctx, x, NUMERIC, 'X');
   return flat(ctx, `planc::clip<${ctype(ctx, x)}>`);
 };
 
-const pow: CudaRule = (ctx) => {
+const pow: DefaultRule = (ctx) => {
   const [a, b] = [input(ctx, 0), input(ctx, 1)];
   requireDtype(ctx, a, NUMERIC, 'the base');
   requireDtype(ctx, b, NUMERIC, 'the exponent');
@@ -302,9 +316,9 @@ const attention: CudaRule<'attention'> = (ctx) => {
     requireDtype(ctx, m, maskKind === MASK_ADD ? [F32] : [BOOL], 'the mask');
     if (m.rank !== 4) ctx.fail(`the mask has rank ${m.rank}, not 4`);
   } else if (ctx.ins[3] !== undefined) ctx.fail('mask_kind 0 with a mask');
-  // A warp per query row, 4 rows per block of 128 threads.
+  // A warp per query row, 4 rows per block (the schema's attention launch).
   const grid = layout === 0 ? [dims(0, 0, 3, 4)] : [dims(0, 0, 2, 4, h)];
-  return [{ template: `planc::attention<${hd}, ${layout}, ${maskKind}, ${causal}>`, block: 128, grid }];
+  return [{ ...launch('attention', 'default'), template: `planc::attention<${hd}, ${layout}, ${maskKind}, ${causal}>`, grid }];
 };
 
 const cacheWrite: CudaRule<'cache_write'> = (ctx) => {
@@ -347,8 +361,8 @@ const projectTopk: CudaRule<'project_topk'> = (ctx) => {
   if (Math.ceil(maxRows / TOPK_ROWS) > SCRATCH_COUNTERS) ctx.fail(`${maxRows} rows exceed the scratch's ticket counters`);
   const scratchBytes = SCRATCH_DATA + 4 * maxRows * shards * (2 + 2 * k);
   return [{
+    ...DEFAULT,
     template: `planc::project_topk<${d}, ${vocab}, ${k}, ${transposed}, ${bias}${act ? ', true' : ''}>`,
-    block: 256,
     grid: [dims(0, 0, 0, 1, shards), dims(0, 0, x.rank - 1, TOPK_ROWS)],
     scratchBytes,
     ...(act ? { minBlocks: 1 } : {}),
@@ -375,7 +389,7 @@ const clusterMask: CudaRule<'cluster_mask'> = (ctx) => {
   if (off.rank !== 1 || off.dims[0] !== r! + 1) ctx.fail(`offsets must be [${r! + 1}]`);
   if (ids.rank !== 1) ctx.fail('ids must be 1-D');
   if (out.rank !== 1 || out.dims[0] !== v) ctx.fail(`the output must be [${v}] (iarg vocab)`);
-  return [{ template: `planc::cluster_mask<${d}, ${r}>`, block: 256, grid: [dims(0, 0, 0, 1, CLUSTER_BLOCKS)], scratchBytes: SCRATCH_DATA, minBlocks: 1 }];
+  return [{ ...DEFAULT, template: `planc::cluster_mask<${d}, ${r}>`, grid: [dims(0, 0, 0, 1, CLUSTER_BLOCKS)], scratchBytes: SCRATCH_DATA, minBlocks: 1 }];
 };
 
 /** Kernel name → rule. A name missing here has no CUDA template: optimize --target cuda fails naming the node. */
