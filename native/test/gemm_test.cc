@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <thread>
+#include <utility>
 
 #include "cpu/gemm_avx512.h"
 #include "test_util_b.h"
@@ -36,18 +37,7 @@ bool runs(int64_t code) { return g_unavailable == nullptr || g_unavailable(code)
 // tb::call with the call's variant.
 const char* call(int64_t variant, planc::KernelFn fn, std::vector<planc::TensorView> in, std::vector<planc::TensorView> out,
                  std::vector<int64_t> iargs = {}, std::vector<double> fargs = {}, planc::ThreadPool* pool = nullptr) {
-  planc::KernelArgs a;
-  a.in = in.data();
-  a.n_in = static_cast<int>(in.size());
-  a.out = out.data();
-  a.n_out = static_cast<int>(out.size());
-  a.iargs = iargs.data();
-  a.n_iargs = static_cast<int>(iargs.size());
-  a.fargs = fargs.data();
-  a.n_fargs = static_cast<int>(fargs.size());
-  a.pool = pool;
-  a.variant = variant;
-  return fn(a);
+  return tb::call(fn, std::move(in), std::move(out), std::move(iargs), std::move(fargs), pool, variant);
 }
 
 // Naive batched matmul in double with numpy broadcasting of the batch dims (ranks >= 2); scale (when given) gets

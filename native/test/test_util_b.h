@@ -110,10 +110,10 @@ inline void fill_random(Buf& b, float lo = -1.0f, float hi = 1.0f) {
   }
 }
 
-// Calls a kernel with the given views and args.
+// Calls a kernel with the given views and args (and variant code: 0 = the kernel's default).
 inline const char* call(planc::KernelFn fn, std::vector<planc::TensorView> in, std::vector<planc::TensorView> out,
                         std::vector<int64_t> iargs = {}, std::vector<double> fargs = {},
-                        planc::ThreadPool* pool = nullptr) {
+                        planc::ThreadPool* pool = nullptr, int64_t variant = 0) {
   planc::KernelArgs a;
   a.in = in.data();
   a.n_in = static_cast<int>(in.size());
@@ -124,6 +124,7 @@ inline const char* call(planc::KernelFn fn, std::vector<planc::TensorView> in, s
   a.fargs = fargs.data();
   a.n_fargs = static_cast<int>(fargs.size());
   a.pool = pool;
+  a.variant = variant;
   return fn(a);
 }
 
