@@ -1,4 +1,4 @@
-// `planc translate PLAN [--strategy NAME] [--beam N] [--max-length N] [--batch N] [--target-lang CODE] [--truncate] [--ids] < in.txt > out.txt`.
+// `planc translate PLAN [--strategy NAME] [--jacobi-block N] [--beam N] [--max-length N] [--batch N] [--target-lang CODE] [--truncate] [--ids] < in.txt > out.txt`.
 import * as fs from 'node:fs';
 import { PlancError } from '../compiler/diagnostics.ts';
 import type { DecodingOptions } from '../runtime/decode/options.ts';
@@ -11,8 +11,8 @@ import { Progress } from './progress.ts';
 
 export const TRANSLATE: CommandSpec = {
   name: 'translate',
-  usage: `planc translate PLAN [--strategy ${['auto', ...STRATEGIES.keys()].join('|')}] [--beam N] [--max-length N] [--batch N] [--target-lang CODE] [--truncate] [--ids] [--quiet] < in.txt > out.txt   (--ids: space-separated token ids per line, taken verbatim)`,
-  flags: { strategy: 'string', beam: 'number', 'max-length': 'number', batch: 'number', 'target-lang': 'string', truncate: 'boolean', ids: 'boolean', quiet: 'boolean' },
+  usage: `planc translate PLAN [--strategy ${['auto', ...STRATEGIES.keys()].join('|')}] [--jacobi-block N] [--beam N] [--max-length N] [--batch N] [--target-lang CODE] [--truncate] [--ids] [--quiet] < in.txt > out.txt   (--ids: space-separated token ids per line, taken verbatim)`,
+  flags: { strategy: 'string', 'jacobi-block': 'number', beam: 'number', 'max-length': 'number', batch: 'number', 'target-lang': 'string', truncate: 'boolean', ids: 'boolean', quiet: 'boolean' },
 };
 
 /** Stdin's lines (a final newline does not start another sentence). */
@@ -34,6 +34,7 @@ export function parseIdLine(line: string, lineNo: number): number[] {
 function decodingOptions(flags: Record<string, unknown>): TranslateOptions {
   const o: Partial<DecodingOptions> = {};
   if (flags.strategy !== undefined) o.strategy = String(flags.strategy);
+  if (flags['jacobi-block'] !== undefined) o.jacobiBlock = flags['jacobi-block'] as number;
   if (flags.beam !== undefined) o.beamSize = flags.beam as number;
   if (flags['max-length'] !== undefined) o.maxLength = flags['max-length'] as number;
   if (flags.batch !== undefined) o.batchSize = flags.batch as number;

@@ -1,13 +1,20 @@
-// DecodingOptions: the one options type for translateIds (greedy, beam, batching), its defaults and its validation.
+// DecodingOptions: the one options type for translateIds (greedy, beam, Jacobi, batching), its defaults and its validation.
 import { PlancError } from '../../compiler/diagnostics.ts';
 
 /** How to decode. Every field has a default (DEFAULT_DECODING_OPTIONS); pass a Partial to translateIds. */
 export interface DecodingOptions {
   /**
-   * The decoding strategy by name (runtime/decode/strategy.ts STRATEGIES: greedy, beam); 'auto' = greedy for beamSize 1,
-   * else beam. Default 'auto'.
+   * The decoding strategy by name (runtime/decode/strategy.ts STRATEGIES: greedy, beam, and the parallel Jacobi ones pj,
+   * pgj, hgj of runtime/decode/jacobi.ts, whose output equals greedy's); 'auto' = greedy for beamSize 1, else beam.
+   * Default 'auto'.
    */
   strategy: string;
+  /**
+   * Block size b of the pgj and hgj strategies: tokens one decoder step refines in parallel (the plan must take b tokens
+   * per step: --step-tokens b or more). pj's block is the whole sentence, in chunks of the plan's step tokens. Default 3
+   * (as in the paper). Range [1, 256].
+   */
+  jacobiBlock: number;
   /**
    * Beams per sentence; 1 = greedy. Default: the plan's num_beams (generation_config.json), else 1. Range [1, 64];
    * beamSize × sentences per batch must fit the plan's maxBatch.
@@ -48,6 +55,7 @@ export interface DecodingOptions {
 
 export const DEFAULT_DECODING_OPTIONS: Readonly<DecodingOptions> = Object.freeze({
   strategy: 'auto',
+  jacobiBlock: 3,
   beamSize: 1,
   maxLength: 256,
   maxLengthRatio: 0,
@@ -62,10 +70,11 @@ export const DEFAULT_DECODING_OPTIONS: Readonly<DecodingOptions> = Object.freeze
   truncate: false,
 });
 
-type NumKey = 'beamSize' | 'maxLength' | 'maxLengthRatio' | 'maxLengthConstant' | 'lengthPenalty' | 'returnAlternatives' | 'batchSize' | 'batchTokens';
+type NumKey = 'jacobiBlock' | 'beamSize' | 'maxLength' | 'maxLengthRatio' | 'maxLengthConstant' | 'lengthPenalty' | 'returnAlternatives' | 'batchSize' | 'batchTokens';
 
 /** Numeric options: [min, max, integer?]. */
 const RANGES: Record<NumKey, [number, number, boolean]> = {
+  jacobiBlock: [1, 256, true],
   beamSize: [1, 64, true],
   maxLength: [1, 65536, true],
   maxLengthRatio: [0, 100, false],

@@ -13,16 +13,27 @@ export interface RowTop {
 
 const NONE: ReadonlySet<number> = new Set();
 
+/** The token positions per row of a step's outputs (1 for a one-token step; n for a step of n tokens). */
+export function stepPositions(out: Outputs): number {
+  return ((out[TOPK_IDS_OUTPUT] ?? out.logits!).dims[1] ?? 1) as number;
+}
+
 /**
  * The n best tokens of row r at the last position that are not `banned`, with log-softmax log-probs over the whole
  * vocabulary (banned tokens are dropped, the others keep their log-probs, as generate() does). From a top-k plan: the
  * first n allowed of the row's k; fewer than n allowed there is an error (the plan's k is too small to be exact).
  */
 export function rowTop(out: Outputs, r: number, n: number, banned: ReadonlySet<number> = NONE): RowTop {
+  return positionTop(out, r, stepPositions(out) - 1, n, banned);
+}
+
+/** rowTop at token position p of row r (a step of several tokens predicts one next token per position). */
+export function positionTop(out: Outputs, r: number, p: number, n: number, banned: ReadonlySet<number> = NONE): RowTop {
   const ids = out[TOPK_IDS_OUTPUT];
   if (ids) {
     const [, t, k] = ids.dims as [number, number, number];
-    const base = (r * t + t - 1) * k;
+    checkPosition(p, t);
+    const base = (r * t + p) * k;
     const lp = out[TOPK_LOGPROBS_OUTPUT]!.data as Float32Array;
     const id = ids.data as BigInt64Array;
     const top: RowTop = { ids: [], logProbs: [] };
@@ -40,7 +51,8 @@ export function rowTop(out: Outputs, r: number, n: number, banned: ReadonlySet<n
   }
   const logits = out.logits!;
   const [, t, v] = logits.dims as [number, number, number];
-  const x = (logits.data as Float32Array).subarray((r * t + t - 1) * v, (r * t + t) * v);
+  checkPosition(p, t);
+  const x = (logits.data as Float32Array).subarray((r * t + p) * v, (r * t + p + 1) * v);
   const lse = logSumExp(x);
   const best: number[] = [];
   for (let tok = 0; tok < v; tok++) {
@@ -54,21 +66,32 @@ export function rowTop(out: Outputs, r: number, n: number, banned: ReadonlySet<n
   return { ids: best, logProbs: best.map((tok) => x[tok]! - lse) };
 }
 
-/** The best allowed token of row r; its log-prob only when asked (full logits make that a second pass). */
+/** The best allowed token of row r (at the last position); its log-prob only when asked (full logits make that a second pass). */
 export function rowBest(out: Outputs, r: number, withLogProb: boolean, banned: ReadonlySet<number> = NONE): { tok: number; logProb: number } {
+  return positionBest(out, r, stepPositions(out) - 1, withLogProb, banned);
+}
+
+/** rowBest at token position p of row r: the best allowed next token after the step's first p + 1 tokens. */
+export function positionBest(out: Outputs, r: number, p: number, withLogProb: boolean, banned: ReadonlySet<number> = NONE): { tok: number; logProb: number } {
   if (out[TOPK_IDS_OUTPUT] || withLogProb) {
-    const top = rowTop(out, r, 1, banned);
+    const top = positionTop(out, r, p, 1, banned);
     return { tok: top.ids[0]!, logProb: top.logProbs[0]! };
   }
   const logits = out.logits!;
   const [, t, v] = logits.dims as [number, number, number];
+  checkPosition(p, t);
   const x = logits.data as Float32Array;
-  const base = (r * t + t - 1) * v;
+  const base = (r * t + p) * v;
   let best = -1;
   for (let k = 0; k < v; k++) {
     if ((best < 0 || x[base + k]! > x[base + best]!) && !banned.has(k)) best = k;
   }
   return { tok: best, logProb: 0 };
+}
+
+/** A position of a step's outputs: an integer in [0, t). */
+function checkPosition(p: number, t: number): void {
+  if (!Number.isInteger(p) || p < 0 || p >= t) throw new PlancError('PLANC_E405', `position ${p} is not one of the step's ${t} token positions`);
 }
 
 /** log(sum(exp(x))) in float64. */
