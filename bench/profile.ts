@@ -1,18 +1,24 @@
-// `node --import tsx bench/profile.ts MODEL_DIR GRAPH BATCH [--no-fuse]`: where a graph's time goes, per kernel kind and kernel.
+// `node --import tsx bench/profile.ts MODEL_DIR GRAPH BATCH [--no-fuse] [--quantize int8|w8|int16]`: where a graph's time
+// goes, per kernel kind and kernel, and its weight bytes per run against the memory-bandwidth floor measured here.
 import { importSeq2SeqDir } from '../compiler/onnx/import-model.ts';
 import { encodePlan } from '../compiler/plan/format.ts';
 import { buildPlan } from '../codegen/build-plan.ts';
 import { runPipeline, TRANSLATE_TOPK } from '../passes/pipeline.ts';
 import { loadPlanBytes } from '../runtime/plan.ts';
 import type { RtTensor } from '../runtime/tensor.ts';
+import { TENSOR_KIND } from '../compiler/plan/types.ts';
+import type { LayerPrecision } from '../compiler/quant/layers.ts';
 
-const args = process.argv.slice(2).filter((a) => a !== '--no-fuse');
+const argv = process.argv.slice(2);
+const qAt = argv.indexOf('--quantize');
+const quantize = qAt >= 0 ? { precision: argv[qAt + 1] as LayerPrecision } : undefined;
+const args = argv.filter((a, i) => a !== '--no-fuse' && i !== qAt && i !== qAt + 1);
 const [dir, graph = 'encoder', batchArg = '1'] = args;
 if (!dir) throw new Error('usage: bench/profile.ts MODEL_DIR [GRAPH] [BATCH]');
 const b = Number(batchArg);
 const model = importSeq2SeqDir(dir);
 const fuse = !process.argv.includes('--no-fuse');
-const built = buildPlan(fuse ? runPipeline(model, { topk: TRANSLATE_TOPK, disable: (process.env.PLANC_DISABLE ?? '').split(',').filter((x) => x) }) : model, { target: 'cpu', maxBatch: b, maxSrcLen: 32, maxTgtLen: 33 });
+const built = buildPlan(fuse ? runPipeline(model, { topk: TRANSLATE_TOPK, quantize, disable: (process.env.PLANC_DISABLE ?? '').split(',').filter((x) => x) }) : model, { target: 'cpu', maxBatch: b, maxSrcLen: 32, maxTgtLen: 33 });
 const plan = loadPlanBytes(encodePlan(built.header, built.blob), 'profile');
 const feeds: Record<string, RtTensor> = {};
 for (const io of plan.inputs(graph)) {
@@ -36,4 +42,17 @@ console.log(`${graph} batch ${b}: ${wall.toFixed(3)} ms per run (kernels ${total
 for (const [k, ms] of [...byKind].sort((x, y) => y[1] - x[1])) console.log(`  ${k.padEnd(14)} ${ms.toFixed(3).padStart(8)} ms  ${((100 * ms) / total).toFixed(1)}%`);
 console.log('top kernels:');
 for (const p of [...prof].sort((x, y) => y.ms - x.ms).slice(0, Number(process.env.PLANC_PROFILE_TOP ?? 12))) console.log(`  ${(p.ms / runs).toFixed(3).padStart(8)} ms  ${p.kernel.padEnd(12)} ${p.node}`);
+// the weights this graph reads per run, and the floor of streaming them at the copy bandwidth measured now
+const prog = built.header.programs.find((p) => p.graph === graph)!;
+const used = new Set(prog.tensors.filter((t) => t.kind === TENSOR_KIND.WEIGHT).map((t) => t.ref));
+const weightBytes = [...used].reduce((a, i) => a + built.header.weights[i]!.length, 0);
+const N = 256 << 20, src = plan.residentNew(N), dst = plan.residentNew(N);
+plan.residentCopy(src, dst, [0, 0, N]);
+const c0 = performance.now();
+for (let i = 0; i < 5; i++) plan.residentCopy(src, dst, [0, 0, N]);
+const gbps = (2 * 5 * N) / ((performance.now() - c0) / 1000) / 1e9; // bytes read + written per second
+plan.residentFree(src);
+plan.residentFree(dst);
+const floor = weightBytes / (gbps * 1e9) * 1000;
+console.log(`weights read per run: ${(weightBytes / 1e6).toFixed(2)} MB; memory bandwidth (memcpy, read + write) ${gbps.toFixed(1)} GB/s; floor ${floor.toFixed(3)} ms per run; this run ${wall.toFixed(3)} ms = ${(wall / floor).toFixed(2)}x the floor`);
 plan.close();

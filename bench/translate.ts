@@ -1,4 +1,5 @@
-// End-to-end greedy translation of the es-en test ids: planc translateIds vs the onnxruntime-node reference decoder.
+// End-to-end greedy translation of the es-en test ids: planc plans (float32, int8, clusters, int8 + clusters) vs the
+// onnxruntime-node reference decoder, all in one run.
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -9,6 +10,10 @@ import { encodePlan } from '../compiler/plan/format.ts';
 import { Tensor } from '../compiler/tensor.ts';
 import { buildPlan } from '../codegen/build-plan.ts';
 import { runPipeline, TRANSLATE_TOPK } from '../passes/pipeline.ts';
+import type { QuantizeOptions, VocabRewriteOptions } from '../passes/pass.ts';
+import type { LayerPrecision } from '../compiler/quant/layers.ts';
+import { buildClusters, calibrate } from '../optimize/vocab-calibrate.ts';
+import { esEnVocabSetup } from './vocab.ts';
 import { loadPlanBytes, type Plan } from '../runtime/plan.ts';
 import { makeBatches } from '../runtime/decode/batching.ts';
 import { validateDecodingOptions } from '../runtime/decode/options.ts';
@@ -62,16 +67,30 @@ async function runOrt(run: GraphRunner, ids: number[][], batch: number, conventi
   return { s: side((performance.now() - t0) / 1000, out), out };
 }
 
-async function measure(plan: Plan, run: GraphRunner, ids: number[][], batch: number): Promise<Row> {
-  const p = await runPlanc(plan, ids, batch);
-  const o = await runOrt(run, ids, batch, conventionsOf(plan.header.decoding));
-  const identical = p.out.filter((x, i) => x.join() === o.out[i]!.join()).length;
-  return { batch, sentences: ids.length, planc: p.s, ort: o.s, ratio: p.s.sentencesPerS / o.s.sentencesPerS, identical };
+/** One plan the bench times: float32, quantized, with the cluster rewrite, or both. */
+interface Variant { name: string; quantize?: QuantizeOptions; vocab?: VocabRewriteOptions }
+
+interface PlanRow { plan: string; batch: number; sentences: number; planc: Side; vsOrt: number; vsFp32: number; identicalOrt: number; identicalFp32: number }
+
+function print(r: PlanRow, ort: Side): void {
+  const f = (s: Side) => `${s.sentencesPerS.toFixed(1)} sent/s, ${s.tokensPerS.toFixed(0)} tok/s (${s.seconds.toFixed(2)} s)`;
+  console.log(`  ${r.plan.padEnd(14)} batch ${String(r.batch).padStart(2)} (${r.sentences}): ${f(r.planc)} | vs onnxruntime (${ort.sentencesPerS.toFixed(1)} sent/s) ${r.vsOrt.toFixed(2)}x | vs fp32 ${r.vsFp32.toFixed(2)}x | identical to ort ${r.identicalOrt}/${r.sentences}, to fp32 ${r.identicalFp32}/${r.sentences}`);
 }
 
-function print(r: Row): void {
-  const f = (s: Side) => `${s.sentencesPerS.toFixed(1)} sent/s, ${s.tokensPerS.toFixed(0)} tok/s (${s.seconds.toFixed(2)} s)`;
-  console.log(`batch ${r.batch} (${r.sentences} sentences): planc ${f(r.planc)} | onnxruntime ${f(r.ort)} | planc/ort ${r.ratio.toFixed(2)}x | identical ${r.identical}/${r.sentences}`);
+const R = Number(process.env.PLANC_VOCAB_R ?? 250), K = Number(process.env.PLANC_VOCAB_K ?? 3), CAL = Number(process.env.PLANC_VOCAB_CAL ?? 2000);
+
+/** The variants: float32, int8 (and PLANC_BENCH_QUANTIZE's extra modes), clusters, int8 + clusters. */
+async function variants(): Promise<Variant[]> {
+  const extra = (process.env.PLANC_BENCH_QUANTIZE ?? '').split(',').filter((x) => x) as LayerPrecision[];
+  const out: Variant[] = [{ name: 'fp32' }, { name: 'int8', quantize: { precision: 'int8' } }, ...extra.map((p) => ({ name: p, quantize: { precision: p } }))];
+  if (process.env.PLANC_BENCH_CLUSTERS === '0') return out;
+  const setup = await esEnVocabSetup('translate');
+  if (!setup) return out;
+  console.log(`calibrating clusters R ${R}, K ${K} on ${CAL} training sentences`);
+  const cal = calibrate(setup.exposed, setup.tok, setup.lines('train.es').slice(0, CAL), K, setup.rules, setup.profile.maxSrcLen, MAX_LEN);
+  const cl = buildClusters(cal, R, K, setup.V, setup.specials);
+  setup.exposed.close();
+  return [...out, { name: 'clusters', vocab: cl.rewrite }, { name: 'int8+clusters', quantize: { precision: 'int8' }, vocab: cl.rewrite }];
 }
 
 export async function benchTranslate(): Promise<void> {
@@ -83,26 +102,42 @@ export async function benchTranslate(): Promise<void> {
   }
   const ids: number[][] = JSON.parse(fs.readFileSync(path.join(dir, 'test_ids.json'), 'utf8')).src_ids;
   const model = importSeq2SeqDir(dir);
-  const built = buildPlan(runPipeline(model, { topk: TRANSLATE_TOPK }), { target: 'cpu', maxBatch: 32, maxSrcLen: Math.max(128, ...ids.map((s) => s.length)), maxTgtLen: MAX_LEN });
-  const plan = loadPlanBytes(encodePlan(built.header, built.blob), 'es-en.plan');
   const cores = os.cpus().length;
   const sessions: Record<string, ort.InferenceSession> = {};
   for (const g of ['encoder', 'decoder', 'decoder_with_past']) {
     sessions[g] = await ort.InferenceSession.create(model.sources[g]!, { graphOptimizationLevel: 'all', intraOpNumThreads: cores });
   }
-  console.log(`es-en greedy translation, max length ${MAX_LEN}; batch 1 on the first 200 test sentences, batch 32 on all 1,000 (sorted by length)`);
-  const rows: Row[] = [];
+  const run = ortRunner(sessions);
+  const vs = await variants();
+  const plans = vs.map((v) => {
+    const built = buildPlan(runPipeline(model, { topk: TRANSLATE_TOPK, quantize: v.quantize, vocab: v.vocab }), { target: 'cpu', maxBatch: 32, maxSrcLen: Math.max(128, ...ids.map((s) => s.length)), maxTgtLen: MAX_LEN, maxDims: { decoder_sequence_length: 1 } });
+    return { v, plan: loadPlanBytes(encodePlan(built.header, built.blob), `es-en-${v.name}.plan`), weightBytes: built.header.blobBytes };
+  });
+  console.log(`es-en greedy translation, max length ${MAX_LEN}; batch 1 on the first 200 test sentences, batch 32 on all 1,000 (sorted by length); plans: ${plans.map((p) => `${p.v.name} (${(p.weightBytes / 1e6).toFixed(1)} MB of weights)`).join(', ')}`);
+  const rows: PlanRow[] = [];
+  const ortRows: Row[] = [];
   try {
-    await measure(plan, ortRunner(sessions), ids.slice(0, 8), 8);
+    for (const p of plans) await runPlanc(p.plan, ids.slice(0, 8), 8); // warm-up
+    await runOrt(run, ids.slice(0, 8), 8, conventionsOf(plans[0]!.plan.header.decoding));
     for (const [batch, n] of RUNS) {
-      rows.push(await measure(plan, ortRunner(sessions), ids.slice(0, n), batch));
-      print(rows[rows.length - 1]!);
+      const sub = ids.slice(0, n);
+      const o = await runOrt(run, sub, batch, conventionsOf(plans[0]!.plan.header.decoding));
+      let fp32: { s: Side; out: number[][] } | undefined;
+      for (const p of plans) {
+        const r = await runPlanc(p.plan, sub, batch);
+        fp32 ??= r;
+        const same = (a: number[][]) => r.out.filter((x, i) => x.join() === a[i]!.join()).length;
+        rows.push({ plan: p.v.name, batch, sentences: n, planc: r.s, vsOrt: r.s.sentencesPerS / o.s.sentencesPerS, vsFp32: r.s.sentencesPerS / fp32.s.sentencesPerS, identicalOrt: same(o.out), identicalFp32: same(fp32.out) });
+        print(rows[rows.length - 1]!, o.s);
+      }
+      const f = rows.find((r) => r.plan === 'fp32' && r.batch === batch)!;
+      ortRows.push({ batch, sentences: n, planc: f.planc, ort: o.s, ratio: f.vsOrt, identical: f.identicalOrt });
     }
   } finally {
-    plan.close();
+    for (const p of plans) p.plan.close();
     for (const s of Object.values(sessions)) await s.release();
   }
   const out = path.join(REPO_ROOT, 'bench', 'results', 'translate.jsonl');
-  fs.appendFileSync(out, JSON.stringify({ bench: 'translate', model: 'es-en', maxLength: MAX_LEN, rows, ...machineFacts() }) + '\n');
+  fs.appendFileSync(out, JSON.stringify({ bench: 'translate', model: 'es-en', maxLength: MAX_LEN, rows: ortRows, plans: rows, weightBytes: Object.fromEntries(plans.map((p) => [p.v.name, p.weightBytes])), clusters: { R, K, calibrationSentences: CAL }, ...machineFacts() }) + '\n');
   console.log(`appended to ${path.relative(process.cwd(), out)}`);
 }

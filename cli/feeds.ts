@@ -3,7 +3,8 @@ import * as fs from 'node:fs';
 import { unzipSync } from 'fflate';
 import { PlancError } from '../compiler/diagnostics.ts';
 import type { IOInfo } from '../runtime/plan.ts';
-import { tensorFrom, type RtDType, type RtTensor } from '../runtime/tensor.ts';
+import { feedTensor } from '../runtime/feeds-check.ts';
+import type { RtDType, RtTensor } from '../runtime/tensor.ts';
 
 /** Reads feeds from a .json or .npz file, using the plan's input dtypes for plain JSON arrays. */
 export function readFeeds(file: string, inputs: IOInfo[]): Record<string, RtTensor> {
@@ -21,8 +22,8 @@ export function readFeeds(file: string, inputs: IOInfo[]): Record<string, RtTens
     const where = { file, node: name };
     if (v && typeof v === 'object' && !Array.isArray(v)) {
       const o = v as { dtype?: RtDType; dims?: number[]; data?: number[] };
-      if (!o.dims || !o.data) throw new PlancError('PLANC_E405', `feed '${name}' needs dims and data`, where);
-      out[name] = tensorFrom(o.dtype ?? (info?.dtype as RtDType) ?? 'float32', o.dims, o.data);
+      if (!o.dims || !Array.isArray(o.data)) throw new PlancError('PLANC_E405', `feed '${name}' needs dims and data (an array)`, where);
+      out[name] = feedTensor(name, o.dtype ?? (info?.dtype as RtDType) ?? 'float32', o.dims, o.data, { file });
     } else {
       const dims: number[] = [];
       let x: unknown = v;
@@ -30,7 +31,7 @@ export function readFeeds(file: string, inputs: IOInfo[]): Record<string, RtTens
       const flat = (Array.isArray(v) ? (v as unknown[]).flat(Infinity) : [v]) as number[];
       if (flat.some((n) => typeof n !== 'number' && typeof n !== 'boolean')) throw new PlancError('PLANC_E405', `feed '${name}' must hold numbers`, where);
       if (flat.length !== dims.reduce((a, b) => a * b, 1)) throw new PlancError('PLANC_E405', `feed '${name}' is a ragged array`, where);
-      out[name] = tensorFrom((info?.dtype as RtDType) ?? 'float32', dims, flat.map(Number));
+      out[name] = feedTensor(name, (info?.dtype as RtDType) ?? 'float32', dims, flat, { file });
     }
   }
   return out;

@@ -6,12 +6,16 @@ import type { PlanHeader } from '../compiler/plan/types.ts';
 import { importModel, unsupportedOps } from '../compiler/onnx/import-model.ts';
 import { typeStr } from '../compiler/printer.ts';
 import { parseArgs, type CommandSpec } from './args.ts';
+import { formatQuantizationReport, quantizationInspect } from './quantize.ts';
 import { formatVocabReport, vocabInspect } from './vocab.ts';
 
 export const INSPECT: CommandSpec = {
   name: 'inspect',
-  usage: 'planc inspect MODEL|PLAN [--json]    MODEL: a .onnx file or a Hugging Face seq2seq folder; PLAN: a plan file',
-  flags: { json: 'boolean' },
+  args: 'MODEL|PLAN',
+  summary: 'Describes a model (MODEL: a .onnx file or a Hugging Face seq2seq folder): its graphs, inputs and outputs with symbolic shapes, opsets, operator histogram, weights and unsupported operators; or a plan (PLAN: a file planc optimize wrote): its target, profile, tokenizer, decoding conventions, arena and kernels per graph.',
+  options: {
+    json: { kind: 'boolean', help: 'print the report as JSON (stable field names, for scripts)' },
+  },
 };
 
 export interface ModelReport {
@@ -112,6 +116,10 @@ export interface PlanReport {
   fatbinBytes: number;
   /** Plans made with --vocab: the method and the quality report (fractions in 0..1; BLEU null without a reference). */
   vocab?: ReturnType<typeof vocabInspect>;
+  /** Plans made with --quantize: each product's precision and measured error, and the gate's measurements. */
+  quantization?: ReturnType<typeof quantizationInspect>;
+  /** Nodes computed at optimize time (their outputs are weights of the plan). */
+  memoized: { graph: string; node: string; op: string; bytes: number; reused: boolean }[];
 }
 
 export function planReport(file: string, h: PlanHeader): PlanReport {
@@ -138,6 +146,8 @@ export function planReport(file: string, h: PlanHeader): PlanReport {
     kernels: (h.cuda?.kernels ?? []).map((k) => ({ name: k.name, arch: k.arch, registers: k.registers, spillBytes: k.spillBytes, sharedBytes: k.sharedBytes, stackBytes: k.stackBytes })),
     fatbinBytes: h.cuda?.fatbin.length ?? 0,
     ...(h.vocab ? { vocab: vocabInspect(h.vocab) } : {}),
+    ...(h.quantization ? { quantization: quantizationInspect(h.quantization) } : {}),
+    memoized: h.memoized ?? [],
   };
 }
 
@@ -156,6 +166,11 @@ export function formatPlanReport(r: PlanReport, h?: PlanHeader): string {
     if (Object.keys(g.fusedOps).length) lines.push(`    fused: ${Object.entries(g.fusedOps).map(([k, v]) => `${k} ${v}`).join(', ')}`);
   }
   if (h?.vocab) lines.push(...formatVocabReport(h.vocab));
+  if (h?.quantization) lines.push(...formatQuantizationReport(h.quantization));
+  if (r.memoized.length) {
+    const bytes = r.memoized.reduce((a, m) => a + (m.reused ? 0 : m.bytes), 0);
+    lines.push(`memoized at optimize time: ${r.memoized.length} node(s), ${mb(bytes)} of results (${r.memoized.filter((m) => m.reused).length} reused across graphs): ${[...new Set(r.memoized.map((m) => m.op))].join(', ')}`);
+  }
   if (r.kernels.length) {
     lines.push(`CUDA: ${new Set(r.kernels.map((k) => k.name)).size} kernels, fatbin ${mb(r.fatbinBytes)}, nvcc ${r.nvcc}; ptxas per arch (registers, spill bytes, shared bytes):`);
     for (const k of r.kernels) lines.push(`  ${k.arch} ${k.name.padEnd(28)} ${String(k.registers).padStart(4)} regs ${String(k.spillBytes).padStart(5)} spill ${String(k.sharedBytes).padStart(6)} smem`);

@@ -6,20 +6,50 @@ import { readPositionLimits } from '../compiler/onnx/position-limits.ts';
 import { writePlanFile } from '../compiler/plan/format.ts';
 import { parseVocabSpec } from '../compiler/vocab/spec.ts';
 import type { SpecialIds } from '../codegen/build-plan.ts';
-import { findNvcc, parseArchs } from '../codegen/cuda/nvcc.ts';
+import { DEFAULT_ARCHS, findNvcc, parseArchs } from '../codegen/cuda/nvcc.ts';
 import { DEFAULT_PROFILE } from '../codegen/profile.ts';
 import { checkDumpAfter, compile } from '../optimize/compile.ts';
-import { parseArgs, type CommandSpec } from './args.ts';
+import { parseArgs, usageLine, type CommandSpec } from './args.ts';
+import { checkOutputFile } from './files.ts';
 import { Progress } from './progress.ts';
+import { applyThreads, THREADS_OPTION } from './threads.ts';
 import { findTokenizer, type TokenizerFile } from './tokenizer-file.ts';
+import { formatQuantizationReport, parseQuantize } from './quantize.ts';
 import { formatVocabReport } from './vocab.ts';
 
 export const OPTIMIZE: CommandSpec = {
   name: 'optimize',
-  usage: 'planc optimize MODEL -o PLAN [--target cpu|cuda] [--arch sm_80,sm_90] [--max-batch N] [--max-src-len N] [--max-tgt-len N] [--max-dim NAME=N,...] [--tokenizer FILE | --no-tokenizer] [--decoder-start-id N] [--eos-id N] [--pad-id N] [--unk-id N] [--no-fuse] [--step-tokens N (decoder steps of 1..N new tokens; default 1)] [--topk N (default for translation models: exact beams up to max(4, num_beams) besides banned ids, 8 without any; 0 keeps logits)] [--vocab shortlist=FILE[,first=N,best=N] | --vocab clusters=R,K --calibrate SOURCE_TEXT] [--eval-src FILE [--eval-ref FILE]] [--dump-after PASS|all] [--explain] [--quiet]',
-  flags: { o: 'string', output: 'string', target: 'string', arch: 'string', 'max-batch': 'number', 'max-src-len': 'number', 'max-tgt-len': 'number', 'max-dim': 'string', quiet: 'boolean', 'no-fuse': 'boolean', 'step-tokens': 'number', topk: 'number', 'dump-after': 'string', explain: 'boolean',
-    vocab: 'string', calibrate: 'string', 'eval-src': 'string', 'eval-ref': 'string',
-    tokenizer: 'string', 'no-tokenizer': 'boolean', 'decoder-start-id': 'number', 'eos-id': 'number', 'pad-id': 'number', 'unk-id': 'number' },
+  args: 'MODEL',
+  summary: 'Compiles a model into a plan file: imports and verifies MODEL (a .onnx file, or a Hugging Face seq2seq folder with encoder_model.onnx and its decoders, config.json, generation_config.json and a tokenizer), fuses and lowers every graph to native kernel calls, plans their memory, and writes the plan with its weights and tokenizer. Prints a summary (steps with their times on standard error).',
+  options: {
+    output: { kind: 'string', short: 'o', value: 'PLAN', help: 'the plan file to write (required); its folder must exist' },
+    target: { kind: 'string', value: 'cpu|cuda', help: 'where the plan runs (default cpu); cuda compiles the kernels with nvcc' },
+    arch: { kind: 'string', value: 'LIST', help: `GPU architectures of a cuda plan, sm_80 or newer (default ${DEFAULT_ARCHS.join(',')})` },
+    'max-batch': { kind: 'number', value: 'N', help: `the most sentences (times beams) per run; sizes the arena (default ${DEFAULT_PROFILE.maxBatch})` },
+    'max-src-len': { kind: 'number', value: 'N', help: `the most source tokens (default ${DEFAULT_PROFILE.maxSrcLen}, lowered to the model's position table)` },
+    'max-tgt-len': { kind: 'number', value: 'N', help: `the most target tokens (default ${DEFAULT_PROFILE.maxTgtLen}, lowered to the model's position table)` },
+    'max-dim': { kind: 'string', value: 'NAME=N,...', help: 'bounds of other symbolic dims, e.g. decoder_sequence_length=8' },
+    tokenizer: { kind: 'string', value: 'FILE', help: 'the tokenizer to embed (a SentencePiece .spm/.model or a tokenizer.json); default: the one in the model folder' },
+    'no-tokenizer': { kind: 'boolean', help: 'embed no tokenizer (translate then takes token ids: planc translate --ids)' },
+    'decoder-start-id': { kind: 'number', value: 'N', help: "the decoder's start token id (default: config.json's decoder_start_token_id)" },
+    'eos-id': { kind: 'number', value: 'N', help: "the end-of-sentence id (default: config.json's eos_token_id)" },
+    'pad-id': { kind: 'number', value: 'N', help: "the padding id (default: config.json's pad_token_id)" },
+    'unk-id': { kind: 'number', value: 'N', help: "the unknown-token id (default: config.json's or the tokenizer's)" },
+    'no-fuse': { kind: 'boolean', help: 'skip the fusion passes (plain kernels; for comparisons)' },
+    'step-tokens': { kind: 'number', value: 'N', help: 'decoder steps take 1..N new tokens per row (for the parallel Jacobi strategies); default 1' },
+    topk: { kind: 'number', value: 'N', help: "the decoder step returns each row's N best tokens instead of logits (default for translation models: enough for exact beams up to max(4, num_beams) besides banned ids, 8 without any); 0 keeps the logits" },
+    vocab: { kind: 'string', value: 'SPEC', help: 'vocabulary rewrite of the output projection: shortlist=FILE[,first=N,best=N] (a Marian or CTranslate2 lexical shortlist), or clusters=R,K (with --calibrate)' },
+    calibrate: { kind: 'string', value: 'FILE', help: 'source sentences, one per line, that --vocab clusters=R,K is calibrated on' },
+    quantize: { kind: 'string', value: 'MODE', help: 'quantize the products over constant weights: int8 (weights per output channel, inputs per row at run time), w8 (int8 weights, float32 inputs), int16 (Marian\'s fixed 2^10 scheme), or auto (int8, with the layers whose measured error breaks the accuracy gate kept in higher precision; needs --eval-src)' },
+    'quantize-layers': { kind: 'string', value: 'NODE=P,...', help: 'per-layer precision (int8, w8, int16, float32) by IR node name, over --quantize (see planc inspect --json for the names)' },
+    'eval-src': { kind: 'string', value: 'FILE', help: "held-out source sentences on which --vocab's and --quantize's quality is measured (top-1 agreement, identical sentences vs the unrewritten / float32 plan)" },
+    'eval-ref': { kind: 'string', value: 'FILE', help: 'references of --eval-src, to report BLEU with and without the rewrite or quantization' },
+    'dump-after': { kind: 'string', value: 'PASS|all', help: 'print the IR after a pass (or the programs after a program pass) on standard error' },
+    explain: { kind: 'boolean', help: 'say on standard error why a fusion rule declined a partial match' },
+    'emit-ts': { kind: 'string', value: 'FILE', help: "also write a typed TypeScript module for the plan: its graphs' feeds and outputs (dtypes, symbolic dims) and typed run/translate wrappers over the planc package" },
+    quiet: { kind: 'boolean', help: 'print nothing but errors' },
+    threads: THREADS_OPTION,
+  },
 };
 
 const mb = (b: number) => `${(b / 1e6).toFixed(1)} MB`;
@@ -77,8 +107,11 @@ function chooseTokenizer(model: string, flags: Record<string, unknown>): Tokeniz
 export async function runOptimize(argv: string[]): Promise<number> {
   const { positional, flags } = parseArgs(OPTIMIZE, argv);
   const model = positional[0]!;
-  const out = (flags.o ?? flags.output) as string | undefined;
-  if (!out) throw new PlancError('PLANC_E301', `optimize needs -o PLAN\nusage: ${OPTIMIZE.usage}`);
+  const out = flags.output as string | undefined;
+  if (!out) throw new PlancError('PLANC_E301', `optimize needs -o PLAN (the plan file to write)\nusage: ${usageLine(OPTIMIZE)}`);
+  checkOutputFile(out, '-o');
+  if (flags['emit-ts'] !== undefined) checkOutputFile(String(flags['emit-ts']), '--emit-ts');
+  applyThreads(flags);
   const target = (flags.target as string | undefined) ?? 'cpu';
   if (target !== 'cpu' && target !== 'cuda') throw new PlancError('PLANC_E301', `--target ${target}: planc builds cpu and cuda plans`);
   if (flags.arch !== undefined && target !== 'cuda') throw new PlancError('PLANC_E301', '--arch applies to --target cuda only');
@@ -96,7 +129,10 @@ export async function runOptimize(argv: string[]): Promise<number> {
   const dumpAfter = flags['dump-after'] as string | undefined;
   checkDumpAfter(dumpAfter);
   const vocabSpec = flags.vocab === undefined ? undefined : parseVocabSpec(String(flags.vocab));
-  if (!vocabSpec) for (const f of ['calibrate', 'eval-src', 'eval-ref']) if (flags[f] !== undefined) throw new PlancError('PLANC_E301', `--${f} applies to --vocab only`);
+  const quantize = parseQuantize(flags.quantize as string | undefined, flags['quantize-layers'] as string | undefined);
+  if (!vocabSpec && !quantize) for (const f of ['calibrate', 'eval-src', 'eval-ref']) if (flags[f] !== undefined) throw new PlancError('PLANC_E301', `--${f} applies to --vocab and --quantize only`);
+  if (quantize?.mode === 'auto' && flags['eval-src'] === undefined) throw new PlancError('PLANC_E301', '--quantize auto measures the plan against float32: give --eval-src FILE (held-out source sentences)');
+  if (quantize && flags['no-fuse'] === true) throw new PlancError('PLANC_E301', '--quantize rewrites planc.FusedMatMul and planc.ProjectTopK, which --no-fuse turns off');
   if (flags['eval-ref'] !== undefined && flags['eval-src'] === undefined) throw new PlancError('PLANC_E301', '--eval-ref needs --eval-src');
   if (vocabSpec?.method === 'clusters' && flags.calibrate === undefined) throw new PlancError('PLANC_E301', '--vocab clusters=R,K needs --calibrate SOURCE_TEXT (source sentences, one per line)');
   if (vocabSpec?.method === 'shortlist' && flags.calibrate !== undefined) throw new PlancError('PLANC_E301', '--calibrate applies to --vocab clusters only');
@@ -108,6 +144,7 @@ export async function runOptimize(argv: string[]): Promise<number> {
     target, archs, ...profile, specialIds: ids, tokenizer: tokenizer && { bytes: tokenizer.bytes, kind: tokenizer.kind },
     options: { model: path.resolve(model) },
     disable: flags['no-fuse'] === true ? ['fuse'] : [], topk: flags.topk as number | undefined, stepTokens: flags['step-tokens'] as number | undefined,
+    quantize: quantize && { ...quantize, evalSrc: flags['eval-src'] as string | undefined, evalRef: flags['eval-ref'] as string | undefined, calibrate: vocabSpec ? undefined : flags.calibrate as string | undefined },
     vocab: vocabSpec && {
       spec: vocabSpec, calibrate: flags.calibrate as string | undefined, evalSrc: flags['eval-src'] as string | undefined, evalRef: flags['eval-ref'] as string | undefined,
     },
@@ -116,6 +153,7 @@ export async function runOptimize(argv: string[]): Promise<number> {
   }, { progress });
   progress.start(`writing ${out}`);
   const bytes = writePlanFile(out, built.header, built.blob);
+  if (flags['emit-ts'] !== undefined) (await import('../codegen/emit-ts.ts')).writePlanTypes(String(flags['emit-ts']), out, built.header);
   progress.finish();
   if (flags.quiet !== true) {
     const h = built.header;
@@ -126,6 +164,7 @@ export async function runOptimize(argv: string[]): Promise<number> {
       ...(built.firstStepOnly ? ['decoder: sized for the first decoding step (decoder_sequence_length ≤ 1; --max-dim decoder_sequence_length=N for longer prefixes)'] : []),
       tokenizer ? `tokenizer: ${tokenizer.kind}, ${path.basename(tokenizer.file)} (${(tokenizer.bytes.length / 1e3).toFixed(1)} kB)` : 'tokenizer: none (translate with --ids)',
       ...(built.vocab ? formatVocabReport(built.vocab) : []),
+      ...(built.quantization ? formatQuantizationReport(built.quantization) : []),
       ...built.reports.map((r) => `  ${r.graph.padEnd(18)} ${String(r.kernels).padStart(4)} kernels   arena ${mb(r.arenaBytes).padStart(9)}   lower bound ${mb(r.lowerBound).padStart(9)}   all tensors ${mb(r.tensorBytesSum).padStart(9)}   in-place ${r.inPlace}`),
       `done in ${progress.elapsed.toFixed(1)} s`,
     ];

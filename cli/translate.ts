@@ -1,19 +1,53 @@
-// `planc translate PLAN [--strategy NAME] [--jacobi-block N] [--beam N] [--max-length N] [--batch N] [--target-lang CODE] [--truncate] [--ids] < in.txt > out.txt`.
+// `planc translate PLAN [-i IN] [-o OUT] [options]`: streams lines through a plan; translations in input order as they are ready.
 import * as fs from 'node:fs';
 import { PlancError } from '../compiler/diagnostics.ts';
-import type { DecodingOptions } from '../runtime/decode/options.ts';
+import { validateDecodingOptions, type DecodingOptions } from '../runtime/decode/options.ts';
 import { STRATEGIES } from '../runtime/decode/strategy.ts';
+import { planDefaults, tooLong, translateIds, type TranslationResult } from '../runtime/decode/translate-ids.ts';
 import { loadPlan, type Plan } from '../runtime/plan.ts';
-import { translateIdsStream, translateStream, type TranslateOptions } from '../runtime/translate.ts';
-import type { ProgressBar } from '../passes/pass.ts';
-import { parseArgs, type CommandSpec } from './args.ts';
-import { Progress } from './progress.ts';
+import type { Tokenizer } from '../runtime/tokenizer/tokenizer.ts';
+import { planTokenizer, sourceIds } from '../runtime/translate.ts';
+import { intOption, parseArgs, type CommandSpec, type Parsed } from './args.ts';
+import { ddgvizRecorder } from './ddgviz.ts';
+import { checkInputFile, checkOutputFile } from './files.ts';
+import { LineChunks } from './line-chunks.ts';
+import { applyThreads, THREADS_OPTION } from './threads.ts';
+import { applyDevice } from '../runtime/backends/cudasim.ts';
 
 export const TRANSLATE: CommandSpec = {
   name: 'translate',
-  usage: `planc translate PLAN [--strategy ${['auto', ...STRATEGIES.keys()].join('|')}] [--jacobi-block N] [--beam N] [--max-length N] [--batch N] [--target-lang CODE] [--truncate] [--ids] [--quiet] < in.txt > out.txt   (--ids: space-separated token ids per line, taken verbatim)`,
-  flags: { strategy: 'string', 'jacobi-block': 'number', beam: 'number', 'max-length': 'number', batch: 'number', 'target-lang': 'string', truncate: 'boolean', ids: 'boolean', quiet: 'boolean' },
+  args: 'PLAN',
+  summary: 'Translates text with a plan: one sentence per line from standard input (or --input FILE), one translation per line to standard output (or --output FILE), in input order. The plan and its tokenizer are opened and checked before any input is read. Input is streamed: lines are translated as batches fill, or as soon as the input pauses, so a pipe gets each answer once its batch is done; an empty line gives an empty line, a line that fails gives an empty line and a message on standard error naming the line, and the exit status is then 2.',
+  options: {
+    input: { kind: 'string', short: 'i', value: 'FILE', help: 'read the sentences from FILE instead of standard input' },
+    output: { kind: 'string', short: 'o', value: 'FILE', help: 'write the translations to FILE instead of standard output (its folder must exist)' },
+    strategy: { kind: 'string', value: 'NAME', help: `decoding strategy: ${['auto', ...STRATEGIES.keys()].join(', ')} (default auto: greedy for beam 1, else beam; pj/pgj/hgj give greedy's output by parallel Jacobi steps on a --step-tokens plan)` },
+    'jacobi-block': { kind: 'number', value: 'N', help: 'block size of the pgj and hgj strategies: tokens one decoder step refines (default 3)' },
+    beam: { kind: 'number', value: 'N', help: "beam size, 1 = greedy (default: the plan's num_beams, else 1; at least --n-best)" },
+    'n-best': { kind: 'number', value: 'N', help: 'print the N best translations of each line in the n-best format below (implies --scores; the beam is widened to N when --beam is not given)' },
+    scores: { kind: 'boolean', help: 'print each translation\'s score after it: TEXT ||| SCORE (see below)' },
+    'length-penalty': { kind: 'number', value: 'X', help: 'length penalty alpha in [0, 10]: a hypothesis scores (sum of its token log-probs) / length^alpha; 0 = raw sum (default 1)' },
+    'max-length': { kind: 'number', value: 'N', help: "cap on generated tokens per sentence (default: the plan's max_new_tokens, else 256; always within the plan's --max-tgt-len)" },
+    batch: { kind: 'number', value: 'N', help: "sentences per batch (default 32, capped by the plan's --max-batch / beam)" },
+    'batch-tokens': { kind: 'number', value: 'N', help: 'cut batches by tokens instead: sentences × longest source ≤ N (a longer sentence goes alone); default off' },
+    'target-lang': { kind: 'string', value: 'CODE', help: "force this target language token (its name in the plan's tokenizer: en_XX, __en__, eng_Latn, ...) as the first generated token" },
+    truncate: { kind: 'boolean', help: "cut sources over the plan's --max-src-len to fit (keeping their final eos) instead of failing those lines" },
+    ids: { kind: 'boolean', help: 'input and output lines are token ids, space-separated integers, taken verbatim (no tokenizer needed)' },
+    ddgviz: { kind: 'string', value: 'FILE', help: 'also write the DDGviz page of the run (parallel Jacobi strategies only: --strategy pj, pgj or hgj) to FILE' },
+    quiet: { kind: 'boolean', help: 'no speed summary on standard error at the end' },
+    threads: THREADS_OPTION,
+    device: { kind: 'string', value: 'sim', help: 'sim: run a cuda plan on the emulated CUDA device (native/cudasim, on the CPU: slow, for checking kernels; as PLANC_DEVICE=sim)' },
+  },
+  notes: `Output formats. By default each input line gives one line: its translation. With --scores: TEXT ||| SCORE, where SCORE is the hypothesis' length-penalized log-probability (see --length-penalty; higher is better; a failed line gives -inf). With --n-best N (Marian's n-best format): up to N lines per input line, best first, each
+  INDEX ||| TEXT ||| SCORE
+where INDEX is the input line's number counting from 0; a failed or empty line gives one line with an empty text. With --ids, TEXT is the output token ids, space-separated.
+Only --n-best changes the number of output lines; otherwise the output has exactly as many lines as the input.`,
 };
+
+/** How long input may pause before the lines read so far are translated without waiting for a full batch. */
+const IDLE_MS = 25;
+/** The most lines handed to one translateIds call (it sorts them by length and batches within them). */
+const MAX_CHUNK = 256;
 
 /** Stdin's lines (a final newline does not start another sentence). */
 export function readLines(text: string): string[] {
@@ -31,69 +65,154 @@ export function parseIdLine(line: string, lineNo: number): number[] {
   });
 }
 
-function decodingOptions(flags: Record<string, unknown>): TranslateOptions {
+/** What the output looks like (see TRANSLATE.notes). */
+interface OutputFormat { nBest: number; scores: boolean }
+
+function decodingOptions(flags: Parsed['flags'], plan: Plan, format: OutputFormat): Partial<DecodingOptions> {
   const o: Partial<DecodingOptions> = {};
   if (flags.strategy !== undefined) o.strategy = String(flags.strategy);
   if (flags['jacobi-block'] !== undefined) o.jacobiBlock = flags['jacobi-block'] as number;
-  if (flags.beam !== undefined) o.beamSize = flags.beam as number;
+  if (flags.beam !== undefined) {
+    o.beamSize = flags.beam as number;
+    if (format.nBest > o.beamSize) throw new PlancError('PLANC_E301', `--n-best ${format.nBest} needs a beam of at least ${format.nBest} (--beam ${o.beamSize} keeps fewer hypotheses)`);
+  } else if (format.nBest > 1) o.beamSize = Math.max(format.nBest, planDefaults(plan).beamSize ?? 1);
+  if (flags['length-penalty'] !== undefined) o.lengthPenalty = flags['length-penalty'] as number;
   if (flags['max-length'] !== undefined) o.maxLength = flags['max-length'] as number;
   if (flags.batch !== undefined) o.batchSize = flags.batch as number;
+  if (flags['batch-tokens'] !== undefined) o.batchTokens = flags['batch-tokens'] as number;
   if (flags['target-lang'] !== undefined) o.targetLang = String(flags['target-lang']);
   if (flags.truncate === true) o.truncate = true;
+  if (format.scores) o.returnScores = true;
+  if (format.nBest > 0) o.returnAlternatives = format.nBest;
   return o;
 }
 
-/** Tokens generated and lines that failed alone (an empty output line each, the error on stderr with its line number). */
-interface Counts { tokens: number; failed: number }
+/** One input line's outcome: its result, or the error it failed with alone. */
+type LineResult = { result: TranslationResult; error?: undefined } | { result?: undefined; error: Error };
 
-function report(r: { index: number; error?: Error }, out: string, counts: Counts, bar: ProgressBar): void {
-  if (r.error) {
-    counts.failed++;
-    process.stderr.write(`planc translate: line ${r.index + 1}: ${r.error.message}\n`);
+/** The lines one result prints (TRANSLATE.notes). */
+function formatLines(index: number, r: LineResult, format: OutputFormat, text: (ids: number[]) => string): string[] {
+  const score = (s: number | undefined) => (s === undefined ? '-inf' : s.toFixed(6));
+  if (format.nBest > 0) {
+    if (!r.result) return [`${index} |||  ||| -inf`];
+    const hyps = r.result.alternatives ?? [{ ids: r.result.ids, score: r.result.score ?? 0 }];
+    return hyps.map((h) => `${index} ||| ${text(h.ids)} ||| ${score(h.score)}`);
   }
-  process.stdout.write(`${out}\n`);
-  bar.tick(1);
+  const t = r.result ? text(r.result.ids) : '';
+  return [format.scores ? `${t} ||| ${score(r.result?.score)}` : t];
 }
 
-async function translateTextLines(plan: Plan, lines: string[], o: TranslateOptions, bar: ProgressBar): Promise<Counts> {
-  const counts = { tokens: 0, failed: 0 };
-  for await (const r of translateStream(plan, lines, o)) {
-    counts.tokens += r.tokens;
-    report(r, r.text, counts, bar);
-  }
-  return counts;
+/** Where translations go: standard output, or a file written as they come. */
+function openOutput(file: string | undefined): { write(s: string): void; close(): void } {
+  if (file === undefined) return { write: (s) => { process.stdout.write(s); }, close: () => {} };
+  const fd = fs.openSync(file, 'w');
+  return { write: (s) => { fs.writeSync(fd, s); }, close: () => fs.closeSync(fd) };
 }
 
-async function translateIdLines(plan: Plan, lines: string[], o: TranslateOptions, bar: ProgressBar): Promise<Counts> {
-  const counts = { tokens: 0, failed: 0 };
-  const sources = lines.map((l, i) => parseIdLine(l, i + 1));
-  for await (const r of translateIdsStream(plan, sources, o)) {
-    counts.tokens += r.ids.length;
-    report(r, r.ids.join(' '), counts, bar);
+/** Translates one chunk of lines; a line that fails alone gets its error, the others their results. */
+async function translateChunk(plan: Plan, sources: (number[] | Error)[], o: Partial<DecodingOptions>): Promise<LineResult[]> {
+  const ok = sources.flatMap((s, i) => (s instanceof Error ? [] : [i]));
+  const out: LineResult[] = sources.map((s) => (s instanceof Error ? { error: s } : { error: new Error('not translated') }));
+  try {
+    const results = await translateIds(plan, ok.map((i) => sources[i] as number[]), o);
+    ok.forEach((i, j) => { out[i] = { result: results[j]! }; });
+  } catch (e) {
+    if (ok.length <= 1) { if (ok.length) out[ok[0]!] = { error: e as Error }; return out; }
+    // find the line at fault: each alone (the rest still translate)
+    for (const i of ok) out[i] = (await translateChunk(plan, [sources[i]!], o))[0]!;
   }
-  return counts;
+  return out;
 }
 
 export async function runTranslate(argv: string[]): Promise<number> {
   const { positional, flags } = parseArgs(TRANSLATE, argv);
-  const planFile = positional[0]!;
-  const options = decodingOptions(flags);
-  const lines = readLines(fs.readFileSync(0, 'utf8'));
-  const plan = await loadPlan(planFile);
+  const nBest = intOption(flags, 'n-best', 1, 64) ?? 0;
+  const format: OutputFormat = { nBest, scores: flags.scores === true || nBest > 0 };
+  const input = flags.input as string | undefined;
+  const output = flags.output as string | undefined;
+  if (input !== undefined) checkInputFile(input, '--input');
+  if (output !== undefined) checkOutputFile(output, '--output');
+  applyThreads(flags);
+  applyDevice(flags.device as string | undefined);
+  // the plan, its tokenizer and the options are checked before any input is read
+  const plan = await loadPlan(positional[0]!);
   try {
-    return await translateLines(plan, lines, options, flags.ids === true, flags.quiet === true);
+    const ids = flags.ids === true;
+    const tok = ids ? undefined : await planTokenizer(plan);
+    const options = decodingOptions(flags, plan, format);
+    const ddgviz = flags.ddgviz === undefined ? undefined : ddgvizRecorder(String(flags.ddgviz), options);
+    await translateIds(plan, [], options);
+    // a chunk is ready once it fills a batch (sentences × beams within the plan's maxBatch), or when input pauses
+    const v = validateDecodingOptions(options, planDefaults(plan));
+    const batch = Math.max(1, Math.min(v.batchSize, Math.floor(plan.header.profile.maxBatch / v.beamSize), MAX_CHUNK));
+    const lines = new LineChunks(input === undefined ? process.stdin : fs.createReadStream(input), { full: batch, max: MAX_CHUNK, idleMs: IDLE_MS });
+    const out = openOutput(output);
+    try {
+      const run: Run = { tok, options, format, drawn: ddgviz && { sources: [], texts: [] }, out };
+      const counts = await translateLines(plan, lines, run);
+      if (ddgviz && run.drawn) await ddgviz.write(plan, run.drawn.sources, tok ? run.drawn.texts : undefined);
+      return report(counts, flags.quiet === true);
+    } finally {
+      lines.close();
+      out.close();
+    }
   } finally {
     plan.close();
   }
 }
 
-async function translateLines(plan: Plan, lines: string[], options: TranslateOptions, ids: boolean, quiet: boolean): Promise<number> {
-  const bar = new Progress(quiet).bar('translating', lines.length);
+interface Run {
+  tok: Tokenizer | undefined;
+  options: Partial<DecodingOptions>;
+  format: OutputFormat;
+  /** With --ddgviz: every line's source ids and text, for the page. */
+  drawn: { sources: number[][]; texts: string[] } | undefined;
+  out: { write(s: string): void };
+}
+
+interface Counts { lines: number; tokens: number; failed: number; seconds: number }
+
+/** Reads chunks of lines, translates each, writes its results in order; a line that fails is an empty line and a message. */
+async function translateLines(plan: Plan, lines: LineChunks, run: Run): Promise<Counts> {
+  const { tok, options, format } = run;
+  const max = plan.header.profile.maxSrcLen;
+  const counts: Counts = { lines: 0, tokens: 0, failed: 0, seconds: 0 };
   const t0 = performance.now();
-  const { tokens, failed } = ids ? await translateIdLines(plan, lines, options, bar) : await translateTextLines(plan, lines, options, bar);
-  bar.done();
-  const s = Math.max((performance.now() - t0) / 1000, 1e-9);
-  if (!quiet) process.stderr.write(`translated ${lines.length} sentences in ${s.toFixed(2)} s: ${(lines.length / s).toFixed(1)} sentences/s, ${(tokens / s).toFixed(0)} tokens/s\n`);
-  if (failed > 0) process.stderr.write(`planc translate: ${failed} of ${lines.length} lines failed (empty output lines)\n`);
-  return failed > 0 ? 2 : 0;
+  const text = (ids: number[]) => (tok ? tok.decode(ids) : ids.join(' '));
+  for (let chunk = await lines.next(); chunk; chunk = await lines.next()) {
+    const first = counts.lines;
+    const sources = chunk.map((line, k): number[] | Error => {
+      try {
+        const s = tok ? sourceIds(tok, line, options.truncate ? max : undefined) : parseIdLine(line, first + k + 1);
+        if (!options.truncate && s.length > max) return tooLong('the source', s.length, max);
+        return s;
+      } catch (e) {
+        return e as Error;
+      }
+    });
+    if (run.drawn) {
+      run.drawn.sources.push(...sources.map((s) => (s instanceof Error ? [] : s)));
+      run.drawn.texts.push(...chunk);
+    }
+    const results = await translateChunk(plan, sources, options);
+    let block = '';
+    results.forEach((r, k) => {
+      if (r.error) {
+        counts.failed++;
+        process.stderr.write(`planc translate: line ${first + k + 1}: ${r.error.message}\n`);
+      } else counts.tokens += r.result.ids.length;
+      block += `${formatLines(first + k, r, format, text).join('\n')}\n`;
+    });
+    run.out.write(block);
+    counts.lines += chunk.length;
+  }
+  counts.seconds = Math.max((performance.now() - t0) / 1000, 1e-9);
+  return counts;
+}
+
+/** The summary on standard error; the exit status (2 when a line failed). */
+function report(c: Counts, quiet: boolean): number {
+  if (!quiet) process.stderr.write(`translated ${c.lines} sentences in ${c.seconds.toFixed(2)} s: ${(c.lines / c.seconds).toFixed(1)} sentences/s, ${(c.tokens / c.seconds).toFixed(0)} tokens/s\n`);
+  if (c.failed > 0) process.stderr.write(`planc translate: ${c.failed} of ${c.lines} lines failed (empty output lines)\n`);
+  return c.failed > 0 ? 2 : 0;
 }

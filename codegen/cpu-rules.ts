@@ -343,6 +343,13 @@ export const CPU_RULES: Record<string, Rule> = {
     if (code === undefined) ctx.fail(`unknown activation ${ctx.string('activation', '')}`);
     return { ...call('fused_matmul', { activation: code! }), inputs: [0, 1, ctx.node.inputs[2] ? 2 : -1, ctx.node.inputs[3] ? 3 : -1] };
   },
+  'planc.QMatMul': (ctx) => {
+    const activation = enumCode('activation', ctx.string('activation', 'none'));
+    const input = enumCode('quant_input', ctx.string('input', 'int8'));
+    if (activation === undefined || input === undefined) ctx.fail(`unknown activation or input ${ctx.string('activation', '')} / ${ctx.string('input', '')}`);
+    const opt = (i: number) => (ctx.node.inputs[i] ? i : -1);
+    return { ...call('qmatmul', { activation: activation!, input: input!, n: ctx.int('n'), k: ctx.int('k') }), inputs: [0, 1, 2, opt(3), opt(4), opt(5)] };
+  },
   'planc.Attention': (ctx) => {
     requireTypes(ctx, FLOAT_KERNEL_TYPES, 0, 1, 2);
     const kvLen = ctx.node.inputs[4] ? ctx.known(4)[0]! : ctx.shape(1)[2]!;
@@ -366,6 +373,13 @@ export const CPU_RULES: Record<string, Rule> = {
     // The active mask (input 3, the vocab pass) is passed only when present: plans without it keep 3 kernel inputs.
     const inputs = [0, 1, ctx.node.inputs[2] ? 2 : -1, ...(ctx.node.inputs[3] ? [3] : [])];
     return { ...call('project_topk', { k: ctx.int('k'), transposed: ctx.int('transposed', 0) }), inputs, requireOutputs: 2 };
+  },
+  'planc.QGather': (ctx) => call('qgather', { d: ctx.int('d') }),
+  'planc.QProjectTopK': (ctx) => {
+    const input = enumCode('quant_input', ctx.string('input', 'int8'));
+    if (input === undefined) ctx.fail(`unknown input ${ctx.string('input', '')}`);
+    const inputs = [0, 1, 2, 3, ctx.node.inputs[4] ? 4 : -1, ...(ctx.node.inputs[5] ? [5] : [])];
+    return { ...call('qproject_topk', { k: ctx.int('k'), input: input!, d: ctx.int('d') }), inputs, requireOutputs: 2 };
   },
   'planc.ClusterMask': (ctx) => {
     requireTypes(ctx, FLOAT_KERNEL_TYPES, 0, 1, 2);

@@ -1,12 +1,11 @@
 // Lowering: an inferred IR graph → a Program of kernel calls over tensors (arena slots, weights, inputs, aliases).
-import { createHash } from 'node:crypto';
 import { Diagnostics, PlancError, type Where } from '../compiler/diagnostics.ts';
 import { BYTES, ONNX_CODE } from '../compiler/dtype.ts';
 import { inferGraph, type Facts } from '../compiler/infer/infer.ts';
 import type { Graph, Model, Node } from '../compiler/ir.ts';
 import { makeOpContext } from '../compiler/ops/context.ts';
 import type { InferInput } from '../compiler/ops/types.ts';
-import { toRaw } from '../compiler/onnx/tensor-proto.ts';
+import { weightId } from '../compiler/weights.ts';
 import { PLAN_DTYPE_BYTES, PLAN_DTYPES } from '../compiler/kernel-enums.ts';
 import { call, operandSpec, type KernelCall } from '../compiler/kernel-schema.ts';
 import { TENSOR_KIND, type PlanKernel, type PlanProgram, type PlanSymbol, type PlanTensor } from '../compiler/plan/types.ts';
@@ -28,10 +27,7 @@ export class PlanWeights {
 
   /** Index of a folded constant (hashed like model weights, so equal constants are stored once). */
   byValue(t: Tensor): number {
-    const h = createHash('sha256');
-    h.update(`${t.dtype}[${t.dims.join(',')}]`);
-    h.update(toRaw(t));
-    return this.add(h.digest('hex').slice(0, 24), t);
+    return this.add(weightId(t), t);
   }
 
   private add(id: string, t: Tensor): number {

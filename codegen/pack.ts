@@ -5,7 +5,8 @@ import { BYTES, ONNX_CODE } from '../compiler/dtype.ts';
 import type { Model } from '../compiler/ir.ts';
 import { toRaw } from '../compiler/onnx/tensor-proto.ts';
 import { align } from '../compiler/plan/format.ts';
-import { PLAN_FORMAT_VERSION, type PlanHeader, type PlanWeight } from '../compiler/plan/types.ts';
+import { PLAN_FORMAT_VERSION, type PlanHeader, type PlanQuantization, type PlanWeight } from '../compiler/plan/types.ts';
+import type { QuantizedLayer } from '../compiler/quant/layers.ts';
 import type { ProgramState } from './program-passes.ts';
 
 export const PLANC_VERSION = '0.1.0';
@@ -41,8 +42,27 @@ export function packPlan(s: ProgramState): { header: PlanHeader; blob: Uint8Arra
     tokenizer: o.tokenizer?.bytes ?? new Uint8Array(0),
     tokenizerKind: o.tokenizer?.kind ?? '',
     ...(cuda ? { cuda: cuda.cuda } : {}),
+    ...(s.model.memoized?.length ? { memoized: s.model.memoized } : {}),
+    ...(s.model.quantized ? { quantization: quantizationRecord(s.model.quantized, s.model, planWeights) } : {}),
   };
   return { header, blob };
+}
+
+/**
+ * The quantize pass's layers as the plan records them, with the plan's weight bytes and what they would be in float32
+ * (the weights that are no quantized form, plus each quantized weight's float32 source once). The gate's fields are
+ * filled by the compile driver.
+ */
+function quantizationRecord(layers: QuantizedLayer[], model: Model, weights: PlanWeight[]): PlanQuantization {
+  const derived = new Set(layers.flatMap((l) => l.derived));
+  const fp32 = new Map<string, number>();
+  for (const w of weights) if (!derived.has(w.id)) fp32.set(w.id, w.length);
+  for (const l of layers) fp32.set(l.weight, model.weights.get(l.weight)!.bytes);
+  return {
+    mode: '', layers: layers.map(({ weight: _, derived: __, ...l }) => ({ ...l, error: -1, reason: '' })),
+    weightBytesFp32: [...fp32.values()].reduce((a, b) => a + b, 0), weightBytes: weights.reduce((a, w) => a + w.length, 0),
+    evalSource: '', evalSentences: 0, identicalSentences: 0, top1Agreement: 0, hasBleu: false, bleu: 0, bleuFp32: 0, gate: '', gatePassed: false, notes: '',
+  };
 }
 
 /** sha256 over the source .onnx files and the ids of the distinct weights (which hash their bytes). */

@@ -1,5 +1,6 @@
 // The IR: a Model of named Graphs sharing deduplicated weights; Graphs of typed Values and Nodes with origins.
 import type { DType } from './dtype.ts';
+import type { QuantizedLayer } from './quant/layers.ts';
 import type { Dim } from './symbolic.ts';
 import type { Tensor } from './tensor.ts';
 
@@ -109,4 +110,19 @@ export interface Model {
   sources: Record<string, string>;
   /** Bytes of initializers as stored across all source files (duplicates counted each time). */
   storedWeightBytes: number;
+  /** The nodes passes/memoize.ts computed at optimize time (their outputs are weights now). */
+  memoized?: MemoizedNode[];
+  /** The products passes/quantize.ts rewrote. */
+  quantized?: QuantizedLayer[];
+}
+
+/** One node computed at optimize time, as `planc inspect` lists it. */
+export interface MemoizedNode {
+  graph: string;
+  node: string;
+  op: string;
+  /** Bytes of its outputs, now weights. */
+  bytes: number;
+  /** The same op on the same weights was computed for an earlier graph: its result is reused, stored once. */
+  reused: boolean;
 }

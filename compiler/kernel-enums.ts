@@ -12,6 +12,7 @@ const PLAN_DTYPE_TYPES = {
   float32: { cpp: 'kFloat32', cudaType: 'float' },
   uint8: { cpp: 'kUint8', cudaType: 'uint8_t' },
   int8: { cpp: 'kInt8', cudaType: 'int8_t' },
+  int16: { cpp: 'kInt16', cudaType: 'int16_t' },
   int32: { cpp: 'kInt32', cudaType: 'int32_t' },
   int64: { cpp: 'kInt64', cudaType: 'int64_t' },
   bool: { cpp: 'kBool', cudaType: 'uint8_t' },
@@ -51,12 +52,21 @@ export const SCATTER_REDUCTIONS = ['none', 'add', 'mul', 'max', 'min'] as const;
 /** gelu's approximation (ONNX Gelu's approximate attribute; code = index). */
 export const GELU_APPROXIMATIONS = ['none', 'tanh'] as const;
 
+/**
+ * How a quantized product (qmatmul, qproject_topk) treats its float32 input rows (code = index):
+ * int8: each row quantized at run time, symmetric, s = max|row| / 127, q = round-half-even(x / s) in [-127, 127]
+ * (weights int8); float32: rows stay float32, the int8 weights are dequantized in registers (weight-only);
+ * int16: Marian's fixed scheme, q = round-half-even(x · 1024) saturated to int16 (weights int16, scale 1/1024).
+ */
+export const QUANT_INPUTS = ['int8', 'float32', 'int16'] as const;
+
 /** The enums kernel arguments may have, by the name kernel-schema.ts gives an argument's `enum`. */
 export const KERNEL_ENUMS = {
   activation: { values: ACTIVATIONS, cpp: 'Activation', prefix: 'Act', doc: "fused_matmul's activation" },
   mask_kind: { values: MASK_KINDS, cpp: 'MaskKind', prefix: 'Mask', doc: "attention's mask_kind" },
   pad_mode: { values: PAD_MODES, cpp: 'PadMode', prefix: 'Pad', doc: "pad's mode" },
   scatter_reduction: { values: SCATTER_REDUCTIONS, cpp: 'ScatterReduction', prefix: 'Scatter', doc: "scatter_nd's reduction" },
+  quant_input: { values: QUANT_INPUTS, cpp: 'QuantInput', prefix: 'QuantIn', doc: "a quantized product's input rows" },
   gelu_approximation: { values: GELU_APPROXIMATIONS, cpp: 'GeluApprox', prefix: 'Gelu', doc: "gelu's approximation" },
 } as const;
 

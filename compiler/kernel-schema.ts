@@ -129,6 +129,20 @@ export const GEMM_VARIANTS = [
  */
 export const GEMM_AUTO = { gemvMaxM: 16, gemvEverywhereMaxM: 2 } as const;
 
+/**
+ * The CPU paths of the quantized products (native/src/cpu/qgemm*.cc): every path computes the same int32 dot products,
+ * so with int8 or int16 inputs their outputs are bit-identical (float32 inputs: equal within float rounding).
+ * `auto` takes the best path this CPU has (avx512vnni > avxvnni > avx512bw > avx2 > ref).
+ */
+export const QGEMM_VARIANTS = [
+  { name: 'auto', doc: 'the best path this CPU has, chosen at run time' },
+  { name: 'ref', doc: 'portable scalar C++ (the reference the vector paths must match)' },
+  { name: 'avx2', doc: 'AVX2: int8 widened to int16, vpmaddwd into int32 (no saturation)', needs: 'a CPU with AVX2 and FMA' },
+  { name: 'avx512bw', doc: 'AVX-512BW: vpmaddwd on 512-bit vectors', needs: 'a CPU with AVX-512 F and BW' },
+  { name: 'avxvnni', doc: 'AVX-VNNI: vpdpbusd / vpdpwssd on 256-bit vectors', needs: 'a CPU with AVX-VNNI' },
+  { name: 'avx512vnni', doc: 'AVX-512 VNNI: vpdpbusd / vpdpwssd on 512-bit vectors', needs: 'a CPU with AVX-512 F, BW and VNNI' },
+] as const satisfies readonly VariantSpec[];
+
 /** The CUDA launch of a kernel that declares none (elementwise ones: a grid-stride loop, about 4 elements a thread). */
 export const CUDA_DEFAULT_VARIANTS = [
   { name: 'default', doc: 'its one launch, 256 threads a block (codegen/cuda/rules.ts sizes the grid)', block: 256 },
@@ -280,6 +294,43 @@ export const KERNELS = {
     iargs: [{ name: 'activation', doc: 'the epilogue activation', enum: 'activation' }],
     variants: GEMM_VARIANTS,
     cudaVariants: CUDA_GEMM_VARIANTS,
+  },
+  qmatmul: {
+    doc: 'Y = act(dequant(quant(A) × Wq) + bias) + residual, a quantized planc.FusedMatMul (qgemm.cc): '
+      + 'Y[m, n] = act(float(acc[m, n]) · (sa[m] · w_scale[n]) + bias[n]) + residual[m, n], in that order, without FMA contraction',
+    outputs: [y(F32)],
+    inputs: [{ name: 'a', doc: 'A [..., K] (rows M = its elements / K)', dtypes: F32 },
+      { name: 'w', doc: 'Wq packed in blocks of 16 output channels: int8 [ceil(N/16), ceil(K/4), 16, 4], element (k, n) at '
+        + '[n/16][k/4][n%16][k%4]; int16 [ceil(N/16), ceil(K/2), 16, 2], (k, n) at [n/16][k/2][n%16][k%2]; zero padded', dtypes: ['int8', 'int16'] },
+      { name: 'w_scale', doc: 'W[k][n] ≈ w_scale[n] · Wq(k, n) ([N])', dtypes: F32 },
+      { name: 'w_sum', doc: 'Σ_k Wq(k, n) ([N]; for int8 inputs: the unsigned-input offset of vpdpbusd)', dtypes: ['int32'], optional: true, keepSlot: true },
+      { name: 'bias', doc: 'bias [N]', dtypes: F32, optional: true, keepSlot: true },
+      { name: 'residual', doc: 'added after the activation (Y\'s dims)', dtypes: F32, optional: true, keepSlot: true }],
+    iargs: [{ name: 'activation', doc: 'the epilogue activation', enum: 'activation' },
+      { name: 'input', doc: 'how rows of A are quantized', enum: 'quant_input' },
+      { name: 'n', doc: 'output channels N' }, { name: 'k', doc: 'reduction length K' }],
+    variants: QGEMM_VARIANTS,
+  },
+  qgather: {
+    doc: 'Y = rows of an int8 table dequantized: Y[i, :] = scale[ids[i]] · Wq[ids[i], :D] (a quantized embedding Gather along axis 0, qgather.cc)',
+    inputs: [{ name: 'w', doc: 'Wq int8 [V, Dp] (compiler/quant/pack.ts quantizeRows: qproject_topk\'s layout, so a tied output layer shares it)', dtypes: ['int8'] },
+      { name: 'scale', doc: 'per-row scales [V]', dtypes: F32 },
+      { name: 'indices', doc: 'row ids (negative ids count from the end; out of range: an error)', dtypes: INDEX }],
+    outputs: [y(F32, 'Y [indices dims..., D]')],
+    iargs: [{ name: 'd', doc: 'the row length D (≤ Dp)' }],
+  },
+  qproject_topk: {
+    doc: 'the k best of log_softmax(dequant(quant(X) · Wqᵀ) + bias) per row over int8 weights (planc.ProjectTopK quantized; logits as qmatmul\'s)',
+    inputs: [{ name: 'x', doc: 'X [rows..., D]', dtypes: F32 },
+      { name: 'w', doc: 'Wq int8 [V, Dp], row v = vocabulary id v, Dp = D rounded up to a multiple of 64, zero padded', dtypes: ['int8'] },
+      { name: 'w_scale', doc: 'W[d][v] ≈ w_scale[v] · Wq[v][d] ([V])', dtypes: F32 },
+      { name: 'w_sum', doc: 'Σ_d Wq[v][d] ([V])', dtypes: ['int32'] },
+      { name: 'bias', doc: 'bias [V]', dtypes: F32, optional: true, keepSlot: true },
+      { name: 'active', doc: 'active ids [V] (nonzero: computed; omitted: every id)', dtypes: BYTE_MASK, optional: true }],
+    outputs: [{ name: 'values', doc: 'log-probabilities [rows..., k], best first', dtypes: F32 }, { name: 'indices', doc: 'their ids [rows..., k]', dtypes: ['int64'] }],
+    iargs: [{ name: 'k', doc: 'how many per row' }, { name: 'input', doc: 'how rows of X are quantized (int8 or float32)', enum: 'quant_input' },
+      { name: 'd', doc: 'the model dimension D' }],
+    variants: QGEMM_VARIANTS,
   },
   // ---- rows (softmax.cc, norm.cc) ----
   softmax: {

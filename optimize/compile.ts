@@ -1,14 +1,15 @@
 // The compile driver: IR passes, then program passes, with the same dump/verify hooks, and the services passes reach.
 // Why optimize/: the driver fills PassContext with runtime-backed services, and compiler/, passes/, codegen/ may not import runtime/.
 import type { Model } from '../compiler/ir.ts';
-import type { PlanVocab } from '../compiler/plan/types.ts';
+import type { PlanQuantization, PlanVocab } from '../compiler/plan/types.ts';
 import { PlancError } from '../compiler/diagnostics.ts';
 import { verifyModel } from '../compiler/verify.ts';
 import { buildPlan, type BuildOptions, type BuiltPlan } from '../codegen/build-plan.ts';
 import { PROGRAM_PASSES } from '../codegen/program-passes.ts';
-import type { PassContext, PassServices, VocabRequest } from '../passes/pass.ts';
+import type { PassContext, PassServices, QuantizeRequest, VocabRequest } from '../passes/pass.ts';
 import { PIPELINE, runPipeline } from '../passes/pipeline.ts';
 import { chooseTopk } from './topk.ts';
+import { quantizeStep } from './quantize-step.ts';
 import { calibrateVocab } from './vocab-step.ts';
 
 export interface CompileOptions extends Omit<BuildOptions, 'onProgress'> {
@@ -20,6 +21,8 @@ export interface CompileOptions extends Omit<BuildOptions, 'onProgress'> {
   stepTokens?: PassContext['stepTokens'];
   /** The vocabulary rewrite to calibrate and apply (the calibrate service runs it). */
   vocab?: Omit<VocabRequest, 'topk'>;
+  /** Quantization of the products over constant weights (the quantize service chooses and measures). */
+  quantize?: QuantizeRequest;
   explain?: PassContext['explain'];
   /** Dump after this IR or program pass ('all': after every one); `what` says which list it belongs to. */
   dumpAfter?: string;
@@ -32,6 +35,7 @@ export interface Compiled extends BuiltPlan {
   /** The decoder was sized for the first decoding step only (decoder_sequence_length ≤ 1; the default for seq2seq models). */
   firstStepOnly: boolean;
   vocab?: PlanVocab;
+  quantization?: PlanQuantization;
 }
 
 /** The names --dump-after accepts: every IR pass, every program pass, and 'all'; fails listing both lists. */
@@ -56,16 +60,22 @@ export async function compile(model: Model, options: CompileOptions, services: P
   const profile = { maxBatch: options.maxBatch, maxSrcLen: options.maxSrcLen, maxTgtLen: options.maxTgtLen, maxDims };
   progress?.start('verifying');
   verifyModel(model, { types: false });
+  if (options.quantize && options.target === 'cuda') {
+    throw new PlancError('PLANC_E301', `--quantize ${options.quantize.mode}: quantized products run on the CPU only so far (the CUDA int8/fp16 kernels are not written yet); build a cpu plan or drop --quantize`);
+  }
   const topk = chooseTopk(model, options.specialIds, options.topk);
   if (options.vocab && topk === undefined) throw new PlancError('PLANC_E301', '--vocab rewrites planc.ProjectTopK: it needs --topk N (N ≥ 1)');
   const passServices: PassServices = {
     progress,
     calibrate: services.calibrate ?? ((m, request) => calibrateVocab(m, request, { profile, specialIds: options.specialIds, tokenizer: options.tokenizer, progress })),
+    quantize: services.quantize ?? ((m, request, pipe) => quantizeStep(m, request, pipe, { profile, specialIds: options.specialIds, tokenizer: options.tokenizer, progress })),
   };
   const vocab = options.vocab ? await passServices.calibrate!(model, { ...options.vocab, topk: topk! }) : undefined;
   const { onDump, dumpAfter } = options;
+  const pipe: PassContext & { disable: string[] } = { disable: options.disable ?? [], topk, vocab: vocab?.rewrite, stepTokens: options.stepTokens };
+  const quantized = options.quantize ? await passServices.quantize!(model, options.quantize, pipe) : undefined;
   const optimized = runPipeline(model, {
-    disable: options.disable ?? [], topk, vocab: vocab?.rewrite, stepTokens: options.stepTokens, explain: options.explain, services: passServices,
+    ...pipe, quantize: quantized?.options, explain: options.explain, services: passServices,
     dumpAfter, onPass: (name) => progress?.start(`pass ${name}`), onDump: onDump && ((name, text) => onDump(name, text, 'IR')),
   });
   const built = buildPlan(optimized, {
@@ -73,5 +83,19 @@ export async function compile(model: Model, options: CompileOptions, services: P
     options: { ...options.options, profile: JSON.stringify(profile) }, onProgress: (step) => progress?.start(step),
   }, { dumpAfter, onDump: onDump && ((name, text) => onDump(name, text, 'programs')) });
   if (vocab) built.header.vocab = vocab.header;
-  return { ...built, topk, firstStepOnly, vocab: vocab?.header };
+  if (quantized) built.header.quantization = mergeQuantization(built.header.quantization, quantized.header);
+  return { ...built, topk, firstStepOnly, vocab: vocab?.header, quantization: built.header.quantization };
+}
+
+/** The pass's record of the plan's layers (codegen/pack.ts) with the quantize step's mode, measurements and reasons. */
+function mergeQuantization(packed: PlanQuantization | undefined, step: PlanQuantization): PlanQuantization {
+  if (!packed) return step;
+  const measured = new Map(step.layers.map((l) => [`${l.graph}\u0000${l.node}`, l]));
+  const layers = packed.layers.map((l) => {
+    const m = measured.get(`${l.graph}\u0000${l.node}`);
+    return m ? { ...l, error: m.error, reason: m.reason } : l;
+  });
+  // layers auto kept in float32 are not in the pass's record: list them with their measurements
+  for (const m of step.layers) if (m.precision === 'float32') layers.push(m);
+  return { ...step, layers, weightBytesFp32: packed.weightBytesFp32, weightBytes: packed.weightBytes };
 }

@@ -3,7 +3,7 @@ import { TOPK_IDS_OUTPUT, TOPK_LOGPROBS_OUTPUT } from '../compiler/plan/io-names
 import { PlancError } from '../compiler/diagnostics.ts';
 import type { Graph, Model, Node } from '../compiler/ir.ts';
 import { dimEq, type Dim } from '../compiler/symbolic.ts';
-import { applyRules, copyModel, GraphView, type Explain, type Pass, type PassContext, type Rewrite, type Rules } from './pass.ts';
+import { applyRules, copyModel, freshName, GraphView, type Explain, type Pass, type PassContext, type Rewrite, type Rules } from './pass.ts';
 
 const NAME = 'fuse-project-topk';
 /** The graph outputs that replace the logits output, in this order. */
@@ -86,12 +86,6 @@ function logitsRules(k: number, fused: { out?: string; shape?: Dim[] }): Rules {
       return logits(v, i, explain, [i, n], n.inputs[2] ?? '', []);
     }],
   };
-}
-
-function freshName(g: Graph, base: string): string {
-  let name = base;
-  for (let i = 1; g.values.has(name); i++) name = `${base}_${i}`;
-  return name;
 }
 
 function fuseGraph(g: Graph, model: Model, k: number, ctx: PassContext): number {

@@ -2,11 +2,14 @@
 import { Diagnostics } from '../compiler/diagnostics.ts';
 import { inferGraph, type Facts } from '../compiler/infer/infer.ts';
 import type { Graph, Model, Node } from '../compiler/ir.ts';
+import { toRaw } from '../compiler/onnx/tensor-proto.ts';
+import { weightId } from '../compiler/weights.ts';
 import type { DType } from '../compiler/dtype.ts';
-import type { PlanVocab } from '../compiler/plan/types.ts';
+import type { PlanQuantization, PlanVocab } from '../compiler/plan/types.ts';
 import type { Dim } from '../compiler/symbolic.ts';
 import type { Tensor } from '../compiler/tensor.ts';
 import type { VocabSpec } from '../compiler/vocab/spec.ts';
+import type { LayerPrecision } from '../compiler/quant/layers.ts';
 
 export interface PassContext {
   /** N of passes/step-tokens.ts: the decoder step takes 1..N new tokens per row (default 1: one token, as exported). */
@@ -15,6 +18,8 @@ export interface PassContext {
   explain?: (pass: string, node: string, why: string) => void;
   /** k of planc.ProjectTopK; the pass runs only when set. */
   topk?: number;
+  /** Quantization of the products over constant weights (passes/quantize.ts); the pass runs only when set. */
+  quantize?: QuantizeOptions;
   /** The vocabulary rewrite of planc.ProjectTopK (passes/vocab-rewrite.ts); the pass runs only when set. */
   vocab?: VocabRewriteOptions;
   /** What needs the runtime (calibration) and the progress reporter: filled by the compile driver (optimize/compile.ts). */
@@ -34,7 +39,29 @@ export interface PassServices {
    * text. `model` is the source model, before the IR passes.
    */
   calibrate?: (model: Model, request: VocabRequest) => Promise<VocabResult>;
+  /**
+   * The --quantize step: the quantize pass's options (for auto: each layer's precision, from its measured error on
+   * calibration data and the accuracy gate) and the plan's quantization report. `model` is the source model; `pipe`
+   * the IR pipeline's other options (the step builds float32 and quantized plans with them to measure).
+   */
+  quantize?: (model: Model, request: QuantizeRequest, pipe: PassContext) => Promise<QuantizeResult>;
 }
+
+/** What --quantize asks of the quantize service. */
+export interface QuantizeRequest {
+  /** A precision for every product, or auto (int8 where the gate holds, higher precision where it does not). */
+  mode: LayerPrecision | 'auto';
+  /** Per node name: its precision instead (overrides auto's choice too). */
+  layers?: Readonly<Record<string, LayerPrecision>>;
+  /** Source sentences whose products' inputs measure each layer's error (auto; default: the evaluation text). */
+  calibrate?: string;
+  /** Held-out source text (and references) on which the quantized plan is compared with the float32 plan. */
+  evalSrc?: string;
+  evalRef?: string;
+}
+
+/** The quantize pass's options and what the plan records about them. */
+export interface QuantizeResult { options: QuantizeOptions; header: PlanQuantization }
 
 /** Progress of long steps, as the library reports it. */
 export interface ProgressReporter {
@@ -84,6 +111,30 @@ export interface Pass {
   /** One line: what the pass rewrites. */
   summary: string;
   run(model: Model, ctx: PassContext): Model;
+}
+
+/** What passes/quantize.ts does, and where it does something else. */
+export interface QuantizeOptions {
+  /** The precision of every product over a constant weight. */
+  precision: LayerPrecision;
+  /** Per IR node name (a planc.FusedMatMul or planc.ProjectTopK after fusion): its precision instead. */
+  layers?: Readonly<Record<string, LayerPrecision>>;
+}
+
+/** A value name not yet used in the graph: base, or base_1, base_2, ... */
+export function freshName(g: Graph, base: string): string {
+  let name = base;
+  for (let i = 1; g.values.has(name); i++) name = `${base}_${i}`;
+  return name;
+}
+
+/** Makes `name` an initializer of g holding t, stored once in the model's weights by content (compiler/weights.ts weightId). */
+export function addInitializer(model: Model, g: Graph, name: string, t: Tensor): void {
+  const raw = toRaw(t);
+  const id = weightId(t, raw);
+  if (!model.weights.has(id)) model.weights.set(id, { id, tensor: t, bytes: raw.length });
+  g.initializers.set(name, id);
+  g.values.set(name, { name, type: { dtype: t.dtype, shape: [...t.dims] } });
 }
 
 /** A copy of the model whose graphs (nodes, values, initializer maps) may be changed without touching the input. */

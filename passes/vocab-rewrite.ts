@@ -1,38 +1,14 @@
 // Opt-in (PassContext.vocab): planc.ProjectTopK computes only an active part of the vocabulary (seed 000, seed 002 §4.1).
 import { VOCAB_ACTIVE_INPUT, VOCAB_HIDDEN_OUTPUT } from '../compiler/plan/io-names.ts';
-import { createHash } from 'node:crypto';
 import { PlancError } from '../compiler/diagnostics.ts';
 import type { Graph, Model, Node } from '../compiler/ir.ts';
-import { toRaw } from '../compiler/onnx/tensor-proto.ts';
 import { Tensor } from '../compiler/tensor.ts';
-import { copyModel, GraphView, pruneUnused, type Pass, type PassContext, type VocabRewriteOptions } from './pass.ts';
+import { addInitializer, copyModel, freshName, GraphView, pruneUnused, type Pass, type PassContext, type VocabRewriteOptions } from './pass.ts';
 
 const NAME = 'vocab-rewrite';
 /** The active mask value (a graph input for shortlists, ClusterMask's output for clusters). */
 /** The hidden state output of calibration plans (method 'expose'). */
 const CONSTS = { centroids: 'vocab_centroids', cnorm: 'vocab_cnorm', offsets: 'vocab_offsets', ids: 'vocab_ids' } as const;
-
-/** Adds a tensor to the model's weights (content-hashed like the importer's store) and returns its id. */
-function addWeight(model: Model, t: Tensor): string {
-  const raw = toRaw(t);
-  const h = createHash('sha256');
-  h.update(`${t.dtype}[${t.dims.join(',')}]`);
-  h.update(raw);
-  const id = h.digest('hex').slice(0, 24);
-  if (!model.weights.has(id)) model.weights.set(id, { id, tensor: t, bytes: raw.length });
-  return id;
-}
-
-function freshName(g: Graph, base: string): string {
-  let name = base;
-  for (let i = 1; g.values.has(name); i++) name = `${base}_${i}`;
-  return name;
-}
-
-function addInit(model: Model, g: Graph, name: string, t: Tensor): void {
-  g.initializers.set(name, addWeight(model, t));
-  g.values.set(name, { name, type: { dtype: t.dtype, shape: [...t.dims] } });
-}
 
 /** W [D, V] → a new initializer W^T [V, D], so the kernel's gather of active ids reads contiguous rows. */
 function transposeWeight(model: Model, g: Graph, node: Node): void {
@@ -42,7 +18,7 @@ function transposeWeight(model: Model, g: Graph, node: Node): void {
   const src = t.nums, out = new Float32Array(d * v);
   for (let p = 0; p < d; p++) for (let j = 0; j < v; j++) out[j * d + p] = src[p * v + j]!;
   const name = freshName(g, `${w}_t`);
-  addInit(model, g, name, new Tensor('float32', [v, d], out));
+  addInitializer(model, g, name, new Tensor('float32', [v, d], out));
   node.inputs[1] = name;
   node.attrs = { ...node.attrs, transposed: { kind: 'int', value: 1 } };
 }
@@ -81,10 +57,10 @@ function rewriteGraph(model: Model, g: Graph, o: VocabRewriteOptions, ctx: PassC
   if (o.centroids.length !== r * d || o.cnorm.length !== r || o.offsets.length !== r + 1) {
     throw new PlancError('PLANC_E301', `vocab clusters: centroids/cnorm/offsets sizes do not match R = ${r}, D = ${d}`);
   }
-  addInit(model, g, CONSTS.centroids, new Tensor('float32', [r, d], o.centroids));
-  addInit(model, g, CONSTS.cnorm, new Tensor('float32', [r], o.cnorm));
-  addInit(model, g, CONSTS.offsets, new Tensor('int32', [r + 1], o.offsets));
-  addInit(model, g, CONSTS.ids, new Tensor('int32', [o.ids.length], o.ids));
+  addInitializer(model, g, CONSTS.centroids, new Tensor('float32', [r, d], o.centroids));
+  addInitializer(model, g, CONSTS.cnorm, new Tensor('float32', [r], o.cnorm));
+  addInitializer(model, g, CONSTS.offsets, new Tensor('int32', [r + 1], o.offsets));
+  addInitializer(model, g, CONSTS.ids, new Tensor('int32', [o.ids.length], o.ids));
   g.nodes.splice(at, 0, {
     name: `${node.name}:clusters`, op: 'ClusterMask', domain: 'planc', inputs: [x, CONSTS.centroids, CONSTS.cnorm, CONSTS.offsets, CONSTS.ids],
     outputs: [VOCAB_ACTIVE_INPUT], attrs: { vocab: { kind: 'int', value: vocab } }, origin: node.origin,

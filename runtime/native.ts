@@ -1,11 +1,36 @@
-// Typed loader of the native addon (native/build/Release/planc_native.node) and typed wrappers of its functions.
+// Typed loader of the native addon (a local build in native/build, else the package's prebuilt binary) and typed wrappers of its functions.
 import * as fs from 'node:fs';
 import { createRequire } from 'node:module';
+import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { defaultThreads } from './threads.ts';
 
-/** Where `npm run build:native` puts the addon; PLANC_NATIVE_ADDON overrides it (e.g. a test build). */
+/** The package root: this file is runtime/native.ts in a checkout, dist/runtime/native.js when compiled. */
+const PACKAGE_ROOT = (() => {
+  const up = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+  return path.basename(up) === 'dist' && fs.existsSync(path.join(up, '..', 'package.json')) ? path.dirname(up) : up;
+})();
+
+/** Where `npm run build:native` (or the install script's build) puts the addon. */
+export const NATIVE_BUILD_PATH = path.join(PACKAGE_ROOT, 'native', 'build', 'Release', 'planc_native.node');
+/** The portable binary a published package ships for this platform (scripts/pack-prebuilt.mjs puts it there). */
+export const NATIVE_PREBUILT_PATH = path.join(PACKAGE_ROOT, 'prebuilds', `${process.platform}-${process.arch}`, 'planc_native.node');
+
+/**
+ * The addon this process loads: PLANC_NATIVE_ADDON when set (e.g. a test build), else a local build, else the
+ * prebuilt binary (the local build's path when there is neither).
+ */
 export const NATIVE_ADDON_PATH = process.env.PLANC_NATIVE_ADDON
-  || fileURLToPath(new URL('../native/build/Release/planc_native.node', import.meta.url));
+  || [NATIVE_BUILD_PATH, NATIVE_PREBUILT_PATH].find((p) => fs.existsSync(p))
+  || NATIVE_BUILD_PATH;
+
+/** What builds the addon here: the build script in a checkout, the install script in an installed package. */
+function buildAdvice(): string {
+  const checkout = fs.existsSync(path.join(PACKAGE_ROOT, 'runtime', 'native.ts'));
+  const command = checkout ? 'npm run build:native' : `node ${path.join(PACKAGE_ROOT, 'scripts', 'install-native.mjs')}`;
+  return `run \`${command}\` (it needs cmake and g++, and libopenblas-dev for fast matrix products; ` +
+    'Debian: apt-get install cmake g++ libopenblas-dev)';
+}
 
 /** Any TypedArray: feeds and outputs are raw bytes to the native side (only their byte length is checked). */
 export type NativeArray =
@@ -158,16 +183,15 @@ function pickBlasCore(): void {
 function load(): NativeAddon {
   pickBlasCore();
   if (!fs.existsSync(NATIVE_ADDON_PATH)) {
-    throw new NativeUnavailableError(
-      `the planc native addon is not built (${NATIVE_ADDON_PATH} is missing): run \`npm run build:native\` ` +
-      '(it needs cmake and g++; install libopenblas-dev first for fast matrix products)');
+    throw new NativeUnavailableError(`the planc native addon is not built (${NATIVE_ADDON_PATH} is missing): ${buildAdvice()}`);
   }
   try {
     return createRequire(import.meta.url)(NATIVE_ADDON_PATH) as NativeAddon;
   } catch (e) {
+    const missingLib = /lib(openblas|gfortran)[^:]*: cannot open shared object/.test((e as Error).message);
     throw new NativeUnavailableError(
       `the planc native addon at ${NATIVE_ADDON_PATH} does not load (${(e as Error).message}): ` +
-      'rebuild it with `npm run build:native`');
+      (missingLib ? `install the library it links (Debian: apt-get install libopenblas0) or build the addon here: ${buildAdvice()}` : `build it here: ${buildAdvice()}`));
   }
 }
 
@@ -175,13 +199,18 @@ function load(): NativeAddon {
 export function native(): NativeAddon {
   if (addon) return addon;
   if (loadFailure) throw loadFailure;
+  let loaded: NativeAddon;
   try {
-    addon = load();
-    return addon;
+    loaded = load();
   } catch (e) {
     loadFailure = e as NativeUnavailableError;
     throw loadFailure;
   }
+  // the pool's default size honours PLANC_NUM_THREADS, CPU affinity and cgroup quotas (the addon alone counts all CPUs)
+  const threads = defaultThreads();
+  if (loaded.info().threads !== threads) loaded.setThreads(threads);
+  addon = loaded;
+  return addon;
 }
 
 /** Whether the addon loads here (never throws). */

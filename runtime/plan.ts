@@ -1,4 +1,5 @@
 // The Node API: loadPlan(path) → a Plan whose run(graph, feeds) executes one program in the native runtime.
+import * as fs from 'node:fs';
 import { PlancError } from '../compiler/diagnostics.ts';
 import { decodePlan, readPlanFile } from '../compiler/plan/format.ts';
 import { STEP_TOKENS_SYMBOL } from '../compiler/plan/io-names.ts';
@@ -6,6 +7,7 @@ import type { PlanFile, PlanHeader, PlanProgram } from '../compiler/plan/types.t
 import type { DecodingOptions } from './decode/options.ts';
 import { translateIds, type TranslationResult } from './decode/translate-ids.ts';
 import type { Backend } from './backend.ts';
+import { checkNotEmpty } from './feeds-check.ts';
 import { openBackend } from './backends/index.ts';
 import { translate, type TranslateOptions } from './translate.ts';
 import { native, type NativeAddon, type NativeArray, type NativeBuffer } from './native.ts';
@@ -33,6 +35,7 @@ function addon(): NativeAddon {
   try {
     return native();
   } catch (e) {
+    if (e instanceof PlancError) throw e; // e.g. a bad PLANC_NUM_THREADS
     throw new PlancError('PLANC_E406', (e as Error).message);
   }
 }
@@ -167,6 +170,7 @@ export class Plan {
       if (f.dtype !== dtype) bad(`feed '${io.name}' is ${f.dtype}, the plan wants ${dtype}`);
       if (!Array.isArray(f.dims) || f.dims.some((d) => !Number.isSafeInteger(d) || d < 0)) bad(`feed '${io.name}' has bad dims`);
       if (f.dims.length !== t.dims.length) bad(`feed '${io.name}' has rank ${f.dims.length} ([${f.dims}]), the plan wants [${t.dims.map((e) => exprText(p, e)).join(',')}]`);
+      checkNotEmpty(io.name, f.dims, bad);
       const resident = isResidentTensor(f);
       if (!resident && !(f.data instanceof (globalThis as unknown as Record<string, { new (): object }>)[arrayNameOf(dtype)]!)) bad(`feed '${io.name}' data must be a ${arrayNameOf(dtype)}`);
       t.dims.forEach((e, axis) => {
@@ -305,8 +309,10 @@ function exprText(p: PlanProgram, e: number): string {
   return terms.map((t) => [t.coeff === 1 && t.factors.length ? '' : String(t.coeff), ...t.factors.map((f) => p.symbols[f]!.name)].filter((x) => x).join('*')).join('+').replace(/\+-/g, '-');
 }
 
-/** Loads a plan file (validated) into the native runtime. */
+/** Loads a plan file (validated) into the native runtime; a missing file or a folder is PLANC_E006 naming it. */
 export async function loadPlan(path: string): Promise<Plan> {
+  if (typeof path !== 'string' || path === '') throw new PlancError('PLANC_E006', `loadPlan wants a plan file's path, got ${JSON.stringify(path) ?? String(path)}`);
+  if (fs.existsSync(path) && fs.statSync(path).isDirectory()) throw new PlancError('PLANC_E006', `${path} is a folder, not a plan file (planc optimize MODEL -o PLAN writes one)`, { file: path });
   return new Plan(readPlanFile(path), path);
 }
 

@@ -18,5 +18,16 @@ if [ ${#missing[@]} -gt 0 ]; then
   fi
 fi
 
+# Debian's chromium for the browser tests (test/helpers/browser.ts drives it with playwright-core, which never
+# downloads a browser): apt only when missing, and only as root; without it those tests skip.
+if [ ! -x /usr/bin/chromium ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "installing chromium"
+    apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium fonts-dejavu-core
+  else
+    echo "warning: chromium missing and cannot be installed here (not root or no apt-get); the browser tests will skip"
+  fi
+fi
+
 npm ci --no-audit --no-fund
 npm run build:native

@@ -68,6 +68,11 @@ export function generateCuda(programs: PlanProgram[], banner: string, variants?:
       `// ${e.kernel}: ${e.nodes.join(', ')}${e.nodes.length >= 8 ? ', ...' : ''}`,
       `extern "C" __global__ void __launch_bounds__(${e.block}${e.minBlocks ? `, ${e.minBlocks}` : ''}) ${e.name}(const __grid_constant__ planc::KArgs a) { ${e.template}(a); }`,
     ].join('\n')),
+    // The CPU build of the emulated device (native/cudasim): a trampoline per entry that unpacks cuLaunchKernel's
+    // void** params. nvcc never defines PLANC_CUDASIM, so this block is not part of the GPU build.
+    '#ifdef PLANC_CUDASIM',
+    ...entries.map((e) => `CUDASIM_ENTRY(${e.name}, ${e.block})`),
+    '#endif',
     '',
   ];
   return { source: lines.join('\n'), entries, programs: out, scratchBytes };

@@ -26,7 +26,7 @@ let find: Find | undefined;
 export function setHandlerLookup(f: Find): void { find = f; }
 
 /** Runs one ONNX op's reference implementation on tensors. */
-function apply(ctx: EvalContext, op: string, attrs: Node['attrs'], inputs: Tensor[]): Tensor {
+export function applyOnnx(ctx: EvalContext, op: string, attrs: Node['attrs'], inputs: Tensor[]): Tensor {
   const opset = op === 'Gelu' ? 20 : 17;
   const h = find?.('', op, opset);
   if (!h) return ctx.fail(`internal: no ${op} handler`);
@@ -51,14 +51,14 @@ const FUSED_MATMUL: OpHandler = {
     return [{ dtype: 'float32', shape }];
   },
   eval(ctx, inputs) {
-    let y = apply(ctx, 'MatMul', {}, [need(ctx, inputs, 0), need(ctx, inputs, 1)]);
-    if (inputs[2]) y = apply(ctx, 'Add', {}, [y, inputs[2]]);
+    let y = applyOnnx(ctx, 'MatMul', {}, [need(ctx, inputs, 0), need(ctx, inputs, 1)]);
+    if (inputs[2]) y = applyOnnx(ctx, 'Add', {}, [y, inputs[2]]);
     const act = FUSED_ACTIVATIONS[ctx.string('activation', 'none')];
     if (!act) return ctx.fail(`unknown activation '${ctx.string('activation', 'none')}'`);
-    y = act(y, (op, attrs, ins) => apply(ctx, op, attrs, ins));
+    y = act(y, (op, attrs, ins) => applyOnnx(ctx, op, attrs, ins));
     if (inputs[3]) {
       if (inputs[3].dims.join() !== y.dims.join()) ctx.fail(`residual dims [${inputs[3].dims}] differ from the product's [${y.dims}]`);
-      y = apply(ctx, 'Add', {}, [y, inputs[3]]);
+      y = applyOnnx(ctx, 'Add', {}, [y, inputs[3]]);
     }
     return [y];
   },

@@ -52,6 +52,38 @@ function topOfRow(lp: Float64Array, k: number, active?: ArrayLike<number>): numb
 }
 
 /**
+ * The k best log-softmax entries of `rows` rows of logits over a vocabulary of v (over the active ids when given), in
+ * float64: `fill(r, logits)` adds row r's products into zeroed logits, then bias is added. Fewer than k active ids
+ * leave -inf and index 0 in the remaining slots.
+ */
+export function topkOfLogits(rows: number, v: number, k: number, bias: ArrayLike<number> | undefined, on: Uint8Array | undefined,
+  fill: (r: number, logits: Float64Array) => void): { values: Float64Array; indices: Float64Array } {
+  const values = new Float64Array(rows * k), indices = new Float64Array(rows * k);
+  const logits = new Float64Array(v);
+  for (let r = 0; r < rows; r++) {
+    logits.fill(0);
+    fill(r, logits);
+    let max = -Infinity;
+    for (let j = 0; j < v; j++) {
+      if (bias) logits[j] += bias[j]!;
+      if (on && !on[j]) continue;
+      if (logits[j]! > max || Number.isNaN(logits[j]!)) max = logits[j]!;
+    }
+    let sum = 0;
+    for (let j = 0; j < v; j++) if (!on || on[j]) sum += Math.exp(logits[j]! - max);
+    const lse = max + Math.log(sum);
+    for (let j = 0; j < v; j++) logits[j] = logits[j]! - lse;
+    const top = topOfRow(logits, k, on);
+    for (let t = 0; t < k; t++) {
+      const j = top[t];
+      values[r * k + t] = j === undefined ? -Infinity : logits[j]!;
+      indices[r * k + t] = j ?? 0;
+    }
+  }
+  return { values, indices };
+}
+
+/**
  * Inputs X [..., D], W [D, V] (transposed=1: [V, D]), bias? [V], active? [V] (uint8/bool; 1 = computed); attrs k,
  * transposed. Outputs values [..., k] float32 (log-softmax of the logits, best first) and indices [..., k] int64.
  * With `active`, the normalizer and the top-k run over the active columns only; when fewer than k are active, the
@@ -79,34 +111,14 @@ const PROJECT_TOPK: OpHandler = {
       act && { dtype: act.dtype, shape: [...act.dims] });
     const on = act ? Uint8Array.from(act.nums as ArrayLike<number>, (b) => (Number(b) ? 1 : 0)) : undefined;
     const [d, v] = weightDims(w.dims, transposed) as [number, number];
-    const rows = x.size / d;
-    const xv = x.nums, wv = w.nums, bv = bias?.nums;
-    const values = new Float64Array(rows * k), indices = new Float64Array(rows * k);
-    const logits = new Float64Array(v);
-    for (let r = 0; r < rows; r++) {
-      logits.fill(0);
+    const xv = x.nums, wv = w.nums;
+    const { values, indices } = topkOfLogits(x.size / d, v, k, bias?.nums, on, (r, logits) => {
       for (let p = 0; p < d; p++) {
         const a = xv[r * d + p]!;
         if (transposed) for (let j = 0; j < v; j++) logits[j] += a * wv[j * d + p]!;
         else for (let j = 0, o = p * v; j < v; j++) logits[j] += a * wv[o + j]!;
       }
-      let max = -Infinity;
-      for (let j = 0; j < v; j++) {
-        if (bv) logits[j] += bv[j]!;
-        if (on && !on[j]) continue;
-        if (logits[j]! > max || Number.isNaN(logits[j]!)) max = logits[j]!;
-      }
-      let sum = 0;
-      for (let j = 0; j < v; j++) if (!on || on[j]) sum += Math.exp(logits[j]! - max);
-      const lse = max + Math.log(sum);
-      for (let j = 0; j < v; j++) logits[j] = logits[j]! - lse;
-      const top = topOfRow(logits, k, on);
-      for (let t = 0; t < k; t++) {
-        const j = top[t];
-        values[r * k + t] = j === undefined ? -Infinity : logits[j]!;
-        indices[r * k + t] = j ?? 0;
-      }
-    }
+    });
     const dims = [...x.dims.slice(0, -1), k];
     return [Tensor.fromNumbers('float32', dims, values), new Tensor('int64', dims, indices)];
   },

@@ -70,6 +70,7 @@ export function decodePlan(bytes: Uint8Array, file = '<plan>'): PlanFile {
   if (header.cuda) header.cuda.fatbin = new Uint8Array(header.cuda.fatbin ?? []);
   else delete header.cuda;
   if (!header.vocab) delete header.vocab;
+  if (!header.quantization) delete header.quantization;
   const blobStart = align(PREAMBLE + headLen);
   if (blobStart + header.blobBytes !== bytes.length) {
     bad(`truncated or padded plan: header says ${header.blobBytes} bytes of weights at ${blobStart}, the file has ${bytes.length - blobStart}`);

@@ -1,5 +1,6 @@
 // The plan as plain data (the protobuf header of compiler/plan/plan.proto, decoded with int64 as numbers).
-import type { DecodingFacts } from '../ir.ts';
+import type { DecodingFacts, MemoizedNode } from '../ir.ts';
+import type { QuantizedLayer } from '../quant/layers.ts';
 /** 3: the decoding conventions (eos list, forced bos/eos, suppressed and bad words, num_beams, max_new_tokens). */
 export const PLAN_FORMAT_VERSION = 3;
 
@@ -103,6 +104,36 @@ export interface PlanHeader {
   cuda?: PlanCuda;
   /** Plans made with `planc optimize --vocab`: the vocabulary rewrite (compiler/plan/plan.proto Vocab). */
   vocab?: PlanVocab;
+  /** Plans made with `planc optimize --quantize` (compiler/plan/plan.proto Quantization). */
+  quantization?: PlanQuantization;
+  /** Nodes computed at optimize time (passes/memoize.ts). */
+  memoized?: MemoizedNode[];
+}
+
+/** One product's precision in a quantized plan. */
+export interface PlanQuantizedLayer extends Omit<QuantizedLayer, 'weight' | 'derived'> {
+  /** Relative error of its output on calibration data; -1 when not measured. */
+  error: number;
+  /** Why it has this precision ('' when it is what was asked). */
+  reason: string;
+}
+
+/** The quantization of a plan and its accuracy gate (compiler/plan/plan.proto Quantization). */
+export interface PlanQuantization {
+  mode: string;
+  layers: PlanQuantizedLayer[];
+  weightBytesFp32: number;
+  weightBytes: number;
+  evalSource: string;
+  evalSentences: number;
+  identicalSentences: number;
+  top1Agreement: number;
+  hasBleu: boolean;
+  bleu: number;
+  bleuFp32: number;
+  gate: string;
+  gatePassed: boolean;
+  notes: string;
 }
 
 /** The vocabulary rewrite of a plan: the shortlist the runtime needs, or the clusters' options; the quality report. */

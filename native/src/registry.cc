@@ -17,6 +17,9 @@ KernelList movement_kernels();
 KernelList project_topk_kernels();
 KernelList attention_kernels();
 KernelList vocab_kernels();
+KernelList qgemm_kernels();          // qmatmul (cpu/qgemm.cc)
+KernelList qproject_topk_kernels();  // cpu/qproject_topk.cc
+KernelList qgather_kernels();        // cpu/qgather.cc
 #ifdef PLANC_TEST_KERNELS
 KernelList test_kernels();  // native/test/test_kernels.cc, only in builds configured with -DPLANC_TEST_KERNELS=ON
 #endif
@@ -28,6 +31,9 @@ static std::vector<KernelDef> build_table() {
       project_topk_kernels(),
       attention_kernels(),
       vocab_kernels(),
+      qgemm_kernels(),
+      qproject_topk_kernels(),
+      qgather_kernels(),
 #ifdef PLANC_TEST_KERNELS
       test_kernels(),
 #endif

@@ -3,6 +3,7 @@ import { PlancError } from '../../compiler/diagnostics.ts';
 import type { CudaCall, PlanFile } from '../../compiler/plan/types.ts';
 import { nativeCall, Residents, weightTable, type Backend } from '../backend.ts';
 import { encodeProgram } from '../encode-program.ts';
+import { enableSim, simImage, simSelected } from './cudasim.ts';
 import { kernelIds, packRun, type NativeAddon, type NativeArray, type NativeBuffer, type NativeResident, type NativeCudaPlan, type NativeCudaProgram } from '../native.ts';
 
 /** The launch words of a program's calls (native/src/cuda/launch.h cuda_program_new). */
@@ -31,12 +32,14 @@ export class CudaBackend implements Backend {
   constructor(private readonly native: NativeAddon, file: PlanFile, private readonly source: string) {
     const h = file.header;
     const cuda = h.cuda!;
+    const sim = simSelected();
+    if (sim) enableSim();
     const status = native.cudaStatus();
     if (!status.available) {
       throw new PlancError('PLANC_E403', `plan targets cuda (${h.target.archs.join(', ')}) but this machine cannot run it: ${status.reason}; run it on a machine with an NVIDIA GPU, or optimize a cpu plan`, { file: source });
     }
     const table = weightTable(file);
-    this.plan = nativeCall(source, undefined, () => native.cudaPlanNew(file.blob, table, h.arena.bytes, cuda.fatbin, cuda.scratchBytes));
+    this.plan = nativeCall(source, undefined, () => native.cudaPlanNew(file.blob, table, h.arena.bytes, sim ? simImage(cuda.source) : cuda.fatbin, cuda.scratchBytes));
     this.device = native.cudaPlanDevice(this.plan);
     this.residents = new Residents(native, source, (bytes) => native.cudaResidentNew(this.plan, bytes));
     const entries = [...new Set(cuda.programs.flatMap((p) => p.calls.flatMap((c) => c.variants.map((v) => v.entry))))];

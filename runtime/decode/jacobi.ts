@@ -6,6 +6,7 @@ import type { Plan } from '../plan.ts';
 import type { RtTensor } from '../tensor.ts';
 import type { DecodingRules } from './conventions.ts';
 import type { Hypothesis } from './greedy.ts';
+import { JacobiTraceRecorder } from './jacobi-trace.ts';
 import { positionBest } from './scores.ts';
 import { StepRunner, stepTokenRange } from './step-runner.ts';
 import { runToEnd, type Steps } from './steps.ts';
@@ -134,6 +135,7 @@ export function* jacobiSteps(job: BatchJob, kind: JacobiKind, onStats?: (s: Jaco
     return { cap, parallelUntil: Math.min(cap, s.length), draft, fixed: 0, logProb: 0, iterations: 0, done: false };
   });
   const stats: JacobiBatchStats = { strategy: kind, block, steps: 1, tokenRows: rows.length, sentences: [] };
+  const trace = options.jacobiTrace ? new JacobiTraceRecorder(kind, block, sources, rows) : undefined;
   const runner = new StepRunner(plan, sources, rules.c, sources.length, Math.max(...maxLens));
   try {
     if (runner.length !== 1) throw new PlancError('PLANC_E405', `strategy '${kind}' needs the first decoder run to cache one position (the start token); plan ${plan.source}'s caches ${runner.length}`);
@@ -144,6 +146,7 @@ export function* jacobiSteps(job: BatchJob, kind: JacobiKind, onStats?: (s: Jaco
       live.forEach((row, r) => {
         row.iterations++;
         absorb(row, runner.out, r, base, fed[r]!, rules, options.returnScores);
+        trace?.record(row, base, fed[r]!.length);
       });
       const keep = live.flatMap((row, r) => (row.done ? [] : [r]));
       if (keep.length === 0) break;
@@ -164,6 +167,7 @@ export function* jacobiSteps(job: BatchJob, kind: JacobiKind, onStats?: (s: Jaco
   }
   stats.sentences = rows.map((row) => ({ iterations: row.iterations, tokens: row.fixed }));
   onStats?.(stats);
+  if (trace) for (const t of trace.finish()) options.jacobiTrace!(t);
   return rows.map((row) => {
     const tokens = row.draft.slice(0, row.fixed);
     const ids = rules.isEos(tokens[tokens.length - 1]!) ? tokens.slice(0, -1) : tokens;

@@ -1,5 +1,6 @@
 // DecodingOptions: the one options type for translateIds (greedy, beam, Jacobi, batching), its defaults and its validation.
 import { PlancError } from '../../compiler/diagnostics.ts';
+import type { JacobiSentenceTrace } from './jacobi-trace.ts';
 
 /** How to decode. Every field has a default (DEFAULT_DECODING_OPTIONS); pass a Partial to translateIds. */
 export interface DecodingOptions {
@@ -51,6 +52,12 @@ export interface DecodingOptions {
   targetLang: string;
   /** Sources over the plan's maxSrcLen keep their first tokens (and their final eos) instead of failing. Default false. */
   truncate: boolean;
+  /**
+   * Jacobi strategies (pj, pgj, hgj) only: called with each sentence's trace (drafts, fixed-at iterations, dependency
+   * graph: runtime/decode/jacobi-trace.ts) as its batch ends, in decoding order (JacobiTraceCollector restores the
+   * input order). Nothing is recorded when unset (the default).
+   */
+  jacobiTrace?: ((trace: JacobiSentenceTrace) => void) | undefined;
 }
 
 export const DEFAULT_DECODING_OPTIONS: Readonly<DecodingOptions> = Object.freeze({
@@ -68,6 +75,7 @@ export const DEFAULT_DECODING_OPTIONS: Readonly<DecodingOptions> = Object.freeze
   sortByLength: true,
   targetLang: '',
   truncate: false,
+  jacobiTrace: undefined,
 });
 
 type NumKey = 'jacobiBlock' | 'beamSize' | 'maxLength' | 'maxLengthRatio' | 'maxLengthConstant' | 'lengthPenalty' | 'returnAlternatives' | 'batchSize' | 'batchTokens';
@@ -118,6 +126,7 @@ export function validateDecodingOptions(partial: Partial<DecodingOptions> = {}, 
   checkBoolean('truncate', o.truncate);
   if (typeof o.strategy !== 'string') bad(`strategy = ${JSON.stringify(o.strategy) ?? String(o.strategy)}; it must be a strategy name such as greedy or beam`);
   if (typeof o.targetLang !== 'string') bad(`targetLang = ${JSON.stringify(o.targetLang) ?? String(o.targetLang)}; it must be a token name such as en_XX`);
+  if (o.jacobiTrace !== undefined && typeof o.jacobiTrace !== 'function') bad('jacobiTrace must be a function (one trace per sentence) or undefined');
   if (o.returnAlternatives > o.beamSize) bad(`returnAlternatives = ${o.returnAlternatives}; it must be in [0, beamSize = ${o.beamSize}]`);
   return o;
 }

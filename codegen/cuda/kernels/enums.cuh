@@ -35,6 +35,13 @@ enum ScatterReduction : int {
   kScatterMin = 4,
 };
 
+// a quantized product's input rows.
+enum QuantInput : int {
+  kQuantInInt8 = 0,
+  kQuantInFloat32 = 1,
+  kQuantInInt16 = 2,
+};
+
 // gelu's approximation.
 enum GeluApprox : int {
   kGeluNone = 0,

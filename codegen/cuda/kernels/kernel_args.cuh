@@ -27,6 +27,9 @@ namespace trilu_args { constexpr int kUpper = 0; }
 namespace one_hot_args { constexpr int kAxis = 0; }
 namespace gemm_args { constexpr int kTransA = 0, kTransB = 1, kAlpha = 0, kBeta = 1; }
 namespace fused_matmul_args { constexpr int kActivation = 0; }
+namespace qmatmul_args { constexpr int kActivation = 0, kInput = 1, kN = 2, kK = 3; }
+namespace qgather_args { constexpr int kD = 0; }
+namespace qproject_topk_args { constexpr int kK = 0, kInput = 1, kD = 2; }
 namespace softmax_args { constexpr int kAxis = 0, kLog = 1; }
 namespace layer_norm_args { constexpr int kAxis = 0, kEpsilon = 0; }
 namespace rms_norm_args { constexpr int kAxis = 0, kEpsilon = 0; }

@@ -9,6 +9,7 @@
 #include "../kernel.h"
 #include "../threadpool.h"
 #include "gemm_avx512.h"
+#include "topk_fold.h"
 #include "vec_math.h"
 
 #ifdef PLANC_HAVE_OPENBLAS
@@ -20,7 +21,6 @@ namespace {
 
 constexpr int64_t kRowBlock = 64;  // rows per pass over the weight (the tile buffer is at most 64 x 2048 floats)
 constexpr int64_t kPackFloats = int64_t(1) << 17;  // a gathered tile of W: at most 512 KiB, so it stays in L2
-constexpr int64_t kNoId = std::numeric_limits<int64_t>::max();  // a padding candidate (fewer than k active ids)
 
 // ---------- logits of one tile ----------
 
@@ -161,106 +161,6 @@ void active_tile_logits(const Problem& p, int64_t r0, int64_t nr, int64_t t0, in
   }
 }
 
-// ---------- running state per row ----------
-
-// One part's state for a block of rows: running max, sum of e^(x - max), and the best k (value desc, id asc).
-struct PartState {
-  std::vector<float> max;
-  std::vector<double> sum;
-  std::vector<int64_t> count;
-  std::vector<float> vals;
-  std::vector<int64_t> ids;
-  void reset(int64_t rows, int64_t k) {
-    max.assign(static_cast<size_t>(rows), -kInf);
-    sum.assign(static_cast<size_t>(rows), 0.0);
-    count.assign(static_cast<size_t>(rows), 0);
-    vals.resize(static_cast<size_t>(rows * k));
-    ids.resize(static_cast<size_t>(rows * k));
-  }
-};
-
-// Inserts (x, id) into a row's best-k list; equal values keep the earlier (lower) id first.
-inline void insert_best(float* vals, int64_t* ids, int64_t& count, int64_t k, float x, int64_t id) {
-  int64_t pos = count < k ? count++ : k - 1;
-  while (pos > 0 && vals[pos - 1] < x) {
-    vals[pos] = vals[pos - 1];
-    ids[pos] = ids[pos - 1];
-    pos--;
-  }
-  vals[pos] = x;
-  ids[pos] = id;
-}
-
-// Folds one row's tile of logits l [nb] (ids j0.., or ids[0 .. nb) when ids is set) into its running max, sum and best k.
-void fold_tile(PartState& s, int64_t r, const float* l, int64_t nb, int64_t j0, const int32_t* ids, int64_t k) {
-  const float tm = nan_max(l, nb);
-  float& m = s.max[static_cast<size_t>(r)];
-  double& sum = s.sum[static_cast<size_t>(r)];
-  if (m != m) return;  // a NaN already made this row NaN
-  if (tm != tm) {
-    m = tm;
-    return;
-  }
-  if (tm > m) {
-    if (m != -kInf) sum *= std::exp(static_cast<double>(m) - tm);
-    m = tm;
-  }
-  if (m != -kInf) sum += exp_sum(l, nb, m);
-  float* vals = s.vals.data() + r * k;
-  int64_t* best = s.ids.data() + r * k;
-  int64_t& count = s.count[static_cast<size_t>(r)];
-  if (count == k && !(tm > vals[k - 1])) return;  // nothing in this tile beats the k-th best
-  for (int64_t j = 0; j < nb; j++) {
-    if (count < k || l[j] > vals[k - 1]) insert_best(vals, best, count, k, l[j], ids ? ids[j] : j0 + j);
-  }
-}
-
-// One candidate of the final merge.
-struct Cand {
-  float v;
-  int64_t id;
-};
-
-// Merges the parts' states of one row into values (log-probs) and ids, k of each; slots beyond the ids computed
-// (fewer than k active) get -inf and id 0.
-void merge_row(const std::vector<PartState>& parts, int64_t r, int64_t k, float* values, int64_t* ids,
-               std::vector<Cand>& cands) {
-  const size_t ri = static_cast<size_t>(r);
-  float m = -kInf;
-  bool nan = false;
-  for (const PartState& s : parts) {
-    if (s.max[ri] != s.max[ri]) nan = true;
-    else m = std::max(m, s.max[ri]);
-  }
-  double sum = 0;
-  if (m != -kInf) {
-    for (const PartState& s : parts)
-      if (s.max[ri] != -kInf) sum += s.sum[ri] * std::exp(static_cast<double>(s.max[ri]) - m);
-  }
-  const double lse = nan ? std::numeric_limits<double>::quiet_NaN() : m == -kInf ? -HUGE_VAL : m + std::log(sum);
-  cands.clear();
-  for (const PartState& s : parts)
-    for (int64_t t = 0; t < s.count[ri]; t++) cands.push_back({s.vals[r * k + t], s.ids[r * k + t]});
-  const Cand pad = nan ? Cand{std::numeric_limits<float>::quiet_NaN(), 0} : Cand{-kInf, kNoId};  // NaN rows stop early
-  while (static_cast<int64_t>(cands.size()) < k) cands.push_back(pad);
-  auto key = [](float v) { return v != v ? -kInf : v; };
-  std::partial_sort(cands.begin(), cands.begin() + k, cands.end(), [&](const Cand& a, const Cand& b) {
-    const float x = key(a.v), y = key(b.v);
-    return x > y || (x == y && a.id < b.id);
-  });
-  for (int64_t t = 0; t < k; t++) {
-    const bool padded = cands[t].id == kNoId;
-    values[t] = padded ? -kInf : static_cast<float>(static_cast<double>(cands[t].v) - lse);
-    ids[t] = padded ? 0 : cands[t].id;
-  }
-}
-
-// Columns per tile for nr rows: the [nr, tile] logits buffer stays near 64 KiB; a multiple of 32.
-int64_t tile_width(int64_t nr, int64_t v) {
-  const int64_t w = std::min<int64_t>(2048, std::max<int64_t>(512, 16384 / std::max<int64_t>(1, nr)));
-  return std::min(v, (w + 31) / 32 * 32);
-}
-
 // Columns per tile of the active ids: a gathered tile of W (when one is needed) stays within kPackFloats.
 int64_t active_tile_width(const Problem& p, int64_t nr) {
   const int64_t w = tile_width(nr, p.n);
@@ -340,26 +240,6 @@ const char* check_project_topk(const KernelArgs& args, Problem* p) {
   if (rows > 0 && (!x.data || !w.data || !vals.data || !ids.data)) return "project_topk: missing input or output";
   *p = Problem{x.as<float>(), w.as<float>(), bias.data ? bias.as<float>() : nullptr, rows, d, v, k, tr == 1, nullptr, v};
   return nullptr;
-}
-
-// The ids of the nonzero entries of mask [v] into ids (ascending); returns their number. Zero runs of 8 are skipped
-// a word at a time; the rest is branch-free (ids needs room for v + 1).
-int64_t compact_active(const uint8_t* mask, int64_t v, int32_t* ids) {
-  int64_t n = 0, j = 0;
-  for (; j + 8 <= v; j += 8) {
-    uint64_t word;
-    std::memcpy(&word, mask + j, sizeof word);
-    if (word == 0) continue;
-    for (int64_t i = j; i < j + 8; i++) {
-      ids[n] = static_cast<int32_t>(i);
-      n += mask[i] != 0;
-    }
-  }
-  for (; j < v; j++) {
-    ids[n] = static_cast<int32_t>(j);
-    n += mask[j] != 0;
-  }
-  return n;
 }
 
 // Inputs X [rows..., D], W [D, V] (transposed: [V, D]), bias? [V], active? [V] (uint8/bool); outputs values

@@ -3,6 +3,8 @@
 
 #include <dlfcn.h>
 
+#include <cstdlib>
+
 #include <mutex>
 
 namespace planc {
@@ -22,10 +24,17 @@ static CudaApi g_api;
 static std::string g_why;
 static bool g_ok = false;
 
+const char* cuda_driver_library() {
+  const char* path = std::getenv("PLANC_CUDA_DRIVER");
+  return path != nullptr && *path != 0 ? path : "libcuda.so.1";
+}
+
 static void load_api() {
-  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  const char* path = cuda_driver_library();
+  void* lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   if (lib == nullptr) {
-    g_why = "libcuda.so.1 not found (no NVIDIA driver on this machine)";
+    g_why = std::string(path) == "libcuda.so.1" ? std::string("libcuda.so.1 not found (no NVIDIA driver on this machine)")
+                                                : std::string("PLANC_CUDA_DRIVER=") + path + " does not load: " + dlerror();
     return;
   }
   std::string missing;

@@ -74,6 +74,9 @@ struct CudaApi {
   CUresult (*cuGetErrorName)(CUresult, const char**);
 };
 
+// The driver library: $PLANC_CUDA_DRIVER (the CPU emulator, native/cudasim, chosen by --device sim), else libcuda.so.1.
+const char* cuda_driver_library();
+
 // The table, loaded and cuInit'ed once; nullptr with *why set when there is no usable driver.
 const CudaApi* cuda_api(std::string* why);
 

@@ -1,6 +1,8 @@
 // CUDA driver probe: dlopen of libcuda.so.1 and cuInit/cuDeviceGetCount through dlsym, only to report availability.
 #include "driver.h"
 
+#include "api.h"
+
 #include <dlfcn.h>
 
 #include <mutex>
@@ -12,8 +14,8 @@ using CuCountFn = int (*)(int*);
 using CuVersionFn = int (*)(int*);
 
 static CudaStatus probe() {
-  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (lib == nullptr) return {false, "no GPU: libcuda.so.1 not found"};
+  void* lib = dlopen(cuda_driver_library(), RTLD_NOW | RTLD_LOCAL);
+  if (lib == nullptr) return {false, std::string("no GPU: ") + cuda_driver_library() + " not found"};
   auto init = reinterpret_cast<CuInitFn>(dlsym(lib, "cuInit"));
   auto count = reinterpret_cast<CuCountFn>(dlsym(lib, "cuDeviceGetCount"));
   auto version = reinterpret_cast<CuVersionFn>(dlsym(lib, "cuDriverGetVersion"));

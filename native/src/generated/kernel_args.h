@@ -478,6 +478,51 @@ inline constexpr const char* kVariantNames[] = {"auto", "gemv", "blocked", "blas
 constexpr KernelArity kArity = {4, 4, 1, 1, 1, 1, 0, 0};
 }  // namespace fused_matmul_args
 
+// qmatmul: Y = act(dequant(quant(A) × Wq) + bias) + residual, a quantized planc.FusedMatMul (qgemm.cc): Y[m, n] = act(float(acc[m, n]) · (sa[m] · w_scale[n]) + bias[n]) + residual[m, n], in that order, without FMA contraction
+//   in: a (float32), w (int8|int16), w_scale (float32), w_sum? (int32), bias? (float32), residual? (float32); out: y (float32)
+namespace qmatmul_args {
+constexpr int kActivation = 0;  // iarg: the epilogue activation (activation)
+constexpr int kInput = 1;  // iarg: how rows of A are quantized (quant_input)
+constexpr int kN = 2;  // iarg: output channels N
+constexpr int kK = 3;  // iarg: reduction length K
+constexpr int kIargCount = 4;
+constexpr int kVariantAuto = 0;  // variant auto: the best path this CPU has, chosen at run time
+constexpr int kVariantRef = 1;  // variant ref: portable scalar C++ (the reference the vector paths must match)
+constexpr int kVariantAvx2 = 2;  // variant avx2: AVX2: int8 widened to int16, vpmaddwd into int32 (no saturation) (needs a CPU with AVX2 and FMA)
+constexpr int kVariantAvx512bw = 3;  // variant avx512bw: AVX-512BW: vpmaddwd on 512-bit vectors (needs a CPU with AVX-512 F and BW)
+constexpr int kVariantAvxvnni = 4;  // variant avxvnni: AVX-VNNI: vpdpbusd / vpdpwssd on 256-bit vectors (needs a CPU with AVX-VNNI)
+constexpr int kVariantAvx512vnni = 5;  // variant avx512vnni: AVX-512 VNNI: vpdpbusd / vpdpwssd on 512-bit vectors (needs a CPU with AVX-512 F, BW and VNNI)
+constexpr int kVariantCount = 6;
+inline constexpr const char* kVariantNames[] = {"auto", "ref", "avx2", "avx512bw", "avxvnni", "avx512vnni"};
+constexpr KernelArity kArity = {6, 6, 1, 1, 4, 4, 0, 0};
+}  // namespace qmatmul_args
+
+// qgather: Y = rows of an int8 table dequantized: Y[i, :] = scale[ids[i]] · Wq[ids[i], :D] (a quantized embedding Gather along axis 0, qgather.cc)
+//   in: w (int8), scale (float32), indices (int32|int64); out: y (float32)
+namespace qgather_args {
+constexpr int kD = 0;  // iarg: the row length D (≤ Dp)
+constexpr int kIargCount = 1;
+constexpr KernelArity kArity = {3, 3, 1, 1, 1, 1, 0, 0};
+}  // namespace qgather_args
+
+// qproject_topk: the k best of log_softmax(dequant(quant(X) · Wqᵀ) + bias) per row over int8 weights (planc.ProjectTopK quantized; logits as qmatmul's)
+//   in: x (float32), w (int8), w_scale (float32), w_sum (int32), bias? (float32), active? (uint8|bool); out: values (float32), indices (int64)
+namespace qproject_topk_args {
+constexpr int kK = 0;  // iarg: how many per row
+constexpr int kInput = 1;  // iarg: how rows of X are quantized (int8 or float32) (quant_input)
+constexpr int kD = 2;  // iarg: the model dimension D
+constexpr int kIargCount = 3;
+constexpr int kVariantAuto = 0;  // variant auto: the best path this CPU has, chosen at run time
+constexpr int kVariantRef = 1;  // variant ref: portable scalar C++ (the reference the vector paths must match)
+constexpr int kVariantAvx2 = 2;  // variant avx2: AVX2: int8 widened to int16, vpmaddwd into int32 (no saturation) (needs a CPU with AVX2 and FMA)
+constexpr int kVariantAvx512bw = 3;  // variant avx512bw: AVX-512BW: vpmaddwd on 512-bit vectors (needs a CPU with AVX-512 F and BW)
+constexpr int kVariantAvxvnni = 4;  // variant avxvnni: AVX-VNNI: vpdpbusd / vpdpwssd on 256-bit vectors (needs a CPU with AVX-VNNI)
+constexpr int kVariantAvx512vnni = 5;  // variant avx512vnni: AVX-512 VNNI: vpdpbusd / vpdpwssd on 512-bit vectors (needs a CPU with AVX-512 F, BW and VNNI)
+constexpr int kVariantCount = 6;
+inline constexpr const char* kVariantNames[] = {"auto", "ref", "avx2", "avx512bw", "avxvnni", "avx512vnni"};
+constexpr KernelArity kArity = {5, 6, 2, 2, 3, 3, 0, 0};
+}  // namespace qproject_topk_args
+
 // softmax: softmax (or log-softmax) along one axis
 //   in: x (float32); out: y (float32)
 namespace softmax_args {
@@ -714,6 +759,9 @@ inline constexpr KernelSchemaEntry kKernelSchema[] = {
     {"matmul", matmul_args::kArity, matmul_args::kVariantCount, matmul_args::kVariantNames},
     {"gemm", gemm_args::kArity, gemm_args::kVariantCount, gemm_args::kVariantNames},
     {"fused_matmul", fused_matmul_args::kArity, fused_matmul_args::kVariantCount, fused_matmul_args::kVariantNames},
+    {"qmatmul", qmatmul_args::kArity, qmatmul_args::kVariantCount, qmatmul_args::kVariantNames},
+    {"qgather", qgather_args::kArity, 0, nullptr},
+    {"qproject_topk", qproject_topk_args::kArity, qproject_topk_args::kVariantCount, qproject_topk_args::kVariantNames},
     {"softmax", softmax_args::kArity, 0, nullptr},
     {"layer_norm", layer_norm_args::kArity, 0, nullptr},
     {"rms_norm", rms_norm_args::kArity, 0, nullptr},

@@ -10,6 +10,7 @@ enum DType : int32_t {
   kFloat32 = 1,
   kUint8 = 2,
   kInt8 = 3,
+  kInt16 = 5,
   kInt32 = 6,
   kInt64 = 7,
   kBool = 9,
@@ -23,6 +24,7 @@ inline size_t dtype_size(int32_t dtype) {
     case kFloat32: return 4;
     case kUint8: return 1;
     case kInt8: return 1;
+    case kInt16: return 2;
     case kInt32: return 4;
     case kInt64: return 8;
     case kBool: return 1;
@@ -38,6 +40,7 @@ inline const char* dtype_name(int32_t dtype) {
     case kFloat32: return "float32";
     case kUint8: return "uint8";
     case kInt8: return "int8";
+    case kInt16: return "int16";
     case kInt32: return "int32";
     case kInt64: return "int64";
     case kBool: return "bool";
@@ -83,6 +86,14 @@ enum ScatterReduction : int64_t {
   kScatterMax = 3,
   kScatterMin = 4,
   kScatterCount = 5,
+};
+
+// a quantized product's input rows (an iarg).
+enum QuantInput : int64_t {
+  kQuantInInt8 = 0,
+  kQuantInFloat32 = 1,
+  kQuantInInt16 = 2,
+  kQuantInCount = 3,
 };
 
 // gelu's approximation (an iarg).

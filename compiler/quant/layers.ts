@@ -1,0 +1,23 @@
+// The precisions a product of a plan may have after quantization, and the record of each quantized layer.
+
+/**
+ * The precision of one product: int8 (weights per output channel, input rows quantized per row at run time), w8
+ * (int8 weights, float32 inputs), int16 (Marian's fixed 2^10 scheme), float32 (left as it is).
+ */
+export const LAYER_PRECISIONS = ['int8', 'w8', 'int16', 'float32'] as const;
+export type LayerPrecision = (typeof LAYER_PRECISIONS)[number];
+
+/** One product the quantize pass rewrote, as the plan's report lists it. */
+export interface QuantizedLayer {
+  graph: string;
+  /** The IR node (planc.FusedMatMul or planc.ProjectTopK before the pass). */
+  node: string;
+  op: string;
+  precision: LayerPrecision;
+  /** The id of its float32 weight (layers of several graphs may share one), and of the weights made from it. */
+  weight: string;
+  derived: string[];
+  /** Weight bytes before and after. */
+  bytesBefore: number;
+  bytesAfter: number;
+}

@@ -1,0 +1,57 @@
+// Child process of test/cudasim-plan.test.ts (the emulated device is chosen per process): loads a cuda plan on cudasim
+// (PLANC_DEVICE=sim) and the cpu plan of the same model, then prints JSON. `graphs B1,B2`: every graph on random feeds
+// at each batch on both, per output the max error relative to max |cpu|, NaN count and a hash of the emulator's bytes.
+// `decode IDS.json`: greedy decoding of the id sources on both plans (the emulated one with CUDA graphs per env).
+import { createHash } from 'node:crypto';
+import * as fs from 'node:fs';
+import { translateIds } from '../../../runtime/decode/translate-ids.ts';
+import { loadPlan } from '../../../runtime/plan.ts';
+import { cloneFeeds, randomFeeds } from '../../../test/helpers/random-feeds.ts';
+
+const [mode, cudaFile, cpuFile, arg] = process.argv.slice(2);
+const sim = await loadPlan(cudaFile!);
+const cpu = await loadPlan(cpuFile!);
+const out: Record<string, unknown> = { device: sim.device };
+try {
+  if (mode === 'graphs') {
+    const runs: Record<string, Record<string, { dims: number[]; rel: number; nan: number; exact: boolean; hash: string }>> = {};
+    for (const batch of arg!.split(',').map(Number))
+    for (const graph of sim.graphs) {
+      const feeds = randomFeeds(sim, graph, { batch, srcLen: 7, past: 3, vocab: sim.header.decoding.vocabSize ?? 100, seed: 11 });
+      // uint8 inputs (the --vocab active mask): about a third of the ids on, seeded
+      for (const io of sim.inputs(graph)) {
+        const f = feeds[io.name];
+        if (io.dtype === 'uint8' && f) feeds[io.name] = { dtype: 'uint8', dims: f.dims, data: Uint8Array.from({ length: f.data.length }, (_, i) => ((i * 2654435761) >>> 7) % 3 === 0 ? 1 : 0) };
+      }
+      const a = sim.runSync(graph, cloneFeeds(feeds));
+      const b = cpu.runSync(graph, cloneFeeds(feeds));
+      const key = `${graph} (batch ${batch})`;
+      runs[key] = {};
+      for (const [name, ref] of Object.entries(b)) {
+        const got = a[name]!;
+        const x = got.data as ArrayLike<number | bigint>, y = ref.data as ArrayLike<number | bigint>;
+        let mx = 0, err = 0, nan = 0, exact = x.length === y.length;
+        for (let i = 0; i < y.length; i++) {
+          const r = Number(y[i]), v = Number(x[i]);
+          if (Number.isNaN(v) !== Number.isNaN(r)) nan++;
+          if (!Number.isNaN(r)) mx = Math.max(mx, Math.abs(r));
+          if (!Number.isNaN(v) && !Number.isNaN(r) && Number.isFinite(r)) err = Math.max(err, Math.abs(v - r));
+          if (x[i] !== y[i] && !(Number.isNaN(v) && Number.isNaN(r))) exact = false;
+        }
+        const bytes = new Uint8Array(got.data.buffer, got.data.byteOffset, got.data.byteLength);
+        runs[key]![name] = { dims: got.dims, rel: err / (mx || 1), nan, exact, hash: createHash('sha256').update(bytes).digest('hex').slice(0, 16) };
+      }
+    }
+    out.runs = runs;
+  } else if (mode === 'decode') {
+    const sources = JSON.parse(fs.readFileSync(arg!, 'utf8')) as number[][];
+    const o = { maxLength: Number(process.env.CUDASIM_MAX_LENGTH ?? 12), batchSize: Number(process.env.CUDASIM_BATCH ?? 4) };
+    out.sim = (await translateIds(sim, sources, o)).map((r) => r.ids);
+    out.cpu = (await translateIds(cpu, sources, o)).map((r) => r.ids);
+  }
+} catch (e) {
+  out.error = (e as Error).stack ?? String(e);
+}
+sim.close();
+cpu.close();
+console.log(JSON.stringify(out));

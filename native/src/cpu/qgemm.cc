@@ -1,0 +1,409 @@
+// qmatmul: Y = act(float(Σ quant(A) · Wq) · (sa · w_scale) + bias) + residual over packed int8/int16 weights; the rows
+// of A quantized here, the dot products on the path of the call's variant (qgemm.h), the epilogue shared by all paths.
+#include "qgemm.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "../threadpool.h"
+
+namespace planc {
+namespace qgemm {
+
+// ---------- variants ----------
+
+namespace v = qmatmul_args;
+static_assert(qproject_topk_args::kVariantCount == v::kVariantCount && qproject_topk_args::kVariantAvx512vnni == v::kVariantAvx512vnni,
+              "qmatmul and qproject_topk share QGEMM_VARIANTS");
+
+namespace {
+bool cpu_has(const char* a, const char* b = nullptr, const char* c = nullptr, const char* d = nullptr) {
+  __builtin_cpu_init();
+  for (const char* f : {a, b, c, d}) {
+    if (f == nullptr) continue;
+    // __builtin_cpu_supports needs a literal: one branch per feature this file asks about.
+    bool ok = false;
+    if (!std::strcmp(f, "avx2")) ok = __builtin_cpu_supports("avx2");
+    else if (!std::strcmp(f, "fma")) ok = __builtin_cpu_supports("fma");
+    else if (!std::strcmp(f, "avx512f")) ok = __builtin_cpu_supports("avx512f");
+    else if (!std::strcmp(f, "avx512bw")) ok = __builtin_cpu_supports("avx512bw");
+    else if (!std::strcmp(f, "avx512vl")) ok = __builtin_cpu_supports("avx512vl");
+    else if (!std::strcmp(f, "avx512dq")) ok = __builtin_cpu_supports("avx512dq");
+    else if (!std::strcmp(f, "avx512vnni")) ok = __builtin_cpu_supports("avx512vnni");
+    else if (!std::strcmp(f, "avxvnni")) ok = __builtin_cpu_supports("avxvnni");
+    if (!ok) return false;
+  }
+  return true;
+}
+
+// The CPU features of each vector path, checked once.
+struct Features {
+  bool avx2, avx512bw, avxvnni, avx512vnni;
+};
+const Features& features() {
+  static const Features f = {
+      cpu_has("avx2", "fma"),
+      cpu_has("avx512f", "avx512bw", "avx512vl", "avx512dq") && cpu_has("fma"),
+      cpu_has("avx2", "fma", "avxvnni"),
+      cpu_has("avx512f", "avx512bw", "avx512vl", "avx512dq") && cpu_has("fma", "avx512vnni"),
+  };
+  return f;
+}
+}  // namespace
+
+const char* variant_unavailable(int64_t code) {
+  const Features& f = features();
+  switch (code) {
+    case v::kVariantAvx2:
+      if (!avx2_path()) return "this build has no x86-64 vector paths";
+      return f.avx2 ? nullptr : "this CPU lacks AVX2 with FMA";
+    case v::kVariantAvx512bw:
+      if (!avx512bw_path()) return "this build has no x86-64 vector paths";
+      return f.avx512bw ? nullptr : "this CPU lacks AVX-512 F/BW/VL/DQ with FMA";
+    case v::kVariantAvxvnni:
+      if (!avxvnni_path()) return "this build has no x86-64 vector paths";
+      return f.avxvnni ? nullptr : "this CPU lacks AVX-VNNI (or AVX2 with FMA)";
+    case v::kVariantAvx512vnni:
+      if (!avx512vnni_path()) return "this build has no x86-64 vector paths";
+      return f.avx512vnni ? nullptr : "this CPU lacks AVX-512 VNNI (or AVX-512 F/BW/VL/DQ with FMA)";
+    default: return nullptr;
+  }
+}
+
+const Path* path_for(int64_t code) {
+  switch (code) {
+    case v::kVariantRef: return ref_path();
+    case v::kVariantAvx2: return avx2_path();
+    case v::kVariantAvx512bw: return avx512bw_path();
+    case v::kVariantAvxvnni: return avxvnni_path();
+    case v::kVariantAvx512vnni: return avx512vnni_path();
+    default: break;
+  }
+  // auto: avx512vnni > avxvnni > avx512bw > avx2 > ref (compiler/kernel-schema.ts QGEMM_VARIANTS)
+  for (int64_t c : {v::kVariantAvx512vnni, v::kVariantAvxvnni, v::kVariantAvx512bw, v::kVariantAvx2})
+    if (variant_unavailable(c) == nullptr) return path_for(c);
+  return ref_path();
+}
+
+const char* check_variant(const char* name, int64_t code) {
+  if (code < 0 || code >= v::kVariantCount)
+    return kernel_error("%s: unknown variant code %lld (0..%d)", name, static_cast<long long>(code), v::kVariantCount - 1);
+  if (const char* why = variant_unavailable(code))
+    return kernel_error("%s: variant %s cannot run here: %s", name, v::kVariantNames[code], why);
+  return nullptr;
+}
+
+// ---------- rows of A ----------
+
+namespace {
+
+// The largest |x| of a row as float bits (NaN and inf compare above every finite value).
+uint32_t max_abs_bits(const float* x, int64_t k) {
+  uint32_t m = 0;
+  for (int64_t i = 0; i < k; i++) {
+    uint32_t b;
+    std::memcpy(&b, x + i, 4);
+    b &= 0x7fffffffu;
+    m = b > m ? b : m;
+  }
+  return m;
+}
+
+constexpr uint32_t kInfBits = 0x7f800000u;
+
+// One int8 row: q = round-half-even(x / s) in [-127, 127], s = max|x| / 127.
+float quantize_i8(const float* x, int64_t k, int8_t* q) {
+  const uint32_t mb = max_abs_bits(x, k);
+  if (mb == 0 || mb >= kInfBits) {
+    for (int64_t i = 0; i < k; i++) q[i] = 0;
+    return mb == 0 ? 0.0f : std::numeric_limits<float>::quiet_NaN();
+  }
+  float amax;
+  std::memcpy(&amax, &mb, 4);
+  const float s = amax / 127.0f;
+  for (int64_t i = 0; i < k; i++) {
+    const float r = std::nearbyint(x[i] / s);  // the default rounding mode: half to even
+    q[i] = static_cast<int8_t>(std::min(127.0f, std::max(-127.0f, r)));
+  }
+  return s;
+}
+
+// One int16 row: q = round-half-even(x · 1024) saturated to int16.
+float quantize_i16(const float* x, int64_t k, int16_t* q) {
+  bool nan = false;
+  for (int64_t i = 0; i < k; i++) {
+    const float r = std::nearbyint(x[i] * 1024.0f);
+    nan |= r != r;
+    q[i] = r != r ? 0 : static_cast<int16_t>(std::min(32767.0f, std::max(-32768.0f, r)));
+  }
+  return nan ? std::numeric_limits<float>::quiet_NaN() : 1.0f / 1024.0f;
+}
+
+}  // namespace
+
+Rows quantize_rows(const KernelArgs& args, const float* x, int64_t m, int64_t k, int64_t kp, int64_t input, const Path& path,
+                   RowBuffers& buf) {
+  Rows rows;
+  rows.m = m;
+  rows.kp = kp;
+  const size_t total = static_cast<size_t>(m * kp);
+  buf.scale.resize(static_cast<size_t>(m));
+  bool want_q8 = false, want_u8 = false, want_q16 = false;
+  if (input == kQuantInFloat32) {
+    buf.f32.assign(total, 0.0f);
+    rows.f32 = buf.f32.data();
+  } else if (input == kQuantInInt16) {
+    want_q16 = true;
+  } else {
+    want_q8 = true;  // the signed form is the one quantize_i8 writes; the others derive from it
+    want_u8 = path.unsigned_a;
+    want_q16 = !path.unsigned_a && &path != ref_path();
+  }
+  if (want_q8) buf.q8.assign(total, 0);
+  if (want_u8) buf.u8.assign(total, 128);
+  if (want_q16) buf.q16.assign(total, 0);
+  auto run = [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; r++) {
+      const float* xr = x + r * k;
+      if (input == kQuantInFloat32) {
+        std::memcpy(buf.f32.data() + r * kp, xr, static_cast<size_t>(k) * sizeof(float));
+        buf.scale[static_cast<size_t>(r)] = 1.0f;
+      } else if (input == kQuantInInt16) {
+        buf.scale[static_cast<size_t>(r)] = quantize_i16(xr, k, buf.q16.data() + r * kp);
+      } else {
+        int8_t* q = buf.q8.data() + r * kp;
+        buf.scale[static_cast<size_t>(r)] = quantize_i8(xr, k, q);
+        if (want_u8) {
+          uint8_t* u = buf.u8.data() + r * kp;
+          for (int64_t i = 0; i < k; i++) u[i] = static_cast<uint8_t>(q[i] + 128);
+        }
+        if (want_q16) {
+          int16_t* h = buf.q16.data() + r * kp;
+          for (int64_t i = 0; i < k; i++) h[i] = q[i];
+        }
+      }
+    }
+  };
+  const int64_t min_rows = std::max<int64_t>(1, (int64_t(1) << 14) / std::max<int64_t>(1, k));
+  if (m > min_rows) run_parallel(args, m, min_rows, run);
+  else run(0, m);
+  rows.q8 = want_q8 ? buf.q8.data() : nullptr;
+  rows.u8 = want_u8 ? buf.u8.data() : nullptr;
+  rows.q16 = want_q16 ? buf.q16.data() : nullptr;
+  return rows;
+}
+
+// ---------- epilogue ----------
+
+namespace {
+
+// The epilogue activation, computed in double and rounded once (the formulas of gemm.cc's fused_matmul epilogue).
+inline float activate(float v, int64_t act) {
+  const double x = v;
+  switch (act) {
+    case kActRelu: return v > 0.0f ? v : 0.0f;
+    case kActGelu: return static_cast<float>(0.5 * x * (1.0 + std::erf(x * 0.70710678118654752440)));
+    case kActGeluTanh: return static_cast<float>(0.5 * x * (1.0 + std::tanh(0.79788456080286535588 * (x + 0.044715 * x * x * x))));
+    case kActSilu: return static_cast<float>(x / (1.0 + std::exp(-x)));
+    default: return v;
+  }
+}
+
+// Each operation rounded to float on its own: no FMA contraction (this file is compiled for the portable baseline, and
+// the attribute keeps it so under other flags), so every path's equal sums give equal outputs.
+template <class Acc>
+__attribute__((optimize("fp-contract=off"))) void epilogue_tile(const Epilogue& e, const Acc* acc, int64_t ld, int64_t r0,
+                                                                int64_t nr, int64_t c0, int64_t nc) {
+  for (int64_t r = 0; r < nr; r++) {
+    const int64_t row = r0 + r;
+    const float sa = e.sa[row];
+    float* y = e.y + row * e.ldy + c0;
+    const Acc* s = acc + r * ld;
+    const float* ws = e.scale + c0;
+    if (e.act == kActNone && !e.bias && !e.res) {
+      for (int64_t c = 0; c < nc; c++) y[c] = static_cast<float>(s[c]) * (sa * ws[c]);
+      continue;
+    }
+    for (int64_t c = 0; c < nc; c++) {
+      float v = static_cast<float>(s[c]) * (sa * ws[c]);
+      if (e.bias) v += e.bias[c0 + c];
+      v = e.act == kActRelu ? (v > 0.0f ? v : 0.0f) : e.act == kActNone ? v : activate(v, e.act);
+      if (e.res) v += e.res[row * e.ldy + c0 + c];
+      y[c] = v;
+    }
+  }
+}
+
+}  // namespace
+
+void apply_epilogue(const Epilogue& e, const int32_t* acc, int64_t ld, int64_t r0, int64_t nr, int64_t c0, int64_t nc) {
+  epilogue_tile(e, acc, ld, r0, nr, c0, nc);
+}
+void apply_epilogue(const Epilogue& e, const float* acc, int64_t ld, int64_t r0, int64_t nr, int64_t c0, int64_t nc) {
+  epilogue_tile(e, acc, ld, r0, nr, c0, nc);
+}
+
+// ---------- qmatmul ----------
+
+namespace {
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// The call's operands, checked.
+struct Call {
+  const float* a;
+  int64_t m, n, k, kp, act, input;
+  Weights w;
+  const float* scale;
+  const int32_t* wsum;
+  const float* bias;
+  const float* res;
+  float* y;
+};
+
+bool dims_are(const TensorView& t, std::initializer_list<int64_t> d) {
+  if (t.rank != static_cast<int32_t>(d.size())) return false;
+  int i = 0;
+  for (int64_t x : d)
+    if (t.dims[i++] != x) return false;
+  return true;
+}
+
+const char* check_qmatmul(const KernelArgs& args, Call* c) {
+  if (const char* err = check_arity("qmatmul", args, v::kArity)) return err;
+  if (const char* err = check_variant("qmatmul", args.variant)) return err;
+  const int64_t act = args.iargs[v::kActivation], input = args.iargs[v::kInput], n = args.iargs[v::kN], k = args.iargs[v::kK];
+  if (act < 0 || act >= kActCount) return kernel_error("qmatmul: unknown activation %lld", (long long)act);
+  if (input < 0 || input >= kQuantInCount) return kernel_error("qmatmul: unknown input kind %lld", (long long)input);
+  if (n < 0 || k < 0 || n > (int64_t(1) << 31) || k > (int64_t(1) << 31))
+    return kernel_error("qmatmul: N = %lld and K = %lld out of range", (long long)n, (long long)k);
+  const TensorView &a = args.in[0], &w = args.in[1], &ws = args.in[2], &sum = args.in[3], &bias = args.in[4], &res = args.in[5];
+  const TensorView& y = args.out[0];
+  for (const TensorView* t : {&a, &w, &ws, &y})
+    if (!view_ok(*t)) return "qmatmul: a malformed input or output view";
+  if (a.dtype != kFloat32 || y.dtype != kFloat32 || ws.dtype != kFloat32)
+    return kernel_error("qmatmul: A, w_scale and Y must be float32, got %s, %s, %s", dtype_name(a.dtype), dtype_name(ws.dtype), dtype_name(y.dtype));
+  if (a.rank < 1 || a.dims[a.rank - 1] != k) return kernel_error("qmatmul: A %s must end in K = %lld", dims_str(a).c_str(), (long long)k);
+  const int64_t blocks = ceil_div(n, kBlock);
+  const bool i16 = input == kQuantInInt16;
+  const int32_t wdt = i16 ? kInt16 : kInt8;
+  const int64_t kp = i16 ? ceil_div(k, 2) * 2 : ceil_div(k, 4) * 4;
+  if (w.dtype != wdt || !dims_are(w, {blocks, i16 ? kp / 2 : kp / 4, kBlock, i16 ? 2 : 4}))
+    return kernel_error("qmatmul: w must be %s [%lld, %lld, 16, %d] for N = %lld, K = %lld and %s input, got %s %s", dtype_name(wdt),
+                        (long long)blocks, (long long)(i16 ? kp / 2 : kp / 4), i16 ? 2 : 4, (long long)n, (long long)k,
+                        i16 ? "int16" : input == kQuantInInt8 ? "int8" : "float32", dtype_name(w.dtype), dims_str(w).c_str());
+  if (!dims_are(ws, {n})) return kernel_error("qmatmul: w_scale must be [%lld], got %s", (long long)n, dims_str(ws).c_str());
+  if (sum.data && (!view_ok(sum) || sum.dtype != kInt32 || !dims_are(sum, {n})))
+    return kernel_error("qmatmul: w_sum must be int32 [%lld], got %s %s", (long long)n, dtype_name(sum.dtype), dims_str(sum).c_str());
+  if (bias.data && (!view_ok(bias) || bias.dtype != kFloat32 || !dims_are(bias, {n})))
+    return kernel_error("qmatmul: bias must be float32 [%lld], got %s %s", (long long)n, dtype_name(bias.dtype), dims_str(bias).c_str());
+  bool y_ok = y.rank == a.rank && y.dims[y.rank - 1] == n;
+  for (int i = 0; y_ok && i < a.rank - 1; i++) y_ok = y.dims[i] == a.dims[i];
+  if (!y_ok) return kernel_error("qmatmul: Y %s must be A's leading dims + [%lld] (A %s)", dims_str(y).c_str(), (long long)n, dims_str(a).c_str());
+  if (res.data && (!view_ok(res) || res.dtype != kFloat32 || !same_dims(res, y)))
+    return kernel_error("qmatmul: residual must be float32 %s (Y's dims), got %s %s", dims_str(y).c_str(), dtype_name(res.dtype), dims_str(res).c_str());
+  int64_t m = 1;
+  for (int i = 0; i < a.rank - 1; i++) m *= a.dims[i];
+  if (m > 0 && n > 0 && (!a.data || !y.data || !ws.data || (w.numel > 0 && !w.data))) return "qmatmul: missing input or output data";
+  Weights wt;
+  wt.w8 = i16 ? nullptr : w.as<int8_t>();
+  wt.w16 = i16 ? w.as<int16_t>() : nullptr;
+  wt.blocks = blocks;
+  wt.kgroups = i16 ? kp / 2 : kp / 4;
+  *c = Call{a.as<float>(), m, n, k, kp, act, input, wt, ws.as<float>(), sum.data ? sum.as<int32_t>() : nullptr,
+            bias.data ? bias.as<float>() : nullptr, res.data ? res.as<float>() : nullptr, y.as<float>()};
+  return nullptr;
+}
+
+// Σ_k Wq(k, c) of nb blocks from b0 (the vpdpbusd offset when the call has no w_sum): sums[16 b + c].
+void block_sums(const Weights& w, int64_t b0, int64_t nb, int32_t* sums) {
+  for (int64_t b = 0; b < nb; b++) {
+    int32_t s[kBlock] = {0};
+    const int8_t* p = w.w8 + (b0 + b) * w.kgroups * 64;
+    for (int64_t g = 0; g < w.kgroups; g++, p += 64)
+      for (int c = 0; c < kBlock; c++) s[c] += p[4 * c] + p[4 * c + 1] + p[4 * c + 2] + p[4 * c + 3];
+    std::memcpy(sums + b * kBlock, s, sizeof s);
+  }
+}
+
+// The product and epilogue over tasks of (a group of the path's blocks) × (a chunk of rows).
+void run_product(const KernelArgs& args, const Call& c, const Path& path, const Rows& rows, const float* sa) {
+  const bool f32 = c.input == kQuantInFloat32, i16 = c.input == kQuantInInt16;
+  const int64_t R = f32 ? path.f32_rows : path.rows, G = f32 ? path.f32_blocks : path.blocks;
+  const int64_t groups = ceil_div(c.w.blocks, G);
+  const int64_t threads = args.pool ? args.pool->threads() : 1;
+  // Rows per task: all of them unless there are too few groups to keep every thread busy.
+  int64_t chunk = c.m;
+  if (groups < 4 * threads && c.m > R) {
+    const int64_t parts = std::min(ceil_div(4 * threads, groups), ceil_div(c.m, R));
+    chunk = ceil_div(ceil_div(c.m, parts), R) * R;
+  }
+  const int64_t chunks = ceil_div(c.m, chunk);
+  const bool offset = !f32 && !i16 && path.unsigned_a;
+  const Epilogue e{c.act, sa, c.scale, c.bias, c.res, c.y, c.n};
+  auto run = [&](int64_t t0, int64_t t1) {
+    static thread_local std::vector<int32_t> acc_i, sums;
+    static thread_local std::vector<float> acc_f;
+    acc_i.resize(static_cast<size_t>(R * G * kBlock));
+    acc_f.resize(static_cast<size_t>(R * G * kBlock));
+    sums.resize(static_cast<size_t>(G * kBlock));
+    int64_t sums_group = -1;
+    for (int64_t t = t0; t < t1; t++) {
+      const int64_t grp = t / chunks, rc = t % chunks;
+      const int64_t b0 = grp * G, nb = std::min(G, c.w.blocks - b0), c0 = b0 * kBlock, nc = std::min(nb * kBlock, c.n - c0);
+      const int64_t ld = nb * kBlock;
+      const int32_t* wsum = c.wsum ? c.wsum + c0 : nullptr;
+      if (offset && !c.wsum) {
+        if (sums_group != grp) block_sums(c.w, b0, nb, sums.data());
+        sums_group = grp;
+        wsum = sums.data();
+      }
+      for (int64_t r0 = rc * chunk; r0 < std::min(c.m, (rc + 1) * chunk); r0 += R) {
+        const int64_t nr = std::min(R, c.m - r0);
+        if (f32) {
+          path.dots_f32(rows, c.w, r0, nr, b0, nb, acc_f.data());
+          apply_epilogue(e, acc_f.data(), ld, r0, nr, c0, nc);
+          continue;
+        }
+        (i16 ? path.dots_i16 : path.dots_i8)(rows, c.w, r0, nr, b0, nb, acc_i.data());
+        if (offset) {
+          for (int64_t r = 0; r < nr; r++)
+            for (int64_t j = 0; j < nc; j++) {
+              int32_t& s = acc_i[static_cast<size_t>(r * ld + j)];
+              s = static_cast<int32_t>(static_cast<uint32_t>(s) - 128u * static_cast<uint32_t>(wsum[j]));
+            }
+        }
+        apply_epilogue(e, acc_i.data(), ld, r0, nr, c0, nc);
+      }
+    }
+  };
+  const int64_t tasks = groups * chunks;
+  if (args.pool && threads > 1 && c.m * c.kp * c.n >= (int64_t(1) << 16)) run_parallel(args, tasks, 1, run);
+  else run(0, tasks);
+}
+
+// Inputs A [..., K] float32, w (int8 / int16 packed), w_scale [N], w_sum? [N] int32, bias? [N], residual? (Y's dims);
+// output Y [..., N]; iargs activation, input (QuantInput), n, k.
+const char* qmatmul(const KernelArgs& args) {
+  Call c{};
+  if (const char* err = check_qmatmul(args, &c)) return err;
+  if (c.m == 0 || c.n == 0) return nullptr;
+  const Path& path = *path_for(args.variant);
+  static thread_local RowBuffers buf;
+  const Rows rows = quantize_rows(args, c.a, c.m, c.k, c.kp, c.input, path, buf);
+  run_product(args, c, path, rows, buf.scale.data());
+  return nullptr;
+}
+
+const KernelDef kDefs[] = {
+    {"qmatmul", qmatmul, variant_unavailable},
+};
+
+}  // namespace
+}  // namespace qgemm
+
+KernelList qgemm_kernels() { return {qgemm::kDefs, sizeof qgemm::kDefs / sizeof qgemm::kDefs[0]}; }
+
+}  // namespace planc

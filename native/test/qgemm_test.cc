@@ -1,0 +1,505 @@
+// Standalone test of the quantized products (qmatmul, qproject_topk): every variant this CPU runs against ref (bit-identical
+// for int8 and int16 inputs, close for float32), ref against the quantization rule, the error bound against the float32
+// product, the shape and dtype checks; `bench` times the paths.
+// Run: native/build-tests/qgemm_test [bench]
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "test_util_b.h"
+
+namespace planc {
+KernelList qgemm_kernels();
+KernelList qproject_topk_kernels();
+KernelList gemm_kernels();
+KernelList project_topk_kernels();
+}  // namespace planc
+
+using tb::Buf;
+using tb::f32;
+
+namespace {
+
+namespace v = planc::qmatmul_args;
+namespace pv = planc::qproject_topk_args;
+
+planc::KernelFn k_qmatmul, k_qtopk;
+planc::VariantCheck g_unavailable = nullptr;
+std::vector<int64_t> g_variants;  // the variants this machine runs (auto, ref, ...)
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// ---------- packing (the layout of compiler/kernel-schema.ts qmatmul.w, written independently of compiler/quant) ----------
+
+// W [K, N] float → per output channel symmetric int8 (or int16 at 1/1024), packed; scale and sum per channel.
+struct Packed {
+  Buf w, scale, sum;
+  std::vector<int32_t> q;  // Wq(k, n) at [k * N + n], unpacked, for the checks
+};
+
+Packed pack(const float* w, int64_t k, int64_t n, bool i16) {
+  Packed p;
+  const int64_t blocks = ceil_div(n, 16), kp = i16 ? ceil_div(k, 2) * 2 : ceil_div(k, 4) * 4, per = i16 ? 2 : 4;
+  p.w = Buf(i16 ? planc::kInt16 : planc::kInt8, {blocks, kp / per, 16, per});
+  p.scale = f32({n});
+  p.sum = Buf(planc::kInt32, {n});
+  p.q.assign(static_cast<size_t>(k * n), 0);
+  for (int64_t c = 0; c < n; c++) {
+    float amax = 0;
+    for (int64_t i = 0; i < k; i++) amax = std::max(amax, std::fabs(w[i * n + c]));
+    const float s = i16 ? 1.0f / 1024.0f : amax == 0 ? 1.0f : amax / 127.0f;
+    p.scale.f()[c] = s;
+    int32_t sum = 0;
+    for (int64_t i = 0; i < k; i++) {
+      float r = std::nearbyint(i16 ? w[i * n + c] * 1024.0f : w[i * n + c] / s);
+      r = i16 ? std::min(32767.0f, std::max(-32768.0f, r)) : std::min(127.0f, std::max(-127.0f, r));
+      const int32_t q = static_cast<int32_t>(r);
+      p.q[static_cast<size_t>(i * n + c)] = q;
+      sum += q;
+      const int64_t at = ((c / 16) * (kp / per) + i / per) * 16 * per + (c % 16) * per + i % per;
+      if (i16) reinterpret_cast<int16_t*>(p.w.data())[at] = static_cast<int16_t>(q);
+      else reinterpret_cast<int8_t*>(p.w.data())[at] = static_cast<int8_t>(q);
+    }
+    p.sum.i32()[c] = sum;
+  }
+  return p;
+}
+
+// The quantization rule of an A row (compiler/kernel-enums.ts QUANT_INPUTS), written out again: q and the scale.
+float quant_row(const float* x, int64_t k, int64_t input, std::vector<int32_t>& q) {
+  q.assign(static_cast<size_t>(k), 0);
+  if (input == planc::kQuantInInt16) {
+    for (int64_t i = 0; i < k; i++) q[i] = static_cast<int32_t>(std::min(32767.0f, std::max(-32768.0f, std::nearbyint(x[i] * 1024.0f))));
+    return 1.0f / 1024.0f;
+  }
+  float amax = 0;
+  for (int64_t i = 0; i < k; i++) amax = std::max(amax, std::fabs(x[i]));
+  if (amax == 0) return 0.0f;
+  const float s = amax / 127.0f;
+  for (int64_t i = 0; i < k; i++) q[i] = static_cast<int32_t>(std::min(127.0f, std::max(-127.0f, std::nearbyint(x[i] / s))));
+  return s;
+}
+
+// ---------- qmatmul ----------
+
+struct Case {
+  int64_t m, k, n, input, act;
+  bool bias, res, wsum;
+};
+
+const char* run_q(int64_t variant, Buf& a, Packed& p, Buf* bias, Buf* res, bool wsum, Buf& y, const Case& c, planc::ThreadPool* pool) {
+  planc::TensorView none;
+  return tb::call(k_qmatmul, {a.v(), p.w.v(), p.scale.v(), wsum ? p.sum.v() : none, bias ? bias->v() : none, res ? res->v() : none},
+                  {y.v()}, {c.act, c.input, c.n, c.k}, {}, pool, variant);
+}
+
+std::string describe(const Case& c, int64_t variant) {
+  char s[200];
+  std::snprintf(s, sizeof s, "qmatmul %s m=%lld k=%lld n=%lld input=%lld act=%lld bias=%d res=%d wsum=%d", v::kVariantNames[variant],
+                (long long)c.m, (long long)c.k, (long long)c.n, (long long)c.input, (long long)c.act, c.bias, c.res, c.wsum);
+  return s;
+}
+
+// Every variant against ref (bitwise for int8 / int16, within float rounding for float32); ref against the rule; with
+// act none and no bias/residual, |y - A·W| within the quantization bound.
+void check_case(const Case& c, planc::ThreadPool* pool) {
+  Buf a = f32({c.m, c.k}), w = f32({c.k, c.n}), bias = f32({c.n}), res = f32({c.m, c.n});
+  tb::fill_random(a, -2.0f, 2.0f);
+  tb::fill_random(w, -0.5f, 0.5f);
+  tb::fill_random(bias);
+  tb::fill_random(res);
+  if (c.m > 2) std::fill(a.f() + c.k, a.f() + 2 * c.k, 0.0f);  // row 1 all zero: s = 0
+  Packed p = pack(w.f(), c.k, c.n, c.input == planc::kQuantInInt16);
+  Buf want = f32({c.m, c.n});
+  tb::expect_ok(run_q(v::kVariantRef, a, p, c.bias ? &bias : nullptr, c.res ? &res : nullptr, c.wsum, want, c, pool), describe(c, v::kVariantRef).c_str());
+  // ref against the rule, written out here (act none / relu: no libm in between).
+  if (c.input != planc::kQuantInFloat32 && c.act <= planc::kActRelu) {
+    int bad = 0;
+    std::vector<int32_t> q;
+    for (int64_t i = 0; i < c.m; i++) {
+      const float sa = quant_row(a.f() + i * c.k, c.k, c.input, q);
+      for (int64_t j = 0; j < c.n; j++) {
+        int64_t acc = 0;
+        for (int64_t t = 0; t < c.k; t++) acc += int64_t(q[t]) * p.q[t * c.n + j];
+        float y = static_cast<float>(acc) * (sa * p.scale.f()[j]);
+        if (c.bias) y += bias.f()[j];
+        if (c.act == planc::kActRelu) y = y > 0 ? y : 0.0f;
+        if (c.res) y += res.f()[i * c.n + j];
+        if (std::memcmp(&y, want.f() + i * c.n + j, 4) != 0 && bad++ < 3)
+          std::printf("  rule: [%lld, %lld] got %.9g want %.9g\n", (long long)i, (long long)j, want.f()[i * c.n + j], y);
+      }
+    }
+    TB_CHECK(bad == 0, "%s: ref differs from the quantization rule at %d outputs", describe(c, 1).c_str(), bad);
+  }
+  // the bound against the float32 product (act none, no bias / residual)
+  if (!c.bias && !c.res && c.act == planc::kActNone) {
+    int bad = 0;
+    for (int64_t i = 0; i < c.m; i++) {
+      const float* x = a.f() + i * c.k;
+      float amax = 0;
+      for (int64_t t = 0; t < c.k; t++) amax = std::max(amax, std::fabs(x[t]));
+      const double sa = c.input == planc::kQuantInInt8 ? amax / 127.0 : c.input == planc::kQuantInInt16 ? 1.0 / 1024 : 0.0;
+      for (int64_t j = 0; j < c.n; j++) {
+        const double sw = p.scale.f()[j];
+        double exact = 0, sx = 0, sq = 0, sabs = 0;
+        for (int64_t t = 0; t < c.k; t++) {
+          const double xv = x[t], wv = w.f()[t * c.n + j];
+          exact += xv * wv;
+          sx += std::fabs(xv);
+          sq += std::abs(p.q[t * c.n + j]);
+          sabs += std::fabs(xv * wv);
+        }
+        // x·w − xq·wq = x·(w − wq) + (x − xq)·wq with |w − wq| ≤ sw/2, |x − xq| ≤ sa/2, |wq| = sw·|q|; plus float32
+        // rounding of the sums and the epilogue (a few ulps of Σ|x·w|).
+        const double bound = sw / 2 * sx + sa / 2 * sw * sq + 1e-5 * (sabs + std::fabs(exact)) + 1e-30;
+        const double err = std::fabs(double(want.f()[i * c.n + j]) - exact);
+        if (!(err <= bound) && bad++ < 3) std::printf("  bound: [%lld, %lld] err %.3g > bound %.3g\n", (long long)i, (long long)j, err, bound);
+      }
+    }
+    TB_CHECK(bad == 0, "%s: %d outputs beyond the quantization bound", describe(c, 1).c_str(), bad);
+  }
+  for (int64_t variant : g_variants) {
+    if (variant == v::kVariantRef) continue;
+    Buf got = f32({c.m, c.n});
+    tb::expect_ok(run_q(variant, a, p, c.bias ? &bias : nullptr, c.res ? &res : nullptr, c.wsum, got, c, pool), describe(c, variant).c_str());
+    if (c.input == planc::kQuantInFloat32) {
+      std::vector<double> wd(want.f(), want.f() + want.n());
+      tb::close(got.f(), wd.data(), got.n(), 1e-5, 1e-5 * std::sqrt(double(c.k)), describe(c, variant).c_str());
+    } else {
+      int64_t bad = 0, first = -1;
+      for (int64_t i = 0; i < got.n(); i++)
+        if (std::memcmp(got.f() + i, want.f() + i, 4) != 0 && bad++ == 0) first = i;
+      TB_CHECK(bad == 0, "%s: %lld outputs differ from ref (first [%lld]: %.9g vs %.9g)", describe(c, variant).c_str(), (long long)bad,
+               (long long)first, first >= 0 ? got.f()[first] : 0.0f, first >= 0 ? want.f()[first] : 0.0f);
+    }
+  }
+}
+
+void qmatmul_tests(planc::ThreadPool* pool) {
+  const int64_t inputs[] = {planc::kQuantInInt8, planc::kQuantInInt16, planc::kQuantInFloat32};
+  for (int64_t input : inputs)
+    for (int64_t m : {1, 5, 64, 130})
+      for (int64_t k : {7, 33, 513})
+        for (int64_t n : {1, 17, 50}) {
+          check_case({m, k, n, input, planc::kActNone, false, false, true}, pool);
+          check_case({m, k, n, input, planc::kActNone, false, false, false}, pool);
+        }
+  // every activation with bias and residual, and the optional inputs one at a time
+  for (int64_t input : inputs)
+    for (int64_t act = 0; act < planc::kActCount; act++) {
+      check_case({5, 33, 50, input, act, true, true, true}, pool);
+      check_case({64, 513, 17, input, act, true, false, false}, pool);
+      check_case({130, 7, 1, input, act, false, true, false}, pool);
+    }
+  // a wider product: several block groups and row chunks across the pool
+  for (int64_t input : inputs) check_case({67, 256, 300, input, planc::kActRelu, true, true, false}, pool);
+}
+
+// K = 0: the output is the epilogue of 0; a NaN row gives NaN.
+void qmatmul_edges() {
+  Case c{3, 0, 5, planc::kQuantInInt8, planc::kActNone, true, false, true};
+  Buf a = f32({3, 0}), bias = f32({5}, {1, 2, 3, 4, 5}), y = f32({3, 5});
+  Packed p = pack(nullptr, 0, 5, false);
+  for (int64_t variant : g_variants) {
+    tb::expect_ok(run_q(variant, a, p, &bias, nullptr, true, y, c, nullptr), "qmatmul K = 0");
+    TB_CHECK(y.f()[7] == 3.0f, "qmatmul K = 0: y[1][2] = %g, want the bias 3", y.f()[7]);
+  }
+  Case d{2, 4, 3, planc::kQuantInInt8, planc::kActNone, false, false, true};
+  Buf a2 = f32({2, 4}, {1, std::numeric_limits<float>::quiet_NaN(), 0, 0, 1, 2, 3, 4}), w2 = f32({4, 3}), y2 = f32({2, 3});
+  tb::fill_random(w2);
+  Packed p2 = pack(w2.f(), 4, 3, false);
+  for (int64_t variant : g_variants) {
+    tb::expect_ok(run_q(variant, a2, p2, nullptr, nullptr, true, y2, d, nullptr), "qmatmul NaN row");
+    TB_CHECK(std::isnan(y2.f()[0]) && std::isfinite(y2.f()[3]), "qmatmul %s: a NaN row gives NaN, the next row finite", v::kVariantNames[variant]);
+  }
+}
+
+void qmatmul_errors() {
+  Case c{2, 8, 20, planc::kQuantInInt8, planc::kActNone, false, false, true};
+  Buf a = f32({2, 8}), w = f32({8, 20}), y = f32({2, 20});
+  Packed p = pack(w.f(), 8, 20, false), p16 = pack(w.f(), 8, 20, true);
+  planc::TensorView none;
+  auto go = [&](std::vector<planc::TensorView> in, std::vector<planc::TensorView> out, std::vector<int64_t> iargs, int64_t variant = 0) {
+    return tb::call(k_qmatmul, std::move(in), std::move(out), std::move(iargs), {}, nullptr, variant);
+  };
+  const std::vector<int64_t> ia = {planc::kActNone, planc::kQuantInInt8, 20, 8};
+  tb::expect_ok(go({a.v(), p.w.v(), p.scale.v(), p.sum.v(), none, none}, {y.v()}, ia), "qmatmul ok");
+  tb::expect_error(go({a.v(), p16.w.v(), p.scale.v(), p.sum.v(), none, none}, {y.v()}, ia), "w must be int8", "int16 w, int8 input");
+  tb::expect_error(go({a.v(), p.w.v(), p.scale.v(), none, none, none}, {y.v()}, {planc::kActNone, planc::kQuantInInt16, 20, 8}), "w must be int16", "int8 w, int16 input");
+  Buf wbad(planc::kInt8, {2, 3, 16, 4});
+  tb::expect_error(go({a.v(), wbad.v(), p.scale.v(), none, none, none}, {y.v()}, ia), "w must be int8 [2, 2, 16, 4]", "w dims");
+  tb::expect_error(go({a.v(), p.w.v(), p.scale.v(), none, none, none}, {y.v()}, {planc::kActNone, planc::kQuantInInt8, 20, 9}), "must end in K", "K");
+  Buf s19 = f32({19});
+  tb::expect_error(go({a.v(), p.w.v(), s19.v(), none, none, none}, {y.v()}, ia), "w_scale must be [20]", "scale dims");
+  Buf sum_f = f32({20});
+  tb::expect_error(go({a.v(), p.w.v(), p.scale.v(), sum_f.v(), none, none}, {y.v()}, ia), "w_sum must be int32", "w_sum dtype");
+  Buf b19 = f32({19});
+  tb::expect_error(go({a.v(), p.w.v(), p.scale.v(), none, b19.v(), none}, {y.v()}, ia), "bias must be float32 [20]", "bias dims");
+  Buf r3 = f32({3, 20});
+  tb::expect_error(go({a.v(), p.w.v(), p.scale.v(), none, none, r3.v()}, {y.v()}, ia), "residual must be", "residual dims");
+  Buf y21 = f32({2, 21});
+  tb::expect_error(go({a.v(), p.w.v(), p.scale.v(), none, none, none}, {y21.v()}, ia), "leading dims", "y dims");
+  Buf a64(planc::kFloat64, {2, 8});
+  tb::expect_error(go({a64.v(), p.w.v(), p.scale.v(), none, none, none}, {y.v()}, ia), "must be float32", "A dtype");
+  tb::expect_error(go({a.v(), p.w.v(), p.scale.v(), none, none, none}, {y.v()}, {99, planc::kQuantInInt8, 20, 8}), "unknown activation", "activation");
+  tb::expect_error(go({a.v(), p.w.v(), p.scale.v(), none, none, none}, {y.v()}, {0, 7, 20, 8}), "unknown input", "input kind");
+  tb::expect_error(go({a.v(), p.w.v(), p.scale.v(), none, none, none}, {y.v()}, ia, 42), "unknown variant", "variant code");
+  tb::expect_error(go({a.v(), p.w.v()}, {y.v()}, ia), "qmatmul", "arity");
+  for (int64_t code = 0; code < v::kVariantCount; code++)
+    if (g_unavailable(code))
+      tb::expect_error(go({a.v(), p.w.v(), p.scale.v(), none, none, none}, {y.v()}, ia, code), "cannot run here", v::kVariantNames[code]);
+}
+
+// ---------- bench ----------
+
+// The fastest of reps runs of fn, in microseconds (min: the machine is shared; the TS bench reports medians).
+template <class F> double best_us(int reps, F fn) {
+  fn();
+  double best = 1e30;
+  for (int i = 0; i < reps; i++) {
+    const double t0 = tb::now_ms();
+    fn();
+    best = std::min(best, tb::now_ms() - t0);
+  }
+  return best * 1e3;
+}
+
+// qmatmul per variant and input kind against fused_matmul float32 (auto), one thread and the pool.
+void bench(planc::ThreadPool* pool) {
+  const planc::KernelList g = planc::gemm_kernels();
+  const planc::KernelFn fused = tb::find(g, "fused_matmul");
+  struct Shape { int64_t m, k, n; };
+  for (planc::ThreadPool* pl : {static_cast<planc::ThreadPool*>(nullptr), pool})
+    for (Shape s : {Shape{1, 512, 2048}, Shape{1, 2048, 512}, Shape{1, 512, 512}, Shape{32, 512, 2048}, Shape{32, 2048, 512}, Shape{32, 512, 512}}) {
+      Buf a = f32({s.m, s.k}), w = f32({s.k, s.n}), y = f32({s.m, s.n});
+      tb::fill_random(a);
+      tb::fill_random(w);
+      planc::TensorView none;
+      const int reps = s.m == 1 ? 400 : 60;
+      const double f = best_us(reps, [&] { tb::call(fused, {a.v(), w.v(), none, none}, {y.v()}, {planc::kActNone}, {}, pl, 0); });
+      std::printf("%s m=%lld k=%lld n=%lld: fp32 %.1fus\n", pl ? "pool" : "1 thread", (long long)s.m, (long long)s.k, (long long)s.n, f);
+      for (int64_t input : {planc::kQuantInInt8, planc::kQuantInFloat32, planc::kQuantInInt16}) {
+        Packed p = pack(w.f(), s.k, s.n, input == planc::kQuantInInt16);
+        Case c{s.m, s.k, s.n, input, planc::kActNone, false, false, true};
+        std::printf("  input %lld:", (long long)input);
+        for (int64_t variant : g_variants) {
+          if (variant == v::kVariantRef) continue;
+          const double t = best_us(reps, [&] { run_q(variant, a, p, nullptr, nullptr, true, y, c, pl); });
+          std::printf(" %s %.1fus (%.2fx)", v::kVariantNames[variant], t, f / t);
+        }
+        std::printf("\n");
+      }
+    }
+}
+
+void bench_topk(planc::ThreadPool* pool);
+
+}  // namespace
+
+void qproject_topk_tests(planc::ThreadPool* pool);
+
+int main(int argc, char** argv) {
+  const planc::KernelList q = planc::qgemm_kernels(), t = planc::qproject_topk_kernels();
+  k_qmatmul = tb::find(q, "qmatmul");
+  k_qtopk = tb::find(t, "qproject_topk");
+  if (!k_qmatmul || !k_qtopk) return 1;
+  g_unavailable = q.defs[0].variant_unavailable;
+  for (int64_t code = 0; code < v::kVariantCount; code++)
+    if (!g_unavailable(code)) g_variants.push_back(code);
+  std::printf("qgemm_test: variants run here:");
+  for (int64_t code : g_variants) std::printf(" %s", v::kVariantNames[code]);
+  std::printf("\n");
+  planc::ThreadPool pool(2);
+  if (argc > 1 && std::string(argv[1]) == "bench") {
+    bench(&pool);
+    bench_topk(&pool);
+    return 0;
+  }
+  qmatmul_tests(nullptr);
+  qmatmul_tests(&pool);
+  qmatmul_edges();
+  qmatmul_errors();
+  qproject_topk_tests(&pool);
+  return tb::finish("qgemm_test");
+}
+
+// ---------- qproject_topk ----------
+
+namespace {
+
+// W [V, D] float → int8 rows [V, Dp] (per row symmetric), scale and sum per row.
+struct PackedRows {
+  Buf w, scale, sum;
+};
+
+PackedRows pack_rows(const float* w, int64_t nv, int64_t d) {
+  const int64_t dp = ceil_div(d, 64) * 64;
+  PackedRows p{Buf(planc::kInt8, {nv, dp}), f32({nv}), Buf(planc::kInt32, {nv})};
+  int8_t* q = reinterpret_cast<int8_t*>(p.w.data());
+  for (int64_t r = 0; r < nv; r++) {
+    float amax = 0;
+    for (int64_t i = 0; i < d; i++) amax = std::max(amax, std::fabs(w[r * d + i]));
+    const float s = amax == 0 ? 1.0f : amax / 127.0f;
+    int32_t sum = 0;
+    for (int64_t i = 0; i < d; i++) {
+      q[r * dp + i] = static_cast<int8_t>(std::min(127.0f, std::max(-127.0f, std::nearbyint(w[r * d + i] / s))));
+      sum += q[r * dp + i];
+    }
+    p.scale.f()[r] = s;
+    p.sum.i32()[r] = sum;
+  }
+  return p;
+}
+
+struct TopkCase {
+  int64_t rows, nv, d, k, input;
+  bool bias;
+  int active;  // 0: none; 1: about a third of the ids; 2: fewer than k ids
+};
+
+std::string describe_topk(const TopkCase& c, int64_t variant) {
+  char s[200];
+  std::snprintf(s, sizeof s, "qproject_topk %s rows=%lld V=%lld D=%lld k=%lld input=%lld bias=%d active=%d", v::kVariantNames[variant],
+                (long long)c.rows, (long long)c.nv, (long long)c.d, (long long)c.k, (long long)c.input, c.bias, c.active);
+  return s;
+}
+
+void check_topk(const TopkCase& c, planc::ThreadPool* pool) {
+  Buf x = f32({c.rows, c.d}), w = f32({c.nv, c.d}), bias = f32({c.nv}), act(planc::kUint8, {c.nv});
+  tb::fill_random(x, -2.0f, 2.0f);
+  tb::fill_random(w, -0.3f, 0.3f);
+  tb::fill_random(bias);
+  for (int64_t i = 0; i < c.nv; i++) act.u8()[i] = c.active == 1 ? (i % 3 == 1) : c.active == 2 ? (i == 5 || i == c.nv - 1) : 1;
+  PackedRows p = pack_rows(w.f(), c.nv, c.d);
+  planc::TensorView none;
+  auto run = [&](int64_t variant, Buf& vals, Buf& ids) {
+    return tb::call(k_qtopk, {x.v(), p.w.v(), p.scale.v(), p.sum.v(), c.bias ? bias.v() : none, c.active ? act.v() : none},
+                    {vals.v(), ids.v()}, {c.k, c.input, c.d}, {}, pool, variant);
+  };
+  Buf want_v = f32({c.rows, c.k}), want_i(planc::kInt64, {c.rows, c.k});
+  tb::expect_ok(run(v::kVariantRef, want_v, want_i), describe_topk(c, v::kVariantRef).c_str());
+  // ref against the logit formula written out here, log-softmax in double, the best k
+  {
+    int bad = 0;
+    const int64_t dp = ceil_div(c.d, 64) * 64;
+    const int8_t* q = reinterpret_cast<const int8_t*>(p.w.data());
+    std::vector<int32_t> qa;
+    for (int64_t r = 0; r < c.rows; r++) {
+      const float* xr = x.f() + r * c.d;
+      const float sa = c.input == planc::kQuantInInt8 ? quant_row(xr, c.d, c.input, qa) : 1.0f;
+      std::vector<std::pair<float, int64_t>> l;
+      double mx = -INFINITY;
+      for (int64_t id = 0; id < c.nv; id++) {
+        if (!act.u8()[id]) continue;
+        float logit;
+        if (c.input == planc::kQuantInInt8) {
+          int64_t acc = 0;
+          for (int64_t t = 0; t < c.d; t++) acc += int64_t(qa[t]) * q[id * dp + t];
+          logit = static_cast<float>(acc) * (sa * p.scale.f()[id]);
+        } else {
+          double acc = 0;
+          for (int64_t t = 0; t < c.d; t++) acc += double(xr[t]) * q[id * dp + t];
+          logit = static_cast<float>(acc) * p.scale.f()[id];
+        }
+        if (c.bias) logit += bias.f()[id];
+        l.push_back({logit, id});
+        mx = std::max(mx, double(logit));
+      }
+      double se = 0;
+      for (auto& e : l) se += std::exp(double(e.first) - mx);
+      const double lse = mx + std::log(se);
+      std::stable_sort(l.begin(), l.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+      for (int64_t t = 0; t < c.k; t++) {
+        const bool pad = t >= static_cast<int64_t>(l.size());
+        const double wv = pad ? -INFINITY : double(l[t].first) - lse;
+        const int64_t wi = pad ? 0 : l[t].second;
+        const float gv = want_v.f()[r * c.k + t];
+        const int64_t gi = want_i.i64()[r * c.k + t];
+        const bool ok = gi == wi && (pad ? gv == -INFINITY : std::fabs(gv - wv) <= 1e-4 * (1 + std::fabs(wv)));
+        if (!ok && bad++ < 3) std::printf("  topk rule: row %lld slot %lld got %g #%lld want %g #%lld\n", (long long)r, (long long)t, gv, (long long)gi, wv, (long long)wi);
+      }
+    }
+    TB_CHECK(bad == 0, "%s: ref differs from the logit formula at %d slots", describe_topk(c, v::kVariantRef).c_str(), bad);
+  }
+  for (int64_t variant : g_variants) {
+    if (variant == v::kVariantRef) continue;
+    Buf got_v = f32({c.rows, c.k}), got_i(planc::kInt64, {c.rows, c.k});
+    tb::expect_ok(run(variant, got_v, got_i), describe_topk(c, variant).c_str());
+    int64_t bad = 0;
+    for (int64_t i = 0; i < got_v.n(); i++) {
+      const bool same_v = c.input == planc::kQuantInInt8 ? std::memcmp(got_v.f() + i, want_v.f() + i, 4) == 0
+                                                         : (got_v.f()[i] == want_v.f()[i] || std::fabs(got_v.f()[i] - want_v.f()[i]) <= 1e-4f);
+      if (!same_v || got_i.i64()[i] != want_i.i64()[i]) bad++;
+    }
+    TB_CHECK(bad == 0, "%s: %lld slots differ from ref", describe_topk(c, variant).c_str(), (long long)bad);
+  }
+}
+
+void qproject_topk_errors() {
+  Buf x = f32({2, 40}), w = f32({50, 40}), vals = f32({2, 8}), ids(planc::kInt64, {2, 8});
+  tb::fill_random(x);
+  tb::fill_random(w);
+  PackedRows p = pack_rows(w.f(), 50, 40);
+  planc::TensorView none;
+  auto go = [&](std::vector<planc::TensorView> in, std::vector<int64_t> iargs, int64_t variant = 0) {
+    return tb::call(k_qtopk, std::move(in), {vals.v(), ids.v()}, std::move(iargs), {}, nullptr, variant);
+  };
+  tb::expect_ok(go({x.v(), p.w.v(), p.scale.v(), p.sum.v(), none, none}, {8, planc::kQuantInInt8, 40}), "qproject_topk ok");
+  tb::expect_error(go({x.v(), p.w.v(), p.scale.v(), p.sum.v(), none, none}, {8, planc::kQuantInInt16, 40}), "input must be int8", "int16 input");
+  Buf w40(planc::kInt8, {50, 40});
+  tb::expect_error(go({x.v(), w40.v(), p.scale.v(), p.sum.v(), none, none}, {8, planc::kQuantInInt8, 40}), "w must be int8 [V, 64]", "Dp");
+  tb::expect_error(go({x.v(), p.w.v(), p.scale.v(), p.sum.v(), none, none}, {8, planc::kQuantInInt8, 41}), "X must be float32", "D");
+  Buf s49 = f32({49});
+  tb::expect_error(go({x.v(), p.w.v(), s49.v(), p.sum.v(), none, none}, {8, planc::kQuantInInt8, 40}), "w_scale must be", "scale");
+  tb::expect_error(go({x.v(), p.w.v(), p.scale.v(), none, none, none}, {8, planc::kQuantInInt8, 40}), "w_sum", "missing w_sum");
+  Buf act(planc::kInt32, {50});
+  tb::expect_error(go({x.v(), p.w.v(), p.scale.v(), p.sum.v(), none, act.v()}, {8, planc::kQuantInInt8, 40}), "active must be", "active dtype");
+  tb::expect_error(go({x.v(), p.w.v(), p.scale.v(), p.sum.v(), none, none}, {51, planc::kQuantInInt8, 40}), "out of range", "k");
+  tb::expect_error(go({x.v(), p.w.v(), p.scale.v(), p.sum.v(), none, none}, {8, planc::kQuantInInt8, 40}, 9), "unknown variant", "variant");
+}
+
+// qproject_topk per variant (int8 and float32 rows) against project_topk (W [V, D], transposed), k = 8.
+void bench_topk(planc::ThreadPool* pool) {
+  const planc::KernelFn ptk = tb::find(planc::project_topk_kernels(), "project_topk");
+  for (planc::ThreadPool* pl : {static_cast<planc::ThreadPool*>(nullptr), pool})
+    for (int64_t nv : {32000, 58101})
+      for (int64_t rows : {1, 32}) {
+        const int64_t d = nv == 32000 ? 256 : 512, k = 8;
+        Buf x = f32({rows, d}), w = f32({nv, d}), vals = f32({rows, k}), ids(planc::kInt64, {rows, k});
+        tb::fill_random(x);
+        tb::fill_random(w, -0.1f, 0.1f);
+        PackedRows p = pack_rows(w.f(), nv, d);
+        planc::TensorView none;
+        const int reps = rows == 1 ? 40 : 8;
+        const double f = best_us(reps, [&] { tb::call(ptk, {x.v(), w.v(), none, none}, {vals.v(), ids.v()}, {k, 1}, {}, pl, 0); });
+        std::printf("%s topk V=%lld D=%lld rows=%lld: fp32 %.1fus\n", pl ? "pool" : "1 thread", (long long)nv, (long long)d, (long long)rows, f);
+        for (int64_t input : {planc::kQuantInInt8, planc::kQuantInFloat32}) {
+          std::printf("  input %lld:", (long long)input);
+          for (int64_t variant : g_variants) {
+            if (variant == v::kVariantRef) continue;
+            const double t = best_us(reps, [&] {
+              tb::call(k_qtopk, {x.v(), p.w.v(), p.scale.v(), p.sum.v(), none, none}, {vals.v(), ids.v()}, {k, input, d}, {}, pl, variant);
+            });
+            std::printf(" %s %.1fus (%.2fx)", v::kVariantNames[variant], t, f / t);
+          }
+          std::printf("\n");
+        }
+      }
+}
+
+}  // namespace
+
+void qproject_topk_tests(planc::ThreadPool* pool) {
+  for (planc::ThreadPool* pl : {static_cast<planc::ThreadPool*>(nullptr), pool})
+    for (int64_t input : {planc::kQuantInInt8, planc::kQuantInFloat32})
+      for (int64_t rows : {1, 16, 70})
+        for (int active : {0, 1, 2})
+          for (bool bias : {false, true}) {
+            check_topk({rows, 1000, 100, 8, input, bias, active}, pl);
+            if (rows == 16) check_topk({rows, 37, 33, 1, input, bias, active}, pl);
+          }
+  check_topk({3, 5000, 512, 8, planc::kQuantInInt8, true, 0}, pool);
+  qproject_topk_errors();
+}

@@ -1,0 +1,143 @@
+// Opt-in (PassContext.quantize): products over constant float32 weights become quantized ones (seed 002 §4.2-4.5):
+// planc.FusedMatMul → planc.QMatMul, planc.ProjectTopK → planc.QProjectTopK, each weight quantized once (memoized by
+// weight id across graphs) and stored once.
+import { PlancError } from '../compiler/diagnostics.ts';
+import type { Graph, Model, Node } from '../compiler/ir.ts';
+import { LAYER_PRECISIONS, type LayerPrecision, type QuantizedLayer } from '../compiler/quant/layers.ts';
+import { quantizeChannels, quantizeRows, type QuantizedWeight } from '../compiler/quant/pack.ts';
+import { Tensor } from '../compiler/tensor.ts';
+import { addInitializer, copyModel, freshName, pruneUnused, type Pass, type PassContext, type QuantizeOptions } from './pass.ts';
+
+const NAME = 'quantize';
+
+/** The precision of the int inputs of QMatMul (compiler/kernel-enums.ts QUANT_INPUTS) for a layer precision. */
+const INPUT_OF = { int8: 'int8', w8: 'float32', int16: 'int16' } as const;
+
+const opKey = (n: Node) => (n.domain ? `${n.domain}.${n.op}` : n.op);
+
+/** Quantized weights by source weight id and bit width: each weight is quantized once however many graphs read it. */
+type Memo = Map<string, QuantizedWeight>;
+
+function constWeight(model: Model, g: Graph, name: string): { id: string; t: Tensor } | undefined {
+  const id = g.initializers.get(name);
+  const t = id === undefined ? undefined : model.weights.get(id)?.tensor;
+  return t && t.dtype === 'float32' && t.rank === 2 ? { id: id!, t } : undefined;
+}
+
+function memoized(memo: Memo, key: string, make: () => QuantizedWeight): QuantizedWeight {
+  const known = memo.get(key);
+  if (known) return known;
+  const q = make();
+  memo.set(key, q);
+  return q;
+}
+
+/** Adds the quantized weight's tensors as initializers named after the source weight; returns their names. */
+function addQuantized(model: Model, g: Graph, base: string, q: QuantizedWeight): [string, string, string] {
+  const names = [freshName(g, `${base}_q`), freshName(g, `${base}_qscale`), freshName(g, `${base}_qsum`)] as const;
+  addInitializer(model, g, names[0], new Tensor(q.q instanceof Int8Array ? 'int8' : 'int16', q.dims, q.q));
+  addInitializer(model, g, names[1], new Tensor('float32', [q.scale.length], q.scale));
+  addInitializer(model, g, names[2], new Tensor('int32', [q.sum.length], q.sum));
+  return [...names];
+}
+
+/** The weight ids of initializers (the quantized forms a layer reads). */
+const idsOf = (g: Graph, names: string[]) => names.map((x) => g.initializers.get(x)!);
+
+const bytesOf = (q: QuantizedWeight) => q.q.byteLength + q.scale.byteLength + q.sum.byteLength;
+
+function quantizeMatMul(model: Model, g: Graph, n: Node, p: Exclude<LayerPrecision, 'float32'>, memo: Memo): QuantizedLayer | string {
+  const w = constWeight(model, g, n.inputs[1]!);
+  if (!w) return 'its weight is not a constant float32 matrix';
+  const [k, nOut] = w.t.dims as [number, number];
+  const bits = p === 'int16' ? 16 : 8;
+  const q = memoized(memo, `channels:${bits}:${w.id}`, () => quantizeChannels(w.t.nums as Float32Array, k, nOut, bits));
+  const [wq, scale, sum] = addQuantized(model, g, n.inputs[1]!, q);
+  const derived = idsOf(g, p === 'int8' ? [wq, scale, sum] : [wq, scale]);
+  const act = n.attrs.activation ?? { kind: 'string', value: 'none' };
+  const op = opKey(n);
+  n.op = 'QMatMul';
+  n.domain = 'planc';
+  n.inputs = [n.inputs[0]!, wq, scale, p === 'int8' ? sum : '', n.inputs[2] ?? '', n.inputs[3] ?? ''];
+  while (n.inputs.length > 4 && n.inputs[n.inputs.length - 1] === '') n.inputs.pop();
+  n.attrs = { activation: act, input: { kind: 'string', value: INPUT_OF[p] }, n: { kind: 'int', value: nOut }, k: { kind: 'int', value: k } };
+  return { graph: g.name, node: n.name, op, precision: p, weight: w.id, derived, bytesBefore: w.t.size * 4, bytesAfter: bytesOf(q) };
+}
+
+function quantizeProjection(model: Model, g: Graph, n: Node, p: Exclude<LayerPrecision, 'float32'>, memo: Memo): QuantizedLayer | string {
+  if (p === 'int16') return 'int16 has no planc.ProjectTopK kernel (int8, w8 or float32)';
+  const w = constWeight(model, g, n.inputs[1]!);
+  if (!w) return 'its weight is not a constant float32 matrix';
+  const transposed = n.attrs.transposed?.kind === 'int' && n.attrs.transposed.value === 1;
+  const [d, v] = (transposed ? [w.t.dims[1], w.t.dims[0]] : w.t.dims) as [number, number];
+  const q = memoized(memo, `rows:${transposed}:${w.id}`, () => {
+    const src = w.t.nums as Float32Array;
+    if (transposed) return quantizeRows(src, v, d);
+    const rows = new Float32Array(v * d);
+    for (let p2 = 0; p2 < d; p2++) for (let j = 0; j < v; j++) rows[j * d + p2] = src[p2 * v + j]!;
+    return quantizeRows(rows, v, d);
+  });
+  const [wq, scale, sum] = addQuantized(model, g, n.inputs[1]!, q);
+  const derived = idsOf(g, [wq, scale, sum]);
+  n.op = 'QProjectTopK';
+  n.inputs = [n.inputs[0]!, wq, scale, sum, n.inputs[2] ?? '', ...(n.inputs[3] ? [n.inputs[3]] : [])];
+  n.attrs = { k: n.attrs.k!, input: { kind: 'string', value: INPUT_OF[p] }, d: { kind: 'int', value: d } };
+  return { graph: g.name, node: n.name, op: 'planc.ProjectTopK', precision: p, weight: w.id, derived, bytesBefore: w.t.size * 4, bytesAfter: bytesOf(q) };
+}
+
+/** Tables of at least this many bytes read by Gather along axis 0 are embeddings: quantized per row. */
+const EMBEDDING_MIN_BYTES = 1 << 20;
+
+/** An embedding Gather(E, ids) → planc.QGather(Eq, scale, ids), Eq in qproject_topk's layout (a tied output layer shares it). */
+function quantizeEmbedding(model: Model, g: Graph, n: Node, p: Exclude<LayerPrecision, 'float32'>, memo: Memo): QuantizedLayer | string {
+  const w = constWeight(model, g, n.inputs[0]!);
+  const axis = n.attrs.axis?.kind === 'int' ? n.attrs.axis.value : 0;
+  if (!w || axis !== 0 || w.t.size * 4 < EMBEDDING_MIN_BYTES) return 'not an embedding table (a constant float32 matrix of ≥ 1 MiB gathered along axis 0)';
+  if (p === 'int16') return 'int16 has no QGather kernel: the table stays float32';
+  const [v, d] = w.t.dims as [number, number];
+  const q = memoized(memo, `rows:true:${w.id}`, () => quantizeRows(w.t.nums as Float32Array, v, d));
+  const [wq, scale] = addQuantized(model, g, n.inputs[0]!, q);
+  n.op = 'QGather';
+  n.domain = 'planc';
+  n.inputs = [wq, scale, n.inputs[1]!];
+  n.attrs = { d: { kind: 'int', value: d } };
+  return { graph: g.name, node: n.name, op: 'Gather', precision: 'int8', weight: w.id, derived: idsOf(g, [wq, scale]), bytesBefore: w.t.size * 4, bytesAfter: q.q.byteLength + q.scale.byteLength };
+}
+
+const QUANTIZERS: Record<string, typeof quantizeMatMul> = { 'planc.FusedMatMul': quantizeMatMul, MatMul: quantizeMatMul, 'planc.ProjectTopK': quantizeProjection, Gather: quantizeEmbedding };
+
+/** Checks that every per-layer choice names a product of the model and a known precision. */
+function checkLayers(model: Model, o: QuantizeOptions): void {
+  const products = new Set([...model.graphs.values()].flatMap((g) => g.nodes.filter((n) => QUANTIZERS[opKey(n)]).map((n) => n.name)));
+  for (const [node, p] of Object.entries(o.layers ?? {})) {
+    if (!(LAYER_PRECISIONS as readonly string[]).includes(p)) throw new PlancError('PLANC_E301', `--quantize: layer '${node}' has unknown precision '${p}' (${LAYER_PRECISIONS.join(', ')})`, { node });
+    if (!products.has(node)) throw new PlancError('PLANC_E301', `--quantize: no product named '${node}' (a MatMul, planc.FusedMatMul, planc.ProjectTopK or embedding Gather after fusion)`, { node });
+  }
+}
+
+export const QUANTIZE: Pass = {
+  name: NAME,
+  summary: 'planc.FusedMatMul / planc.ProjectTopK / embedding Gather over a constant float32 W  ⇒  planc.QMatMul / planc.QProjectTopK / planc.QGather over int8 or int16 W (only with quantize set)',
+  run(model: Model, ctx: PassContext): Model {
+    const o = ctx.quantize;
+    if (!o) return model;
+    checkLayers(model, o);
+    const m = copyModel(model);
+    const memo: Memo = new Map();
+    const layers: QuantizedLayer[] = [];
+    for (const g of m.graphs.values()) {
+      for (const n of g.nodes) {
+        const quantizer = QUANTIZERS[opKey(n)];
+        if (!quantizer) continue;
+        const p = o.layers?.[n.name] ?? o.precision;
+        if (p === 'float32') { ctx.explain?.(NAME, n.name, 'kept in float32 (asked)'); continue; }
+        const done = quantizer(m, g, n, p, memo);
+        if (typeof done === 'string') ctx.explain?.(NAME, n.name, done);
+        else layers.push(done);
+      }
+      pruneUnused(g);
+    }
+    m.quantized = layers;
+    return m;
+  },
+};

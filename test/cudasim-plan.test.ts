@@ -1,0 +1,192 @@
+// cuda plans on the emulated CUDA device (native/cudasim, PLANC_DEVICE=sim / --device sim): every graph of a 1+1-layer
+// synthetic plan (tiny and opus-base-shaped) against the CPU backend at batch 1 and 5 with the arena poisoned with NaN,
+// bit-identical under two fiber schedules, greedy decoding token-identical with CUDA-graph replay off and on, and
+// `planc translate --device sim`. es-en (../shared; top-k, shortlist and clusters plans per graph, 50 sentences
+// translated): with PLANC_CUDASIM_ESEN=1 (about 10 minutes).
+import { spawnSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { findNvcc } from '../codegen/cuda/nvcc.ts';
+import { REPO_ROOT, sharedDir } from '../compiler/paths.ts';
+import { nativeAvailable } from '../runtime/native.ts';
+import { makeModel } from '../scripts/make-model/generate.ts';
+import { before } from './helpers/before.ts';
+import { NEEDS_NATIVE, needsShared, skipSuite, testIf } from './helpers/skip.ts';
+
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'planc-cudasim-'));
+const CHILD = path.join(REPO_ROOT, 'native', 'cudasim', 'test', 'plan-child.mts');
+const TOL = 1e-4;
+
+const noNvcc = (() => {
+  try {
+    findNvcc();
+    return undefined;
+  } catch {
+    return 'need nvcc (a cuda plan carries its compiled kernels)';
+  }
+})();
+const noGxx = spawnSync('g++', ['--version']).status === 0 ? undefined : 'need g++ (the emulated device compiles kernels for the CPU)';
+const shared = sharedDir();
+const esen = shared && path.join(shared, 'models', 'es-en');
+const noEsen = !esen || !fs.existsSync(path.join(esen, 'encoder_model.onnx')) ? needsShared('models/es-en') : undefined;
+const noEsenRun = noEsen ?? (process.env.PLANC_CUDASIM_ESEN === '1' ? undefined : 'set PLANC_CUDASIM_ESEN=1 (es-en on the emulator takes minutes)');
+
+interface Out { dims: number[]; rel: number; nan: number; exact: boolean; hash: string }
+type Runs = Record<string, Record<string, Out>>;
+
+function optimize(model: string, out: string, extra: string[]): void {
+  const r = spawnSync(process.execPath, [path.join(REPO_ROOT, 'bin', 'planc.js'), 'optimize', model, '-o', out, '--quiet', ...extra], { encoding: 'utf8' });
+  if (r.status !== 0) throw new Error(`optimize ${model} ${extra.join(' ')}: ${r.stderr}`);
+}
+
+/** Runs the child (native/cudasim/test/plan-child.mts) on the emulated device; its JSON and stderr. */
+function child(args: string[], env: Record<string, string> = {}) {
+  const r = spawnSync(process.execPath, ['--import', 'tsx', CHILD, ...args], {
+    encoding: 'utf8', maxBuffer: 64 << 20,
+    env: { ...process.env, PLANC_DEVICE: 'sim', PLANC_CUDA_POISON: '1', PLANC_CUDASIM_STATS: '1', ...env },
+  });
+  assert.is(r.status, 0, r.stderr);
+  const json = JSON.parse(r.stdout.trim().split('\n').pop()!);
+  assert.is(json.error, undefined, json.error);
+  return { json, stderr: r.stderr };
+}
+
+/** Every output of every graph within TOL of the cpu backend, no NaN where the cpu has none, ids exact. */
+function checkRuns(runs: Runs, what: string): void {
+  assert.ok(Object.keys(runs).length >= 6, `${what}: ${Object.keys(runs).join(', ')}`);
+  for (const [graph, outs] of Object.entries(runs)) {
+    for (const [name, o] of Object.entries(outs)) {
+      const where = `${what} ${graph}/${name} [${o.dims.join('x')}]`;
+      assert.is(o.nan, 0, `${where}: NaN where the cpu backend has a number`);
+      assert.ok(o.rel <= TOL, `${where}: max error ${o.rel.toExponential(2)} of max |ref| (tolerance ${TOL})`);
+      if (name.endsWith('ids')) assert.ok(o.exact, `${where}: ids differ from the cpu backend`);
+    }
+  }
+}
+
+const hashes = (runs: Runs) => Object.fromEntries(Object.entries(runs).flatMap(([g, outs]) => Object.entries(outs).map(([n, o]) => [`${g}/${n}`, o.hash])));
+
+const names = {
+  tiny: 'tiny 1+1-layer plan: every graph on the emulator matches the cpu backend (batch 1 and 5, arena poisoned with NaN)',
+  seeds: 'tiny plan: two fiber-schedule seeds give bit-identical outputs',
+  opus: 'opus-base-shaped 1+1-layer plan (d 512, 8 heads, ffn 2048): every graph matches the cpu backend (batch 1 and 5)',
+  decode: 'greedy decoding on the emulator is token-identical to the cpu plan, CUDA-graph replay off and on',
+  cli: 'planc translate --device sim runs a cuda plan on the emulator and says so on stderr',
+  esenGraphs: 'es-en plans (top-k, shortlist, clusters): every graph on the emulator matches the cpu backend (batch 1 and 4)',
+  esen: 'es-en: greedy translation of 50 test sentences through the cuda plan on the emulator is token-identical to the cpu plan (graphs off and on)',
+};
+const skip = !nativeAvailable() ? NEEDS_NATIVE : noNvcc ?? noGxx;
+
+if (skip) {
+  skipSuite(test, skip, Object.values(names));
+} else {
+  const plans = {
+    tiny: { cuda: path.join(tmp, 'tiny-cuda.plan'), cpu: path.join(tmp, 'tiny-cpu.plan') },
+    opus: { cuda: path.join(tmp, 'opus-cuda.plan'), cpu: path.join(tmp, 'opus-cpu.plan') },
+  };
+  const profile = ['--no-tokenizer', '--max-batch', '5', '--max-src-len', '16', '--max-tgt-len', '12'];
+  before(test, () => {
+    const tiny = path.join(tmp, 'tiny');
+    makeModel({ arch: 'marian', d: 64, encoderLayers: 1, decoderLayers: 1, heads: 2, ffn: 128, vocab: 101, out: tiny, seed: 3, maxPos: 64, activation: 'relu' });
+    const opus = path.join(tmp, 'opus');
+    makeModel({ arch: 'marian', d: 512, encoderLayers: 1, decoderLayers: 1, heads: 8, ffn: 2048, vocab: 1200, out: opus, seed: 5, maxPos: 64, activation: 'swish' });
+    for (const [dir, p] of [[tiny, plans.tiny], [opus, plans.opus]] as const) {
+      optimize(dir, p.cuda, ['--target', 'cuda', '--arch', 'sm_80', ...profile]);
+      optimize(dir, p.cpu, profile);
+    }
+  });
+
+  let tinySeed0: Runs | undefined;
+  test(names.tiny, () => {
+    const { json, stderr } = child(['graphs', plans.tiny.cuda, plans.tiny.cpu, '1,5']);
+    assert.match(json.device, /cudasim/);
+    assert.match(stderr, /cudasim stats: [1-9]\d* launches/);
+    checkRuns(json.runs, 'tiny');
+    tinySeed0 = json.runs;
+  });
+
+  test(names.seeds, () => {
+    assert.ok(tinySeed0, 'the seed-0 run of the test before');
+    // seed 7 shuffles blocks and threads; PLANC_CUDASIM_CHECK poisons shared memory before every block
+    const { json } = child(['graphs', plans.tiny.cuda, plans.tiny.cpu, '1,5'], { PLANC_CUDASIM_SEED: '7', PLANC_CUDASIM_CHECK: '1' });
+    checkRuns(json.runs, 'seed 7');
+    assert.equal(hashes(json.runs), hashes(tinySeed0!));
+  });
+
+  test(names.opus, () => {
+    checkRuns(child(['graphs', plans.opus.cuda, plans.opus.cpu, '1,5']).json.runs, 'opus');
+  });
+
+  test(names.decode, () => {
+    const src = path.join(tmp, 'sources.json');
+    fs.writeFileSync(src, JSON.stringify([[7, 8, 9, 10, 2], [11, 12, 2], [13, 14, 15, 16, 17, 2], [20, 30, 40, 2], [5, 6, 2]]));
+    for (const [plan, label] of [[plans.tiny, 'tiny']] as const) {
+      for (const graphs of ['0', '1']) {
+        const { json, stderr } = child(['decode', plan.cuda, plan.cpu, src], { PLANC_CUDA_GRAPH: graphs });
+        assert.equal(json.sim, json.cpu, `${label}, graphs ${graphs}`);
+        assert.ok(json.cpu.some((ids: number[]) => ids.length > 0), `${label}: something was decoded`);
+        const m = /cudasim stats: (\d+) launches, (\d+) graph launches replaying (\d+) kernel launches/.exec(stderr);
+        assert.ok(m, stderr);
+        if (graphs === '1') assert.ok(Number(m![2]) > 0 && Number(m![3]) > 0, `${label}: CUDA graphs were replayed (${m![0]})`);
+        else assert.is(Number(m![2]), 0, `${label}: no graphs without PLANC_CUDA_GRAPH`);
+      }
+    }
+  });
+
+  test(names.cli, () => {
+    const input = '7 8 9 10 2\n11 12 2\n';
+    const run = (plan: string, extra: string[]) => spawnSync(process.execPath, [path.join(REPO_ROOT, 'bin', 'planc.js'), 'translate', plan, '--ids', '--quiet', '--max-length', '6', ...extra],
+      { encoding: 'utf8', input, env: { ...process.env, PLANC_DEVICE: '' } });
+    const sim = run(plans.tiny.cuda, ['--device', 'sim']);
+    assert.is(sim.status, 0, sim.stderr);
+    assert.match(sim.stderr, /emulating the CUDA device on the CPU/);
+    const cpu = run(plans.tiny.cpu, []);
+    assert.is(cpu.status, 0, cpu.stderr);
+    assert.is(sim.stdout, cpu.stdout);
+    const bad = run(plans.tiny.cuda, ['--device', 'tpu']);
+    assert.is(bad.status === 0, false);
+    assert.match(bad.stderr, /--device tpu/);
+  });
+
+  const esenPlans = (vocab: string[], label: string) => {
+    const cuda = path.join(tmp, `esen-${label}-cuda.plan`), cpu = path.join(tmp, `esen-${label}-cpu.plan`);
+    if (!fs.existsSync(cpu)) {
+      const p = ['--max-batch', '4', '--max-src-len', '32', '--max-tgt-len', '32', ...vocab];
+      optimize(esen!, cuda, ['--target', 'cuda', '--arch', 'sm_80', ...p]);
+      optimize(esen!, cpu, p);
+    }
+    return { cuda, cpu };
+  };
+
+  testIf(test, noEsenRun)(names.esenGraphs, () => {
+    const calib = path.join(tmp, 'calib.es');
+    fs.writeFileSync(calib, fs.readFileSync(path.join(esen!, 'dev.es'), 'utf8').split('\n').slice(0, 200).join('\n'));
+    const variants: [string, string[]][] = [
+      ['topk', []],
+      ['shortlist', ['--vocab', `shortlist=${path.join(esen!, 'lex.50.50.esen.s2t.bin')}`]],
+      ['clusters', ['--vocab', 'clusters=64,8', '--calibrate', calib]],
+    ];
+    for (const [label, vocab] of variants) {
+      const p = esenPlans(vocab, label);
+      checkRuns(child(['graphs', p.cuda, p.cpu, '1,4']).json.runs, `es-en ${label}`);
+    }
+  });
+
+  testIf(test, noEsenRun)(names.esen, () => {
+    const { cuda, cpu } = esenPlans([], 'topk');
+    const ids = JSON.parse(fs.readFileSync(path.join(esen!, 'test_ids.json'), 'utf8')).src_ids as number[][];
+    const n = Number(process.env.PLANC_CUDASIM_ESEN_N ?? 50);
+    const src = path.join(tmp, 'esen-sources.json');
+    fs.writeFileSync(src, JSON.stringify(ids.filter((s) => s.length <= 32).slice(0, n)));
+    for (const graphs of ['0', '1']) {
+      const { json } = child(['decode', cuda, cpu, src], { PLANC_CUDA_GRAPH: graphs, CUDASIM_MAX_LENGTH: '32' });
+      assert.is(json.sim.length, n);
+      assert.equal(json.sim, json.cpu, `graphs ${graphs}`);
+    }
+  });
+}
+
+test.run();

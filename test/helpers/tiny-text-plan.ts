@@ -1,0 +1,29 @@
+// A tiny synthetic Marian plan with a word-level tokenizer.json (words w2..w100), built by `planc optimize`, for CLI tests.
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { makeModel } from '../../scripts/make-model/generate.ts';
+import { planc } from './planc-cli.ts';
+
+const VOCAB = 101;
+
+/** A Hugging Face WordLevel tokenizer.json: `</s>` 0, `<unk>` 1, `w2` .. `w100`, split on whitespace. */
+function wordTokenizer(): object {
+  const special = (id: number, content: string) => ({ id, content, single_word: false, lstrip: false, rstrip: false, normalized: false, special: true });
+  const vocab: Record<string, number> = { '</s>': 0, '<unk>': 1 };
+  for (let i = 2; i < VOCAB; i++) vocab[`w${i}`] = i;
+  return {
+    version: '1.0', added_tokens: [special(0, '</s>'), special(1, '<unk>')], normalizer: null, pre_tokenizer: { type: 'WhitespaceSplit' },
+    post_processor: null, decoder: null, model: { type: 'WordLevel', vocab, unk_token: '<unk>' },
+  };
+}
+
+/** Writes the model folder under `dir` and optimizes it into `dir/tiny.plan` (batch ≤ 4, source ≤ 16, target ≤ 8). */
+export function makeTinyTextPlan(dir: string): string {
+  const model = path.join(dir, 'tiny-model');
+  makeModel({ arch: 'marian', d: 16, encoderLayers: 1, decoderLayers: 1, heads: 2, ffn: 32, vocab: VOCAB, maxPos: 64, activation: 'relu', seed: 3, out: model });
+  fs.writeFileSync(path.join(model, 'tokenizer.json'), JSON.stringify(wordTokenizer()));
+  const plan = path.join(dir, 'tiny.plan');
+  const r = planc(['optimize', model, '-o', plan, '--quiet', '--max-batch', '4', '--max-src-len', '16', '--max-tgt-len', '8']);
+  if (r.status !== 0) throw new Error(`planc optimize of the tiny model failed: ${r.stderr}`);
+  return plan;
+}

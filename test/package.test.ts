@@ -1,0 +1,147 @@
+// The package as users get it: npm pack (a copy of this checkout: compiled dist/, prebuilt addon), npm install of the
+// tarball into an empty project, then there with plain node: import planc, optimize, translate, run, npx planc --version.
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { spawnSync, type SpawnSyncReturns } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { REPO_ROOT } from '../compiler/paths.ts';
+import { loadPlan } from '../runtime/plan.ts';
+import { NATIVE_BUILD_PATH, nativeAvailable } from '../runtime/native.ts';
+import { makeModel } from '../scripts/make-model/generate.ts';
+import { NEEDS_NATIVE, skipPart, testIf } from './helpers/skip.ts';
+
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'planc-package-'));
+const SRC = path.join(tmp, 'src');
+const APP = path.join(tmp, 'app');
+const NPM = process.platform === 'win32' ? 'npm.cmd' : 'npm';
+const npmFound = spawnSync(NPM, ['--version'], { encoding: 'utf8' }).status === 0;
+const portableBuild = fs.existsSync(NATIVE_BUILD_PATH) && !process.env.PLANC_NATIVE_ADDON;
+const reason = !npmFound ? 'need npm' : !nativeAvailable() ? NEEDS_NATIVE : !portableBuild ? 'need the addon built in native/build (npm run build:native)' : undefined;
+
+function run(cmd: string, args: string[], cwd: string, input?: string): SpawnSyncReturns<string> {
+  return spawnSync(cmd, args, { cwd, encoding: 'utf8', maxBuffer: 64 << 20, ...(input !== undefined ? { input } : {}), env: { ...process.env, npm_config_update_notifier: 'false' } });
+}
+const out = (r: SpawnSyncReturns<string>) => `status ${r.status}\n${r.stdout}\n${r.stderr}`.slice(-6000);
+
+/** This checkout's files as a fresh clone has them (no node_modules, builds or scratch), and its addon build. */
+function copyCheckout(): void {
+  const skip = new Set(['node_modules', '.git', 'dist', 'prebuilds', 'build', 'build-tests']);
+  fs.cpSync(REPO_ROOT, SRC, { recursive: true, filter: (p) => !skip.has(path.basename(p)) && !/^\.tmp-|\.tgz$/.test(path.basename(p)) });
+  fs.symlinkSync(path.join(REPO_ROOT, 'node_modules'), path.join(SRC, 'node_modules'), 'dir');
+  const build = path.join(SRC, 'native', 'build');
+  fs.mkdirSync(path.join(build, 'Release'), { recursive: true });
+  fs.copyFileSync(NATIVE_BUILD_PATH, path.join(build, 'Release', 'planc_native.node'));
+  fs.copyFileSync(path.join(path.dirname(path.dirname(NATIVE_BUILD_PATH)), 'CMakeCache.txt'), path.join(build, 'CMakeCache.txt'));
+}
+
+/** A tiny synthetic Marian model with a word-level tokenizer.json (w2..w100). */
+function tinyModel(dir: string): void {
+  makeModel({ arch: 'marian', d: 16, encoderLayers: 1, decoderLayers: 1, heads: 2, ffn: 32, vocab: 101, maxPos: 64, activation: 'relu', seed: 3, out: dir });
+  fs.writeFileSync(path.join(dir, 'tokenizer.json'), JSON.stringify({
+    version: '1.0', added_tokens: [], normalizer: null, pre_tokenizer: { type: 'WhitespaceSplit' }, post_processor: null, decoder: null,
+    model: { type: 'WordLevel', vocab: Object.fromEntries(Array.from({ length: 101 }, (_, i) => [i === 0 ? '</s>' : i === 1 ? '<unk>' : `w${i}`, i])), unk_token: '<unk>' },
+  }));
+}
+
+// What a user writes: plain JavaScript against the package's exports, run with plain node.
+const USE = `import { loadPlan, PlancError, nativeInfo } from 'planc';
+const plan = await loadPlan('tiny.plan');
+const texts = await plan.translate(['w5 w6 w7', 'w9', ''], { beamSize: 2 });
+const ids = await plan.translateIds([[5, 6, 0]], { returnScores: true });
+const enc = await plan.run('encoder', {
+  input_ids: { dtype: 'int64', dims: [1, 3], data: BigInt64Array.from([5n, 6n, 0n]) },
+  attention_mask: { dtype: 'int64', dims: [1, 3], data: BigInt64Array.from([1n, 1n, 1n]) },
+});
+let error;
+try { await plan.run('nope', {}); } catch (e) { error = e instanceof PlancError ? e.code : String(e); }
+console.log(JSON.stringify({ graphs: plan.graphs, texts, ids, hidden: Array.from(enc.last_hidden_state.data), dims: enc.last_hidden_state.dims, error, blas: nativeInfo().blas }));
+`;
+
+// A TypeScript user's program, type-checked against the package's declarations (no access to planc's sources).
+const TYPED = `import { loadPlan, PlancError, type RtTensor, type TranslateOptions } from 'planc';
+const plan = await loadPlan('tiny.plan');
+const options: TranslateOptions = { beamSize: 2, lengthPenalty: 1 };
+const texts: string[] = await plan.translate(['w5'], options);
+const outputs: Record<string, RtTensor> = await plan.run('encoder', {});
+console.log(texts, outputs, PlancError);
+`;
+
+testIf(test, reason)('npm pack → npm install into an empty project → import planc, optimize, translate and run with plain node; npx planc --version', async () => {
+  copyCheckout();
+  const t0 = performance.now();
+  const pack = run(NPM, ['pack', '--json', '--pack-destination', tmp], SRC);
+  assert.is(pack.status, 0, out(pack));
+  const info = JSON.parse(pack.stdout.slice(pack.stdout.indexOf('['))) as { filename: string; files: { path: string }[] }[];
+  const files = info[0]!.files.map((f) => f.path);
+  for (const f of ['dist/index.js', 'dist/index.d.ts', 'dist/cli/main.js', 'dist/compiler/plan/plan.proto', 'bin/planc.js', 'scripts/install-native.mjs',
+    'native/CMakeLists.txt', 'native/src/addon.cc', 'prebuilds/linux-x64/planc_native.node', 'README.md', 'package.json']) {
+    if (f.startsWith('prebuilds/') && `${process.platform}-${process.arch}` !== 'linux-x64') continue;
+    assert.ok(files.includes(f), `${f} is packed`);
+  }
+  const extra = files.filter((f) => /^(test|bench|\.ci|compiler|runtime|cli|passes|codegen|optimize)\//.test(f) || /^native\/(test|build)/.test(f) || (f.endsWith('.ts') && !f.endsWith('.d.ts')));
+  assert.equal(extra, [], 'no tests, benchmarks, CI files or TypeScript sources are packed');
+  assert.not.ok(fs.existsSync(path.join(SRC, 'prebuilds')), 'postpack removes the prebuilt copy');
+  const t1 = performance.now();
+
+  fs.mkdirSync(APP);
+  const tarball = path.join(tmp, info[0]!.filename);
+  // npm 11 runs a dependency's install script only when the project allows it; allowed here, it finds the prebuilt addon.
+  fs.writeFileSync(path.join(APP, 'package.json'), JSON.stringify({ name: 'app', private: true, type: 'module', allowScripts: { [`file:${tarball}`]: true } }));
+  const install = run(NPM, ['install', tarball, '--no-audit', '--no-fund', '--prefer-offline'], APP);
+  if (install.status !== 0 && /ENOTFOUND|EAI_AGAIN|ECONNREFUSED|ETIMEDOUT/.test(install.stderr)) {
+    skipPart('need the npm registry', 'installing the packed tarball');
+    return;
+  }
+  assert.is(install.status, 0, out(install));
+  const installed = path.join(APP, 'node_modules', 'planc');
+  assert.ok(fs.existsSync(path.join(installed, 'prebuilds', `${process.platform}-${process.arch}`, 'planc_native.node')));
+  assert.not.ok(fs.existsSync(path.join(installed, 'native', 'build')), 'nothing was compiled: the prebuilt addon loads');
+  assert.not.ok(fs.existsSync(path.join(APP, 'node_modules', 'tsx')), 'tsx is a development dependency only');
+  const t2 = performance.now();
+
+  const version = run(NPM, ['exec', '--', 'planc', '--version'], APP);
+  assert.is(version.status, 0, out(version));
+  assert.is(version.stdout.trim(), `planc ${JSON.parse(fs.readFileSync(path.join(REPO_ROOT, 'package.json'), 'utf8')).version}`);
+
+  tinyModel(path.join(APP, 'model'));
+  const opt = run(NPM, ['exec', '--', 'planc', 'optimize', 'model', '-o', 'tiny.plan', '--quiet', '--max-batch', '4', '--max-src-len', '16', '--max-tgt-len', '16'], APP);
+  assert.is(opt.status, 0, out(opt));
+
+  fs.writeFileSync(path.join(APP, 'use.mjs'), USE);
+  const use = run(process.execPath, ['use.mjs'], APP);
+  assert.is(use.status, 0, out(use));
+  const got = JSON.parse(use.stdout) as { graphs: string[]; texts: string[]; ids: { ids: number[]; score: number }[]; hidden: number[]; dims: number[]; error: string; blas: string };
+  assert.equal(got.graphs, ['encoder', 'decoder', 'decoder_with_past']);
+  assert.is(got.error, 'PLANC_E405');
+  // The installed package computes what this checkout's sources compute on the same plan.
+  const plan = await loadPlan(path.join(APP, 'tiny.plan'));
+  try {
+    assert.equal(got.texts, await plan.translate(['w5 w6 w7', 'w9', ''], { beamSize: 2 }));
+    assert.is(got.texts.length, 3);
+    assert.ok(got.texts[0]!.length > 0, 'a translation');
+    assert.equal(got.ids, (await plan.translateIds([[5, 6, 0]], { returnScores: true })).map((r) => ({ ids: r.ids, score: r.score })));
+    const enc = await plan.run('encoder', {
+      input_ids: { dtype: 'int64', dims: [1, 3], data: BigInt64Array.from([5n, 6n, 0n]) },
+      attention_mask: { dtype: 'int64', dims: [1, 3], data: BigInt64Array.from([1n, 1n, 1n]) },
+    });
+    assert.equal(got.dims, [1, 3, 16]);
+    assert.equal(got.hidden, Array.from(enc.last_hidden_state.data as Float32Array));
+  } finally {
+    plan.close();
+  }
+
+  fs.writeFileSync(path.join(APP, 'typed.ts'), TYPED);
+  fs.writeFileSync(path.join(APP, 'tsconfig.json'), JSON.stringify({
+    compilerOptions: { target: 'ES2022', module: 'NodeNext', moduleResolution: 'NodeNext', strict: true, noEmit: true, types: [] }, files: ['typed.ts'],
+  }));
+  const tsc = run(process.execPath, [path.join(REPO_ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', APP, '--pretty', 'false'], APP);
+  assert.is(tsc.status, 0, `the package's declarations type-check a user's program:\n${out(tsc)}`);
+  const t3 = performance.now();
+  process.stdout.write(`  package: pack ${((t1 - t0) / 1000).toFixed(1)} s, install ${((t2 - t1) / 1000).toFixed(1)} s, use ${((t3 - t2) / 1000).toFixed(1)} s\n`);
+});
+
+test.after(() => fs.rmSync(tmp, { recursive: true, force: true }));
+
+test.run();

@@ -1,0 +1,202 @@
+// qmatmul and qproject_topk through real programs (bench/reference/call-program.ts: a PlanProgram encoded by
+// runtime/encode-program.ts, weights in a plan blob, the native loader): every variant this machine runs against
+// compiler/quant/pack.ts's references (bit for bit for int8 and int16 inputs) and the float32 product within the bound.
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { ACTIVATIONS, QUANT_INPUTS } from '../compiler/kernel-enums.ts';
+import { QGEMM_VARIANTS } from '../compiler/kernel-schema.ts';
+import { qlogitsRef, qmatmulRef, quantizeChannels, quantizeInputRow, quantizeRows, type QuantInput } from '../compiler/quant/pack.ts';
+import { nativeAvailable } from '../runtime/native.ts';
+import { callProgram, type Operand, type Typed } from '../bench/reference/call-program.ts';
+import { NEEDS_NATIVE, testIf } from './helpers/skip.ts';
+
+const it = testIf(test, !nativeAvailable() && NEEDS_NATIVE);
+const fr = Math.fround;
+
+/** Runs one call of `kernel` (variant by name); returns its outputs, or the loader's refusal of a variant this machine cannot run. */
+function runCall(kernel: string, variant: string, ins: (Operand | null)[], outs: Operand[], iargs: number[]): Typed[] | string {
+  let prog;
+  try {
+    prog = callProgram([{ kernel, variant, ins, outs, iargs }]);
+  } catch (e) {
+    const msg = (e as Error).message;
+    if (/cannot run here/.test(msg)) return msg;
+    throw e;
+  }
+  try {
+    return prog.run();
+  } finally {
+    prog.free();
+  }
+}
+
+/** Deterministic values in [-scale, scale). */
+function values(n: number, seed: number, scale: number): Float32Array {
+  let s = seed * 2654435761 % 4294967296 || 1;
+  return Float32Array.from({ length: n }, () => {
+    s = (s * 1664525 + 1013904223) % 4294967296;
+    return fr((s / 4294967296 * 2 - 1) * scale);
+  });
+}
+
+const VARIANTS = QGEMM_VARIANTS.map((v) => v.name);
+const act = (name: (typeof ACTIVATIONS)[number]) => ACTIVATIONS.indexOf(name);
+const inputCode = (input: QuantInput) => QUANT_INPUTS.indexOf(input);
+
+/** The activation in double, rounded once (the kernels' epilogue; gelu's erf is left to the C++ test). */
+function activate(v: number, name: string): number {
+  if (name === 'relu') return v > 0 ? v : 0;
+  if (name === 'gelu_tanh') return fr(0.5 * v * (1 + Math.tanh(0.79788456080286535588 * (v + 0.044715 * v * v * v))));
+  if (name === 'silu') return fr(v / (1 + Math.exp(-v)));
+  return v;
+}
+
+interface MatCase { m: number; k: number; n: number; input: QuantInput; act: (typeof ACTIVATIONS)[number]; bias: boolean; res: boolean; sum: boolean }
+
+function runQmatmul(c: MatCase, variant: string, a: Float32Array, w: Float32Array, bias: Float32Array, res: Float32Array) {
+  const pk = quantizeChannels(w, c.k, c.n, c.input === 'int16' ? 16 : 8);
+  const wt = (dtype: Operand['dtype'], dims: number[], data: Typed): Operand => ({ role: 'weight', dtype, dims, data });
+  const out = runCall('qmatmul', variant, [
+    { role: 'feed', dtype: 'float32', dims: [c.m, c.k], data: a },
+    wt(pk.q instanceof Int16Array ? 'int16' : 'int8', pk.dims, pk.q),
+    wt('float32', [c.n], pk.scale),
+    c.sum ? wt('int32', [c.n], pk.sum) : null,
+    c.bias ? wt('float32', [c.n], bias) : null,
+    c.res ? { role: 'feed', dtype: 'float32', dims: [c.m, c.n], data: res } : null,
+  ], [{ role: 'out', dtype: 'float32', dims: [c.m, c.n], data: new Float32Array(c.m * c.n) }], [act(c.act), inputCode(c.input), c.n, c.k]);
+  return { out, pk };
+}
+
+it('qmatmul: every variant this machine runs equals the reference (bit for bit for int8 and int16 inputs)', () => {
+  const ran = new Set<string>();
+  let cases = 0;
+  for (const input of QUANT_INPUTS) {
+    for (const [m, k, n] of [[1, 7, 1], [1, 513, 50], [5, 33, 17], [64, 33, 50], [130, 7, 17]] as const) {
+      for (const opts of [{ act: 'none', bias: false, res: false, sum: true }, { act: 'relu', bias: true, res: true, sum: false },
+        { act: 'silu', bias: true, res: false, sum: true }, { act: 'gelu_tanh', bias: false, res: true, sum: true }] as const) {
+        const c: MatCase = { m, k, n, input, ...opts };
+        const a = values(m * k, m + k, 2), w = values(k * n, k * n + 1, 0.5), bias = values(n, 3, 1), res = values(m * n, 4, 1);
+        const ref = qmatmulRef({ a, m, k, n, input, w: quantizeChannels(w, k, n, input === 'int16' ? 16 : 8).q, scale: quantizeChannels(w, k, n, input === 'int16' ? 16 : 8).scale, bias: c.bias ? bias : undefined });
+        const want = ref.map((v, i) => {
+          const y = activate(v, c.act);
+          return c.res ? fr(y + res[i]!) : y;
+        });
+        const exact = input !== 'float32' && (c.act === 'none' || c.act === 'relu');
+        for (const variant of VARIANTS) {
+          const { out } = runQmatmul(c, variant, a, w, bias, res);
+          if (typeof out === 'string') continue;
+          ran.add(variant);
+          cases++;
+          const y = out[0] as Float32Array;
+          for (let i = 0; i < y.length; i++) {
+            const ok = exact ? Object.is(y[i], want[i]) : Math.abs(y[i]! - want[i]!) <= 2e-5 * (1 + Math.abs(want[i]!)) * (input === 'float32' ? Math.sqrt(k) : 1);
+            if (!ok) assert.unreachable(`qmatmul ${variant} ${JSON.stringify(c)} [${i}]: got ${y[i]}, want ${want[i]}`);
+          }
+        }
+      }
+    }
+  }
+  assert.ok(ran.has('auto') && ran.has('ref'), `auto and ref run everywhere; ran ${[...ran]}`);
+  assert.ok(cases > 100);
+});
+
+it('qmatmul: within the quantization bound of the float32 product', () => {
+  for (const input of QUANT_INPUTS) {
+    const m = 4, k = 300, n = 40;
+    const a = values(m * k, 7, 3), w = values(k * n, 8, 0.25);
+    const c: MatCase = { m, k, n, input, act: 'none', bias: false, res: false, sum: true };
+    const { out, pk } = runQmatmul(c, 'auto', a, w, new Float32Array(n), new Float32Array(m * n));
+    const y = (out as Typed[])[0] as Float32Array;
+    let worst = 0;
+    for (let i = 0; i < m; i++) {
+      const row = a.subarray(i * k, (i + 1) * k);
+      const sa = input === 'float32' ? 0 : quantizeInputRow(row, input).scale;
+      for (let j = 0; j < n; j++) {
+        // x·w − xq·wq = x·(w − wq) + (x − xq)·wq, |w − wq| ≤ sw/2, |x − xq| ≤ sa/2, |wq| ≤ |w| + sw/2; plus float32 rounding.
+        const sw = pk.scale[j]!;
+        let exact = 0, bound = 0;
+        for (let t = 0; t < k; t++) {
+          const x = row[t]!, wv = w[t * n + j]!;
+          exact += x * wv;
+          bound += Math.abs(x) * sw / 2 + sa / 2 * (Math.abs(wv) + sw / 2) + 1e-6 * Math.abs(x * wv);
+        }
+        const err = Math.abs(y[i * n + j]! - exact);
+        assert.ok(err <= bound, `${input} [${i}, ${j}]: |${y[i * n + j]} - ${exact}| = ${err} > ${bound}`);
+        worst = Math.max(worst, err / bound);
+      }
+    }
+    assert.ok(worst > 0.001, `${input}: the error is real (worst ${worst} of the bound)`);
+  }
+});
+
+it('qmatmul: a wrong w layout is refused with the expected dims', () => {
+  const w = quantizeChannels(values(8 * 20, 1, 1), 8, 20, 8);
+  assert.equal(w.dims, [2, 2, 16, 4]);
+  assert.throws(() => runCall('qmatmul', 'auto', [
+    { role: 'feed', dtype: 'float32', dims: [2, 8], data: values(16, 2, 1) },
+    { role: 'weight', dtype: 'int8', dims: [2, 3, 16, 4], data: new Int8Array(384) },
+    { role: 'weight', dtype: 'float32', dims: [20], data: w.scale }, null, null, null,
+  ], [{ role: 'out', dtype: 'float32', dims: [2, 20], data: new Float32Array(40) }], [0, 0, 20, 8]), /w must be int8 \[2, 2, 16, 4\]/);
+});
+
+/** The reference top-k: log_softmax over the active ids of logits (double), best first, ties to the lower id. */
+function topkRef(logits: Float32Array, v: number, rows: number, k: number, active?: Uint8Array) {
+  const vals: number[] = [], ids: number[] = [];
+  for (let r = 0; r < rows; r++) {
+    const l: [number, number][] = [];
+    for (let j = 0; j < v; j++) if (!active || active[j]) l.push([logits[r * v + j]!, j]);
+    const mx = Math.max(...l.map((e) => e[0]));
+    const lse = mx + Math.log(l.reduce((s, e) => s + Math.exp(e[0] - mx), 0));
+    l.sort((x, y) => y[0] - x[0] || x[1] - y[1]);
+    for (let t = 0; t < k; t++) {
+      vals.push(t < l.length ? l[t]![0] - lse : -Infinity);
+      ids.push(t < l.length ? l[t]![1] : 0);
+    }
+  }
+  return { vals, ids };
+}
+
+it('qproject_topk: every variant equals the reference (ids, and log-probs bit for bit across int8 paths)', () => {
+  const v = 300, d = 100, k = 8;
+  const w = values(v * d, 11, 0.3), bias = values(v, 12, 1);
+  const pk = quantizeRows(w, v, d);
+  const active = Uint8Array.from({ length: v }, (_, j) => (j % 3 === 1 || j === 7 ? 1 : 0));
+  let ran = 0;
+  for (const input of ['int8', 'float32'] as const) {
+    for (const rows of [1, 16]) {
+      const x = values(rows * d, rows + 13, 2);
+      for (const withBias of [false, true]) {
+        for (const mask of [undefined, active]) {
+          const logits = qlogitsRef({ x, rows, d, v, input, w: pk.q as Int8Array, scale: pk.scale });
+          if (withBias) for (let i = 0; i < logits.length; i++) logits[i] = fr(logits[i]! + bias[i % v]!);
+          const want = topkRef(logits, v, rows, k, mask);
+          let first: Float32Array | undefined;
+          for (const variant of VARIANTS) {
+            const out = runCall('qproject_topk', variant, [
+              { role: 'feed', dtype: 'float32', dims: [rows, d], data: x },
+              { role: 'weight', dtype: 'int8', dims: pk.dims, data: pk.q },
+              { role: 'weight', dtype: 'float32', dims: [v], data: pk.scale },
+              { role: 'weight', dtype: 'int32', dims: [v], data: pk.sum },
+              withBias ? { role: 'weight', dtype: 'float32', dims: [v], data: bias } : null,
+              mask ? { role: 'feed', dtype: 'uint8', dims: [v], data: mask } : null,
+            ], [{ role: 'out', dtype: 'float32', dims: [rows, k], data: new Float32Array(rows * k) },
+              { role: 'out', dtype: 'int64', dims: [rows, k], data: new BigInt64Array(rows * k) }], [k, inputCode(input), d]);
+            if (typeof out === 'string') continue;
+            ran++;
+            const vals = out[0] as Float32Array, ids = Array.from(out[1] as BigInt64Array, Number);
+            const what = `${variant} ${input} rows ${rows} bias ${withBias} active ${!!mask}`;
+            assert.equal(ids, want.ids, `${what}: ids`);
+            vals.forEach((g, i) => assert.ok(Math.abs(g - want.vals[i]!) <= 1e-5 * (1 + Math.abs(want.vals[i]!)), `${what} [${i}]: ${g} vs ${want.vals[i]}`));
+            if (input === 'int8') {
+              if (!first) first = vals;
+              else assert.equal(Array.from(vals), Array.from(first), `${what}: log-probs equal across paths`);
+            }
+          }
+        }
+      }
+    }
+  }
+  assert.ok(ran >= 16);
+});
+
+test.run();
