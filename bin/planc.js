@@ -34,7 +34,12 @@ function compiledIsCurrent() {
 if (compiledIsCurrent()) {
   await import(pathToFileURL(COMPILED).href);
 } else {
-  const { register } = await import('tsx/esm/api');
-  register();
+  const tsx = await import('tsx/esm/api').catch(() => undefined);
+  if (!tsx) {
+    process.stderr.write(`planc: ${COMPILED} is missing or older than the sources, and tsx (a development dependency) is not installed: ` +
+      'run `npm ci && npm run build` in the planc folder\n');
+    process.exit(2);
+  }
+  tsx.register();
   await import(pathToFileURL(SOURCE).href);
 }

@@ -1,6 +1,7 @@
 // The pack step of the plan build: the weights into one aligned blob, and the plan header around the programs.
 import { createHash } from 'node:crypto';
 import * as fs from 'node:fs';
+import { PlancError } from '../compiler/diagnostics.ts';
 import { BYTES, ONNX_CODE } from '../compiler/dtype.ts';
 import type { Model } from '../compiler/ir.ts';
 import { toRaw } from '../compiler/onnx/tensor-proto.ts';
@@ -38,7 +39,7 @@ export function packPlan(s: ProgramState): { header: PlanHeader; blob: Uint8Arra
     tuning: s.tuning,
     blobBytes: blob.length,
     blobCrc32: 0,
-    created: new Date().toISOString(),
+    created: createdStamp(),
     tokenizer: o.tokenizer?.bytes ?? new Uint8Array(0),
     tokenizerKind: o.tokenizer?.kind ?? '',
     ...(cuda ? { cuda: cuda.cuda } : {}),
@@ -63,6 +64,18 @@ function quantizationRecord(layers: QuantizedLayer[], model: Model, weights: Pla
     weightBytesFp32: [...fp32.values()].reduce((a, b) => a + b, 0), weightBytes: weights.reduce((a, w) => a + w.length, 0),
     evalSource: '', evalSentences: 0, identicalSentences: 0, top1Agreement: 0, hasBleu: false, bleu: 0, bleuFp32: 0, gate: '', gatePassed: false, notes: '',
   };
+}
+
+/**
+ * When the plan was made: SOURCE_DATE_EPOCH (seconds) when set, else '' — reproducible builds: the same inputs give a
+ * byte-identical plan, so no wall-clock time goes in unasked.
+ */
+export function createdStamp(env: NodeJS.ProcessEnv = process.env): string {
+  const epoch = env.SOURCE_DATE_EPOCH;
+  if (epoch === undefined || epoch === '') return '';
+  const s = Number(epoch);
+  if (!Number.isSafeInteger(s) || s < 0) throw new PlancError('PLANC_E301', `SOURCE_DATE_EPOCH=${epoch}: expected whole seconds since 1970`);
+  return new Date(s * 1000).toISOString();
 }
 
 /** sha256 over the source .onnx files and the ids of the distinct weights (which hash their bytes). */

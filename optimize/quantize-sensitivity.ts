@@ -38,7 +38,13 @@ function probesOf(model: Model): Probe[] {
   const out: Probe[] = [];
   for (const g of model.graphs.values()) {
     for (const n of g.nodes) {
-      if (n.domain !== 'planc' || (n.op !== 'FusedMatMul' && n.op !== 'ProjectTopK')) continue;
+      const key = n.domain ? `${n.domain}.${n.op}` : n.op;
+      if (key === 'Gather') {
+        const t = weightOf(model, g, n.inputs[0]!);
+        if (t && t.size * 4 >= 1 << 20) out.push({ graph: g.name, node: n.name, op: 'Gather', input: '', w: t.nums as Float32Array, k: t.dims[1]!, n: t.dims[0]!, transposed: true });
+        continue;
+      }
+      if (key !== 'planc.FusedMatMul' && key !== 'planc.ProjectTopK' && key !== 'MatMul') continue;
       const id = g.initializers.get(n.inputs[1]!);
       const t = id === undefined ? undefined : model.weights.get(id)?.tensor;
       if (!t || t.dtype !== 'float32' || t.rank !== 2) continue;
@@ -46,15 +52,22 @@ function probesOf(model: Model): Probe[] {
       const [k, cols] = (transposed ? [t.dims[1], t.dims[0]] : t.dims) as [number, number];
       const bid = n.inputs[2] ? g.initializers.get(n.inputs[2]) : undefined;
       const bias = bid ? (model.weights.get(bid)!.tensor.nums as Float32Array) : undefined;
-      out.push({ graph: g.name, node: n.name, op: `planc.${n.op}`, input: n.inputs[0]!, w: t.nums as Float32Array, k, n: cols, transposed, bias: bias?.length === cols ? bias : undefined });
+      out.push({ graph: g.name, node: n.name, op: key, input: n.inputs[0]!, w: t.nums as Float32Array, k, n: cols, transposed, bias: bias?.length === cols ? bias : undefined });
     }
   }
   return out;
 }
 
+const weightOf = (model: Model, g: Graph, name: string) => {
+  const id = g.initializers.get(name);
+  const t = id === undefined ? undefined : model.weights.get(id)?.tensor;
+  return t && t.dtype === 'float32' && t.rank === 2 ? t : undefined;
+};
+
 /** The model with every probed input also a graph output. */
 function exposeInputs(model: Model, probes: Probe[]): Model {
   for (const p of probes) {
+    if (!p.input) continue;
     const g: Graph = model.graphs.get(p.graph)!;
     if (!g.outputs.includes(p.input)) g.outputs.push(p.input);
   }
@@ -87,7 +100,26 @@ function relError(p: Probe, rows: Float32Array[], quantized: (x: Float32Array, m
   return den > 0 ? Math.sqrt(num / den) : 0;
 }
 
+/** An embedding table's own error: ‖deq(quant(E)) − E‖ / ‖E‖ (rows int8, as planc.QGather reads them). */
+function tableError(p: Probe): number {
+  const q = quantizeRows(p.w, p.n, p.k);
+  const dp = q.q.length / p.n;
+  let num = 0, den = 0;
+  for (let j = 0; j < p.n; j++) {
+    for (let c = 0; c < p.k; c++) {
+      const x = p.w[j * p.k + c]!, d = q.q[j * dp + c]! * q.scale[j]! - x;
+      num += d * d;
+      den += x * x;
+    }
+  }
+  return den > 0 ? Math.sqrt(num / den) : 0;
+}
+
 function errorsOf(p: Probe, rows: Float32Array[]): { int8: number; w8: number } {
+  if (p.op === 'Gather') {
+    const e = tableError(p);
+    return { int8: e, w8: e };
+  }
   if (p.op === 'planc.ProjectTopK') {
     const wt = p.transposed ? p.w : transpose(p.w, p.k, p.n);
     const q = quantizeRows(wt, p.n, p.k);
@@ -118,13 +150,13 @@ export function layerErrors(model: Model, pipe: PassContext, _fp32: Plan, tok: T
   const rows = new Map(probes.map((p) => [`${p.graph}\u0000${p.node}`, [] as Float32Array[]]));
   try {
     const sources = sentences.slice(0, SENTENCES).map((s) => tok.encodeSource(s)).filter((s) => s.length <= profile.maxSrcLen);
-    const encoder = probes.filter((p) => p.graph === 'encoder');
+    const encoder = probes.filter((p) => p.graph === 'encoder' && p.input);
     for (const src of sources) {
       const ids = BigInt64Array.from(src, (x) => BigInt(x));
       const out = plan.runSync('encoder', { input_ids: { dtype: 'int64', dims: [1, src.length], data: ids }, attention_mask: { dtype: 'int64', dims: [1, src.length], data: ids.map(() => 1n) } });
       for (const p of encoder) sampleRows(out[p.input]!.data as Float32Array, p.k, Math.ceil(ROWS / sources.length), rows.get(`${p.graph}\u0000${p.node}`)!);
     }
-    const decoder = probes.filter((p) => p.graph !== 'encoder');
+    const decoder = probes.filter((p) => p.graph !== 'encoder' && p.input);
     let calls = 0;
     greedyExposed(plan, sources, rules, profile.maxTgtLen, (out, r, _s, banned) => {
       if (calls++ % 3 !== 0) return rowBest(out, r, false, banned).tok; // every third step's rows: spread over the sentences

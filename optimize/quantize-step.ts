@@ -13,14 +13,24 @@ import { conventionsOf, DecodingRules } from '../runtime/decode/conventions.ts';
 import { loadPlanBytes, type Plan } from '../runtime/plan.ts';
 import { loadTokenizer } from '../runtime/tokenizer/tokenizer.ts';
 import { DEFAULT_GATE, fp32Reference, gatePassed, gateText, measureQuantized, type Fp32Reference, type GateMeasure } from './quantize-gate.ts';
-import { layerErrors, type LayerError } from './quantize-sensitivity.ts';
+import { INT8_ERROR_BOUND, layerErrors, type LayerError } from './quantize-sensitivity.ts';
+
+const median = (xs: number[]) => (xs.length ? [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]! : 0);
 import { CALIBRATION_BATCH } from './vocab-calibrate.ts';
 import type { CalibrationSetup } from './vocab-step.ts';
 
-/** The precision auto gives a layer whose int8 error breaks the gate, tried in this order. */
-const FALLBACKS: LayerPrecision[] = ['w8', 'float32'];
-/** Auto's rounds: each raises the worst remaining layers (by measured error) one step. */
-const MAX_ROUNDS = 4;
+/**
+ * auto's ladder, from fastest to most faithful; each rung is built and measured, the first that holds the gate is
+ * kept. Per layer: `errors` are the measured int8 errors (rung 1 keeps layers over their bound in w8).
+ */
+interface Rung { name: string; layers: (e: LayerError) => LayerPrecision }
+const isMatMul = (e: LayerError) => e.op !== 'planc.ProjectTopK' && e.op !== 'Gather';
+const LADDER: Rung[] = [
+  { name: 'int8, w8 where a layer\'s int8 error is over its bound', layers: (e) => (e.int8 > e.bound ? 'w8' : 'int8') },
+  { name: 'w8 (int8 weights, float32 inputs) everywhere', layers: () => 'w8' },
+  { name: 'int16 products, w8 output layer and embeddings', layers: (e) => (isMatMul(e) ? 'int16' : 'w8') },
+  { name: 'int16 products, float32 output layer and embeddings', layers: (e) => (isMatMul(e) ? 'int16' : 'float32') },
+];
 
 export function emptyQuantization(mode: string): PlanQuantization {
   return {
@@ -36,13 +46,6 @@ function cpuPlan(model: Model, pipe: PassContext, setup: CalibrationSetup, quant
   return loadPlanBytes(encodePlan(built.header, built.blob), name);
 }
 
-/** The layer map of auto: int8 everywhere but where measured errors or earlier rounds raised a layer. */
-function autoLayers(errors: LayerError[], raised: Map<string, LayerPrecision>, forced: Readonly<Record<string, LayerPrecision>>): Record<string, LayerPrecision> {
-  const layers: Record<string, LayerPrecision> = {};
-  for (const e of errors) layers[e.node] = raised.get(e.node) ?? 'int8';
-  return { ...layers, ...forced };
-}
-
 function setMeasure(h: PlanQuantization, m: GateMeasure, src: string): void {
   Object.assign(h, {
     evalSource: src, evalSentences: m.evalSentences, identicalSentences: m.identicalSentences, top1Agreement: m.top1Agreement,
@@ -52,8 +55,8 @@ function setMeasure(h: PlanQuantization, m: GateMeasure, src: string): void {
 
 /**
  * Fixed modes: the mode (and per-layer choices) as asked, measured against float32 when --eval-src is given. auto:
- * every layer's int8 error measured on calibration data; layers over the error bound start in w8; then, with
- * --eval-src, rounds that raise the worst remaining layers until the gate holds (each round reported in notes).
+ * every layer's int8 error measured on calibration data, then the LADDER's rungs built and measured on --eval-src
+ * until one holds the gate (every rung reported in notes); when none does, the plan stays float32 and says so.
  */
 export async function quantizeStep(model: Model, request: QuantizeRequest, pipe: PassContext, setup: CalibrationSetup): Promise<QuantizeResult> {
   const { progress, profile } = setup;
@@ -91,39 +94,37 @@ export async function quantizeStep(model: Model, request: QuantizeRequest, pipe:
     }
     progress?.start('measuring each layer\'s int8 error');
     const errors = layerErrors(model, pipe, fp32, tok, rules, calib!, profile, progress);
-    const raised = new Map<string, LayerPrecision>();
     const notes: string[] = [];
-    for (const e of errors) {
-      if (e.int8 > e.bound) {
-        raised.set(e.node, 'w8');
-        notes.push(`${e.node}: w8, its int8 error ${e.int8.toFixed(4)} is over ${e.bound} (w8: ${e.w8.toFixed(4)})`);
-      }
-    }
-    let options: QuantizeOptions = { precision: 'int8', layers: autoLayers(errors, raised, forced) };
+    const over = errors.filter((e) => e.int8 > e.bound);
+    notes.push(`measured: ${errors.length} layers, int8 output error median ${median(errors.map((e) => e.int8)).toFixed(4)}, max ${Math.max(0, ...errors.map((e) => e.int8)).toFixed(4)}; ${over.length} over the bound ${INT8_ERROR_BOUND}${over.length ? ` (${over.map((e) => e.node).join(', ')})` : ''}`);
+    const mix = (r: Rung): QuantizeOptions => ({ precision: 'int8', layers: { ...Object.fromEntries(errors.map((e) => [e.node, r.layers(e)])), ...forced } });
+    let options = mix(LADDER[0]!);
     if (ref) {
-      const worst = [...errors].sort((a, b) => b.int8 - a.int8);
-      for (let round = 1; ; round++) {
-        const m = measure(options, `auto round ${round}`);
+      let passed = false;
+      for (const [i, rung] of LADDER.entries()) {
+        options = mix(rung);
+        const m = measure(options, `auto rung ${i + 1}`);
         setMeasure(header, m, request.evalSrc!);
-        notes.push(`round ${round}: ${raised.size} layer(s) raised; identical ${(100 * m.identicalSentences).toFixed(1)}%, top-1 ${(100 * m.top1Agreement).toFixed(2)}%${m.bleu !== undefined ? `, BLEU ${m.bleu.toFixed(2)} vs ${m.bleuFp32!.toFixed(2)}` : ''}${header.gatePassed ? ': gate holds' : ''}`);
-        if (header.gatePassed || round >= MAX_ROUNDS) break;
-        // raise the worst quarter of the layers still at their lowest precision, one step each
-        const next = worst.filter((e) => (raised.get(e.node) ?? 'int8') !== 'float32' && !(e.node in forced));
-        if (!next.length) break;
-        for (const e of next.slice(0, Math.max(1, Math.ceil(next.length / 4)))) {
-          const now = raised.get(e.node);
-          const to = now === undefined ? FALLBACKS[0]! : FALLBACKS[FALLBACKS.indexOf(now) + 1] ?? 'float32';
-          raised.set(e.node, to);
-          notes.push(`${e.node}: ${to} in round ${round + 1} (int8 error ${e.int8.toFixed(4)}, among the worst left)`);
-        }
-        options = { precision: 'int8', layers: autoLayers(errors, raised, forced) };
+        notes.push(`rung ${i + 1} (${rung.name}): identical ${(100 * m.identicalSentences).toFixed(1)}%, top-1 ${(100 * m.top1Agreement).toFixed(2)}%${m.bleu !== undefined ? `, BLEU ${m.bleu.toFixed(2)} vs float32 ${m.bleuFp32!.toFixed(2)}` : ''}: gate ${header.gatePassed ? 'holds, kept' : 'fails'}`);
+        if (header.gatePassed) { passed = true; break; }
       }
+      if (!passed) {
+        // no quantized mix holds the gate on this text: the plan stays float32, as the gate demands, and says so
+        options = { precision: 'float32', layers: forced };
+        Object.assign(header, { identicalSentences: 1, top1Agreement: 1, bleu: header.bleuFp32, gatePassed: true });
+        notes.push('no rung holds the gate: every layer kept float32 (quantize with an explicit mode to trade accuracy for speed)');
+      }
+    } else {
+      notes.push('no --eval-src: rung 1 taken on the measured errors alone, not checked end to end');
     }
     header.notes = notes.join('\n');
-    header.layers = errors.map((e) => ({
-      graph: e.graph, node: e.node, op: e.op, precision: options.layers?.[e.node] ?? 'int8', bytesBefore: 0, bytesAfter: 0, error: e.int8,
-      reason: raised.has(e.node) ? `int8 error ${e.int8.toFixed(4)} (bound ${e.bound})` : '',
-    }));
+    header.layers = errors.map((e) => {
+      const p = options.layers?.[e.node] ?? options.precision;
+      return {
+        graph: e.graph, node: e.node, op: e.op, precision: p, bytesBefore: 0, bytesAfter: 0, error: e.int8,
+        reason: e.node in forced ? 'asked (--quantize-layers)' : p === 'int8' ? '' : `auto: ${p} (int8 error ${e.int8.toFixed(4)}, bound ${e.bound}, w8 error ${e.w8.toFixed(4)})`,
+      };
+    });
     return { options, header };
   } finally {
     for (const p of plans) p.close();

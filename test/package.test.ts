@@ -1,5 +1,6 @@
 // The package as users get it: npm pack (a copy of this checkout: compiled dist/, prebuilt addon), npm install of the
-// tarball into an empty project, then there with plain node: import planc, optimize, translate, run, npx planc --version.
+// tarball into an empty project, then there with plain node: import planc, optimize (with --emit-ts), translate, run,
+// npx planc --version; a TypeScript program type-checks against the package's declarations and the emitted module.
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { spawnSync, type SpawnSyncReturns } from 'node:child_process';
@@ -16,6 +17,7 @@ const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'planc-package-'));
 const SRC = path.join(tmp, 'src');
 const APP = path.join(tmp, 'app');
 const NPM = process.platform === 'win32' ? 'npm.cmd' : 'npm';
+const NPX = process.platform === 'win32' ? 'npx.cmd' : 'npx';
 const npmFound = spawnSync(NPM, ['--version'], { encoding: 'utf8' }).status === 0;
 const portableBuild = fs.existsSync(NATIVE_BUILD_PATH) && !process.env.PLANC_NATIVE_ADDON;
 const reason = !npmFound ? 'need npm' : !nativeAvailable() ? NEEDS_NATIVE : !portableBuild ? 'need the addon built in native/build (npm run build:native)' : undefined;
@@ -68,6 +70,17 @@ const outputs: Record<string, RtTensor> = await plan.run('encoder', {});
 console.log(texts, outputs, PlancError);
 `;
 
+// The same through the module planc optimize --emit-ts wrote, which imports the installed package.
+const EMITTED = `import { load } from './tiny-plan.ts';
+const plan = await load();
+const { last_hidden_state } = await plan.run('encoder', {
+  input_ids: { dtype: 'int64', dims: [1, 2], data: BigInt64Array.from([5n, 0n]) },
+  attention_mask: { dtype: 'int64', dims: [1, 2], data: BigInt64Array.from([1n, 1n]) },
+});
+const width: 16 = last_hidden_state.dims[2];
+console.log(width, await plan.translate(['w5']));
+`;
+
 testIf(test, reason)('npm pack → npm install into an empty project → import planc, optimize, translate and run with plain node; npx planc --version', async () => {
   copyCheckout();
   const t0 = performance.now();
@@ -101,12 +114,12 @@ testIf(test, reason)('npm pack → npm install into an empty project → import 
   assert.not.ok(fs.existsSync(path.join(APP, 'node_modules', 'tsx')), 'tsx is a development dependency only');
   const t2 = performance.now();
 
-  const version = run(NPM, ['exec', '--', 'planc', '--version'], APP);
+  const version = run(NPX, ['planc', '--version'], APP);
   assert.is(version.status, 0, out(version));
   assert.is(version.stdout.trim(), `planc ${JSON.parse(fs.readFileSync(path.join(REPO_ROOT, 'package.json'), 'utf8')).version}`);
 
   tinyModel(path.join(APP, 'model'));
-  const opt = run(NPM, ['exec', '--', 'planc', 'optimize', 'model', '-o', 'tiny.plan', '--quiet', '--max-batch', '4', '--max-src-len', '16', '--max-tgt-len', '16'], APP);
+  const opt = run(NPX, ['planc', 'optimize', 'model', '-o', 'tiny.plan', '--emit-ts', 'tiny-plan.ts', '--quiet', '--max-batch', '4', '--max-src-len', '16', '--max-tgt-len', '16'], APP);
   assert.is(opt.status, 0, out(opt));
 
   fs.writeFileSync(path.join(APP, 'use.mjs'), USE);
@@ -133,8 +146,13 @@ testIf(test, reason)('npm pack → npm install into an empty project → import 
   }
 
   fs.writeFileSync(path.join(APP, 'typed.ts'), TYPED);
+  fs.writeFileSync(path.join(APP, 'emitted.ts'), EMITTED);
   fs.writeFileSync(path.join(APP, 'tsconfig.json'), JSON.stringify({
-    compilerOptions: { target: 'ES2022', module: 'NodeNext', moduleResolution: 'NodeNext', strict: true, noEmit: true, types: [] }, files: ['typed.ts'],
+    compilerOptions: {
+      target: 'ES2022', module: 'NodeNext', moduleResolution: 'NodeNext', strict: true, noEmit: true, allowImportingTsExtensions: true,
+      types: ['node'], typeRoots: [path.join(REPO_ROOT, 'node_modules', '@types')],
+    },
+    files: ['typed.ts', 'tiny-plan.ts', 'emitted.ts'],
   }));
   const tsc = run(process.execPath, [path.join(REPO_ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', APP, '--pretty', 'false'], APP);
   assert.is(tsc.status, 0, `the package's declarations type-check a user's program:\n${out(tsc)}`);

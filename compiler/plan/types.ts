@@ -93,7 +93,7 @@ export interface PlanHeader {
   arena: { bytes: number; persistentBytes: number };
   options: Record<string, string>;
   decoding: PlanDecoding;
-  tuning: { key: string; choice: string; micros: number }[];
+  tuning: PlanTuningDecision[];
   blobBytes: number;
   blobCrc32: number;
   created: string;
@@ -108,6 +108,15 @@ export interface PlanHeader {
   quantization?: PlanQuantization;
   /** Nodes computed at optimize time (passes/memoize.ts). */
   memoized?: MemoizedNode[];
+}
+
+/** One tuning decision (compiler/plan/plan.proto TuningDecision); reason and alternatives: cpu plans tuned by optimize/tune.ts. */
+export interface PlanTuningDecision {
+  key: string;
+  choice: string;
+  micros: number;
+  reason?: string;
+  alternatives?: { variant: string; micros: number; spread: number; note: string }[];
 }
 
 /** One product's precision in a quantized plan. */
