@@ -12,6 +12,8 @@ const COMMANDS: Record<string, { line: string; load: () => Promise<Command> }> =
   translate: { line: 'translate text (one sentence per line) with a plan, streaming', load: async () => { const m = await import('./translate.ts'); return { spec: m.TRANSLATE, run: m.runTranslate }; } },
   ddgviz: { line: 'draw parallel Jacobi decodes (pj, pgj, hgj) of a text file as a DDGviz HTML page', load: async () => { const m = await import('./ddgviz.ts'); return { spec: m.DDGVIZ, run: m.runDdgviz }; } },
   run: { line: 'run one graph of a plan on feeds from a .json or .npz file', load: async () => { const m = await import('./run.ts'); return { spec: m.RUN, run: m.runRun }; } },
+  tune: { line: 'tune a plan\'s kernel variants on this machine (a model is compiled first), with a persisted cache', load: async () => { const m = await import('./tune.ts'); return { spec: m.TUNE, run: m.runTune }; } },
+  report: { line: 'write a plan\'s report: where time goes, tuning decisions, precision, vocabulary, memory (HTML or --json)', load: async () => { const m = await import('./report.ts'); return { spec: m.REPORT, run: m.runReport }; } },
   inspect: { line: 'describe a model or a plan: graphs, I/O, ops, weights; for plans: arena and kernels', load: async () => { const m = await import('./inspect.ts'); return { spec: m.INSPECT, run: m.runInspect }; } },
 };
 

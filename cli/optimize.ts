@@ -16,6 +16,7 @@ import { applyThreads, THREADS_OPTION } from './threads.ts';
 import { findTokenizer, type TokenizerFile } from './tokenizer-file.ts';
 import { formatQuantizationReport, parseQuantize } from './quantize.ts';
 import { formatVocabReport } from './vocab.ts';
+import { formatTuneReport, TUNE_OPTIONS, tuneRequest } from './tune-options.ts';
 
 export const OPTIMIZE: CommandSpec = {
   name: 'optimize',
@@ -47,6 +48,8 @@ export const OPTIMIZE: CommandSpec = {
     'dump-after': { kind: 'string', value: 'PASS|all', help: 'print the IR after a pass (or the programs after a program pass) on standard error' },
     explain: { kind: 'boolean', help: 'say on standard error why a fusion rule declined a partial match' },
     'emit-ts': { kind: 'string', value: 'FILE', help: "also write a typed TypeScript module for the plan: its graphs' feeds and outputs (dtypes, symbolic dims) and typed run/translate wrappers over the planc package" },
+    tune: { kind: 'boolean', help: 'tune the plan on this machine (as planc tune): each kernel call\'s variants measured in the plan, the fastest kept where it beats the default, every decision recorded; uses the tuning cache' },
+    ...TUNE_OPTIONS,
     quiet: { kind: 'boolean', help: 'print nothing but errors' },
     threads: THREADS_OPTION,
   },
@@ -137,6 +140,9 @@ export async function runOptimize(argv: string[]): Promise<number> {
   if (vocabSpec?.method === 'clusters' && flags.calibrate === undefined) throw new PlancError('PLANC_E301', '--vocab clusters=R,K needs --calibrate SOURCE_TEXT (source sentences, one per line)');
   if (vocabSpec?.method === 'shortlist' && flags.calibrate !== undefined) throw new PlancError('PLANC_E301', '--calibrate applies to --vocab clusters only');
   if (vocabSpec && flags['no-fuse'] === true) throw new PlancError('PLANC_E301', '--vocab rewrites planc.ProjectTopK, which --no-fuse turns off');
+  if (flags.tune !== true) for (const f of Object.keys(TUNE_OPTIONS)) if (flags[f] !== undefined) throw new PlancError('PLANC_E301', `--${f} applies to --tune only`);
+  const tune = flags.tune === true ? tuneRequest(flags) : undefined;
+  if (tune && target === 'cuda') throw new PlancError('PLANC_E301', '--tune measures cpu plans (cuda plans keep the heuristic launches of codegen/cuda/rules.ts, recorded in their tuning)');
   const progress = new Progress(flags.quiet === true);
   progress.start(`importing ${model}`);
   const m = importModel(model);
@@ -148,6 +154,7 @@ export async function runOptimize(argv: string[]): Promise<number> {
     vocab: vocabSpec && {
       spec: vocabSpec, calibrate: flags.calibrate as string | undefined, evalSrc: flags['eval-src'] as string | undefined, evalRef: flags['eval-ref'] as string | undefined,
     },
+    tune,
     explain: flags.explain === true ? (pass, node, why) => process.stderr.write(`  [${pass}] ${node}: declined, ${why}\n`) : undefined,
     dumpAfter, onDump: (name, text, what) => process.stderr.write(`\n=== ${what} after ${name} ===\n${text}\n`),
   }, { progress });
@@ -165,6 +172,7 @@ export async function runOptimize(argv: string[]): Promise<number> {
       tokenizer ? `tokenizer: ${tokenizer.kind}, ${path.basename(tokenizer.file)} (${(tokenizer.bytes.length / 1e3).toFixed(1)} kB)` : 'tokenizer: none (translate with --ids)',
       ...(built.vocab ? formatVocabReport(built.vocab) : []),
       ...(built.quantization ? formatQuantizationReport(built.quantization) : []),
+      ...(built.tuning ? formatTuneReport(built.tuning, h) : []),
       ...built.reports.map((r) => `  ${r.graph.padEnd(18)} ${String(r.kernels).padStart(4)} kernels   arena ${mb(r.arenaBytes).padStart(9)}   lower bound ${mb(r.lowerBound).padStart(9)}   all tensors ${mb(r.tensorBytesSum).padStart(9)}   in-place ${r.inPlace}`),
       `done in ${progress.elapsed.toFixed(1)} s`,
     ];

@@ -11,6 +11,7 @@ import { PIPELINE, runPipeline } from '../passes/pipeline.ts';
 import { chooseTopk } from './topk.ts';
 import { quantizeStep } from './quantize-step.ts';
 import { calibrateVocab } from './vocab-step.ts';
+import { tunePlan, type TuneRequest, type TuneSummary } from './tune.ts';
 
 export interface CompileOptions extends Omit<BuildOptions, 'onProgress'> {
   /** IR passes to skip, by name ('fuse' skips every fusion). */
@@ -23,6 +24,8 @@ export interface CompileOptions extends Omit<BuildOptions, 'onProgress'> {
   vocab?: Omit<VocabRequest, 'topk'>;
   /** Quantization of the products over constant weights (the quantize service chooses and measures). */
   quantize?: QuantizeRequest;
+  /** Tune the built cpu plan's kernel variants on this machine (the tune service; optimize/tune.ts). */
+  tune?: TuneRequest;
   explain?: PassContext['explain'];
   /** Dump after this IR or program pass ('all': after every one); `what` says which list it belongs to. */
   dumpAfter?: string;
@@ -36,6 +39,8 @@ export interface Compiled extends BuiltPlan {
   firstStepOnly: boolean;
   vocab?: PlanVocab;
   quantization?: PlanQuantization;
+  /** What --tune did (cache hits, misses, stale and foreign entries, choices changed, rollbacks). */
+  tuning?: TuneSummary;
 }
 
 /** The names --dump-after accepts: every IR pass, every program pass, and 'all'; fails listing both lists. */
@@ -69,6 +74,7 @@ export async function compile(model: Model, options: CompileOptions, services: P
     progress,
     calibrate: services.calibrate ?? ((m, request) => calibrateVocab(m, request, { profile, specialIds: options.specialIds, tokenizer: options.tokenizer, progress })),
     quantize: services.quantize ?? ((m, request, pipe) => quantizeStep(m, request, pipe, { profile, specialIds: options.specialIds, tokenizer: options.tokenizer, progress })),
+    tune: services.tune ?? (async (plan) => tunePlan(plan, { forced: options.variants, ...options.tune }, progress)),
   };
   const vocab = options.vocab ? await passServices.calibrate!(model, { ...options.vocab, topk: topk! }) : undefined;
   const { onDump, dumpAfter } = options;
@@ -84,7 +90,8 @@ export async function compile(model: Model, options: CompileOptions, services: P
   }, { dumpAfter, onDump: onDump && ((name, text) => onDump(name, text, 'programs')) });
   if (vocab) built.header.vocab = vocab.header;
   if (quantized) built.header.quantization = mergeQuantization(built.header.quantization, quantized.header);
-  return { ...built, topk, firstStepOnly, vocab: vocab?.header, quantization: built.header.quantization };
+  const tuning = options.tune ? await passServices.tune!(built) : undefined;
+  return { ...built, topk, firstStepOnly, vocab: vocab?.header, quantization: built.header.quantization, ...(tuning ? { tuning } : {}) };
 }
 
 /** The pass's record of the plan's layers (codegen/pack.ts) with the quantize step's mode, measurements and reasons. */

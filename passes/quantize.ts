@@ -1,6 +1,6 @@
 // Opt-in (PassContext.quantize): products over constant float32 weights become quantized ones (seed 002 §4.2-4.5):
-// planc.FusedMatMul → planc.QMatMul, planc.ProjectTopK → planc.QProjectTopK, each weight quantized once (memoized by
-// weight id across graphs) and stored once.
+// MatMul / planc.FusedMatMul → planc.QMatMul, planc.ProjectTopK → planc.QProjectTopK, embedding Gather → planc.QGather;
+// each weight quantized once (memoized by weight id across graphs) and stored once (by content).
 import { PlancError } from '../compiler/diagnostics.ts';
 import type { Graph, Model, Node } from '../compiler/ir.ts';
 import { LAYER_PRECISIONS, type LayerPrecision, type QuantizedLayer } from '../compiler/quant/layers.ts';

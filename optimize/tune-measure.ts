@@ -1,0 +1,79 @@
+// Measuring a plan's kernel calls in context: every graph run on synthetic feeds at an operating point (batch, source
+// length, past length), warmed up, then timed over repeated runs with the runtime's per-call profile.
+import type { PlanFile } from '../compiler/plan/types.ts';
+import { Plan } from '../runtime/plan.ts';
+import type { RtTensor } from '../runtime/tensor.ts';
+
+/** Where the tuner measures: the rows of a run (sentences × beams), the source length, the decoder's past length. */
+export interface OperatingPoint { batch: number; srcLen: number; past: number }
+
+/** A median and a spread (max - min), µs. */
+export interface Timing { micros: number; spread: number }
+
+/** One graph at one point: each kernel call's timing and the whole run's. */
+export interface GraphTimings { calls: Timing[]; run: Timing }
+
+export interface MeasureOptions { warmup: number; runs: number }
+
+/** Feeds for a graph at a point: token ids inside any vocabulary of ≥ 64 ids, full masks, the past length, small floats. */
+export function syntheticFeeds(plan: Plan, graph: string, pt: OperatingPoint): Record<string, RtTensor> {
+  const max = plan.header.profile.symbolMax;
+  const feeds: Record<string, RtTensor> = {};
+  for (const io of plan.inputs(graph)) {
+    const dims = io.dims.map((d) => (/^\d+$/.test(d) ? Number(d) : /batch/.test(d) ? pt.batch : /cache_capacity/.test(d) ? max[d] ?? pt.past + 1
+      : /past/.test(d) ? pt.past : /encoder/.test(d) ? pt.srcLen : /decoder_sequence/.test(d) ? 1 : Math.min(max[d] ?? 1, pt.srcLen)));
+    const n = dims.reduce((x, y) => x * y, 1);
+    if (io.dtype === 'int64') {
+      const v = /input_ids/.test(io.name) ? (i: number) => BigInt(4 + ((i * 37) % 59)) : /past/.test(io.name) ? () => BigInt(pt.past) : () => 1n;
+      feeds[io.name] = { dtype: 'int64', dims, data: BigInt64Array.from({ length: n }, (_, i) => v(i)) };
+    } else if (io.dtype === 'uint8' || io.dtype === 'bool') {
+      feeds[io.name] = { dtype: io.dtype, dims, data: new Uint8Array(n).fill(1) } as RtTensor;
+    } else {
+      feeds[io.name] = { dtype: 'float32', dims, data: Float32Array.from({ length: n }, (_, i) => Math.sin(i * 0.37) * 0.3) };
+    }
+  }
+  return feeds;
+}
+
+const median = (xs: number[]): number => {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
+};
+const timing = (xs: number[]): Timing => ({ micros: median(xs), spread: Math.max(...xs) - Math.min(...xs) });
+
+/**
+ * Loads the plan (header and blob as they are: its calls' variants included; throws the runtime's refusal when this
+ * machine cannot run one) and times every graph at every point. Result: [point][graph].
+ */
+export function measurePlan(file: PlanFile, graphs: string[], points: OperatingPoint[], o: MeasureOptions): GraphTimings[][] {
+  const plan = new Plan(file, '<tuning>');
+  try {
+    return points.map((pt) => graphs.map((g) => {
+      const feeds = syntheticFeeds(plan, g, pt);
+      for (let i = 0; i < o.warmup; i++) plan.runSync(g, feeds);
+      const perCall: number[][] = [];
+      const runs: number[] = [];
+      for (let r = 0; r < o.runs; r++) {
+        plan.profile(g, true);
+        const t0 = performance.now();
+        plan.runSync(g, feeds);
+        runs.push((performance.now() - t0) * 1000);
+        plan.profile(g, false).forEach((c, k) => (perCall[k] ??= []).push(c.ms * 1000));
+      }
+      plan.profile(g, false);
+      return { calls: perCall.map(timing), run: timing(runs) };
+    }));
+  } finally {
+    plan.close();
+  }
+}
+
+/** The operating points a plan is tuned at: one row and its profile's most rows (when more), at a typical length. */
+export function tuningPoints(file: PlanFile): OperatingPoint[] {
+  const p = file.header.profile;
+  const srcLen = Math.max(1, Math.min(p.maxSrcLen, 24));
+  const past = Math.max(1, Math.min(p.maxTgtLen - 1, 12));
+  const batches = [...new Set([1, p.maxBatch])];
+  return batches.map((batch) => ({ batch, srcLen, past }));
+}

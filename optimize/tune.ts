@@ -1,0 +1,258 @@
+// The tuner: for every kernel call with variants, each variant this machine runs, measured in context on the real plan
+// (optimize/tune-measure.ts) or taken from the persisted cache (optimize/tune-cache.ts); the fastest kept where it
+// beats the default beyond the noise, confirmed per graph end to end (a regression is rolled back), every decision
+// recorded in the plan's tuning records.
+import { PlancError } from '../compiler/diagnostics.ts';
+import { onnxDtypeName } from '../compiler/dtype.ts';
+import { kernelVariants } from '../compiler/kernel-schema.ts';
+import type { PlanFile, PlanHeader, PlanProgram, PlanTuningDecision } from '../compiler/plan/types.ts';
+import type { ProgressReporter } from '../passes/pass.ts';
+import { type CacheEntry, type CachedAlternative, defaultCacheFile, TuningCache } from './tune-cache.ts';
+import { thisDevice, type TuneDevice } from './tune-device.ts';
+import { type GraphTimings, measurePlan, type OperatingPoint, tuningPoints } from './tune-measure.ts';
+
+/** What `--tune` asks. */
+export interface TuneRequest {
+  /** The cache file; null: no persisted cache (measure everything, keep nothing); undefined: defaultCacheFile(). */
+  cacheFile?: string | null;
+  /** Calls forced by the caller (BuildOptions.variants keys: kernel or node names): recorded, never tuned. */
+  forced?: Readonly<Record<string, string>>;
+  /** Timed runs per measurement (default 7) and warm-up runs before them (default 2). */
+  runs?: number;
+  warmup?: number;
+  /** Where to measure (default tuningPoints: one row and the profile's most rows). */
+  points?: OperatingPoint[];
+  /** Confirm each graph's choices end to end and roll back a regression (default true). */
+  confirm?: boolean;
+  /** The device and planc version entries must match (tests use others; default this machine and the plan's). */
+  device?: TuneDevice;
+  plancVersion?: string;
+}
+
+/** What tuning did, for the CLI and the bench. */
+export interface TuneSummary {
+  device: TuneDevice;
+  cacheFile: string | null;
+  points: OperatingPoint[];
+  /** Cache lookups of call and confirmation keys. */
+  hits: number;
+  misses: number;
+  /** Keys whose only entries were of another planc version (stale) or another device (foreign): not used, measured anew. */
+  stale: string[];
+  foreign: string[];
+  /** Plan variants loaded and measured (each: every affected graph at every point). */
+  measurements: number;
+  calls: number;
+  /** Calls whose variant changed from the default. */
+  changed: number;
+  rolledBack: string[];
+  seconds: number;
+}
+
+/** Over this fraction faster in total, and not slower at any point beyond it: a variant beats the default. */
+const MARGIN = 0.03;
+
+interface Call { program: number; index: number; graph: string; kernel: string; node: string; variants: string[]; base: string; key: string }
+
+const dimsText = (p: PlanProgram, t: number): string => p.tensors[t]!.dims.map((e) => p.exprs[e]!.terms.map((x) => `${x.coeff}${x.factors.map((f) => `*${p.symbols[f]!.name}`).join('')}`).join('+') || '0').join('x');
+
+/** What decides a call's times besides the device: kernel, operand dims and dtypes, arguments, variant set, points. */
+function callKey(p: PlanProgram, k: number, variants: string[], points: OperatingPoint[]): string {
+  const kern = p.kernels[k]!;
+  const operand = (t: number) => (p.tensors[t] ? `${onnxDtypeName(p.tensors[t]!.dtype)}[${dimsText(p, t)}]` : 'none');
+  return JSON.stringify({ kernel: kern.name, in: kern.inputs.map(operand), out: kern.outputs.map(operand), iargs: kern.iargs, variants, points });
+}
+
+/** The header with some calls' variants replaced (programs copied; weights and the rest shared). */
+function withVariants(h: PlanHeader, set: (program: number, index: number) => string | undefined): PlanHeader {
+  return { ...h, programs: h.programs.map((p, i) => ({ ...p, kernels: p.kernels.map((k, j) => { const v = set(i, j); return v === undefined ? k : { ...k, variant: v }; }) })) };
+}
+
+const sum = (xs: number[]) => xs.reduce((a, b) => a + b, 0);
+const ms = (us: number) => `${(us / 1000).toFixed(3)} ms`;
+const pointText = (pt: OperatingPoint) => `batch ${pt.batch}`;
+
+/** Why the runtime refused a plan, short (its message without the plan name prefix). */
+const refusal = (e: unknown): string => (e as Error).message.replace(/^PLANC_E\d+: /, '').replace(/ \[[^\]]*\]$/, '');
+
+/**
+ * Tunes a cpu plan in place (its calls' variants and header.tuning); returns what it did. Only plans of this machine's
+ * target are measured: a cuda plan keeps its heuristic launches (recorded by select-variants), and is refused here.
+ */
+export function tunePlan(file: PlanFile, req: TuneRequest = {}, progress?: ProgressReporter): TuneSummary {
+  const t0 = performance.now();
+  const h = file.header;
+  if (h.target.kind !== 'cpu') throw new PlancError('PLANC_E301', `--tune: cuda plans keep the heuristic launches of codegen/cuda/rules.ts (recorded in their tuning); tuning measures cpu plans only so far`);
+  const device = req.device ?? thisDevice();
+  const version = req.plancVersion ?? h.plancVersion;
+  const cacheFile = req.cacheFile === undefined ? defaultCacheFile() : req.cacheFile;
+  const cache = TuningCache.open(cacheFile ?? undefined);
+  const points = req.points ?? tuningPoints(file);
+  const mo = { runs: req.runs ?? 7, warmup: req.warmup ?? 2 };
+  const forced = req.forced ?? {};
+  const summary: TuneSummary = { device, cacheFile, points, hits: 0, misses: 0, stale: [], foreign: [], measurements: 0, calls: 0, changed: 0, rolledBack: [], seconds: 0 };
+  const look = (key: string): CacheEntry | undefined => {
+    const l = cache.lookup(key, device.id, version);
+    if (l.kind === 'hit') { summary.hits++; return l.entry; }
+    summary.misses++;
+    if (l.kind === 'stale') summary.stale.push(`${key} (planc ${l.entry.plancVersion})`);
+    if (l.kind === 'foreign') summary.foreign.push(`${key} (device ${l.entry.device})`);
+    return undefined;
+  };
+
+  const records: PlanTuningDecision[] = [];
+  const calls: Call[] = [];
+  h.programs.forEach((p, i) => p.kernels.forEach((k, j) => {
+    const variants = kernelVariants(k.name).map((v) => v.name);
+    if (!variants.length) return;
+    const force = forced[k.node] ?? forced[k.name];
+    if (force !== undefined) {
+      records.push({ key: `${p.graph}:${j}:${k.name}`, choice: force, micros: 0, reason: `forced by the caller's variant choice for ${forced[k.node] !== undefined ? `node ${k.node}` : `kernel ${k.name}`}; not tuned`, alternatives: [] });
+      return;
+    }
+    calls.push({ program: i, index: j, graph: p.graph, kernel: k.name, node: k.node, variants, base: k.variant || 'auto', key: callKey(p, j, variants, points) });
+  }));
+  summary.calls = calls.length;
+
+  // cached times, or one measurement per variant name over the graphs whose calls miss
+  // calls of one key (the same kernel, dims, dtypes and arguments: e.g. a layer's q, k and v products) share one entry
+  const entries = new Map<Call, CacheEntry>();
+  const byKey = new Map<string, CacheEntry | undefined>();
+  const missing: Call[] = [];
+  for (const c of calls) {
+    if (!byKey.has(c.key)) byKey.set(c.key, look(c.key));
+    const e = byKey.get(c.key);
+    if (e) entries.set(c, e); else missing.push(c);
+  }
+  if (missing.length) {
+    const names = [...new Set(missing.flatMap((c) => c.variants))];
+    const graphs = [...new Set(missing.map((c) => c.graph))].filter((g) => h.programs.some((p) => p.graph === g));
+    const alts = new Map<Call, CachedAlternative[]>(missing.map((c) => [c, []]));
+    const bar = progress?.bar(`tuning ${missing.length} kernel calls: ${names.length} variants × ${graphs.length} graphs × ${points.length} points`, names.length);
+    for (const v of names) {
+      const mine = new Set(missing.filter((c) => c.variants.includes(v)).map((c) => `${c.program}:${c.index}`));
+      const header = withVariants(h, (i, j) => (mine.has(`${i}:${j}`) ? v : undefined));
+      let t: GraphTimings[][] | undefined;
+      let note = '';
+      try {
+        t = measurePlan({ header, blob: file.blob }, graphs, points, mo);
+        summary.measurements++;
+      } catch (e) {
+        if (!(e instanceof PlancError)) throw e;
+        note = `not runnable here: ${refusal(e)}`;
+      }
+      for (const c of missing) {
+        if (!c.variants.includes(v)) continue;
+        const g = graphs.indexOf(c.graph);
+        const at = t?.map((perGraph) => perGraph[g]!.calls[c.index]!);
+        alts.get(c)!.push({ variant: v, micros: at?.map((x) => x.micros) ?? [], spread: at?.map((x) => x.spread) ?? [], note });
+      }
+      bar?.tick(1);
+    }
+    bar?.done();
+    const pooled = new Map<string, CacheEntry>();
+    for (const c of missing) {
+      const e = pooled.get(c.key) ?? { key: c.key, device: device.id, plancVersion: version, alternatives: [] };
+      pooled.set(c.key, e);
+      entries.set(c, e);
+      e.alternatives.push(...alts.get(c)!);
+    }
+    for (const e of pooled.values()) {
+      e.alternatives = poolAlternatives(e.alternatives);
+      cache.put(e);
+    }
+  }
+
+  // choices
+  const chosen = new Map<Call, { variant: string; reason: string }>();
+  for (const c of calls) chosen.set(c, choose(c, entries.get(c)!, points));
+
+  // end-to-end confirmation per graph whose choices changed
+  const confirmRecords: PlanTuningDecision[] = [];
+  if (req.confirm !== false) {
+    for (const [pi, p] of h.programs.entries()) {
+      const mine = calls.filter((c) => c.program === pi && chosen.get(c)!.variant !== c.base);
+      if (!mine.length) continue;
+      const key = JSON.stringify({ confirm: p.graph, source: h.sourceHash, choices: mine.map((c) => `${c.index}:${chosen.get(c)!.variant}`), points });
+      let e = look(key);
+      if (!e) {
+        progress?.start(`confirming ${p.graph} end to end`);
+        const tunedHeader = withVariants(h, (i, j) => (i === pi ? mine.find((c) => c.index === j) && chosen.get(mine.find((c) => c.index === j)!)!.variant : undefined));
+        const untuned = measurePlan(file, [p.graph], points, mo).map((x) => x[0]!.run);
+        const tuned = measurePlan({ header: tunedHeader, blob: file.blob }, [p.graph], points, mo).map((x) => x[0]!.run);
+        summary.measurements += 2;
+        e = { key, device: device.id, plancVersion: version, alternatives: [
+          { variant: 'untuned', micros: untuned.map((x) => x.micros), spread: untuned.map((x) => x.spread), note: '' },
+          { variant: 'tuned', micros: tuned.map((x) => x.micros), spread: tuned.map((x) => x.spread), note: '' },
+        ] };
+        cache.put(e);
+      }
+      const [u, t] = e.alternatives as [CachedAlternative, CachedAlternative];
+      const regressed = sum(t.micros) > sum(u.micros) * (1 + MARGIN / 3);
+      const per = points.map((pt, i) => `${pointText(pt)} ${ms(u.micros[i]!)} → ${ms(t.micros[i]!)}`).join(', ');
+      if (regressed) {
+        summary.rolledBack.push(p.graph);
+        for (const c of mine) chosen.set(c, { variant: c.base, reason: `rolled back: ${p.graph} ran slower end to end with its tuned variants (${per}); ${chosen.get(c)!.reason}` });
+      }
+      confirmRecords.push({
+        key: `${p.graph}:confirm`, choice: regressed ? 'untuned' : 'tuned', micros: sum(regressed ? u.micros : t.micros),
+        reason: `${p.graph} run end to end, untuned → tuned: ${per}${regressed ? ' — a regression: rolled back' : ''}`,
+        alternatives: e.alternatives.map((a) => ({ variant: a.variant, micros: sum(a.micros), spread: Math.max(...a.spread), note: a.note })),
+      });
+    }
+  }
+
+  // apply and record
+  for (const c of calls) {
+    const { variant, reason } = chosen.get(c)!;
+    h.programs[c.program]!.kernels[c.index]!.variant = variant;
+    if (variant !== c.base) summary.changed++;
+    const alts = entries.get(c)!.alternatives;
+    const mine = alts.find((a) => a.variant === variant);
+    records.push({
+      key: `${c.graph}:${c.index}:${c.kernel}`, choice: variant, micros: mine?.micros.length ? sum(mine.micros) : 0, reason: `${c.node}: ${reason}`,
+      alternatives: alts.map((a) => ({ variant: a.variant, micros: a.micros.length ? sum(a.micros) : 0, spread: a.spread.length ? Math.max(...a.spread) : 0, note: a.note })),
+    });
+  }
+  const order = new Map(h.programs.map((p, i) => [p.graph, i]));
+  const rank = (r: PlanTuningDecision) => { const [g, k] = r.key.split(':'); return [order.get(g!) ?? 0, k === 'confirm' ? 1e9 : Number(k)] as const; };
+  h.tuning = [...records, ...confirmRecords].sort((a, b) => { const x = rank(a), y = rank(b); return x[0] - y[0] || x[1] - y[1]; });
+  h.options = { ...h.options, tuned: `${device.id} ${points.map(pointText).join(', ')}` };
+  cache.save();
+  summary.seconds = (performance.now() - t0) / 1000;
+  return summary;
+}
+
+/** One alternative per variant from several calls' (same key): the mean of their medians, the widest spread. */
+function poolAlternatives(alts: CachedAlternative[]): CachedAlternative[] {
+  const names = [...new Set(alts.map((a) => a.variant))];
+  return names.map((variant) => {
+    const mine = alts.filter((a) => a.variant === variant);
+    const note = mine.find((a) => a.note)?.note ?? '';
+    if (note) return { variant, micros: [], spread: [], note };
+    const n = mine[0]!.micros.length;
+    const at = (f: (a: CachedAlternative) => number[], agg: (xs: number[]) => number) => Array.from({ length: n }, (_, i) => agg(mine.map((a) => f(a)[i]!)));
+    const round = (x: number) => Math.round(x * 1000) / 1000;
+    return { variant, micros: at((a) => a.micros, (xs) => round(sum(xs) / xs.length)), spread: at((a) => a.spread, (xs) => round(Math.max(...xs))), note };
+  });
+}
+
+/**
+ * A call's choice from its alternatives' times: the fastest in total over the points when it beats the default (the
+ * call's variant before tuning) by MARGIN in total and is not slower at any point by more than MARGIN; else the default.
+ */
+function choose(c: Call, e: CacheEntry, points: OperatingPoint[]): { variant: string; reason: string } {
+  const ran = e.alternatives.filter((a) => a.micros.length === points.length);
+  const base = ran.find((a) => a.variant === c.base) ?? ran.find((a) => a.variant === 'auto');
+  const skipped = e.alternatives.filter((a) => a.note).map((a) => a.variant);
+  const notRun = skipped.length ? `; not runnable here: ${skipped.join(', ')}` : '';
+  if (!base) return { variant: c.base, reason: `the default ${c.base} kept: it could not be measured${notRun}` };
+  const best = [...ran].sort((a, b) => sum(a.micros) - sum(b.micros) || ran.indexOf(a) - ran.indexOf(b))[0]!;
+  const at = (a: CachedAlternative) => points.map((pt, i) => `${pointText(pt)} ${ms(a.micros[i]!)}`).join(', ');
+  if (best === base) return { variant: base.variant, reason: `${base.variant} is the fastest (${at(base)})${notRun}` };
+  const gain = 1 - sum(best.micros) / sum(base.micros);
+  const worseAt = points.findIndex((_, i) => best.micros[i]! > base.micros[i]! * (1 + MARGIN));
+  if (gain < MARGIN) return { variant: base.variant, reason: `${best.variant} is within ${(MARGIN * 100).toFixed(0)}% of ${base.variant} (${at(best)} vs ${at(base)}): the default kept${notRun}` };
+  if (worseAt >= 0) return { variant: base.variant, reason: `${best.variant} is faster in total but slower at ${pointText(points[worseAt]!)} (${at(best)} vs ${at(base)}): the default kept${notRun}` };
+  return { variant: best.variant, reason: `${best.variant} ${(gain * 100).toFixed(0)}% faster than ${base.variant} (${at(best)} vs ${at(base)})${notRun}` };
+}

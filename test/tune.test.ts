@@ -1,0 +1,114 @@
+// The tuner (optimize/tune.ts) on a tiny synthetic model: every call with variants decided and recorded with its
+// alternatives' times, the persisted cache (miss, hit, stale, foreign), and byte-identical plans with a warm cache.
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { kernelVariants } from '../compiler/kernel-schema.ts';
+import { importSeq2SeqDir } from '../compiler/onnx/import-model.ts';
+import { encodePlan } from '../compiler/plan/format.ts';
+import { createdStamp } from '../codegen/pack.ts';
+import { compile, type Compiled } from '../optimize/compile.ts';
+import type { TuneRequest } from '../optimize/tune.ts';
+import { TuningCache } from '../optimize/tune-cache.ts';
+import { thisDevice } from '../optimize/tune-device.ts';
+import { nativeAvailable } from '../runtime/native.ts';
+import { makeModel } from '../scripts/make-model/generate.ts';
+import { NEEDS_NATIVE, testIf } from './helpers/skip.ts';
+
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'planc-tune-'));
+const dir = path.join(tmp, 'model');
+makeModel({ arch: 'marian', d: 64, encoderLayers: 1, decoderLayers: 1, heads: 2, ffn: 128, vocab: 120, maxPos: 64, activation: 'relu', seed: 5, out: dir });
+const PROFILE = { maxBatch: 4, maxSrcLen: 8, maxTgtLen: 8 };
+const cacheFile = path.join(tmp, 'cache', 'tuning.json');
+const native = testIf(test, !nativeAvailable() && NEEDS_NATIVE);
+
+const tuned = (tune: TuneRequest = {}): Promise<Compiled> =>
+  compile(importSeq2SeqDir(dir), { target: 'cpu', ...PROFILE, topk: 4, tune: { cacheFile, runs: 3, warmup: 1, ...tune } });
+const bytes = (c: Compiled) => Buffer.from(encodePlan(c.header, c.blob));
+/** The kernel calls that have variants, as tuning record keys. */
+const variantCalls = (c: Compiled) => c.header.programs.flatMap((p) => p.kernels.flatMap((k, i) => (kernelVariants(k.name).length ? [`${p.graph}:${i}:${k.name}`] : [])));
+
+let cold: Compiled;
+
+native('cold cache: every call with variants is measured and decided; each decision records its alternatives and why', async () => {
+  cold = await tuned();
+  const s = cold.tuning!;
+  const keys = variantCalls(cold);
+  assert.ok(keys.length >= 6, `the tiny model has products (${keys.length})`);
+  assert.is(s.calls, keys.length);
+  assert.is(s.hits, 0);
+  assert.ok(s.misses >= 3, 'calls of one key share an entry: fewer keys than calls, but some');
+  assert.ok(s.measurements >= 2, 'auto and at least one other variant ran');
+  const records = new Map(cold.header.tuning.map((r) => [r.key, r]));
+  for (const key of keys) {
+    const r = records.get(key);
+    assert.ok(r, `decision for ${key}`);
+    const [graph, index] = key.split(':');
+    const call = cold.header.programs.find((p) => p.graph === graph)!.kernels[Number(index)]!;
+    assert.is(r!.choice, call.variant, `${key}: the record names the variant the call runs`);
+    const names = kernelVariants(call.name).map((v) => v.name);
+    assert.equal(r!.alternatives!.map((a) => a.variant), names, `${key}: every variant is an alternative`);
+    const ran = r!.alternatives!.filter((a) => !a.note);
+    assert.ok(ran.some((a) => a.variant === 'auto') && ran.every((a) => a.micros > 0), `${key}: runnable alternatives have times`);
+    assert.ok(r!.alternatives!.filter((a) => a.note).every((a) => /not runnable here/.test(a.note)));
+    assert.ok(ran.some((a) => a.variant === r!.choice), `${key}: the choice was measured`);
+    assert.ok(r!.reason!.length > 10 && r!.reason!.startsWith(call.node), r!.reason);
+  }
+  assert.is(cold.header.created, createdStamp(), 'no wall-clock timestamp unless SOURCE_DATE_EPOCH');
+  assert.ok(fs.existsSync(cacheFile), 'the cache was written');
+});
+
+native('warm cache: nothing measured, every key hits, and the plan is byte-identical across runs', async () => {
+  const a = await tuned();
+  const b = await tuned();
+  for (const w of [a, b]) {
+    assert.is(w.tuning!.misses, 0);
+    assert.is(w.tuning!.measurements, 0);
+    assert.ok(w.tuning!.hits >= 3);
+  }
+  assert.ok(bytes(a).equals(bytes(b)), 'two warm runs give the same bytes');
+  assert.ok(bytes(a).equals(bytes(cold)), 'the warm plan is the cold plan (its times came from the cache the cold run wrote)');
+});
+
+native('stale and foreign entries are never used: measured anew and reported', async () => {
+  // the cache holds this version's entries: under another version each is stale, none is used
+  const s = (await tuned({ plancVersion: '0.0.0-other' })).tuning!;
+  assert.is(s.hits, 0);
+  // every call key is stale; only end-to-end confirmation keys (one per graph, naming the choices) may be plain misses
+  assert.ok(s.stale.length >= 3 && s.misses - s.stale.length <= cold.header.programs.length, `stale: ${s.stale.length} of ${s.misses}`);
+  assert.match(s.stale[0]!, new RegExp(`\\(planc ${cold.header.plancVersion.replace(/\./g, '\\.')}\\)$`));
+  assert.ok(s.measurements >= 2, 'measured anew');
+  // another device's entries: foreign, not used
+  const dev = { ...thisDevice(), id: 'another-machine' };
+  const f = (await tuned({ device: dev })).tuning!;
+  assert.is(f.hits, 0);
+  assert.ok(f.foreign.length >= 3 && f.misses - f.foreign.length <= cold.header.programs.length, `foreign: ${f.foreign.length} of ${f.misses}`);
+  assert.match(f.foreign[0]!, /\(device [0-9a-f]{16}\)$/);
+  // this version and device still hit
+  assert.is((await tuned()).tuning!.misses, 0);
+});
+
+test('cache: lookups tell hit, miss, stale and foreign apart; a file that is not a cache is refused', () => {
+  const file = path.join(tmp, 'unit.json');
+  const c = TuningCache.open(file);
+  c.put({ key: 'k', device: 'd1', plancVersion: '1', alternatives: [] });
+  c.save();
+  const r = TuningCache.open(file);
+  assert.is(r.lookup('k', 'd1', '1').kind, 'hit');
+  assert.is(r.lookup('k', 'd1', '2').kind, 'stale');
+  assert.is(r.lookup('k', 'd2', '1').kind, 'foreign');
+  assert.is(r.lookup('other', 'd1', '1').kind, 'miss');
+  fs.writeFileSync(file, '{"entries": 3}');
+  assert.throws(() => TuningCache.open(file), /not a planc tuning cache/);
+});
+
+test('created: SOURCE_DATE_EPOCH gives the timestamp, else none', () => {
+  assert.is(createdStamp({}), '');
+  assert.is(createdStamp({ SOURCE_DATE_EPOCH: '0' }), '1970-01-01T00:00:00.000Z');
+  assert.throws(() => createdStamp({ SOURCE_DATE_EPOCH: 'yesterday' }), /SOURCE_DATE_EPOCH/);
+});
+
+test.after(() => fs.rmSync(tmp, { recursive: true, force: true }));
+test.run();
