@@ -1,4 +1,4 @@
-// `npm run bench -- NAME`: runs one benchmark (cpu, cuda, jacobi, qgemm, quantize, quantize-bits, translate, vocab, vocab-curve, vocab-large, zoo) and records it under bench/results/.
+// `npm run bench -- NAME`: runs one benchmark (cpu, cuda, jacobi, qgemm, quantize, quantize-bits, translate, tune, vocab, vocab-curve, vocab-large, zoo) and records it under bench/results/.
 import { benchCpu } from './cpu.ts';
 import { benchCuda } from './cuda.ts';
 import { benchJacobi } from './jacobi.ts';
@@ -6,12 +6,13 @@ import { benchQgemm } from './qgemm.ts';
 import { benchQuantize } from './quantize.ts';
 import { benchQuantizeBits } from './quantize-bits.ts';
 import { benchTranslate } from './translate.ts';
+import { benchTune } from './tune.ts';
 import { benchVocab } from './vocab.ts';
 import { benchVocabCurve } from './vocab-curve.ts';
 import { benchVocabLarge } from './vocab-large.ts';
 import { benchZoo } from './zoo.ts';
 
-const BENCHES: Record<string, () => Promise<void>> = { cpu: benchCpu, cuda: benchCuda, jacobi: benchJacobi, qgemm: benchQgemm, quantize: benchQuantize, 'quantize-bits': benchQuantizeBits, translate: benchTranslate, vocab: benchVocab, 'vocab-curve': benchVocabCurve, 'vocab-large': benchVocabLarge, zoo: benchZoo };
+const BENCHES: Record<string, () => Promise<void>> = { cpu: benchCpu, cuda: benchCuda, jacobi: benchJacobi, qgemm: benchQgemm, quantize: benchQuantize, 'quantize-bits': benchQuantizeBits, translate: benchTranslate, tune: benchTune, vocab: benchVocab, 'vocab-curve': benchVocabCurve, 'vocab-large': benchVocabLarge, zoo: benchZoo };
 
 const name = process.argv[2];
 const run = name ? BENCHES[name] : undefined;

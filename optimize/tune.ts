@@ -52,6 +52,10 @@ export interface TuneSummary {
 /** Over this fraction faster in total, and not slower at any point beyond it: a variant beats the default. */
 const MARGIN = 0.03;
 
+/**
+ * A call to tune. Its default (base) is auto, the kernel's run-time rule: select-variants fixes only what auto does on
+ * every machine, and a plan tuned before is tuned again from auto.
+ */
 interface Call { program: number; index: number; graph: string; kernel: string; node: string; variants: string[]; base: string; key: string }
 
 const dimsText = (p: PlanProgram, t: number): string => p.tensors[t]!.dims.map((e) => p.exprs[e]!.terms.map((x) => `${x.coeff}${x.factors.map((f) => `*${p.symbols[f]!.name}`).join('')}`).join('+') || '0').join('x');
@@ -110,7 +114,7 @@ export function tunePlan(file: PlanFile, req: TuneRequest = {}, progress?: Progr
       records.push({ key: `${p.graph}:${j}:${k.name}`, choice: force, micros: 0, reason: `forced by the caller's variant choice for ${forced[k.node] !== undefined ? `node ${k.node}` : `kernel ${k.name}`}; not tuned`, alternatives: [] });
       return;
     }
-    calls.push({ program: i, index: j, graph: p.graph, kernel: k.name, node: k.node, variants, base: k.variant || 'auto', key: callKey(p, j, variants, points) });
+    calls.push({ program: i, index: j, graph: p.graph, kernel: k.name, node: k.node, variants, base: 'auto', key: callKey(p, j, variants, points) });
   }));
   summary.calls = calls.length;
 
@@ -178,7 +182,8 @@ export function tunePlan(file: PlanFile, req: TuneRequest = {}, progress?: Progr
       if (!e) {
         progress?.start(`confirming ${p.graph} end to end`);
         const tunedHeader = withVariants(h, (i, j) => (i === pi ? mine.find((c) => c.index === j) && chosen.get(mine.find((c) => c.index === j)!)!.variant : undefined));
-        const untuned = measurePlan(file, [p.graph], points, mo).map((x) => x[0]!.run);
+        const untunedHeader = withVariants(h, (i, j) => (i === pi && mine.some((c) => c.index === j) ? 'auto' : undefined));
+        const untuned = measurePlan({ header: untunedHeader, blob: file.blob }, [p.graph], points, mo).map((x) => x[0]!.run);
         const tuned = measurePlan({ header: tunedHeader, blob: file.blob }, [p.graph], points, mo).map((x) => x[0]!.run);
         summary.measurements += 2;
         e = { key, device: device.id, plancVersion: version, alternatives: [

@@ -4,6 +4,7 @@
 // conventions. ReportData is also what `planc report --json` prints.
 import * as fs from 'node:fs';
 import { createRequire } from 'node:module';
+import * as path from 'node:path';
 import { escapeHtml } from './ddgviz.ts';
 
 /** One graph's timing at one operating point: the whole run and its time per op kind and per call (ms). */
@@ -56,7 +57,8 @@ export interface ReportData {
   conventions: Record<string, unknown>;
 }
 
-const CHART_JS = (): string => fs.readFileSync(createRequire(import.meta.url).resolve('chart.js/dist/chart.umd.min.js'), 'utf8');
+/** Chart.js's UMD build, inlined into the page (its package exports only the module builds; the UMD file sits beside them). */
+const CHART_JS = (): string => fs.readFileSync(path.join(path.dirname(createRequire(import.meta.url).resolve('chart.js')), 'chart.umd.min.js'), 'utf8');
 
 const mb = (b: number) => `${(b / 1e6).toFixed(2)} MB`;
 const fmtMs = (ms: number) => (ms >= 10 ? ms.toFixed(1) : ms >= 1 ? ms.toFixed(2) : ms.toFixed(3));
@@ -77,39 +79,55 @@ th{color:#5b6472;font-weight:600;background:#fafbfc} td.num{text-align:right;fon
 .kv{display:grid;grid-template-columns:max-content 1fr;gap:2px 16px;font-size:13px} .kv b{color:#5b6472;font-weight:600}
 .pill{display:inline-block;padding:0 7px;border-radius:9px;font-size:12px;background:#e8eefc;color:#2446a8}
 .pill.changed{background:#dff5e6;color:#18703a} .pill.rolled{background:#fde8e8;color:#a32020} .pill.na{background:#eee;color:#777}
-.bars{display:grid;grid-template-columns:80px 1fr 90px;gap:1px 6px;align-items:center;font-size:12px;min-width:300px}
-.bar{height:11px;border-radius:2px;background:#9fb3d9} .bar.win{background:#2e9d57} .bar.none{background:repeating-linear-gradient(45deg,#ddd 0 4px,#f4f4f4 4px 8px)}
-.muted{color:#717a88} .reason{font-size:12px;color:#39424f;max-width:560px}
+.decisions td{padding:3px 6px} .decisions td.alt{min-width:64px;font-size:12px;font-variant-numeric:tabular-nums} .decisions td.chosen{font-weight:600}
+.bar{height:5px;border-radius:2px;background:#9fb3d9;margin-top:1px} .bar.win{background:#2e9d57} .bar.none{background:repeating-linear-gradient(45deg,#ccc 0 3px,#f4f4f4 3px 6px)}
+.muted{color:#717a88} .reason{font-size:11.5px;color:#4a5361;max-width:620px;line-height:1.3}
 details summary{cursor:pointer;color:#2446a8;margin:6px 0}
 `;
 
-/** A decision's alternatives as inline bars (the chosen one green; one that could not run hatched, with its note). */
-function decisionBars(d: ReportDecision): string {
-  const max = Math.max(1e-9, ...d.alternatives.map((a) => a.micros));
-  return `<div class="bars">${d.alternatives.map((a) => {
-    const ran = !a.note && a.micros > 0;
-    const w = ran ? Math.max(1, (100 * a.micros) / max) : 100;
-    const label = ran ? `${fmtMs(a.micros / 1000)} ms${a.spread ? ` ±${fmtMs(a.spread / 2000)}` : ''}` : 'n/a';
-    return `<span>${a.variant === d.choice ? '<b>' : ''}${escapeHtml(a.variant)}${a.variant === d.choice ? '</b>' : ''}</span><div class="bar ${ran ? (a.variant === d.choice ? 'win' : '') : 'none'}" style="width:${w}%" title="${escapeHtml(a.note || label)}"></div><span class="muted">${escapeHtml(label)}</span>`;
-  }).join('')}</div>`;
+/** One alternative's cell: its time over a bar scaled to the row's slowest (green: chosen; hatched: could not run). */
+function altCell(d: ReportDecision, variant: string): string {
+  const a = d.alternatives.find((x) => x.variant === variant);
+  if (!a) return '<td></td>';
+  const max = Math.max(1e-9, ...d.alternatives.map((x) => x.micros));
+  const ran = !a.note && a.micros > 0;
+  const label = ran ? fmtMs(a.micros / 1000) : 'n/a';
+  const tip = ran ? `${label} ms median (spread ${fmtMs(a.spread / 1000)} ms)` : a.note;
+  const cls = ran ? (variant === d.choice ? 'win' : '') : 'none';
+  return `<td class="alt${variant === d.choice ? ' chosen' : ''}" title="${escapeHtml(tip)}"><span>${label}</span><div class="bar ${cls}" style="width:${ran ? Math.max(3, (100 * a.micros) / max) : 100}%"></div></td>`;
+}
+
+function decisionRow(d: ReportDecision, variants: string[]): string {
+  const base = d.alternatives.find((a) => a.variant === 'auto' || a.variant === 'untuned');
+  const cls = /rolled back/.test(d.reason) || d.choice === 'untuned' ? 'rolled' : d.choice !== 'auto' && d.choice !== 'tuned' ? 'changed' : '';
+  const gain = base && base.micros > 0 && d.micros > 0 && base.variant !== d.choice ? `<span class="muted"> ${((1 - d.micros / base.micros) * 100).toFixed(0)}%</span>` : '';
+  return `<tr data-key="${escapeHtml(d.key)}"><td><code>${escapeHtml(d.key)}</code></td><td><span class="pill ${cls}">${escapeHtml(d.choice)}</span>${gain}</td>${variants.map((v) => altCell(d, v)).join('')}<td class="reason">${escapeHtml(d.reason)}</td></tr>`;
+}
+
+/** Decisions grouped by their alternatives (one table per variant set: GEMM paths, quantized paths, graphs). */
+function decisionTables(ds: ReportDecision[]): string {
+  const groups = new Map<string, ReportDecision[]>();
+  for (const d of ds) {
+    const sig = d.alternatives.map((a) => a.variant).join(',');
+    groups.set(sig, [...(groups.get(sig) ?? []), d]);
+  }
+  return [...groups].map(([sig, rows]) => {
+    const variants = sig ? sig.split(',') : [];
+    const kernels = [...new Set(rows.map((r) => r.kernel || 'graph'))].join(', ');
+    return `<h3>${escapeHtml(kernels)} · ${rows.length} decision${rows.length > 1 ? 's' : ''} <span class="muted">(ms per alternative, summed over the points)</span></h3><table class="decisions"><tr><th>call</th><th>choice</th>${variants.map((v) => `<th>${escapeHtml(v)}</th>`).join('')}<th>why</th></tr>${rows.map((r) => decisionRow(r, variants)).join('')}</table>`;
+  }).join('');
 }
 
 function decisionsSection(data: ReportData): string {
   if (!data.decisions.length) return `<section id="tuning"><h2>Tuning decisions</h2><p class="muted">This plan was not tuned (planc tune PLAN, or planc optimize --tune): every call with variants runs <code>auto</code>, the kernel's run-time rule.</p></section>`;
   const calls = data.decisions.filter((d) => d.call !== null);
   const confirms = data.decisions.filter((d) => d.call === null);
-  const row = (d: ReportDecision) => {
-    const base = d.alternatives.find((a) => a.variant === 'auto' || a.variant === 'untuned');
-    const cls = /rolled back/.test(d.reason) || d.choice === 'untuned' ? 'rolled' : d.choice !== 'auto' && d.choice !== 'tuned' ? 'changed' : '';
-    const gain = base && base.micros > 0 && d.micros > 0 && base.variant !== d.choice ? ` <span class="muted">${((1 - d.micros / base.micros) * 100).toFixed(0)}% vs ${base.variant}</span>` : '';
-    return `<tr data-key="${escapeHtml(d.key)}"><td><code>${escapeHtml(d.key)}</code></td><td><span class="pill ${cls}">${escapeHtml(d.choice)}</span>${gain}</td><td>${decisionBars(d)}</td><td class="reason">${escapeHtml(d.reason)}</td></tr>`;
-  };
   const changed = calls.filter((d) => d.choice !== 'auto').length;
   return `<section id="tuning"><h2>Tuning decisions</h2>
-<p>${calls.length} kernel calls tuned${data.tunedOn ? ` on <code>${escapeHtml(data.tunedOn)}</code>` : ''}: ${changed} run a variant other than <code>auto</code>. Times are medians over repeated runs of the whole plan (summed over the operating points), bars show each alternative; hatched: not runnable on that machine.</p>
-<div class="grid"><div class="chart"><canvas id="chart-variants"></canvas></div><div class="chart"><canvas id="chart-confirm"></canvas></div></div>
-${confirms.length ? `<h3>End-to-end confirmation per graph</h3><table><tr><th>graph</th><th>kept</th><th>untuned vs tuned</th><th>why</th></tr>${confirms.map(row).join('')}</table>` : ''}
-<h3>Every call</h3><table><tr><th>call</th><th>choice</th><th>alternatives</th><th>why</th></tr>${calls.map(row).join('')}</table></section>`;
+<p>${calls.length} kernel calls tuned${data.tunedOn ? ` on <code>${escapeHtml(data.tunedOn)}</code>` : ''}: <b>${changed}</b> run a variant other than <code>auto</code>. Each alternative was measured in the plan (the whole program run, medians over repeated runs); a variant is kept only where it beats auto by 3% in total and is not slower at any point. Hover a cell for its spread, or why it could not run.</p>
+<div class="grid"><div class="chart"><canvas id="chart-variants"></canvas></div>${confirms.length ? '<div class="chart"><canvas id="chart-confirm"></canvas></div>' : '<p class="muted">No graph changed: nothing to confirm end to end.</p>'}</div>
+${confirms.length ? `<h3>End-to-end confirmation per graph</h3>${decisionTables(confirms)}` : ''}
+${decisionTables(calls)}</section>`;
 }
 
 function quantSection(data: ReportData): string {

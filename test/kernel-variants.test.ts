@@ -11,7 +11,7 @@ import { PlancError } from '../compiler/diagnostics.ts';
 import { inferModel } from '../compiler/infer/infer.ts';
 import type { Model } from '../compiler/ir.ts';
 import {
-  CUDA_DEFAULT_VARIANTS, CUDA_GEMM_VARIANTS, cudaVariant, cudaVariants, GEMM_AUTO, GEMM_VARIANTS, KERNELS, kernelVariants, schemaProblems, variantCode,
+  CUDA_DEFAULT_VARIANTS, CUDA_GEMM_VARIANTS, cudaVariant, cudaVariants, GEMM_AUTO, GEMM_VARIANTS, KERNELS, QGEMM_VARIANTS, kernelVariants, schemaProblems, variantCode,
   type KernelSpec,
 } from '../compiler/kernel-schema.ts';
 import { nativeArgsHeader } from '../compiler/kernel-schema-headers.ts';
@@ -78,10 +78,13 @@ function selected(opts: Partial<BuildOptions> = {}): ProgramState {
 const chosen = (kernels: { name: string; node: string; variant?: string }[]) =>
   Object.fromEntries(kernels.filter((k) => kernelVariants(k.name).length).map((k) => [k.node, `${k.name} ${k.variant}`]));
 
-test('schema: the matrix-product kernels share GEMM_VARIANTS (auto first), others have none; codes are positions', () => {
+test('schema: the float32 products share GEMM_VARIANTS, the quantized ones QGEMM_VARIANTS (auto first), others have none; codes are positions', () => {
   assert.equal(schemaProblems(), []);
   const withVariants = Object.entries(KERNELS as Record<string, KernelSpec>).filter(([, s]) => s.variants?.length).map(([k]) => k);
-  assert.equal(withVariants, ['matmul', 'gemm', 'fused_matmul']);
+  assert.equal(withVariants, ['matmul', 'gemm', 'fused_matmul', 'qmatmul', 'qproject_topk']);
+  assert.is(kernelVariants('qmatmul'), QGEMM_VARIANTS);
+  assert.is(kernelVariants('qproject_topk'), QGEMM_VARIANTS);
+  assert.equal(QGEMM_VARIANTS.map((v) => v.name), ['auto', 'ref', 'avx2', 'avx512bw', 'avxvnni', 'avx512vnni']);
   assert.equal(GEMM_VARIANTS.map((v) => v.name), ['auto', 'gemv', 'blocked', 'blas', 'avx512']);
   assert.equal(GEMM_VARIANTS.filter((v) => 'needs' in v).map((v) => v.name), ['blas', 'avx512']);
   assert.is(variantCode('matmul', 'avx512'), 4);

@@ -1,0 +1,81 @@
+// `npm run bench -- tune`: tunes es-en on this machine (cold cache, then warm twice: time, byte-identical plans), then
+// translates the test ids with the untuned and the tuned plan in the same run at batch 1 and 32 (interleaved), with
+// the per-kernel table of choices; appends to bench/results/tune.jsonl.
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { importSeq2SeqDir } from '../compiler/onnx/import-model.ts';
+import { REPO_ROOT, sharedDir } from '../compiler/paths.ts';
+import { encodePlan } from '../compiler/plan/format.ts';
+import { compile, type Compiled } from '../optimize/compile.ts';
+import { TRANSLATE_TOPK } from '../passes/pipeline.ts';
+import { translateIds } from '../runtime/decode/translate-ids.ts';
+import { loadPlanBytes, type Plan } from '../runtime/plan.ts';
+import { machineFacts } from './machine.ts';
+
+const MAX_LEN = 64;
+/** [batch size, sentences]: batch 1 on the first 40 test sentences, batch 32 on the first 320. */
+const RUNS: [number, number][] = [[1, Number(process.env.PLANC_TUNE_B1 ?? 40)], [32, Number(process.env.PLANC_TUNE_B32 ?? 320)]];
+
+export async function benchTune(): Promise<void> {
+  const shared = sharedDir();
+  if (!shared) throw new Error('bench tune needs ../shared/models/es-en (or PLANC_SHARED)');
+  const dir = path.join(shared, 'models', 'es-en');
+  const ids: number[][] = JSON.parse(fs.readFileSync(path.join(dir, 'test_ids.json'), 'utf8')).src_ids;
+  const cacheFile = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'planc-bench-tune-')), 'tuning.json');
+  const options = { target: 'cpu' as const, maxBatch: 32, maxSrcLen: Math.max(128, ...ids.map((s) => s.length)), maxTgtLen: MAX_LEN, topk: TRANSLATE_TOPK };
+  const build = async (tune: boolean): Promise<{ c: Compiled; seconds: number; bytes: Buffer }> => {
+    const t0 = performance.now();
+    const c = await compile(importSeq2SeqDir(dir), { ...options, ...(tune ? { tune: { cacheFile } } : {}) });
+    return { c, seconds: (performance.now() - t0) / 1000, bytes: Buffer.from(encodePlan(c.header, c.blob)) };
+  };
+  const untuned = await build(false);
+  console.log(`untuned build ${untuned.seconds.toFixed(1)} s`);
+  const cold = await build(true);
+  const warm1 = await build(true);
+  const warm2 = await build(true);
+  const s = cold.c.tuning!;
+  const identical = warm1.bytes.equals(warm2.bytes) && warm1.bytes.equals(cold.bytes);
+  console.log(`tuning es-en: cold ${cold.seconds.toFixed(1)} s (tuning ${s.seconds.toFixed(1)} s, ${s.measurements} measurements), warm ${warm1.seconds.toFixed(1)} s / ${warm2.seconds.toFixed(1)} s (tuning ${warm1.c.tuning!.seconds.toFixed(2)} s, ${warm1.c.tuning!.hits} hits, ${warm1.c.tuning!.misses} misses); plans byte-identical: ${identical}`);
+  // per-kernel table of choices
+  const table = new Map<string, number>();
+  for (const r of cold.c.header.tuning) {
+    const [graph, call, kernel] = r.key.split(':');
+    const k = call === 'confirm' ? `${graph} end to end → ${r.choice}` : `${graph} ${kernel} → ${r.choice}`;
+    table.set(k, (table.get(k) ?? 0) + 1);
+  }
+  console.log('choices (calls):');
+  for (const [k, n] of [...table].sort()) console.log(`  ${String(n).padStart(4)}  ${k}`);
+  for (const r of cold.c.header.tuning.filter((x) => x.key.endsWith(':confirm'))) console.log(`  ${r.reason}`);
+  // end to end, interleaved: untuned, tuned, untuned, tuned
+  const plans: Record<'untuned' | 'tuned', Plan> = { untuned: loadPlanBytes(untuned.bytes, 'untuned'), tuned: loadPlanBytes(cold.bytes, 'tuned') };
+  const rows = [];
+  for (const [batch, n] of RUNS) {
+    const src = ids.slice(0, n);
+    const secs = { untuned: [] as number[], tuned: [] as number[] };
+    const outs: Record<string, number[][]> = {};
+    await translateIds(plans.tuned, src.slice(0, Math.min(batch, 8)), { batchSize: batch, maxLength: MAX_LEN }); // warm-up
+    for (let rep = 0; rep < 2; rep++) {
+      for (const which of ['untuned', 'tuned'] as const) {
+        const t0 = performance.now();
+        outs[which] = (await translateIds(plans[which], src, { batchSize: batch, maxLength: MAX_LEN })).map((r) => r.ids);
+        secs[which].push((performance.now() - t0) / 1000);
+      }
+    }
+    const best = (xs: number[]) => Math.min(...xs);
+    const same = outs.untuned!.filter((o, i) => o.join() === outs.tuned![i]!.join()).length;
+    const row = { batch, sentences: n, untunedS: best(secs.untuned), tunedS: best(secs.tuned), speedup: best(secs.untuned) / best(secs.tuned), identical: same };
+    rows.push(row);
+    console.log(`batch ${batch}, ${n} sentences: untuned ${row.untunedS.toFixed(2)} s, tuned ${row.tunedS.toFixed(2)} s → ${row.speedup.toFixed(3)}x; ${same}/${n} identical outputs`);
+  }
+  plans.untuned.close();
+  plans.tuned.close();
+  const record = {
+    ...machineFacts({ device: s.device }), model: 'es-en', coldSeconds: cold.seconds, tuneSeconds: s.seconds, warmSeconds: [warm1.seconds, warm2.seconds], warmTuneSeconds: warm1.c.tuning!.seconds,
+    measurements: s.measurements, calls: s.calls, changed: s.changed, rolledBack: s.rolledBack, byteIdentical: identical, choices: Object.fromEntries(table), rows,
+  };
+  const out = path.join(REPO_ROOT, 'bench', 'results', 'tune.jsonl');
+  fs.appendFileSync(out, `${JSON.stringify(record)}\n`);
+  console.log(`appended to ${out}`);
+  fs.rmSync(path.dirname(cacheFile), { recursive: true, force: true });
+}
