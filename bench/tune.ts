@@ -24,9 +24,9 @@ export async function benchTune(): Promise<void> {
   const ids: number[][] = JSON.parse(fs.readFileSync(path.join(dir, 'test_ids.json'), 'utf8')).src_ids;
   const cacheFile = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'planc-bench-tune-')), 'tuning.json');
   const options = { target: 'cpu' as const, maxBatch: 32, maxSrcLen: Math.max(128, ...ids.map((s) => s.length)), maxTgtLen: MAX_LEN, topk: TRANSLATE_TOPK };
-  const build = async (tune: boolean): Promise<{ c: Compiled; seconds: number; bytes: Buffer }> => {
+  const build = async (tune: boolean, batches?: number[]): Promise<{ c: Compiled; seconds: number; bytes: Buffer }> => {
     const t0 = performance.now();
-    const c = await compile(importSeq2SeqDir(dir), { ...options, ...(tune ? { tune: { cacheFile } } : {}) });
+    const c = await compile(importSeq2SeqDir(dir), { ...options, ...(tune ? { tune: { cacheFile, ...(batches ? { batches } : {}) } } : {}) });
     return { c, seconds: (performance.now() - t0) / 1000, bytes: Buffer.from(encodePlan(c.header, c.blob)) };
   };
   const untuned = await build(false);
@@ -35,6 +35,9 @@ export async function benchTune(): Promise<void> {
   const warm1 = await build(true);
   const warm2 = await build(true);
   const s = cold.c.tuning!;
+  // a plan tuned for batch 32 only (a server that batches): choices may lose at batch 1, where it is not meant to run
+  const b32 = await build(true, [32]);
+  console.log(`tuned for batch 32 only: ${b32.seconds.toFixed(1)} s, ${b32.c.tuning!.changed} calls changed, rolled back: ${b32.c.tuning!.rolledBack.join(', ') || 'none'}`);
   const identical = warm1.bytes.equals(warm2.bytes) && warm1.bytes.equals(cold.bytes);
   console.log(`tuning es-en: cold ${cold.seconds.toFixed(1)} s (tuning ${s.seconds.toFixed(1)} s, ${s.measurements} measurements), warm ${warm1.seconds.toFixed(1)} s / ${warm2.seconds.toFixed(1)} s (tuning ${warm1.c.tuning!.seconds.toFixed(2)} s, ${warm1.c.tuning!.hits} hits, ${warm1.c.tuning!.misses} misses); plans byte-identical: ${identical}`);
   // per-kernel table of choices
@@ -47,16 +50,25 @@ export async function benchTune(): Promise<void> {
   console.log('choices (calls):');
   for (const [k, n] of [...table].sort()) console.log(`  ${String(n).padStart(4)}  ${k}`);
   for (const r of cold.c.header.tuning.filter((x) => x.key.endsWith(':confirm'))) console.log(`  ${r.reason}`);
+  const table32 = new Map<string, number>();
+  for (const r of b32.c.header.tuning) {
+    const [graph, call, kernel] = r.key.split(':');
+    const k = call === 'confirm' ? `${graph} end to end → ${r.choice}` : `${graph} ${kernel} → ${r.choice}`;
+    table32.set(k, (table32.get(k) ?? 0) + 1);
+  }
+  console.log('choices tuned for batch 32 (calls):');
+  for (const [k, n] of [...table32].sort()) console.log(`  ${String(n).padStart(4)}  ${k}`);
+  for (const r of b32.c.header.tuning.filter((x) => x.key.endsWith(':confirm'))) console.log(`  ${r.reason}`);
   // end to end, interleaved: untuned, tuned, untuned, tuned
-  const plans: Record<'untuned' | 'tuned', Plan> = { untuned: loadPlanBytes(untuned.bytes, 'untuned'), tuned: loadPlanBytes(cold.bytes, 'tuned') };
+  const plans: Record<'untuned' | 'tuned' | 'tunedB32', Plan> = { untuned: loadPlanBytes(untuned.bytes, 'untuned'), tuned: loadPlanBytes(cold.bytes, 'tuned'), tunedB32: loadPlanBytes(b32.bytes, 'tuned-b32') };
   const rows = [];
   for (const [batch, n] of RUNS) {
     const src = ids.slice(0, n);
-    const secs = { untuned: [] as number[], tuned: [] as number[] };
+    const secs = { untuned: [] as number[], tuned: [] as number[], tunedB32: [] as number[] };
     const outs: Record<string, number[][]> = {};
     await translateIds(plans.tuned, src.slice(0, Math.min(batch, 8)), { batchSize: batch, maxLength: MAX_LEN }); // warm-up
     for (let rep = 0; rep < 2; rep++) {
-      for (const which of ['untuned', 'tuned'] as const) {
+      for (const which of ['untuned', 'tuned', 'tunedB32'] as const) {
         const t0 = performance.now();
         outs[which] = (await translateIds(plans[which], src, { batchSize: batch, maxLength: MAX_LEN })).map((r) => r.ids);
         secs[which].push((performance.now() - t0) / 1000);
@@ -64,15 +76,18 @@ export async function benchTune(): Promise<void> {
     }
     const best = (xs: number[]) => Math.min(...xs);
     const same = outs.untuned!.filter((o, i) => o.join() === outs.tuned![i]!.join()).length;
-    const row = { batch, sentences: n, untunedS: best(secs.untuned), tunedS: best(secs.tuned), speedup: best(secs.untuned) / best(secs.tuned), identical: same };
+    const same32 = outs.untuned!.filter((o, i) => o.join() === outs.tunedB32![i]!.join()).length;
+    const row = { batch, sentences: n, untunedS: best(secs.untuned), tunedS: best(secs.tuned), speedup: best(secs.untuned) / best(secs.tuned), identical: same,
+      tunedB32S: best(secs.tunedB32), speedupB32: best(secs.untuned) / best(secs.tunedB32), identicalB32: same32 };
     rows.push(row);
-    console.log(`batch ${batch}, ${n} sentences: untuned ${row.untunedS.toFixed(2)} s, tuned ${row.tunedS.toFixed(2)} s → ${row.speedup.toFixed(3)}x; ${same}/${n} identical outputs`);
+    console.log(`batch ${batch}, ${n} sentences: untuned ${row.untunedS.toFixed(2)} s, tuned ${row.tunedS.toFixed(2)} s → ${row.speedup.toFixed(3)}x (${same}/${n} identical); tuned for batch 32 ${row.tunedB32S.toFixed(2)} s → ${row.speedupB32.toFixed(3)}x (${same32}/${n} identical)`);
   }
   plans.untuned.close();
   plans.tuned.close();
+  plans.tunedB32.close();
   const record = {
     ...machineFacts({ device: s.device }), model: 'es-en', coldSeconds: cold.seconds, tuneSeconds: s.seconds, warmSeconds: [warm1.seconds, warm2.seconds], warmTuneSeconds: warm1.c.tuning!.seconds,
-    measurements: s.measurements, calls: s.calls, changed: s.changed, rolledBack: s.rolledBack, byteIdentical: identical, choices: Object.fromEntries(table), rows,
+    measurements: s.measurements, calls: s.calls, changed: s.changed, rolledBack: s.rolledBack, byteIdentical: identical, choices: Object.fromEntries(table), choicesB32: Object.fromEntries(table32), rolledBackB32: b32.c.tuning!.rolledBack, rows,
   };
   const out = path.join(REPO_ROOT, 'bench', 'results', 'tune.jsonl');
   fs.appendFileSync(out, `${JSON.stringify(record)}\n`);

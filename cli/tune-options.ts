@@ -10,6 +10,7 @@ import type { OptionSpec, Parsed } from './args.ts';
 export const TUNE_OPTIONS: Record<string, OptionSpec> = {
   'tuning-cache': { kind: 'string', value: 'FILE', help: `the tuning cache to read and update (default ${defaultCacheFile().replace(process.env.HOME ?? '\u0000', '~')}: $XDG_CACHE_HOME/planc/tuning.json); entries of another device or planc version are never used, and are reported` },
   'no-tuning-cache': { kind: 'boolean', help: 'measure everything and keep nothing' },
+  'tune-batch': { kind: 'string', value: 'N,...', help: 'the batch sizes (rows per run) to tune for (default: 1 and --max-batch); a choice must not be slower at any of them' },
   'tune-runs': { kind: 'number', value: 'N', help: 'timed runs per measurement, after 2 warm-up runs (default 7); the median counts, the spread is recorded' },
 };
 
@@ -18,7 +19,9 @@ export function tuneRequest(flags: Parsed['flags']): TuneRequest {
   if (flags['no-tuning-cache'] === true && flags['tuning-cache'] !== undefined) throw new PlancError('PLANC_E301', '--tuning-cache and --no-tuning-cache exclude each other');
   const runs = flags['tune-runs'];
   if (runs !== undefined && (typeof runs !== 'number' || !Number.isInteger(runs) || runs < 1)) throw new PlancError('PLANC_E301', `--tune-runs must be a positive integer, got ${runs}`);
-  return { cacheFile: flags['no-tuning-cache'] === true ? null : flags['tuning-cache'] as string | undefined, ...(runs !== undefined ? { runs } : {}) };
+  const batches = flags['tune-batch'] === undefined ? undefined : String(flags['tune-batch']).split(',').map((x) => Number(x.trim()));
+  if (batches && batches.some((b) => !Number.isInteger(b) || b < 1)) throw new PlancError('PLANC_E301', `--tune-batch ${flags['tune-batch']}: expected batch sizes ≥ 1, comma-separated`);
+  return { cacheFile: flags['no-tuning-cache'] === true ? null : flags['tuning-cache'] as string | undefined, ...(runs !== undefined ? { runs } : {}), ...(batches ? { batches } : {}) };
 }
 
 /** What tuning did, as lines: the device, the cache, each changed call and each graph's end-to-end confirmation. */

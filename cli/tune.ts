@@ -45,7 +45,7 @@ export async function runTune(argv: string[]): Promise<number> {
   const progress = new Progress(flags.quiet === true);
   progress.start(`reading ${input}`);
   const plan = readPlanFile(input);
-  const summary = tunePlan(plan, request, progress);
+  const summary = await tunePlan(plan, request, progress);
   progress.start(`writing ${out}`);
   writePlanFile(out, plan.header, plan.blob);
   progress.finish();

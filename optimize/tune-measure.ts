@@ -1,5 +1,6 @@
 // Measuring a plan's kernel calls in context: every graph run on synthetic feeds at an operating point (batch, source
 // length, past length), warmed up, then timed over repeated runs with the runtime's per-call profile.
+import { PlancError } from '../compiler/diagnostics.ts';
 import type { PlanFile } from '../compiler/plan/types.ts';
 import { Plan } from '../runtime/plan.ts';
 import type { RtTensor } from '../runtime/tensor.ts';
@@ -70,10 +71,36 @@ export function measurePlan(file: PlanFile, graphs: string[], points: OperatingP
 }
 
 /** The operating points a plan is tuned at: one row and its profile's most rows (when more), at a typical length. */
-export function tuningPoints(file: PlanFile): OperatingPoint[] {
+export function tuningPoints(file: PlanFile, batches?: number[]): OperatingPoint[] {
   const p = file.header.profile;
+  const over = batches?.find((b) => b > p.maxBatch);
+  if (over !== undefined) throw new PlancError('PLANC_E301', `--tune-batch ${over}: the plan runs at most ${p.maxBatch} rows (its --max-batch)`);
   const srcLen = Math.max(1, Math.min(p.maxSrcLen, 24));
   const past = Math.max(1, Math.min(p.maxTgtLen - 1, 12));
-  const batches = [...new Set([1, p.maxBatch])];
-  return batches.map((batch) => ({ batch, srcLen, past }));
+  return [...new Set(batches ?? [1, p.maxBatch])].sort((a, b) => a - b).map((batch) => ({ batch, srcLen, past }));
+}
+
+/**
+ * Whole runs of one graph in two plans, alternated run by run (A B A B ...) so that the machine's drift (other work
+ * on its cores, clocks) falls on both alike: the end-to-end confirmation. Result: per point, [A, B] run timings.
+ */
+export function measureAB(a: PlanFile, b: PlanFile, graph: string, points: OperatingPoint[], o: MeasureOptions): [Timing, Timing][] {
+  const plans = [new Plan(a, '<untuned>'), new Plan(b, '<tuned>')] as const;
+  try {
+    return points.map((pt) => {
+      const feeds = plans.map((p) => syntheticFeeds(p, graph, pt));
+      for (let i = 0; i < o.warmup; i++) plans.forEach((p, k) => p.runSync(graph, feeds[k]!));
+      const runs: [number[], number[]] = [[], []];
+      for (let r = 0; r < o.runs; r++) {
+        for (const k of r % 2 ? [1, 0] : [0, 1]) {
+          const t0 = performance.now();
+          plans[k]!.runSync(graph, feeds[k]!);
+          runs[k]!.push((performance.now() - t0) * 1000);
+        }
+      }
+      return [timing(runs[0]), timing(runs[1])];
+    });
+  } finally {
+    plans.forEach((p) => p.close());
+  }
 }

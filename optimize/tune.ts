@@ -8,8 +8,9 @@ import { kernelVariants } from '../compiler/kernel-schema.ts';
 import type { PlanFile, PlanHeader, PlanProgram, PlanTuningDecision } from '../compiler/plan/types.ts';
 import type { ProgressReporter } from '../passes/pass.ts';
 import { type CacheEntry, type CachedAlternative, defaultCacheFile, TuningCache } from './tune-cache.ts';
+import { confirmByTranslation } from './tune-confirm.ts';
 import { thisDevice, type TuneDevice } from './tune-device.ts';
-import { type GraphTimings, measurePlan, type OperatingPoint, tuningPoints } from './tune-measure.ts';
+import { type GraphTimings, measureAB, measurePlan, type OperatingPoint, tuningPoints } from './tune-measure.ts';
 
 /** What `--tune` asks. */
 export interface TuneRequest {
@@ -22,6 +23,8 @@ export interface TuneRequest {
   warmup?: number;
   /** Where to measure (default tuningPoints: one row and the profile's most rows). */
   points?: OperatingPoint[];
+  /** Or only the batch sizes to tune for (each ≤ the profile's most rows), at tuningPoints' lengths. */
+  batches?: number[];
   /** Confirm each graph's choices end to end and roll back a regression (default true). */
   confirm?: boolean;
   /** The device and planc version entries must match (tests use others; default this machine and the plan's). */
@@ -83,7 +86,7 @@ const refusal = (e: unknown): string => (e as Error).message.replace(/^PLANC_E\d
  * Tunes a cpu plan in place (its calls' variants and header.tuning); returns what it did. Only plans of this machine's
  * target are measured: a cuda plan keeps its heuristic launches (recorded by select-variants), and is refused here.
  */
-export function tunePlan(file: PlanFile, req: TuneRequest = {}, progress?: ProgressReporter): TuneSummary {
+export async function tunePlan(file: PlanFile, req: TuneRequest = {}, progress?: ProgressReporter): Promise<TuneSummary> {
   const t0 = performance.now();
   const h = file.header;
   if (h.target.kind !== 'cpu') throw new PlancError('PLANC_E301', `--tune: cuda plans keep the heuristic launches of codegen/cuda/rules.ts (recorded in their tuning); tuning measures cpu plans only so far`);
@@ -91,7 +94,7 @@ export function tunePlan(file: PlanFile, req: TuneRequest = {}, progress?: Progr
   const version = req.plancVersion ?? h.plancVersion;
   const cacheFile = req.cacheFile === undefined ? defaultCacheFile() : req.cacheFile;
   const cache = TuningCache.open(cacheFile ?? undefined);
-  const points = req.points ?? tuningPoints(file);
+  const points = req.points ?? tuningPoints(file, req.batches);
   const mo = { runs: req.runs ?? 7, warmup: req.warmup ?? 2 };
   const forced = req.forced ?? {};
   const summary: TuneSummary = { device, cacheFile, points, hits: 0, misses: 0, stale: [], foreign: [], measurements: 0, calls: 0, changed: 0, rolledBack: [], seconds: 0 };
@@ -183,8 +186,9 @@ export function tunePlan(file: PlanFile, req: TuneRequest = {}, progress?: Progr
         progress?.start(`confirming ${p.graph} end to end`);
         const tunedHeader = withVariants(h, (i, j) => (i === pi ? mine.find((c) => c.index === j) && chosen.get(mine.find((c) => c.index === j)!)!.variant : undefined));
         const untunedHeader = withVariants(h, (i, j) => (i === pi && mine.some((c) => c.index === j) ? 'auto' : undefined));
-        const untuned = measurePlan({ header: untunedHeader, blob: file.blob }, [p.graph], points, mo).map((x) => x[0]!.run);
-        const tuned = measurePlan({ header: tunedHeader, blob: file.blob }, [p.graph], points, mo).map((x) => x[0]!.run);
+        const ab = measureAB({ header: untunedHeader, blob: file.blob }, { header: tunedHeader, blob: file.blob }, p.graph, points, { ...mo, runs: Math.max(mo.runs, 9) });
+        const untuned = ab.map((x) => x[0]);
+        const tuned = ab.map((x) => x[1]);
         summary.measurements += 2;
         e = { key, device: device.id, plancVersion: version, alternatives: [
           { variant: 'untuned', micros: untuned.map((x) => x.micros), spread: untuned.map((x) => x.spread), note: '' },
@@ -207,6 +211,36 @@ export function tunePlan(file: PlanFile, req: TuneRequest = {}, progress?: Progr
     }
   }
 
+  // the whole plan confirmed by short translations (every graph at the row counts a decode goes through): a
+  // regression at any point rolls every choice back
+  const changedCalls = calls.filter((c) => chosen.get(c)!.variant !== c.base);
+  if (req.confirm !== false && changedCalls.length && h.programs.some((p) => p.graph === 'decoder_with_past' || p.graph === 'decoder')) {
+    const key = JSON.stringify({ confirm: 'translation', source: h.sourceHash, choices: changedCalls.map((c) => `${c.graph}:${c.index}:${chosen.get(c)!.variant}`), points });
+    let e = look(key);
+    if (!e) {
+      progress?.start('confirming the tuned plan by short translations');
+      const untunedHeader = withVariants(h, (i, j) => (calls.some((c) => c.program === i && c.index === j) ? 'auto' : undefined));
+      const tunedHeader = withVariants(h, (i, j) => { const c = calls.find((x) => x.program === i && x.index === j); return c && chosen.get(c)!.variant; });
+      const ms2 = await confirmByTranslation({ header: untunedHeader, blob: file.blob }, { header: tunedHeader, blob: file.blob }, points);
+      summary.measurements += 2;
+      const round = (x: number) => Math.round(x * 1000) / 1000;
+      e = { key, device: device.id, plancVersion: version, alternatives: ['untuned', 'tuned'].map((variant, k) => ({ variant, micros: ms2.map((m) => round(m[k]! * 1000)), spread: ms2.map(() => 0), note: '' })) };
+      cache.put(e);
+    }
+    const [u, t] = e.alternatives as [CachedAlternative, CachedAlternative];
+    const worse = points.findIndex((_, i) => t.micros[i]! > u.micros[i]! * (1 + MARGIN));
+    const per = points.map((pt, i) => `${pointText(pt)} ${ms(u.micros[i]!)} → ${ms(t.micros[i]!)}`).join(', ');
+    if (worse >= 0) {
+      summary.rolledBack.push('translation');
+      for (const c of changedCalls) chosen.set(c, { variant: c.base, reason: `rolled back: the tuned plan translated slower (${per}); ${chosen.get(c)!.reason}` });
+    }
+    confirmRecords.push({
+      key: 'translation:confirm', choice: worse >= 0 ? 'untuned' : 'tuned', micros: sum(worse >= 0 ? u.micros : t.micros),
+      reason: `short greedy translations of synthetic source ids, untuned → tuned (fastest of 3 alternated runs): ${per}${worse >= 0 ? ` — slower at ${pointText(points[worse]!)}: every choice rolled back` : ''}`,
+      alternatives: e.alternatives.map((a) => ({ variant: a.variant, micros: sum(a.micros), spread: 0, note: '' })),
+    });
+  }
+
   // apply and record
   for (const c of calls) {
     const { variant, reason } = chosen.get(c)!;
@@ -220,7 +254,7 @@ export function tunePlan(file: PlanFile, req: TuneRequest = {}, progress?: Progr
     });
   }
   const order = new Map(h.programs.map((p, i) => [p.graph, i]));
-  const rank = (r: PlanTuningDecision) => { const [g, k] = r.key.split(':'); return [order.get(g!) ?? 0, k === 'confirm' ? 1e9 : Number(k)] as const; };
+  const rank = (r: PlanTuningDecision) => { const [g, k] = r.key.split(':'); return [order.get(g!) ?? h.programs.length, k === 'confirm' ? 1e9 : Number(k)] as const; };
   h.tuning = [...records, ...confirmRecords].sort((a, b) => { const x = rank(a), y = rank(b); return x[0] - y[0] || x[1] - y[1]; });
   h.options = { ...h.options, tuned: `${device.id} ${points.map(pointText).join(', ')}` };
   cache.save();

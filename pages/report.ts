@@ -191,7 +191,7 @@ const PAGE_SCRIPT = `
     ops.sort((a, b) => total(b) - total(a));
     const shown = ops.slice(0, 12);
     new Chart(el('chart-ops'), { type: 'bar', data: { labels: shown, datasets: graphs.map((g, i) => ({ label: g.graph, backgroundColor: palette[i], data: shown.map((op) => (g.timing[0].byOp.find((o) => o.op === op) || {}).ms || 0) })) },
-      options: { indexAxis: 'y', plugins: { title: title('time per op kind at ' + points[0] + ' (ms)') }, scales: { x: { stacked: true }, y: { stacked: true } } } });
+      options: { indexAxis: 'y', plugins: { title: title('time per op kind at ' + points[0] + ' (ms)') }, scales: { x: { stacked: true }, y: { stacked: true, ticks: { autoSkip: false } } } } });
   }
   const calls = data.decisions.filter((d) => d.call !== null && d.alternatives.length);
   if (el('chart-variants') && calls.length) {

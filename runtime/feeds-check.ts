@@ -34,7 +34,11 @@ export function feedTensor(name: string, dtype: RtDType, dims: unknown, values: 
   return tensorFrom(dtype, dims as number[], nums);
 }
 
-/** A feed with a zero dim is refused at the feed (kernels would fail on it, far from the cause). */
-export function checkNotEmpty(name: string, dims: number[], bad: (msg: string) => never): void {
-  if (dims.some((d) => d === 0)) bad(`feed '${name}' is empty (dims [${dims}]): every dim must be at least 1`);
+/**
+ * A feed with a zero dim where the plan's dim is not a declared 0 is refused at the feed (a sentence of no tokens, a
+ * batch of no rows: kernels would fail on it, far from the cause). `declared` is the plan's dims as text ('0' for a
+ * literal zero: ONNX models may take empty tensors by design, e.g. CastLike's shape-only input).
+ */
+export function checkNotEmpty(name: string, dims: number[], declared: string[], bad: (msg: string) => never): void {
+  if (dims.some((d, i) => d === 0 && declared[i] !== '0')) bad(`feed '${name}' is empty (dims [${dims}]): the plan's dims [${declared}] must be at least 1`);
 }

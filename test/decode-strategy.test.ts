@@ -41,7 +41,9 @@ test('runYielding returns to the event loop between steps once YIELD_EVERY_MS ha
   const n = await runYielding(busySteps(10 * YIELD_EVERY_MS));
   done = true;
   assert.is(n, 10 * YIELD_EVERY_MS);
-  assert.ok(turns >= 8 && turns <= 12, `about one event-loop turn per ${YIELD_EVERY_MS} ms of steps (${turns} in ${n} ms)`);
+  // about one turn per YIELD_EVERY_MS (10 here); a loaded machine stretches steps, so the bounds are loose: it does
+  // yield during the run, and not after every step
+  assert.ok(turns >= 4 && turns <= n / 2, `about one event-loop turn per ${YIELD_EVERY_MS} ms of steps (${turns} turns in ${n} steps of 1 ms)`);
   assert.is(runToEnd(busySteps(3)), 3);
 });
 

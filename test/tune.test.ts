@@ -16,6 +16,8 @@ import { thisDevice } from '../optimize/tune-device.ts';
 import { nativeAvailable } from '../runtime/native.ts';
 import { makeModel } from '../scripts/make-model/generate.ts';
 import { NEEDS_NATIVE, testIf } from './helpers/skip.ts';
+import { planc } from './helpers/planc-cli.ts';
+import { readPlanFile, writePlanFile } from '../compiler/plan/format.ts';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'planc-tune-'));
 const dir = path.join(tmp, 'model');
@@ -88,6 +90,19 @@ native('stale and foreign entries are never used: measured anew and reported', a
   assert.match(f.foreign[0]!, /\(device [0-9a-f]{16}\)$/);
   // this version and device still hit
   assert.is((await tuned()).tuning!.misses, 0);
+});
+
+native('planc tune PLAN: a warm cache rewrites the plan with the same decisions and says so; compile options are refused', () => {
+  const file = path.join(tmp, 'cold.plan');
+  writePlanFile(file, cold.header, cold.blob);
+  const out = path.join(tmp, 'retuned.plan');
+  const r = planc(['tune', file, '-o', out, '--tuning-cache', cacheFile]);
+  assert.is(r.status, 0, r.stderr);
+  assert.match(r.stdout, /cache .*tuning\.json: \d+ hits, 0 misses/);
+  assert.equal(readPlanFile(out).header.tuning, readPlanFile(file).header.tuning);
+  const bad = planc(['tune', file, '--topk', '3']);
+  assert.is(bad.status, 2);
+  assert.match(bad.stderr, /PLANC_E301: --topk: compile options/);
 });
 
 test('cache: lookups tell hit, miss, stale and foreign apart; a file that is not a cache is refused', () => {

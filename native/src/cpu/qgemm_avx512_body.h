@@ -253,7 +253,7 @@ QT void rows_by_4_f32(const Rows& a, int64_t r0, const int8_t* const wr[4], int6
 }
 
 // out[r][j] (row stride nw) = rows [r0, r0 + nr) of A · the int8 rows ids[j] of w [V, dp]: four W rows at a time
-// (prefetching the next four), two rows of A per pass over them.
+// (prefetching the next four), four rows of A per pass over them (then two, then one).
 QT void row_dots_i8(const Rows& a, int64_t r0, int64_t nr, const int8_t* w, int64_t dp, const int32_t* ids, int64_t nw, int32_t* out) {
   for (int64_t j0 = 0; j0 < nw; j0 += 4) {
     const int64_t nj = nw - j0 < 4 ? nw - j0 : 4;
@@ -261,6 +261,7 @@ QT void row_dots_i8(const Rows& a, int64_t r0, int64_t nr, const int8_t* w, int6
     row_ptrs(w, dp, ids, j0, nj, wr);
     prefetch_rows(w, dp, ids, j0 + 4, nw);
     int64_t r = 0;
+    for (; r + 4 <= nr; r += 4) rows_by_4_i8<4>(a, r0 + r, wr, dp, nj, out + r * nw + j0, nw);
     for (; r + 2 <= nr; r += 2) rows_by_4_i8<2>(a, r0 + r, wr, dp, nj, out + r * nw + j0, nw);
     if (r < nr) rows_by_4_i8<1>(a, r0 + r, wr, dp, nj, out + r * nw + j0, nw);
   }
@@ -273,6 +274,7 @@ QT void row_dots_f32(const Rows& a, int64_t r0, int64_t nr, const int8_t* w, int
     row_ptrs(w, dp, ids, j0, nj, wr);
     prefetch_rows(w, dp, ids, j0 + 4, nw);
     int64_t r = 0;
+    for (; r + 4 <= nr; r += 4) rows_by_4_f32<4>(a, r0 + r, wr, dp, nj, out + r * nw + j0, nw);
     for (; r + 2 <= nr; r += 2) rows_by_4_f32<2>(a, r0 + r, wr, dp, nj, out + r * nw + j0, nw);
     if (r < nr) rows_by_4_f32<1>(a, r0 + r, wr, dp, nj, out + r * nw + j0, nw);
   }
