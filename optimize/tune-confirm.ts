@@ -16,30 +16,40 @@ function sourceIds(file: PlanFile, n: number, len: number): number[][] {
   return Array.from({ length: n }, (_, i) => [...Array.from({ length: Math.max(1, len - 1 - (i % 5)) }, (_, j) => 4 + ((i * 131 + j * 17) % vocab)), eos]);
 }
 
+/** One point of the check: ms per generated token of each plan, and whether both produced the same tokens. */
+export interface TranslationCheck { msPerToken: [number, number]; identical: boolean }
+
 /**
- * Milliseconds of a short translation per point, [untuned, tuned], each the fastest of `reps` alternated runs (other
- * work on the machine only ever adds time; the fastest run is the plan's own).
+ * Per point: milliseconds per generated token of a short translation, [untuned, tuned], each from the fastest of
+ * `reps` alternated runs (other work on the machine only ever adds time; the fastest run is the plan's own). Per token,
+ * since variants that sum in another order may change a greedy choice and so the lengths.
  */
-export async function confirmByTranslation(untuned: PlanFile, tuned: PlanFile, points: OperatingPoint[], reps = 3): Promise<[number, number][]> {
-  const plans = [new Plan(untuned, '<untuned>'), new Plan(tuned, '<tuned>')] as const;
-  try {
-    const out: [number, number][] = [];
-    for (const pt of points) {
-      const ids = sourceIds(untuned, Math.max(pt.batch, 4), Math.min(pt.srcLen, 16));
-      const opts = { batchSize: pt.batch, maxLength: MAX_LENGTH };
-      const best: [number, number] = [Infinity, Infinity];
-      for (const p of plans) await translateIds(p, ids.slice(0, pt.batch), opts); // warm-up
-      for (let r = 0; r < reps; r++) {
-        for (const k of r % 2 ? [1, 0] : [0, 1]) {
+export async function confirmByTranslation(untuned: PlanFile, tuned: PlanFile, points: OperatingPoint[], reps = 3): Promise<TranslationCheck[]> {
+  // One plan loaded at a time: with two plans open, the one made second ran several times slower at batch 1 in the
+  // same alternation (measured on the tiny int8 plan against itself), which would bias the check.
+  const files = [untuned, tuned] as const;
+  const out: TranslationCheck[] = [];
+  for (const pt of points) {
+    const ids = sourceIds(untuned, Math.max(pt.batch, 4), Math.min(pt.srcLen, 16));
+    const opts = { batchSize: pt.batch, maxLength: MAX_LENGTH };
+    const best: [number, number] = [Infinity, Infinity];
+    const tokens: string[] = ['', ''];
+    for (let r = 0; r < reps; r++) {
+      for (const k of r % 2 ? [1, 0] : [0, 1]) {
+        const plan = new Plan(files[k]!, k ? '<tuned>' : '<untuned>');
+        try {
+          await translateIds(plan, ids.slice(0, pt.batch), opts); // warm-up
           const t0 = performance.now();
-          await translateIds(plans[k]!, ids, opts);
-          best[k] = Math.min(best[k]!, performance.now() - t0);
+          const res = await translateIds(plan, ids, opts);
+          const ms = performance.now() - t0;
+          best[k] = Math.min(best[k]!, ms / res.reduce((a, x) => a + x.ids.length + 1, 0));
+          tokens[k] = res.map((x) => x.ids.join(' ')).join('\n');
+        } finally {
+          plan.close();
         }
       }
-      out.push(best);
     }
-    return out;
-  } finally {
-    plans.forEach((p) => p.close());
+    out.push({ msPerToken: best, identical: tokens[0] === tokens[1] });
   }
+  return out;
 }

@@ -221,15 +221,16 @@ export async function tunePlan(file: PlanFile, req: TuneRequest = {}, progress?:
       progress?.start('confirming the tuned plan by short translations');
       const untunedHeader = withVariants(h, (i, j) => (calls.some((c) => c.program === i && c.index === j) ? 'auto' : undefined));
       const tunedHeader = withVariants(h, (i, j) => { const c = calls.find((x) => x.program === i && x.index === j); return c && chosen.get(c)!.variant; });
-      const ms2 = await confirmByTranslation({ header: untunedHeader, blob: file.blob }, { header: tunedHeader, blob: file.blob }, points);
+      const checks = await confirmByTranslation({ header: untunedHeader, blob: file.blob }, { header: tunedHeader, blob: file.blob }, points);
       summary.measurements += 2;
       const round = (x: number) => Math.round(x * 1000) / 1000;
-      e = { key, device: device.id, plancVersion: version, alternatives: ['untuned', 'tuned'].map((variant, k) => ({ variant, micros: ms2.map((m) => round(m[k]! * 1000)), spread: ms2.map(() => 0), note: '' })) };
+      const same = checks.map((c, i) => `${pointText(points[i]!)} ${c.identical ? 'same tokens' : 'other tokens (summation order)'}`).join(', ');
+      e = { key, device: device.id, plancVersion: version, alternatives: ['untuned', 'tuned'].map((variant, k) => ({ variant, micros: checks.map((c) => round(c.msPerToken[k]! * 1000)), spread: checks.map(() => 0), note: k ? same : '' })) };
       cache.put(e);
     }
     const [u, t] = e.alternatives as [CachedAlternative, CachedAlternative];
     const worse = points.findIndex((_, i) => t.micros[i]! > u.micros[i]! * (1 + MARGIN));
-    const per = points.map((pt, i) => `${pointText(pt)} ${ms(u.micros[i]!)} → ${ms(t.micros[i]!)}`).join(', ');
+    const per = `${points.map((pt, i) => `${pointText(pt)} ${ms(u.micros[i]!)} → ${ms(t.micros[i]!)} per token`).join(', ')}; ${t.note}`;
     if (worse >= 0) {
       summary.rolledBack.push('translation');
       for (const c of changedCalls) chosen.set(c, { variant: c.base, reason: `rolled back: the tuned plan translated slower (${per}); ${chosen.get(c)!.reason}` });

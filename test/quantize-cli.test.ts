@@ -5,6 +5,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
+import { parseQuantize } from '../cli/quantize.ts';
 import { nativeAvailable } from '../runtime/native.ts';
 import { planc } from './helpers/planc-cli.ts';
 import { NEEDS_NATIVE, skipSuite } from './helpers/skip.ts';
@@ -59,16 +60,18 @@ if (!nativeAvailable()) {
   });
 
   test(NAMES[2]!, () => {
-    const out = path.join(dir, 'bad.plan');
-    const cases: [string[], RegExp][] = [
-      [['--quantize', 'int4'], /PLANC_E301: --quantize int4: the modes are int8, w8, int16, auto/],
-      [['--quantize', 'fp16'], /PLANC_E301: --quantize fp16: planc has no fp16 kernels yet/],
-      [['--quantize', 'auto'], /PLANC_E301: --quantize auto measures the plan against float32: give --eval-src FILE/],
-      [['--quantize', 'int8', '--quantize-layers', 'nope=w8'], /PLANC_E301: --quantize: no product named 'nope'/],
-      [['--quantize', 'int8', '--quantize-layers', 'x=int3'], /PLANC_E301: --quantize-layers wants NODE=PRECISION/],
-      [['--quantize-layers', 'x=w8'], /PLANC_E301: --quantize-layers needs --quantize MODE/],
+    // the option parser directly, then two through the command line (a parse error and one found by the pass)
+    const cases: [() => unknown, RegExp][] = [
+      [() => parseQuantize('int4', undefined), /PLANC_E301: --quantize int4: the modes are int8, w8, int16, auto/],
+      [() => parseQuantize('fp16', undefined), /PLANC_E301: --quantize fp16: planc has no fp16 kernels yet/],
+      [() => parseQuantize('int8', 'x=int3'), /PLANC_E301: --quantize-layers wants NODE=PRECISION/],
+      [() => parseQuantize(undefined, 'x=w8'), /PLANC_E301: --quantize-layers needs --quantize MODE/],
     ];
-    for (const [args, want] of cases) {
+    for (const [f, want] of cases) assert.throws(f, (e: Error) => want.test(e.message));
+    assert.equal(parseQuantize('int8', 'a=w8, b:c=float32'), { mode: 'int8', layers: { a: 'w8', 'b:c': 'float32' } });
+    const out = path.join(dir, 'bad.plan');
+    for (const [args, want] of [[['--quantize', 'auto'], /PLANC_E301: --quantize auto measures the plan against float32: give --eval-src FILE/],
+      [['--quantize', 'int8', '--quantize-layers', 'nope=w8'], /PLANC_E301: --quantize: no product named 'nope'/]] as [string[], RegExp][]) {
       const r = planc(['optimize', model, '-o', out, ...base, ...args]);
       assert.is(r.status, 2, `${args.join(' ')}: status ${r.status}\n${r.stderr}`);
       assert.match(r.stderr, want);

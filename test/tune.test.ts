@@ -78,15 +78,15 @@ native('stale and foreign entries are never used: measured anew and reported', a
   // the cache holds this version's entries: under another version each is stale, none is used
   const s = (await tuned({ plancVersion: '0.0.0-other' })).tuning!;
   assert.is(s.hits, 0);
-  // every call key is stale; only end-to-end confirmation keys (one per graph, naming the choices) may be plain misses
-  assert.ok(s.stale.length >= 3 && s.misses - s.stale.length <= cold.header.programs.length, `stale: ${s.stale.length} of ${s.misses}`);
+  // every call key is stale; only end-to-end confirmation keys (one per graph and the translation check, naming the choices) may be plain misses
+  assert.ok(s.stale.length >= 3 && s.misses - s.stale.length <= cold.header.programs.length + 1, `stale: ${s.stale.length} of ${s.misses}`);
   assert.match(s.stale[0]!, new RegExp(`\\(planc ${cold.header.plancVersion.replace(/\./g, '\\.')}\\)$`));
   assert.ok(s.measurements >= 2, 'measured anew');
   // another device's entries: foreign, not used
   const dev = { ...thisDevice(), id: 'another-machine' };
   const f = (await tuned({ device: dev })).tuning!;
   assert.is(f.hits, 0);
-  assert.ok(f.foreign.length >= 3 && f.misses - f.foreign.length <= cold.header.programs.length, `foreign: ${f.foreign.length} of ${f.misses}`);
+  assert.ok(f.foreign.length >= 3 && f.misses - f.foreign.length <= cold.header.programs.length + 1, `foreign: ${f.foreign.length} of ${f.misses}`);
   assert.match(f.foreign[0]!, /\(device [0-9a-f]{16}\)$/);
   // this version and device still hit
   assert.is((await tuned()).tuning!.misses, 0);
