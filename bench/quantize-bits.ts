@@ -8,7 +8,7 @@ import { importSeq2SeqDir } from '../compiler/onnx/import-model.ts';
 import type { Model } from '../compiler/ir.ts';
 import { REPO_ROOT, sharedDir } from '../compiler/paths.ts';
 import { encodePlan } from '../compiler/plan/format.ts';
-import { Tensor } from '../compiler/tensor.ts';
+import { Tensor, transposeMatrix } from '../compiler/tensor.ts';
 import { buildPlan } from '../codegen/build-plan.ts';
 import { TRANSLATE_TOPK, runPipeline } from '../passes/pipeline.ts';
 import { translateIds } from '../runtime/decode/translate-ids.ts';
@@ -34,11 +34,6 @@ function fakeQuant(w: Float32Array, k: number, n: number, bits: number, group: n
   return out;
 }
 
-const transpose = (w: Float32Array, a: number, b: number) => {
-  const t = new Float32Array(w.length);
-  for (let i = 0; i < a; i++) for (let j = 0; j < b; j++) t[j * a + i] = w[i * b + j]!;
-  return t;
-};
 
 /** The optimized model with the chosen weights fake-quantized (the output layer's and embeddings' channels are their rows). */
 function quantized(m: Model, bits: number, group: number, which: string): { model: Model; count: number } {
@@ -55,7 +50,7 @@ function quantized(m: Model, bits: number, group: number, which: string): { mode
       const [a, b] = t.dims as [number, number];
       const rows = n.op === 'Gather' || (n.attrs.transposed?.kind === 'int' && n.attrs.transposed.value === 1);
       const w = t.nums as Float32Array;
-      const d = rows ? transpose(fakeQuant(transpose(w, a, b), b, a, bits, group), b, a) : fakeQuant(w, a, b, bits, group);
+      const d = rows ? transposeMatrix(fakeQuant(transposeMatrix(w, a, b), b, a, bits, group), b, a) : fakeQuant(w, a, b, bits, group);
       weights.set(id!, { ...weights.get(id!)!, tensor: new Tensor('float32', [a, b], d) });
     }
   }

@@ -1,7 +1,7 @@
 // planc's command-line entry: --version, help, one module per command (loaded on demand); errors print their code, exit 2.
 import { PlancError } from '../compiler/diagnostics.ts';
 import { formatHelp, wantsHelp, type CommandSpec } from './args.ts';
-import { plancVersion } from './version.ts';
+import { plancVersion } from '../compiler/version.ts';
 
 /** A command module's table of options (for parsing and help) and its run. */
 interface Command { spec: CommandSpec; run(argv: string[]): number | Promise<number> }

@@ -5,6 +5,7 @@ import * as path from 'node:path';
 import { IndentationText, Project, QuoteKind, VariableDeclarationKind, type SourceFile } from 'ts-morph';
 import { PLAN_DTYPES } from '../compiler/kernel-enums.ts';
 import type { PlanHeader, PlanProgram } from '../compiler/plan/types.ts';
+import { exprText } from '../compiler/plan/expr-text.ts';
 
 export interface EmitTsOptions {
   /** The plan file, as the generated module's default path: relative to the module (resolved from its import.meta.url). */
@@ -22,14 +23,6 @@ const ARRAYS: Record<string, string> = {
 };
 
 const DTYPE_NAME = new Map(PLAN_DTYPES.map((d) => [d.code, d.name]));
-
-/** A dim's expression as text (symbols by name; the runtime's IOInfo.dims form). */
-function dimText(p: PlanProgram, e: number): string {
-  const terms = p.exprs[e]!.terms;
-  if (terms.length === 0) return '0';
-  return terms.map((t) => [t.coeff === 1 && t.factors.length ? '' : String(t.coeff), ...t.factors.map((f) => p.symbols[f]!.name)]
-    .filter((x) => x).join('*')).join('+').replace(/\+-/g, '-');
-}
 
 /** `decoder_with_past` → `DecoderWithPast`. */
 function pascal(name: string): string {
@@ -50,7 +43,7 @@ function label(text: string, axis: number, used: Set<string>): string {
 /** The dims as a labeled tuple type: a fixed size is its literal type, a symbolic one `number` (with its name as the label). */
 function shapeType(p: PlanProgram, dims: number[]): { type: string; text: string } {
   const used = new Set<string>();
-  const texts = dims.map((e) => dimText(p, e));
+  const texts = dims.map((e) => exprText(p, e));
   const type = `[${texts.map((t, i) => `${label(t, i, used)}: ${/^\d+$/.test(t) ? t : 'number'}`).join(', ')}]`;
   return { type, text: `[${texts.join(', ')}]` };
 }

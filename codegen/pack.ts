@@ -7,10 +7,12 @@ import type { Model } from '../compiler/ir.ts';
 import { toRaw } from '../compiler/onnx/tensor-proto.ts';
 import { align } from '../compiler/plan/format.ts';
 import { PLAN_FORMAT_VERSION, type PlanHeader, type PlanQuantization, type PlanWeight } from '../compiler/plan/types.ts';
-import type { QuantizedLayer } from '../compiler/quant/layers.ts';
+import { emptyQuantization, type QuantizedLayer } from '../compiler/quant/layers.ts';
 import type { ProgramState } from './program-passes.ts';
+import { plancVersion } from '../compiler/version.ts';
 
-export const PLANC_VERSION = '0.1.0';
+/** planc's version (package.json), recorded in every plan. */
+export const PLANC_VERSION = plancVersion();
 
 /** The header and blob of a state whose programs are lowered, placed and (cuda) compiled. */
 export function packPlan(s: ProgramState): { header: PlanHeader; blob: Uint8Array } {
@@ -60,9 +62,8 @@ function quantizationRecord(layers: QuantizedLayer[], model: Model, weights: Pla
   for (const w of weights) if (!derived.has(w.id)) fp32.set(w.id, w.length);
   for (const l of layers) fp32.set(l.weight, model.weights.get(l.weight)!.bytes);
   return {
-    mode: '', layers: layers.map(({ weight: _, derived: __, ...l }) => ({ ...l, error: -1, reason: '' })),
+    ...emptyQuantization(''), layers: layers.map(({ weight: _, derived: __, ...l }) => ({ ...l, error: -1, reason: '' })),
     weightBytesFp32: [...fp32.values()].reduce((a, b) => a + b, 0), weightBytes: weights.reduce((a, w) => a + w.length, 0),
-    evalSource: '', evalSentences: 0, identicalSentences: 0, top1Agreement: 0, hasBleu: false, bleu: 0, bleuFp32: 0, gate: '', gatePassed: false, notes: '',
   };
 }
 

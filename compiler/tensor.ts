@@ -67,6 +67,13 @@ export function converter(dtype: DType): ((x: number) => number) | undefined {
 
 function wrapU64(x: number): number { return x < 0 ? x + 18446744073709551616 : x; }
 
+/** A row-major [rows, cols] float32 matrix transposed into a new [cols, rows] one. */
+export function transposeMatrix(w: ArrayLike<number>, rows: number, cols: number): Float32Array {
+  const t = new Float32Array(rows * cols);
+  for (let r = 0; r < rows; r++) for (let c = 0; c < cols; c++) t[c * rows + r] = w[r * cols + c]!;
+  return t;
+}
+
 export function sizeOf(dims: readonly number[]): number {
   let n = 1;
   for (const d of dims) n *= d;

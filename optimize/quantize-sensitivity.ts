@@ -8,6 +8,8 @@ import { buildPlan } from '../codegen/build-plan.ts';
 import type { ProfileOptions } from '../codegen/profile.ts';
 import type { PassContext, ProgressReporter } from '../passes/pass.ts';
 import { runPipeline } from '../passes/pipeline.ts';
+import { constWeight } from '../passes/quantize.ts';
+import { transposeMatrix } from '../compiler/tensor.ts';
 import type { DecodingRules } from '../runtime/decode/conventions.ts';
 import { rowBest } from '../runtime/decode/scores.ts';
 import { loadPlanBytes, type Plan } from '../runtime/plan.ts';
@@ -40,14 +42,13 @@ function probesOf(model: Model): Probe[] {
     for (const n of g.nodes) {
       const key = n.domain ? `${n.domain}.${n.op}` : n.op;
       if (key === 'Gather') {
-        const t = weightOf(model, g, n.inputs[0]!);
+        const t = constWeight(model, g, n.inputs[0]!)?.t;
         if (t && t.size * 4 >= 1 << 20) out.push({ graph: g.name, node: n.name, op: 'Gather', input: '', w: t.nums as Float32Array, k: t.dims[1]!, n: t.dims[0]!, transposed: true });
         continue;
       }
       if (key !== 'planc.FusedMatMul' && key !== 'planc.ProjectTopK' && key !== 'MatMul') continue;
-      const id = g.initializers.get(n.inputs[1]!);
-      const t = id === undefined ? undefined : model.weights.get(id)?.tensor;
-      if (!t || t.dtype !== 'float32' || t.rank !== 2) continue;
+      const t = constWeight(model, g, n.inputs[1]!)?.t;
+      if (!t) continue;
       const transposed = n.op === 'ProjectTopK' && n.attrs.transposed?.kind === 'int' && n.attrs.transposed.value === 1;
       const [k, cols] = (transposed ? [t.dims[1], t.dims[0]] : t.dims) as [number, number];
       const bid = n.inputs[2] ? g.initializers.get(n.inputs[2]) : undefined;
@@ -58,11 +59,6 @@ function probesOf(model: Model): Probe[] {
   return out;
 }
 
-const weightOf = (model: Model, g: Graph, name: string) => {
-  const id = g.initializers.get(name);
-  const t = id === undefined ? undefined : model.weights.get(id)?.tensor;
-  return t && t.dtype === 'float32' && t.rank === 2 ? t : undefined;
-};
 
 /** The model with every probed input also a graph output. */
 function exposeInputs(model: Model, probes: Probe[]): Model {
@@ -121,7 +117,7 @@ function errorsOf(p: Probe, rows: Float32Array[]): { int8: number; w8: number } 
     return { int8: e, w8: e };
   }
   if (p.op === 'planc.ProjectTopK') {
-    const wt = p.transposed ? p.w : transpose(p.w, p.k, p.n);
+    const wt = p.transposed ? p.w : transposeMatrix(p.w, p.k, p.n);
     const q = quantizeRows(wt, p.n, p.k);
     const f = (input: 'int8' | 'float32') => (x: Float32Array, m: number) => qlogitsRef({ x, rows: m, d: p.k, v: p.n, input, w: q.q as Int8Array, scale: q.scale });
     return { int8: relError(p, rows, f('int8')), w8: relError(p, rows, f('float32')) };
@@ -131,11 +127,6 @@ function errorsOf(p: Probe, rows: Float32Array[]): { int8: number; w8: number } 
   return { int8: relError(p, rows, f('int8')), w8: relError(p, rows, f('float32')) };
 }
 
-function transpose(w: Float32Array, rows: number, cols: number): Float32Array {
-  const t = new Float32Array(rows * cols);
-  for (let r = 0; r < rows; r++) for (let c = 0; c < cols; c++) t[c * rows + r] = w[r * cols + c]!;
-  return t;
-}
 
 /**
  * Every product's int8 and w8 output error on the inputs it sees while the float32 model translates the first

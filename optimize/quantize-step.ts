@@ -4,7 +4,7 @@ import { PlancError } from '../compiler/diagnostics.ts';
 import type { Model } from '../compiler/ir.ts';
 import { encodePlan } from '../compiler/plan/format.ts';
 import type { PlanQuantization } from '../compiler/plan/types.ts';
-import type { LayerPrecision } from '../compiler/quant/layers.ts';
+import { emptyQuantization, type LayerPrecision } from '../compiler/quant/layers.ts';
 import { readSentences } from '../compiler/vocab/header.ts';
 import { buildPlan, decodingFacts } from '../codegen/build-plan.ts';
 import type { PassContext, QuantizeOptions, QuantizeRequest, QuantizeResult } from '../passes/pass.ts';
@@ -31,13 +31,6 @@ const LADDER: Rung[] = [
   { name: 'int16 products, w8 output layer and embeddings', layers: (e) => (isMatMul(e) ? 'int16' : 'w8') },
   { name: 'int16 products, float32 output layer and embeddings', layers: (e) => (isMatMul(e) ? 'int16' : 'float32') },
 ];
-
-export function emptyQuantization(mode: string): PlanQuantization {
-  return {
-    mode, layers: [], weightBytesFp32: 0, weightBytes: 0, evalSource: '', evalSentences: 0, identicalSentences: 0, top1Agreement: 0,
-    hasBleu: false, bleu: 0, bleuFp32: 0, gate: '', gatePassed: false, notes: '',
-  };
-}
 
 /** A CPU plan of the model through the IR pipeline with these quantize options (none: float32). */
 function cpuPlan(model: Model, pipe: PassContext, setup: CalibrationSetup, quantize: QuantizeOptions | undefined, name: string): Plan {

@@ -2,6 +2,7 @@
 import { PlancError } from '../compiler/diagnostics.ts';
 import type { Model } from '../compiler/ir.ts';
 import type { PlanVocab } from '../compiler/plan/types.ts';
+import { transposeMatrix } from '../compiler/tensor.ts';
 import { corpusBleu } from '../compiler/vocab/bleu.ts';
 import { shortlistFor } from '../compiler/vocab/shortlist.ts';
 import { GraphView, type ProgressReporter, type VocabRewriteOptions } from '../passes/pass.ts';
@@ -24,13 +25,7 @@ export function outputLayer(model: Model): OutputLayer {
   const transposed = n.attrs.transposed?.kind === 'int' && n.attrs.transposed.value === 1;
   const [a, b] = w.dims as [number, number];
   const [d, v] = transposed ? [b, a] : [a, b];
-  const src = w.nums;
-  let wt: Float32Array;
-  if (transposed) wt = Float32Array.from(src as ArrayLike<number>);
-  else {
-    wt = new Float32Array(v * d);
-    for (let p = 0; p < d; p++) for (let j = 0; j < v; j++) wt[j * d + p] = src[p * v + j]!;
-  }
+  const wt = transposed ? Float32Array.from(w.nums as ArrayLike<number>) : transposeMatrix(w.nums, d, v);
   // The bias: a constant, or a [1, V] one (final_logits_bias) squeezed by fuse-project-topk.
   const bn = n.inputs[2], sq = bn ? view.node(bn)?.[1] : undefined;
   const bt = bn ? view.constant(sq?.op === 'Squeeze' ? sq.inputs[0]! : bn) : undefined;

@@ -5,7 +5,7 @@ import { PlancError } from '../compiler/diagnostics.ts';
 import type { Graph, Model, Node } from '../compiler/ir.ts';
 import { LAYER_PRECISIONS, type LayerPrecision, type QuantizedLayer } from '../compiler/quant/layers.ts';
 import { quantizeChannels, quantizeRows, type QuantizedWeight } from '../compiler/quant/pack.ts';
-import { Tensor } from '../compiler/tensor.ts';
+import { Tensor, transposeMatrix } from '../compiler/tensor.ts';
 import { addInitializer, copyModel, freshName, pruneUnused, type Pass, type PassContext, type QuantizeOptions } from './pass.ts';
 
 const NAME = 'quantize';
@@ -18,7 +18,8 @@ const opKey = (n: Node) => (n.domain ? `${n.domain}.${n.op}` : n.op);
 /** Quantized weights by source weight id and bit width: each weight is quantized once however many graphs read it. */
 type Memo = Map<string, QuantizedWeight>;
 
-function constWeight(model: Model, g: Graph, name: string): { id: string; t: Tensor } | undefined {
+/** A constant float32 matrix read by `name` in g: its weight id and tensor. */
+export function constWeight(model: Model, g: Graph, name: string): { id: string; t: Tensor } | undefined {
   const id = g.initializers.get(name);
   const t = id === undefined ? undefined : model.weights.get(id)?.tensor;
   return t && t.dtype === 'float32' && t.rank === 2 ? { id: id!, t } : undefined;
@@ -72,10 +73,7 @@ function quantizeProjection(model: Model, g: Graph, n: Node, p: Exclude<LayerPre
   const [d, v] = (transposed ? [w.t.dims[1], w.t.dims[0]] : w.t.dims) as [number, number];
   const q = memoized(memo, `rows:${transposed}:${w.id}`, () => {
     const src = w.t.nums as Float32Array;
-    if (transposed) return quantizeRows(src, v, d);
-    const rows = new Float32Array(v * d);
-    for (let p2 = 0; p2 < d; p2++) for (let j = 0; j < v; j++) rows[j * d + p2] = src[p2 * v + j]!;
-    return quantizeRows(rows, v, d);
+    return quantizeRows(transposed ? src : transposeMatrix(src, d, v), v, d);
   });
   const [wq, scale, sum] = addQuantized(model, g, n.inputs[1]!, q);
   const derived = idsOf(g, [wq, scale, sum]);

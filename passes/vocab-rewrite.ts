@@ -2,7 +2,7 @@
 import { VOCAB_ACTIVE_INPUT, VOCAB_HIDDEN_OUTPUT } from '../compiler/plan/io-names.ts';
 import { PlancError } from '../compiler/diagnostics.ts';
 import type { Graph, Model, Node } from '../compiler/ir.ts';
-import { Tensor } from '../compiler/tensor.ts';
+import { Tensor, transposeMatrix } from '../compiler/tensor.ts';
 import { addInitializer, copyModel, freshName, GraphView, pruneUnused, type Pass, type PassContext, type VocabRewriteOptions } from './pass.ts';
 
 const NAME = 'vocab-rewrite';
@@ -15,8 +15,7 @@ function transposeWeight(model: Model, g: Graph, node: Node): void {
   const w = node.inputs[1]!;
   const t = model.weights.get(g.initializers.get(w)!)!.tensor;
   const [d, v] = t.dims as [number, number];
-  const src = t.nums, out = new Float32Array(d * v);
-  for (let p = 0; p < d; p++) for (let j = 0; j < v; j++) out[j * d + p] = src[p * v + j]!;
+  const out = transposeMatrix(t.nums, d, v);
   const name = freshName(g, `${w}_t`);
   addInitializer(model, g, name, new Tensor('float32', [v, d], out));
   node.inputs[1] = name;

@@ -2,6 +2,7 @@
 import * as fs from 'node:fs';
 import { PlancError } from '../compiler/diagnostics.ts';
 import { decodePlan, readPlanFile } from '../compiler/plan/format.ts';
+import { exprText } from '../compiler/plan/expr-text.ts';
 import { STEP_TOKENS_SYMBOL } from '../compiler/plan/io-names.ts';
 import type { PlanFile, PlanHeader, PlanProgram } from '../compiler/plan/types.ts';
 import type { DecodingOptions } from './decode/options.ts';
@@ -303,11 +304,6 @@ function evalExpr(p: PlanProgram, e: number, values: number[]): number {
   return s;
 }
 
-function exprText(p: PlanProgram, e: number): string {
-  const terms = p.exprs[e]!.terms;
-  if (terms.length === 0) return '0';
-  return terms.map((t) => [t.coeff === 1 && t.factors.length ? '' : String(t.coeff), ...t.factors.map((f) => p.symbols[f]!.name)].filter((x) => x).join('*')).join('+').replace(/\+-/g, '-');
-}
 
 /** Loads a plan file (validated) into the native runtime; a missing file or a folder is PLANC_E006 naming it. */
 export async function loadPlan(path: string): Promise<Plan> {

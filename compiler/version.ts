@@ -1,4 +1,5 @@
-// planc's version, read from the package.json above this file (the one source: it holds the published version).
+// planc's version, read from the package.json above this file (the one source: it holds the published version);
+// plans record it and `planc --version` prints it.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
