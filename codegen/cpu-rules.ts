@@ -374,11 +374,13 @@ export const CPU_RULES: Record<string, Rule> = {
     const inputs = [0, 1, ctx.node.inputs[2] ? 2 : -1, ...(ctx.node.inputs[3] ? [3] : [])];
     return { ...call('project_topk', { k: ctx.int('k'), transposed: ctx.int('transposed', 0) }), inputs, requireOutputs: 2 };
   },
-  'planc.QGather': (ctx) => call('qgather', { d: ctx.int('d') }),
+  'planc.QGather': (ctx) => ({ ...call('qgather', { d: ctx.int('d') }), inputs: [0, 1, 2, ...(ctx.node.inputs[3] ? [3] : [])] }),
   'planc.QProjectTopK': (ctx) => {
     const input = enumCode('quant_input', ctx.string('input', 'int8'));
     if (input === undefined) ctx.fail(`unknown input ${ctx.string('input', '')}`);
-    const inputs = [0, 1, 2, 3, ctx.node.inputs[4] ? 4 : -1, ...(ctx.node.inputs[5] ? [5] : [])];
+    // active (5) and w_res (6) are passed only when present; an absent active before w_res keeps its slot (-1)
+    const has = (i: number) => Boolean(ctx.node.inputs[i]);
+    const inputs = [0, 1, 2, 3, has(4) ? 4 : -1, ...(has(5) || has(6) ? [has(5) ? 5 : -1] : []), ...(has(6) ? [6] : [])];
     return { ...call('qproject_topk', { k: ctx.int('k'), input: input!, d: ctx.int('d') }), inputs, requireOutputs: 2 };
   },
   'planc.ClusterMask': (ctx) => {

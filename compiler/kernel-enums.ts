@@ -56,7 +56,9 @@ export const GELU_APPROXIMATIONS = ['none', 'tanh'] as const;
  * How a quantized product (qmatmul, qproject_topk) treats its float32 input rows (code = index):
  * int8: each row quantized at run time, symmetric, s = max|row| / 127, q = round-half-even(x / s) in [-127, 127]
  * (weights int8); float32: rows stay float32, the int8 weights are dequantized in registers (weight-only);
- * int16: Marian's fixed scheme, q = round-half-even(x · 1024) saturated to int16 (weights int16, scale 1/1024).
+ * int16: each row quantized at run time like int8 on [-L, L], L = the largest value ≤ 32767 with K · L² ≤ 2^31 − 1
+ * (weights int16 per output channel on the same [-L, L]: no int32 sum can wrap). Marian's int16 product (vpmaddwd)
+ * with scales read from the data instead of its fixed 2^10, which saturates on large activations.
  */
 export const QUANT_INPUTS = ['int8', 'float32', 'int16'] as const;
 

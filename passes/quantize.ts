@@ -1,5 +1,6 @@
 // Opt-in (PassContext.quantize): products over constant float32 weights become quantized ones (seed 002 §4.2-4.5):
-// MatMul / planc.FusedMatMul → planc.QMatMul, planc.ProjectTopK → planc.QProjectTopK, embedding Gather → planc.QGather;
+// MatMul / planc.FusedMatMul → planc.QMatMul, planc.ProjectTopK → planc.QProjectTopK, embedding Gather → planc.QGather
+// (vocabulary tables int8 per row with a 4-bit residual plane: rescored candidates and 12-bit embedding rows);
 // each weight quantized once (memoized by weight id across graphs) and stored once (by content).
 import { PlancError } from '../compiler/diagnostics.ts';
 import type { Graph, Model, Node } from '../compiler/ir.ts';
@@ -12,6 +13,11 @@ const NAME = 'quantize';
 
 /** The precision of the int inputs of QMatMul (compiler/kernel-enums.ts QUANT_INPUTS) for a layer precision. */
 const INPUT_OF = { int8: 'int8', w8: 'float32', int16: 'int16' } as const;
+/**
+ * The input of QProjectTopK's first pass: the vocabulary table is int8 rows with a residual plane in every precision,
+ * so int16 asks for what int8 gives (its best ids are rescored at 12 bits from float32 inputs either way).
+ */
+const PROJECTION_INPUT_OF = { int8: 'int8', w8: 'float32', int16: 'int8' } as const;
 
 const opKey = (n: Node) => (n.domain ? `${n.domain}.${n.op}` : n.op);
 
@@ -33,19 +39,20 @@ function memoized(memo: Memo, key: string, make: () => QuantizedWeight): Quantiz
   return q;
 }
 
-/** Adds the quantized weight's tensors as initializers named after the source weight; returns their names. */
-function addQuantized(model: Model, g: Graph, base: string, q: QuantizedWeight): [string, string, string] {
-  const names = [freshName(g, `${base}_q`), freshName(g, `${base}_qscale`), freshName(g, `${base}_qsum`)] as const;
+/** Adds the quantized weight's tensors as initializers named after the source weight; returns their names (q, scale, sum, residual plane or ''). */
+function addQuantized(model: Model, g: Graph, base: string, q: QuantizedWeight): [string, string, string, string] {
+  const names = [freshName(g, `${base}_q`), freshName(g, `${base}_qscale`), freshName(g, `${base}_qsum`), q.res ? freshName(g, `${base}_qres`) : ''] as const;
   addInitializer(model, g, names[0], new Tensor(q.q instanceof Int8Array ? 'int8' : 'int16', q.dims, q.q));
   addInitializer(model, g, names[1], new Tensor('float32', [q.scale.length], q.scale));
   addInitializer(model, g, names[2], new Tensor('int32', [q.sum.length], q.sum));
+  if (q.res) addInitializer(model, g, names[3], new Tensor('uint8', [q.dims[0]!, q.dims[1]! / 2], q.res));
   return [...names];
 }
 
 /** The weight ids of initializers (the quantized forms a layer reads). */
 const idsOf = (g: Graph, names: string[]) => names.map((x) => g.initializers.get(x)!);
 
-const bytesOf = (q: QuantizedWeight) => q.q.byteLength + q.scale.byteLength + q.sum.byteLength;
+const bytesOf = (q: QuantizedWeight) => q.q.byteLength + q.scale.byteLength + q.sum.byteLength + (q.res?.byteLength ?? 0);
 
 function quantizeMatMul(model: Model, g: Graph, n: Node, p: Exclude<LayerPrecision, 'float32'>, memo: Memo): QuantizedLayer | string {
   const w = constWeight(model, g, n.inputs[1]!);
@@ -66,7 +73,6 @@ function quantizeMatMul(model: Model, g: Graph, n: Node, p: Exclude<LayerPrecisi
 }
 
 function quantizeProjection(model: Model, g: Graph, n: Node, p: Exclude<LayerPrecision, 'float32'>, memo: Memo): QuantizedLayer | string {
-  if (p === 'int16') return 'int16 has no planc.ProjectTopK kernel (int8, w8 or float32)';
   const w = constWeight(model, g, n.inputs[1]!);
   if (!w) return 'its weight is not a constant float32 matrix';
   const transposed = n.attrs.transposed?.kind === 'int' && n.attrs.transposed.value === 1;
@@ -75,11 +81,11 @@ function quantizeProjection(model: Model, g: Graph, n: Node, p: Exclude<LayerPre
     const src = w.t.nums as Float32Array;
     return quantizeRows(transposed ? src : transposeMatrix(src, d, v), v, d);
   });
-  const [wq, scale, sum] = addQuantized(model, g, n.inputs[1]!, q);
-  const derived = idsOf(g, [wq, scale, sum]);
+  const [wq, scale, sum, res] = addQuantized(model, g, n.inputs[1]!, q);
+  const derived = idsOf(g, [wq, scale, sum, res]);
   n.op = 'QProjectTopK';
-  n.inputs = [n.inputs[0]!, wq, scale, sum, n.inputs[2] ?? '', ...(n.inputs[3] ? [n.inputs[3]] : [])];
-  n.attrs = { k: n.attrs.k!, input: { kind: 'string', value: INPUT_OF[p] }, d: { kind: 'int', value: d } };
+  n.inputs = [n.inputs[0]!, wq, scale, sum, n.inputs[2] ?? '', n.inputs[3] ?? '', res];
+  n.attrs = { k: n.attrs.k!, input: { kind: 'string', value: PROJECTION_INPUT_OF[p] }, d: { kind: 'int', value: d } };
   return { graph: g.name, node: n.name, op: 'planc.ProjectTopK', precision: p, weight: w.id, derived, bytesBefore: w.t.size * 4, bytesAfter: bytesOf(q) };
 }
 
@@ -91,15 +97,14 @@ function quantizeEmbedding(model: Model, g: Graph, n: Node, p: Exclude<LayerPrec
   const w = constWeight(model, g, n.inputs[0]!);
   const axis = n.attrs.axis?.kind === 'int' ? n.attrs.axis.value : 0;
   if (!w || axis !== 0 || w.t.size * 4 < EMBEDDING_MIN_BYTES) return 'not an embedding table (a constant float32 matrix of ≥ 1 MiB gathered along axis 0)';
-  if (p === 'int16') return 'int16 has no QGather kernel: the table stays float32';
   const [v, d] = w.t.dims as [number, number];
   const q = memoized(memo, `rows:true:${w.id}`, () => quantizeRows(w.t.nums as Float32Array, v, d));
-  const [wq, scale] = addQuantized(model, g, n.inputs[0]!, q);
+  const [wq, scale, , res] = addQuantized(model, g, n.inputs[0]!, q);
   n.op = 'QGather';
   n.domain = 'planc';
-  n.inputs = [wq, scale, n.inputs[1]!];
+  n.inputs = [wq, scale, n.inputs[1]!, res];
   n.attrs = { d: { kind: 'int', value: d } };
-  return { graph: g.name, node: n.name, op: 'Gather', precision: 'int8', weight: w.id, derived: idsOf(g, [wq, scale]), bytesBefore: w.t.size * 4, bytesAfter: q.q.byteLength + q.scale.byteLength };
+  return { graph: g.name, node: n.name, op: 'Gather', precision: p, weight: w.id, derived: idsOf(g, [wq, scale, res]), bytesBefore: w.t.size * 4, bytesAfter: q.q.byteLength + q.scale.byteLength + q.res!.byteLength };
 }
 
 const QUANTIZERS: Record<string, typeof quantizeMatMul> = { 'planc.FusedMatMul': quantizeMatMul, MatMul: quantizeMatMul, 'planc.ProjectTopK': quantizeProjection, Gather: quantizeEmbedding };

@@ -37,7 +37,7 @@ function checkInputs(ctx: OpContext, x: InferInput, w: InferInput, bias: InferIn
 }
 
 /** The k best (value desc, lower id first on ties) of one row of log-probs, over the active ids when given. */
-function topOfRow(lp: Float64Array, k: number, active?: ArrayLike<number>): number[] {
+export function topOfRow(lp: Float64Array, k: number, active?: ArrayLike<number>): number[] {
   const best: number[] = [];
   const before = (i: number, j: number) => lp[i]! > lp[j]! || (lp[i] === lp[j] && i < j);
   for (let i = 0; i < lp.length; i++) {

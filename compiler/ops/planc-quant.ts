@@ -1,10 +1,10 @@
 // planc.QMatMul and planc.QProjectTopK: products over quantized weights (passes/quantize.ts), with the native
 // kernels' exact semantics (compiler/kernel-schema.ts qmatmul, qproject_topk; compiler/quant/pack.ts references).
 import { ACTIVATIONS, QUANT_INPUTS } from '../kernel-enums.ts';
-import { qlogitsRef, qmatmulRef } from '../quant/pack.ts';
+import { fineAt, fineLogit, qlogitsRef, qmatmulRef, RESIDUAL_STEPS } from '../quant/pack.ts';
 import { Tensor } from '../tensor.ts';
 import { applyOnnx, FUSED_ACTIVATIONS } from './planc-fused.ts';
-import { topkOfLogits } from './planc-project-topk.ts';
+import { topkOfLogits, topOfRow } from './planc-project-topk.ts';
 import type { InferInput, OpContext, OpHandler } from './types.ts';
 import { need } from './util.ts';
 
@@ -65,9 +65,53 @@ const QMATMUL: OpHandler = {
   },
 };
 
+/** With a residual plane, at least this many best ids per row are rescored (native/src/cpu/qproject_topk.cc kRescored). */
+const RESCORED = 16;
+
+/**
+ * qproject_topk with a residual plane: per row the max(k, 16) best ids by the int8 logits, their logits replaced by
+ * the fine ones (pack.ts fineLogit), the normalizer corrected by the difference, then the k best of those.
+ */
+function rescoredTopk(o: { x: Float32Array; rows: number; d: number; v: number; k: number; logits: Float32Array; bias?: ArrayLike<number>; on?: Uint8Array;
+  w: Int8Array; res: ArrayLike<number>; scale: Float32Array }): { values: Float64Array; indices: Float64Array } {
+  const { rows, d, v, k } = o, dp = o.w.length / v, kc = Math.min(v, Math.max(k, RESCORED));
+  const values = new Float64Array(rows * k).fill(-Infinity), indices = new Float64Array(rows * k);
+  const row = new Float64Array(v);
+  for (let r = 0; r < rows; r++) {
+    let max = -Infinity, nan = false;
+    for (let j = 0; j < v; j++) {
+      row[j] = o.bias ? Math.fround(o.logits[r * v + j]! + o.bias[j]!) : o.logits[r * v + j]!;
+      if (o.on && !o.on[j]) continue;
+      if (Number.isNaN(row[j]!)) nan = true;
+      else max = Math.max(max, row[j]!);
+    }
+    if (nan) { values.fill(NaN, r * k, r * k + k); continue; }
+    let sum = 0;
+    for (let j = 0; j < v; j++) if ((!o.on || o.on[j]) && max !== -Infinity) sum += Math.exp(row[j]! - max);
+    const lse = max + Math.log(sum);
+    const best = topOfRow(row, kc, o.on);
+    if (!Number.isFinite(lse)) continue;
+    const xr = o.x.subarray(r * d, (r + 1) * d);
+    let mass = 1;
+    const fine = best.map((j) => {
+      const l = fineLogit(xr, d, o.w, o.res, dp, o.scale, j, o.bias);
+      mass += Math.exp(l - lse) - Math.exp(row[j]! - lse);
+      return { j, l };
+    });
+    fine.sort((a, b) => b.l - a.l || a.j - b.j);
+    const lse2 = mass > 0 ? lse + Math.log(mass) : lse;
+    for (let t = 0; t < Math.min(k, fine.length); t++) {
+      values[r * k + t] = Math.fround(fine[t]!.l - lse2);
+      indices[r * k + t] = fine[t]!.j;
+    }
+  }
+  return { values, indices };
+}
+
 /**
  * The k best log-softmax entries of dequant(quant(X) · Wqᵀ) + bias per row. Inputs X [..., D], Wq int8 [V, Dp],
- * w_scale [V], w_sum [V], bias? [V], active? [V]; attrs k, input, d.
+ * w_scale [V], w_sum [V], bias? [V], active? [V], w_res? [V, Dp / 2] (rescoring, compiler/kernel-schema.ts);
+ * attrs k, input, d.
  */
 const QPROJECT_TOPK: OpHandler = {
   op: 'QProjectTopK',
@@ -79,6 +123,7 @@ const QPROJECT_TOPK: OpHandler = {
     checkDtype(ctx, 'X', x, ['float32']);
     checkDtype(ctx, 'Wq', inputs[1], ['int8']);
     checkDtype(ctx, 'active', inputs[5], ['uint8', 'bool']);
+    checkDtype(ctx, 'w_res', inputs[6], ['uint8']);
     const k = ctx.int('k');
     if (!x.shape) return [{ dtype: 'float32' }, { dtype: 'int64' }];
     const shape = [...x.shape.slice(0, -1), k];
@@ -91,7 +136,10 @@ const QPROJECT_TOPK: OpHandler = {
     const logits = qlogitsRef({ x: x.nums as Float32Array, rows, d, v, input: quantInput(ctx), w: wq.nums as Int8Array, scale: scale.nums as Float32Array });
     const act = inputs[5];
     const on = act ? Uint8Array.from(act.nums as ArrayLike<number>, (b) => (Number(b) ? 1 : 0)) : undefined;
-    const { values, indices } = topkOfLogits(rows, v, k, inputs[4]?.nums, on, (r, out) => {
+    const res = inputs[6];
+    const { values, indices } = res
+      ? rescoredTopk({ x: x.nums as Float32Array, rows, d, v, k, logits, bias: inputs[4]?.nums, on, w: wq.nums as Int8Array, res: res.nums, scale: scale.nums as Float32Array })
+      : topkOfLogits(rows, v, k, inputs[4]?.nums, on, (r, out) => {
       for (let j = 0; j < v; j++) out[j] = logits[r * v + j]!;
     });
     const dims = [...x.dims.slice(0, -1), k];
@@ -99,7 +147,10 @@ const QPROJECT_TOPK: OpHandler = {
   },
 };
 
-/** Y = rows of an int8 table dequantized: Y[..., :] = scale[ids] · Wq[ids, :d]. Inputs Wq int8 [V, Dp], scale [V], ids; attr d. */
+/**
+ * Y = rows of an int8 table dequantized: Y[..., :] = scale[ids] · Wq[ids, :d]; with the residual plane, 12-bit rows
+ * (16 · Wq + r) · (scale / 16). Inputs Wq int8 [V, Dp], scale [V], ids, residual? [V, Dp / 2]; attr d.
+ */
 const QGATHER: OpHandler = {
   op: 'QGather',
   domain: 'planc',
@@ -108,17 +159,23 @@ const QGATHER: OpHandler = {
     checkDtype(ctx, 'scale', inputs[1], ['float32']);
     const ids = need(ctx, inputs, 2);
     checkDtype(ctx, 'indices', ids, ['int64', 'int32']);
+    checkDtype(ctx, 'residual', inputs[3], ['uint8']);
     return [{ dtype: 'float32', shape: ids.shape && [...ids.shape, ctx.int('d')] }];
   },
   eval(ctx, inputs) {
     const w = need(ctx, inputs, 0), scale = need(ctx, inputs, 1).nums, ids = need(ctx, inputs, 2);
     const [v, dp] = w.dims as [number, number];
-    const d = ctx.int('d'), q = w.nums;
+    const d = ctx.int('d'), q = w.nums, res = inputs[3]?.nums;
     const out = new Float32Array(ids.size * d);
     ids.nums.forEach((x, k) => {
       const i = Number(x) < 0 ? Number(x) + v : Number(x);
       if (i < 0 || i >= v) ctx.fail(`index ${x} is out of range for ${v} rows`);
-      for (let c = 0; c < d; c++) out[k * d + c] = Math.fround(q[i * dp + c]! * scale[i]!);
+      if (res) {
+        const f = Math.fround(scale[i]! / RESIDUAL_STEPS);
+        for (let c = 0; c < d; c++) out[k * d + c] = Math.fround(fineAt(q, res, dp, i, c) * f);
+      } else {
+        for (let c = 0; c < d; c++) out[k * d + c] = Math.fround(q[i * dp + c]! * scale[i]!);
+      }
     });
     return [Tensor.fromNumbers('float32', [...ids.dims, d], out)];
   },

@@ -4,7 +4,8 @@ import type { PlanQuantization } from '../plan/types.ts';
 
 /**
  * The precision of one product: int8 (weights per output channel, input rows quantized per row at run time), w8
- * (int8 weights, float32 inputs), int16 (Marian's fixed 2^10 scheme), float32 (left as it is).
+ * (int8 weights, float32 inputs), int16 (int16 weights per output channel and input rows per row, about 11-12 bits
+ * each: Marian's int16 product with data-read scales), float32 (left as it is).
  */
 export const LAYER_PRECISIONS = ['int8', 'w8', 'int16', 'float32'] as const;
 export type LayerPrecision = (typeof LAYER_PRECISIONS)[number];

@@ -4,12 +4,16 @@ import { QUANT_INPUTS } from '../kernel-enums.ts';
 
 export type QuantInput = (typeof QUANT_INPUTS)[number];
 
-/** A quantized weight: its int data in the kernel's layout with dims, per-channel scales, and per-channel sums of q. */
+/**
+ * A quantized weight: its int data in the kernel's layout with dims, per-channel scales, and per-channel sums of q;
+ * rows of a vocabulary table (quantizeRows) also carry their residual plane (residualRows).
+ */
 export interface QuantizedWeight {
   q: Int8Array | Int16Array;
   dims: number[];
   scale: Float32Array;
   sum: Int32Array;
+  res?: Uint8Array;
 }
 
 /** Channels per block and the reduction group of the packed layouts (int8: 4 values of K per lane, int16: 2). */
@@ -17,8 +21,17 @@ export const BLOCK_N = 16;
 const GROUP = { 8: 4, 16: 2 } as const;
 /** qproject_topk's rows are padded to a multiple of this many values. */
 export const ROW_ALIGN = 64;
-/** Marian's fixed int16 scale: q = x · 1024. */
-export const INT16_SCALE = 1024;
+/**
+ * The int16 limit L of a product over k values: the largest L ≤ 32767 with k · L² ≤ 2^31 − 1, so no int32 sum of int16
+ * products wraps (native/src/cpu/qgemm.h int16_limit is the same rule). int16 weights and input rows use [-L, L].
+ */
+export function int16Limit(k: number): number {
+  const max = 2 ** 31 - 1, kk = Math.max(1, k);
+  let l = Math.min(32767, Math.floor(Math.sqrt(Math.floor(max / kk))));
+  while (l > 1 && kk * l * l > max) l--;
+  while (l < 32767 && kk * (l + 1) * (l + 1) <= max) l++;
+  return l;
+}
 
 const fr = Math.fround;
 
@@ -29,30 +42,27 @@ export function roundEven(x: number): number {
 }
 
 const clampInt = (x: number, lim: number) => (x > lim ? lim : x < -lim ? -lim : x);
-/** int16 saturation, as the kernels and the contract (compiler/kernel-enums.ts QUANT_INPUTS) have it: [-32768, 32767]. */
-const sat16 = (x: number) => (x > 32767 ? 32767 : x < -32768 ? -32768 : x);
-
-/** The int8 scale of values whose largest magnitude is max: max / 127 (1 for an all-zero channel, whose q are 0). */
-const int8Scale = (max: number) => (max > 0 ? fr(max / 127) : 1);
+/** The scale of weights whose largest magnitude is max, on [-lim, lim]: max / lim (1 for an all-zero channel, whose q are 0). */
+const weightScale = (max: number, lim: number) => (max > 0 ? fr(max / lim) : 1);
 
 /**
- * W [K, N] row-major (an ONNX MatMul weight) → per output channel n, symmetric: int8 s_n = max_k |W[k, n]| / 127,
- * q = round-half-even(W / s_n); int16: s = 1/1024, q = round-half-even(W · 1024) saturated. Packed in blocks of 16
+ * W [K, N] row-major (an ONNX MatMul weight) → per output channel n, symmetric: s_n = max_k |W[k, n]| / L,
+ * q = round-half-even(W / s_n) in [-L, L], L = 127 (int8) or int16Limit(K) (int16). Packed in blocks of 16
  * channels: int8 [ceil(N/16), ceil(K/4), 16, 4] with (k, n) at [n/16][k/4][n%16][k%4]; int16 [ceil(N/16), ceil(K/2), 16, 2].
  */
 export function quantizeChannels(w: Float32Array, k: number, n: number, bits: 8 | 16): QuantizedWeight {
   if (w.length !== k * n) throw new Error(`internal: weight of ${w.length} values is not [${k}, ${n}]`);
   const g = GROUP[bits], nb = Math.ceil(n / BLOCK_N), kg = Math.ceil(k / g);
   const q = bits === 8 ? new Int8Array(nb * kg * BLOCK_N * g) : new Int16Array(nb * kg * BLOCK_N * g);
-  const scale = new Float32Array(n), sum = new Int32Array(n);
+  const scale = new Float32Array(n), sum = new Int32Array(n), lim = bits === 8 ? 127 : int16Limit(k);
   for (let c = 0; c < n; c++) {
     let max = 0;
     for (let r = 0; r < k; r++) max = Math.max(max, Math.abs(w[r * n + c]!));
-    const s = bits === 8 ? int8Scale(max) : fr(1 / INT16_SCALE);
+    const s = weightScale(max, lim);
     scale[c] = s;
     let total = 0;
     for (let r = 0; r < k; r++) {
-      const v = bits === 8 ? clampInt(roundEven(fr(w[r * n + c]! / s)), 127) : sat16(roundEven(fr(w[r * n + c]! * INT16_SCALE)));
+      const v = clampInt(roundEven(fr(w[r * n + c]! / s)), lim);
       q[packedIndex(r, c, kg, g)] = v;
       total += v;
     }
@@ -66,7 +76,10 @@ function packedIndex(r: number, c: number, kg: number, g: number): number {
   return (((Math.floor(c / BLOCK_N) * kg + Math.floor(r / g)) * BLOCK_N + (c % BLOCK_N)) * g) + (r % g);
 }
 
-/** W [V, D] row-major (row v = vocabulary id v) → int8 [V, Dp] per row (Dp = D rounded up to 64, zero padded), as qproject_topk reads it. */
+/**
+ * W [V, D] row-major (row v = vocabulary id v) → int8 [V, Dp] per row (Dp = D rounded up to 64, zero padded), as
+ * qproject_topk reads it, with its residual plane (residualRows).
+ */
 export function quantizeRows(w: Float32Array, v: number, d: number): QuantizedWeight {
   if (w.length !== v * d) throw new Error(`internal: weight of ${w.length} values is not [${v}, ${d}]`);
   const dp = Math.ceil(d / ROW_ALIGN) * ROW_ALIGN;
@@ -74,7 +87,7 @@ export function quantizeRows(w: Float32Array, v: number, d: number): QuantizedWe
   for (let j = 0; j < v; j++) {
     let max = 0;
     for (let p = 0; p < d; p++) max = Math.max(max, Math.abs(w[j * d + p]!));
-    const s = int8Scale(max);
+    const s = weightScale(max, 127);
     scale[j] = s;
     let total = 0;
     for (let p = 0; p < d; p++) {
@@ -84,18 +97,63 @@ export function quantizeRows(w: Float32Array, v: number, d: number): QuantizedWe
     }
     sum[j] = total;
   }
-  return { q, dims: [v, dp], scale, sum };
+  return { q, dims: [v, dp], scale, sum, res: residualRows(w, v, d, dp, q, scale) };
+}
+
+/** The steps of a residual per int8 step: a fine weight is (16 · q + r) · s / 16, r in [-8, 7]. */
+export const RESIDUAL_STEPS = 16;
+
+/**
+ * The 4-bit residual plane of int8 rows: r = round-half-even((W / s − q) · 16) in [-8, 7], two per byte (uint8
+ * [V, Dp / 2]: value p of a row in the low nibble of byte p / 2 when p is even, the high nibble when odd, two's
+ * complement). With it a row is known to 12 bits: qproject_topk rescores its best candidates with it and qgather
+ * returns fine rows (compiler/kernel-schema.ts w_res / residual).
+ */
+function residualRows(w: Float32Array, v: number, d: number, dp: number, q: Int8Array, scale: Float32Array): Uint8Array {
+  const res = new Uint8Array((v * dp) / 2);
+  for (let j = 0; j < v; j++) {
+    const s = scale[j]!;
+    for (let p = 0; p < d; p++) {
+      const r = Math.max(-8, Math.min(7, roundEven((w[j * d + p]! / s - q[j * dp + p]!) * RESIDUAL_STEPS)));
+      const at = (j * dp + p) >> 1;
+      res[at] = res[at]! | ((r & 15) << ((p & 1) * 4));
+    }
+  }
+  return res;
+}
+
+/** Value p of row j of a residual plane (rows of dp values). */
+export function residualAt(res: ArrayLike<number>, dp: number, j: number, p: number): number {
+  const x = (res[(j * dp + p) >> 1]! >> ((p & 1) * 4)) & 15;
+  return x >= 8 ? x - 16 : x;
+}
+
+/** The fine (12-bit) integer of value p of row j: 16 · q + r; its weight is that times s / 16. */
+export function fineAt(q: ArrayLike<number>, res: ArrayLike<number>, dp: number, j: number, p: number): number {
+  return q[j * dp + p]! * RESIDUAL_STEPS + residualAt(res, dp, j, p);
+}
+
+/**
+ * A rescored logit, as qproject_topk computes it for its candidates: float(Σ_d x[d] · fine[j][d] in float64, d in
+ * order) · (s_j / 16), + bias in float32.
+ */
+export function fineLogit(x: ArrayLike<number>, d: number, q: ArrayLike<number>, res: ArrayLike<number>, dp: number, scale: ArrayLike<number>, j: number, bias?: ArrayLike<number>): number {
+  let acc = 0;
+  for (let p = 0; p < d; p++) acc += x[p]! * fineAt(q, res, dp, j, p);
+  const l = fr(fr(acc) * fr(scale[j]! / RESIDUAL_STEPS));
+  return bias ? fr(l + bias[j]!) : l;
 }
 
 /** One input row quantized as the kernels do: its ints and scale (float32 input: the row itself, scale 1). */
 export function quantizeInputRow(x: Float32Array, input: QuantInput): { q: ArrayLike<number>; scale: number } {
   if (input === 'float32') return { q: x, scale: 1 };
-  if (input === 'int16') return { q: Array.from(x, (v) => sat16(roundEven(fr(v * INT16_SCALE)))), scale: fr(1 / INT16_SCALE) };
+  const lim = input === 'int16' ? int16Limit(x.length) : 127;
   let max = 0;
-  for (const v of x) max = Math.max(max, Math.abs(v));
+  for (const v of x) max = Number.isNaN(v) || Number.isNaN(max) ? NaN : Math.max(max, Math.abs(v));
   if (max === 0) return { q: new Int8Array(x.length), scale: 0 };
-  const s = fr(max / 127);
-  return { q: Array.from(x, (v) => clampInt(roundEven(fr(v / s)), 127)), scale: s };
+  if (!Number.isFinite(max)) return { q: new Int8Array(x.length), scale: NaN };
+  const s = fr(max / lim);
+  return { q: Array.from(x, (v) => clampInt(roundEven(fr(v / s)), lim)), scale: s };
 }
 
 /** Dot products of one input row with every channel, then the dequantization: y = float(acc) · (s_x · s_n) (+ bias). */
@@ -116,7 +174,7 @@ export function qmatmulRef(o: { a: Float32Array; m: number; k: number; n: number
     const row = quantizeInputRow(o.a.subarray(i * o.k, (i + 1) * o.k), o.input);
     for (let c = 0; c < o.n; c++) {
       let acc = 0;
-      // int inputs: the kernels' int32 sums wrap modulo 2^32 (only int16 inputs can get there); | 0 does the same
+      // int inputs: exact int32 sums (int16 operands are bounded by int16Limit(K), so they never wrap)
       if (o.input === 'float32') for (let r = 0; r < o.k; r++) acc += row.q[r]! * o.w[packedIndex(r, c, kg, g)]!;
       else for (let r = 0; r < o.k; r++) acc = (acc + row.q[r]! * o.w[packedIndex(r, c, kg, g)]!) | 0;
       const v = dequantized(acc, o.input, row.scale, o.scale[c]!);

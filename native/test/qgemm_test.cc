@@ -31,9 +31,16 @@ std::vector<int64_t> g_variants;  // the variants this machine runs (auto, ref, 
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// The int16 limit for K values, written out again: the largest L ≤ 32767 with K · L² ≤ 2^31 − 1.
+int64_t lim16(int64_t k) {
+  int64_t l = 32767;
+  while (l > 1 && k * l * l > 2147483647) l--;
+  return l;
+}
+
 // ---------- packing (the layout of compiler/kernel-schema.ts qmatmul.w, written independently of compiler/quant) ----------
 
-// W [K, N] float → per output channel symmetric int8 (or int16 at 1/1024), packed; scale and sum per channel.
+// W [K, N] float → per output channel symmetric int8 (or int16 on [-L, L], L = int16_limit(K)), packed; scale and sum per channel.
 struct Packed {
   Buf w, scale, sum;
   std::vector<int32_t> q;  // Wq(k, n) at [k * N + n], unpacked, for the checks
@@ -49,12 +56,12 @@ Packed pack(const float* w, int64_t k, int64_t n, bool i16) {
   for (int64_t c = 0; c < n; c++) {
     float amax = 0;
     for (int64_t i = 0; i < k; i++) amax = std::max(amax, std::fabs(w[i * n + c]));
-    const float s = i16 ? 1.0f / 1024.0f : amax == 0 ? 1.0f : amax / 127.0f;
+    const float lim = i16 ? static_cast<float>(lim16(k)) : 127.0f;
+    const float s = amax == 0 ? 1.0f : amax / lim;
     p.scale.f()[c] = s;
     int32_t sum = 0;
     for (int64_t i = 0; i < k; i++) {
-      float r = std::nearbyint(i16 ? w[i * n + c] * 1024.0f : w[i * n + c] / s);
-      r = i16 ? std::min(32767.0f, std::max(-32768.0f, r)) : std::min(127.0f, std::max(-127.0f, r));
+      const float r = std::min(lim, std::max(-lim, std::nearbyint(w[i * n + c] / s)));
       const int32_t q = static_cast<int32_t>(r);
       p.q[static_cast<size_t>(i * n + c)] = q;
       sum += q;
@@ -70,15 +77,12 @@ Packed pack(const float* w, int64_t k, int64_t n, bool i16) {
 // The quantization rule of an A row (compiler/kernel-enums.ts QUANT_INPUTS), written out again: q and the scale.
 float quant_row(const float* x, int64_t k, int64_t input, std::vector<int32_t>& q) {
   q.assign(static_cast<size_t>(k), 0);
-  if (input == planc::kQuantInInt16) {
-    for (int64_t i = 0; i < k; i++) q[i] = static_cast<int32_t>(std::min(32767.0f, std::max(-32768.0f, std::nearbyint(x[i] * 1024.0f))));
-    return 1.0f / 1024.0f;
-  }
   float amax = 0;
   for (int64_t i = 0; i < k; i++) amax = std::max(amax, std::fabs(x[i]));
   if (amax == 0) return 0.0f;
-  const float s = amax / 127.0f;
-  for (int64_t i = 0; i < k; i++) q[i] = static_cast<int32_t>(std::min(127.0f, std::max(-127.0f, std::nearbyint(x[i] / s))));
+  const float lim = input == planc::kQuantInInt16 ? static_cast<float>(lim16(k)) : 127.0f;
+  const float s = amax / lim;
+  for (int64_t i = 0; i < k; i++) q[i] = static_cast<int32_t>(std::min(lim, std::max(-lim, std::nearbyint(x[i] / s))));
   return s;
 }
 
@@ -140,7 +144,7 @@ void check_case(const Case& c, planc::ThreadPool* pool) {
       const float* x = a.f() + i * c.k;
       float amax = 0;
       for (int64_t t = 0; t < c.k; t++) amax = std::max(amax, std::fabs(x[t]));
-      const double sa = c.input == planc::kQuantInInt8 ? amax / 127.0 : c.input == planc::kQuantInInt16 ? 1.0 / 1024 : 0.0;
+      const double sa = c.input == planc::kQuantInInt8 ? amax / 127.0 : c.input == planc::kQuantInInt16 ? amax / lim16(c.k) : 0.0;
       for (int64_t j = 0; j < c.n; j++) {
         const double sw = p.scale.f()[j];
         double exact = 0, sx = 0, sq = 0, sabs = 0;
@@ -213,6 +217,27 @@ void qmatmul_edges() {
   for (int64_t variant : g_variants) {
     tb::expect_ok(run_q(variant, a2, p2, nullptr, nullptr, true, y2, d, nullptr), "qmatmul NaN row");
     TB_CHECK(std::isnan(y2.f()[0]) && std::isfinite(y2.f()[3]), "qmatmul %s: a NaN row gives NaN, the next row finite", v::kVariantNames[variant]);
+  }
+}
+
+// int16 at its worst case: every product at ±L² over a large odd K sums to K · L² without wrapping int32 (exact), on
+// every path.
+void qmatmul_int16_extremes() {
+  const int64_t k = 8191, n = 17;
+  Case c{2, k, n, planc::kQuantInInt16, planc::kActNone, false, false, true};
+  Buf a = f32({2, k}), w = f32({k, n}), y = f32({2, n});
+  for (int64_t i = 0; i < k; i++) a.f()[i] = 1.0f, a.f()[k + i] = -2.0f;
+  for (int64_t i = 0; i < k * n; i++) w.f()[i] = 0.5f;
+  Packed p = pack(w.f(), k, n, true);
+  const int64_t lim = lim16(k);
+  TB_CHECK(k * lim * lim <= 2147483647 && k * (lim + 1) * (lim + 1) > 2147483647, "int16 limit %lld for K %lld", (long long)lim, (long long)k);
+  for (int64_t variant : g_variants) {
+    tb::expect_ok(run_q(variant, a, p, nullptr, nullptr, true, y, c, nullptr), "qmatmul int16 extremes");
+    for (int64_t j = 0; j < n; j++) {
+      TB_CHECK(std::fabs(y.f()[j] - 0.5 * k) <= 1e-5 * k && std::fabs(y.f()[n + j] + 1.0 * k) <= 1e-5 * k,
+               "qmatmul %s int16 K %lld: y = %g, %g, want %g, %g (a wrapped sum?)", v::kVariantNames[variant], (long long)k,
+               y.f()[j], y.f()[n + j], 0.5 * k, -1.0 * k);
+    }
   }
 }
 
@@ -320,6 +345,7 @@ int main(int argc, char** argv) {
   qmatmul_tests(nullptr);
   qmatmul_tests(&pool);
   qmatmul_edges();
+  qmatmul_int16_extremes();
   qmatmul_errors();
   qproject_topk_tests(&pool);
   return tb::finish("qgemm_test");

@@ -1,4 +1,5 @@
-// qgather: rows of an int8 table (a quantized embedding) dequantized into float32 by their per-row scales.
+// qgather: rows of an int8 table (a quantized embedding) dequantized into float32 by their per-row scales (12-bit rows
+// with the table's residual plane).
 #include <cstring>
 
 #include "../kernel.h"
@@ -24,6 +25,10 @@ const char* qgather(const KernelArgs& args) {
     return kernel_error("qgather: Y must be float32 of indices' dims + [%lld], got %s %s", (long long)d, dtype_name(y.dtype), dims_str(y).c_str());
   for (int i = 0; i < ind.rank; i++)
     if (y.dims[i] != ind.dims[i]) return kernel_error("qgather: Y %s does not match indices %s", dims_str(y).c_str(), dims_str(ind).c_str());
+  const bool fine = args.n_in > 3 && args.in[3].data;
+  if (fine && (!view_ok(args.in[3]) || args.in[3].dtype != kUint8 || args.in[3].rank != 2 || args.in[3].dims[0] != v || args.in[3].dims[1] * 2 != dp))
+    return kernel_error("qgather: residual must be uint8 [%lld, %lld], got %s %s", (long long)v, (long long)(dp / 2), dtype_name(args.in[3].dtype),
+                        dims_str(args.in[3]).c_str());
   const int64_t m = ind.numel;
   for (int64_t k = 0; k < m; k++) {
     const int64_t i = index_value(ind, k);
@@ -32,14 +37,26 @@ const char* qgather(const KernelArgs& args) {
   if (m == 0) return nullptr;
   const int8_t* q = w.as<int8_t>();
   const float* s = scale.as<float>();
+  const uint8_t* res = fine ? args.in[3].as<uint8_t>() : nullptr;
   float* out = y.as<float>();
   run_parallel(args, m, 16, [&](int64_t k0, int64_t k1) {
     for (int64_t k = k0; k < k1; k++) {
       int64_t i = index_value(ind, k);
       if (i < 0) i += v;
       const int8_t* row = q + i * dp;
-      const float f = s[i];
       float* o = out + k * d;
+      if (res) {
+        // 12-bit rows: (16 · q + r) · (s / 16)
+        const uint8_t* rr = res + i * (dp / 2);
+        const float f = s[i] / 16.0f;
+        for (int64_t c = 0; c < d; c++) {
+          int r = (rr[c >> 1] >> ((c & 1) * 4)) & 15;
+          r = r >= 8 ? r - 16 : r;
+          o[c] = static_cast<float>(16 * row[c] + r) * f;
+        }
+        continue;
+      }
+      const float f = s[i];
       for (int64_t c = 0; c < d; c++) o[c] = static_cast<float>(row[c]) * f;
     }
   });

@@ -99,6 +99,15 @@ const char* check_variant(const char* name, int64_t code) {
   return nullptr;
 }
 
+int64_t int16_limit(int64_t k) {
+  constexpr int64_t kMax = 2147483647;  // INT32_MAX
+  if (k < 1) k = 1;
+  int64_t l = std::min<int64_t>(32767, static_cast<int64_t>(std::sqrt(static_cast<double>(kMax / k))));
+  while (l > 1 && k * l * l > kMax) l--;
+  while (l < 32767 && k * (l + 1) * (l + 1) <= kMax) l++;
+  return l;
+}
+
 // ---------- rows of A ----------
 
 namespace {
@@ -134,15 +143,23 @@ float quantize_i8(const float* x, int64_t k, int8_t* q) {
   return s;
 }
 
-// One int16 row: q = round-half-even(x · 1024) saturated to int16.
+// One int16 row: s = max|x| / L (L = int16_limit(k)), q = round-half-even(x / s) in [-L, L]; 0 for a zero row, NaN
+// when the row has inf or NaN (q all 0).
 float quantize_i16(const float* x, int64_t k, int16_t* q) {
-  bool nan = false;
-  for (int64_t i = 0; i < k; i++) {
-    const float r = std::nearbyint(x[i] * 1024.0f);
-    nan |= r != r;
-    q[i] = r != r ? 0 : static_cast<int16_t>(std::min(32767.0f, std::max(-32768.0f, r)));
+  const uint32_t mb = max_abs_bits(x, k);
+  if (mb == 0 || mb >= kInfBits) {
+    for (int64_t i = 0; i < k; i++) q[i] = 0;
+    return mb == 0 ? 0.0f : std::numeric_limits<float>::quiet_NaN();
   }
-  return nan ? std::numeric_limits<float>::quiet_NaN() : 1.0f / 1024.0f;
+  float amax;
+  std::memcpy(&amax, &mb, 4);
+  const float lim = static_cast<float>(int16_limit(k));
+  const float s = amax / lim;
+  for (int64_t i = 0; i < k; i++) {
+    const float r = std::nearbyint(x[i] / s);
+    q[i] = static_cast<int16_t>(std::min(lim, std::max(-lim, r)));
+  }
+  return s;
 }
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))

@@ -32,7 +32,7 @@ struct Weights {
 
 // acc [nr, nb · 16] (row stride nb · 16) = rows [r0, r0 + nr) of A · blocks [b0, b0 + nb) of Wq, for nr ≤ rows and
 // nb ≤ blocks of the path's tile. Int8 input on vpdpbusd paths: Σ (q + 128) · w (qgemm.cc subtracts 128 · w_sum).
-// Sums wrap modulo 2^32 (only int16 inputs can get there).
+// Sums never wrap: int16 operands are bounded by int16_limit(K).
 using DotsI32 = void (*)(const Rows& a, const Weights& w, int64_t r0, int64_t nr, int64_t b0, int64_t nb, int32_t* acc);
 using DotsF32 = void (*)(const Rows& a, const Weights& w, int64_t r0, int64_t nr, int64_t b0, int64_t nb, float* acc);
 
@@ -68,6 +68,11 @@ const Path* path_for(int64_t code);
 // A call's variant checked (a code of QGEMM_VARIANTS this machine runs), as "name: variant ... cannot run here: why".
 const char* check_variant(const char* name, int64_t code);
 
+// The int16 limit L of a product over K values: the largest L ≤ 32767 with K · L² ≤ 2^31 − 1, so that no int32 sum of
+// int16 products can wrap. Weights and input rows of int16 products are scaled to [-L, L] (compiler/quant/pack.ts
+// int16Limit is the same rule).
+int64_t int16_limit(int64_t k);
+
 // A caller's buffers for the quantized rows and their scales.
 struct RowBuffers {
   std::vector<int8_t> q8;
@@ -77,8 +82,8 @@ struct RowBuffers {
 };
 
 // Quantizes the m rows of x [m, k] (input: a QuantInput) into the form `path` reads, zero padded to kp columns;
-// scale[r] = the row's scale sa (int8: max|row| / 127, 0 for a zero row, NaN when the row has inf or NaN; int16:
-// 1/1024, NaN when the row has a NaN; float32: 1). Rows are split over the call's pool.
+// scale[r] = the row's scale sa (int8: max|row| / 127, int16: max|row| / int16_limit(k); 0 for a zero row, NaN when
+// the row has inf or NaN; float32: 1). Rows are split over the call's pool.
 Rows quantize_rows(const KernelArgs& args, const float* x, int64_t m, int64_t k, int64_t kp, int64_t input, const Path& path,
                    RowBuffers& buf);
 

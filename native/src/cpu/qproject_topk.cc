@@ -1,7 +1,9 @@
 // qproject_topk: the k best of log_softmax(logits) over int8 vocabulary rows Wq [V, Dp], logits as qmatmul's
-// (float(Σ quant(x) · Wq[v]) · (sa · w_scale[v]) + bias[v]), in tiles of the vocabulary or its active ids.
+// (float(Σ quant(x) · Wq[v]) · (sa · w_scale[v]) + bias[v]), in tiles of the vocabulary or its active ids; with the
+// residual plane, the best candidates rescored from float32 x and 12-bit rows.
 #include <algorithm>
 #include <climits>
+#include <cmath>
 #include <vector>
 
 #include "../kernel.h"
@@ -17,6 +19,7 @@ using qgemm::Path;
 using qgemm::Rows;
 
 constexpr int64_t kRowBlock = 64;  // rows per pass over the weight
+constexpr int64_t kRescored = 16;  // with a residual plane, at least this many candidates per row are rescored
 
 struct Problem {
   Rows x;
@@ -29,7 +32,43 @@ struct Problem {
   bool f32, offset;  // float32 input; int8 input read as q + 128
   const int32_t* act;
   int64_t n;  // ids computed: v, or the active count
+  const float* xf;     // X [rows, d] as given (rescoring)
+  const uint8_t* res;  // residual plane [V, dp / 2], or null
+  int64_t d, kc;       // kc: candidates kept per row (k, or max(k, kRescored) with a residual plane)
 };
+
+// One candidate's fine logit: float(Σ_d x[d] · (16 · q[d] + r[d]) in double) · (w_scale / 16) + bias (compiler/quant/
+// pack.ts fineLogit: the same operations in the same order).
+__attribute__((optimize("fp-contract=off"))) float fine_logit(const Problem& p, const float* x, int64_t id) {
+  const int8_t* q = p.w + id * p.dp;
+  const uint8_t* res = p.res + id * (p.dp / 2);
+  double acc = 0;
+  for (int64_t d = 0; d < p.d; d++) {
+    int r = (res[d >> 1] >> ((d & 1) * 4)) & 15;
+    r = r >= 8 ? r - 16 : r;
+    acc += static_cast<double>(x[d]) * static_cast<double>(16 * q[d] + r);
+  }
+  float l = static_cast<float>(acc) * (p.scale[id] / 16.0f);
+  if (p.bias) l += p.bias[id];
+  return l;
+}
+
+// Keeps a row's kc best candidates, replaces their logits by their fine ones, corrects the normalizer for them and
+// re-sorts; returns the corrected lse (unchanged for a NaN row or one with nothing computed).
+double rescore_row(const Problem& p, int64_t row, double lse, std::vector<Cand>& cands) {
+  cands.resize(static_cast<size_t>(p.kc));
+  if (!std::isfinite(lse)) return lse;
+  const float* x = p.xf + row * p.d;
+  double mass = 1.0;  // Σ exp(l − lse) over the vocabulary, the candidates' terms swapped for their fine ones
+  for (Cand& c : cands) {
+    if (c.id == kNoId) continue;
+    const float fine = fine_logit(p, x, c.id);
+    mass += std::exp(static_cast<double>(fine) - lse) - std::exp(static_cast<double>(c.v) - lse);
+    c.v = fine;
+  }
+  sort_cands(cands, static_cast<int64_t>(cands.size()));
+  return mass > 0 ? lse + std::log(mass) : lse;
+}
 
 // The dequantization of one row's nb sums in place (logits = float(acc) · (sa · w_scale[id]) + bias[id]), specialized
 // so each case is one branch-free loop (contiguous ids vectorize). The float operations of qmatmul's epilogue, no FMA
@@ -94,19 +133,24 @@ void run_block(const Problem& p, const Path& path, int64_t r0, int64_t nr, float
     buf.resize(static_cast<size_t>(nr * tw));
     for (int64_t q = q0; q < q1; q++) {
       PartState& s = parts[static_cast<size_t>(q)];
-      s.reset(nr, p.k);
+      s.reset(nr, p.kc);
       for (int64_t t = tiles * q / n_parts; t < tiles * (q + 1) / n_parts; t++) {
         const int64_t j0 = t * tw, nb = std::min(tw, p.n - j0);
         tile_logits(p, path, r0, nr, j0, nb, buf.data(), acc);
         const int32_t* ids = p.act ? p.act + j0 : nullptr;
-        for (int64_t r = 0; r < nr; r++) fold_tile(s, r, buf.data() + r * nb, nb, j0, ids, p.k);
+        for (int64_t r = 0; r < nr; r++) fold_tile(s, r, buf.data() + r * nb, nb, j0, ids, p.kc);
       }
     }
   };
   if (pool && n_parts > 1) pool->parallel_for(n_parts, 1, run);
   else run(0, n_parts);
   std::vector<Cand> cands;
-  for (int64_t r = 0; r < nr; r++) merge_row(parts, r, p.k, values + (r0 + r) * p.k, indices + (r0 + r) * p.k, cands);
+  for (int64_t r = 0; r < nr; r++) {
+    double lse = row_lse(parts, r);
+    best_cands(parts, r, p.kc, lse != lse, cands);
+    if (p.res) lse = rescore_row(p, r0 + r, lse, cands);
+    write_row(cands, p.k, lse, values + (r0 + r) * p.k, indices + (r0 + r) * p.k);
+  }
 }
 
 bool dims_are(const TensorView& t, std::initializer_list<int64_t> d) {
@@ -147,6 +191,12 @@ const char* check_qproject_topk(const KernelArgs& args, int64_t* rows, int64_t* 
     if (!view_ok(act) || (act.dtype != kUint8 && act.dtype != kBool) || !dims_are(act, {nv}))
       return kernel_error("qproject_topk: active must be uint8 or bool [%lld], got %s %s", (long long)nv, dtype_name(act.dtype), dims_str(act).c_str());
   }
+  if (args.n_in > 6 && args.in[6].data) {
+    const TensorView& res = args.in[6];
+    if (!view_ok(res) || res.dtype != kUint8 || !dims_are(res, {nv, p / 2}))
+      return kernel_error("qproject_topk: w_res must be uint8 [%lld, %lld], got %s %s", (long long)nv, (long long)(p / 2), dtype_name(res.dtype),
+                          dims_str(res).c_str());
+  }
   if (k < 1 || k > nv) return kernel_error("qproject_topk: k = %lld is out of range for a vocabulary of %lld", (long long)k, (long long)nv);
   int64_t n = 1;
   for (int i = 0; i < x.rank - 1; i++) n *= x.dims[i];
@@ -165,7 +215,8 @@ const char* check_qproject_topk(const KernelArgs& args, int64_t* rows, int64_t* 
   return nullptr;
 }
 
-// Inputs X [rows..., D], Wq int8 [V, Dp], w_scale [V], w_sum [V] int32, bias? [V], active? [V] (uint8/bool); outputs
+// Inputs X [rows..., D], Wq int8 [V, Dp], w_scale [V], w_sum [V] int32, bias? [V], active? [V] (uint8/bool), w_res?
+// [V, Dp / 2] uint8 (the best max(k, 16) rescored, compiler/kernel-schema.ts); outputs
 // values [rows..., k] (log-softmax of the logits, best first, ties: lower id first) and indices [rows..., k] int64;
 // iargs k, input (int8 or float32), d. With active, only its nonzero ids are computed, normalized over and returned
 // (fewer than k: the remaining slots are -inf with id 0), as project_topk.
@@ -191,6 +242,10 @@ const char* qproject_topk(const KernelArgs& args) {
   p.f32 = input == kQuantInFloat32;
   p.offset = !p.f32 && path.unsigned_a;
   p.n = nv;
+  p.xf = args.in[0].as<float>();
+  p.d = d;
+  p.res = args.n_in > 6 && args.in[6].data ? args.in[6].as<uint8_t>() : nullptr;
+  p.kc = p.res ? std::min(nv, std::max(p.k, kRescored)) : p.k;
   if (args.n_in > 5 && args.in[5].data) {
     active.resize(static_cast<size_t>(nv + 1));
     p.n = compact_active(args.in[5].as<uint8_t>(), nv, active.data());

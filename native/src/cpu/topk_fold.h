@@ -74,38 +74,58 @@ struct Cand {
   int64_t id;
 };
 
-// Merges the parts' states of one row into values (log-probs) and ids, k of each; slots beyond the ids computed
-// (fewer than k active) get -inf and id 0.
-void merge_row(const std::vector<PartState>& parts, int64_t r, int64_t k, float* values, int64_t* ids,
-               std::vector<Cand>& cands) {
+// The log-sum-exp of one row over the parts' states: NaN when a part saw a NaN, -HUGE_VAL when no id was computed.
+double row_lse(const std::vector<PartState>& parts, int64_t r) {
   const size_t ri = static_cast<size_t>(r);
   float m = -kInf;
-  bool nan = false;
   for (const PartState& s : parts) {
-    if (s.max[ri] != s.max[ri]) nan = true;
-    else m = std::max(m, s.max[ri]);
+    if (s.max[ri] != s.max[ri]) return std::numeric_limits<double>::quiet_NaN();
+    m = std::max(m, s.max[ri]);
   }
+  if (m == -kInf) return -HUGE_VAL;
   double sum = 0;
-  if (m != -kInf) {
-    for (const PartState& s : parts)
-      if (s.max[ri] != -kInf) sum += s.sum[ri] * std::exp(static_cast<double>(s.max[ri]) - m);
-  }
-  const double lse = nan ? std::numeric_limits<double>::quiet_NaN() : m == -kInf ? -HUGE_VAL : m + std::log(sum);
-  cands.clear();
   for (const PartState& s : parts)
-    for (int64_t t = 0; t < s.count[ri]; t++) cands.push_back({s.vals[r * k + t], s.ids[r * k + t]});
-  const Cand pad = nan ? Cand{std::numeric_limits<float>::quiet_NaN(), 0} : Cand{-kInf, kNoId};  // NaN rows stop early
-  while (static_cast<int64_t>(cands.size()) < k) cands.push_back(pad);
+    if (s.max[ri] != -kInf) sum += s.sum[ri] * std::exp(static_cast<double>(s.max[ri]) - m);
+  return m + std::log(sum);
+}
+
+// Orders candidates best first (value desc, NaN last, ties: lower id first), the first k of them.
+void sort_cands(std::vector<Cand>& cands, int64_t k) {
   auto key = [](float v) { return v != v ? -kInf : v; };
   std::partial_sort(cands.begin(), cands.begin() + k, cands.end(), [&](const Cand& a, const Cand& b) {
     const float x = key(a.v), y = key(b.v);
     return x > y || (x == y && a.id < b.id);
   });
+}
+
+// The parts' candidates of one row (logits), the k best first; padded to k (fewer than k active ids: -inf with
+// kNoId; a NaN row: NaN).
+void best_cands(const std::vector<PartState>& parts, int64_t r, int64_t k, bool nan, std::vector<Cand>& cands) {
+  const size_t ri = static_cast<size_t>(r);
+  cands.clear();
+  for (const PartState& s : parts)
+    for (int64_t t = 0; t < s.count[ri]; t++) cands.push_back({s.vals[r * k + t], s.ids[r * k + t]});
+  const Cand pad = nan ? Cand{std::numeric_limits<float>::quiet_NaN(), 0} : Cand{-kInf, kNoId};  // NaN rows stop early
+  while (static_cast<int64_t>(cands.size()) < k) cands.push_back(pad);
+  sort_cands(cands, k);
+}
+
+// The k first candidates as log-probs (logit − lse) and ids; padding gets -inf and id 0.
+void write_row(const std::vector<Cand>& cands, int64_t k, double lse, float* values, int64_t* ids) {
   for (int64_t t = 0; t < k; t++) {
     const bool padded = cands[t].id == kNoId;
     values[t] = padded ? -kInf : static_cast<float>(static_cast<double>(cands[t].v) - lse);
     ids[t] = padded ? 0 : cands[t].id;
   }
+}
+
+// Merges the parts' states of one row into values (log-probs) and ids, k of each; slots beyond the ids computed
+// (fewer than k active) get -inf and id 0.
+[[maybe_unused]] void merge_row(const std::vector<PartState>& parts, int64_t r, int64_t k, float* values, int64_t* ids,
+               std::vector<Cand>& cands) {
+  const double lse = row_lse(parts, r);
+  best_cands(parts, r, k, lse != lse, cands);
+  write_row(cands, k, lse, values, ids);
 }
 
 // Columns per tile for nr rows: the [nr, tile] logits buffer stays near 64 KiB; a multiple of 32.

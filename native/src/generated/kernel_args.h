@@ -498,15 +498,15 @@ constexpr KernelArity kArity = {6, 6, 1, 1, 4, 4, 0, 0};
 }  // namespace qmatmul_args
 
 // qgather: Y = rows of an int8 table dequantized: Y[i, :] = scale[ids[i]] · Wq[ids[i], :D] (a quantized embedding Gather along axis 0, qgather.cc)
-//   in: w (int8), scale (float32), indices (int32|int64); out: y (float32)
+//   in: w (int8), scale (float32), indices (int32|int64), residual? (uint8); out: y (float32)
 namespace qgather_args {
 constexpr int kD = 0;  // iarg: the row length D (≤ Dp)
 constexpr int kIargCount = 1;
-constexpr KernelArity kArity = {3, 3, 1, 1, 1, 1, 0, 0};
+constexpr KernelArity kArity = {3, 4, 1, 1, 1, 1, 0, 0};
 }  // namespace qgather_args
 
 // qproject_topk: the k best of log_softmax(dequant(quant(X) · Wqᵀ) + bias) per row over int8 weights (planc.ProjectTopK quantized; logits as qmatmul's)
-//   in: x (float32), w (int8), w_scale (float32), w_sum (int32), bias? (float32), active? (uint8|bool); out: values (float32), indices (int64)
+//   in: x (float32), w (int8), w_scale (float32), w_sum (int32), bias? (float32), active? (uint8|bool), w_res? (uint8); out: values (float32), indices (int64)
 namespace qproject_topk_args {
 constexpr int kK = 0;  // iarg: how many per row
 constexpr int kInput = 1;  // iarg: how rows of X are quantized (int8 or float32) (quant_input)
@@ -520,7 +520,7 @@ constexpr int kVariantAvxvnni = 4;  // variant avxvnni: AVX-VNNI: vpdpbusd / vpd
 constexpr int kVariantAvx512vnni = 5;  // variant avx512vnni: AVX-512 VNNI: vpdpbusd / vpdpwssd on 512-bit vectors (needs a CPU with AVX-512 F, BW and VNNI)
 constexpr int kVariantCount = 6;
 inline constexpr const char* kVariantNames[] = {"auto", "ref", "avx2", "avx512bw", "avxvnni", "avx512vnni"};
-constexpr KernelArity kArity = {5, 6, 2, 2, 3, 3, 0, 0};
+constexpr KernelArity kArity = {5, 7, 2, 2, 3, 3, 0, 0};
 }  // namespace qproject_topk_args
 
 // softmax: softmax (or log-softmax) along one axis
