@@ -1,4 +1,4 @@
-// End-to-end greedy translation of the es-en test ids: planc plans (float32, int8, clusters, int8 + clusters) vs the
+// End-to-end greedy translation of the es-en test ids: planc plans (float32, int8, int16, clusters, int8 / int16 + clusters) vs the
 // onnxruntime-node reference decoder, all in one run.
 import * as fs from 'node:fs';
 import * as os from 'node:os';
@@ -79,10 +79,10 @@ function print(r: PlanRow, ort: Side): void {
 
 const R = Number(process.env.PLANC_VOCAB_R ?? 250), K = Number(process.env.PLANC_VOCAB_K ?? 3), CAL = Number(process.env.PLANC_VOCAB_CAL ?? 2000);
 
-/** The variants: float32, int8 (and PLANC_BENCH_QUANTIZE's extra modes), clusters, int8 + clusters. */
+/** The variants: float32, int8, int16 (and PLANC_BENCH_QUANTIZE's extra modes), clusters, int8 + clusters, int16 + clusters. */
 async function variants(): Promise<Variant[]> {
   const extra = (process.env.PLANC_BENCH_QUANTIZE ?? '').split(',').filter((x) => x) as LayerPrecision[];
-  const out: Variant[] = [{ name: 'fp32' }, { name: 'int8', quantize: { precision: 'int8' } }, ...extra.map((p) => ({ name: p, quantize: { precision: p } }))];
+  const out: Variant[] = [{ name: 'fp32' }, { name: 'int8', quantize: { precision: 'int8' } }, { name: 'int16', quantize: { precision: 'int16' } }, ...extra.map((p) => ({ name: p, quantize: { precision: p } }))];
   if (process.env.PLANC_BENCH_CLUSTERS === '0') return out;
   const setup = await esEnVocabSetup('translate');
   if (!setup) return out;
@@ -90,7 +90,8 @@ async function variants(): Promise<Variant[]> {
   const cal = calibrate(setup.exposed, setup.tok, setup.lines('train.es').slice(0, CAL), K, setup.rules, setup.profile.maxSrcLen, MAX_LEN);
   const cl = buildClusters(cal, R, K, setup.V, setup.specials);
   setup.exposed.close();
-  return [...out, { name: 'clusters', vocab: cl.rewrite }, { name: 'int8+clusters', quantize: { precision: 'int8' }, vocab: cl.rewrite }];
+  return [...out, { name: 'clusters', vocab: cl.rewrite }, { name: 'int8+clusters', quantize: { precision: 'int8' }, vocab: cl.rewrite },
+    { name: 'int16+clusters', quantize: { precision: 'int16' }, vocab: cl.rewrite }];
 }
 
 export async function benchTranslate(): Promise<void> {

@@ -316,7 +316,7 @@ export const KERNELS = {
     inputs: [{ name: 'w', doc: 'Wq int8 [V, Dp] (compiler/quant/pack.ts quantizeRows: qproject_topk\'s layout, so a tied output layer shares it)', dtypes: ['int8'] },
       { name: 'scale', doc: 'per-row scales [V]', dtypes: F32 },
       { name: 'indices', doc: 'row ids (negative ids count from the end; out of range: an error)', dtypes: INDEX },
-      { name: 'residual', doc: 'the 4-bit residual plane of Wq, uint8 [V, Dp / 2]: when given, Y[i, :] = (16 · Wq[ids[i], :D] + r) · (scale / 16)', dtypes: ['uint8'], optional: true }],
+      { name: 'residual', doc: 'the 4-bit residual plane of Wq, uint8 [V, Dp / 2]: when given, Y[i, :] = (15 · Wq[ids[i], :D] + r) · (scale / 15)', dtypes: ['uint8'], optional: true }],
     outputs: [y(F32, 'Y [indices dims..., D]')],
     iargs: [{ name: 'd', doc: 'the row length D (≤ Dp)' }],
   },
@@ -330,7 +330,7 @@ export const KERNELS = {
       { name: 'active', doc: 'active ids [V] (nonzero: computed; omitted: every id)', dtypes: BYTE_MASK, optional: true },
       { name: 'w_res', doc: 'the 4-bit residual plane of Wq, uint8 [V, Dp / 2] (compiler/quant/pack.ts residualRows): when given, the '
         + 'max(k, 16) best ids by the int8 logits are rescored from float32 X and the 12-bit rows, '
-        + 'float(Σ_d x[d] · (16 · Wq[v][d] + r[v][d]) in float64) · (w_scale[v] / 16) + bias[v], and the normalizer corrected by them', dtypes: ['uint8'], optional: true }],
+        + 'float(Σ_d x[d] · (15 · Wq[v][d] + r[v][d]) in float64) · (w_scale[v] / 15) + bias[v], and the normalizer corrected by them', dtypes: ['uint8'], optional: true }],
     outputs: [{ name: 'values', doc: 'log-probabilities [rows..., k], best first', dtypes: F32 }, { name: 'indices', doc: 'their ids [rows..., k]', dtypes: ['int64'] }],
     iargs: [{ name: 'k', doc: 'how many per row' }, { name: 'input', doc: 'how rows of X are quantized (int8 or float32)', enum: 'quant_input' },
       { name: 'd', doc: 'the model dimension D' }],

@@ -28,7 +28,7 @@ const isMatMul = (e: LayerError) => e.op !== 'planc.ProjectTopK' && e.op !== 'Ga
 const LADDER: Rung[] = [
   { name: 'int8, w8 where a layer\'s int8 error is over its bound', layers: (e) => (e.int8 > e.bound ? 'w8' : 'int8') },
   { name: 'w8 (int8 weights, float32 inputs) everywhere', layers: () => 'w8' },
-  { name: 'int16 products, w8 output layer and embeddings', layers: (e) => (isMatMul(e) ? 'int16' : 'w8') },
+  { name: 'int16 products, int8 output layer rescored at 12 bits, 12-bit embeddings', layers: () => 'int16' },
   { name: 'int16 products, float32 output layer and embeddings', layers: (e) => (isMatMul(e) ? 'int16' : 'float32') },
 ];
 

@@ -5,7 +5,7 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { ACTIVATIONS, QUANT_INPUTS } from '../compiler/kernel-enums.ts';
 import { QGEMM_VARIANTS } from '../compiler/kernel-schema.ts';
-import { qlogitsRef, qmatmulRef, quantizeChannels, quantizeInputRow, quantizeRows, type QuantInput } from '../compiler/quant/pack.ts';
+import { fineAt, fineLogit, qlogitsRef, qmatmulRef, quantizeChannels, quantizeInputRow, quantizeRows, RESIDUAL_STEPS, type QuantInput } from '../compiler/quant/pack.ts';
 import { nativeAvailable } from '../runtime/native.ts';
 import { callProgram, type Operand, type Typed } from '../bench/reference/call-program.ts';
 import { NEEDS_NATIVE, testIf } from './helpers/skip.ts';
@@ -197,6 +197,108 @@ it('qproject_topk: every variant equals the reference (ids, and log-probs bit fo
     }
   }
   assert.ok(ran >= 16);
+});
+
+/** qproject_topk over pk with (or without) its residual plane, one variant; null when the machine cannot run it. */
+function projectTopk(variant: string, pk: ReturnType<typeof quantizeRows>, x: Float32Array, rows: number, d: number, k: number, input: QuantInput,
+  bias: Float32Array | undefined, residual: boolean): { vals: Float32Array; ids: number[] } | null {
+  const v = pk.dims[0]!;
+  const out = runCall('qproject_topk', variant, [
+    { role: 'feed', dtype: 'float32', dims: [rows, d], data: x },
+    { role: 'weight', dtype: 'int8', dims: pk.dims, data: pk.q },
+    { role: 'weight', dtype: 'float32', dims: [v], data: pk.scale },
+    { role: 'weight', dtype: 'int32', dims: [v], data: pk.sum },
+    bias ? { role: 'weight', dtype: 'float32', dims: [v], data: bias } : null,
+    null,
+    ...(residual ? [{ role: 'weight', dtype: 'uint8', dims: [v, pk.dims[1]! / 2], data: pk.res! } as Operand] : []),
+  ], [{ role: 'out', dtype: 'float32', dims: [rows, k], data: new Float32Array(rows * k) },
+    { role: 'out', dtype: 'int64', dims: [rows, k], data: new BigInt64Array(rows * k) }], [k, inputCode(input), d]);
+  return typeof out === 'string' ? null : { vals: out[0] as Float32Array, ids: Array.from(out[1] as BigInt64Array, Number) };
+}
+
+it('residual plane: 12-bit rows within s/30 of the float32 table', () => {
+  const v = 50, d = 70;
+  const w = values(v * d, 21, 0.4);
+  const pk = quantizeRows(w, v, d), dp = pk.dims[1]!;
+  assert.equal(pk.res!.length, v * dp / 2);
+  let worst = 0;
+  for (let j = 0; j < v; j++) {
+    const s = pk.scale[j]!;
+    for (let p = 0; p < d; p++) {
+      const err = Math.abs(fineAt(pk.q, pk.res!, dp, j, p) * s / RESIDUAL_STEPS - w[j * d + p]!) / s;
+      worst = Math.max(worst, err);
+    }
+  }
+  assert.ok(worst <= 1 / 30 + 1e-6, `worst error ${worst} steps`);
+  assert.ok(worst > 1 / 40, `worst error ${worst} steps: the rows are not exact (the bound is tight)`);
+});
+
+it('qproject_topk with w_res: every variant rescores its best ids from the 12-bit rows (fine logits, corrected normalizer)', () => {
+  const v = 400, d = 96, k = 4, rows = 9;
+  // pairs of nearly equal rows: int8 alone often ranks a pair wrongly, the 12-bit rows rarely
+  const base = values((v / 2) * d, 31, 0.3), noise = values(v * d, 32, 0.002);
+  const w = Float32Array.from({ length: v * d }, (_, i) => fr(base[Math.floor(i / d / 2) * d + (i % d)]! + noise[i]!));
+  const bias = values(v, 33, 0.01), x = values(rows * d, 34, 3);
+  const pk = quantizeRows(w, v, d), dp = pk.dims[1]!;
+  const exact = (r: number, j: number) => { let s = 0; for (let p = 0; p < d; p++) s += x[r * d + p]! * w[j * d + p]!; return s + bias[j]!; };
+  let ran = 0, int8Wrong = 0;
+  for (const input of ['int8', 'float32'] as const) {
+    // the reference: the 16 best by the int8 logits, their fine logits, the normalizer corrected by them
+    const approx = qlogitsRef({ x, rows, d, v, input, w: pk.q as Int8Array, scale: pk.scale }).map((l, i) => fr(l + bias[i % v]!));
+    const want: { ids: number[]; vals: number[] }[] = [];
+    for (let r = 0; r < rows; r++) {
+      const row = Array.from(approx.subarray(r * v, (r + 1) * v));
+      const mx = Math.max(...row), lse = mx + Math.log(row.reduce((s, l) => s + Math.exp(l - mx), 0));
+      const best = row.map((l, j) => [l, j] as const).sort((a, b) => b[0] - a[0] || a[1] - b[1]).slice(0, 16).map((e) => e[1]);
+      let mass = 1;
+      const fine = best.map((j) => { const l = fineLogit(x.subarray(r * d), d, pk.q, pk.res!, dp, pk.scale, j, bias); mass += Math.exp(l - lse) - Math.exp(row[j]! - lse); return [l, j] as const; });
+      fine.sort((a, b) => b[0] - a[0] || a[1] - b[1]);
+      want.push({ ids: fine.slice(0, k).map((e) => e[1]), vals: fine.slice(0, k).map((e) => e[0] - lse - Math.log(mass)) });
+      const top = (ids: number[]) => ids[0];
+      const exactTop = Array.from({ length: v }, (_, j) => j).reduce((a, b) => (exact(r, b) > exact(r, a) ? b : a), 0);
+      assert.equal(top(want[r]!.ids), exactTop, `${input} row ${r}: the rescored best id is the float32 one`);
+      if (best[0] !== exactTop) int8Wrong++;
+    }
+    for (const variant of VARIANTS) {
+      const got = projectTopk(variant, pk, x, rows, d, k, input, bias, true);
+      if (!got) continue;
+      ran++;
+      for (let r = 0; r < rows; r++) {
+        assert.equal(got.ids.slice(r * k, r * k + k), want[r]!.ids, `${variant} ${input} row ${r}: ids`);
+        for (let t = 0; t < k; t++) {
+          const g = got.vals[r * k + t]!, e = want[r]!.vals[t]!;
+          assert.ok(Math.abs(g - e) <= 1e-5 * (1 + Math.abs(e)), `${variant} ${input} row ${r} [${t}]: ${g} vs ${e}`);
+        }
+      }
+      const plain = projectTopk(variant, pk, x, rows, d, k, input, bias, false)!;
+      assert.ok(plain.ids.some((id, i) => id !== got.ids[i]), `${variant} ${input}: without w_res some ids differ (the test can fail)`);
+    }
+  }
+  assert.ok(int8Wrong >= 2, `int8 alone ranks ${int8Wrong} rows' best wrongly: the case exercises rescoring`);
+  assert.ok(ran >= 2);
+});
+
+it('qgather with its residual: 12-bit rows, (15 · q + r) · (s / 15), bit for bit', () => {
+  const v = 30, d = 70;
+  const w = values(v * d, 41, 0.5);
+  const pk = quantizeRows(w, v, d), dp = pk.dims[1]!;
+  const ids = BigInt64Array.from([3n, 0n, 29n, -1n, 7n]);
+  const out = runCall('qgather', '', [
+    { role: 'weight', dtype: 'int8', dims: pk.dims, data: pk.q },
+    { role: 'weight', dtype: 'float32', dims: [v], data: pk.scale },
+    { role: 'feed', dtype: 'int64', dims: [ids.length], data: ids },
+    { role: 'weight', dtype: 'uint8', dims: [v, dp / 2], data: pk.res! },
+  ], [{ role: 'out', dtype: 'float32', dims: [ids.length, d], data: new Float32Array(ids.length * d) }], [d]);
+  assert.ok(typeof out !== 'string');
+  const y = (out as Typed[])[0] as Float32Array;
+  ids.forEach((id, i) => {
+    const j = Number(id) < 0 ? Number(id) + v : Number(id);
+    for (let p = 0; p < d; p++) {
+      const want = fr(fineAt(pk.q, pk.res!, dp, j, p) * fr(pk.scale[j]! / RESIDUAL_STEPS));
+      assert.equal(y[i * d + p], want, `row ${j} [${p}]`);
+      assert.ok(Math.abs(want - w[j * d + p]!) <= pk.scale[j]! / 30 + 1e-7);
+    }
+  });
 });
 
 test.run();

@@ -149,7 +149,7 @@ const QPROJECT_TOPK: OpHandler = {
 
 /**
  * Y = rows of an int8 table dequantized: Y[..., :] = scale[ids] · Wq[ids, :d]; with the residual plane, 12-bit rows
- * (16 · Wq + r) · (scale / 16). Inputs Wq int8 [V, Dp], scale [V], ids, residual? [V, Dp / 2]; attr d.
+ * (15 · Wq + r) · (scale / 15). Inputs Wq int8 [V, Dp], scale [V], ids, residual? [V, Dp / 2]; attr d.
  */
 const QGATHER: OpHandler = {
   op: 'QGather',

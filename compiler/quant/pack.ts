@@ -100,11 +100,14 @@ export function quantizeRows(w: Float32Array, v: number, d: number): QuantizedWe
   return { q, dims: [v, dp], scale, sum, res: residualRows(w, v, d, dp, q, scale) };
 }
 
-/** The steps of a residual per int8 step: a fine weight is (16 · q + r) · s / 16, r in [-8, 7]. */
-export const RESIDUAL_STEPS = 16;
+/**
+ * The steps of a residual per int8 step: a fine weight is (15 · q + r) · s / 15, r in [-8, 7] (15, not 16: (W / s − q) · 15
+ * stays within [-7.5, 7.5], so the residual never clamps).
+ */
+export const RESIDUAL_STEPS = 15;
 
 /**
- * The 4-bit residual plane of int8 rows: r = round-half-even((W / s − q) · 16) in [-8, 7], two per byte (uint8
+ * The 4-bit residual plane of int8 rows: r = round-half-even((W / s − q) · 15) in [-8, 7], two per byte (uint8
  * [V, Dp / 2]: value p of a row in the low nibble of byte p / 2 when p is even, the high nibble when odd, two's
  * complement). With it a row is known to 12 bits: qproject_topk rescores its best candidates with it and qgather
  * returns fine rows (compiler/kernel-schema.ts w_res / residual).
@@ -128,14 +131,14 @@ export function residualAt(res: ArrayLike<number>, dp: number, j: number, p: num
   return x >= 8 ? x - 16 : x;
 }
 
-/** The fine (12-bit) integer of value p of row j: 16 · q + r; its weight is that times s / 16. */
+/** The fine (12-bit) integer of value p of row j: 15 · q + r; its weight is that times s / 15. */
 export function fineAt(q: ArrayLike<number>, res: ArrayLike<number>, dp: number, j: number, p: number): number {
   return q[j * dp + p]! * RESIDUAL_STEPS + residualAt(res, dp, j, p);
 }
 
 /**
  * A rescored logit, as qproject_topk computes it for its candidates: float(Σ_d x[d] · fine[j][d] in float64, d in
- * order) · (s_j / 16), + bias in float32.
+ * order) · (s_j / 15), + bias in float32.
  */
 export function fineLogit(x: ArrayLike<number>, d: number, q: ArrayLike<number>, res: ArrayLike<number>, dp: number, scale: ArrayLike<number>, j: number, bias?: ArrayLike<number>): number {
   let acc = 0;

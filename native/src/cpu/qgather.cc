@@ -4,6 +4,7 @@
 
 #include "../kernel.h"
 #include "../threadpool.h"
+#include "qgemm.h"
 
 namespace planc {
 namespace {
@@ -46,13 +47,13 @@ const char* qgather(const KernelArgs& args) {
       const int8_t* row = q + i * dp;
       float* o = out + k * d;
       if (res) {
-        // 12-bit rows: (16 · q + r) · (s / 16)
+        // 12-bit rows: (15 · q + r) · (s / 15)
         const uint8_t* rr = res + i * (dp / 2);
-        const float f = s[i] / 16.0f;
+        const float f = s[i] / static_cast<float>(qgemm::kResidualSteps);
         for (int64_t c = 0; c < d; c++) {
           int r = (rr[c >> 1] >> ((c & 1) * 4)) & 15;
           r = r >= 8 ? r - 16 : r;
-          o[c] = static_cast<float>(16 * row[c] + r) * f;
+          o[c] = static_cast<float>(qgemm::kResidualSteps * row[c] + r) * f;
         }
         continue;
       }

@@ -37,7 +37,7 @@ struct Problem {
   int64_t d, kc;       // kc: candidates kept per row (k, or max(k, kRescored) with a residual plane)
 };
 
-// One candidate's fine logit: float(Σ_d x[d] · (16 · q[d] + r[d]) in double) · (w_scale / 16) + bias (compiler/quant/
+// One candidate's fine logit: float(Σ_d x[d] · (15 · q[d] + r[d]) in double) · (w_scale / 15) + bias (compiler/quant/
 // pack.ts fineLogit: the same operations in the same order).
 __attribute__((optimize("fp-contract=off"))) float fine_logit(const Problem& p, const float* x, int64_t id) {
   const int8_t* q = p.w + id * p.dp;
@@ -46,9 +46,9 @@ __attribute__((optimize("fp-contract=off"))) float fine_logit(const Problem& p, 
   for (int64_t d = 0; d < p.d; d++) {
     int r = (res[d >> 1] >> ((d & 1) * 4)) & 15;
     r = r >= 8 ? r - 16 : r;
-    acc += static_cast<double>(x[d]) * static_cast<double>(16 * q[d] + r);
+    acc += static_cast<double>(x[d]) * static_cast<double>(qgemm::kResidualSteps * q[d] + r);
   }
-  float l = static_cast<float>(acc) * (p.scale[id] / 16.0f);
+  float l = static_cast<float>(acc) * (p.scale[id] / static_cast<float>(qgemm::kResidualSteps));
   if (p.bias) l += p.bias[id];
   return l;
 }
