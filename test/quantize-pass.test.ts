@@ -111,8 +111,8 @@ test('quantized plans: every weight quantized once and stored once across graphs
   assert.is(q.weightBytesFp32, bytes(fp32.header.weights), 'the record says what float32 takes');
 });
 
-testIf(test, nativeAvailable() ? false : NEEDS_NATIVE)('quantized plans run: encoder and decoder outputs within int8 error of float32; w8 closer', async () => {
-  const plans = await Promise.all((['float32', 'int8', 'w8'] as const).map(async (mode) => {
+testIf(test, nativeAvailable() ? false : NEEDS_NATIVE)('quantized plans run: encoder and decoder outputs within int8 error of float32; w8 closer, int16 closer still', async () => {
+  const plans = await Promise.all((['float32', 'int8', 'w8', 'int16'] as const).map(async (mode) => {
     const b = await compile(importSeq2SeqDir(dir), { target: 'cpu', ...PROFILE, topk: 4, ...(mode === 'float32' ? {} : { quantize: { mode } }) });
     return loadPlanBytes(encodePlan(b.header, b.blob), `${mode}.plan`);
   }));
@@ -123,9 +123,10 @@ testIf(test, nativeAvailable() ? false : NEEDS_NATIVE)('quantized plans run: enc
     const name = Object.keys(outs[0]!)[0]!;
     const ref = outs[0]![name]!.data as Float32Array;
     const relErr = (y: Float32Array) => Math.sqrt(y.reduce((s, v, i) => s + (v - ref[i]!) ** 2, 0) / ref.reduce((s, v) => s + v * v, 0));
-    const e8 = relErr(outs[1]![name]!.data as Float32Array), ew8 = relErr(outs[2]![name]!.data as Float32Array);
+    const e8 = relErr(outs[1]![name]!.data as Float32Array), ew8 = relErr(outs[2]![name]!.data as Float32Array), e16 = relErr(outs[3]![name]!.data as Float32Array);
     assert.ok(e8 > 0 && e8 < 0.05, `int8 encoder output error ${e8}`);
     assert.ok(ew8 < e8, `w8 (${ew8}) is closer to float32 than int8 (${e8})`);
+    assert.ok(e16 > 0 && e16 < ew8 / 4, `int16 (${e16}, 11-12 bits a side) is far closer to float32 than w8 (${ew8})`);
     const t = await Promise.all(plans.map((p) => p.translateIds([[5, 6, 7, 8, 0]], { beamSize: 1 })));
     for (const r of t) assert.ok(r[0]!.ids.length > 0 && r[0]!.ids.every((id) => id >= 0 && id < 120));
   } finally {
@@ -137,7 +138,7 @@ for (const family of zooFamilies()) {
   // random-weight models amplify any perturbation (bart: 25% encoder error from w8 weights alone, which the evaluator
   // of the quantized IR reproduces), so the zoo checks exactness against that evaluator; closeness to float32 is
   // checked on the tiny model above and measured on es-en (bench quantize)
-  test(`${family} (zoo): int8 and w8 plans = the evaluator of their quantized IR; both translate`, async () => {
+  test(`${family} (zoo): int8, w8 and int16 plans = the evaluator of their quantized IR; all translate; int16 closest to float32`, async () => {
     const ref = zooReference(family);
     const dirz = path.join(ZOO!, family);
     const src = ref.src_ids[0]!;
@@ -150,7 +151,7 @@ for (const family of zooFamilies()) {
       return Math.sqrt(num / den);
     };
     const outs: Record<string, Float32Array> = {};
-    for (const mode of ['float32', 'int8', 'w8'] as const) {
+    for (const mode of ['float32', 'int8', 'w8', 'int16'] as const) {
       const quantize = mode === 'float32' ? undefined : { mode };
       const b = await compile(importSeq2SeqDir(dirz), { target: 'cpu', maxBatch: 4, maxSrcLen: 128, maxTgtLen: 16, quantize });
       if (quantize) assert.ok(b.header.quantization!.layers.length >= 8, `${family} ${mode}: ${b.header.quantization!.layers.length} layers quantized`);
@@ -162,7 +163,10 @@ for (const family of zooFamilies()) {
         if (quantize) {
           const ir = runPipeline(importSeq2SeqDir(dirz), { quantize: { precision: mode } });
           const want = evaluate(ir, 'encoder', evalFeeds)[name]!.nums;
-          assert.ok(relErr(outs[mode]!, want) < 1e-4, `${family}: ${mode} plan vs the evaluator of its IR ${relErr(outs[mode]!, want)}`);
+          // int16's grid is 10-20x finer than int8's, so the float ops around the products (one ulp apart between
+          // the kernels and the evaluator) move more inputs across a rounding step, which these models amplify
+          const tol = mode === 'int16' ? 1e-3 : 1e-4;
+          assert.ok(relErr(outs[mode]!, want) < tol, `${family}: ${mode} plan vs the evaluator of its IR ${relErr(outs[mode]!, want)}`);
           assert.ok(relErr(outs[mode]!, outs.float32!) > 0, 'quantized');
         }
         assert.is((await plan.translateIds(ref.src_ids.slice(0, 4), { beamSize: 1, maxLength: 12 })).length, 4);
@@ -170,6 +174,9 @@ for (const family of zooFamilies()) {
         plan.close();
       }
     }
+    // int16's scales come from the data (no saturation on large activations, as Marian's fixed 2^10 had on t5)
+    const e16 = relErr(outs.int16!, outs.float32!), ew8 = relErr(outs.w8!, outs.float32!);
+    assert.ok(e16 < ew8, `${family}: int16 encoder error ${e16} vs w8 ${ew8}`);
   });
 }
 
