@@ -141,6 +141,11 @@ export const QGEMM_VARIANTS = [
   { name: 'avx512bw', doc: 'AVX-512BW: vpmaddwd on 512-bit vectors', needs: 'a CPU with AVX-512 F and BW' },
   { name: 'avxvnni', doc: 'AVX-VNNI: vpdpbusd / vpdpwssd on 256-bit vectors', needs: 'a CPU with AVX-VNNI' },
   { name: 'avx512vnni', doc: 'AVX-512 VNNI: vpdpbusd / vpdpwssd on 512-bit vectors', needs: 'a CPU with AVX-512 F, BW and VNNI' },
+  {
+    name: 'amx',
+    doc: 'AMX-INT8: tdpbusd / tdpbsud on 16×64-byte tiles for int8 inputs (few rows, int16 and float32 inputs: the avx512vnni kernels)',
+    needs: 'a CPU with AMX-TILE, AMX-INT8 and AVX-512 VNNI, and a Linux kernel that grants the tile state (XTILEDATA)',
+  },
 ] as const satisfies readonly VariantSpec[];
 
 /** The CUDA launch of a kernel that declares none (elementwise ones: a grid-stride loop, about 4 elements a thread). */
