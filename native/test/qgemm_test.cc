@@ -180,7 +180,7 @@ void check_case(const Case& c, planc::ThreadPool* pool) {
 void qmatmul_tests(planc::ThreadPool* pool) {
   const int64_t inputs[] = {planc::kQuantInInt8, planc::kQuantInInt16, planc::kQuantInFloat32};
   for (int64_t input : inputs)
-    for (int64_t m : {1, 5, 16, 17, 64, 130})  // amx: delegated rows, one full and one partial tile, two pairs + tail
+    for (int64_t m : {1, 5, 12, 16, 17, 64, 130})  // amx: delegated rows, partial, full, full + partial tiles, pairs
       for (int64_t k : {7, 33, 64, 513})       // amx: a partial k-tile, one full one, eight plus a tail
         for (int64_t n : {1, 17, 50}) {
           check_case({m, k, n, input, planc::kActNone, false, false, true}, pool);

@@ -24,7 +24,9 @@ namespace {
 #define AMX __attribute__((target("amx-tile,amx-int8,avx512f,avx512bw,avx512vl")))
 
 constexpr int kRows = 32, kBlocks = 4;  // the path's int8 tile: two row tiles × four blocks (two at a time)
-constexpr int64_t kMinRows = 8;          // fewer rows (matmul) or A rows (row products): the avx512vnni kernels
+// Fewer rows of A go to the avx512vnni kernels (measured on a Xeon with AMX: below these the vector kernels win or tie).
+constexpr int64_t kMinRows = 9;          // qmatmul (one row tile costs about what eight rows of vpdpbusd do)
+constexpr int64_t kMinRowDots = 5;       // the row products (qproject_topk)
 constexpr int64_t kTileK = 64;           // bytes of K per A tile row (16 k-groups of 4)
 
 // CPUID leaf 7 EDX bits 24 (AMX-TILE) and 25 (AMX-INT8); OSXSAVE and XCR0 bits 17-18 (XTILECFG, XTILEDATA); then
@@ -46,38 +48,30 @@ const char* amx_check() {
   return nullptr;
 }
 
-// Palette 1, all eight tiles 16 rows × 64 bytes: C 0-3 (int32 16 × 16), A 4-5, B 6-7.
+// Palette 1, all eight tiles 16 rows × 64 bytes: C 0-3 (int32 16 × 16), A 4-5, B 6-7; or, for a last row tile of
+// p < 16 rows, its C tiles (0-1 when it is the first of its pair, else 2-3) and A tile (4, else 5) of p rows.
 struct alignas(64) TileConfig {
   uint8_t palette = 1, start_row = 0, reserved[14] = {};
   uint16_t colsb[16] = {64, 64, 64, 64, 64, 64, 64, 64};
   uint8_t rows[16] = {16, 16, 16, 16, 16, 16, 16, 16};
+  explicit TileConfig(int p = 16, bool second = false) {
+    for (int t : {second ? 2 : 0, second ? 3 : 1, second ? 5 : 4}) rows[t] = static_cast<uint8_t>(p);
+  }
 };
-const TileConfig kConfig;
 
-// The tile configuration for the calling thread (ldtilecfg is per thread; the pool's threads each load it), released
-// when the kernel returns.
+// A tile configuration loaded on the calling thread (ldtilecfg is per thread; the pool's threads each load it; other
+// code on the thread may use tiles between calls), released when the kernel returns.
 struct Tiles {
-  AMX Tiles() { _tile_loadconfig(&kConfig); }
+  AMX explicit Tiles(const TileConfig& c) { _tile_loadconfig(&c); }
+  AMX void load(const TileConfig& c) { _tile_loadconfig(&c); }
   AMX ~Tiles() { _tile_release(); }
 };
 
-// C tile `t` (16 × 16 int32) into out (row stride ld ints), nr ≤ 16 rows and nc ≤ 16 columns of it kept.
-#define PLANC_STORE_C(t, out, ld, nr, nc)                                                        \
-  do {                                                                                           \
-    if ((nr) == 16 && (nc) == 16) {                                                              \
-      _tile_stored(t, out, (ld) * 4);                                                            \
-    } else {                                                                                     \
-      alignas(64) int32_t tmp_[256];                                                             \
-      _tile_stored(t, tmp_, 64);                                                                 \
-      for (int64_t i_ = 0; i_ < (nr); i_++) std::memcpy((out) + i_ * (ld), tmp_ + 16 * i_, (nc) * 4); \
-    }                                                                                            \
-  } while (0)
-
 // RT row tiles (16 rows of A from a, row stride lda) × BT blocks (B tiles from b[0], b[1]; the last of kt k-tiles from
-// tail[0], tail[1] when given): the int32 sums into acc (row stride ld), nr rows kept.
+// tail[0], tail[1] when given): the int32 sums into acc (row stride ld), the configured rows of each tile.
 template <int RT, int BT>
 AMX void tiles_i8(const uint8_t* a, int64_t lda, const int8_t* const b[2], const int8_t* const tail[2], int64_t kt, int32_t* acc,
-                  int64_t ld, int64_t nr) {
+                  int64_t ld) {
   _tile_zero(0);
   if (BT > 1) _tile_zero(1);
   if (RT > 1) _tile_zero(2);
@@ -93,11 +87,11 @@ AMX void tiles_i8(const uint8_t* a, int64_t lda, const int8_t* const b[2], const
     if (RT > 1) _tile_dpbusd(2, 5, 6);
     if (RT > 1 && BT > 1) _tile_dpbusd(3, 5, 7);
   }
-  const int64_t n0 = nr < 16 ? nr : 16;
-  PLANC_STORE_C(0, acc, ld, n0, 16);
-  if (BT > 1) PLANC_STORE_C(1, acc + 16, ld, n0, 16);
-  if (RT > 1) PLANC_STORE_C(2, acc + 16 * ld, ld, nr - 16, 16);
-  if (RT > 1 && BT > 1) PLANC_STORE_C(3, acc + 16 * ld + 16, ld, nr - 16, 16);
+  // The configured rows of each C tile (a partial row tile stores only its rows).
+  _tile_stored(0, acc, ld * 4);
+  if (BT > 1) _tile_stored(1, acc + 16, ld * 4);
+  if (RT > 1) _tile_stored(2, acc + 16 * ld, ld * 4);
+  if (RT > 1 && BT > 1) _tile_stored(3, acc + 16 * ld + 16, ld * 4);
 }
 
 const Path& vnni() { return *avx512vnni_path(); }
@@ -112,14 +106,16 @@ void by_rows(Fn fn, const Rows& a, const Weights& w, int64_t r0, int64_t nr, int
 AMX void dots_i8(const Rows& a, const Weights& w, int64_t r0, int64_t nr, int64_t b0, int64_t nb, int32_t* acc) {
   if (nr < kMinRows) return by_rows(vnni().dots_i8, a, w, r0, nr, b0, nb, acc);
   const int64_t ld = nb * kBlock, kg = w.kgroups, kt = (kg + 15) / 16, kpad = kt * kTileK;
-  const int64_t rows_pad = (nr + 15) / 16 * 16;
-  // A straight from the rows when its tiles lie within them; else a zero-padded copy.
+  // A straight from the rows, or (K not a multiple of 64: the last tile would read past a row) a zero-padded copy.
   const uint8_t* ap = a.u8 + r0 * a.kp;
   int64_t lda = a.kp;
   static thread_local std::vector<uint8_t> abuf;
-  if (rows_pad != nr || kpad != a.kp) {
-    abuf.assign(static_cast<size_t>(rows_pad * kpad), 0);
-    for (int64_t r = 0; r < nr; r++) std::memcpy(abuf.data() + r * kpad, ap + r * a.kp, static_cast<size_t>(a.kp));
+  if (kpad != a.kp) {
+    abuf.resize(static_cast<size_t>(nr * kpad));
+    for (int64_t r = 0; r < nr; r++) {
+      std::memcpy(abuf.data() + r * kpad, ap + r * a.kp, static_cast<size_t>(a.kp));
+      std::memset(abuf.data() + r * kpad + a.kp, 0, static_cast<size_t>(kpad - a.kp));
+    }
     ap = abuf.data();
     lda = kpad;
   }
@@ -130,17 +126,25 @@ AMX void dots_i8(const Rows& a, const Weights& w, int64_t r0, int64_t nr, int64_
     std::memcpy(tails[b], w.w8 + ((b0 + b) * kg + (kt - 1) * 16) * 64, static_cast<size_t>(tail_groups * 64));
     std::memset(tails[b] + tail_groups * 64, 0, static_cast<size_t>((16 - tail_groups) * 64));
   }
-  Tiles tiles;
-  for (int64_t b = 0; b < nb; b += 2) {
-    const bool two = b + 1 < nb;
-    const int8_t* bp[2] = {w.w8 + (b0 + b) * kg * 64, two ? w.w8 + (b0 + b + 1) * kg * 64 : nullptr};
-    const int8_t* tp[2] = {tail_groups ? tails[b] : nullptr, tail_groups && two ? tails[b + 1] : nullptr};
-    for (int64_t r = 0; r < nr; r += 32) {
-      const int64_t n = nr - r < 32 ? nr - r : 32;
-      const uint8_t* ar = ap + r * lda;
-      int32_t* out = acc + r * ld + b * kBlock;
-      if (n > 16) (two ? tiles_i8<2, 2> : tiles_i8<2, 1>)(ar, lda, bp, tp, kt, out, ld, n);
-      else (two ? tiles_i8<1, 2> : tiles_i8<1, 1>)(ar, lda, bp, tp, kt, out, ld, n);
+  // Row groups of 32 (two row tiles) on 16-row tiles, except a last group whose last tile has p < 16 rows: it runs
+  // after them, on a configuration with p-row tiles for it (A rows past nr are never read, C rows never written).
+  const int64_t p = nr % 16, last = p ? (nr - 1) / 32 * 32 : nr;
+  const TileConfig full, part(static_cast<int>(p), nr - last > 16);
+  Tiles tiles(last > 0 ? full : part);
+  for (int phase = 0; phase < 2; phase++) {
+    const int64_t rb = phase ? last : 0, re = phase ? nr : last;
+    if (rb >= re) continue;
+    if (phase && last > 0) tiles.load(part);
+    for (int64_t b = 0; b < nb; b += 2) {
+      const bool two = b + 1 < nb;
+      const int8_t* bp[2] = {w.w8 + (b0 + b) * kg * 64, two ? w.w8 + (b0 + b + 1) * kg * 64 : nullptr};
+      const int8_t* tp[2] = {tail_groups ? tails[b] : nullptr, tail_groups && two ? tails[b + 1] : nullptr};
+      for (int64_t r = rb; r < re; r += 32) {
+        const uint8_t* ar = ap + r * lda;
+        int32_t* out = acc + r * ld + b * kBlock;
+        if (re - r > 16) (two ? tiles_i8<2, 2> : tiles_i8<2, 1>)(ar, lda, bp, tp, kt, out, ld);
+        else (two ? tiles_i8<1, 2> : tiles_i8<1, 1>)(ar, lda, bp, tp, kt, out, ld);
+      }
     }
   }
 }
@@ -186,7 +190,7 @@ AMX void tiles_rows(const int8_t* const wt[2], int64_t ldw, const uint8_t* const
 }
 
 AMX void row_dots_i8(const Rows& a, int64_t r0, int64_t nr, const int8_t* w, int64_t dp, const int32_t* ids, int64_t nw, int32_t* out) {
-  if (nr < kMinRows) return vnni().row_dots_i8(a, r0, nr, w, dp, ids, nw, out);
+  if (nr < kMinRowDots) return vnni().row_dots_i8(a, r0, nr, w, dp, ids, nw, out);
   const int64_t kt = dp / kTileK, rtiles = (nr + 15) / 16, groups = dp / 4;
   // A rows in VNNI form, per row tile: [k-group][16 rows][4 bytes] (rows past nr zero).
   static thread_local std::vector<uint8_t> xb;
@@ -198,7 +202,7 @@ AMX void row_dots_i8(const Rows& a, int64_t r0, int64_t nr, const int8_t* w, int
     for (int64_t g = 0; g < groups; g++) std::memcpy(dst + g * 64, x + 4 * g, 4);
   }
   wbuf.resize(static_cast<size_t>(32 * dp));
-  Tiles tiles;
+  Tiles tiles{TileConfig()};
   for (int64_t j0 = 0; j0 < nw; j0 += 32) {
     const int64_t nv = nw - j0 < 32 ? nw - j0 : 32;
     // W rows straight from w when they are 32 consecutive rows; else gathered (ids) or zero-padded (the last tile).
