@@ -132,7 +132,8 @@ export const GEMM_AUTO = { gemvMaxM: 16, gemvEverywhereMaxM: 2 } as const;
 /**
  * The CPU paths of the quantized products (native/src/cpu/qgemm*.cc): every path computes the same int32 dot products,
  * so with int8 or int16 inputs their outputs are bit-identical (float32 inputs: equal within float rounding).
- * `auto` takes the best path this CPU has (avx512vnni > avxvnni > avx512bw > avx2 > ref).
+ * `auto` takes the best path this CPU has (amx > avx512vnni > avxvnni > avx512bw > avx2 > ref; amx hands inputs of
+ * few rows to the avx512vnni kernels, so it is never slower than them: bench/results/qgemm.jsonl `variants`).
  */
 export const QGEMM_VARIANTS = [
   { name: 'auto', doc: 'the best path this CPU has, chosen at run time' },

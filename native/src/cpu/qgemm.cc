@@ -90,8 +90,8 @@ const Path* path_for(int64_t code) {
     case v::kVariantAmx: return amx_path();
     default: break;
   }
-  // auto: avx512vnni > avxvnni > avx512bw > avx2 > ref (compiler/kernel-schema.ts QGEMM_VARIANTS)
-  for (int64_t c : {v::kVariantAvx512vnni, v::kVariantAvxvnni, v::kVariantAvx512bw, v::kVariantAvx2})
+  // auto: amx > avx512vnni > avxvnni > avx512bw > avx2 > ref (compiler/kernel-schema.ts QGEMM_VARIANTS)
+  for (int64_t c : {v::kVariantAmx, v::kVariantAvx512vnni, v::kVariantAvxvnni, v::kVariantAvx512bw, v::kVariantAvx2})
     if (variant_unavailable(c) == nullptr) return path_for(c);
   return ref_path();
 }
