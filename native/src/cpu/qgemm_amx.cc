@@ -94,17 +94,17 @@ AMX void tiles_i8(const uint8_t* a, int64_t lda, const int8_t* const b[2], const
   if (RT > 1 && BT > 1) _tile_stored(3, acc + 16 * ld + 16, ld * 4);
 }
 
-const Path& vnni() { return *avx512vnni_path(); }
+// The avx512vnni path (set before the first call, by amx_path()).
+const Path* g_vnni = nullptr;
 
-// The delegated kernels take at most vnni().rows rows: larger row counts in runs of those.
-template <class Acc, class Fn>
-void by_rows(Fn fn, const Rows& a, const Weights& w, int64_t r0, int64_t nr, int64_t b0, int64_t nb, Acc* acc) {
-  const int64_t step = vnni().rows;
+// The delegated kernels take at most g_vnni->rows rows: larger row counts in runs of those.
+inline void by_rows(DotsI32 fn, const Rows& a, const Weights& w, int64_t r0, int64_t nr, int64_t b0, int64_t nb, int32_t* acc) {
+  const int64_t step = g_vnni->rows;
   for (int64_t r = 0; r < nr; r += step) fn(a, w, r0 + r, nr - r < step ? nr - r : step, b0, nb, acc + r * nb * kBlock);
 }
 
-AMX void dots_i8(const Rows& a, const Weights& w, int64_t r0, int64_t nr, int64_t b0, int64_t nb, int32_t* acc) {
-  if (nr < kMinRows) return by_rows(vnni().dots_i8, a, w, r0, nr, b0, nb, acc);
+AMX __attribute__((noinline)) void tiles_dots_i8(const Rows& a, const Weights& w, int64_t r0, int64_t nr, int64_t b0, int64_t nb,
+                                                 int32_t* acc) {
   const int64_t ld = nb * kBlock, kg = w.kgroups, kt = (kg + 15) / 16, kpad = kt * kTileK;
   // A straight from the rows, or (K not a multiple of 64: the last tile would read past a row) a zero-padded copy.
   const uint8_t* ap = a.u8 + r0 * a.kp;
@@ -149,8 +149,15 @@ AMX void dots_i8(const Rows& a, const Weights& w, int64_t r0, int64_t nr, int64_
   }
 }
 
+// Few rows on the avx512vnni kernel (one call when they fit its tile), else on tiles.
+void dots_i8(const Rows& a, const Weights& w, int64_t r0, int64_t nr, int64_t b0, int64_t nb, int32_t* acc) {
+  if (nr >= kMinRows) tiles_dots_i8(a, w, r0, nr, b0, nb, acc);
+  else if (nr <= g_vnni->rows) g_vnni->dots_i8(a, w, r0, nr, b0, nb, acc);
+  else by_rows(g_vnni->dots_i8, a, w, r0, nr, b0, nb, acc);
+}
+
 void dots_i16(const Rows& a, const Weights& w, int64_t r0, int64_t nr, int64_t b0, int64_t nb, int32_t* acc) {
-  by_rows(vnni().dots_i16, a, w, r0, nr, b0, nb, acc);
+  by_rows(g_vnni->dots_i16, a, w, r0, nr, b0, nb, acc);
 }
 
 // VT vocabulary tiles (16 W rows each, A tiles from wt[v], row stride ldw) × RT row tiles of A in VNNI form (B tiles
@@ -189,8 +196,8 @@ AMX void tiles_rows(const int8_t* const wt[2], int64_t ldw, const uint8_t* const
     }
 }
 
-AMX void row_dots_i8(const Rows& a, int64_t r0, int64_t nr, const int8_t* w, int64_t dp, const int32_t* ids, int64_t nw, int32_t* out) {
-  if (nr < kMinRowDots) return vnni().row_dots_i8(a, r0, nr, w, dp, ids, nw, out);
+AMX __attribute__((noinline)) void tiles_row_dots_i8(const Rows& a, int64_t r0, int64_t nr, const int8_t* w, int64_t dp,
+                                                     const int32_t* ids, int64_t nw, int32_t* out) {
   const int64_t kt = dp / kTileK, rtiles = (nr + 15) / 16, groups = dp / 4;
   // A rows in VNNI form, per row tile: [k-group][16 rows][4 bytes] (rows past nr zero).
   static thread_local std::vector<uint8_t> xb;
@@ -224,8 +231,14 @@ AMX void row_dots_i8(const Rows& a, int64_t r0, int64_t nr, const int8_t* w, int
   }
 }
 
+void row_dots_i8(const Rows& a, int64_t r0, int64_t nr, const int8_t* w, int64_t dp, const int32_t* ids, int64_t nw, int32_t* out) {
+  if (nr >= kMinRowDots) tiles_row_dots_i8(a, r0, nr, w, dp, ids, nw, out);
+  else g_vnni->row_dots_i8(a, r0, nr, w, dp, ids, nw, out);
+}
+
 Path make_path() {
-  const Path& v = vnni();
+  g_vnni = avx512vnni_path();
+  const Path& v = *g_vnni;
   return {"amx", true, kRows, kBlocks, v.f32_rows, v.f32_blocks, dots_i8, dots_i16, v.dots_f32, row_dots_i8, v.row_dots_f32};
 }
 
