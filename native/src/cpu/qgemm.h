@@ -1,5 +1,6 @@
-// The quantized products' paths (qgemm_ref.cc, qgemm_avx2.cc, qgemm_avx512.cc, qgemm_amx.cc): int32 (or float) dot products of rows of
-// A against blocks of 16 output channels of a packed Wq; qgemm.cc quantizes A, dispatches and applies the epilogue.
+// The quantized products' paths (qgemm_ref.cc, qgemm_avx2.cc, qgemm_avx512.cc, qgemm_amx.cc): int32 (or float) dot
+// products of rows of A against blocks of 16 output channels of a packed Wq; qgemm.cc quantizes A, dispatches and
+// applies the epilogue.
 #pragma once
 #include <cstdint>
 #include <vector>
