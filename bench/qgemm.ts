@@ -1,6 +1,7 @@
 // `npm run bench -- qgemm`: the quantized kernels (qmatmul int8 / w8 / int16, qproject_topk) against their float32
-// counterparts (fused_matmul, project_topk), all variant auto, on es-en-like shapes at M = 1 and 32; appends to
-// bench/results/qgemm.jsonl. Each timed program runs C calls of one kernel: over C distinct weight copies ("cold", at
+// counterparts (fused_matmul, project_topk), all variant auto, on es-en-like shapes at M = 1 and 32; then the int8
+// products on the variants that compete for auto's first place (avx512vnni, amx) where this machine runs them, M = 1
+// to 128 (`variants` of the record); appends to bench/results/qgemm.jsonl. Each timed program runs C calls of one kernel: over C distinct weight copies ("cold", at
 // least 64 MiB of weights in all, so they stream from memory as a decoder step's do) or C times over one ("hot"); at one
 // native thread and at all of them (PLANC_BENCH_THREADS=n: only n). Medians; the fastest run is kept too (minUs), as
 // a shared machine's other load inflates medians of multi-threaded runs.
@@ -108,6 +109,58 @@ function projectRows(v: number, d: number, m: number, threads: number, rounds: n
   return rows;
 }
 
+/** One int8 product timed on each compared variant this machine runs (hot: the same weights each call). */
+interface VariantRow { kernel: string; shape: string; m: number; threads: number; us: Record<string, number>; minUs: Record<string, number> }
+
+/** The variants compared for auto's first place. */
+const COMPARED = ['avx512vnni', 'amx'] as const;
+
+/** The timing of `calls` (built for a variant), or null where the loader refuses the variant here. */
+function timeVariant(calls: Call[], rounds: number): Timing | null {
+  try {
+    return timeCalls(calls, rounds);
+  } catch (e) {
+    if (/cannot run here|cannot run on this machine/.test((e as Error).message)) return null;
+    throw e;
+  }
+}
+
+function variantRow(kernel: string, shape: string, m: number, threads: number, build: (variant: string) => Call[], rounds: number): VariantRow {
+  const r: VariantRow = { kernel, shape, m, threads, us: {}, minUs: {} };
+  for (const v of COMPARED) {
+    const t = timeVariant(build(v), rounds);
+    if (t) {
+      r.us[v] = t.med;
+      r.minUs[v] = t.min;
+    }
+  }
+  return r;
+}
+
+function variantRows(threads: number): VariantRow[] {
+  const rows: VariantRow[] = [];
+  for (const [k, n] of [[512, 2048], [2048, 512], [512, 512], [256, 1024], [1024, 256], [256, 256]] as const) {
+    const q = quantizeChannels(values(k * n, 2, 0.1), k, n, 8);
+    const wq = weight('int8', q.dims, q.q), sc = weight('float32', [n], q.scale), sum = weight('int32', [n], q.sum);
+    for (const m of [1, 8, 16, 32, 128]) {
+      const a: Operand = { role: 'feed', dtype: 'float32', dims: [m, k], data: values(m * k, 1, 1) };
+      rows.push(variantRow('qmatmul int8', `K=${k} N=${n}`, m, threads, (variant) => Array.from({ length: HOT_CALLS }, () => (
+        { kernel: 'qmatmul', variant, ins: [a, wq, sc, sum, null, null], outs: [out([m, n])], iargs: [0, 0, n, k] })), m <= 16 ? 31 : 11));
+    }
+  }
+  for (const [v, d] of [[58101, 512], [32000, 256]] as const) {
+    const q = quantizeRows(values(v * d, 4, 0.1), v, d);
+    const ins = (x: Operand): (Operand | null)[] => [x, weight('int8', q.dims, q.q), weight('float32', [v], q.scale), weight('int32', [v], q.sum), null, null];
+    for (const m of [1, 8, 32]) {
+      const x: Operand = { role: 'feed', dtype: 'float32', dims: [m, d], data: values(m * d, 3, 1) };
+      const outs = () => [out([m, 8]), { role: 'out', dtype: 'int64', dims: [m, 8], data: new BigInt64Array(m * 8) } as Operand];
+      rows.push(variantRow('qproject_topk int8', `V=${v} D=${d}`, m, threads, (variant) => Array.from({ length: 4 }, () => (
+        { kernel: 'qproject_topk', variant, ins: ins(x), outs: outs(), iargs: [8, 0, d] })), m === 1 ? 15 : 5));
+    }
+  }
+  return rows;
+}
+
 export async function benchQgemm(): Promise<void> {
   const rows: Row[] = [];
   const print = (r: Row) => console.log(`${r.kernel.padEnd(31)} ${r.shape.padEnd(14)} M=${String(r.m).padEnd(3)} t=${r.threads} ${r.mode.padEnd(4)} `
@@ -130,8 +183,20 @@ export async function benchQgemm(): Promise<void> {
       for (const m of [1, 32]) for (const r of projectRows(v, d, m, threads, m === 1 ? 15 : 5)) { rows.push(r); print(r); }
     }
   }
+  const variants: VariantRow[] = [];
+  for (const threads of only ? [only] : [...new Set([1, all])]) {
+    setThreads(threads);
+    for (const r of variantRows(threads)) {
+      variants.push(r);
+      const [a, b] = COMPARED.map((v) => r.us[v]);
+      console.log(`${r.kernel.padEnd(31)} ${r.shape.padEnd(14)} M=${String(r.m).padEnd(3)} t=${r.threads} hot  `
+        + COMPARED.map((v) => `${v} ${r.us[v] === undefined ? '(not here)' : `${r.us[v]!.toFixed(1)} us`}`).join('  ')
+        + (a !== undefined && b !== undefined ? `  ${COMPARED[1]} ${(a / b).toFixed(2)}x (min ${(r.minUs[COMPARED[0]]! / r.minUs[COMPARED[1]]!).toFixed(2)}x)` : ''));
+    }
+  }
   setThreads(all);
-  const result = { bench: 'qgemm', machine: machineFacts({ native: info }), rows };
+  const runs = COMPARED.filter((v) => variants.some((r) => r.us[v] !== undefined));
+  const result = { bench: 'qgemm', machine: machineFacts({ native: info, qgemmVariants: runs }), rows, variants };
   const file = path.join(REPO_ROOT, 'bench', 'results', 'qgemm.jsonl');
   fs.appendFileSync(file, JSON.stringify(result) + '\n');
   console.log(`appended to ${path.relative(REPO_ROOT, file)}`);

@@ -132,7 +132,8 @@ export const GEMM_AUTO = { gemvMaxM: 16, gemvEverywhereMaxM: 2 } as const;
 /**
  * The CPU paths of the quantized products (native/src/cpu/qgemm*.cc): every path computes the same int32 dot products,
  * so with int8 or int16 inputs their outputs are bit-identical (float32 inputs: equal within float rounding).
- * `auto` takes the best path this CPU has (avx512vnni > avxvnni > avx512bw > avx2 > ref).
+ * `auto` takes the best path this CPU has (amx > avx512vnni > avxvnni > avx512bw > avx2 > ref; amx hands inputs of
+ * few rows to the avx512vnni kernels, so it is never slower than them: bench/results/qgemm.jsonl `variants`).
  */
 export const QGEMM_VARIANTS = [
   { name: 'auto', doc: 'the best path this CPU has, chosen at run time' },
@@ -141,6 +142,11 @@ export const QGEMM_VARIANTS = [
   { name: 'avx512bw', doc: 'AVX-512BW: vpmaddwd on 512-bit vectors', needs: 'a CPU with AVX-512 F and BW' },
   { name: 'avxvnni', doc: 'AVX-VNNI: vpdpbusd / vpdpwssd on 256-bit vectors', needs: 'a CPU with AVX-VNNI' },
   { name: 'avx512vnni', doc: 'AVX-512 VNNI: vpdpbusd / vpdpwssd on 512-bit vectors', needs: 'a CPU with AVX-512 F, BW and VNNI' },
+  {
+    name: 'amx',
+    doc: 'AMX-INT8: tdpbusd / tdpbsud on 16×64-byte tiles for int8 inputs (few rows, int16 and float32 inputs: the avx512vnni kernels)',
+    needs: 'a CPU with AMX-TILE, AMX-INT8 and AVX-512 VNNI, and a Linux kernel that grants the tile state (XTILEDATA)',
+  },
 ] as const satisfies readonly VariantSpec[];
 
 /** The CUDA launch of a kernel that declares none (elementwise ones: a grid-stride loop, about 4 elements a thread). */

@@ -84,7 +84,7 @@ test('schema: the float32 products share GEMM_VARIANTS, the quantized ones QGEMM
   assert.equal(withVariants, ['matmul', 'gemm', 'fused_matmul', 'qmatmul', 'qproject_topk']);
   assert.is(kernelVariants('qmatmul'), QGEMM_VARIANTS);
   assert.is(kernelVariants('qproject_topk'), QGEMM_VARIANTS);
-  assert.equal(QGEMM_VARIANTS.map((v) => v.name), ['auto', 'ref', 'avx2', 'avx512bw', 'avxvnni', 'avx512vnni']);
+  assert.equal(QGEMM_VARIANTS.map((v) => v.name), ['auto', 'ref', 'avx2', 'avx512bw', 'avxvnni', 'avx512vnni', 'amx']);
   assert.equal(GEMM_VARIANTS.map((v) => v.name), ['auto', 'gemv', 'blocked', 'blas', 'avx512']);
   assert.equal(GEMM_VARIANTS.filter((v) => 'needs' in v).map((v) => v.name), ['blas', 'avx512']);
   assert.is(variantCode('matmul', 'avx512'), 4);

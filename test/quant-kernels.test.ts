@@ -1,6 +1,7 @@
 // qmatmul and qproject_topk through real programs (bench/reference/call-program.ts: a PlanProgram encoded by
 // runtime/encode-program.ts, weights in a plan blob, the native loader): every variant this machine runs against
 // compiler/quant/pack.ts's references (bit for bit for int8 and int16 inputs) and the float32 product within the bound.
+import * as fs from 'node:fs';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { ACTIVATIONS, QUANT_INPUTS } from '../compiler/kernel-enums.ts';
@@ -8,7 +9,7 @@ import { QGEMM_VARIANTS } from '../compiler/kernel-schema.ts';
 import { fineAt, fineLogit, qlogitsRef, qmatmulRef, quantizeChannels, quantizeInputRow, quantizeRows, RESIDUAL_STEPS, type QuantInput } from '../compiler/quant/pack.ts';
 import { nativeAvailable } from '../runtime/native.ts';
 import { callProgram, type Operand, type Typed } from '../bench/reference/call-program.ts';
-import { NEEDS_NATIVE, testIf } from './helpers/skip.ts';
+import { NEEDS_NATIVE, skipPart, testIf } from './helpers/skip.ts';
 
 const it = testIf(test, !nativeAvailable() && NEEDS_NATIVE);
 const fr = Math.fround;
@@ -40,6 +41,20 @@ function values(n: number, seed: number, scale: number): Float32Array {
 }
 
 const VARIANTS = QGEMM_VARIANTS.map((v) => v.name);
+
+/** The CPU flags of /proc/cpuinfo (none where there is no such file). */
+const CPU_FLAGS = fs.existsSync('/proc/cpuinfo') ? /^flags\s*:(.*)$/m.exec(fs.readFileSync('/proc/cpuinfo', 'utf8'))?.[1]?.split(/\s+/) ?? [] : [];
+
+/**
+ * The variants the loader refused in a test, each with its reason: counted as skipped parts at the end of the test;
+ * amx refused on a CPU that lists AMX-INT8 and AVX-512 VNNI fails it (unless Linux itself refused the tile state).
+ */
+function reportRefused(refused: Map<string, string>, what: string): void {
+  const amxHere = process.arch === 'x64' && ['amx_tile', 'amx_int8', 'avx512_vnni', 'avx512bw'].every((f) => CPU_FLAGS.includes(f));
+  const amx = refused.get('amx');
+  if (amxHere && amx !== undefined) assert.match(amx, /kernel refused|build has no AMX/, `amx refused on an AMX CPU: ${amx}`);
+  for (const [variant, why] of refused) skipPart(`this machine cannot run variant ${variant} (${why.replace(/^.*cannot run here: /, '')})`, what);
+}
 const act = (name: (typeof ACTIVATIONS)[number]) => ACTIVATIONS.indexOf(name);
 const inputCode = (input: QuantInput) => QUANT_INPUTS.indexOf(input);
 
@@ -69,9 +84,11 @@ function runQmatmul(c: MatCase, variant: string, a: Float32Array, w: Float32Arra
 
 it('qmatmul: every variant this machine runs equals the reference (bit for bit for int8 and int16 inputs)', () => {
   const ran = new Set<string>();
+  const refused = new Map<string, string>();
   let cases = 0;
   for (const input of QUANT_INPUTS) {
-    for (const [m, k, n] of [[1, 7, 1], [1, 513, 50], [5, 33, 17], [64, 33, 50], [130, 7, 17]] as const) {
+    // amx: delegated rows (1, 5), partial and full row tiles, partial and several k-tiles
+    for (const [m, k, n] of [[1, 7, 1], [1, 513, 50], [5, 33, 17], [16, 64, 17], [17, 513, 50], [64, 33, 50], [130, 7, 17]] as const) {
       for (const opts of [{ act: 'none', bias: false, res: false, sum: true }, { act: 'relu', bias: true, res: true, sum: false },
         { act: 'silu', bias: true, res: false, sum: true }, { act: 'gelu_tanh', bias: false, res: true, sum: true }] as const) {
         const c: MatCase = { m, k, n, input, ...opts };
@@ -84,7 +101,10 @@ it('qmatmul: every variant this machine runs equals the reference (bit for bit f
         const exact = input !== 'float32' && (c.act === 'none' || c.act === 'relu');
         for (const variant of VARIANTS) {
           const { out } = runQmatmul(c, variant, a, w, bias, res);
-          if (typeof out === 'string') continue;
+          if (typeof out === 'string') {
+            refused.set(variant, out);
+            continue;
+          }
           ran.add(variant);
           cases++;
           const y = out[0] as Float32Array;
@@ -98,6 +118,7 @@ it('qmatmul: every variant this machine runs equals the reference (bit for bit f
   }
   assert.ok(ran.has('auto') && ran.has('ref'), `auto and ref run everywhere; ran ${[...ran]}`);
   assert.ok(cases > 100);
+  reportRefused(refused, 'its qmatmul comparisons (quant-kernels)');
 });
 
 it('qmatmul: within the quantization bound of the float32 product', () => {
@@ -162,8 +183,9 @@ it('qproject_topk: every variant equals the reference (ids, and log-probs bit fo
   const pk = quantizeRows(w, v, d);
   const active = Uint8Array.from({ length: v }, (_, j) => (j % 3 === 1 || j === 7 ? 1 : 0));
   let ran = 0;
+  const refused = new Map<string, string>();
   for (const input of ['int8', 'float32'] as const) {
-    for (const rows of [1, 16]) {
+    for (const rows of [1, 16, 33]) {
       const x = values(rows * d, rows + 13, 2);
       for (const withBias of [false, true]) {
         for (const mask of [undefined, active]) {
@@ -197,6 +219,7 @@ it('qproject_topk: every variant equals the reference (ids, and log-probs bit fo
     }
   }
   assert.ok(ran >= 16);
+  reportRefused(refused, 'its qproject_topk comparisons (quant-kernels)');
 });
 
 /** qproject_topk over pk with (or without) its residual plane, one variant; null when the machine cannot run it. */

@@ -184,8 +184,8 @@ void check_case(const Case& c, planc::ThreadPool* pool) {
 void qmatmul_tests(planc::ThreadPool* pool) {
   const int64_t inputs[] = {planc::kQuantInInt8, planc::kQuantInInt16, planc::kQuantInFloat32};
   for (int64_t input : inputs)
-    for (int64_t m : {1, 5, 64, 130})
-      for (int64_t k : {7, 33, 513})
+    for (int64_t m : {1, 5, 12, 16, 17, 64, 130})  // amx: delegated rows, partial, full, full + partial tiles, pairs
+      for (int64_t k : {7, 33, 64, 513})       // amx: a partial k-tile, one full one, eight plus a tail
         for (int64_t n : {1, 17, 50}) {
           check_case({m, k, n, input, planc::kActNone, false, false, true}, pool);
           check_case({m, k, n, input, planc::kActNone, false, false, false}, pool);
@@ -336,6 +336,8 @@ int main(int argc, char** argv) {
   std::printf("qgemm_test: variants run here:");
   for (int64_t code : g_variants) std::printf(" %s", v::kVariantNames[code]);
   std::printf("\n");
+  for (int64_t code = 0; code < v::kVariantCount; code++)
+    if (const char* why = g_unavailable(code)) std::printf("qgemm_test: variant %s skipped: %s\n", v::kVariantNames[code], why);
   planc::ThreadPool pool(2);
   if (argc > 1 && std::string(argv[1]) == "bench") {
     bench(&pool);
@@ -527,5 +529,9 @@ void qproject_topk_tests(planc::ThreadPool* pool) {
             if (rows == 16) check_topk({rows, 37, 33, 1, input, bias, active}, pl);
           }
   check_topk({3, 5000, 512, 8, planc::kQuantInInt8, true, 0}, pool);
+  // Every row count of amx's tiles (delegated, one and two row tiles, full and partial; vocabulary tiles of 32 and a
+  // partial one), each logit compared (k = V) with and without active ids.
+  for (int64_t rows = 1; rows <= 33; rows++)
+    for (int active : {0, 1}) check_topk({rows, 100, 128, 100, planc::kQuantInInt8, rows % 2 == 1, active}, pool);
   qproject_topk_errors();
 }

@@ -72,6 +72,10 @@ const char* variant_unavailable(int64_t code) {
     case v::kVariantAvx512vnni:
       if (!avx512vnni_path()) return "this build has no x86-64 vector paths";
       return f.avx512vnni ? nullptr : "this CPU lacks AVX-512 VNNI (or AVX-512 F/BW/VL/DQ with FMA)";
+    case v::kVariantAmx:
+      if (!amx_path()) return amx_unavailable();
+      if (const char* why = amx_unavailable()) return why;
+      return f.avx512vnni ? nullptr : "this CPU lacks AVX-512 VNNI (or AVX-512 F/BW/VL/DQ with FMA), which amx also uses";
     default: return nullptr;
   }
 }
@@ -83,10 +87,11 @@ const Path* path_for(int64_t code) {
     case v::kVariantAvx512bw: return avx512bw_path();
     case v::kVariantAvxvnni: return avxvnni_path();
     case v::kVariantAvx512vnni: return avx512vnni_path();
+    case v::kVariantAmx: return amx_path();
     default: break;
   }
-  // auto: avx512vnni > avxvnni > avx512bw > avx2 > ref (compiler/kernel-schema.ts QGEMM_VARIANTS)
-  for (int64_t c : {v::kVariantAvx512vnni, v::kVariantAvxvnni, v::kVariantAvx512bw, v::kVariantAvx2})
+  // auto: amx > avx512vnni > avxvnni > avx512bw > avx2 > ref (compiler/kernel-schema.ts QGEMM_VARIANTS)
+  for (int64_t c : {v::kVariantAmx, v::kVariantAvx512vnni, v::kVariantAvxvnni, v::kVariantAvx512bw, v::kVariantAvx2})
     if (variant_unavailable(c) == nullptr) return path_for(c);
   return ref_path();
 }

@@ -1,5 +1,6 @@
-// The quantized products' paths (qgemm_ref.cc, qgemm_avx2.cc, qgemm_avx512.cc): int32 (or float) dot products of rows of
-// A against blocks of 16 output channels of a packed Wq; qgemm.cc quantizes A, dispatches and applies the epilogue.
+// The quantized products' paths (qgemm_ref.cc, qgemm_avx2.cc, qgemm_avx512.cc, qgemm_amx.cc): int32 (or float) dot
+// products of rows of A against blocks of 16 output channels of a packed Wq; qgemm.cc quantizes A, dispatches and
+// applies the epilogue.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -63,6 +64,9 @@ const Path* avx2_path();        // AVX2 + FMA
 const Path* avxvnni_path();     // AVX2 + AVX-VNNI
 const Path* avx512bw_path();    // AVX-512 F/BW/VL
 const Path* avx512vnni_path();  // AVX-512 F/BW/VL + VNNI
+const Path* amx_path();         // AMX-TILE + AMX-INT8 (int8 inputs; the rest on avx512vnni's kernels)
+// Why this CPU, OS or build cannot run AMX tiles (nullptr: it can; the first call asks Linux for the tile state).
+const char* amx_unavailable();
 
 // Why this machine cannot run a variant of qmatmul / qproject_topk (nullptr: it can); the path of a code it can run
 // (auto: the best one).

@@ -492,8 +492,9 @@ constexpr int kVariantAvx2 = 2;  // variant avx2: AVX2: int8 widened to int16, v
 constexpr int kVariantAvx512bw = 3;  // variant avx512bw: AVX-512BW: vpmaddwd on 512-bit vectors (needs a CPU with AVX-512 F and BW)
 constexpr int kVariantAvxvnni = 4;  // variant avxvnni: AVX-VNNI: vpdpbusd / vpdpwssd on 256-bit vectors (needs a CPU with AVX-VNNI)
 constexpr int kVariantAvx512vnni = 5;  // variant avx512vnni: AVX-512 VNNI: vpdpbusd / vpdpwssd on 512-bit vectors (needs a CPU with AVX-512 F, BW and VNNI)
-constexpr int kVariantCount = 6;
-inline constexpr const char* kVariantNames[] = {"auto", "ref", "avx2", "avx512bw", "avxvnni", "avx512vnni"};
+constexpr int kVariantAmx = 6;  // variant amx: AMX-INT8: tdpbusd / tdpbsud on 16×64-byte tiles for int8 inputs (few rows, int16 and float32 inputs: the avx512vnni kernels) (needs a CPU with AMX-TILE, AMX-INT8 and AVX-512 VNNI, and a Linux kernel that grants the tile state (XTILEDATA))
+constexpr int kVariantCount = 7;
+inline constexpr const char* kVariantNames[] = {"auto", "ref", "avx2", "avx512bw", "avxvnni", "avx512vnni", "amx"};
 constexpr KernelArity kArity = {6, 6, 1, 1, 4, 4, 0, 0};
 }  // namespace qmatmul_args
 
@@ -518,8 +519,9 @@ constexpr int kVariantAvx2 = 2;  // variant avx2: AVX2: int8 widened to int16, v
 constexpr int kVariantAvx512bw = 3;  // variant avx512bw: AVX-512BW: vpmaddwd on 512-bit vectors (needs a CPU with AVX-512 F and BW)
 constexpr int kVariantAvxvnni = 4;  // variant avxvnni: AVX-VNNI: vpdpbusd / vpdpwssd on 256-bit vectors (needs a CPU with AVX-VNNI)
 constexpr int kVariantAvx512vnni = 5;  // variant avx512vnni: AVX-512 VNNI: vpdpbusd / vpdpwssd on 512-bit vectors (needs a CPU with AVX-512 F, BW and VNNI)
-constexpr int kVariantCount = 6;
-inline constexpr const char* kVariantNames[] = {"auto", "ref", "avx2", "avx512bw", "avxvnni", "avx512vnni"};
+constexpr int kVariantAmx = 6;  // variant amx: AMX-INT8: tdpbusd / tdpbsud on 16×64-byte tiles for int8 inputs (few rows, int16 and float32 inputs: the avx512vnni kernels) (needs a CPU with AMX-TILE, AMX-INT8 and AVX-512 VNNI, and a Linux kernel that grants the tile state (XTILEDATA))
+constexpr int kVariantCount = 7;
+inline constexpr const char* kVariantNames[] = {"auto", "ref", "avx2", "avx512bw", "avxvnni", "avx512vnni", "amx"};
 constexpr KernelArity kArity = {5, 7, 2, 2, 3, 3, 0, 0};
 }  // namespace qproject_topk_args
 
