@@ -335,7 +335,7 @@ export const KERNELS = {
       { name: 'bias', doc: 'bias [V]', dtypes: F32, optional: true, keepSlot: true },
       { name: 'active', doc: 'active ids [V] (nonzero: computed; omitted: every id)', dtypes: BYTE_MASK, optional: true },
       { name: 'w_res', doc: 'the 4-bit residual plane of Wq, uint8 [V, Dp / 2] (compiler/quant/pack.ts residualRows): when given, the '
-        + 'max(k, 16) best ids by the int8 logits are rescored from float32 X and the 12-bit rows, '
+        + 'max(k, 8) best ids by the int8 logits are rescored from float32 X and the 12-bit rows, '
         + 'float(Σ_d x[d] · (15 · Wq[v][d] + r[v][d]) in float64) · (w_scale[v] / 15) + bias[v], and the normalizer corrected by them', dtypes: ['uint8'], optional: true }],
     outputs: [{ name: 'values', doc: 'log-probabilities [rows..., k], best first', dtypes: F32 }, { name: 'indices', doc: 'their ids [rows..., k]', dtypes: ['int64'] }],
     iargs: [{ name: 'k', doc: 'how many per row' }, { name: 'input', doc: 'how rows of X are quantized (int8 or float32)', enum: 'quant_input' },

@@ -266,13 +266,13 @@ it('qproject_topk with w_res: every variant rescores its best ids from the 12-bi
   const exact = (r: number, j: number) => { let s = 0; for (let p = 0; p < d; p++) s += x[r * d + p]! * w[j * d + p]!; return s + bias[j]!; };
   let ran = 0, int8Wrong = 0;
   for (const input of ['int8', 'float32'] as const) {
-    // the reference: the 16 best by the int8 logits, their fine logits, the normalizer corrected by them
+    // the reference: the max(k, 8) best by the int8 logits, their fine logits, the normalizer corrected by them
     const approx = qlogitsRef({ x, rows, d, v, input, w: pk.q as Int8Array, scale: pk.scale }).map((l, i) => fr(l + bias[i % v]!));
     const want: { ids: number[]; vals: number[] }[] = [];
     for (let r = 0; r < rows; r++) {
       const row = Array.from(approx.subarray(r * v, (r + 1) * v));
       const mx = Math.max(...row), lse = mx + Math.log(row.reduce((s, l) => s + Math.exp(l - mx), 0));
-      const best = row.map((l, j) => [l, j] as const).sort((a, b) => b[0] - a[0] || a[1] - b[1]).slice(0, 16).map((e) => e[1]);
+      const best = row.map((l, j) => [l, j] as const).sort((a, b) => b[0] - a[0] || a[1] - b[1]).slice(0, 8).map((e) => e[1]);
       let mass = 1;
       const fine = best.map((j) => { const l = fineLogit(x.subarray(r * d), d, pk.q, pk.res!, dp, pk.scale, j, bias); mass += Math.exp(l - lse) - Math.exp(row[j]! - lse); return [l, j] as const; });
       fine.sort((a, b) => b[0] - a[0] || a[1] - b[1]);

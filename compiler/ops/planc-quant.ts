@@ -66,10 +66,10 @@ const QMATMUL: OpHandler = {
 };
 
 /** With a residual plane, at least this many best ids per row are rescored (native/src/cpu/qproject_topk.cc kRescored). */
-const RESCORED = 16;
+const RESCORED = 8;
 
 /**
- * qproject_topk with a residual plane: per row the max(k, 16) best ids by the int8 logits, their logits replaced by
+ * qproject_topk with a residual plane: per row the max(k, 8) best ids by the int8 logits, their logits replaced by
  * the fine ones (pack.ts fineLogit), the normalizer corrected by the difference, then the k best of those.
  */
 function rescoredTopk(o: { x: Float32Array; rows: number; d: number; v: number; k: number; logits: Float32Array; bias?: ArrayLike<number>; on?: Uint8Array;

@@ -137,12 +137,13 @@ export function fineAt(q: ArrayLike<number>, res: ArrayLike<number>, dp: number,
 }
 
 /**
- * A rescored logit, as qproject_topk computes it for its candidates: float(Σ_d x[d] · fine[j][d] in float64, d in
- * order) · (s_j / 15), + bias in float32.
+ * A rescored logit, as qproject_topk computes it for its candidates: float(Σ_d x[d] · fine[j][d] in float64, as eight
+ * partial sums by d mod 8 added pairwise) · (s_j / 15), + bias in float32.
  */
 export function fineLogit(x: ArrayLike<number>, d: number, q: ArrayLike<number>, res: ArrayLike<number>, dp: number, scale: ArrayLike<number>, j: number, bias?: ArrayLike<number>): number {
-  let acc = 0;
-  for (let p = 0; p < d; p++) acc += x[p]! * fineAt(q, res, dp, j, p);
+  const a = [0, 0, 0, 0, 0, 0, 0, 0];
+  for (let p = 0; p < d; p++) a[p & 7] += x[p]! * fineAt(q, res, dp, j, p);
+  const acc = ((a[0]! + a[1]!) + (a[2]! + a[3]!)) + ((a[4]! + a[5]!) + (a[6]! + a[7]!));
   const l = fr(fr(acc) * fr(scale[j]! / RESIDUAL_STEPS));
   return bias ? fr(l + bias[j]!) : l;
 }

@@ -19,7 +19,7 @@ using qgemm::Path;
 using qgemm::Rows;
 
 constexpr int64_t kRowBlock = 64;  // rows per pass over the weight
-constexpr int64_t kRescored = 16;  // with a residual plane, at least this many candidates per row are rescored
+constexpr int64_t kRescored = 8;  // with a residual plane, at least this many candidates per row are rescored
 
 struct Problem {
   Rows x;
@@ -37,18 +37,18 @@ struct Problem {
   int64_t d, kc;       // kc: candidates kept per row (k, or max(k, kRescored) with a residual plane)
 };
 
-// One candidate's fine logit: float(Σ_d x[d] · (15 · q[d] + r[d]) in double) · (w_scale / 15) + bias (compiler/quant/
-// pack.ts fineLogit: the same operations in the same order).
+// One candidate's fine logit: float(Σ_d x[d] · (15 · q[d] + r[d]) in double, as eight partial sums by d mod 8 added
+// pairwise) · (w_scale / 15) + bias (compiler/quant/pack.ts fineLogit: the same operations in the same order).
 __attribute__((optimize("fp-contract=off"))) float fine_logit(const Problem& p, const float* x, int64_t id) {
   const int8_t* q = p.w + id * p.dp;
   const uint8_t* res = p.res + id * (p.dp / 2);
-  double acc = 0;
+  double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   for (int64_t d = 0; d < p.d; d++) {
-    int r = (res[d >> 1] >> ((d & 1) * 4)) & 15;
-    r = r >= 8 ? r - 16 : r;
-    acc += static_cast<double>(x[d]) * static_cast<double>(qgemm::kResidualSteps * q[d] + r);
+    const int r = (((res[d >> 1] >> ((d & 1) * 4)) & 15) ^ 8) - 8;  // the nibble, sign-extended
+    acc[d & 7] += static_cast<double>(x[d]) * static_cast<double>(qgemm::kResidualSteps * q[d] + r);
   }
-  float l = static_cast<float>(acc) * (p.scale[id] / static_cast<float>(qgemm::kResidualSteps));
+  const double sum = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+  float l = static_cast<float>(sum) * (p.scale[id] / static_cast<float>(qgemm::kResidualSteps));
   if (p.bias) l += p.bias[id];
   return l;
 }
@@ -144,13 +144,18 @@ void run_block(const Problem& p, const Path& path, int64_t r0, int64_t nr, float
   };
   if (pool && n_parts > 1) pool->parallel_for(n_parts, 1, run);
   else run(0, n_parts);
-  std::vector<Cand> cands;
-  for (int64_t r = 0; r < nr; r++) {
-    double lse = row_lse(parts, r);
-    best_cands(parts, r, p.kc, lse != lse, cands);
-    if (p.res) lse = rescore_row(p, r0 + r, lse, cands);
-    write_row(cands, p.k, lse, values + (r0 + r) * p.k, indices + (r0 + r) * p.k);
-  }
+  // the rows' merges (and rescoring, a few thousand products a row) split over the pool
+  auto merge = [&](int64_t ra, int64_t rb) {
+    static thread_local std::vector<Cand> cands;
+    for (int64_t r = ra; r < rb; r++) {
+      double lse = row_lse(parts, r);
+      best_cands(parts, r, p.kc, lse != lse, cands);
+      if (p.res) lse = rescore_row(p, r0 + r, lse, cands);
+      write_row(cands, p.k, lse, values + (r0 + r) * p.k, indices + (r0 + r) * p.k);
+    }
+  };
+  if (pool && p.res && nr > 1) pool->parallel_for(nr, 1, merge);
+  else merge(0, nr);
 }
 
 bool dims_are(const TensorView& t, std::initializer_list<int64_t> d) {
@@ -216,7 +221,7 @@ const char* check_qproject_topk(const KernelArgs& args, int64_t* rows, int64_t* 
 }
 
 // Inputs X [rows..., D], Wq int8 [V, Dp], w_scale [V], w_sum [V] int32, bias? [V], active? [V] (uint8/bool), w_res?
-// [V, Dp / 2] uint8 (the best max(k, 16) rescored, compiler/kernel-schema.ts); outputs
+// [V, Dp / 2] uint8 (the best max(k, 8) rescored, compiler/kernel-schema.ts); outputs
 // values [rows..., k] (log-softmax of the logits, best first, ties: lower id first) and indices [rows..., k] int64;
 // iargs k, input (int8 or float32), d. With active, only its nonzero ids are computed, normalized over and returned
 // (fewer than k: the remaining slots are -inf with id 0), as project_topk.
