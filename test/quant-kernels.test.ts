@@ -177,6 +177,25 @@ function topkRef(logits: Float32Array, v: number, rows: number, k: number, activ
   return { vals, ids };
 }
 
+/** qproject_topk over pk (with its residual plane when asked) on one variant: its outputs, or the refusal of a variant this machine cannot run. */
+function projectTopk(variant: string, pk: ReturnType<typeof quantizeRows>, x: Float32Array, rows: number, d: number, k: number, input: QuantInput,
+  bias: Float32Array | undefined, residual: boolean, mask?: Uint8Array): Typed[] | string {
+  const v = pk.dims[0]!;
+  return runCall('qproject_topk', variant, [
+    { role: 'feed', dtype: 'float32', dims: [rows, d], data: x },
+    { role: 'weight', dtype: 'int8', dims: pk.dims, data: pk.q },
+    { role: 'weight', dtype: 'float32', dims: [v], data: pk.scale },
+    { role: 'weight', dtype: 'int32', dims: [v], data: pk.sum },
+    bias ? { role: 'weight', dtype: 'float32', dims: [v], data: bias } : null,
+    mask ? { role: 'feed', dtype: 'uint8', dims: [v], data: mask } : null,
+    ...(residual ? [{ role: 'weight', dtype: 'uint8', dims: [v, pk.dims[1]! / 2], data: pk.res! } as Operand] : []),
+  ], [{ role: 'out', dtype: 'float32', dims: [rows, k], data: new Float32Array(rows * k) },
+    { role: 'out', dtype: 'int64', dims: [rows, k], data: new BigInt64Array(rows * k) }], [k, inputCode(input), d]);
+}
+
+/** The values and ids of projectTopk's outputs. */
+const topkOut = (out: Typed[]) => ({ vals: out[0] as Float32Array, ids: Array.from(out[1] as BigInt64Array, Number) });
+
 it('qproject_topk: every variant equals the reference (ids, and log-probs bit for bit across int8 paths)', () => {
   const v = 300, d = 100, k = 8;
   const w = values(v * d, 11, 0.3), bias = values(v, 12, 1);
@@ -194,18 +213,13 @@ it('qproject_topk: every variant equals the reference (ids, and log-probs bit fo
           const want = topkRef(logits, v, rows, k, mask);
           let first: Float32Array | undefined;
           for (const variant of VARIANTS) {
-            const out = runCall('qproject_topk', variant, [
-              { role: 'feed', dtype: 'float32', dims: [rows, d], data: x },
-              { role: 'weight', dtype: 'int8', dims: pk.dims, data: pk.q },
-              { role: 'weight', dtype: 'float32', dims: [v], data: pk.scale },
-              { role: 'weight', dtype: 'int32', dims: [v], data: pk.sum },
-              withBias ? { role: 'weight', dtype: 'float32', dims: [v], data: bias } : null,
-              mask ? { role: 'feed', dtype: 'uint8', dims: [v], data: mask } : null,
-            ], [{ role: 'out', dtype: 'float32', dims: [rows, k], data: new Float32Array(rows * k) },
-              { role: 'out', dtype: 'int64', dims: [rows, k], data: new BigInt64Array(rows * k) }], [k, inputCode(input), d]);
-            if (typeof out === 'string') continue;
+            const out = projectTopk(variant, pk, x, rows, d, k, input, withBias ? bias : undefined, false, mask);
+            if (typeof out === 'string') {
+              refused.set(variant, out);
+              continue;
+            }
             ran++;
-            const vals = out[0] as Float32Array, ids = Array.from(out[1] as BigInt64Array, Number);
+            const { vals, ids } = topkOut(out);
             const what = `${variant} ${input} rows ${rows} bias ${withBias} active ${!!mask}`;
             assert.equal(ids, want.ids, `${what}: ids`);
             vals.forEach((g, i) => assert.ok(Math.abs(g - want.vals[i]!) <= 1e-5 * (1 + Math.abs(want.vals[i]!)), `${what} [${i}]: ${g} vs ${want.vals[i]}`));
@@ -221,23 +235,6 @@ it('qproject_topk: every variant equals the reference (ids, and log-probs bit fo
   assert.ok(ran >= 16);
   reportRefused(refused, 'its qproject_topk comparisons (quant-kernels)');
 });
-
-/** qproject_topk over pk with (or without) its residual plane, one variant; null when the machine cannot run it. */
-function projectTopk(variant: string, pk: ReturnType<typeof quantizeRows>, x: Float32Array, rows: number, d: number, k: number, input: QuantInput,
-  bias: Float32Array | undefined, residual: boolean): { vals: Float32Array; ids: number[] } | null {
-  const v = pk.dims[0]!;
-  const out = runCall('qproject_topk', variant, [
-    { role: 'feed', dtype: 'float32', dims: [rows, d], data: x },
-    { role: 'weight', dtype: 'int8', dims: pk.dims, data: pk.q },
-    { role: 'weight', dtype: 'float32', dims: [v], data: pk.scale },
-    { role: 'weight', dtype: 'int32', dims: [v], data: pk.sum },
-    bias ? { role: 'weight', dtype: 'float32', dims: [v], data: bias } : null,
-    null,
-    ...(residual ? [{ role: 'weight', dtype: 'uint8', dims: [v, pk.dims[1]! / 2], data: pk.res! } as Operand] : []),
-  ], [{ role: 'out', dtype: 'float32', dims: [rows, k], data: new Float32Array(rows * k) },
-    { role: 'out', dtype: 'int64', dims: [rows, k], data: new BigInt64Array(rows * k) }], [k, inputCode(input), d]);
-  return typeof out === 'string' ? null : { vals: out[0] as Float32Array, ids: Array.from(out[1] as BigInt64Array, Number) };
-}
 
 it('residual plane: 12-bit rows within s/30 of the float32 table', () => {
   const v = 50, d = 70;
@@ -265,6 +262,7 @@ it('qproject_topk with w_res: every variant rescores its best ids from the 12-bi
   const pk = quantizeRows(w, v, d), dp = pk.dims[1]!;
   const exact = (r: number, j: number) => { let s = 0; for (let p = 0; p < d; p++) s += x[r * d + p]! * w[j * d + p]!; return s + bias[j]!; };
   let ran = 0, int8Wrong = 0;
+  const refused = new Map<string, string>();
   for (const input of ['int8', 'float32'] as const) {
     // the reference: the max(k, 8) best by the int8 logits, their fine logits, the normalizer corrected by them
     const approx = qlogitsRef({ x, rows, d, v, input, w: pk.q as Int8Array, scale: pk.scale }).map((l, i) => fr(l + bias[i % v]!));
@@ -283,8 +281,12 @@ it('qproject_topk with w_res: every variant rescores its best ids from the 12-bi
       if (best[0] !== exactTop) int8Wrong++;
     }
     for (const variant of VARIANTS) {
-      const got = projectTopk(variant, pk, x, rows, d, k, input, bias, true);
-      if (!got) continue;
+      const out = projectTopk(variant, pk, x, rows, d, k, input, bias, true);
+      if (typeof out === 'string') {
+        refused.set(variant, out);
+        continue;
+      }
+      const got = topkOut(out);
       ran++;
       for (let r = 0; r < rows; r++) {
         assert.equal(got.ids.slice(r * k, r * k + k), want[r]!.ids, `${variant} ${input} row ${r}: ids`);
@@ -293,12 +295,13 @@ it('qproject_topk with w_res: every variant rescores its best ids from the 12-bi
           assert.ok(Math.abs(g - e) <= 1e-5 * (1 + Math.abs(e)), `${variant} ${input} row ${r} [${t}]: ${g} vs ${e}`);
         }
       }
-      const plain = projectTopk(variant, pk, x, rows, d, k, input, bias, false)!;
+      const plain = topkOut(projectTopk(variant, pk, x, rows, d, k, input, bias, false) as Typed[]);
       assert.ok(plain.ids.some((id, i) => id !== got.ids[i]), `${variant} ${input}: without w_res some ids differ (the test can fail)`);
     }
   }
   assert.ok(int8Wrong >= 2, `int8 alone ranks ${int8Wrong} rows' best wrongly: the case exercises rescoring`);
   assert.ok(ran >= 2);
+  reportRefused(refused, 'its rescoring comparisons (quant-kernels)');
 });
 
 it('qgather with its residual: 12-bit rows, (15 · q + r) · (s / 15), bit for bit', () => {

@@ -131,8 +131,10 @@ uint32_t max_abs_bits(const float* x, int64_t k) {
 
 constexpr uint32_t kInfBits = 0x7f800000u;
 
-// One int8 row: q = round-half-even(x / s) in [-127, 127], s = max|x| / 127.
-float quantize_i8(const float* x, int64_t k, int8_t* q) {
+// One row on [-lim, lim]: s = max|x| / lim, q = round-half-even(x / s) clamped; 0 for a zero row, NaN when the row
+// has inf or NaN (q all 0).
+template <class T>
+float quantize_row(const float* x, int64_t k, float lim, T* q) {
   const uint32_t mb = max_abs_bits(x, k);
   if (mb == 0 || mb >= kInfBits) {
     for (int64_t i = 0; i < k; i++) q[i] = 0;
@@ -140,32 +142,17 @@ float quantize_i8(const float* x, int64_t k, int8_t* q) {
   }
   float amax;
   std::memcpy(&amax, &mb, 4);
-  const float s = amax / 127.0f;
+  const float s = amax / lim;
   for (int64_t i = 0; i < k; i++) {
     const float r = std::nearbyint(x[i] / s);  // the default rounding mode: half to even
-    q[i] = static_cast<int8_t>(std::min(127.0f, std::max(-127.0f, r)));
+    q[i] = static_cast<T>(std::min(lim, std::max(-lim, r)));
   }
   return s;
 }
 
-// One int16 row: s = max|x| / L (L = int16_limit(k)), q = round-half-even(x / s) in [-L, L]; 0 for a zero row, NaN
-// when the row has inf or NaN (q all 0).
-float quantize_i16(const float* x, int64_t k, int16_t* q) {
-  const uint32_t mb = max_abs_bits(x, k);
-  if (mb == 0 || mb >= kInfBits) {
-    for (int64_t i = 0; i < k; i++) q[i] = 0;
-    return mb == 0 ? 0.0f : std::numeric_limits<float>::quiet_NaN();
-  }
-  float amax;
-  std::memcpy(&amax, &mb, 4);
-  const float lim = static_cast<float>(int16_limit(k));
-  const float s = amax / lim;
-  for (int64_t i = 0; i < k; i++) {
-    const float r = std::nearbyint(x[i] / s);
-    q[i] = static_cast<int16_t>(std::min(lim, std::max(-lim, r)));
-  }
-  return s;
-}
+// int8 rows on [-127, 127]; int16 rows on [-L, L], L = int16_limit(k).
+float quantize_i8(const float* x, int64_t k, int8_t* q) { return quantize_row(x, k, 127.0f, q); }
+float quantize_i16(const float* x, int64_t k, int16_t* q) { return quantize_row(x, k, static_cast<float>(int16_limit(k)), q); }
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define PLANC_QGEMM_ROWS_AVX2 1
