@@ -65,9 +65,11 @@ export async function compile(model: Model, options: CompileOptions, services: P
   const profile = { maxBatch: options.maxBatch, maxSrcLen: options.maxSrcLen, maxTgtLen: options.maxTgtLen, maxDims };
   progress?.start('verifying');
   verifyModel(model, { types: false });
-  if (options.quantize && options.target === 'cuda') {
-    throw new PlancError('PLANC_E301', `--quantize ${options.quantize.mode}: quantized products run on the CPU only so far (the CUDA int8/fp16 kernels are not written yet); build a cpu plan or drop --quantize`);
+  if (options.quantize && options.target === 'cuda' && options.quantize.mode !== 'w8') {
+    throw new PlancError('PLANC_E301', `--quantize ${options.quantize.mode} --target cuda: the CUDA quantized kernels are int8 weight-only (--quantize w8: int8 weights, float32 inputs); int8/int16 inputs and auto run on the CPU only so far, fp16/bf16 are not written yet`);
   }
+  const layerModes = Object.values(options.quantize?.layers ?? {}).filter((p) => p !== 'w8' && p !== 'float32');
+  if (options.target === 'cuda' && layerModes.length) throw new PlancError('PLANC_E301', `--quantize-layers ${layerModes[0]} --target cuda: the CUDA quantized kernels are weight-only (w8 or float32 per layer)`);
   const topk = chooseTopk(model, options.specialIds, options.topk);
   if (options.vocab && topk === undefined) throw new PlancError('PLANC_E301', '--vocab rewrites planc.ProjectTopK: it needs --topk N (N ≥ 1)');
   const passServices: PassServices = {

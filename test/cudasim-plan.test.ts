@@ -2,7 +2,8 @@
 // synthetic plan (tiny and opus-base-shaped) against the CPU backend at batch 1 and 5 with the arena poisoned with NaN,
 // bit-identical under two fiber schedules, greedy decoding token-identical with CUDA-graph replay off and on, and
 // `planc translate --device sim`. es-en (../shared; top-k, shortlist and clusters plans per graph, 50 sentences
-// translated): with PLANC_CUDASIM_ESEN=1 (about 10 minutes).
+// translated): with PLANC_CUDASIM_ESEN=1 (about 10 minutes). w8 (int8 weight-only) plans of both models: every graph and
+// greedy decoding against the cpu w8 plan.
 import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
@@ -76,6 +77,9 @@ const names = {
   decode: 'greedy decoding on the emulator is token-identical to the cpu plan, CUDA-graph replay off and on',
   replay: 'CUDA graphs: a repeated run replays the graphs captured by the first, matching the cpu backend',
   cli: 'planc translate --device sim runs a cuda plan on the emulator and says so on stderr',
+  w8: 'w8 (int8 weight-only) cuda plans: every graph of the opus-shaped plan (qmatmul, qgather with 12-bit rows, qproject_topk rescored) matches the cpu w8 plan (batch 1 and 5)',
+  w8decode: 'w8 cuda plan: greedy decoding on the emulator is token-identical to the cpu w8 plan, CUDA-graph replay on',
+  w8refuse: 'int8/int16 inputs on --target cuda are refused by name (the CUDA kernels are weight-only)',
   esenGraphs: 'es-en plans (top-k, shortlist, clusters): every graph on the emulator matches the cpu backend (batch 1 and 4)',
   esen: 'es-en: greedy translation of 50 test sentences through the cuda plan on the emulator is token-identical to the cpu plan (graphs off and on)',
 };
@@ -87,6 +91,8 @@ if (skip) {
   const plans = {
     tiny: { cuda: path.join(tmp, 'tiny-cuda.plan'), cpu: path.join(tmp, 'tiny-cpu.plan') },
     opus: { cuda: path.join(tmp, 'opus-cuda.plan'), cpu: path.join(tmp, 'opus-cpu.plan') },
+    tinyW8: { cuda: path.join(tmp, 'tiny-w8-cuda.plan'), cpu: path.join(tmp, 'tiny-w8-cpu.plan') },
+    opusW8: { cuda: path.join(tmp, 'opus-w8-cuda.plan'), cpu: path.join(tmp, 'opus-w8-cpu.plan') },
   };
   const profile = ['--no-tokenizer', '--max-batch', '5', '--max-src-len', '16', '--max-tgt-len', '12'];
   before(test, () => {
@@ -94,9 +100,9 @@ if (skip) {
     makeModel({ arch: 'marian', d: 64, encoderLayers: 1, decoderLayers: 1, heads: 2, ffn: 128, vocab: 101, out: tiny, seed: 3, maxPos: 64, activation: 'relu' });
     const opus = path.join(tmp, 'opus');
     makeModel({ arch: 'marian', d: 512, encoderLayers: 1, decoderLayers: 1, heads: 8, ffn: 2048, vocab: 1200, out: opus, seed: 5, maxPos: 64, activation: 'swish' });
-    for (const [dir, p] of [[tiny, plans.tiny], [opus, plans.opus]] as const) {
-      optimize(dir, p.cuda, ['--target', 'cuda', '--arch', 'sm_80', ...profile]);
-      optimize(dir, p.cpu, profile);
+    for (const [dir, p, q] of [[tiny, plans.tiny, []], [opus, plans.opus, []], [tiny, plans.tinyW8, ['--quantize', 'w8']], [opus, plans.opusW8, ['--quantize', 'w8']]] as const) {
+      optimize(dir, p.cuda, ['--target', 'cuda', '--arch', 'sm_80', ...profile, ...q]);
+      optimize(dir, p.cpu, [...profile, ...q]);
     }
   });
 
@@ -144,6 +150,30 @@ if (skip) {
     assert.ok(m, stderr);
     assert.is(Number(m![1]), 0, 'every launch went through a graph');
     assert.is(Number(m![3]), 2 * Number(m![4]), `the second run replays the graphs captured by the first (${m![0]})`);
+  });
+
+  test(names.w8, () => {
+    const { json } = child(['graphs', plans.opusW8.cuda, plans.opusW8.cpu, '1,5']);
+    checkRuns(json.runs, 'opus w8');
+    const kernels = JSON.parse(spawnSync(process.execPath, [path.join(REPO_ROOT, 'bin', 'planc.js'), 'inspect', plans.opusW8.cuda, '--json'], { encoding: 'utf8' }).stdout).kernels as { name: string }[];
+    for (const k of ['qmatmul', 'qgather', 'qproject_topk']) assert.ok(kernels.some((e) => e.name.endsWith(`_${k}`)), `the plan runs ${k} on the device: ${kernels.map((e) => e.name).join(', ')}`);
+  });
+
+  test(names.w8decode, () => {
+    const src = path.join(tmp, 'sources-w8.json');
+    fs.writeFileSync(src, JSON.stringify([[7, 8, 9, 10, 2], [11, 12, 2], [13, 14, 15, 16, 17, 2], [20, 30, 40, 2], [5, 6, 2]]));
+    const { json } = child(['decode', plans.tinyW8.cuda, plans.tinyW8.cpu, src], { PLANC_CUDA_GRAPH: '1' });
+    assert.equal(json.sim, json.cpu);
+    assert.ok(json.cpu.some((ids: number[]) => ids.length > 0), 'something was decoded');
+  });
+
+  test(names.w8refuse, () => {
+    for (const mode of ['int8', 'int16']) {
+      const r = spawnSync(process.execPath, [path.join(REPO_ROOT, 'bin', 'planc.js'), 'optimize', path.join(tmp, 'tiny'), '-o', path.join(tmp, 'refused.plan'), '--target', 'cuda', '--quantize', mode, ...profile], { encoding: 'utf8' });
+      assert.is(r.status === 0, false, `${mode} on cuda was accepted`);
+      assert.match(r.stderr, /PLANC_E301: --quantize \S+ --target cuda: the CUDA quantized kernels are int8 weight-only/);
+      assert.not.match(r.stderr, /\n\s+at /, 'no stack trace');
+    }
   });
 
   test(names.cli, () => {

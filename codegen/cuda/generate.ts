@@ -6,7 +6,7 @@ import type { CudaCall, PlanProgram } from '../../compiler/plan/types.ts';
 import { selectCuda, type Instance } from './rules.ts';
 
 /** The template files, in the order the generated .cu holds them. */
-const TEMPLATE_FILES = ['enums.cuh', 'kernel_args.cuh', 'common.cuh', 'elementwise.cuh', 'gemm.cuh', 'rows.cuh', 'movement.cuh', 'attention.cuh', 'vocab.cuh'];
+const TEMPLATE_FILES = ['enums.cuh', 'kernel_args.cuh', 'common.cuh', 'elementwise.cuh', 'gemm.cuh', 'rows.cuh', 'movement.cuh', 'quant.cuh', 'attention.cuh', 'vocab.cuh'];
 const TEMPLATE_DIR = path.join(path.dirname(fileURLToPath(import.meta.url)), 'kernels');
 
 export interface CudaEntry {

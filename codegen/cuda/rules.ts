@@ -1,6 +1,6 @@
 // CUDA kernel selection: each program kernel call → its launch variants (declared in compiler/kernel-schema.ts
 // cudaVariants, launch shapes included), each a template instantiation (constants baked in) and its grid.
-import { ACTIVATIONS, DTYPE_CODE, MASK_KINDS, PLAN_DTYPE_BYTES, PLAN_DTYPES } from '../../compiler/kernel-enums.ts';
+import { ACTIVATIONS, DTYPE_CODE, MASK_KINDS, PLAN_DTYPE_BYTES, PLAN_DTYPES, QUANT_INPUTS } from '../../compiler/kernel-enums.ts';
 import { CUDA_DEFAULT_VARIANTS, CUDA_GEMM_VARIANTS, cudaVariant, iargIndex, type CudaVariantName, type IargName, type KernelName } from '../../compiler/kernel-schema.ts';
 import { PlancError } from '../../compiler/diagnostics.ts';
 import { TENSOR_KIND, type CudaGrid, type PlanKernel, type PlanProgram, type PlanTensor } from '../../compiler/plan/types.ts';
@@ -369,6 +369,71 @@ const projectTopk: CudaRule<'project_topk'> = (ctx) => {
   }];
 };
 
+// ---- quantized (int8 weight-only: float32 input rows) ----
+const W8_INPUT = QUANT_INPUTS.indexOf('float32');
+const requireW8 = (ctx: RuleCtx<'qmatmul' | 'qproject_topk'>) => {
+  const input = ctx.iarg('input');
+  if (input !== W8_INPUT) ctx.fail(`input ${QUANT_INPUTS[input] ?? input}: the CUDA quantized kernels are weight-only (float32 input rows: --quantize w8)`);
+};
+
+const qmatmul: CudaRule<'qmatmul'> = (ctx) => {
+  requireW8(ctx);
+  const [a, w] = [input(ctx, 0), input(ctx, 1)];
+  requireDtype(ctx, a, [F32], 'A');
+  requireDtype(ctx, w, [I8], 'Wq');
+  const act = ctx.iarg('activation'), n = ctx.iarg('n'), k = ctx.iarg('k');
+  if (act < 0 || act >= ACTIVATIONS.length) ctx.fail(`unknown activation ${act}`);
+  if (w.rank !== 4 || w.dims[0] !== Math.ceil(n / 16) || w.dims[1] !== Math.ceil(k / 4)) ctx.fail(`Wq is [${w.dims.map((x) => x ?? '?')}], not the packed [${Math.ceil(n / 16)}, ${Math.ceil(k / 4)}, 16, 4] of K ${k}, N ${n}`);
+  const y = ctx.outs[0]!;
+  const bias = ctx.ins[4] !== undefined, res = ctx.ins[5] !== undefined;
+  return [{ ...DEFAULT, template: `planc::qmatmul_w8<${k}, ${n}, ${act}, ${bias}, ${res}>`, grid: [dims(outOperand(ctx), y.rank - 1, y.rank, 128), dims(outOperand(ctx), 0, y.rank - 1, 4)] }];
+};
+
+const qgather: CudaRule<'qgather'> = (ctx) => {
+  const [w, scale, idx] = [input(ctx, 0), input(ctx, 1), input(ctx, 2)];
+  requireDtype(ctx, w, [I8], 'Wq');
+  requireDtype(ctx, scale, [F32], 'scale');
+  requireDtype(ctx, idx, [I32, I64], 'the indices');
+  const res = ctx.ins[3];
+  if (res !== undefined) requireDtype(ctx, res, [U8], 'the residual plane');
+  return flat(ctx, `planc::qgather<${ctype(ctx, idx)}, ${res !== undefined}>`);
+};
+
+/** The candidates qproject_topk rescores with a residual plane (native/src/cpu/qproject_topk.cc kRescored). */
+const RESCORED = 8;
+
+const qprojectTopk: CudaRule<'qproject_topk'> = (ctx) => {
+  requireW8(ctx);
+  const [x, w] = [input(ctx, 0), input(ctx, 1)];
+  requireDtype(ctx, x, [F32], 'X');
+  requireDtype(ctx, w, [I8], 'Wq');
+  const k = ctx.iarg('k'), d = ctx.iarg('d');
+  const vocab = w.dims[0];
+  if (w.rank !== 2 || vocab === undefined || w.dims[1] !== Math.ceil(d / 64) * 64) ctx.fail(`Wq is [${w.dims.map((e) => e ?? '?')}], not a static [V, ${Math.ceil(d / 64) * 64}]`);
+  if (x.dims[x.rank - 1] !== d) ctx.fail(`X's last dim is not D ${d}`);
+  if (d % 32 !== 0 || d > 1024) ctx.fail(`D ${d}: the CUDA kernel wants a multiple of 32, at most 1024`);
+  const resc = ctx.ins[6] !== undefined;
+  if (resc) requireDtype(ctx, ctx.ins[6]!, [U8], 'the residual plane');
+  const kk = resc ? Math.min(vocab!, Math.max(k, RESCORED)) : k;
+  if (k < 1 || kk > 64 || k > vocab!) ctx.fail(`k ${k}: the CUDA kernel takes 1..64 (and at most the vocabulary)`);
+  const shards = Math.ceil(vocab! / TOPK_SHARD);
+  if (Math.ceil(shards / 32) * 32 > d) ctx.fail(`${shards} vocabulary shards do not fit the merge's shared memory for D ${d}`);
+  const act = ctx.ins[5];
+  if (act !== undefined) {
+    requireDtype(ctx, act, [U8, BOOL], 'the active mask');
+    if (act.rank !== 1 || act.dims[0] !== vocab) ctx.fail(`the active mask is [${act.dims.map((e) => e ?? '?')}], not [${vocab}]`);
+  }
+  const maxRows = Math.max(1, Math.floor(ctx.outs[0]!.slotBytes / (4 * k)));
+  if (Math.ceil(maxRows / TOPK_ROWS) > SCRATCH_COUNTERS) ctx.fail(`${maxRows} rows exceed the scratch's ticket counters`);
+  return [{
+    ...DEFAULT,
+    template: `planc::project_topk<${d}, ${vocab}, ${kk}, true, ${ctx.ins[4] !== undefined}, ${act !== undefined}, true, ${k}, ${resc}>`,
+    grid: [dims(0, 0, 0, 1, shards), dims(0, 0, x.rank - 1, TOPK_ROWS)],
+    scratchBytes: SCRATCH_DATA + 4 * maxRows * shards * (2 + 2 * kk),
+    ...(act ? { minBlocks: 1 } : {}),
+  }];
+};
+
 /** Blocks of a cluster_mask launch (a fixed grid: the last block writes the mask even when there are no rows). */
 const CLUSTER_BLOCKS = 32;
 
@@ -407,6 +472,7 @@ export const CUDA_RULES: { readonly [K in KernelName]?: CudaRule<K> } = {
   softmax, layer_norm: norm(false), rms_norm: norm(true),
   transpose, gather, slice, concat, split, expand, tile, trilu,
   attention, cache_write: cacheWrite, project_topk: projectTopk, cluster_mask: clusterMask,
+  qmatmul, qgather, qproject_topk: qprojectTopk,
 };
 
 // ---- operands of a program's kernels ----

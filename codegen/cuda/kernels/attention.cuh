@@ -103,6 +103,53 @@ __device__ void cache_write(const KArgs& a) {
 // (value desc, index asc): whether (v1, i1) ranks before (v2, i2).
 __device__ __forceinline__ bool better(float v1, int i1, float v2, int i2) { return v1 > v2 || (v1 == v2 && i1 < i2); }
 
+// One row's rescoring (a warp; qproject_topk with its residual plane): the KK candidates' fine logits
+// float(Σ_d x[d] · (15 · Wq[v][d] + r[v][d]), in double) · (w_scale[v] / 15) + bias[v], the normalizer corrected by the
+// difference to their int8 logits, then the KO best by fine logit (ties: lower id) as log-probs.
+template <int D, int KK, int KO>
+__device__ void rescore_row(const KArgs& a, int64_t row, int64_t Dp, float lse, float* cv, int* ci, float* ov, int64_t* oi) {
+  const int lane = threadIdx.x & 31;
+  const float* x = (const float*)a.in[0].data + row * D;
+  const int8_t* Wq = (const int8_t*)a.in[1].data;
+  const float* wscale = (const float*)a.in[2].data;
+  const float* bias = a.in[4].data ? (const float*)a.in[4].data : nullptr;
+  const uint8_t* R = (const uint8_t*)a.in[6].data;
+  double mass = 1.0;
+  const bool finite = isfinite(lse);
+  for (int q = 0; q < KK; q++) {
+    const int v = ci[q];
+    if (v == 0x7fffffff || !finite) continue;  // a padding slot; a NaN or empty row keeps its logits
+    double acc = 0.0;
+    for (int d = lane; d < D; d += 32) acc += (double)x[d] * (double)(kResidualSteps * Wq[(int64_t)v * Dp + d] + residual_at(R + (int64_t)v * (Dp / 2), d));
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+    float fine = (float)acc * (wscale[v] / (float)kResidualSteps);
+    if (bias) fine += bias[v];
+    if (lane == 0) {
+      mass += exp((double)fine - lse) - exp((double)cv[q] - lse);
+      cv[q] = fine;
+    }
+    __syncwarp();
+  }
+  if (lane == 0) {
+    const double lse2 = mass > 0 ? (double)lse + log(mass) : (double)lse;
+    for (int q = 1; q < KK; q++) {  // insertion sort, best first
+      const float v = cv[q];
+      const int i = ci[q];
+      int p = q;
+      while (p > 0 && better(v, i, cv[p - 1], ci[p - 1])) { cv[p] = cv[p - 1]; ci[p] = ci[p - 1]; p--; }
+      cv[p] = v;
+      ci[p] = i;
+    }
+    for (int q = 0; q < KO; q++) {
+      const bool pad = ci[q] == 0x7fffffff;
+      ov[q] = pad ? -INFINITY : (float)((double)cv[q] - lse2);
+      oi[q] = pad ? 0 : ci[q];
+    }
+  }
+  __syncwarp();
+}
+
 // project_topk: X [rows, D], W [D, V] (TRANS 0) or [V, D] (TRANS 1), bias? [V] -> values [rows, KK] (log-softmax),
 // indices [rows, KK] int64. Grid (shards of SHARD vocabulary ids, groups of RB rows). Each block computes the logits
 // of its shard in tiles of 256 ids into shared memory; warp r keeps row r's running max, sum of exp and top-KK.
@@ -110,8 +157,15 @@ __device__ __forceinline__ bool better(float v1, int i1, float v2, int i2) { ret
 // ACT: input 3 is the active mask (uint8/bool [V]): each block first compacts its shard's nonzero ids (a block-wide
 // prefix sum, in order) into shared memory and computes only those columns (W rows / columns gathered by id); the
 // normalizer is over the active ids only, and slots beyond the active ids (fewer than KK) get -inf with index 0.
-template <int D, int V, int KK, bool TRANS, bool BIAS, bool ACT = false>
+//
+// Q (qproject_topk, float32 input): W is int8 rows Wq [V, Dp] (TRANS) with scales w_scale (input 2), w_sum (3), bias (4),
+// active (5): logits are float(Σ x · Wq[v]) · w_scale[v] + bias[v]. RESC: with the residual plane (input 6) the KK best
+// of the merge are rescored from X with the 12-bit rows (Σ in double) and the normalizer corrected; the KO best of
+// them are written (KO = KK without rescoring).
+template <int D, int V, int KK, bool TRANS, bool BIAS, bool ACT = false, bool Q = false, int KO = KK, bool RESC = false>
 __device__ void project_topk(const KArgs& a) {
+  static_assert(!Q || TRANS, "quantized rows are [V, Dp]");
+  static_assert(KO <= KK && (RESC || KO == KK), "only rescoring keeps more candidates than it writes");
   constexpr int RB = 8, TILE = 256, SHARD = 512, S = (V + SHARD - 1) / SHARD, PART = 2 + 2 * KK;
   static_assert(D % 32 == 0 && D <= 1024, "D must be a multiple of 32, at most 1024");
   static_assert(SHARD == 2 * 256, "the active compaction gives each of 256 threads two ids");
@@ -132,7 +186,10 @@ __device__ void project_topk(const KArgs& a) {
   const int shard = blockIdx.x, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const float* X = (const float*)tx.data + r0 * D;
   const float* W = (const float*)tw.data;
-  const float* bias = BIAS ? (const float*)a.in[2].data : nullptr;
+  const int8_t* Wq = (const int8_t*)tw.data;
+  const int64_t Dp = Q ? tw.dims[1] : D;
+  const float* wscale = Q ? (const float*)a.in[2].data : nullptr;
+  const float* bias = BIAS ? (const float*)a.in[Q ? 4 : 2].data : nullptr;
   for (int e = threadIdx.x; e < nr * D; e += blockDim.x) xs[e] = X[e];
   if (threadIdx.x < RB) { rmax[threadIdx.x] = -INFINITY; rsum[threadIdx.x] = 0.f; }
   for (int e = threadIdx.x; e < RB * KK; e += blockDim.x) { topv[e / KK][e % KK] = -INFINITY; topi[e / KK][e % KK] = 0x7fffffff; }
@@ -142,7 +199,7 @@ __device__ void project_topk(const KArgs& a) {
   if (ACT) {
     // Block-wide compaction in id order: warp w owns the shard's ids 64w .. 64w + 63 (two ballots of 32), its
     // offset is the active count of the warps before it.
-    const uint8_t* mask = (const uint8_t*)a.in[3].data;
+    const uint8_t* mask = (const uint8_t*)a.in[Q ? 5 : 3].data;
     const int ja = warp * 64 + lane, jb = ja + 32;
     const bool aa = v_begin + ja < v_end && mask[v_begin + ja] != 0;
     const bool ab = v_begin + jb < v_end && mask[v_begin + jb] != 0;
@@ -173,9 +230,10 @@ __device__ void project_topk(const KArgs& a) {
         for (int r = 0; r < RB; r++) part[r] = 0.f;
         if (in) {
           const float* wr = W + (int64_t)v * D;
+          const int8_t* wqr = Wq + (int64_t)v * Dp;
 #pragma unroll 4
           for (int d = lane; d < D; d += 32) {
-            const float w = __ldg(wr + d);
+            const float w = Q ? (float)__ldg(wqr + d) : __ldg(wr + d);
 #pragma unroll
             for (int r = 0; r < RB; r++) if (r < nr) part[r] = fmaf(w, xs[r * D + d], part[r]);
           }
@@ -183,7 +241,8 @@ __device__ void project_topk(const KArgs& a) {
 #pragma unroll
         for (int r = 0; r < RB; r++) {
           if (r < nr) {
-            const float s = warp_sum(part[r]);
+            float s = warp_sum(part[r]);
+            if (Q && in) s *= __ldg(wscale + v);
             if (lane == 0) lt[r][c] = in ? s + (BIAS ? __ldg(bias + v) : 0.f) : -INFINITY;
           }
         }
@@ -283,8 +342,8 @@ __device__ void project_topk(const KArgs& a) {
     int* head = (int*)xs + warp * ((S + 31) / 32) * 32;
     for (int s = lane; s < S; s += 32) head[s] = 0;
     __syncwarp();
-    float* ov = (float*)tvals.data + row * KK;
-    int64_t* oi = (int64_t*)tidx.data + row * KK;
+    float* ov = (float*)tvals.data + row * KO;
+    int64_t* oi = (int64_t*)tidx.data + row * KO;
     for (int q = 0; q < KK; q++) {
       float bv = -INFINITY;
       int bi = 0x7fffffff, bs = -1;
@@ -304,12 +363,18 @@ __device__ void project_topk(const KArgs& a) {
       if (lane == 0) {
         // ACT: a slot no active id filled (fewer than KK active) is -inf with index 0.
         const bool pad = ACT && bi == 0x7fffffff;
-        ov[q] = pad ? -INFINITY : bv - lse;
-        oi[q] = pad ? 0 : bi;
+        if (RESC) {
+          topv[warp][q] = pad ? -INFINITY : bv;  // this block's own partial is in the scratch: the lists are free
+          topi[warp][q] = pad ? 0x7fffffff : bi;
+        } else {
+          ov[q] = pad ? -INFINITY : bv - lse;
+          oi[q] = pad ? 0 : bi;
+        }
         if (bs >= 0) head[bs]++;
       }
       __syncwarp();
     }
+    if (RESC) rescore_row<D, KK, KO>(a, row, Dp, lse, topv[warp], topi[warp], ov, oi);
   }
   if (threadIdx.x == 0) counters[blockIdx.y] = 0;  // ready for the next run
 }
