@@ -2,9 +2,9 @@
 // synthetic plan (tiny and opus-base-shaped) against the CPU backend at batch 1 and 5 with the arena poisoned with NaN,
 // bit-identical under two fiber schedules, greedy decoding token-identical with CUDA-graph replay off and on, and
 // `planc translate --device sim`. es-en (../shared; top-k, shortlist and clusters plans per graph, 50 sentences
-// translated): with PLANC_CUDASIM_ESEN=1 (about 10 minutes). w8 (int8 weight-only) plans of both models: every graph and
+// translated, emulator children in parallel): with PLANC_CUDASIM_ESEN=1 (about 3 minutes on 2 cores; .ci/run sets it). w8 (int8 weight-only) plans of both models: every graph and
 // greedy decoding against the cpu w8 plan.
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -55,6 +55,44 @@ function child(args: string[], env: Record<string, string> = {}) {
   return { json, stderr: r.stderr };
 }
 
+/** child(), without blocking: several emulator children run at once (the emulator runs on one core). */
+function childAsync(args: string[], env: Record<string, string> = {}): Promise<{ json: any; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const c = spawn(process.execPath, ['--import', 'tsx', CHILD, ...args], {
+      env: { ...process.env, PLANC_DEVICE: 'sim', PLANC_CUDA_POISON: '1', PLANC_CUDASIM_STATS: '1', ...env },
+    });
+    let out = '', err = '';
+    c.stdout.on('data', (d) => (out += d));
+    c.stderr.on('data', (d) => (err += d));
+    c.on('error', reject);
+    c.on('close', (code) => {
+      try {
+        assert.is(code, 0, err);
+        const json = JSON.parse(out.trim().split('\n').pop()!);
+        assert.is(json.error, undefined, json.error);
+        resolve({ json, stderr: err });
+      } catch (e) {
+        reject(e);
+      }
+    });
+  });
+}
+
+/** Runs the jobs at most `n` at a time; their results in order. */
+async function pool<T>(jobs: (() => Promise<T>)[], n: number): Promise<T[]> {
+  const results: T[] = new Array(jobs.length);
+  let next = 0;
+  const worker = async () => {
+    while (next < jobs.length) {
+      const i = next++;
+      results[i] = await jobs[i]!();
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(n, jobs.length) }, worker));
+  return results;
+}
+const PARALLEL = Math.max(1, Math.min(4, os.availableParallelism()));
+
 /** Every output of every graph within TOL of the cpu backend, no NaN where the cpu has none, ids exact. */
 function checkRuns(runs: Runs, what: string): void {
   assert.ok(Object.keys(runs).length >= 3, `${what}: ${Object.keys(runs).join(', ')}`);
@@ -80,7 +118,7 @@ const names = {
   w8: 'w8 (int8 weight-only) cuda plans: every graph of the opus-shaped plan (qmatmul, qgather with 12-bit rows, qproject_topk rescored) matches the cpu w8 plan (batch 1 and 5)',
   w8decode: 'w8 cuda plan: greedy decoding on the emulator is token-identical to the cpu w8 plan, CUDA-graph replay on',
   w8refuse: 'int8/int16 inputs on --target cuda are refused by name (the CUDA kernels are weight-only)',
-  esenGraphs: 'es-en plans (top-k, shortlist, clusters): every graph on the emulator matches the cpu backend (batch 1 and 4)',
+  esenGraphs: 'es-en plans (top-k, shortlist, clusters, w8): every graph on the emulator matches the cpu backend (batch 1 and 5)',
   esen: 'es-en: greedy translation of 50 test sentences through the cuda plan on the emulator is token-identical to the cpu plan (graphs off and on)',
 };
 const skip = !nativeAvailable() ? NEEDS_NATIVE : noNvcc ?? noGxx;
@@ -194,38 +232,39 @@ if (skip) {
   const esenPlans = (vocab: string[], label: string) => {
     const cuda = path.join(tmp, `esen-${label}-cuda.plan`), cpu = path.join(tmp, `esen-${label}-cpu.plan`);
     if (!fs.existsSync(cpu)) {
-      const p = ['--max-batch', '4', '--max-src-len', '32', '--max-tgt-len', '32', ...vocab];
+      const p = ['--max-batch', '5', '--max-src-len', '32', '--max-tgt-len', '32', ...vocab];
       optimize(esen!, cuda, ['--target', 'cuda', '--arch', 'sm_80', ...p]);
       optimize(esen!, cpu, p);
     }
     return { cuda, cpu };
   };
 
-  testIf(test, noEsenRun)(names.esenGraphs, () => {
+  testIf(test, noEsenRun)(names.esenGraphs, async () => {
     const calib = path.join(tmp, 'calib.es');
     fs.writeFileSync(calib, fs.readFileSync(path.join(esen!, 'dev.es'), 'utf8').split('\n').slice(0, 200).join('\n'));
     const variants: [string, string[]][] = [
       ['topk', []],
       ['shortlist', ['--vocab', `shortlist=${path.join(esen!, 'lex.50.50.esen.s2t.bin')}`]],
       ['clusters', ['--vocab', 'clusters=64,8', '--calibrate', calib]],
+      ['w8', ['--quantize', 'w8']],
     ];
-    for (const [label, vocab] of variants) {
-      const p = esenPlans(vocab, label);
-      checkRuns(child(['graphs', p.cuda, p.cpu, '1,4']).json.runs, `es-en ${label}`);
-    }
+    const plansOf = variants.map(([label, vocab]) => [label, esenPlans(vocab, label)] as const);
+    // one emulator child per plan and batch, as many at once as there are cores
+    const jobs = plansOf.flatMap(([label, p]) => ['1', '5'].map((b) => async () => [label, b, (await childAsync(['graphs', p.cuda, p.cpu, b])).json.runs] as const));
+    for (const [label, b, runs] of await pool(jobs, PARALLEL)) checkRuns(runs, `es-en ${label} batch ${b}`);
   });
 
-  testIf(test, noEsenRun)(names.esen, () => {
+  testIf(test, noEsenRun)(names.esen, async () => {
     const { cuda, cpu } = esenPlans([], 'topk');
     const ids = JSON.parse(fs.readFileSync(path.join(esen!, 'test_ids.json'), 'utf8')).src_ids as number[][];
     const n = Number(process.env.PLANC_CUDASIM_ESEN_N ?? 50);
     const src = path.join(tmp, 'esen-sources.json');
     fs.writeFileSync(src, JSON.stringify(ids.filter((s) => s.length <= 32).slice(0, n)));
-    for (const graphs of ['0', '1']) {
-      const { json } = child(['decode', cuda, cpu, src], { PLANC_CUDA_GRAPH: graphs, CUDASIM_MAX_LENGTH: '32' });
+    const runs = await pool(['0', '1'].map((graphs) => () => childAsync(['decode', cuda, cpu, src], { PLANC_CUDA_GRAPH: graphs, CUDASIM_MAX_LENGTH: '32' })), PARALLEL);
+    runs.forEach(({ json }, i) => {
       assert.is(json.sim.length, n);
-      assert.equal(json.sim, json.cpu, `graphs ${graphs}`);
-    }
+      assert.equal(json.sim, json.cpu, `graphs ${i}`);
+    });
   });
 }
 
