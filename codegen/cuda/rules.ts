@@ -347,27 +347,33 @@ const projectTopk: CudaRule<'project_topk'> = (ctx) => {
   if ((transposed ? w.dims[1] : w.dims[0]) !== d) ctx.fail(`W is [${w.dims}] for D ${d}`);
   if (d! % 32 !== 0 || d! > 1024) ctx.fail(`D ${d}: the CUDA kernel wants a multiple of 32, at most 1024`);
   if (k < 1 || k > 64 || k > vocab!) ctx.fail(`k ${k}: the CUDA kernel takes 1..64 (and at most the vocabulary)`);
-  const shards = Math.ceil(vocab! / TOPK_SHARD);
-  if (Math.ceil(shards / 32) * 32 > d!) ctx.fail(`${shards} vocabulary shards do not fit the merge's shared memory for D ${d}`);
-  const bias = ctx.ins[2] !== undefined;
-  // The vocab pass's active mask (input 3, optional): uint8/bool [V].
   const act = ctx.ins[3];
+  return [topkLaunch(ctx, d!, vocab!, k, act, `planc::project_topk<${d}, ${vocab}, ${k}, ${transposed}, ${ctx.ins[2] !== undefined}${act ? ', true' : ''}>`)];
+};
+
+/**
+ * The launch of project_topk's template (float32 or quantized rows): shards of the vocabulary × groups of rows, the
+ * scratch for kk candidates per shard and row; checks the merge's shared memory, the active mask (uint8/bool [V],
+ * optional) and the ticket counters.
+ */
+function topkLaunch(ctx: RuleCtx, d: number, vocab: number, kk: number, act: Operand | undefined, template: string): Instance<'default'> {
+  const shards = Math.ceil(vocab / TOPK_SHARD);
+  if (Math.ceil(shards / 32) * 32 > d) ctx.fail(`${shards} vocabulary shards do not fit the merge's shared memory for D ${d}`);
   if (act !== undefined) {
     requireDtype(ctx, act, [U8, BOOL], 'the active mask');
-    if (act.rank !== 1 || act.dims[0] !== vocab) ctx.fail(`the active mask is [${act.dims.map((x) => x ?? '?')}], not [${vocab}]`);
+    if (act.rank !== 1 || act.dims[0] !== vocab) ctx.fail(`the active mask is [${act.dims.map((e) => e ?? '?')}], not [${vocab}]`);
   }
-  const vals = ctx.outs[0]!;
-  const maxRows = Math.max(1, Math.floor(vals.slotBytes / (4 * k)));
+  const x = input(ctx, 0);
+  const maxRows = Math.max(1, Math.floor(ctx.outs[0]!.slotBytes / (4 * ctx.outs[0]!.dims[ctx.outs[0]!.rank - 1]!)));
   if (Math.ceil(maxRows / TOPK_ROWS) > SCRATCH_COUNTERS) ctx.fail(`${maxRows} rows exceed the scratch's ticket counters`);
-  const scratchBytes = SCRATCH_DATA + 4 * maxRows * shards * (2 + 2 * k);
-  return [{
+  return {
     ...DEFAULT,
-    template: `planc::project_topk<${d}, ${vocab}, ${k}, ${transposed}, ${bias}${act ? ', true' : ''}>`,
+    template,
     grid: [dims(0, 0, 0, 1, shards), dims(0, 0, x.rank - 1, TOPK_ROWS)],
-    scratchBytes,
+    scratchBytes: SCRATCH_DATA + 4 * maxRows * shards * (2 + 2 * kk),
     ...(act ? { minBlocks: 1 } : {}),
-  }];
-};
+  };
+}
 
 // ---- quantized (int8 weight-only: float32 input rows) ----
 const W8_INPUT = QUANT_INPUTS.indexOf('float32');
@@ -416,22 +422,8 @@ const qprojectTopk: CudaRule<'qproject_topk'> = (ctx) => {
   if (resc) requireDtype(ctx, ctx.ins[6]!, [U8], 'the residual plane');
   const kk = resc ? Math.min(vocab!, Math.max(k, RESCORED)) : k;
   if (k < 1 || kk > 64 || k > vocab!) ctx.fail(`k ${k}: the CUDA kernel takes 1..64 (and at most the vocabulary)`);
-  const shards = Math.ceil(vocab! / TOPK_SHARD);
-  if (Math.ceil(shards / 32) * 32 > d) ctx.fail(`${shards} vocabulary shards do not fit the merge's shared memory for D ${d}`);
   const act = ctx.ins[5];
-  if (act !== undefined) {
-    requireDtype(ctx, act, [U8, BOOL], 'the active mask');
-    if (act.rank !== 1 || act.dims[0] !== vocab) ctx.fail(`the active mask is [${act.dims.map((e) => e ?? '?')}], not [${vocab}]`);
-  }
-  const maxRows = Math.max(1, Math.floor(ctx.outs[0]!.slotBytes / (4 * k)));
-  if (Math.ceil(maxRows / TOPK_ROWS) > SCRATCH_COUNTERS) ctx.fail(`${maxRows} rows exceed the scratch's ticket counters`);
-  return [{
-    ...DEFAULT,
-    template: `planc::project_topk<${d}, ${vocab}, ${kk}, true, ${ctx.ins[4] !== undefined}, ${act !== undefined}, true, ${k}, ${resc}>`,
-    grid: [dims(0, 0, 0, 1, shards), dims(0, 0, x.rank - 1, TOPK_ROWS)],
-    scratchBytes: SCRATCH_DATA + 4 * maxRows * shards * (2 + 2 * kk),
-    ...(act ? { minBlocks: 1 } : {}),
-  }];
+  return [topkLaunch(ctx, d, vocab!, kk, act, `planc::project_topk<${d}, ${vocab}, ${kk}, true, ${ctx.ins[4] !== undefined}, ${act !== undefined}, true, ${k}, ${resc}>`)];
 };
 
 /** Blocks of a cluster_mask launch (a fixed grid: the last block writes the mask even when there are no rows). */
