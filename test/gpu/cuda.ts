@@ -39,8 +39,8 @@ process.env.PLANC_CUDA_POISON = '1'; // cuda arenas start as NaN: an output elem
 interface Row { model: string; check: string; worst: number; ok: boolean; note: string }
 const rows: Row[] = [];
 
-function plans(model: Model, name: string, topk?: number): { cpu: Plan; cuda: Plan; cudaGraph: Plan } {
-  const m = runPipeline(model, { topk });
+function plans(model: Model, name: string, topk?: number, w8 = false): { cpu: Plan; cuda: Plan; cudaGraph: Plan } {
+  const m = runPipeline(model, { topk, ...(w8 ? { quantize: { precision: 'w8' as const } } : {}) });
   const opts = { maxBatch: 8, maxSrcLen: 48, maxTgtLen: 64 };
   const cpu = buildPlan(m, { ...opts, target: 'cpu' });
   const cuda = buildPlan(m, { ...opts, target: 'cuda' });
@@ -79,9 +79,9 @@ function compare(model: string, check: string, want: Record<string, Tensor>, got
 }
 
 /** Every graph at batch 1 and 5 on random feeds (NaN in the cache rows a step must not read): CUDA vs CPU. */
-function checkModel(name: string, dir: string, vocab: number, topk?: number): Plan[] {
+function checkModel(name: string, dir: string, vocab: number, topk?: number, w8 = false): Plan[] {
   const model = importSeq2SeqDir(dir); // fresh: the passes rewrite the model they get
-  const p = plans(model, name, topk);
+  const p = plans(model, name, topk, w8);
   for (const g of GRAPHS) {
     for (const batch of [1, 5]) {
       const feeds = randomFeeds(p.cpu, g, { batch, srcLen: 23, past: 5, vocab, seed: batch * 31 + g.length });
@@ -118,6 +118,8 @@ if (!fs.existsSync(path.join(synth, 'decoder_with_past_model.onnx'))) {
   makeModel({ ...DEFAULTS, out: synth, d: 512, encoderLayers: 6, decoderLayers: 6, heads: 8, ffn: 2048, vocab: 58101, maxPos: 512 });
 }
 open.push(...checkModel('opus-base', synth, 58101, 4));
+// int8 weight-only (--quantize w8): the device's quantized kernels against the cpu w8 plan
+open.push(...checkModel('opus-base w8', synth, 58101, 4, true));
 for (const p of open) p.close();
 
 console.log('\nmodel            check                               worst rel. error   ok   note');
