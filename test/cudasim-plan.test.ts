@@ -118,7 +118,7 @@ const names = {
   w8: 'w8 (int8 weight-only) cuda plans: every graph of the opus-shaped plan (qmatmul, qgather with 12-bit rows, qproject_topk rescored) matches the cpu w8 plan (batch 1 and 5)',
   w8decode: 'w8 cuda plan: greedy decoding on the emulator is token-identical to the cpu w8 plan, CUDA-graph replay on',
   w8refuse: 'int8/int16 inputs on --target cuda are refused by name (the CUDA kernels are weight-only)',
-  esenGraphs: 'es-en plans (top-k, shortlist, clusters, w8): every graph on the emulator matches the cpu backend (batch 1 and 5)',
+  esenGraphs: 'es-en plans (top-k, shortlist, clusters, w8): every graph on the emulator matches the cpu backend (batch 1 and 5); two fiber-schedule seeds bit-identical',
   esen: 'es-en: greedy translation of 50 test sentences through the cuda plan on the emulator is token-identical to the cpu plan (graphs off and on)',
 };
 const skip = !nativeAvailable() ? NEEDS_NATIVE : noNvcc ?? noGxx;
@@ -250,8 +250,14 @@ if (skip) {
     ];
     const plansOf = variants.map(([label, vocab]) => [label, esenPlans(vocab, label)] as const);
     // one emulator child per plan and batch, as many at once as there are cores
-    const jobs = plansOf.flatMap(([label, p]) => ['1', '5'].map((b) => async () => [label, b, (await childAsync(['graphs', p.cuda, p.cpu, b])).json.runs] as const));
-    for (const [label, b, runs] of await pool(jobs, PARALLEL)) checkRuns(runs, `es-en ${label} batch ${b}`);
+    const jobs = plansOf.flatMap(([label, p]) => ['1', '5'].map((b) => async () => [label, b, (await childAsync(['graphs', p.cuda, p.cpu, b])).json.runs as Runs] as const));
+    // the top-k plan at batch 5 once more under another fiber schedule (blocks and threads shuffled): bit-identical
+    const topk = plansOf[0]![1];
+    jobs.push(async () => ['topk', '5 seed 7', (await childAsync(['graphs', topk.cuda, topk.cpu, '5'], { PLANC_CUDASIM_SEED: '7' })).json.runs as Runs] as const);
+    const done = await pool(jobs, PARALLEL);
+    for (const [label, b, runs] of done) checkRuns(runs, `es-en ${label} batch ${b}`);
+    const seeded = (b: string) => done.find(([label, batch]) => label === 'topk' && batch === b)![2];
+    assert.equal(hashes(seeded('5 seed 7')), hashes(seeded('5')), 'es-en top-k plan: seeds 0 and 7 give bit-identical outputs');
   });
 
   testIf(test, noEsenRun)(names.esen, async () => {
