@@ -44,9 +44,10 @@ console.log('top kernels:');
 for (const p of [...prof].sort((x, y) => y.ms - x.ms).slice(0, Number(process.env.PLANC_PROFILE_TOP ?? 12))) console.log(`  ${(p.ms / runs).toFixed(3).padStart(8)} ms  ${p.kernel.padEnd(12)} ${p.node}`);
 // the weights this graph reads per run, and the floor of streaming them at the copy bandwidth measured now
 const prog = built.header.programs.find((p) => p.graph === graph)!;
-// a gather reads only the rows it is asked for, and qproject_topk the residual rows of its few best ids: not streamed
-const gathered = new Set(prog.kernels.flatMap((k) => (k.name === 'gather' || k.name === 'qgather' ? [k.inputs[0]!, ...(k.name === 'qgather' && k.inputs[3] !== undefined && k.inputs[3] >= 0 ? [k.inputs[3]] : [])]
-  : k.name === 'qproject_topk' && k.inputs[6] !== undefined && k.inputs[6] >= 0 ? [k.inputs[6]] : [])));
+// inputs read by row, not streamed: a gather's table (and a qgather's residual plane) holds the rows asked for, and
+// qproject_topk reads the residual rows of its few best ids only
+const BY_ROW: Record<string, number[]> = { gather: [0], qgather: [0, 3], qproject_topk: [6] };
+const gathered = new Set(prog.kernels.flatMap((k) => (BY_ROW[k.name] ?? []).map((i) => k.inputs[i] ?? -1).filter((t) => t >= 0)));
 const used = new Set(prog.tensors.filter((t, i) => t.kind === TENSOR_KIND.WEIGHT && !gathered.has(i)).map((t) => t.ref));
 const weightBytes = [...used].reduce((a, i) => a + built.header.weights[i]!.length, 0);
 const N = 256 << 20, src = plan.residentNew(N), dst = plan.residentNew(N);

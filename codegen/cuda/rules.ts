@@ -3,6 +3,7 @@
 import { ACTIVATIONS, DTYPE_CODE, MASK_KINDS, PLAN_DTYPE_BYTES, PLAN_DTYPES, QUANT_INPUTS } from '../../compiler/kernel-enums.ts';
 import { CUDA_DEFAULT_VARIANTS, CUDA_GEMM_VARIANTS, cudaVariant, iargIndex, type CudaVariantName, type IargName, type KernelName } from '../../compiler/kernel-schema.ts';
 import { PlancError } from '../../compiler/diagnostics.ts';
+import { RESCORED } from '../../compiler/quant/pack.ts';
 import { TENSOR_KIND, type CudaGrid, type PlanKernel, type PlanProgram, type PlanTensor } from '../../compiler/plan/types.ts';
 import { cudaTuningArch, type CudaArch } from '../target.ts';
 import { DEFAULT_ARCHS } from './nvcc.ts';
@@ -404,9 +405,6 @@ const qgather: CudaRule<'qgather'> = (ctx) => {
   if (res !== undefined) requireDtype(ctx, res, [U8], 'the residual plane');
   return flat(ctx, `planc::qgather<${ctype(ctx, idx)}, ${res !== undefined}>`);
 };
-
-/** The candidates qproject_topk rescores with a residual plane (native/src/cpu/qproject_topk.cc kRescored). */
-const RESCORED = 8;
 
 const qprojectTopk: CudaRule<'qproject_topk'> = (ctx) => {
   requireW8(ctx);

@@ -37,7 +37,7 @@ function checkInputs(ctx: OpContext, x: InferInput, w: InferInput, bias: InferIn
 }
 
 /** The k best (value desc, lower id first on ties) of one row of log-probs, over the active ids when given. */
-export function topOfRow(lp: Float64Array, k: number, active?: ArrayLike<number>): number[] {
+function topOfRow(lp: Float64Array, k: number, active?: ArrayLike<number>): number[] {
   const best: number[] = [];
   const before = (i: number, j: number) => lp[i]! > lp[j]! || (lp[i] === lp[j] && i < j);
   for (let i = 0; i < lp.length; i++) {
@@ -54,11 +54,11 @@ export function topOfRow(lp: Float64Array, k: number, active?: ArrayLike<number>
 /**
  * The k best log-softmax entries of `rows` rows of logits over a vocabulary of v (over the active ids when given), in
  * float64: `fill(r, logits)` adds row r's products into zeroed logits, then bias is added. Fewer than k active ids
- * leave -inf and index 0 in the remaining slots.
+ * leave -inf and index 0 in the remaining slots. `lse` is each row's normalizer (a value is its logit − lse).
  */
 export function topkOfLogits(rows: number, v: number, k: number, bias: ArrayLike<number> | undefined, on: Uint8Array | undefined,
-  fill: (r: number, logits: Float64Array) => void): { values: Float64Array; indices: Float64Array } {
-  const values = new Float64Array(rows * k), indices = new Float64Array(rows * k);
+  fill: (r: number, logits: Float64Array) => void): { values: Float64Array; indices: Float64Array; lse: Float64Array } {
+  const values = new Float64Array(rows * k), indices = new Float64Array(rows * k), lses = new Float64Array(rows);
   const logits = new Float64Array(v);
   for (let r = 0; r < rows; r++) {
     logits.fill(0);
@@ -72,6 +72,7 @@ export function topkOfLogits(rows: number, v: number, k: number, bias: ArrayLike
     let sum = 0;
     for (let j = 0; j < v; j++) if (!on || on[j]) sum += Math.exp(logits[j]! - max);
     const lse = max + Math.log(sum);
+    lses[r] = lse;
     for (let j = 0; j < v; j++) logits[j] = logits[j]! - lse;
     const top = topOfRow(logits, k, on);
     for (let t = 0; t < k; t++) {
@@ -80,7 +81,7 @@ export function topkOfLogits(rows: number, v: number, k: number, bias: ArrayLike
       indices[r * k + t] = j ?? 0;
     }
   }
-  return { values, indices };
+  return { values, indices, lse: lses };
 }
 
 /**

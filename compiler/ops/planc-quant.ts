@@ -1,10 +1,10 @@
 // planc.QMatMul and planc.QProjectTopK: products over quantized weights (passes/quantize.ts), with the native
 // kernels' exact semantics (compiler/kernel-schema.ts qmatmul, qproject_topk; compiler/quant/pack.ts references).
 import { ACTIVATIONS, QUANT_INPUTS } from '../kernel-enums.ts';
-import { fineAt, fineLogit, qlogitsRef, qmatmulRef, RESIDUAL_STEPS } from '../quant/pack.ts';
+import { fineAt, fineLogit, qlogitsRef, qmatmulRef, RESCORED, RESIDUAL_STEPS } from '../quant/pack.ts';
 import { Tensor } from '../tensor.ts';
 import { applyOnnx, FUSED_ACTIVATIONS } from './planc-fused.ts';
-import { topkOfLogits, topOfRow } from './planc-project-topk.ts';
+import { topkOfLogits } from './planc-project-topk.ts';
 import type { InferInput, OpContext, OpHandler } from './types.ts';
 import { need } from './util.ts';
 
@@ -65,9 +65,6 @@ const QMATMUL: OpHandler = {
   },
 };
 
-/** With a residual plane, at least this many best ids per row are rescored (native/src/cpu/qproject_topk.cc kRescored). */
-const RESCORED = 8;
-
 /**
  * qproject_topk with a residual plane: per row the max(k, 8) best ids by the int8 logits, their logits replaced by
  * the fine ones (pack.ts fineLogit), the normalizer corrected by the difference, then the k best of those.
@@ -75,34 +72,27 @@ const RESCORED = 8;
 function rescoredTopk(o: { x: Float32Array; rows: number; d: number; v: number; k: number; logits: Float32Array; bias?: ArrayLike<number>; on?: Uint8Array;
   w: Int8Array; res: ArrayLike<number>; scale: Float32Array }): { values: Float64Array; indices: Float64Array } {
   const { rows, d, v, k } = o, dp = o.w.length / v, kc = Math.min(v, Math.max(k, RESCORED));
-  const values = new Float64Array(rows * k).fill(-Infinity), indices = new Float64Array(rows * k);
-  const row = new Float64Array(v);
+  const best = topkOfLogits(rows, v, kc, o.bias, o.on, (r, out) => {
+    for (let j = 0; j < v; j++) out[j] = o.logits[r * v + j]!;
+  });
+  const values = new Float64Array(rows * k), indices = new Float64Array(rows * k);
   for (let r = 0; r < rows; r++) {
-    let max = -Infinity, nan = false;
-    for (let j = 0; j < v; j++) {
-      row[j] = o.bias ? Math.fround(o.logits[r * v + j]! + o.bias[j]!) : o.logits[r * v + j]!;
-      if (o.on && !o.on[j]) continue;
-      if (Number.isNaN(row[j]!)) nan = true;
-      else max = Math.max(max, row[j]!);
-    }
-    if (nan) { values.fill(NaN, r * k, r * k + k); continue; }
-    let sum = 0;
-    for (let j = 0; j < v; j++) if ((!o.on || o.on[j]) && max !== -Infinity) sum += Math.exp(row[j]! - max);
-    const lse = max + Math.log(sum);
-    const best = topOfRow(row, kc, o.on);
-    if (!Number.isFinite(lse)) continue;
-    const xr = o.x.subarray(r * d, (r + 1) * d);
+    const lse = best.lse[r]!;
+    const cands = Array.from({ length: kc }, (_, t) => ({ j: best.indices[r * kc + t]!, lp: best.values[r * kc + t]! }));
     let mass = 1;
-    const fine = best.map((j) => {
-      const l = fineLogit(xr, d, o.w, o.res, dp, o.scale, j, o.bias);
-      mass += Math.exp(l - lse) - Math.exp(row[j]! - lse);
-      return { j, l };
-    });
-    fine.sort((a, b) => b.l - a.l || a.j - b.j);
-    const lse2 = mass > 0 ? lse + Math.log(mass) : lse;
-    for (let t = 0; t < Math.min(k, fine.length); t++) {
-      values[r * k + t] = Math.fround(fine[t]!.l - lse2);
-      indices[r * k + t] = fine[t]!.j;
+    if (Number.isFinite(lse)) {
+      for (const c of cands) {
+        if (c.lp === -Infinity) continue;  // a slot no active id filled
+        const l = fineLogit(o.x.subarray(r * d, (r + 1) * d), d, o.w, o.res, dp, o.scale, c.j, o.bias);
+        mass += Math.exp(l - lse) - Math.exp(c.lp);
+        c.lp = l - lse;
+      }
+      cands.sort((a, b) => b.lp - a.lp || a.j - b.j);
+    }
+    const shift = mass > 0 ? Math.log(mass) : 0;
+    for (let t = 0; t < k; t++) {
+      values[r * k + t] = cands[t]!.lp - shift;
+      indices[r * k + t] = cands[t]!.j;
     }
   }
   return { values, indices };

@@ -125,6 +125,12 @@ function residualRows(w: Float32Array, v: number, d: number, dp: number, q: Int8
   return res;
 }
 
+/**
+ * With a residual plane, qproject_topk rescores at least this many best ids per row (the CPU kernel's kRescored,
+ * native/src/cpu/qproject_topk.cc; the CUDA rule and the IR evaluator read it here).
+ */
+export const RESCORED = 8;
+
 /** Value p of row j of a residual plane (rows of dp values). */
 export function residualAt(res: ArrayLike<number>, dp: number, j: number, p: number): number {
   const x = (res[(j * dp + p) >> 1]! >> ((p & 1) * 4)) & 15;

@@ -50,11 +50,7 @@ const char* qgather(const KernelArgs& args) {
         // 12-bit rows: (15 · q + r) · (s / 15)
         const uint8_t* rr = res + i * (dp / 2);
         const float f = s[i] / static_cast<float>(qgemm::kResidualSteps);
-        for (int64_t c = 0; c < d; c++) {
-          int r = (rr[c >> 1] >> ((c & 1) * 4)) & 15;
-          r = r >= 8 ? r - 16 : r;
-          o[c] = static_cast<float>(qgemm::kResidualSteps * row[c] + r) * f;
-        }
+        for (int64_t c = 0; c < d; c++) o[c] = static_cast<float>(qgemm::kResidualSteps * row[c] + qgemm::residual_at(rr, c)) * f;
         continue;
       }
       const float f = s[i];

@@ -14,6 +14,8 @@ constexpr int64_t kBlock = 16;  // output channels per packed block of Wq
 // A vocabulary table's residual plane refines each int8 step into this many (compiler/quant/pack.ts RESIDUAL_STEPS):
 // a 12-bit row is (kResidualSteps · q + r) · s / kResidualSteps, r a 4-bit two's complement nibble.
 constexpr int kResidualSteps = 15;
+// Value d of a residual row (two per byte, low nibble first), sign-extended.
+inline int residual_at(const uint8_t* row, int64_t d) { return (((row[d >> 1] >> ((d & 1) * 4)) & 15) ^ 8) - 8; }
 
 // Rows of A in the forms the paths read, each [m, kp] row-major, zero padded from K to kp:
 // int8 input: q8 (signed, ref), u8 (q + 128: the vpdpbusd paths), q16 (q widened: the vpmaddwd paths);

@@ -19,7 +19,7 @@ using qgemm::Path;
 using qgemm::Rows;
 
 constexpr int64_t kRowBlock = 64;  // rows per pass over the weight
-constexpr int64_t kRescored = 8;  // with a residual plane, at least this many candidates per row are rescored
+constexpr int64_t kRescored = 8;  // with a residual plane, at least this many candidates per row are rescored (pack.ts RESCORED)
 
 struct Problem {
   Rows x;
@@ -43,10 +43,8 @@ __attribute__((optimize("fp-contract=off"))) float fine_logit(const Problem& p, 
   const int8_t* q = p.w + id * p.dp;
   const uint8_t* res = p.res + id * (p.dp / 2);
   double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  for (int64_t d = 0; d < p.d; d++) {
-    const int r = (((res[d >> 1] >> ((d & 1) * 4)) & 15) ^ 8) - 8;  // the nibble, sign-extended
-    acc[d & 7] += static_cast<double>(x[d]) * static_cast<double>(qgemm::kResidualSteps * q[d] + r);
-  }
+  for (int64_t d = 0; d < p.d; d++)
+    acc[d & 7] += static_cast<double>(x[d]) * static_cast<double>(qgemm::kResidualSteps * q[d] + qgemm::residual_at(res, d));
   const double sum = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
   float l = static_cast<float>(sum) * (p.scale[id] / static_cast<float>(qgemm::kResidualSteps));
   if (p.bias) l += p.bias[id];
