@@ -1,4 +1,6 @@
-// Standalone test of cast (all dtype pairs; float16 against the compiler's _Float16), copy, fill and range.
+// Standalone test of cast (all dtype pairs; float16 against the compiler's _Float16, bfloat16 against a rounding by
+// scaling), copy, fill and range. (half_weights_test.cc checks bfloat16 rounding in depth.)
+#include <algorithm>
 #include <limits>
 
 #include "test_util.h"
@@ -9,7 +11,7 @@ namespace {
 
 KernelFn K(const char* name) { return find_kernel({cast_kernels()}, name); }
 
-const int32_t kAll[] = {kFloat32, kFloat64, kInt32, kInt64, kInt8, kUint8, kBool, kFloat16};
+const int32_t kAll[] = {kFloat32, kFloat64, kInt32, kInt64, kInt8, kUint8, kBool, kFloat16, kBFloat16};
 
 uint16_t f16_bits(double v) {
   _Float16 h = static_cast<_Float16>(v);
@@ -24,6 +26,27 @@ double f16_value(uint16_t b) {
   return static_cast<double>(h);
 }
 
+// bfloat16 (8 significant bits, float32's exponent range) of a double: the nearest multiple of its quantum, ties to even.
+uint16_t bf16_bits(double v) {
+  if (v != v) return 0x7fc0;
+  const uint16_t sign = std::signbit(v) ? 0x8000 : 0;
+  const double a = std::fabs(v);
+  if (a >= 0x1.ffp127) return sign | 0x7f80;
+  if (a == 0) return sign;
+  const double q = std::ldexp(1.0, std::max(std::ilogb(a), -126) - 7);
+  const float r = static_cast<float>(std::nearbyint(a / q) * q);
+  uint32_t b;
+  std::memcpy(&b, &r, 4);
+  return sign | static_cast<uint16_t>(b >> 16);
+}
+
+double bf16_value(uint16_t b) {
+  const uint32_t u = static_cast<uint32_t>(b) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
 // The value an element of dtype dt holds, as a double.
 double get(const Tensor& t, int64_t i) {
   switch (t.view.dtype) {
@@ -34,6 +57,7 @@ double get(const Tensor& t, int64_t i) {
     case kInt8: return t.at<int8_t>(i);
     case kUint8: case kBool: return t.at<uint8_t>(i);
     case kFloat16: return f16_value(t.at<uint16_t>(i));
+    case kBFloat16: return bf16_value(t.at<uint16_t>(i));
   }
   return 0;
 }
@@ -48,6 +72,7 @@ void put(Tensor& t, int64_t i, double v) {
     case kUint8: t.data<uint8_t>()[i] = uint8_t(v); break;
     case kBool: t.data<uint8_t>()[i] = v != 0; break;
     case kFloat16: t.data<uint16_t>()[i] = f16_bits(v); break;
+    case kBFloat16: t.data<uint16_t>()[i] = bf16_bits(v); break;
   }
 }
 
@@ -68,6 +93,7 @@ double expect(double v, int32_t to) {
     case kInt64: return v != v ? 0 : v >= 9.2233720368547758e18 ? 9.2233720368547758e18 : v < -9.2233720368547758e18 ? -9.2233720368547758e18 : std::trunc(v);
     case kBool: return v != 0;
     case kFloat16: return f16_value(f16_bits(v));
+    case kBFloat16: return bf16_value(bf16_bits(v));
   }
   return 0;
 }
@@ -82,6 +108,7 @@ bool holds(int32_t dt, double v) {
     case kUint8: return v == std::trunc(v) && v >= 0 && v <= 255;
     case kBool: return v == 0 || v == 1;
     case kFloat16: return std::isnan(v) || f16_value(f16_bits(v)) == v;
+    case kBFloat16: return std::isnan(v) || bf16_value(bf16_bits(v)) == v;
   }
   return false;
 }
@@ -91,7 +118,9 @@ void test_all_pairs() {
   std::vector<double> pool = {0, -0.0, 1, -1, 0.5, -0.5, 1.5, -2.5, 2.75, 127, 128, -128, -129, 255, 256, 300, -300,
                               65504, 65519, 65520, 1e5, -1e5, 3e9, -3e9, 2147483647, -2147483648.0, 4294967296.0 + 5,
                               1e-8, 6e-8, 3e-8, 1e20, -1e20, 1e300, INFINITY, -INFINITY, nan, 0.1, 1.0 / 3,
-                              5.960464477539063e-08, 2.9802322387695312e-08};
+                              5.960464477539063e-08, 2.9802322387695312e-08,
+                              // bfloat16: ties to even (257, 1 + 2^-8, 1 + 3·2^-8), its largest value, halfway to 2^128
+                              257, -257, 1.00390625, 1.01171875, 0x1.fep127, -0x1.ffp127};
   for (int32_t from : kAll) {
     std::vector<double> vals;
     for (double v : pool) {
@@ -108,7 +137,7 @@ void test_all_pairs() {
         double want = expect(src, to);
         double got = get(y, i);
         if (!(got == want || (got != got && want != want)) || (got == 0 && std::signbit(got) != std::signbit(want) &&
-                                                                 (to == kFloat32 || to == kFloat64 || to == kFloat16))) {
+                                                                 (to == kFloat32 || to == kFloat64 || to == kFloat16 || to == kBFloat16))) {
           if (bad++ < 3) std::fprintf(stderr, "cast %d→%d: %.17g gave %.17g, want %.17g\n", from, to, src, got, want);
         }
       }

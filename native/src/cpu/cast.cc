@@ -1,4 +1,5 @@
-// Conversion and fill kernels: cast between all supported dtypes (float16 rounded to nearest even), copy, fill, range.
+// Conversion and fill kernels: cast between all supported dtypes (float16 and bfloat16 rounded to nearest even, half.h),
+// copy, fill, range.
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -8,6 +9,7 @@
 
 #include "../kernel.h"
 #include "../threadpool.h"
+#include "half.h"
 
 namespace planc {
 namespace {
@@ -22,50 +24,24 @@ const char* check_counts(const char* name, const KernelArgs& a, const KernelArit
   return nullptr;
 }
 
-// ---- float16 ----
+// ---- float16 and bfloat16 elements (conversions in half.h) ----
 
 struct Half {
   uint16_t bits;
 };
 
-float half_to_float(uint16_t h) {
-  uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16;
-  uint32_t exp = (h >> 10) & 0x1f;
-  uint32_t mant = h & 0x3ff;
-  if (exp == 0) {
-    float v = static_cast<float>(mant) * 5.9604644775390625e-8f;  // mant · 2^-24, exact
-    return sign ? -v : v;
-  }
-  uint32_t bits = exp == 31 ? (sign | 0x7f800000u | (mant << 13)) : (sign | ((exp + 112) << 23) | (mant << 13));
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-
-// The float16 nearest to x (ties to even), rounded once from the double; overflow gives ±inf.
-uint16_t half_from_double(double x) {
-  uint64_t u;
-  std::memcpy(&u, &x, 8);
-  uint16_t sign = static_cast<uint16_t>((u >> 48) & 0x8000);
-  double a = std::fabs(x);
-  if (a != a) return sign | 0x7e00;
-  if (a >= 65520.0) return sign | 0x7c00;  // 65520 is halfway to 2^16: ties to even go up
-  if (a < 6.103515625e-05) {               // below the smallest normal: quantum 2^-24
-    return sign | static_cast<uint16_t>(std::nearbyint(a * 16777216.0));
-  }
-  uint64_t au = u & 0x7fffffffffffffffull;
-  uint64_t e = (au >> 52) - 1023 + 15;                   // float16 biased exponent, 1..30
-  uint64_t v = (e << 52) | (au & 0xfffffffffffffull);    // exponent and 52 fraction bits
-  v += (1ull << 41) - 1 + ((v >> 42) & 1);               // round to 10 fraction bits, ties to even
-  return sign | static_cast<uint16_t>(v >> 42);          // a carry into the exponent is correct
-}
+struct BFloat16 {
+  uint16_t bits;
+};
 
 // ---- element conversions as ONNX Cast (and the reference) do them ----
 
-template <class T> constexpr bool is_float_like() { return std::is_floating_point<T>::value || std::is_same<T, Half>::value; }
+template <class T> constexpr bool is_half() { return std::is_same<T, Half>::value || std::is_same<T, BFloat16>::value; }
+template <class T> constexpr bool is_float_like() { return std::is_floating_point<T>::value || is_half<T>(); }
 
 template <class S> double to_double(S v) {
   if constexpr (std::is_same<S, Half>::value) return static_cast<double>(half_to_float(v.bits));
+  else if constexpr (std::is_same<S, BFloat16>::value) return static_cast<double>(bf16_to_float(v.bits));
   else return static_cast<double>(v);
 }
 
@@ -73,6 +49,8 @@ template <class S> double to_double(S v) {
 template <class D> D from_double(double v) {
   if constexpr (std::is_same<D, Half>::value) {
     return Half{half_from_double(v)};
+  } else if constexpr (std::is_same<D, BFloat16>::value) {
+    return BFloat16{bf16_from_double(v)};
   } else if constexpr (std::is_same<D, bool>::value) {
     return v != 0;  // NaN is true
   } else if constexpr (std::is_floating_point<D>::value) {
@@ -94,6 +72,7 @@ template <class D> D from_double(double v) {
 // An integer value into D: ints wrap modulo 2^bits, floats round to nearest.
 template <class D> D from_int(int64_t v) {
   if constexpr (std::is_same<D, Half>::value) return Half{half_from_double(static_cast<double>(v))};
+  else if constexpr (std::is_same<D, BFloat16>::value) return BFloat16{bf16_from_double(static_cast<double>(v))};
   else if constexpr (std::is_same<D, bool>::value) return v != 0;
   else if constexpr (std::is_floating_point<D>::value) return static_cast<D>(v);
   else return static_cast<D>(static_cast<typename std::make_unsigned<D>::type>(static_cast<uint64_t>(v)));
@@ -101,6 +80,11 @@ template <class D> D from_int(int64_t v) {
 
 template <class S, class D> D convert(S v) {
   if constexpr (std::is_same<S, D>::value) return v;
+  // float32 to and from the halves without the double (the same values: float32 → double is exact)
+  else if constexpr (std::is_same<S, float>::value && std::is_same<D, Half>::value) return Half{half_from_float(v)};
+  else if constexpr (std::is_same<S, float>::value && std::is_same<D, BFloat16>::value) return BFloat16{bf16_from_float(v)};
+  else if constexpr (std::is_same<S, Half>::value && std::is_same<D, float>::value) return half_to_float(v.bits);
+  else if constexpr (std::is_same<S, BFloat16>::value && std::is_same<D, float>::value) return bf16_to_float(v.bits);
   else if constexpr (is_float_like<S>()) return from_double<D>(to_double(v));
   else return from_int<D>(static_cast<int64_t>(v));
 }
@@ -125,6 +109,7 @@ template <class F> bool with_type(int32_t d, F&& f) {
     case kUint8: f(static_cast<uint8_t*>(nullptr)); return true;
     case kBool: f(static_cast<bool*>(nullptr)); return true;
     case kFloat16: f(static_cast<Half*>(nullptr)); return true;
+    case kBFloat16: f(static_cast<BFloat16*>(nullptr)); return true;
     default: return false;
   }
 }
@@ -212,6 +197,7 @@ const char* range_kernel(const KernelArgs& args) {
     case kInt8: range_typed<int8_t>(args, start, delta); return nullptr;
     case kUint8: range_typed<uint8_t>(args, start, delta); return nullptr;
     case kFloat16: range_typed<Half>(args, start, delta); return nullptr;
+    case kBFloat16: range_typed<BFloat16>(args, start, delta); return nullptr;
     default: return kernel_error("range: unsupported dtype %s", dtype_name(args.out[0].dtype));
   }
 }

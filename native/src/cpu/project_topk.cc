@@ -1,4 +1,5 @@
 // project_topk: logits = X·W (+ bias) in tiles of the vocabulary or its active ids, folded into a running log-sum-exp and top-k.
+// A float16 / bfloat16 W: X's values rounded to its dtype once per call, W widened to float32 tile by tile (half.h).
 #include <algorithm>
 #include <climits>
 #include <cmath>
@@ -9,6 +10,7 @@
 #include "../kernel.h"
 #include "../threadpool.h"
 #include "gemm_avx512.h"
+#include "half.h"
 #include "topk_fold.h"
 #include "vec_math.h"
 
@@ -25,7 +27,8 @@ constexpr int64_t kPackFloats = int64_t(1) << 17;  // a gathered tile of W: at m
 // ---------- logits of one tile ----------
 
 // The operands: X [rows, d], W [d, v] (transposed: [v, d]), bias [v] or null; the columns computed are the n ids of
-// act (ascending), or all v columns (n = v) when act is null.
+// act (ascending), or all v columns (n = v) when act is null. A half W (wh, of dtype wdt: float16 or bfloat16; w null)
+// is widened into each tile's pack, and x then holds X's values rounded to wdt.
 struct Problem {
   const float* x;
   const float* w;
@@ -34,6 +37,8 @@ struct Problem {
   bool transposed;
   const int32_t* act;
   int64_t n;
+  const uint16_t* wh = nullptr;
+  int32_t wdt = kFloat32;
 };
 
 // out[r][j] = sum_p a[r][p] w[p][j] for nr rows, nb columns of a row-major w (row stride ldw); four rows of w per step.
@@ -92,18 +97,6 @@ void product(const float* a, int64_t nr, int64_t d, const float* b, int64_t ldb,
   }
 }
 
-// out [nr, nb] = logits of rows [r0, r0 + nr) and columns [j0, j0 + nb), bias included. Single-threaded.
-void tile_logits(const Problem& p, int64_t r0, int64_t nr, int64_t j0, int64_t nb, float* out) {
-  const float* b = p.transposed ? p.w + j0 * p.d : p.w + j0;
-  product(p.x + r0 * p.d, nr, p.d, b, p.transposed ? p.d : p.v, nb, p.transposed, p.v, out);
-  if (!p.bias) return;
-  for (int64_t r = 0; r < nr; r++) {
-    float* o = out + r * nb;
-    const float* bias = p.bias + j0;
-    for (int64_t j = 0; j < nb; j++) o[j] += bias[j];
-  }
-}
-
 // Asks for the cache lines of a row of d floats ahead of its use (rows are scattered: the stream prefetchers only
 // catch on after a few misses of each).
 inline void prefetch_row(const float* row, int64_t d) {
@@ -113,8 +106,42 @@ inline void prefetch_row(const float* row, int64_t d) {
 // How many rows of d floats ahead to prefetch: about 32 KiB, 4 to 16 rows.
 int64_t prefetch_distance(int64_t d) { return std::min<int64_t>(16, std::max<int64_t>(4, 8192 / std::max<int64_t>(1, d))); }
 
-// Whether the active ids' columns of W are gathered into a packed tile (else the dot products read W's rows in place).
-bool needs_pack(const Problem& p, int64_t nr) { return p.act && !(p.transposed && prefer_gemv(nr, p.d, p.n, true)); }
+// pack = W's columns [j0, j0 + nb) widened from a half W: [nb, d] (transposed: nb contiguous rows) or [d, nb].
+void widen_tile(const Problem& p, int64_t j0, int64_t nb, float* pack) {
+  if (p.transposed) return widen_run(p.wdt, p.wh + j0 * p.d, nb * p.d, pack);
+  // d short runs a row of W apart: asked for ahead (the stream prefetchers do not follow them)
+  constexpr int64_t kAhead = 8;
+  const int64_t floats = nb / 2 + 16;  // the run's bytes as floats, one more line for its alignment
+  for (int64_t q = 0; q < std::min(kAhead, p.d); q++) prefetch_row(reinterpret_cast<const float*>(p.wh + q * p.v + j0), floats);
+  for (int64_t q = 0; q < p.d; q++) {
+    if (q + kAhead < p.d) prefetch_row(reinterpret_cast<const float*>(p.wh + (q + kAhead) * p.v + j0), floats);
+    widen_run(p.wdt, p.wh + q * p.v + j0, nb, pack + q * nb);
+  }
+}
+
+// out [nr, nb] = logits of rows [r0, r0 + nr) and columns [j0, j0 + nb), bias included; a half W is widened into
+// pack first. Single-threaded.
+void tile_logits(const Problem& p, int64_t r0, int64_t nr, int64_t j0, int64_t nb, float* out, float* pack) {
+  if (p.wh) {
+    widen_tile(p, j0, nb, pack);
+    product(p.x + r0 * p.d, nr, p.d, pack, p.transposed ? p.d : nb, nb, p.transposed, p.v, out);
+  } else {
+    const float* b = p.transposed ? p.w + j0 * p.d : p.w + j0;
+    product(p.x + r0 * p.d, nr, p.d, b, p.transposed ? p.d : p.v, nb, p.transposed, p.v, out);
+  }
+  if (!p.bias) return;
+  for (int64_t r = 0; r < nr; r++) {
+    float* o = out + r * nb;
+    const float* bias = p.bias + j0;
+    for (int64_t j = 0; j < nb; j++) o[j] += bias[j];
+  }
+}
+
+// Whether a tile's columns of W go through a packed tile: always for a half W (widened there); for the active ids
+// unless the dot products read W's rows in place.
+bool needs_pack(const Problem& p, int64_t nr) {
+  return p.wh || (p.act && !(p.transposed && prefer_gemv(nr, p.d, p.n, true)));
+}
 
 // pack [nb, d] = the W rows of ids (W [v, d]).
 void gather_rows(const float* w, int64_t d, const int32_t* ids, int64_t nb, float* pack) {
@@ -134,6 +161,24 @@ void gather_cols(const float* w, int64_t d, int64_t v, const int32_t* ids, int64
   }
 }
 
+// gather_rows and gather_cols from a half W, widened.
+void gather_rows_half(const Problem& p, const int32_t* ids, int64_t nb, float* pack) {
+  const int64_t ahead = prefetch_distance(p.d / 2);  // rows of half the bytes
+  for (int64_t j = 0; j < nb; j++) {
+    if (j + ahead < nb) prefetch_row(reinterpret_cast<const float*>(p.wh + ids[j + ahead] * p.d), p.d / 2 + 16);
+    widen_run(p.wdt, p.wh + ids[j] * p.d, p.d, pack + j * p.d);
+  }
+}
+
+void gather_cols_half(const Problem& p, const int32_t* ids, int64_t nb, float* pack) {
+  for (int64_t q = 0; q < p.d; q++) {
+    const uint16_t* row = p.wh + q * p.v;
+    float* dst = pack + q * nb;
+    if (p.wdt == kBFloat16) for (int64_t j = 0; j < nb; j++) dst[j] = bf16_to_float(row[ids[j]]);
+    else for (int64_t j = 0; j < nb; j++) dst[j] = half_to_float(row[ids[j]]);
+  }
+}
+
 // out [nr, nb] = logits of rows [r0, r0 + nr) and the active ids act[t0 .. t0 + nb), bias included; W's rows
 // (transposed) are read in place by the dot products, else gathered into pack [nb * d]. Single-threaded.
 void active_tile_logits(const Problem& p, int64_t r0, int64_t nr, int64_t t0, int64_t nb, float* out, float* pack) {
@@ -148,10 +193,12 @@ void active_tile_logits(const Problem& p, int64_t r0, int64_t nr, int64_t t0, in
       for (int64_t r = 0; r < nr; r++) out[r * nb + j] = dot(a + r * p.d, p.w + ids[j] * p.d, p.d);
     }
   } else if (p.transposed) {
-    gather_rows(p.w, p.d, ids, nb, pack);
+    if (p.wh) gather_rows_half(p, ids, nb, pack);
+    else gather_rows(p.w, p.d, ids, nb, pack);
     product(a, nr, p.d, pack, p.d, nb, true, p.n, out);
   } else {
-    gather_cols(p.w, p.d, p.v, ids, nb, pack);
+    if (p.wh) gather_cols_half(p, ids, nb, pack);
+    else gather_cols(p.w, p.d, p.v, ids, nb, pack);
     product(a, nr, p.d, pack, nb, nb, false, p.n, out);
   }
   if (!p.bias) return;
@@ -161,8 +208,9 @@ void active_tile_logits(const Problem& p, int64_t r0, int64_t nr, int64_t t0, in
   }
 }
 
-// Columns per tile of the active ids: a gathered tile of W (when one is needed) stays within kPackFloats.
-int64_t active_tile_width(const Problem& p, int64_t nr) {
+// Columns per tile of the vocabulary or its active ids: a gathered or widened tile of W (when one is needed) stays
+// within kPackFloats.
+int64_t pack_tile_width(const Problem& p, int64_t nr) {
   const int64_t w = tile_width(nr, p.n);
   if (!needs_pack(p, nr)) return w;
   const int64_t cap = std::max<int64_t>(32, kPackFloats / std::max<int64_t>(1, p.d) / 32 * 32);
@@ -172,7 +220,7 @@ int64_t active_tile_width(const Problem& p, int64_t nr) {
 // Rows [r0, r0 + nr): parts of the vocabulary (or of the active ids) in parallel, each a run of tiles with its own
 // state, then the merge.
 void run_block(const Problem& p, int64_t r0, int64_t nr, float* values, int64_t* indices, ThreadPool* pool) {
-  const int64_t tw = p.act ? active_tile_width(p, nr) : tile_width(nr, p.v);
+  const int64_t tw = pack_tile_width(p, nr);
   const int64_t tiles = tw > 0 ? (p.n + tw - 1) / tw : 0;
   const int64_t threads = pool ? pool->threads() : 1;
   const double flops = 2.0 * nr * p.d * p.n;
@@ -188,7 +236,7 @@ void run_block(const Problem& p, int64_t r0, int64_t nr, float* values, int64_t*
       for (int64_t t = tiles * q / n_parts; t < tiles * (q + 1) / n_parts; t++) {
         const int64_t j0 = t * tw, nb = std::min(tw, p.n - j0);
         if (p.act) active_tile_logits(p, r0, nr, j0, nb, buf.data(), pack.data());
-        else tile_logits(p, r0, nr, j0, nb, buf.data());
+        else tile_logits(p, r0, nr, j0, nb, buf.data(), pack.data());
         const int32_t* ids = p.act ? p.act + j0 : nullptr;
         for (int64_t r = 0; r < nr; r++) fold_tile(s, r, buf.data() + r * nb, nb, j0, ids, p.k);
       }
@@ -208,8 +256,9 @@ const char* check_project_topk(const KernelArgs& args, Problem* p) {
   const TensorView &x = args.in[0], &w = args.in[1], &bias = args.in[2], &vals = args.out[0], &ids = args.out[1];
   const int64_t k = args.iargs[project_topk_args::kK], tr = args.iargs[project_topk_args::kTransposed];
   if (tr != 0 && tr != 1) return kernel_error("project_topk: transposed must be 0 or 1, got %lld", (long long)tr);
-  if (x.dtype != kFloat32 || w.dtype != kFloat32)
-    return kernel_error("project_topk: X and W must be float32, got %s and %s", dtype_name(x.dtype), dtype_name(w.dtype));
+  if (x.dtype != kFloat32 || (w.dtype != kFloat32 && !is_half_dtype(w.dtype)))
+    return kernel_error("project_topk: X must be float32 and W float32, float16 or bfloat16, got %s and %s",
+                        dtype_name(x.dtype), dtype_name(w.dtype));
   if (x.rank < 2 || w.rank != 2)
     return kernel_error("project_topk: needs X of rank >= 2 and a 2-D W, got X %s and W %s", dims_str(x).c_str(), dims_str(w).c_str());
   const int64_t d = x.dims[x.rank - 1];
@@ -238,14 +287,17 @@ const char* check_project_topk(const KernelArgs& args, Problem* p) {
   if (vals.dtype != kFloat32 || ids.dtype != kInt64)
     return kernel_error("project_topk: outputs must be float32 and int64, got %s and %s", dtype_name(vals.dtype), dtype_name(ids.dtype));
   if (rows > 0 && (!x.data || !w.data || !vals.data || !ids.data)) return "project_topk: missing input or output";
-  *p = Problem{x.as<float>(), w.as<float>(), bias.data ? bias.as<float>() : nullptr, rows, d, v, k, tr == 1, nullptr, v};
+  const bool half = w.dtype != kFloat32;
+  *p = Problem{x.as<float>(), half ? nullptr : w.as<float>(), bias.data ? bias.as<float>() : nullptr, rows, d, v, k,
+               tr == 1, nullptr, v, half ? w.as<uint16_t>() : nullptr, w.dtype};
   return nullptr;
 }
 
 // Inputs X [rows..., D], W [D, V] (transposed: [V, D]), bias? [V], active? [V] (uint8/bool); outputs values
 // [rows..., k] float32 (log-softmax of the logits, best first, ties: lower id first) and indices [rows..., k] int64;
 // iargs k, transposed. With active, only its nonzero ids are computed, normalized over and returned (fewer than k:
-// the remaining slots are -inf with id 0).
+// the remaining slots are -inf with id 0). W may be float16 or bfloat16: then X's values are rounded to its dtype and
+// both widened to float32 before the products (kernel-schema.ts F32_OR_HALF).
 const char* project_topk(const KernelArgs& args) {
   Problem p{};
   if (const char* err = check_project_topk(args, &p)) return err;
@@ -254,6 +306,14 @@ const char* project_topk(const KernelArgs& args) {
     active.resize(static_cast<size_t>(p.v + 1));
     p.n = compact_active(args.in[3].as<uint8_t>(), p.v, active.data());
     p.act = active.data();
+  }
+  static thread_local std::vector<float> xr;  // a half W: X's values rounded to its dtype
+  if (p.wh && p.rows > 0) {
+    xr.resize(static_cast<size_t>(p.rows * p.d));
+    float* xrp = xr.data();
+    const float* xp = p.x;
+    run_parallel(args, p.rows * p.d, 1 << 15, [&](int64_t i0, int64_t i1) { round_run(p.wdt, xp + i0, i1 - i0, xrp + i0); });
+    p.x = xrp;
   }
 #ifdef PLANC_HAVE_OPENBLAS
   if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);  // BLAS runs inside the pool's tasks
