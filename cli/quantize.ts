@@ -14,9 +14,6 @@ export function parseQuantize(mode: string | undefined, layers: string | undefin
     if (layers !== undefined) throw new PlancError('PLANC_E301', '--quantize-layers needs --quantize MODE');
     return undefined;
   }
-  if (mode === 'fp16' || mode === 'bf16') {
-    throw new PlancError('PLANC_E301', `--quantize ${mode}: planc has no ${mode} kernels yet (CPU or CUDA); the CPU modes are ${MODES.join(', ')}`);
-  }
   if (!(MODES as readonly string[]).includes(mode)) throw new PlancError('PLANC_E301', `--quantize ${mode}: the modes are ${MODES.join(', ')}`);
   const map: Record<string, LayerPrecision> = {};
   for (const part of (layers ?? '').split(',').filter((x) => x.trim())) {

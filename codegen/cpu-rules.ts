@@ -44,6 +44,8 @@ const axisOf = (ctx: RuleCtx, axis: number, rank: number): number => {
 };
 
 const FLOAT_KERNEL_TYPES = new Set(['float32']);
+/** A product's weight (compiler/kernel-schema.ts F32_OR_HALF). */
+const WEIGHT_TYPES = new Set(['float32', 'float16', 'bfloat16']);
 const UNARY_FLOAT_TYPES = new Set(['float32', 'float64']);
 const NUM_TYPES = new Set(['float32', 'float64', 'int32', 'int64', 'int8', 'uint8']);
 
@@ -369,7 +371,8 @@ export const CPU_RULES: Record<string, Rule> = {
     return { ...call('cache_write', { pos: ctx.known(2)[0]!, new_layout: ctx.int('new_layout', 0), num_heads: ctx.int('num_heads', 0) }), inputs: [0, 1], inPlace: 0 };
   },
   'planc.ProjectTopK': (ctx) => {
-    requireTypes(ctx, FLOAT_KERNEL_TYPES, 0, 1, 2);
+    requireTypes(ctx, FLOAT_KERNEL_TYPES, 0, 2);
+    requireTypes(ctx, WEIGHT_TYPES, 1);
     // The active mask (input 3, the vocab pass) is passed only when present: plans without it keep 3 kernel inputs.
     const inputs = [0, 1, ctx.node.inputs[2] ? 2 : -1, ...(ctx.node.inputs[3] ? [3] : [])];
     return { ...call('project_topk', { k: ctx.int('k'), transposed: ctx.int('transposed', 0) }), inputs, requireOutputs: 2 };

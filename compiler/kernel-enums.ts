@@ -18,6 +18,7 @@ const PLAN_DTYPE_TYPES = {
   bool: { cpp: 'kBool', cudaType: 'uint8_t' },
   float16: { cpp: 'kFloat16', cudaType: '__half' },
   float64: { cpp: 'kFloat64', cudaType: 'double' },
+  bfloat16: { cpp: 'kBFloat16', cudaType: '__nv_bfloat16' },
 } as const satisfies Partial<Record<DType, { cpp: string; cudaType: string }>>;
 
 export type PlanDTypeName = keyof typeof PLAN_DTYPE_TYPES;

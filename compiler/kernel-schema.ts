@@ -76,6 +76,13 @@ export interface KernelSpec {
 // ---- dtype sets ----
 const ANY = PLAN_DTYPES.map((d) => d.name);
 const F32 = ['float32'] as const;
+/**
+ * A product's weight in float32, or in float16 / bfloat16 (`--quantize fp16|bf16`): then the other operand's values are
+ * rounded to the weight's dtype (nearest even) before the product, as tensor cores take them; products of two such
+ * values are exact in float32 and are summed in float32.
+ */
+const F32_OR_HALF = ['float32', 'float16', 'bfloat16'] as const;
+const HALF_DOC = '; float16 / bfloat16: A\'s values rounded to its dtype first (kernel-schema.ts F32_OR_HALF)';
 const FLOAT = ['float32', 'float64'] as const;
 const SIGNED = ['float32', 'float64', 'int32', 'int64', 'int8'] as const;
 const NUMERIC = [...SIGNED, 'uint8'] as const;
@@ -160,7 +167,7 @@ export const CUDA_DEFAULT_VARIANTS = [
  */
 export const CUDA_GEMM_VARIANTS = [
   { name: 'gemv', doc: 'rows ≤ 16: 64 columns a block, K split over enough blocks to fill about 2 waves of the target\'s SMs', block: 256, maxRows: 16 },
-  { name: 'gemm_tc', doc: 'tensor-core tiles BM × BN × BK (BK 16 where K or N is not a multiple of 4), 3xTF32', block: 128, tile: { bm: 64, bn: 64, bk: 32, passes: 3 } },
+  { name: 'gemm_tc', doc: 'tensor-core tiles BM × BN × BK (BK 16 where K or N is not a multiple of 4), 3xTF32; a float16 / bfloat16 W: m16n16k16 in its dtype, BK 32', block: 128, tile: { bm: 64, bn: 64, bk: 32, passes: 3 } },
 ] as const satisfies readonly CudaVariantSpec[];
 
 /** Every kernel of the native runtime (native/src/cpu/*.cc kDefs) by table name. */
@@ -280,7 +287,7 @@ export const KERNELS = {
   // ---- matrix products (gemm.cc) ----
   matmul: {
     doc: 'Y = A × B over the last two dims, batch dims broadcast', outputs: [y(F32)],
-    inputs: [{ name: 'a', doc: 'A [..., M, K]', dtypes: F32 }, { name: 'b', doc: 'B [..., K, N]', dtypes: F32 }],
+    inputs: [{ name: 'a', doc: 'A [..., M, K]', dtypes: F32 }, { name: 'b', doc: `B [..., K, N]${HALF_DOC} (B 2-D)`, dtypes: F32_OR_HALF }],
     variants: GEMM_VARIANTS,
     cudaVariants: CUDA_GEMM_VARIANTS,
   },
@@ -294,7 +301,7 @@ export const KERNELS = {
   },
   fused_matmul: {
     doc: 'Y = act(A × W + bias) + residual (planc.FusedMatMul)', outputs: [y(F32)],
-    inputs: [{ name: 'a', doc: 'A [..., K]', dtypes: F32 }, { name: 'w', doc: 'W [K, N]', dtypes: F32 },
+    inputs: [{ name: 'a', doc: 'A [..., K]', dtypes: F32 }, { name: 'w', doc: `W [K, N]${HALF_DOC}`, dtypes: F32_OR_HALF },
       { name: 'bias', doc: 'bias [N]', dtypes: F32, optional: true, keepSlot: true },
       { name: 'residual', doc: 'added after the activation (Y\'s dims)', dtypes: F32, optional: true, keepSlot: true }],
     iargs: [{ name: 'activation', doc: 'the epilogue activation', enum: 'activation' }],
@@ -428,7 +435,7 @@ export const KERNELS = {
   },
   project_topk: {
     doc: 'the k best of log_softmax(X·W + bias) per row, logits never materialized (planc.ProjectTopK)',
-    inputs: [{ name: 'x', doc: 'X [rows..., D]', dtypes: F32 }, { name: 'w', doc: 'W [D, V] (transposed: [V, D])', dtypes: F32 },
+    inputs: [{ name: 'x', doc: 'X [rows..., D]', dtypes: F32 }, { name: 'w', doc: `W [D, V] (transposed: [V, D])${HALF_DOC.replace('A\'s', 'X\'s')}`, dtypes: F32_OR_HALF },
       { name: 'bias', doc: 'bias [V]', dtypes: F32, optional: true, keepSlot: true },
       { name: 'active', doc: 'active ids [V] (nonzero: computed; omitted: every id)', dtypes: BYTE_MASK, optional: true }],
     outputs: [{ name: 'values', doc: 'log-probabilities [rows..., k], best first', dtypes: F32 }, { name: 'indices', doc: 'their ids [rows..., k]', dtypes: ['int64'] }],

@@ -2,6 +2,7 @@
 // Why optimize/: the driver fills PassContext with runtime-backed services, and compiler/, passes/, codegen/ may not import runtime/.
 import type { Model } from '../compiler/ir.ts';
 import type { PlanQuantization, PlanVocab } from '../compiler/plan/types.ts';
+import { isHalf, type LayerPrecision } from '../compiler/quant/layers.ts';
 import { PlancError } from '../compiler/diagnostics.ts';
 import { verifyModel } from '../compiler/verify.ts';
 import { buildPlan, type BuildOptions, type BuiltPlan } from '../codegen/build-plan.ts';
@@ -65,11 +66,7 @@ export async function compile(model: Model, options: CompileOptions, services: P
   const profile = { maxBatch: options.maxBatch, maxSrcLen: options.maxSrcLen, maxTgtLen: options.maxTgtLen, maxDims };
   progress?.start('verifying');
   verifyModel(model, { types: false });
-  if (options.quantize && options.target === 'cuda' && options.quantize.mode !== 'w8') {
-    throw new PlancError('PLANC_E301', `--quantize ${options.quantize.mode} --target cuda: the CUDA quantized kernels are int8 weight-only (--quantize w8: int8 weights, float32 inputs); int8/int16 inputs and auto run on the CPU only so far, fp16/bf16 are not written yet`);
-  }
-  const layerModes = Object.values(options.quantize?.layers ?? {}).filter((p) => p !== 'w8' && p !== 'float32');
-  if (options.target === 'cuda' && layerModes.length) throw new PlancError('PLANC_E301', `--quantize-layers ${layerModes[0]} --target cuda: the CUDA quantized kernels are weight-only (w8 or float32 per layer)`);
+  checkQuantizeTarget(options);
   const topk = chooseTopk(model, options.specialIds, options.topk);
   if (options.vocab && topk === undefined) throw new PlancError('PLANC_E301', '--vocab rewrites planc.ProjectTopK: it needs --topk N (N ≥ 1)');
   const passServices: PassServices = {
@@ -92,8 +89,30 @@ export async function compile(model: Model, options: CompileOptions, services: P
   }, { dumpAfter, onDump: onDump && ((name, text) => onDump(name, text, 'programs')) });
   if (vocab) built.header.vocab = vocab.header;
   if (quantized) built.header.quantization = mergeQuantization(built.header.quantization, quantized.header);
+  const q = built.header.quantization;
+  if (q && options.target === 'cpu' && q.layers.some((l) => isHalf(l.precision as LayerPrecision))) q.notes = [q.notes, CPU_HALF_NOTE].filter((x) => x).join('\n');
   const tuning = options.tune ? await passServices.tune!(built) : undefined;
   return { ...built, topk, firstStepOnly, vocab: vocab?.header, quantization: built.header.quantization, ...(tuning ? { tuning } : {}) };
+}
+
+/** The precisions each target has kernels for (a layer may also stay float32). */
+const TARGET_PRECISIONS = {
+  cpu: { modes: ['int8', 'w8', 'int16', 'fp16', 'bf16', 'auto'], why: '' },
+  cuda: { modes: ['w8', 'fp16', 'bf16'], why: 'the CUDA products are int8 weight-only (w8: float32 inputs) or on tensor cores in fp16 / bf16; int8 / int16 inputs and auto (whose ladder is int8 / int16) run on the CPU only' },
+} as const;
+
+/** What a cpu plan of a half precision says about itself (the stated fallback: it runs, as the reference). */
+export const CPU_HALF_NOTE = 'fp16 / bf16 on the cpu: the reference path (each weight widened to float32 on every call, the other operand rounded to the weight\'s dtype), slower than float32: the CUDA tensor cores are where these precisions pay; on the cpu use int8, w8 or int16 for speed';
+
+/** Refuses a --quantize mode or per-layer precision the target has no kernels for, naming it and why. */
+function checkQuantizeTarget(options: CompileOptions): void {
+  const q = options.quantize;
+  if (!q) return;
+  const t = TARGET_PRECISIONS[options.target];
+  const ok = (p: string) => (t.modes as readonly string[]).includes(p);
+  if (!ok(q.mode)) throw new PlancError('PLANC_E301', `--quantize ${q.mode} --target ${options.target}: ${t.why}`);
+  const bad = Object.entries(q.layers ?? {}).find(([, p]) => p !== 'float32' && !ok(p));
+  if (bad) throw new PlancError('PLANC_E301', `--quantize-layers ${bad[0]}=${bad[1]} --target ${options.target}: ${t.why}`, { node: bad[0] });
 }
 
 /** The pass's record of the plan's layers (codegen/pack.ts) with the quantize step's mode, measurements and reasons. */

@@ -3,7 +3,7 @@
 // bit-identical under two fiber schedules, greedy decoding token-identical with CUDA-graph replay off and on, and
 // `planc translate --device sim`. es-en (../shared; top-k, shortlist and clusters plans per graph, 50 sentences
 // translated, emulator children in parallel): with PLANC_CUDASIM_ESEN=1 (about 3 minutes on 2 cores; .ci/run sets it). w8 (int8 weight-only) plans of both models: every graph and
-// greedy decoding against the cpu w8 plan.
+// greedy decoding against the cpu w8 plan; fp16 / bf16 (tensor-core) plans against the cpu reference plans of the same precision.
 import { spawn, spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
@@ -93,14 +93,25 @@ async function pool<T>(jobs: (() => Promise<T>)[], n: number): Promise<T[]> {
 }
 const PARALLEL = Math.max(1, Math.min(4, os.availableParallelism()));
 
-/** Every output of every graph within TOL of the cpu backend, no NaN where the cpu has none, ids exact. */
-function checkRuns(runs: Runs, what: string): void {
+/**
+ * The tolerances of fp16 / bf16 plans against the cpu plan of the same precision. Both round a product's input to the
+ * dtype, but their float32 sums differ in order, so a value within a float32 rounding of a half rounding boundary
+ * rounds the other way on one side (a few per graph) and changes what follows by up to about the dtype's unit
+ * roundoff u: every output within u / 2 of max |ref|. The KV cache rows a decoder step writes are one product of the
+ * graph's own inputs (nothing rounded before them): those within 1e-5, where the float32 plan is u away.
+ */
+const HALF_TOL = { fp16: { all: 2 ** -12, strict: 1e-5 }, bf16: { all: 2 ** -9, strict: 1e-5 } };
+const ONE_PRODUCT = /^present\./;
+
+/** Every output of every graph within TOL (or a half plan's tolerances) of the cpu backend, no NaN where the cpu has none, ids exact. */
+function checkRuns(runs: Runs, what: string, half?: keyof typeof HALF_TOL): void {
   assert.ok(Object.keys(runs).length >= 3, `${what}: ${Object.keys(runs).join(', ')}`);
   for (const [graph, outs] of Object.entries(runs)) {
     for (const [name, o] of Object.entries(outs)) {
       const where = `${what} ${graph}/${name} [${o.dims.join('x')}]`;
+      const tol = !half ? TOL : ONE_PRODUCT.test(name) ? HALF_TOL[half].strict : HALF_TOL[half].all;
       assert.is(o.nan, 0, `${where}: NaN where the cpu backend has a number`);
-      assert.ok(o.rel <= TOL, `${where}: max error ${o.rel.toExponential(2)} of max |ref| (tolerance ${TOL})`);
+      assert.ok(o.rel <= tol, `${where}: max error ${o.rel.toExponential(2)} of max |ref| (tolerance ${tol})`);
       if (name.endsWith('ids')) assert.ok(o.exact, `${where}: ids differ from the cpu backend`);
     }
   }
@@ -117,8 +128,10 @@ const names = {
   cli: 'planc translate --device sim runs a cuda plan on the emulator and says so on stderr',
   w8: 'w8 (int8 weight-only) cuda plans: every graph of the opus-shaped plan (qmatmul, qgather with 12-bit rows, qproject_topk rescored) matches the cpu w8 plan (batch 1 and 5)',
   w8decode: 'w8 cuda plan: greedy decoding on the emulator is token-identical to the cpu w8 plan, CUDA-graph replay on',
-  w8refuse: 'int8/int16 inputs on --target cuda are refused by name (the CUDA kernels are weight-only)',
-  esenGraphs: 'es-en plans (top-k, shortlist, clusters, w8): every graph on the emulator matches the cpu backend (batch 1 and 5); two fiber-schedule seeds bit-identical',
+  w8refuse: 'int8/int16 inputs and auto on --target cuda are refused by name (the CUDA products are weight-only or fp16 / bf16)',
+  half: 'fp16 / bf16 cuda plans (tensor cores, float32 sums): every graph of the opus-shaped plans matches the cpu plan of the same precision (batch 1 and 5: 35 encoder rows on gemm_tc16, decode rows on gemv; embeddings gathered in the half dtype and widened)',
+  halfDecode: 'fp16 and bf16 cuda plans: greedy decoding on the emulator is token-identical to the cpu plan of the same precision, CUDA-graph replay on',
+  esenGraphs: 'es-en plans (top-k, shortlist, clusters, w8, fp16): every graph on the emulator matches the cpu backend (batch 1 and 5); two fiber-schedule seeds bit-identical',
   esen: 'es-en: greedy translation of 50 test sentences through the cuda plan on the emulator is token-identical to the cpu plan (graphs off and on)',
 };
 const skip = !nativeAvailable() ? NEEDS_NATIVE : noNvcc ?? noGxx;
@@ -131,6 +144,10 @@ if (skip) {
     opus: { cuda: path.join(tmp, 'opus-cuda.plan'), cpu: path.join(tmp, 'opus-cpu.plan') },
     tinyW8: { cuda: path.join(tmp, 'tiny-w8-cuda.plan'), cpu: path.join(tmp, 'tiny-w8-cpu.plan') },
     opusW8: { cuda: path.join(tmp, 'opus-w8-cuda.plan'), cpu: path.join(tmp, 'opus-w8-cpu.plan') },
+    tinyF16: { cuda: path.join(tmp, 'tiny-fp16-cuda.plan'), cpu: path.join(tmp, 'tiny-fp16-cpu.plan') },
+    tinyBf16: { cuda: path.join(tmp, 'tiny-bf16-cuda.plan'), cpu: path.join(tmp, 'tiny-bf16-cpu.plan') },
+    opusF16: { cuda: path.join(tmp, 'opus-fp16-cuda.plan'), cpu: path.join(tmp, 'opus-fp16-cpu.plan') },
+    opusBf16: { cuda: path.join(tmp, 'opus-bf16-cuda.plan'), cpu: path.join(tmp, 'opus-bf16-cpu.plan') },
   };
   const profile = ['--no-tokenizer', '--max-batch', '5', '--max-src-len', '16', '--max-tgt-len', '12'];
   before(test, () => {
@@ -138,7 +155,9 @@ if (skip) {
     makeModel({ arch: 'marian', d: 64, encoderLayers: 1, decoderLayers: 1, heads: 2, ffn: 128, vocab: 101, out: tiny, seed: 3, maxPos: 64, activation: 'relu' });
     const opus = path.join(tmp, 'opus');
     makeModel({ arch: 'marian', d: 512, encoderLayers: 1, decoderLayers: 1, heads: 8, ffn: 2048, vocab: 1200, out: opus, seed: 5, maxPos: 64, activation: 'swish' });
-    for (const [dir, p, q] of [[tiny, plans.tiny, []], [opus, plans.opus, []], [tiny, plans.tinyW8, ['--quantize', 'w8']], [opus, plans.opusW8, ['--quantize', 'w8']]] as const) {
+    const qz = (mode: string) => ['--quantize', mode];
+    for (const [dir, p, q] of [[tiny, plans.tiny, []], [opus, plans.opus, []], [tiny, plans.tinyW8, qz('w8')], [opus, plans.opusW8, qz('w8')],
+      [tiny, plans.tinyF16, qz('fp16')], [tiny, plans.tinyBf16, qz('bf16')], [opus, plans.opusF16, qz('fp16')], [opus, plans.opusBf16, qz('bf16')]] as [string, { cuda: string; cpu: string }, string[]][]) {
       optimize(dir, p.cuda, ['--target', 'cuda', '--arch', 'sm_80', ...profile, ...q]);
       optimize(dir, p.cpu, [...profile, ...q]);
     }
@@ -206,11 +225,36 @@ if (skip) {
   });
 
   test(names.w8refuse, () => {
-    for (const mode of ['int8', 'int16']) {
-      const r = spawnSync(process.execPath, [path.join(REPO_ROOT, 'bin', 'planc.js'), 'optimize', path.join(tmp, 'tiny'), '-o', path.join(tmp, 'refused.plan'), '--target', 'cuda', '--quantize', mode, ...profile], { encoding: 'utf8' });
-      assert.is(r.status === 0, false, `${mode} on cuda was accepted`);
-      assert.match(r.stderr, /PLANC_E301: --quantize \S+ --target cuda: the CUDA quantized kernels are int8 weight-only/);
+    for (const args of [['--quantize', 'int8'], ['--quantize', 'int16'], ['--quantize', 'auto', '--eval-src', path.join(tmp, 'none.txt')], ['--quantize', 'fp16', '--quantize-layers', 'x=int8']]) {
+      const r = spawnSync(process.execPath, [path.join(REPO_ROOT, 'bin', 'planc.js'), 'optimize', path.join(tmp, 'tiny'), '-o', path.join(tmp, 'refused.plan'), '--target', 'cuda', ...args, ...profile], { encoding: 'utf8' });
+      assert.is(r.status === 0, false, `${args.join(' ')} on cuda was accepted`);
+      assert.match(r.stderr, /PLANC_E301: --quantize(-layers)? \S+ --target cuda: the CUDA products are int8 weight-only \(w8: float32 inputs\) or on tensor cores in fp16 \/ bf16/);
       assert.not.match(r.stderr, /\n\s+at /, 'no stack trace');
+    }
+  });
+
+  test(names.half, async () => {
+    const jobs = ([[plans.opusF16, 'fp16'], [plans.opusBf16, 'bf16']] as const).flatMap(([p, label]) => ['1', '5'].map((b) => async () => [label, b, (await childAsync(['graphs', p.cuda, p.cpu, b])).json.runs as Runs] as const));
+    for (const [label, b, runs] of await pool(jobs, PARALLEL)) {
+      checkRuns(runs, `opus ${label} batch ${b}`, label);
+      assert.ok(Object.values(runs).some((outs) => Object.keys(outs).some((n) => ONE_PRODUCT.test(n))), 'the strict outputs were checked');
+    }
+    for (const p of [plans.opusF16, plans.opusBf16]) {
+      const info = JSON.parse(spawnSync(process.execPath, [path.join(REPO_ROOT, 'bin', 'planc.js'), 'inspect', p.cuda, '--json'], { encoding: 'utf8' }).stdout);
+      const q = info.quantization;
+      assert.ok(q.weightBytes < 0.55 * q.weightBytesFp32, `half weights: ${q.weightBytes} bytes vs float32 ${q.weightBytesFp32}`);
+      for (const k of info.kernels as { name: string; spillBytes: number }[]) assert.is(k.spillBytes, 0, `${k.name} spills`);
+      assert.ok(q.layers.length >= 10 && q.layers.every((l: { dtype: string }) => l.dtype === q.mode), JSON.stringify(q.layers.slice(0, 3)));
+    }
+  });
+
+  test(names.halfDecode, () => {
+    const src = path.join(tmp, 'sources-half.json');
+    fs.writeFileSync(src, JSON.stringify([[7, 8, 9, 10, 2], [11, 12, 2], [13, 14, 15, 16, 17, 2], [20, 30, 40, 2], [5, 6, 2]]));
+    for (const p of [plans.tinyF16, plans.tinyBf16]) {
+      const { json } = child(['decode', p.cuda, p.cpu, src], { PLANC_CUDA_GRAPH: '1' });
+      assert.equal(json.sim, json.cpu);
+      assert.ok(json.cpu.some((ids: number[]) => ids.length > 0), 'something was decoded');
     }
   });
 
@@ -247,6 +291,7 @@ if (skip) {
       ['shortlist', ['--vocab', `shortlist=${path.join(esen!, 'lex.50.50.esen.s2t.bin')}`]],
       ['clusters', ['--vocab', 'clusters=64,8', '--calibrate', calib]],
       ['w8', ['--quantize', 'w8']],
+      ['fp16', ['--quantize', 'fp16']],
     ];
     const plansOf = variants.map(([label, vocab]) => [label, esenPlans(vocab, label)] as const);
     // one emulator child per plan and batch, as many at once as there are cores
@@ -255,7 +300,7 @@ if (skip) {
     const topk = plansOf[0]![1];
     jobs.push(async () => ['topk', '5 seed 7', (await childAsync(['graphs', topk.cuda, topk.cpu, '5'], { PLANC_CUDASIM_SEED: '7' })).json.runs as Runs] as const);
     const done = await pool(jobs, PARALLEL);
-    for (const [label, b, runs] of done) checkRuns(runs, `es-en ${label} batch ${b}`);
+    for (const [label, b, runs] of done) checkRuns(runs, `es-en ${label} batch ${b}`, label === 'fp16' ? 'fp16' : undefined);
     const seeded = (b: string) => done.find(([label, batch]) => label === 'topk' && batch === b)![2];
     assert.equal(hashes(seeded('5 seed 7')), hashes(seeded('5')), 'es-en top-k plan: seeds 0 and 7 give bit-identical outputs');
   });

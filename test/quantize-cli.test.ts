@@ -62,8 +62,8 @@ if (!nativeAvailable()) {
   test(NAMES[2]!, () => {
     // the option parser directly, then two through the command line (a parse error and one found by the pass)
     const cases: [() => unknown, RegExp][] = [
-      [() => parseQuantize('int4', undefined), /PLANC_E301: --quantize int4: the modes are int8, w8, int16, auto/],
-      [() => parseQuantize('fp16', undefined), /PLANC_E301: --quantize fp16: planc has no fp16 kernels yet/],
+      [() => parseQuantize('int4', undefined), /PLANC_E301: --quantize int4: the modes are int8, w8, int16, fp16, bf16, auto/],
+      [() => parseQuantize('int8', 'x=fp8'), /PLANC_E301: --quantize-layers wants NODE=PRECISION\[,\.\.\.\] with PRECISION one of int8, w8, int16, fp16, bf16, float32/],
       [() => parseQuantize('int8', 'x=int3'), /PLANC_E301: --quantize-layers wants NODE=PRECISION/],
       [() => parseQuantize(undefined, 'x=w8'), /PLANC_E301: --quantize-layers needs --quantize MODE/],
     ];

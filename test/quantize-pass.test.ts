@@ -81,6 +81,42 @@ test('quantize: golden IR; int8 products within the quantization error of float3
   assert.throws(() => QUANTIZE.run(fused, { quantize: { precision: 'int8', layers: { nope: 'w8' } } }), /no product named 'nope'/);
 });
 
+test('quantize fp16 / bf16: golden IR; ops kept with half weights (MatMul → planc.FusedMatMul), each weight converted once; the evaluator rounds the inputs to the weight\'s dtype', () => {
+  const m = importOnnxFile(tiedModel());
+  inferModel(m);
+  const fused = FUSE_MATMUL_EPILOGUE.run(MEMOIZE.run(m, {}), {});
+  inferModel(fused);
+  const x = Tensor.fromNumbers('float32', [3, 8], vals(24, 9));
+  const a = evaluate(m, 'main', { x });
+  for (const [p, dtype, eps] of [['fp16', 'float16', 2 ** -11], ['bf16', 'bfloat16', 2 ** -8]] as const) {
+    const q = QUANTIZE.run(fused, { quantize: { precision: p } });
+    inferModel(q);
+    if (p === 'fp16') matchGolden('quantize.fp16.after.txt', printModel(q));
+    assert.equal(q.quantized?.map((l) => [l.node, l.op, l.precision, l.bytesAfter]), [['lm_head', 'MatMul', p, 320], ['proj:fused', 'planc.FusedMatMul', p, 192]]);
+    const g = q.graphs.get('main')!;
+    const half = [...g.initializers.values()].map((id) => q.weights.get(id)!.tensor).filter((t) => t.dtype === dtype);
+    assert.is(half.length, 2, `${p}: two ${dtype} weights`);
+    assert.ok(g.nodes.every((n) => n.op === 'FusedMatMul' || n.op === 'Relu' || n.op === 'Add'), g.nodes.map((n) => n.op).join(', '));
+    // the evaluator of the rewritten IR = float64 sums of (x rounded to the dtype) × (w in the dtype)
+    const b = evaluate(q, 'main', { x });
+    const w16 = Tensor.fromNumbers(dtype, [20, 8], vals(160, 1)).nums, x16 = Tensor.fromNumbers(dtype, [3, 8], vals(24, 9)).nums;
+    for (let r = 0; r < 3; r++) {
+      for (let j = 0; j < 20; j++) {
+        let want = 0;
+        for (let k = 0; k < 8; k++) want += x16[r * 8 + k]! * w16[j * 8 + k]!;
+        assert.ok(Math.abs(b.logits!.nums[r * 20 + j]! - want) <= 1e-6 * (1 + Math.abs(want)), `${p} logits[${r}, ${j}]: ${b.logits!.nums[r * 20 + j]} vs ${want}`);
+      }
+    }
+    for (const out of ['logits', 'h']) {
+      const ya = a[out]!.nums, yb = b[out]!.nums;
+      const max = Math.max(...Array.from(ya, Math.abs));
+      let worst = 0;
+      for (let i = 0; i < ya.length; i++) worst = Math.max(worst, Math.abs(ya[i]! - yb[i]!) / max);
+      assert.ok(worst > 0 && worst <= 16 * eps, `${p} ${out}: error ${worst} of max|float32| (unit roundoff ${eps})`);
+    }
+  }
+});
+
 const dir = path.join(tmp, 'tiny');
 makeModel({ arch: 'marian', d: 64, encoderLayers: 1, decoderLayers: 1, heads: 2, ffn: 128, vocab: 120, maxPos: 64, activation: 'relu', seed: 5, out: dir });
 const PROFILE = { maxBatch: 4, maxSrcLen: 16, maxTgtLen: 16 };

@@ -72,7 +72,9 @@ const CTYPE: Record<number, string> = Object.fromEntries(PLAN_DTYPES.map((d) => 
 const UTYPE: Record<number, string> = { 1: 'uint8_t', 2: 'uint16_t', 4: 'uint32_t', 8: 'uint64_t' };
 const NAME: Record<number, string> = Object.fromEntries(PLAN_DTYPES.map((d) => [d.code, d.name]));
 /** Plan dtype codes by the names the rules use. */
-const [F32, F64, I32, I64, I8, U8, BOOL] = (['float32', 'float64', 'int32', 'int64', 'int8', 'uint8', 'bool'] as const).map((n) => DTYPE_CODE[n]!);
+const [F32, F64, I32, I64, I8, U8, BOOL, F16, BF16] = (['float32', 'float64', 'int32', 'int64', 'int8', 'uint8', 'bool', 'float16', 'bfloat16'] as const).map((n) => DTYPE_CODE[n]!);
+/** A product's weight dtypes (compiler/kernel-schema.ts F32_OR_HALF): float32, or float16 / bfloat16 on tensor cores. */
+const WEIGHT = [F32, F16, BF16];
 const MASK_ADD = MASK_KINDS.indexOf('add');
 
 const ctype = (ctx: RuleCtx, o: Operand): string => CTYPE[o.dtype] ?? ctx.fail(`dtype code ${o.dtype} has no CUDA type`);
@@ -171,15 +173,23 @@ const SPLIT_K_WAVES = 2;
 function gemmInstances(ctx: RuleCtx, act: number, bias: boolean, res: boolean): Instance<CudaVariantName<'matmul'>>[] {
   const [a, b] = [input(ctx, 0), input(ctx, 1)];
   const y = ctx.outs[0]!;
-  for (const [o, w] of [[a, 'A'], [b, 'B'], [y, 'Y']] as const) requireDtype(ctx, o, [F32], w);
+  for (const [o, w] of [[a, 'A'], [y, 'Y']] as const) requireDtype(ctx, o, [F32], w);
+  requireDtype(ctx, b, WEIGHT, 'B');
   if (a.rank < 2 || b.rank < 2) ctx.fail(`operands of rank ${a.rank} and ${b.rank} (the lowering makes them ≥ 2)`);
+  const half = b.dtype !== F32;
+  if (half && b.rank !== 2) ctx.fail(`a ${ctype(ctx, b)} B of rank ${b.rank}: float16 / bfloat16 products take a 2-D weight`);
   const k = a.dims[a.rank - 1];
   const n = y.dims[y.rank - 1];
   const vec = k !== undefined && n !== undefined && k % 4 === 0 && n % 4 === 0;
   const batched = b.rank > 2;
   const r = y.rank;
   const out = outOperand(ctx);
-  const tc: Instance<'gemm_tc'> = {
+  const tc: Instance<'gemm_tc'> = half ? {
+    variant: GEMM_TC.name,
+    template: `planc::gemm_tc16<${ctype(ctx, b)}, ${vec && n! % 8 === 0}, ${act}, ${bias}, ${res}>`,
+    block: GEMM_TC.block,
+    grid: [dims(out, r - 1, r, TILE.bn), dims(out, 0, r - 1, TILE.bm)],
+  } : {
     variant: GEMM_TC.name,
     template: `planc::gemm_tc<${TILE.bm}, ${TILE.bn}, ${vec ? TILE.bk : 16}, ${TILE.passes}, ${vec}, ${act}, ${bias}, ${res}, ${r}, ${batched}>`,
     block: GEMM_TC.block,
@@ -197,7 +207,7 @@ function gemmInstances(ctx: RuleCtx, act: number, bias: boolean, res: boolean): 
   if (ks > 1 && colBlocks > SCRATCH_COUNTERS) ctx.fail(`${colBlocks} column blocks exceed the scratch's ticket counters`);
   const gemv: Instance<'gemv'> = {
     variant: GEMV.name,
-    template: `planc::gemv<${act}, ${bias}, ${res}, ${n !== undefined && n % 2 === 0}, ${ks}>`,
+    template: `planc::gemv<${act}, ${bias}, ${res}, ${n !== undefined && n % 2 === 0}, ${ks}${half ? `, ${ctype(ctx, b)}` : ''}>`,
     block: GEMV.block,
     grid: [dims(out, r - 1, r, 64), dims(out, 0, 0, 1, ks)],
     maxRows: GEMV.maxRows,
@@ -338,7 +348,7 @@ const TOPK_SHARD = 512, TOPK_ROWS = 8;
 const projectTopk: CudaRule<'project_topk'> = (ctx) => {
   const [x, w] = [input(ctx, 0), input(ctx, 1)];
   requireDtype(ctx, x, [F32], 'X');
-  requireDtype(ctx, w, [F32], 'W');
+  requireDtype(ctx, w, WEIGHT, 'W');
   const k = ctx.iarg('k');
   const transposed = ctx.iarg('transposed') !== 0;
   if (w.rank !== 2) ctx.fail('W must be 2-D');
@@ -349,7 +359,8 @@ const projectTopk: CudaRule<'project_topk'> = (ctx) => {
   if (d! % 32 !== 0 || d! > 1024) ctx.fail(`D ${d}: the CUDA kernel wants a multiple of 32, at most 1024`);
   if (k < 1 || k > 64 || k > vocab!) ctx.fail(`k ${k}: the CUDA kernel takes 1..64 (and at most the vocabulary)`);
   const act = ctx.ins[3];
-  return [topkLaunch(ctx, d!, vocab!, k, act, `planc::project_topk<${d}, ${vocab}, ${k}, ${transposed}, ${ctx.ins[2] !== undefined}${act ? ', true' : ''}>`)];
+  const tw = w.dtype === F32 ? '' : `, ${act !== undefined}, false, ${k}, false, ${ctype(ctx, w)}`;
+  return [topkLaunch(ctx, d!, vocab!, k, act, `planc::project_topk<${d}, ${vocab}, ${k}, ${transposed}, ${ctx.ins[2] !== undefined}${tw || (act ? ', true' : '')}>`)];
 };
 
 /**

@@ -34,14 +34,26 @@ export function applyOnnx(ctx: EvalContext, op: string, attrs: Node['attrs'], in
   return h.eval({ ...makeOpContext(node, opset, 'PLANC_E202'), runSubgraph: ctx.runSubgraph }, inputs)[0]!;
 }
 
-/** Y = act(A·W + bias) + residual; inputs A, W, bias? (last-dim vector), residual? (Y's shape). */
+/** A weight's dtypes: float32, or float16 / bfloat16 (--quantize fp16|bf16; compiler/kernel-schema.ts F32_OR_HALF). */
+const WEIGHT_DTYPES: readonly string[] = ['float32', 'float16', 'bfloat16'];
+
+/**
+ * The operands of a product over weight w as float32 tensors: with a float16 / bfloat16 w, x's values rounded to w's
+ * dtype first (products of the two are then exact in float32, as on the tensor cores).
+ */
+export function halfOperands(x: Tensor, w: Tensor): [Tensor, Tensor] {
+  if (w.dtype === 'float32') return [x, w];
+  return [new Tensor('float32', x.dims, Tensor.fromNumbers(w.dtype, x.dims, x.nums).nums), new Tensor('float32', w.dims, w.nums)];
+}
+
+/** Y = act(A·W + bias) + residual; inputs A, W (float32, or float16 / bfloat16: halfOperands), bias? (last-dim vector), residual? (Y's shape). */
 const FUSED_MATMUL: OpHandler = {
   op: 'FusedMatMul',
   domain: 'planc',
   infer(ctx, inputs) {
     const a = need(ctx, inputs, 0);
     const w = need(ctx, inputs, 1);
-    if (a.dtype !== 'float32' || w.dtype !== 'float32') ctx.fail(`float32 only, got ${a.dtype} and ${w.dtype}`);
+    if (a.dtype !== 'float32' || !WEIGHT_DTYPES.includes(w.dtype)) ctx.fail(`A float32 and W float32, float16 or bfloat16 only, got ${a.dtype} and ${w.dtype}`);
     if (!FUSED_ACTIVATIONS[ctx.string('activation', 'none')]) ctx.fail(`unknown activation '${ctx.string('activation', 'none')}'`);
     if (!a.shape || !w.shape) return [{ dtype: 'float32' }];
     if (w.shape.length !== 2 || a.shape.length < 2) ctx.fail(`needs A of rank ≥ 2 and a 2-D W, got ranks ${a.shape.length} and ${w.shape.length}`);
@@ -51,7 +63,7 @@ const FUSED_MATMUL: OpHandler = {
     return [{ dtype: 'float32', shape }];
   },
   eval(ctx, inputs) {
-    let y = applyOnnx(ctx, 'MatMul', {}, [need(ctx, inputs, 0), need(ctx, inputs, 1)]);
+    let y = applyOnnx(ctx, 'MatMul', {}, halfOperands(need(ctx, inputs, 0), need(ctx, inputs, 1)));
     if (inputs[2]) y = applyOnnx(ctx, 'Add', {}, [y, inputs[2]]);
     const act = FUSED_ACTIVATIONS[ctx.string('activation', 'none')];
     if (!act) return ctx.fail(`unknown activation '${ctx.string('activation', 'none')}'`);

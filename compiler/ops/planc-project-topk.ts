@@ -1,4 +1,5 @@
 // planc.ProjectTopK: the fused output layer, logits = X·W (+ bias) → the k best log-softmax entries and their ids.
+import { halfOperands } from './planc-fused.ts';
 import type { Dim } from '../symbolic.ts';
 import { Tensor } from '../tensor.ts';
 import type { InferInput, OpContext, OpHandler } from './types.ts';
@@ -22,9 +23,10 @@ const differ = (a: Dim | undefined, b: Dim | undefined) => typeof a === 'number'
 
 function checkInputs(ctx: OpContext, x: InferInput, w: InferInput, bias: InferInput | undefined, k: number, transposed: boolean,
   active?: InferInput): void {
-  for (const [name, t] of [['X', x], ['W', w], ['bias', bias]] as const) {
+  for (const [name, t] of [['X', x], ['bias', bias]] as const) {
     if (t && t.dtype !== 'float32') ctx.fail(`${name} must be float32, got ${t.dtype}`);
   }
+  if (!['float32', 'float16', 'bfloat16'].includes(w.dtype)) ctx.fail(`W must be float32, float16 or bfloat16, got ${w.dtype}`);
   if (active && active.dtype !== 'uint8' && active.dtype !== 'bool') ctx.fail(`active must be uint8 or bool, got ${active.dtype}`);
   if (x.shape && x.shape.length < 2) ctx.fail(`X needs rank ≥ 2, got rank ${x.shape.length}`);
   if (!w.shape) return;
@@ -112,7 +114,8 @@ const PROJECT_TOPK: OpHandler = {
       act && { dtype: act.dtype, shape: [...act.dims] });
     const on = act ? Uint8Array.from(act.nums as ArrayLike<number>, (b) => (Number(b) ? 1 : 0)) : undefined;
     const [d, v] = weightDims(w.dims, transposed) as [number, number];
-    const xv = x.nums, wv = w.nums;
+    const [xh] = halfOperands(x, w);
+    const xv = xh.nums, wv = w.nums;
     const { values, indices } = topkOfLogits(x.size / d, v, k, bias?.nums, on, (r, logits) => {
       for (let p = 0; p < d; p++) {
         const a = xv[r * d + p]!;

@@ -1,5 +1,6 @@
 // `npm run test:gpu`: cuda plans on a real GPU against the CPU backend: every graph of es-en and of the opus-base shape
-// (fp32, 1e-4 relative), again through CUDA-graph replay, and greedy es-en translation identical to the CPU's.
+// (fp32, 1e-4 relative; w8, fp16 and bf16 plans of opus-base against the cpu plans of the same precision), again through
+// CUDA-graph replay, and greedy es-en translation identical to the CPU's.
 // Without a GPU it prints "skipped: no GPU (reason)" and exits 0.
 import * as fs from 'node:fs';
 import * as os from 'node:os';
@@ -20,6 +21,7 @@ import { DEFAULTS, makeModel } from '../../scripts/make-model/generate.ts';
 import { cacheRows } from '../helpers/cache-feeds.ts';
 import { relErr } from '../helpers/ort.ts';
 import { cloneFeeds, randomFeeds } from '../helpers/random-feeds.ts';
+import type { LayerPrecision } from '../../compiler/quant/layers.ts';
 
 const TOL = 1e-4;
 
@@ -39,8 +41,8 @@ process.env.PLANC_CUDA_POISON = '1'; // cuda arenas start as NaN: an output elem
 interface Row { model: string; check: string; worst: number; ok: boolean; note: string }
 const rows: Row[] = [];
 
-function plans(model: Model, name: string, topk?: number, w8 = false): { cpu: Plan; cuda: Plan; cudaGraph: Plan } {
-  const m = runPipeline(model, { topk, ...(w8 ? { quantize: { precision: 'w8' as const } } : {}) });
+function plans(model: Model, name: string, topk?: number, precision?: LayerPrecision): { cpu: Plan; cuda: Plan; cudaGraph: Plan } {
+  const m = runPipeline(model, { topk, ...(precision ? { quantize: { precision } } : {}) });
   const opts = { maxBatch: 8, maxSrcLen: 48, maxTgtLen: 64 };
   const cpu = buildPlan(m, { ...opts, target: 'cpu' });
   const cuda = buildPlan(m, { ...opts, target: 'cuda' });
@@ -79,9 +81,9 @@ function compare(model: string, check: string, want: Record<string, Tensor>, got
 }
 
 /** Every graph at batch 1 and 5 on random feeds (NaN in the cache rows a step must not read): CUDA vs CPU. */
-function checkModel(name: string, dir: string, vocab: number, topk?: number, w8 = false): Plan[] {
+function checkModel(name: string, dir: string, vocab: number, topk?: number, precision?: LayerPrecision): Plan[] {
   const model = importSeq2SeqDir(dir); // fresh: the passes rewrite the model they get
-  const p = plans(model, name, topk, w8);
+  const p = plans(model, name, topk, precision);
   for (const g of GRAPHS) {
     for (const batch of [1, 5]) {
       const feeds = randomFeeds(p.cpu, g, { batch, srcLen: 23, past: 5, vocab, seed: batch * 31 + g.length });
@@ -119,7 +121,12 @@ if (!fs.existsSync(path.join(synth, 'decoder_with_past_model.onnx'))) {
 }
 open.push(...checkModel('opus-base', synth, 58101, 4));
 // int8 weight-only (--quantize w8): the device's quantized kernels against the cpu w8 plan
-open.push(...checkModel('opus-base w8', synth, 58101, 4, true));
+open.push(...checkModel('opus-base w8', synth, 58101, 4, 'w8'));
+// fp16 / bf16 on the tensor cores against the cpu reference plans of the same precision (inputs rounded alike)
+for (const p of ['fp16', 'bf16'] as const) {
+  open.push(...checkModel(`opus-base ${p}`, synth, 58101, 4, p));
+  for (const plan of open.splice(-3)) plan.close();
+}
 for (const p of open) p.close();
 
 console.log('\nmodel            check                               worst rel. error   ok   note');

@@ -162,9 +162,11 @@ __device__ void rescore_row(const KArgs& a, int64_t row, int64_t Dp, float lse, 
 // active (5): logits are float(Σ x · Wq[v]) · w_scale[v] + bias[v]. RESC: with the residual plane (input 6) the KK best
 // of the merge are rescored from X with the 12-bit rows (Σ in double) and the normalizer corrected; the KO best of
 // them are written (KO = KK without rescoring).
-template <int D, int V, int KK, bool TRANS, bool BIAS, bool ACT = false, bool Q = false, int KO = KK, bool RESC = false>
+// TW (not Q): W's element type; float16 / bfloat16 (--quantize fp16|bf16): X's values rounded to it as they are staged.
+template <int D, int V, int KK, bool TRANS, bool BIAS, bool ACT = false, bool Q = false, int KO = KK, bool RESC = false, class TW = float>
 __device__ void project_topk(const KArgs& a) {
   static_assert(!Q || TRANS, "quantized rows are [V, Dp]");
+  static_assert(!Q || std::is_same<TW, float>::value, "quantized rows are int8");
   static_assert(KO <= KK && (RESC || KO == KK), "only rescoring keeps more candidates than it writes");
   constexpr int RB = 8, TILE = 256, SHARD = 512, S = (V + SHARD - 1) / SHARD, PART = 2 + 2 * KK;
   static_assert(D % 32 == 0 && D <= 1024, "D must be a multiple of 32, at most 1024");
@@ -185,12 +187,12 @@ __device__ void project_topk(const KArgs& a) {
   if (nr <= 0) return;
   const int shard = blockIdx.x, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const float* X = (const float*)tx.data + r0 * D;
-  const float* W = (const float*)tw.data;
+  const TW* W = (const TW*)tw.data;
   const int8_t* Wq = (const int8_t*)tw.data;
   const int64_t Dp = Q ? tw.dims[1] : D;
   const float* wscale = Q ? (const float*)a.in[2].data : nullptr;
   const float* bias = BIAS ? (const float*)a.in[Q ? 4 : 2].data : nullptr;
-  for (int e = threadIdx.x; e < nr * D; e += blockDim.x) xs[e] = X[e];
+  for (int e = threadIdx.x; e < nr * D; e += blockDim.x) xs[e] = WType<TW>::round(X[e]);
   if (threadIdx.x < RB) { rmax[threadIdx.x] = -INFINITY; rsum[threadIdx.x] = 0.f; }
   for (int e = threadIdx.x; e < RB * KK; e += blockDim.x) { topv[e / KK][e % KK] = -INFINITY; topi[e / KK][e % KK] = 0x7fffffff; }
   const int v_begin = shard * SHARD, v_end = min(V, v_begin + SHARD);
@@ -229,11 +231,11 @@ __device__ void project_topk(const KArgs& a) {
 #pragma unroll
         for (int r = 0; r < RB; r++) part[r] = 0.f;
         if (in) {
-          const float* wr = W + (int64_t)v * D;
+          const TW* wr = W + (int64_t)v * D;
           const int8_t* wqr = Wq + (int64_t)v * Dp;
 #pragma unroll 4
           for (int d = lane; d < D; d += 32) {
-            const float w = Q ? (float)__ldg(wqr + d) : __ldg(wr + d);
+            const float w = Q ? (float)__ldg(wqr + d) : WType<TW>::load(wr + d);
 #pragma unroll
             for (int r = 0; r < RB; r++) if (r < nr) part[r] = fmaf(w, xs[r * D + d], part[r]);
           }
@@ -257,7 +259,7 @@ __device__ void project_topk(const KArgs& a) {
       if (in) {
 #pragma unroll 4
         for (int d = 0; d < D; d++) {
-          const float w = __ldg(W + (int64_t)d * V + v);
+          const float w = WType<TW>::load(W + (int64_t)d * V + v);
 #pragma unroll
           for (int r = 0; r < RB; r++) if (r < nr) acc[r] = fmaf(w, xs[r * D + d], acc[r]);
         }

@@ -1,5 +1,6 @@
 // planc CUDA kernel templates, part 1: the launch ABI shared with native/src/cuda/launch.cc, and helpers.
 // codegen/cuda/generate.ts pastes these files into one .cu per plan and adds extern "C" entry points.
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <mma.h>
 #include <stdint.h>
@@ -91,6 +92,28 @@ template <class TY, class TX> struct Conv { __device__ static TY f(TX x) { retur
 template <class TX> struct Conv<__half, TX> { __device__ static __half f(TX x) { return __float2half((float)x); } };
 template <class TY> struct Conv<TY, __half> { __device__ static TY f(__half x) { return (TY)__half2float(x); } };
 template <> struct Conv<__half, __half> { __device__ static __half f(__half x) { return x; } };
+template <class TX> struct Conv<__nv_bfloat16, TX> { __device__ static __nv_bfloat16 f(TX x) { return __float2bfloat16_rn((float)x); } };
+template <class TY> struct Conv<TY, __nv_bfloat16> { __device__ static TY f(__nv_bfloat16 x) { return (TY)__bfloat162float(x); } };
+template <> struct Conv<__nv_bfloat16, __nv_bfloat16> { __device__ static __nv_bfloat16 f(__nv_bfloat16 x) { return x; } };
+template <> struct Conv<__half, __nv_bfloat16> { __device__ static __half f(__nv_bfloat16 x) { return __float2half(__bfloat162float(x)); } };
+template <> struct Conv<__nv_bfloat16, __half> { __device__ static __nv_bfloat16 f(__half x) { return __float2bfloat16_rn(__half2float(x)); } };
+
+// A product's weight element (float, or float16 / bfloat16 with --quantize fp16|bf16: compiler/kernel-schema.ts
+// F32_OR_HALF): load widens one exactly to float; round gives the other operand's value as the weight's dtype holds it
+// (nearest even), so that products of the two are exact in float32, as on the tensor cores.
+template <class T> struct WType;
+template <> struct WType<float> {
+  __device__ static __forceinline__ float load(const float* p) { return __ldg(p); }
+  __device__ static __forceinline__ float round(float x) { return x; }
+};
+template <> struct WType<__half> {
+  __device__ static __forceinline__ float load(const __half* p) { return __half2float(__ldg(p)); }
+  __device__ static __forceinline__ float round(float x) { return __half2float(__float2half_rn(x)); }
+};
+template <> struct WType<__nv_bfloat16> {
+  __device__ static __forceinline__ float load(const __nv_bfloat16* p) { return __bfloat162float(__ldg(p)); }
+  __device__ static __forceinline__ float round(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
+};
 
 // The epilogue activations of fused_matmul (Activation, enums.cuh).
 template <int ACT>

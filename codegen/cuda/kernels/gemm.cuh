@@ -2,6 +2,35 @@
 // fp32 accuracy) with the fused epilogue, and a GEMV-shaped path for M <= 16 that streams the weights.
 namespace planc {
 
+// The end of a 64 x 64 tile of 4 warps (2 x 2, each 32 x 32 as 2 x 2 accumulators): accumulators through shared
+// memory Cs (BM x LDC floats), then bias, activation and residual on coalesced rows.
+template <int BM, int BN, int LDC, int ACT, bool BIAS, bool RES, class Acc>
+__device__ void tile_epilogue(const KArgs& a, float* Cs, Acc (&acc)[2][2], int64_t m0, int64_t n0, int64_t M, int64_t N,
+                              int64_t offY, float* Y) {
+  using namespace nvcuda;
+  const int tid = threadIdx.x, warp = tid >> 5, wm = warp >> 1, wn = warp & 1;
+  __syncthreads();  // every warp is done with the operand tiles Cs overlays
+#pragma unroll
+  for (int i = 0; i < 2; i++)
+#pragma unroll
+    for (int j = 0; j < 2; j++)
+      wmma::store_matrix_sync(Cs + (wm * 32 + i * 16) * LDC + wn * 32 + j * 16, acc[i][j], LDC, wmma::mem_row_major);
+  __syncthreads();
+  const float* bias = BIAS ? (const float*)a.in[2].data : nullptr;
+  const float* res = RES ? (const float*)a.in[3].data : nullptr;
+  for (int idx = tid; idx < BM * BN; idx += 128) {
+    const int r = idx / BN, c = idx % BN;
+    const int64_t m = m0 + r, n = n0 + c;
+    if (m >= M || n >= N) continue;
+    float v = Cs[r * LDC + c];
+    if (BIAS) v += __ldg(bias + n);
+    v = activate<ACT>(v);
+    const int64_t o = offY + m * N + n;
+    if (RES) v += res[o];
+    Y[o] = v;
+  }
+}
+
 // Y = act(A x B + bias) + residual over a BM x BN tile per block of 128 threads (4 warps, 2 x 2, each 32 x 32).
 // A [..., M, K] row-major, B [..., K, N] row-major (BATCHED: batch dims broadcast to Y's; else B is 2-D and A's
 // leading dims are rows). VEC: K and N are multiples of 4 (16-byte loads). PASSES 3: a = hi + lo split (3xTF32).
@@ -142,34 +171,113 @@ __device__ void gemm_tc(const KArgs& a) {
     __syncthreads();
   }
 
-  // Epilogue: accumulators through shared memory, then bias, activation and residual on coalesced rows.
-  float* Cs = smem;
+  tile_epilogue<BM, BN, LDC, ACT, BIAS, RES>(a, smem, acc, m0, n0, M, N, offY, Y);
+}
+
+// Y = act(A x W + bias) + residual on tensor cores in float16 / bfloat16 (TW) with float32 accumulation
+// (--quantize fp16|bf16): A [..., K] float32 rows rounded to TW as they are staged, W [K, N] TW. A 64 x 64 tile per
+// block of 128 threads (4 warps, 2 x 2, each 32 x 32 as 2 x 2 m16n16k16 accumulators), K in steps of 32, the next
+// step's operands loaded into registers while this one computes. VEC: K a multiple of 4 and N of 8 (16-byte loads).
+template <class TW, bool VEC, int ACT, bool BIAS, bool RES>
+__device__ void gemm_tc16(const KArgs& a) {
+  using namespace nvcuda;
+  constexpr int BM = 64, BN = 64, BK = 32;
+  constexpr int LDA = BK + 8, LDB = BN + 8, LDC = BN + 4;  // pads keep fragment rows 32-byte aligned
+  constexpr int SMEM_AB = (BM * LDA + BK * LDB) * (int)sizeof(TW), SMEM_C = BM * LDC * 4;
+  __shared__ __align__(128) float smem[(SMEM_AB > SMEM_C ? SMEM_AB : SMEM_C) / 4];
+  TW* As = (TW*)smem;
+  TW* Bs = As + BM * LDA;
+
+  const Tensor &ta = a.in[0], &tb = a.in[1], &ty = a.out[0];
+  const int64_t K = ta.dims[ta.rank - 1];
+  const int64_t N = tb.dims[1];
+  const int64_t M = ty.numel / N;
+  const float* A = (const float*)ta.data;
+  const TW* B = (const TW*)tb.data;
+  float* Y = (float*)ty.data;
+  const int64_t m0 = (int64_t)blockIdx.y * BM, n0 = (int64_t)blockIdx.x * BN;
+  const int tid = threadIdx.x, warp = tid >> 5;
+  const int wm = warp >> 1, wn = warp & 1;
+
+  // Thread tid loads A rows ar + v*ARS at columns ac..ac+AW-1 and W rows br + v*BRS at columns bc..bc+BW-1.
+  constexpr int AW = VEC ? 4 : 1, BW = VEC ? 8 : 1;
+  constexpr int AV = BM * BK / 128 / AW, BV = BK * BN / 128 / BW;
+  constexpr int ARS = 128 * AW / BK, BRS = 128 * BW / BN;
+  const int ar = tid / (BK / AW), ac = (tid % (BK / AW)) * AW;
+  const int br = tid / (BN / BW), bc = (tid % (BN / BW)) * BW;
+  float ra[AV * AW];
+  int4 rbv[VEC ? BV : 1];  // 8 weights per 16-byte load
+  TW rbs[VEC ? 1 : BV];
+  auto load = [&](int64_t k0) {
+    const float* pa = A + (m0 + ar) * K + k0 + ac;
+#pragma unroll
+    for (int v = 0; v < AV; v++) {
+      const int64_t m = m0 + ar + v * ARS;
+      if (VEC) {
+        float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (m < M && k0 + ac < K) x = *(const float4*)(pa + (int64_t)v * ARS * K);
+        ra[v * 4] = x.x; ra[v * 4 + 1] = x.y; ra[v * 4 + 2] = x.z; ra[v * 4 + 3] = x.w;
+      } else {
+        ra[v] = m < M && k0 + ac < K ? pa[(int64_t)v * ARS * K] : 0.f;
+      }
+    }
+    const TW* pb = B + (k0 + br) * N + n0 + bc;
+#pragma unroll
+    for (int v = 0; v < BV; v++) {
+      const bool ok = k0 + br + v * BRS < K && n0 + bc < N;
+      if (VEC) rbv[v] = ok ? __ldg((const int4*)(pb + (int64_t)v * BRS * N)) : make_int4(0, 0, 0, 0);
+      else rbs[v] = ok ? pb[(int64_t)v * BRS * N] : TW(0.f);
+    }
+  };
+  auto store = [&]() {
+#pragma unroll
+    for (int v = 0; v < AV; v++)
+#pragma unroll
+      for (int e = 0; e < AW; e++) As[(ar + v * ARS) * LDA + ac + e] = Conv<TW, float>::f(ra[v * AW + e]);
+#pragma unroll
+    for (int v = 0; v < BV; v++) {
+      TW* d = Bs + (br + v * BRS) * LDB + bc;
+      if (VEC) *(int4*)d = rbv[v];
+      else *d = rbs[v];
+    }
+  };
+
+  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[2][2];
 #pragma unroll
   for (int i = 0; i < 2; i++)
 #pragma unroll
-    for (int j = 0; j < 2; j++)
-      wmma::store_matrix_sync(Cs + (wm * 32 + i * 16) * LDC + wn * 32 + j * 16, acc[i][j], LDC, wmma::mem_row_major);
-  __syncthreads();
-  const float* bias = BIAS ? (const float*)a.in[2].data : nullptr;
-  const float* res = RES ? (const float*)a.in[3].data : nullptr;
-  for (int idx = tid; idx < BM * BN; idx += 128) {
-    const int r = idx / BN, c = idx % BN;
-    const int64_t m = m0 + r, n = n0 + c;
-    if (m >= M || n >= N) continue;
-    float v = Cs[r * LDC + c];
-    if (BIAS) v += __ldg(bias + n);
-    v = activate<ACT>(v);
-    const int64_t o = offY + m * N + n;
-    if (RES) v += res[o];
-    Y[o] = v;
+    for (int j = 0; j < 2; j++) wmma::fill_fragment(acc[i][j], 0.0f);
+
+  const int64_t ktiles = (K + BK - 1) / BK;
+  load(0);
+  for (int64_t kt = 0; kt < ktiles; kt++) {
+    store();
+    __syncthreads();
+    if (kt + 1 < ktiles) load((kt + 1) * BK);
+#pragma unroll
+    for (int kk = 0; kk < BK; kk += 16) {
+      wmma::fragment<wmma::matrix_a, 16, 16, 16, TW, wmma::row_major> af[2];
+      wmma::fragment<wmma::matrix_b, 16, 16, 16, TW, wmma::row_major> bf[2];
+#pragma unroll
+      for (int i = 0; i < 2; i++) wmma::load_matrix_sync(af[i], As + (wm * 32 + i * 16) * LDA + kk, LDA);
+#pragma unroll
+      for (int j = 0; j < 2; j++) wmma::load_matrix_sync(bf[j], Bs + kk * LDB + wn * 32 + j * 16, LDB);
+#pragma unroll
+      for (int i = 0; i < 2; i++)
+#pragma unroll
+        for (int j = 0; j < 2; j++) wmma::mma_sync(acc[i][j], af[i], bf[j], acc[i][j]);
+    }
+    __syncthreads();
   }
+  tile_epilogue<BM, BN, LDC, ACT, BIAS, RES>(a, smem, acc, m0, n0, M, N, 0, Y);
 }
 
 // Decode-shaped product (M <= 16 rows, B a 2-D weight [K, N]): each block owns 64 columns and a KS-th of K, its 8 warps
 // split that further, every lane streams two adjacent columns of B once (coalesced 256-byte rows) and keeps 16 x 2
 // accumulators. KS > 1 (few column blocks): blocks write partial sums to the scratch and the last block of a column
-// tile (ticket counter, reset after use) adds them up and applies the epilogue.
-template <int ACT, bool BIAS, bool RES, bool VEC2, int KS>
+// tile (ticket counter, reset after use) adds them up and applies the epilogue. TW: B's element type (float16 /
+// bfloat16: A's values rounded to it first, WType).
+template <int ACT, bool BIAS, bool RES, bool VEC2, int KS, class TW = float>
 __device__ void gemv(const KArgs& a) {
   constexpr int MAXM = 16, COLS = 64, WARPS = 8;
   __shared__ float red[WARPS][MAXM][COLS];
@@ -183,7 +291,7 @@ __device__ void gemv(const KArgs& a) {
     return;
   }
   const float* A = (const float*)ta.data;
-  const float* B = (const float*)tb.data;
+  const TW* B = (const TW*)tb.data;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t n = (int64_t)blockIdx.x * COLS + lane * 2;
   const int64_t kspan = (K + KS - 1) / KS, kb0 = (int64_t)blockIdx.y * kspan, kb1 = min(K, kb0 + kspan);
@@ -195,16 +303,16 @@ __device__ void gemv(const KArgs& a) {
 #pragma unroll 4
   for (int64_t k = k0; k < k1; k++) {
     float w0 = 0.f, w1 = 0.f;
-    if (VEC2) {
+    if (VEC2 && std::is_same<TW, float>::value) {
       if (n < N) { const float2 w = __ldg((const float2*)(B + k * N + n)); w0 = w.x; w1 = w.y; }
     } else {
-      if (n < N) w0 = __ldg(B + k * N + n);
-      if (n + 1 < N) w1 = __ldg(B + k * N + n + 1);
+      if (n < N) w0 = WType<TW>::load(B + k * N + n);
+      if (n + 1 < N) w1 = WType<TW>::load(B + k * N + n + 1);
     }
 #pragma unroll
     for (int m = 0; m < MAXM; m++) {
       if (m < M) {
-        const float x = __ldg(A + m * K + k);
+        const float x = WType<TW>::round(__ldg(A + m * K + k));
         acc[m][0] = fmaf(x, w0, acc[m][0]);
         acc[m][1] = fmaf(x, w1, acc[m][1]);
       }

@@ -432,7 +432,7 @@ constexpr KernelArity kArity = {3, 3, 1, 1, 1, 1, 0, 0};
 }  // namespace one_hot_args
 
 // matmul: Y = A × B over the last two dims, batch dims broadcast
-//   in: a (float32), b (float32); out: y (float32)
+//   in: a (float32), b (float32|float16|bfloat16); out: y (float32)
 namespace matmul_args {
 constexpr int kVariantAuto = 0;  // variant auto: chosen per product at run time by M, B's layout and what the machine has (gemm.cc prefer_gemv)
 constexpr int kVariantGemv = 1;  // variant gemv: the weight streamed once, rows of A against it (correct at any M, fast for small M)
@@ -464,7 +464,7 @@ constexpr KernelArity kArity = {2, 3, 1, 1, 2, 2, 2, 2};
 }  // namespace gemm_args
 
 // fused_matmul: Y = act(A × W + bias) + residual (planc.FusedMatMul)
-//   in: a (float32), w (float32), bias? (float32), residual? (float32); out: y (float32)
+//   in: a (float32), w (float32|float16|bfloat16), bias? (float32), residual? (float32); out: y (float32)
 namespace fused_matmul_args {
 constexpr int kActivation = 0;  // iarg: the epilogue activation (activation)
 constexpr int kIargCount = 1;
@@ -653,7 +653,7 @@ constexpr KernelArity kArity = {2, 2, 1, 1, 3, 3, 0, 0};
 }  // namespace cache_write_args
 
 // project_topk: the k best of log_softmax(X·W + bias) per row, logits never materialized (planc.ProjectTopK)
-//   in: x (float32), w (float32), bias? (float32), active? (uint8|bool); out: values (float32), indices (int64)
+//   in: x (float32), w (float32|float16|bfloat16), bias? (float32), active? (uint8|bool); out: values (float32), indices (int64)
 namespace project_topk_args {
 constexpr int kK = 0;  // iarg: how many per row
 constexpr int kTransposed = 1;  // iarg: 1: W is [V, D]

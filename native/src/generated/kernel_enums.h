@@ -16,6 +16,7 @@ enum DType : int32_t {
   kBool = 9,
   kFloat16 = 10,
   kFloat64 = 11,
+  kBFloat16 = 16,
 };
 
 // Bytes per element of a dtype, 0 if plans do not support it.
@@ -30,6 +31,7 @@ inline size_t dtype_size(int32_t dtype) {
     case kBool: return 1;
     case kFloat16: return 2;
     case kFloat64: return 8;
+    case kBFloat16: return 2;
     default: return 0;
   }
 }
@@ -46,6 +48,7 @@ inline const char* dtype_name(int32_t dtype) {
     case kBool: return "bool";
     case kFloat16: return "float16";
     case kFloat64: return "float64";
+    case kBFloat16: return "bfloat16";
     default: return "unknown";
   }
 }
