@@ -1,13 +1,16 @@
 // `npm run bench -- tune`: tunes es-en on this machine (cold cache, then warm twice: time, byte-identical plans), then
 // translates the test ids with the untuned and the tuned plan in the same run at batch 1 and 32 (interleaved), with
 // the per-kernel table of choices; then precision alternatives under the gate: `--quantize auto --tune` (gate measured on
-// dev.es/dev.en) against the untuned float32 plan in the same interleaved runs; appends to bench/results/tune.jsonl.
+// dev.es/dev.en) against the untuned float32 plan in the same interleaved runs; and the vocabulary alternatives in
+// float32: `--vocab auto --tune` (R × K clusters calibrated on the first PLANC_TUNE_CAL (5000) lines of train.es, the
+// gate on dev.es/dev.en); appends to bench/results/tune.jsonl.
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { importSeq2SeqDir } from '../compiler/onnx/import-model.ts';
 import { REPO_ROOT, sharedDir } from '../compiler/paths.ts';
 import { encodePlan } from '../compiler/plan/format.ts';
+import { AUTO_CLUSTERS, AUTO_TOPK } from '../compiler/vocab/spec.ts';
 import { compile, type Compiled } from '../optimize/compile.ts';
 import { TRANSLATE_TOPK } from '../passes/pipeline.ts';
 import { translateIds } from '../runtime/decode/translate-ids.ts';
@@ -69,17 +72,29 @@ export async function benchTune(): Promise<void> {
   const q = quant.quantization!;
   const kept = [...new Set(q.layers.map((l) => l.precision))].join('/');
   console.log(`--quantize auto --tune: ${((performance.now() - t0q) / 1000).toFixed(1)} s; kept ${kept} (gate ${q.gate} on ${q.evalSentences} dev sentences: identical ${(100 * q.identicalSentences).toFixed(1)}%, BLEU ${q.bleu.toFixed(2)} vs ${q.bleuFp32.toFixed(2)}: ${q.gatePassed ? 'holds' : 'FAILS'}), ${quant.tuning!.changed} calls changed by tuning`);
+  // vocabulary alternatives under the gate, float32 products: --vocab auto --tune
+  const cal = path.join(path.dirname(cacheFile), 'calibrate.es');
+  fs.writeFileSync(cal, fs.readFileSync(path.join(dir, 'train.es'), 'utf8').split('\n').slice(0, Number(process.env.PLANC_TUNE_CAL ?? 5000)).join('\n'));
+  const t0v = performance.now();
+  const vocab = await compile(importSeq2SeqDir(dir), {
+    ...options, tokenizer: { bytes: fs.readFileSync(path.join(dir, 'vocab.esen.spm')), kind: 'spm' },
+    vocab: { spec: { method: 'auto', clusters: [...AUTO_CLUSTERS], topK: [...AUTO_TOPK] }, calibrate: cal, evalSrc: path.join(dir, 'dev.es'), evalRef: path.join(dir, 'dev.en') }, tune: { cacheFile },
+  });
+  const vocabSeconds = (performance.now() - t0v) / 1000;
+  const v = vocab.vocab!;
+  console.log(`--vocab auto --tune: ${vocabSeconds.toFixed(1)} s; ${v.choice}`);
   // end to end, interleaved: untuned, tuned, untuned, tuned
-  const plans: Record<'untuned' | 'tuned' | 'tunedB32' | 'quantTuned', Plan> = { untuned: loadPlanBytes(untuned.bytes, 'untuned'), tuned: loadPlanBytes(cold.bytes, 'tuned'),
-    tunedB32: loadPlanBytes(b32.bytes, 'tuned-b32'), quantTuned: loadPlanBytes(encodePlan(quant.header, quant.blob), 'quantize-auto-tuned') };
+  const plans: Record<'untuned' | 'tuned' | 'tunedB32' | 'quantTuned' | 'vocabTuned', Plan> = { untuned: loadPlanBytes(untuned.bytes, 'untuned'), tuned: loadPlanBytes(cold.bytes, 'tuned'),
+    tunedB32: loadPlanBytes(b32.bytes, 'tuned-b32'), quantTuned: loadPlanBytes(encodePlan(quant.header, quant.blob), 'quantize-auto-tuned'),
+    vocabTuned: loadPlanBytes(encodePlan(vocab.header, vocab.blob), 'vocab-auto-tuned') };
   const rows = [];
   for (const [batch, n] of RUNS) {
     const src = ids.slice(0, n);
-    const secs = { untuned: [] as number[], tuned: [] as number[], tunedB32: [] as number[], quantTuned: [] as number[] };
+    const secs = { untuned: [] as number[], tuned: [] as number[], tunedB32: [] as number[], quantTuned: [] as number[], vocabTuned: [] as number[] };
     const outs: Record<string, number[][]> = {};
     await translateIds(plans.tuned, src.slice(0, Math.min(batch, 8)), { batchSize: batch, maxLength: MAX_LEN }); // warm-up
     for (let rep = 0; rep < 2; rep++) {
-      for (const which of ['untuned', 'tuned', 'tunedB32', 'quantTuned'] as const) {
+      for (const which of ['untuned', 'tuned', 'tunedB32', 'quantTuned', 'vocabTuned'] as const) {
         const t0 = performance.now();
         outs[which] = (await translateIds(plans[which], src, { batchSize: batch, maxLength: MAX_LEN })).map((r) => r.ids);
         secs[which].push((performance.now() - t0) / 1000);
@@ -90,18 +105,17 @@ export async function benchTune(): Promise<void> {
     const same32 = outs.untuned!.filter((o, i) => o.join() === outs.tunedB32![i]!.join()).length;
     const row = { batch, sentences: n, untunedS: best(secs.untuned), tunedS: best(secs.tuned), speedup: best(secs.untuned) / best(secs.tuned), identical: same,
       tunedB32S: best(secs.tunedB32), speedupB32: best(secs.untuned) / best(secs.tunedB32), identicalB32: same32,
-      quantTunedS: best(secs.quantTuned), speedupQuant: best(secs.untuned) / best(secs.quantTuned), identicalQuant: outs.untuned!.filter((o, i) => o.join() === outs.quantTuned![i]!.join()).length };
+      quantTunedS: best(secs.quantTuned), speedupQuant: best(secs.untuned) / best(secs.quantTuned), identicalQuant: outs.untuned!.filter((o, i) => o.join() === outs.quantTuned![i]!.join()).length,
+      vocabTunedS: best(secs.vocabTuned), speedupVocab: best(secs.untuned) / best(secs.vocabTuned), identicalVocab: outs.untuned!.filter((o, i) => o.join() === outs.vocabTuned![i]!.join()).length };
     rows.push(row);
-    console.log(`batch ${batch}, ${n} sentences: untuned ${row.untunedS.toFixed(2)} s, tuned ${row.tunedS.toFixed(2)} s → ${row.speedup.toFixed(3)}x (${same}/${n} identical); tuned for batch 32 ${row.tunedB32S.toFixed(2)} s → ${row.speedupB32.toFixed(3)}x (${same32}/${n} identical); --quantize auto --tune ${row.quantTunedS.toFixed(2)} s → ${row.speedupQuant.toFixed(3)}x (${row.identicalQuant}/${n} identical)`);
+    console.log(`batch ${batch}, ${n} sentences: untuned ${row.untunedS.toFixed(2)} s, tuned ${row.tunedS.toFixed(2)} s → ${row.speedup.toFixed(3)}x (${same}/${n} identical); tuned for batch 32 ${row.tunedB32S.toFixed(2)} s → ${row.speedupB32.toFixed(3)}x (${same32}/${n} identical); --quantize auto --tune ${row.quantTunedS.toFixed(2)} s → ${row.speedupQuant.toFixed(3)}x (${row.identicalQuant}/${n} identical); --vocab auto --tune (float32) ${row.vocabTunedS.toFixed(2)} s → ${row.speedupVocab.toFixed(3)}x (${row.identicalVocab}/${n} identical)`);
   }
-  plans.untuned.close();
-  plans.tuned.close();
-  plans.tunedB32.close();
-  plans.quantTuned.close();
+  for (const p of Object.values(plans)) p.close();
   const record = {
     ...machineFacts({ device: s.device }), model: 'es-en', coldSeconds: cold.seconds, tuneSeconds: s.seconds, warmSeconds: [warm1.seconds, warm2.seconds], warmTuneSeconds: warm1.c.tuning!.seconds,
     measurements: s.measurements, calls: s.calls, changed: s.changed, rolledBack: s.rolledBack,
-    quantizeAuto: { kept, gate: q.gate, evalSentences: q.evalSentences, identical: q.identicalSentences, bleu: q.bleu, bleuFp32: q.bleuFp32, gatePassed: q.gatePassed, tuneChanged: quant.tuning!.changed }, byteIdentical: identical, choices: Object.fromEntries(table), choicesB32: Object.fromEntries(table32), rolledBackB32: b32.c.tuning!.rolledBack, rows,
+    quantizeAuto: { kept, gate: q.gate, evalSentences: q.evalSentences, identical: q.identicalSentences, bleu: q.bleu, bleuFp32: q.bleuFp32, gatePassed: q.gatePassed, tuneChanged: quant.tuning!.changed },
+    vocabAuto: { seconds: vocabSeconds, clusters: v.clusters, topK: v.topK, choice: v.choice, evalSentences: v.evalSentences, identical: v.identicalSentences, bleu: v.bleu, bleuFull: v.bleuFull, curve: v.curve, tuneChanged: vocab.tuning!.changed }, byteIdentical: identical, choices: Object.fromEntries(table), choicesB32: Object.fromEntries(table32), rolledBackB32: b32.c.tuning!.rolledBack, rows,
   };
   const out = path.join(REPO_ROOT, 'bench', 'results', 'tune.jsonl');
   fs.appendFileSync(out, `${JSON.stringify(record)}\n`);

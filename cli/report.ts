@@ -80,6 +80,7 @@ export function reportData(file: PlanFile, name: string, runs?: number): ReportD
       },
     } : {}),
     ...(h.vocab ? { vocab: vocabFacts(h.vocab) } : {}),
+    ...(h.vocab?.curve.length ? { vocabCurve: h.vocab.curve.map((p) => ({ ...p, chosen: p.clusters === h.vocab!.clusters && p.topK === h.vocab!.topK })) } : {}),
     conventions: { ...h.decoding, tokenizer: h.tokenizerKind || 'none' },
   };
 }

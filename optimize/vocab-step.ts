@@ -9,6 +9,7 @@ import type { ProgressReporter, VocabRequest, VocabResult, VocabRewriteOptions }
 import { conventionsOf, DecodingRules } from '../runtime/decode/conventions.ts';
 import { loadTokenizer } from '../runtime/tokenizer/tokenizer.ts';
 import { buildClusters, calibrate, exposePlan } from './vocab-calibrate.ts';
+import { autoClusters } from './vocab-auto.ts';
 import { evaluateQuality, outputLayer } from './vocab-evaluate.ts';
 
 /** What the calibration plan is built with: the user's profile and ids, and the tokenizer that reads the text. */
@@ -37,16 +38,28 @@ export async function calibrateVocab(model: Model, request: VocabRequest, setup:
   if (evalSrc && evalRef && evalSrc.length !== evalRef.length) {
     throw new PlancError('PLANC_E301', `--eval-src has ${evalSrc.length} sentences but --eval-ref has ${evalRef.length}`);
   }
-  const needPlan = spec.method === 'clusters' || evalSrc;
+  if (spec.method === 'auto' && (request.calibrate === undefined || !evalSrc)) {
+    throw new PlancError('PLANC_E301', '--vocab auto measures R × K points under the accuracy gate: it needs --calibrate SOURCE_TEXT and --eval-src HELD_OUT_TEXT (--eval-ref for BLEU)');
+  }
+  const needPlan = spec.method !== 'shortlist' || evalSrc;
   progress?.start('building a calibration plan (hidden state exposed)');
   // Calibration and evaluation decode as the runtime does (the plan's conventions): K allowed ids besides banned ones.
   const rules = needPlan ? new DecodingRules(conventionsOf(dec)) : undefined;
-  const k = Math.max(request.topk, spec.method === 'clusters' ? spec.topK + rules!.maxBanned : 1);
+  const kIds = spec.method === 'clusters' ? spec.topK : spec.method === 'auto' ? Math.max(...spec.topK) : 0;
+  const k = Math.max(request.topk, kIds ? kIds + rules!.maxBanned : 1);
   const exposed = needPlan ? exposePlan(model, { topk: k }, { target: 'cpu', ...profile, specialIds: setup.specialIds }) : undefined;
   progress?.finish();
   try {
     let header: PlanVocab;
     let rewrite: VocabRewriteOptions;
+    if (spec.method === 'auto') {
+      const sentences = readSentences(request.calibrate!, '--calibrate');
+      const cal = calibrate(exposed!.plan, tok, sentences, kIds, rules!, profile.maxSrcLen, profile.maxTgtLen, progress);
+      return autoClusters(spec, {
+        cal, calibrationFile: request.calibrate!, plan: exposed!.plan, tok, layer: outputLayer(exposed!.optimized), rules: rules!, evalSrc: evalSrc!, evalRef,
+        evalSource: request.evalSrc!, specials, vocabSize, maxSrcLen: profile.maxSrcLen, maxTgtLen: profile.maxTgtLen, progress,
+      });
+    }
     if (spec.method === 'shortlist') {
       progress?.start(`reading shortlist ${spec.file}`);
       header = shortlistVocab(spec, setup.tokenizer, vocabSize, specials);

@@ -5,6 +5,7 @@
 import * as fs from 'node:fs';
 import { createRequire } from 'node:module';
 import * as path from 'node:path';
+import type { PlanVocabPoint } from '../compiler/plan/types.ts';
 import { escapeHtml } from './ddgviz.ts';
 
 /** One graph's timing at one operating point: the whole run and its time per op kind and per call (ms). */
@@ -54,6 +55,8 @@ export interface ReportData {
     layers: { graph: string; node: string; op: string; precision: string; error: number; reason: string }[];
   };
   vocab?: Record<string, string | number | boolean>;
+  /** --vocab auto's measured R × K points (the quality/speed curve), the chosen one marked. */
+  vocabCurve?: (PlanVocabPoint & { chosen: boolean })[];
   conventions: Record<string, unknown>;
 }
 
@@ -79,7 +82,7 @@ th{color:#5b6472;font-weight:600;background:#fafbfc} td.num{text-align:right;fon
 .kv{display:grid;grid-template-columns:max-content 1fr;gap:2px 16px;font-size:13px} .kv b{color:#5b6472;font-weight:600}
 .pill{display:inline-block;padding:0 7px;border-radius:9px;font-size:12px;background:#e8eefc;color:#2446a8}
 .pill.changed{background:#dff5e6;color:#18703a} .pill.rolled{background:#fde8e8;color:#a32020} .pill.na{background:#eee;color:#777}
-.decisions td{padding:3px 6px} .decisions td.alt{min-width:64px;font-size:12px;font-variant-numeric:tabular-nums} .decisions td.chosen{font-weight:600}
+tr.chosen td{background:#eaf6ee} .decisions td{padding:3px 6px} .decisions td.alt{min-width:64px;font-size:12px;font-variant-numeric:tabular-nums} .decisions td.chosen{font-weight:600}
 .bar{height:5px;border-radius:2px;background:#9fb3d9;margin-top:1px} .bar.win{background:#2e9d57} .bar.none{background:repeating-linear-gradient(45deg,#ccc 0 3px,#f4f4f4 3px 6px)}
 .muted{color:#717a88} .reason{font-size:11.5px;color:#4a5361;max-width:620px;line-height:1.3}
 details summary{cursor:pointer;color:#2446a8;margin:6px 0}
@@ -116,6 +119,16 @@ function decisionTables(ds: ReportDecision[]): string {
     const kernels = [...new Set(rows.map((r) => r.kernel || 'graph'))].join(', ');
     return `<h3>${escapeHtml(kernels)} · ${rows.length} decision${rows.length > 1 ? 's' : ''} <span class="muted">(ms per alternative, summed over the points)</span></h3><table class="decisions"><tr><th>call</th><th>choice</th>${variants.map((v) => `<th>${escapeHtml(v)}</th>`).join('')}<th>why</th></tr>${rows.map((r) => decisionRow(r, variants)).join('')}</table>`;
   }).join('');
+}
+
+/** The vocabulary rewrite: its facts, and with --vocab auto the measured R × K curve (chart and table). */
+function vocabSection(data: ReportData): string {
+  if (!data.vocab) return '<section id="vocab"><h2>Vocabulary rewrite</h2><p class="muted">None: the output projection scores the whole vocabulary (planc optimize --vocab shortlist=FILE, clusters=R,K or auto).</p></section>';
+  const curve = data.vocabCurve ?? [];
+  const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
+  const table = curve.length ? `<h3>R × K points measured (--vocab auto)</h3><div class="chart"><canvas id="chart-vocab"></canvas></div><table><tr><th>R</th><th>K</th><th>active mean</th><th>active max</th><th>top-1</th><th>identical</th><th>BLEU</th><th>dot products a row</th><th>gate</th></tr>${curve.map((p) => `<tr${p.chosen ? ' class="chosen"' : ''}><td class="num">${p.clusters}</td><td class="num">${p.topK}</td><td class="num">${pct(p.activeMean)}</td><td class="num">${pct(p.activeMax)}</td><td class="num">${pct(p.top1Agreement)}</td><td class="num">${pct(p.identicalSentences)}</td><td class="num">${p.bleu.toFixed(2)}</td><td class="num">${p.cost.toFixed(0)}</td><td>${p.gatePassed ? 'holds' : 'fails'}${p.chosen ? ' · <b>chosen</b>' : ''}</td></tr>`).join('')}</table>`
+    : '<p class="muted">One point (--vocab clusters=R,K or a shortlist); planc optimize --vocab auto measures the R × K curve under the accuracy gate and records it here.</p>';
+  return `<section id="vocab"><h2>Vocabulary rewrite</h2>${kvTable(data.vocab)}${table}</section>`;
 }
 
 function decisionsSection(data: ReportData): string {
@@ -158,7 +171,7 @@ ${timed ? `<div class="grid"><div class="chart"><canvas id="chart-graphs"></canv
 </section>
 ${decisionsSection(data)}
 ${quantSection(data)}
-<section id="vocab"><h2>Vocabulary rewrite</h2>${data.vocab ? `${kvTable(data.vocab)}<p class="muted">The R × K quality/speed curve is measured by bench/vocab-curve.ts; the plan records its chosen point.</p>` : '<p class="muted">None: the output projection scores the whole vocabulary (planc optimize --vocab shortlist=FILE or clusters=R,K).</p>'}</section>
+${vocabSection(data)}
 <section id="memory"><h2>Memory arena</h2><p>${data.graphs.map((g) => `<b>${escapeHtml(g.graph)}</b> ${mb(g.arenaBytes)} (lower bound ${mb(g.arenaLowerBound)}, all tensors ${mb(g.tensorBytesSum)})`).join(' · ')}</p><div class="chart"><canvas id="chart-memory"></canvas></div></section>
 <div class="grid">
 <section id="machine"><h2>Machine</h2>${data.machine ? kvTable(data.machine) : '<p class="muted">not profiled</p>'}${data.tunedOn ? `<p>tuned on device <code>${escapeHtml(data.tunedOn)}</code></p>` : ''}</section>
@@ -214,6 +227,13 @@ const PAGE_SCRIPT = `
     const precisions = [...new Set(layers.map((l) => l.precision))];
     new Chart(el('chart-precision'), { type: 'bar', data: { labels: layers.map((l) => l.graph + ' ' + l.node), datasets: precisions.map((p, i) => ({ label: p, backgroundColor: palette[i], data: layers.map((l) => (l.precision === p ? l.error : null)) })) },
       options: { plugins: { title: title('relative error per layer, by precision') }, scales: { x: { stacked: true, ticks: { display: layers.length < 40 } }, y: { type: 'logarithmic', title: { display: true, text: 'relative error' } } } } });
+  }
+  if (el('chart-vocab') && data.vocabCurve) {
+    const ks = [...new Set(data.vocabCurve.map((p) => p.topK))];
+    new Chart(el('chart-vocab'), { type: 'scatter', data: { datasets: ks.map((k, i) => ({ label: 'K ' + k, backgroundColor: palette[i], borderColor: palette[i],
+      pointRadius: data.vocabCurve.filter((p) => p.topK === k).map((p) => (p.chosen ? 8 : 4)), pointStyle: data.vocabCurve.filter((p) => p.topK === k).map((p) => (p.gatePassed ? 'circle' : 'crossRot')),
+      data: data.vocabCurve.filter((p) => p.topK === k).map((p) => ({ x: p.cost, y: 100 * p.identicalSentences })) })) },
+      options: { plugins: { title: title('identical sentences vs cost per decoder row (R centroids + active ids); crosses fail the gate, the large dot is chosen') }, scales: { x: { type: 'logarithmic', title: { display: true, text: 'dot products a row' } }, y: { title: { display: true, text: 'identical %' } } } } });
   }
   if (el('chart-memory')) {
     const n = Math.max(...data.graphs.map((g) => g.live.length));

@@ -95,7 +95,8 @@ export interface VocabRequest {
 }
 
 /** The vocab-rewrite pass's options and the plan's vocab header (the shortlist or clusters, and the quality report). */
-export interface VocabResult { rewrite: VocabRewriteOptions; header: PlanVocab }
+/** The rewrite (undefined: none, e.g. no --vocab auto point held the gate) and the plan's vocab record. */
+export interface VocabResult { rewrite?: VocabRewriteOptions; header: PlanVocab }
 
 /**
  * What passes/vocab-rewrite.ts does to every graph with a planc.ProjectTopK:

@@ -16,6 +16,7 @@ import { renderReport, type ReportData } from '../pages/report.ts';
 import { nativeAvailable } from '../runtime/native.ts';
 import { makeModel } from '../scripts/make-model/generate.ts';
 import { browserMissing, screenshot, withPage } from './helpers/browser.ts';
+import { emptyVocab } from '../compiler/vocab/header.ts';
 import { planc } from './helpers/planc-cli.ts';
 import { NEEDS_NATIVE, testIf } from './helpers/skip.ts';
 
@@ -71,6 +72,26 @@ browser('the page loads in headless Chromium without errors, shows every decisio
     assert.equal(drawn.map((d) => d.id).sort(), want.sort(), `charts: ${drawn.map((d) => d.id).join(', ')}`);
     assert.ok(drawn.every((d) => d.drawn), `every chart drawn: ${JSON.stringify(drawn)}`);
     await screenshot(page, path.join(REPO_ROOT, 'test-output', 'report.png'));
+    assert.equal(problems, [], 'no console errors, page errors or requests');
+  });
+});
+
+browser('the vocabulary section: --vocab auto\'s R × K curve as a chart and a table, the chosen point marked (a curve put into the tiny plan\'s header: the page is under test here, the measurement in vocab-rewrite.test.ts)', async () => {
+  const point = (clusters: number, topK: number, identical: number, activeMean: number) => ({
+    clusters, topK, activeMean, activeMax: 2 * activeMean, top1Agreement: 0.99, identicalSentences: identical, bleu: 3.4, gatePassed: identical >= 0.97, cost: clusters + activeMean * 120 });
+  const vocab = { ...emptyVocab('clusters'), clusters: 16, topK: 8, evalSentences: 40, evalSource: 'dev.es', choice: 'R 16 K 8: the cheapest of 2 of 3 points that hold the gate',
+    curve: [point(16, 2, 0.9, 0.05), point(16, 8, 0.975, 0.1), point(32, 8, 0.99, 0.08)] };
+  const d = reportData({ header: { ...built.header, vocab }, blob: built.blob }, 'tiny-vocab.plan');
+  assert.is(d.vocabCurve!.filter((p) => p.chosen).length, 1);
+  const out = path.join(REPO_ROOT, 'test-output', 'report-vocab.html');
+  fs.writeFileSync(out, renderReport(d));
+  await withPage(out, async ({ page, problems }) => {
+    const rows = await page.$$eval('#vocab table tr', (trs) => trs.map((t) => t.textContent ?? ''));
+    assert.is(rows.filter((r) => /holds|fails/.test(r)).length, 3, rows.join('\n'));
+    assert.is(rows.filter((r) => /chosen/.test(r)).length, 1);
+    const drawn = await page.$eval('#chart-vocab', (c) => !!(window as unknown as { Chart: { getChart(c: unknown): unknown } }).Chart.getChart(c));
+    assert.ok(drawn, 'the R × K chart is drawn');
+    await screenshot(page, path.join(REPO_ROOT, 'test-output', 'report-vocab.png'));
     assert.equal(problems, [], 'no console errors, page errors or requests');
   });
 });

@@ -16,7 +16,9 @@ import { printModel } from '../compiler/printer.ts';
 import { Tensor } from '../compiler/tensor.ts';
 import { buildPlan } from '../codegen/build-plan.ts';
 import { readSentences, shortlistVocab, specialIdsOf } from '../compiler/vocab/header.ts';
-import { parseVocabSpec } from '../compiler/vocab/spec.ts';
+import { AUTO_CLUSTERS, AUTO_TOPK, parseVocabSpec } from '../compiler/vocab/spec.ts';
+import { autoClusters } from '../optimize/vocab-auto.ts';
+import { formatVocabReport, vocabInspect } from '../cli/vocab.ts';
 import { buildClusters, calibrate, exposePlan } from '../optimize/vocab-calibrate.ts';
 import { evaluateQuality, outputLayer } from '../optimize/vocab-evaluate.ts';
 import { FUSE_PROJECT_TOPK } from '../passes/fuse-project-topk.ts';
@@ -108,6 +110,10 @@ test('--vocab parsing and bad calibration input', () => {
   assert.equal(parseVocabSpec('shortlist=a,b.bin,first=10,best=20'), { method: 'shortlist', file: 'a,b.bin', first: 10, best: 20 });
   assert.throws(() => parseVocabSpec('clusters=0,3'), (e: unknown) => e instanceof PlancError && /R must be/.test(e.message));
   assert.throws(() => parseVocabSpec('kmeans=3'), (e: unknown) => e instanceof PlancError);
+  assert.equal(parseVocabSpec('auto'), { method: 'auto', clusters: [...AUTO_CLUSTERS], topK: [...AUTO_TOPK] });
+  assert.equal(parseVocabSpec('auto=256:64:64,8:2'), { method: 'auto', clusters: [64, 256], topK: [2, 8] });
+  assert.throws(() => parseVocabSpec('auto=64,99'), (e: unknown) => e instanceof PlancError && /K must be integers in \[1, 64\]/.test(e.message));
+  assert.throws(() => parseVocabSpec('auto=x,2'), (e: unknown) => e instanceof PlancError && /R must be integers/.test(e.message));
   const empty = path.join(tmp, 'empty.txt');
   fs.writeFileSync(empty, '\n\n');
   assert.throws(() => readSentences(empty, '--calibrate'), (e: unknown) => e instanceof PlancError && /has no sentences/.test(e.message));
@@ -171,6 +177,61 @@ testIf(test, !haveEsEn && (nativeAvailable() ? needsShared('models/es-en') : NEE
     } finally {
       pf.close(); ps.close(); pc.close();
     }
+  } finally {
+    plan.close();
+  }
+});
+
+testIf(test, !haveEsEn && (nativeAvailable() ? needsShared('models/es-en') : NEEDS_NATIVE))('es-en --vocab auto: every R × K point measured, the cheapest that holds the gate kept (none: the full projection), the curve in the plan and its report', async () => {
+  const model = importSeq2SeqDir(dir);
+  const { plan, optimized } = exposePlan(model, { topk: 16 }, { target: 'cpu', maxBatch: 32, maxSrcLen: 128, maxTgtLen: 64, maxDims: { decoder_sequence_length: 1 } });
+  const tok = await loadTokenizer(fs.readFileSync(path.join(dir, 'vocab.esen.spm')), 'spm');
+  const rules = await planRules(plan);
+  const specials = specialIdsOf(plan.header.decoding);
+  const lines = (f: string, n: number) => fs.readFileSync(path.join(dir, f), 'utf8').split('\n').slice(0, n);
+  try {
+    const cal = calibrate(plan, tok, lines('train.es', 300), 12, rules, 128, 64);
+    const setup = { cal, calibrationFile: 'train.es', plan, tok, layer: outputLayer(optimized), rules, evalSrc: lines('test.es', 40), evalRef: lines('test.en', 40),
+      evalSource: 'test.es', specials, vocabSize: 32000, maxSrcLen: 128, maxTgtLen: 64 };
+    const r = autoClusters({ method: 'auto', clusters: [8, 24], topK: [1, 12] }, setup);
+    const curve = r.header.curve;
+    assert.is(curve.length, 4);
+    for (const p of curve) {
+      assert.ok(p.activeMean > 0 && p.activeMean <= p.activeMax && p.activeMax < 0.5, JSON.stringify(p));
+      assert.is(p.cost, p.clusters + p.activeMean * 32000);
+      assert.is(p.gatePassed, p.identicalSentences >= 0.97 && p.bleu >= r.header.bleuFull - 0.3, `the gate of ${JSON.stringify(p)}`);
+    }
+    // more ids per cluster never lowers quality at the same R
+    for (const rr of [8, 24]) {
+      const [a, b] = [1, 12].map((k) => curve.find((p) => p.clusters === rr && p.topK === k)!);
+      assert.ok(b.activeMean > a.activeMean && b.top1Agreement >= a.top1Agreement, `R ${rr}: K 12 ${JSON.stringify(b)} vs K 1 ${JSON.stringify(a)}`);
+    }
+    const passing = curve.filter((p) => p.gatePassed);
+    if (passing.length) {
+      const best = passing.reduce((x, y) => (y.cost < x.cost ? y : x));
+      assert.ok(r.rewrite, 'a point held the gate: the plan is rewritten');
+      assert.is(r.header.clusters, best.clusters);
+      assert.is(r.header.topK, best.topK);
+      assert.is(r.rewrite!.clusters, best.clusters);
+      assert.match(r.header.choice, /the cheapest of \d+ of 4 points that hold the gate/);
+    } else {
+      assert.is(r.rewrite, undefined);
+      assert.match(r.header.choice, /none of the 4 points holds the gate/);
+    }
+    // a grid where no point can hold the gate (one id per state, 300 calibration sentences): the full projection is kept
+    const none = autoClusters({ method: 'auto', clusters: [24], topK: [1] }, setup);
+    assert.is(none.rewrite, undefined, `R 24 K 1 held the gate? ${JSON.stringify(none.header.curve)}`);
+    assert.match(none.header.choice, /none of the 1 points holds the gate .* the full projection is kept/);
+    assert.match(formatVocabReport(none.header).join('\n'), /vocab: auto, 1 R × K points measured on 40 sentences of test\.es: none/);
+    // the curve survives the plan file and is in the report lines and inspect --json
+    const built = buildPlan(runPipeline(model, { topk: TRANSLATE_TOPK }), { target: 'cpu', maxBatch: 2, maxSrcLen: 16, maxTgtLen: 8 });
+    built.header.vocab = r.header;
+    const back = decodePlan(encodePlan(built.header, built.blob)).header.vocab!;
+    assert.equal(back.curve, curve);
+    assert.is(back.choice, r.header.choice);
+    const report = formatVocabReport(back).join('\n');
+    for (const p of curve) assert.match(report, new RegExp(`R +${p.clusters} K +${p.topK}: active`));
+    assert.equal(vocabInspect(back).curve, curve);
   } finally {
     plan.close();
   }

@@ -180,6 +180,23 @@ export interface PlanVocab {
   bleuFull: number;
   evalMode: string;
   includeSource: boolean;
+  /** --vocab auto: every R × K point measured (the quality/speed curve) and why the plan's point was chosen. */
+  curve: PlanVocabPoint[];
+  choice: string;
+}
+
+/** One measured point of --vocab auto (plan.proto VocabPoint). */
+export interface PlanVocabPoint {
+  clusters: number;
+  topK: number;
+  activeMean: number;
+  activeMax: number;
+  top1Agreement: number;
+  identicalSentences: number;
+  bleu: number;
+  gatePassed: boolean;
+  /** Dot products of length D per decoder row: R centroids + the mean active ids. */
+  cost: number;
 }
 
 /** A plan in memory: its header and the blob region holding the weights. */

@@ -52,7 +52,7 @@ export function emptyVocab(method: 'shortlist' | 'clusters'): PlanVocab {
     method, shortlistFile: '', shortlistFormat: '', offsets: [], targets: [], probs: [], frequent: [], first: 0, best: 0, specialIds: [],
     clusters: 0, topK: 0, calibrationFile: '', calibrationSentences: 0, calibrationStates: 0, kmeansIterations: 0, kmeansConverged: false,
     kmeansInertia: 0, emptyClusters: 0, calibrationActiveMean: 0, adjustments: '', evalSource: '', evalSentences: 0, activeMean: 0, activeMax: 0,
-    top1Agreement: 0, identicalSentences: 0, hasBleu: false, bleu: 0, bleuFull: 0, evalMode: '', includeSource: false,
+    top1Agreement: 0, identicalSentences: 0, hasBleu: false, bleu: 0, bleuFull: 0, evalMode: '', includeSource: false, curve: [], choice: '',
   };
 }
 

@@ -3,12 +3,31 @@ import { PlancError } from '../diagnostics.ts';
 
 export type VocabSpec =
   | { method: 'shortlist'; file: string; first?: number; best?: number }
-  | { method: 'clusters'; clusters: number; topK: number };
+  | { method: 'clusters'; clusters: number; topK: number }
+  | { method: 'auto'; clusters: number[]; topK: number[] };
 
-const usage = (msg: string): never => { throw new PlancError('PLANC_E301', `--vocab: ${msg} (shortlist=FILE[,first=N,best=N] or clusters=R,K)`); };
+/** The R × K grid `--vocab auto` measures (clusters; ids per calibration state): few clusters with many ids first. */
+export const AUTO_CLUSTERS = [64, 128, 256] as const;
+export const AUTO_TOPK = [4, 8, 16, 32] as const;
 
-/** Parses `shortlist=FILE[,first=100,best=100]` or `clusters=R,K` (K defaults to 3). */
+const usage = (msg: string): never => { throw new PlancError('PLANC_E301', `--vocab: ${msg} (shortlist=FILE[,first=N,best=N], clusters=R,K or auto[=R:R:...,K:K:...])`); };
+
+/** A list of positive integers separated by ':' (one of auto's axes). */
+const axis = (text: string, what: string, max: number): number[] => {
+  const xs = text.split(':').map(Number);
+  if (!xs.length || xs.some((x) => !Number.isInteger(x) || x < 1 || x > max)) usage(`auto's ${what} must be integers in [1, ${max}] separated by ':', got '${text}'`);
+  return [...new Set(xs)].sort((a, b) => a - b);
+};
+
+/**
+ * Parses `shortlist=FILE[,first=100,best=100]`, `clusters=R,K` (K defaults to 3) or `auto[=R:R:...,K:K:...]` (the
+ * clusters grid the tuner measures under the accuracy gate; default AUTO_CLUSTERS × AUTO_TOPK).
+ */
 export function parseVocabSpec(s: string): VocabSpec {
+  const auto = /^auto(?:=([^,]+),([^,]+))?$/.exec(s);
+  if (auto) {
+    return { method: 'auto', clusters: auto[1] ? axis(auto[1], 'R', 1 << 20) : [...AUTO_CLUSTERS], topK: auto[2] ? axis(auto[2], 'K', 64) : [...AUTO_TOPK] };
+  }
   const sl = /^shortlist=(.+)$/.exec(s);
   if (sl) {
     const parts = sl[1]!.split(',');
