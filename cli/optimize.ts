@@ -39,7 +39,7 @@ export const OPTIMIZE: CommandSpec = {
     'no-fuse': { kind: 'boolean', help: 'skip the fusion passes (plain kernels; for comparisons)' },
     'step-tokens': { kind: 'number', value: 'N', help: 'decoder steps take 1..N new tokens per row (for the parallel Jacobi strategies); default 1' },
     topk: { kind: 'number', value: 'N', help: "the decoder step returns each row's N best tokens instead of logits (default for translation models: enough for exact beams up to max(4, num_beams) besides banned ids, 8 without any); 0 keeps the logits" },
-    vocab: { kind: 'string', value: 'SPEC', help: 'vocabulary rewrite of the output projection: shortlist=FILE[,first=N,best=N] (a Marian or CTranslate2 lexical shortlist), or clusters=R,K (with --calibrate)' },
+    vocab: { kind: 'string', value: 'SPEC', help: 'vocabulary rewrite of the output projection: shortlist=FILE[,first=N,best=N] (a Marian or CTranslate2 lexical shortlist), clusters=R,K (with --calibrate), or auto[=R:R:...,K:K:...] (with --calibrate and --eval-src: every R × K point measured, the cheapest that holds the accuracy gate kept)' },
     calibrate: { kind: 'string', value: 'FILE', help: 'source sentences, one per line, that --vocab clusters=R,K is calibrated on' },
     quantize: { kind: 'string', value: 'MODE', help: 'quantize the products over constant weights: int8 (weights per output channel, inputs per row at run time), w8 (int8 weights, float32 inputs), int16 (11-12 bit weights and inputs, scales read from the data), fp16 / bf16 (float16 / bfloat16 weights, inputs rounded to them, float32 sums: cuda tensor cores; on cpu a slow reference), or auto (int8, with the layers whose measured error breaks the accuracy gate kept in higher precision; needs --eval-src)' },
     'quantize-layers': { kind: 'string', value: 'NODE=P,...', help: 'per-layer precision (int8, w8, int16, fp16, bf16, float32) by IR node name, over --quantize (see planc inspect --json for the names)' },
@@ -138,7 +138,8 @@ export async function runOptimize(argv: string[]): Promise<number> {
   if (quantize && flags['no-fuse'] === true) throw new PlancError('PLANC_E301', '--quantize rewrites planc.FusedMatMul and planc.ProjectTopK, which --no-fuse turns off');
   if (flags['eval-ref'] !== undefined && flags['eval-src'] === undefined) throw new PlancError('PLANC_E301', '--eval-ref needs --eval-src');
   if (vocabSpec?.method === 'clusters' && flags.calibrate === undefined) throw new PlancError('PLANC_E301', '--vocab clusters=R,K needs --calibrate SOURCE_TEXT (source sentences, one per line)');
-  if (vocabSpec?.method === 'shortlist' && flags.calibrate !== undefined) throw new PlancError('PLANC_E301', '--calibrate applies to --vocab clusters only');
+  if (vocabSpec?.method === 'auto' && (flags.calibrate === undefined || flags['eval-src'] === undefined)) throw new PlancError('PLANC_E301', '--vocab auto measures R × K points under the accuracy gate: it needs --calibrate SOURCE_TEXT and --eval-src HELD_OUT_TEXT (--eval-ref for BLEU)');
+  if (vocabSpec?.method === 'shortlist' && flags.calibrate !== undefined) throw new PlancError('PLANC_E301', '--calibrate applies to --vocab clusters and auto only');
   if (vocabSpec && flags['no-fuse'] === true) throw new PlancError('PLANC_E301', '--vocab rewrites planc.ProjectTopK, which --no-fuse turns off');
   if (flags.tune !== true) for (const f of Object.keys(TUNE_OPTIONS)) if (flags[f] !== undefined) throw new PlancError('PLANC_E301', `--${f} applies to --tune only`);
   const tune = flags.tune === true ? tuneRequest(flags) : undefined;
