@@ -14,6 +14,7 @@ import type { RtTensor } from '../runtime/tensor.ts';
 import { DEFAULTS, makeModel } from '../scripts/make-model/generate.ts';
 import { machineFacts } from './machine.ts';
 import { rng } from './reference/rng.ts';
+import type { LayerPrecision } from '../compiler/quant/layers.ts';
 
 const SRC_LEN = 32;
 const PAST_LEN = 32;
@@ -52,10 +53,12 @@ function median(run: () => unknown): number {
   return times[Math.floor(times.length / 2)]!;
 }
 
-function benchModel(name: string, dir: string, vocab: number, rows: Row[]): void {
+/** One model's cuda plan (float32, or the weights in a --quantize precision) against the float32 cpu plan. */
+function benchModel(name: string, dir: string, vocab: number, rows: Row[], precision?: LayerPrecision): void {
   const opts = { maxBatch: Math.max(...BATCHES), maxSrcLen: SRC_LEN, maxTgtLen: PAST_LEN + 1 };
   const cpuBuilt = buildPlan(runPipeline(importSeq2SeqDir(dir)), { ...opts, target: 'cpu' });
-  const cudaBuilt = buildPlan(runPipeline(importSeq2SeqDir(dir)), { ...opts, target: 'cuda' });
+  const cudaBuilt = buildPlan(runPipeline(importSeq2SeqDir(dir), precision ? { quantize: { precision } } : {}), { ...opts, target: 'cuda' });
+  if (precision) name = `${name} ${precision}`;
   const cpu = loadPlanBytes(encodePlan(cpuBuilt.header, cpuBuilt.blob), `${name}-cpu.plan`);
   const cudaBytes = encodePlan(cudaBuilt.header, cudaBuilt.blob);
   const cuda = loadPlanBytes(cudaBytes, `${name}-cuda.plan`);
@@ -72,7 +75,7 @@ function benchModel(name: string, dir: string, vocab: number, rows: Row[]): void
         const cpuMs = median(() => cpu.runSync(graph, feeds));
         const row = { model: name, graph, batch: b, cudaMs, cudaGraphMs, cpuMs, weightGBps: weightBytes / (Math.min(cudaMs, cudaGraphMs) * 1e6) };
         rows.push(row);
-        console.log(`${name.padEnd(10)} ${graph.padEnd(18)} b=${String(b).padEnd(3)} cuda ${cudaMs.toFixed(3).padStart(8)} ms  graph ${cudaGraphMs.toFixed(3).padStart(8)} ms  cpu ${cpuMs.toFixed(2).padStart(8)} ms  weights ${(weightBytes / 1e6).toFixed(0)} MB → ${row.weightGBps.toFixed(0)} GB/s`);
+        console.log(`${name.padEnd(15)} ${graph.padEnd(18)} b=${String(b).padEnd(3)} cuda ${cudaMs.toFixed(3).padStart(8)} ms  graph ${cudaGraphMs.toFixed(3).padStart(8)} ms  cpu ${cpuMs.toFixed(2).padStart(8)} ms  weights ${(weightBytes / 1e6).toFixed(0)} MB → ${row.weightGBps.toFixed(0)} GB/s`);
       }
     }
   } finally {
@@ -103,6 +106,8 @@ export async function benchCuda(): Promise<void> {
     makeModel({ ...DEFAULTS, out: synth, d: 512, encoderLayers: 6, decoderLayers: 6, heads: 8, ffn: 2048, vocab: 58101, maxPos: 512 });
   }
   benchModel('opus-base', synth, 58101, rows);
+  // the weights in int8 (weight-only), float16 and bfloat16 (tensor cores): the decoder step reads half or a quarter
+  for (const p of ['w8', 'fp16', 'bf16'] as const) benchModel('opus-base', synth, 58101, rows, p);
   const result = { bench: 'cuda', machine: machineFacts({ gpu: status.reason, native: native().info() }), rows };
   const out = process.env.PLANC_BENCH_OUT ?? path.join(REPO_ROOT, 'bench', 'results', 'cuda.jsonl');
   fs.mkdirSync(path.dirname(out), { recursive: true });
