@@ -1,7 +1,8 @@
-// `npm run bench -- NAME`: runs one benchmark (cpu, cuda, jacobi, qgemm, quantize, quantize-bits, translate, tune, vocab, vocab-curve, vocab-large, zoo) and records it under bench/results/.
+// `npm run bench -- NAME`: runs one benchmark (cpu, cuda, jacobi, onednn, qgemm, quantize, quantize-bits, translate, tune, vocab, vocab-curve, vocab-large, zoo) and records it under bench/results/.
 import { benchCpu } from './cpu.ts';
 import { benchCuda } from './cuda.ts';
 import { benchJacobi } from './jacobi.ts';
+import { benchOnednn } from './onednn.ts';
 import { benchQgemm } from './qgemm.ts';
 import { benchQuantize } from './quantize.ts';
 import { benchQuantizeBits } from './quantize-bits.ts';
@@ -12,7 +13,7 @@ import { benchVocabCurve } from './vocab-curve.ts';
 import { benchVocabLarge } from './vocab-large.ts';
 import { benchZoo } from './zoo.ts';
 
-const BENCHES: Record<string, () => Promise<void>> = { cpu: benchCpu, cuda: benchCuda, jacobi: benchJacobi, qgemm: benchQgemm, quantize: benchQuantize, 'quantize-bits': benchQuantizeBits, translate: benchTranslate, tune: benchTune, vocab: benchVocab, 'vocab-curve': benchVocabCurve, 'vocab-large': benchVocabLarge, zoo: benchZoo };
+const BENCHES: Record<string, () => Promise<void>> = { cpu: benchCpu, cuda: benchCuda, jacobi: benchJacobi, onednn: benchOnednn, qgemm: benchQgemm, quantize: benchQuantize, 'quantize-bits': benchQuantizeBits, translate: benchTranslate, tune: benchTune, vocab: benchVocab, 'vocab-curve': benchVocabCurve, 'vocab-large': benchVocabLarge, zoo: benchZoo };
 
 const name = process.argv[2];
 const run = name ? BENCHES[name] : undefined;
