@@ -72,7 +72,7 @@ export function parseNpy(b: Uint8Array, what: string): RtTensor {
   const dims = shape!.split(',').map((s) => s.trim()).filter((s) => s).map(Number);
   const n = dims.reduce((a, c) => a * c, 1);
   const raw = b.slice(start);
-  const Ctor = { float32: Float32Array, float64: Float64Array, int32: Int32Array, int64: BigInt64Array, int8: Int8Array, uint8: Uint8Array, bool: Uint8Array, float16: Uint16Array }[dtype];
+  const Ctor = { float32: Float32Array, float64: Float64Array, int32: Int32Array, int64: BigInt64Array, int8: Int8Array, uint8: Uint8Array, bool: Uint8Array, float16: Uint16Array, bfloat16: Uint16Array }[dtype];
   if (raw.length !== n * Ctor.BYTES_PER_ELEMENT) bad(`holds ${raw.length} bytes for shape (${dims}) of ${descr}`);
   return { dtype, dims, data: new Ctor(raw.buffer, raw.byteOffset, n) };
 }

@@ -18,7 +18,7 @@ export interface EmitTsOptions {
 
 /** Element arrays by dtype name: the runtime's contract (runtime/tensor.ts ARRAY). */
 const ARRAYS: Record<string, string> = {
-  float32: 'Float32Array', float64: 'Float64Array', float16: 'Uint16Array', int32: 'Int32Array', int64: 'BigInt64Array',
+  float32: 'Float32Array', float64: 'Float64Array', float16: 'Uint16Array', bfloat16: 'Uint16Array', int32: 'Int32Array', int64: 'BigInt64Array',
   int8: 'Int8Array', uint8: 'Uint8Array', bool: 'Uint8Array',
 };
 

@@ -2,7 +2,7 @@
 import { PlancError, type Where } from '../compiler/diagnostics.ts';
 import { tensorFrom, type RtDType, type RtTensor } from './tensor.ts';
 
-const DTYPES: RtDType[] = ['float32', 'float64', 'float16', 'int64', 'int32', 'int8', 'uint8', 'bool'];
+const DTYPES: RtDType[] = ['float32', 'float64', 'float16', 'bfloat16', 'int64', 'int32', 'int8', 'uint8', 'bool'];
 
 /** The values an integer dtype holds (int64: the integers a double represents exactly). */
 const INT_RANGE: Partial<Record<RtDType, [number, number]>> = {

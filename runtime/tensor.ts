@@ -1,8 +1,9 @@
-// Tensors of the runtime API: a dtype, dims and a typed array (int64 as BigInt64Array, bool as Uint8Array), or a
+// Tensors of the runtime API: a dtype, dims and a typed array (int64 as BigInt64Array, bool as Uint8Array, float16 and
+// bfloat16 as their bits in a Uint16Array), or a
 // view of a plan's resident buffer.
 import { PLAN_DTYPES } from '../compiler/kernel-enums.ts';
 import type { NativeResident } from './native.ts';
-export type RtDType = 'float32' | 'float64' | 'float16' | 'int32' | 'int64' | 'int8' | 'uint8' | 'bool';
+export type RtDType = 'float32' | 'float64' | 'float16' | 'bfloat16' | 'int32' | 'int64' | 'int8' | 'uint8' | 'bool';
 
 export type RtData = Float32Array | Float64Array | Int32Array | BigInt64Array | Int8Array | Uint8Array | Uint16Array;
 
@@ -42,7 +43,7 @@ export function isResidentTensor(t: FeedTensor): t is ResidentTensor {
 export const DTYPE_OF_CODE: Record<number, RtDType> = Object.fromEntries(PLAN_DTYPES.map((d) => [d.code, d.name as RtDType]));
 
 const ARRAY: Record<RtDType, { new (n: number): RtData; name: string }> = {
-  float32: Float32Array, float64: Float64Array, float16: Uint16Array, int32: Int32Array, int64: BigInt64Array,
+  float32: Float32Array, float64: Float64Array, float16: Uint16Array, bfloat16: Uint16Array, int32: Int32Array, int64: BigInt64Array,
   int8: Int8Array, uint8: Uint8Array, bool: Uint8Array,
 };
 

@@ -97,11 +97,13 @@ const PARALLEL = Math.max(1, Math.min(4, os.availableParallelism()));
  * The tolerances of fp16 / bf16 plans against the cpu plan of the same precision. Both round a product's input to the
  * dtype, but their float32 sums differ in order, so a value within a float32 rounding of a half rounding boundary
  * rounds the other way on one side (a few per graph) and changes what follows by up to about the dtype's unit
- * roundoff u: every output within u / 2 of max |ref|. The KV cache rows a decoder step writes are one product of the
- * graph's own inputs (nothing rounded before them): those within 1e-5, where the float32 plan is u away.
+ * roundoff u: every output within u / 2 of max |ref|. The KV cache rows that are one product of the graph's own inputs
+ * (nothing rounded before them: ONE_PRODUCT) within 1e-5, where the float32 plan is u away.
  */
 const HALF_TOL = { fp16: { all: 2 ** -12, strict: 1e-5 }, bf16: { all: 2 ** -9, strict: 1e-5 } };
-const ONE_PRODUCT = /^present\./;
+// the first decoder layer's self-attention rows (embeddings + positions, one product: post-norm models such as these)
+// and every layer's cross-attention rows (one product of the encoder_hidden_states feed)
+const ONE_PRODUCT = /^present\.(0\.decoder|\d+\.encoder)\./;
 
 /** Every output of every graph within TOL (or a half plan's tolerances) of the cpu backend, no NaN where the cpu has none, ids exact. */
 function checkRuns(runs: Runs, what: string, half?: keyof typeof HALF_TOL): void {
