@@ -5,6 +5,7 @@ import { REPO_ROOT } from '../compiler/paths.ts';
 import { activeSetStats, clusterActiveSets } from '../compiler/vocab/clusters.ts';
 import { kmeans } from '../compiler/vocab/kmeans.ts';
 import { assignFn, calibrate } from '../optimize/vocab-calibrate.ts';
+import { prefix } from '../optimize/vocab-auto.ts';
 import { evaluateQuality, outputLayer } from '../optimize/vocab-evaluate.ts';
 import { machineFacts } from './machine.ts';
 import { esEnVocabSetup, MAX_LEN } from './vocab.ts';
@@ -12,14 +13,6 @@ import { esEnVocabSetup, MAX_LEN } from './vocab.ts';
 const RS = (process.env.PLANC_VOCAB_RS ?? '250,500,1000,2000').split(',').map(Number);
 const KS = (process.env.PLANC_VOCAB_KS ?? '1,3,5').split(',').map(Number);
 const CAL = Number(process.env.PLANC_VOCAB_CAL ?? 20000);
-
-/** The first k of every row of a [n, stride] id matrix. */
-function prefix(ids: Int32Array, stride: number, k: number): Int32Array {
-  const n = ids.length / stride;
-  const out = new Int32Array(n * k);
-  for (let i = 0; i < n; i++) out.set(ids.subarray(i * stride, i * stride + k), i * k);
-  return out;
-}
 
 export async function benchVocabCurve(): Promise<void> {
   const setup = await esEnVocabSetup('vocab-curve');

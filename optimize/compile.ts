@@ -95,24 +95,20 @@ export async function compile(model: Model, options: CompileOptions, services: P
   return { ...built, topk, firstStepOnly, vocab: vocab?.header, quantization: built.header.quantization, ...(tuning ? { tuning } : {}) };
 }
 
-/** The precisions each target has kernels for (a layer may also stay float32). */
-const TARGET_PRECISIONS = {
-  cpu: { modes: ['int8', 'w8', 'int16', 'fp16', 'bf16', 'auto'], why: '' },
-  cuda: { modes: ['w8', 'fp16', 'bf16'], why: 'the CUDA products are int8 weight-only (w8: float32 inputs) or on tensor cores in fp16 / bf16; int8 / int16 inputs and auto (whose ladder is int8 / int16) run on the CPU only' },
-} as const;
+/** The --quantize precisions the CUDA kernels have (the cpu has every one; a layer may also stay float32). */
+const CUDA_PRECISIONS: readonly string[] = ['w8', 'fp16', 'bf16'];
+const CUDA_WHY = 'the CUDA products are int8 weight-only (w8: float32 inputs) or on tensor cores in fp16 / bf16; int8 / int16 inputs and auto (whose ladder is int8 / int16) run on the CPU only';
 
 /** What a cpu plan of a half precision says about itself (the stated fallback: it runs, as the reference). */
-export const CPU_HALF_NOTE = 'fp16 / bf16 on the cpu: the reference path (each weight widened to float32 on every call, the other operand rounded to the weight\'s dtype), slower than float32: the CUDA tensor cores are where these precisions pay; on the cpu use int8, w8 or int16 for speed';
+const CPU_HALF_NOTE = 'fp16 / bf16 on the cpu: the reference path (each weight widened to float32 on every call, the other operand rounded to the weight\'s dtype), slower than float32: the CUDA tensor cores are where these precisions pay; on the cpu use int8, w8 or int16 for speed';
 
-/** Refuses a --quantize mode or per-layer precision the target has no kernels for, naming it and why. */
+/** Refuses a --quantize mode or per-layer precision the CUDA kernels do not have, naming it and why. */
 function checkQuantizeTarget(options: CompileOptions): void {
   const q = options.quantize;
-  if (!q) return;
-  const t = TARGET_PRECISIONS[options.target];
-  const ok = (p: string) => (t.modes as readonly string[]).includes(p);
-  if (!ok(q.mode)) throw new PlancError('PLANC_E301', `--quantize ${q.mode} --target ${options.target}: ${t.why}`);
-  const bad = Object.entries(q.layers ?? {}).find(([, p]) => p !== 'float32' && !ok(p));
-  if (bad) throw new PlancError('PLANC_E301', `--quantize-layers ${bad[0]}=${bad[1]} --target ${options.target}: ${t.why}`, { node: bad[0] });
+  if (!q || options.target !== 'cuda') return;
+  if (!CUDA_PRECISIONS.includes(q.mode)) throw new PlancError('PLANC_E301', `--quantize ${q.mode} --target cuda: ${CUDA_WHY}`);
+  const bad = Object.entries(q.layers ?? {}).find(([, p]) => p !== 'float32' && !CUDA_PRECISIONS.includes(p));
+  if (bad) throw new PlancError('PLANC_E301', `--quantize-layers ${bad[0]}=${bad[1]} --target cuda: ${CUDA_WHY}`, { node: bad[0] });
 }
 
 /** The pass's record of the plan's layers (codegen/pack.ts) with the quantize step's mode, measurements and reasons. */

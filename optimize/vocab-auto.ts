@@ -35,8 +35,8 @@ export interface AutoSetup {
   progress?: ProgressReporter;
 }
 
-/** The first k of every row of a [n, stride] id matrix. */
-function prefix(ids: Int32Array, stride: number, k: number): Int32Array {
+/** The first k of every row of a [n, stride] id matrix (a calibration's top ids cut to a smaller K). */
+export function prefix(ids: Int32Array, stride: number, k: number): Int32Array {
   if (k === stride) return ids;
   const n = ids.length / stride;
   const out = new Int32Array(n * k);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "half_ref.h"
 #include "test_util.h"
 
 using namespace test;
@@ -13,39 +14,10 @@ KernelFn K(const char* name) { return find_kernel({cast_kernels()}, name); }
 
 const int32_t kAll[] = {kFloat32, kFloat64, kInt32, kInt64, kInt8, kUint8, kBool, kFloat16, kBFloat16};
 
-uint16_t f16_bits(double v) {
-  _Float16 h = static_cast<_Float16>(v);
-  uint16_t b;
-  std::memcpy(&b, &h, 2);
-  return b;
-}
-
-double f16_value(uint16_t b) {
-  _Float16 h;
-  std::memcpy(&h, &b, 2);
-  return static_cast<double>(h);
-}
-
-// bfloat16 (8 significant bits, float32's exponent range) of a double: the nearest multiple of its quantum, ties to even.
-uint16_t bf16_bits(double v) {
-  if (v != v) return 0x7fc0;
-  const uint16_t sign = std::signbit(v) ? 0x8000 : 0;
-  const double a = std::fabs(v);
-  if (a >= 0x1.ffp127) return sign | 0x7f80;
-  if (a == 0) return sign;
-  const double q = std::ldexp(1.0, std::max(std::ilogb(a), -126) - 7);
-  const float r = static_cast<float>(std::nearbyint(a / q) * q);
-  uint32_t b;
-  std::memcpy(&b, &r, 4);
-  return sign | static_cast<uint16_t>(b >> 16);
-}
-
-double bf16_value(uint16_t b) {
-  const uint32_t u = static_cast<uint32_t>(b) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
+using half_ref::bf16_bits;
+using half_ref::bf16_value;
+using half_ref::f16_bits;
+using half_ref::f16_value;
 
 // The value an element of dtype dt holds, as a double.
 double get(const Tensor& t, int64_t i) {

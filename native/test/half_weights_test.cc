@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "cpu/half.h"  // the conversions themselves, for the check of the vector paths against the scalar ones
+#include "half_ref.h"
 #include "test_util_b.h"
 
 namespace planc {
@@ -43,40 +44,15 @@ float float_of(uint32_t b) {
   return f;
 }
 
-// float16 through the compiler's _Float16 (libgcc's soft conversions on this baseline: round to nearest even).
-uint16_t ref_f16(double x) {
-  _Float16 h = static_cast<_Float16>(x);
-  uint16_t b;
-  std::memcpy(&b, &h, 2);
-  return b;
-}
-
-double f16_value(uint16_t b) {
-  _Float16 h;
-  std::memcpy(&h, &b, 2);
-  return static_cast<double>(h);
-}
-
-double bf16_value(uint16_t b) { return float_of(static_cast<uint32_t>(b) << 16); }
-
-// bfloat16 of a double by scaling: the multiple of the value's quantum (8 significant bits, no smaller than 2^-133)
-// nearest to x, ties to even by nearbyint; inf from halfway past the largest finite value.
-uint16_t ref_bf16(double x) {
-  if (x != x) return 0x7fc0;
-  const uint16_t sign = std::signbit(x) ? 0x8000 : 0;
-  const double a = std::fabs(x);
-  if (a >= 0x1.ffp127) return sign | 0x7f80;
-  if (a == 0) return sign;
-  const int e = std::max(std::ilogb(a), -126);
-  const double q = std::ldexp(1.0, e - 7);
-  const double r = std::nearbyint(a / q) * q;  // exact: a scaled by a power of two, then an integer times q
-  return sign | static_cast<uint16_t>(bits_of(static_cast<float>(r)) >> 16);
-}
+using half_ref::bf16_bits;
+using half_ref::bf16_value;
+using half_ref::f16_bits;
+using half_ref::f16_value;
 
 // The value of x after rounding to dt and widening, as the kernels take it.
 double rounded(int32_t dt, float x) {
   if (x != x) return x;
-  return dt == planc::kFloat16 ? f16_value(ref_f16(x)) : bf16_value(ref_bf16(x));
+  return dt == planc::kFloat16 ? f16_value(f16_bits(x)) : bf16_value(bf16_bits(x));
 }
 
 double widened(int32_t dt, uint16_t b) { return dt == planc::kFloat16 ? f16_value(b) : bf16_value(b); }
@@ -88,7 +64,7 @@ Buf random_half(int32_t dt, std::vector<int64_t> dims, float scale = 1.0f) {
   Buf b(dt, std::move(dims));
   std::uniform_real_distribution<float> u(-scale, scale);
   uint16_t* p = reinterpret_cast<uint16_t*>(b.data());
-  for (int64_t i = 0; i < b.n(); i++) p[i] = dt == planc::kFloat16 ? ref_f16(u(tb::rng())) : ref_bf16(u(tb::rng()));
+  for (int64_t i = 0; i < b.n(); i++) p[i] = dt == planc::kFloat16 ? f16_bits(u(tb::rng())) : bf16_bits(u(tb::rng()));
   if (dt == planc::kFloat16)
     for (int64_t i = 0; i < b.n(); i += 97) p[i] = static_cast<uint16_t>(1 + i % 1023) | (i % 2 ? 0x8000 : 0);
   return b;
@@ -437,11 +413,11 @@ void test_cast_bf16() {
     const uint16_t g = reinterpret_cast<uint16_t*>(yb.data())[i];
     const uint32_t fb = bits_of(fv[i]);
     const bool nan = fv[i] != fv[i];
-    const bool ok = nan ? g == static_cast<uint16_t>((fb >> 16) | 0x0040) : g == ref_bf16(fv[i]);
-    if (!ok && bad++ < 3) std::printf("FAIL float32 %.9g (%08x) → bf16 %04x, want %04x\n", fv[i], fb, g, ref_bf16(fv[i]));
+    const bool ok = nan ? g == static_cast<uint16_t>((fb >> 16) | 0x0040) : g == bf16_bits(fv[i]);
+    if (!ok && bad++ < 3) std::printf("FAIL float32 %.9g (%08x) → bf16 %04x, want %04x\n", fv[i], fb, g, bf16_bits(fv[i]));
     const uint16_t g16 = reinterpret_cast<uint16_t*>(y16.data())[i];
-    const bool ok16 = nan ? (g16 & 0x7fff) > 0x7c00 : g16 == ref_f16(fv[i]);
-    if (!ok16 && bad16++ < 3) std::printf("FAIL float32 %.9g (%08x) → f16 %04x, want %04x\n", fv[i], fb, g16, ref_f16(fv[i]));
+    const bool ok16 = nan ? (g16 & 0x7fff) > 0x7c00 : g16 == f16_bits(fv[i]);
+    if (!ok16 && bad16++ < 3) std::printf("FAIL float32 %.9g (%08x) → f16 %04x, want %04x\n", fv[i], fb, g16, f16_bits(fv[i]));
   }
   TB_CHECK(bad == 0, "float32 → bfloat16: %lld of %zu wrong", (long long)bad, fv.size());
   TB_CHECK(bad16 == 0, "float32 → float16: %lld of %zu wrong", (long long)bad16, fv.size());
@@ -467,7 +443,7 @@ void test_cast_bf16() {
   bad = 0;
   for (size_t i = 0; i < dv.size(); i++) {
     const uint16_t g = reinterpret_cast<uint16_t*>(yd.data())[i];
-    if (g != ref_bf16(dv[i]) && bad++ < 3) std::printf("FAIL float64 %.17g → bf16 %04x, want %04x\n", dv[i], g, ref_bf16(dv[i]));
+    if (g != bf16_bits(dv[i]) && bad++ < 3) std::printf("FAIL float64 %.17g → bf16 %04x, want %04x\n", dv[i], g, bf16_bits(dv[i]));
   }
   TB_CHECK(bad == 0, "float64 → bfloat16: %lld of %zu wrong", (long long)bad, dv.size());
 
@@ -494,7 +470,7 @@ void test_cast_bf16() {
            "bfloat16 → float16 overflow");
   Buf fb(planc::kBFloat16, {3});
   tb::expect_ok(tb::call(k_fill, {}, {fb.v()}, {}, {0.1}), "fill bf16");
-  TB_CHECK(reinterpret_cast<uint16_t*>(fb.data())[2] == ref_bf16(0.1), "fill bf16 0.1: %04x", reinterpret_cast<uint16_t*>(fb.data())[2]);
+  TB_CHECK(reinterpret_cast<uint16_t*>(fb.data())[2] == bf16_bits(0.1), "fill bf16 0.1: %04x", reinterpret_cast<uint16_t*>(fb.data())[2]);
   Buf rb(planc::kBFloat16, {4});
   tb::expect_ok(tb::call(k_range, {}, {rb.v()}, {}, {1.0, 0.5}), "range bf16");
   const uint16_t* rbp = reinterpret_cast<uint16_t*>(rb.data());
@@ -540,8 +516,8 @@ void test_runs() {
         std::printf("FAIL round NaN %08x\n", bits_of(x));
       continue;
     }
-    const double want16 = f16_value(ref_f16(x)), wantbf = bf16_value(ref_bf16(x));
-    const bool ok = r16[i] == want16 && std::signbit(r16[i]) == std::signbit(want16) && planc::half_from_float(x) == ref_f16(x) &&
+    const double want16 = f16_value(f16_bits(x)), wantbf = bf16_value(bf16_bits(x));
+    const bool ok = r16[i] == want16 && std::signbit(r16[i]) == std::signbit(want16) && planc::half_from_float(x) == f16_bits(x) &&
                     rbf[i] == wantbf && std::signbit(rbf[i]) == std::signbit(wantbf);
     if (!ok && bad++ < 3)
       std::printf("FAIL round %.9g (%08x): float16 %.9g (scalar %04x) want %.9g, bfloat16 %.9g want %.9g\n", x, bits_of(x),
