@@ -23,13 +23,18 @@ function argLines(list: readonly ArgSpec[] = [], what: 'iarg' | 'farg'): string[
   return lines;
 }
 
-/** `constexpr int kVariant<Name> = code;  // doc` lines, the count and the names, when the kernel has variants. */
-function variantLines(list: readonly VariantSpec[] = []): string[] {
+/**
+ * `constexpr int kVariant<Name> = code;  // doc` lines, the count and the names, when the kernel has variants; and
+ * where one prepares a weight, the input position each variant prepares (-1: none).
+ */
+function variantLines(list: readonly VariantSpec[] = [], inputs: readonly OperandSpec[] = []): string[] {
   if (!list.length) return [];
+  const prepared = list.map((v) => (v.prepares ? inputs.findIndex((i) => i.name === v.prepares!.input) : -1));
   return [
     ...list.map((v, i) => `constexpr int kVariant${camel(v.name)} = ${i};  // variant ${v.name}: ${v.doc}${v.needs ? ` (needs ${v.needs})` : ''}`),
     `constexpr int kVariantCount = ${list.length};`,
     `inline constexpr const char* kVariantNames[] = {${list.map((v) => `"${v.name}"`).join(', ')}};`,
+    ...(prepared.some((i) => i >= 0) ? [`inline constexpr int kVariantPreparedInput[] = {${prepared.join(', ')}};  // the input each variant reads prepared (-1: none)`] : []),
   ];
 }
 
@@ -43,7 +48,7 @@ export function nativeArgsHeader(): string {
       `namespace ${name}_args {`,
       ...argLines(s.iargs, 'iarg'),
       ...argLines(s.fargs, 'farg'),
-      ...variantLines(s.variants),
+      ...variantLines(s.variants, s.inputs),
       `constexpr KernelArity kArity = {${[a.minIn, a.maxIn, a.minOut, a.maxOut, a.minIargs, a.maxIargs, a.minFargs, a.maxFargs].map(bound).join(', ')}};`,
       `}  // namespace ${name}_args`,
     ].join('\n');

@@ -41,6 +41,11 @@ export interface VariantSpec {
   readonly doc: string;
   /** What a machine must have to run it (the native runtime refuses a plan that names it where it is missing). */
   readonly needs?: string;
+  /**
+   * A weight input it reads in a layout of its own, built once per plan by the kernel's prepare step (native
+   * KernelDef::prepare; position in kernel_args.h kVariantPreparedInput) and kept in memory beside the plan's weights.
+   */
+  readonly prepares?: { readonly input: string; readonly doc: string };
 }
 
 /**
@@ -153,6 +158,22 @@ export const QGEMM_VARIANTS = [
     name: 'amx',
     doc: 'AMX-INT8: tdpbusd / tdpbsud on 16×64-byte tiles for int8 inputs (few rows, int16 and float32 inputs: the avx512vnni kernels)',
     needs: 'a CPU with AMX-TILE, AMX-INT8 and AVX-512 VNNI, and a Linux kernel that grants the tile state (XTILEDATA)',
+  },
+] as const satisfies readonly VariantSpec[];
+
+/**
+ * The CPU paths of project_topk's float32 products. `packed` reads W from a copy reordered once, when the plan first
+ * runs, into the 32-column panels the AVX-512 GEMM multiplies (native/src/cpu/project_topk.cc prepare_packed): no
+ * per-call transposing or copying of W, at the cost of one float32 copy of W in memory (V·D·4 bytes, shared by every
+ * call of that weight). It applies to the whole vocabulary; a call with an active mask runs `auto`'s path.
+ */
+export const PROJECT_TOPK_VARIANTS = [
+  { name: 'auto', doc: 'per tile of the vocabulary: dot products for few rows, else the GEMM on W packed per call (gemm.cc\'s rule)' },
+  {
+    name: 'packed',
+    doc: 'the AVX-512 GEMM on W reordered once into 32-column panels (one float32 copy of W more in memory; with an active mask: auto)',
+    needs: 'a CPU with AVX-512 F, BW, VL, DQ and FMA',
+    prepares: { input: 'w', doc: 'W as float32 in 32-column panels' },
   },
 ] as const satisfies readonly VariantSpec[];
 
@@ -440,6 +461,7 @@ export const KERNELS = {
       { name: 'active', doc: 'active ids [V] (nonzero: computed; omitted: every id)', dtypes: BYTE_MASK, optional: true }],
     outputs: [{ name: 'values', doc: 'log-probabilities [rows..., k], best first', dtypes: F32 }, { name: 'indices', doc: 'their ids [rows..., k]', dtypes: ['int64'] }],
     iargs: [{ name: 'k', doc: 'how many per row' }, { name: 'transposed', doc: '1: W is [V, D]' }],
+    variants: PROJECT_TOPK_VARIANTS,
   },
   cluster_mask: {
     doc: 'active = the ids of the nearest centroid\'s cluster of every row (planc.ClusterMask)',
@@ -640,6 +662,9 @@ export function schemaProblems(): string[] {
     for (const n of variants) {
       if (!/^[a-z][a-z0-9_]*$/.test(n)) bad.push(`${k} variant ${n}: variant names are snake_case`);
       if (variants.indexOf(n) !== variants.lastIndexOf(n)) bad.push(`${k} variant ${n}: variant names are unique`);
+    }
+    for (const v of s.variants ?? []) {
+      if (v.prepares && !s.inputs.some((i) => i.name === v.prepares!.input && !i.variadic)) bad.push(`${k} variant ${v.name}: prepares '${v.prepares.input}', which is not one of its inputs`);
     }
     const cuda = (s.cudaVariants ?? []).map((v) => v.name);
     for (const v of s.cudaVariants ?? []) {

@@ -4,7 +4,8 @@
 // recorded in the plan's tuning records.
 import { PlancError } from '../compiler/diagnostics.ts';
 import { onnxDtypeName } from '../compiler/dtype.ts';
-import { kernelVariants } from '../compiler/kernel-schema.ts';
+import { kernelSpec, kernelVariants } from '../compiler/kernel-schema.ts';
+import { constExpr } from '../codegen/cuda/rules.ts';
 import type { PlanFile, PlanHeader, PlanProgram, PlanTuningDecision } from '../compiler/plan/types.ts';
 import type { ProgressReporter } from '../passes/pass.ts';
 import { type CacheEntry, type CachedAlternative, defaultCacheFile, TuningCache } from './tune-cache.ts';
@@ -172,7 +173,10 @@ export async function tunePlan(file: PlanFile, req: TuneRequest = {}, progress?:
 
   // choices
   const chosen = new Map<Call, { variant: string; reason: string }>();
-  for (const c of calls) chosen.set(c, choose(c, entries.get(c)!, points));
+  for (const c of calls) {
+    const pick = choose(c, entries.get(c)!, points);
+    chosen.set(c, pick.variant === c.base ? pick : { ...pick, reason: pick.reason + preparedNote(h, c, pick.variant) });
+  }
 
   // end-to-end confirmation per graph whose choices changed
   const confirmRecords: PlanTuningDecision[] = [];
@@ -261,6 +265,17 @@ export async function tunePlan(file: PlanFile, req: TuneRequest = {}, progress?:
   cache.save();
   summary.seconds = (performance.now() - t0) / 1000;
   return summary;
+}
+
+/** What a variant that prepares a weight (VariantSpec.prepares) keeps in memory for the call, for its decision's reason. */
+function preparedNote(h: PlanHeader, c: Call, variant: string): string {
+  const prep = kernelVariants(c.kernel).find((v) => v.name === variant)?.prepares;
+  if (!prep) return '';
+  const p = h.programs[c.program]!;
+  const t = p.tensors[p.kernels[c.index]!.inputs[kernelSpec(c.kernel).inputs.findIndex((i) => i.name === prep.input)]!];
+  const numel = t?.dims.reduce<number | undefined>((n, e) => { const d = constExpr(p, e); return n === undefined || d === undefined ? undefined : n * d; }, 1);
+  const size = numel === undefined ? '' : ` (${(numel * 4 / 1e6).toFixed(1)} MB as float32)`;
+  return `; it keeps ${prep.doc} in memory beside the weights${size}, once per weight`;
 }
 
 /** One alternative per variant from several calls' (same key): the mean of their medians, the widest spread. */

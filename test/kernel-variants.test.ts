@@ -30,7 +30,9 @@ import { nativeAvailable, nativeInfo } from '../runtime/native.ts';
 import type { RtTensor } from '../runtime/tensor.ts';
 import { FUSE_MATMUL_EPILOGUE } from '../passes/fuse-matmul-epilogue.ts';
 import { runPipeline, TRANSLATE_TOPK } from '../passes/pipeline.ts';
+import { makeModel } from '../scripts/make-model/generate.ts';
 import { buildModel, floatInit } from './helpers/onnx-build.ts';
+import { randomFeeds } from './helpers/random-feeds.ts';
 import { NEEDS_NATIVE, needsShared, skipPart, testIf } from './helpers/skip.ts';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'planc-variants-'));
@@ -81,8 +83,9 @@ const chosen = (kernels: { name: string; node: string; variant?: string }[]) =>
 test('schema: the float32 products share GEMM_VARIANTS, the quantized ones QGEMM_VARIANTS (auto first), others have none; codes are positions', () => {
   assert.equal(schemaProblems(), []);
   const withVariants = Object.entries(KERNELS as Record<string, KernelSpec>).filter(([, s]) => s.variants?.length).map(([k]) => k);
-  assert.equal(withVariants, ['matmul', 'gemm', 'fused_matmul', 'qmatmul', 'qproject_topk']);
+  assert.equal(withVariants, ['matmul', 'gemm', 'fused_matmul', 'qmatmul', 'qproject_topk', 'project_topk']);
   assert.is(kernelVariants('qmatmul'), QGEMM_VARIANTS);
+  assert.equal(kernelVariants('project_topk').map((v) => v.name), ['auto', 'packed']);
   assert.is(kernelVariants('qproject_topk'), QGEMM_VARIANTS);
   assert.equal(QGEMM_VARIANTS.map((v) => v.name), ['auto', 'ref', 'avx2', 'avx512bw', 'avxvnni', 'avx512vnni', 'amx']);
   assert.equal(GEMM_VARIANTS.map((v) => v.name), ['auto', 'gemv', 'blocked', 'blas', 'avx512']);
@@ -169,6 +172,53 @@ testIf(test, !nativeAvailable() && NEEDS_NATIVE)('every variant this machine run
     ran++;
   }
   assert.ok(ran >= 3, 'auto, gemv and blocked run everywhere');
+});
+
+/** A generated Marian model (D 40, vocabulary 301: not a multiple of the 32-column panels) optimized for translation. */
+function topkModel(): Model {
+  const dir = path.join(tmp, 'topk-model');
+  makeModel({ arch: 'marian', d: 40, encoderLayers: 1, decoderLayers: 1, heads: 2, ffn: 64, vocab: 301, maxPos: 64, activation: 'relu', seed: 11, out: dir });
+  return runPipeline(importSeq2SeqDir(dir), { topk: TRANSLATE_TOPK });
+}
+
+testIf(test, !nativeAvailable() && NEEDS_NATIVE)('project_topk packed: decoder steps give auto\'s ids and values (W reordered once per plan), or the plan is refused where the CPU lacks AVX-512', () => {
+  const m = topkModel();
+  const profile = { target: 'cpu', maxBatch: 5, maxSrcLen: 8, maxTgtLen: 8 } as const;
+  const load = (variants?: Record<string, string>) => {
+    const built = buildPlan(m, { ...profile, variants });
+    assert.ok(built.header.programs.some((p) => p.kernels.some((k) => k.name === 'project_topk' && k.variant === (variants ? 'packed' : 'auto'))), 'the plan runs project_topk');
+    return loadPlanBytes(encodePlan(built.header, built.blob), 'topk.plan');
+  };
+  if (!expectedToRun('avx512')) {
+    assert.throws(() => load({ project_topk: 'packed' }).close(), (e: unknown) => e instanceof PlancError && /kernel project_topk variant packed cannot run on this machine: /.test(e.message));
+    return skipPart('this machine lacks AVX-512', 'project_topk packed against auto (kernel-variants)');
+  }
+  const auto = load(), packed = load({ project_topk: 'packed' });
+  try {
+    const graphs = auto.graphs.filter((g) => auto.outputs(g).some((o) => o.dtype === 'int64'));
+    assert.equal(graphs, ['decoder', 'decoder_with_past'], 'both decoder graphs end in the top-k');
+    for (const graph of graphs) {
+      for (const batch of [1, 5]) {  // 1 row (auto: dot products) and 5 (auto: the GEMM on W packed per call)
+        for (let rep = 0; rep < 2; rep++) {  // the second run reads the W the first one prepared
+          const feeds = randomFeeds(auto, graph, { batch, srcLen: 6, past: 3, vocab: 301, seed: 7 + batch + rep });
+          const want = auto.runSync(graph, feeds), got = packed.runSync(graph, feeds);
+          for (const [name, w] of Object.entries(want)) {
+            const g = got[name]!;
+            if (w.dtype === 'int64') assert.equal(Array.from(g.data as BigInt64Array), Array.from(w.data as BigInt64Array), `${graph} batch ${batch} ${name}`);
+            else {
+              const a = g.data as Float32Array, b = w.data as Float32Array;
+              let worst = 0;
+              for (let i = 0; i < b.length; i++) worst = Math.max(worst, Math.abs(a[i]! - b[i]!) / Math.max(1, Math.abs(b[i]!)));
+              assert.ok(worst <= 1e-5, `${graph} batch ${batch} ${name}: off by ${worst}`);
+            }
+          }
+        }
+      }
+    }
+  } finally {
+    auto.close();
+    packed.close();
+  }
 });
 
 test('the plan records the variants: inspect shows them; a bad name is refused (corrupt plan, or not in this schema)', () => {

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "generated/kernel_args.h"   // <kernel>_args::k<Arg> positions, KernelArity (from compiler/kernel-schema.ts)
 #include "generated/kernel_enums.h"  // DType, dtype_size, dtype_name, Activation, MaskKind, PadMode, ...
@@ -39,6 +40,8 @@ struct KernelArgs {
   // The call's variant: a code of the kernel's <name>_args::kVariant* (generated/kernel_args.h), 0 = its default
   // (auto, or its only implementation). A kernel with variants rejects a code it lacks or this machine cannot run.
   int64_t variant = 0;
+  // The call's prepared operand (KernelDef::prepare), 64-byte aligned; null when its variant prepares none.
+  const void* prepared = nullptr;
 };
 
 // A kernel returns nullptr on success or a static/thread-local error message. Kernels never throw and must check
@@ -49,10 +52,31 @@ using KernelFn = const char* (*)(const KernelArgs&);
 // when it can. program_new asks before it accepts a call; codes outside the kernel's list never get here.
 using VariantCheck = const char* (*)(int64_t code);
 
+// A constant operand reordered once for a variant that reads it in a layout of its own (project_topk `packed`): the
+// plan keeps one per weight, kernel and variant (plan_state.h), built at the first run that binds the call.
+struct PreparedOperand {
+  std::vector<uint8_t> storage;
+  void* data = nullptr;  // 64-byte aligned, inside storage
+  // Room for `bytes` bytes at a 64-byte boundary; returns data.
+  void* alloc(size_t bytes) {
+    storage.assign(bytes + 64, 0);
+    data = storage.data() + (64 - reinterpret_cast<uintptr_t>(storage.data()) % 64) % 64;
+    return data;
+  }
+};
+
+// Which input of a call with variant `code` the kernel reads prepared (-1: none).
+using PreparedInput = int (*)(int64_t code);
+// Builds the prepared operand from the call's resolved arguments (the input PreparedInput names is a plan weight);
+// returns nullptr or an error.
+using PrepareFn = const char* (*)(const KernelArgs& args, PreparedOperand* out);
+
 struct KernelDef {
   const char* name;
   KernelFn fn;
   VariantCheck variant_unavailable = nullptr;  // null: every variant of the kernel runs everywhere
+  PreparedInput prepared_input = nullptr;      // null: no variant prepares an operand
+  PrepareFn prepare = nullptr;
 };
 
 // Each op-family file defines one of these, returning its kernels (see cpu/*.cc); registry.cc concatenates them.

@@ -38,6 +38,9 @@ struct KernelRec {
   uint32_t out_begin, n_out;    // into out_refs / out_views
   uint32_t iarg_begin, n_iargs; // into iarg_refs / iarg_vals
   uint32_t farg_begin, n_fargs; // into fargs
+  const KernelDef* def;
+  int prepared_input;           // the input its variant reads prepared (-1: none)
+  const void* prepared;         // that operand, as the last bind found or built it
 };
 
 struct Program {
@@ -255,7 +258,11 @@ static bool decode_kernel(Decoder& d, Program& p, const KernelDef* table, size_t
               static_cast<uint32_t>(p.in_refs.size()), static_cast<uint32_t>(n_in),
               static_cast<uint32_t>(p.out_refs.size()), static_cast<uint32_t>(n_out),
               static_cast<uint32_t>(p.iarg_refs.size()), static_cast<uint32_t>(n_iargs),
-              static_cast<uint32_t>(p.fargs.size()), static_cast<uint32_t>(n_fargs)};
+              static_cast<uint32_t>(p.fargs.size()), static_cast<uint32_t>(n_fargs), &table[id], -1, nullptr};
+  if (table[id].prepared_input != nullptr) {
+    k.prepared_input = table[id].prepared_input(variant);
+    if (k.prepared_input >= n_in) return d.fail("kernel %s: its variant reads input %d prepared, but the call has %lld inputs", table[id].name, k.prepared_input, (long long)n_in);
+  }
   if (!decode_refs(d, p, n_in, false, p.in_refs) || !decode_refs(d, p, n_out, true, p.out_refs)) return false;
   for (int64_t i = 0; i < n_iargs; i++) {
     int64_t e = 0;
@@ -415,6 +422,33 @@ static void fill_kernel_args(Program& p) {
   for (size_t i = 0; i < p.iarg_refs.size(); i++) p.iarg_vals[i] = p.expr_vals[p.iarg_refs[i]];
 }
 
+// The operand of call k that its variant reads prepared: the plan's entry for that weight, kernel, variant and iargs,
+// built now when no program of the plan has built it yet. Only a plan weight can be prepared (it never changes).
+static const char* prepare_operand(Program& p, size_t k) {
+  KernelRec& r = p.kernels[k];
+  const int32_t t = p.in_refs[r.in_begin + static_cast<uint32_t>(r.prepared_input)];
+  const std::string call = "kernel #" + std::to_string(k) + " (" + r.name + ")";
+  if (t < 0 || p.tensors[static_cast<size_t>(t)].kind != kWeight)
+    return fail(p, call + ": its variant reads input " + std::to_string(r.prepared_input) + " reordered once, which needs a plan weight there; " +
+                       (t < 0 ? std::string("the input is omitted") : "tensor #" + std::to_string(t) + " is not one"));
+  const size_t weight = static_cast<size_t>(p.tensors[static_cast<size_t>(t)].a);
+  const std::vector<int64_t> iargs(p.iarg_vals.begin() + r.iarg_begin, p.iarg_vals.begin() + r.iarg_begin + r.n_iargs);
+  for (const PreparedEntry& e : p.plan->prepared) {
+    if (e.weight == weight && e.kernel == r.name && e.variant == r.variant && e.iargs == iargs) {
+      r.prepared = e.op.data;
+      return nullptr;
+    }
+  }
+  KernelArgs args = program_kernel_args(&p, k);
+  PreparedEntry& e = p.plan->prepared.emplace_back(PreparedEntry{weight, r.name, r.variant, iargs, PreparedOperand{}});
+  if (const char* err = r.def->prepare(args, &e.op)) {
+    p.plan->prepared.pop_back();
+    return fail(p, call + ": preparing input " + std::to_string(r.prepared_input) + ": " + err);
+  }
+  r.prepared = e.op.data;
+  return nullptr;
+}
+
 const char* program_bind(Program* program, const int64_t* syms, size_t n_syms, const FeedView* feeds, size_t n_feeds) {
   Program& p = *program;
   if (n_syms != static_cast<size_t>(p.n_syms)) return fail(p, "expected " + std::to_string(p.n_syms) + " symbol values, got " + std::to_string(n_syms));
@@ -427,6 +461,10 @@ const char* program_bind(Program* program, const int64_t* syms, size_t n_syms, c
     if (e != nullptr) return e;
   }
   fill_kernel_args(p);
+  for (size_t k = 0; k < p.kernels.size(); k++) {
+    if (p.kernels[k].prepared_input < 0) continue;  // found again every bind: its iargs may differ
+    if (const char* e = prepare_operand(p, k)) return e;
+  }
   return nullptr;
 }
 
@@ -449,6 +487,7 @@ const char* program_exec(Program* program, ThreadPool* pool) {
     args.n_fargs = static_cast<int>(r.n_fargs);
     args.pool = pool;
     args.variant = r.variant;
+    args.prepared = r.prepared;
     const auto t0 = p.profiling ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     const char* e = r.fn(args);
     if (e != nullptr) return fail(p, "kernel #" + std::to_string(k) + " (" + r.name + "): " + e);
@@ -503,6 +542,7 @@ KernelArgs program_kernel_args(const Program* program, size_t k) {
   args.fargs = p.fargs.data() + r.farg_begin;
   args.n_fargs = static_cast<int>(r.n_fargs);
   args.variant = r.variant;
+  args.prepared = r.prepared;
   return args;
 }
 

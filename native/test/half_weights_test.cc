@@ -27,6 +27,7 @@ namespace {
 namespace v = planc::matmul_args;
 
 planc::KernelFn k_matmul, k_fused, k_gemm, k_topk, k_cast, k_fill, k_range;
+const planc::KernelDef* k_topk_def = nullptr;
 std::vector<int64_t> g_variants;  // the GEMM variants this machine runs, auto first
 const double kInf = std::numeric_limits<double>::infinity();
 
@@ -267,6 +268,7 @@ struct TopkCase {
   int64_t rows, d, v, k;
   bool transposed, bias;
   double density;  // < 0: no mask
+  int64_t variant = 0;  // project_topk_args::kVariant*
 };
 
 void run_topk(const TopkCase& c, planc::ThreadPool* pool) {
@@ -307,12 +309,12 @@ void run_topk(const TopkCase& c, planc::ThreadPool* pool) {
   }
   Buf ov = tb::f32({c.rows, c.k}), oi(planc::kInt64, {c.rows, c.k});
   planc::TensorView none;
-  const char* err = tb::call(k_topk, {x.v(), w.v(), c.bias ? bias.v() : none, masked ? mask.v() : none}, {ov.v(), oi.v()},
-                             {c.k, c.transposed ? 1 : 0}, {}, pool);
-  char what[200];
-  std::snprintf(what, sizeof what, "project_topk %s rows %lld D %lld V %lld k %lld transposed %d bias %d mask %.2f %s",
+  const char* err = tb::call_variant(*k_topk_def, {x.v(), w.v(), c.bias ? bias.v() : none, masked ? mask.v() : none},
+                                     {ov.v(), oi.v()}, {c.k, c.transposed ? 1 : 0}, pool, c.variant);
+  char what[220];
+  std::snprintf(what, sizeof what, "project_topk %s rows %lld D %lld V %lld k %lld transposed %d bias %d mask %.2f %s variant %s",
                 dt_name(c.dt), (long long)c.rows, (long long)c.d, (long long)c.v, (long long)c.k, c.transposed, c.bias,
-                c.density, pool ? "threaded" : "one thread");
+                c.density, pool ? "threaded" : "one thread", planc::project_topk_args::kVariantNames[c.variant]);
   tb::expect_ok(err, what);
   if (err) return;
   tb::close(ov.f(), vals.data(), c.rows * c.k, 0, 1e-5, what);
@@ -325,20 +327,26 @@ void run_topk(const TopkCase& c, planc::ThreadPool* pool) {
 }
 
 void test_project_topk(planc::ThreadPool* pool) {
-  for (int32_t dt : {planc::kFloat16, planc::kBFloat16})
-    for (int tr = 0; tr < 2; tr++)
-      for (int b = 0; b < 2; b++)
-        for (double density : {-1.0, 0.3})
-          for (int64_t k : {1, 4})
-            for (int64_t rows : {1, 9}) run_topk({dt, rows, 37, 1000, k, tr == 1, b == 1, density}, rows == 9 ? pool : nullptr);
-  // several tiles and parts in parallel, a second block of rows, few active ids
-  for (int32_t dt : {planc::kFloat16, planc::kBFloat16})
-    for (int tr = 0; tr < 2; tr++) {
-      run_topk({dt, 1, 256, 5003, 4, tr == 1, true, -1}, pool);
-      run_topk({dt, 9, 256, 5003, 4, tr == 1, false, 0.5}, pool);
-      run_topk({dt, 70, 64, 3001, 3, tr == 1, true, -1}, pool);
-      run_topk({dt, 3, 32, 500, 4, tr == 1, true, 0.004}, pool);  // about 2 active ids: padded slots
-    }
+  // every variant this machine runs (packed: W widened and reordered once)
+  std::vector<int64_t> variants = {planc::project_topk_args::kVariantAuto};
+  if (k_topk_def->variant_unavailable(planc::project_topk_args::kVariantPacked) == nullptr) variants.push_back(planc::project_topk_args::kVariantPacked);
+  else std::printf("project_topk variant packed: not on this machine (%s)\n", k_topk_def->variant_unavailable(planc::project_topk_args::kVariantPacked));
+  for (int64_t variant : variants) {
+    for (int32_t dt : {planc::kFloat16, planc::kBFloat16})
+      for (int tr = 0; tr < 2; tr++)
+        for (int b = 0; b < 2; b++)
+          for (double density : {-1.0, 0.3})
+            for (int64_t k : {1, 4})
+              for (int64_t rows : {1, 9}) run_topk({dt, rows, 37, 1000, k, tr == 1, b == 1, density, variant}, rows == 9 ? pool : nullptr);
+    // several tiles and parts in parallel, a second block of rows, few active ids
+    for (int32_t dt : {planc::kFloat16, planc::kBFloat16})
+      for (int tr = 0; tr < 2; tr++) {
+        run_topk({dt, 1, 256, 5003, 4, tr == 1, true, -1, variant}, pool);
+        run_topk({dt, 9, 256, 5003, 4, tr == 1, false, 0.5, variant}, pool);
+        run_topk({dt, 70, 64, 3001, 3, tr == 1, true, -1, variant}, pool);
+        run_topk({dt, 3, 32, 500, 4, tr == 1, true, 0.004, variant}, pool);  // about 2 active ids: padded slots
+      }
+  }
   // refusals
   Buf x = tb::f32({2, 8}), wd(planc::kFloat64, {8, 10}), ov = tb::f32({2, 1}), oi(planc::kInt64, {2, 1});
   planc::TensorView none;
@@ -577,6 +585,7 @@ int main(int argc, char** argv) {
   k_fused = tb::find(gemm, "fused_matmul");
   k_gemm = tb::find(gemm, "gemm");
   k_topk = tb::find(topk, "project_topk");
+  k_topk_def = tb::find_def(topk, "project_topk");
   k_cast = tb::find(cast, "cast");
   k_fill = tb::find(cast, "fill");
   k_range = tb::find(cast, "range");

@@ -23,7 +23,33 @@ struct Case {
   int64_t v, k;
   bool transposed, bias, threaded;
   double density = -1;  // fraction of active ids in a random mask; < 0: no mask
+  int64_t variant = 0;  // project_topk_args::kVariant*
 };
+
+const KernelDef* topk_def;
+
+// Calls project_topk's variant as a program does: variant packed with its W prepared first (a plan keeps one per weight).
+const char* call_topk(const std::vector<Tensor*>& ins, const std::vector<Tensor*>& outs, std::vector<int64_t> iargs,
+                      bool threaded, int64_t variant) {
+  std::vector<TensorView> in, out;
+  for (Tensor* t : ins) in.push_back(t ? t->view : TensorView());
+  for (Tensor* t : outs) out.push_back(t->view);
+  KernelArgs a;
+  a.in = in.data();
+  a.n_in = static_cast<int>(in.size());
+  a.out = out.data();
+  a.n_out = static_cast<int>(out.size());
+  a.iargs = iargs.data();
+  a.n_iargs = static_cast<int>(iargs.size());
+  a.pool = threaded ? &pool() : nullptr;
+  a.variant = variant;
+  PreparedOperand prepared;
+  if (topk_def->prepared_input(variant) >= 0) {
+    if (const char* err = topk_def->prepare(a, &prepared)) return err;
+    a.prepared = prepared.data;
+  }
+  return topk_def->fn(a);
+}
 
 // Reference: logits in float64 from the float inputs, log-softmax over the active ids (mask null: all), the k best
 // (value desc, lower id first); slots beyond the active ids get -inf and id 0.
@@ -83,7 +109,7 @@ void run_case(const Case& c, Rng& rng) {
   Tensor vals(kFloat32, odims), ids(kInt64, odims);
   std::vector<Tensor*> ins = {&x, &w, c.bias ? &b : nullptr};
   if (masked) ins.push_back(&mask);
-  EXPECT_OK(call(k_topk, ins, {&vals, &ids}, {c.k, c.transposed ? 1 : 0}, {}, c.threaded));
+  EXPECT_OK(call_topk(ins, {&vals, &ids}, {c.k, c.transposed ? 1 : 0}, c.threaded, c.variant));
   std::vector<double> logp, rv;
   std::vector<int64_t> ri;
   reference(x, w, c.bias ? &b : nullptr, rows, d, c.v, c.k, c.transposed, masked ? mask.data<uint8_t>() : nullptr, logp,
@@ -99,8 +125,8 @@ void run_case(const Case& c, Rng& rng) {
       // A different id is fine only at a near-tie: the reference's value for it must match too.
       if (ok && gi != ri[i]) ok = rv[i] != -kInf && std::fabs(logp[r * c.v + gi] - rv[i]) <= 2e-6;
       if (!ok && bad++ < 5)
-        std::fprintf(stderr, "rows %lld D %lld V %lld k %lld tr %d bias %d density %g: [%lld][%lld] got (%.8g, %lld) want (%.8g, %lld)\n",
-                     (long long)rows, (long long)d, (long long)c.v, (long long)c.k, c.transposed, c.bias, c.density,
+        std::fprintf(stderr, "variant %s rows %lld D %lld V %lld k %lld tr %d bias %d density %g: [%lld][%lld] got (%.8g, %lld) want (%.8g, %lld)\n",
+                     project_topk_args::kVariantNames[c.variant], (long long)rows, (long long)d, (long long)c.v, (long long)c.k, c.transposed, c.bias, c.density,
                      (long long)r, (long long)t, gv, (long long)gi, rv[i], (long long)ri[i]);
     }
   }
@@ -217,6 +243,27 @@ void test_errors() {
   EXPECT_ERROR(call(k_topk, {&x, &w, &b, &m2}, {&vals, &ids}, {3, 0}), "active must be uint8 or bool [10]");
   Tensor vals3(kFloat32, {3, 3}), ids3(kInt64, {3, 3});
   EXPECT_ERROR(call(k_topk, {&x, &w, &b}, {&vals3, &ids3}, {3, 0}), "must be X's leading dims");
+  // variants: an unknown code; packed without its prepared W (programs always bind it); prepare checks the call
+  std::vector<TensorView> in = {x.view, w.view, b.view}, out = {vals.view, ids.view};
+  std::vector<int64_t> iargs = {3, 0};
+  KernelArgs a;
+  a.in = in.data();
+  a.n_in = 3;
+  a.out = out.data();
+  a.n_out = 2;
+  a.iargs = iargs.data();
+  a.n_iargs = 2;
+  a.variant = project_topk_args::kVariantCount;
+  EXPECT_ERROR(topk_def->fn(a), "no variant 2");
+  if (topk_def->variant_unavailable(project_topk_args::kVariantPacked) == nullptr) {
+    a.variant = project_topk_args::kVariantPacked;
+    EXPECT_ERROR(topk_def->fn(a), "variant packed ran without its prepared W");
+    in[1] = wt.view;
+    PreparedOperand op;
+    EXPECT_ERROR(topk_def->prepare(a, &op), "disagree on D");
+  }
+  CHECK(topk_def->prepared_input(project_topk_args::kVariantPacked) == 1);
+  CHECK(topk_def->prepared_input(project_topk_args::kVariantAuto) == -1);
 }
 
 // An all-ones mask gives what no mask gives (ids equal, values within float rounding), in every path.
@@ -343,6 +390,21 @@ void test_random() {
       {{2, 0}, 50, 5, false, true, true},      {{0, 1, 16}, 50, 5, false, true, true},
   };
   for (const Case& c : cases) run_case(c, rng);
+  // variant packed (W reordered once) on the same cases, where this machine runs it
+  if (const char* why = topk_def->variant_unavailable(project_topk_args::kVariantPacked)) {
+    std::printf("project_topk variant packed: not on this machine (%s)\n", why);
+    return;
+  }
+  for (Case c : cases) {
+    c.variant = project_topk_args::kVariantPacked;
+    run_case(c, rng);
+    c.threaded = !c.threaded;
+    run_case(c, rng);
+  }
+  for (Case c : {Case{{33, 1, 256}, 4000, 8, true, true, true, 0.1}, Case{{9, 100}, 2100, 3, false, true, true, 0.3}}) {
+    c.variant = project_topk_args::kVariantPacked;  // an active mask: auto's path
+    run_case(c, rng);
+  }
 }
 
 // Times project_topk with a 10% random active mask against the full vocabulary (transposed W [V, D]).
@@ -403,6 +465,7 @@ void bench() {
 
 int main(int argc, char** argv) {
   k_topk = find_kernel({project_topk_kernels()}, "project_topk");
+  topk_def = &project_topk_kernels().defs[0];
   k_fused_matmul = find_kernel({gemm_kernels()}, "fused_matmul");
   if (argc > 1 && std::strcmp(argv[1], "bench") == 0) {
     bench();

@@ -128,6 +128,36 @@ inline const char* call(planc::KernelFn fn, std::vector<planc::TensorView> in, s
   return fn(a);
 }
 
+// Calls a kernel's variant as a program would: its prepared operand (KernelDef::prepare) built first when the variant
+// reads one (a fresh one per call here; a plan keeps one per weight).
+inline const char* call_variant(const planc::KernelDef& def, std::vector<planc::TensorView> in, std::vector<planc::TensorView> out,
+                                std::vector<int64_t> iargs, planc::ThreadPool* pool, int64_t variant) {
+  planc::KernelArgs a;
+  a.in = in.data();
+  a.n_in = static_cast<int>(in.size());
+  a.out = out.data();
+  a.n_out = static_cast<int>(out.size());
+  a.iargs = iargs.data();
+  a.n_iargs = static_cast<int>(iargs.size());
+  a.pool = pool;
+  a.variant = variant;
+  planc::PreparedOperand prepared;
+  if (def.prepared_input != nullptr && def.prepared_input(variant) >= 0) {
+    if (const char* err = def.prepare(a, &prepared)) return err;
+    a.prepared = prepared.data;
+  }
+  return def.fn(a);
+}
+
+// A kernel's table entry by name in a family's list.
+inline const planc::KernelDef* find_def(planc::KernelList list, const char* name) {
+  for (size_t i = 0; i < list.count; i++)
+    if (std::strcmp(list.defs[i].name, name) == 0) return &list.defs[i];
+  std::printf("FAIL: kernel %s not found\n", name);
+  g_failures++;
+  return nullptr;
+}
+
 // Finds a kernel by name in a family's list.
 inline planc::KernelFn find(planc::KernelList list, const char* name) {
   for (size_t i = 0; i < list.count; i++)

@@ -242,18 +242,21 @@ void run_task(const Plan& pl, int64_t jb, int64_t q0, int64_t q1) {
   static thread_local std::vector<float> bstore;
   const GemmCall& g = *pl.g;
   const int64_t j0 = jb * pl.nc, nc = std::min(pl.nc, g.n - j0);
-  float* bpack = scratch(bstore, ((nc + kNR - 1) / kNR) * kNR * pl.kc);
+  float* bpack = g.bpacked ? nullptr : scratch(bstore, ((nc + kNR - 1) / kNR) * kNR * pl.kc);
   for (int64_t p0 = 0; p0 < g.k; p0 += pl.kc) {
     const int64_t kc = std::min(pl.kc, g.k - p0);
     const bool add = g.accumulate || p0 > 0;
-    pack_b_block(g, p0, kc, j0, nc, bpack);
+    // a pre-packed B: its panels hold all of K (panel stride K x 32), rows p0.. of panel j0 / 32 onwards
+    const float* bp = g.bpacked ? g.bpacked + (j0 / kNR) * g.k * kNR + p0 * kNR : bpack;
+    const int64_t panel_stride = g.bpacked ? g.k * kNR : kc * kNR;
+    if (!g.bpacked) pack_b_block(g, p0, kc, j0, nc, bpack);
     for (int64_t q = q0; q < q1; q++) {
       const int64_t s = pl.panel_start(q), r = pl.panel_start(q + 1) - s;
       const float* ap = pl.apack + s * g.k + p0 * r;
       float* crow = g.c + (pl.m0 + s) * g.ldc + j0;
       for (int64_t jr = 0; jr < nc; jr += kNR) {
         const Store st{g.ldc, std::min(kNR, nc - jr), g.alpha, add};
-        kMicro[r][st.cols > 16 ? 1 : 0](kc, ap, bpack + (jr / kNR) * kc * kNR, crow + jr, st);
+        kMicro[r][st.cols > 16 ? 1 : 0](kc, ap, bp + (jr / kNR) * panel_stride, crow + jr, st);
       }
     }
   }
@@ -306,6 +309,17 @@ bool avx512_gemm_available() {
   return ok;
 }
 
+int64_t avx512_packed_b_floats(int64_t k, int64_t n) { return (n + kNR - 1) / kNR * kNR * k; }
+
+void avx512_pack_b(const float* b, int64_t ldb, bool tb, int64_t k, int64_t n, float* dst) {
+  if (k <= 0 || n <= 0) return;
+  GemmCall g{};
+  g.b = b;
+  g.ldb = ldb;
+  g.tb = tb;
+  pack_b_block(g, 0, k, 0, n, dst);  // one K block of all of N: panel t at t * k * 32
+}
+
 void avx512_gemm(const GemmCall& g, ThreadPool* pool) {
   if (g.m <= 0 || g.n <= 0 || g.k <= 0) return;
   const int64_t chunk = std::max<int64_t>(kMR * 16, kMaxAPack / g.k);
@@ -315,6 +329,8 @@ void avx512_gemm(const GemmCall& g, ThreadPool* pool) {
 #else  // no AVX-512 kernels in this build
 
 bool avx512_gemm_available() { return false; }
+int64_t avx512_packed_b_floats(int64_t, int64_t) { return 0; }
+void avx512_pack_b(const float*, int64_t, bool, int64_t, int64_t, float*) {}
 void avx512_gemm(const GemmCall&, ThreadPool*) {}
 
 #endif

@@ -20,10 +20,21 @@ struct GemmCall {
   float* c;
   int64_t ldc;
   bool accumulate;
+  // op(B) already in avx512_pack_b's layout (b, ldb and tb unused): its first panel is column 0 of this product's B,
+  // so the caller passes the whole layout's pointer plus (j0 / 32) * k * 32 for a product starting at column j0.
+  const float* bpacked = nullptr;
 };
 
 // True when this build has the AVX-512 kernels and the CPU and OS support them (checked once).
 bool avx512_gemm_available();
+
+// Floats of avx512_pack_b's layout of a K x N op(B): ceil(N / 32) panels of K x 32.
+int64_t avx512_packed_b_floats(int64_t k, int64_t n);
+
+// op(B) (B stored [K, N], or [N, K] when tb) in 32-column panels: panel t holds columns 32t.. as K rows of 32 floats
+// at dst + t * K * 32, zero past N. dst is 64-byte aligned with avx512_packed_b_floats(k, n) floats. Call only when
+// avx512_gemm_available().
+void avx512_pack_b(const float* b, int64_t ldb, bool tb, int64_t k, int64_t n, float* dst);
 
 // Runs the product on the AVX-512 kernels (M, N, K >= 1); call only when avx512_gemm_available(). pool may be null.
 void avx512_gemm(const GemmCall& g, ThreadPool* pool);

@@ -1,5 +1,6 @@
 // project_topk: logits = X·W (+ bias) in tiles of the vocabulary or its active ids, folded into a running log-sum-exp and top-k.
 // A float16 / bfloat16 W: X's values rounded to its dtype once per call, W widened to float32 tile by tile (half.h).
+// Variant packed: W widened and reordered once per plan into the AVX-512 GEMM's 32-column panels (prepare_packed).
 #include <algorithm>
 #include <climits>
 #include <cmath>
@@ -39,6 +40,7 @@ struct Problem {
   int64_t n;
   const uint16_t* wh = nullptr;
   int32_t wdt = kFloat32;
+  const float* packed = nullptr;  // variant packed without an active mask: W in avx512_pack_b's layout (float32)
 };
 
 // out[r][j] = sum_p a[r][p] w[p][j] for nr rows, nb columns of a row-major w (row stride ldw); four rows of w per step.
@@ -122,7 +124,13 @@ void widen_tile(const Problem& p, int64_t j0, int64_t nb, float* pack) {
 // out [nr, nb] = logits of rows [r0, r0 + nr) and columns [j0, j0 + nb), bias included; a half W is widened into
 // pack first. Single-threaded.
 void tile_logits(const Problem& p, int64_t r0, int64_t nr, int64_t j0, int64_t nb, float* out, float* pack) {
-  if (p.wh) {
+  if (p.packed && p.d > 0) {  // j0 is a multiple of 32 (tile widths are): the tile starts at panel j0 / 32
+    GemmCall g{nr, nb, p.d, 1.0f, p.x + r0 * p.d, p.d, false, nullptr, 0, false, out, nb, false};
+    g.bpacked = p.packed + (j0 / 32) * p.d * 32;
+    avx512_gemm(g, nullptr);
+  } else if (p.packed) {
+    std::fill(out, out + nr * nb, 0.0f);
+  } else if (p.wh) {
     widen_tile(p, j0, nb, pack);
     product(p.x + r0 * p.d, nr, p.d, pack, p.transposed ? p.d : nb, nb, p.transposed, p.v, out);
   } else {
@@ -140,6 +148,7 @@ void tile_logits(const Problem& p, int64_t r0, int64_t nr, int64_t j0, int64_t n
 // Whether a tile's columns of W go through a packed tile: always for a half W (widened there); for the active ids
 // unless the dot products read W's rows in place.
 bool needs_pack(const Problem& p, int64_t nr) {
+  if (p.packed) return false;
   return p.wh || (p.act && !(p.transposed && prefer_gemv(nr, p.d, p.n, true)));
 }
 
@@ -298,7 +307,12 @@ const char* check_project_topk(const KernelArgs& args, Problem* p) {
 // iargs k, transposed. With active, only its nonzero ids are computed, normalized over and returned (fewer than k:
 // the remaining slots are -inf with id 0). W may be float16 or bfloat16: then X's values are rounded to its dtype and
 // both widened to float32 before the products (kernel-schema.ts F32_OR_HALF).
+const char* project_topk_variant_unavailable(int64_t code);
+
 const char* project_topk(const KernelArgs& args) {
+  if (args.variant < 0 || args.variant >= project_topk_args::kVariantCount)
+    return kernel_error("project_topk: no variant %lld", (long long)args.variant);
+  if (const char* why = project_topk_variant_unavailable(args.variant)) return why;
   Problem p{};
   if (const char* err = check_project_topk(args, &p)) return err;
   static thread_local std::vector<int32_t> active;
@@ -315,6 +329,10 @@ const char* project_topk(const KernelArgs& args) {
     run_parallel(args, p.rows * p.d, 1 << 15, [&](int64_t i0, int64_t i1) { round_run(p.wdt, xp + i0, i1 - i0, xrp + i0); });
     p.x = xrp;
   }
+  if (args.variant == project_topk_args::kVariantPacked && !p.act) {
+    if (args.prepared == nullptr) return "project_topk: variant packed ran without its prepared W (the program binds it)";
+    p.packed = static_cast<const float*>(args.prepared);
+  }
 #ifdef PLANC_HAVE_OPENBLAS
   if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);  // BLAS runs inside the pool's tasks
 #endif
@@ -325,8 +343,35 @@ const char* project_topk(const KernelArgs& args) {
   return nullptr;
 }
 
+const char* project_topk_variant_unavailable(int64_t code) {
+  if (code == project_topk_args::kVariantPacked && !avx512_gemm_available())
+    return "variant packed needs a CPU with AVX-512 F, BW, VL, DQ and FMA (and a build with the AVX-512 GEMM)";
+  return nullptr;
+}
+
+int project_topk_prepared_input(int64_t code) {
+  return code >= 0 && code < project_topk_args::kVariantCount ? project_topk_args::kVariantPreparedInput[code] : -1;
+}
+
+// Variant packed's W: float32 (a half W widened exactly) in avx512_pack_b's 32-column panels of the [D, V] product.
+const char* prepare_packed(const KernelArgs& args, PreparedOperand* out) {
+  Problem p{};
+  if (const char* err = check_project_topk(args, &p)) return err;
+  if (!avx512_gemm_available()) return project_topk_variant_unavailable(project_topk_args::kVariantPacked);
+  const float* w = p.w;
+  std::vector<float> wide;
+  if (p.wh) {
+    wide.resize(static_cast<size_t>(p.d * p.v));
+    widen_run(p.wdt, p.wh, p.d * p.v, wide.data());
+    w = wide.data();
+  }
+  float* dst = static_cast<float*>(out->alloc(static_cast<size_t>(avx512_packed_b_floats(p.d, p.v)) * sizeof(float)));
+  avx512_pack_b(w, p.transposed ? p.d : p.v, p.transposed, p.d, p.v, dst);
+  return nullptr;
+}
+
 const KernelDef kDefs[] = {
-    {"project_topk", project_topk},
+    {"project_topk", project_topk, project_topk_variant_unavailable, project_topk_prepared_input, prepare_packed},
 };
 
 }  // namespace

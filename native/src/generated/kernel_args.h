@@ -658,6 +658,11 @@ namespace project_topk_args {
 constexpr int kK = 0;  // iarg: how many per row
 constexpr int kTransposed = 1;  // iarg: 1: W is [V, D]
 constexpr int kIargCount = 2;
+constexpr int kVariantAuto = 0;  // variant auto: per tile of the vocabulary: dot products for few rows, else the GEMM on W packed per call (gemm.cc's rule)
+constexpr int kVariantPacked = 1;  // variant packed: the AVX-512 GEMM on W reordered once into 32-column panels (one float32 copy of W more in memory; with an active mask: auto) (needs a CPU with AVX-512 F, BW, VL, DQ and FMA)
+constexpr int kVariantCount = 2;
+inline constexpr const char* kVariantNames[] = {"auto", "packed"};
+inline constexpr int kVariantPreparedInput[] = {-1, 1};  // the input each variant reads prepared (-1: none)
 constexpr KernelArity kArity = {3, 4, 2, 2, 2, 2, 0, 0};
 }  // namespace project_topk_args
 
@@ -779,7 +784,7 @@ inline constexpr KernelSchemaEntry kKernelSchema[] = {
     {"pad", pad_args::kArity, 0, nullptr},
     {"attention", attention_args::kArity, 0, nullptr},
     {"cache_write", cache_write_args::kArity, 0, nullptr},
-    {"project_topk", project_topk_args::kArity, 0, nullptr},
+    {"project_topk", project_topk_args::kArity, project_topk_args::kVariantCount, project_topk_args::kVariantNames},
     {"cluster_mask", cluster_mask_args::kArity, 0, nullptr},
     {"test_copy", test_copy_args::kArity, 0, nullptr},
     {"test_fail", test_fail_args::kArity, 0, nullptr},
