@@ -1,5 +1,6 @@
 // `npm run bench -- tune`: tunes es-en on this machine (cold cache, then warm twice: time, byte-identical plans), then
-// translates the test ids with the untuned and the tuned plan in the same run at batch 1 and 32 (interleaved), with
+// translates the test ids with the untuned and the tuned plans in the same run at batch 1 and 32, at batch 4 and with a
+// beam of 4 (interleaved; plans tuned for 1 and 32 rows, for 32 only, and for 4 and 8 rows), with
 // the per-kernel table of choices; then precision alternatives under the gate: `--quantize auto --tune` (gate measured on
 // dev.es/dev.en) against the untuned float32 plan in the same interleaved runs; and the vocabulary alternatives in
 // float32: `--vocab auto --tune` (R × K clusters calibrated on the first PLANC_TUNE_CAL (5000) lines of train.es, the
@@ -12,14 +13,19 @@ import { REPO_ROOT, sharedDir } from '../compiler/paths.ts';
 import { encodePlan } from '../compiler/plan/format.ts';
 import { AUTO_CLUSTERS, AUTO_TOPK } from '../compiler/vocab/spec.ts';
 import { compile, type Compiled } from '../optimize/compile.ts';
+import { measureAB } from '../optimize/tune-measure.ts';
 import { TRANSLATE_TOPK } from '../passes/pipeline.ts';
 import { translateIds } from '../runtime/decode/translate-ids.ts';
 import { loadPlanBytes, type Plan } from '../runtime/plan.ts';
 import { machineFacts } from './machine.ts';
 
 const MAX_LEN = 64;
-/** [batch size, sentences]: batch 1 on the first 40 test sentences, batch 32 on the first 320. */
-const RUNS: [number, number][] = [[1, Number(process.env.PLANC_TUNE_B1 ?? 40)], [32, Number(process.env.PLANC_TUNE_B32 ?? 320)]];
+/**
+ * [batch size, sentences, beam]: greedy at batch 1 on the first 40 test sentences and at batch 32 on the first 320; and
+ * the rows a plan tuned for 4 and 8 rows is for: greedy at batch 4 on the first 200, beam 4 at batch 1 on the first 50.
+ */
+const RUNS: [number, number, number][] = [[1, Number(process.env.PLANC_TUNE_B1 ?? 40), 1], [32, Number(process.env.PLANC_TUNE_B32 ?? 320), 1],
+  [4, Number(process.env.PLANC_TUNE_B4 ?? 200), 1], [1, Number(process.env.PLANC_TUNE_BEAM4 ?? 50), 4]];
 
 export async function benchTune(): Promise<void> {
   const shared = sharedDir();
@@ -42,6 +48,9 @@ export async function benchTune(): Promise<void> {
   // a plan tuned for batch 32 only (a server that batches): choices may lose at batch 1, where it is not meant to run
   const b32 = await build(true, [32]);
   console.log(`tuned for batch 32 only: ${b32.seconds.toFixed(1)} s, ${b32.c.tuning!.changed} calls changed, rolled back: ${b32.c.tuning!.rolledBack.join(', ') || 'none'}`);
+  // a plan tuned for 4 and 8 rows (a few sentences at a time, or a beam of 4 or 8): where project_topk packed pays
+  const b48 = await build(true, [4, 8]);
+  console.log(`tuned for 4 and 8 rows: ${b48.seconds.toFixed(1)} s, ${b48.c.tuning!.changed} calls changed, rolled back: ${b48.c.tuning!.rolledBack.join(', ') || 'none'}`);
   const identical = warm1.bytes.equals(warm2.bytes) && warm1.bytes.equals(cold.bytes);
   console.log(`tuning es-en: cold ${cold.seconds.toFixed(1)} s (tuning ${s.seconds.toFixed(1)} s, ${s.measurements} measurements), warm ${warm1.seconds.toFixed(1)} s / ${warm2.seconds.toFixed(1)} s (tuning ${warm1.c.tuning!.seconds.toFixed(2)} s, ${warm1.c.tuning!.hits} hits, ${warm1.c.tuning!.misses} misses); plans byte-identical: ${identical}`);
   // per-kernel table of choices
@@ -63,6 +72,25 @@ export async function benchTune(): Promise<void> {
   console.log('choices tuned for batch 32 (calls):');
   for (const [k, n] of [...table32].sort()) console.log(`  ${String(n).padStart(4)}  ${k}`);
   for (const r of b32.c.header.tuning.filter((x) => x.key.endsWith(':confirm'))) console.log(`  ${r.reason}`);
+  const table48 = new Map<string, number>();
+  for (const r of b48.c.header.tuning) {
+    const [graph, call, kernel] = r.key.split(':');
+    const k = call === 'confirm' ? `${graph} end to end → ${r.choice}` : `${graph} ${kernel} → ${r.choice}`;
+    table48.set(k, (table48.get(k) ?? 0) + 1);
+  }
+  console.log('choices tuned for 4 and 8 rows (calls):');
+  for (const [k, n] of [...table48].sort()) console.log(`  ${String(n).padStart(4)}  ${k}`);
+  for (const r of b48.c.header.tuning.filter((x) => x.key.endsWith(':confirm') || x.choice === 'packed')) console.log(`  ${r.reason}`);
+  // the noise floor: the untuned plan against itself, as the tuner's confirmation measures (alternated runs), in one
+  // round (both loaded once) and in the tuner's 3 rounds (loaded anew each round, the fastest round counts)
+  const aaPoints = [1, 8, 32].map((batch) => ({ batch, srcLen: 24, past: 12 }));
+  const self = { header: untuned.c.header, blob: untuned.c.blob };
+  const aa = ['encoder', 'decoder', 'decoder_with_past'].flatMap((graph) => [1, 3].map((rounds) => {
+    const r = measureAB(self, self, graph, aaPoints, { warmup: 2, runs: 9, rounds });
+    const ratios = r.map(([a, b]) => Math.round((b.micros / a.micros) * 1000) / 1000);
+    console.log(`A/A ${graph}, ${rounds} round${rounds > 1 ? 's' : ''}: B/A ${ratios.map((x, i) => `batch ${aaPoints[i]!.batch} ${x.toFixed(3)}`).join(', ')}`);
+    return { graph, rounds, ratios };
+  }));
   // precision alternatives under the gate: --quantize auto (measured on the dev set, not the test ids) and --tune
   const t0q = performance.now();
   const quant = await compile(importSeq2SeqDir(dir), {
@@ -84,38 +112,40 @@ export async function benchTune(): Promise<void> {
   const v = vocab.vocab!;
   console.log(`--vocab auto --tune: ${vocabSeconds.toFixed(1)} s; ${v.choice}`);
   // end to end, interleaved: untuned, tuned, untuned, tuned
-  const plans: Record<'untuned' | 'tuned' | 'tunedB32' | 'quantTuned' | 'vocabTuned', Plan> = { untuned: loadPlanBytes(untuned.bytes, 'untuned'), tuned: loadPlanBytes(cold.bytes, 'tuned'),
-    tunedB32: loadPlanBytes(b32.bytes, 'tuned-b32'), quantTuned: loadPlanBytes(encodePlan(quant.header, quant.blob), 'quantize-auto-tuned'),
+  const plans: Record<'untuned' | 'tuned' | 'tunedB32' | 'tuned48' | 'quantTuned' | 'vocabTuned', Plan> = { untuned: loadPlanBytes(untuned.bytes, 'untuned'), tuned: loadPlanBytes(cold.bytes, 'tuned'),
+    tunedB32: loadPlanBytes(b32.bytes, 'tuned-b32'), tuned48: loadPlanBytes(b48.bytes, 'tuned-4-8'), quantTuned: loadPlanBytes(encodePlan(quant.header, quant.blob), 'quantize-auto-tuned'),
     vocabTuned: loadPlanBytes(encodePlan(vocab.header, vocab.blob), 'vocab-auto-tuned') };
   const rows = [];
-  for (const [batch, n] of RUNS) {
+  for (const [batch, n, beam] of RUNS) {
     const src = ids.slice(0, n);
-    const secs = { untuned: [] as number[], tuned: [] as number[], tunedB32: [] as number[], quantTuned: [] as number[], vocabTuned: [] as number[] };
+    const secs = { untuned: [] as number[], tuned: [] as number[], tunedB32: [] as number[], tuned48: [] as number[], quantTuned: [] as number[], vocabTuned: [] as number[] };
     const outs: Record<string, number[][]> = {};
-    await translateIds(plans.tuned, src.slice(0, Math.min(batch, 8)), { batchSize: batch, maxLength: MAX_LEN }); // warm-up
+    const o = { batchSize: batch, maxLength: MAX_LEN, beamSize: beam };
+    await translateIds(plans.tuned, src.slice(0, Math.min(batch, 8)), o); // warm-up
     for (let rep = 0; rep < 2; rep++) {
-      for (const which of ['untuned', 'tuned', 'tunedB32', 'quantTuned', 'vocabTuned'] as const) {
+      for (const which of ['untuned', 'tuned', 'tunedB32', 'tuned48', 'quantTuned', 'vocabTuned'] as const) {
         const t0 = performance.now();
-        outs[which] = (await translateIds(plans[which], src, { batchSize: batch, maxLength: MAX_LEN })).map((r) => r.ids);
+        outs[which] = (await translateIds(plans[which], src, o)).map((r) => r.ids);
         secs[which].push((performance.now() - t0) / 1000);
       }
     }
     const best = (xs: number[]) => Math.min(...xs);
     const same = outs.untuned!.filter((o, i) => o.join() === outs.tuned![i]!.join()).length;
     const same32 = outs.untuned!.filter((o, i) => o.join() === outs.tunedB32![i]!.join()).length;
-    const row = { batch, sentences: n, untunedS: best(secs.untuned), tunedS: best(secs.tuned), speedup: best(secs.untuned) / best(secs.tuned), identical: same,
+    const row = { batch, beam, sentences: n, untunedS: best(secs.untuned), tunedS: best(secs.tuned), speedup: best(secs.untuned) / best(secs.tuned), identical: same,
       tunedB32S: best(secs.tunedB32), speedupB32: best(secs.untuned) / best(secs.tunedB32), identicalB32: same32,
+      tuned48S: best(secs.tuned48), speedup48: best(secs.untuned) / best(secs.tuned48), identical48: outs.untuned!.filter((o, i) => o.join() === outs.tuned48![i]!.join()).length,
       quantTunedS: best(secs.quantTuned), speedupQuant: best(secs.untuned) / best(secs.quantTuned), identicalQuant: outs.untuned!.filter((o, i) => o.join() === outs.quantTuned![i]!.join()).length,
       vocabTunedS: best(secs.vocabTuned), speedupVocab: best(secs.untuned) / best(secs.vocabTuned), identicalVocab: outs.untuned!.filter((o, i) => o.join() === outs.vocabTuned![i]!.join()).length };
     rows.push(row);
-    console.log(`batch ${batch}, ${n} sentences: untuned ${row.untunedS.toFixed(2)} s, tuned ${row.tunedS.toFixed(2)} s → ${row.speedup.toFixed(3)}x (${same}/${n} identical); tuned for batch 32 ${row.tunedB32S.toFixed(2)} s → ${row.speedupB32.toFixed(3)}x (${same32}/${n} identical); --quantize auto --tune ${row.quantTunedS.toFixed(2)} s → ${row.speedupQuant.toFixed(3)}x (${row.identicalQuant}/${n} identical); --vocab auto --tune (float32) ${row.vocabTunedS.toFixed(2)} s → ${row.speedupVocab.toFixed(3)}x (${row.identicalVocab}/${n} identical)`);
+    console.log(`batch ${batch}${beam > 1 ? ` beam ${beam}` : ''}, ${n} sentences: untuned ${row.untunedS.toFixed(2)} s, tuned ${row.tunedS.toFixed(2)} s → ${row.speedup.toFixed(3)}x (${same}/${n} identical); tuned for batch 32 ${row.tunedB32S.toFixed(2)} s → ${row.speedupB32.toFixed(3)}x (${same32}/${n} identical); tuned for 4 and 8 rows ${row.tuned48S.toFixed(2)} s → ${row.speedup48.toFixed(3)}x (${row.identical48}/${n} identical); --quantize auto --tune ${row.quantTunedS.toFixed(2)} s → ${row.speedupQuant.toFixed(3)}x (${row.identicalQuant}/${n} identical); --vocab auto --tune (float32) ${row.vocabTunedS.toFixed(2)} s → ${row.speedupVocab.toFixed(3)}x (${row.identicalVocab}/${n} identical)`);
   }
   for (const p of Object.values(plans)) p.close();
   const record = {
     ...machineFacts({ device: s.device }), model: 'es-en', coldSeconds: cold.seconds, tuneSeconds: s.seconds, warmSeconds: [warm1.seconds, warm2.seconds], warmTuneSeconds: warm1.c.tuning!.seconds,
     measurements: s.measurements, calls: s.calls, changed: s.changed, rolledBack: s.rolledBack,
     quantizeAuto: { kept, gate: q.gate, evalSentences: q.evalSentences, identical: q.identicalSentences, bleu: q.bleu, bleuFp32: q.bleuFp32, gatePassed: q.gatePassed, tuneChanged: quant.tuning!.changed },
-    vocabAuto: { seconds: vocabSeconds, clusters: v.clusters, topK: v.topK, choice: v.choice, evalSentences: v.evalSentences, identical: v.identicalSentences, bleu: v.bleu, bleuFull: v.bleuFull, curve: v.curve, tuneChanged: vocab.tuning!.changed }, byteIdentical: identical, choices: Object.fromEntries(table), choicesB32: Object.fromEntries(table32), rolledBackB32: b32.c.tuning!.rolledBack, rows,
+    vocabAuto: { seconds: vocabSeconds, clusters: v.clusters, topK: v.topK, choice: v.choice, evalSentences: v.evalSentences, identical: v.identicalSentences, bleu: v.bleu, bleuFull: v.bleuFull, curve: v.curve, tuneChanged: vocab.tuning!.changed }, byteIdentical: identical, aa, choices: Object.fromEntries(table), choicesB32: Object.fromEntries(table32), rolledBackB32: b32.c.tuning!.rolledBack, choices48: Object.fromEntries(table48), rolledBack48: b48.c.tuning!.rolledBack, rows,
   };
   const out = path.join(REPO_ROOT, 'bench', 'results', 'tune.jsonl');
   fs.appendFileSync(out, `${JSON.stringify(record)}\n`);

@@ -14,7 +14,11 @@ export interface Timing { micros: number; spread: number }
 /** One graph at one point: each kernel call's timing and the whole run's. */
 export interface GraphTimings { calls: Timing[]; run: Timing }
 
-export interface MeasureOptions { warmup: number; runs: number }
+/**
+ * Warm-up and timed runs per measurement; rounds: how many times the plans are loaded anew and measured again (two
+ * loads of the same plan can run several percent apart: where its buffers land in memory; the fastest round counts).
+ */
+export interface MeasureOptions { warmup: number; runs: number; rounds?: number }
 
 /** Feeds for a graph at a point: token ids inside any vocabulary of ≥ 64 ids, full masks, the past length, small floats. */
 export function syntheticFeeds(plan: Plan, graph: string, pt: OperatingPoint): Record<string, RtTensor> {
@@ -82,25 +86,39 @@ export function tuningPoints(file: PlanFile, batches?: number[]): OperatingPoint
 
 /**
  * Whole runs of one graph in two plans, alternated run by run (A B A B ...) so that the machine's drift (other work
- * on its cores, clocks) falls on both alike: the end-to-end confirmation. Result: per point, [A, B] run timings.
+ * on its cores, clocks) falls on both alike: the end-to-end confirmation. In o.rounds rounds (default 1), each with
+ * both plans loaded anew (the first loaded alternating), a plan's time at a point is its lowest median over the rounds:
+ * the same plan measured against itself differed by up to 13% in one round here (bench/results/tune.jsonl `aa`).
+ * Result: per point, [A, B] run timings.
  */
 export function measureAB(a: PlanFile, b: PlanFile, graph: string, points: OperatingPoint[], o: MeasureOptions): [Timing, Timing][] {
-  const plans = [new Plan(a, '<untuned>'), new Plan(b, '<tuned>')] as const;
-  try {
-    return points.map((pt) => {
-      const feeds = plans.map((p) => syntheticFeeds(p, graph, pt));
-      for (let i = 0; i < o.warmup; i++) plans.forEach((p, k) => p.runSync(graph, feeds[k]!));
-      const runs: [number[], number[]] = [[], []];
-      for (let r = 0; r < o.runs; r++) {
-        for (const k of r % 2 ? [1, 0] : [0, 1]) {
-          const t0 = performance.now();
-          plans[k]!.runSync(graph, feeds[k]!);
-          runs[k]!.push((performance.now() - t0) * 1000);
+  const best: [Timing, Timing][] = points.map(() => [{ micros: Infinity, spread: 0 }, { micros: Infinity, spread: 0 }]);
+  for (let round = 0; round < (o.rounds ?? 1); round++) {
+    const order = round % 2 ? [1, 0] : [0, 1];
+    const loaded: Plan[] = [];
+    for (const k of order) loaded[k] = new Plan(k ? b : a, k ? '<tuned>' : '<untuned>');
+    const plans = [loaded[0]!, loaded[1]!] as const;
+    try {
+      points.forEach((pt, i) => {
+        const feeds = plans.map((p) => syntheticFeeds(p, graph, pt));
+        for (let w = 0; w < o.warmup; w++) plans.forEach((p, k) => p.runSync(graph, feeds[k]!));
+        const runs: [number[], number[]] = [[], []];
+        for (let r = 0; r < o.runs; r++) {
+          for (const k of r % 2 ? [1, 0] : [0, 1]) {
+            const t0 = performance.now();
+            plans[k]!.runSync(graph, feeds[k]!);
+            runs[k]!.push((performance.now() - t0) * 1000);
+          }
         }
-      }
-      return [timing(runs[0]), timing(runs[1])];
-    });
-  } finally {
-    plans.forEach((p) => p.close());
+        for (const k of [0, 1] as const) {
+          const t = timing(runs[k]);
+          const cur = best[i]![k];
+          best[i]![k] = { micros: Math.min(cur.micros, t.micros), spread: Math.max(cur.spread, t.spread) };
+        }
+      });
+    } finally {
+      plans.forEach((p) => p.close());
+    }
   }
+  return best;
 }

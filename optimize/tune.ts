@@ -19,9 +19,10 @@ export interface TuneRequest {
   cacheFile?: string | null;
   /** Calls forced by the caller (BuildOptions.variants keys: kernel or node names): recorded, never tuned. */
   forced?: Readonly<Record<string, string>>;
-  /** Timed runs per measurement (default 7) and warm-up runs before them (default 2). */
+  /** Timed runs per measurement (default 7), warm-up runs before them (default 2), rounds of every variant (default 3). */
   runs?: number;
   warmup?: number;
+  rounds?: number;
   /** Where to measure (default tuningPoints: one row and the profile's most rows). */
   points?: OperatingPoint[];
   /** Or only the batch sizes to tune for (each ≤ the profile's most rows), at tuningPoints' lengths. */
@@ -96,7 +97,7 @@ export async function tunePlan(file: PlanFile, req: TuneRequest = {}, progress?:
   const cacheFile = req.cacheFile === undefined ? defaultCacheFile() : req.cacheFile;
   const cache = TuningCache.open(cacheFile ?? undefined);
   const points = req.points ?? tuningPoints(file, req.batches);
-  const mo = { runs: req.runs ?? 7, warmup: req.warmup ?? 2 };
+  const mo = { runs: req.runs ?? 7, warmup: req.warmup ?? 2, rounds: req.rounds ?? 3 };
   const forced = req.forced ?? {};
   const summary: TuneSummary = { device, cacheFile, points, hits: 0, misses: 0, stale: [], foreign: [], measurements: 0, calls: 0, changed: 0, rolledBack: [], seconds: 0 };
   const look = (key: string): CacheEntry | undefined => {
@@ -136,28 +137,39 @@ export async function tunePlan(file: PlanFile, req: TuneRequest = {}, progress?:
     const names = [...new Set(missing.flatMap((c) => c.variants))];
     const graphs = [...new Set(missing.map((c) => c.graph))].filter((g) => h.programs.some((p) => p.graph === g));
     const alts = new Map<Call, CachedAlternative[]>(missing.map((c) => [c, []]));
-    const bar = progress?.bar(`tuning ${missing.length} kernel calls: ${names.length} variants × ${graphs.length} graphs × ${points.length} points`, names.length);
-    for (const v of names) {
-      const mine = new Set(missing.filter((c) => c.variants.includes(v)).map((c) => `${c.program}:${c.index}`));
-      const header = withVariants(h, (i, j) => (mine.has(`${i}:${j}`) ? v : undefined));
-      let t: GraphTimings[][] | undefined;
-      let note = '';
-      try {
-        t = measurePlan({ header, blob: file.blob }, graphs, points, mo);
-        summary.measurements++;
-      } catch (e) {
-        if (!(e instanceof PlancError)) throw e;
-        note = `not runnable here: ${refusal(e)}`;
+    // in rounds, the variants' order reversed every other round: a call's time is its lowest median over the rounds,
+    // so the machine's drift between one variant's measurement and the next (other work, clocks) does not decide
+    const bar = progress?.bar(`tuning ${missing.length} kernel calls: ${names.length} variants × ${graphs.length} graphs × ${points.length} points × ${mo.rounds} rounds`, names.length * mo.rounds);
+    const rounds = new Map<string, GraphTimings[][][]>(names.map((v) => [v, []]));
+    const notes = new Map<string, string>();
+    for (let round = 0; round < mo.rounds; round++) {
+      for (const v of round % 2 ? [...names].reverse() : names) {
+        if (notes.has(v)) { bar?.tick(1); continue; }
+        const mine = new Set(missing.filter((c) => c.variants.includes(v)).map((c) => `${c.program}:${c.index}`));
+        const header = withVariants(h, (i, j) => (mine.has(`${i}:${j}`) ? v : undefined));
+        try {
+          rounds.get(v)!.push(measurePlan({ header, blob: file.blob }, graphs, points, mo));
+          summary.measurements++;
+        } catch (e) {
+          if (!(e instanceof PlancError)) throw e;
+          notes.set(v, `not runnable here: ${refusal(e)}`);
+        }
+        bar?.tick(1);
       }
+    }
+    bar?.done();
+    for (const v of names) {
+      const note = notes.get(v) ?? '';
+      const ts = note ? [] : rounds.get(v)!;
       for (const c of missing) {
         if (!c.variants.includes(v)) continue;
         const g = graphs.indexOf(c.graph);
-        const at = t?.map((perGraph) => perGraph[g]!.calls[c.index]!);
-        alts.get(c)!.push({ variant: v, micros: at?.map((x) => x.micros) ?? [], spread: at?.map((x) => x.spread) ?? [], note });
+        const at = (pt: number) => ts.map((t) => t[pt]![g]!.calls[c.index]!);
+        const micros = ts.length ? points.map((_, pt) => Math.min(...at(pt).map((x) => x.micros))) : [];
+        const spread = ts.length ? points.map((_, pt) => Math.max(...at(pt).map((x) => x.spread))) : [];
+        alts.get(c)!.push({ variant: v, micros, spread, note });
       }
-      bar?.tick(1);
     }
-    bar?.done();
     const pooled = new Map<string, CacheEntry>();
     for (const c of missing) {
       const e = pooled.get(c.key) ?? { key: c.key, device: device.id, plancVersion: version, alternatives: [] };

@@ -242,7 +242,6 @@ void qmatmul_int16_extremes() {
 }
 
 void qmatmul_errors() {
-  Case c{2, 8, 20, planc::kQuantInInt8, planc::kActNone, false, false, true};
   Buf a = f32({2, 8}), w = f32({8, 20}), y = f32({2, 20});
   Packed p = pack(w.f(), 8, 20, false), p16 = pack(w.f(), 8, 20, true);
   planc::TensorView none;
