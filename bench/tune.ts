@@ -11,6 +11,7 @@ import * as path from 'node:path';
 import { importSeq2SeqDir } from '../compiler/onnx/import-model.ts';
 import { REPO_ROOT, sharedDir } from '../compiler/paths.ts';
 import { encodePlan } from '../compiler/plan/format.ts';
+import type { PlanTuningDecision } from '../compiler/plan/types.ts';
 import { AUTO_CLUSTERS, AUTO_TOPK } from '../compiler/vocab/spec.ts';
 import { compile, type Compiled } from '../optimize/compile.ts';
 import { measureAB } from '../optimize/tune-measure.ts';
@@ -26,6 +27,21 @@ const MAX_LEN = 64;
  */
 const RUNS: [number, number, number][] = [[1, Number(process.env.PLANC_TUNE_B1 ?? 40), 1], [32, Number(process.env.PLANC_TUNE_B32 ?? 320), 1],
   [4, Number(process.env.PLANC_TUNE_B4 ?? 200), 1], [1, Number(process.env.PLANC_TUNE_BEAM4 ?? 50), 4]];
+
+/** Prints a tuned plan's choices counted per graph, kernel and variant, then the reasons of its confirmations and of the
+ * calls that keep a prepared weight; returns the counts. */
+function printChoices(title: string, tuning: PlanTuningDecision[]): Map<string, number> {
+  const table = new Map<string, number>();
+  for (const r of tuning) {
+    const [graph, call, kernel] = r.key.split(':');
+    const k = call === 'confirm' ? `${graph} end to end → ${r.choice}` : `${graph} ${kernel} → ${r.choice}`;
+    table.set(k, (table.get(k) ?? 0) + 1);
+  }
+  console.log(title);
+  for (const [k, n] of [...table].sort()) console.log(`  ${String(n).padStart(4)}  ${k}`);
+  for (const r of tuning.filter((x) => x.key.endsWith(':confirm') || x.reason?.includes(' it keeps '))) console.log(`  ${r.reason}`);
+  return table;
+}
 
 export async function benchTune(): Promise<void> {
   const shared = sharedDir();
@@ -53,34 +69,10 @@ export async function benchTune(): Promise<void> {
   console.log(`tuned for 4 and 8 rows: ${b48.seconds.toFixed(1)} s, ${b48.c.tuning!.changed} calls changed, rolled back: ${b48.c.tuning!.rolledBack.join(', ') || 'none'}`);
   const identical = warm1.bytes.equals(warm2.bytes) && warm1.bytes.equals(cold.bytes);
   console.log(`tuning es-en: cold ${cold.seconds.toFixed(1)} s (tuning ${s.seconds.toFixed(1)} s, ${s.measurements} measurements), warm ${warm1.seconds.toFixed(1)} s / ${warm2.seconds.toFixed(1)} s (tuning ${warm1.c.tuning!.seconds.toFixed(2)} s, ${warm1.c.tuning!.hits} hits, ${warm1.c.tuning!.misses} misses); plans byte-identical: ${identical}`);
-  // per-kernel table of choices
-  const table = new Map<string, number>();
-  for (const r of cold.c.header.tuning) {
-    const [graph, call, kernel] = r.key.split(':');
-    const k = call === 'confirm' ? `${graph} end to end → ${r.choice}` : `${graph} ${kernel} → ${r.choice}`;
-    table.set(k, (table.get(k) ?? 0) + 1);
-  }
-  console.log('choices (calls):');
-  for (const [k, n] of [...table].sort()) console.log(`  ${String(n).padStart(4)}  ${k}`);
-  for (const r of cold.c.header.tuning.filter((x) => x.key.endsWith(':confirm'))) console.log(`  ${r.reason}`);
-  const table32 = new Map<string, number>();
-  for (const r of b32.c.header.tuning) {
-    const [graph, call, kernel] = r.key.split(':');
-    const k = call === 'confirm' ? `${graph} end to end → ${r.choice}` : `${graph} ${kernel} → ${r.choice}`;
-    table32.set(k, (table32.get(k) ?? 0) + 1);
-  }
-  console.log('choices tuned for batch 32 (calls):');
-  for (const [k, n] of [...table32].sort()) console.log(`  ${String(n).padStart(4)}  ${k}`);
-  for (const r of b32.c.header.tuning.filter((x) => x.key.endsWith(':confirm'))) console.log(`  ${r.reason}`);
-  const table48 = new Map<string, number>();
-  for (const r of b48.c.header.tuning) {
-    const [graph, call, kernel] = r.key.split(':');
-    const k = call === 'confirm' ? `${graph} end to end → ${r.choice}` : `${graph} ${kernel} → ${r.choice}`;
-    table48.set(k, (table48.get(k) ?? 0) + 1);
-  }
-  console.log('choices tuned for 4 and 8 rows (calls):');
-  for (const [k, n] of [...table48].sort()) console.log(`  ${String(n).padStart(4)}  ${k}`);
-  for (const r of b48.c.header.tuning.filter((x) => x.key.endsWith(':confirm') || x.choice === 'packed')) console.log(`  ${r.reason}`);
+  // per-kernel tables of choices
+  const table = printChoices('choices (calls):', cold.c.header.tuning);
+  const table32 = printChoices('choices tuned for batch 32 (calls):', b32.c.header.tuning);
+  const table48 = printChoices('choices tuned for 4 and 8 rows (calls):', b48.c.header.tuning);
   // the noise floor: the untuned plan against itself, as the tuner's confirmation measures (alternated runs), in one
   // round (both loaded once) and in the tuner's 3 rounds (loaded anew each round, the fastest round counts)
   const aaPoints = [1, 8, 32].map((batch) => ({ batch, srcLen: 24, past: 12 }));

@@ -1,9 +1,10 @@
 // Standalone test of project_topk (fused logits + log-softmax + top-k, optionally over an active mask) against a float64 reference; `bench` times it.
-// Build: g++ -O3 -march=x86-64-v2 -std=c++17 -pthread -Inative/src native/src/kernel_common.cc native/src/threadpool.cc native/src/cpu/gemm.cc native/src/cpu/gemm_avx512.cc native/src/cpu/project_topk.cc native/test/project_topk_test.cc [-DPLANC_HAVE_OPENBLAS -I/usr/include/x86_64-linux-gnu/openblas-pthread -lopenblas] -o /tmp/project_topk_test && /tmp/project_topk_test [bench | bench-mask]
+// Build: cmake -S native/test -B native/build-tests && cmake --build native/build-tests --target project_topk_test, or g++ -O3 -march=x86-64-v2 -std=c++17 -pthread -Inative/src native/src/kernel_common.cc native/src/kernel_schema.cc native/src/threadpool.cc native/src/cpu/*.cc native/test/project_topk_test.cc [-DPLANC_HAVE_OPENBLAS -I/usr/include/x86_64-linux-gnu/openblas-pthread -lopenblas] -o /tmp/project_topk_test && /tmp/project_topk_test [bench | bench-mask]
 #include <algorithm>
 #include <limits>
 #include <numeric>
 
+#include "kernel_call.h"
 #include "test_util.h"
 
 namespace planc {
@@ -34,21 +35,8 @@ const char* call_topk(const std::vector<Tensor*>& ins, const std::vector<Tensor*
   std::vector<TensorView> in, out;
   for (Tensor* t : ins) in.push_back(t ? t->view : TensorView());
   for (Tensor* t : outs) out.push_back(t->view);
-  KernelArgs a;
-  a.in = in.data();
-  a.n_in = static_cast<int>(in.size());
-  a.out = out.data();
-  a.n_out = static_cast<int>(out.size());
-  a.iargs = iargs.data();
-  a.n_iargs = static_cast<int>(iargs.size());
-  a.pool = threaded ? &pool() : nullptr;
-  a.variant = variant;
-  PreparedOperand prepared;
-  if (topk_def->prepared_input(variant) >= 0) {
-    if (const char* err = topk_def->prepare(a, &prepared)) return err;
-    a.prepared = prepared.data;
-  }
-  return topk_def->fn(a);
+  std::vector<double> fargs;
+  return kernel_call::run_prepared(*topk_def, kernel_call::args(in, out, iargs, fargs, threaded ? &pool() : nullptr, variant));
 }
 
 // Reference: logits in float64 from the float inputs, log-softmax over the active ids (mask null: all), the k best

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kernel.h"
+#include "kernel_call.h"
 #include "threadpool.h"
 
 namespace planc {
@@ -102,17 +103,7 @@ inline const char* call(KernelFn fn, std::vector<Tensor*> ins, std::vector<Tenso
   for (Tensor* t : ins) in_views.push_back(t ? t->view : TensorView());
   std::vector<TensorView> out_views;
   for (Tensor* t : outs) out_views.push_back(t->view);
-  KernelArgs a;
-  a.in = in_views.data();
-  a.n_in = static_cast<int>(in_views.size());
-  a.out = out_views.data();
-  a.n_out = static_cast<int>(out_views.size());
-  a.iargs = iargs.data();
-  a.n_iargs = static_cast<int>(iargs.size());
-  a.fargs = fargs.data();
-  a.n_fargs = static_cast<int>(fargs.size());
-  a.pool = threaded ? &pool() : nullptr;
-  return fn(a);
+  return fn(kernel_call::args(in_views, out_views, iargs, fargs, threaded ? &pool() : nullptr, 0));
 }
 
 // Expects an error message that contains `part`.

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kernel.h"
+#include "kernel_call.h"
 #include "threadpool.h"
 
 namespace tb {
@@ -114,39 +115,14 @@ inline void fill_random(Buf& b, float lo = -1.0f, float hi = 1.0f) {
 inline const char* call(planc::KernelFn fn, std::vector<planc::TensorView> in, std::vector<planc::TensorView> out,
                         std::vector<int64_t> iargs = {}, std::vector<double> fargs = {},
                         planc::ThreadPool* pool = nullptr, int64_t variant = 0) {
-  planc::KernelArgs a;
-  a.in = in.data();
-  a.n_in = static_cast<int>(in.size());
-  a.out = out.data();
-  a.n_out = static_cast<int>(out.size());
-  a.iargs = iargs.data();
-  a.n_iargs = static_cast<int>(iargs.size());
-  a.fargs = fargs.data();
-  a.n_fargs = static_cast<int>(fargs.size());
-  a.pool = pool;
-  a.variant = variant;
-  return fn(a);
+  return fn(kernel_call::args(in, out, iargs, fargs, pool, variant));
 }
 
-// Calls a kernel's variant as a program would: its prepared operand (KernelDef::prepare) built first when the variant
-// reads one (a fresh one per call here; a plan keeps one per weight).
+// Calls a kernel's variant as a program would: its prepared operand built first when the variant reads one.
 inline const char* call_variant(const planc::KernelDef& def, std::vector<planc::TensorView> in, std::vector<planc::TensorView> out,
                                 std::vector<int64_t> iargs, planc::ThreadPool* pool, int64_t variant) {
-  planc::KernelArgs a;
-  a.in = in.data();
-  a.n_in = static_cast<int>(in.size());
-  a.out = out.data();
-  a.n_out = static_cast<int>(out.size());
-  a.iargs = iargs.data();
-  a.n_iargs = static_cast<int>(iargs.size());
-  a.pool = pool;
-  a.variant = variant;
-  planc::PreparedOperand prepared;
-  if (def.prepared_input != nullptr && def.prepared_input(variant) >= 0) {
-    if (const char* err = def.prepare(a, &prepared)) return err;
-    a.prepared = prepared.data;
-  }
-  return def.fn(a);
+  std::vector<double> fargs;
+  return kernel_call::run_prepared(def, kernel_call::args(in, out, iargs, fargs, pool, variant));
 }
 
 // A kernel's table entry by name in a family's list.
