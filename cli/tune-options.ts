@@ -10,7 +10,7 @@ import type { OptionSpec, Parsed } from './args.ts';
 export const TUNE_OPTIONS: Record<string, OptionSpec> = {
   'tuning-cache': { kind: 'string', value: 'FILE', help: `the tuning cache to read and update (default ${defaultCacheFile().replace(process.env.HOME ?? '\u0000', '~')}: $XDG_CACHE_HOME/planc/tuning.json); entries of another device or planc version are never used, and are reported` },
   'no-tuning-cache': { kind: 'boolean', help: 'measure everything and keep nothing' },
-  'tune-batch': { kind: 'string', value: 'N,...', help: 'the batch sizes (rows per run) to tune for (default: 1 and --max-batch); a choice must not be slower at any of them' },
+  'tune-batch': { kind: 'string', value: 'N,...', help: 'the batch sizes (rows per run) to tune for (default: 1, --max-batch and from 16 on the power of two nearest their geometric middle, 8 for 32); a choice must not be slower at any of them' },
   'tune-runs': { kind: 'number', value: 'N', help: 'timed runs per measurement, after 2 warm-up runs (default 7); the median counts, the spread is recorded' },
 };
 

@@ -85,7 +85,7 @@ export async function compile(model: Model, options: CompileOptions, services: P
   });
   const built = buildPlan(optimized, {
     target: options.target, archs: options.archs, ...profile, specialIds: options.specialIds, tokenizer: options.tokenizer,
-    options: { ...options.options, profile: JSON.stringify(profile) }, onProgress: (step) => progress?.start(step),
+    variants: options.variants, options: { ...options.options, profile: JSON.stringify(profile) }, onProgress: (step) => progress?.start(step),
   }, { dumpAfter, onDump: onDump && ((name, text) => onDump(name, text, 'programs')) });
   if (vocab) built.header.vocab = vocab.header;
   if (quantized) built.header.quantization = mergeQuantization(built.header.quantization, quantized.header);

@@ -74,50 +74,42 @@ export function measurePlan(file: PlanFile, graphs: string[], points: OperatingP
   }
 }
 
-/** The operating points a plan is tuned at: one row and its profile's most rows (when more), at a typical length. */
+/**
+ * The operating points a plan is tuned at, at a typical length: one row, its profile's most rows, and from 16 most rows
+ * on the power of two nearest their geometric middle (8 for 32): a batch decode shrinks as sentences end, and a beam
+ * runs a few rows a sentence, so most steps of a large batch run at the rows in between.
+ */
 export function tuningPoints(file: PlanFile, batches?: number[]): OperatingPoint[] {
   const p = file.header.profile;
   const over = batches?.find((b) => b > p.maxBatch);
   if (over !== undefined) throw new PlancError('PLANC_E301', `--tune-batch ${over}: the plan runs at most ${p.maxBatch} rows (its --max-batch)`);
   const srcLen = Math.max(1, Math.min(p.maxSrcLen, 24));
   const past = Math.max(1, Math.min(p.maxTgtLen - 1, 12));
-  return [...new Set(batches ?? [1, p.maxBatch])].sort((a, b) => a - b).map((batch) => ({ batch, srcLen, past }));
+  const middle = p.maxBatch >= 16 ? [2 ** Math.round(Math.log2(p.maxBatch) / 2)] : [];
+  return [...new Set(batches ?? [1, ...middle, p.maxBatch])].sort((a, b) => a - b).map((batch) => ({ batch, srcLen, past }));
 }
 
 /**
- * Whole runs of one graph in two plans, alternated run by run (A B A B ...) so that the machine's drift (other work
- * on its cores, clocks) falls on both alike: the end-to-end confirmation. In o.rounds rounds (default 1), each with
- * both plans loaded anew (the first loaded alternating), a plan's time at a point is its lowest median over the rounds:
- * the same plan measured against itself differed by up to 13% in one round here (bench/results/tune.jsonl `aa`).
- * Result: per point, [A, B] run timings.
+ * Whole runs of one graph in several plans: the end-to-end confirmation, where a second copy of the untuned plan
+ * measures the noise. In o.rounds rounds (default 1), each plan is loaded alone, warmed up and run o.runs times in a
+ * row, as a decode runs one plan step after step (run by run alternation between plans measured them in another cache
+ * regime here: their weights together overflow the last-level cache, and the ranking changed); the order of the plans
+ * rotates round by round, and a plan's time at a point is its lowest median over the rounds, so the machine's drift
+ * falls on all alike (one load of the same plan ran up to 13% apart from another here: bench/results/tune.jsonl `aa`).
+ * Result: per point, per plan.
  */
-export function measureAB(a: PlanFile, b: PlanFile, graph: string, points: OperatingPoint[], o: MeasureOptions): [Timing, Timing][] {
-  const best: [Timing, Timing][] = points.map(() => [{ micros: Infinity, spread: 0 }, { micros: Infinity, spread: 0 }]);
+export function measureAlternated(files: PlanFile[], graph: string, points: OperatingPoint[], o: MeasureOptions): Timing[][] {
+  const n = files.length;
+  const best: Timing[][] = points.map(() => files.map(() => ({ micros: Infinity, spread: 0 })));
   for (let round = 0; round < (o.rounds ?? 1); round++) {
-    const order = round % 2 ? [1, 0] : [0, 1];
-    const loaded: Plan[] = [];
-    for (const k of order) loaded[k] = new Plan(k ? b : a, k ? '<tuned>' : '<untuned>');
-    const plans = [loaded[0]!, loaded[1]!] as const;
-    try {
-      points.forEach((pt, i) => {
-        const feeds = plans.map((p) => syntheticFeeds(p, graph, pt));
-        for (let w = 0; w < o.warmup; w++) plans.forEach((p, k) => p.runSync(graph, feeds[k]!));
-        const runs: [number[], number[]] = [[], []];
-        for (let r = 0; r < o.runs; r++) {
-          for (const k of r % 2 ? [1, 0] : [0, 1]) {
-            const t0 = performance.now();
-            plans[k]!.runSync(graph, feeds[k]!);
-            runs[k]!.push((performance.now() - t0) * 1000);
-          }
-        }
-        for (const k of [0, 1] as const) {
-          const t = timing(runs[k]);
-          const cur = best[i]![k];
-          best[i]![k] = { micros: Math.min(cur.micros, t.micros), spread: Math.max(cur.spread, t.spread) };
-        }
+    for (let j = 0; j < n; j++) {
+      const k = (j + round) % n;
+      const t = measurePlan(files[k]!, [graph], points, o);
+      t.forEach((perGraph, i) => {
+        const run = perGraph[0]!.run;
+        const cur = best[i]![k]!;
+        best[i]![k] = { micros: Math.min(cur.micros, run.micros), spread: Math.max(cur.spread, run.spread) };
       });
-    } finally {
-      plans.forEach((p) => p.close());
     }
   }
   return best;

@@ -231,8 +231,10 @@ void test_errors() {
   EXPECT_ERROR(call(k_topk, {&x, &w, &b, &m2}, {&vals, &ids}, {3, 0}), "active must be uint8 or bool [10]");
   Tensor vals3(kFloat32, {3, 3}), ids3(kInt64, {3, 3});
   EXPECT_ERROR(call(k_topk, {&x, &w, &b}, {&vals3, &ids3}, {3, 0}), "must be X's leading dims");
-  // variants: an unknown code; packed without its prepared W (programs always bind it); prepare checks the call
-  std::vector<TensorView> in = {x.view, w.view, b.view}, out = {vals.view, ids.view};
+  // variants: an unknown code; packed without its prepared W (programs always bind it; 5 rows: auto's GEMM rows);
+  // prepare checks the call
+  Tensor x5(kFloat32, {5, 4}), vals5(kFloat32, {5, 3}), ids5(kInt64, {5, 3});
+  std::vector<TensorView> in = {x5.view, w.view, b.view}, out = {vals5.view, ids5.view};
   std::vector<int64_t> iargs = {3, 0};
   KernelArgs a;
   a.in = in.data();

@@ -1,6 +1,7 @@
 // project_topk: logits = X·W (+ bias) in tiles of the vocabulary or its active ids, folded into a running log-sum-exp and top-k.
 // A float16 / bfloat16 W: X's values rounded to its dtype once per call, W widened to float32 tile by tile (half.h).
-// Variant packed: W widened and reordered once per plan into the AVX-512 GEMM's 32-column panels (prepare_packed).
+// Variant packed: W widened and reordered once per plan into the AVX-512 GEMM's 32-column panels (prepare_packed), read
+// by the GEMM where auto would pack W per call (more rows than its dot products take).
 #include <algorithm>
 #include <climits>
 #include <cmath>
@@ -329,7 +330,9 @@ const char* project_topk(const KernelArgs& args) {
     run_parallel(args, p.rows * p.d, 1 << 15, [&](int64_t i0, int64_t i1) { round_run(p.wdt, xp + i0, i1 - i0, xrp + i0); });
     p.x = xrp;
   }
-  if (args.variant == project_topk_args::kVariantPacked && !p.act) {
+  // packed: the GEMM on the reordered W, for the row counts auto gives the GEMM (fewer rows stream W once either way:
+  // auto's dot products read it in place)
+  if (args.variant == project_topk_args::kVariantPacked && !p.act && !prefer_gemv(p.rows, p.d, p.v, p.transposed)) {
     if (args.prepared == nullptr) return "project_topk: variant packed ran without its prepared W (the program binds it)";
     p.packed = static_cast<const float*>(args.prepared);
   }
