@@ -14,7 +14,7 @@ import { encodePlan } from '../compiler/plan/format.ts';
 import type { PlanTuningDecision } from '../compiler/plan/types.ts';
 import { AUTO_CLUSTERS, AUTO_TOPK } from '../compiler/vocab/spec.ts';
 import { compile, type Compiled } from '../optimize/compile.ts';
-import { measureAlternated } from '../optimize/tune-measure.ts';
+import { measureInRounds } from '../optimize/tune-measure.ts';
 import { TRANSLATE_TOPK } from '../passes/pipeline.ts';
 import { translateIds } from '../runtime/decode/translate-ids.ts';
 import { loadPlanBytes, type Plan } from '../runtime/plan.ts';
@@ -78,7 +78,7 @@ export async function benchTune(): Promise<void> {
   const aaPoints = [1, 8, 32].map((batch) => ({ batch, srcLen: 24, past: 12 }));
   const self = { header: untuned.c.header, blob: untuned.c.blob };
   const aa = ['encoder', 'decoder', 'decoder_with_past'].flatMap((graph) => [1, 3].map((rounds) => {
-    const r = measureAlternated([self, self], graph, aaPoints, { warmup: 2, runs: 9, rounds });
+    const r = measureInRounds([self, self], graph, aaPoints, { warmup: 2, runs: 9, rounds });
     const ratios = r.map(([a, b]) => Math.round((b!.micros / a!.micros) * 1000) / 1000);
     console.log(`A/A ${graph}, ${rounds} round${rounds > 1 ? 's' : ''}: B/A ${ratios.map((x, i) => `batch ${aaPoints[i]!.batch} ${x.toFixed(3)}`).join(', ')}`);
     return { graph, rounds, ratios };

@@ -47,6 +47,9 @@ const median = (xs: number[]): number => {
 };
 const timing = (xs: number[]): Timing => ({ micros: median(xs), spread: Math.max(...xs) - Math.min(...xs) });
 
+/** One timing from several rounds' of the same thing: the lowest median (the round least disturbed), the widest spread. */
+export const fastestRound = (ts: Timing[]): Timing => ({ micros: Math.min(...ts.map((t) => t.micros)), spread: Math.max(...ts.map((t) => t.spread)) });
+
 /**
  * Loads the plan (header and blob as they are: its calls' variants included; throws the runtime's refusal when this
  * machine cannot run one) and times every graph at every point. Result: [point][graph].
@@ -98,19 +101,14 @@ export function tuningPoints(file: PlanFile, batches?: number[]): OperatingPoint
  * falls on all alike (one load of the same plan ran up to 13% apart from another here: bench/results/tune.jsonl `aa`).
  * Result: per point, per plan.
  */
-export function measureAlternated(files: PlanFile[], graph: string, points: OperatingPoint[], o: MeasureOptions): Timing[][] {
+export function measureInRounds(files: PlanFile[], graph: string, points: OperatingPoint[], o: MeasureOptions): Timing[][] {
   const n = files.length;
-  const best: Timing[][] = points.map(() => files.map(() => ({ micros: Infinity, spread: 0 })));
+  const runs: Timing[][][] = points.map(() => files.map(() => []));  // [point][plan][round]
   for (let round = 0; round < (o.rounds ?? 1); round++) {
     for (let j = 0; j < n; j++) {
       const k = (j + round) % n;
-      const t = measurePlan(files[k]!, [graph], points, o);
-      t.forEach((perGraph, i) => {
-        const run = perGraph[0]!.run;
-        const cur = best[i]![k]!;
-        best[i]![k] = { micros: Math.min(cur.micros, run.micros), spread: Math.max(cur.spread, run.spread) };
-      });
+      measurePlan(files[k]!, [graph], points, o).forEach((perGraph, i) => runs[i]![k]!.push(perGraph[0]!.run));
     }
   }
-  return best;
+  return runs.map((perPlan) => perPlan.map(fastestRound));
 }

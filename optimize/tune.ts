@@ -11,7 +11,7 @@ import type { ProgressReporter } from '../passes/pass.ts';
 import { type CacheEntry, type CachedAlternative, defaultCacheFile, TuningCache } from './tune-cache.ts';
 import { confirmByTranslation } from './tune-confirm.ts';
 import { thisDevice, type TuneDevice } from './tune-device.ts';
-import { type GraphTimings, measureAlternated, measurePlan, type OperatingPoint, tuningPoints } from './tune-measure.ts';
+import { type GraphTimings, fastestRound, measureInRounds, measurePlan, type OperatingPoint, tuningPoints } from './tune-measure.ts';
 
 /** What `--tune` asks. */
 export interface TuneRequest {
@@ -23,7 +23,7 @@ export interface TuneRequest {
   runs?: number;
   warmup?: number;
   rounds?: number;
-  /** Where to measure (default tuningPoints: one row and the profile's most rows). */
+  /** Where to measure (default tuningPoints: one row, the profile's most rows, and their middle from 16 rows on). */
   points?: OperatingPoint[];
   /** Or only the batch sizes to tune for (each ≤ the profile's most rows), at tuningPoints' lengths. */
   batches?: number[];
@@ -170,10 +170,8 @@ export async function tunePlan(file: PlanFile, req: TuneRequest = {}, progress?:
       for (const c of missing) {
         if (!c.variants.includes(v)) continue;
         const g = graphs.indexOf(c.graph);
-        const at = (pt: number) => ts.map((t) => t[pt]![g]!.calls[c.index]!);
-        const micros = ts.length ? points.map((_, pt) => Math.min(...at(pt).map((x) => x.micros))) : [];
-        const spread = ts.length ? points.map((_, pt) => Math.max(...at(pt).map((x) => x.spread))) : [];
-        alts.get(c)!.push({ variant: v, micros, spread, note });
+        const at = ts.length ? points.map((_, pt) => fastestRound(ts.map((t) => t[pt]![g]!.calls[c.index]!))) : [];
+        alts.get(c)!.push({ variant: v, micros: at.map((x) => x.micros), spread: at.map((x) => x.spread), note });
       }
     }
     const pooled = new Map<string, CacheEntry>();
@@ -208,7 +206,7 @@ export async function tunePlan(file: PlanFile, req: TuneRequest = {}, progress?:
         const tunedHeader = withVariants(h, (i, j) => (i === pi ? set.find((c) => c.index === j) && chosen.get(set.find((c) => c.index === j)!)!.variant : undefined));
         const untunedHeader = withVariants(h, (i, j) => (i === pi && set.some((c) => c.index === j) ? 'auto' : undefined));
         const untunedFile = { header: untunedHeader, blob: file.blob };
-        const ab = measureAlternated([untunedFile, { header: tunedHeader, blob: file.blob }, untunedFile], graph, points, { ...mo, runs: Math.max(mo.runs, 9) });
+        const ab = measureInRounds([untunedFile, { header: tunedHeader, blob: file.blob }, untunedFile], graph, points, { ...mo, runs: Math.max(mo.runs, 9) });
         summary.measurements += 3;
         e = { key, device: device.id, plancVersion: version, alternatives: CONFIRM_ALTERNATIVES.map((variant, k) => ({
           variant, micros: ab.map((x) => x[k]!.micros), spread: ab.map((x) => x[k]!.spread), note: '' })) };

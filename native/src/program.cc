@@ -1,6 +1,7 @@
 // Program decoding (every word checked) and runs: expressions, tensor resolution, kernels, output copies.
 #include "program.h"
 
+#include <algorithm>
 #include <cstdarg>
 #include <cstdio>
 #include <chrono>
@@ -427,23 +428,25 @@ static void fill_kernel_args(Program& p) {
 static const char* prepare_operand(Program& p, size_t k) {
   KernelRec& r = p.kernels[k];
   const int32_t t = p.in_refs[r.in_begin + static_cast<uint32_t>(r.prepared_input)];
-  const std::string call = "kernel #" + std::to_string(k) + " (" + r.name + ")";
+  auto call = [&] { return "kernel #" + std::to_string(k) + " (" + r.name + ")"; };
   if (t < 0 || p.tensors[static_cast<size_t>(t)].kind != kWeight)
-    return fail(p, call + ": its variant reads input " + std::to_string(r.prepared_input) + " reordered once, which needs a plan weight there; " +
+    return fail(p, call() + ": its variant reads input " + std::to_string(r.prepared_input) + " reordered once, which needs a plan weight there; " +
                        (t < 0 ? std::string("the input is omitted") : "tensor #" + std::to_string(t) + " is not one"));
   const size_t weight = static_cast<size_t>(p.tensors[static_cast<size_t>(t)].a);
-  const std::vector<int64_t> iargs(p.iarg_vals.begin() + r.iarg_begin, p.iarg_vals.begin() + r.iarg_begin + r.n_iargs);
+  const int64_t* iargs = p.iarg_vals.data() + r.iarg_begin;  // every bind: compared in place, copied only when built
   for (const PreparedEntry& e : p.plan->prepared) {
-    if (e.weight == weight && e.kernel == r.name && e.variant == r.variant && e.iargs == iargs) {
+    if (e.weight == weight && e.kernel == r.name && e.variant == r.variant && e.iargs.size() == r.n_iargs &&
+        std::equal(e.iargs.begin(), e.iargs.end(), iargs)) {
       r.prepared = e.op.data;
       return nullptr;
     }
   }
   KernelArgs args = program_kernel_args(&p, k);
-  PreparedEntry& e = p.plan->prepared.emplace_back(PreparedEntry{weight, r.name, r.variant, iargs, PreparedOperand{}});
+  PreparedEntry& e = p.plan->prepared.emplace_back(
+      PreparedEntry{weight, r.name, r.variant, std::vector<int64_t>(iargs, iargs + r.n_iargs), PreparedOperand{}});
   if (const char* err = r.def->prepare(args, &e.op)) {
     p.plan->prepared.pop_back();
-    return fail(p, call + ": preparing input " + std::to_string(r.prepared_input) + ": " + err);
+    return fail(p, call() + ": preparing input " + std::to_string(r.prepared_input) + ": " + err);
   }
   r.prepared = e.op.data;
   return nullptr;

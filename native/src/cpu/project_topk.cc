@@ -41,7 +41,7 @@ struct Problem {
   int64_t n;
   const uint16_t* wh = nullptr;
   int32_t wdt = kFloat32;
-  const float* packed = nullptr;  // variant packed without an active mask: W in avx512_pack_b's layout (float32)
+  const float* packed = nullptr;  // variant packed (no active mask, D > 0): W in avx512_pack_b's layout (float32)
 };
 
 // out[r][j] = sum_p a[r][p] w[p][j] for nr rows, nb columns of a row-major w (row stride ldw); four rows of w per step.
@@ -125,12 +125,10 @@ void widen_tile(const Problem& p, int64_t j0, int64_t nb, float* pack) {
 // out [nr, nb] = logits of rows [r0, r0 + nr) and columns [j0, j0 + nb), bias included; a half W is widened into
 // pack first. Single-threaded.
 void tile_logits(const Problem& p, int64_t r0, int64_t nr, int64_t j0, int64_t nb, float* out, float* pack) {
-  if (p.packed && p.d > 0) {  // j0 is a multiple of 32 (tile widths are): the tile starts at panel j0 / 32
+  if (p.packed) {  // j0 is a multiple of 32 (tile widths are): the tile starts at panel j0 / 32
     GemmCall g{nr, nb, p.d, 1.0f, p.x + r0 * p.d, p.d, false, nullptr, 0, false, out, nb, false};
     g.bpacked = p.packed + (j0 / 32) * p.d * 32;
     avx512_gemm(g, nullptr);
-  } else if (p.packed) {
-    std::fill(out, out + nr * nb, 0.0f);
   } else if (p.wh) {
     widen_tile(p, j0, nb, pack);
     product(p.x + r0 * p.d, nr, p.d, pack, p.transposed ? p.d : nb, nb, p.transposed, p.v, out);
@@ -331,8 +329,8 @@ const char* project_topk(const KernelArgs& args) {
     p.x = xrp;
   }
   // packed: the GEMM on the reordered W, for the row counts auto gives the GEMM (fewer rows stream W once either way:
-  // auto's dot products read it in place)
-  if (args.variant == project_topk_args::kVariantPacked && !p.act && !prefer_gemv(p.rows, p.d, p.v, p.transposed)) {
+  // auto's dot products read it in place; D = 0 has no product)
+  if (args.variant == project_topk_args::kVariantPacked && !p.act && p.d > 0 && !prefer_gemv(p.rows, p.d, p.v, p.transposed)) {
     if (args.prepared == nullptr) return "project_topk: variant packed ran without its prepared W (the program binds it)";
     p.packed = static_cast<const float*>(args.prepared);
   }
