@@ -1,4 +1,4 @@
-// `node --import tsx bench/profile.ts MODEL_DIR GRAPH BATCH [--no-fuse] [--quantize int8|w8|int16]`: where a graph's time
+// `node --import tsx bench/profile.ts MODEL_DIR GRAPH BATCH [--no-fuse] [--quantize int8|w8|int16] [--variant KERNEL=VARIANT]...`: where a graph's time
 // goes, per kernel kind and kernel, and its weight bytes per run against the memory-bandwidth floor measured here.
 import { importSeq2SeqDir } from '../compiler/onnx/import-model.ts';
 import { encodePlan } from '../compiler/plan/format.ts';
@@ -12,13 +12,15 @@ import type { LayerPrecision } from '../compiler/quant/layers.ts';
 const argv = process.argv.slice(2);
 const qAt = argv.indexOf('--quantize');
 const quantize = qAt >= 0 ? { precision: argv[qAt + 1] as LayerPrecision } : undefined;
-const args = argv.filter((a, i) => a !== '--no-fuse' && (qAt < 0 || (i !== qAt && i !== qAt + 1)));
+const variants: Record<string, string> = {};
+argv.forEach((a, i) => { if (a === '--variant') { const [k, v] = argv[i + 1]!.split('='); variants[k!] = v!; } });
+const args = argv.filter((a, i) => a !== '--no-fuse' && a !== '--variant' && argv[i - 1] !== '--variant' && (qAt < 0 || (i !== qAt && i !== qAt + 1)));
 const [dir, graph = 'encoder', batchArg = '1'] = args;
 if (!dir) throw new Error('usage: bench/profile.ts MODEL_DIR [GRAPH] [BATCH]');
 const b = Number(batchArg);
 const model = importSeq2SeqDir(dir);
 const fuse = !process.argv.includes('--no-fuse');
-const built = buildPlan(fuse ? runPipeline(model, { topk: TRANSLATE_TOPK, quantize, disable: (process.env.PLANC_DISABLE ?? '').split(',').filter((x) => x) }) : model, { target: 'cpu', maxBatch: b, maxSrcLen: 32, maxTgtLen: 33 });
+const built = buildPlan(fuse ? runPipeline(model, { topk: TRANSLATE_TOPK, quantize, disable: (process.env.PLANC_DISABLE ?? '').split(',').filter((x) => x) }) : model, { target: 'cpu', maxBatch: b, maxSrcLen: 32, maxTgtLen: 33, variants });
 const plan = loadPlanBytes(encodePlan(built.header, built.blob), 'profile');
 const feeds: Record<string, RtTensor> = {};
 for (const io of plan.inputs(graph)) {

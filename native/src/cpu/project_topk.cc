@@ -136,12 +136,8 @@ void tile_logits(const Problem& p, int64_t r0, int64_t nr, int64_t j0, int64_t n
     const float* b = p.transposed ? p.w + j0 * p.d : p.w + j0;
     product(p.x + r0 * p.d, nr, p.d, b, p.transposed ? p.d : p.v, nb, p.transposed, p.v, out);
   }
-  if (!p.bias) return;
-  for (int64_t r = 0; r < nr; r++) {
-    float* o = out + r * nb;
-    const float* bias = p.bias + j0;
-    for (int64_t j = 0; j < nb; j++) o[j] += bias[j];
-  }
+  if (p.bias)
+    for (int64_t r = 0; r < nr; r++) add_run(out + r * nb, p.bias + j0, nb);
 }
 
 // Whether a tile's columns of W go through a packed tile: always for a half W (widened there); for the active ids

@@ -63,8 +63,12 @@ void fold_tile(PartState& s, int64_t r, const float* l, int64_t nb, int64_t j0, 
   int64_t* best = s.ids.data() + r * k;
   int64_t& count = s.count[static_cast<size_t>(r)];
   if (count == k && !(tm > vals[k - 1])) return;  // nothing in this tile beats the k-th best
-  for (int64_t j = 0; j < nb; j++) {
-    if (count < k || l[j] > vals[k - 1]) insert_best(vals, best, count, k, l[j], ids ? ids[j] : j0 + j);
+  int64_t j = 0;
+  for (; j < nb && count < k; j++) insert_best(vals, best, count, k, l[j], ids ? ids[j] : j0 + j);
+  // then only the values above the k-th best, in order (an equal value keeps the earlier id ahead)
+  while ((j = first_above(l, j, nb, vals[k - 1])) < nb) {
+    insert_best(vals, best, count, k, l[j], ids ? ids[j] : j0 + j);
+    j++;
   }
 }
 

@@ -112,6 +112,26 @@ PLANC_HOT inline float nan_max(const float* x, int64_t n) {
   return m;
 }
 
+// The first i in [j, n) with x[i] > t (NaN never is), or n. Runs of 32 with none above t are passed over whole.
+PLANC_HOT inline int64_t first_above(const float* x, int64_t j, int64_t n, float t) {
+#ifdef PLANC_VEC8
+  for (; j + 32 <= n; j += 32) {
+    const v8i hit = (load8(x + j) > t) | (load8(x + j + 8) > t) | (load8(x + j + 16) > t) | (load8(x + j + 24) > t);
+    uint64_t w[4];
+    std::memcpy(w, &hit, sizeof w);
+    if (w[0] | w[1] | w[2] | w[3]) break;  // the scalar loop finds it within these 32
+  }
+#endif
+  for (; j < n; j++)
+    if (x[j] > t) return j;
+  return n;
+}
+
+// y[i] += b[i].
+PLANC_HOT inline void add_run(float* y, const float* b, int64_t n) {
+  for (int64_t i = 0; i < n; i++) y[i] += b[i];
+}
+
 // Sum of e^(x[i] - m).
 PLANC_HOT inline float exp_sum(const float* x, int64_t n, float m) {
   float s = 0;
