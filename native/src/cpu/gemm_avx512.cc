@@ -32,6 +32,11 @@ constexpr int64_t kKC = 512;                     // K block: a B block (KC x NC,
 constexpr int64_t kNC = 256;                     // widest N block
 constexpr int64_t kPrefRows = 4;                 // rows ahead that packing B stored [K, N] prefetches
 constexpr int64_t kMaxAPack = int64_t(1) << 21;  // floats of packed A per chunk of rows (8 MiB)
+// floats ahead that the micro-kernel asks for when B was packed beforehand (GemmCall::bpacked): 64 k steps, 8 KiB. Such
+// a B comes from memory, not from the L2 block packing just wrote; the stream crosses 4 KiB pages, where the
+// hardware prefetchers stop (in translations, micro-kernels on a pre-packed B ran 1.1x slower than packing B each
+// call without it)
+constexpr int64_t kPackedAhead = 64 * kNR;
 
 // The low n lanes (n clamped to 0..16).
 inline __mmask16 lanes(int64_t n) {
@@ -142,11 +147,13 @@ PLANC_AVX512 void pack_b_cols(const float* b, int64_t ldb, int64_t kc, int64_t c
 
 // ---------- micro-kernel ----------
 
-// How a micro-kernel stores its tile: row stride, valid columns (1..32), alpha, and whether it adds to C.
+// How a micro-kernel stores its tile: row stride, valid columns (1..32), alpha, and whether it adds to C; and how far
+// ahead in B it prefetches (floats; 0: not at all).
 struct Store {
   int64_t ldc, cols;
   float alpha;
   bool add;
+  int64_t ahead;
 };
 
 // C[R rows, cols] (= or +=) alpha * Apanel (kc x R) x Bpanel (kc x 32, W of its 16-column halves used): R x W zmm
@@ -163,10 +170,15 @@ PLANC_AVX512 void micro(int64_t kc, const float* a, const float* b, float* c, co
     _mm_prefetch(reinterpret_cast<const char*>(c + i * st.ldc), _MM_HINT_T0);
     _mm_prefetch(reinterpret_cast<const char*>(c + i * st.ldc + st.cols - 1), _MM_HINT_T0);
   }
+  const int64_t ahead = st.ahead;
   for (int64_t p = 0; p < kc; p++) {
     __m512 bv[W];
 #pragma GCC unroll 2
     for (int w = 0; w < W; w++) bv[w] = _mm512_load_ps(b + 16 * w);
+    if (ahead) {
+      _mm_prefetch(reinterpret_cast<const char*>(b + ahead), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(b + ahead + 16), _MM_HINT_T0);
+    }
 #pragma GCC unroll 16
     for (int i = 0; i < R; i++) {
       const __m512 av = _mm512_set1_ps(a[i]);
@@ -255,7 +267,7 @@ void run_task(const Plan& pl, int64_t jb, int64_t q0, int64_t q1) {
       const float* ap = pl.apack + s * g.k + p0 * r;
       float* crow = g.c + (pl.m0 + s) * g.ldc + j0;
       for (int64_t jr = 0; jr < nc; jr += kNR) {
-        const Store st{g.ldc, std::min(kNR, nc - jr), g.alpha, add};
+        const Store st{g.ldc, std::min(kNR, nc - jr), g.alpha, add, g.bpacked ? kPackedAhead : 0};
         kMicro[r][st.cols > 16 ? 1 : 0](kc, ap, bp + (jr / kNR) * panel_stride, crow + jr, st);
       }
     }
