@@ -1,5 +1,5 @@
-// End-to-end greedy translation of the es-en test ids: planc plans (float32, int8, int16, clusters, int8 / int16 + clusters) vs the
-// onnxruntime-node reference decoder, all in one run.
+// End-to-end greedy translation of the es-en test ids: planc plans (float32, float32 tuned here, --quantize auto tuned here,
+// int8, int16, clusters, int8 / int16 + clusters) vs the onnxruntime-node reference decoder, all in one run.
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -9,6 +9,7 @@ import { REPO_ROOT, sharedDir } from '../compiler/paths.ts';
 import { encodePlan } from '../compiler/plan/format.ts';
 import { Tensor } from '../compiler/tensor.ts';
 import { buildPlan } from '../codegen/build-plan.ts';
+import { compile, type Compiled } from '../optimize/compile.ts';
 import { runPipeline, TRANSLATE_TOPK } from '../passes/pipeline.ts';
 import type { QuantizeOptions, VocabRewriteOptions } from '../passes/pass.ts';
 import type { LayerPrecision } from '../compiler/quant/layers.ts';
@@ -67,8 +68,12 @@ async function runOrt(run: GraphRunner, ids: number[][], batch: number, conventi
   return { s: side((performance.now() - t0) / 1000, out), out };
 }
 
-/** One plan the bench times: float32, quantized, with the cluster rewrite, or both. */
-interface Variant { name: string; quantize?: QuantizeOptions; vocab?: VocabRewriteOptions }
+/**
+ * One plan the bench times: float32, quantized, with the cluster rewrite, or both; or compiled as `planc optimize
+ * --tune` does (tuned on this machine, cache in a fresh temporary folder), with `--quantize auto` (its gate measured on
+ * dev.es / dev.en) when quantizeAuto.
+ */
+interface Variant { name: string; quantize?: QuantizeOptions; vocab?: VocabRewriteOptions; tune?: boolean; quantizeAuto?: boolean }
 
 interface PlanRow { plan: string; batch: number; sentences: number; planc: Side; vsOrt: number; vsFp32: number; identicalOrt: number; identicalFp32: number }
 
@@ -82,7 +87,8 @@ const R = Number(process.env.PLANC_VOCAB_R ?? 250), K = Number(process.env.PLANC
 /** The variants: float32, int8, int16 (and PLANC_BENCH_QUANTIZE's extra modes), clusters, int8 + clusters, int16 + clusters. */
 async function variants(): Promise<Variant[]> {
   const extra = (process.env.PLANC_BENCH_QUANTIZE ?? '').split(',').filter((x) => x) as LayerPrecision[];
-  const out: Variant[] = [{ name: 'fp32' }, { name: 'int8', quantize: { precision: 'int8' } }, { name: 'int16', quantize: { precision: 'int16' } }, ...extra.map((p) => ({ name: p, quantize: { precision: p } }))];
+  const tuned: Variant[] = process.env.PLANC_BENCH_TUNE === '0' ? [] : [{ name: 'fp32 --tune', tune: true }, { name: 'q-auto --tune', tune: true, quantizeAuto: true }];
+  const out: Variant[] = [{ name: 'fp32' }, ...tuned, { name: 'int8', quantize: { precision: 'int8' } }, { name: 'int16', quantize: { precision: 'int16' } }, ...extra.map((p) => ({ name: p, quantize: { precision: p } }))];
   if (process.env.PLANC_BENCH_CLUSTERS === '0') return out;
   const setup = await esEnVocabSetup('translate');
   if (!setup) return out;
@@ -110,10 +116,23 @@ export async function benchTranslate(): Promise<void> {
   }
   const run = ortRunner(sessions);
   const vs = await variants();
-  const plans = vs.map((v) => {
-    const built = buildPlan(runPipeline(model, { topk: TRANSLATE_TOPK, quantize: v.quantize, vocab: v.vocab }), { target: 'cpu', maxBatch: 32, maxSrcLen: Math.max(128, ...ids.map((s) => s.length)), maxTgtLen: MAX_LEN, maxDims: { decoder_sequence_length: 1 } });
-    return { v, plan: loadPlanBytes(encodePlan(built.header, built.blob), `es-en-${v.name}.plan`), weightBytes: built.header.blobBytes };
-  });
+  const profile = { target: 'cpu' as const, maxBatch: 32, maxSrcLen: Math.max(128, ...ids.map((s) => s.length)), maxTgtLen: MAX_LEN };
+  const cacheFile = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'planc-bench-translate-')), 'tuning.json');
+  const plans = [];
+  for (const v of vs) {
+    const t0 = performance.now();
+    const built = v.tune
+      ? await compile(model, { ...profile, topk: TRANSLATE_TOPK, tune: { cacheFile }, ...(v.quantizeAuto ? {
+        tokenizer: { bytes: fs.readFileSync(path.join(dir, 'vocab.esen.spm')), kind: 'spm' as const },
+        quantize: { mode: 'auto' as const, evalSrc: path.join(dir, 'dev.es'), evalRef: path.join(dir, 'dev.en') } } : {}) })
+      : buildPlan(runPipeline(model, { topk: TRANSLATE_TOPK, quantize: v.quantize, vocab: v.vocab }), { ...profile, maxDims: { decoder_sequence_length: 1 } });
+    if (v.tune) {
+      const q = (built as Compiled).quantization;
+      const changed = built.header.tuning.filter((d) => !d.key.endsWith(':confirm') && d.choice !== 'auto').map((d) => `${d.key} ${d.choice}`);
+      console.log(`${v.name}: compiled and tuned in ${((performance.now() - t0) / 1000).toFixed(1)} s; variants changed: ${changed.join(', ') || 'none'}${q ? `; kept ${[...new Set(q.layers.map((l) => l.precision))].join('/')}, gate ${q.gatePassed ? 'holds' : 'FAILS'}` : ''}`);
+    }
+    plans.push({ v, plan: loadPlanBytes(encodePlan(built.header, built.blob), `es-en-${v.name}.plan`), weightBytes: built.header.blobBytes });
+  }
   console.log(`es-en greedy translation, max length ${MAX_LEN}; batch 1 on the first 200 test sentences, batch 32 on all 1,000 (sorted by length); plans: ${plans.map((p) => `${p.v.name} (${(p.weightBytes / 1e6).toFixed(1)} MB of weights)`).join(', ')}`);
   const rows: PlanRow[] = [];
   const ortRows: Row[] = [];

@@ -10,6 +10,7 @@ import type { PlanFile, PlanHeader, PlanProgram, PlanTuningDecision } from '../c
 import type { ProgressReporter } from '../passes/pass.ts';
 import { type CacheEntry, type CachedAlternative, defaultCacheFile, TuningCache } from './tune-cache.ts';
 import { confirmByTranslation } from './tune-confirm.ts';
+import { regression } from './tune-regression.ts';
 import { thisDevice, type TuneDevice } from './tune-device.ts';
 import { type GraphTimings, fastestRound, measureInRounds, measurePlan, type OperatingPoint, tuningPoints } from './tune-measure.ts';
 
@@ -213,10 +214,10 @@ export async function tunePlan(file: PlanFile, req: TuneRequest = {}, progress?:
         cache.put(e);
       }
       const [u, t, again] = e.alternatives as [CachedAlternative, CachedAlternative, CachedAlternative | undefined];
-      // a regression beyond what the untuned plan differs from its second copy by in the same measurement
-      const noise = again ? Math.abs(sum(again.micros) - sum(u.micros)) / sum(u.micros) : 0;
-      const regressed = sum(t.micros) > sum(u.micros) * (1 + Math.max(MARGIN / 3, noise));
-      const per = `${points.map((pt, i) => `${pointText(pt)} ${ms(u.micros[i]!)} → ${ms(t.micros[i]!)}`).join(', ')} (the untuned plan against its second copy: ${(noise * 100).toFixed(1)}%)`;
+      // a regression beyond what the untuned plan differs from its second copy by in the same measurement: in total,
+      // or at one point
+      const { regressed, worseAt, noise, noiseAt } = regression(u.micros, t.micros, again?.micros, { total: MARGIN / 3, point: MARGIN });
+      const per = `${points.map((pt, i) => `${pointText(pt)} ${ms(u.micros[i]!)} → ${ms(t.micros[i]!)}`).join(', ')} (the untuned plan against its second copy: ${(noise * 100).toFixed(1)}%)${worseAt >= 0 ? `, slower at ${pointText(points[worseAt]!)} by ${((t.micros[worseAt]! / u.micros[worseAt]! - 1) * 100).toFixed(0)}% (its second copy: ${(noiseAt[worseAt]! * 100).toFixed(1)}%)` : ''}`;
       return { e, u, t, regressed, per };
     };
     // a call's measured gain over its default, µs summed over the points
@@ -272,8 +273,7 @@ export async function tunePlan(file: PlanFile, req: TuneRequest = {}, progress?:
     }
     const [u, t, again] = e.alternatives as [CachedAlternative, CachedAlternative, CachedAlternative | undefined];
     // slower at a point beyond MARGIN and beyond what the untuned plan differs from its second copy by there
-    const noise = points.map((_, i) => (again ? Math.abs(again.micros[i]! - u.micros[i]!) / u.micros[i]! : 0));
-    const worse = points.findIndex((_, i) => t.micros[i]! > u.micros[i]! * (1 + Math.max(MARGIN, noise[i]!)));
+    const { worseAt: worse, noiseAt: noise } = regression(u.micros, t.micros, again?.micros, { point: MARGIN });
     const per = `${points.map((pt, i) => `${pointText(pt)} ${ms(u.micros[i]!)} → ${ms(t.micros[i]!)} per token (untuned against its second copy ${(noise[i]! * 100).toFixed(1)}%)`).join(', ')}; ${t.note}`;
     if (worse >= 0) {
       summary.rolledBack.push('translation');

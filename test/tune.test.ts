@@ -11,6 +11,7 @@ import { encodePlan } from '../compiler/plan/format.ts';
 import { createdStamp } from '../codegen/pack.ts';
 import { compile, type Compiled } from '../optimize/compile.ts';
 import type { TuneRequest } from '../optimize/tune.ts';
+import { regression } from '../optimize/tune-regression.ts';
 import { TuningCache } from '../optimize/tune-cache.ts';
 import { thisDevice } from '../optimize/tune-device.ts';
 import { nativeAvailable } from '../runtime/native.ts';
@@ -103,6 +104,25 @@ native('planc tune PLAN: a warm cache rewrites the plan with the same decisions 
   const bad = planc(['tune', file, '--topk', '3']);
   assert.is(bad.status, 2);
   assert.match(bad.stderr, /PLANC_E301: --topk: compile options/);
+});
+
+test('confirmation: a gain in total does not hide a loss at one point beyond its noise', () => {
+  const margins = { total: 0.01, point: 0.03 };
+  // like the es-en encoder with BLAS products: even at 8 rows, faster at 32, 46% slower at one row; quiet everywhere
+  const r = regression([2.29, 12.0, 36.96], [3.34, 12.2, 30.92], [2.3, 12.1, 37.1], margins);
+  assert.ok(r.regressed);
+  assert.is(r.worseAt, 0);
+  // the same loss inside the noise at that point (the second copy 50% apart there) is not one
+  assert.not.ok(regression([2.29, 12.0, 36.96], [3.34, 12.2, 30.92], [3.5, 12.1, 37.1], margins).regressed);
+  // a loss in total beyond its margin and noise, with no point beyond 3%
+  const t = regression([10, 10, 10], [10.2, 10.2, 10.2], [10, 10, 10], margins);
+  assert.ok(t.regressed);
+  assert.is(t.worseAt, -1);
+  // per point only (the translation check): the same times pass
+  assert.not.ok(regression([10, 10, 10], [10.2, 10.2, 10.2], [10, 10, 10], { point: 0.03 }).regressed);
+  // faster everywhere; without a second copy, no noise
+  const f = regression([10, 20], [9, 18], undefined, margins);
+  assert.equal([f.regressed, f.worseAt, f.noise, f.noiseAt], [false, -1, 0, [0, 0]]);
 });
 
 test('cache: lookups tell hit, miss, stale and foreign apart; a file that is not a cache is refused', () => {
