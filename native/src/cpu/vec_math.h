@@ -6,10 +6,13 @@
 
 // Hot loops are compiled twice with GCC on x86-64 glibc (AVX2+FMA and the portable baseline), picked at load time
 // by an ifunc (not under TSan, whose runtime starts after ifunc resolvers run).
+// PLANC_HOT16 loops work on 16 lanes (v16f) and get an AVX-512 clone as well.
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__GLIBC__) && !defined(__SANITIZE_THREAD__)
 #define PLANC_HOT __attribute__((target_clones("arch=x86-64-v3", "default")))
+#define PLANC_HOT16 __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define PLANC_HOT
+#define PLANC_HOT16
 #endif
 
 // Eight floats as one value (GCC/Clang vector extension: AVX ymm, two SSE/NEON registers); plain loops elsewhere.
@@ -17,6 +20,8 @@
 #define PLANC_VEC8 1
 typedef float v8f __attribute__((vector_size(32)));
 typedef int32_t v8i __attribute__((vector_size(32)));
+typedef float v16f __attribute__((vector_size(64)));  // one zmm, two ymm or four SSE registers
+typedef int32_t v16i __attribute__((vector_size(64)));
 #pragma GCC diagnostic ignored "-Wpsabi"  // v8f only passes between inline helpers: no ABI is crossed
 #endif
 
@@ -68,24 +73,28 @@ inline v8f load8(const float* p) {
   return v;
 }
 inline void store8(float* p, const v8f& v) { std::memcpy(p, &v, sizeof v); }
-// Per lane: mask ? a : b (mask lanes are all ones or all zeros).
-inline v8f select8(const v8i& mask, const v8f& a, const v8f& b) { return (v8f)((mask & (v8i)a) | (~mask & (v8i)b)); }
+// Per lane: mask ? a : b (mask lanes are all ones or all zeros); F a float vector, I its int32 lanes.
+template <class F, class I>
+inline F select_lanes(const I& mask, const F& a, const F& b) { return (F)((mask & (I)a) | (~mask & (I)b)); }
+inline v8f select8(const v8i& mask, const v8f& a, const v8f& b) { return select_lanes<v8f, v8i>(mask, a, b); }
 // Per lane: the NaN-propagating max of the reference's scan.
 inline v8f nan_max8(const v8f& m, const v8f& v) { return select8((v > m) | (v != v), v, m); }
 
-// exp_approx on eight lanes (the same polynomial and clamps).
-inline v8f exp8(const v8f& x) {
-  const v8f lo = splat(-87.3365478515625f), round = splat(12582912.0f);
-  v8f c = select8(x > lo, x, lo);
-  c = select8(c < 88.0f, c, splat(88.0f));
-  const v8f n = (c * 1.44269504088896341f + round) - round;
-  const v8f p = exp_poly(c, n);
-  const v8i bits = (__builtin_convertvector(n, v8i) + 127) << 23;
-  v8f y = p * (v8f)bits;
-  y = select8(x < lo, v8f{}, y);
-  y = select8(x > 88.72283935546875f, splat(kInf), y);
-  return select8(x != x, x, y);
+// exp_approx on the lanes of F (I: its int32 lanes), the same polynomial and clamps.
+template <class F, class I>
+inline F exp_lanes(const F& x) {
+  const F lo = F{} + -87.3365478515625f, round = F{} + 12582912.0f;
+  F c = select_lanes<F, I>(x > lo, x, lo);
+  c = select_lanes<F, I>(c < 88.0f, c, F{} + 88.0f);
+  const F n = (c * 1.44269504088896341f + round) - round;
+  const F p = exp_poly(c, n);
+  const I bits = (__builtin_convertvector(n, I) + 127) << 23;
+  F y = p * (F)bits;
+  y = select_lanes<F, I>(x < lo, F{}, y);
+  y = select_lanes<F, I>(x > 88.72283935546875f, F{} + kInf, y);
+  return select_lanes<F, I>(x != x, x, y);
 }
+inline v8f exp8(const v8f& x) { return exp_lanes<v8f, v8i>(x); }
 
 // Sum of the eight lanes, added in lane order.
 inline float sum8(const v8f& v) {
@@ -133,16 +142,17 @@ PLANC_HOT inline void add_run(float* y, const float* b, int64_t n) {
 }
 
 // Sum of e^(x[i] - m).
-PLANC_HOT inline float exp_sum(const float* x, int64_t n, float m) {
+PLANC_HOT16 inline float exp_sum(const float* x, int64_t n, float m) {
   float s = 0;
   int64_t i = 0;
 #ifdef PLANC_VEC8
-  v8f s0 = {}, s1 = {};
+  v16f acc = {};
   for (; i + 16 <= n; i += 16) {
-    s0 += exp8(load8(x + i) - m);
-    s1 += exp8(load8(x + i + 8) - m);
+    v16f v;
+    std::memcpy(&v, x + i, sizeof v);
+    acc += exp_lanes<v16f, v16i>(v - m);
   }
-  s = sum8(s0 + s1);
+  for (int l = 0; l < 8; l++) s += acc[l] + acc[l + 8];  // the order of two 8-lane sums added lane by lane
 #endif
   for (; i < n; i++) s += exp_approx(x[i] - m);
   return s;
