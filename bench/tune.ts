@@ -1,6 +1,7 @@
 // `npm run bench -- tune`: tunes es-en on this machine (cold cache, then warm twice: time, byte-identical plans), then
 // translates the test ids with the untuned and the tuned plans in the same run at batch 1 and 32, at batch 4 and with a
-// beam of 4 (interleaved; plans tuned for 1 and 32 rows, for 32 only, and for 4 and 8 rows), with
+// beam of 4 (interleaved, best of 3; plans tuned for 1, 8 and 32 rows, for 32 only, and for 4 and 8 rows; and a second
+// load of the untuned plan, the noise), with
 // the per-kernel table of choices; then precision alternatives under the gate: `--quantize auto --tune` (gate measured on
 // dev.es/dev.en) against the untuned float32 plan in the same interleaved runs; and the vocabulary alternatives in
 // float32: `--vocab auto --tune` (R × K clusters calibrated on the first PLANC_TUNE_CAL (5000) lines of train.es, the
@@ -104,18 +105,20 @@ export async function benchTune(): Promise<void> {
   const v = vocab.vocab!;
   console.log(`--vocab auto --tune: ${vocabSeconds.toFixed(1)} s; ${v.choice}`);
   // end to end, interleaved: untuned, tuned, untuned, tuned
-  const plans: Record<'untuned' | 'tuned' | 'tunedB32' | 'tuned48' | 'quantTuned' | 'vocabTuned', Plan> = { untuned: loadPlanBytes(untuned.bytes, 'untuned'), tuned: loadPlanBytes(cold.bytes, 'tuned'),
+  // untunedAgain: a second load of the untuned plan, whose ratio to the first is this run's noise (A/A)
+  const plans: Record<'untuned' | 'untunedAgain' | 'tuned' | 'tunedB32' | 'tuned48' | 'quantTuned' | 'vocabTuned', Plan> = { untuned: loadPlanBytes(untuned.bytes, 'untuned'),
+    untunedAgain: loadPlanBytes(untuned.bytes, 'untuned-again'), tuned: loadPlanBytes(cold.bytes, 'tuned'),
     tunedB32: loadPlanBytes(b32.bytes, 'tuned-b32'), tuned48: loadPlanBytes(b48.bytes, 'tuned-4-8'), quantTuned: loadPlanBytes(encodePlan(quant.header, quant.blob), 'quantize-auto-tuned'),
     vocabTuned: loadPlanBytes(encodePlan(vocab.header, vocab.blob), 'vocab-auto-tuned') };
   const rows = [];
   for (const [batch, n, beam] of RUNS) {
     const src = ids.slice(0, n);
-    const secs = { untuned: [] as number[], tuned: [] as number[], tunedB32: [] as number[], tuned48: [] as number[], quantTuned: [] as number[], vocabTuned: [] as number[] };
+    const secs = { untuned: [] as number[], untunedAgain: [] as number[], tuned: [] as number[], tunedB32: [] as number[], tuned48: [] as number[], quantTuned: [] as number[], vocabTuned: [] as number[] };
     const outs: Record<string, number[][]> = {};
     const o = { batchSize: batch, maxLength: MAX_LEN, beamSize: beam };
     await translateIds(plans.tuned, src.slice(0, Math.min(batch, 8)), o); // warm-up
-    for (let rep = 0; rep < 2; rep++) {
-      for (const which of ['untuned', 'tuned', 'tunedB32', 'tuned48', 'quantTuned', 'vocabTuned'] as const) {
+    for (let rep = 0; rep < 3; rep++) {
+      for (const which of ['untuned', 'tuned', 'tunedB32', 'tuned48', 'quantTuned', 'vocabTuned', 'untunedAgain'] as const) {
         const t0 = performance.now();
         outs[which] = (await translateIds(plans[which], src, o)).map((r) => r.ids);
         secs[which].push((performance.now() - t0) / 1000);
@@ -124,13 +127,13 @@ export async function benchTune(): Promise<void> {
     const best = (xs: number[]) => Math.min(...xs);
     const same = outs.untuned!.filter((o, i) => o.join() === outs.tuned![i]!.join()).length;
     const same32 = outs.untuned!.filter((o, i) => o.join() === outs.tunedB32![i]!.join()).length;
-    const row = { batch, beam, sentences: n, untunedS: best(secs.untuned), tunedS: best(secs.tuned), speedup: best(secs.untuned) / best(secs.tuned), identical: same,
+    const row = { batch, beam, sentences: n, untunedS: best(secs.untuned), aa: best(secs.untuned) / best(secs.untunedAgain), tunedS: best(secs.tuned), speedup: best(secs.untuned) / best(secs.tuned), identical: same,
       tunedB32S: best(secs.tunedB32), speedupB32: best(secs.untuned) / best(secs.tunedB32), identicalB32: same32,
       tuned48S: best(secs.tuned48), speedup48: best(secs.untuned) / best(secs.tuned48), identical48: outs.untuned!.filter((o, i) => o.join() === outs.tuned48![i]!.join()).length,
       quantTunedS: best(secs.quantTuned), speedupQuant: best(secs.untuned) / best(secs.quantTuned), identicalQuant: outs.untuned!.filter((o, i) => o.join() === outs.quantTuned![i]!.join()).length,
       vocabTunedS: best(secs.vocabTuned), speedupVocab: best(secs.untuned) / best(secs.vocabTuned), identicalVocab: outs.untuned!.filter((o, i) => o.join() === outs.vocabTuned![i]!.join()).length };
     rows.push(row);
-    console.log(`batch ${batch}${beam > 1 ? ` beam ${beam}` : ''}, ${n} sentences: untuned ${row.untunedS.toFixed(2)} s, tuned ${row.tunedS.toFixed(2)} s → ${row.speedup.toFixed(3)}x (${same}/${n} identical); tuned for batch 32 ${row.tunedB32S.toFixed(2)} s → ${row.speedupB32.toFixed(3)}x (${same32}/${n} identical); tuned for 4 and 8 rows ${row.tuned48S.toFixed(2)} s → ${row.speedup48.toFixed(3)}x (${row.identical48}/${n} identical); --quantize auto --tune ${row.quantTunedS.toFixed(2)} s → ${row.speedupQuant.toFixed(3)}x (${row.identicalQuant}/${n} identical); --vocab auto --tune (float32) ${row.vocabTunedS.toFixed(2)} s → ${row.speedupVocab.toFixed(3)}x (${row.identicalVocab}/${n} identical)`);
+    console.log(`batch ${batch}${beam > 1 ? ` beam ${beam}` : ''}, ${n} sentences: untuned ${row.untunedS.toFixed(2)} s (its second load → ${row.aa.toFixed(3)}x: the noise), tuned ${row.tunedS.toFixed(2)} s → ${row.speedup.toFixed(3)}x (${same}/${n} identical); tuned for batch 32 ${row.tunedB32S.toFixed(2)} s → ${row.speedupB32.toFixed(3)}x (${same32}/${n} identical); tuned for 4 and 8 rows ${row.tuned48S.toFixed(2)} s → ${row.speedup48.toFixed(3)}x (${row.identical48}/${n} identical); --quantize auto --tune ${row.quantTunedS.toFixed(2)} s → ${row.speedupQuant.toFixed(3)}x (${row.identicalQuant}/${n} identical); --vocab auto --tune (float32) ${row.vocabTunedS.toFixed(2)} s → ${row.speedupVocab.toFixed(3)}x (${row.identicalVocab}/${n} identical)`);
   }
   for (const p of Object.values(plans)) p.close();
   const record = {
