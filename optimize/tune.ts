@@ -57,6 +57,8 @@ export interface TuneSummary {
 
 /** Over this fraction faster in total, and not slower at any point beyond it: a variant beats the default. */
 const MARGIN = 0.03;
+/** A graph's confirmation: slower in total beyond MARGIN / 3 or at one point beyond MARGIN (and the noise). */
+const GRAPH_MARGINS = { total: MARGIN / 3, point: MARGIN };
 
 /**
  * The plans an end-to-end confirmation alternates: the untuned plan, the tuned one, and a second copy of the untuned
@@ -207,8 +209,16 @@ export async function tunePlan(file: PlanFile, req: TuneRequest = {}, progress?:
         const tunedHeader = withVariants(h, (i, j) => (i === pi ? set.find((c) => c.index === j) && chosen.get(set.find((c) => c.index === j)!)!.variant : undefined));
         const untunedHeader = withVariants(h, (i, j) => (i === pi && set.some((c) => c.index === j) ? 'auto' : undefined));
         const untunedFile = { header: untunedHeader, blob: file.blob };
-        const ab = measureInRounds([untunedFile, { header: tunedHeader, blob: file.blob }, untunedFile], graph, points, { ...mo, runs: Math.max(mo.runs, 9) });
+        const measure = () => measureInRounds([untunedFile, { header: tunedHeader, blob: file.blob }, untunedFile], graph, points, { ...mo, runs: Math.max(mo.runs, 9) });
+        let ab = measure();
         summary.measurements += 3;
+        const micros = (k: number) => ab.map((x) => x[k]!.micros);
+        if (regression(micros(0), micros(1), micros(2), GRAPH_MARGINS).regressed) {
+          // a regression must hold in a second measurement: each plan's fastest of the two counts
+          const second = measure();
+          summary.measurements += 3;
+          ab = ab.map((perPlan, i) => perPlan.map((x, k) => fastestRound([x, second[i]![k]!])));
+        }
         e = { key, device: device.id, plancVersion: version, alternatives: CONFIRM_ALTERNATIVES.map((variant, k) => ({
           variant, micros: ab.map((x) => x[k]!.micros), spread: ab.map((x) => x[k]!.spread), note: '' })) };
         cache.put(e);
@@ -216,7 +226,7 @@ export async function tunePlan(file: PlanFile, req: TuneRequest = {}, progress?:
       const [u, t, again] = e.alternatives as [CachedAlternative, CachedAlternative, CachedAlternative | undefined];
       // a regression beyond what the untuned plan differs from its second copy by in the same measurement: in total,
       // or at one point
-      const { regressed, worseAt, noise, noiseAt } = regression(u.micros, t.micros, again?.micros, { total: MARGIN / 3, point: MARGIN });
+      const { regressed, worseAt, noise, noiseAt } = regression(u.micros, t.micros, again?.micros, GRAPH_MARGINS);
       const per = `${points.map((pt, i) => `${pointText(pt)} ${ms(u.micros[i]!)} → ${ms(t.micros[i]!)}`).join(', ')} (the untuned plan against its second copy: ${(noise * 100).toFixed(1)}%)${worseAt >= 0 ? `, slower at ${pointText(points[worseAt]!)} by ${((t.micros[worseAt]! / u.micros[worseAt]! - 1) * 100).toFixed(0)}% (its second copy: ${(noiseAt[worseAt]! * 100).toFixed(1)}%)` : ''}`;
       return { e, u, t, regressed, per };
     };
@@ -264,8 +274,17 @@ export async function tunePlan(file: PlanFile, req: TuneRequest = {}, progress?:
       const untunedHeader = withVariants(h, (i, j) => (calls.some((c) => c.program === i && c.index === j) ? 'auto' : undefined));
       const tunedHeader = withVariants(h, (i, j) => { const c = calls.find((x) => x.program === i && x.index === j); return c && chosen.get(c)!.variant; });
       const untunedFile = { header: untunedHeader, blob: file.blob };
-      const checks = await confirmByTranslation([untunedFile, { header: tunedHeader, blob: file.blob }, untunedFile], points);
+      const files = [untunedFile, { header: tunedHeader, blob: file.blob }, untunedFile];
+      let checks = await confirmByTranslation(files, points);
       summary.measurements += 3;
+      const perToken = (k: number) => checks.map((c) => c.msPerToken[k]!);
+      if (regression(perToken(0), perToken(1), perToken(2), { point: MARGIN }).regressed) {
+        // a regression must hold in a second measurement: each plan's fastest of the two counts (one check here
+        // rolled back a plan 7% slower at 32 rows, with its second copy 0.3% apart, that translated the test set 1.09x faster)
+        const second = await confirmByTranslation(files, points);
+        summary.measurements += 3;
+        checks = checks.map((c, i) => ({ msPerToken: c.msPerToken.map((m, k) => Math.min(m, second[i]!.msPerToken[k]!)), identical: c.identical && second[i]!.identical }));
+      }
       const round = (x: number) => Math.round(x * 1000) / 1000;
       const same = checks.map((c, i) => `${pointText(points[i]!)} ${c.identical ? 'same tokens' : 'other tokens (summation order)'}`).join(', ');
       e = { key, device: device.id, plancVersion: version, alternatives: CONFIRM_ALTERNATIVES.map((variant, k) => ({ variant, micros: checks.map((c) => round(c.msPerToken[k]! * 1000)), spread: checks.map(() => 0), note: k === 1 ? same : '' })) };
