@@ -5,8 +5,11 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { PlancError } from '../compiler/diagnostics.ts';
 
-/** Times of one alternative at each operating point: medians and spreads (max - min) in µs, or why it did not run. */
-export interface CachedAlternative { variant: string; micros: number[]; spread: number[]; note: string }
+/**
+ * Times of one alternative at each operating point: medians and spreads (max - min) in µs, or why it did not run;
+ * between: how far its slowest round's median was from its fastest (µs), where it was measured in rounds.
+ */
+export interface CachedAlternative { variant: string; micros: number[]; spread: number[]; note: string; between?: number[] }
 
 export interface CacheEntry {
   /** What the times are of (kernel, static dims, dtypes, arguments, variant set, operating points), as JSON text. */

@@ -8,8 +8,8 @@ import type { RtTensor } from '../runtime/tensor.ts';
 /** Where the tuner measures: the rows of a run (sentences × beams), the source length, the decoder's past length. */
 export interface OperatingPoint { batch: number; srcLen: number; past: number }
 
-/** A median and a spread (max - min), µs. */
-export interface Timing { micros: number; spread: number }
+/** A median and a spread (max - min), µs; from rounds, between: the slowest round's median minus the fastest's. */
+export interface Timing { micros: number; spread: number; between?: number }
 
 /** One graph at one point: each kernel call's timing and the whole run's. */
 export interface GraphTimings { calls: Timing[]; run: Timing }
@@ -47,8 +47,14 @@ const median = (xs: number[]): number => {
 };
 const timing = (xs: number[]): Timing => ({ micros: median(xs), spread: Math.max(...xs) - Math.min(...xs) });
 
-/** One timing from several rounds' of the same thing: the lowest median (the round least disturbed), the widest spread. */
-export const fastestRound = (ts: Timing[]): Timing => ({ micros: Math.min(...ts.map((t) => t.micros)), spread: Math.max(...ts.map((t) => t.spread)) });
+/**
+ * One timing from several rounds' of the same thing: the lowest median (the round least disturbed), the widest
+ * spread, and how far the rounds' medians lie apart (this machine's noise between loads of a plan).
+ */
+export const fastestRound = (ts: Timing[]): Timing => {
+  const medians = ts.map((t) => t.micros);
+  return { micros: Math.min(...medians), spread: Math.max(...ts.map((t) => t.spread)), between: Math.max(...medians) - Math.min(...medians) };
+};
 
 /**
  * Loads the plan (header and blob as they are: its calls' variants included; throws the runtime's refusal when this

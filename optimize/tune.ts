@@ -174,7 +174,7 @@ export async function tunePlan(file: PlanFile, req: TuneRequest = {}, progress?:
         if (!c.variants.includes(v)) continue;
         const g = graphs.indexOf(c.graph);
         const at = ts.length ? points.map((_, pt) => fastestRound(ts.map((t) => t[pt]![g]!.calls[c.index]!))) : [];
-        alts.get(c)!.push({ variant: v, micros: at.map((x) => x.micros), spread: at.map((x) => x.spread), note });
+        alts.get(c)!.push({ variant: v, micros: at.map((x) => x.micros), spread: at.map((x) => x.spread), between: at.map((x) => x.between ?? 0), note });
       }
     }
     const pooled = new Map<string, CacheEntry>();
@@ -193,7 +193,7 @@ export async function tunePlan(file: PlanFile, req: TuneRequest = {}, progress?:
   // choices
   const chosen = new Map<Call, { variant: string; reason: string }>();
   for (const c of calls) {
-    const pick = choose(c, entries.get(c)!, points);
+    const pick = chooseVariant(c, entries.get(c)!, points);
     chosen.set(c, pick.variant === c.base ? pick : { ...pick, reason: pick.reason + preparedNote(h, c, pick.variant) });
   }
 
@@ -347,15 +347,18 @@ function poolAlternatives(alts: CachedAlternative[]): CachedAlternative[] {
     const n = mine[0]!.micros.length;
     const at = (f: (a: CachedAlternative) => number[], agg: (xs: number[]) => number) => Array.from({ length: n }, (_, i) => agg(mine.map((a) => f(a)[i]!)));
     const round = (x: number) => Math.round(x * 1000) / 1000;
-    return { variant, micros: at((a) => a.micros, (xs) => round(sum(xs) / xs.length)), spread: at((a) => a.spread, (xs) => round(Math.max(...xs))), note };
+    return { variant, micros: at((a) => a.micros, (xs) => round(sum(xs) / xs.length)), spread: at((a) => a.spread, (xs) => round(Math.max(...xs))),
+      between: at((a) => a.between ?? [], (xs) => round(Math.max(0, ...xs.filter((x) => x !== undefined)))), note };
   });
 }
 
 /**
  * A call's choice from its alternatives' times: the fastest in total over the points when it beats the default (the
- * call's variant before tuning) by MARGIN in total and is not slower at any point by more than MARGIN; else the default.
+ * call's variant before tuning) by MARGIN in total and is not slower at any point by more than MARGIN and the noise
+ * there (how far either's rounds lay apart: a variant that runs the default's code at one row differs from it only by
+ * that); else the default.
  */
-function choose(c: Call, e: CacheEntry, points: OperatingPoint[]): { variant: string; reason: string } {
+export function chooseVariant(c: { base: string }, e: CacheEntry, points: OperatingPoint[]): { variant: string; reason: string } {
   const ran = e.alternatives.filter((a) => a.micros.length === points.length);
   const base = ran.find((a) => a.variant === c.base) ?? ran.find((a) => a.variant === 'auto');
   const skipped = e.alternatives.filter((a) => a.note).map((a) => a.variant);
@@ -365,8 +368,9 @@ function choose(c: Call, e: CacheEntry, points: OperatingPoint[]): { variant: st
   const at = (a: CachedAlternative) => points.map((pt, i) => `${pointText(pt)} ${ms(a.micros[i]!)}`).join(', ');
   if (best === base) return { variant: base.variant, reason: `${base.variant} is the fastest (${at(base)})${notRun}` };
   const gain = 1 - sum(best.micros) / sum(base.micros);
-  const worseAt = points.findIndex((_, i) => best.micros[i]! > base.micros[i]! * (1 + MARGIN));
+  const noiseAt = points.map((_, i) => Math.max(...[base, best].map((a) => (a.between?.[i] ?? 0) / a.micros[i]!)));
+  const worseAt = points.findIndex((_, i) => best.micros[i]! > base.micros[i]! * (1 + Math.max(MARGIN, noiseAt[i]!)));
   if (gain < MARGIN) return { variant: base.variant, reason: `${best.variant} is within ${(MARGIN * 100).toFixed(0)}% of ${base.variant} (${at(best)} vs ${at(base)}): the default kept${notRun}` };
-  if (worseAt >= 0) return { variant: base.variant, reason: `${best.variant} is faster in total but slower at ${pointText(points[worseAt]!)} (${at(best)} vs ${at(base)}): the default kept${notRun}` };
+  if (worseAt >= 0) return { variant: base.variant, reason: `${best.variant} is faster in total but slower at ${pointText(points[worseAt]!)} beyond its rounds' noise (${(noiseAt[worseAt]! * 100).toFixed(1)}%) (${at(best)} vs ${at(base)}): the default kept${notRun}` };
   return { variant: best.variant, reason: `${best.variant} ${(gain * 100).toFixed(0)}% faster than ${base.variant} (${at(best)} vs ${at(base)})${notRun}` };
 }

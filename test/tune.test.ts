@@ -10,7 +10,7 @@ import { importSeq2SeqDir } from '../compiler/onnx/import-model.ts';
 import { encodePlan } from '../compiler/plan/format.ts';
 import { createdStamp } from '../codegen/pack.ts';
 import { compile, type Compiled } from '../optimize/compile.ts';
-import type { TuneRequest } from '../optimize/tune.ts';
+import { chooseVariant, type TuneRequest } from '../optimize/tune.ts';
 import { regression } from '../optimize/tune-regression.ts';
 import { TuningCache } from '../optimize/tune-cache.ts';
 import { thisDevice } from '../optimize/tune-device.ts';
@@ -123,6 +123,21 @@ test('confirmation: a gain in total does not hide a loss at one point beyond its
   // faster everywhere; without a second copy, no noise
   const f = regression([10, 20], [9, 18], undefined, margins);
   assert.equal([f.regressed, f.worseAt, f.noise, f.noiseAt], [false, -1, 0, [0, 0]]);
+});
+
+test('a call\'s choice: slower at one point only within its rounds\' noise does not keep the default', () => {
+  const points = [1, 8, 32].map((batch) => ({ batch, srcLen: 24, past: 12 }));
+  // es-en's decoder_with_past output layer, measured here: packed runs auto's code at one row
+  const entry = (between: number[] | undefined) => ({ key: 'k', device: 'd', plancVersion: 'v', alternatives: [
+    { variant: 'auto', micros: [687, 1418, 3246], spread: [259, 326, 857], note: '', ...(between ? { between } : {}) },
+    { variant: 'packed', micros: [722, 927, 3189], spread: [735, 1034, 2376], note: '', ...(between ? { between } : {}) }] });
+  const noisy = chooseVariant({ base: 'auto' }, entry([70, 100, 300]), points);
+  assert.is(noisy.variant, 'packed', noisy.reason);
+  for (const quiet of [entry([5, 10, 30]), entry(undefined)]) {
+    const r = chooseVariant({ base: 'auto' }, quiet, points);
+    assert.is(r.variant, 'auto');
+    assert.match(r.reason, /packed is faster in total but slower at batch 1 beyond its rounds' noise/);
+  }
 });
 
 test('cache: lookups tell hit, miss, stale and foreign apart; a file that is not a cache is refused', () => {
