@@ -1,4 +1,4 @@
-// Vector math shared by the CPU kernels: dispatch macros, 8-lane helpers, e^x (Cephes), NaN-propagating max, sums, dot.
+// Vector math shared by the CPU kernels: dispatch macros, 8- and 16-lane helpers, e^x (Cephes), NaN-propagating max, sums, dot.
 #pragma once
 #include <cstdint>
 #include <cstring>
