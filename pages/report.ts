@@ -137,7 +137,7 @@ function decisionsSection(data: ReportData): string {
   const confirms = data.decisions.filter((d) => d.call === null);
   const changed = calls.filter((d) => d.choice !== 'auto').length;
   return `<section id="tuning"><h2>Tuning decisions</h2>
-<p>${calls.length} kernel calls tuned${data.tunedOn ? ` on <code>${escapeHtml(data.tunedOn)}</code>` : ''}: <b>${changed}</b> run a variant other than <code>auto</code>. Each alternative was measured in the plan (the whole program run, medians over repeated runs); a variant is kept only where it beats auto by 3% in total and is not slower at any point. Hover a cell for its spread, or why it could not run.</p>
+<p>${calls.length} kernel calls tuned${data.tunedOn ? ` on <code>${escapeHtml(data.tunedOn)}</code>` : ''}: <b>${changed}</b> run a variant other than <code>auto</code>. Each alternative was measured in the plan (the whole program run, medians over repeated runs); a variant is kept only where it beats auto by 3% in total and is not slower at any point beyond 3% and that point's noise, and where its graph, run end to end beside a second copy of the untuned plan, is not slower either. Hover a cell for its spread, or why it could not run.</p>
 <div class="grid"><div class="chart"><canvas id="chart-variants"></canvas></div>${confirms.length ? '<div class="chart"><canvas id="chart-confirm"></canvas></div>' : '<p class="muted">No graph changed: nothing to confirm end to end.</p>'}</div>
 ${confirms.length ? `<h3>End-to-end confirmation per graph</h3>${decisionTables(confirms)}` : ''}
 ${decisionTables(calls)}</section>`;
