@@ -206,7 +206,7 @@ export async function tunePlan(file: PlanFile, req: TuneRequest = {}, progress?:
       let e = look(key);
       if (!e) {
         progress?.start(`confirming ${graph} end to end${set.length === 1 ? ` with ${set[0]!.kernel} ${chosen.get(set[0]!)!.variant} alone` : ''}`);
-        const tunedHeader = withVariants(h, (i, j) => (i === pi ? set.find((c) => c.index === j) && chosen.get(set.find((c) => c.index === j)!)!.variant : undefined));
+        const tunedHeader = withVariants(h, (i, j) => { const c = i === pi ? set.find((x) => x.index === j) : undefined; return c && chosen.get(c)!.variant; });
         const untunedHeader = withVariants(h, (i, j) => (i === pi && set.some((c) => c.index === j) ? 'auto' : undefined));
         const untunedFile = { header: untunedHeader, blob: file.blob };
         const measure = () => measureInRounds([untunedFile, { header: tunedHeader, blob: file.blob }, untunedFile], graph, points, { ...mo, runs: Math.max(mo.runs, 9) });
@@ -337,7 +337,7 @@ function preparedNote(h: PlanHeader, c: Call, variant: string): string {
   return `; it keeps ${prep.doc} in memory beside the weights${size}, once per weight`;
 }
 
-/** One alternative per variant from several calls' (same key): the mean of their medians, the widest spread. */
+/** One alternative per variant from several calls' (same key, all measured now): the mean of their medians, the widest spread and round-to-round difference. */
 function poolAlternatives(alts: CachedAlternative[]): CachedAlternative[] {
   const names = [...new Set(alts.map((a) => a.variant))];
   return names.map((variant) => {
@@ -348,7 +348,7 @@ function poolAlternatives(alts: CachedAlternative[]): CachedAlternative[] {
     const at = (f: (a: CachedAlternative) => number[], agg: (xs: number[]) => number) => Array.from({ length: n }, (_, i) => agg(mine.map((a) => f(a)[i]!)));
     const round = (x: number) => Math.round(x * 1000) / 1000;
     return { variant, micros: at((a) => a.micros, (xs) => round(sum(xs) / xs.length)), spread: at((a) => a.spread, (xs) => round(Math.max(...xs))),
-      between: at((a) => a.between ?? [], (xs) => round(Math.max(0, ...xs.filter((x) => x !== undefined)))), note };
+      between: at((a) => a.between!, (xs) => round(Math.max(...xs))), note };
   });
 }
 
