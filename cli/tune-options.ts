@@ -8,7 +8,7 @@ import type { OptionSpec, Parsed } from './args.ts';
 
 /** The tuning options `planc tune` and `planc optimize` share. */
 export const TUNE_OPTIONS: Record<string, OptionSpec> = {
-  'tuning-cache': { kind: 'string', value: 'FILE', help: `the tuning cache to read and update (default ${defaultCacheFile().replace(process.env.HOME ?? '\u0000', '~')}: $XDG_CACHE_HOME/planc/tuning.json); entries of another device or planc version are never used, and are reported` },
+  'tuning-cache': { kind: 'string', value: 'FILE', help: `the tuning cache to read and update (default ${defaultCacheFile().replace(process.env.HOME ?? '\u0000', '~')}: $XDG_CACHE_HOME/planc/tuning.json); entries of another device, planc version or build of the native addon are never used, and are reported` },
   'no-tuning-cache': { kind: 'boolean', help: 'measure everything and keep nothing' },
   'tune-batch': { kind: 'string', value: 'N,...', help: 'the batch sizes (rows per run) to tune for (default: 1, --max-batch and from 16 on the power of two nearest their geometric middle, 8 for 32); a choice must not be slower at any of them' },
   'tune-runs': { kind: 'number', value: 'N', help: 'timed runs per measurement, after 2 warm-up runs (default 7); the median counts, the spread is recorded' },
@@ -30,7 +30,7 @@ export function formatTuneReport(s: TuneSummary, h: PlanHeader): string[] {
   const changed = h.tuning.filter((r) => r.alternatives?.length && !r.key.endsWith(':confirm') && r.choice !== 'auto');
   return [
     `tuning: ${s.calls} kernel calls on ${deviceText(s.device)} at ${s.points.map((p) => `batch ${p.batch}`).join(', ')} (source ${s.points[0]?.srcLen}, past ${s.points[0]?.past}); ${s.changed} changed from the default, ${s.measurements} plan variants measured, ${s.seconds.toFixed(1)} s`,
-    `  cache ${s.cacheFile ?? '(none)'}: ${s.hits} hits, ${s.misses} misses${s.stale.length ? `, ${s.stale.length} stale (another planc version: not used)` : ''}${s.foreign.length ? `, ${s.foreign.length} foreign (another device: not used)` : ''}`,
+    `  cache ${s.cacheFile ?? '(none)'}: ${s.hits} hits, ${s.misses} misses${s.stale.length ? `, ${s.stale.length} stale (another planc version or addon build: not used)` : ''}${s.foreign.length ? `, ${s.foreign.length} foreign (another device: not used)` : ''}`,
     ...(s.stale.length ? ['  stale entries ignored:', ...cut(s.stale)] : []),
     ...(s.foreign.length ? ['  foreign entries ignored:', ...cut(s.foreign)] : []),
     ...changed.map((r) => `  ${r.key.padEnd(34)} ${r.choice.padEnd(8)} ${r.reason}`),

@@ -165,14 +165,16 @@ export const QGEMM_VARIANTS = [
  * The CPU paths of project_topk's float32 products. `packed` reads W from a copy reordered once, when the plan first
  * runs, into the 32-column panels the AVX-512 GEMM multiplies (native/src/cpu/project_topk.cc prepare_packed): no
  * per-call transposing or copying of W, at the cost of one float32 copy of W in memory (V·D·4 bytes, shared by every
- * call of that weight). It applies to the whole vocabulary at the row counts auto gives the GEMM; fewer rows (which
- * stream W once either way) and a call with an active mask run `auto`'s path.
+ * call of that weight). It applies to the whole vocabulary at every row count: one or two rows too, where the GEMM's
+ * one- and two-row micro-kernels stream the panels (reading the original W there as well would keep two copies of W
+ * moving through the caches: at batch 32, the steps with one or two sentences left ran 12% slower than auto's). A
+ * call with an active mask runs `auto`'s path.
  */
 export const PROJECT_TOPK_VARIANTS = [
   { name: 'auto', doc: 'per tile of the vocabulary: dot products for few rows, else the GEMM on W packed per call (gemm.cc\'s rule)' },
   {
     name: 'packed',
-    doc: 'the AVX-512 GEMM on W reordered once into 32-column panels (one float32 copy of W more in memory; few rows and an active mask: auto\'s path)',
+    doc: 'the AVX-512 GEMM on W reordered once into 32-column panels (one float32 copy of W more in memory; any rows; an active mask: auto\'s path)',
     needs: 'a CPU with AVX-512 F, BW, VL, DQ and FMA',
     prepares: { input: 'w', doc: 'W as float32 in 32-column panels' },
   },

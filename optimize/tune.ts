@@ -8,6 +8,7 @@ import { kernelSpec, kernelVariants } from '../compiler/kernel-schema.ts';
 import { constExpr } from '../codegen/cuda/rules.ts';
 import type { PlanFile, PlanHeader, PlanProgram, PlanTuningDecision } from '../compiler/plan/types.ts';
 import type { ProgressReporter } from '../passes/pass.ts';
+import { nativeBuildId } from '../runtime/native.ts';
 import { type CacheEntry, type CachedAlternative, defaultCacheFile, TuningCache } from './tune-cache.ts';
 import { confirmByTranslation } from './tune-confirm.ts';
 import { regression } from './tune-regression.ts';
@@ -30,7 +31,8 @@ export interface TuneRequest {
   batches?: number[];
   /** Confirm each graph's choices end to end and roll back a regression (default true). */
   confirm?: boolean;
-  /** The device and planc version entries must match (tests use others; default this machine and the plan's). */
+  /** The device and planc version entries must match (tests use others; default this machine, and the plan's version
+   * with the addon's build: `0.1.0+native.<nativeBuildId>`). */
   device?: TuneDevice;
   plancVersion?: string;
 }
@@ -102,7 +104,7 @@ export async function tunePlan(file: PlanFile, req: TuneRequest = {}, progress?:
   const h = file.header;
   if (h.target.kind !== 'cpu') throw new PlancError('PLANC_E301', `--tune: cuda plans keep the heuristic launches of codegen/cuda/rules.ts (recorded in their tuning); tuning measures cpu plans only so far`);
   const device = req.device ?? thisDevice();
-  const version = req.plancVersion ?? h.plancVersion;
+  const version = req.plancVersion ?? `${h.plancVersion}+native.${nativeBuildId()}`;
   const cacheFile = req.cacheFile === undefined ? defaultCacheFile() : req.cacheFile;
   const cache = TuningCache.open(cacheFile ?? undefined);
   const points = req.points ?? tuningPoints(file, req.batches);

@@ -1,4 +1,5 @@
 // Typed loader of the native addon (a local build in native/build, else the package's prebuilt binary) and typed wrappers of its functions.
+import { createHash } from 'node:crypto';
 import * as fs from 'node:fs';
 import { createRequire } from 'node:module';
 import * as path from 'node:path';
@@ -23,6 +24,16 @@ export const NATIVE_PREBUILT_PATH = path.join(PACKAGE_ROOT, 'prebuilds', `${proc
 export const NATIVE_ADDON_PATH = process.env.PLANC_NATIVE_ADDON
   || [NATIVE_BUILD_PATH, NATIVE_PREBUILT_PATH].find((p) => fs.existsSync(p))
   || NATIVE_BUILD_PATH;
+
+let buildId: string | undefined;
+/**
+ * Which build of the addon this process loads: the first 12 hex digits of its file's SHA-256 ('none' when there is no
+ * file). Kernels change between builds of one planc version; what was measured with one build is not another's.
+ */
+export function nativeBuildId(): string {
+  buildId ??= fs.existsSync(NATIVE_ADDON_PATH) ? createHash('sha256').update(fs.readFileSync(NATIVE_ADDON_PATH)).digest('hex').slice(0, 12) : 'none';
+  return buildId;
+}
 
 /** What builds the addon here: the build script in a checkout, the install script in an installed package. */
 function buildAdvice(): string {

@@ -198,7 +198,7 @@ testIf(test, !nativeAvailable() && NEEDS_NATIVE)('project_topk packed: decoder s
     const graphs = auto.graphs.filter((g) => auto.outputs(g).some((o) => o.dtype === 'int64'));
     assert.equal(graphs, ['decoder', 'decoder_with_past'], 'both decoder graphs end in the top-k');
     for (const graph of graphs) {
-      for (const batch of [1, 5]) {  // 1 row (both: auto's dot products) and 5 (the GEMM: on W packed per call, or reordered once)
+      for (const batch of [1, 2, 5]) {  // 1 and 2 rows (auto: dot products on W; packed: the GEMM's 1- and 2-row micro-kernels on the panels) and 5 (the GEMM on W packed per call, or on the panels)
         for (let rep = 0; rep < 2; rep++) {  // the second run reads the W the first one prepared
           const feeds = randomFeeds(auto, graph, { batch, srcLen: 6, past: 3, vocab: 301, seed: 7 + batch + rep });
           const want = auto.runSync(graph, feeds), got = packed.runSync(graph, feeds);

@@ -14,7 +14,7 @@ import { chooseVariant, type TuneRequest } from '../optimize/tune.ts';
 import { regression } from '../optimize/tune-regression.ts';
 import { TuningCache } from '../optimize/tune-cache.ts';
 import { thisDevice } from '../optimize/tune-device.ts';
-import { nativeAvailable } from '../runtime/native.ts';
+import { nativeAvailable, nativeBuildId } from '../runtime/native.ts';
 import { makeModel } from '../scripts/make-model/generate.ts';
 import { NEEDS_NATIVE, testIf } from './helpers/skip.ts';
 import { planc } from './helpers/planc-cli.ts';
@@ -81,7 +81,7 @@ native('stale and foreign entries are never used: measured anew and reported', a
   assert.is(s.hits, 0);
   // every call key is stale; only end-to-end confirmation keys (one per graph and the translation check, naming the choices) may be plain misses
   assert.ok(s.stale.length >= 3 && s.misses - s.stale.length <= cold.header.programs.length + 1, `stale: ${s.stale.length} of ${s.misses}`);
-  assert.match(s.stale[0]!, new RegExp(`\\(planc ${cold.header.plancVersion.replace(/\./g, '\\.')}\\)$`));
+  assert.match(s.stale[0]!, new RegExp(`\\(planc ${cold.header.plancVersion.replace(/\./g, '\\.')}\\+native\\.${nativeBuildId()}\\)$`));
   assert.ok(s.measurements >= 2, 'measured anew');
   // another device's entries: foreign, not used
   const dev = { ...thisDevice(), id: 'another-machine' };

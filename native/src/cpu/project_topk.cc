@@ -324,9 +324,9 @@ const char* project_topk(const KernelArgs& args) {
     run_parallel(args, p.rows * p.d, 1 << 15, [&](int64_t i0, int64_t i1) { round_run(p.wdt, xp + i0, i1 - i0, xrp + i0); });
     p.x = xrp;
   }
-  // packed: the GEMM on the reordered W, for the row counts auto gives the GEMM (fewer rows stream W once either way:
-  // auto's dot products read it in place; D = 0 has no product)
-  if (args.variant == project_topk_args::kVariantPacked && !p.act && p.d > 0 && !prefer_gemv(p.rows, p.d, p.v, p.transposed)) {
+  // packed: the GEMM on the reordered W at any rows (at one or two, reading W in place as auto does would stream both
+  // copies of W through the caches in one translation); D = 0 has no product
+  if (args.variant == project_topk_args::kVariantPacked && !p.act && p.d > 0) {
     if (args.prepared == nullptr) return "project_topk: variant packed ran without its prepared W (the program binds it)";
     p.packed = static_cast<const float*>(args.prepared);
   }
