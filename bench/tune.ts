@@ -19,6 +19,7 @@ import { measureInRounds } from '../optimize/tune-measure.ts';
 import { TRANSLATE_TOPK } from '../passes/pipeline.ts';
 import { translateIds } from '../runtime/decode/translate-ids.ts';
 import { loadPlanBytes, type Plan } from '../runtime/plan.ts';
+import { collectGarbage } from './gc.ts';
 import { machineFacts } from './machine.ts';
 
 const MAX_LEN = 64;
@@ -119,6 +120,7 @@ export async function benchTune(): Promise<void> {
     await translateIds(plans.tuned, src.slice(0, Math.min(batch, 8)), o); // warm-up
     for (let rep = 0; rep < 3; rep++) {
       for (const which of ['untuned', 'tuned', 'tunedB32', 'tuned48', 'quantTuned', 'vocabTuned', 'untunedAgain'] as const) {
+        collectGarbage();
         const t0 = performance.now();
         outs[which] = (await translateIds(plans[which], src, o)).map((r) => r.ids);
         secs[which].push((performance.now() - t0) / 1000);
