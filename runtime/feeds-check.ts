@@ -36,9 +36,12 @@ export function feedTensor(name: string, dtype: RtDType, dims: unknown, values: 
 
 /**
  * A feed with a zero dim where the plan's dim is not a declared 0 is refused at the feed (a sentence of no tokens, a
- * batch of no rows: kernels would fail on it, far from the cause). `declared` is the plan's dims as text ('0' for a
- * literal zero: ONNX models may take empty tensors by design, e.g. CastLike's shape-only input).
+ * batch of no rows: kernels would fail on it, far from the cause). `declared` gives the plan's dims as text ('0' for a
+ * literal zero: ONNX models may take empty tensors by design, e.g. CastLike's shape-only input), written out only when
+ * needed.
  */
-export function checkNotEmpty(name: string, dims: number[], declared: string[], bad: (msg: string) => never): void {
-  if (dims.some((d, i) => d === 0 && declared[i] !== '0')) bad(`feed '${name}' is empty (dims [${dims}]): the plan's dims [${declared}] must be at least 1`);
+export function checkNotEmpty(name: string, dims: number[], declared: () => string[], bad: (msg: string) => never): void {
+  if (!dims.includes(0)) return;
+  const d = declared();  // only written out for an empty feed: every run checks its feeds
+  if (dims.some((x, i) => x === 0 && d[i] !== '0')) bad(`feed '${name}' is empty (dims [${dims}]): the plan's dims [${d}] must be at least 1`);
 }

@@ -171,7 +171,7 @@ export class Plan {
       if (f.dtype !== dtype) bad(`feed '${io.name}' is ${f.dtype}, the plan wants ${dtype}`);
       if (!Array.isArray(f.dims) || f.dims.some((d) => !Number.isSafeInteger(d) || d < 0)) bad(`feed '${io.name}' has bad dims`);
       if (f.dims.length !== t.dims.length) bad(`feed '${io.name}' has rank ${f.dims.length} ([${f.dims}]), the plan wants [${t.dims.map((e) => exprText(p, e)).join(',')}]`);
-      checkNotEmpty(io.name, f.dims, t.dims.map((e) => exprText(p, e)), bad);
+      checkNotEmpty(io.name, f.dims, () => t.dims.map((e) => exprText(p, e)), bad);
       const resident = isResidentTensor(f);
       if (!resident && !(f.data instanceof (globalThis as unknown as Record<string, { new (): object }>)[arrayNameOf(dtype)]!)) bad(`feed '${io.name}' data must be a ${arrayNameOf(dtype)}`);
       t.dims.forEach((e, axis) => {

@@ -127,7 +127,7 @@ test('confirmation: a gain in total does not hide a loss at one point beyond its
 
 test('a call\'s choice: slower at one point only within its rounds\' noise does not keep the default', () => {
   const points = [1, 8, 32].map((batch) => ({ batch, srcLen: 24, past: 12 }));
-  // es-en's decoder_with_past output layer, measured here: packed runs auto's code at one row
+  // es-en's decoder_with_past output layer, measured here (with the build where packed ran auto's code at one row)
   const entry = (between: number[] | undefined) => ({ key: 'k', device: 'd', plancVersion: 'v', alternatives: [
     { variant: 'auto', micros: [687, 1418, 3246], spread: [259, 326, 857], note: '', ...(between ? { between } : {}) },
     { variant: 'packed', micros: [722, 927, 3189], spread: [735, 1034, 2376], note: '', ...(between ? { between } : {}) }] });
