@@ -1,8 +1,8 @@
 // cuda plans on the emulated CUDA device (native/cudasim, PLANC_DEVICE=sim / --device sim): every graph of a 1+1-layer
 // synthetic plan (tiny and opus-base-shaped) against the CPU backend at batch 1 and 5 with the arena poisoned with NaN,
 // bit-identical under two fiber schedules, greedy decoding token-identical with CUDA-graph replay off and on, and
-// `planc translate --device sim`. es-en (../shared; top-k, shortlist and clusters plans per graph, 50 sentences
-// translated, emulator children in parallel): with PLANC_CUDASIM_ESEN=1 (about 3 minutes on 2 cores; .ci/run sets it). w8 (int8 weight-only) plans of both models: every graph and
+// `planc translate --device sim`. es-en (../shared; top-k, shortlist and clusters plans per graph, 24 sentences
+// translated, emulator children in parallel): with PLANC_CUDASIM_ESEN=1 (about 4 minutes on 2 cores; .ci/run sets it). w8 (int8 weight-only) plans of both models: every graph and
 // greedy decoding against the cpu w8 plan; fp16 / bf16 (tensor-core) plans against the cpu reference plans of the same precision.
 import { spawn, spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
@@ -134,7 +134,7 @@ const names = {
   half: 'fp16 / bf16 cuda plans (tensor cores, float32 sums): every graph of the opus-shaped plans matches the cpu plan of the same precision (batch 5: 35 encoder rows on gemm_tc16, decode rows on gemv; embeddings gathered in the half dtype and widened)',
   halfDecode: 'fp16 and bf16 cuda plans: greedy decoding on the emulator is token-identical to the cpu plan of the same precision, CUDA-graph replay on',
   esenGraphs: 'es-en plans (top-k, shortlist, clusters, w8, fp16): every graph on the emulator matches the cpu backend (batch 1 and 5); two fiber-schedule seeds bit-identical',
-  esen: 'es-en: greedy translation of 50 test sentences through the cuda plan on the emulator is token-identical to the cpu plan (graphs off and on)',
+  esen: 'es-en: greedy translation of 24 test sentences through the cuda plan on the emulator is token-identical to the cpu plan (graphs off and on)',
 };
 const skip = !nativeAvailable() ? NEEDS_NATIVE : noNvcc ?? noGxx;
 
@@ -313,7 +313,7 @@ if (skip) {
   testIf(test, noEsenRun)(names.esen, async () => {
     const { cuda, cpu } = esenPlans([], 'topk');
     const ids = JSON.parse(fs.readFileSync(path.join(esen!, 'test_ids.json'), 'utf8')).src_ids as number[][];
-    const n = Number(process.env.PLANC_CUDASIM_ESEN_N ?? 50);
+    const n = Number(process.env.PLANC_CUDASIM_ESEN_N ?? 24);
     const src = path.join(tmp, 'esen-sources.json');
     fs.writeFileSync(src, JSON.stringify(ids.filter((s) => s.length <= 32).slice(0, n)));
     const runs = await pool(['0', '1'].map((graphs) => () => childAsync(['decode', cuda, cpu, src], { PLANC_CUDA_GRAPH: graphs, CUDASIM_MAX_LENGTH: '32' })), PARALLEL);
