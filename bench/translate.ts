@@ -33,6 +33,8 @@ const REPS = Math.max(1, Number(process.env.PLANC_BENCH_REPS ?? 3));
 
 interface Side { seconds: number; sentencesPerS: number; tokensPerS: number; tokens: number }
 interface Row { batch: number; sentences: number; planc: Side; ort: Side; ratio: number; identical: number }
+/** One timed translation: its speed and the ids it gave. */
+interface Timed { s: Side; out: number[][] }
 
 /** An onnxruntime runner over evaluator tensors (float32 and int64 only, as the model uses). */
 function ortRunner(sessions: Record<string, ort.InferenceSession>): GraphRunner {
@@ -54,7 +56,7 @@ function side(seconds: number, outputs: number[][]): Side {
 }
 
 /** planc greedy translation of `ids` at a batch size (sorted by length, batch shrinking). */
-async function runPlanc(plan: Plan, ids: number[][], batch: number): Promise<{ s: Side; out: number[][] }> {
+async function runPlanc(plan: Plan, ids: number[][], batch: number): Promise<Timed> {
   collectGarbage();
   const t0 = performance.now();
   const out = (await translateIds(plan, ids, { batchSize: batch, maxLength: MAX_LEN })).map((r) => r.ids);
@@ -62,7 +64,7 @@ async function runPlanc(plan: Plan, ids: number[][], batch: number): Promise<{ s
 }
 
 /** The reference decoder over onnxruntime on the same length-sorted batches. */
-async function runOrt(run: GraphRunner, ids: number[][], batch: number, conventions: Conventions): Promise<{ s: Side; out: number[][] }> {
+async function runOrt(run: GraphRunner, ids: number[][], batch: number, conventions: Conventions): Promise<Timed> {
   const batches = makeBatches(ids.map((s) => s.length), validateDecodingOptions({ batchSize: batch }), batch);
   const out = new Array<number[]>(ids.length);
   collectGarbage();
@@ -149,9 +151,9 @@ export async function benchTranslate(): Promise<void> {
     for (const [batch, n] of RUNS) {
       const sub = ids.slice(0, n);
       // REPS interleaved rounds (onnxruntime, then every plan); each side's fastest round counts
-      const fastest = (a: { s: Side; out: number[][] } | undefined, b: { s: Side; out: number[][] }) => (a && a.s.seconds <= b.s.seconds ? a : b);
-      let o: { s: Side; out: number[][] } | undefined;
-      const best = new Array<{ s: Side; out: number[][] } | undefined>(plans.length);
+      const fastest = (a: Timed | undefined, b: Timed) => (a && a.s.seconds <= b.s.seconds ? a : b);
+      let o: Timed | undefined;
+      const best = new Array<Timed | undefined>(plans.length);
       for (let rep = 0; rep < REPS; rep++) {
         o = fastest(o, await runOrt(run, sub, batch, conventionsOf(plans[0]!.plan.header.decoding)));
         for (let i = 0; i < plans.length; i++) best[i] = fastest(best[i], await runPlanc(plans[i]!.plan, sub, batch));

@@ -357,8 +357,7 @@ function poolAlternatives(alts: CachedAlternative[]): CachedAlternative[] {
 /**
  * A call's choice from its alternatives' times: the fastest in total over the points when it beats the default (the
  * call's variant before tuning) by MARGIN in total and is not slower at any point by more than MARGIN and the noise
- * there (how far either's rounds lay apart: a variant that runs the default's code at one row differs from it only by
- * that); else the default.
+ * there (how far either's rounds lay apart: a difference within it is not the variant's); else the default.
  */
 export function chooseVariant(c: { base: string }, e: CacheEntry, points: OperatingPoint[]): { variant: string; reason: string } {
   const ran = e.alternatives.filter((a) => a.micros.length === points.length);
