@@ -14,6 +14,7 @@ const COMMANDS: Record<string, { line: string; load: () => Promise<Command> }> =
   run: { line: 'run one graph of a plan on feeds from a .json or .npz file', load: async () => { const m = await import('./run.ts'); return { spec: m.RUN, run: m.runRun }; } },
   tune: { line: 'tune a plan\'s kernel variants on this machine (a model is compiled first), with a persisted cache', load: async () => { const m = await import('./tune.ts'); return { spec: m.TUNE, run: m.runTune }; } },
   report: { line: 'write a plan\'s report: where time goes, tuning decisions, precision, vocabulary, memory (HTML or --json)', load: async () => { const m = await import('./report.ts'); return { spec: m.REPORT, run: m.runReport }; } },
+  serve: { line: 'serve plans over HTTP with continuous batching across requests (JSON or streamed answers, metrics)', load: async () => { const m = await import('./serve.ts'); return { spec: m.SERVE, run: m.runServe }; } },
   inspect: { line: 'describe a model or a plan: graphs, I/O, ops, weights; for plans: arena and kernels', load: async () => { const m = await import('./inspect.ts'); return { spec: m.INSPECT, run: m.runInspect }; } },
 };
 

@@ -42,6 +42,14 @@ export const CODES = {
   // CUDA code generation
   PLANC_E601: 'CUDA toolchain (nvcc) missing or failing',
   PLANC_E602: 'kernel has no CUDA template',
+  // serving (planc serve)
+  PLANC_E701: 'bad request (malformed body, wrong types, unknown field or option)',
+  PLANC_E702: 'server busy or shutting down (queue full, draining)',
+  PLANC_E703: 'request too large (body bytes or sentences)',
+  PLANC_E704: 'request cancelled or past its deadline',
+  PLANC_E705: 'unknown model',
+  PLANC_E706: 'missing or wrong API key',
+  PLANC_E707: 'internal server error',
   // internal: a compile step broke an invariant (a planc bug, not the model's fault)
   PLANC_E901: 'internal error: a program pass left an inconsistent program',
 } as const;

@@ -16,6 +16,14 @@ export interface Hypothesis {
 /** Row r's token of a step (batch sentence `sentence`) when the rules force none; `banned` must not be chosen. */
 export type PickToken = (out: Record<string, RtTensor>, r: number, sentence: number, banned: ReadonlySet<number>) => number;
 
+/** What a caller learns of each sentence while the batch decodes (the serving scheduler answers rows as they finish). */
+export interface RowHooks {
+  /** Sentence i is done (an eos or its cap): its final hypothesis. */
+  finished?(i: number, h: Hypothesis): void;
+  /** Whether sentence i is no longer wanted: it then leaves the batch at this step boundary, unfinished. */
+  cancelled?(i: number): boolean;
+}
+
 /**
  * Greedy decoding of one batch; maxLens[i] caps sentence i's generated tokens (eos included). Each step a row takes
  * the token the rules force, else its best allowed token; sentences that emitted an eos or hit their cap leave the
@@ -27,8 +35,11 @@ export function greedyBatch(plan: Plan, sources: number[][], maxLens: number[], 
   return runToEnd(greedySteps(plan, sources, maxLens, rules, scores, pick));
 }
 
-/** greedyBatch as a generator that yields after each decoder step (the async driver returns to the event loop there). */
-export function* greedySteps(plan: Plan, sources: number[][], maxLens: number[], rules: DecodingRules, scores: boolean, pick?: PickToken): Steps<Hypothesis[]> {
+/**
+ * greedyBatch as a generator that yields after each decoder step (the async driver returns to the event loop there);
+ * `hooks` hears of each sentence as it finishes and can drop sentences mid-flight (their rows leave like finished ones).
+ */
+export function* greedySteps(plan: Plan, sources: number[][], maxLens: number[], rules: DecodingRules, scores: boolean, pick?: PickToken, hooks: RowHooks = {}): Steps<Hypothesis[]> {
   const out: Hypothesis[] = sources.map(() => ({ ids: [], logProb: 0, length: 0 }));
   const runner = new StepRunner(plan, sources, rules.c, sources.length, Math.max(...maxLens));
   try {
@@ -37,6 +48,7 @@ export function* greedySteps(plan: Plan, sources: number[][], maxLens: number[],
       const next: number[] = [];
       const keep: number[] = [];
       live.forEach((i, r) => {
+        if (hooks.cancelled?.(i)) return;
         const h = out[i]!;
         const last = t + 1 >= maxLens[i]!;
         const forced = rules.forced(t, last);
@@ -46,7 +58,7 @@ export function* greedySteps(plan: Plan, sources: number[][], maxLens: number[],
         h.length++;
         const eos = rules.isEos(tok);
         if (!eos) h.ids.push(tok);
-        if (eos || last) return;
+        if (eos || last) { hooks.finished?.(i, h); return; }
         keep.push(r);
         next.push(tok);
       });

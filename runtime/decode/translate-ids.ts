@@ -2,7 +2,7 @@
 import { PlancError } from '../../compiler/diagnostics.ts';
 import { TOPK_IDS_OUTPUT } from '../../compiler/plan/io-names.ts';
 import type { Plan } from '../plan.ts';
-import { planTokenizer } from '../tokenizer/tokenizer.ts';
+import { planTokenizer, type Tokenizer } from '../tokenizer/tokenizer.ts';
 import { makeBatches, runBatches } from './batching.ts';
 import { conventionsOf, DecodingRules, maxNewTokensOf } from './conventions.ts';
 import type { Hypothesis } from './greedy.ts';
@@ -49,12 +49,17 @@ export async function planRules(plan: Plan, targetLang = ''): Promise<DecodingRu
   return new DecodingRules(c);
 }
 
+/** The special tokens of a tokenizer that name a language (en_XX, __en__, eng_Latn, >>fra<<): the targetLang choices. */
+export function languageTokens(tok: Tokenizer): string[] {
+  return tok.specialTokens().filter((t) => /^(__[a-z]{2,3}(_[A-Za-z]+)?__|[a-z]{2,3}_[A-Z][A-Za-z]{1,3}|>>[a-z_]{2,8}<<)$/.test(t));
+}
+
 /** The id of a language token by its name in the plan's tokenizer, or a PlancError naming the option and the choices. */
 async function languageId(plan: Plan, lang: string): Promise<number> {
   const tok = await planTokenizer(plan, 'the target language is found by its token name there, so --target-lang needs one');
   const id = tok.tokenId(lang);
   if (id !== undefined) return id;
-  const langs = tok.specialTokens().filter((t) => /^(__[a-z]{2,3}(_[A-Za-z]+)?__|[a-z]{2,3}_[A-Z][A-Za-z]{1,3}|>>[a-z_]{2,8}<<)$/.test(t));
+  const langs = languageTokens(tok);
   throw new PlancError('PLANC_E409', `unknown target language '${lang}' (--target-lang / targetLang): plan ${plan.source}'s tokenizer has no such token${langs.length ? `; its language tokens: ${langs.slice(0, 20).join(', ')}${langs.length > 20 ? `, ... (${langs.length})` : ''}` : ''}`);
 }
 
@@ -93,8 +98,20 @@ export function tooLong(what: string, length: number, max: number): PlancError {
   return new PlancError('PLANC_E408', `${what} has ${length} tokens, over the plan's maxSrcLen ${max}: split it, pass --truncate (truncate: true), or build the plan with a larger --max-src-len`);
 }
 
+/** One call's decoding set-up: its options over the plan's defaults, its strategy and the plan's rules. */
+export interface Decoding { o: DecodingOptions; strategy: DecodingStrategy; rules: DecodingRules }
+
+/** Validates the options (over the plan's defaults), picks the strategy, reads the rules and checks the plan's top-k fits. */
+export async function prepareDecoding(plan: Plan, options: Partial<DecodingOptions>): Promise<Decoding> {
+  const o = validateDecodingOptions(options, planDefaults(plan));
+  const strategy = strategyFor(o);
+  const rules = await planRules(plan, o.targetLang);
+  checkTopk(plan, rules, strategy, o);
+  return { o, strategy, rules };
+}
+
 /** Hypotheses (best first) → a result with the options' extras. */
-function toResult(hyps: Hypothesis[], o: DecodingOptions): TranslationResult {
+export function toResult(hyps: Hypothesis[], o: DecodingOptions): TranslationResult {
   const best = hyps[0]!;
   const r: TranslationResult = { ids: best.ids };
   if (o.returnScores) r.score = penalized(best.logProb, best.length, o.lengthPenalty);
@@ -111,13 +128,9 @@ function toResult(hyps: Hypothesis[], o: DecodingOptions): TranslationResult {
  * translation. Decoding returns to the event loop every few milliseconds (runtime/decode/steps.ts runYielding).
  */
 export async function translateIds(plan: Plan, ids: number[][], options: Partial<DecodingOptions> = {}): Promise<TranslationResult[]> {
-  const o = validateDecodingOptions(options, planDefaults(plan));
-  const dec = plan.header.decoding;
+  const { o, strategy, rules } = await prepareDecoding(plan, options);
   const prof = plan.header.profile;
-  validateIds(ids, dec.vocabSize ?? 0);
-  const strategy = strategyFor(o);
-  const rules = await planRules(plan, o.targetLang);
-  checkTopk(plan, rules, strategy, o);
+  validateIds(ids, plan.header.decoding.vocabSize ?? 0);
   const sources = ids.map((s) => (o.truncate ? truncateIds(s, prof.maxSrcLen, rules) : s));
   sources.forEach((s, i) => { if (s.length > prof.maxSrcLen) throw tooLong(`sentence ${i}`, s.length, prof.maxSrcLen); });
   const results = new Array<TranslationResult>(sources.length);

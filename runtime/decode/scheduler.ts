@@ -1,0 +1,286 @@
+// The serving scheduler: one decode loop per plan over one queue of sentences from every caller. Sentences join the
+// running work at step boundaries in cohorts (one encoder run and one StepRunner each) and leave as soon as they end.
+import { PlancError } from '../../compiler/diagnostics.ts';
+import type { Plan } from '../plan.ts';
+import { greedySteps, type Hypothesis } from './greedy.ts';
+import type { DecodingOptions } from './options.ts';
+import { maxLengthFor } from './options.ts';
+import type { Steps } from './steps.ts';
+import { prepareDecoding, toResult, tooLong, truncateIds, type Decoding, type TranslationResult } from './translate-ids.ts';
+
+export interface SchedulerOptions {
+  /** Most rows decoding at once (sentences × beams). Default and cap: the plan's maxBatch. */
+  maxRows?: number;
+  /** When > 0, the source tokens of the sentences decoding at once stay within this (a sentence alone always fits). */
+  batchTokens?: number;
+  /** false: each submission decodes alone, one after another (no batching across callers). Default true. */
+  continuous?: boolean;
+  /** Most cohorts decoding side by side (each costs one pass over the weights per step). Default 4. */
+  maxCohorts?: number;
+  /** A cohort opens beside running ones once this many rows wait and fit (default maxRows / 4, at least 1)... */
+  minCohortRows?: number;
+  /** ...or once the oldest waiting sentence has waited this long. Default 20 ms. */
+  maxWaitMs?: number;
+  /** Hears of every decoder step: the rows it ran and its wall time. */
+  onStep?(rows: number, ms: number): void;
+}
+
+/** One sentence's outcome: its index in the submission, and its result or the error it failed with alone. */
+export type SentenceOutcome = { index: number; result: TranslationResult; error?: undefined } | { index: number; result?: undefined; error: Error };
+
+export interface SubmitOptions {
+  /** Called with each sentence's outcome as soon as it is known (any order). */
+  onOutcome?(o: SentenceOutcome): void;
+  /** Aborting drops the submission's queued sentences at once and its running ones at the next step boundary. */
+  signal?: AbortSignal;
+}
+
+/** One submission: its decoding set-up, the outcomes so far and how many are missing. */
+interface Group {
+  decoding: Decoding;
+  /** Sentences of one key may share a cohort. */
+  key: string;
+  outcomes: SentenceOutcome[];
+  left: number;
+  cancelled: boolean;
+  resolve(o: SentenceOutcome[]): void;
+  onOutcome?(o: SentenceOutcome): void;
+}
+
+interface Pending {
+  group: Group;
+  index: number;
+  source: number[];
+  maxLen: number;
+  /** Rows it takes: its beams. */
+  rows: number;
+  since: number;
+  done: boolean;
+}
+
+interface Cohort {
+  members: Pending[];
+  steps: Steps<Hypothesis[][] | Hypothesis[]>;
+  /** Greedy cohorts answer rows as they end; the others at their end. */
+  greedy: boolean;
+}
+
+/** The error of a sentence dropped because its caller went away. */
+export const cancelledError = (): PlancError => new PlancError('PLANC_E704', 'the request was cancelled (client gone or deadline passed) before this sentence was translated');
+
+/** The options that decide how a step's tokens are chosen: sentences that agree on them may share a cohort. */
+function cohortKey(d: Decoding): string {
+  const { o } = d;
+  return JSON.stringify([d.strategy.name, o.beamSize, o.lengthPenalty, o.returnScores, o.returnAlternatives, o.targetLang, o.jacobiBlock]);
+}
+
+export class Scheduler {
+  private readonly queue: Pending[] = [];
+  private readonly cohorts: Cohort[] = [];
+  private looping = false;
+  private closed = false;
+  private idle: (() => void)[] = [];
+  readonly maxRows: number;
+  private readonly opts: Required<Omit<SchedulerOptions, 'onStep'>> & Pick<SchedulerOptions, 'onStep'>;
+
+  constructor(readonly plan: Plan, options: SchedulerOptions = {}) {
+    const planRows = plan.header.profile.maxBatch;
+    const maxRows = Math.min(options.maxRows ?? planRows, planRows);
+    if (!Number.isInteger(maxRows) || maxRows < 1) throw new PlancError('PLANC_E405', `scheduler: maxRows must be an integer in [1, ${planRows}] (the plan's maxBatch), got ${options.maxRows}`);
+    this.maxRows = maxRows;
+    this.opts = {
+      maxRows, batchTokens: options.batchTokens ?? 0, continuous: options.continuous ?? true, maxCohorts: options.maxCohorts ?? 4,
+      minCohortRows: options.minCohortRows ?? Math.max(1, Math.floor(maxRows / 4)), maxWaitMs: options.maxWaitMs ?? 20, onStep: options.onStep,
+    };
+  }
+
+  /** Sentences waiting to start. */
+  get queued(): number { return this.queue.length; }
+
+  /** Rows decoding now (sentences × beams not yet finished). */
+  get runningRows(): number {
+    let n = 0;
+    for (const c of this.cohorts) for (const m of c.members) if (!m.done) n += m.rows;
+    return n;
+  }
+
+  /** Cohorts decoding now. */
+  get cohortCount(): number { return this.cohorts.length; }
+
+  /**
+   * Queues sentences (source ids, verbatim) under one set of options and resolves with every sentence's outcome in
+   * input order. Bad options reject (nothing is queued); a sentence that cannot be decoded (over the plan's length
+   * limit, ids out of range) fails alone; an empty source gives an empty translation.
+   */
+  async submit(sources: number[][], options: Partial<DecodingOptions> = {}, sub: SubmitOptions = {}): Promise<SentenceOutcome[]> {
+    if (this.closed) throw new PlancError('PLANC_E702', 'the server is shutting down and takes no new work');
+    const decoding = await prepareDecoding(this.plan, options);
+    const { o, rules } = decoding;
+    const prof = this.plan.header.profile;
+    const vocab = this.plan.header.decoding.vocabSize ?? 0;
+    return new Promise<SentenceOutcome[]>((resolve) => {
+      const group: Group = { decoding, key: cohortKey(decoding), outcomes: new Array(sources.length), left: sources.length, cancelled: false, resolve, onOutcome: sub.onOutcome };
+      const now = performance.now();
+      const pending: Pending[] = [];
+      sources.forEach((raw, index) => {
+        const bad = raw.findIndex((v) => !Number.isInteger(v) || v < 0 || (vocab > 0 && v >= vocab));
+        if (bad >= 0) return this.settle(group, { index, error: new PlancError('PLANC_E405', `id ${raw[bad]} at position ${bad} is not a token id of this plan (integers in [0, ${vocab}))`) });
+        const source = o.truncate ? truncateIds(raw, prof.maxSrcLen, rules) : raw;
+        if (source.length > prof.maxSrcLen) return this.settle(group, { index, error: tooLong('the source', source.length, prof.maxSrcLen) });
+        if (source.length === 0) return this.settle(group, { index, result: o.returnScores ? { ids: [], score: 0 } : { ids: [] } });
+        pending.push({ group, index, source, maxLen: maxLengthFor(o, source.length, prof.maxTgtLen), rows: o.beamSize, since: now, done: false });
+      });
+      if (group.left === 0) return resolve(group.outcomes);
+      if (pending.some((p) => p.rows > this.maxRows)) {
+        for (const p of pending) this.settle(group, { index: p.index, error: new PlancError('PLANC_E405', `bad decoding option: beamSize = ${o.beamSize}; it must be in [1, ${this.maxRows}] (the rows this server decodes at once)`) });
+        return;
+      }
+      sub.signal?.addEventListener('abort', () => this.cancel(group), { once: true });
+      if (sub.signal?.aborted) return this.cancel(group);
+      this.queue.push(...pending);
+      if (!this.looping) void this.loop();
+    });
+  }
+
+  /** Takes no new submissions; resolves when every queued and running sentence has its outcome. */
+  drain(): Promise<void> {
+    this.closed = true;
+    if (!this.looping && this.queue.length === 0) return Promise.resolve();
+    return new Promise((resolve) => this.idle.push(resolve));
+  }
+
+  private settle(group: Group, outcome: SentenceOutcome): void {
+    if (group.outcomes[outcome.index] !== undefined) return;
+    group.outcomes[outcome.index] = outcome;
+    group.left--;
+    group.onOutcome?.(outcome);
+    if (group.left === 0) group.resolve(group.outcomes);
+  }
+
+  /** Drops a submission: its queued sentences now, its running greedy rows at the next step boundary. */
+  private cancel(group: Group): void {
+    if (group.cancelled || group.left === 0) return;
+    group.cancelled = true;
+    for (let i = this.queue.length - 1; i >= 0; i--) {
+      const p = this.queue[i]!;
+      if (p.group !== group) continue;
+      this.queue.splice(i, 1);
+      p.done = true;
+      this.settle(group, { index: p.index, error: cancelledError() });
+    }
+  }
+
+  private async loop(): Promise<void> {
+    this.looping = true;
+    try {
+      while (this.queue.length > 0 || this.cohorts.length > 0) {
+        this.admit();
+        this.stepAll();
+        await new Promise<void>((resolve) => setImmediate(resolve));
+      }
+    } finally {
+      this.looping = false;
+      if (this.queue.length > 0) void this.loop();
+      else for (const f of this.idle.splice(0)) f();
+    }
+  }
+
+  /** Whether the waiting sentences open a cohort now (first come, first served; see SchedulerOptions). */
+  private shouldOpen(free: number): boolean {
+    const head = this.queue[0];
+    if (!head || head.rows > free) return false;
+    if (this.cohorts.length === 0) return true;
+    if (!this.opts.continuous || this.cohorts.length >= this.opts.maxCohorts) return false;
+    let waiting = 0;
+    for (const p of this.queue) waiting += p.rows;
+    return Math.min(waiting, free) >= this.opts.minCohortRows || performance.now() - head.since >= this.opts.maxWaitMs;
+  }
+
+  /** Opens cohorts for waiting sentences while rows, tokens and the cohort count allow. */
+  private admit(): void {
+    for (;;) {
+      let free = this.maxRows - this.runningRows;
+      if (!this.shouldOpen(free)) return;
+      const head = this.queue[0]!;
+      let tokens = 0;
+      for (const c of this.cohorts) for (const m of c.members) if (!m.done) tokens += m.source.length;
+      const members: Pending[] = [];
+      for (let i = 0; i < this.queue.length && free > 0; i++) {
+        const p = this.queue[i]!;
+        const same = this.opts.continuous ? p.group.key === head.group.key : p.group === head.group;
+        if (!same || p.rows > free) continue;
+        const budget = this.opts.batchTokens;
+        if (budget > 0 && tokens + p.source.length > budget && (members.length > 0 || tokens > 0)) continue;
+        members.push(p);
+        this.queue.splice(i--, 1);
+        free -= p.rows;
+        tokens += p.source.length;
+      }
+      if (members.length === 0) return;
+      this.cohorts.push(this.open(members));
+    }
+  }
+
+  /** A cohort over these sentences: greedy answers each row as it ends and drops cancelled rows at once. */
+  private open(members: Pending[]): Cohort {
+    const { plan } = this;
+    const { o, strategy, rules } = members[0]!.group.decoding;
+    const sources = members.map((m) => m.source);
+    const maxLens = members.map((m) => m.maxLen);
+    if (strategy.name === 'greedy') {
+      const steps = greedySteps(plan, sources, maxLens, rules, o.returnScores, undefined, {
+        finished: (i, h) => this.finish(members[i]!, [h]),
+        cancelled: (i) => {
+          const m = members[i]!;
+          if (!m.group.cancelled) return false;
+          this.finish(m, []);
+          return true;
+        },
+      });
+      return { members, steps, greedy: true };
+    }
+    return { members, steps: strategy.decode({ plan, sources, maxLens, rules, options: o }), greedy: false };
+  }
+
+  private finish(m: Pending, hyps: Hypothesis[]): void {
+    if (m.done) return;
+    m.done = true;
+    const { index, group } = m;
+    if (group.cancelled) this.settle(group, { index, error: cancelledError() });
+    else if (hyps.length === 0) this.settle(group, { index, error: new Error('the decoding loop ended without a hypothesis for this sentence') });
+    else this.settle(group, { index, result: toResult(hyps, group.decoding.o) });
+  }
+
+  /** One decoder step of every cohort; a cohort that ends answers what is left, one that fails fails its sentences. */
+  private stepAll(): void {
+    for (let k = 0; k < this.cohorts.length; k++) {
+      const c = this.cohorts[k]!;
+      let ended = false;
+      const rows = c.members.reduce((n, m) => n + (m.done ? 0 : m.rows), 0);
+      const t0 = performance.now();
+      try {
+        if (!c.greedy && c.members.every((m) => m.group.cancelled)) {
+          c.steps.return([]);
+          ended = true;
+        } else {
+          const r = c.steps.next();
+          this.opts.onStep?.(rows, performance.now() - t0);
+          if (r.done) {
+            ended = true;
+            if (!c.greedy) (r.value as Hypothesis[][]).forEach((hyps, i) => this.finish(c.members[i]!, hyps));
+          }
+        }
+      } catch (e) {
+        ended = true;
+        for (const m of c.members) {
+          if (m.done) continue;
+          m.done = true;
+          this.settle(m.group, { index: m.index, error: e as Error });
+        }
+      }
+      if (!ended) continue;
+      for (const m of c.members) if (!m.done) this.finish(m, []);
+      this.cohorts.splice(k--, 1);
+    }
+  }
+}
