@@ -6,6 +6,7 @@ export { DEFAULT_DECODING_OPTIONS, validateDecodingOptions, type DecodingOptions
 export type { JacobiSentenceTrace } from './runtime/decode/jacobi-trace.ts';
 export { tensorFrom, toNumbers, type FeedTensor, type Resident, type ResidentTensor, type RtData, type RtDType, type RtTensor } from './runtime/tensor.ts';
 export type { Tokenizer, TokenizerKind } from './runtime/tokenizer/tokenizer.ts';
-export { cudaStatus, nativeAvailable, nativeInfo, setThreads, NativeUnavailableError, type CudaStatus, type NativeInfo } from './runtime/native.ts';
+export { cudaStatus, nativeAvailable, nativeInfo, setThreads, NativeUnavailableError, type CudaStatus, type IsaLevel, type NativeInfo } from './runtime/native.ts';
+export { createServer, type PlancServer, type ServeOptions } from './serve/server.ts';
 export { CODES, PlancError, type Code, type Where } from './compiler/diagnostics.ts';
 export type { PlanHeader } from './compiler/plan/types.ts';

@@ -115,14 +115,11 @@ interface VariantRow { kernel: string; shape: string; m: number; threads: number
 /** The variants compared for auto's first place. */
 const COMPARED = ['avx512vnni', 'amx'] as const;
 
-/** The timing of `calls` (built for a variant), or null where the loader refuses the variant here. */
+/** The timing of `calls` (built for a variant), or null where nativeInfo().variants says this machine does not run it. */
 function timeVariant(calls: Call[], rounds: number): Timing | null {
-  try {
-    return timeCalls(calls, rounds);
-  } catch (e) {
-    if (/cannot run here|cannot run on this machine/.test((e as Error).message)) return null;
-    throw e;
-  }
+  const runs = nativeInfo().variants;
+  if (calls.some((c) => runs[c.kernel] !== undefined && !runs[c.kernel]!.includes(c.variant))) return null;
+  return timeCalls(calls, rounds);
 }
 
 function variantRow(kernel: string, shape: string, m: number, threads: number, build: (variant: string) => Call[], rounds: number): VariantRow {

@@ -4,6 +4,7 @@ import * as fs from 'node:fs';
 import { createRequire } from 'node:module';
 import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { PlancError } from '../compiler/diagnostics.ts';
 import { defaultThreads } from './threads.ts';
 
 /** The package root: this file is runtime/native.ts in a checkout, dist/runtime/native.js when compiled. */
@@ -85,12 +86,25 @@ export function packRun(feeds: NativeBuffer[], outputs: NativeBuffer[]): { feeds
   return { feeds: pack(feeds, 0), outputs: pack(outputs, feeds.length), views };
 }
 
+/** The instruction-set levels the CPU kernels dispatch to at run time, each including the ones before it. */
+export const ISA_LEVELS = ['baseline', 'avx2', 'avx512', 'avx512vnni', 'amx'] as const;
+export type IsaLevel = (typeof ISA_LEVELS)[number];
+
 export interface NativeInfo {
   /** Threads of the kernel thread pool (and of OpenBLAS when linked). */
   threads: number;
   blas: 'openblas' | 'builtin';
-  /** SIMD level the addon was compiled for, and what this CPU has. */
+  /** SIMD level the addon was compiled for, and what this CPU has (and `PLANC_ISA <level>` when a cap is set). */
   simd: string;
+  /**
+   * The run-time dispatch: the highest level this CPU (and OS) supports, the cap the environment variable PLANC_ISA
+   * set when the addon loaded (null: none), and the lower of the two, which the kernels use.
+   */
+  isa: { machine: IsaLevel; cap: IsaLevel | null; effective: IsaLevel };
+  /** Per kernel with variants (matmul, qmatmul, project_topk, ...): the variants this machine runs (auto first). */
+  variants: Record<string, string[]>;
+  /** Per kernel with variants: the others, each with why this machine (or PLANC_ISA) does not run it. */
+  variantsUnavailable: Record<string, Record<string, string>>;
 }
 
 export interface CudaStatus {
@@ -174,18 +188,24 @@ export class NativeUnavailableError extends Error {
 }
 
 let addon: NativeAddon | undefined;
-let loadFailure: NativeUnavailableError | undefined;
+let loadFailure: Error | undefined;
 
 /**
  * OpenBLAS 0.3.21 (Debian 12) does not recognize recent AVX-512 CPUs (AMD Zen 4, newer Xeons) and falls back to its
- * AVX2 kernels, half as fast; its SkylakeX kernels run correctly on any CPU with AVX-512 F/BW/VL/DQ. Chosen before the
- * library loads, only when the user has not chosen.
+ * AVX2 kernels, half as fast; its SkylakeX kernels run correctly on any CPU with AVX-512 F/BW/VL/DQ. Under a PLANC_ISA
+ * cap below avx512, OpenBLAS is capped alike: Haswell's kernels (AVX2) for avx2, Nehalem's (SSE4.2) for baseline.
+ * Chosen before the library loads, only when the user has not chosen.
  */
 function pickBlasCore(): void {
   if (process.env.OPENBLAS_CORETYPE || process.platform !== 'linux') return;
+  const cap = process.env.PLANC_ISA;
   try {
     const flags = /^flags\s*:(.*)$/m.exec(fs.readFileSync('/proc/cpuinfo', 'utf8'))?.[1]?.split(/\s+/) ?? [];
-    if (['avx512f', 'avx512bw', 'avx512vl', 'avx512dq'].every((f) => flags.includes(f))) process.env.OPENBLAS_CORETYPE = 'SKYLAKEX';
+    const avx2 = ['avx2', 'fma'].every((f) => flags.includes(f));
+    const avx512 = avx2 && ['avx512f', 'avx512bw', 'avx512vl', 'avx512dq'].every((f) => flags.includes(f));
+    if (cap === 'baseline') process.env.OPENBLAS_CORETYPE = 'NEHALEM';
+    else if (cap === 'avx2' && avx512) process.env.OPENBLAS_CORETYPE = 'HASWELL';
+    else if (avx512 && cap !== 'avx2') process.env.OPENBLAS_CORETYPE = 'SKYLAKEX';
   } catch {
     // no /proc/cpuinfo: leave OpenBLAS's own detection
   }
@@ -199,6 +219,9 @@ function load(): NativeAddon {
   try {
     return createRequire(import.meta.url)(NATIVE_ADDON_PATH) as NativeAddon;
   } catch (e) {
+    // the addon refuses to load under a PLANC_ISA that is not a level (its message names the variable and the levels):
+    // a usage error, as a bad PLANC_NUM_THREADS is
+    if (/^PLANC_ISA=/.test((e as Error).message)) throw new PlancError('PLANC_E301', (e as Error).message);
     const missingLib = /lib(openblas|gfortran)[^:]*: cannot open shared object/.test((e as Error).message);
     throw new NativeUnavailableError(
       `the planc native addon at ${NATIVE_ADDON_PATH} does not load (${(e as Error).message}): ` +
@@ -206,7 +229,10 @@ function load(): NativeAddon {
   }
 }
 
-/** The addon, loaded once; throws NativeUnavailableError (with what to run) when it is not built. */
+/**
+ * The addon, loaded once; throws NativeUnavailableError (with what to run) when it is not built, a PlancError
+ * (PLANC_E301) when PLANC_ISA is not a level.
+ */
 export function native(): NativeAddon {
   if (addon) return addon;
   if (loadFailure) throw loadFailure;
@@ -214,7 +240,7 @@ export function native(): NativeAddon {
   try {
     loaded = load();
   } catch (e) {
-    loadFailure = e as NativeUnavailableError;
+    loadFailure = e as Error;
     throw loadFailure;
   }
   // the pool's default size honours PLANC_NUM_THREADS, CPU affinity and cgroup quotas (the addon alone counts all CPUs)

@@ -26,7 +26,7 @@ import { CUDA_RULES, selectCuda, type CudaRule } from '../codegen/cuda/rules.ts'
 import { CUDA_ARCHS, cudaArch, cudaTuningArch } from '../codegen/target.ts';
 import { formatPlanReport, planReport } from '../cli/inspect.ts';
 import { loadPlanBytes } from '../runtime/plan.ts';
-import { nativeAvailable, nativeInfo } from '../runtime/native.ts';
+import { ISA_LEVELS, nativeAvailable, nativeInfo, type IsaLevel } from '../runtime/native.ts';
 import type { RtTensor } from '../runtime/tensor.ts';
 import { FUSE_MATMUL_EPILOGUE } from '../passes/fuse-matmul-epilogue.ts';
 import { runPipeline, TRANSLATE_TOPK } from '../passes/pipeline.ts';
@@ -127,11 +127,16 @@ test('select-variants (cpu): forced by kernel or by node (the node wins); bad ch
   assert.throws(() => selected({ target: 'cuda', variants: { gemm: 'gemv' } }), e301(/kernel variants are the CPU kernels'/));
 });
 
-/** Whether this machine runs a variant, decided apart from the runtime under test: the build's BLAS, the CPU's flags. */
+/**
+ * Whether this machine runs a variant, decided apart from the runtime under test: the build's BLAS, the CPU's flags and
+ * the PLANC_ISA cap in the environment (the tests below also check that nativeInfo().variants says the same).
+ */
 function expectedToRun(variant: string): boolean {
   if (variant === 'blas') return nativeInfo().blas === 'openblas';
   if (variant !== 'avx512') return true;
   if (process.arch !== 'x64' || !fs.existsSync('/proc/cpuinfo')) return false;
+  const cap = process.env.PLANC_ISA;
+  if (cap && ISA_LEVELS.indexOf(cap as IsaLevel) < ISA_LEVELS.indexOf('avx512')) return false;
   const flags = /^flags\s*:(.*)$/m.exec(fs.readFileSync('/proc/cpuinfo', 'utf8'))?.[1]?.split(/\s+/) ?? [];
   return ['avx512f', 'avx512bw', 'avx512vl', 'avx512dq', 'fma'].every((f) => flags.includes(f));
 }
@@ -152,8 +157,10 @@ function run(opts: Partial<BuildOptions>): Record<string, RtTensor> {
 testIf(test, !nativeAvailable() && NEEDS_NATIVE)('every variant this machine runs gives auto\'s outputs within 1e-4; the others are refused at load', () => {
   const want = run({});
   let ran = 0;
+  const info = nativeInfo();
   for (const v of GEMM_VARIANTS.map((x) => x.name)) {
     const forced = { matmul: v, gemm: v, fused_matmul: v };
+    for (const kernel of Object.keys(forced)) assert.is(info.variants[kernel]!.includes(v), expectedToRun(v), `nativeInfo().variants.${kernel} lists ${v}: ${JSON.stringify(info.variants[kernel])}`);
     if (!expectedToRun(v)) {
       assert.throws(() => run({ variants: forced }), (e: unknown) => e instanceof PlancError && new RegExp(`kernel \\w+ variant ${v} cannot run on this machine: `).test(e.message));
       skipPart(`this machine lacks what variant ${v} needs`, `its comparison with auto (kernel-variants)`);
@@ -189,6 +196,7 @@ testIf(test, !nativeAvailable() && NEEDS_NATIVE)('project_topk packed: decoder s
     assert.ok(built.header.programs.some((p) => p.kernels.some((k) => k.name === 'project_topk' && k.variant === (variants ? 'packed' : 'auto'))), 'the plan runs project_topk');
     return loadPlanBytes(encodePlan(built.header, built.blob), 'topk.plan');
   };
+  assert.is(nativeInfo().variants.project_topk!.includes('packed'), expectedToRun('avx512'), 'nativeInfo().variants.project_topk lists packed');
   if (!expectedToRun('avx512')) {
     assert.throws(() => load({ project_topk: 'packed' }).close(), (e: unknown) => e instanceof PlancError && /kernel project_topk variant packed cannot run on this machine: /.test(e.message));
     return skipPart('this machine lacks AVX-512', 'project_topk packed against auto (kernel-variants)');

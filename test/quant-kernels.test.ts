@@ -7,23 +7,38 @@ import * as assert from 'uvu/assert';
 import { ACTIVATIONS, QUANT_INPUTS } from '../compiler/kernel-enums.ts';
 import { QGEMM_VARIANTS } from '../compiler/kernel-schema.ts';
 import { fineAt, fineLogit, qlogitsRef, qmatmulRef, quantizeChannels, quantizeInputRow, quantizeRows, RESIDUAL_STEPS, type QuantInput } from '../compiler/quant/pack.ts';
-import { nativeAvailable } from '../runtime/native.ts';
+import { nativeAvailable, nativeInfo } from '../runtime/native.ts';
 import { callProgram, type Operand, type Typed } from '../bench/reference/call-program.ts';
 import { NEEDS_NATIVE, skipPart, testIf } from './helpers/skip.ts';
 
 const it = testIf(test, !nativeAvailable() && NEEDS_NATIVE);
 const fr = Math.fround;
 
-/** Runs one call of `kernel` (variant by name); returns its outputs, or the loader's refusal of a variant this machine cannot run. */
+/** The addon's own word on which variants this machine runs (nativeInfo().variants), never a message's wording. */
+const INFO = nativeAvailable() ? nativeInfo() : undefined;
+/** Why this machine does not run `variant` of `kernel`, or undefined when the addon lists it as runnable (or the kernel has one implementation). */
+function unavailable(kernel: string, variant: string): string | undefined {
+  const runs = INFO!.variants[kernel];
+  if (runs === undefined || runs.includes(variant)) return undefined;
+  return INFO!.variantsUnavailable[kernel]?.[variant] ?? `nativeInfo lists no variant ${variant} of ${kernel}`;
+}
+const refusalChecked = new Set<string>();
+
+/**
+ * Runs one call of `kernel` (variant by name); returns its outputs, or, for a variant the addon says this machine does
+ * not run, its reason (the loader's refusal of such a program is checked once per kernel and variant).
+ */
 function runCall(kernel: string, variant: string, ins: (Operand | null)[], outs: Operand[], iargs: number[]): Typed[] | string {
-  let prog;
-  try {
-    prog = callProgram([{ kernel, variant, ins, outs, iargs }]);
-  } catch (e) {
-    const msg = (e as Error).message;
-    if (/cannot run here/.test(msg)) return msg;
-    throw e;
+  const why = unavailable(kernel, variant);
+  if (why !== undefined) {
+    if (!refusalChecked.has(`${kernel} ${variant}`)) {
+      refusalChecked.add(`${kernel} ${variant}`);
+      assert.throws(() => callProgram([{ kernel, variant, ins, outs, iargs }]).free(), (e: unknown) => (e as Error).message.includes(why),
+        `${kernel} variant ${variant}: the loader refuses it with the reason nativeInfo gives (${why})`);
+    }
+    return why;
   }
+  const prog = callProgram([{ kernel, variant, ins, outs, iargs }]);
   try {
     return prog.run();
   } finally {
@@ -46,14 +61,16 @@ const VARIANTS = QGEMM_VARIANTS.map((v) => v.name);
 const CPU_FLAGS = fs.existsSync('/proc/cpuinfo') ? /^flags\s*:(.*)$/m.exec(fs.readFileSync('/proc/cpuinfo', 'utf8'))?.[1]?.split(/\s+/) ?? [] : [];
 
 /**
- * The variants the loader refused in a test, each with its reason: counted as skipped parts at the end of the test;
- * amx refused on a CPU that lists AMX-INT8 and AVX-512 VNNI fails it (unless Linux itself refused the tile state).
+ * The variants this machine does not run in a test, each with its reason: counted as skipped parts at the end of the
+ * test. On a CPU that lists AMX-INT8 and AVX-512 VNNI the addon must see AMX (its level is amx), and amx may be left
+ * out only under a PLANC_ISA cap, by a build without AMX or by Linux refusing the tile state.
  */
 function reportRefused(refused: Map<string, string>, what: string): void {
   const amxHere = process.arch === 'x64' && ['amx_tile', 'amx_int8', 'avx512_vnni', 'avx512bw'].every((f) => CPU_FLAGS.includes(f));
+  if (amxHere) assert.is(INFO!.isa.machine, 'amx', 'the CPU lists AMX-INT8: the addon\'s machine level');
   const amx = refused.get('amx');
-  if (amxHere && amx !== undefined) assert.match(amx, /kernel refused|build has no AMX/, `amx refused on an AMX CPU: ${amx}`);
-  for (const [variant, why] of refused) skipPart(`this machine cannot run variant ${variant} (${why.replace(/^.*cannot run here: /, '')})`, what);
+  if (amxHere && INFO!.isa.effective === 'amx' && amx !== undefined) assert.match(amx, /kernel refused|build has no AMX/, `amx refused on an AMX CPU: ${amx}`);
+  for (const [variant, why] of refused) skipPart(`this machine does not run variant ${variant} (${why})`, what);
 }
 const act = (name: (typeof ACTIVATIONS)[number]) => ACTIVATIONS.indexOf(name);
 const inputCode = (input: QuantInput) => QUANT_INPUTS.indexOf(input);

@@ -25,7 +25,8 @@ export interface CallProgram {
 /**
  * Builds and loads a program of `calls`; the program's feeds are the feed operands in first-use order, its outputs the
  * last call's outputs. Outputs share one arena region (each call's slot starts at offset 0). Throws the loader's error
- * (e.g. a variant this machine cannot run: "... cannot run here ...").
+ * (e.g. a variant this machine cannot run: "kernel K variant V cannot run on this machine: why"; nativeInfo().variants
+ * lists the ones it runs).
  */
 export function callProgram(calls: Call[]): CallProgram {
   const exprs: PlanExpr[] = [];

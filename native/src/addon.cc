@@ -2,12 +2,14 @@
 #include <napi.h>
 
 #include <atomic>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "cpu/isa.h"
 #include "cuda/bindings.h"
 #include "cuda/driver.h"
 #include "kernel.h"
@@ -211,7 +213,44 @@ std::string simd_string() {
   if (__builtin_cpu_supports("fma")) s += " fma";
   if (__builtin_cpu_supports("avx512f")) s += " avx512f";
 #endif
+  // a cap changes what the kernels run (and so the tuner's device: optimize/tune-device.ts keys entries by this string)
+  if (isa_state().capped) s += std::string("; PLANC_ISA ") + isa_name(isa_state().cap);
   return s;
+}
+
+// The instruction-set levels (cpu/isa.h): { machine, cap (null: PLANC_ISA unset), effective }.
+Napi::Object isa_object(Napi::Env env) {
+  const IsaState& s = isa_state();
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("machine", Napi::String::New(env, isa_name(s.machine)));
+  o.Set("cap", s.capped ? Napi::Value(Napi::String::New(env, isa_name(s.cap))) : env.Null());
+  o.Set("effective", Napi::String::New(env, isa_name(s.effective)));
+  return o;
+}
+
+// Per kernel with variants (the schema's names), the variants this machine runs and why it runs no others: each
+// KernelDef's variant_unavailable, as program_new's decode_variant asks it.
+void variant_objects(Napi::Env env, Napi::Object* runs, Napi::Object* refused) {
+  size_t n = 0;
+  const KernelDef* table = kernel_table(&n);
+  *runs = Napi::Object::New(env);
+  *refused = Napi::Object::New(env);
+  for (size_t i = 0; i < n; i++) {
+    const KernelSchemaEntry* schema = nullptr;
+    for (const KernelSchemaEntry& e : kKernelSchema)
+      if (std::strcmp(e.name, table[i].name) == 0) schema = &e;
+    if (schema == nullptr || schema->variant_count <= 0) continue;
+    Napi::Array ok = Napi::Array::New(env);
+    Napi::Object no = Napi::Object::New(env);
+    uint32_t k = 0;
+    for (int code = 0; code < schema->variant_count; code++) {
+      const char* why = table[i].variant_unavailable != nullptr ? table[i].variant_unavailable(code) : nullptr;
+      if (why == nullptr) ok.Set(k++, Napi::String::New(env, schema->variant_names[code]));
+      else no.Set(schema->variant_names[code], Napi::String::New(env, why));
+    }
+    runs->Set(table[i].name, ok);
+    refused->Set(table[i].name, no);
+  }
 }
 
 Napi::Value KernelNames(const Napi::CallbackInfo& info) {
@@ -232,6 +271,11 @@ Napi::Value Info(const Napi::CallbackInfo& info) {
   o.Set("blas", Napi::String::New(env, "builtin"));
 #endif
   o.Set("simd", Napi::String::New(env, simd_string()));
+  o.Set("isa", isa_object(env));
+  Napi::Object runs, refused;
+  variant_objects(env, &runs, &refused);
+  o.Set("variants", runs);
+  o.Set("variantsUnavailable", refused);
   return o;
 }
 
@@ -640,6 +684,12 @@ Napi::Value KmeansAssign(const Napi::CallbackInfo& info) {
 }
 
 Napi::Object Init(Napi::Env env, Napi::Object exports) {
+  // PLANC_ISA with a value that is not a level: no kernel runs under a cap the user did not mean (the error names the
+  // variable and the levels; runtime/native.ts passes it on).
+  if (const char* e = isa_state().error) {
+    Napi::Error::New(env, e).ThrowAsJavaScriptException();
+    return exports;
+  }
   exports.Set("kernelNames", Napi::Function::New(env, KernelNames, "kernelNames"));
   exports.Set("info", Napi::Function::New(env, Info, "info"));
   exports.Set("cudaStatus", Napi::Function::New(env, CudaStatusJs, "cudaStatus"));

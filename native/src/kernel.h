@@ -48,8 +48,9 @@ struct KernelArgs {
 // every shape relation they rely on (input vs output dims, index ranges) before touching memory.
 using KernelFn = const char* (*)(const KernelArgs&);
 
-// Why this machine cannot run variant `code` of a kernel (a build without OpenBLAS, a CPU without AVX-512), or nullptr
-// when it can. program_new asks before it accepts a call; codes outside the kernel's list never get here.
+// Why this machine cannot run variant `code` of a kernel (a build without OpenBLAS, a CPU without AVX-512 or a PLANC_ISA
+// cap below it: cpu/isa.h), or nullptr when it can. program_new asks before it accepts a call, and the addon's info()
+// lists the variants each kernel runs by it; codes outside the kernel's list never get here.
 using VariantCheck = const char* (*)(int64_t code);
 
 // A constant operand reordered once for a variant that reads it in a layout of its own (project_topk `packed`): the

@@ -1,8 +1,8 @@
 // Standalone test of attention and cache_write against a float64 reference (explicit scores + softmax); `bench` times them.
 // Build: g++ -O3 -march=x86-64-v2 -std=c++17 -pthread -Inative/src native/src/kernel_common.cc native/src/threadpool.cc
-//   native/src/cpu/attention.cc native/src/cpu/gemm.cc native/src/cpu/gemm_avx512.cc native/src/cpu/softmax.cc
-//   native/src/cpu/movement.cc native/test/attention_test.cc
-//   [-DPLANC_HAVE_OPENBLAS -I/usr/include/x86_64-linux-gnu/openblas-pthread -lopenblas] -o /tmp/attention_test
+//   native/src/cpu/isa.cc native/src/cpu/attention.cc native/src/cpu/gemm.cc native/src/cpu/gemm_avx512.cc
+//   native/src/cpu/softmax.cc native/src/cpu/movement.cc native/test/attention_test.cc [-DPLANC_HAVE_OPENBLAS
+//   -I/usr/include/x86_64-linux-gnu/openblas-pthread -lopenblas] -o /tmp/attention_test
 // Run: /tmp/attention_test [bench]
 #include <algorithm>
 #include <limits>

@@ -1,8 +1,9 @@
 // Standalone test of the gemm family (matmul, gemm, fused_matmul) against a float64 reference on every variant this
 // machine runs (KernelArgs::variant); `bench` and `gflops` time the variants.
-// Build: g++ -O3 -march=x86-64-v2 -std=c++17 -pthread -Inative/src native/src/kernel_common.cc native/src/kernel_schema.cc
-//   native/src/threadpool.cc native/src/cpu/gemm.cc native/src/cpu/gemm_avx512.cc native/test/gemm_test.cc
-//   [-DPLANC_HAVE_OPENBLAS -I/usr/include/x86_64-linux-gnu/openblas-pthread -lopenblas] -o /tmp/gemm_test
+// Build: g++ -O3 -march=x86-64-v2 -std=c++17 -pthread -Inative/src native/src/kernel_common.cc
+//   native/src/kernel_schema.cc native/src/cpu/isa.cc native/src/threadpool.cc native/src/cpu/gemm.cc
+//   native/src/cpu/gemm_avx512.cc native/test/gemm_test.cc [-DPLANC_HAVE_OPENBLAS
+//   -I/usr/include/x86_64-linux-gnu/openblas-pthread -lopenblas] -o /tmp/gemm_test
 // Run: /tmp/gemm_test [bench | gflops]
 #include <algorithm>
 #include <cstdlib>

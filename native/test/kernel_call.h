@@ -1,11 +1,24 @@
 // A kernel call as a program makes it, for the standalone kernel tests: arguments over views, a variant's prepared operand.
 #pragma once
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <vector>
 
+#include "cpu/isa.h"
 #include "kernel.h"
 
 namespace kernel_call {
+
+// The tests run under the same PLANC_ISA cap as the addon (cpu/isa.h); a value that is not a level fails every program
+// before its first check, as the addon refuses to load.
+inline const bool isa_checked = [] {
+  if (const char* e = planc::isa_state().error) {
+    std::fprintf(stderr, "%s\n", e);
+    std::exit(2);
+  }
+  return true;
+}();
 
 // The call's arguments over the given vectors (they must outlive the call).
 inline planc::KernelArgs args(std::vector<planc::TensorView>& in, std::vector<planc::TensorView>& out, std::vector<int64_t>& iargs,

@@ -1,7 +1,8 @@
 // Standalone test of kmeans_assign (cpu/kmeans.cc) against a float64 reference; `bench [n d r]` times it.
 // Build: g++ -O3 -march=x86-64-v2 -std=c++17 -pthread -Inative/src native/src/kernel_common.cc native/src/threadpool.cc
-//   native/src/cpu/gemm.cc native/src/cpu/gemm_avx512.cc native/src/cpu/kmeans.cc native/test/kmeans_test.cc
-//   [-DPLANC_HAVE_OPENBLAS -I/usr/include/x86_64-linux-gnu/openblas-pthread -lopenblas] -o /tmp/kmeans_test
+//   native/src/cpu/isa.cc native/src/cpu/gemm.cc native/src/cpu/gemm_avx512.cc native/src/cpu/kmeans.cc
+//   native/test/kmeans_test.cc [-DPLANC_HAVE_OPENBLAS -I/usr/include/x86_64-linux-gnu/openblas-pthread -lopenblas] -o
+//   /tmp/kmeans_test
 // Run: /tmp/kmeans_test [bench [n d r]]
 #include <cstdlib>
 #include <string>

@@ -1,6 +1,7 @@
 // Standalone test of the movement kernels against naive index-by-index references, for 1/2/4/8-byte dtypes; `bench` times a few.
 // Build: g++ -O3 -std=c++17 -pthread -Inative/src native/src/kernel_common.cc native/src/threadpool.cc
-//   native/src/cpu/movement.cc native/test/movement_test.cc -o /tmp/movement_test && /tmp/movement_test [bench]
+//   native/src/cpu/isa.cc native/src/cpu/movement.cc native/test/movement_test.cc -o /tmp/movement_test &&
+//   /tmp/movement_test [bench]
 #include <algorithm>
 #include <numeric>
 

@@ -1,6 +1,6 @@
 // Standalone test of layer_norm and rms_norm against a float64 reference with numpy-broadcast scale and bias.
 // Build: g++ -O3 -std=c++17 -pthread -Inative/src native/src/kernel_common.cc native/src/threadpool.cc
-//   native/src/cpu/norm.cc native/test/norm_test.cc -o /tmp/norm_test && /tmp/norm_test [bench]
+//   native/src/cpu/isa.cc native/src/cpu/norm.cc native/test/norm_test.cc -o /tmp/norm_test && /tmp/norm_test [bench]
 #include <algorithm>
 
 #include "test_util_b.h"

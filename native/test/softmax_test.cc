@@ -1,6 +1,7 @@
 // Standalone test of the softmax kernel (softmax and log-softmax on any axis) against a float64 reference; `bench` times it.
 // Build: g++ -O3 -std=c++17 -pthread -Inative/src native/src/kernel_common.cc native/src/threadpool.cc
-//   native/src/cpu/softmax.cc native/test/softmax_test.cc -o /tmp/softmax_test && /tmp/softmax_test [bench]
+//   native/src/cpu/isa.cc native/src/cpu/softmax.cc native/test/softmax_test.cc -o /tmp/softmax_test &&
+//   /tmp/softmax_test [bench]
 #include <algorithm>
 #include <limits>
 

@@ -1,5 +1,5 @@
 // Standalone test of cluster_mask (cpu/vocab.cc) against a float64 nearest-centroid reference; `bench` times it.
-// Build: g++ -O3 -march=x86-64-v2 -std=c++17 -pthread -Inative/src native/src/kernel_common.cc native/src/threadpool.cc native/src/cpu/gemm.cc native/src/cpu/gemm_avx512.cc native/src/cpu/kmeans.cc native/src/cpu/vocab.cc native/test/vocab_test.cc [-DPLANC_HAVE_OPENBLAS -I/usr/include/x86_64-linux-gnu/openblas-pthread -lopenblas] -o /tmp/vocab_test && /tmp/vocab_test [bench]
+// Build: g++ -O3 -march=x86-64-v2 -std=c++17 -pthread -Inative/src native/src/kernel_common.cc native/src/cpu/isa.cc native/src/threadpool.cc native/src/cpu/gemm.cc native/src/cpu/gemm_avx512.cc native/src/cpu/kmeans.cc native/src/cpu/vocab.cc native/test/vocab_test.cc [-DPLANC_HAVE_OPENBLAS -I/usr/include/x86_64-linux-gnu/openblas-pthread -lopenblas] -o /tmp/vocab_test && /tmp/vocab_test [bench]
 #include <algorithm>
 #include <limits>
 

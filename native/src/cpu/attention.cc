@@ -6,6 +6,7 @@
 
 #include "../kernel.h"
 #include "../threadpool.h"
+#include "isa.h"
 #include "vec_math.h"
 
 namespace planc {
@@ -24,7 +25,7 @@ inline float sum8_pairwise(const v8f& v) {
 // ---------- row loops ----------
 
 // s[j] = dot(q, k_j) for keys j < n (rows of k, stride d); four keys share each load of q.
-PLANC_HOT void scores_run(const float* q, const float* k, int64_t d, int64_t n, float* s) {
+PLANC_HOT_BODY void scores_run_body(const float* q, const float* k, int64_t d, int64_t n, float* s) {
   int64_t j = 0;
   for (; j + 4 <= n; j += 4) {
     const float *k0 = k + j * d, *k1 = k0 + d, *k2 = k1 + d, *k3 = k2 + d;
@@ -68,9 +69,10 @@ PLANC_HOT void scores_run(const float* q, const float* k, int64_t d, int64_t n, 
     s[j] = t;
   }
 }
+PLANC_HOT_DISPATCH(void, scores_run, (const float* q, const float* k, int64_t d, int64_t n, float* s), (q, k, d, n, s))
 
 // x[i] = e^(x[i] - m) in place; returns the sum.
-PLANC_HOT float exp_sum_inplace(float* x, int64_t n, float m) {
+PLANC_HOT_BODY float exp_sum_inplace_body(float* x, int64_t n, float m) {
   float s = 0;
   int64_t i = 0;
 #ifdef PLANC_VEC8
@@ -88,9 +90,10 @@ PLANC_HOT float exp_sum_inplace(float* x, int64_t n, float m) {
   }
   return s;
 }
+PLANC_HOT_DISPATCH(float, exp_sum_inplace, (float* x, int64_t n, float m), (x, n, m))
 
 // y = Σ_j p[j] v_j over rows j < n of v (stride d); four rows per pass over y.
-PLANC_HOT void weighted_sum(const float* p, const float* v, int64_t d, int64_t n, float* y) {
+PLANC_HOT_BODY void weighted_sum_body(const float* p, const float* v, int64_t d, int64_t n, float* y) {
   for (int64_t c = 0; c < d; c++) y[c] = 0.0f;
   int64_t j = 0;
   for (; j + 4 <= n; j += 4) {
@@ -104,13 +107,15 @@ PLANC_HOT void weighted_sum(const float* p, const float* v, int64_t d, int64_t n
     for (int64_t c = 0; c < d; c++) y[c] += pj * vj[c];
   }
 }
+PLANC_HOT_DISPATCH(void, weighted_sum, (const float* p, const float* v, int64_t d, int64_t n, float* y), (p, v, d, n, y))
 
-PLANC_HOT void scale_copy(const float* x, float* y, int64_t n, float f) {
+PLANC_HOT_BODY void scale_copy_body(const float* x, float* y, int64_t n, float f) {
   for (int64_t i = 0; i < n; i++) y[i] = x[i] * f;
 }
+PLANC_HOT_DISPATCH(void, scale_copy, (const float* x, float* y, int64_t n, float f), (x, y, n, f))
 
 // s[j] += m[j * step] (step 0: one value for the whole row).
-PLANC_HOT void add_mask(float* s, const float* m, int64_t step, int64_t n) {
+PLANC_HOT_BODY void add_mask_body(float* s, const float* m, int64_t step, int64_t n) {
   if (step == 0) {
     const float v = m[0];
     for (int64_t j = 0; j < n; j++) s[j] += v;
@@ -118,6 +123,7 @@ PLANC_HOT void add_mask(float* s, const float* m, int64_t step, int64_t n) {
   }
   for (int64_t j = 0; j < n; j++) s[j] += m[j];
 }
+PLANC_HOT_DISPATCH(void, add_mask, (float* s, const float* m, int64_t step, int64_t n), (s, m, step, n))
 
 // s[j] = -inf where the bool m[j * step] is `drop` (nonzero counts as true).
 void bool_mask(float* s, const uint8_t* m, int64_t step, int64_t n, bool drop) {
@@ -132,8 +138,8 @@ void bool_mask(float* s, const uint8_t* m, int64_t step, int64_t n, bool drop) {
 
 // s_r[j] = dot(q_r, k_j) for four query rows r and keys j < cols (a multiple of 32), from K transposed: kt is
 // [d, ld] (column j of kt is key j). A register tile of 4 rows x 16 keys, no horizontal sums.
-PLANC_HOT void scores_tile(const float* const q[4], const float* kt, int64_t ld, int64_t d, int64_t cols,
-                           float* const s[4]) {
+PLANC_HOT_BODY void scores_tile_body(const float* const q[4], const float* kt, int64_t ld, int64_t d, int64_t cols,
+                                     float* const s[4]) {
   for (int64_t j = 0; j < cols; j += 16) {
 #ifdef PLANC_VEC8
     v8f a00 = {}, a01 = {}, a10 = {}, a11 = {}, a20 = {}, a21 = {}, a30 = {}, a31 = {};
@@ -167,10 +173,11 @@ PLANC_HOT void scores_tile(const float* const q[4], const float* kt, int64_t ld,
 #endif
   }
 }
+PLANC_HOT_DISPATCH(void, scores_tile, (const float* const q[4], const float* kt, int64_t ld, int64_t d, int64_t cols, float* const s[4]), (q, kt, ld, d, cols, s))
 
 // y_r = Σ_{j<n} p_r[j] v_j for four rows r (v rows of stride d), columns c0..d-1. Register tiles of 4 rows x 16
 // (then 8) columns.
-PLANC_HOT void pv_tile(const float* const p[4], const float* v, int64_t d, int64_t n, int64_t c0, float* const y[4]) {
+PLANC_HOT_BODY void pv_tile_body(const float* const p[4], const float* v, int64_t d, int64_t n, int64_t c0, float* const y[4]) {
   int64_t c = c0;
 #ifdef PLANC_VEC8
   for (; c + 16 <= d; c += 16) {
@@ -218,6 +225,7 @@ PLANC_HOT void pv_tile(const float* const p[4], const float* v, int64_t d, int64
       y[r][c] = t;
     }
 }
+PLANC_HOT_DISPATCH(void, pv_tile, (const float* const p[4], const float* v, int64_t d, int64_t n, int64_t c0, float* const y[4]), (p, v, d, n, c0, y))
 
 // ---------- AVX-512 tiles ----------
 
@@ -294,10 +302,7 @@ PLANC_AVX512 int64_t pv_tile_avx512(const float* const p[4], const float* v, int
 }
 
 bool avx512_ok() {
-  static const bool ok = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma");
-  }();
+  static const bool ok = cpu_has({CpuFeature::kAvx512f, CpuFeature::kFma});
   return ok;
 }
 #endif

@@ -65,7 +65,7 @@ int64_t gemv_block(int64_t m, int64_t n) {
 }
 
 // o0..o3[j] += a[4 rows][p..p+3] x w0..w3[j]: four output rows share each load of four rows of B.
-PLANC_HOT void gemv_4x4(const float* a, int64_t k, int64_t p, const float* w0, int64_t ldb, int64_t nb, float* o) {
+PLANC_HOT_BODY void gemv_4x4_body(const float* a, int64_t k, int64_t p, const float* w0, int64_t ldb, int64_t nb, float* o) {
   const float* w1 = w0 + ldb;
   const float* w2 = w1 + ldb;
   const float* w3 = w2 + ldb;
@@ -123,9 +123,10 @@ PLANC_HOT void gemv_4x4(const float* a, int64_t k, int64_t p, const float* w0, i
     o3[j] += a30 * x0 + a31 * x1 + a32 * x2 + a33 * x3;
   }
 }
+PLANC_HOT_DISPATCH(void, gemv_4x4, (const float* a, int64_t k, int64_t p, const float* w0, int64_t ldb, int64_t nb, float* o), (a, k, p, w0, ldb, nb, o))
 
 // o[j] += a[p..p+3] x w0..w3[j] for one output row.
-PLANC_HOT void gemv_1x4(const float* a, int64_t p, const float* w0, int64_t ldb, int64_t nb, float* o) {
+PLANC_HOT_BODY void gemv_1x4_body(const float* a, int64_t p, const float* w0, int64_t ldb, int64_t nb, float* o) {
   const float* w1 = w0 + ldb;
   const float* w2 = w1 + ldb;
   const float* w3 = w2 + ldb;
@@ -148,6 +149,7 @@ PLANC_HOT void gemv_1x4(const float* a, int64_t p, const float* w0, int64_t ldb,
 #endif
   for (; j < nb; j++) o[j] += a0 * w0[j] + a1 * w1[j] + a2 * w2[j] + a3 * w3[j];
 }
+PLANC_HOT_DISPATCH(void, gemv_1x4, (const float* a, int64_t p, const float* w0, int64_t ldb, int64_t nb, float* o), (a, p, w0, ldb, nb, o))
 
 // acc[M, nb] = A[M, k0:k1] x B[k0:k1, j0:j0+nb] for row-major A (row stride lda) and B (ldb; b points at column j0),
 // four rows of B per step.
@@ -266,7 +268,7 @@ void pack_b(const Operand& b, int64_t p0, int64_t kc, int64_t j0, int64_t nc, fl
 }
 
 // acc[MR][NR] = packed A panel (MR floats per k step) x packed B panel (NR floats per k step) over kc steps.
-PLANC_HOT void micro_kernel(int64_t kc, const float* ap, const float* bp, float* acc) {
+PLANC_HOT_BODY void micro_kernel_body(int64_t kc, const float* ap, const float* bp, float* acc) {
 #ifdef PLANC_VEC8
   static_assert(kMR == 6 && kNR == 16, "the vector micro-kernel is written for 6x16");
   v8f c[kMR][2] = {};
@@ -292,6 +294,7 @@ PLANC_HOT void micro_kernel(int64_t kc, const float* ap, const float* bp, float*
   std::memcpy(acc, t, sizeof t);
 #endif
 }
+PLANC_HOT_DISPATCH(void, micro_kernel, (int64_t kc, const float* ap, const float* bp, float* acc), (kc, ap, bp, acc))
 
 // One [mc, nc] tile of C at (i0, j0), over all of K in KC steps.
 void gemm_tile(const Product& p, int64_t i0, int64_t mc, int64_t j0, int64_t nc) {
@@ -407,7 +410,7 @@ const char* gemm_variant_unavailable(int64_t code) {
 #ifndef PLANC_HAVE_OPENBLAS
   if (code == kBlas) return "this native build has no OpenBLAS (install libopenblas-dev, then npm run build:native)";
 #endif
-  if (code == kAvx512 && !avx512_gemm_available()) return "this CPU lacks AVX-512 F/BW/VL/DQ with FMA";
+  if (code == kAvx512) return avx512_gemm_unavailable();
   return nullptr;
 }
 

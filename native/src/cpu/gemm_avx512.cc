@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "../threadpool.h"
+#include "isa.h"
 
 // PLANC_DISABLE_AVX512_GEMM (a compile definition) leaves the kernels out, e.g. to compare against BLAS.
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(PLANC_DISABLE_AVX512_GEMM)
@@ -312,12 +313,15 @@ void run_chunk(const GemmCall& g, int64_t m0, int64_t rows, ThreadPool* pool) {
 
 }  // namespace
 
+const char* avx512_gemm_unavailable() {
+  using F = CpuFeature;
+  static const char* const why = cpu_unavailable({F::kAvx512f, F::kAvx512bw, F::kAvx512vl, F::kAvx512dq, F::kFma},
+                                                 "this CPU lacks AVX-512 F/BW/VL/DQ with FMA");
+  return why;
+}
+
 bool avx512_gemm_available() {
-  static const bool ok = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("fma");
-  }();
+  static const bool ok = avx512_gemm_unavailable() == nullptr;
   return ok;
 }
 
@@ -340,6 +344,7 @@ void avx512_gemm(const GemmCall& g, ThreadPool* pool) {
 
 #else  // no AVX-512 kernels in this build
 
+const char* avx512_gemm_unavailable() { return "this build has no AVX-512 GEMM kernels"; }
 bool avx512_gemm_available() { return false; }
 int64_t avx512_packed_b_floats(int64_t, int64_t) { return 0; }
 void avx512_pack_b(const float*, int64_t, bool, int64_t, int64_t, float*) {}

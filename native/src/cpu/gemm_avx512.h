@@ -25,8 +25,10 @@ struct GemmCall {
   const float* bpacked = nullptr;
 };
 
-// True when this build has the AVX-512 kernels and the CPU and OS support them (checked once).
+// True when this build has the AVX-512 kernels and the CPU supports them within PLANC_ISA's cap (checked once).
 bool avx512_gemm_available();
+// Why not (nullptr when avx512_gemm_available()).
+const char* avx512_gemm_unavailable();
 
 // Floats of avx512_pack_b's layout of a K x N op(B): ceil(N / 32) panels of K x 32.
 int64_t avx512_packed_b_floats(int64_t k, int64_t n);

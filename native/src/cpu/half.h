@@ -13,6 +13,7 @@
 #endif
 
 #include "../generated/kernel_enums.h"
+#include "isa.h"
 #include "vec_math.h"
 
 namespace planc {
@@ -120,10 +121,7 @@ inline bool is_half_dtype(int32_t dtype) { return dtype == kFloat16 || dtype == 
 // too but take about 3x as long for float16.
 #define PLANC_F16C 1
 inline bool f16c_available() {
-  static const bool ok = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
-  }();
+  static const bool ok = cpu_has({CpuFeature::kAvx, CpuFeature::kF16c});
   return ok;
 }
 
@@ -143,7 +141,7 @@ __attribute__((target("avx,f16c"))) inline void round_half_f16c(const float* src
 #endif
 
 // dst[i] = src[i] widened to float32 (exact); dtype kFloat16 or kBFloat16.
-PLANC_HOT inline void widen_run(int32_t dtype, const uint16_t* src, int64_t n, float* dst) {
+PLANC_HOT_BODY void widen_run_body(int32_t dtype, const uint16_t* src, int64_t n, float* dst) {
   if (dtype == kBFloat16) {
     for (int64_t i = 0; i < n; i++) dst[i] = bf16_to_float(src[i]);
     return;
@@ -153,9 +151,10 @@ PLANC_HOT inline void widen_run(int32_t dtype, const uint16_t* src, int64_t n, f
 #endif
   for (int64_t i = 0; i < n; i++) dst[i] = half_to_float(src[i]);
 }
+PLANC_HOT_DISPATCH(void, widen_run, (int32_t dtype, const uint16_t* src, int64_t n, float* dst), (dtype, src, n, dst))
 
 // dst[i] = src[i] rounded to dtype (kFloat16 or kBFloat16) and widened back: the value a tensor core takes.
-PLANC_HOT inline void round_run(int32_t dtype, const float* src, int64_t n, float* dst) {
+PLANC_HOT_BODY void round_run_body(int32_t dtype, const float* src, int64_t n, float* dst) {
   if (dtype == kBFloat16) {
     for (int64_t i = 0; i < n; i++) dst[i] = bf16_to_float(bf16_from_float(src[i]));
     return;
@@ -165,6 +164,7 @@ PLANC_HOT inline void round_run(int32_t dtype, const float* src, int64_t n, floa
 #endif
   for (int64_t i = 0; i < n; i++) dst[i] = half_to_float(half_from_float(src[i]));
 }
+PLANC_HOT_DISPATCH(void, round_run, (int32_t dtype, const float* src, int64_t n, float* dst), (dtype, src, n, dst))
 
 }  // namespace
 }  // namespace planc

@@ -6,13 +6,7 @@
 #include "../kernel.h"
 #include "../threadpool.h"
 
-// Hot loops are compiled twice with GCC on x86-64 glibc (AVX2+FMA and the portable baseline), picked at load time
-// by an ifunc (not under TSan, whose runtime starts after ifunc resolvers run).
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__GLIBC__) && !defined(__SANITIZE_THREAD__)
-#define PLANC_HOT __attribute__((target_clones("arch=x86-64-v3", "default")))
-#else
-#define PLANC_HOT
-#endif
+#include "isa.h"  // PLANC_HOT_BODY / PLANC_HOT_DISPATCH: the hot loops' copies, within PLANC_ISA's cap
 
 namespace planc {
 namespace {
@@ -20,7 +14,7 @@ namespace {
 // ---------- row loops ----------
 
 // Sum of x in double (eight lanes), so the mean stays exact enough when |mean| >> the spread.
-PLANC_HOT double sum_run(const float* x, int64_t n) {
+PLANC_HOT_BODY double sum_run_body(const float* x, int64_t n) {
   double lanes[8] = {0};
   int64_t i = 0;
   for (; i + 8 <= n; i += 8)
@@ -30,9 +24,10 @@ PLANC_HOT double sum_run(const float* x, int64_t n) {
   for (int l = 0; l < 8; l++) s += lanes[l];
   return s;
 }
+PLANC_HOT_DISPATCH(double, sum_run, (const float* x, int64_t n), (x, n))
 
 // Sum of ((x - hi) - lo)^2 in double: hi + lo is the mean split into two floats, and x - hi is exact near the mean.
-PLANC_HOT double sum_sq_run(const float* x, int64_t n, float hi, float lo) {
+PLANC_HOT_BODY double sum_sq_run_body(const float* x, int64_t n, float hi, float lo) {
   double lanes[8] = {0};
   int64_t i = 0;
   for (; i + 8 <= n; i += 8)
@@ -48,16 +43,18 @@ PLANC_HOT double sum_sq_run(const float* x, int64_t n, float hi, float lo) {
   for (int l = 0; l < 8; l++) s += lanes[l];
   return s;
 }
+PLANC_HOT_DISPATCH(double, sum_sq_run, (const float* x, int64_t n, float hi, float lo), (x, n, hi, lo))
 
 // y = ((x - hi) - lo) * inv * scale + bias (bias may be null).
-PLANC_HOT void affine_run(const float* x, float* y, int64_t n, float hi, float lo, float inv, const float* scale,
-                          const float* bias) {
+PLANC_HOT_BODY void affine_run_body(const float* x, float* y, int64_t n, float hi, float lo, float inv,
+                                    const float* scale, const float* bias) {
   if (bias) {
     for (int64_t i = 0; i < n; i++) y[i] = ((x[i] - hi) - lo) * inv * scale[i] + bias[i];
   } else {
     for (int64_t i = 0; i < n; i++) y[i] = ((x[i] - hi) - lo) * inv * scale[i];
   }
 }
+PLANC_HOT_DISPATCH(void, affine_run, (const float* x, float* y, int64_t n, float hi, float lo, float inv, const float* scale, const float* bias), (x, y, n, hi, lo, inv, scale, bias))
 
 // ---------- parameters ----------
 
@@ -210,9 +207,10 @@ const char* layer_norm(const KernelArgs& args) {
 }
 
 // y = x * inv * scale.
-PLANC_HOT void rms_scale_run(const float* x, float* y, int64_t n, float inv, const float* scale) {
+PLANC_HOT_BODY void rms_scale_run_body(const float* x, float* y, int64_t n, float inv, const float* scale) {
   for (int64_t i = 0; i < n; i++) y[i] = x[i] * inv * scale[i];
 }
+PLANC_HOT_DISPATCH(void, rms_scale_run, (const float* x, float* y, int64_t n, float inv, const float* scale), (x, y, n, inv, scale))
 
 const char* rms_norm(const KernelArgs& args) {
   if (const char* err = check_arity("rms_norm", args, rms_norm_args::kArity)) return err;

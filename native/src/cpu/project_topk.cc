@@ -45,7 +45,7 @@ struct Problem {
 };
 
 // out[r][j] = sum_p a[r][p] w[p][j] for nr rows, nb columns of a row-major w (row stride ldw); four rows of w per step.
-PLANC_HOT void gemv_rows(const float* a, int64_t nr, int64_t d, const float* w, int64_t ldw, int64_t nb, float* out) {
+PLANC_HOT_BODY void gemv_rows_body(const float* a, int64_t nr, int64_t d, const float* w, int64_t ldw, int64_t nb, float* out) {
   std::fill(out, out + nr * nb, 0.0f);
   int64_t p = 0;
   for (; p + 4 <= d; p += 4) {
@@ -62,6 +62,7 @@ PLANC_HOT void gemv_rows(const float* a, int64_t nr, int64_t d, const float* w, 
   for (; p < d; p++)
     for (int64_t r = 0; r < nr; r++) add_scaled(out + r * nb, a[r * d + p], w + p * ldw, nb);
 }
+PLANC_HOT_DISPATCH(void, gemv_rows, (const float* a, int64_t nr, int64_t d, const float* w, int64_t ldw, int64_t nb, float* out), (a, nr, d, w, ldw, nb, out))
 
 // out[r][j] = a[r] . e[j] for nb rows of e (each d floats, contiguous).
 void dot_rows(const float* a, int64_t nr, int64_t d, const float* e, int64_t nb, float* out) {
@@ -342,7 +343,7 @@ const char* project_topk(const KernelArgs& args) {
 
 const char* project_topk_variant_unavailable(int64_t code) {
   if (code == project_topk_args::kVariantPacked && !avx512_gemm_available())
-    return "variant packed needs a CPU with AVX-512 F, BW, VL, DQ and FMA (and a build with the AVX-512 GEMM)";
+    return kernel_error("variant packed needs the AVX-512 GEMM: %s", avx512_gemm_unavailable());
   return nullptr;
 }
 

@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "../threadpool.h"
+#include "isa.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
@@ -23,59 +24,38 @@ static_assert(qproject_topk_args::kVariantCount == v::kVariantCount && qproject_
               "qmatmul and qproject_topk share QGEMM_VARIANTS");
 
 namespace {
-bool cpu_has(const char* a, const char* b = nullptr, const char* c = nullptr, const char* d = nullptr) {
-  __builtin_cpu_init();
-  for (const char* f : {a, b, c, d}) {
-    if (f == nullptr) continue;
-    // __builtin_cpu_supports needs a literal: one branch per feature this file asks about.
-    bool ok = false;
-    if (!std::strcmp(f, "avx2")) ok = __builtin_cpu_supports("avx2");
-    else if (!std::strcmp(f, "fma")) ok = __builtin_cpu_supports("fma");
-    else if (!std::strcmp(f, "avx512f")) ok = __builtin_cpu_supports("avx512f");
-    else if (!std::strcmp(f, "avx512bw")) ok = __builtin_cpu_supports("avx512bw");
-    else if (!std::strcmp(f, "avx512vl")) ok = __builtin_cpu_supports("avx512vl");
-    else if (!std::strcmp(f, "avx512dq")) ok = __builtin_cpu_supports("avx512dq");
-    else if (!std::strcmp(f, "avx512vnni")) ok = __builtin_cpu_supports("avx512vnni");
-    else if (!std::strcmp(f, "avxvnni")) ok = __builtin_cpu_supports("avxvnni");
-    if (!ok) return false;
-  }
-  return true;
+using F = CpuFeature;
+// What each vector path needs (isa.h: the CPU's features within PLANC_ISA's cap), or nullptr.
+const char* avx512_unavailable() {
+  return cpu_unavailable({F::kAvx512f, F::kAvx512bw, F::kAvx512vl, F::kAvx512dq, F::kFma},
+                         "this CPU lacks AVX-512 F/BW/VL/DQ with FMA");
 }
-
-// The CPU features of each vector path, checked once.
-struct Features {
-  bool avx2, avx512bw, avxvnni, avx512vnni;
-};
-const Features& features() {
-  static const Features f = {
-      cpu_has("avx2", "fma"),
-      cpu_has("avx512f", "avx512bw", "avx512vl", "avx512dq") && cpu_has("fma"),
-      cpu_has("avx2", "fma", "avxvnni"),
-      cpu_has("avx512f", "avx512bw", "avx512vl", "avx512dq") && cpu_has("fma", "avx512vnni"),
-  };
-  return f;
+const char* avx512vnni_unavailable() {
+  return cpu_unavailable({F::kAvx512f, F::kAvx512bw, F::kAvx512vl, F::kAvx512dq, F::kFma, F::kAvx512vnni},
+                         "this CPU lacks AVX-512 VNNI (or AVX-512 F/BW/VL/DQ with FMA)");
 }
 }  // namespace
 
 const char* variant_unavailable(int64_t code) {
-  const Features& f = features();
   switch (code) {
     case v::kVariantAvx2:
       if (!avx2_path()) return "this build has no x86-64 vector paths";
-      return f.avx2 ? nullptr : "this CPU lacks AVX2 with FMA";
+      return cpu_unavailable({F::kAvx2, F::kFma}, "this CPU lacks AVX2 with FMA");
     case v::kVariantAvx512bw:
       if (!avx512bw_path()) return "this build has no x86-64 vector paths";
-      return f.avx512bw ? nullptr : "this CPU lacks AVX-512 F/BW/VL/DQ with FMA";
+      return avx512_unavailable();
     case v::kVariantAvxvnni:
       if (!avxvnni_path()) return "this build has no x86-64 vector paths";
-      return f.avxvnni ? nullptr : "this CPU lacks AVX-VNNI (or AVX2 with FMA)";
+      return cpu_unavailable({F::kAvx2, F::kFma, F::kAvxvnni}, "this CPU lacks AVX-VNNI (or AVX2 with FMA)");
     case v::kVariantAvx512vnni:
       if (!avx512vnni_path()) return "this build has no x86-64 vector paths";
-      return f.avx512vnni ? nullptr : "this CPU lacks AVX-512 VNNI (or AVX-512 F/BW/VL/DQ with FMA)";
+      return avx512vnni_unavailable();
     case v::kVariantAmx:
       if (!amx_path()) return amx_unavailable();
       if (const char* why = amx_unavailable()) return why;
-      return f.avx512vnni ? nullptr : "this CPU lacks AVX-512 VNNI (or AVX-512 F/BW/VL/DQ with FMA), which amx also uses";
+      if (avx512vnni_unavailable() != nullptr)
+        return kernel_error("%s, which amx also uses", avx512vnni_unavailable());
+      return nullptr;
     default: return nullptr;
   }
 }
@@ -90,10 +70,13 @@ const Path* path_for(int64_t code) {
     case v::kVariantAmx: return amx_path();
     default: break;
   }
-  // auto: amx > avx512vnni > avxvnni > avx512bw > avx2 > ref (compiler/kernel-schema.ts QGEMM_VARIANTS)
-  for (int64_t c : {v::kVariantAmx, v::kVariantAvx512vnni, v::kVariantAvxvnni, v::kVariantAvx512bw, v::kVariantAvx2})
-    if (variant_unavailable(c) == nullptr) return path_for(c);
-  return ref_path();
+  // auto: amx > avx512vnni > avxvnni > avx512bw > avx2 > ref (compiler/kernel-schema.ts QGEMM_VARIANTS), chosen once
+  static const Path* const best = [] {
+    for (int64_t c : {v::kVariantAmx, v::kVariantAvx512vnni, v::kVariantAvxvnni, v::kVariantAvx512bw, v::kVariantAvx2})
+      if (variant_unavailable(c) == nullptr) return path_for(c);
+    return ref_path();
+  }();
+  return best;
 }
 
 const char* check_variant(const char* name, int64_t code) {
@@ -208,7 +191,8 @@ __attribute__((target("avx2,fma"))) float quantize_i8_avx2(const float* x, int64
 // path keeps the scalar rule, so the tests' bit-for-bit comparisons of each path against ref check both quantizers.
 bool rows_avx2(const Path& path) {
 #ifdef PLANC_QGEMM_ROWS_AVX2
-  return &path != ref_path() && features().avx2;
+  static const bool avx2 = cpu_has({F::kAvx2, F::kFma});
+  return &path != ref_path() && avx2;
 #else
   (void)path;
   return false;

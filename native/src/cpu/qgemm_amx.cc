@@ -4,6 +4,7 @@
 #include <cstring>
 #include <vector>
 
+#include "isa.h"
 #include "qgemm.h"
 
 // AMX intrinsics: GCC 11+, clang 12+, on x86-64 Linux (the tile state needs arch_prctl permission).
@@ -29,19 +30,11 @@ constexpr int64_t kMinRows = 9;          // qmatmul (one row tile costs about wh
 constexpr int64_t kMinRowDots = 5;       // the row products (qproject_topk)
 constexpr int64_t kTileK = 64;           // bytes of K per A tile row (16 k-groups of 4)
 
-// CPUID leaf 7 EDX bits 24 (AMX-TILE) and 25 (AMX-INT8); OSXSAVE and XCR0 bits 17-18 (XTILECFG, XTILEDATA); then
-// Linux's per-process permission for the tile data (ARCH_REQ_XCOMP_PERM), asked once.
+// The CPU's AMX-TILE / AMX-INT8 and the OS's tile state within PLANC_ISA's cap (isa.cc); then Linux's per-process
+// permission for the tile data (ARCH_REQ_XCOMP_PERM), asked once.
 const char* amx_check() {
-  unsigned a, b, c, d;
-  __asm__("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(0), "c"(0));
-  if (a < 7) return "this CPU lacks AMX-INT8 (no CPUID leaf 7)";
-  __asm__("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(7), "c"(0));
-  if (!((d >> 24) & 1) || !((d >> 25) & 1)) return "this CPU lacks AMX-TILE / AMX-INT8";
-  __asm__("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(1), "c"(0));
-  if (!((c >> 27) & 1)) return "the OS has not enabled XSAVE (no AMX tile state)";
-  unsigned lo, hi;
-  __asm__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-  if (((lo >> 17) & 3) != 3) return "the OS has not enabled the AMX tile state (XCR0 bits 17-18)";
+  constexpr const char* kLacks = "this CPU lacks AMX-TILE / AMX-INT8 (or the OS has not enabled the AMX tile state)";
+  if (const char* why = cpu_unavailable({CpuFeature::kAmx}, kLacks)) return why;
   constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
   if (syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) != 0)
     return "the Linux kernel refused the AMX tile data permission (arch_prctl ARCH_REQ_XCOMP_PERM XTILEDATA)";

@@ -11,7 +11,7 @@ namespace planc {
 namespace {
 
 // y[i] = e^(x[i] - m); returns the sum.
-PLANC_HOT float exp_store_sum(const float* x, int64_t n, float m, float* y) {
+PLANC_HOT_BODY float exp_store_sum_body(const float* x, int64_t n, float m, float* y) {
   float s = 0;
   int64_t i = 0;
 #ifdef PLANC_VEC8
@@ -31,11 +31,13 @@ PLANC_HOT float exp_store_sum(const float* x, int64_t n, float m, float* y) {
   }
   return s;
 }
+PLANC_HOT_DISPATCH(float, exp_store_sum, (const float* x, int64_t n, float m, float* y), (x, n, m, y))
 
 // y = (x - m) - c: x - m first, which is exact near the max, so log-softmax keeps float precision at large x.
-PLANC_HOT void shift_run(const float* x, float* y, int64_t n, float m, float c) {
+PLANC_HOT_BODY void shift_run_body(const float* x, float* y, int64_t n, float m, float c) {
   for (int64_t i = 0; i < n; i++) y[i] = (x[i] - m) - c;
 }
+PLANC_HOT_DISPATCH(void, shift_run, (const float* x, float* y, int64_t n, float m, float c), (x, y, n, m, c))
 
 // Elements per block of the one-pass max+sum scan: each block is rescaled once when the running max grows.
 constexpr int64_t kBlock = 1024;
@@ -78,16 +80,17 @@ void softmax_row(const float* x, float* y, int64_t n, bool log, std::vector<floa
 }
 
 // mx[q] = NaN-propagating max(mx[q], x[q]).
-PLANC_HOT void max_into(float* mx, const float* x, int64_t w) {
+PLANC_HOT_BODY void max_into_body(float* mx, const float* x, int64_t w) {
   int64_t q = 0;
 #ifdef PLANC_VEC8
   for (; q + 8 <= w; q += 8) store8(mx + q, nan_max8(load8(mx + q), load8(x + q)));
 #endif
   for (; q < w; q++) mx[q] = (x[q] > mx[q] || x[q] != x[q]) ? x[q] : mx[q];
 }
+PLANC_HOT_DISPATCH(void, max_into, (float* mx, const float* x, int64_t w), (mx, x, w))
 
 // e = e^(x[q] - mx[q]); sum[q] += e; y[q] = e unless y is null.
-PLANC_HOT void exp_into(const float* x, const float* mx, float* y, float* sum, int64_t w) {
+PLANC_HOT_BODY void exp_into_body(const float* x, const float* mx, float* y, float* sum, int64_t w) {
   int64_t q = 0;
 #ifdef PLANC_VEC8
   for (; q + 8 <= w; q += 8) {
@@ -102,15 +105,18 @@ PLANC_HOT void exp_into(const float* x, const float* mx, float* y, float* sum, i
     sum[q] += e;
   }
 }
+PLANC_HOT_DISPATCH(void, exp_into, (const float* x, const float* mx, float* y, float* sum, int64_t w), (x, mx, y, sum, w))
 
 // y[q] = (x[q] - m[q]) - c[q].
-PLANC_HOT void sub_into(const float* x, const float* m, const float* c, float* y, int64_t w) {
+PLANC_HOT_BODY void sub_into_body(const float* x, const float* m, const float* c, float* y, int64_t w) {
   for (int64_t q = 0; q < w; q++) y[q] = (x[q] - m[q]) - c[q];
 }
+PLANC_HOT_DISPATCH(void, sub_into, (const float* x, const float* m, const float* c, float* y, int64_t w), (x, m, c, y, w))
 
-PLANC_HOT void mul_into(float* y, const float* f, int64_t w) {
+PLANC_HOT_BODY void mul_into_body(float* y, const float* f, int64_t w) {
   for (int64_t q = 0; q < w; q++) y[q] *= f[q];
 }
+PLANC_HOT_DISPATCH(void, mul_into, (float* y, const float* f, int64_t w), (y, f, w))
 
 // Softmax along a strided axis: x is [len, inner] (row stride `inner`); columns q0..q1 are done together.
 void softmax_columns(const float* x, float* y, int64_t len, int64_t inner, int64_t q0, int64_t q1, bool log,

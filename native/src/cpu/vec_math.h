@@ -4,16 +4,10 @@
 #include <cstring>
 #include <limits>
 
-// Hot loops are compiled twice with GCC on x86-64 glibc (AVX2+FMA and the portable baseline), picked at load time
-// by an ifunc (not under TSan, whose runtime starts after ifunc resolvers run).
-// PLANC_HOT16 loops work on 16 lanes (v16f) and get an AVX-512 clone as well.
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__GLIBC__) && !defined(__SANITIZE_THREAD__)
-#define PLANC_HOT __attribute__((target_clones("arch=x86-64-v3", "default")))
-#define PLANC_HOT16 __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define PLANC_HOT
-#define PLANC_HOT16
-#endif
+// Hot loops are compiled twice with GCC on x86-64 (AVX2+FMA and the portable baseline), the copy picked at run time
+// within PLANC_ISA's cap (PLANC_HOT_BODY / PLANC_HOT_DISPATCH, isa.h). PLANC_HOT16_DISPATCH loops work on 16 lanes
+// (v16f) and get an AVX-512 copy as well.
+#include "isa.h"
 
 // Eight floats as one value (GCC/Clang vector extension: AVX ymm, two SSE/NEON registers); plain loops elsewhere.
 #if defined(__GNUC__)
@@ -26,7 +20,7 @@ typedef int32_t v16i __attribute__((vector_size(64)));
 #endif
 
 namespace planc {
-// Internal linkage, as when each kernel file carried its own copy: every file gets its own clones and ifuncs.
+// Internal linkage, as when each kernel file carried its own copy: every file gets its own copies of the hot loops.
 namespace {
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
@@ -105,7 +99,7 @@ inline float sum8(const v8f& v) {
 #endif
 
 // Max of a run that is NaN when any element is NaN (as the reference's max scan); -inf for an empty run.
-PLANC_HOT inline float nan_max(const float* x, int64_t n) {
+PLANC_HOT_BODY float nan_max_body(const float* x, int64_t n) {
   float m = -kInf;
   int64_t i = 0;
 #ifdef PLANC_VEC8
@@ -120,9 +114,10 @@ PLANC_HOT inline float nan_max(const float* x, int64_t n) {
   for (; i < n; i++) m = (x[i] > m || x[i] != x[i]) ? x[i] : m;
   return m;
 }
+PLANC_HOT_DISPATCH(float, nan_max, (const float* x, int64_t n), (x, n))
 
 // The first i in [j, n) with x[i] > t (NaN never is), or n. Runs of 32 with none above t are passed over whole.
-PLANC_HOT inline int64_t first_above(const float* x, int64_t j, int64_t n, float t) {
+PLANC_HOT_BODY int64_t first_above_body(const float* x, int64_t j, int64_t n, float t) {
 #ifdef PLANC_VEC8
   for (; j + 32 <= n; j += 32) {
     const v8i hit = (load8(x + j) > t) | (load8(x + j + 8) > t) | (load8(x + j + 16) > t) | (load8(x + j + 24) > t);
@@ -135,14 +130,16 @@ PLANC_HOT inline int64_t first_above(const float* x, int64_t j, int64_t n, float
     if (x[j] > t) return j;
   return n;
 }
+PLANC_HOT_DISPATCH(int64_t, first_above, (const float* x, int64_t j, int64_t n, float t), (x, j, n, t))
 
 // y[i] += b[i].
-PLANC_HOT inline void add_run(float* y, const float* b, int64_t n) {
+PLANC_HOT_BODY void add_run_body(float* y, const float* b, int64_t n) {
   for (int64_t i = 0; i < n; i++) y[i] += b[i];
 }
+PLANC_HOT_DISPATCH(void, add_run, (float* y, const float* b, int64_t n), (y, b, n))
 
 // Sum of e^(x[i] - m).
-PLANC_HOT16 inline float exp_sum(const float* x, int64_t n, float m) {
+PLANC_HOT_BODY float exp_sum_body(const float* x, int64_t n, float m) {
   float s = 0;
   int64_t i = 0;
 #ifdef PLANC_VEC8
@@ -157,11 +154,13 @@ PLANC_HOT16 inline float exp_sum(const float* x, int64_t n, float m) {
   for (; i < n; i++) s += exp_approx(x[i] - m);
   return s;
 }
+PLANC_HOT16_DISPATCH(float, exp_sum, (const float* x, int64_t n, float m), (x, n, m))
 
 // y[i] *= f.
-PLANC_HOT inline void scale_run(float* y, int64_t n, float f) {
+PLANC_HOT_BODY void scale_run_body(float* y, int64_t n, float f) {
   for (int64_t i = 0; i < n; i++) y[i] *= f;
 }
+PLANC_HOT_DISPATCH(void, scale_run, (float* y, int64_t n, float f), (y, n, f))
 
 // o[j] += a * w[j] for j < n.
 inline void add_scaled(float* o, float a, const float* w, int64_t n) {
@@ -169,7 +168,7 @@ inline void add_scaled(float* o, float a, const float* w, int64_t n) {
 }
 
 // Dot product of two contiguous float runs, in 16 independent lanes.
-PLANC_HOT inline float dot(const float* x, const float* y, int64_t n) {
+PLANC_HOT_BODY float dot_body(const float* x, const float* y, int64_t n) {
   float lanes[16] = {0};
   int64_t p = 0;
   for (; p + 16 <= n; p += 16)
@@ -179,6 +178,7 @@ PLANC_HOT inline float dot(const float* x, const float* y, int64_t n) {
   for (int l = 0; l < 16; l++) s += lanes[l];
   return s;
 }
+PLANC_HOT_DISPATCH(float, dot, (const float* x, const float* y, int64_t n), (x, y, n))
 
 }  // namespace
 }  // namespace planc
