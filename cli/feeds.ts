@@ -10,11 +10,14 @@ import type { RtDType, RtTensor } from '../runtime/tensor.ts';
 export function readFeeds(file: string, inputs: IOInfo[]): Record<string, RtTensor> {
   if (!fs.existsSync(file)) throw new PlancError('PLANC_E006', `no such feeds file: ${file}`, { file });
   if (file.endsWith('.npz')) return readNpz(file);
-  let j: Record<string, unknown>;
+  let j: unknown;
   try {
     j = JSON.parse(fs.readFileSync(file, 'utf8'));
   } catch (e) {
     throw new PlancError('PLANC_E405', `feeds file is not valid JSON: ${(e as Error).message}`, { file });
+  }
+  if (j === null || typeof j !== 'object' || Array.isArray(j)) {
+    throw new PlancError('PLANC_E405', `feeds file holds ${j === null ? 'null' : Array.isArray(j) ? 'an array' : typeof j}; it must hold an object of feeds by name ({"input_ids": [[5, 6, 0]], ...})`, { file });
   }
   const out: Record<string, RtTensor> = {};
   for (const [name, v] of Object.entries(j)) {
@@ -25,16 +28,46 @@ export function readFeeds(file: string, inputs: IOInfo[]): Record<string, RtTens
       if (!o.dims || !Array.isArray(o.data)) throw new PlancError('PLANC_E405', `feed '${name}' needs dims and data (an array)`, where);
       out[name] = feedTensor(name, o.dtype ?? (info?.dtype as RtDType) ?? 'float32', o.dims, o.data, { file });
     } else {
-      const dims: number[] = [];
-      let x: unknown = v;
-      while (Array.isArray(x)) { dims.push(x.length); x = x[0]; }
-      const flat = (Array.isArray(v) ? (v as unknown[]).flat(Infinity) : [v]) as number[];
-      if (flat.some((n) => typeof n !== 'number' && typeof n !== 'boolean')) throw new PlancError('PLANC_E405', `feed '${name}' must hold numbers`, where);
-      if (flat.length !== dims.reduce((a, b) => a * b, 1)) throw new PlancError('PLANC_E405', `feed '${name}' is a ragged array`, where);
+      const { dims, flat } = nestedArray(name, v, where);
       out[name] = feedTensor(name, (info?.dtype as RtDType) ?? 'float32', dims, flat, { file });
     }
   }
   return out;
+}
+
+/** The most axes a nested-array feed may have (plans' tensors have rank ≤ 8). */
+const MAX_FEED_RANK = 8;
+
+/**
+ * A nested JSON array's dims and values in row-major order, without recursion: every row of an axis must have the
+ * length of the first (a ragged array is refused naming the first row that differs), a number or boolean must sit at
+ * every leaf and nowhere else, and at most MAX_FEED_RANK axes.
+ */
+export function nestedArray(name: string, v: unknown, where: { file: string; node: string }): { dims: number[]; flat: unknown[] } {
+  const bad = (m: string): never => { throw new PlancError('PLANC_E405', `feed '${name}' ${m}`, where); };
+  const dims: number[] = [];
+  for (let x: unknown = v; Array.isArray(x); x = x[0]) {
+    if (dims.length === MAX_FEED_RANK) bad(`nests arrays more than ${MAX_FEED_RANK} deep; plans take tensors of rank ≤ ${MAX_FEED_RANK}`);
+    dims.push(x.length);
+  }
+  const flat: unknown[] = [];
+  const at = (path: number[]) => `${name}${path.map((i) => `[${i}]`).join('')}`;
+  // iterative walk: (array, its axis, the index path to it)
+  const stack: [unknown, number, number[]][] = [[v, 0, []]];
+  while (stack.length) {
+    const [x, axis, path] = stack.pop()!;
+    if (axis === dims.length) {
+      if (Array.isArray(x)) bad(`is a ragged array: ${at(path)} is an array where ${at(path.slice(0, -1).concat(0))} holds a value`);
+      if (typeof x !== 'number' && typeof x !== 'boolean') bad(`must hold numbers, but ${at(path)} is ${JSON.stringify(x) ?? String(x)}`);
+      flat.push(x);
+      continue;
+    }
+    if (!Array.isArray(x)) bad(`is a ragged array: ${at(path)} is ${JSON.stringify(x) ?? String(x)} where an array of ${dims[axis]} is expected (dims [${dims}] from the first row of each axis)`);
+    const arr = x as unknown[];
+    if (arr.length !== dims[axis]) bad(`is a ragged array: ${at(path)} has ${arr.length} entries where ${at(path.slice(0, -1).concat(0))} has ${dims[axis]}`);
+    for (let i = arr.length - 1; i >= 0; i--) stack.push([arr[i], axis + 1, [...path, i]]);
+  }
+  return { dims, flat };
 }
 
 const NPY_DTYPES: Record<string, RtDType> = { '<f4': 'float32', '<f8': 'float64', '<i4': 'int32', '<i8': 'int64', '|i1': 'int8', '|u1': 'uint8', '|b1': 'bool', '<f2': 'float16' };

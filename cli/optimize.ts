@@ -7,7 +7,7 @@ import { writePlanFile } from '../compiler/plan/format.ts';
 import { parseVocabSpec } from '../compiler/vocab/spec.ts';
 import type { SpecialIds } from '../codegen/build-plan.ts';
 import { DEFAULT_ARCHS, findNvcc, parseArchs } from '../codegen/cuda/nvcc.ts';
-import { DEFAULT_PROFILE } from '../codegen/profile.ts';
+import { DEFAULT_PROFILE, MAX_DIM } from '../codegen/profile.ts';
 import { checkDumpAfter, compile } from '../optimize/compile.ts';
 import { parseArgs, usageLine, type CommandSpec } from './args.ts';
 import { checkOutputFile } from './files.ts';
@@ -59,7 +59,7 @@ const mb = (b: number) => `${(b / 1e6).toFixed(1)} MB`;
 
 function positiveInt(flag: string, v: unknown, def: number): number {
   if (v === undefined) return def;
-  if (typeof v !== 'number' || !Number.isInteger(v) || v < 1) throw new PlancError('PLANC_E301', `--${flag} must be a positive integer, got ${v}`);
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < 1 || v > MAX_DIM) throw new PlancError('PLANC_E301', `--${flag} must be an integer in [1, ${MAX_DIM}], got ${v}`);
   return v;
 }
 
@@ -81,7 +81,9 @@ function parseMaxDims(s: string | undefined): Record<string, number> {
   for (const part of (s ?? '').split(',').filter((x) => x)) {
     const m = /^([\w.:-]+)=(\d+)$/.exec(part.trim());
     if (!m) throw new PlancError('PLANC_E301', `--max-dim wants NAME=N[,NAME=N...], got '${part}'`);
-    out[m[1]!] = Number(m[2]);
+    const n = Number(m[2]);
+    if (n < 1 || n > MAX_DIM) throw new PlancError('PLANC_E301', `--max-dim ${m[1]}=${m[2]}: a bound must be an integer in [1, ${MAX_DIM}]`);
+    out[m[1]!] = n;
   }
   return out;
 }

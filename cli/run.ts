@@ -46,6 +46,7 @@ export async function runRun(argv: string[]): Promise<number> {
     const t0 = performance.now();
     const out = await plan.run(graph, feeds);
     const ms = performance.now() - t0;
+    if (Object.keys(out).length === 0) throw new PlancError('PLANC_E401', `graph '${graph}' gave no outputs`, { file: positional[0]! });
     const lines = flags.json
       ? [JSON.stringify(Object.fromEntries(Object.entries(out).map(([k, t]) => [k, { dtype: t.dtype, dims: t.dims, data: toNumbers(t) }])))]
       : [...Object.entries(out).map(([k, t]) => `${k}: ${t.dtype}[${t.dims.join(',')}] ${preview(t, flags.full === true)}`), `(${ms.toFixed(2)} ms)`];

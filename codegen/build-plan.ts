@@ -70,8 +70,54 @@ export function decodingFacts(model: Model, ids: SpecialIds = {}): PlanDecoding 
   const d: PlanDecoding = { ...model.decoding };
   for (const k of ['decoderStartId', 'eosId', 'padId', 'unkId'] as const) if (ids[k] !== undefined) d[k] = ids[k];
   if (ids.eosId !== undefined) d.eosIds = [ids.eosId];
-  if (model.graphs.has('decoder_with_past')) checkSeq2SeqIds(model, d);
+  if (model.graphs.has('decoder_with_past')) {
+    checkSeq2SeqIds(model, d);
+    checkIdsInVocab(model, d, ids);
+  }
   return d;
+}
+
+/** The outputs decoding reads from each graph of a seq2seq export (runtime/decode: the encoder state, the next-token scores). */
+export const SEQ2SEQ_OUTPUTS: Record<string, string> = { encoder: 'last_hidden_state', decoder: 'logits', decoder_with_past: 'logits' };
+
+/**
+ * A seq2seq model (encoder + decoder_with_past) must give the outputs decoding reads: without them it would compile
+ * and then fail every sentence. Refused naming the graph, its file and the missing output.
+ */
+export function checkSeq2SeqOutputs(model: Model): void {
+  if (!model.graphs.has('decoder_with_past')) return;
+  for (const [g, out] of Object.entries(SEQ2SEQ_OUTPUTS)) {
+    const graph = model.graphs.get(g);
+    if (!graph) throw new PlancError('PLANC_E009', `a seq2seq model needs a '${g}' graph, which decoding runs`, { file: model.sources[g] ?? Object.values(model.sources)[0] });
+    if (!graph.outputs.includes(out)) {
+      throw new PlancError('PLANC_E009', `graph '${g}' has no output '${out}', which decoding reads (its outputs: ${graph.outputs.join(', ') || 'none'}); export the model with its standard output names`, { file: model.sources[g], graph: g });
+    }
+  }
+}
+
+/** The vocabulary size: config.json's vocab_size, else the last dim of decoder_with_past's logits when fixed. */
+function vocabOf(model: Model, d: PlanDecoding): number | undefined {
+  if (d.vocabSize !== undefined) return d.vocabSize;
+  const shape = model.graphs.get('decoder_with_past')?.values.get('logits')?.type?.shape;
+  const last = shape?.[shape.length - 1];
+  return typeof last === 'number' && last > 0 ? last : undefined;
+}
+
+/** Special ids must lie in the vocabulary: one from an option names the option, one from the model's config the file. */
+function checkIdsInVocab(model: Model, d: PlanDecoding, given: SpecialIds): void {
+  const vocab = vocabOf(model, d);
+  if (vocab === undefined) return;
+  const first = Object.values(model.sources)[0];
+  const dir = first ? path.dirname(first) : '';
+  const flags: Record<string, string> = { decoderStartId: '--decoder-start-id', eosId: '--eos-id', padId: '--pad-id', unkId: '--unk-id' };
+  const check = (key: string, v: number | undefined) => {
+    if (v === undefined || (Number.isInteger(v) && v >= 0 && v < vocab)) return;
+    const flag = flags[key];
+    if (flag && given[key as keyof SpecialIds] === v) throw new PlancError('PLANC_E301', `${flag} ${v} is outside the model's vocabulary [0, ${vocab})`, { file: dir });
+    throw new PlancError('PLANC_E008', `the model's ${key} ${v} (config.json / generation_config.json) is outside its vocabulary [0, ${vocab})`, { file: dir });
+  };
+  for (const k of ['decoderStartId', 'eosId', 'padId', 'unkId', 'bosId', 'forcedBosId', 'forcedEosId'] as const) check(k, d[k]);
+  for (const k of ['eosIds', 'suppressTokens', 'beginSuppressTokens'] as const) for (const v of d[k] ?? []) check(k === 'eosIds' ? 'eosId' : k, v);
 }
 
 const REQUIRED_IDS = [

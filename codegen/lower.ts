@@ -1,6 +1,6 @@
 // Lowering: an inferred IR graph → a Program of kernel calls over tensors (arena slots, weights, inputs, aliases).
 import { Diagnostics, PlancError, type Where } from '../compiler/diagnostics.ts';
-import { BYTES, ONNX_CODE } from '../compiler/dtype.ts';
+import { BYTES, ONNX_CODE, type DType } from '../compiler/dtype.ts';
 import { inferGraph, type Facts } from '../compiler/infer/infer.ts';
 import type { Graph, Model, Node } from '../compiler/ir.ts';
 import { makeOpContext } from '../compiler/ops/context.ts';
@@ -13,6 +13,7 @@ import { dimEval, dimStr, dimSymbols, isSym, isUnknownSymbol, type Dim } from '.
 import { Tensor } from '../compiler/tensor.ts';
 import { CPU_RULES, type Lowering, type RuleCtx } from './cpu-rules.ts';
 import { ExprTable } from './exprs.ts';
+import { boundOption, MAX_PLAN_BYTES } from './profile.ts';
 
 /** The weights all programs of a plan share: each distinct tensor once, by content id. */
 export class PlanWeights {
@@ -182,12 +183,31 @@ class Lowerer {
       }
       slotBytes = n;
     }
+    this.checkAddressable(name, f.dtype, shape, where);
     if (PLAN_DTYPE_BYTES[ONNX_CODE[f.dtype]] === undefined) throw new PlancError('PLANC_E404', `${f.dtype} tensor '${name}' is not supported by plans`, where);
     this.tensors.push({
       name, kind, dtype: ONNX_CODE[f.dtype], dims: shape.map((d) => this.exprs.intern(d, where)),
       offset: 0, slotBytes, ref: 0, ...extra,
     });
     return this.tensors.length - 1;
+  }
+
+  /**
+   * A tensor whose bytes at the profile's bounds exceed what a plan can address (MAX_PLAN_BYTES) is refused naming the
+   * dims and the options that bound them (an absurd --max-batch or a model dim of 2^40 would otherwise overflow sizes).
+   */
+  private checkAddressable(name: string, dtype: DType, shape: Dim[], where: Where): void {
+    let n = BYTES[dtype];
+    for (const d of shape) {
+      const v = dimEval(d, this.maxBind);
+      if (v === undefined) return;  // unbounded: refused where the size is needed
+      n *= Math.max(0, v);
+    }
+    if (n <= MAX_PLAN_BYTES) return;
+    const syms = [...new Set(shape.flatMap((d) => dimSymbols(d)))];
+    const dims = shape.map((d) => { const v = dimEval(d, this.maxBind); return isSym(d) ? `${dimStr(d)} ≤ ${v}` : String(v); });
+    const fix = syms.length ? `lower ${syms.map((s) => `${s} (${boundOption(s)})`).join(', ')}` : 'the model declares these dims';
+    throw new PlancError('PLANC_E404', `tensor '${name}' (${dtype}[${dims.join(', ')}]) would need ${n} bytes at the profile's bounds, more than a plan can address (${MAX_PLAN_BYTES} bytes): ${fix}`, where);
   }
 
   /**

@@ -1,5 +1,7 @@
 // Memory planner: liveness over a program's kernels, in-place reuse, best-fit offsets in one arena, and the report.
+import { PlancError } from '../compiler/diagnostics.ts';
 import { TENSOR_KIND, type PlanProgram } from '../compiler/plan/types.ts';
+import { MAX_PLAN_BYTES } from './profile.ts';
 
 /** Kernels whose output may share its input's bytes (each element is read before it is written, at the same index). */
 const IN_PLACE = new Set([
@@ -122,6 +124,9 @@ export function planMemory(p: PlanProgram): MemoryReport {
   buffers.forEach((b, i) => { b.offset = best[i]!; });
   if (buffers.length === 0) arenaBytes = 0;
   for (const b of buffers) for (const t of b.members) p.tensors[t]!.offset = b.offset;
+  if (arenaBytes > MAX_PLAN_BYTES) {
+    throw new PlancError('PLANC_E404', `program '${p.graph}' needs an arena of ${arenaBytes} bytes at the profile's bounds, more than a plan can address (${MAX_PLAN_BYTES} bytes): lower --max-batch, --max-src-len, --max-tgt-len or --max-dim`, { graph: p.graph, stage: 'memory planning' });
+  }
   p.arenaBytes = arenaBytes;
   p.arenaLowerBound = lowerBound;
   p.tensorBytesSum = tensorBytesSum;

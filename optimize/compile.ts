@@ -5,7 +5,7 @@ import type { PlanQuantization, PlanVocab } from '../compiler/plan/types.ts';
 import { isHalf, type LayerPrecision } from '../compiler/quant/layers.ts';
 import { PlancError } from '../compiler/diagnostics.ts';
 import { verifyModel } from '../compiler/verify.ts';
-import { buildPlan, type BuildOptions, type BuiltPlan } from '../codegen/build-plan.ts';
+import { buildPlan, checkSeq2SeqOutputs, type BuildOptions, type BuiltPlan } from '../codegen/build-plan.ts';
 import { PROGRAM_PASSES } from '../codegen/program-passes.ts';
 import type { PassContext, PassServices, QuantizeRequest, VocabRequest } from '../passes/pass.ts';
 import { PIPELINE, runPipeline } from '../passes/pipeline.ts';
@@ -66,6 +66,7 @@ export async function compile(model: Model, options: CompileOptions, services: P
   const profile = { maxBatch: options.maxBatch, maxSrcLen: options.maxSrcLen, maxTgtLen: options.maxTgtLen, maxDims };
   progress?.start('verifying');
   verifyModel(model, { types: false });
+  checkSeq2SeqOutputs(model);
   checkQuantizeTarget(options);
   const topk = chooseTopk(model, options.specialIds, options.topk);
   if (options.vocab && topk === undefined) throw new PlancError('PLANC_E301', '--vocab rewrites planc.ProjectTopK: it needs --topk N (N ≥ 1)');

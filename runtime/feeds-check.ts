@@ -45,3 +45,26 @@ export function checkNotEmpty(name: string, dims: number[], declared: () => stri
   const d = declared();  // only written out for an empty feed: every run checks its feeds
   if (dims.some((x, i) => x === 0 && d[i] !== '0')) bad(`feed '${name}' is empty (dims [${dims}]): the plan's dims [${d}] must be at least 1`);
 }
+
+/** Feeds whose values are token ids: they must lie in the vocabulary (the embedding gather checks again natively). */
+export const TOKEN_ID_FEED = /input_ids/;
+/** Feeds whose values are attention masks: each value is 0 (padding) or 1 (a token); 2 or -1 give NaN outputs. */
+export const MASK_FEED = /attention_mask$/;
+
+/**
+ * The values of id and mask feeds (host data only; a resident feed is not read): token ids in [0, vocab) when the
+ * plan records its vocabulary, attention-mask values 0 or 1. Fails through `bad` naming the feed, value and position.
+ */
+export function checkFeedValues(name: string, data: ArrayLike<number | bigint>, vocab: number | undefined, bad: (msg: string) => never): void {
+  if (TOKEN_ID_FEED.test(name) && vocab) {
+    for (let i = 0; i < data.length; i++) {
+      const v = Number(data[i]);
+      if (!(v >= 0 && v < vocab)) bad(`feed '${name}' holds token id ${v} at ${i}, outside the vocabulary [0, ${vocab})`);
+    }
+  } else if (MASK_FEED.test(name)) {
+    for (let i = 0; i < data.length; i++) {
+      const v = Number(data[i]);
+      if (v !== 0 && v !== 1) bad(`feed '${name}' holds ${v} at ${i}; an attention mask holds 0 (padding) or 1 (a token)`);
+    }
+  }
+}

@@ -8,7 +8,7 @@ import type { PlanFile, PlanHeader, PlanProgram } from '../compiler/plan/types.t
 import type { DecodingOptions } from './decode/options.ts';
 import { translateIds, type TranslationResult } from './decode/translate-ids.ts';
 import type { Backend } from './backend.ts';
-import { checkNotEmpty } from './feeds-check.ts';
+import { checkFeedValues, checkNotEmpty } from './feeds-check.ts';
 import { openBackend } from './backends/index.ts';
 import { translate, type TranslateOptions } from './translate.ts';
 import { native, type NativeAddon, type NativeArray, type NativeBuffer } from './native.ts';
@@ -205,19 +205,13 @@ export class Plan {
     return { symbols: BigInt64Array.from(values, (v) => BigInt(v)), feedData, outData, outputs };
   }
 
-  /** Token ids must lie inside the vocabulary (the embedding gather checks again natively); resident feeds are not read. */
+  /** Token ids inside the vocabulary, attention masks of 0 and 1 (runtime/feeds-check.ts); resident feeds are not read. */
   private checkTokenIds(p: PlanProgram, feeds: Record<string, FeedTensor>, bad: (m: string) => never): void {
     const vocab = this.header.decoding.vocabSize;
-    if (!vocab) return;
     for (const io of p.inputs) {
-      if (!/input_ids/.test(io.name)) continue;
       const f = feeds[io.name]!;
       if (isResidentTensor(f)) continue;
-      const d = f.data as ArrayLike<number | bigint>;
-      for (let i = 0; i < d.length; i++) {
-        const v = Number(d[i]);
-        if (!(v >= 0 && v < vocab)) bad(`feed '${io.name}' holds token id ${v} at ${i}, outside the vocabulary [0, ${vocab})`);
-      }
+      checkFeedValues(io.name, f.data as ArrayLike<number | bigint>, vocab, bad);
     }
   }
 

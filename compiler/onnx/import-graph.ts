@@ -1,6 +1,7 @@
 // GraphProto → IR Graph: values with declared types, nodes with origins, attributes of every kind, If subgraphs.
 import { dtypeFromOnnx, onnxDtypeName } from '../dtype.ts';
 import { PlancError } from '../diagnostics.ts';
+import { MAX_DIM } from '../limits.ts';
 import type { Attr, Graph, Node, Value, ValueType } from '../ir.ts';
 import { parseDim, sym, type Dim } from '../symbolic.ts';
 import type { Tensor } from '../tensor.ts';
@@ -125,7 +126,11 @@ export function valueTypeFromProto(tp: OnnxTypes.ITypeProto | null | undefined, 
   if (!tt.shape) return { dtype };
   const shape: Dim[] = (tt.shape.dim ?? []).map((d, i) => {
     const which = (d as { value?: string }).value;
-    if (which === 'dimValue') return num(d.dimValue);
+    if (which === 'dimValue') {
+      const v = num(d.dimValue);
+      if (v > MAX_DIM) throw new PlancError('PLANC_E008', `${what} declares dim ${i} = ${v}; planc takes dims up to ${MAX_DIM}`, where);
+      return v;
+    }
     if (which === 'dimParam' && d.dimParam) return parseDim(d.dimParam);
     return sym(`${what.replace(/^value '(.*)'$/, '$1')}_dim${i}`);
   });

@@ -3,7 +3,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { PlancError } from '../diagnostics.ts';
 import type { DecodingFacts, Graph, Model } from '../ir.ts';
-import { findHandler } from '../ops/table.ts';
+import { findHandler, maxOnnxOpset } from '../ops/table.ts';
 import { verifyModel } from '../verify.ts';
 import { WeightStore } from '../weights.ts';
 import { readDecodingFacts } from './decoding-facts.ts';
@@ -42,9 +42,24 @@ export function readModelProto(file: string): OnnxTypes.ModelProto {
   return m;
 }
 
-function opsetsOf(m: OnnxTypes.IModelProto): Record<string, number> {
+/**
+ * The newest ONNX opset planc reads: the newest in ONNX's own backend tests (28, ../shared/onnx-tests), or a newer one
+ * a handler is written for. A model of a later opset (99, 2^31) is refused by name: its operators may mean other things.
+ */
+export const MAX_ONNX_OPSET = Math.max(28, maxOnnxOpset());
+
+/** The opsets a model imports, by domain ('' for ai.onnx); an ai.onnx opset planc does not know is refused here. */
+function opsetsOf(m: OnnxTypes.IModelProto, file: string): Record<string, number> {
   const o: Record<string, number> = {};
-  for (const imp of m.opsetImport ?? []) o[imp.domain === 'ai.onnx' ? '' : imp.domain ?? ''] = num(imp.version);
+  for (const imp of m.opsetImport ?? []) {
+    const domain = imp.domain === 'ai.onnx' ? '' : imp.domain ?? '';
+    const v = num(imp.version);
+    const max = domain === '' ? MAX_ONNX_OPSET : 1000;
+    if (!Number.isSafeInteger(v) || v < 1 || v > max) {
+      throw new PlancError('PLANC_E008', `${file} imports opset ${v} of domain '${domain || 'ai.onnx'}'; planc reads ${domain === '' ? `ONNX opsets 1 to ${max}` : `versions 1 to ${max}`}`, { file });
+    }
+    o[domain] = v;
+  }
   return o;
 }
 
@@ -59,7 +74,7 @@ export function importOnnxFile(file: string, opts: ImportOptions = {}): Model {
   } finally {
     external.close();
   }
-  const model = assemble(new Map([['main', graph]]), store, opsetsOf(proto), proto, { main: file }, {});
+  const model = assemble(new Map([['main', graph]]), store, opsetsOf(proto, file), proto, { main: file }, {});
   verifyModel(model, { types: false });
   if (!opts.allowUnsupported) checkSupported(model);
   return model;
@@ -83,7 +98,7 @@ export function importSeq2SeqDir(dir: string, opts: ImportOptions = {}): Model {
     for (const [g, f] of present) {
       const file = path.join(dir, f);
       const proto = readModelProto(file);
-      const o = opsetsOf(proto);
+      const o = opsetsOf(proto, file);
       if (opsets && (o[''] ?? 0) !== (opsets[''] ?? 0)) {
         throw new PlancError('PLANC_E008', `${f} uses opset ${o['']} but ${present[0]![1]} uses opset ${opsets['']}: planc needs one opset per model`, { file });
       }

@@ -31,6 +31,11 @@ export function findHandler(domain: string, op: string, opset: number): OpHandle
 
 setHandlerLookup(findHandler);
 
+/** The highest opset any ai.onnx handler starts at: the newest ONNX opset planc knows. */
+export function maxOnnxOpset(): number {
+  return Math.max(...ALL.filter((h) => !h.domain || h.domain === 'ai.onnx').map((h) => h.since ?? 1));
+}
+
 /** Every supported op key ('' domain → bare name), for reports. */
 export function supportedOps(): string[] {
   return [...BY_KEY.keys()].map((k) => (k.startsWith(':') ? k.slice(1) : k)).sort();

@@ -1,6 +1,9 @@
 // Checks every offset, size, dtype, count and reference of a decoded plan header before anything reaches native code.
 import { PlancError } from '../diagnostics.ts';
 import { DTYPE_CODE, PLAN_DTYPE_BYTES } from '../kernel-enums.ts';
+import { MAX_PLAN_BYTES } from '../limits.ts';
+import { KERNELS, type KernelSpec } from '../kernel-schema.ts';
+import { TOPK_IDS_OUTPUT, TOPK_LOGPROBS_OUTPUT } from './io-names.ts';
 import { TENSOR_KIND, type PlanHeader, type PlanProgram } from './types.ts';
 
 const MAX_RANK = 8;
@@ -28,6 +31,7 @@ export function validateHeader(h: PlanHeader, file: string): void {
   validateTokenizer(h, bad);
   validateDecoding(h, bad, count);
   uint('arena size', h.arena?.bytes ?? -1);
+  if (h.arena.bytes > MAX_PLAN_BYTES) bad(`arena of ${h.arena.bytes} bytes is more than a plan can address (${MAX_PLAN_BYTES})`);
   count('program', h.programs.length);
   const names = new Set<string>();
   for (const p of h.programs) {
@@ -37,6 +41,72 @@ export function validateHeader(h: PlanHeader, file: string): void {
   }
   validateCuda(h, bad, count);
   validateVocab(h, bad);
+  validateTranslationOutputs(h, bad);
+}
+
+/** Float arguments that may be infinite: a fill value (-inf masks) and the free-form list of the test kernel. */
+const INFINITE_OK = new Set(['value', 'floats']);
+
+/**
+ * A kernel's float arguments are numbers, none NaN, and finite unless infinity means something there (a fill value):
+ * a NaN or infinite attention scale, epsilon or slope would make every output NaN without an error.
+ */
+function validateFargs(p: PlanProgram, bad: (m: string) => never): void {
+  p.kernels.forEach((k, i) => {
+    const spec = (KERNELS as Record<string, KernelSpec>)[k.name];
+    const list = spec?.fargs ?? [];
+    k.fargs.forEach((f, j) => {
+      const arg = list[Math.min(j, list.length - 1)];
+      const name = arg && (j < list.length || arg.variadic) ? arg.name : `#${j}`;
+      if (typeof f !== 'number' || Number.isNaN(f) || (!Number.isFinite(f) && !INFINITE_OK.has(name))) {
+        bad(`program '${p.graph}' kernel ${i} (${k.name}) has float argument ${name} = ${f}; it must be a finite number`);
+      }
+    });
+  });
+}
+
+/**
+ * The outputs translation reads (runtime/decode): a seq2seq plan (encoder + decoder_with_past) has the encoder's
+ * float last_hidden_state [batch, length, width] and, from each decoder graph, float logits [batch, tokens, vocab] or a
+ * top-k plan's topk_logprobs (float) and topk_ids (int64) of the same [batch, tokens, k]. A plan missing one, or whose
+ * output points at a tensor of another dtype, rank or vocabulary width, is refused here instead of failing every line.
+ */
+function validateTranslationOutputs(h: PlanHeader, bad: (m: string) => never): void {
+  const program = (g: string) => h.programs.find((p) => p.graph === g);
+  const enc = program('encoder');
+  if (!enc || !program('decoder_with_past')) return;
+  const FLOATS: number[] = [DTYPE_CODE.float32, DTYPE_CODE.float16, DTYPE_CODE.bfloat16];
+  /** The output's tensor, checked for dtype and rank 3. */
+  const output = (p: PlanProgram, name: string, dtypes: number[], what: string) => {
+    const io = p.outputs.find((o) => o.name === name);
+    if (!io) return undefined;
+    const t = p.tensors[io.tensor]!;
+    if (!dtypes.includes(t.dtype) || t.dims.length !== 3) bad(`program '${p.graph}' output '${name}' points at tensor ${io.tensor} ('${t.name}'), which is not ${what} (dtype code ${t.dtype}, rank ${t.dims.length})`);
+    return t;
+  };
+  /** The value of a constant expression (undefined when it involves symbols). */
+  const constant = (p: PlanProgram, e: number): number | undefined => {
+    const x = p.exprs[e];
+    if (!x) return undefined;
+    if (x.terms.some((t) => t.factors.length > 0)) return undefined;
+    return x.terms.reduce((a, t) => a + t.coeff, 0);
+  };
+  const names = (p: PlanProgram) => p.outputs.map((o) => o.name).join(', ') || 'none';
+  if (!output(enc, 'last_hidden_state', FLOATS, 'a float [batch, length, width] tensor')) bad(`program 'encoder' has no output 'last_hidden_state', which translation reads (its outputs: ${names(enc)})`);
+  for (const g of ['decoder', 'decoder_with_past']) {
+    const p = program(g);
+    if (!p) bad(`a seq2seq plan without a '${g}' program`);
+    const seen = new Set<string>();
+    for (const o of p!.outputs) { if (seen.has(o.name)) bad(`program '${g}' has two outputs named '${o.name}'`); seen.add(o.name); }
+    const logits = output(p!, 'logits', FLOATS, 'a float [batch, tokens, vocab] tensor');
+    const ids = output(p!, TOPK_IDS_OUTPUT, [DTYPE_CODE.int64], 'an int64 [batch, tokens, k] tensor');
+    const lp = output(p!, TOPK_LOGPROBS_OUTPUT, [DTYPE_CODE.float32], 'a float32 [batch, tokens, k] tensor');
+    if (!logits && !(ids && lp)) bad(`program '${g}' has no output 'logits' (or '${TOPK_LOGPROBS_OUTPUT}' and '${TOPK_IDS_OUTPUT}'), which translation reads (its outputs: ${names(p!)})`);
+    const vocab = h.decoding.vocabSize;
+    const width = logits && constant(p!, logits.dims[2]!);
+    if (logits && vocab !== undefined && width !== undefined && width !== vocab) bad(`program '${g}' output 'logits' points at tensor '${logits.name}' of width ${width}, not the vocabulary (${vocab})`);
+    if (ids && lp && ids.dims.join() !== lp.dims.join()) bad(`program '${g}' outputs '${TOPK_IDS_OUTPUT}' and '${TOPK_LOGPROBS_OUTPUT}' differ in shape`);
+  }
 }
 
 /** A vocab rewrite names its method; a shortlist's CSR is monotone and its ids lie in the vocabulary. */
@@ -190,5 +260,7 @@ function validateProgram(p: PlanProgram, h: PlanHeader, bad: (m: string) => neve
     const t = p.tensors[io.tensor]!;
     if ((t.kind !== TENSOR_KIND.INPUT && t.kind !== TENSOR_KIND.STATE) || t.ref !== i) bad(`${g} input ${i} ('${io.name}') is not an input tensor`);
   });
+  if (p.outputs.length === 0) bad(`${g} has no outputs`);
   p.outputs.forEach((io, i) => tensor(`${g} output ${i}`, io.tensor));
+  validateFargs(p, bad);
 }
