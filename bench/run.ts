@@ -14,6 +14,7 @@ import { benchVocabLarge } from './vocab-large.ts';
 import { benchZoo } from './zoo.ts';
 
 const BENCHES: Record<string, () => Promise<void>> = { cpu: benchCpu, cuda: benchCuda, jacobi: benchJacobi, onednn: benchOnednn, qgemm: benchQgemm, quantize: benchQuantize, 'quantize-bits': benchQuantizeBits, translate: benchTranslate, tune: benchTune, vocab: benchVocab, 'vocab-curve': benchVocabCurve, 'vocab-large': benchVocabLarge, zoo: benchZoo };
+BENCHES.soak = async () => (await import('./soak.ts')).benchSoak(); // 100,000 sentences through one planc translate: lines out, RSS growth
 
 const name = process.argv[2];
 const run = name ? BENCHES[name] : undefined;

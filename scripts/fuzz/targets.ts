@@ -288,6 +288,7 @@ function feedsCase(base: Base, r: Rng, index: number): Case {
   let text: string | undefined;
   let desc: string;
   let mustFail: string | undefined;
+  let finite = true; // false where huge float feeds may overflow to Inf/NaN legitimately
   const isId = name === 'input_ids';
   const isMask = /attention_mask/.test(name);
   const flat = (v: unknown): unknown[] => (Array.isArray(v) ? v.flat(Infinity) : [v]);
@@ -303,6 +304,7 @@ function feedsCase(base: Base, r: Rng, index: number): Case {
       const v = isId ? pick(r, [-1, VOCAB, VOCAB + 7, 2 ** 31, 2 ** 53, -(2 ** 31)]) : isMask ? pick(r, [2, -1, 7, 255]) : name === 'past_sequence_length' ? pick(r, [-1, 8, 9, 100, 2 ** 40]) : pick(r, [1e38, -1e38, 3e38 * 10, 1e-45]);
       feeds[name] = setAll(feeds[name], (x, i) => (i === at ? v : x));
       desc = `${graph} ${name}[${at}] = ${v}`;
+      if (!isId && !isMask && name !== 'past_sequence_length') finite = false;
       if (isId && (v < 0 || v >= VOCAB)) mustFail = `token id ${v} is outside the ${VOCAB}-token vocabulary`;
       if (isMask) mustFail = `attention mask value ${v} is not 0 or 1`;
       if (name === 'past_sequence_length' && (v < 0 || v > 8)) mustFail = `past_sequence_length ${v} is outside the cache`;
@@ -365,6 +367,7 @@ function feedsCase(base: Base, r: Rng, index: number): Case {
       const v = isId ? pick(r, [0, VOCAB - 1, -1]) : isMask ? pick(r, [0, 2]) : pick(r, [0, 1e30, -1e30]);
       feeds[name] = setAll(feeds[name], () => v);
       desc = `${graph} ${name} all ${v}`;
+      if (!isId && !isMask) finite = false;
       if (isId && v === -1) mustFail = 'token id -1';
       if (isMask && v === 2) mustFail = 'attention mask value 2';
       break;
@@ -377,7 +380,7 @@ function feedsCase(base: Base, r: Rng, index: number): Case {
     }
   }
   const files: Record<string, FileSpec> = { 'base.plan': { link: base.plan }, 'feeds.json': text ?? JSON.stringify(feeds) };
-  return { target: 'feeds', index, desc, files, steps: [{ args: ['run', 'base.plan', '--graph', graph, '--inputs', 'feeds.json', '--json'], check: { outputs: base.outputs[graph]!, ...(mustFail ? { mustFail } : {}) } }] };
+  return { target: 'feeds', index, desc, files, steps: [{ args: ['run', 'base.plan', '--graph', graph, '--inputs', 'feeds.json', '--json'], check: { outputs: base.outputs[graph]!, finite, ...(mustFail ? { mustFail } : {}) } }] };
 }
 
 // ---------------- cli: argument mutations of every command ----------------
