@@ -2,13 +2,15 @@
 // and every shell line names scripts, files and options that exist (each `planc CMD --flag` is in `planc CMD --help`).
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { spawnSync } from 'node:child_process';
+import { execFile, spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { REPO_ROOT } from '../compiler/paths.ts';
 import { readPlanFile } from '../compiler/plan/format.ts';
 import { emitPlanTypes } from '../codegen/emit-ts.ts';
 import { nativeAvailable } from '../runtime/native.ts';
+import { loadPlan } from '../runtime/plan.ts';
+import { createServer } from '../serve/server.ts';
 import { makeModel } from '../scripts/make-model/generate.ts';
 import { planc } from './helpers/planc-cli.ts';
 import { NEEDS_NATIVE, testIf } from './helpers/skip.ts';
@@ -95,16 +97,23 @@ test('shell lines: npm scripts, files and CLI options exist; the set-up script i
   assert.ok(PKG.scripts.test!.includes('uvu') && PKG.scripts.test!.includes('tsc'), 'npm test = type check + uvu');
 });
 
-testIf(test, !nativeAvailable() && NEEDS_NATIVE)('js/ts snippets run with plain imports of planc against a synthetic plan (and its --emit-ts module)', () => {
+/** The synthetic plan the snippets run against (tmp/model.plan, with a word-level tokenizer: words w2..w100). */
+function syntheticPlan(): string {
+  const plan = path.join(tmp, 'model.plan');
+  if (fs.existsSync(plan)) return plan;
   const model = path.join(tmp, 'model');
   makeModel({ arch: 'marian', d: 16, encoderLayers: 1, decoderLayers: 1, heads: 2, ffn: 32, vocab: 101, maxPos: 64, activation: 'relu', seed: 3, out: model });
   fs.writeFileSync(path.join(model, 'tokenizer.json'), JSON.stringify({
     version: '1.0', added_tokens: [], normalizer: null, pre_tokenizer: { type: 'WhitespaceSplit' }, post_processor: null, decoder: null,
     model: { type: 'WordLevel', vocab: Object.fromEntries(Array.from({ length: 101 }, (_, i) => [i === 0 ? '</s>' : i === 1 ? '<unk>' : `w${i}`, i])), unk_token: '<unk>' },
   }));
-  const plan = path.join(tmp, 'model.plan');
   const opt = planc(['optimize', model, '-o', plan, '--quiet', '--max-batch', '8', '--max-src-len', '16', '--max-tgt-len', '16']);
   assert.is(opt.status, 0, opt.stderr);
+  return plan;
+}
+
+testIf(test, !nativeAvailable() && NEEDS_NATIVE)('js/ts snippets run with plain imports of planc against a synthetic plan (and its --emit-ts module)', () => {
+  const plan = syntheticPlan();
   // What `--emit-ts model-plan.ts` writes, importing the package from this checkout's sources.
   fs.writeFileSync(path.join(tmp, 'model-plan.ts'), emitPlanTypes(readPlanFile(plan).header, { planPath: 'model.plan', runtime: INDEX }));
   for (const [i, b] of blocks(['js', 'ts']).entries()) {
@@ -113,6 +122,32 @@ testIf(test, !nativeAvailable() && NEEDS_NATIVE)('js/ts snippets run with plain 
     const r = spawnSync(process.execPath, ['--import', 'tsx', file], { cwd: tmp, encoding: 'utf8' });
     assert.is(r.status, 0, `README.md:${b.line} (${b.lang}) fails:\n${r.stderr.slice(-3000)}`);
     assert.ok(r.stdout.trim().length > 0, `README.md:${b.line} prints what its comments say`);
+  }
+});
+
+const HAS_CURL = spawnSync('curl', ['--version'], { encoding: 'utf8' }).status === 0;
+
+testIf(test, (!nativeAvailable() && NEEDS_NATIVE) || (!HAS_CURL && 'need curl (Debian package curl)'))('the Serving section\'s curl lines run against a server the test starts', async () => {
+  const serving = README.slice(README.indexOf('## Serving'), README.indexOf('\n## ', README.indexOf('## Serving') + 3));
+  const lines = [...serving.matchAll(/^curl .*$/gm)].map((m) => m[0]);
+  assert.ok(lines.length >= 4, 'the Serving section has curl examples');
+  const plan = await loadPlan(syntheticPlan());
+  const server = await createServer([plan], { port: 0, logger: false });
+  try {
+    const address = (await server.listen()).replace(/^http:\/\//, '');
+    for (const line of lines) {
+      // asynchronously: the server answers from this process's event loop
+      const r = await new Promise<{ status: number | null; stdout: string; stderr: string }>((resolve) => {
+        execFile('sh', ['-c', line.replace(/localhost:8080/g, address)], { encoding: 'utf8', timeout: 60_000 }, (e, stdout, stderr) => resolve({ status: e ? (typeof e.code === 'number' ? e.code : 1) : 0, stdout, stderr }));
+      });
+      assert.is(r.status, 0, `${line}: ${r.stderr}`);
+      const out = r.stdout.trim();
+      if (line.includes('/metrics')) assert.match(out, /^planc_requests_total\{/m, line);
+      else for (const l of out.split('\n')) assert.not.ok((JSON.parse(l) as { error?: unknown }).error, `${line}: ${l}`);
+    }
+  } finally {
+    await server.close();
+    plan.close();
   }
 });
 

@@ -7,6 +7,8 @@ import { bufferPool, Lease } from './buffer-pool.ts';
 import { EncoderState } from './encoder-state.ts';
 import { hasInPlaceCache, KVCaches } from './kv-cache.ts';
 import { checkSelection, keepsRows } from './row-spans.ts';
+import { encodeInGroups, encoderGroups } from './encoder-groups.ts';
+import { int64, sourceFeeds } from './source-feeds.ts';
 
 type Feeds = Record<string, RtTensor>;
 
@@ -29,19 +31,6 @@ export function gatherRows(t: RtTensor, rows: number[]): RtTensor {
 /** Gathers the same rows of every tensor of a record. */
 export function gatherAll(feeds: Feeds, rows: number[]): Feeds {
   return Object.fromEntries(Object.entries(feeds).map(([k, v]) => [k, gatherRows(v, rows)]));
-}
-
-/** int64 [rows, cols] from numbers. */
-export function int64(rows: number, cols: number, values: number[]): RtTensor {
-  return { dtype: 'int64', dims: [rows, cols], data: BigInt64Array.from(values, (v) => BigInt(v)) };
-}
-
-/** Padded input_ids and attention_mask for a batch of sources. */
-export function sourceFeeds(sources: number[][], padId: number): { ids: RtTensor; mask: RtTensor } {
-  const len = Math.max(...sources.map((s) => s.length));
-  const ids = sources.flatMap((s) => [...s, ...new Array<number>(len - s.length).fill(padId)]);
-  const mask = sources.flatMap((s) => [...s.map(() => 1), ...new Array<number>(len - s.length).fill(0)]);
-  return { ids: int64(sources.length, len, ids), mask: int64(sources.length, len, mask) };
 }
 
 /** The present.* outputs whose name contains `part` ('.encoder.' or '.decoder.'), renamed past_key_values.*. */
@@ -120,7 +109,9 @@ export class StepRunner {
     const start = int64(b, 1, new Array<number>(b).fill(d.startId));
     const { hidden, kv, positions } = firstStepShapes(plan, encFeeds, start, vocab);
     this.source = new EncoderState(plan, rows, mask, hidden, kv, vocab, take);
-    plan.runSync('encoder', encFeeds, { last_hidden_state: this.source.hidden() });
+    const groups = encoderGroups(sources.map((x) => x.length));
+    if (groups.length === 1) plan.runSync('encoder', encFeeds, { last_hidden_state: this.source.hidden() });
+    else encodeInGroups(plan, sources, d.padId, groups, this.source.hidden(), take);
     const first = { input_ids: start, encoder_attention_mask: this.source.mask(), encoder_hidden_states: this.source.hidden(), ...this.source.vocab() };
     if (hasInPlaceCache(plan)) {
       this.caches = new KVCaches(plan, rows, capacity, take);

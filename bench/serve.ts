@@ -1,0 +1,156 @@
+// `npm run bench -- serve`: planc serve (a child process on 127.0.0.1) under closed-loop load, one es-en test sentence per
+// request, at 1, 8, 32 and 64 clients; against offline translate --batch 32 and a single in-process translate() per
+// sentence, and against the same server with --no-continuous. Latency percentiles and batch occupancy per level.
+import { spawn, type ChildProcess } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { REPO_ROOT, sharedDir } from '../compiler/paths.ts';
+import { loadPlan } from '../runtime/plan.ts';
+import { translate } from '../runtime/translate.ts';
+import { collectGarbage } from './gc.ts';
+import { machineFacts } from './machine.ts';
+
+const PLANC = path.join(REPO_ROOT, 'bin', 'planc.js');
+/** Sentences per level (the test set has 1,000); the 1-client level and the latency pairs use the first LATENCY_N. */
+const N = Number(process.env.PLANC_BENCH_SERVE_N ?? 1000);
+const LATENCY_N = Math.min(N, Number(process.env.PLANC_BENCH_SERVE_LATENCY_N ?? 200));
+const MAX_TGT = 64;
+
+interface Level { clients: number; sentences: number; seconds: number; sentencesPerS: number; p50: number; p90: number; p99: number; occupancy: number; meanRows: number }
+
+const pct = (xs: number[], p: number) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor(p * s.length))]!;
+};
+
+/** Starts `planc serve PLAN --port 0` and resolves with its base URL once it listens. */
+async function startServer(plan: string, extra: string[]): Promise<{ child: ChildProcess; base: string }> {
+  const child = spawn(process.execPath, [PLANC, 'serve', plan, '--port', '0', '--log-level', 'warn', ...extra], { stdio: ['ignore', 'ignore', 'pipe'] });
+  let err = '';
+  child.stderr!.on('data', (d: Buffer) => { err += d.toString(); });
+  for (let i = 0; i < 1200; i++) {
+    const m = /on (http:\/\/\S+)/.exec(err);
+    if (m) return { child, base: m[1]! };
+    if (child.exitCode !== null) break;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  child.kill();
+  throw new Error(`planc serve did not start: ${err}`);
+}
+
+async function stopServer(child: ChildProcess): Promise<void> {
+  const done = new Promise((r) => child.once('exit', r));
+  child.kill('SIGTERM');
+  await done;
+}
+
+/** A Prometheus histogram's _sum and _count. */
+async function histogram(base: string, name: string): Promise<{ sum: number; count: number }> {
+  const text = await (await fetch(`${base}/metrics`)).text();
+  const read = (suffix: string) => text.split('\n').filter((l) => l.startsWith(`${name}_${suffix}`)).reduce((s, l) => s + Number(l.split(' ').pop()), 0);
+  return { sum: read('sum'), count: read('count') };
+}
+
+/** Closed loop: `clients` clients, each sending the next sentence as soon as its last one is answered. */
+async function load(base: string, texts: string[], clients: number, maxRows: number): Promise<{ level: Level; answers: string[]; latencies: number[] }> {
+  const answers = new Array<string>(texts.length);
+  const latencies = new Array<number>(texts.length);
+  const before = await histogram(base, 'planc_batch_occupancy');
+  let next = 0;
+  const t0 = performance.now();
+  await Promise.all(Array.from({ length: clients }, async () => {
+    while (next < texts.length) {
+      const i = next++;
+      const s = performance.now();
+      const res = await fetch(`${base}/v1/translate`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ text: texts[i] }) });
+      const body = await res.json() as { translations?: { text?: string }[] };
+      latencies[i] = performance.now() - s;
+      if (res.status !== 200 || typeof body.translations?.[0]?.text !== 'string') throw new Error(`request ${i}: ${res.status} ${JSON.stringify(body)}`);
+      answers[i] = body.translations[0].text;
+    }
+  }));
+  const seconds = (performance.now() - t0) / 1000;
+  const after = await histogram(base, 'planc_batch_occupancy');
+  const occupancy = (after.sum - before.sum) / Math.max(1, after.count - before.count);
+  return {
+    level: { clients, sentences: texts.length, seconds, sentencesPerS: texts.length / seconds, p50: pct(latencies, 0.5), p90: pct(latencies, 0.9), p99: pct(latencies, 0.99), occupancy, meanRows: occupancy * maxRows },
+    answers, latencies,
+  };
+}
+
+export async function benchServe(): Promise<void> {
+  const shared = sharedDir();
+  const dir = shared ? path.join(shared, 'models', 'es-en') : '';
+  if (!dir || !fs.existsSync(dir)) {
+    console.log('serve bench skipped: ../shared/models/es-en is missing');
+    return;
+  }
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'planc-bench-serve-'));
+  const planFile = path.join(tmp, 'es-en.plan');
+  const opt = spawn(process.execPath, [PLANC, 'optimize', dir, '-o', planFile, '--quiet', '--max-batch', '32', '--max-tgt-len', String(MAX_TGT)], { stdio: 'inherit' });
+  await new Promise((r) => opt.once('exit', r));
+  const texts = fs.readFileSync(path.join(dir, 'test.es'), 'utf8').split('\n').filter((l) => l.trim() !== '').slice(0, N);
+  const maxRows = 32;
+
+  // offline: translate --batch 32 on the same sentences, and one translate() per sentence (the latency reference)
+  const plan = await loadPlan(planFile);
+  await translate(plan, texts.slice(0, 16), { batchSize: 32 }); // warm-up
+  collectGarbage();
+  let t0 = performance.now();
+  const offline = await translate(plan, texts, { batchSize: 32 });
+  const offlineSeconds = (performance.now() - t0) / 1000;
+  const single: number[] = [];
+  for (const t of texts.slice(0, LATENCY_N)) {
+    t0 = performance.now();
+    await translate(plan, [t]);
+    single.push(performance.now() - t0);
+  }
+  plan.close();
+  console.log(`offline translate --batch 32: ${texts.length} sentences in ${offlineSeconds.toFixed(2)} s (${(texts.length / offlineSeconds).toFixed(1)} sent/s); single translate() median ${pct(single, 0.5).toFixed(2)} ms`);
+
+  const levels: Level[] = [];
+  let identical = 0;
+  let compared = 0;
+  let latencyPairs: { server: number; single: number }[] = [];
+  const server = await startServer(planFile, []);
+  try {
+    for (const clients of [1, 8, 32, 64]) {
+      const sub = clients === 1 ? texts.slice(0, LATENCY_N) : texts;
+      collectGarbage();
+      const r = await load(server.base, sub, clients, maxRows);
+      levels.push(r.level);
+      r.answers.forEach((a, i) => { compared++; if (a === offline[i]) identical++; });
+      if (clients === 1) latencyPairs = r.latencies.map((l, i) => ({ server: l, single: single[i]! }));
+      console.log(`  ${String(clients).padStart(2)} clients: ${r.level.sentencesPerS.toFixed(1)} sent/s (${(r.level.sentencesPerS / (texts.length / offlineSeconds)).toFixed(2)}x offline b32), p50 ${r.level.p50.toFixed(1)} ms, p90 ${r.level.p90.toFixed(1)} ms, p99 ${r.level.p99.toFixed(1)} ms, mean rows per step ${r.level.meanRows.toFixed(1)} of ${maxRows}`);
+    }
+  } finally {
+    await stopServer(server.child);
+  }
+  const alone = await startServer(planFile, ['--no-continuous']);
+  let noCont: Level;
+  try {
+    collectGarbage();
+    noCont = (await load(alone.base, texts, 32, maxRows)).level;
+  } finally {
+    await stopServer(alone.child);
+  }
+  const at = (c: number) => levels.find((l) => l.clients === c)!;
+  const offlineRate = texts.length / offlineSeconds;
+  const latencyRatio = pct(latencyPairs.map((p) => p.server), 0.5) / pct(latencyPairs.map((p) => p.single), 0.5);
+  const summary = {
+    throughput64VsOffline: at(64).sentencesPerS / offlineRate,
+    latency1VsSingle: latencyRatio,
+    continuousVsAlone32: at(32).sentencesPerS / noCont.sentencesPerS,
+  };
+  console.log(`  --no-continuous, 32 clients: ${noCont.sentencesPerS.toFixed(1)} sent/s, p50 ${noCont.p50.toFixed(1)} ms`);
+  console.log(`64 clients vs offline --batch 32: ${summary.throughput64VsOffline.toFixed(2)}x (target ≥ 0.85); 1 client median latency vs one in-process translate(): ${latencyRatio.toFixed(2)}x (target ≤ 1.15); continuous vs --no-continuous at 32 clients: ${summary.continuousVsAlone32.toFixed(2)}x (target ≥ 4); identical to offline: ${identical}/${compared}`);
+  const out = path.join(REPO_ROOT, 'bench', 'results', 'serve.jsonl');
+  fs.appendFileSync(out, JSON.stringify({
+    bench: 'serve', model: 'es-en', plan: 'fp32, --max-batch 32, --max-tgt-len 64', sentences: texts.length, latencySentences: LATENCY_N,
+    offline: { seconds: offlineSeconds, sentencesPerS: offlineRate, singleMedianMs: pct(single, 0.5) }, levels, noContinuous32: noCont, summary, identical, compared,
+    ...machineFacts(),
+  }) + '\n');
+  console.log(`appended to ${path.relative(REPO_ROOT, out)}`);
+  fs.rmSync(tmp, { recursive: true, force: true });
+}
