@@ -255,9 +255,11 @@ function planCase(base: Base, r: Rng, index: number): Case {
       // an output translation needs removed or pointed at another tensor
       const p = pick(r, h.programs as Obj[]);
       const o = pick(r, p.outputs as Obj[]);
+      let changed = true;
       if (r() < 0.5) { p.outputs = (p.outputs as Obj[]).filter((x) => x !== o); desc = `program ${p.graph}: output ${o.name} removed`; }
-      else { const old = o.tensor; o.tensor = pick(r, [0, old + 1, old - 1, (p.tensors as Obj[]).length - 1, (p.tensors as Obj[]).length]); desc = `program ${p.graph}: output ${o.name} tensor ${old} -> ${o.tensor}`; }
-      if (['logits', 'last_hidden_state'].includes(o.name) || /^present/.test(o.name)) mustFail = `the plan's ${p.graph} output ${o.name} is gone or points elsewhere`;
+      else { const old = o.tensor; o.tensor = pick(r, [0, old + 1, old - 1, (p.tensors as Obj[]).length - 1, (p.tensors as Obj[]).length]); desc = `program ${p.graph}: output ${o.name} tensor ${old} -> ${o.tensor}`; changed = o.tensor === (p.tensors as Obj[]).length; }
+      // removed, or pointing past the tensors: must be refused (pointing at another tensor of the same kind cannot be told)
+      if (changed && (['logits', 'last_hidden_state'].includes(o.name) || /^present/.test(o.name))) mustFail = `the plan's ${p.graph} output ${o.name} is gone or points elsewhere`;
     } else {
       const p = pick(r, h.programs as Obj[]);
       const k = pick(r, p.kernels as Obj[]);
