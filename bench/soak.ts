@@ -114,11 +114,18 @@ export async function soak(o: SoakOptions): Promise<Record<string, unknown>> {
       process.stdout.write(`  ${s.t.toFixed(0)} s: ${s.lines}/${o.n} lines, RSS ${s.rssMB} MB (${(s.lines / s.t).toFixed(0)} lines/s)\n`);
     }
   }, o.interval * 1000);
-  const exited = new Promise<{ code: number | null; signal: string | null }>((res) => child.on('close', (code, signal) => res({ code, signal })));
+  let closed = false;
+  const exited = new Promise<{ code: number | null; signal: string | null }>((res) => child.on('close', (code, signal) => { closed = true; res({ code, signal }); }));
+  // SIGTERM/SIGINT to the bench: stop the child and record what finished (interrupted: true)
+  let interrupted = false;
+  const stop = () => { interrupted = true; child.kill('SIGTERM'); };
+  process.once('SIGTERM', stop);
+  process.once('SIGINT', stop);
+  child.stdin.on('error', () => {}); // the child gone: writes fail, the loop ends below
   // write with backpressure, in blocks
-  for (let i = 0; i < lines.length; i += 256) {
+  for (let i = 0; i < lines.length && !interrupted && !closed; i += 256) {
     const block = `${lines.slice(i, i + 256).join('\n')}\n`;
-    if (!child.stdin.write(block)) await new Promise<void>((res) => child.stdin.once('drain', () => res()));
+    if (!child.stdin.write(block)) await new Promise<void>((res) => { child.stdin.once('drain', res); child.once('close', res); });
   }
   child.stdin.end();
   const { code, signal } = await exited;
@@ -136,9 +143,10 @@ export async function soak(o: SoakOptions): Promise<Record<string, unknown>> {
     failedAreOverLong: e408 === overLong && otherErrors.length === 0,
     exit: code === (overLong > 0 ? 2 : 0) && signal === null,
     rssGrowthUnder5pct: growth < MAX_GROWTH,
+    complete: !interrupted,
   };
   const result = {
-    kind: 'soak', n: o.n, batch: 32, maxBatch: 32, plan: path.relative(REPO_ROOT, plan), overLong, blank, linesOut: out, stderrLines, e408,
+    kind: 'soak', n: o.n, interrupted, batch: 32, maxBatch: 32, plan: path.relative(REPO_ROOT, plan), overLong, blank, linesOut: out, stderrLines, e408,
     otherErrors, exit: code, signal, summary: summary.trim(), seconds: Math.round(seconds), linesPerSecond: Number((o.n / seconds).toFixed(1)),
     rssAt10pctMB: at10?.rssMB, rssAt10pctLines: at10?.lines, rssEndMB: end?.rssMB, rssEndLines: end?.lines, rssMaxAfter10pctMB: maxInWindow,
     growth: Number(growth.toFixed(4)), maxGrowth: Number(maxGrowth.toFixed(4)), hwmMB: end?.hwmMB, checks, pass: Object.values(checks).every(Boolean),

@@ -151,7 +151,8 @@ function folderCase(base: Base, r: Rng, index: number): Case {
       }
       case 3: {
         const src = files[`model/${f}`]!;
-        const bytes = 'link' in (src as object) ? new Uint8Array(fs.readFileSync((src as { link: string }).link)) : src instanceof Uint8Array ? src : new TextEncoder().encode(String(src));
+        const bytes = src instanceof Uint8Array ? src : typeof src === 'string' ? new TextEncoder().encode(src)
+          : 'link' in src ? new Uint8Array(fs.readFileSync(src.link)) : new Uint8Array(0); // a folder: nothing to cut
         const [out, d] = r() < 0.5 ? [truncate(bytes, r), 'truncated'] : [overwrite(bytes, r), 'bytes overwritten'];
         files[`model/${f}`] = out; descs.push(`${f} ${d}`); break;
       }
