@@ -217,6 +217,8 @@ export class Scheduler {
         tokens += p.source.length;
       }
       if (members.length === 0) return;
+      // longest first: the encoder runs over runs of similar lengths (encoder-groups.ts)
+      members.sort((x, y) => y.source.length - x.source.length);
       this.cohorts.push(this.open(members));
     }
   }
