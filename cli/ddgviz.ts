@@ -5,6 +5,7 @@ import { renderDdgviz } from '../pages/ddgviz.ts';
 import { JacobiTraceCollector } from '../runtime/decode/jacobi-trace.ts';
 import type { DecodingOptions } from '../runtime/decode/options.ts';
 import { translateIds } from '../runtime/decode/translate-ids.ts';
+import { withFlagNames } from './option-errors.ts';
 import { loadPlan, type Plan } from '../runtime/plan.ts';
 import type { Tokenizer } from '../runtime/tokenizer/tokenizer.ts';
 import { planTokenizer, sourceIds } from '../runtime/translate.ts';
@@ -124,7 +125,7 @@ export async function runDdgviz(argv: string[]): Promise<number> {
   try {
     const tok = await planTokenizer(plan, 'planc ddgviz reads text');
     const ids = texts.map((t) => sourceIds(tok, t, plan.header.profile.maxSrcLen));
-    await translateIds(plan, ids, o);
+    await withFlagNames(() => translateIds(plan, ids, o));
     const n = await recorder.write(plan, ids, texts);
     process.stderr.write(`planc ddgviz: wrote ${out} (${n} sentence${n === 1 ? '' : 's'}, strategy ${o.strategy})\n`);
     return 0;

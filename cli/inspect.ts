@@ -153,7 +153,8 @@ export function planReport(file: string, h: PlanHeader): PlanReport {
 
 export function formatPlanReport(r: PlanReport, h?: PlanHeader): string {
   const lines = [
-    `plan ${r.plan} (planc ${r.plancVersion}, format ${r.formatVersion}, created ${r.created})`,
+    // created is '' unless SOURCE_DATE_EPOCH was set (reproducible plans): then it is left out
+    `plan ${r.plan} (planc ${r.plancVersion}, format ${r.formatVersion}${r.created ? `, created ${r.created}` : ''})`,
     `target: ${r.target}${r.archs.length ? ` ${r.archs.join(',')}` : ''}; profile: batch ≤ ${r.profile.maxBatch}, source ≤ ${r.profile.maxSrcLen}, target ≤ ${r.profile.maxTgtLen}`,
     `weights: ${r.weights} distinct tensors, ${mb(r.uniqueWeightBytes)}; arena ${mb(r.arenaBytes)} (shared by all graphs)`,
     r.tokenizer.kind ? `tokenizer: ${r.tokenizer.kind}, ${(r.tokenizer.bytes / 1e3).toFixed(1)} kB` : 'tokenizer: none (translate with --ids)',

@@ -1,6 +1,4 @@
 // Lines of a stream in chunks for translation: a chunk is ready when full, when the input pauses, or at the end.
-import * as readline from 'node:readline';
-
 export interface ChunkPolicy {
   /** A chunk is ready once this many lines wait. */
   full: number;
@@ -10,27 +8,67 @@ export interface ChunkPolicy {
   idleMs: number;
 }
 
-/** Reads lines (`\n` or `\r\n`; a last line without a newline counts) and hands them out in chunks, in order. */
+/** A line whose bytes are not UTF-8: it fails alone (its text is the lossy decoding, for nothing but messages). */
+export class InvalidLine {
+  constructor(readonly bytes: number) {}
+}
+
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+
+/**
+ * Reads lines (`\n` or `\r\n`; a last line without a newline counts) and hands them out in chunks, in order. Lines are
+ * split on the raw bytes and decoded one by one, so a line that is not valid UTF-8 comes out as an InvalidLine (the
+ * others are unaffected) instead of text with replacement characters.
+ */
 export class LineChunks {
-  private readonly pending: string[] = [];
+  private readonly pending: (string | InvalidLine)[] = [];
   private ended = false;
   private failure: Error | undefined;
   private lastLine = 0;
   private wake: (() => void) | undefined;
-  private readonly rl: readline.Interface;
   private paused = false;
+  private closed = false;
+  /** Bytes of the line being read (before its newline arrives). */
+  private carry: Buffer[] = [];
+  private readonly onData = (data: Buffer | string) => {
+    const buf = typeof data === 'string' ? Buffer.from(data, 'utf8') : data;
+    let from = 0;
+    for (let nl = buf.indexOf(0x0a, from); nl >= 0; nl = buf.indexOf(0x0a, from)) {
+      this.carry.push(buf.subarray(from, nl));
+      this.line();
+      from = nl + 1;
+    }
+    if (from < buf.length) this.carry.push(buf.subarray(from));
+    // hold the reader while translation is behind (a large file is not read into memory at once)
+    if (this.pending.length >= 4 * this.policy.max && !this.paused) { this.paused = true; this.input.pause(); }
+    this.poke();
+  };
+  private readonly onEnd = () => {
+    if (this.carry.some((b) => b.length > 0)) this.line();
+    this.ended = true;
+    this.poke();
+  };
+  private readonly onError = (e: Error) => { this.failure = e; this.ended = true; this.poke(); };
 
   constructor(private readonly input: NodeJS.ReadableStream, private readonly policy: ChunkPolicy) {
-    this.rl = readline.createInterface({ input, crlfDelay: Infinity, terminal: false });
-    this.rl.on('line', (line) => {
-      this.pending.push(line);
-      this.lastLine = performance.now();
-      // hold the reader while translation is behind (a large file is not read into memory at once)
-      if (this.pending.length >= 4 * this.policy.max && !this.paused) { this.paused = true; this.rl.pause(); }
-      this.poke();
-    });
-    this.rl.on('close', () => { this.ended = true; this.poke(); });
-    input.on('error', (e: Error) => { this.failure = e; this.ended = true; this.poke(); });
+    input.on('data', this.onData);
+    input.on('end', this.onEnd);
+    input.on('error', this.onError);
+  }
+
+  /** The carried bytes as one line (a final \r dropped), decoded. */
+  private line(): void {
+    let bytes = this.carry.length === 1 ? this.carry[0]! : Buffer.concat(this.carry);
+    this.carry = [];
+    if (bytes.length > 0 && bytes[bytes.length - 1] === 0x0d) bytes = bytes.subarray(0, bytes.length - 1);
+    let line: string | InvalidLine;
+    try {
+      line = utf8.decode(bytes);
+    } catch {
+      line = new InvalidLine(bytes.length);
+    }
+    this.pending.push(line);
+    this.lastLine = performance.now();
   }
 
   private poke(): void {
@@ -45,12 +83,12 @@ export class LineChunks {
   }
 
   /** The next chunk once one is ready; undefined after the last line. */
-  async next(): Promise<string[] | undefined> {
+  async next(): Promise<(string | InvalidLine)[] | undefined> {
     for (;;) {
       if (this.failure) throw this.failure;
       if (this.ready()) {
         const chunk = this.pending.splice(0, this.policy.max);
-        if (this.paused && this.pending.length < 2 * this.policy.max) { this.paused = false; this.rl.resume(); }
+        if (this.paused && !this.closed && this.pending.length < 2 * this.policy.max) { this.paused = false; this.input.resume(); }
         return chunk;
       }
       if (this.ended) return undefined;
@@ -66,7 +104,11 @@ export class LineChunks {
 
   /** Stops reading (the input is left to end on its own). */
   close(): void {
-    this.rl.close();
+    this.closed = true;
+    this.input.off('data', this.onData);
+    this.input.off('end', this.onEnd);
+    this.input.off('error', this.onError);
+    this.input.pause();
     if (this.input !== process.stdin) (this.input as NodeJS.ReadableStream & { destroy?: () => void }).destroy?.();
   }
 }

@@ -10,7 +10,8 @@ import { planTokenizer, sourceIds } from '../runtime/translate.ts';
 import { intOption, parseArgs, type CommandSpec, type Parsed } from './args.ts';
 import { ddgvizRecorder } from './ddgviz.ts';
 import { checkInputFile, checkOutputFile } from './files.ts';
-import { LineChunks } from './line-chunks.ts';
+import { InvalidLine, LineChunks } from './line-chunks.ts';
+import { withFlagNames } from './option-errors.ts';
 import { applyThreads, THREADS_OPTION } from './threads.ts';
 import { applyDevice } from '../runtime/backends/cudasim.ts';
 
@@ -141,9 +142,13 @@ export async function runTranslate(argv: string[]): Promise<number> {
     const tok = ids ? undefined : await planTokenizer(plan);
     const options = decodingOptions(flags, plan, format);
     const ddgviz = flags.ddgviz === undefined ? undefined : ddgvizRecorder(String(flags.ddgviz), options);
-    await translateIds(plan, [], options);
+    // every option, and whether this plan can run them (a Jacobi strategy's step tokens, beams within its rows), is
+    // checked here, once, before input is read; errors name the flags
+    const v = await withFlagNames(async () => {
+      await translateIds(plan, [], options);
+      return validateDecodingOptions(options, planDefaults(plan));
+    });
     // a chunk is ready once it fills a batch (sentences × beams within the plan's maxBatch), or when input pauses
-    const v = validateDecodingOptions(options, planDefaults(plan));
     const batch = Math.max(1, Math.min(v.batchSize, Math.floor(plan.header.profile.maxBatch / v.beamSize), MAX_CHUNK));
     const lines = new LineChunks(input === undefined ? process.stdin : fs.createReadStream(input), { full: batch, max: MAX_CHUNK, idleMs: IDLE_MS });
     const out = openOutput(output);
@@ -182,6 +187,7 @@ async function translateLines(plan: Plan, lines: LineChunks, run: Run): Promise<
   for (let chunk = await lines.next(); chunk; chunk = await lines.next()) {
     const first = counts.lines;
     const sources = chunk.map((line, k): number[] | Error => {
+      if (line instanceof InvalidLine) return new PlancError('PLANC_E012', `the line (${line.bytes} bytes) is not valid UTF-8 text; planc translate reads UTF-8`);
       try {
         const s = tok ? sourceIds(tok, line, options.truncate ? max : undefined) : parseIdLine(line, first + k + 1);
         if (!options.truncate && s.length > max) return tooLong('the source', s.length, max);
@@ -192,7 +198,7 @@ async function translateLines(plan: Plan, lines: LineChunks, run: Run): Promise<
     });
     if (run.drawn) {
       run.drawn.sources.push(...sources.map((s) => (s instanceof Error ? [] : s)));
-      run.drawn.texts.push(...chunk);
+      run.drawn.texts.push(...chunk.map((line) => (line instanceof InvalidLine ? '' : line)));
     }
     const results = await translateChunk(plan, sources, options);
     let block = '';
@@ -212,7 +218,8 @@ async function translateLines(plan: Plan, lines: LineChunks, run: Run): Promise<
 
 /** The summary on standard error; the exit status (2 when a line failed). */
 function report(c: Counts, quiet: boolean): number {
-  if (!quiet) process.stderr.write(`translated ${c.lines} sentences in ${c.seconds.toFixed(2)} s: ${(c.lines / c.seconds).toFixed(1)} sentences/s, ${(c.tokens / c.seconds).toFixed(0)} tokens/s\n`);
+  const ok = c.lines - c.failed;  // the failed lines are not counted as translated, nor in the rate
+  if (!quiet) process.stderr.write(`translated ${ok} sentence${ok === 1 ? '' : 's'}${c.failed > 0 ? ` (${c.failed} failed)` : ''} in ${c.seconds.toFixed(2)} s: ${(ok / c.seconds).toFixed(1)} sentences/s, ${(c.tokens / c.seconds).toFixed(0)} tokens/s\n`);
   if (c.failed > 0) process.stderr.write(`planc translate: ${c.failed} of ${c.lines} lines failed (empty output lines)\n`);
   return c.failed > 0 ? 2 : 0;
 }

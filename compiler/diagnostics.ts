@@ -13,6 +13,7 @@ export const CODES = {
   PLANC_E009: 'not a seq2seq model directory',
   PLANC_E010: 'tokenizer file missing, ambiguous or unreadable',
   PLANC_E011: 'special token ids missing',
+  PLANC_E012: 'input text is not valid UTF-8',
   // IR verification
   PLANC_E101: 'graph has a cycle',
   PLANC_E102: 'dangling input (value never defined)',
@@ -65,14 +66,29 @@ export interface Where {
   stage?: string;
 }
 
+/**
+ * Structured facts of an error about an option, for callers that word it their own way: the library names its option
+ * (`beamSize`), and the command line words the same error with its flag (`--beam 0: it must be ...`).
+ */
+export interface ErrorDetail {
+  /** The option at fault, by its library name (DecodingOptions' key). */
+  option?: string;
+  /** The value given. */
+  value?: unknown;
+  /** What the value must be, completing "it must be ..." (e.g. 'an integer in [1, 64]'). */
+  expected?: string;
+}
+
 export class PlancError extends Error {
   readonly code: Code;
   readonly where: Where;
-  constructor(code: Code, message: string, where: Where = {}) {
+  readonly detail: ErrorDetail;
+  constructor(code: Code, message: string, where: Where = {}, detail: ErrorDetail = {}) {
     super(`${code}: ${message}${formatWhere(where)}`);
     this.name = 'PlancError';
     this.code = code;
     this.where = where;
+    this.detail = detail;
   }
 }
 

@@ -36,6 +36,21 @@ export function parseThreads(text: string, from: string): number {
 export function defaultThreads(env: NodeJS.ProcessEnv = process.env): number {
   const given = env.PLANC_NUM_THREADS;
   if (given !== undefined && given.trim() !== '') return parseThreads(given, 'PLANC_NUM_THREADS');
+  return Math.min(MAX_THREADS, availableCpus());
+}
+
+/** The CPUs this process may run on: its affinity mask (os.availableParallelism), capped by the cgroup's CPU quota. */
+export function availableCpus(): number {
   const affinity = typeof os.availableParallelism === 'function' ? os.availableParallelism() : os.cpus().length;
-  return Math.max(1, Math.min(MAX_THREADS, affinity, cgroupCpuLimit() ?? Infinity));
+  return Math.max(1, Math.min(affinity, cgroupCpuLimit() ?? Infinity));
+}
+
+/**
+ * The warning for more threads than CPUs (undefined when they fit): oversubscribed kernel threads wait on each other at
+ * every parallel step, so a run gets slower, many times slower far over the CPUs. A warning, not an error: the count
+ * may be meant (measuring, a machine about to get more CPUs).
+ */
+export function oversubscribed(threads: number, from: string, cpus = availableCpus()): string | undefined {
+  if (threads <= cpus) return undefined;
+  return `warning: ${from} ${threads} is more than the ${cpus} CPU${cpus === 1 ? '' : 's'} this process may use; the kernels' threads will wait on each other and run slower (up to many times slower), use ${from} ${cpus} or fewer`;
 }

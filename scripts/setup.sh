@@ -29,5 +29,7 @@ if [ ! -x /usr/bin/chromium ]; then
   fi
 fi
 
-npm ci --no-audit --no-fund
+# onnxruntime-node's install script would download CUDA binaries: package.json's allowScripts denies it (npm ≥ 11),
+# and ONNXRUNTIME_NODE_INSTALL=skip (read by the script itself) covers older npm
+ONNXRUNTIME_NODE_INSTALL=skip npm ci --no-audit --no-fund
 npm run build:native

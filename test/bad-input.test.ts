@@ -1,4 +1,5 @@
 // Issue 26's internal errors and silent wrong answers: each is a named PlancError at the earliest layer that can know.
+import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -184,7 +185,77 @@ if (!nativeAvailable()) {
       p.close();
     }
   });
+
+  test('translate: decoding-option errors name the CLI flag and value (the library error carries option, value, expected)', () => {
+    const input = 'w3 w4\nw5\n';
+    const cases: [string[], string][] = [
+      [['--beam', '0'], '--beam 0: it must be an integer in [1, 64]'],
+      [['--batch', '0'], '--batch 0: it must be an integer in [1, 65536]'],
+      [['--length-penalty', '20'], '--length-penalty 20: it must be a number in [0, 10]'],
+      [['--max-length', '0'], '--max-length 0: it must be an integer in [1, 65536]'],
+      [['--strategy', 'xx'], '--strategy xx: it must be auto or one of greedy, beam'],
+      [['--strategy', 'greedy', '--beam', '2'], "--beam 2: it must be 1 with strategy 'greedy'"],
+      [['--beam', '5'], "--beam 5: it must be in [1, 4] (the plan's maxBatch)"],
+    ];
+    for (const [flags, want] of cases) {
+      const r = planc(['translate', plan, ...flags], input);
+      assert.is(r.status, 2, r.stderr);
+      assert.ok(r.stderr.includes(`PLANC_E301: ${want}`), `${flags.join(' ')}: ${r.stderr}`);
+      assert.not.match(r.stderr, /beamSize|batchSize|lengthPenalty|maxLength =/);
+      assert.is(r.stdout, '');
+    }
+  });
+
+  test('translate --strategy pgj on a one-token plan fails once, before input is read', () => {
+    const r = planc(['translate', plan, '--strategy', 'pgj'], Array.from({ length: 20 }, () => 'w3 w4').join('\n') + '\n');
+    assert.is(r.status, 2, r.stderr);
+    assert.is(r.stderr.match(/PLANC_E/g)?.length, 1, r.stderr);
+    assert.match(r.stderr, /PLANC_E301: --strategy pgj: strategy 'pgj' feeds blocks of 3 tokens \(--jacobi-block\).*--step-tokens 3/);
+    assert.not.match(r.stderr, /line \d+:/);
+    assert.is(r.stdout, '');
+  });
+
+  test('translate --threads over the CPUs warns, naming the CPUs', () => {
+    const r = planc(['translate', plan, '--threads', '999', '--quiet'], 'w3 w4\n');
+    assert.is(r.status, 0, r.stderr);
+    assert.match(r.stderr, /planc: warning: --threads 999 is more than the \d+ CPUs? this process may use/);
+    assert.is(r.stdout.split('\n').length, 2);
+  });
+
+  test('translate: a line of invalid UTF-8 fails alone with PLANC_E012; the summary counts it as failed, not translated', () => {
+    const input = Buffer.concat([Buffer.from('w3 w4\nw5 '), Buffer.from([0xff, 0xfe, 0xc3]), Buffer.from(' w6\r\nw7\n')]);
+    const r = spawnSync(process.execPath, [path.join(REPO_ROOT, 'bin', 'planc.js'), 'translate', plan], { input, encoding: 'utf8' });
+    assert.is(r.status, 2, r.stderr);
+    assert.match(r.stderr, /line 2: PLANC_E012: the line \(\d+ bytes\) is not valid UTF-8 text/);
+    assert.match(r.stderr, /translated 2 sentences \(1 failed\) in /);
+    assert.not.match(r.stderr, /translated 3 sentences/);
+    const out = r.stdout.split('\n');
+    assert.is(out.length, 4, r.stdout);
+    assert.is(out[1], '');
+    assert.ok(out[0] !== '' && out[2] !== '');
+    const ok = planc(['translate', plan], 'w3 w4\n\nw5\n');
+    assert.is(ok.status, 0, ok.stderr);
+    assert.match(ok.stderr, /translated 3 sentences in /);
+  });
+
+  test('inspect leaves out created when the plan records none, and shows it when SOURCE_DATE_EPOCH set it', () => {
+    const r = planc(['inspect', plan]);
+    assert.is(r.status, 0, r.stderr);
+    assert.not.match(r.stdout, /created\s*[,)]/);
+    const stamped = path.join(tmp, 'stamped.plan');
+    const made = spawnSync(process.execPath, [path.join(REPO_ROOT, 'bin', 'planc.js'), 'optimize', model, '-o', stamped, '--quiet', '--max-batch', '2', '--max-src-len', '8', '--max-tgt-len', '8'],
+      { encoding: 'utf8', env: { ...process.env, SOURCE_DATE_EPOCH: '1700000000' } });
+    assert.is(made.status, 0, made.stderr);
+    assert.match(planc(['inspect', stamped]).stdout, /created 2023-11-14T22:13:20\.000Z\)/);
+  });
 }
+
+test('npm: no project config npm does not know (onnxruntime-node\'s install is denied by package.json allowScripts)', () => {
+  const npmrc = path.join(REPO_ROOT, '.npmrc');
+  if (fs.existsSync(npmrc)) assert.not.match(fs.readFileSync(npmrc, 'utf8'), /onnxruntime-node-install/);
+  const pkg = JSON.parse(fs.readFileSync(path.join(REPO_ROOT, 'package.json'), 'utf8')) as { allowScripts?: Record<string, boolean> };
+  assert.is(pkg.allowScripts?.['onnxruntime-node'], false);
+});
 
 test.after(() => fs.rmSync(tmp, { recursive: true, force: true }));
 test.run();

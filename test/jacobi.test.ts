@@ -145,7 +145,7 @@ tiny('planc translate --strategy pgj --jacobi-block 2 prints greedy\'s ids', () 
   assert.is(pgj.stdout, greedy.stdout);
   const bad = planc(['translate', planFile, '--ids', '--strategy', 'pgj', '--jacobi-block', '0', '--quiet'], input);
   assert.is.not(bad.status, 0);
-  assert.match(bad.stderr, /PLANC_E405.*jacobiBlock = 0/);
+  assert.match(bad.stderr, /PLANC_E301: --jacobi-block 0: it must be an integer in \[1, 256\]/);
 });
 
 // ---- es-en: the first 50 test sentences, a --step-tokens 8 plan with the translation top-k ----

@@ -1,11 +1,10 @@
 // Batching for decoding: sort by length, cut by sentences or tokens, run, restore the input order.
-import { PlancError } from '../../compiler/diagnostics.ts';
-import type { DecodingOptions } from './options.ts';
+import { badOption, type DecodingOptions } from './options.ts';
 
 /** Sentences per batch: batchSize, never more than the plan's maxBatch rows (sentences × beamSize). */
 export function sentencesPerBatch(o: DecodingOptions, maxBatch: number): number {
   const fit = Math.floor(maxBatch / o.beamSize);
-  if (fit < 1) throw new PlancError('PLANC_E405', `bad decoding option: beamSize = ${o.beamSize}; it must be in [1, ${maxBatch}] (the plan's maxBatch)`);
+  if (fit < 1) badOption('beamSize', o.beamSize, `in [1, ${maxBatch}] (the plan's maxBatch)`);
   return Math.min(o.batchSize, fit);
 }
 

@@ -112,7 +112,7 @@ export function jacobiBlock(plan: Plan, kind: JacobiKind, b: number): number {
     const takes = lo === hi ? `exactly ${lo} token${lo === 1 ? '' : 's'}` : `${lo} to ${hi} tokens`;
     const what = kind === 'pj' ? 'refines the whole sentence in chunks of the tokens a step takes (at least 2)' : `feeds blocks of ${b} tokens (jacobiBlock / --jacobi-block)`;
     const fix = kind === 'pj' ? '--step-tokens N (N ≥ 2, e.g. 8)' : `--step-tokens ${b} or more`;
-    throw new PlancError('PLANC_E405', `strategy '${kind}' ${what}, but plan ${plan.source}'s decoder step takes ${takes} per row; optimize it with ${fix}`);
+    throw new PlancError('PLANC_E405', `strategy '${kind}' ${what}, but plan ${plan.source}'s decoder step takes ${takes} per row; optimize it with ${fix}`, {}, { option: 'strategy', value: kind });
   }
   return kind === 'pj' ? hi : b;
 }
@@ -200,7 +200,10 @@ export function jacobiStrategy(kind: JacobiKind): DecodingStrategy {
     name: kind,
     summary: SUMMARIES[kind],
     check(o) {
-      if (o.beamSize !== 1) throw new PlancError('PLANC_E405', `bad decoding option: strategy '${kind}' decodes one hypothesis (greedy's), but beamSize = ${o.beamSize}; use beamSize 1`);
+      if (o.beamSize !== 1) throw new PlancError('PLANC_E405', `bad decoding option: strategy '${kind}' decodes one hypothesis (greedy's), but beamSize = ${o.beamSize}; use beamSize 1`, {}, { option: 'beamSize', value: o.beamSize, expected: `1 with strategy '${kind}'` });
+    },
+    checkPlan(plan, o) {
+      jacobiBlock(plan, kind, o.jacobiBlock);
     },
     topkNeeded: (rules) => rules.topkNeeded(1),
     *decode(job) {

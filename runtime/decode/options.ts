@@ -1,5 +1,5 @@
 // DecodingOptions: the one options type for translateIds (greedy, beam, Jacobi, batching), its defaults and its validation.
-import { PlancError } from '../../compiler/diagnostics.ts';
+import { PlancError, type ErrorDetail } from '../../compiler/diagnostics.ts';
 import type { JacobiSentenceTrace } from './jacobi-trace.ts';
 
 /** How to decode. Every field has a default (DEFAULT_DECODING_OPTIONS); pass a Partial to translateIds. */
@@ -93,20 +93,25 @@ const RANGES: Record<NumKey, [number, number, boolean]> = {
   batchTokens: [0, 2 ** 24, true],
 };
 
-function bad(message: string): never {
-  throw new PlancError('PLANC_E405', `bad decoding option: ${message}`);
+function bad(message: string, detail: ErrorDetail = {}): never {
+  throw new PlancError('PLANC_E405', `bad decoding option: ${message}`, {}, detail);
+}
+
+/** The error for option `name` = `v` (structured: option, value, expected), worded with the library's names. */
+export function badOption(name: string, v: unknown, expected: string): never {
+  bad(`${name} = ${JSON.stringify(v) ?? String(v)}; it must be ${expected}`, { option: name, value: v, expected });
 }
 
 function checkNumber(name: NumKey, v: unknown): void {
   const [min, max, int] = RANGES[name];
   const kind = int ? 'an integer' : 'a number';
   if (typeof v !== 'number' || !Number.isFinite(v) || (int && !Number.isInteger(v)) || v < min || v > max) {
-    bad(`${name} = ${JSON.stringify(v) ?? String(v)}; it must be ${kind} in [${min}, ${max}]`);
+    badOption(name, v, `${kind} in [${min}, ${max}]`);
   }
 }
 
 function checkBoolean(name: 'returnScores' | 'sortByLength' | 'truncate', v: unknown): void {
-  if (typeof v !== 'boolean') bad(`${name} = ${JSON.stringify(v) ?? String(v)}; it must be true or false`);
+  if (typeof v !== 'boolean') badOption(name, v, 'true or false');
 }
 
 /**
@@ -124,10 +129,10 @@ export function validateDecodingOptions(partial: Partial<DecodingOptions> = {}, 
   checkBoolean('returnScores', o.returnScores);
   checkBoolean('sortByLength', o.sortByLength);
   checkBoolean('truncate', o.truncate);
-  if (typeof o.strategy !== 'string') bad(`strategy = ${JSON.stringify(o.strategy) ?? String(o.strategy)}; it must be a strategy name such as greedy or beam`);
-  if (typeof o.targetLang !== 'string') bad(`targetLang = ${JSON.stringify(o.targetLang) ?? String(o.targetLang)}; it must be a token name such as en_XX`);
+  if (typeof o.strategy !== 'string') badOption('strategy', o.strategy, 'a strategy name such as greedy or beam');
+  if (typeof o.targetLang !== 'string') badOption('targetLang', o.targetLang, 'a token name such as en_XX');
   if (o.jacobiTrace !== undefined && typeof o.jacobiTrace !== 'function') bad('jacobiTrace must be a function (one trace per sentence) or undefined');
-  if (o.returnAlternatives > o.beamSize) bad(`returnAlternatives = ${o.returnAlternatives}; it must be in [0, beamSize = ${o.beamSize}]`);
+  if (o.returnAlternatives > o.beamSize) badOption('returnAlternatives', o.returnAlternatives, `in [0, beamSize = ${o.beamSize}]`);
   return o;
 }
 

@@ -6,7 +6,7 @@ import { beamSteps } from './beam.ts';
 import type { DecodingRules } from './conventions.ts';
 import { greedySteps, type Hypothesis } from './greedy.ts';
 import { HGJ, PGJ, PJ } from './jacobi.ts';
-import type { DecodingOptions } from './options.ts';
+import { badOption, type DecodingOptions } from './options.ts';
 import type { Steps } from './steps.ts';
 
 /** One batch to decode: sources (ids, verbatim), each sentence's token cap, the plan's rules and the options. */
@@ -24,6 +24,8 @@ export interface DecodingStrategy {
   readonly summary: string;
   /** A PlancError (PLANC_E405) when the options do not fit this strategy (e.g. greedy with beamSize > 1). */
   check(o: DecodingOptions): void;
+  /** A PlancError (PLANC_E405) when this plan cannot run the strategy (e.g. a Jacobi block over its step tokens). */
+  checkPlan?(plan: Plan, o: DecodingOptions): void;
   /** Best tokens per row a step must see exactly (a top-k plan must keep at least this many). */
   topkNeeded(rules: DecodingRules, o: DecodingOptions): number;
   /** Decodes one batch, yielding after each decoder step; per sentence, its hypotheses best first. */
@@ -34,7 +36,7 @@ const GREEDY: DecodingStrategy = {
   name: 'greedy',
   summary: 'the best allowed token each step (beamSize 1)',
   check(o) {
-    if (o.beamSize !== 1) throw new PlancError('PLANC_E405', `bad decoding option: strategy 'greedy' decodes one hypothesis, but beamSize = ${o.beamSize}; use strategy 'beam' or beamSize 1`);
+    if (o.beamSize !== 1) throw new PlancError('PLANC_E405', `bad decoding option: strategy 'greedy' decodes one hypothesis, but beamSize = ${o.beamSize}; use strategy 'beam' or beamSize 1`, {}, { option: 'beamSize', value: o.beamSize, expected: "1 with strategy 'greedy' (beam search decodes more)" });
   },
   topkNeeded: (rules) => rules.topkNeeded(1),
   *decode({ plan, sources, maxLens, rules, options }) {
@@ -58,7 +60,7 @@ export const STRATEGIES: ReadonlyMap<string, DecodingStrategy> = new Map([GREEDY
 export function strategyFor(o: DecodingOptions): DecodingStrategy {
   const name = o.strategy === 'auto' ? (o.beamSize === 1 ? 'greedy' : 'beam') : o.strategy;
   const s = STRATEGIES.get(name);
-  if (!s) throw new PlancError('PLANC_E405', `bad decoding option: strategy = ${JSON.stringify(o.strategy)}; it must be auto or one of ${[...STRATEGIES.keys()].join(', ')}`);
+  if (!s) badOption('strategy', o.strategy, `auto or one of ${[...STRATEGIES.keys()].join(', ')}`);
   s.check(o);
   return s;
 }

@@ -3,7 +3,7 @@ import { PlancError } from '../../compiler/diagnostics.ts';
 import { TOPK_IDS_OUTPUT } from '../../compiler/plan/io-names.ts';
 import type { Plan } from '../plan.ts';
 import { planTokenizer, type Tokenizer } from '../tokenizer/tokenizer.ts';
-import { makeBatches, runBatches } from './batching.ts';
+import { makeBatches, runBatches, sentencesPerBatch } from './batching.ts';
 import { conventionsOf, DecodingRules, maxNewTokensOf } from './conventions.ts';
 import type { Hypothesis } from './greedy.ts';
 import { runYielding } from './steps.ts';
@@ -105,6 +105,8 @@ export interface Decoding { o: DecodingOptions; strategy: DecodingStrategy; rule
 export async function prepareDecoding(plan: Plan, options: Partial<DecodingOptions>): Promise<Decoding> {
   const o = validateDecodingOptions(options, planDefaults(plan));
   const strategy = strategyFor(o);
+  strategy.checkPlan?.(plan, o);
+  sentencesPerBatch(o, plan.header.profile.maxBatch);  // the beams fit the plan's rows
   const rules = await planRules(plan, o.targetLang);
   checkTopk(plan, rules, strategy, o);
   return { o, strategy, rules };
