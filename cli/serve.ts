@@ -16,7 +16,7 @@ export const SERVE: CommandSpec = {
     port: { kind: 'number', value: 'N', help: 'listen port (default 8080; 0 picks a free one, printed at start)' },
     'max-queue': { kind: 'number', value: 'N', help: 'sentences that may wait per model; a request that would go over is answered 429 with Retry-After (default 1024)' },
     'batch-tokens': { kind: 'number', value: 'N', help: 'source tokens of the sentences decoding at once, per model (default: no limit beyond the plan\'s max batch)' },
-    'max-rows': { kind: 'number', value: 'N', help: 'rows (sentences × beams) decoding at once per model (default and cap: the plan\'s --max-batch)' },
+    'max-rows': { kind: 'number', value: 'N', help: 'rows (sentences × beams) of one decoder step per model; twice that may be in flight over the cohorts (default and cap: the plan\'s --max-batch)' },
     'max-sentences': { kind: 'number', value: 'N', help: 'sentences in one request; more is answered 413 (default 512)' },
     'max-body-bytes': { kind: 'number', value: 'N', help: 'request body size; more is answered 413 (default 1048576)' },
     'timeout-ms': { kind: 'number', value: 'N', help: 'a request not answered within N ms is cancelled and answered 504 (default 120000)' },

@@ -26,7 +26,7 @@ export interface ServeOptions {
   maxBodyBytes?: number;
   /** A request not answered within this is cancelled and answered 504 (streams: its remaining sentences fail). Default 120 s. */
   timeoutMs?: number;
-  /** Rows each plan decodes at once (default: its maxBatch) and the source-token budget of those rows (0: none). */
+  /** Rows of one decoder step per plan (default: its maxBatch; twice that in flight) and the source tokens in flight (0: no limit). */
   maxRows?: number;
   batchTokens?: number;
   /** false: every request decodes alone, one after another (the comparison point of bench serve). Default true. */
