@@ -17,7 +17,17 @@ const N = Number(process.env.PLANC_BENCH_SERVE_N ?? 1000);
 const LATENCY_N = Math.min(N, Number(process.env.PLANC_BENCH_SERVE_LATENCY_N ?? 200));
 const MAX_TGT = 64;
 
-interface Level { clients: number; sentences: number; seconds: number; sentencesPerS: number; p50: number; p90: number; p99: number; occupancy: number; meanRows: number }
+interface Level { clients: number; sentences: number; seconds: number; sentencesPerS: number; p50: number; p90: number; p99: number; occupancy: number; meanRows: number; cpuSeconds: number }
+
+/** CPU seconds (user + system) a process has used, from /proc (0 where there is none). */
+function cpuSecondsOf(pid: number): number {
+  try {
+    const f = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+    return (Number(f[11]) + Number(f[12])) / 100; // utime, stime in clock ticks (USER_HZ 100)
+  } catch {
+    return 0;
+  }
+}
 
 const pct = (xs: number[], p: number) => {
   const s = [...xs].sort((a, b) => a - b);
@@ -53,11 +63,12 @@ async function histogram(base: string, name: string): Promise<{ sum: number; cou
 }
 
 /** Closed loop: `clients` clients, each sending the next sentence as soon as its last one is answered. */
-async function load(base: string, texts: string[], clients: number, maxRows: number): Promise<{ level: Level; answers: string[]; latencies: number[] }> {
+async function load(base: string, pid: number, texts: string[], clients: number, maxRows: number): Promise<{ level: Level; answers: string[]; latencies: number[] }> {
   const answers = new Array<string>(texts.length);
   const latencies = new Array<number>(texts.length);
   const before = await histogram(base, 'planc_batch_occupancy');
   let next = 0;
+  const cpu0 = cpuSecondsOf(pid);
   const t0 = performance.now();
   await Promise.all(Array.from({ length: clients }, async () => {
     while (next < texts.length) {
@@ -71,10 +82,11 @@ async function load(base: string, texts: string[], clients: number, maxRows: num
     }
   }));
   const seconds = (performance.now() - t0) / 1000;
+  const cpuSeconds = cpuSecondsOf(pid) - cpu0;
   const after = await histogram(base, 'planc_batch_occupancy');
   const occupancy = (after.sum - before.sum) / Math.max(1, after.count - before.count);
   return {
-    level: { clients, sentences: texts.length, seconds, sentencesPerS: texts.length / seconds, p50: pct(latencies, 0.5), p90: pct(latencies, 0.9), p99: pct(latencies, 0.99), occupancy, meanRows: occupancy * maxRows },
+    level: { clients, sentences: texts.length, seconds, sentencesPerS: texts.length / seconds, p50: pct(latencies, 0.5), p90: pct(latencies, 0.9), p99: pct(latencies, 0.99), occupancy, meanRows: occupancy * maxRows, cpuSeconds },
     answers, latencies,
   };
 }
@@ -97,9 +109,12 @@ export async function benchServe(): Promise<void> {
   const plan = await loadPlan(planFile);
   await translate(plan, texts.slice(0, 16), { batchSize: 32 }); // warm-up
   collectGarbage();
+  const cpu0 = process.cpuUsage();
   let t0 = performance.now();
   const offline = await translate(plan, texts, { batchSize: 32 });
   const offlineSeconds = (performance.now() - t0) / 1000;
+  const cpu = process.cpuUsage(cpu0);
+  const offlineCpu = (cpu.user + cpu.system) / 1e6;
   const single: number[] = [];
   for (const t of texts.slice(0, LATENCY_N)) {
     t0 = performance.now();
@@ -107,7 +122,7 @@ export async function benchServe(): Promise<void> {
     single.push(performance.now() - t0);
   }
   plan.close();
-  console.log(`offline translate --batch 32: ${texts.length} sentences in ${offlineSeconds.toFixed(2)} s (${(texts.length / offlineSeconds).toFixed(1)} sent/s); single translate() median ${pct(single, 0.5).toFixed(2)} ms`);
+  console.log(`offline translate --batch 32: ${texts.length} sentences in ${offlineSeconds.toFixed(2)} s (${(texts.length / offlineSeconds).toFixed(1)} sent/s); single translate() median ${pct(single, 0.5).toFixed(2)} ms; ${(offlineCpu * 1000 / texts.length).toFixed(1)} CPU ms a sentence`);
 
   const levels: Level[] = [];
   let identical = 0;
@@ -118,11 +133,11 @@ export async function benchServe(): Promise<void> {
     for (const clients of [1, 8, 32, 64]) {
       const sub = clients === 1 ? texts.slice(0, LATENCY_N) : texts;
       collectGarbage();
-      const r = await load(server.base, sub, clients, maxRows);
+      const r = await load(server.base, server.child.pid!, sub, clients, maxRows);
       levels.push(r.level);
       r.answers.forEach((a, i) => { compared++; if (a === offline[i]) identical++; });
       if (clients === 1) latencyPairs = r.latencies.map((l, i) => ({ server: l, single: single[i]! }));
-      console.log(`  ${String(clients).padStart(2)} clients: ${r.level.sentencesPerS.toFixed(1)} sent/s (${(r.level.sentencesPerS / (texts.length / offlineSeconds)).toFixed(2)}x offline b32), p50 ${r.level.p50.toFixed(1)} ms, p90 ${r.level.p90.toFixed(1)} ms, p99 ${r.level.p99.toFixed(1)} ms, mean rows per step ${r.level.meanRows.toFixed(1)} of ${maxRows}`);
+      console.log(`  ${String(clients).padStart(2)} clients: ${r.level.sentencesPerS.toFixed(1)} sent/s (${(r.level.sentencesPerS / (texts.length / offlineSeconds)).toFixed(2)}x offline b32), p50 ${r.level.p50.toFixed(1)} ms, p90 ${r.level.p90.toFixed(1)} ms, p99 ${r.level.p99.toFixed(1)} ms, mean rows per step ${r.level.meanRows.toFixed(1)} of ${maxRows}, ${(r.level.cpuSeconds * 1000 / sub.length).toFixed(1)} CPU ms a sentence`);
     }
   } finally {
     await stopServer(server.child);
@@ -131,7 +146,7 @@ export async function benchServe(): Promise<void> {
   let noCont: Level;
   try {
     collectGarbage();
-    noCont = (await load(alone.base, texts, 32, maxRows)).level;
+    noCont = (await load(alone.base, alone.child.pid!, texts, 32, maxRows)).level;
   } finally {
     await stopServer(alone.child);
   }
@@ -142,13 +157,15 @@ export async function benchServe(): Promise<void> {
     throughput64VsOffline: at(64).sentencesPerS / offlineRate,
     latency1VsSingle: latencyRatio,
     continuousVsAlone32: at(32).sentencesPerS / noCont.sentencesPerS,
+    /** Sentences per CPU second of the server process at 64 clients against offline's (robust to other load on the machine). */
+    cpuEfficiency64VsOffline: (offlineCpu / texts.length) / (at(64).cpuSeconds / at(64).sentences),
   };
   console.log(`  --no-continuous, 32 clients: ${noCont.sentencesPerS.toFixed(1)} sent/s, p50 ${noCont.p50.toFixed(1)} ms`);
-  console.log(`64 clients vs offline --batch 32: ${summary.throughput64VsOffline.toFixed(2)}x (target ≥ 0.85); 1 client median latency vs one in-process translate(): ${latencyRatio.toFixed(2)}x (target ≤ 1.15); continuous vs --no-continuous at 32 clients: ${summary.continuousVsAlone32.toFixed(2)}x (target ≥ 4); identical to offline: ${identical}/${compared}`);
+  console.log(`64 clients vs offline --batch 32: ${summary.throughput64VsOffline.toFixed(2)}x (target ≥ 0.85); 1 client median latency vs one in-process translate(): ${latencyRatio.toFixed(2)}x (target ≤ 1.15); continuous vs --no-continuous at 32 clients: ${summary.continuousVsAlone32.toFixed(2)}x (target ≥ 4); CPU per sentence at 64 clients vs offline: ${summary.cpuEfficiency64VsOffline.toFixed(2)}x as efficient; identical to offline: ${identical}/${compared}`);
   const out = path.join(REPO_ROOT, 'bench', 'results', 'serve.jsonl');
   fs.appendFileSync(out, JSON.stringify({
     bench: 'serve', model: 'es-en', plan: 'fp32, --max-batch 32, --max-tgt-len 64', sentences: texts.length, latencySentences: LATENCY_N,
-    offline: { seconds: offlineSeconds, sentencesPerS: offlineRate, singleMedianMs: pct(single, 0.5) }, levels, noContinuous32: noCont, summary, identical, compared,
+    offline: { seconds: offlineSeconds, sentencesPerS: offlineRate, singleMedianMs: pct(single, 0.5), cpuSeconds: offlineCpu }, levels, noContinuous32: noCont, summary, identical, compared,
     ...machineFacts(),
   }) + '\n');
   console.log(`appended to ${path.relative(REPO_ROOT, out)}`);
