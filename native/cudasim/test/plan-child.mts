@@ -9,12 +9,14 @@ import { loadPlan } from '../../../runtime/plan.ts';
 import { cloneFeeds, randomFeeds } from '../../../test/helpers/random-feeds.ts';
 
 const [mode, cudaFile, cpuFile, arg] = process.argv.slice(2);
+/** The values output beside an ids output (topk_ids → topk_logprobs), or undefined. */
+const VALUES_OF = (ids: string) => (ids.endsWith('topk_ids') ? ids.replace(/topk_ids$/, 'topk_logprobs') : undefined);
 const sim = await loadPlan(cudaFile!);
 const cpu = await loadPlan(cpuFile!);
 const out: Record<string, unknown> = { device: sim.device };
 try {
   if (mode === 'graphs') {
-    const runs: Record<string, Record<string, { dims: number[]; rel: number; nan: number; exact: boolean; hash: string }>> = {};
+    const runs: Record<string, Record<string, { dims: number[]; rel: number; nan: number; exact: boolean; hash: string; idsDiffer?: number; idsGap?: number }>> = {};
     for (const batch of arg!.split(',').map(Number))
     for (const graph of sim.graphs) {
       const feeds = randomFeeds(sim, graph, { batch, srcLen: 7, past: 3, vocab: sim.header.decoding.vocabSize ?? 100, seed: 11 });
@@ -40,6 +42,23 @@ try {
         }
         const bytes = new Uint8Array(got.data.buffer, got.data.byteOffset, got.data.byteLength);
         runs[key]![name] = { dims: got.dims, rel: err / (mx || 1), nan, exact, hash: createHash('sha256').update(bytes).digest('hex').slice(0, 16) };
+      }
+      // ids that differ: how many, and how far apart their values are on the two sides (relative to max |cpu value|):
+      // a near tie when that gap is within rounding (the values output is VALUES_OF the ids output)
+      for (const [name, ref] of Object.entries(b)) {
+        const valuesName = VALUES_OF(name);
+        if (!valuesName || !b[valuesName] || !a[valuesName]) continue;
+        const x = a[name]!.data as ArrayLike<number | bigint>, y = ref.data as ArrayLike<number | bigint>;
+        const vx = a[valuesName]!.data as Float32Array, vy = b[valuesName]!.data as Float32Array;
+        let mx = 0;
+        for (const v of vy) if (Number.isFinite(v)) mx = Math.max(mx, Math.abs(v));
+        let differ = 0, gap = 0;
+        for (let i = 0; i < y.length; i++) {
+          if (x[i] === y[i]) continue;
+          differ++;
+          gap = Math.max(gap, Math.abs(vx[i]! - vy[i]!) / (mx || 1));
+        }
+        Object.assign(runs[key]![name]!, { idsDiffer: differ, idsGap: gap });
       }
     }
     out.runs = runs;
