@@ -18,6 +18,7 @@ import { buildModel } from './helpers/onnx-build.ts';
 import { planc } from './helpers/planc-cli.ts';
 import { NEEDS_NATIVE, skipSuite } from './helpers/skip.ts';
 import { makeTinyTextPlan } from './helpers/tiny-text-plan.ts';
+import { makeModel } from '../scripts/make-model/generate.ts';
 
 const PlanMsg = protobuf.loadSync(path.join(REPO_ROOT, 'compiler', 'plan', 'plan.proto')).lookupType('planc.Plan');
 
@@ -51,6 +52,15 @@ test('opset 99 and 2^31 are PLANC_E008 at import, naming the opset', () => {
   failsWith(() => importOnnxFile(write('op99.onnx', relu([2, 3], 99))), 'PLANC_E008', 'opset 99 of domain');
   failsWith(() => importOnnxFile(write('op31.onnx', relu([2, 3], 2 ** 31))), 'PLANC_E008', 'opset 2147483648');
   failsWith(() => importOnnxFile(write('op0.onnx', relu([2, 3], 0))), 'PLANC_E008', 'opset 0');
+});
+
+test('a model folder whose external data file is a folder: PLANC_E002 naming it, not an internal error (fuzz folder case 99)', () => {
+  const dir = path.join(tmp, 'weights-folder');
+  makeModel({ arch: 'marian', d: 16, encoderLayers: 1, decoderLayers: 1, heads: 2, ffn: 32, vocab: 50, maxPos: 32, activation: 'relu', seed: 5, out: dir });
+  const data = fs.readdirSync(dir).filter((f) => !f.endsWith('.onnx') && !f.endsWith('.json'));
+  assert.ok(data.length > 0, `the synthetic model keeps external data: ${fs.readdirSync(dir).join(', ')}`);
+  for (const f of data) { fs.rmSync(path.join(dir, f)); fs.mkdirSync(path.join(dir, f)); }
+  cliFails(['optimize', dir, '-o', path.join(tmp, 'weights-folder.plan')], 'PLANC_E002', 'is not a file');
 });
 
 if (!nativeAvailable()) {

@@ -54,6 +54,9 @@ function externalBytes(tp: TP, src: TensorSource): Uint8Array {
   if (!fs.existsSync(full)) {
     throw new PlancError('PLANC_E002', `external data file '${loc}' of tensor '${tp.name}' not found (looked for ${full})`, where);
   }
+  if (!fs.statSync(full).isFile()) {
+    throw new PlancError('PLANC_E002', `external data '${loc}' of tensor '${tp.name}' is not a file (${full} is a folder or a device)`, where);
+  }
   const files = src.external ?? new ExternalFiles();
   const { fd, size } = files.get(full);
   const offset = Number(kv.get('offset') ?? '0');
