@@ -136,6 +136,14 @@ if (!nativeAvailable()) {
     const dwp = program(h, 'decoder_with_past');
     dwp.outputs = dwp.outputs.filter((o) => o.name !== 'topk_ids');
     failsWith(() => loadPlanBytes(reencode(h), 'noids.plan'), 'PLANC_E401', "program 'decoder_with_past' has no output 'logits'");
+    // fuzz plan case 51 of seed 26: a first step without a present output loaded, and translate failed every line
+    for (const gone of ['present.0.decoder.key', 'present.0.encoder.value']) {
+      h = header();
+      const dec = program(h, 'decoder');
+      assert.ok(dec.outputs.some((o) => o.name === gone), `the tiny plan's decoder has ${gone}`);
+      dec.outputs = dec.outputs.filter((o) => o.name !== gone);
+      failsWith(() => loadPlanBytes(reencode(h), 'nopresent.plan'), 'PLANC_E401', `program 'decoder' has no output '${gone}', which fills the cache`);
+    }
   });
 
   test('the validator refuses an output pointing at a tensor of another dtype or rank', () => {

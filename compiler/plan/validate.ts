@@ -69,7 +69,8 @@ function validateFargs(p: PlanProgram, bad: (m: string) => never): void {
  * The outputs translation reads (runtime/decode): a seq2seq plan (encoder + decoder_with_past) has the encoder's
  * float last_hidden_state [batch, length, width] and, from each decoder graph, float logits [batch, tokens, vocab] or a
  * top-k plan's topk_logprobs (float) and topk_ids (int64) of the same [batch, tokens, k]. A plan missing one, or whose
- * output points at a tensor of another dtype, rank or vocabulary width, is refused here instead of failing every line.
+ * output points at a tensor of another dtype, rank or vocabulary width, is refused here instead of failing every line;
+ * so is a first decoder step without the present.X output that fills each cache decoder_with_past reads.
  */
 function validateTranslationOutputs(h: PlanHeader, bad: (m: string) => never): void {
   const program = (g: string) => h.programs.find((p) => p.graph === g);
@@ -106,6 +107,17 @@ function validateTranslationOutputs(h: PlanHeader, bad: (m: string) => never): v
     const width = logits && constant(p!, logits.dims[2]!);
     if (logits && vocab !== undefined && width !== undefined && width !== vocab) bad(`program '${g}' output 'logits' points at tensor '${logits.name}' of width ${width}, not the vocabulary (${vocab})`);
     if (ids && lp && ids.dims.join() !== lp.dims.join()) bad(`program '${g}' outputs '${TOPK_IDS_OUTPUT}' and '${TOPK_LOGPROBS_OUTPUT}' differ in shape`);
+  }
+  // every cache a decoder step reads (kv_cache.X in place, or past_key_values.X) is filled from the first step's present.X
+  const first = program('decoder')!;
+  for (const i of program('decoder_with_past')!.inputs) {
+    const m = /^(?:kv_cache|past_key_values)\.(.+)$/.exec(i.name);
+    if (!m) continue;
+    const present = `present.${m[1]}`;
+    const io = first.outputs.find((o) => o.name === present);
+    if (!io) bad(`program 'decoder' has no output '${present}', which fills the cache '${i.name}' that 'decoder_with_past' reads (its outputs: ${names(first)})`);
+    const t = first.tensors[io!.tensor]!;
+    if (!FLOATS.includes(t.dtype) || t.dims.length !== 4) bad(`program 'decoder' output '${present}' points at tensor ${io!.tensor} ('${t.name}'), which is not a float [batch, heads, length, head size] tensor (dtype code ${t.dtype}, rank ${t.dims.length})`);
   }
 }
 
