@@ -17,19 +17,10 @@ import { tensorFrom } from '../runtime/tensor.ts';
 import { DEFAULTS, makeModel } from '../scripts/make-model/generate.ts';
 import { NEEDS_NATIVE, skipSuite } from './helpers/skip.ts';
 
+import { rng } from '../scripts/fuzz/mutate.ts';
+
 const PlanMsg = protobuf.loadSync(path.join(REPO_ROOT, 'compiler', 'plan', 'plan.proto')).lookupType('planc.Plan');
 
-/** Deterministic PRNG (mulberry32) so a failing mutation can be replayed. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 if (!nativeAvailable()) {
   skipSuite(test, NEEDS_NATIVE, [

@@ -4,7 +4,7 @@
 
 export type Rng = () => number;
 
-/** mulberry32: a small, fast, seedable PRNG (the same as test/plan-fuzz.test.ts). */
+/** mulberry32: a small, fast, seedable PRNG (test/plan-fuzz.test.ts uses it too). */
 export function rng(seed: number): Rng {
   let a = seed >>> 0;
   return () => {
