@@ -46,8 +46,8 @@ if (!nativeAvailable()) {
       unfused = planFor(model, 'es-en-unfused.plan', false);
     });
     for (const g of GRAPHS) {
-      test(`es-en ${g}: native CPU plan (fused) matches onnxruntime within ${TOL}`, () => checkGraph(plan, g, cases[g]!, TOL, 8));
-      test(`es-en ${g}: native CPU plan (no fusion) matches onnxruntime within ${TOL}`, () => checkGraph(unfused, g, cases[g]!, TOL, 8));
+      test(`es-en ${g}: native CPU plan (fused) matches onnxruntime within ${TOL}`, async () => await checkGraph(plan, g, cases[g]!, TOL, 8));
+      test(`es-en ${g}: native CPU plan (no fusion) matches onnxruntime within ${TOL}`, async () => await checkGraph(unfused, g, cases[g]!, TOL, 8));
     }
     test.after(() => { plan?.close(); unfused?.close(); });
   } else {
@@ -63,7 +63,7 @@ if (!nativeAvailable()) {
     const cases = await seq2seqCases(model.sources, [[5, 77, 1234, 40000, 9, 0], [300, 58000, 0]]);
     const plan = planFor(model, 'opus-base.plan');
     try {
-      for (const g of GRAPHS) checkGraph(plan, g, cases[g]!, TOL, 8);
+      for (const g of GRAPHS) await checkGraph(plan, g, cases[g]!, TOL, 8);
     } finally {
       plan.close();
     }

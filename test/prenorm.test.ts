@@ -148,11 +148,11 @@ if (!nativeAvailable()) {
     return seq.reduce((a, tok, j) => a + (j === MAX_LEN - 1 && C.forcedEosId !== undefined ? 0 : lp[j]![tok]!), 0);
   }
 
-  test(`fused pre-norm graphs (logits kept) and unfused ones match onnxruntime within ${TOL}`, () => {
+  test(`fused pre-norm graphs (logits kept) and unfused ones match onnxruntime within ${TOL}`, async () => {
     for (const [name, m] of [['fused', runPipeline(model)], ['unfused', model]] as const) {
       const p = toPlan(buildPlan(m, profile), `prenorm-${name}.plan`);
       try {
-        for (const g of GRAPHS) checkGraph(p, g, cases[g]!, TOL, 8);
+        for (const g of GRAPHS) await checkGraph(p, g, cases[g]!, TOL, 8);
       } finally {
         p.close();
       }

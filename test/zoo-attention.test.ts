@@ -71,7 +71,7 @@ if (!zoo || !fs.existsSync(zoo)) {
       const cases = await seq2seqCases(model.sources, [0, 5, 11, 18].map((i) => ref.src_ids[i]!), d.decoderStartId ?? 0, d.padId ?? 0);
       const plan = loadPlanBytes(encodePlan(built.header, built.blob), `${family}.plan`);
       try {
-        for (const g of GRAPHS) checkGraph(plan, g, cases[g]!, TOL, 8);
+        for (const g of GRAPHS) await checkGraph(plan, g, cases[g]!, TOL, 8);
       } finally {
         plan.close();
       }

@@ -73,7 +73,7 @@ function checkTopK(plan: Plan, graph: string, c: GraphCase): GraphCase {
       assert.ok(Math.abs(got - (row[ids.nums[r * k + t]!]! - lse)) < tol, `${graph}: row ${r} top ${t}: id ${ids.nums[r * k + t]} is not onnxruntime's`);
     }
   }
-  return { feeds: c.feeds, expected: { ...rest, [TOPK_LOGPROBS_OUTPUT]: values, [TOPK_IDS_OUTPUT]: ids } };
+  return { ...c, expected: { ...rest, [TOPK_LOGPROBS_OUTPUT]: values, [TOPK_IDS_OUTPUT]: ids } };
 }
 
 if (!zoo || !fs.existsSync(zoo)) {
@@ -118,7 +118,7 @@ if (!zoo || !fs.existsSync(zoo)) {
       const cases = await seq2seqCases(model.sources, [0, 5, 11, 18].map((i) => ref.src_ids[i]!), d.decoderStartId ?? 0, d.padId ?? 0);
       const plan = loadPlanBytes(encodePlan(built.header, built.blob), `${family}.plan`);
       try {
-        for (const g of GRAPHS) checkGraph(plan, g, g === 'encoder' ? cases[g]! : checkTopK(plan, g, cases[g]!), TOL, 8);
+        for (const g of GRAPHS) await checkGraph(plan, g, g === 'encoder' ? cases[g]! : checkTopK(plan, g, cases[g]!), TOL, 8);
       } finally {
         plan.close();
       }
