@@ -20,16 +20,19 @@ export interface GraphTimings { calls: Timing[]; run: Timing }
  */
 export interface MeasureOptions { warmup: number; runs: number; rounds?: number }
 
-/** Feeds for a graph at a point: token ids inside any vocabulary of ≥ 64 ids, full masks, the past length, small floats. */
+/** Feeds for a graph at a point: token ids spread over the plan's vocabulary, full masks, the past length, small floats. */
 export function syntheticFeeds(plan: Plan, graph: string, pt: OperatingPoint): Record<string, RtTensor> {
   const max = plan.header.profile.symbolMax;
+  // ids 4..62 where the vocabulary has them (past the usual special ids), else every id of a smaller one
+  const vocab = plan.header.decoding.vocabSize || 64;
+  const [first, span] = vocab >= 64 ? [4, 59] : [0, vocab];
   const feeds: Record<string, RtTensor> = {};
   for (const io of plan.inputs(graph)) {
     const dims = io.dims.map((d) => (/^\d+$/.test(d) ? Number(d) : /batch/.test(d) ? pt.batch : /cache_capacity/.test(d) ? max[d] ?? pt.past + 1
       : /past/.test(d) ? pt.past : /encoder/.test(d) ? pt.srcLen : /decoder_sequence/.test(d) ? 1 : Math.min(max[d] ?? 1, pt.srcLen)));
     const n = dims.reduce((x, y) => x * y, 1);
     if (io.dtype === 'int64') {
-      const v = /input_ids/.test(io.name) ? (i: number) => BigInt(4 + ((i * 37) % 59)) : /past/.test(io.name) ? () => BigInt(pt.past) : () => 1n;
+      const v = /input_ids/.test(io.name) ? (i: number) => BigInt(first + ((i * 37) % span)) : /past/.test(io.name) ? () => BigInt(pt.past) : () => 1n;
       feeds[io.name] = { dtype: 'int64', dims, data: BigInt64Array.from({ length: n }, (_, i) => v(i)) };
     } else if (io.dtype === 'uint8' || io.dtype === 'bool') {
       feeds[io.name] = { dtype: io.dtype, dims, data: new Uint8Array(n).fill(1) } as RtTensor;

@@ -79,15 +79,17 @@ native('stale and foreign entries are never used: measured anew and reported', a
   // the cache holds this version's entries: under another version each is stale, none is used
   const s = (await tuned({ plancVersion: '0.0.0-other' })).tuning!;
   assert.is(s.hits, 0);
-  // every call key is stale; only end-to-end confirmation keys (one per graph and the translation check, naming the choices) may be plain misses
-  assert.ok(s.stale.length >= 3 && s.misses - s.stale.length <= cold.header.programs.length + 1, `stale: ${s.stale.length} of ${s.misses}`);
+  // every call key is stale; only end-to-end confirmation keys, naming the choices, may be plain misses: per graph its
+  // set of choices and, after a regression (machine noise can make one), its largest gain alone; and the translation check
+  const confirmKeys = 2 * cold.header.programs.length + 1;
+  assert.ok(s.stale.length >= 3 && s.misses - s.stale.length <= confirmKeys, `stale: ${s.stale.length} of ${s.misses}`);
   assert.match(s.stale[0]!, new RegExp(`\\(planc ${cold.header.plancVersion.replace(/\./g, '\\.')}\\+native\\.${nativeBuildId()}\\)$`));
   assert.ok(s.measurements >= 2, 'measured anew');
   // another device's entries: foreign, not used
   const dev = { ...thisDevice(), id: 'another-machine' };
   const f = (await tuned({ device: dev })).tuning!;
   assert.is(f.hits, 0);
-  assert.ok(f.foreign.length >= 3 && f.misses - f.foreign.length <= cold.header.programs.length + 1, `foreign: ${f.foreign.length} of ${f.misses}`);
+  assert.ok(f.foreign.length >= 3 && f.misses - f.foreign.length <= confirmKeys, `foreign: ${f.foreign.length} of ${f.misses}`);
   assert.match(f.foreign[0]!, /\(device [0-9a-f]{16}\)$/);
   // this version and device still hit
   assert.is((await tuned()).tuning!.misses, 0);
@@ -160,5 +162,14 @@ test('created: SOURCE_DATE_EPOCH gives the timestamp, else none', () => {
   assert.throws(() => createdStamp({ SOURCE_DATE_EPOCH: 'yesterday' }), /SOURCE_DATE_EPOCH/);
 });
 
+native('a vocabulary under 64 ids: the tuner feeds ids inside it (fuzz cli case 36 of seed 26: E405 from report)', async () => {
+  const small = path.join(tmp, 'small-vocab');
+  makeModel({ arch: 'marian', d: 32, encoderLayers: 1, decoderLayers: 1, heads: 2, ffn: 64, vocab: 40, maxPos: 32, activation: 'relu', seed: 6, out: small });
+  const c = await compile(importSeq2SeqDir(small), { target: 'cpu', ...PROFILE, topk: 4, tune: { cacheFile: path.join(tmp, 'small-cache.json'), runs: 1, warmup: 0 } });
+  assert.is(c.header.decoding.vocabSize, 40);
+  assert.ok(c.tuning!.measurements >= 1, 'the tuner ran the graphs');
+});
+
 test.after(() => fs.rmSync(tmp, { recursive: true, force: true }));
+
 test.run();
