@@ -1,7 +1,7 @@
 // `planc translate PLAN [-i IN] [-o OUT] [options]`: streams lines through a plan; translations in input order as they are ready.
 import * as fs from 'node:fs';
 import { PlancError } from '../compiler/diagnostics.ts';
-import { validateDecodingOptions, type DecodingOptions } from '../runtime/decode/options.ts';
+import { earlyStoppingOf, validateDecodingOptions, type DecodingOptions } from '../runtime/decode/options.ts';
 import { STRATEGIES } from '../runtime/decode/strategy.ts';
 import { planDefaults, tooLong, translateIds, type TranslationResult } from '../runtime/decode/translate-ids.ts';
 import { loadPlan, type Plan } from '../runtime/plan.ts';
@@ -24,14 +24,16 @@ export const TRANSLATE: CommandSpec = {
     output: { kind: 'string', short: 'o', value: 'FILE', help: 'write the translations to FILE instead of standard output (its folder must exist)' },
     strategy: { kind: 'string', value: 'NAME', help: `decoding strategy: ${['auto', ...STRATEGIES.keys()].join(', ')} (default auto: greedy for beam 1, else beam; pj/pgj/hgj give greedy's output by parallel Jacobi steps on a --step-tokens plan)` },
     'jacobi-block': { kind: 'number', value: 'N', help: 'block size of the pgj and hgj strategies: tokens one decoder step refines (default 3)' },
-    beam: { kind: 'number', value: 'N', help: "beam size, 1 = greedy (default: the plan's num_beams, else 1; at least --n-best)" },
-    'n-best': { kind: 'number', value: 'N', help: 'print the N best translations of each line in the n-best format below (implies --scores; the beam is widened to N when --beam is not given)' },
+    beam: { kind: 'number', value: 'N', help: "generate()'s num_beams: beam size, 1 = greedy (default: the plan's num_beams, else 1; at least --n-best)" },
+    'early-stopping': { kind: 'string', value: 'true|false|never', help: "generate()'s early_stopping: when beam search is done with a sentence: true = once it has --beam finished hypotheses; false = once no running beam, scored at its current length, can beat the worst of them; never = the same scored at --max-length when --length-penalty > 0 (default: the plan's early_stopping, else false)" },
+    'n-best': { kind: 'number', value: 'N', help: 'generate()\'s num_return_sequences: print the N best translations of each line in the n-best format below (implies --scores; the beam is widened to N when --beam is not given)' },
     scores: { kind: 'boolean', help: 'print each translation\'s score after it: TEXT ||| SCORE (see below)' },
-    'length-penalty': { kind: 'number', value: 'X', help: 'length penalty alpha in [0, 10]: a hypothesis scores (sum of its token log-probs) / length^alpha; 0 = raw sum (default 1)' },
-    'max-length': { kind: 'number', value: 'N', help: "cap on generated tokens per sentence (default: the plan's max_new_tokens, else 256; always within the plan's --max-tgt-len)" },
+    'length-penalty': { kind: 'number', value: 'X', help: "generate()'s length_penalty: alpha in [-10, 10]; a finished hypothesis scores (sum of its token log-probs) / length^alpha, length counting its eos; 0 = raw sum (default: the plan's length_penalty, else 1)" },
+    'max-length': { kind: 'number', value: 'N', help: "generate()'s max_new_tokens: cap on generated tokens per sentence, its eos included (default: the plan's max_new_tokens, or max_length - 1, else 256; always within the plan's --max-tgt-len)" },
+    'min-new-tokens': { kind: 'number', value: 'N', help: "generate()'s min_new_tokens: no eos before N generated tokens (default: the plan's min_new_tokens or min_length - 1, else 0)" },
     batch: { kind: 'number', value: 'N', help: "sentences per batch (default 32, capped by the plan's --max-batch / beam)" },
     'batch-tokens': { kind: 'number', value: 'N', help: 'cut batches by tokens instead: sentences × longest source ≤ N (a longer sentence goes alone); default off' },
-    'target-lang': { kind: 'string', value: 'CODE', help: "force this target language token (its name in the plan's tokenizer: en_XX, __en__, eng_Latn, ...) as the first generated token" },
+    'target-lang': { kind: 'string', value: 'CODE', help: "replaces generate()'s forced_bos_token_id: force this target language token (its name in the plan's tokenizer: en_XX, __en__, eng_Latn, ...) as the first generated token" },
     truncate: { kind: 'boolean', help: "cut sources over the plan's --max-src-len to fit (keeping their final eos) instead of failing those lines" },
     ids: { kind: 'boolean', help: 'input and output lines are token ids, space-separated integers, taken verbatim (no tokenizer needed)' },
     ddgviz: { kind: 'string', value: 'FILE', help: 'also write the DDGviz page of the run (parallel Jacobi strategies only: --strategy pj, pgj or hgj) to FILE' },
@@ -39,7 +41,7 @@ export const TRANSLATE: CommandSpec = {
     threads: THREADS_OPTION,
     device: { kind: 'string', value: 'sim', help: 'sim: run a cuda plan on the emulated CUDA device (native/cudasim, on the CPU: slow, for checking kernels; as PLANC_DEVICE=sim)' },
   },
-  notes: `Output formats. By default each input line gives one line: its translation. With --scores: TEXT ||| SCORE, where SCORE is the hypothesis' length-penalized log-probability (see --length-penalty; higher is better; a failed line gives -inf). With --n-best N (Marian's n-best format): up to N lines per input line, best first, each
+  notes: `Output formats. By default each input line gives one line: its translation. With --scores: TEXT ||| SCORE, where SCORE is the hypothesis' length-penalized log-probability (generate()'s sequences_scores; see --length-penalty; higher is better; a failed line gives -inf). With --n-best N (Marian's n-best format): up to N lines per input line, best first, each
   INDEX ||| TEXT ||| SCORE
 where INDEX is the input line's number counting from 0; a failed or empty line gives one line with an empty text. With --ids, TEXT is the output token ids, space-separated.
 Only --n-best changes the number of output lines; otherwise the output has exactly as many lines as the input.`,
@@ -79,6 +81,8 @@ function decodingOptions(flags: Parsed['flags'], plan: Plan, format: OutputForma
   } else if (format.nBest > 1) o.beamSize = Math.max(format.nBest, planDefaults(plan).beamSize ?? 1);
   if (flags['length-penalty'] !== undefined) o.lengthPenalty = flags['length-penalty'] as number;
   if (flags['max-length'] !== undefined) o.maxLength = flags['max-length'] as number;
+  if (flags['min-new-tokens'] !== undefined) o.minNewTokens = flags['min-new-tokens'] as number;
+  if (flags['early-stopping'] !== undefined) o.earlyStopping = earlyStoppingFlag(String(flags['early-stopping']));
   if (flags.batch !== undefined) o.batchSize = flags.batch as number;
   if (flags['batch-tokens'] !== undefined) o.batchTokens = flags['batch-tokens'] as number;
   if (flags['target-lang'] !== undefined) o.targetLang = String(flags['target-lang']);
@@ -86,6 +90,12 @@ function decodingOptions(flags: Parsed['flags'], plan: Plan, format: OutputForma
   if (format.scores) o.returnScores = true;
   if (format.nBest > 0) o.returnAlternatives = format.nBest;
   return o;
+}
+
+/** --early-stopping's value: true, false or never (generate()'s early_stopping), else PLANC_E301. */
+function earlyStoppingFlag(v: string): boolean | 'never' {
+  if (v === 'true' || v === 'false' || v === 'never') return earlyStoppingOf(v);
+  throw new PlancError('PLANC_E301', `--early-stopping ${v}: it must be true, false or never`);
 }
 
 /** One input line's outcome: its result, or the error it failed with alone. */

@@ -86,6 +86,21 @@ export interface DecodingFacts {
   beginSuppressTokens?: number[];
   /** bad_words_ids (the protobuf shape): one id bans it every step; a sequence bans its last id after the rest. */
   badWords?: { ids: number[] }[];
+  /** early_stopping, as text: 'true' (done at num_beams finished), 'false' (done when no running beam can win at its
+   * current length) or 'never' (... at the maximum length, for a positive length penalty). */
+  earlyStopping?: 'true' | 'false' | 'never';
+  /** length_penalty: a finished hypothesis scores (sum of its log-probs) / length^length_penalty. */
+  lengthPenalty?: number;
+  /** num_return_sequences: the hypotheses returned per source. */
+  numReturnSequences?: number;
+  /** min_length: counts the decoder start token (so eos is banned before min_length - 1 new tokens). */
+  minLength?: number;
+  /** min_new_tokens: eos is banned before this many new tokens. */
+  minNewTokens?: number;
+  /** no_repeat_ngram_size: no n-gram of this size occurs twice in a hypothesis. */
+  noRepeatNgramSize?: number;
+  /** repetition_penalty: CTRL's penalty on the logits of tokens already generated (1 = none). */
+  repetitionPenalty?: number;
   /** Not from the config: the most new tokens one decoder_with_past step takes (`planc optimize --step-tokens`; absent = 1). */
   stepTokens?: number;
 }

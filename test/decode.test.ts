@@ -42,7 +42,10 @@ test('validateDecodingOptions: defaults and errors naming the option and its ran
   assert.equal(o.beamSize, 1);
   assert.equal(o.sortByLength, true);
   assert.is(thrown(() => validateDecodingOptions({ beamSize: 0 })), 'PLANC_E405: bad decoding option: beamSize = 0; it must be an integer in [1, 64]');
-  assert.is(thrown(() => validateDecodingOptions({ lengthPenalty: -1 })), 'PLANC_E405: bad decoding option: lengthPenalty = -1; it must be a number in [0, 10]');
+  assert.is(thrown(() => validateDecodingOptions({ lengthPenalty: -11 })), 'PLANC_E405: bad decoding option: lengthPenalty = -11; it must be a number in [-10, 10]');
+  assert.is(thrown(() => validateDecodingOptions({ earlyStopping: 'always' as never })), 'PLANC_E405: bad decoding option: earlyStopping = "always"; it must be true, false or \'never\'');
+  assert.is(thrown(() => validateDecodingOptions({ minNewTokens: -1 })), 'PLANC_E405: bad decoding option: minNewTokens = -1; it must be an integer in [0, 65536]');
+  assert.equal([o.earlyStopping, o.lengthPenalty, o.minNewTokens], [false, 1, 0], "generate()'s defaults");
   assert.is(thrown(() => validateDecodingOptions({ batchSize: 2.5 })), 'PLANC_E405: bad decoding option: batchSize = 2.5; it must be an integer in [1, 65536]');
   assert.is(thrown(() => validateDecodingOptions({ beamSize: 2, returnAlternatives: 3 })), 'PLANC_E405: bad decoding option: returnAlternatives = 3; it must be in [0, beamSize = 2]');
   assert.is(thrown(() => validateDecodingOptions({ sortByLength: 'yes' as unknown as boolean })), 'PLANC_E405: bad decoding option: sortByLength = "yes"; it must be true or false');

@@ -186,10 +186,17 @@ function validateDecoding(h: PlanHeader, bad: (m: string) => never, count: (w: s
   for (const k of ['eosIds', 'suppressTokens', 'beginSuppressTokens'] as const) tokens(k, d[k]);
   count('decoding badWords', d.badWords?.length ?? 0);
   d.badWords?.forEach((w, i) => { if (!w.ids?.length) bad(`decoding badWords ${i} is empty`); tokens('badWords', w.ids); });
-  for (const k of ['vocabSize', 'maxLength', 'maxNewTokens', 'numBeams', 'stepTokens'] as const) {
+  for (const k of ['vocabSize', 'maxLength', 'maxNewTokens', 'numBeams', 'stepTokens', 'numReturnSequences'] as const) {
     const v = d[k];
     if (v !== undefined && !(Number.isSafeInteger(v) && v >= 1)) bad(`decoding ${k} ${v} is not a positive integer`);
   }
+  for (const k of ['minLength', 'minNewTokens', 'noRepeatNgramSize'] as const) {
+    const v = d[k];
+    if (v !== undefined && !(Number.isSafeInteger(v) && v >= 0)) bad(`decoding ${k} ${v} is not an integer ≥ 0`);
+  }
+  if (d.earlyStopping !== undefined && !['true', 'false', 'never'].includes(d.earlyStopping)) bad(`decoding earlyStopping '${String(d.earlyStopping)}' is not true, false or never`);
+  if (d.lengthPenalty !== undefined && !Number.isFinite(d.lengthPenalty)) bad(`decoding lengthPenalty ${d.lengthPenalty} is not a finite number`);
+  if (d.repetitionPenalty !== undefined && !(d.repetitionPenalty > 0 && Number.isFinite(d.repetitionPenalty))) bad(`decoding repetitionPenalty ${d.repetitionPenalty} is not a number > 0`);
 }
 
 function validateTokenizer(h: PlanHeader, bad: (m: string) => never): void {

@@ -17,6 +17,8 @@ export interface Conventions extends DecodeIds {
   beginSuppressTokens?: number[];
   /** bad_words_ids: [t] bans t every step; [a, b, t] bans t right after a, b (the decoder start counts as history). */
   badWords?: number[][];
+  /** Every eos id is banned before this many generated tokens (min_new_tokens; min_length - 1). */
+  minNewTokens?: number;
 }
 
 /** A plan's (or a model's) conventions, with the given start/eos/pad ids or its own (pad defaults to the eos). */
@@ -47,6 +49,7 @@ export class DecodingRules {
   private readonly sequences: number[][];
   private readonly begin: number[];
   private readonly beginStep: number;
+  private readonly minNew: number;
   /** The most tokens banned at any one step (an upper bound). */
   readonly maxBanned: number;
 
@@ -59,7 +62,8 @@ export class DecodingRules {
     this.sequences = words.filter((w) => w.length > 1);
     this.begin = c.beginSuppressTokens ?? [];
     this.beginStep = c.forcedBosId === undefined ? 0 : 1;
-    this.maxBanned = this.always.size + this.sequences.length + this.begin.length;
+    this.minNew = c.minNewTokens ?? 0;
+    this.maxBanned = this.always.size + this.sequences.length + this.begin.length + (this.minNew > 0 ? this.eos.size : 0);
   }
 
   isEos(tok: number): boolean {
@@ -78,6 +82,7 @@ export class DecodingRules {
     const at = (h: number) => (h === 0 ? this.c.startId : generated[h - 1]!); // h indexes [start, ...generated]
     let extra: number[] | undefined;
     if (step === this.beginStep && this.begin.length) extra = [...this.begin];
+    if (step < this.minNew) (extra ??= []).push(...this.eos);
     for (const w of this.sequences) {
       const p = w.length - 1;
       if (p > step + 1) continue;

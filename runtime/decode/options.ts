@@ -31,13 +31,29 @@ export interface DecodingOptions {
   /** The constant added in the ratio cap. Default 10. Range [0, 65536]. */
   maxLengthConstant: number;
   /**
-   * Length penalty alpha, the SIMPLE form: a hypothesis' score is (sum of token log-probs) / length^alpha, where length
-   * counts the generated tokens including the eos when present. 0 = raw log-prob sum. Default 1 (mean log-prob). Range [0, 10].
+   * Length penalty alpha (generate()'s length_penalty): a finished hypothesis' score is (sum of token log-probs) /
+   * length^alpha, where length counts the generated tokens including the eos when present. 0 = raw log-prob sum; a
+   * negative alpha favours shorter outputs. Default: the plan's length_penalty, else 1 (mean log-prob). Range [-10, 10].
    */
   lengthPenalty: number;
+  /**
+   * When beam search is done with a sentence (generate()'s early_stopping, runtime/decode/beam-rules.ts):
+   * true = as soon as it has beamSize finished hypotheses; false = when the best running beam, scored at its current
+   * length, cannot beat the worst of beamSize finished ones; 'never' = the same with the best running beam scored at
+   * the maximum length when lengthPenalty > 0 (canonical beam search). Default: the plan's early_stopping, else false.
+   */
+  earlyStopping: boolean | 'never';
+  /**
+   * No eos before this many generated tokens (generate()'s min_new_tokens; a plan's min_length counts the decoder start
+   * token, so it gives min_length - 1). Default: from the plan, else 0. Range [0, 65536].
+   */
+  minNewTokens: number;
   /** Return each result's score (length-penalized log-prob, as above). Default false. */
   returnScores: boolean;
-  /** Return this many best hypotheses (the best first) as `alternatives`; 0 = none. Default 0. Range [0, beamSize]. */
+  /**
+   * Return this many best hypotheses (the best first) as `alternatives` (generate()'s num_return_sequences, in its order
+   * and with its sequences_scores); 0 = none. Default 0. Range [0, beamSize].
+   */
   returnAlternatives: number;
   /** Sentences per batch (before × beamSize). Default 32; capped by the plan's maxBatch / beamSize. Range [1, 65536]. */
   batchSize: number;
@@ -68,6 +84,8 @@ export const DEFAULT_DECODING_OPTIONS: Readonly<DecodingOptions> = Object.freeze
   maxLengthRatio: 0,
   maxLengthConstant: 10,
   lengthPenalty: 1,
+  earlyStopping: false,
+  minNewTokens: 0,
   returnScores: false,
   returnAlternatives: 0,
   batchSize: 32,
@@ -78,7 +96,7 @@ export const DEFAULT_DECODING_OPTIONS: Readonly<DecodingOptions> = Object.freeze
   jacobiTrace: undefined,
 });
 
-type NumKey = 'jacobiBlock' | 'beamSize' | 'maxLength' | 'maxLengthRatio' | 'maxLengthConstant' | 'lengthPenalty' | 'returnAlternatives' | 'batchSize' | 'batchTokens';
+type NumKey = 'jacobiBlock' | 'beamSize' | 'maxLength' | 'maxLengthRatio' | 'maxLengthConstant' | 'lengthPenalty' | 'minNewTokens' | 'returnAlternatives' | 'batchSize' | 'batchTokens';
 
 /** Numeric options: [min, max, integer?]. */
 const RANGES: Record<NumKey, [number, number, boolean]> = {
@@ -87,7 +105,8 @@ const RANGES: Record<NumKey, [number, number, boolean]> = {
   maxLength: [1, 65536, true],
   maxLengthRatio: [0, 100, false],
   maxLengthConstant: [0, 65536, true],
-  lengthPenalty: [0, 10, false],
+  lengthPenalty: [-10, 10, false],
+  minNewTokens: [0, 65536, true],
   returnAlternatives: [0, 64, true],
   batchSize: [1, 65536, true],
   batchTokens: [0, 2 ** 24, true],
@@ -129,6 +148,7 @@ export function validateDecodingOptions(partial: Partial<DecodingOptions> = {}, 
   checkBoolean('returnScores', o.returnScores);
   checkBoolean('sortByLength', o.sortByLength);
   checkBoolean('truncate', o.truncate);
+  if (o.earlyStopping !== true && o.earlyStopping !== false && o.earlyStopping !== 'never') badOption('earlyStopping', o.earlyStopping, "true, false or 'never'");
   if (typeof o.strategy !== 'string') badOption('strategy', o.strategy, 'a strategy name such as greedy or beam');
   if (typeof o.targetLang !== 'string') badOption('targetLang', o.targetLang, 'a token name such as en_XX');
   if (o.jacobiTrace !== undefined && typeof o.jacobiTrace !== 'function') bad('jacobiTrace must be a function (one trace per sentence) or undefined');
@@ -143,7 +163,12 @@ export function maxLengthFor(o: DecodingOptions, srcLen: number, planCap: number
   return Math.max(1, cap);
 }
 
-/** The simple length penalty: score / length^alpha. */
+/** generate()'s length penalty: score / length^alpha. */
 export function penalized(logProbSum: number, length: number, alpha: number): number {
   return alpha === 0 ? logProbSum : logProbSum / Math.pow(Math.max(1, length), alpha);
+}
+
+/** early_stopping as a generation config spells it ('true', 'false', 'never') → the option's value. */
+export function earlyStoppingOf(text: string): boolean | 'never' {
+  return text === 'never' ? 'never' : text === 'true';
 }

@@ -47,10 +47,10 @@ const GREEDY: DecodingStrategy = {
 
 const BEAM: DecodingStrategy = {
   name: 'beam',
-  summary: 'beam search with beamSize beams per sentence (fairseq finishing rule, length penalty)',
+  summary: "beam search with beamSize beams per sentence (generate()'s rules: early_stopping, length_penalty)",
   check() {},
   topkNeeded: (rules, o) => rules.topkNeeded(o.beamSize),
-  decode: ({ plan, sources, maxLens, rules, options }) => beamSteps(plan, sources, maxLens, rules, options.beamSize, options.lengthPenalty),
+  decode: ({ plan, sources, maxLens, rules, options }) => beamSteps(plan, sources, maxLens, rules, { k: options.beamSize, alpha: options.lengthPenalty, earlyStopping: options.earlyStopping }),
 };
 
 /** Every strategy by name. */

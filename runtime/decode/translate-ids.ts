@@ -9,7 +9,7 @@ import type { Hypothesis } from './greedy.ts';
 import { runYielding } from './steps.ts';
 import { strategyFor, type DecodingStrategy } from './strategy.ts';
 import type { DecodeIds } from './step-runner.ts';
-import { maxLengthFor, penalized, validateDecodingOptions, type DecodingOptions } from './options.ts';
+import { earlyStoppingOf, maxLengthFor, penalized, validateDecodingOptions, type DecodingOptions } from './options.ts';
 
 export interface TranslationResult {
   /** Output ids without the start token and without the eos. */
@@ -42,10 +42,14 @@ export function decodeIds(plan: Plan): DecodeIds {
   return { startId: decoderStartId, eosId, padId: padId ?? eosId };
 }
 
-/** The plan's decoding conventions; targetLang (a token name in the plan's tokenizer) replaces its forced bos. */
-export async function planRules(plan: Plan, targetLang = ''): Promise<DecodingRules> {
+/**
+ * The plan's decoding conventions; targetLang (a token name in the plan's tokenizer) replaces its forced bos, and eos
+ * is banned before minNewTokens tokens.
+ */
+export async function planRules(plan: Plan, targetLang = '', minNewTokens = 0): Promise<DecodingRules> {
   const c = conventionsOf(plan.header.decoding, decodeIds(plan));
   if (targetLang) c.forcedBosId = await languageId(plan, targetLang);
+  if (minNewTokens > 0) c.minNewTokens = minNewTokens;
   return new DecodingRules(c);
 }
 
@@ -63,11 +67,18 @@ async function languageId(plan: Plan, lang: string): Promise<number> {
   throw new PlancError('PLANC_E409', `unknown target language '${lang}' (--target-lang / targetLang): plan ${plan.source}'s tokenizer has no such token${langs.length ? `; its language tokens: ${langs.slice(0, 20).join(', ')}${langs.length > 20 ? `, ... (${langs.length})` : ''}` : ''}`);
 }
 
-/** The decoding defaults the plan's generation config gives: num_beams and max_new_tokens (clamped to the options' ranges). */
+/**
+ * The decoding defaults the plan's generation config gives: num_beams, max_new_tokens, early_stopping, length_penalty
+ * and min_length / min_new_tokens (clamped to the options' ranges).
+ */
 export function planDefaults(plan: Plan): Partial<DecodingOptions> {
   const d = plan.header.decoding;
   const out: Partial<DecodingOptions> = {};
   if (d.numBeams !== undefined) out.beamSize = Math.min(64, d.numBeams);
+  if (d.earlyStopping) out.earlyStopping = earlyStoppingOf(d.earlyStopping);
+  if (d.lengthPenalty !== undefined) out.lengthPenalty = Math.max(-10, Math.min(10, d.lengthPenalty));
+  const minNew = Math.max(d.minNewTokens ?? 0, (d.minLength ?? 0) - 1);
+  if (minNew > 0) out.minNewTokens = Math.min(65536, minNew);
   const max = maxNewTokensOf(d);
   if (max !== undefined) out.maxLength = Math.min(65536, max);
   return out;
@@ -107,7 +118,7 @@ export async function prepareDecoding(plan: Plan, options: Partial<DecodingOptio
   const strategy = strategyFor(o);
   strategy.checkPlan?.(plan, o);
   sentencesPerBatch(o, plan.header.profile.maxBatch);  // the beams fit the plan's rows
-  const rules = await planRules(plan, o.targetLang);
+  const rules = await planRules(plan, o.targetLang, o.minNewTokens);
   checkTopk(plan, rules, strategy, o);
   return { o, strategy, rules };
 }
