@@ -15,6 +15,8 @@ const COMMANDS: Record<string, { line: string; load: () => Promise<Command> }> =
   tune: { line: 'tune a plan\'s kernel variants on this machine (a model is compiled first), with a persisted cache', load: async () => { const m = await import('./tune.ts'); return { spec: m.TUNE, run: m.runTune }; } },
   report: { line: 'write a plan\'s report: where time goes, tuning decisions, precision, vocabulary, memory (HTML or --json)', load: async () => { const m = await import('./report.ts'); return { spec: m.REPORT, run: m.runReport }; } },
   serve: { line: 'serve plans over HTTP with continuous batching across requests (JSON or streamed answers, metrics)', load: async () => { const m = await import('./serve.ts'); return { spec: m.SERVE, run: m.runServe }; } },
+  worker: { line: 'translate jobs from a BullMQ queue on Redis (scale-out: one worker per machine, any number of machines)', load: async () => { const m = await import('./worker.ts'); return { spec: m.WORKER, run: m.runWorker }; } },
+  submit: { line: 'translate a text file through the workers of a queue, in order, resumable after an interruption', load: async () => { const m = await import('./submit.ts'); return { spec: m.SUBMIT, run: m.runSubmit }; } },
   inspect: { line: 'describe a model or a plan: graphs, I/O, ops, weights; for plans: arena and kernels', load: async () => { const m = await import('./inspect.ts'); return { spec: m.INSPECT, run: m.runInspect }; } },
 };
 

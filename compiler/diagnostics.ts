@@ -51,6 +51,8 @@ export const CODES = {
   PLANC_E705: 'unknown model',
   PLANC_E706: 'missing or wrong API key',
   PLANC_E707: 'internal server error',
+  PLANC_E708: 'Redis unusable (bad URL, unreachable, wrong password)',
+  PLANC_E709: 'queue job failed or not found',
   // internal: a compile step broke an invariant (a planc bug, not the model's fault)
   PLANC_E901: 'internal error: a program pass left an inconsistent program',
 } as const;

@@ -29,6 +29,18 @@ if [ ! -x /usr/bin/chromium ]; then
   fi
 fi
 
+# Debian's redis-server for the job queue's tests (test/queue.test.ts starts private ones; planc worker / submit need
+# one somewhere): apt only when missing, and only as root; without it those tests skip (in CI they fail).
+if ! command -v redis-server >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "installing redis-server"
+    apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends redis-server
+    # the package starts a system instance on 6379; planc's tests use their own on free ports
+  else
+    echo "warning: redis-server missing and cannot be installed here (not root or no apt-get); the queue tests will skip"
+  fi
+fi
+
 # onnxruntime-node's install script would download CUDA binaries: package.json's allowScripts denies it (npm ≥ 11),
 # and ONNXRUNTIME_NODE_INSTALL=skip (read by the script itself) covers older npm
 ONNXRUNTIME_NODE_INSTALL=skip npm ci --no-audit --no-fund

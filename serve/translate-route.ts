@@ -4,19 +4,17 @@ import { PassThrough } from 'node:stream';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { PlancError } from '../compiler/diagnostics.ts';
 import type { DecodingOptions } from '../runtime/decode/options.ts';
-import type { SentenceOutcome } from '../runtime/decode/scheduler.ts';
 import { planDefaults, prepareDecoding } from '../runtime/decode/translate-ids.ts';
-import { sourceIds } from '../runtime/translate.ts';
-import { errorBody, publicMessage, requestError } from './errors.ts';
+import { errorBody, requestError } from './errors.ts';
 import type { ServeMetrics } from './metrics.ts';
 import type { ServedModel } from './models.ts';
+import { translateTexts, type AnswerFacts, type Translation } from './translate-texts.ts';
+
+export type { Translation };
 
 /** What a client may ask (serve/schemas.ts OPTIONS_SCHEMA; validated there). */
 export interface ClientOptions { beam?: number; maxLength?: number; nBest?: number; scores?: boolean; targetLang?: string; truncate?: boolean; strategy?: string }
 export interface TranslateBody { text: string | string[]; model?: string; options?: ClientOptions }
-
-/** One sentence's answer. */
-export type Translation = { text: string; tokens: number; score?: number; nBest?: { text: string; score: number }[] } | { error: { code: string; message: string } };
 
 export interface RouteLimits { maxQueue: number; maxSentences: number; timeoutMs: number }
 
@@ -68,39 +66,19 @@ export function translateHandler(models: Map<string, ServedModel>, metrics: Serv
       reply.header('retry-after', '1');
       throw new PlancError('PLANC_E702', `the queue of model '${m.name}' is full (${m.scheduler.queued} sentences waiting, at most ${limits.maxQueue}: --max-queue); retry later`);
     }
-    // tokenize: a sentence the tokenizer cannot take fails alone
-    const max = options.truncate === true ? m.plan.header.profile.maxSrcLen : undefined;
-    const sources: number[][] = [];
-    const at: number[] = [];
-    const early: SentenceOutcome[] = [];
-    texts.forEach((t, i) => {
-      try {
-        sources.push(sourceIds(m.tokenizer, t, max));
-        at.push(i);
-      } catch (e) {
-        early.push({ index: i, error: e as Error });
-      }
-    });
     const abort = new AbortController();
     const timer = setTimeout(() => abort.abort(), limits.timeoutMs);
     reply.raw.on('close', () => { if (!reply.raw.writableFinished) abort.abort(); });
-    const answer = (o: SentenceOutcome): Translation => {
-      const index = o.index;
-      if (o.error) {
-        const code = o.error instanceof PlancError ? o.error.code : 'PLANC_E707';
-        metrics.sentences.inc({ model: m.name, status: code === 'PLANC_E704' ? 'cancelled' : 'error' });
-        metrics.errors.inc({ code });
-        if (!(o.error instanceof PlancError)) request.log.error({ err: o.error, index }, 'sentence failed with an internal error');
-        return { error: { code, message: publicMessage(o.error, m) } };
+    const count = (index: number, _t: Translation, f: AnswerFacts) => {
+      if (f.code) {
+        metrics.sentences.inc({ model: m.name, status: f.code === 'PLANC_E704' ? 'cancelled' : 'error' });
+        metrics.errors.inc({ code: f.code });
+        if (f.internal) request.log.error({ err: f.internal, index }, 'sentence failed with an internal error');
+        return;
       }
-      const r = o.result;
       metrics.sentences.inc({ model: m.name, status: 'ok' });
-      metrics.sourceTokens.inc({ model: m.name }, sources[at.indexOf(index)]?.length ?? 0);
-      metrics.targetTokens.inc({ model: m.name }, r.ids.length);
-      const t: Translation = { text: m.tokenizer.decode(r.ids), tokens: r.ids.length };
-      if (r.score !== undefined) t.score = r.score;
-      if (r.alternatives) t.nBest = r.alternatives.map((a) => ({ text: m.tokenizer.decode(a.ids), score: a.score }));
-      return t;
+      metrics.sourceTokens.inc({ model: m.name }, f.sourceTokens);
+      metrics.targetTokens.inc({ model: m.name }, f.targetTokens);
     };
     const kind = streamKind(request.headers.accept);
     const done = () => {
@@ -111,12 +89,11 @@ export function translateHandler(models: Map<string, ServedModel>, metrics: Serv
       await prepareDecoding(m.plan, options); // bad options fail the whole request before the stream starts
       const out = new PassThrough();
       const write = (obj: object) => out.write(kind === 'sse' ? `data: ${JSON.stringify(obj)}\n\n` : `${JSON.stringify(obj)}\n`);
-      const onOutcome = (o: SentenceOutcome) => write({ index: o.index, ...answer(o) });
       out.on('close', () => abort.abort());
       reply.header('content-type', kind === 'sse' ? 'text/event-stream' : 'application/x-ndjson').header('cache-control', 'no-cache');
-      early.forEach((o) => onOutcome(o));
-      const finished = sources.length === 0 ? Promise.resolve([]) : m.scheduler.submit(sources, options, {
-        signal: abort.signal, onOutcome: (o) => onOutcome({ ...o, index: at[o.index]! } as SentenceOutcome),
+      const finished = translateTexts(m, texts, options, {
+        signal: abort.signal,
+        onAnswer: (index, t, f) => { count(index, t, f); write({ index, ...t }); },
       });
       finished.then(() => write({ done: true }), (e: unknown) => write({ error: errorBody(requestError(e), m).error })).finally(() => {
         out.end();
@@ -125,11 +102,8 @@ export function translateHandler(models: Map<string, ServedModel>, metrics: Serv
       return reply.send(out);
     }
     try {
-      const outcomes = sources.length === 0 ? [] : await m.scheduler.submit(sources, options, { signal: abort.signal });
+      const translations = await translateTexts(m, texts, options, { signal: abort.signal, onAnswer: count });
       if (abort.signal.aborted && !reply.raw.destroyed) throw new PlancError('PLANC_E704', `the request passed its deadline of ${limits.timeoutMs} ms (--timeout-ms) before every sentence was translated`);
-      const all: SentenceOutcome[] = [...early, ...outcomes.map((o) => ({ ...o, index: at[o.index]! }) as SentenceOutcome)];
-      const translations = new Array<Translation>(texts.length);
-      for (const o of all) translations[o.index] = answer(o);
       return { translations };
     } finally {
       done();
