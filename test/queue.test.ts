@@ -153,6 +153,7 @@ if (missing && !(process.env.CI && missing !== NEEDS_NATIVE)) {
       workers.push(await startWorker(redis.url));
     }
     const r = await run;
+    const queueSeconds = (Date.now() - t0) / 1000;
     assert.is(r.status, 0, r.stderr);
     assert.ok(kills >= 3 && redisRestarts === 1, `kills ${kills}, Redis restarts ${redisRestarts} (the run ended before the faults)`);
     const lines = fs.readFileSync(out, 'utf8').split('\n');
@@ -160,7 +161,9 @@ if (missing && !(process.env.CI && missing !== NEEDS_NATIVE)) {
     assert.is(lines.length, sentences.length);
     const plan = await loadPlan(planFile);
     try {
+      const t1 = Date.now();
       const offline = await translate(plan, sentences, { batchSize: 32 });
+      console.log(`  ${sentences.length} lines through the queue in ${queueSeconds.toFixed(0)} s (${kills} workers killed, Redis restarted ${redisRestarts}); offline translate ${((Date.now() - t1) / 1000).toFixed(0)} s`);
       const diff = offline.findIndex((t, i) => t !== lines[i]);
       assert.is(diff, -1, `line ${diff + 1}: queue '${lines[diff]}' vs offline '${offline[diff]}'`);
     } finally {

@@ -72,15 +72,17 @@ export async function submitLines(lines: string[], o: SubmitOptions, onLine: (in
   const connection = redisOptions(o.redis);
   const redis = new Redis(connection);
   redis.on('error', () => {});
-  const model = await pickModel(redis, o);
-  const queue = new Queue(queueName(o.queue, model), { connection });
-  queue.on('error', () => {}); // reconnects by itself; calls wait for it
+  let queue: Queue | undefined;
   try {
+    const model = await pickModel(redis, o);
+    const q = new Queue(queueName(o.queue, model), { connection });
+    queue = q;
+    q.on('error', () => {}); // reconnects by itself; calls wait for it
     const chunks: TranslateJob[] = [];
     for (let i = 0; i < lines.length; i += o.jobLines) chunks.push({ model, texts: lines.slice(i, i + o.jobLines), ...(o.options ? { options: o.options } : {}) });
     const ids = chunks.map(jobId);
     let reused = 0;
-    const existing = await Promise.all(ids.map((id) => Job.fromId(queue, id)));
+    const existing = await Promise.all(ids.map((id) => Job.fromId(q, id)));
     const toAdd = chunks.map((data, k) => ({ data, k })).filter(({ k }) => {
       const e = existing[k];
       if (e && answers(e, chunks[k]!.texts.length) && !e.failedReason) { reused++; return false; }
@@ -91,7 +93,7 @@ export async function submitLines(lines: string[], o: SubmitOptions, onLine: (in
       const e = existing[k];
       if (e?.failedReason && /^PLANC_E707|^(?!PLANC_E)/.test(e.failedReason)) await e.retry('failed').catch(() => {});
     }
-    await queue.addBulk(toAdd.map(({ data, k }) => ({
+    await q.addBulk(toAdd.map(({ data, k }) => ({
       name: 'translate', data,
       opts: { jobId: ids[k]!, attempts: 3, backoff: { type: 'exponential', delay: 1000 }, removeOnComplete: { age: 7 * 86400 }, removeOnFail: { age: 7 * 86400 } },
     })));
@@ -103,10 +105,10 @@ export async function submitLines(lines: string[], o: SubmitOptions, onLine: (in
     while (next < chunks.length) {
       const pending: number[] = [];
       for (let k = next; k < Math.min(chunks.length, next + window); k++) if (!ready.has(k)) pending.push(k);
-      const jobs = await Promise.all(pending.map((k) => Job.fromId(queue, ids[k]!)));
+      const jobs = await Promise.all(pending.map((k) => Job.fromId(q, ids[k]!)));
       pending.forEach((k, i) => {
         const job = jobs[i];
-        if (!job) throw new PlancError('PLANC_E709', `job ${ids[k]} (lines ${k * o.jobLines + 1}-${k * o.jobLines + chunks[k]!.texts.length}) is gone from queue '${queue.name}' (removed, or Redis lost it)`);
+        if (!job) throw new PlancError('PLANC_E709', `job ${ids[k]} (lines ${k * o.jobLines + 1}-${k * o.jobLines + chunks[k]!.texts.length}) is gone from queue '${q.name}' (removed, or Redis lost it)`);
         const a = answers(job, chunks[k]!.texts.length);
         if (a) { ready.set(k, a); done++; }
       });
@@ -122,7 +124,7 @@ export async function submitLines(lines: string[], o: SubmitOptions, onLine: (in
     }
     return { jobs: chunks.length, reused };
   } finally {
-    await queue.close();
+    await queue?.close();
     redis.disconnect();
   }
 }
