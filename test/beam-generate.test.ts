@@ -30,6 +30,7 @@ if (families.length === 0 || !nativeAvailable()) {
     ...(families.length ? families : ['<family>']).flatMap((f) => [
       `${f}: the reference beam search over onnxruntime reproduces generate_beam.json (20/20)`,
       `${f}: planc beam with the generation config equals generate_beam.json (20/20), one at a time and at batch 8`,
+      `${f}: no_repeat_ngram_size and repetition_penalty: planc (a --topk 0 plan) equals the reference`,
     ]),
     'generation_config early_stopping, length_penalty, min_length reach the plan (inspect) and the defaults; CLI flags override them',
   ]);
@@ -88,6 +89,28 @@ if (families.length === 0 || !nativeAvailable()) {
       assert.is(agree('planc one at a time', one.map(asHyp), gen.ids, gen.scores), ref.src_ids.length);
       const batched = await translateIds(plan, ref.src_ids, { ...o, batchSize: 8, sortByLength: false });
       assert.is(agree('planc batch 8 (mixed lengths)', batched.map(asHyp), gen.ids, gen.scores), ref.src_ids.length);
+    });
+
+    test(`${family}: no_repeat_ngram_size and repetition_penalty: planc (a --topk 0 plan) equals the reference`, async () => {
+      const planFile = path.join(tmp, `${family}-logits.plan`);
+      const r = planc(['optimize', dir, '-o', planFile, '--topk', '0', '--quiet']);
+      assert.is(r.status, 0, r.stderr);
+      const full = await loadPlan(planFile);
+      plans.push(full);
+      const srcs = ref.src_ids.slice(0, 5);
+      // on the top-k plan: greedy refuses a repetition penalty before decoding; beam is exact or refuses the step
+      await translateIds(plan, srcs, { beamSize: 1, repetitionPenalty: 1.2 }).then(() => assert.unreachable('greedy with a penalty on a top-k plan'), (e: Error) => assert.match(e.message, /PLANC_E405: repetition_penalty 1.2 with greedy decoding acts on the logits .* optimize with --topk 0/));
+      await translateIds(plan, srcs, { beamSize: 3, maxLength: 12, repetitionPenalty: 1.5, batchSize: 1 }).then(
+        async (got) => { for (let i = 0; i < srcs.length; i++) assert.equal(got[i]!.ids, (await beamDecodeOne(runner, srcs[i]!, { ...base, beamSize: 3, maxLength: 12, repetitionPenalty: 1.5 }))[0]!.ids); },
+        (e: Error) => assert.match(e.message, /PLANC_E405: repetition_penalty 1.5: this step's 6 best tokens are not certain among the \d+ the plan keeps; optimize with a larger --topk, or --topk 0/));
+      for (const proc of [{ noRepeatNgramSize: 2 }, { repetitionPenalty: 1.5 }, { noRepeatNgramSize: 3, repetitionPenalty: 0.8 }]) {
+        const got = await translateIds(full, srcs, { beamSize: 3, maxLength: 12, returnScores: true, batchSize: 1, ...proc });
+        for (let i = 0; i < srcs.length; i++) {
+          const want = (await beamDecodeOne(runner, srcs[i]!, { ...base, beamSize: 3, maxLength: 12, ...proc }))[0]!;
+          assert.equal(got[i]!.ids, want.ids, `${JSON.stringify(proc)} sentence ${i}`);
+          assert.ok(Math.abs(got[i]!.score! - want.score) < 1e-3, `${JSON.stringify(proc)} sentence ${i}: ${got[i]!.score} vs ${want.score}`);
+        }
+      }
     });
 
     test.after(async () => { for (const s of sessions) await s.release(); });

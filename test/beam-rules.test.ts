@@ -36,7 +36,8 @@ function plancSearch(next: (p: readonly number[]) => Float32Array, o: BeamOption
     const out: Record<string, RtTensor> = { logits: { dtype: 'float32', dims: [s.live.length, 1, V], data } };
     const cands: Cand[] = forced !== undefined
       ? s.live.map((x) => ({ score: x.logProb, row: x.row, tok: forced })).sort(byScore)
-      : topCandidates(out, s.live.map((x) => x.row), s.live.map((x) => x.logProb), rules.candidates(b.k), s.live.map((x) => rules.banned(x.ids)));
+      : topCandidates(out, s.live.map((x) => x.row), s.live.map((x) => x.logProb), rules.candidates(b.k), s.live.map((x) => rules.banned(x.ids)),
+        rules.penalty, s.live.map((x) => rules.seen(x.ids)));
     advance(s, cands, new Map(s.live.map((x) => [x.row, x])), b, (tok) => rules.isEos(tok), t, o.maxLength);
   }
   return s.finished;
@@ -51,7 +52,7 @@ function referenceSearch(next: (p: readonly number[]) => Float32Array, o: BeamOp
 }
 
 for (const earlyStopping of [true, false, 'never'] as const) {
-  test(`early_stopping ${earlyStopping}: planc's beam search equals the reference on 150 synthetic searches (k 2-4, penalties, forced tokens, min_new_tokens, two eos ids)`, async () => {
+  test(`early_stopping ${earlyStopping}: planc's beam search equals the reference on 150 synthetic searches (k 2-4, length and repetition penalties, forced tokens, min_new_tokens, no_repeat_ngram_size, bad words, two eos ids)`, async () => {
     const pick = rng(earlyStopping === true ? 1 : earlyStopping === false ? 2 : 3);
     const choose = <T>(xs: readonly T[]): T => xs[Math.floor(pick() * xs.length)]!;
     let longer = 0;
@@ -62,6 +63,7 @@ for (const earlyStopping of [true, false, 'never'] as const) {
         beamSize: choose([2, 3, 4]), maxLength: choose([3, 6, 9, 14]), lengthPenalty: choose([1, 1, 0, 2, -0.5]), earlyStopping,
         ...(pick() < 0.3 ? { forcedBosId: 5 } : {}), ...(pick() < 0.3 ? { forcedEosId: 0 } : {}),
         ...(pick() < 0.3 ? { minNewTokens: 2 } : {}), ...(pick() < 0.2 ? { badWords: [[7], [3, 4]] } : {}),
+        ...(pick() < 0.3 ? { noRepeatNgramSize: choose([1, 2, 3]) } : {}), ...(pick() < 0.3 ? { repetitionPenalty: choose([1.3, 0.7]) } : {}),
       };
       const next = model(i * 7919 + 13, eosIds);
       const want = await referenceSearch(next, o);
@@ -74,6 +76,28 @@ for (const earlyStopping of [true, false, 'never'] as const) {
     assert.ok(longer > 30, `the cases end at varied lengths (${longer})`);
   });
 }
+
+/** transformers' _get_ngrams / _calc_banned_ngram_tokens over input_ids = [start, ...generated], transliterated. */
+function bannedNgrams(n: number, inputIds: number[]): number[] {
+  const curLen = inputIds.length;
+  if (curLen + 1 < n) return [];
+  const ngrams = new Map<string, number[]>();
+  for (let i = 0; i + n <= inputIds.length; i++) {
+    const key = inputIds.slice(i, i + n - 1).join();
+    ngrams.set(key, [...(ngrams.get(key) ?? []), inputIds[i + n - 1]!]);
+  }
+  return ngrams.get(inputIds.slice(curLen + 1 - n, curLen).join()) ?? [];
+}
+
+test('no_repeat_ngram_size bans what NoRepeatNGramLogitsProcessor bans (the decoder start counts), at every n and step', () => {
+  const r = rng(5);
+  for (let c = 0; c < 400; c++) {
+    const n = 1 + Math.floor(r() * 4);
+    const gen = Array.from({ length: Math.floor(r() * 12) }, () => Math.floor(r() * 4));
+    const rules = new DecodingRules({ startId: 3, eosId: 0, padId: 3, noRepeatNgramSize: n });
+    assert.equal([...rules.banned(gen)].sort(), [...new Set(bannedNgrams(n, [3, ...gen]))].sort(), `n ${n} after ${gen.join(' ')}`);
+  }
+});
 
 test('the rules decide differently: true stops at k finished, false and never search on while a running beam can win', async () => {
   // a case where the three rules give three different best hypotheses (found by scanning seeds)

@@ -113,6 +113,10 @@ export async function beamSearch(next: NextLogits, o: BeamOptions): Promise<Beam
     const acc = new Float64Array(k * vocab);
     running.forEach((b, beam) => {
       const lp = logSoftmaxRow(logits, beam);
+      // RepetitionPenaltyLogitsProcessor on the log-probs, over input_ids = [start, ...seq]; then the bans
+      if (o.repetitionPenalty !== undefined && o.repetitionPenalty !== 1) {
+        for (const tok of new Set([o.startId, ...b.seq])) lp[tok] = lp[tok]! < 0 ? lp[tok]! * o.repetitionPenalty : lp[tok]! / o.repetitionPenalty;
+      }
       for (const tok of rules.banned(b.seq)) lp[tok] = -Infinity;
       const forced = rules.forced(t, last);
       if (forced !== undefined) { lp.fill(-Infinity); lp[forced] = 0; }

@@ -4,18 +4,19 @@ import type { RtTensor } from '../tensor.ts';
 import type { DecodingRules } from './conventions.ts';
 import { advance, byScore, newSearch, type BeamRules, type Cand, type Search } from './beam-rules.ts';
 import type { Hypothesis } from './greedy.ts';
-import { rowTop } from './scores.ts';
+import { penalizedTop, rowTop } from './scores.ts';
 import { StepRunner } from './step-runner.ts';
 import { runToEnd, type Steps } from './steps.ts';
 
 /**
  * The best `n` candidates over the rows `rows` (scores = beam sum + log-softmax), best first, none of row j's
- * `banned[j]` tokens. Each row's own n best allowed tokens suffice.
+ * `banned[j]` tokens; with a repetition penalty p ≠ 1, row j's `seen[j]` tokens have their log-probs penalized first
+ * (generate()'s order: repetition penalty, then bans). Each row's own n best allowed tokens suffice.
  */
-export function topCandidates(out: Record<string, RtTensor>, rows: number[], sums: number[], n: number, banned: ReadonlySet<number>[]): Cand[] {
+export function topCandidates(out: Record<string, RtTensor>, rows: number[], sums: number[], n: number, banned: ReadonlySet<number>[], p = 1, seen: ReadonlySet<number>[] = []): Cand[] {
   const all: Cand[] = [];
   rows.forEach((r, j) => {
-    const top = rowTop(out, r, n, banned[j]);
+    const top = p === 1 ? rowTop(out, r, n, banned[j]) : penalizedTop(out, r, n, banned[j]!, seen[j]!, p);
     top.ids.forEach((tok, k) => all.push({ score: sums[j]! + top.logProbs[k]!, row: r, tok }));
   });
   return all.sort(byScore).slice(0, n);
@@ -64,7 +65,8 @@ export function* beamSteps(plan: Plan, sources: number[][], maxLens: number[], r
         const forced = rules.forced(t, last);
         const cands = forced !== undefined
           ? s.live.map((x) => ({ score: x.logProb, row: x.row, tok: forced })).sort(byScore)
-          : topCandidates(runner.out, s.live.map((x) => x.row), s.live.map((x) => x.logProb), rules.candidates(k), s.live.map((x) => rules.banned(x.ids)));
+          : topCandidates(runner.out, s.live.map((x) => x.row), s.live.map((x) => x.logProb), rules.candidates(k), s.live.map((x) => rules.banned(x.ids)),
+            rules.penalty, rules.penalty === 1 ? [] : s.live.map((x) => rules.seen(x.ids)));
         advance(s, cands, new Map(s.live.map((x) => [x.row, x])), b, isEos, t, maxLens[i]!);
       });
       const { origin, sentence, tokens } = nextRows(searches);

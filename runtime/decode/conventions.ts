@@ -19,6 +19,10 @@ export interface Conventions extends DecodeIds {
   badWords?: number[][];
   /** Every eos id is banned before this many generated tokens (min_new_tokens; min_length - 1). */
   minNewTokens?: number;
+  /** no_repeat_ngram_size n: a token that would repeat an n-gram of [start, ...generated] is banned. */
+  noRepeatNgramSize?: number;
+  /** repetition_penalty: the scores of the decoder start and generated tokens × p when negative, else ÷ p (1 = none). */
+  repetitionPenalty?: number;
 }
 
 /** A plan's (or a model's) conventions, with the given start/eos/pad ids or its own (pad defaults to the eos). */
@@ -50,7 +54,11 @@ export class DecodingRules {
   private readonly begin: number[];
   private readonly beginStep: number;
   private readonly minNew: number;
-  /** The most tokens banned at any one step (an upper bound). */
+  /**
+   * The most tokens banned at any one step (an upper bound), without no_repeat_ngram_size's bans, which grow with the
+   * output: a top-k plan is exact for them while a row's k best hold the candidates besides them, and a step where
+   * they do not is an error naming the --topk needed (scores.ts positionTop).
+   */
   readonly maxBanned: number;
 
   constructor(readonly c: Conventions) {
@@ -64,6 +72,16 @@ export class DecodingRules {
     this.beginStep = c.forcedBosId === undefined ? 0 : 1;
     this.minNew = c.minNewTokens ?? 0;
     this.maxBanned = this.always.size + this.sequences.length + this.begin.length + (this.minNew > 0 ? this.eos.size : 0);
+  }
+
+  /** generate()'s repetition_penalty (1 = none). */
+  get penalty(): number {
+    return this.c.repetitionPenalty ?? 1;
+  }
+
+  /** The tokens the repetition penalty applies to after `generated`: the decoder start and the generated ones. */
+  seen(generated: readonly number[]): ReadonlySet<number> {
+    return new Set([this.c.startId, ...generated]);
   }
 
   isEos(tok: number): boolean {
@@ -83,6 +101,18 @@ export class DecodingRules {
     let extra: number[] | undefined;
     if (step === this.beginStep && this.begin.length) extra = [...this.begin];
     if (step < this.minNew) (extra ??= []).push(...this.eos);
+    const n = this.c.noRepeatNgramSize ?? 0;
+    if (n > 0 && step + 2 >= n) {
+      // generate()'s NoRepeatNGramLogitsProcessor over h = [start, ...generated]: the n-grams whose first n - 1 tokens
+      // are h's last n - 1 ban their last token
+      const h = [this.c.startId, ...generated];
+      const L = h.length;
+      for (let i = 0; i + n <= L; i++) {
+        let match = true;
+        for (let j = 0; j < n - 1 && match; j++) match = h[i + j] === h[L + 1 - n + j];
+        if (match) (extra ??= []).push(h[i + n - 1]!);
+      }
+    }
     for (const w of this.sequences) {
       const p = w.length - 1;
       if (p > step + 1) continue;

@@ -2,7 +2,7 @@
 import type { Plan } from '../plan.ts';
 import type { RtTensor } from '../tensor.ts';
 import type { DecodingRules } from './conventions.ts';
-import { rowBest } from './scores.ts';
+import { penalizedBest, rowBest } from './scores.ts';
 import { StepRunner } from './step-runner.ts';
 import { runToEnd, type Steps } from './steps.ts';
 
@@ -53,7 +53,9 @@ export function* greedySteps(plan: Plan, sources: number[][], maxLens: number[],
         const last = t + 1 >= maxLens[i]!;
         const forced = rules.forced(t, last);
         const { tok, logProb } = forced !== undefined ? { tok: forced, logProb: 0 }
-          : pick ? { tok: pick(runner.out, r, i, rules.banned(h.ids)), logProb: 0 } : rowBest(runner.out, r, scores, rules.banned(h.ids));
+          : pick ? { tok: pick(runner.out, r, i, rules.banned(h.ids)), logProb: 0 }
+          : rules.penalty !== 1 ? penalizedBest(runner.out, r, scores, rules.banned(h.ids), rules.seen(h.ids), rules.penalty)
+          : rowBest(runner.out, r, scores, rules.banned(h.ids));
         h.logProb += logProb;
         h.length++;
         const eos = rules.isEos(tok);

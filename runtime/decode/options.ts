@@ -48,6 +48,18 @@ export interface DecodingOptions {
    * token, so it gives min_length - 1). Default: from the plan, else 0. Range [0, 65536].
    */
   minNewTokens: number;
+  /**
+   * generate()'s no_repeat_ngram_size n: no n-gram occurs twice in [decoder start, ...output] (a token that would repeat
+   * one is banned); 0 = off. Default: the plan's, else 0. Range [0, 65536].
+   */
+  noRepeatNgramSize: number;
+  /**
+   * generate()'s repetition_penalty p: the scores of the decoder start and the tokens so far are × p when negative,
+   * else ÷ p (beam search: the log-probs; greedy: the logits, so it needs a plan made with --topk 0); 1 = off. Beam
+   * search on a top-k plan is exact where the plan's k shows it (else that step is an error naming the fix). Not
+   * with the Jacobi strategies. Default: the plan's, else 1. Range [0.01, 100].
+   */
+  repetitionPenalty: number;
   /** Return each result's score (length-penalized log-prob, as above). Default false. */
   returnScores: boolean;
   /**
@@ -86,6 +98,8 @@ export const DEFAULT_DECODING_OPTIONS: Readonly<DecodingOptions> = Object.freeze
   lengthPenalty: 1,
   earlyStopping: false,
   minNewTokens: 0,
+  noRepeatNgramSize: 0,
+  repetitionPenalty: 1,
   returnScores: false,
   returnAlternatives: 0,
   batchSize: 32,
@@ -96,7 +110,7 @@ export const DEFAULT_DECODING_OPTIONS: Readonly<DecodingOptions> = Object.freeze
   jacobiTrace: undefined,
 });
 
-type NumKey = 'jacobiBlock' | 'beamSize' | 'maxLength' | 'maxLengthRatio' | 'maxLengthConstant' | 'lengthPenalty' | 'minNewTokens' | 'returnAlternatives' | 'batchSize' | 'batchTokens';
+type NumKey = 'jacobiBlock' | 'beamSize' | 'maxLength' | 'maxLengthRatio' | 'maxLengthConstant' | 'lengthPenalty' | 'minNewTokens' | 'noRepeatNgramSize' | 'repetitionPenalty' | 'returnAlternatives' | 'batchSize' | 'batchTokens';
 
 /** Numeric options: [min, max, integer?]. */
 const RANGES: Record<NumKey, [number, number, boolean]> = {
@@ -107,6 +121,8 @@ const RANGES: Record<NumKey, [number, number, boolean]> = {
   maxLengthConstant: [0, 65536, true],
   lengthPenalty: [-10, 10, false],
   minNewTokens: [0, 65536, true],
+  noRepeatNgramSize: [0, 65536, true],
+  repetitionPenalty: [0.01, 100, false],
   returnAlternatives: [0, 64, true],
   batchSize: [1, 65536, true],
   batchTokens: [0, 2 ** 24, true],

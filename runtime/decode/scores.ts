@@ -66,6 +66,67 @@ export function positionTop(out: Outputs, r: number, p: number, n: number, banne
   return { ids: best, logProbs: best.map((tok) => x[tok]! - lse) };
 }
 
+/** generate()'s repetition penalty on one score (RepetitionPenaltyLogitsProcessor): a negative one × p, else ÷ p. */
+export const repetitionPenalized = (x: number, p: number): number => (x < 0 ? x * p : x / p);
+
+/**
+ * rowTop under generate()'s repetition penalty p as beam search applies it: to the log-probs (after the log-softmax)
+ * of the `seen` tokens (the decoder start and the tokens so far), then bans; best first, ties to the lower id.
+ * From logits: exact. From a top-k plan: the tokens it left out have log-probs ≤ its k-th one, lpK, so none can beat
+ * max(lpK, penalized(lpK)) (a penalty below 1 lifts seen tokens); the picks are exact when the n-th is above that
+ * bound, and otherwise the step is an error naming the fix (a larger --topk, or --topk 0 to keep the logits).
+ */
+export function penalizedTop(out: Outputs, r: number, n: number, banned: ReadonlySet<number>, seen: ReadonlySet<number>, p: number): RowTop {
+  const cands: { tok: number; lp: number; v: number }[] = [];
+  const ids = out[TOPK_IDS_OUTPUT];
+  let bound = -Infinity;
+  if (ids) {
+    const [, t, k] = ids.dims as [number, number, number];
+    const base = (r * t + t - 1) * k;
+    const lp = out[TOPK_LOGPROBS_OUTPUT]!.data as Float32Array;
+    const id = ids.data as BigInt64Array;
+    for (let j = 0; j < k; j++) {
+      const tok = Number(id[base + j]!);
+      if (!banned.has(tok)) cands.push({ tok, lp: lp[base + j]!, v: seen.has(tok) ? repetitionPenalized(lp[base + j]!, p) : lp[base + j]! });
+    }
+    const lpK = lp[base + k - 1]!;
+    bound = Math.max(lpK, repetitionPenalized(lpK, p));
+  } else {
+    const logits = out.logits!;
+    const [, t, v] = logits.dims as [number, number, number];
+    const x = (logits.data as Float32Array).subarray((r * t + t - 1) * v, (r * t + t) * v);
+    const lse = logSumExp(x);
+    for (let tok = 0; tok < v; tok++) {
+      if (!banned.has(tok)) cands.push({ tok, lp: x[tok]! - lse, v: seen.has(tok) ? repetitionPenalized(x[tok]! - lse, p) : x[tok]! - lse });
+    }
+  }
+  cands.sort((a, b) => b.v - a.v || a.tok - b.tok);
+  const top = cands.slice(0, n);
+  if (ids && (top.length < n || !(top[n - 1]!.v > bound))) {
+    throw new PlancError('PLANC_E405', `repetition_penalty ${p}: this step's ${n} best tokens are not certain among the ${ids.dims[2]} the plan keeps; optimize with a larger --topk, or --topk 0 to keep the logits`);
+  }
+  return { ids: top.map((c) => c.tok), logProbs: top.map((c) => c.v) };
+}
+
+/**
+ * The best allowed token of row r under generate()'s repetition penalty p as greedy search applies it: to the raw
+ * logits of the `seen` tokens (needs a plan that keeps the logits); its log-prob is the unpenalized log-softmax one.
+ */
+export function penalizedBest(out: Outputs, r: number, withLogProb: boolean, banned: ReadonlySet<number>, seen: ReadonlySet<number>, p: number): { tok: number; logProb: number } {
+  const logits = out.logits;
+  if (!logits) throw new PlancError('PLANC_E405', `repetition_penalty ${p} with greedy decoding acts on the logits (as generate() does); this plan keeps only its top-k: optimize with --topk 0`);
+  const [, t, v] = logits.dims as [number, number, number];
+  const x = (logits.data as Float32Array).subarray((r * t + t - 1) * v, (r * t + t) * v);
+  let best = -1;
+  let bestV = -Infinity;
+  for (let k = 0; k < v; k++) {
+    if (banned.has(k)) continue;
+    const val = seen.has(k) ? repetitionPenalized(x[k]!, p) : x[k]!;
+    if (best < 0 || val > bestV) { best = k; bestV = val; }
+  }
+  return { tok: best, logProb: withLogProb ? x[best]! - logSumExp(x) : 0 };
+}
+
 /** The best allowed token of row r (at the last position); its log-prob only when asked (full logits make that a second pass). */
 export function rowBest(out: Outputs, r: number, withLogProb: boolean, banned: ReadonlySet<number> = NONE): { tok: number; logProb: number } {
   return positionBest(out, r, stepPositions(out) - 1, withLogProb, banned);

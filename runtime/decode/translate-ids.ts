@@ -43,13 +43,15 @@ export function decodeIds(plan: Plan): DecodeIds {
 }
 
 /**
- * The plan's decoding conventions; targetLang (a token name in the plan's tokenizer) replaces its forced bos, and eos
- * is banned before minNewTokens tokens.
+ * The plan's decoding conventions; targetLang (a token name in the plan's tokenizer) replaces its forced bos; the
+ * options' logits processors (min_new_tokens, no_repeat_ngram_size, repetition_penalty) join them.
  */
-export async function planRules(plan: Plan, targetLang = '', minNewTokens = 0): Promise<DecodingRules> {
+export async function planRules(plan: Plan, targetLang = '', o: Partial<Pick<DecodingOptions, 'minNewTokens' | 'noRepeatNgramSize' | 'repetitionPenalty'>> = {}): Promise<DecodingRules> {
   const c = conventionsOf(plan.header.decoding, decodeIds(plan));
   if (targetLang) c.forcedBosId = await languageId(plan, targetLang);
-  if (minNewTokens > 0) c.minNewTokens = minNewTokens;
+  if (o.minNewTokens) c.minNewTokens = o.minNewTokens;
+  if (o.noRepeatNgramSize) c.noRepeatNgramSize = o.noRepeatNgramSize;
+  if (o.repetitionPenalty !== undefined && o.repetitionPenalty !== 1) c.repetitionPenalty = o.repetitionPenalty;
   return new DecodingRules(c);
 }
 
@@ -68,8 +70,8 @@ async function languageId(plan: Plan, lang: string): Promise<number> {
 }
 
 /**
- * The decoding defaults the plan's generation config gives: num_beams, max_new_tokens, early_stopping, length_penalty
- * and min_length / min_new_tokens (clamped to the options' ranges).
+ * The decoding defaults the plan's generation config gives: num_beams, max_new_tokens, early_stopping, length_penalty,
+ * min_length / min_new_tokens, no_repeat_ngram_size and repetition_penalty (clamped to the options' ranges).
  */
 export function planDefaults(plan: Plan): Partial<DecodingOptions> {
   const d = plan.header.decoding;
@@ -79,6 +81,8 @@ export function planDefaults(plan: Plan): Partial<DecodingOptions> {
   if (d.lengthPenalty !== undefined) out.lengthPenalty = Math.max(-10, Math.min(10, d.lengthPenalty));
   const minNew = Math.max(d.minNewTokens ?? 0, (d.minLength ?? 0) - 1);
   if (minNew > 0) out.minNewTokens = Math.min(65536, minNew);
+  if (d.noRepeatNgramSize) out.noRepeatNgramSize = Math.min(65536, d.noRepeatNgramSize);
+  if (d.repetitionPenalty !== undefined) out.repetitionPenalty = Math.max(0.01, Math.min(100, d.repetitionPenalty));
   const max = maxNewTokensOf(d);
   if (max !== undefined) out.maxLength = Math.min(65536, max);
   return out;
@@ -118,7 +122,13 @@ export async function prepareDecoding(plan: Plan, options: Partial<DecodingOptio
   const strategy = strategyFor(o);
   strategy.checkPlan?.(plan, o);
   sentencesPerBatch(o, plan.header.profile.maxBatch);  // the beams fit the plan's rows
-  const rules = await planRules(plan, o.targetLang, o.minNewTokens);
+  const rules = await planRules(plan, o.targetLang, o);
+  if (o.repetitionPenalty !== 1 && strategy.name !== 'greedy' && strategy.name !== 'beam') {
+    throw new PlancError('PLANC_E405', `bad decoding option: repetitionPenalty = ${o.repetitionPenalty} works with strategy greedy or beam, not '${strategy.name}'`, {}, { option: 'repetitionPenalty', value: o.repetitionPenalty, expected: '1 with the Jacobi strategies' });
+  }
+  if (o.repetitionPenalty !== 1 && strategy.name === 'greedy' && plan.outputs('decoder_with_past').some((x) => x.name === TOPK_IDS_OUTPUT)) {
+    throw new PlancError('PLANC_E405', `repetition_penalty ${o.repetitionPenalty} with greedy decoding acts on the logits (as generate() does); plan ${plan.source} keeps only its top-k: optimize with --topk 0`);
+  }
   checkTopk(plan, rules, strategy, o);
   return { o, strategy, rules };
 }
