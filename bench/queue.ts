@@ -10,13 +10,14 @@ import { loadPlan } from '../runtime/plan.ts';
 import { translate } from '../runtime/translate.ts';
 import { RedisServer, redisMissing } from '../test/helpers/redis-server.ts';
 import { machineFacts } from './machine.ts';
+import { load, startServer, stopServer, type Level } from './serve.ts';
 
 const PLANC = path.join(REPO_ROOT, 'bin', 'planc.js');
 const JOB_LINES = 10;
 
-function startWorker(plan: string, url: string, queue: string, threads: number): Promise<ChildProcess> {
+function startWorker(plan: string, url: string, queue: string, threads: number, extra: string[] = []): Promise<ChildProcess> {
   return new Promise((resolve, reject) => {
-    const w = spawn(process.execPath, [PLANC, 'worker', plan, '--redis', url, '--queue', queue, '--threads', String(threads)], { stdio: ['ignore', 'ignore', 'pipe'] });
+    const w = spawn(process.execPath, [PLANC, 'worker', plan, '--redis', url, '--queue', queue, '--threads', String(threads), ...extra], { stdio: ['ignore', 'ignore', 'pipe'] });
     let err = '';
     w.stderr!.on('data', (d: Buffer) => { err += d.toString(); if (/from queue/.test(err)) resolve(w); });
     w.on('exit', (code) => { if (!/from queue/.test(err)) reject(new Error(`worker exited ${code}: ${err}`)); });
@@ -78,6 +79,26 @@ export async function benchQueue(): Promise<void> {
       runs.push({ workers: n, seconds, sentencesPerS: texts.length / seconds, vsOffline: offlineSeconds / seconds, identical });
       console.log(`  ${n} worker${n > 1 ? 's' : ''}: ${texts.length} sentences in ${seconds.toFixed(1)} s (${(texts.length / seconds).toFixed(1)} sent/s, ${(offlineSeconds / seconds).toFixed(2)}x offline); identical to offline ${identical}/${texts.length}`);
     }
+    // gateway + 1 worker against in-process planc serve, 32 closed-loop clients, one sentence a request
+    const at32: Record<string, Level> = {};
+    const inProcess = await startServer(planFile, []);
+    try {
+      at32.serve = (await load(inProcess.base, inProcess.child.pid!, texts, 32, 32)).level;
+    } finally {
+      await stopServer(inProcess.child);
+    }
+    // one-sentence jobs: the worker holds 64 at once so their rows can fill the batch as planc serve's do
+    const worker = await startWorker(planFile, redis.url, 'gateway', os.availableParallelism(), ['--concurrency', '64']);
+    const gateway = await startServer('', ['--redis', redis.url, '--queue', 'gateway']);
+    try {
+      at32.gateway = (await load(gateway.base, gateway.child.pid!, texts, 32, 32)).level;
+    } finally {
+      await stopServer(gateway.child);
+      worker.kill('SIGTERM');
+      await new Promise((r) => (worker.exitCode !== null ? r(0) : worker.once('exit', r)));
+    }
+    const gatewayOverhead = at32.serve!.sentencesPerS / at32.gateway!.sentencesPerS - 1;
+    console.log(`  32 clients: planc serve ${at32.serve!.sentencesPerS.toFixed(1)} sent/s (p50 ${at32.serve!.p50.toFixed(0)} ms); gateway + 1 worker ${at32.gateway!.sentencesPerS.toFixed(1)} sent/s (p50 ${at32.gateway!.p50.toFixed(0)} ms): the queue costs ${(gatewayOverhead * 100).toFixed(0)}% (goal ≤ 15%)`);
     const jobs = Math.ceil(texts.length / JOB_LINES);
     const overheadMsPerJob = ((runs[0]!.seconds - offlineSeconds) / jobs) * 1000;
     // paper estimate: W workers each as fast as one here, Redis serving jobs at the measured re-use rate
@@ -90,7 +111,7 @@ export async function benchQueue(): Promise<void> {
     fs.appendFileSync(file, `${JSON.stringify({
       bench: 'queue', model: 'es-en', plan: 'fp32, --max-batch 32, --max-tgt-len 64', sentences: texts.length, jobLines: JOB_LINES,
       offline: { seconds: offlineSeconds, sentencesPerS: texts.length / offlineSeconds }, runs, reuse: { seconds: reuseSeconds, jobs, jobsPerS: redisJobsPerS },
-      overheadMsPerJob, estimate, gateway: 'not measured: planc serve --redis (gateway mode) is not built yet', ...machineFacts(),
+      overheadMsPerJob, estimate, clients32: at32, gatewayOverhead, ...machineFacts(),
     })}\n`);
     console.log(`appended to ${path.relative(REPO_ROOT, file)}`);
   } finally {

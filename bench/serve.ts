@@ -17,7 +17,7 @@ const N = Number(process.env.PLANC_BENCH_SERVE_N ?? 1000);
 const LATENCY_N = Math.min(N, Number(process.env.PLANC_BENCH_SERVE_LATENCY_N ?? 200));
 const MAX_TGT = 64;
 
-interface Level { clients: number; sentences: number; seconds: number; sentencesPerS: number; p50: number; p90: number; p99: number; occupancy: number; meanRows: number; cpuSeconds: number }
+export interface Level { clients: number; sentences: number; seconds: number; sentencesPerS: number; p50: number; p90: number; p99: number; occupancy: number; meanRows: number; cpuSeconds: number }
 
 /** CPU seconds (user + system) a process has used, from /proc (0 where there is none). */
 function cpuSecondsOf(pid: number): number {
@@ -34,9 +34,9 @@ const pct = (xs: number[], p: number) => {
   return s[Math.min(s.length - 1, Math.floor(p * s.length))]!;
 };
 
-/** Starts `planc serve PLAN --port 0` and resolves with its base URL once it listens. */
-async function startServer(plan: string, extra: string[]): Promise<{ child: ChildProcess; base: string }> {
-  const child = spawn(process.execPath, [PLANC, 'serve', plan, '--port', '0', '--log-level', 'warn', ...extra], { stdio: ['ignore', 'ignore', 'pipe'] });
+/** Starts `planc serve PLAN --port 0` (no PLAN when plan is '': gateway mode) and resolves with its base URL once it listens. */
+export async function startServer(plan: string, extra: string[]): Promise<{ child: ChildProcess; base: string }> {
+  const child = spawn(process.execPath, [PLANC, 'serve', ...(plan ? [plan] : []), '--port', '0', '--log-level', 'warn', ...extra], { stdio: ['ignore', 'ignore', 'pipe'] });
   let err = '';
   child.stderr!.on('data', (d: Buffer) => { err += d.toString(); });
   for (let i = 0; i < 1200; i++) {
@@ -49,7 +49,7 @@ async function startServer(plan: string, extra: string[]): Promise<{ child: Chil
   throw new Error(`planc serve did not start: ${err}`);
 }
 
-async function stopServer(child: ChildProcess): Promise<void> {
+export async function stopServer(child: ChildProcess): Promise<void> {
   const done = new Promise((r) => child.once('exit', r));
   child.kill('SIGTERM');
   await done;
@@ -63,7 +63,7 @@ async function histogram(base: string, name: string): Promise<{ sum: number; cou
 }
 
 /** Closed loop: `clients` clients, each sending the next sentence as soon as its last one is answered. */
-async function load(base: string, pid: number, texts: string[], clients: number, maxRows: number): Promise<{ level: Level; answers: string[]; latencies: number[] }> {
+export async function load(base: string, pid: number, texts: string[], clients: number, maxRows: number): Promise<{ level: Level; answers: string[]; latencies: number[] }> {
   const answers = new Array<string>(texts.length);
   const latencies = new Array<number>(texts.length);
   const before = await histogram(base, 'planc_batch_occupancy');

@@ -2,14 +2,16 @@
 import { PlancError } from '../compiler/diagnostics.ts';
 import { loadPlan, type Plan } from '../runtime/plan.ts';
 import { readApiKeys } from '../serve/auth.ts';
+import { DEFAULT_QUEUE } from '../serve/queue/jobs.ts';
+import { safeUrl } from '../serve/queue/redis.ts';
 import { createServer } from '../serve/server.ts';
 import { intOption, parseArgs, type CommandSpec } from './args.ts';
 import { applyThreads, THREADS_OPTION } from './threads.ts';
 
 export const SERVE: CommandSpec = {
   name: 'serve',
-  args: 'PLAN [PLAN...]',
-  positional: [1, 64],
+  args: 'PLAN [PLAN...] | --redis URL',
+  positional: [0, 64],
   summary: 'Serves plans over HTTP: POST /v1/translate (JSON, or streamed as NDJSON / server-sent events), GET /v1/models, /health, /ready, /metrics (Prometheus), /openapi.json. Sentences of all requests share each plan\'s decoding loop (continuous batching: they start at the next decoder step and leave as soon as they end), and each gets the translation planc translate gives it. A model is named by its plan\'s file name without .plan. SIGTERM or SIGINT stops taking requests, finishes those in flight and exits 0.',
   options: {
     host: { kind: 'string', value: 'ADDR', help: 'listen address (default 127.0.0.1; any other needs --api-key-file)' },
@@ -23,6 +25,8 @@ export const SERVE: CommandSpec = {
     'no-continuous': { kind: 'boolean', help: 'decode every request alone, one after another (no batching across requests; for comparison)' },
     'api-key-file': { kind: 'string', value: 'FILE', help: 'API keys, one a line (at least 16 characters each): every route but /health and /ready then needs Authorization: Bearer KEY' },
     'log-level': { kind: 'string', value: 'LEVEL', help: 'JSON log level on standard output: fatal, error, warn, info (default), debug, trace, silent' },
+    redis: { kind: 'string', value: 'URL', help: 'gateway mode: no plans here; each request becomes a job for planc worker processes on this Redis (redis://[user:password@]host:port), answered when one finishes it; 503 while Redis is unreachable' },
+    queue: { kind: 'string', value: 'NAME', help: `gateway mode: the queue prefix the workers use (default ${DEFAULT_QUEUE})` },
     threads: THREADS_OPTION,
   },
   notes: `Example:
@@ -51,14 +55,18 @@ export async function runServe(argv: string[]): Promise<number> {
     continuous: flags['no-continuous'] !== true,
     apiKeys,
     logger: { level },
+    queue: flags.redis === undefined ? undefined : { redis: String(flags.redis), prefix: flags.queue === undefined ? DEFAULT_QUEUE : String(flags.queue) },
   };
+  if (!options.queue && positional.length === 0) throw new PlancError('PLANC_E301', 'planc serve needs at least one PLAN (or --redis URL: gateway mode, the workers hold the plans)');
+  if (options.queue && positional.length > 0) throw new PlancError('PLANC_E301', 'planc serve --redis (gateway mode) takes no PLAN: start planc worker PLAN --redis URL for each model');
   applyThreads(flags);
   const plans: Plan[] = [];
   try {
     for (const p of positional) plans.push(await loadPlan(p));
     const server = await createServer(plans, options);
     const address = await server.listen();
-    console.error(`planc serve: ${[...server.models.keys()].join(', ')} on ${address}${options.continuous ? '' : ' (--no-continuous: each request decoded alone)'}`);
+    const what = options.queue ? `gateway to queue ${options.queue.prefix} at ${safeUrl(options.queue.redis)}` : [...server.models.keys()].join(', ');
+    console.error(`planc serve: ${what} on ${address}${options.continuous ? '' : ' (--no-continuous: each request decoded alone)'}`);
     await new Promise<void>((resolve) => {
       const stop = (signal: string) => {
         console.error(`planc serve: ${signal}: finishing the requests in flight`);

@@ -10,6 +10,8 @@ export function statusOf(code: string): number {
     case 'PLANC_E705': return 404;
     case 'PLANC_E706': return 401;
     case 'PLANC_E707': return 500;
+    case 'PLANC_E708': return 503;
+    case 'PLANC_E709': return 502;
     default: return code.startsWith('PLANC_E') ? 400 : 500;
   }
 }

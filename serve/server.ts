@@ -11,6 +11,9 @@ import { errorBody, requestError, statusOf } from './errors.ts';
 import { ServeMetrics } from './metrics.ts';
 import { serveModels, warmUp, type ServedModel } from './models.ts';
 import { TRANSLATE_ROUTE_SCHEMA } from './schemas.ts';
+import { openGateway, type Gateway } from './queue/gateway.ts';
+import { gatewayTranslateHandler } from './queue/gateway-route.ts';
+import { checkRedis } from './queue/redis.ts';
 import { translateHandler, type TranslateBody } from './translate-route.ts';
 
 export interface ServeOptions {
@@ -35,6 +38,8 @@ export interface ServeOptions {
   apiKeys?: string[];
   /** pino options for Fastify's logger, or false for none. Default: JSON lines at level info on standard output. */
   logger?: FastifyServerOptions['logger'];
+  /** Gateway mode: requests become jobs on this Redis for planc worker processes (no plans are loaded here). */
+  queue?: { redis: string; prefix: string };
 }
 
 export interface PlancServer {
@@ -65,8 +70,14 @@ export async function createServer(plans: Plan[], options: ServeOptions = {}): P
   for (const [k, v] of Object.entries(limits)) {
     if (!Number.isInteger(v) || v < 1) throw new PlancError('PLANC_E301', `${k} must be a positive integer, got ${v}`);
   }
+  let gw: Gateway | undefined;
+  if (options.queue) {
+    if (plans.length) throw new PlancError('PLANC_E301', 'planc serve --redis (gateway mode) loads no plans: the workers hold them (planc worker PLAN --redis URL)');
+    await checkRedis(options.queue.redis);
+    gw = openGateway(options.queue.redis, options.queue.prefix);
+  }
   let metrics: ServeMetrics | undefined;
-  const models = await serveModels(plans, { maxRows: options.maxRows, batchTokens: options.batchTokens, continuous: options.continuous }, (model, rows, ms) => {
+  const models = gw ? new Map<string, ServedModel>() : await serveModels(plans, { maxRows: options.maxRows, batchTokens: options.batchTokens, continuous: options.continuous }, (model, rows, ms) => {
     const m = models.get(model);
     metrics?.stepSeconds.observe({ model }, ms / 1000);
     if (m) metrics?.occupancy.observe({ model }, rows / m.scheduler.maxRows);
@@ -109,10 +120,16 @@ export async function createServer(plans: Plan[], options: ServeOptions = {}): P
     if (req.routeOptions.url === '/v1/translate') metrics!.requests.inc({ model: model ?? '', status: String(reply.statusCode) });
   });
 
-  app.post<{ Body: TranslateBody }>('/v1/translate', { schema: TRANSLATE_ROUTE_SCHEMA }, translateHandler(models, metrics, limits));
-  app.get('/v1/models', { schema: { summary: 'The loaded models' } }, async () => ({ models: [...models.values()].map((m) => m.description) }));
+  app.post<{ Body: TranslateBody }>('/v1/translate', { schema: TRANSLATE_ROUTE_SCHEMA }, gw ? gatewayTranslateHandler(gw, metrics, limits) : translateHandler(models, metrics, limits));
+  app.get('/v1/models', { schema: { summary: 'The loaded models (gateway mode: those live workers hold)' } }, async () => ({
+    models: gw ? (await gw.models()).map((name) => ({ name })) : [...models.values()].map((m) => m.description),
+  }));
   app.get('/health', { schema: { summary: 'Liveness: the process answers' } }, async () => ({ status: 'ok' }));
-  app.get('/ready', { schema: { summary: 'Readiness: every plan loaded and warmed, not shutting down' } }, async (_req, reply) => {
+  app.get('/ready', { schema: { summary: 'Readiness: every plan loaded and warmed (gateway mode: Redis reachable), not shutting down' } }, async (_req, reply) => {
+    if (gw) {
+      const up = !closing && await gw.reachable();
+      return reply.status(up ? 200 : 503).send({ status: up ? 'ready' : closing ? 'draining' : 'redis unreachable', models: up ? (await gw.models()).map((name) => ({ name, ready: true })) : [] });
+    }
     const ready = !closing && [...models.values()].every((m) => m.ready);
     return reply.status(ready ? 200 : 503).send({ status: ready ? 'ready' : closing ? 'draining' : 'warming', models: [...models.values()].map((m) => ({ name: m.name, ready: m.ready })) });
   });
@@ -132,6 +149,7 @@ export async function createServer(plans: Plan[], options: ServeOptions = {}): P
       closing = true;
       await app.close();
       await Promise.all([...models.values()].map((m) => m.scheduler.drain()));
+      await gw?.close();
     },
   };
 }

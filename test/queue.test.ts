@@ -13,6 +13,7 @@ import { loadPlan } from '../runtime/plan.ts';
 import { translate } from '../runtime/translate.ts';
 import { Queue } from 'bullmq';
 import { DEFAULT_QUEUE, queueName } from '../serve/queue/jobs.ts';
+import { createServer } from '../serve/server.ts';
 import { redisOptions } from '../serve/queue/redis.ts';
 import { planc } from './helpers/planc-cli.ts';
 import { RedisServer, redisMissing } from './helpers/redis-server.ts';
@@ -21,6 +22,7 @@ import { makeTinyTextPlan } from './helpers/tiny-text-plan.ts';
 
 const NAMES = [
   'queue: bad input is named (URL, password, model, options, over-long line) and nothing else is disturbed',
+  'planc serve --redis (gateway): requests become jobs, answered as offline translate; 503 PLANC_E708 while Redis is down, then back',
   'queue fault test: 3 workers SIGKILLed every few seconds, Redis restarted once: every line once, in order, as offline translate',
 ];
 const shared = sharedDir();
@@ -126,6 +128,44 @@ if (missing && !(process.env.CI && missing !== NEEDS_NATIVE)) {
   });
 
   test(NAMES[1]!, async () => {
+    const w = await startWorker(redis.url);
+    const server = await createServer([], { port: 0, logger: false, queue: { redis: redis.url, prefix: DEFAULT_QUEUE } });
+    const url = await server.listen();
+    const post = (body: object, accept = 'application/json') => fetch(`${url}/v1/translate`, { method: 'POST', headers: { 'content-type': 'application/json', accept }, body: JSON.stringify(body) });
+    try {
+      const texts = sentences.slice(0, 12);
+      const plan = await loadPlan(planFile);
+      const offline = await translate(plan, texts);
+      plan.close();
+      let res = await post({ text: texts });
+      assert.is(res.status, 200);
+      assert.equal(((await res.json()) as { translations: { text: string }[] }).translations.map((t) => t.text), offline);
+      res = await post({ text: texts.slice(0, 2), model }, 'application/x-ndjson');
+      const lines = (await res.text()).trim().split('\n').map((l) => JSON.parse(l) as { index?: number; text?: string; done?: boolean });
+      assert.equal(lines.map((l) => l.text ?? l.done), [offline[0], offline[1], true]);
+      assert.equal(lines.slice(0, 2).map((l) => l.index), [0, 1]);
+      res = await post({ text: 'x', model: 'no-such-model' });
+      assert.is(res.status, 404);
+      assert.match(await res.text(), /PLANC_E705.*unknown model 'no-such-model'/);
+      // Redis down: 503 at once, /ready 503; back up: answered again
+      await redis.stop();
+      res = await post({ text: texts[3], model });
+      assert.is(res.status, 503);
+      assert.match(await res.text(), /PLANC_E708/);
+      assert.is((await fetch(`${url}/ready`)).status, 503);
+      await redis.up();
+      for (let i = 0; i < 100 && (await fetch(`${url}/ready`)).status !== 200; i++) await new Promise((r) => setTimeout(r, 100));
+      res = await post({ text: [texts[3], texts[4]], model });
+      assert.is(res.status, 200);
+      assert.equal(((await res.json()) as { translations: { text: string }[] }).translations.map((t) => t.text), [offline[3], offline[4]]);
+    } finally {
+      await server.close();
+    }
+    w.kill('SIGTERM');
+    assert.is(await new Promise((resolve) => w.on('exit', resolve)), 0);
+  });
+
+  test(NAMES[2]!, async () => {
     const input = path.join(tmp, 'fault.txt');
     const out = path.join(tmp, 'fault.out');
     fs.writeFileSync(input, sentences.join('\n') + '\n');
