@@ -8,7 +8,8 @@ import { conventionsOf, DecodingRules } from '../runtime/decode/conventions.ts';
 /**
  * k of planc.ProjectTopK: `requested` (N ≥ 1), 0 keeps the full logits output (undefined). By default translation
  * models (those with a decoder_with_past graph) get the k that keeps beams up to max(TRANSLATE_TOPK / 2, num_beams)
- * exact under their generation config (candidates + tokens it may ban at a step); other models keep their logits.
+ * exact under their generation config (candidates + tokens it may ban at a step, min_length's eos included); models
+ * with a repetition_penalty and other models keep their logits.
  */
 export function chooseTopk(model: Model, ids: SpecialIds | undefined, requested: number | undefined): number | undefined {
   if (requested !== undefined && (!Number.isInteger(requested) || requested < 0)) throw new PlancError('PLANC_E301', `--topk must be an integer ≥ 0 (0 keeps the logits), got ${requested}`);
@@ -16,6 +17,8 @@ export function chooseTopk(model: Model, ids: SpecialIds | undefined, requested:
   if (!model.graphs.has('decoder_with_past')) return requested;
   const d = decodingFacts(model, ids);
   const rules = new DecodingRules(conventionsOf(d));
+  // a repetition_penalty can lift a token from outside any k (and greedy applies it to the logits): keep the logits
+  if (requested === undefined && rules.penalty !== 1) return undefined;
   if (requested === undefined) return rules.topkNeeded(Math.max(TRANSLATE_TOPK / 2, d.numBeams ?? 1));
   const greedy = rules.topkNeeded(1);
   if (requested < greedy) throw new PlancError('PLANC_E301', `--topk ${requested} cannot decode this model exactly: up to ${rules.maxBanned} of a step's best tokens may be banned (suppress_tokens, bad_words_ids), so even greedy decoding needs --topk ${greedy} or more`);

@@ -124,6 +124,16 @@ if (families.includes('marian') && nativeAvailable()) {
     const genFile = path.join(dir, 'generation_config.json');
     const cfg = JSON.parse(fs.readFileSync(genFile, 'utf8'));
     fs.writeFileSync(genFile, JSON.stringify({ ...cfg, early_stopping: 'never', length_penalty: 0.5, min_length: 3, num_return_sequences: 2 }));
+    // a second folder whose config sets the logits processors: its plan keeps the logits (a penalty can lift any token)
+    const dir2 = path.join(tmp, 'marian-proc');
+    fs.cpSync(path.join(ZOO!, 'marian'), dir2, { recursive: true });
+    fs.writeFileSync(path.join(dir2, 'generation_config.json'), JSON.stringify({ ...cfg, no_repeat_ngram_size: 3, repetition_penalty: 1.2 }));
+    const plan2File = path.join(tmp, 'marian-proc.plan');
+    assert.is(planc(['optimize', dir2, '-o', plan2File, '--quiet']).status, 0);
+    const plan2 = await loadPlan(plan2File);
+    plans.push(plan2);
+    assert.ok(!plan2.outputs('decoder_with_past').some((x) => x.name === 'topk_ids'), 'a repetition_penalty model keeps its logits');
+    assert.match(planc(['inspect', plan2File]).stdout, /noRepeatNgramSize 3, repetitionPenalty 1.2/);
     const planFile = path.join(tmp, 'marian-gen.plan');
     const r = planc(['optimize', dir, '-o', planFile, '--quiet']);
     assert.is(r.status, 0, r.stderr);
@@ -135,6 +145,15 @@ if (families.includes('marian') && nativeAvailable()) {
     const { planDefaults } = await import('../runtime/decode/translate-ids.ts');
     assert.equal(planDefaults(plan), { beamSize: 4, earlyStopping: 'never', lengthPenalty: 0.5, minNewTokens: 2, maxLength: 511 });
     const src = zooReference('marian').src_ids.slice(0, 4);
+    // the plan's own min_length 3: no eos before 2 tokens, and its default top-k counts that ban (2 × 4 + 999 + eos)
+    assert.is(Number(plan.outputs('decoder_with_past').find((x) => x.name === 'topk_ids')!.dims.at(-1)), 10);
+    const own = await translateIds(plan, zooReference('marian').src_ids, { maxLength: 12 });
+    assert.ok(own.every((x) => x.ids.length >= 2), 'min_length 3 from the plan');
+    const proc = await translateIds(plan2, src, { maxLength: 12 });
+    for (const x of proc) {
+      const grams = x.ids.slice(0, -2).map((_, i) => x.ids.slice(i, i + 3).join());
+      assert.is(new Set(grams).size, grams.length, `no 3-gram twice: ${x.ids.join(' ')}`);
+    }
     const input = src.map((s) => s.join(' ')).join('\n') + '\n';
     const lib = await translateIds(plan, src, { maxLength: 12, earlyStopping: true, lengthPenalty: 1, minNewTokens: 0, returnScores: true });
     const cli = planc(['translate', planFile, '--ids', '--max-length', '12', '--early-stopping', 'true', '--length-penalty', '1', '--min-new-tokens', '0', '--scores', '--quiet'], input);

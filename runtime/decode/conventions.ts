@@ -37,6 +37,9 @@ export function conventionsOf(d: PlanDecoding, ids?: DecodeIds): Conventions {
     suppressTokens: list(d.suppressTokens),
     beginSuppressTokens: list(d.beginSuppressTokens),
     badWords: list(d.badWords?.map((w) => w.ids)),
+    minNewTokens: Math.max(d.minNewTokens ?? 0, (d.minLength ?? 0) - 1) || undefined,
+    noRepeatNgramSize: d.noRepeatNgramSize || undefined,
+    repetitionPenalty: d.repetitionPenalty !== undefined && d.repetitionPenalty !== 1 ? d.repetitionPenalty : undefined,
   };
 }
 

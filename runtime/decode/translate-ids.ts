@@ -49,9 +49,10 @@ export function decodeIds(plan: Plan): DecodeIds {
 export async function planRules(plan: Plan, targetLang = '', o: Partial<Pick<DecodingOptions, 'minNewTokens' | 'noRepeatNgramSize' | 'repetitionPenalty'>> = {}): Promise<DecodingRules> {
   const c = conventionsOf(plan.header.decoding, decodeIds(plan));
   if (targetLang) c.forcedBosId = await languageId(plan, targetLang);
-  if (o.minNewTokens) c.minNewTokens = o.minNewTokens;
-  if (o.noRepeatNgramSize) c.noRepeatNgramSize = o.noRepeatNgramSize;
-  if (o.repetitionPenalty !== undefined && o.repetitionPenalty !== 1) c.repetitionPenalty = o.repetitionPenalty;
+  // the options (whose defaults are the plan's own) replace the plan's processors; 0 and 1 turn them off
+  if (o.minNewTokens !== undefined) c.minNewTokens = o.minNewTokens || undefined;
+  if (o.noRepeatNgramSize !== undefined) c.noRepeatNgramSize = o.noRepeatNgramSize || undefined;
+  if (o.repetitionPenalty !== undefined) c.repetitionPenalty = o.repetitionPenalty !== 1 ? o.repetitionPenalty : undefined;
   return new DecodingRules(c);
 }
 
