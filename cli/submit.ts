@@ -82,6 +82,6 @@ export async function runSubmit(argv: string[]): Promise<number> {
     fs.closeSync(fd);
     fs.renameSync(`${output}.partial`, output);
   }
-  if (!quiet) process.stderr.write(`submitted ${lines.length} lines in ${r.jobs} jobs (${r.reused} re-used) in ${((performance.now() - t0) / 1000).toFixed(1)} s${failed ? `; ${failed} lines failed (empty output lines)` : ''}\n`);
+  if (!quiet) process.stderr.write(`submitted ${lines.length} lines in ${r.jobs} jobs (${r.reused} re-used) in ${((performance.now() - t0) / 1000).toFixed(2)} s${failed ? `; ${failed} lines failed (empty output lines)` : ''}\n`);
   return failed ? 2 : 0;
 }
