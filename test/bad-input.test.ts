@@ -209,7 +209,7 @@ if (!nativeAvailable()) {
     const cases: [string[], string][] = [
       [['--beam', '0'], '--beam 0: it must be an integer in [1, 64]'],
       [['--batch', '0'], '--batch 0: it must be an integer in [1, 65536]'],
-      [['--length-penalty', '20'], '--length-penalty 20: it must be a number in [0, 10]'],
+      [['--length-penalty', '20'], '--length-penalty 20: it must be a number in [-10, 10]'], // generate() allows a negative penalty (shorter favoured)
       [['--max-length', '0'], '--max-length 0: it must be an integer in [1, 65536]'],
       [['--strategy', 'xx'], '--strategy xx: it must be auto or one of greedy, beam'],
       [['--strategy', 'greedy', '--beam', '2'], "--beam 2: it must be 1 with strategy 'greedy'"],
