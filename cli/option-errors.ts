@@ -6,7 +6,7 @@ export const DECODING_FLAGS: Readonly<Record<string, string>> = {
   strategy: '--strategy', jacobiBlock: '--jacobi-block', beamSize: '--beam', maxLength: '--max-length',
   lengthPenalty: '--length-penalty', batchSize: '--batch', batchTokens: '--batch-tokens', targetLang: '--target-lang',
   returnAlternatives: '--n-best', truncate: '--truncate', earlyStopping: '--early-stopping', minNewTokens: '--min-new-tokens',
-  noRepeatNgramSize: '--no-repeat-ngram-size', repetitionPenalty: '--repetition-penalty',
+  noRepeatNgramSize: '--no-repeat-ngram-size', encoderNoRepeatNgramSize: '--encoder-no-repeat-ngram-size', repetitionPenalty: '--repetition-penalty',
 };
 
 /**

@@ -31,6 +31,7 @@ export const TRANSLATE: CommandSpec = {
     'length-penalty': { kind: 'number', value: 'X', help: "generate()'s length_penalty: alpha in [-10, 10]; a finished hypothesis scores (sum of its token log-probs) / length^alpha, length counting its eos; 0 = raw sum (default: the plan's length_penalty, else 1)" },
     'max-length': { kind: 'number', value: 'N', help: "generate()'s max_new_tokens: cap on generated tokens per sentence, its eos included (default: the plan's max_new_tokens, or max_length - 1, else 256; always within the plan's --max-tgt-len)" },
     'no-repeat-ngram-size': { kind: 'number', value: 'N', help: "generate()'s no_repeat_ngram_size: no N-gram occurs twice in an output (default: the plan's, else 0 = off)" },
+    'encoder-no-repeat-ngram-size': { kind: 'number', value: 'N', help: "generate()'s encoder_no_repeat_ngram_size: no N-gram of the source ids occurs in an output (default: the plan's, else 0 = off)" },
     'repetition-penalty': { kind: 'number', value: 'X', help: "generate()'s repetition_penalty: scores of tokens already output × X when negative, else ÷ X (beam: log-probs; greedy: logits, on a --topk 0 plan); default: the plan's, else 1 = off" },
     'min-new-tokens': { kind: 'number', value: 'N', help: "generate()'s min_new_tokens: no eos before N generated tokens (default: the plan's min_new_tokens or min_length - 1, else 0)" },
     batch: { kind: 'number', value: 'N', help: "sentences per batch (default 32, capped by the plan's --max-batch / beam)" },
@@ -85,6 +86,7 @@ function decodingOptions(flags: Parsed['flags'], plan: Plan, format: OutputForma
   if (flags['max-length'] !== undefined) o.maxLength = flags['max-length'] as number;
   if (flags['min-new-tokens'] !== undefined) o.minNewTokens = flags['min-new-tokens'] as number;
   if (flags['no-repeat-ngram-size'] !== undefined) o.noRepeatNgramSize = flags['no-repeat-ngram-size'] as number;
+  if (flags['encoder-no-repeat-ngram-size'] !== undefined) o.encoderNoRepeatNgramSize = flags['encoder-no-repeat-ngram-size'] as number;
   if (flags['repetition-penalty'] !== undefined) o.repetitionPenalty = flags['repetition-penalty'] as number;
   if (flags['early-stopping'] !== undefined) o.earlyStopping = earlyStoppingFlag(String(flags['early-stopping']));
   if (flags.batch !== undefined) o.batchSize = flags.batch as number;

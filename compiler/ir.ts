@@ -99,6 +99,8 @@ export interface DecodingFacts {
   minNewTokens?: number;
   /** no_repeat_ngram_size: no n-gram of this size occurs twice in a hypothesis. */
   noRepeatNgramSize?: number;
+  /** encoder_no_repeat_ngram_size: no n-gram of the source occurs in a hypothesis. */
+  encoderNoRepeatNgramSize?: number;
   /** repetition_penalty: CTRL's penalty on the logits of tokens already generated (1 = none). */
   repetitionPenalty?: number;
   /** Not from the config: the most new tokens one decoder_with_past step takes (`planc optimize --step-tokens`; absent = 1). */

@@ -30,7 +30,7 @@ if (families.length === 0 || !nativeAvailable()) {
     ...(families.length ? families : ['<family>']).flatMap((f) => [
       `${f}: the reference beam search over onnxruntime reproduces generate_beam.json (20/20)`,
       `${f}: planc beam with the generation config equals generate_beam.json (20/20), one at a time and at batch 8`,
-      `${f}: no_repeat_ngram_size and repetition_penalty: planc (a --topk 0 plan) equals the reference`,
+      `${f}: no_repeat_ngram_size, encoder_no_repeat_ngram_size and repetition_penalty: planc (a --topk 0 plan) equals the reference`,
     ]),
     'generation_config early_stopping, length_penalty, min_length reach the plan (inspect) and the defaults; CLI flags override them',
   ]);
@@ -91,7 +91,7 @@ if (families.length === 0 || !nativeAvailable()) {
       assert.is(agree('planc batch 8 (mixed lengths)', batched.map(asHyp), gen.ids, gen.scores), ref.src_ids.length);
     });
 
-    test(`${family}: no_repeat_ngram_size and repetition_penalty: planc (a --topk 0 plan) equals the reference`, async () => {
+    test(`${family}: no_repeat_ngram_size, encoder_no_repeat_ngram_size and repetition_penalty: planc (a --topk 0 plan) equals the reference`, async () => {
       const planFile = path.join(tmp, `${family}-logits.plan`);
       const r = planc(['optimize', dir, '-o', planFile, '--topk', '0', '--quiet']);
       assert.is(r.status, 0, r.stderr);
@@ -103,7 +103,7 @@ if (families.length === 0 || !nativeAvailable()) {
       await translateIds(plan, srcs, { beamSize: 3, maxLength: 12, repetitionPenalty: 1.5, batchSize: 1 }).then(
         async (got) => { for (let i = 0; i < srcs.length; i++) assert.equal(got[i]!.ids, (await beamDecodeOne(runner, srcs[i]!, { ...base, beamSize: 3, maxLength: 12, repetitionPenalty: 1.5 }))[0]!.ids); },
         (e: Error) => assert.match(e.message, /PLANC_E405: repetition_penalty 1.5: this step's 6 best tokens are not certain among the \d+ the plan keeps; optimize with a larger --topk, or --topk 0/));
-      for (const proc of [{ noRepeatNgramSize: 2 }, { repetitionPenalty: 1.5 }, { noRepeatNgramSize: 3, repetitionPenalty: 0.8 }]) {
+      for (const proc of [{ noRepeatNgramSize: 2 }, { repetitionPenalty: 1.5 }, { noRepeatNgramSize: 3, repetitionPenalty: 0.8 }, { encoderNoRepeatNgramSize: 2 }]) {
         const got = await translateIds(full, srcs, { beamSize: 3, maxLength: 12, returnScores: true, batchSize: 1, ...proc });
         for (let i = 0; i < srcs.length; i++) {
           const want = (await beamDecodeOne(runner, srcs[i]!, { ...base, beamSize: 3, maxLength: 12, ...proc }))[0]!;
@@ -163,7 +163,7 @@ if (families.includes('marian') && nativeAvailable()) {
     assert.is(bad.status, 2);
     assert.match(bad.stderr, /PLANC_E301: --early-stopping sometimes: it must be true, false or never/);
     const help = planc(['translate', '--help']).stdout;
-    for (const name of ['num_beams', 'early_stopping', 'length_penalty', 'max_new_tokens', 'min_new_tokens', 'num_return_sequences', 'sequences_scores']) assert.ok(help.includes(`${name}`), name);
+    for (const name of ['num_beams', 'early_stopping', 'length_penalty', 'max_new_tokens', 'min_new_tokens', 'num_return_sequences', 'sequences_scores', 'no_repeat_ngram_size', 'encoder_no_repeat_ngram_size', 'repetition_penalty']) assert.ok(help.includes(`${name}`), name);
   });
 }
 

@@ -36,7 +36,7 @@ function plancSearch(next: (p: readonly number[]) => Float32Array, o: BeamOption
     const out: Record<string, RtTensor> = { logits: { dtype: 'float32', dims: [s.live.length, 1, V], data } };
     const cands: Cand[] = forced !== undefined
       ? s.live.map((x) => ({ score: x.logProb, row: x.row, tok: forced })).sort(byScore)
-      : topCandidates(out, s.live.map((x) => x.row), s.live.map((x) => x.logProb), rules.candidates(b.k), s.live.map((x) => rules.banned(x.ids)),
+      : topCandidates(out, s.live.map((x) => x.row), s.live.map((x) => x.logProb), rules.candidates(b.k), s.live.map((x) => rules.banned(x.ids, o.source)),
         rules.penalty, s.live.map((x) => rules.seen(x.ids)));
     advance(s, cands, new Map(s.live.map((x) => [x.row, x])), b, (tok) => rules.isEos(tok), t, o.maxLength);
   }
@@ -52,7 +52,7 @@ function referenceSearch(next: (p: readonly number[]) => Float32Array, o: BeamOp
 }
 
 for (const earlyStopping of [true, false, 'never'] as const) {
-  test(`early_stopping ${earlyStopping}: planc's beam search equals the reference on 150 synthetic searches (k 2-4, length and repetition penalties, forced tokens, min_new_tokens, no_repeat_ngram_size, bad words, two eos ids)`, async () => {
+  test(`early_stopping ${earlyStopping}: planc's beam search equals the reference on 150 synthetic searches (k 2-4, length and repetition penalties, forced tokens, min_new_tokens, no_repeat_ngram_size, encoder_no_repeat_ngram_size, bad words, two eos ids)`, async () => {
     const pick = rng(earlyStopping === true ? 1 : earlyStopping === false ? 2 : 3);
     const choose = <T>(xs: readonly T[]): T => xs[Math.floor(pick() * xs.length)]!;
     let longer = 0;
@@ -63,7 +63,8 @@ for (const earlyStopping of [true, false, 'never'] as const) {
         beamSize: choose([2, 3, 4]), maxLength: choose([3, 6, 9, 14]), lengthPenalty: choose([1, 1, 0, 2, -0.5]), earlyStopping,
         ...(pick() < 0.3 ? { forcedBosId: 5 } : {}), ...(pick() < 0.3 ? { forcedEosId: 0 } : {}),
         ...(pick() < 0.3 ? { minNewTokens: 2 } : {}), ...(pick() < 0.2 ? { badWords: [[7], [3, 4]] } : {}),
-        ...(pick() < 0.3 ? { noRepeatNgramSize: choose([1, 2, 3]) } : {}), ...(pick() < 0.3 ? { repetitionPenalty: choose([1.3, 0.7]) } : {}),
+        ...(pick() < 0.3 ? { noRepeatNgramSize: choose([1, 2, 3]) } : {}),
+        ...(pick() < 0.3 ? { encoderNoRepeatNgramSize: choose([1, 2, 3]), source: Array.from({ length: 6 }, () => Math.floor(pick() * V)) } : {}), ...(pick() < 0.3 ? { repetitionPenalty: choose([1.3, 0.7]) } : {}),
       };
       const next = model(i * 7919 + 13, eosIds);
       const want = await referenceSearch(next, o);

@@ -13,6 +13,8 @@ export interface BeamOptions extends Conventions {
   lengthPenalty: number;
   /** early_stopping (default false, generate()'s). */
   earlyStopping?: boolean | 'never';
+  /** The source ids (encoder_input_ids), for encoder_no_repeat_ngram_size; beamDecodeOne sets them. */
+  source?: number[];
 }
 
 export interface BeamHypothesis {
@@ -79,7 +81,23 @@ export async function beamDecodeOne(run: GraphRunner, source: number[], o: BeamO
       step = await run('decoder_with_past', feeds);
     }
     return step.logits!;
-  }, o);
+  }, { ...o, source });
+}
+
+/** EncoderNoRepeatNGramLogitsProcessor, transliterated: the source's n-grams keyed by their first n - 1 tokens; the
+ * key of input_ids[cur_len + 1 - n : cur_len] (a shorter slice when cur_len < n - 1, which matches none). */
+function encoderNgramBans(o: BeamOptions, seq: number[]): number[] {
+  const n = o.encoderNoRepeatNgramSize ?? 0;
+  if (n <= 0 || !o.source) return [];
+  const grams = new Map<string, number[]>();
+  for (let i = 0; i + n <= o.source.length; i++) {
+    const key = o.source.slice(i, i + n - 1).join();
+    grams.set(key, [...(grams.get(key) ?? []), o.source[i + n - 1]!]);
+  }
+  const inputIds = [o.startId, ...seq];
+  const start = inputIds.length + 1 - n;
+  if (start < 0) return [];
+  return grams.get(inputIds.slice(start).join()) ?? [];
 }
 
 /**
@@ -118,6 +136,7 @@ export async function beamSearch(next: NextLogits, o: BeamOptions): Promise<Beam
         for (const tok of new Set([o.startId, ...b.seq])) lp[tok] = lp[tok]! < 0 ? lp[tok]! * o.repetitionPenalty : lp[tok]! / o.repetitionPenalty;
       }
       for (const tok of rules.banned(b.seq)) lp[tok] = -Infinity;
+      for (const tok of encoderNgramBans(o, b.seq)) lp[tok] = -Infinity;
       const forced = rules.forced(t, last);
       if (forced !== undefined) { lp.fill(-Infinity); lp[forced] = 0; }
       for (let tok = 0; tok < vocab; tok++) acc[beam * vocab + tok] = lp[tok]! + b.score;

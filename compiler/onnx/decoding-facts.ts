@@ -75,6 +75,7 @@ export function readDecodingFacts(dir: string): DecodingFacts {
     minLength: get('min_length', (v, bad) => (isId(v) ? v : bad('an integer ≥ 0'))),
     minNewTokens: get('min_new_tokens', (v, bad) => (isId(v) ? v : bad('an integer ≥ 0'))),
     noRepeatNgramSize: get('no_repeat_ngram_size', (v, bad) => (isId(v) ? v : bad('an integer ≥ 0'))),
+    encoderNoRepeatNgramSize: get('encoder_no_repeat_ngram_size', (v, bad) => (isId(v) ? v : bad('an integer ≥ 0'))),
     repetitionPenalty: get('repetition_penalty', (v, bad) => (typeof v === 'number' && Number.isFinite(v) && v > 0 ? v : bad('a number > 0'))),
     forcedBosId: get('forced_bos_token_id', id),
     forcedEosId: get('forced_eos_token_id', (v, bad) => idOrList(v, bad)[0]!),

@@ -190,7 +190,7 @@ function validateDecoding(h: PlanHeader, bad: (m: string) => never, count: (w: s
     const v = d[k];
     if (v !== undefined && !(Number.isSafeInteger(v) && v >= 1)) bad(`decoding ${k} ${v} is not a positive integer`);
   }
-  for (const k of ['minLength', 'minNewTokens', 'noRepeatNgramSize'] as const) {
+  for (const k of ['minLength', 'minNewTokens', 'noRepeatNgramSize', 'encoderNoRepeatNgramSize'] as const) {
     const v = d[k];
     if (v !== undefined && !(Number.isSafeInteger(v) && v >= 0)) bad(`decoding ${k} ${v} is not an integer ≥ 0`);
   }

@@ -65,7 +65,7 @@ export function* beamSteps(plan: Plan, sources: number[][], maxLens: number[], r
         const forced = rules.forced(t, last);
         const cands = forced !== undefined
           ? s.live.map((x) => ({ score: x.logProb, row: x.row, tok: forced })).sort(byScore)
-          : topCandidates(runner.out, s.live.map((x) => x.row), s.live.map((x) => x.logProb), rules.candidates(k), s.live.map((x) => rules.banned(x.ids)),
+          : topCandidates(runner.out, s.live.map((x) => x.row), s.live.map((x) => x.logProb), rules.candidates(k), s.live.map((x) => rules.banned(x.ids, sources[i])),
             rules.penalty, rules.penalty === 1 ? [] : s.live.map((x) => rules.seen(x.ids)));
         advance(s, cands, new Map(s.live.map((x) => [x.row, x])), b, isEos, t, maxLens[i]!);
       });

@@ -21,6 +21,8 @@ export interface Conventions extends DecodeIds {
   minNewTokens?: number;
   /** no_repeat_ngram_size n: a token that would repeat an n-gram of [start, ...generated] is banned. */
   noRepeatNgramSize?: number;
+  /** encoder_no_repeat_ngram_size n: a token that would complete an n-gram of the source is banned. */
+  encoderNoRepeatNgramSize?: number;
   /** repetition_penalty: the scores of the decoder start and generated tokens × p when negative, else ÷ p (1 = none). */
   repetitionPenalty?: number;
 }
@@ -39,6 +41,7 @@ export function conventionsOf(d: PlanDecoding, ids?: DecodeIds): Conventions {
     badWords: list(d.badWords?.map((w) => w.ids)),
     minNewTokens: Math.max(d.minNewTokens ?? 0, (d.minLength ?? 0) - 1) || undefined,
     noRepeatNgramSize: d.noRepeatNgramSize || undefined,
+    encoderNoRepeatNgramSize: d.encoderNoRepeatNgramSize || undefined,
     repetitionPenalty: d.repetitionPenalty !== undefined && d.repetitionPenalty !== 1 ? d.repetitionPenalty : undefined,
   };
 }
@@ -97,8 +100,11 @@ export class DecodingRules {
     return step === 0 ? this.c.forcedBosId : undefined;
   }
 
-  /** The tokens banned after `generated` (the tokens so far, without the decoder start). */
-  banned(generated: readonly number[]): ReadonlySet<number> {
+  /**
+   * The tokens banned after `generated` (the tokens so far, without the decoder start); `source`: the sentence's
+   * source ids, for encoder_no_repeat_ngram_size.
+   */
+  banned(generated: readonly number[], source?: readonly number[]): ReadonlySet<number> {
     const step = generated.length;
     const at = (h: number) => (h === 0 ? this.c.startId : generated[h - 1]!); // h indexes [start, ...generated]
     let extra: number[] | undefined;
@@ -114,6 +120,18 @@ export class DecodingRules {
         let match = true;
         for (let j = 0; j < n - 1 && match; j++) match = h[i + j] === h[L + 1 - n + j];
         if (match) (extra ??= []).push(h[i + n - 1]!);
+      }
+    }
+    const e = this.c.encoderNoRepeatNgramSize ?? 0;
+    if (e > 0 && source && step + 2 >= e) {
+      // EncoderNoRepeatNGramLogitsProcessor: the source's e-grams whose first e - 1 tokens are the last e - 1 of
+      // [start, ...generated] ban their last token
+      const L = step + 1;
+      const at = (j: number) => (j === 0 ? this.c.startId : generated[j - 1]!);
+      for (let i = 0; i + e <= source.length; i++) {
+        let match = true;
+        for (let j = 0; j < e - 1 && match; j++) match = source[i + j] === at(L + 1 - e + j);
+        if (match) (extra ??= []).push(source[i + e - 1]!);
       }
     }
     for (const w of this.sequences) {

@@ -53,9 +53,9 @@ export function* greedySteps(plan: Plan, sources: number[][], maxLens: number[],
         const last = t + 1 >= maxLens[i]!;
         const forced = rules.forced(t, last);
         const { tok, logProb } = forced !== undefined ? { tok: forced, logProb: 0 }
-          : pick ? { tok: pick(runner.out, r, i, rules.banned(h.ids)), logProb: 0 }
-          : rules.penalty !== 1 ? penalizedBest(runner.out, r, scores, rules.banned(h.ids), rules.seen(h.ids), rules.penalty)
-          : rowBest(runner.out, r, scores, rules.banned(h.ids));
+          : pick ? { tok: pick(runner.out, r, i, rules.banned(h.ids, sources[i])), logProb: 0 }
+          : rules.penalty !== 1 ? penalizedBest(runner.out, r, scores, rules.banned(h.ids, sources[i]), rules.seen(h.ids), rules.penalty)
+          : rowBest(runner.out, r, scores, rules.banned(h.ids, sources[i]));
         h.logProb += logProb;
         h.length++;
         const eos = rules.isEos(tok);

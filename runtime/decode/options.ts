@@ -54,6 +54,11 @@ export interface DecodingOptions {
    */
   noRepeatNgramSize: number;
   /**
+   * generate()'s encoder_no_repeat_ngram_size n: no n-gram of the source ids occurs in the output; 0 = off. Greedy and
+   * beam only. Default: the plan's, else 0. Range [0, 65536].
+   */
+  encoderNoRepeatNgramSize: number;
+  /**
    * generate()'s repetition_penalty p: the scores of the decoder start and the tokens so far are × p when negative,
    * else ÷ p (beam search: the log-probs; greedy: the logits, so it needs a plan made with --topk 0); 1 = off. Beam
    * search on a top-k plan is exact where the plan's k shows it (else that step is an error naming the fix). Not
@@ -99,6 +104,7 @@ export const DEFAULT_DECODING_OPTIONS: Readonly<DecodingOptions> = Object.freeze
   earlyStopping: false,
   minNewTokens: 0,
   noRepeatNgramSize: 0,
+  encoderNoRepeatNgramSize: 0,
   repetitionPenalty: 1,
   returnScores: false,
   returnAlternatives: 0,
@@ -110,7 +116,7 @@ export const DEFAULT_DECODING_OPTIONS: Readonly<DecodingOptions> = Object.freeze
   jacobiTrace: undefined,
 });
 
-type NumKey = 'jacobiBlock' | 'beamSize' | 'maxLength' | 'maxLengthRatio' | 'maxLengthConstant' | 'lengthPenalty' | 'minNewTokens' | 'noRepeatNgramSize' | 'repetitionPenalty' | 'returnAlternatives' | 'batchSize' | 'batchTokens';
+type NumKey = 'jacobiBlock' | 'beamSize' | 'maxLength' | 'maxLengthRatio' | 'maxLengthConstant' | 'lengthPenalty' | 'minNewTokens' | 'noRepeatNgramSize' | 'encoderNoRepeatNgramSize' | 'repetitionPenalty' | 'returnAlternatives' | 'batchSize' | 'batchTokens';
 
 /** Numeric options: [min, max, integer?]. */
 const RANGES: Record<NumKey, [number, number, boolean]> = {
@@ -122,6 +128,7 @@ const RANGES: Record<NumKey, [number, number, boolean]> = {
   lengthPenalty: [-10, 10, false],
   minNewTokens: [0, 65536, true],
   noRepeatNgramSize: [0, 65536, true],
+  encoderNoRepeatNgramSize: [0, 65536, true],
   repetitionPenalty: [0.01, 100, false],
   returnAlternatives: [0, 64, true],
   batchSize: [1, 65536, true],

@@ -46,12 +46,13 @@ export function decodeIds(plan: Plan): DecodeIds {
  * The plan's decoding conventions; targetLang (a token name in the plan's tokenizer) replaces its forced bos; the
  * options' logits processors (min_new_tokens, no_repeat_ngram_size, repetition_penalty) join them.
  */
-export async function planRules(plan: Plan, targetLang = '', o: Partial<Pick<DecodingOptions, 'minNewTokens' | 'noRepeatNgramSize' | 'repetitionPenalty'>> = {}): Promise<DecodingRules> {
+export async function planRules(plan: Plan, targetLang = '', o: Partial<Pick<DecodingOptions, 'minNewTokens' | 'noRepeatNgramSize' | 'encoderNoRepeatNgramSize' | 'repetitionPenalty'>> = {}): Promise<DecodingRules> {
   const c = conventionsOf(plan.header.decoding, decodeIds(plan));
   if (targetLang) c.forcedBosId = await languageId(plan, targetLang);
   // the options (whose defaults are the plan's own) replace the plan's processors; 0 and 1 turn them off
   if (o.minNewTokens !== undefined) c.minNewTokens = o.minNewTokens || undefined;
   if (o.noRepeatNgramSize !== undefined) c.noRepeatNgramSize = o.noRepeatNgramSize || undefined;
+  if (o.encoderNoRepeatNgramSize !== undefined) c.encoderNoRepeatNgramSize = o.encoderNoRepeatNgramSize || undefined;
   if (o.repetitionPenalty !== undefined) c.repetitionPenalty = o.repetitionPenalty !== 1 ? o.repetitionPenalty : undefined;
   return new DecodingRules(c);
 }
@@ -83,6 +84,7 @@ export function planDefaults(plan: Plan): Partial<DecodingOptions> {
   const minNew = Math.max(d.minNewTokens ?? 0, (d.minLength ?? 0) - 1);
   if (minNew > 0) out.minNewTokens = Math.min(65536, minNew);
   if (d.noRepeatNgramSize) out.noRepeatNgramSize = Math.min(65536, d.noRepeatNgramSize);
+  if (d.encoderNoRepeatNgramSize) out.encoderNoRepeatNgramSize = Math.min(65536, d.encoderNoRepeatNgramSize);
   if (d.repetitionPenalty !== undefined) out.repetitionPenalty = Math.max(0.01, Math.min(100, d.repetitionPenalty));
   const max = maxNewTokensOf(d);
   if (max !== undefined) out.maxLength = Math.min(65536, max);
@@ -126,6 +128,9 @@ export async function prepareDecoding(plan: Plan, options: Partial<DecodingOptio
   const rules = await planRules(plan, o.targetLang, o);
   if (o.repetitionPenalty !== 1 && strategy.name !== 'greedy' && strategy.name !== 'beam') {
     throw new PlancError('PLANC_E405', `bad decoding option: repetitionPenalty = ${o.repetitionPenalty} works with strategy greedy or beam, not '${strategy.name}'`, {}, { option: 'repetitionPenalty', value: o.repetitionPenalty, expected: '1 with the Jacobi strategies' });
+  }
+  if (o.encoderNoRepeatNgramSize > 0 && strategy.name !== 'greedy' && strategy.name !== 'beam') {
+    throw new PlancError('PLANC_E405', `bad decoding option: encoderNoRepeatNgramSize = ${o.encoderNoRepeatNgramSize} works with strategy greedy or beam, not '${strategy.name}'`, {}, { option: 'encoderNoRepeatNgramSize', value: o.encoderNoRepeatNgramSize, expected: '0 with the Jacobi strategies' });
   }
   if (o.repetitionPenalty !== 1 && strategy.name === 'greedy' && plan.outputs('decoder_with_past').some((x) => x.name === TOPK_IDS_OUTPUT)) {
     throw new PlancError('PLANC_E405', `repetition_penalty ${o.repetitionPenalty} with greedy decoding acts on the logits (as generate() does); plan ${plan.source} keeps only its top-k: optimize with --topk 0`);
