@@ -75,7 +75,8 @@ export const cancelledError = (): PlancError => new PlancError('PLANC_E704', 'th
 /** The options that decide how a step's tokens are chosen: sentences that agree on them may share a cohort. */
 function cohortKey(d: Decoding): string {
   const { o } = d;
-  return JSON.stringify([d.strategy.name, o.beamSize, o.lengthPenalty, o.returnScores, o.returnAlternatives, o.targetLang, o.jacobiBlock]);
+  return JSON.stringify([d.strategy.name, o.beamSize, o.lengthPenalty, o.earlyStopping, o.minNewTokens, o.noRepeatNgramSize, o.encoderNoRepeatNgramSize,
+    o.repetitionPenalty, o.returnScores, o.returnAlternatives, o.targetLang, o.jacobiBlock]);
 }
 
 export class Scheduler {
