@@ -33,7 +33,7 @@ export const SERVE: CommandSpec = {
   planc serve es-en.plan --port 8080 &
   curl -s localhost:8080/v1/translate -H 'content-type: application/json' -d '{"text": ["Hola mundo.", "¿Qué tal?"]}'
   curl -sN localhost:8080/v1/translate -H 'accept: application/x-ndjson' -H 'content-type: application/json' -d '{"text": ["Hola.", "Adiós."]}'
-Options per request: beam, maxLength, nBest, scores, targetLang, truncate, strategy (README, Serving).`,
+Options per request: beam, maxLength, nBest, scores, targetLang, truncate, strategy, and generate()'s lengthPenalty, earlyStopping, minNewTokens, noRepeatNgramSize, encoderNoRepeatNgramSize, repetitionPenalty (README, Serving).`,
 };
 
 const LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];

@@ -12,6 +12,12 @@ export const OPTIONS_SCHEMA = {
     targetLang: { type: 'string', maxLength: 64, description: "force this target language token (its name in the plan's tokenizer) as the first generated token" },
     truncate: { type: 'boolean', description: "cut sources over the plan's maxSrcLen instead of failing them" },
     strategy: { type: 'string', maxLength: 16, description: 'decoding strategy: auto, greedy, beam, pj, pgj, hgj' },
+    lengthPenalty: { type: 'number', minimum: -10, maximum: 10, description: "generate()'s length_penalty (default: the plan's, else 1)" },
+    earlyStopping: { anyOf: [{ type: 'boolean' }, { type: 'string', enum: ['never'] }], description: "generate()'s early_stopping: true, false or \"never\" (default: the plan's, else false)" },
+    minNewTokens: { type: 'integer', minimum: 0, maximum: 65536, description: "generate()'s min_new_tokens (default: from the plan's min_length, else 0)" },
+    noRepeatNgramSize: { type: 'integer', minimum: 0, maximum: 65536, description: "generate()'s no_repeat_ngram_size; 0 = off (default: the plan's)" },
+    encoderNoRepeatNgramSize: { type: 'integer', minimum: 0, maximum: 65536, description: "generate()'s encoder_no_repeat_ngram_size; 0 = off (default: the plan's)" },
+    repetitionPenalty: { type: 'number', minimum: 0.01, maximum: 100, description: "generate()'s repetition_penalty; 1 = off (default: the plan's)" },
   },
 } as const;
 

@@ -13,10 +13,17 @@ import { translateTexts, type AnswerFacts, type Translation } from './translate-
 export type { Translation };
 
 /** What a client may ask (serve/schemas.ts OPTIONS_SCHEMA; validated there). */
-export interface ClientOptions { beam?: number; maxLength?: number; nBest?: number; scores?: boolean; targetLang?: string; truncate?: boolean; strategy?: string }
+export interface ClientOptions {
+  beam?: number; maxLength?: number; nBest?: number; scores?: boolean; targetLang?: string; truncate?: boolean; strategy?: string;
+  /** generate()'s beam and processor options, as DecodingOptions names them. */
+  lengthPenalty?: number; earlyStopping?: boolean | 'never'; minNewTokens?: number; noRepeatNgramSize?: number; encoderNoRepeatNgramSize?: number; repetitionPenalty?: number;
+}
 export interface TranslateBody { text: string | string[]; model?: string; options?: ClientOptions }
 
 export interface RouteLimits { maxQueue: number; maxSentences: number; timeoutMs: number }
+
+/** Client options with DecodingOptions' own names and meanings (checked there, with the option named). */
+const PASSED_THROUGH = ['lengthPenalty', 'earlyStopping', 'minNewTokens', 'noRepeatNgramSize', 'encoderNoRepeatNgramSize', 'repetitionPenalty'] as const;
 
 /** The client's options as DecodingOptions (as planc translate maps its flags: nBest widens the beam and implies scores). */
 export function decodingOptions(o: ClientOptions, m: ServedModel): Partial<DecodingOptions> {
@@ -29,6 +36,7 @@ export function decodingOptions(o: ClientOptions, m: ServedModel): Partial<Decod
   if (o.maxLength !== undefined) d.maxLength = o.maxLength;
   if (o.targetLang !== undefined) d.targetLang = o.targetLang;
   if (o.truncate !== undefined) d.truncate = o.truncate;
+  for (const k of PASSED_THROUGH) if (o[k] !== undefined) (d as Record<string, unknown>)[k] = o[k];
   if (o.scores === true || o.nBest !== undefined) d.returnScores = true;
   if (o.nBest !== undefined) d.returnAlternatives = o.nBest;
   return d;

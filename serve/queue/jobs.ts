@@ -12,8 +12,9 @@ export interface TranslateJob { model: string; texts: string[]; options?: Client
 export interface TranslateJobResult { model: string; translations: Translation[] }
 
 /** The client options a job may carry (as POST /v1/translate's options) and their types. */
-const OPTION_TYPES: Record<string, 'integer' | 'boolean' | 'string'> = {
+const OPTION_TYPES: Record<string, 'integer' | 'number' | 'boolean' | 'string' | 'boolean|never'> = {
   beam: 'integer', maxLength: 'integer', nBest: 'integer', scores: 'boolean', targetLang: 'string', truncate: 'boolean', strategy: 'string',
+  lengthPenalty: 'number', earlyStopping: 'boolean|never', minNewTokens: 'integer', noRepeatNgramSize: 'integer', encoderNoRepeatNgramSize: 'integer', repetitionPenalty: 'number',
 };
 
 const NAME = /^[A-Za-z0-9_.-]{1,100}$/;
@@ -44,8 +45,8 @@ export function checkJob(data: unknown): TranslateJob {
   for (const [k, v] of Object.entries(d.options ?? {})) {
     const want = OPTION_TYPES[k];
     if (!want) throw new PlancError('PLANC_E701', `unknown option '${k}' in job data.options (known: ${Object.keys(OPTION_TYPES).join(', ')})`);
-    const ok = want === 'integer' ? Number.isSafeInteger(v) : typeof v === want;
-    if (!ok) throw new PlancError('PLANC_E701', `job data.options.${k} must be ${want === 'integer' ? 'an integer' : `a ${want}`}, not ${JSON.stringify(v)}`);
+    const ok = want === 'integer' ? Number.isSafeInteger(v) : want === 'number' ? Number.isFinite(v) : want === 'boolean|never' ? typeof v === 'boolean' || v === 'never' : typeof v === want;
+    if (!ok) throw new PlancError('PLANC_E701', `job data.options.${k} must be ${want === 'integer' ? 'an integer' : want === 'boolean|never' ? 'true, false or "never"' : `a ${want}`}, not ${JSON.stringify(v)}`);
   }
   return { model: d.model, texts: d.texts, options: d.options };
 }
