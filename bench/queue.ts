@@ -8,6 +8,7 @@ import * as path from 'node:path';
 import { REPO_ROOT, sharedDir } from '../compiler/paths.ts';
 import { loadPlan } from '../runtime/plan.ts';
 import { translate } from '../runtime/translate.ts';
+import { startPlancWorker } from '../test/helpers/planc-cli.ts';
 import { RedisServer, redisMissing } from '../test/helpers/redis-server.ts';
 import { machineFacts } from './machine.ts';
 import { load, startServer, stopServer, type Level } from './serve.ts';
@@ -15,14 +16,8 @@ import { load, startServer, stopServer, type Level } from './serve.ts';
 const PLANC = path.join(REPO_ROOT, 'bin', 'planc.js');
 const JOB_LINES = 10;
 
-function startWorker(plan: string, url: string, queue: string, threads: number, extra: string[] = []): Promise<ChildProcess> {
-  return new Promise((resolve, reject) => {
-    const w = spawn(process.execPath, [PLANC, 'worker', plan, '--redis', url, '--queue', queue, '--threads', String(threads), ...extra], { stdio: ['ignore', 'ignore', 'pipe'] });
-    let err = '';
-    w.stderr!.on('data', (d: Buffer) => { err += d.toString(); if (/from queue/.test(err)) resolve(w); });
-    w.on('exit', (code) => { if (!/from queue/.test(err)) reject(new Error(`worker exited ${code}: ${err}`)); });
-  });
-}
+const startWorker = (plan: string, url: string, queue: string, threads: number, extra: string[] = []): Promise<ChildProcess> =>
+  startPlancWorker([plan, '--redis', url, '--queue', queue, '--threads', String(threads), ...extra]);
 
 /** Runs planc submit; its own seconds (from its summary line: connection to the last line written, no process start). */
 async function submitSeconds(url: string, input: string, out: string, queue: string): Promise<number> {

@@ -6,6 +6,7 @@ import { DEFAULT_QUEUE } from '../serve/queue/jobs.ts';
 import { safeUrl } from '../serve/queue/redis.ts';
 import { createServer } from '../serve/server.ts';
 import { intOption, parseArgs, type CommandSpec } from './args.ts';
+import { drainOnSignal } from './stop-signal.ts';
 import { applyThreads, THREADS_OPTION } from './threads.ts';
 
 export const SERVE: CommandSpec = {
@@ -67,14 +68,7 @@ export async function runServe(argv: string[]): Promise<number> {
     const address = await server.listen();
     const what = options.queue ? `gateway to queue ${options.queue.prefix} at ${safeUrl(options.queue.redis)}` : [...server.models.keys()].join(', ');
     console.error(`planc serve: ${what} on ${address}${options.continuous ? '' : ' (--no-continuous: each request decoded alone)'}`);
-    await new Promise<void>((resolve) => {
-      const stop = (signal: string) => {
-        console.error(`planc serve: ${signal}: finishing the requests in flight`);
-        server.close().then(resolve, resolve);
-      };
-      process.once('SIGTERM', () => stop('SIGTERM'));
-      process.once('SIGINT', () => stop('SIGINT'));
-    });
+    await drainOnSignal('serve', 'finishing the requests in flight', () => server.close());
     return 0;
   } finally {
     for (const p of plans) p.close();

@@ -5,6 +5,7 @@ import { loadPlan, type Plan } from '../runtime/plan.ts';
 import { DEFAULT_QUEUE } from '../serve/queue/jobs.ts';
 import { startWorker } from '../serve/queue/worker.ts';
 import { intOption, parseArgs, type CommandSpec } from './args.ts';
+import { drainOnSignal } from './stop-signal.ts';
 import { applyThreads, THREADS_OPTION } from './threads.ts';
 
 export const WORKER: CommandSpec = {
@@ -40,14 +41,7 @@ export async function runWorker(argv: string[]): Promise<number> {
       scheduler: { maxRows: intOption(flags, 'max-rows', 1, 1 << 16) },
       log: (line) => console.error(line),
     });
-    await new Promise<void>((resolve) => {
-      const stop = (signal: string) => {
-        console.error(`planc worker: ${signal}: finishing the jobs held`);
-        worker.close().then(resolve, resolve);
-      };
-      process.once('SIGTERM', () => stop('SIGTERM'));
-      process.once('SIGINT', () => stop('SIGINT'));
-    });
+    await drainOnSignal('worker', 'finishing the jobs held', () => worker.close());
     return 0;
   } finally {
     for (const p of plans) p.close();

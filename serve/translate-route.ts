@@ -1,10 +1,10 @@
 // POST /v1/translate: texts → source ids → the model's scheduler → translations in input order, or streamed as each
 // sentence ends (NDJSON or server-sent events). One bad sentence fails alone, at its index.
-import { PassThrough } from 'node:stream';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { PlancError } from '../compiler/diagnostics.ts';
 import type { DecodingOptions } from '../runtime/decode/options.ts';
 import { planDefaults, prepareDecoding } from '../runtime/decode/translate-ids.ts';
+import { answerStream, streamKind } from './answer-stream.ts';
 import { errorBody, requestError } from './errors.ts';
 import type { ServeMetrics } from './metrics.ts';
 import type { ServedModel } from './models.ts';
@@ -53,14 +53,6 @@ export function pickModel(models: Map<string, ServedModel>, name: string | undef
   return m;
 }
 
-/** How the client wants the answer: one JSON body, NDJSON lines or server-sent events. */
-function streamKind(accept: string | undefined): 'ndjson' | 'sse' | undefined {
-  if (!accept) return undefined;
-  if (/application\/x-ndjson/i.test(accept)) return 'ndjson';
-  if (/text\/event-stream/i.test(accept)) return 'sse';
-  return undefined;
-}
-
 export function translateHandler(models: Map<string, ServedModel>, metrics: ServeMetrics, limits: RouteLimits) {
   return async (request: FastifyRequest<{ Body: TranslateBody }>, reply: FastifyReply) => {
     const t0 = performance.now();
@@ -95,10 +87,8 @@ export function translateHandler(models: Map<string, ServedModel>, metrics: Serv
     };
     if (kind) {
       await prepareDecoding(m.plan, options); // bad options fail the whole request before the stream starts
-      const out = new PassThrough();
-      const write = (obj: object) => out.write(kind === 'sse' ? `data: ${JSON.stringify(obj)}\n\n` : `${JSON.stringify(obj)}\n`);
+      const { out, write } = answerStream(reply, kind);
       out.on('close', () => abort.abort());
-      reply.header('content-type', kind === 'sse' ? 'text/event-stream' : 'application/x-ndjson').header('cache-control', 'no-cache');
       const finished = translateTexts(m, texts, options, {
         signal: abort.signal,
         onAnswer: (index, t, f) => { count(index, t, f); write({ index, ...t }); },

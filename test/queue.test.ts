@@ -15,7 +15,7 @@ import { Queue } from 'bullmq';
 import { DEFAULT_QUEUE, queueName } from '../serve/queue/jobs.ts';
 import { createServer } from '../serve/server.ts';
 import { redisOptions } from '../serve/queue/redis.ts';
-import { planc } from './helpers/planc-cli.ts';
+import { planc, startPlancWorker } from './helpers/planc-cli.ts';
 import { RedisServer, redisMissing } from './helpers/redis-server.ts';
 import { NEEDS_NATIVE, skipSuite } from './helpers/skip.ts';
 import { makeTinyTextPlan } from './helpers/tiny-text-plan.ts';
@@ -43,16 +43,12 @@ if (missing && !(process.env.CI && missing !== NEEDS_NATIVE)) {
   const children = new Set<ChildProcess>();
 
   /** Starts a worker; resolves once it takes jobs. */
-  const startWorker = (url: string, extra: string[] = []): Promise<ChildProcess> => new Promise((resolve, reject) => {
-    const w = spawn(process.execPath, [BIN, 'worker', planFile, '--redis', url, '--lock-ms', '3000', '--threads', '1', ...extra], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const startWorker = async (url: string, extra: string[] = []): Promise<ChildProcess> => {
+    const w = await startPlancWorker([planFile, '--redis', url, '--lock-ms', '3000', '--threads', '1', ...extra]);
     children.add(w);
-    let err = '';
-    w.stderr!.on('data', (d: Buffer) => {
-      err += d.toString();
-      if (/from queue/.test(err)) resolve(w);
-    });
-    w.on('exit', (code) => { children.delete(w); if (!/from queue/.test(err)) reject(new Error(`worker exited ${code}: ${err}`)); });
-  });
+    w.on('exit', () => children.delete(w));
+    return w;
+  };
   const submit = (args: string[]) => new Promise<{ status: number | null; stderr: string }>((resolve) => {
     const s = spawn(process.execPath, [BIN, 'submit', ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
     let stderr = '';

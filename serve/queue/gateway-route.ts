@@ -1,8 +1,8 @@
 // POST /v1/translate in gateway mode (planc serve --redis): the request's texts as one queue job (serve/queue/
 // gateway.ts); the answer once a worker finishes it, as one JSON body or, streamed, every sentence then done.
-import { PassThrough } from 'node:stream';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { PlancError } from '../../compiler/diagnostics.ts';
+import { answerStream, streamKind } from '../answer-stream.ts';
 import type { ServeMetrics } from '../metrics.ts';
 import type { RouteLimits, TranslateBody } from '../translate-route.ts';
 import type { Gateway } from './gateway.ts';
@@ -25,12 +25,9 @@ export function gatewayTranslateHandler(gw: Gateway, metrics: ServeMetrics, limi
       }
     }
     metrics.requestSeconds.observe({ model }, (performance.now() - t0) / 1000);
-    const accept = request.headers.accept ?? '';
-    const kind = /application\/x-ndjson/i.test(accept) ? 'ndjson' : /text\/event-stream/i.test(accept) ? 'sse' : undefined;
+    const kind = streamKind(request.headers.accept);
     if (!kind) return { translations };
-    const out = new PassThrough();
-    const write = (obj: object) => out.write(kind === 'sse' ? `data: ${JSON.stringify(obj)}\n\n` : `${JSON.stringify(obj)}\n`);
-    reply.header('content-type', kind === 'sse' ? 'text/event-stream' : 'application/x-ndjson').header('cache-control', 'no-cache');
+    const { out, write } = answerStream(reply, kind);
     translations.forEach((t, index) => write({ index, ...t }));
     write({ done: true });
     out.end();

@@ -6,7 +6,7 @@ import { Redis } from 'ioredis';
 import { PlancError } from '../../compiler/diagnostics.ts';
 import type { ClientOptions } from '../translate-route.ts';
 import type { Translation } from '../translate-texts.ts';
-import { jobId, queueName, type TranslateJob, type TranslateJobResult } from './jobs.ts';
+import { failureOf, jobId, queueName, type TranslateJob, type TranslateJobResult } from './jobs.ts';
 import { redisOptions, safeUrl } from './redis.ts';
 import { liveModels } from './submit.ts';
 
@@ -85,8 +85,8 @@ export function openGateway(url: string, prefix: string): Gateway {
       } catch (e) {
         const msg = (e as Error).message ?? '';
         if (/timed out|timeout/i.test(msg)) throw new PlancError('PLANC_E704', `the job was not finished within ${timeoutMs} ms (--timeout-ms); it stays queued and the same request later is answered from it`);
-        const m = /^(PLANC_E\d+): ([\s\S]*)$/.exec(msg);
-        if (m) return { model, translations: texts.map(() => ({ error: { code: m[1]!, message: m[2]! } })) };
+        const error = failureOf(msg);
+        if (error) return { model, translations: texts.map(() => ({ error })) };
         throw new PlancError('PLANC_E709', `job ${job.id} failed: ${msg.split('\n')[0]}`);
       }
       if (!result || !Array.isArray(result.translations) || result.translations.length !== texts.length) throw new PlancError('PLANC_E709', `job ${job.id} finished without one answer per sentence`);

@@ -2,6 +2,7 @@
 // model's jobs wait in, and content-addressed job ids (the same job submitted twice is one job, never two outputs).
 import { createHash } from 'node:crypto';
 import { PlancError } from '../../compiler/diagnostics.ts';
+import { OPTIONS_SCHEMA } from '../schemas.ts';
 import type { ClientOptions } from '../translate-route.ts';
 import type { Translation } from '../translate-texts.ts';
 
@@ -11,11 +12,24 @@ export const DEFAULT_QUEUE = 'planc';
 export interface TranslateJob { model: string; texts: string[]; options?: ClientOptions }
 export interface TranslateJobResult { model: string; translations: Translation[] }
 
-/** The client options a job may carry (as POST /v1/translate's options) and their types. */
-const OPTION_TYPES: Record<string, 'integer' | 'number' | 'boolean' | 'string' | 'boolean|never'> = {
-  beam: 'integer', maxLength: 'integer', nBest: 'integer', scores: 'boolean', targetLang: 'string', truncate: 'boolean', strategy: 'string',
-  lengthPenalty: 'number', earlyStopping: 'boolean|never', minNewTokens: 'integer', noRepeatNgramSize: 'integer', encoderNoRepeatNgramSize: 'integer', repetitionPenalty: 'number',
-};
+/** One property of OPTIONS_SCHEMA (POST /v1/translate's options: the one definition a job's options are checked by). */
+interface OptionSchema { type?: string; enum?: readonly unknown[]; minimum?: number; maximum?: number; maxLength?: number; anyOf?: readonly OptionSchema[] }
+
+function fits(v: unknown, p: OptionSchema): boolean {
+  if (p.anyOf) return p.anyOf.some((q) => fits(v, q));
+  const typed = p.type === 'integer' ? Number.isSafeInteger(v) : p.type === 'number' ? typeof v === 'number' && Number.isFinite(v) : typeof v === p.type;
+  if (!typed || (p.enum && !p.enum.includes(v))) return false;
+  if (typeof v === 'number' && ((p.minimum !== undefined && v < p.minimum) || (p.maximum !== undefined && v > p.maximum))) return false;
+  return !(typeof v === 'string' && p.maxLength !== undefined && v.length > p.maxLength);
+}
+
+function wanted(p: OptionSchema): string {
+  if (p.anyOf) return p.anyOf.map(wanted).join(' or ');
+  if (p.enum) return p.enum.map((e) => JSON.stringify(e)).join(' or ');
+  const range = p.minimum !== undefined || p.maximum !== undefined ? ` in [${p.minimum ?? '-inf'}, ${p.maximum ?? 'inf'}]` : '';
+  const chars = p.maxLength !== undefined ? ` of at most ${p.maxLength} characters` : '';
+  return `${p.type === 'integer' ? 'an integer' : `a ${p.type}`}${range}${chars}`;
+}
 
 const NAME = /^[A-Za-z0-9_.-]{1,100}$/;
 
@@ -24,6 +38,15 @@ export function queueName(prefix: string, model: string): string {
   if (!NAME.test(prefix)) throw new PlancError('PLANC_E301', `--queue ${prefix}: want 1-100 letters, digits, '_', '.' or '-'`);
   if (!NAME.test(model)) throw new PlancError('PLANC_E705', `model name '${model}' cannot name a queue: want 1-100 letters, digits, '_', '.' or '-' (rename the plan file)`);
   return `${prefix}-${model}`;
+}
+
+/** A job refused for its data or options keeps its PLANC code first in BullMQ's failure reason ... */
+export const failureReason = (e: PlancError): string => `${e.code}: ${e.message.replace(/^PLANC_E\d+: /, '')}`;
+
+/** ... which reads back as the error of each of its sentences; undefined for a reason without a code (internal). */
+export function failureOf(reason: string): { code: string; message: string } | undefined {
+  const m = /^(PLANC_E\d+): ([\s\S]*)$/.exec(reason);
+  return m ? { code: m[1]!, message: m[2]! } : undefined;
 }
 
 /** Redis key under which a live worker lists its models (expires unless the worker refreshes it). */
@@ -42,11 +65,11 @@ export function checkJob(data: unknown): TranslateJob {
   if (typeof d.model !== 'string') throw new PlancError('PLANC_E701', 'job data.model is not a string');
   if (!Array.isArray(d.texts) || d.texts.some((t) => typeof t !== 'string')) throw new PlancError('PLANC_E701', 'job data.texts is not an array of strings');
   if (d.options !== undefined && (typeof d.options !== 'object' || d.options === null || Array.isArray(d.options))) throw new PlancError('PLANC_E701', 'job data.options is not an object');
+  const props = OPTIONS_SCHEMA.properties as Record<string, OptionSchema>;
   for (const [k, v] of Object.entries(d.options ?? {})) {
-    const want = OPTION_TYPES[k];
-    if (!want) throw new PlancError('PLANC_E701', `unknown option '${k}' in job data.options (known: ${Object.keys(OPTION_TYPES).join(', ')})`);
-    const ok = want === 'integer' ? Number.isSafeInteger(v) : want === 'number' ? Number.isFinite(v) : want === 'boolean|never' ? typeof v === 'boolean' || v === 'never' : typeof v === want;
-    if (!ok) throw new PlancError('PLANC_E701', `job data.options.${k} must be ${want === 'integer' ? 'an integer' : want === 'boolean|never' ? 'true, false or "never"' : `a ${want}`}, not ${JSON.stringify(v)}`);
+    const p = props[k];
+    if (!p) throw new PlancError('PLANC_E701', `unknown option '${k}' in job data.options (known: ${Object.keys(props).join(', ')})`);
+    if (!fits(v, p)) throw new PlancError('PLANC_E701', `job data.options.${k} must be ${wanted(p)}, not ${JSON.stringify(v)}`);
   }
   return { model: d.model, texts: d.texts, options: d.options };
 }

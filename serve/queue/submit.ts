@@ -6,7 +6,7 @@ import { Redis } from 'ioredis';
 import { PlancError } from '../../compiler/diagnostics.ts';
 import type { ClientOptions } from '../translate-route.ts';
 import type { Translation } from '../translate-texts.ts';
-import { jobId, queueName, workerKey, type TranslateJob, type TranslateJobResult } from './jobs.ts';
+import { failureOf, jobId, queueName, workerKey, type TranslateJob, type TranslateJobResult } from './jobs.ts';
 import { checkRedis, redisOptions } from './redis.ts';
 
 export interface SubmitOptions {
@@ -54,8 +54,7 @@ async function pickModel(redis: Redis, o: SubmitOptions): Promise<string> {
 function answers(job: Job, n: number): Translation[] | undefined {
   if (job.finishedOn === undefined) return undefined;
   if (job.failedReason && !(job.returnvalue as TranslateJobResult | null)?.translations) {
-    const m = /^(PLANC_E\d+): ([\s\S]*)$/.exec(job.failedReason);
-    const error = { code: m ? m[1]! : 'PLANC_E709', message: m ? m[2]! : `job ${job.id} failed: ${job.failedReason}` };
+    const error = failureOf(job.failedReason) ?? { code: 'PLANC_E709', message: `job ${job.id} failed: ${job.failedReason}` };
     return Array.from({ length: n }, () => ({ error }));
   }
   const r = job.returnvalue as TranslateJobResult | null;
@@ -91,7 +90,8 @@ export async function submitLines(lines: string[], o: SubmitOptions, onLine: (in
     // a failed job with an internal error is tried again; one refused for its data or options fails the same again
     for (const { k } of toAdd) {
       const e = existing[k];
-      if (e?.failedReason && /^PLANC_E707|^(?!PLANC_E)/.test(e.failedReason)) await e.retry('failed').catch(() => {});
+      const f = e?.failedReason ? failureOf(e.failedReason) : undefined;
+      if (e?.failedReason && (!f || f.code === 'PLANC_E707')) await e.retry('failed').catch(() => {});
     }
     await q.addBulk(toAdd.map(({ data, k }) => ({
       name: 'translate', data,

@@ -11,7 +11,7 @@ import type { Plan } from '../../runtime/plan.ts';
 import { serveModels, warmUp, type ServedModel } from '../models.ts';
 import { decodingOptions } from '../translate-route.ts';
 import { translateTexts } from '../translate-texts.ts';
-import { checkJob, queueName, workerKey, type TranslateJobResult } from './jobs.ts';
+import { checkJob, failureReason, queueName, workerKey, type TranslateJobResult } from './jobs.ts';
 import { checkRedis, redisOptions, safeUrl } from './redis.ts';
 
 export interface WorkerOptions {
@@ -33,7 +33,7 @@ export interface PlancWorker {
 
 /** A job's failure that must not be retried (its data or options are wrong): the PLANC code stays in the reason. */
 function poison(e: unknown): Error {
-  return e instanceof PlancError ? new UnrecoverableError(`${e.code}: ${e.message.replace(/^PLANC_E\d+: /, '')}`) : (e as Error);
+  return e instanceof PlancError ? new UnrecoverableError(failureReason(e)) : (e as Error);
 }
 
 async function runJob(models: Map<string, ServedModel>, job: Job): Promise<TranslateJobResult> {
