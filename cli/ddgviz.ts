@@ -12,7 +12,7 @@ import { planTokenizer, sourceIds } from '../runtime/translate.ts';
 import { intOption, parseArgs, type CommandSpec } from './args.ts';
 import { checkInputFile, checkOutputFile } from './files.ts';
 import { applyThreads, THREADS_OPTION } from './threads.ts';
-import { readLines } from './translate.ts';
+import { readLines } from './read-lines.ts';
 
 const JACOBI = ['pj', 'pgj', 'hgj'];
 

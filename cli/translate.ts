@@ -55,13 +55,6 @@ const IDLE_MS = 25;
 /** The most lines handed to one translateIds call (it sorts them by length and batches within them). */
 const MAX_CHUNK = 256;
 
-/** Stdin's lines (a final newline does not start another sentence). */
-export function readLines(text: string): string[] {
-  const lines = text.split(/\r?\n/);
-  if (lines.length > 0 && lines[lines.length - 1] === '') lines.pop();
-  return lines;
-}
-
 /** One line of `--ids` input: space-separated non-negative integers. */
 export function parseIdLine(line: string, lineNo: number): number[] {
   const parts = line.trim().split(/\s+/).filter((p) => p !== '');
