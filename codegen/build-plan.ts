@@ -5,31 +5,12 @@ import { PlancError } from '../compiler/diagnostics.ts';
 import type { PlanDecoding, PlanHeader } from '../compiler/plan/types.ts';
 import { isSym } from '../compiler/symbolic.ts';
 import { PlanWeights } from './lower.ts';
-import { symbolBounds, type ProfileOptions } from './profile.ts';
-import type { MemoryReport } from './memory-plan.ts';
+import { symbolBounds } from './profile.ts';
 import type { PassHooks } from '../passes/pipeline.ts';
-import { runProgramPasses, type ProgramState } from './program-passes.ts';
-import type { VariantChoices } from './cpu-variants.ts';
+import { runProgramPasses } from './program-passes.ts';
+import type { BuildOptions, GraphReport, ProgramState, SpecialIds } from './program-state.ts';
 
-export interface BuildOptions extends ProfileOptions {
-  target: 'cpu' | 'cuda';
-  /** cuda: the sm archs to compile for (default sm_80, sm_90). */
-  archs?: string[];
-  /** Called at each step with a short message (the CLI shows progress). */
-  onProgress?: (step: string) => void;
-  /** Creation options recorded in the plan. */
-  options?: Record<string, string>;
-  /** The tokenizer file to embed in the plan (`planc optimize` finds it in the model folder). */
-  tokenizer?: { bytes: Uint8Array; kind: 'spm' | 'hf' };
-  /** Special token ids that override the model's config.json / generation_config.json. */
-  specialIds?: SpecialIds;
-  /** cpu: kernel variants to force, by kernel or IR node name (codegen/cpu-variants.ts VariantChoices). */
-  variants?: VariantChoices;
-}
-
-export interface SpecialIds { decoderStartId?: number; eosId?: number; padId?: number; unkId?: number }
-
-export interface GraphReport extends MemoryReport { graph: string; kernels: number; tensors: number }
+export type { BuildOptions, GraphReport, SpecialIds } from './program-state.ts';
 
 export interface BuiltPlan {
   header: PlanHeader;

@@ -1,54 +1,19 @@
 // The ordered list of program passes (optimized IR → plan) and their driver, with the IR passes' dump/verify hooks.
 import { Diagnostics, PlancError } from '../compiler/diagnostics.ts';
-import type { Model } from '../compiler/ir.ts';
-import type { PlanDecoding, PlanHeader, PlanProgram } from '../compiler/plan/types.ts';
 import type { PassHooks } from '../passes/pipeline.ts';
-import type { BuildOptions, GraphReport } from './build-plan.ts';
+import type { ProgramPass, ProgramState } from './program-state.ts';
 import { selectCpuVariants } from './cpu-variants.ts';
-import { buildCuda, type CudaBuild } from './cuda/build.ts';
+import { buildCuda } from './cuda/build.ts';
 import { DEFAULT_ARCHS } from './cuda/nvcc.ts';
 import { selectCuda, type Instance } from './cuda/rules.ts';
-import { lowerGraph, PlanWeights } from './lower.ts';
+import { lowerGraph } from './lower.ts';
 import { planMemory } from './memory-plan.ts';
 import { packPlan, PLANC_VERSION } from './pack.ts';
 import { printProgram } from './program-printer.ts';
 import { verifyProgramState } from './program-verify.ts';
 import { cudaTuningArch } from './target.ts';
 
-/** What the program passes work on: each fills its part, in list order. */
-export interface ProgramState {
-  /** The IR after the IR passes. */
-  readonly model: Model;
-  readonly options: BuildOptions;
-  /** The decoding facts the plan records (special ids applied; checked before anything is lowered). */
-  readonly decoding: PlanDecoding;
-  /** Upper bound of every runtime symbol (from the profile). */
-  readonly symbolMax: Record<string, number>;
-  /** lower: the weights every program shares, and one program per graph. */
-  weights: PlanWeights;
-  programs: PlanProgram[];
-  /** select-variants (cuda): per program, per kernel call, the launch variants in the order the runtime tries them. */
-  variants?: Instance[][][];
-  /** Decisions recorded in the plan (header.tuning): select-variants' choices on cuda (cpu's are in the kernels). */
-  tuning: PlanHeader['tuning'];
-  /** plan-memory: arena offsets assigned, one report per program. */
-  memoryPlanned: boolean;
-  reports: GraphReport[];
-  /** build-cuda: the generated and compiled kernels. */
-  cuda?: CudaBuild;
-  /** pack: the plan's header and weight blob. */
-  header?: PlanHeader;
-  blob?: Uint8Array;
-}
-
-export interface ProgramPass {
-  name: string;
-  /** One line: what the pass does. */
-  summary: string;
-  /** The only target it runs for (others run for every target). */
-  target?: 'cpu' | 'cuda';
-  run(s: ProgramState): void;
-}
+export type { ProgramPass, ProgramState } from './program-state.ts';
 
 /** One error naming every node the target cannot lower (op, node name, graph), with the first problem's code. */
 function loweringFailure(problems: Diagnostics): PlancError {

@@ -3,7 +3,7 @@
 import { PlancError } from '../compiler/diagnostics.ts';
 import { arity, cudaVariants, KERNELS, type Arity, type KernelSpec } from '../compiler/kernel-schema.ts';
 import { TENSOR_KIND, type PlanProgram } from '../compiler/plan/types.ts';
-import type { ProgramState } from './program-passes.ts';
+import type { ProgramState } from './program-state.ts';
 
 /** At most this many problems are listed per program. */
 const MAX_LISTED = 8;

@@ -1,7 +1,7 @@
 // The compile driver: IR passes, then program passes, with the same dump/verify hooks, and the services passes reach.
 // Why optimize/: the driver fills PassContext with runtime-backed services, and compiler/, passes/, codegen/ may not import runtime/.
 import type { Model } from '../compiler/ir.ts';
-import type { PlanQuantization, PlanVocab } from '../compiler/plan/types.ts';
+import type { PlanFile, PlanQuantization, PlanVocab } from '../compiler/plan/types.ts';
 import { isHalf, type LayerPrecision } from '../compiler/quant/layers.ts';
 import { PlancError } from '../compiler/diagnostics.ts';
 import { verifyModel } from '../compiler/verify.ts';
@@ -33,6 +33,16 @@ export interface CompileOptions extends Omit<BuildOptions, 'onProgress'> {
   onDump?: (pass: string, text: string, what: 'IR' | 'programs') => void;
 }
 
+/**
+ * The pass services, and the driver's own step after the program passes (no pass calls it, so it is not a pass
+ * service): --tune, each cpu kernel call's variants measured on this machine in the built plan (or read from the
+ * tuning cache), the chosen variant set in the call and every decision in header.tuning (optimize/tune.ts). The plan
+ * is changed in place.
+ */
+export interface CompileServices extends PassServices {
+  tune?: (plan: PlanFile) => Promise<TuneSummary>;
+}
+
 export interface Compiled extends BuiltPlan {
   /** The k of planc.ProjectTopK the plan got (undefined: logits kept). */
   topk?: number;
@@ -55,7 +65,7 @@ export function checkDumpAfter(name: string | undefined): void {
  * (passes/pipeline.ts PIPELINE), then the program passes (codegen/program-passes.ts PROGRAM_PASSES). Services the
  * caller does not give are backed by the runtime here; progress goes to `services.progress` only.
  */
-export async function compile(model: Model, options: CompileOptions, services: PassServices = {}): Promise<Compiled> {
+export async function compile(model: Model, options: CompileOptions, services: CompileServices = {}): Promise<Compiled> {
   checkDumpAfter(options.dumpAfter);
   const { progress } = services;
   // Decoding runs the first-step decoder on the start token only; sizing it for whole target prefixes would make its
@@ -74,8 +84,8 @@ export async function compile(model: Model, options: CompileOptions, services: P
     progress,
     calibrate: services.calibrate ?? ((m, request) => calibrateVocab(m, request, { profile, specialIds: options.specialIds, tokenizer: options.tokenizer, progress })),
     quantize: services.quantize ?? ((m, request, pipe) => quantizeStep(m, request, pipe, { profile, specialIds: options.specialIds, tokenizer: options.tokenizer, progress })),
-    tune: services.tune ?? (async (plan) => tunePlan(plan, { forced: options.variants, ...options.tune }, progress)),
   };
+  const tune = services.tune ?? (async (plan: PlanFile) => tunePlan(plan, { forced: options.variants, ...options.tune }, progress));
   const vocab = options.vocab ? await passServices.calibrate!(model, { ...options.vocab, topk: topk! }) : undefined;
   const { onDump, dumpAfter } = options;
   const pipe: PassContext & { disable: string[] } = { disable: options.disable ?? [], topk, vocab: vocab?.rewrite, stepTokens: options.stepTokens };
@@ -92,7 +102,7 @@ export async function compile(model: Model, options: CompileOptions, services: P
   if (quantized) built.header.quantization = mergeQuantization(built.header.quantization, quantized.header);
   const q = built.header.quantization;
   if (q && options.target === 'cpu' && q.layers.some((l) => isHalf(l.precision as LayerPrecision))) q.notes = [q.notes, CPU_HALF_NOTE].filter((x) => x).join('\n');
-  const tuning = options.tune ? await passServices.tune!(built) : undefined;
+  const tuning = options.tune ? await tune(built) : undefined;
   return { ...built, topk, firstStepOnly, vocab: vocab?.header, quantization: built.header.quantization, ...(tuning ? { tuning } : {}) };
 }
 

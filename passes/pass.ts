@@ -5,8 +5,7 @@ import type { Graph, Model, Node } from '../compiler/ir.ts';
 import { toRaw } from '../compiler/onnx/tensor-proto.ts';
 import { weightId } from '../compiler/weights.ts';
 import type { DType } from '../compiler/dtype.ts';
-import type { PlanFile, PlanQuantization, PlanVocab } from '../compiler/plan/types.ts';
-import type { TuneSummary } from '../optimize/tune.ts';
+import type { PlanQuantization, PlanVocab } from '../compiler/plan/types.ts';
 import type { Dim } from '../compiler/symbolic.ts';
 import type { Tensor } from '../compiler/tensor.ts';
 import type { VocabSpec } from '../compiler/vocab/spec.ts';
@@ -46,12 +45,6 @@ export interface PassServices {
    * the IR pipeline's other options (the step builds float32 and quantized plans with them to measure).
    */
   quantize?: (model: Model, request: QuantizeRequest, pipe: PassContext) => Promise<QuantizeResult>;
-  /**
-   * The --tune step, after the program passes: each cpu kernel call's variants measured on this machine in the built
-   * plan (or read from the tuning cache), the chosen variant set in the call and every decision in header.tuning
-   * (optimize/tune.ts). The plan is changed in place.
-   */
-  tune?: (plan: PlanFile) => Promise<TuneSummary>;
 }
 
 /** What --quantize asks of the quantize service. */

@@ -1,6 +1,5 @@
 // The precisions a product of a plan may have after quantization, the record of each quantized layer, and the plan's
 // quantization record before anything is measured.
-import type { PlanQuantization } from '../plan/types.ts';
 
 /**
  * The precision of one product: int8 (weights per output channel, input rows quantized per row at run time), w8
@@ -29,13 +28,5 @@ export interface QuantizedLayer {
   /** Weight bytes before and after. */
   bytesBefore: number;
   bytesAfter: number;
-}
-
-/** A plan's quantization record with nothing measured yet (mode as asked). */
-export function emptyQuantization(mode: string): PlanQuantization {
-  return {
-    mode, layers: [], weightBytesFp32: 0, weightBytes: 0, evalSource: '', evalSentences: 0, identicalSentences: 0, top1Agreement: 0,
-    hasBleu: false, bleu: 0, bleuFp32: 0, gate: '', gatePassed: false, notes: '',
-  };
 }
 

@@ -1,6 +1,6 @@
 // Hugging Face tokenizer.json: Hugging Face's own pure-JS implementation (@huggingface/tokenizers).
 import { Tokenizer as HfTokenizer } from '@huggingface/tokenizers';
-import type { Tokenizer } from './tokenizer.ts';
+import type { Tokenizer } from './types.ts';
 
 /** The part of tokenizer_config.json the library needs, taken from tokenizer.json itself (plans carry only that file). */
 function configOf(json: { model?: { unk_token?: unknown } }): Record<string, unknown> {

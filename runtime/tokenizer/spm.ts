@@ -1,7 +1,7 @@
 // SentencePiece tokenizer: the real SentencePiece C++ library compiled to WebAssembly (@sctg/sentencepiece-js).
 import { SentencePieceProcessor } from '@sctg/sentencepiece-js';
 import protobuf from 'protobufjs';
-import type { Tokenizer } from './tokenizer.ts';
+import type { Tokenizer } from './types.ts';
 
 /** Piece text → id of a serialized ModelProto (field 1: repeated SentencePiece, whose field 1 is the piece). */
 function pieceIds(bytes: Uint8Array): Map<string, number> {

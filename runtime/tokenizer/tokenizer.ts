@@ -3,25 +3,9 @@ import { PlancError } from '../../compiler/diagnostics.ts';
 import type { PlanHeader } from '../../compiler/plan/types.ts';
 import { loadHfTokenizer } from './hf.ts';
 import { loadSpmTokenizer } from './spm.ts';
+import type { Tokenizer, TokenizerKind } from './types.ts';
 
-export type TokenizerKind = 'spm' | 'hf';
-
-export interface Tokenizer {
-  /** Text → ids, without any special tokens. */
-  encode(text: string): number[];
-  /**
-   * Text → the model's source ids with the tokenizer's own framing: tokenizer.json's post-processor (`X </s>`,
-   * `es_XX X </s>`, `<s> X </s>`, ...); SentencePiece files have none, so `X </s>` with the eos id given at load.
-   */
-  encodeSource(text: string): number[];
-  /** Ids → text; special and control tokens (eos, pad, language codes, unk markers) are dropped. */
-  decode(ids: number[]): string;
-  /** A token's id by its text (e.g. a language code: en_XX, __en__, eng_Latn), or undefined. */
-  tokenId(token: string): number | undefined;
-  /** The texts of the special tokens (tokenizer.json only; empty for SentencePiece). */
-  specialTokens(): string[];
-  kind: TokenizerKind;
-}
+export type { Tokenizer, TokenizerKind } from './types.ts';
 
 /** Loads a tokenizer from the bytes of its file; `name` names it in errors; `eosId` ends SentencePiece sources (default: its </s>). */
 export async function loadTokenizer(bytes: Uint8Array, kind: TokenizerKind, name = '<tokenizer>', eosId?: number): Promise<Tokenizer> {
