@@ -132,14 +132,21 @@ if (missing && !(process.env.CI && missing !== NEEDS_NATIVE)) {
       const texts = sentences.slice(0, 12);
       const plan = await loadPlan(planFile);
       const offline = await translate(plan, texts);
-      plan.close();
+      const translateOnce = (t: string[]) => translate(plan, t);
       let res = await post({ text: texts });
       assert.is(res.status, 200);
       assert.equal(((await res.json()) as { translations: { text: string }[] }).translations.map((t) => t.text), offline);
-      res = await post({ text: texts.slice(0, 2), model }, 'application/x-ndjson');
-      const lines = (await res.text()).trim().split('\n').map((l) => JSON.parse(l) as { index?: number; text?: string; done?: boolean });
-      assert.equal(lines.map((l) => l.text ?? l.done), [offline[0], offline[1], true]);
-      assert.equal(lines.slice(0, 2).map((l) => l.index), [0, 1]);
+      // streamed: each sentence as the worker reports it (a short one well before a long one), then done
+      const longest = texts.reduce((a, b) => (b.length > a.length ? b : a));
+      const streamed = [longest, 'Hola.', texts[0]!];
+      const expect = [offline[texts.indexOf(longest)], ...(await translateOnce(['Hola.'])), offline[0]];
+      res = await post({ text: streamed, model }, 'application/x-ndjson');
+      const chunks: string[] = [];
+      for await (const c of res.body!) chunks.push(Buffer.from(c).toString());
+      const lines = chunks.join('').trim().split('\n').map((l) => JSON.parse(l) as { index?: number; text?: string; done?: boolean });
+      assert.equal(lines.at(-1), { done: true });
+      assert.equal(lines.slice(0, -1).sort((a, b) => a.index! - b.index!).map((l) => l.text), expect);
+      assert.ok(chunks.length >= 2, `the answers came in one piece (${chunks.length} chunk): not streamed before the job completed`);
       res = await post({ text: 'x', model: 'no-such-model' });
       assert.is(res.status, 404);
       assert.match(await res.text(), /PLANC_E705.*unknown model 'no-such-model'/);
@@ -154,6 +161,7 @@ if (missing && !(process.env.CI && missing !== NEEDS_NATIVE)) {
       res = await post({ text: [texts[3], texts[4]], model });
       assert.is(res.status, 200);
       assert.equal(((await res.json()) as { translations: { text: string }[] }).translations.map((t) => t.text), [offline[3], offline[4]]);
+      plan.close();
     } finally {
       await server.close();
     }

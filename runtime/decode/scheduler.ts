@@ -175,12 +175,19 @@ export class Scheduler {
     }
   }
 
+  /**
+   * Steps one cohort at a time, returning to the event loop after each: a worker's queue I/O and a server's sockets
+   * are heard between cohorts' steps, not only once every cohort has stepped (with 4 cohorts each hop of a request
+   * waited up to 4 steps).
+   */
   private async loop(): Promise<void> {
     this.looping = true;
     try {
+      let k = 0;
       while (this.queue.length > 0 || this.cohorts.length > 0) {
         this.admit();
-        this.stepAll();
+        if (k >= this.cohorts.length) k = 0;
+        if (k < this.cohorts.length && !this.stepCohort(k)) k++;
         await new Promise<void>((resolve) => setImmediate(resolve));
       }
     } finally {
@@ -257,36 +264,38 @@ export class Scheduler {
     else this.settle(group, { index, result: toResult(hyps, group.decoding.o) });
   }
 
-  /** One decoder step of every cohort; a cohort that ends answers what is left, one that fails fails its sentences. */
-  private stepAll(): void {
-    for (let k = 0; k < this.cohorts.length; k++) {
-      const c = this.cohorts[k]!;
-      let ended = false;
-      const rows = c.members.reduce((n, m) => n + (m.done ? 0 : m.rows), 0);
-      const t0 = performance.now();
-      try {
-        if (!c.greedy && c.members.every((m) => m.group.cancelled)) {
-          c.steps.return([]);
-          ended = true;
-        } else {
-          const r = c.steps.next();
-          this.opts.onStep?.(rows, performance.now() - t0, c.stepsTaken++ === 0);
-          if (r.done) {
-            ended = true;
-            if (!c.greedy) (r.value as Hypothesis[][]).forEach((hyps, i) => this.finish(c.members[i]!, hyps));
-          }
-        }
-      } catch (e) {
+  /**
+   * One decoder step of cohort k; a cohort that ends answers what is left, one that fails fails its sentences.
+   * Returns whether the cohort ended (it is then removed: index k names the next one).
+   */
+  private stepCohort(k: number): boolean {
+    const c = this.cohorts[k]!;
+    let ended = false;
+    const rows = c.members.reduce((n, m) => n + (m.done ? 0 : m.rows), 0);
+    const t0 = performance.now();
+    try {
+      if (!c.greedy && c.members.every((m) => m.group.cancelled)) {
+        c.steps.return([]);
         ended = true;
-        for (const m of c.members) {
-          if (m.done) continue;
-          m.done = true;
-          this.settle(m.group, { index: m.index, error: e as Error });
+      } else {
+        const r = c.steps.next();
+        this.opts.onStep?.(rows, performance.now() - t0, c.stepsTaken++ === 0);
+        if (r.done) {
+          ended = true;
+          if (!c.greedy) (r.value as Hypothesis[][]).forEach((hyps, i) => this.finish(c.members[i]!, hyps));
         }
       }
-      if (!ended) continue;
-      for (const m of c.members) if (!m.done) this.finish(m, []);
-      this.cohorts.splice(k--, 1);
+    } catch (e) {
+      ended = true;
+      for (const m of c.members) {
+        if (m.done) continue;
+        m.done = true;
+        this.settle(m.group, { index: m.index, error: e as Error });
+      }
     }
+    if (!ended) return false;
+    for (const m of c.members) if (!m.done) this.finish(m, []);
+    this.cohorts.splice(k, 1);
+    return true;
   }
 }

@@ -6,7 +6,7 @@ import { Redis } from 'ioredis';
 import { PlancError } from '../../compiler/diagnostics.ts';
 import type { ClientOptions } from '../translate-route.ts';
 import type { Translation } from '../translate-texts.ts';
-import { failureOf, jobId, queueName, type TranslateJob, type TranslateJobResult } from './jobs.ts';
+import { failureOf, jobId, progressAnswers, queueName, type JobAnswer, type TranslateJob, type TranslateJobResult } from './jobs.ts';
 import { redisOptions, safeUrl } from './redis.ts';
 import { liveModels } from './submit.ts';
 
@@ -15,8 +15,11 @@ export interface Gateway {
   models(): Promise<string[]>;
   /** Whether Redis answers now. */
   reachable(): Promise<boolean>;
-  /** One request's texts as a job; every index answered (a failed job fails each of its sentences with its code). */
-  translate(model: string | undefined, texts: string[], options: ClientOptions, timeoutMs: number): Promise<{ model: string; translations: Translation[] }>;
+  /**
+   * One request's texts as a job; every index answered (a failed job fails each of its sentences with its code).
+   * onAnswer hears of sentences the worker reports before the job completes (not necessarily all of them).
+   */
+  translate(model: string | undefined, texts: string[], options: ClientOptions, timeoutMs: number, onAnswer?: (a: JobAnswer) => void): Promise<{ model: string; translations: Translation[] }>;
   close(): Promise<void>;
 }
 
@@ -60,37 +63,51 @@ export function openGateway(url: string, prefix: string): Gateway {
     return q;
   };
 
+  /** Adds the job (or finds it finished) and waits for its answers. */
+  const finished = async (model: string, texts: string[], data: TranslateJob, id: string, queue: Queue, events: QueueEvents, timeoutMs: number) => {
+    let job: Job;
+    try {
+      await connected(await queue.client, 3000);
+      job = await queue.add('translate', data, { jobId: id, attempts: 3, backoff: { type: 'exponential', delay: 1000 }, removeOnComplete: { age: 3600 }, removeOnFail: { age: 3600 } });
+    } catch {
+      throw down();
+    }
+    let result: TranslateJobResult;
+    try {
+      result = await job.waitUntilFinished(events, timeoutMs) as TranslateJobResult;
+    } catch (e) {
+      const msg = (e as Error).message ?? '';
+      if (/timed out|timeout/i.test(msg)) throw new PlancError('PLANC_E704', `the job was not finished within ${timeoutMs} ms (--timeout-ms); it stays queued and the same request later is answered from it`);
+      const error = failureOf(msg);
+      if (error) return { model, translations: texts.map(() => ({ error })) };
+      throw new PlancError('PLANC_E709', `job ${job.id} failed: ${msg.split('\n')[0]}`);
+    }
+    if (!result || !Array.isArray(result.translations) || result.translations.length !== texts.length) throw new PlancError('PLANC_E709', `job ${job.id} finished without one answer per sentence`);
+    return { model, translations: result.translations };
+  };
+
   return {
     models,
     async reachable() {
       try { return (await redis.ping()) === 'PONG'; } catch { return false; }
     },
-    async translate(name, texts, options, timeoutMs) {
+    async translate(name, texts, options, timeoutMs, onAnswer) {
       const live = await models();
       const model = name ?? (live.length === 1 ? live[0]! : undefined);
       if (model === undefined) throw new PlancError('PLANC_E705', live.length ? `the workers hold ${live.length} models; name one in "model" (${live.join(', ')})` : 'no live worker holds a model yet; start planc worker PLAN --redis URL');
       if (!live.includes(model)) throw new PlancError('PLANC_E705', `unknown model '${model}'; the live workers hold ${live.join(', ') || 'none'}`);
       const data: TranslateJob = { model, texts, ...(Object.keys(options).length ? { options } : {}) };
       const { queue, events } = queueOf(model);
-      let job: Job;
+      const id = jobId(data);
+      const progress = ({ jobId: of, data: p }: { jobId: string; data: unknown }) => {
+        if (of === id) for (const a of progressAnswers(p, texts.length)) onAnswer!(a);
+      };
+      if (onAnswer) events.on('progress', progress);
       try {
-        await connected(await queue.client, 3000);
-        job = await queue.add('translate', data, { jobId: jobId(data), attempts: 3, backoff: { type: 'exponential', delay: 1000 }, removeOnComplete: { age: 3600 }, removeOnFail: { age: 3600 } });
-      } catch {
-        throw down();
+        return await finished(model, texts, data, id, queue, events, timeoutMs);
+      } finally {
+        events.off('progress', progress);
       }
-      let result: TranslateJobResult;
-      try {
-        result = await job.waitUntilFinished(events, timeoutMs) as TranslateJobResult;
-      } catch (e) {
-        const msg = (e as Error).message ?? '';
-        if (/timed out|timeout/i.test(msg)) throw new PlancError('PLANC_E704', `the job was not finished within ${timeoutMs} ms (--timeout-ms); it stays queued and the same request later is answered from it`);
-        const error = failureOf(msg);
-        if (error) return { model, translations: texts.map(() => ({ error })) };
-        throw new PlancError('PLANC_E709', `job ${job.id} failed: ${msg.split('\n')[0]}`);
-      }
-      if (!result || !Array.isArray(result.translations) || result.translations.length !== texts.length) throw new PlancError('PLANC_E709', `job ${job.id} finished without one answer per sentence`);
-      return { model, translations: result.translations };
     },
     async close() {
       // a connection that is down cannot send QUIT (no offline queue): closing it then is disconnecting it

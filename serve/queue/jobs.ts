@@ -11,6 +11,17 @@ export const DEFAULT_QUEUE = 'planc';
 
 export interface TranslateJob { model: string; texts: string[]; options?: ClientOptions }
 export interface TranslateJobResult { model: string; translations: Translation[] }
+/** One sentence's answer tagged with its index in the job. */
+export type JobAnswer = { index: number } & Translation;
+/** A job's progress: the answers known since the last update (the gateway streams them before the job completes). */
+export interface JobProgress { answers: JobAnswer[] }
+
+/** The answers a progress event carries (nothing from anything else: progress is untrusted data from Redis). */
+export function progressAnswers(progress: unknown, count: number): JobAnswer[] {
+  const answers = (progress as Partial<JobProgress> | null)?.answers;
+  if (!Array.isArray(answers)) return [];
+  return answers.filter((a): a is JobAnswer => !!a && typeof a === 'object' && Number.isInteger(a.index) && a.index >= 0 && a.index < count && ('text' in a || 'error' in a));
+}
 
 /** One property of OPTIONS_SCHEMA (POST /v1/translate's options: the one definition a job's options are checked by). */
 interface OptionSchema { type?: string; enum?: readonly unknown[]; minimum?: number; maximum?: number; maxLength?: number; anyOf?: readonly OptionSchema[] }

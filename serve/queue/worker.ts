@@ -11,7 +11,7 @@ import type { Plan } from '../../runtime/plan.ts';
 import { serveModels, warmUp, type ServedModel } from '../models.ts';
 import { decodingOptions } from '../translate-route.ts';
 import { translateTexts } from '../translate-texts.ts';
-import { checkJob, failureReason, queueName, workerKey, type TranslateJobResult } from './jobs.ts';
+import { checkJob, failureReason, queueName, workerKey, type JobAnswer, type JobProgress, type TranslateJobResult } from './jobs.ts';
 import { checkRedis, redisOptions, safeUrl } from './redis.ts';
 
 export interface WorkerOptions {
@@ -45,15 +45,22 @@ async function runJob(models: Map<string, ServedModel>, job: Job): Promise<Trans
     if (!m) throw new PlancError('PLANC_E705', `job ${job.id} asks for model '${data.model}', which this worker does not hold`);
     options = decodingOptions(data.options ?? {}, m);
     await prepareDecoding(m.plan, options);
-    let done = 0;
-    let reported = 0;
+    // each sentence's answer travels as job progress as soon as it is known (answers of one step in one update): the
+    // gateway streams them to its client before the job completes
+    let pending: JobAnswer[] = [];
+    let answered = 0;
     const translations = await translateTexts(m, data.texts, options, {
-      onAnswer: () => {
-        done++;
-        if (done - reported >= Math.max(1, data.texts.length / 4)) {
-          reported = done;
-          job.updateProgress(Math.round((100 * done) / data.texts.length)).catch(() => {});
+      onAnswer: (index, t) => {
+        if (pending.length === 0) {
+          setImmediate(() => {
+            const answers = pending;
+            pending = [];
+            // the last answers come with the job's completion at once
+            if (answered < data.texts.length) job.updateProgress({ answers } satisfies JobProgress).catch(() => {});
+          });
         }
+        pending.push({ index, ...t });
+        answered++;
       },
     });
     return { model: m.name, translations };
