@@ -182,7 +182,7 @@ export function formatPlanReport(r: PlanReport, h?: PlanHeader): string {
 /** The decoding conventions as one line: `decoderStartId 2, eosIds [2], forcedBosId 977, badWords [[999]], ...`. */
 function formatDecoding(d: DecodingFacts): string {
   const show = (v: unknown): string => (Array.isArray(v) ? `[${v.map((x) => show(typeof x === 'object' && x && 'ids' in x ? x.ids : x)).join(', ')}]` : String(v));
-  const order = ['decoderStartId', 'eosId', 'eosIds', 'padId', 'bosId', 'unkId', 'vocabSize', 'forcedBosId', 'forcedEosId', 'suppressTokens', 'beginSuppressTokens', 'badWords', 'numBeams', 'earlyStopping', 'lengthPenalty', 'numReturnSequences', 'minLength', 'minNewTokens', 'noRepeatNgramSize', 'encoderNoRepeatNgramSize', 'repetitionPenalty', 'maxNewTokens', 'maxLength', 'stepTokens'];
+  const order = ['decoderStartId', 'eosId', 'eosIds', 'padId', 'bosId', 'unkId', 'vocabSize', 'forcedBosId', 'forcedEosId', 'suppressTokens', 'beginSuppressTokens', 'badWords', 'numBeams', 'earlyStopping', 'lengthPenalty', 'numReturnSequences', 'minLength', 'minNewTokens', 'noRepeatNgramSize', 'encoderNoRepeatNgramSize', 'repetitionPenalty', 'doSample', 'temperature', 'topK', 'topP', 'maxNewTokens', 'maxLength', 'stepTokens'];
   const rank = (k: string) => (order.includes(k) ? order.indexOf(k) : order.length);
   const single = d.eosIds?.length === 1 && d.eosIds[0] === d.eosId;
   return Object.entries(d).filter(([k, v]) => v !== undefined && !(Array.isArray(v) && v.length === 0) && !(k === 'eosIds' && single))

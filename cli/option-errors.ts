@@ -7,6 +7,7 @@ export const DECODING_FLAGS: Readonly<Record<string, string>> = {
   lengthPenalty: '--length-penalty', batchSize: '--batch', batchTokens: '--batch-tokens', targetLang: '--target-lang',
   returnAlternatives: '--n-best', truncate: '--truncate', earlyStopping: '--early-stopping', minNewTokens: '--min-new-tokens',
   noRepeatNgramSize: '--no-repeat-ngram-size', encoderNoRepeatNgramSize: '--encoder-no-repeat-ngram-size', repetitionPenalty: '--repetition-penalty',
+  doSample: '--do-sample', temperature: '--temperature', topK: '--top-k', topP: '--top-p', seed: '--seed',
 };
 
 /**

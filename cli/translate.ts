@@ -34,6 +34,11 @@ export const TRANSLATE: CommandSpec = {
     'encoder-no-repeat-ngram-size': { kind: 'number', value: 'N', help: "generate()'s encoder_no_repeat_ngram_size: no N-gram of the source ids occurs in an output (default: the plan's, else 0 = off)" },
     'repetition-penalty': { kind: 'number', value: 'X', help: "generate()'s repetition_penalty: scores of tokens already output × X when negative, else ÷ X (beam: log-probs; greedy: logits, on a --topk 0 plan); default: the plan's, else 1 = off" },
     'min-new-tokens': { kind: 'number', value: 'N', help: "generate()'s min_new_tokens: no eos before N generated tokens (default: the plan's min_new_tokens or min_length - 1, else 0)" },
+    'do-sample': { kind: 'string', value: 'true|false', help: "generate()'s do_sample: true draws each token from the processed distribution (generate()'s sample mode, with --beam 1; after the processors above come --temperature, --top-k, --top-p) instead of taking the best; each line samples from its own random stream (--seed, its line number), whatever else is in its batch (default: the plan's do_sample, else false)" },
+    temperature: { kind: 'number', value: 'X', help: "generate()'s temperature: with --do-sample true, the scores are divided by X > 0 (default: the plan's, else 1)" },
+    'top-k': { kind: 'number', value: 'N', help: "generate()'s top_k: with --do-sample true, sample among the N best tokens, 0 = all (default: the plan's, else 50; a top-k plan needs N + the ids a step may ban < its --topk)" },
+    'top-p': { kind: 'number', value: 'X', help: "generate()'s top_p: with --do-sample true, sample among the fewest best tokens whose probability reaches X in (0, 1] (default: the plan's, else 1 = all)" },
+    seed: { kind: 'number', value: 'N', help: 'the random seed of --do-sample: the same seed, input and options give the same output (default 0; an integer in [0, 2^53 - 1])' },
     batch: { kind: 'number', value: 'N', help: "sentences per batch (default 32, capped by the plan's --max-batch / beam)" },
     'batch-tokens': { kind: 'number', value: 'N', help: 'cut batches by tokens instead: sentences × longest source ≤ N (a longer sentence goes alone); default off' },
     'target-lang': { kind: 'string', value: 'CODE', help: "replaces generate()'s forced_bos_token_id: force this target language token (its name in the plan's tokenizer: en_XX, __en__, eng_Latn, ...) as the first generated token" },
@@ -82,6 +87,11 @@ function decodingOptions(flags: Parsed['flags'], plan: Plan, format: OutputForma
   if (flags['encoder-no-repeat-ngram-size'] !== undefined) o.encoderNoRepeatNgramSize = flags['encoder-no-repeat-ngram-size'] as number;
   if (flags['repetition-penalty'] !== undefined) o.repetitionPenalty = flags['repetition-penalty'] as number;
   if (flags['early-stopping'] !== undefined) o.earlyStopping = earlyStoppingFlag(String(flags['early-stopping']));
+  if (flags['do-sample'] !== undefined) o.doSample = booleanFlag('do-sample', String(flags['do-sample']));
+  if (flags.temperature !== undefined) o.temperature = flags.temperature as number;
+  if (flags['top-k'] !== undefined) o.topK = flags['top-k'] as number;
+  if (flags['top-p'] !== undefined) o.topP = flags['top-p'] as number;
+  if (flags.seed !== undefined) o.seed = flags.seed as number;
   if (flags.batch !== undefined) o.batchSize = flags.batch as number;
   if (flags['batch-tokens'] !== undefined) o.batchTokens = flags['batch-tokens'] as number;
   if (flags['target-lang'] !== undefined) o.targetLang = String(flags['target-lang']);
@@ -95,6 +105,12 @@ function decodingOptions(flags: Parsed['flags'], plan: Plan, format: OutputForma
 function earlyStoppingFlag(v: string): boolean | 'never' {
   if (v === 'true' || v === 'false' || v === 'never') return earlyStoppingOf(v);
   throw new PlancError('PLANC_E301', `--early-stopping ${v}: it must be true, false or never`);
+}
+
+/** A true|false flag's value, else PLANC_E301. */
+function booleanFlag(name: string, v: string): boolean {
+  if (v === 'true' || v === 'false') return v === 'true';
+  throw new PlancError('PLANC_E301', `--${name} ${v}: it must be true or false`);
 }
 
 /** One input line's outcome: its result, or the error it failed with alone. */
@@ -119,17 +135,21 @@ function openOutput(file: string | undefined): { write(s: string): void; close()
   return { write: (s) => { fs.writeSync(fd, s); }, close: () => fs.closeSync(fd) };
 }
 
-/** Translates one chunk of lines; a line that fails alone gets its error, the others their results. */
-async function translateChunk(plan: Plan, sources: (number[] | Error)[], o: Partial<DecodingOptions>): Promise<LineResult[]> {
+/**
+ * Translates one chunk of lines, the first being input line `first` (counting from 0: with --do-sample a line samples
+ * from the stream of its number, so chunking does not change the output); a line that fails alone gets its error,
+ * the others their results.
+ */
+async function translateChunk(plan: Plan, sources: (number[] | Error)[], o: Partial<DecodingOptions>, first: number): Promise<LineResult[]> {
   const ok = sources.flatMap((s, i) => (s instanceof Error ? [] : [i]));
   const out: LineResult[] = sources.map((s) => (s instanceof Error ? { error: s } : { error: new Error('not translated') }));
   try {
-    const results = await translateIds(plan, ok.map((i) => sources[i] as number[]), o);
+    const results = await translateIds(plan, ok.map((i) => sources[i] as number[]), { ...o, sampleIndices: ok.map((i) => first + i) });
     ok.forEach((i, j) => { out[i] = { result: results[j]! }; });
   } catch (e) {
     if (ok.length <= 1) { if (ok.length) out[ok[0]!] = { error: e as Error }; return out; }
     // find the line at fault: each alone (the rest still translate)
-    for (const i of ok) out[i] = (await translateChunk(plan, [sources[i]!], o))[0]!;
+    for (const i of ok) out[i] = (await translateChunk(plan, [sources[i]!], o, first + i))[0]!;
   }
   return out;
 }
@@ -209,7 +229,7 @@ async function translateLines(plan: Plan, lines: LineChunks, run: Run): Promise<
       run.drawn.sources.push(...sources.map((s) => (s instanceof Error ? [] : s)));
       run.drawn.texts.push(...chunk.map((line) => (line instanceof InvalidLine ? '' : line)));
     }
-    const results = await translateChunk(plan, sources, options);
+    const results = await translateChunk(plan, sources, options, first);
     let block = '';
     results.forEach((r, k) => {
       if (r.error) {

@@ -103,6 +103,14 @@ export interface DecodingFacts {
   encoderNoRepeatNgramSize?: number;
   /** repetition_penalty: CTRL's penalty on the logits of tokens already generated (1 = none). */
   repetitionPenalty?: number;
+  /** do_sample: generate() draws each token from the warped distribution instead of taking the best. */
+  doSample?: boolean;
+  /** temperature: sampling divides the scores by it (generate() uses it only with do_sample). */
+  temperature?: number;
+  /** top_k: sampling keeps the k best tokens (0 = all; generate()'s default 50). */
+  topK?: number;
+  /** top_p: sampling keeps the fewest best tokens whose probability reaches top_p (1 = all). */
+  topP?: number;
   /** Not from the config: the most new tokens one decoder_with_past step takes (`planc optimize --step-tokens`; absent = 1). */
   stepTokens?: number;
 }

@@ -190,13 +190,16 @@ function validateDecoding(h: PlanHeader, bad: (m: string) => never, count: (w: s
     const v = d[k];
     if (v !== undefined && !(Number.isSafeInteger(v) && v >= 1)) bad(`decoding ${k} ${v} is not a positive integer`);
   }
-  for (const k of ['minLength', 'minNewTokens', 'noRepeatNgramSize', 'encoderNoRepeatNgramSize'] as const) {
+  for (const k of ['minLength', 'minNewTokens', 'noRepeatNgramSize', 'encoderNoRepeatNgramSize', 'topK'] as const) {
     const v = d[k];
     if (v !== undefined && !(Number.isSafeInteger(v) && v >= 0)) bad(`decoding ${k} ${v} is not an integer ≥ 0`);
   }
   if (d.earlyStopping !== undefined && !['true', 'false', 'never'].includes(d.earlyStopping)) bad(`decoding earlyStopping '${String(d.earlyStopping)}' is not true, false or never`);
   if (d.lengthPenalty !== undefined && !Number.isFinite(d.lengthPenalty)) bad(`decoding lengthPenalty ${d.lengthPenalty} is not a finite number`);
   if (d.repetitionPenalty !== undefined && !(d.repetitionPenalty > 0 && Number.isFinite(d.repetitionPenalty))) bad(`decoding repetitionPenalty ${d.repetitionPenalty} is not a number > 0`);
+  if (d.doSample !== undefined && typeof d.doSample !== 'boolean') bad(`decoding doSample ${String(d.doSample)} is not true or false`);
+  if (d.temperature !== undefined && !(d.temperature >= 0 && Number.isFinite(d.temperature))) bad(`decoding temperature ${d.temperature} is not a number ≥ 0`);
+  if (d.topP !== undefined && !(d.topP >= 0 && d.topP <= 1)) bad(`decoding topP ${d.topP} is not a number in [0, 1]`);
 }
 
 function validateTokenizer(h: PlanHeader, bad: (m: string) => never): void {

@@ -2,6 +2,7 @@
 import type { Plan } from '../plan.ts';
 import type { RtTensor } from '../tensor.ts';
 import type { DecodingRules } from './conventions.ts';
+import type { SampleToken } from './sampling.ts';
 import { penalizedBest, rowBest } from './scores.ts';
 import { StepRunner } from './step-runner.ts';
 import { runToEnd, type Steps } from './steps.ts';
@@ -38,8 +39,9 @@ export function greedyBatch(plan: Plan, sources: number[][], maxLens: number[], 
 /**
  * greedyBatch as a generator that yields after each decoder step (the async driver returns to the event loop there);
  * `hooks` hears of each sentence as it finishes and can drop sentences mid-flight (their rows leave like finished ones).
+ * `sample` (generate()'s sample mode, runtime/decode/sampling.ts) draws each unforced token instead of the best one.
  */
-export function* greedySteps(plan: Plan, sources: number[][], maxLens: number[], rules: DecodingRules, scores: boolean, pick?: PickToken, hooks: RowHooks = {}): Steps<Hypothesis[]> {
+export function* greedySteps(plan: Plan, sources: number[][], maxLens: number[], rules: DecodingRules, scores: boolean, pick?: PickToken, hooks: RowHooks = {}, sample?: SampleToken): Steps<Hypothesis[]> {
   const out: Hypothesis[] = sources.map(() => ({ ids: [], logProb: 0, length: 0 }));
   const runner = new StepRunner(plan, sources, rules.c, sources.length, Math.max(...maxLens));
   try {
@@ -54,6 +56,7 @@ export function* greedySteps(plan: Plan, sources: number[][], maxLens: number[],
         const forced = rules.forced(t, last);
         const { tok, logProb } = forced !== undefined ? { tok: forced, logProb: 0 }
           : pick ? { tok: pick(runner.out, r, i, rules.banned(h.ids, sources[i])), logProb: 0 }
+          : sample ? sample(runner.out, r, i, rules.banned(h.ids, sources[i]), () => rules.seen(h.ids))
           : rules.penalty !== 1 ? penalizedBest(runner.out, r, scores, rules.banned(h.ids, sources[i]), rules.seen(h.ids), rules.penalty)
           : rowBest(runner.out, r, scores, rules.banned(h.ids, sources[i]));
         h.logProb += logProb;

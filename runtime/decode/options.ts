@@ -65,6 +65,29 @@ export interface DecodingOptions {
    * with the Jacobi strategies. Default: the plan's, else 1. Range [0.01, 100].
    */
   repetitionPenalty: number;
+  /**
+   * generate()'s do_sample: draw each token from the processed distribution (runtime/decode/sampling.ts) instead of
+   * taking the best: generate()'s sample mode, with strategy greedy / beamSize 1 (beam sampling is not implemented,
+   * and the Jacobi strategies refuse it). The logits processors come first, then temperature, topK, topP. A sentence
+   * draws from its own random stream, (seed, its index in the call), so its sample does not depend on the rest of the
+   * batch. On a top-k plan it needs 1 ≤ topK < the plan's k - the ids a step may ban (else an error naming the fix).
+   * Default: the plan's do_sample, else false.
+   */
+  doSample: boolean;
+  /** generate()'s temperature: the scores are divided by it before top_k / top_p (sampling only). Default: the plan's, else 1. A number > 0. */
+  temperature: number;
+  /** generate()'s top_k: sample among the topK best tokens (and those tied with the last); 0 = all. Default: the plan's, else 50 (generate()'s). Range [0, 2^31 - 1]. */
+  topK: number;
+  /** generate()'s top_p: sample among the fewest best tokens whose probability reaches topP; 1 = all. Default: the plan's, else 1. In (0, 1]. */
+  topP: number;
+  /** The random seed of sampling: the same seed, sources and options give the same samples. Default 0. An integer in [0, 2^53 - 1]. */
+  seed: number;
+  /**
+   * Sampling: sentence j of the call draws from the stream of (seed, sampleIndices[j]) instead of (seed, j), so that a
+   * caller translating one input in pieces (planc translate's chunks) samples each sentence as one call would. One
+   * integer in [0, 2^53 - 1] per sentence; default unset (each sentence's index).
+   */
+  sampleIndices?: number[] | undefined;
   /** Return each result's score (length-penalized log-prob, as above). Default false. */
   returnScores: boolean;
   /**
@@ -106,6 +129,12 @@ export const DEFAULT_DECODING_OPTIONS: Readonly<DecodingOptions> = Object.freeze
   noRepeatNgramSize: 0,
   encoderNoRepeatNgramSize: 0,
   repetitionPenalty: 1,
+  doSample: false,
+  temperature: 1,
+  topK: 50,
+  topP: 1,
+  seed: 0,
+  sampleIndices: undefined,
   returnScores: false,
   returnAlternatives: 0,
   batchSize: 32,
@@ -116,7 +145,7 @@ export const DEFAULT_DECODING_OPTIONS: Readonly<DecodingOptions> = Object.freeze
   jacobiTrace: undefined,
 });
 
-type NumKey = 'jacobiBlock' | 'beamSize' | 'maxLength' | 'maxLengthRatio' | 'maxLengthConstant' | 'lengthPenalty' | 'minNewTokens' | 'noRepeatNgramSize' | 'encoderNoRepeatNgramSize' | 'repetitionPenalty' | 'returnAlternatives' | 'batchSize' | 'batchTokens';
+type NumKey = 'jacobiBlock' | 'beamSize' | 'maxLength' | 'maxLengthRatio' | 'maxLengthConstant' | 'lengthPenalty' | 'minNewTokens' | 'noRepeatNgramSize' | 'encoderNoRepeatNgramSize' | 'repetitionPenalty' | 'topK' | 'seed' | 'returnAlternatives' | 'batchSize' | 'batchTokens';
 
 /** Numeric options: [min, max, integer?]. */
 const RANGES: Record<NumKey, [number, number, boolean]> = {
@@ -130,6 +159,8 @@ const RANGES: Record<NumKey, [number, number, boolean]> = {
   noRepeatNgramSize: [0, 65536, true],
   encoderNoRepeatNgramSize: [0, 65536, true],
   repetitionPenalty: [0.01, 100, false],
+  topK: [0, 2 ** 31 - 1, true],
+  seed: [0, Number.MAX_SAFE_INTEGER, true],
   returnAlternatives: [0, 64, true],
   batchSize: [1, 65536, true],
   batchTokens: [0, 2 ** 24, true],
@@ -152,7 +183,7 @@ function checkNumber(name: NumKey, v: unknown): void {
   }
 }
 
-function checkBoolean(name: 'returnScores' | 'sortByLength' | 'truncate', v: unknown): void {
+function checkBoolean(name: 'returnScores' | 'sortByLength' | 'truncate' | 'doSample', v: unknown): void {
   if (typeof v !== 'boolean') badOption(name, v, 'true or false');
 }
 
@@ -171,6 +202,15 @@ export function validateDecodingOptions(partial: Partial<DecodingOptions> = {}, 
   checkBoolean('returnScores', o.returnScores);
   checkBoolean('sortByLength', o.sortByLength);
   checkBoolean('truncate', o.truncate);
+  checkBoolean('doSample', o.doSample);
+  if (typeof o.temperature !== 'number' || !Number.isFinite(o.temperature) || !(o.temperature > 0)) badOption('temperature', o.temperature, 'a number > 0 (for greedy decoding, doSample false)');
+  if (typeof o.topP !== 'number' || !(o.topP > 0 && o.topP <= 1)) badOption('topP', o.topP, 'a number in (0, 1]');
+  if (o.sampleIndices !== undefined) {
+    const si: unknown = o.sampleIndices;
+    if (!Array.isArray(si)) badOption('sampleIndices', si, 'undefined or an array of integers (one per sentence)');
+    const at = si.findIndex((i: unknown) => !(Number.isSafeInteger(i) && (i as number) >= 0));
+    if (at >= 0) bad(`sampleIndices[${at}] = ${JSON.stringify(si[at]) ?? String(si[at])}; it must be an integer in [0, ${Number.MAX_SAFE_INTEGER}]`, { option: 'sampleIndices', value: si[at], expected: `an integer in [0, ${Number.MAX_SAFE_INTEGER}]` });
+  }
   if (o.earlyStopping !== true && o.earlyStopping !== false && o.earlyStopping !== 'never') badOption('earlyStopping', o.earlyStopping, "true, false or 'never'");
   if (typeof o.strategy !== 'string') badOption('strategy', o.strategy, 'a strategy name such as greedy or beam');
   if (typeof o.targetLang !== 'string') badOption('targetLang', o.targetLang, 'a token name such as en_XX');

@@ -4,7 +4,9 @@ import { PlancError } from '../../compiler/diagnostics.ts';
 import type { Plan } from '../plan.ts';
 import { greedySteps, type Hypothesis } from './greedy.ts';
 import type { DecodingOptions } from './options.ts';
-import { maxLengthFor } from './options.ts';
+import { badOption, maxLengthFor } from './options.ts';
+import { RandomStream } from './random.ts';
+import { tokenSampler } from './sampling.ts';
 import type { Steps } from './steps.ts';
 import { prepareDecoding, toResult, tooLong, truncateIds, type Decoding, type TranslationResult } from './translate-ids.ts';
 
@@ -76,7 +78,7 @@ export const cancelledError = (): PlancError => new PlancError('PLANC_E704', 'th
 function cohortKey(d: Decoding): string {
   const { o } = d;
   return JSON.stringify([d.strategy.name, o.beamSize, o.lengthPenalty, o.earlyStopping, o.minNewTokens, o.noRepeatNgramSize, o.encoderNoRepeatNgramSize,
-    o.repetitionPenalty, o.returnScores, o.returnAlternatives, o.targetLang, o.jacobiBlock]);
+    o.repetitionPenalty, o.doSample, o.temperature, o.topK, o.topP, o.returnScores, o.returnAlternatives, o.targetLang, o.jacobiBlock]);
 }
 
 export class Scheduler {
@@ -121,6 +123,7 @@ export class Scheduler {
     if (this.closed) throw new PlancError('PLANC_E702', 'the server is shutting down and takes no new work');
     const decoding = await prepareDecoding(this.plan, options);
     const { o, rules } = decoding;
+    if (o.sampleIndices !== undefined && o.sampleIndices.length !== sources.length) badOption('sampleIndices', `${o.sampleIndices.length} indices`, `one index per sentence (${sources.length})`);
     const prof = this.plan.header.profile;
     const vocab = this.plan.header.decoding.vocabSize ?? 0;
     return new Promise<SentenceOutcome[]>((resolve) => {
@@ -241,6 +244,12 @@ export class Scheduler {
     const sources = members.map((m) => m.source);
     const maxLens = members.map((m) => m.maxLen);
     if (strategy.name === 'greedy') {
+      // sampling: each sentence's stream comes from its own submission's seed and its index there (the seed is not in
+      // the cohort key: sentences of different seeds share a cohort)
+      const sample = o.doSample ? tokenSampler(o, rules.penalty, members.map((m) => {
+        const mo = m.group.decoding.o;
+        return new RandomStream(mo.seed, mo.sampleIndices?.[m.index] ?? m.index);
+      })) : undefined;
       const steps = greedySteps(plan, sources, maxLens, rules, o.returnScores, undefined, {
         finished: (i, h) => this.finish(members[i]!, [h]),
         cancelled: (i) => {
@@ -249,7 +258,7 @@ export class Scheduler {
           this.finish(m, []);
           return true;
         },
-      });
+      }, sample);
       return { members, steps, greedy: true, stepsTaken: 0 };
     }
     return { members, steps: strategy.decode({ plan, sources, maxLens, rules, options: o }), greedy: false, stepsTaken: 0 };

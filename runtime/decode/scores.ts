@@ -156,7 +156,7 @@ function checkPosition(p: number, t: number): void {
 }
 
 /** log(sum(exp(x))) in float64. */
-function logSumExp(x: Float32Array): number {
+export function logSumExp(x: Float32Array): number {
   let max = -Infinity;
   for (let k = 0; k < x.length; k++) if (x[k]! > max) max = x[k]!;
   let sum = 0;

@@ -7,6 +7,8 @@ import type { DecodingRules } from './conventions.ts';
 import { greedySteps, type Hypothesis } from './greedy.ts';
 import { HGJ, PGJ, PJ } from './jacobi.ts';
 import { badOption, type DecodingOptions } from './options.ts';
+import { RandomStream } from './random.ts';
+import { tokenSampler } from './sampling.ts';
 import type { Steps } from './steps.ts';
 
 /** One batch to decode: sources (ids, verbatim), each sentence's token cap, the plan's rules and the options. */
@@ -16,6 +18,8 @@ export interface BatchJob {
   maxLens: number[];
   rules: DecodingRules;
   options: DecodingOptions;
+  /** With options.doSample: each sentence's random stream (runtime/decode/random.ts). */
+  streams?: readonly RandomStream[] | undefined;
 }
 
 export interface DecodingStrategy {
@@ -34,13 +38,14 @@ export interface DecodingStrategy {
 
 const GREEDY: DecodingStrategy = {
   name: 'greedy',
-  summary: 'the best allowed token each step (beamSize 1)',
+  summary: "the best allowed token each step (beamSize 1); with doSample, a token drawn from generate()'s sampling distribution",
   check(o) {
     if (o.beamSize !== 1) throw new PlancError('PLANC_E405', `bad decoding option: strategy 'greedy' decodes one hypothesis, but beamSize = ${o.beamSize}; use strategy 'beam' or beamSize 1`, {}, { option: 'beamSize', value: o.beamSize, expected: "1 with strategy 'greedy' (beam search decodes more)" });
   },
   topkNeeded: (rules) => rules.topkNeeded(1),
-  *decode({ plan, sources, maxLens, rules, options }) {
-    const hyps = yield* greedySteps(plan, sources, maxLens, rules, options.returnScores);
+  *decode({ plan, sources, maxLens, rules, options, streams }) {
+    const sample = options.doSample ? tokenSampler(options, rules.penalty, streams ?? sources.map((_, i) => new RandomStream(options.seed, i))) : undefined;
+    const hyps = yield* greedySteps(plan, sources, maxLens, rules, options.returnScores, undefined, {}, sample);
     return hyps.map((h) => [h]);
   },
 };

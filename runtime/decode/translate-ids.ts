@@ -9,7 +9,9 @@ import type { Hypothesis } from './greedy.ts';
 import { runYielding } from './steps.ts';
 import { strategyFor, type DecodingStrategy } from './strategy.ts';
 import type { DecodeIds } from './step-runner.ts';
-import { earlyStoppingOf, maxLengthFor, penalized, validateDecodingOptions, type DecodingOptions } from './options.ts';
+import { badOption, earlyStoppingOf, maxLengthFor, penalized, validateDecodingOptions, type DecodingOptions } from './options.ts';
+import { RandomStream } from './random.ts';
+import { checkSampling } from './sampling-check.ts';
 
 export interface TranslationResult {
   /** Output ids without the start token and without the eos. */
@@ -73,7 +75,8 @@ async function languageId(plan: Plan, lang: string): Promise<number> {
 
 /**
  * The decoding defaults the plan's generation config gives: num_beams, max_new_tokens, early_stopping, length_penalty,
- * min_length / min_new_tokens, no_repeat_ngram_size and repetition_penalty (clamped to the options' ranges).
+ * min_length / min_new_tokens, no_repeat_ngram_size, repetition_penalty (clamped to the options' ranges), do_sample,
+ * temperature, top_k and top_p (a temperature ≤ 0 or top_p 0, which generate() ignores without do_sample, only with it).
  */
 export function planDefaults(plan: Plan): Partial<DecodingOptions> {
   const d = plan.header.decoding;
@@ -86,6 +89,10 @@ export function planDefaults(plan: Plan): Partial<DecodingOptions> {
   if (d.noRepeatNgramSize) out.noRepeatNgramSize = Math.min(65536, d.noRepeatNgramSize);
   if (d.encoderNoRepeatNgramSize) out.encoderNoRepeatNgramSize = Math.min(65536, d.encoderNoRepeatNgramSize);
   if (d.repetitionPenalty !== undefined) out.repetitionPenalty = Math.max(0.01, Math.min(100, d.repetitionPenalty));
+  if (d.doSample !== undefined) out.doSample = d.doSample;
+  if (d.temperature !== undefined && (d.temperature > 0 || d.doSample)) out.temperature = d.temperature;
+  if (d.topK !== undefined) out.topK = Math.min(2 ** 31 - 1, d.topK);
+  if (d.topP !== undefined && (d.topP > 0 || d.doSample)) out.topP = d.topP;
   const max = maxNewTokensOf(d);
   if (max !== undefined) out.maxLength = Math.min(65536, max);
   return out;
@@ -135,6 +142,7 @@ export async function prepareDecoding(plan: Plan, options: Partial<DecodingOptio
   if (o.repetitionPenalty !== 1 && strategy.name === 'greedy' && plan.outputs('decoder_with_past').some((x) => x.name === TOPK_IDS_OUTPUT)) {
     throw new PlancError('PLANC_E405', `repetition_penalty ${o.repetitionPenalty} with greedy decoding acts on the logits (as generate() does); plan ${plan.source} keeps only its top-k: optimize with --topk 0`);
   }
+  checkSampling(plan, o, rules, strategy.name);
   checkTopk(plan, rules, strategy, o);
   return { o, strategy, rules };
 }
@@ -162,14 +170,17 @@ export async function translateIds(plan: Plan, ids: number[][], options: Partial
   validateIds(ids, plan.header.decoding.vocabSize ?? 0);
   const sources = ids.map((s) => (o.truncate ? truncateIds(s, prof.maxSrcLen, rules) : s));
   sources.forEach((s, i) => { if (s.length > prof.maxSrcLen) throw tooLong(`sentence ${i}`, s.length, prof.maxSrcLen); });
+  if (o.sampleIndices !== undefined && o.sampleIndices.length !== ids.length) badOption('sampleIndices', `${o.sampleIndices.length} indices`, `one index per sentence (${ids.length})`);
   const results = new Array<TranslationResult>(sources.length);
   const todo = sources.flatMap((s, i) => (s.length > 0 ? [i] : []));
   sources.forEach((s, i) => { if (s.length === 0) results[i] = o.returnScores ? { ids: [], score: 0 } : { ids: [] }; });
   if (todo.length === 0) return results;
   const batches = makeBatches(todo.map((i) => sources[i]!.length), o, prof.maxBatch);
-  const done = await runBatches(todo.map((i) => sources[i]!), batches, async (batch) => {
+  const done = await runBatches(todo.map((i) => sources[i]!), batches, async (batch, at) => {
     const maxLens = batch.map((s) => maxLengthFor(o, s.length, prof.maxTgtLen));
-    const hyps = await runYielding(strategy.decode({ plan, sources: batch, maxLens, rules, options: o }));
+    // sampling: each sentence's own stream, from the seed and its index in the call
+    const streams = o.doSample ? at.map((j) => new RandomStream(o.seed, o.sampleIndices?.[todo[j]!] ?? todo[j]!)) : undefined;
+    const hyps = await runYielding(strategy.decode({ plan, sources: batch, maxLens, rules, options: o, streams }));
     return hyps.map((hs) => toResult(hs, o));
   });
   todo.forEach((i, j) => (results[i] = done[j]!));

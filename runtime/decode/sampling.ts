@@ -1,0 +1,175 @@
+// generate()'s sample mode for one row: the processors' scores, its warpers (temperature, top_k, top_p), softmax, one draw.
+import { PlancError } from '../../compiler/diagnostics.ts';
+import { TOPK_IDS_OUTPUT, TOPK_LOGPROBS_OUTPUT } from '../../compiler/plan/io-names.ts';
+import type { RtTensor } from '../tensor.ts';
+import type { RandomStream } from './random.ts';
+import { logSumExp, repetitionPenalized } from './scores.ts';
+
+type Outputs = Record<string, RtTensor>;
+
+/** generate()'s sampling warpers: temperature (> 0), top_k (0 = off), top_p (1 = off). */
+export interface Warpers {
+  temperature: number;
+  topK: number;
+  topP: number;
+}
+
+/** The tokens a draw can pick and their probabilities (summing to 1), best first where the warpers sorted them. */
+export interface Distribution {
+  ids: number[];
+  probs: number[];
+}
+
+const NONE: ReadonlySet<number> = new Set();
+
+/**
+ * The warped distribution over candidates sorted best first (score descending, ties to the lower id), as transformers
+ * 4.57 computes it: TemperatureLogitsWarper divides the scores by the temperature; TopKLogitsWarper keeps every score
+ * ≥ the k-th largest (ties at the k-th are all kept); TopPLogitsWarper sorts ascending, accumulates the softmax and
+ * removes the tokens whose cumulative probability is ≤ 1 - top_p, never the most likely one (min_tokens_to_keep 1);
+ * then softmax over what is left. Scores may be logits or log-probs: none of this sees a constant shift. In float64.
+ * The candidates must hold every token that can survive top_k (the whole allowed vocabulary when top_k is 0).
+ */
+export function warpSorted(ids: readonly number[], scores: ArrayLike<number>, w: Warpers): Distribution {
+  let n = ids.length;
+  if (n === 0) throw new PlancError('PLANC_E405', 'sampling: every token of this step is banned');
+  if (w.topK > 0 && w.topK < n) {
+    const kth = scores[w.topK - 1]!;
+    n = w.topK;
+    while (n < ids.length && scores[n]! >= kth) n++;
+  }
+  const top = scores[0]!;
+  const weights = new Float64Array(n);
+  let total = 0;
+  for (let i = 0; i < n; i++) total += weights[i] = Math.exp((scores[i]! - top) / w.temperature);
+  if (w.topP < 1) {
+    // ascending from the least likely: remove while the cumulative probability stays ≤ 1 - top_p; keep the best
+    let cum = 0;
+    while (n > 1) {
+      cum += weights[n - 1]! / total;
+      if (!(cum <= 1 - w.topP)) break;
+      n--;
+    }
+    total = 0;
+    for (let i = 0; i < n; i++) total += weights[i]!;
+  }
+  const probs = new Array<number>(n);
+  for (let i = 0; i < n; i++) probs[i] = weights[i]! / total;
+  return { ids: ids.slice(0, n), probs };
+}
+
+/**
+ * The warped distribution of one full row of processed scores `x` (logits after the repetition penalty): banned tokens
+ * are generate()'s -inf (never drawn), then warpSorted. Without top_k and top_p nothing is sorted (ids in vocabulary
+ * order); with top_k, a size-k heap finds the k-th score in one pass and only the tokens at or above it are sorted.
+ */
+export function rowDistribution(x: ArrayLike<number>, w: Warpers, banned: ReadonlySet<number> = NONE): Distribution {
+  const v = x.length;
+  if (w.topK === 0 && w.topP >= 1) {
+    const ids: number[] = [];
+    let top = -Infinity;
+    for (let t = 0; t < v; t++) if (!banned.has(t)) { ids.push(t); if (x[t]! > top) top = x[t]!; }
+    if (ids.length === 0) throw new PlancError('PLANC_E405', 'sampling: every token of this step is banned');
+    const weights = ids.map((t) => Math.exp((x[t]! - top) / w.temperature));
+    const total = weights.reduce((a, b) => a + b, 0);
+    return { ids, probs: weights.map((p) => p / total) };
+  }
+  const threshold = w.topK > 0 ? kthLargest(x, w.topK, banned) : -Infinity;
+  const ids: number[] = [];
+  for (let t = 0; t < v; t++) if (x[t]! >= threshold && !banned.has(t)) ids.push(t);
+  ids.sort((a, b) => x[b]! - x[a]! || a - b);
+  return warpSorted(ids, ids.map((t) => x[t]!), w);
+}
+
+/** The k-th largest score among the allowed tokens (-inf when fewer are allowed): a min-heap of the k best. */
+function kthLargest(x: ArrayLike<number>, k: number, banned: ReadonlySet<number>): number {
+  const heap = new Float64Array(k);
+  let size = 0;
+  for (let t = 0; t < x.length; t++) {
+    const s = x[t]!;
+    if (size === k && s <= heap[0]!) continue;
+    if (banned.has(t)) continue;
+    if (size < k) {
+      let i = size++;
+      while (i > 0) { const p = (i - 1) >> 1; if (heap[p]! <= s) break; heap[i] = heap[p]!; i = p; }
+      heap[i] = s;
+    } else {
+      let i = 0;
+      for (;;) {
+        const l = 2 * i + 1;
+        if (l >= k) break;
+        const c = l + 1 < k && heap[l + 1]! < heap[l]! ? l + 1 : l;
+        if (heap[c]! >= s) break;
+        heap[i] = heap[c]!;
+        i = c;
+      }
+      heap[i] = s;
+    }
+  }
+  return size < k ? -Infinity : heap[0]!;
+}
+
+/** torch.multinomial's one draw: the first token whose cumulative probability exceeds u ∈ [0, 1). */
+export function draw(d: Distribution, u: number): number {
+  let acc = 0;
+  for (let i = 0; i < d.ids.length; i++) {
+    acc += d.probs[i]!;
+    if (u < acc) return d.ids[i]!;
+  }
+  return d.ids[d.ids.length - 1]!;
+}
+
+/**
+ * One sampled token of row r of a step's outputs (the last position) and its log-prob: the model's log-softmax over the
+ * whole vocabulary, before any processor (as greedy reports it). `seen`: the tokens the repetition penalty `penalty`
+ * applies to (generate() applies it to the logits in sample mode). From full logits: exact. From a top-k plan (the
+ * log-probs of its k best, normalized over the whole vocabulary): exact when top_k ≥ 1 and the row's k best hold the
+ * top_k best allowed tokens and every token tied with the last of them; otherwise this step is an error naming the fix.
+ */
+export function sampleRow(out: Outputs, r: number, w: Warpers, banned: ReadonlySet<number>, seen: () => ReadonlySet<number>, penalty: number, u: number): { tok: number; logProb: number } {
+  const ids = out[TOPK_IDS_OUTPUT];
+  if (ids) {
+    const [, t, k] = ids.dims as [number, number, number];
+    if (penalty !== 1) throw new PlancError('PLANC_E405', `repetition_penalty ${penalty} with sampling acts on the logits (as generate() does); this plan keeps only its top-k: optimize with --topk 0`);
+    if (w.topK < 1) throw new PlancError('PLANC_E405', `sampling with top_k 0 draws from the whole vocabulary, but this plan keeps only its ${k} best tokens per step: set top_k (--top-k) to at most ${k}, or optimize with --topk 0`);
+    const base = (r * t + t - 1) * k;
+    const lp = out[TOPK_LOGPROBS_OUTPUT]!.data as Float32Array;
+    const id = ids.data as BigInt64Array;
+    const cand: number[] = [];
+    const scores: number[] = [];
+    for (let j = 0; j < k; j++) {
+      const tok = Number(id[base + j]!);
+      if (banned.has(tok)) continue;
+      cand.push(tok);
+      scores.push(lp[base + j]!);
+    }
+    // the tokens the plan left out score ≤ its k-th, and TopKLogitsWarper keeps every token tied with its top_k-th: the
+    // step is exact when the top_k-th allowed token scores strictly above the plan's k-th
+    if (cand.length < w.topK || !(scores[w.topK - 1]! > lp[base + k - 1]!)) {
+      const why = cand.length < w.topK ? `only ${cand.length} of them are allowed at this step` : `the ${w.topK}th allowed one ties with the last it keeps, and a token it left out may tie too`;
+      throw new PlancError('PLANC_E405', `sampling with top_k ${w.topK} needs the ${w.topK} best allowed tokens of each step and one below them, but this plan keeps ${k} and ${why}; optimize with a larger --topk, or --topk 0 to keep the logits`);
+    }
+    const d = warpSorted(cand, scores, w);
+    const tok = draw(d, u);
+    return { tok, logProb: scores[cand.indexOf(tok)]! };
+  }
+  const logits = out.logits!;
+  const [, t, v] = logits.dims as [number, number, number];
+  const x = (logits.data as Float32Array).subarray((r * t + t - 1) * v, (r * t + t) * v);
+  let scores: ArrayLike<number> = x;
+  if (penalty !== 1) {
+    const y = Float64Array.from(x);
+    for (const tok of seen()) if (tok < v) y[tok] = repetitionPenalized(x[tok]!, penalty);
+    scores = y;
+  }
+  const tok = draw(rowDistribution(scores, w, banned), u);
+  return { tok, logProb: x[tok]! - logSumExp(x) };
+}
+
+/** A row's sampled token: row r of the step's outputs, batch sentence `sentence`, its tokens so far and its bans. */
+export type SampleToken = (out: Outputs, r: number, sentence: number, banned: ReadonlySet<number>, seen: () => ReadonlySet<number>) => { tok: number; logProb: number };
+
+/** The sampler of one batch: sentence i draws from streams[i] (one number per sampled, i.e. not forced, token). */
+export function tokenSampler(w: Warpers, penalty: number, streams: readonly RandomStream[]): SampleToken {
+  return (out, r, sentence, banned, seen) => sampleRow(out, r, w, banned, seen, penalty, streams[sentence]!.next());
+}
