@@ -5,6 +5,9 @@ import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 /** What the gauges read when scraped: one entry per model. */
 export interface LiveState { model: string; queued(): number; runningRows(): number }
 
+/** Gateway mode: the queue's jobs per model and state (waiting, active, delayed), read from Redis when scraped. */
+export type JobCounts = () => Promise<{ model: string; state: string; jobs: number }[]>;
+
 export class ServeMetrics {
   readonly registry = new Registry();
   readonly requests: Counter<'model' | 'status'>;
@@ -16,7 +19,7 @@ export class ServeMetrics {
   readonly stepSeconds: Histogram<'model'>;
   readonly requestSeconds: Histogram<'model'>;
 
-  constructor(live: LiveState[]) {
+  constructor(live: LiveState[], jobCounts?: JobCounts) {
     const registers = [this.registry];
     this.requests = new Counter({ name: 'planc_requests_total', help: 'Translation requests answered, by model and HTTP status', labelNames: ['model', 'status'], registers });
     this.sentences = new Counter({ name: 'planc_sentences_total', help: 'Sentences answered, by model and outcome (ok, error, cancelled)', labelNames: ['model', 'status'], registers });
@@ -43,5 +46,14 @@ export class ServeMetrics {
       name: 'planc_running_rows', help: 'Rows decoding now (sentences × beams)', labelNames: ['model'], registers,
       collect() { for (const l of live) this.set({ model: l.model }, l.runningRows()); },
     });
+    if (jobCounts) {
+      new Gauge({
+        name: 'planc_queue_jobs', help: 'Jobs in the Redis queue by model and state (gateway mode; unreadable while Redis is down)', labelNames: ['model', 'state'], registers,
+        async collect() {
+          this.reset();
+          for (const c of await jobCounts().catch(() => [])) this.set({ model: c.model, state: c.state }, c.jobs);
+        },
+      });
+    }
   }
 }

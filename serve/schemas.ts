@@ -18,6 +18,11 @@ export const OPTIONS_SCHEMA = {
     noRepeatNgramSize: { type: 'integer', minimum: 0, maximum: 65536, description: "generate()'s no_repeat_ngram_size; 0 = off (default: the plan's)" },
     encoderNoRepeatNgramSize: { type: 'integer', minimum: 0, maximum: 65536, description: "generate()'s encoder_no_repeat_ngram_size; 0 = off (default: the plan's)" },
     repetitionPenalty: { type: 'number', minimum: 0.01, maximum: 100, description: "generate()'s repetition_penalty; 1 = off (default: the plan's)" },
+    doSample: { type: 'boolean', description: "generate()'s do_sample: sample each token (greedy strategy; default: the plan's, else false)" },
+    temperature: { type: 'number', exclusiveMinimum: 0, maximum: 100, description: "generate()'s temperature (sampling; default: the plan's, else 1)" },
+    topK: { type: 'integer', minimum: 0, maximum: 2147483647, description: "generate()'s top_k; 0 = all tokens (sampling; default: the plan's, else 50)" },
+    topP: { type: 'number', exclusiveMinimum: 0, maximum: 1, description: "generate()'s top_p (sampling; default: the plan's, else 1)" },
+    seed: { type: 'integer', minimum: 0, maximum: 9007199254740991, description: 'random seed of sampling: sentence i of the request draws from the stream of (seed, i), whatever else the server decodes beside it (default 0)' },
   },
 } as const;
 

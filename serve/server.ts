@@ -82,7 +82,7 @@ export async function createServer(plans: Plan[], options: ServeOptions = {}): P
     metrics?.stepSeconds.observe({ model }, ms / 1000);
     if (m) metrics?.occupancy.observe({ model }, rows / m.scheduler.maxRows);
   });
-  metrics = new ServeMetrics([...models.values()].map((m) => ({ model: m.name, queued: () => m.scheduler.queued, runningRows: () => m.scheduler.runningRows })));
+  metrics = new ServeMetrics([...models.values()].map((m) => ({ model: m.name, queued: () => m.scheduler.queued, runningRows: () => m.scheduler.runningRows })), gw && (() => gw.jobCounts()));
   const app = Fastify({
     logger: options.logger ?? { level: 'info' },
     bodyLimit: options.maxBodyBytes ?? 1 << 20,

@@ -17,13 +17,15 @@ export interface ClientOptions {
   beam?: number; maxLength?: number; nBest?: number; scores?: boolean; targetLang?: string; truncate?: boolean; strategy?: string;
   /** generate()'s beam and processor options, as DecodingOptions names them. */
   lengthPenalty?: number; earlyStopping?: boolean | 'never'; minNewTokens?: number; noRepeatNgramSize?: number; encoderNoRepeatNgramSize?: number; repetitionPenalty?: number;
+  /** generate()'s sampling options and the seed. */
+  doSample?: boolean; temperature?: number; topK?: number; topP?: number; seed?: number;
 }
 export interface TranslateBody { text: string | string[]; model?: string; options?: ClientOptions }
 
 export interface RouteLimits { maxQueue: number; maxSentences: number; timeoutMs: number }
 
 /** Client options with DecodingOptions' own names and meanings (checked there, with the option named). */
-const PASSED_THROUGH = ['lengthPenalty', 'earlyStopping', 'minNewTokens', 'noRepeatNgramSize', 'encoderNoRepeatNgramSize', 'repetitionPenalty'] as const;
+const PASSED_THROUGH = ['lengthPenalty', 'earlyStopping', 'minNewTokens', 'noRepeatNgramSize', 'encoderNoRepeatNgramSize', 'repetitionPenalty', 'doSample', 'temperature', 'topK', 'topP', 'seed'] as const;
 
 /** The client's options as DecodingOptions (as planc translate maps its flags: nBest widens the beam and implies scores). */
 export function decodingOptions(o: ClientOptions, m: ServedModel): Partial<DecodingOptions> {

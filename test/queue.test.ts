@@ -147,6 +147,9 @@ if (missing && !(process.env.CI && missing !== NEEDS_NATIVE)) {
       assert.equal(lines.at(-1), { done: true });
       assert.equal(lines.slice(0, -1).sort((a, b) => a.index! - b.index!).map((l) => l.text), expect);
       assert.ok(chunks.length >= 2, `the answers came in one piece (${chunks.length} chunk): not streamed before the job completed`);
+      // the queue's jobs by state, read from Redis when scraped (nothing waits now: every request was answered)
+      const metrics = await (await fetch(`${url}/metrics`)).text();
+      for (const state of ['waiting', 'active', 'delayed']) assert.match(metrics, new RegExp(`planc_queue_jobs\\{model="${model}",state="${state}"\\} 0`));
       res = await post({ text: 'x', model: 'no-such-model' });
       assert.is(res.status, 404);
       assert.match(await res.text(), /PLANC_E705.*unknown model 'no-such-model'/);

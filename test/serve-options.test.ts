@@ -44,12 +44,28 @@ testIf(test, !nativeAvailable() && NEEDS_NATIVE)('generate() options per request
       if (scores) assert.ok(r.body.translations!.every((t) => Number.isFinite(t.score)));
     }
     assert.ok(changed > 0, 'the options change some translation of the tiny model');
+    // sampling: a request's samples are translate()'s with the same seed (sentence i draws from (seed, i)), whatever
+    // else the server decodes beside it; another seed samples something else
+    const sampling = { doSample: true, temperature: 1.5, topK: 5, topP: 0.95 }; // topK under the tiny plan's k (8): exact
+    const sampled = async (seed: number) => {
+      const [r, other] = await Promise.all([post({ text: texts, options: { ...sampling, seed } }), post({ text: ['w9 w9', 'w4 w6'], options: { ...sampling, seed: seed + 1 } })]);
+      assert.is(r.status, 200, JSON.stringify(r.body));
+      assert.is(other.status, 200, JSON.stringify(other.body));
+      return r.body.translations!.map((t) => t.text);
+    };
+    for (const seed of [1, 2]) assert.equal(await sampled(seed), await translate(plan, texts, { ...sampling, seed }), `seed ${seed}`);
+    let differ = false;
+    for (let seed = 3; seed < 8 && !differ; seed++) differ = (await sampled(seed)).join('\n') !== (await sampled(1)).join('\n');
+    assert.ok(differ, 'some other seed samples another translation');
     let r = await post({ text: 'w5', options: { earlyStopping: 'sometimes' } });
     assert.is(r.status, 400);
     assert.match(r.body.error!.message, /body\.options\.earlyStopping/);
     r = await post({ text: 'w5', options: { repetitionPenalty: 0 } });
     assert.is(r.status, 400);
     assert.match(r.body.error!.message, /repetitionPenalty/);
+    r = await post({ text: 'w5', options: { doSample: true, temperature: 0 } });
+    assert.is(r.status, 400);
+    assert.match(r.body.error!.message, /body\.options\.temperature/);
   } finally {
     await server.close();
     plan.close();

@@ -13,6 +13,8 @@ import { liveModels } from './submit.ts';
 export interface Gateway {
   /** The models live workers hold (refreshed at most every 2 s). */
   models(): Promise<string[]>;
+  /** Jobs per model and state (waiting, active, delayed) of the models live workers hold. */
+  jobCounts(): Promise<{ model: string; state: string; jobs: number }[]>;
   /** Whether Redis answers now. */
   reachable(): Promise<boolean>;
   /**
@@ -88,6 +90,14 @@ export function openGateway(url: string, prefix: string): Gateway {
 
   return {
     models,
+    async jobCounts() {
+      const out: { model: string; state: string; jobs: number }[] = [];
+      for (const model of await models()) {
+        const counts = await queueOf(model).queue.getJobCounts('waiting', 'active', 'delayed');
+        for (const [state, jobs] of Object.entries(counts)) out.push({ model, state, jobs });
+      }
+      return out;
+    },
     async reachable() {
       try { return (await redis.ping()) === 'PONG'; } catch { return false; }
     },

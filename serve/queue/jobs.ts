@@ -24,20 +24,21 @@ export function progressAnswers(progress: unknown, count: number): JobAnswer[] {
 }
 
 /** One property of OPTIONS_SCHEMA (POST /v1/translate's options: the one definition a job's options are checked by). */
-interface OptionSchema { type?: string; enum?: readonly unknown[]; minimum?: number; maximum?: number; maxLength?: number; anyOf?: readonly OptionSchema[] }
+interface OptionSchema { type?: string; enum?: readonly unknown[]; minimum?: number; exclusiveMinimum?: number; maximum?: number; maxLength?: number; anyOf?: readonly OptionSchema[] }
 
 function fits(v: unknown, p: OptionSchema): boolean {
   if (p.anyOf) return p.anyOf.some((q) => fits(v, q));
   const typed = p.type === 'integer' ? Number.isSafeInteger(v) : p.type === 'number' ? typeof v === 'number' && Number.isFinite(v) : typeof v === p.type;
   if (!typed || (p.enum && !p.enum.includes(v))) return false;
-  if (typeof v === 'number' && ((p.minimum !== undefined && v < p.minimum) || (p.maximum !== undefined && v > p.maximum))) return false;
+  if (typeof v === 'number' && ((p.minimum !== undefined && v < p.minimum) || (p.exclusiveMinimum !== undefined && v <= p.exclusiveMinimum) || (p.maximum !== undefined && v > p.maximum))) return false;
   return !(typeof v === 'string' && p.maxLength !== undefined && v.length > p.maxLength);
 }
 
 function wanted(p: OptionSchema): string {
   if (p.anyOf) return p.anyOf.map(wanted).join(' or ');
   if (p.enum) return p.enum.map((e) => JSON.stringify(e)).join(' or ');
-  const range = p.minimum !== undefined || p.maximum !== undefined ? ` in [${p.minimum ?? '-inf'}, ${p.maximum ?? 'inf'}]` : '';
+  const low = p.exclusiveMinimum !== undefined ? `(${p.exclusiveMinimum}` : `[${p.minimum ?? '-inf'}`;
+  const range = p.minimum !== undefined || p.exclusiveMinimum !== undefined || p.maximum !== undefined ? ` in ${low}, ${p.maximum ?? 'inf'}]` : '';
   const chars = p.maxLength !== undefined ? ` of at most ${p.maxLength} characters` : '';
   return `${p.type === 'integer' ? 'an integer' : `a ${p.type}`}${range}${chars}`;
 }
