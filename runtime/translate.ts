@@ -42,13 +42,15 @@ function decodingOnly(options: TranslateOptions): Partial<DecodingOptions> {
 /**
  * Source ids in (verbatim, see translateIds), translated ids out, streamed chunk by chunk in input order. A source over
  * the plan's maxSrcLen fails alone (its item carries the error, ids []) unless options.truncate. No tokenizer needed.
+ * With doSample, source i samples from the stream of (seed, options.sampleIndices?.[i] ?? i) whatever the chunking.
  */
 export async function* translateIdsStream(plan: Plan, sources: Source<number[]>, options: TranslateOptions = {}): AsyncIterable<StreamedIds> {
   const max = plan.header.profile.maxSrcLen;
   let index = 0;
   for await (const chunk of chunks(sources, chunkSize(options))) {
     const fits = chunk.map((s) => options.truncate === true || s.length <= max);
-    const results = await translateIds(plan, chunk.filter((_, i) => fits[i]), decodingOnly(options));
+    const sampleIndices = chunk.flatMap((_, i) => (fits[i] ? [options.sampleIndices?.[index + i] ?? index + i] : []));
+    const results = await translateIds(plan, chunk.filter((_, i) => fits[i]), { ...decodingOnly(options), sampleIndices });
     let j = 0;
     for (const [i, s] of chunk.entries()) {
       if (!fits[i]) { yield { index: index++, ids: [], error: tooLong('the source', s.length, max) }; continue; }

@@ -18,6 +18,7 @@ import { planDefaults, planRules, translateIds } from '../runtime/decode/transla
 import { nativeAvailable } from '../runtime/native.ts';
 import { loadPlan, loadPlanBytes, type Plan } from '../runtime/plan.ts';
 import type { RtTensor } from '../runtime/tensor.ts';
+import { translateIdsStream } from '../runtime/translate.ts';
 import { makeModel } from '../scripts/make-model/generate.ts';
 import { failsWith, rejected, thrown } from './helpers/expect-error.ts';
 import { planc } from './helpers/planc-cli.ts';
@@ -205,13 +206,16 @@ it('the same seed gives the same samples; other seeds give other samples; sampli
   assert.ok(a.some((s, i) => s !== greedy[i]), 'samples are not the greedy output');
 });
 
-it("a sentence samples the same alone, in batches of any size and order (its stream is (seed, its index)), and through the serving scheduler", async () => {
+it("a sentence samples the same alone, in batches of any size and order (its stream is (seed, its index)), in streamed chunks, and through the serving scheduler", async () => {
   const o = { maxLength: MAX, doSample: true, seed: 5, topP: 0.95, temperature: 1.2 };
   const all = text(await translateIds(full, sources, o));
   for (const batchSize of [1, 3, 8]) assert.equal(text(await translateIds(full, sources, { ...o, batchSize, sortByLength: batchSize !== 3 })), all, `batchSize ${batchSize}`);
   for (const i of [0, 4, 9]) assert.equal(text(await translateIds(full, [sources[i]!], { ...o, sampleIndices: [i] })), [all[i]!], `sentence ${i} alone`);
   const rev = [...sources.keys()].reverse();
   assert.equal(text(await translateIds(full, rev.map((i) => sources[i]!), { ...o, sampleIndices: rev })), rev.map((i) => all[i]!), 'reversed, with their indices');
+  const streamed: string[] = [];
+  for await (const r of translateIdsStream(full, sources, { ...o, chunkSize: 3 })) streamed[r.index] = r.ids.join(' ');
+  assert.equal(streamed, all, 'translateIdsStream in chunks of 3');
   const s = new Scheduler(full, { maxRows: 4 });
   const outcomes = await Promise.all([s.submit(sources.slice(0, 5), o), s.submit(sources.slice(5), { ...o, sampleIndices: [5, 6, 7, 8, 9] })]);
   assert.equal(outcomes.flat().map((x) => x.result!.ids.join(' ')), all, 'the scheduler samples as translateIds');
