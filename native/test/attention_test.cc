@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <limits>
 
-#include "test_util_b.h"
+#include "test_util.h"
 
 namespace planc {
 KernelList attention_kernels();
@@ -16,8 +16,8 @@ KernelList softmax_kernels();
 KernelList movement_kernels();
 }  // namespace planc
 
-using tb::Buf;
-using tb::f32;
+using test::Tensor;
+using test::f32;
 
 namespace {
 
@@ -33,7 +33,7 @@ struct Problem {
   int layout = 0, kind = 0, causal = 0;
   std::vector<int64_t> mdims;  // mask dims (kind != 0)
   float scale = 0.125f;
-  Buf q, k, v, mask;
+  Tensor q, k, v, mask;
 };
 
 std::vector<int64_t> q_dims(const Problem& p) {
@@ -50,37 +50,37 @@ void make_problem(Problem& p, float mask_lo = -2, float mask_hi = 2) {
   p.q = f32(q_dims(p));
   p.k = f32({p.b, p.h, p.c, p.d});
   p.v = f32({p.b, p.h, p.c, p.d});
-  tb::fill_random(p.q, -1, 1);
-  tb::fill_random(p.k, -1, 1);
-  tb::fill_random(p.v, -1, 1);
+  test::fill_random(p.q, -1, 1);
+  test::fill_random(p.k, -1, 1);
+  test::fill_random(p.v, -1, 1);
   for (int64_t bh = 0; bh < p.b * p.h; bh++)
     for (int64_t j = p.l; j < p.c; j++)
       for (int64_t c = 0; c < p.d; c++) {
-        p.k.f()[(bh * p.c + j) * p.d + c] = kNaNf;
-        p.v.f()[(bh * p.c + j) * p.d + c] = kNaNf;
+        p.k.data<float>()[(bh * p.c + j) * p.d + c] = kNaNf;
+        p.v.data<float>()[(bh * p.c + j) * p.d + c] = kNaNf;
       }
   if (p.kind == 0) return;
-  p.mask = Buf(p.kind == 1 ? planc::kFloat32 : planc::kBool, p.mdims);
+  p.mask = Tensor(p.kind == 1 ? planc::kFloat32 : planc::kBool, p.mdims);
   if (p.kind == 1) {
-    tb::fill_random(p.mask, mask_lo, mask_hi);
-    for (int64_t i = 0; i < p.mask.n(); i += 5) p.mask.f()[i] = -kInff;  // some keys masked out additively
+    test::fill_random(p.mask, mask_lo, mask_hi);
+    for (int64_t i = 0; i < p.mask.numel(); i += 5) p.mask.data<float>()[i] = -kInff;  // some keys masked out additively
   } else {
     std::uniform_int_distribution<int> u(0, 9);
-    for (int64_t i = 0; i < p.mask.n(); i++) p.mask.u8()[i] = u(tb::rng()) < 7 ? (p.kind == 2) : (p.kind == 3);
+    for (int64_t i = 0; i < p.mask.numel(); i++) p.mask.data<uint8_t>()[i] = u(test::random_engine()) < 7 ? (p.kind == 2) : (p.kind == 3);
   }
 }
 
 // The reference: explicit scores [L] per row in double, mask and causal bias, softmax as the reference evaluator.
 std::vector<double> reference(Problem& p) {
-  std::vector<double> y(static_cast<size_t>(tb::numel(q_dims(p))));
+  std::vector<double> y(static_cast<size_t>(test::numel(q_dims(p))));
   std::vector<double> s(static_cast<size_t>(p.l));
   const std::vector<int64_t>& md = p.mdims;
   for (int64_t b = 0; b < p.b; b++)
     for (int64_t h = 0; h < p.h; h++)
       for (int64_t i = 0; i < p.sq; i++) {
-        const float* q = p.q.f() + q_index(p, b, h, i);
-        const float* k = p.k.f() + (b * p.h + h) * p.c * p.d;
-        const float* v = p.v.f() + (b * p.h + h) * p.c * p.d;
+        const float* q = p.q.data<float>() + q_index(p, b, h, i);
+        const float* k = p.k.data<float>() + (b * p.h + h) * p.c * p.d;
+        const float* v = p.v.data<float>() + (b * p.h + h) * p.c * p.d;
         for (int64_t j = 0; j < p.l; j++) {
           double dot = 0;
           for (int64_t c = 0; c < p.d; c++) dot += double(q[c]) * k[j * p.d + c];
@@ -88,8 +88,8 @@ std::vector<double> reference(Problem& p) {
           if (p.kind != 0) {
             const int64_t mi = (((md[0] == 1 ? 0 : b) * md[1] + (md[1] == 1 ? 0 : h)) * md[2] + (md[2] == 1 ? 0 : i)) * md[3] +
                                (md[3] == 1 ? 0 : j);
-            if (p.kind == 1) s[j] += p.mask.f()[mi];
-            else if ((p.mask.u8()[mi] != 0) == (p.kind == 3)) s[j] = -INFINITY;
+            if (p.kind == 1) s[j] += p.mask.data<float>()[mi];
+            else if ((p.mask.data<uint8_t>()[mi] != 0) == (p.kind == 3)) s[j] = -INFINITY;
           }
           if (p.causal && j > p.l - p.sq + i) s[j] = -INFINITY;
         }
@@ -113,10 +113,10 @@ std::vector<double> reference(Problem& p) {
   return y;
 }
 
-const char* run_attention(Problem& p, Buf& y, planc::ThreadPool* pool) {
-  std::vector<planc::TensorView> in = {p.q.v(), p.k.v(), p.v.v()};
-  if (p.kind != 0) in.push_back(p.mask.v());
-  return tb::call(k_attn, in, {y.v()}, {p.h, p.layout, p.l, p.kind, p.causal}, {p.scale}, pool);
+const char* run_attention(Problem& p, Tensor& y, planc::ThreadPool* pool) {
+  std::vector<planc::TensorView> in = {p.q.view, p.k.view, p.v.view};
+  if (p.kind != 0) in.push_back(p.mask.view);
+  return test::call(k_attn, in, {y.view}, {p.h, p.layout, p.l, p.kind, p.causal}, {p.scale}, pool);
 }
 
 void check(Problem& p, planc::ThreadPool* pool) {
@@ -127,11 +127,11 @@ void check(Problem& p, planc::ThreadPool* pool) {
                 (long long)p.b, (long long)p.h, (long long)p.sq, (long long)p.d, (long long)p.c, (long long)p.l,
                 p.layout, p.kind, md.c_str(), p.causal, pool ? " threaded" : "");
   std::vector<double> want = reference(p);
-  Buf y = f32(q_dims(p));
-  for (int64_t i = 0; i < y.n(); i++) y.f()[i] = 12345.0f;  // every element must be written
+  Tensor y = f32(q_dims(p));
+  for (int64_t i = 0; i < y.numel(); i++) y.data<float>()[i] = 12345.0f;  // every element must be written
   const char* err = run_attention(p, y, pool);
-  tb::expect_ok(err, name);
-  if (!err) tb::close(y.f(), want.data(), y.n(), 2e-5, 2e-6, name);
+  test::expect_ok(err, name);
+  if (!err) test::close(y.data<float>(), want.data(), y.numel(), 2e-5, 2e-6, name);
 }
 
 // Mask shapes that broadcast to [B,H,Sq,L].
@@ -197,72 +197,72 @@ void specials(planc::ThreadPool* pool) {
   p.mdims = {1, 1, 3, 5};
   make_problem(p);
   for (int j = 0; j < 5; j++) {
-    p.mask.f()[j] = 1000.0f * j;
-    p.mask.f()[5 + j] = -kInff;
-    p.mask.f()[10 + j] = j == 2 ? kInff : 0.0f;
+    p.mask.data<float>()[j] = 1000.0f * j;
+    p.mask.data<float>()[5 + j] = -kInff;
+    p.mask.data<float>()[10 + j] = j == 2 ? kInff : 0.0f;
   }
   check(p, pool);
-  Buf y = f32(q_dims(p));
+  Tensor y = f32(q_dims(p));
   run_attention(p, y, pool);
-  tb::g_checks++;
-  if (std::isnan(y.f()[0]) || y.f()[8] != 0.0f || !std::isnan(y.f()[16])) {
-    tb::g_failures++;
+  test::g_checks++;
+  if (std::isnan(y.data<float>()[0]) || y.data<float>()[8] != 0.0f || !std::isnan(y.data<float>()[16])) {
+    test::g_failures++;
     std::printf("FAIL specials: row 0 must be finite, row 1 zeros, row 2 NaN\n");
   }
   // Hand value: one query, two keys; scores 0 and ln 3 (scale 1) give weights 1/4, 3/4.
-  Buf q = f32({1, 1, 1, 1}, {1}), k = f32({1, 1, 2, 1}, {0, std::log(3.0f)}), v = f32({1, 1, 2, 1}, {4, 8});
-  Buf out = f32({1, 1, 1, 1});
-  tb::expect_ok(tb::call(k_attn, {q.v(), k.v(), v.v()}, {out.v()}, {1, 0, 2, 0, 0}, {1.0}, pool), "hand");
+  Tensor q = f32({1, 1, 1, 1}, {1}), k = f32({1, 1, 2, 1}, {0, std::log(3.0f)}), v = f32({1, 1, 2, 1}, {4, 8});
+  Tensor out = f32({1, 1, 1, 1});
+  test::expect_ok(test::call(k_attn, {q.view, k.view, v.view}, {out.view}, {1, 0, 2, 0, 0}, {1.0}, pool), "hand");
   double want = 7;
-  tb::close(out.f(), &want, 1, 1e-6, 0, "hand value");
+  test::close(out.data<float>(), &want, 1, 1e-6, 0, "hand value");
   // An omitted mask passed as a null view with mask_kind 0.
-  tb::expect_ok(tb::call(k_attn, {q.v(), k.v(), v.v(), planc::TensorView()}, {out.v()}, {1, 0, 2, 0, 0}, {1.0}, pool),
+  test::expect_ok(test::call(k_attn, {q.view, k.view, v.view, planc::TensorView()}, {out.view}, {1, 0, 2, 0, 0}, {1.0}, pool),
                 "null mask view");
-  tb::close(out.f(), &want, 1, 1e-6, 0, "null mask view value");
+  test::close(out.data<float>(), &want, 1, 1e-6, 0, "null mask view value");
   // Empty batch.
-  Buf eq = f32({0, 2, 1, 4}), ek = f32({0, 2, 3, 4}), ev = f32({0, 2, 3, 4}), ey = f32({0, 2, 1, 4});
-  tb::expect_ok(tb::call(k_attn, {eq.v(), ek.v(), ev.v()}, {ey.v()}, {2, 0, 3, 0, 0}, {1.0}, pool), "empty batch");
+  Tensor eq = f32({0, 2, 1, 4}), ek = f32({0, 2, 3, 4}), ev = f32({0, 2, 3, 4}), ey = f32({0, 2, 1, 4});
+  test::expect_ok(test::call(k_attn, {eq.view, ek.view, ev.view}, {ey.view}, {2, 0, 3, 0, 0}, {1.0}, pool), "empty batch");
 }
 
 void errors() {
-  Buf q = f32({2, 3, 4, 8}), k = f32({2, 3, 6, 8}), v = f32({2, 3, 6, 8}), y = f32({2, 3, 4, 8});
+  Tensor q = f32({2, 3, 4, 8}), k = f32({2, 3, 6, 8}), v = f32({2, 3, 6, 8}), y = f32({2, 3, 4, 8});
   auto call = [&](std::vector<planc::TensorView> in, std::vector<int64_t> ia, planc::TensorView out) {
-    return tb::call(k_attn, in, {out}, ia, {0.5});
+    return test::call(k_attn, in, {out}, ia, {0.5}, nullptr);
   };
-  tb::expect_error(call({q.v(), k.v(), v.v()}, {3, 0, 7, 0, 0}, y.v()), "kv_len 7", "L > C");
-  tb::expect_error(call({q.v(), k.v(), v.v()}, {3, 0, 0, 0, 0}, y.v()), "kv_len 0", "L = 0");
-  Buf m_bad = f32({2, 3, 4, 6});  // last dim C, not L = 5
-  tb::expect_error(call({q.v(), k.v(), v.v(), m_bad.v()}, {3, 0, 5, 1, 0}, y.v()), "does not broadcast", "mask mL");
-  Buf m_b = f32({3, 1, 1, 5});
-  tb::expect_error(call({q.v(), k.v(), v.v(), m_b.v()}, {3, 0, 5, 1, 0}, y.v()), "[3,1,1,5]", "mask mB");
-  Buf m_r3 = f32({1, 4, 5});
-  tb::expect_error(call({q.v(), k.v(), v.v(), m_r3.v()}, {3, 0, 5, 1, 0}, y.v()), "rank 4", "mask rank");
-  Buf m_ok = f32({1, 1, 4, 5}), mb_ok = Buf(planc::kBool, {1, 1, 4, 5});
-  tb::expect_error(call({q.v(), k.v(), v.v(), m_ok.v()}, {3, 0, 5, 2, 0}, y.v()), "needs a bool mask", "kind 2 float");
-  tb::expect_error(call({q.v(), k.v(), v.v(), mb_ok.v()}, {3, 0, 5, 1, 0}, y.v()), "needs a float32", "kind 1 bool");
-  tb::expect_error(call({q.v(), k.v(), v.v(), m_ok.v()}, {3, 0, 5, 0, 0}, y.v()), "mask_kind 0 but", "kind 0 + mask");
-  tb::expect_error(call({q.v(), k.v(), v.v()}, {3, 0, 5, 1, 0}, y.v()), "no mask", "kind 1 no mask");
-  tb::expect_error(call({q.v(), k.v(), v.v()}, {3, 0, 5, 4, 0}, y.v()), "mask_kind must", "kind 4");
-  tb::expect_error(call({q.v(), k.v(), v.v()}, {3, 2, 5, 0, 0}, y.v()), "q_layout", "layout 2");
-  tb::expect_error(call({q.v(), k.v(), v.v()}, {3, 0, 5, 0, 2}, y.v()), "is_causal", "causal 2");
-  tb::expect_error(call({q.v(), k.v(), v.v()}, {2, 0, 5, 0, 0}, y.v()), "num_heads 2", "heads");
-  Buf q3 = f32({2, 4, 24}), y3 = f32({2, 4, 24});
-  tb::expect_error(call({q3.v(), k.v(), v.v()}, {3, 0, 5, 0, 0}, y3.v()), "does not match K", "rank 3 Q, layout 0");
-  tb::expect_ok(call({q3.v(), k.v(), v.v()}, {3, 1, 5, 0, 0}, y3.v()), "rank 3 Q, layout 1");
-  Buf q3b = f32({2, 4, 25});
-  tb::expect_error(call({q3b.v(), k.v(), v.v()}, {3, 1, 5, 0, 0}, q3b.v()), "does not match K", "H*D");
-  Buf qd = f32({2, 3, 4, 9});
-  tb::expect_error(call({qd.v(), k.v(), v.v()}, {3, 0, 5, 0, 0}, qd.v()), "[2,3,4,9]", "Q head size");
-  Buf y_bad = f32({2, 3, 5, 8});
-  tb::expect_error(call({q.v(), k.v(), v.v()}, {3, 0, 5, 0, 0}, y_bad.v()), "Y [2,3,5,8]", "Y dims");
-  Buf v_bad = f32({2, 3, 7, 8});
-  tb::expect_error(call({q.v(), k.v(), v_bad.v()}, {3, 0, 5, 0, 0}, y.v()), "V [2,3,7,8]", "V dims");
-  Buf qf64 = Buf(planc::kFloat64, {2, 3, 4, 8});
-  tb::expect_error(call({qf64.v(), k.v(), v.v()}, {3, 0, 5, 0, 0}, y.v()), "float32", "Q dtype");
-  tb::expect_error(call({q.v(), k.v(), v.v()}, {3, 0, 5, 0}, y.v()), "needs", "iarg count");
-  planc::TensorView missing = k.v();
+  test::expect_error(call({q.view, k.view, v.view}, {3, 0, 7, 0, 0}, y.view), "kv_len 7", "L > C");
+  test::expect_error(call({q.view, k.view, v.view}, {3, 0, 0, 0, 0}, y.view), "kv_len 0", "L = 0");
+  Tensor m_bad = f32({2, 3, 4, 6});  // last dim C, not L = 5
+  test::expect_error(call({q.view, k.view, v.view, m_bad.view}, {3, 0, 5, 1, 0}, y.view), "does not broadcast", "mask mL");
+  Tensor m_b = f32({3, 1, 1, 5});
+  test::expect_error(call({q.view, k.view, v.view, m_b.view}, {3, 0, 5, 1, 0}, y.view), "[3,1,1,5]", "mask mB");
+  Tensor m_r3 = f32({1, 4, 5});
+  test::expect_error(call({q.view, k.view, v.view, m_r3.view}, {3, 0, 5, 1, 0}, y.view), "rank 4", "mask rank");
+  Tensor m_ok = f32({1, 1, 4, 5}), mb_ok = Tensor(planc::kBool, {1, 1, 4, 5});
+  test::expect_error(call({q.view, k.view, v.view, m_ok.view}, {3, 0, 5, 2, 0}, y.view), "needs a bool mask", "kind 2 float");
+  test::expect_error(call({q.view, k.view, v.view, mb_ok.view}, {3, 0, 5, 1, 0}, y.view), "needs a float32", "kind 1 bool");
+  test::expect_error(call({q.view, k.view, v.view, m_ok.view}, {3, 0, 5, 0, 0}, y.view), "mask_kind 0 but", "kind 0 + mask");
+  test::expect_error(call({q.view, k.view, v.view}, {3, 0, 5, 1, 0}, y.view), "no mask", "kind 1 no mask");
+  test::expect_error(call({q.view, k.view, v.view}, {3, 0, 5, 4, 0}, y.view), "mask_kind must", "kind 4");
+  test::expect_error(call({q.view, k.view, v.view}, {3, 2, 5, 0, 0}, y.view), "q_layout", "layout 2");
+  test::expect_error(call({q.view, k.view, v.view}, {3, 0, 5, 0, 2}, y.view), "is_causal", "causal 2");
+  test::expect_error(call({q.view, k.view, v.view}, {2, 0, 5, 0, 0}, y.view), "num_heads 2", "heads");
+  Tensor q3 = f32({2, 4, 24}), y3 = f32({2, 4, 24});
+  test::expect_error(call({q3.view, k.view, v.view}, {3, 0, 5, 0, 0}, y3.view), "does not match K", "rank 3 Q, layout 0");
+  test::expect_ok(call({q3.view, k.view, v.view}, {3, 1, 5, 0, 0}, y3.view), "rank 3 Q, layout 1");
+  Tensor q3b = f32({2, 4, 25});
+  test::expect_error(call({q3b.view, k.view, v.view}, {3, 1, 5, 0, 0}, q3b.view), "does not match K", "H*D");
+  Tensor qd = f32({2, 3, 4, 9});
+  test::expect_error(call({qd.view, k.view, v.view}, {3, 0, 5, 0, 0}, qd.view), "[2,3,4,9]", "Q head size");
+  Tensor y_bad = f32({2, 3, 5, 8});
+  test::expect_error(call({q.view, k.view, v.view}, {3, 0, 5, 0, 0}, y_bad.view), "Y [2,3,5,8]", "Y dims");
+  Tensor v_bad = f32({2, 3, 7, 8});
+  test::expect_error(call({q.view, k.view, v_bad.view}, {3, 0, 5, 0, 0}, y.view), "V [2,3,7,8]", "V dims");
+  Tensor qf64 = Tensor(planc::kFloat64, {2, 3, 4, 8});
+  test::expect_error(call({qf64.view, k.view, v.view}, {3, 0, 5, 0, 0}, y.view), "float32", "Q dtype");
+  test::expect_error(call({q.view, k.view, v.view}, {3, 0, 5, 0}, y.view), "needs", "iarg count");
+  planc::TensorView missing = k.view;
   missing.data = nullptr;
-  tb::expect_error(call({q.v(), missing, v.v()}, {3, 0, 5, 0, 0}, y.v()), "K is missing", "missing K");
+  test::expect_error(call({q.view, missing, v.view}, {3, 0, 5, 0, 0}, y.view), "K is missing", "missing K");
 }
 
 // ---------- cache_write ----------
@@ -273,25 +273,25 @@ void check_cache(int64_t b, int64_t h, int64_t c, int64_t d, int64_t sn, int64_t
   std::snprintf(name, sizeof name, "cache_write B%lld H%lld C%lld D%lld Sn%lld pos%lld layout %d%s%s", (long long)b,
                 (long long)h, (long long)c, (long long)d, (long long)sn, (long long)pos, layout,
                 in_place ? " in place" : "", pool ? " threaded" : "");
-  Buf cache = f32({b, h, c, d});
-  tb::fill_random(cache);
-  Buf nw = layout == 0 ? f32({b, h, sn, d}) : f32({b, sn, h * d});
-  tb::fill_random(nw);
-  std::vector<double> want(cache.n());
-  for (int64_t i = 0; i < cache.n(); i++) want[i] = cache.f()[i];
+  Tensor cache = f32({b, h, c, d});
+  test::fill_random(cache);
+  Tensor nw = layout == 0 ? f32({b, h, sn, d}) : f32({b, sn, h * d});
+  test::fill_random(nw);
+  std::vector<double> want(cache.numel());
+  for (int64_t i = 0; i < cache.numel(); i++) want[i] = cache.data<float>()[i];
   for (int64_t bb = 0; bb < b; bb++)
     for (int64_t hh = 0; hh < h; hh++)
       for (int64_t s = 0; s < sn; s++)
         for (int64_t x = 0; x < d; x++) {
           const int64_t src = layout == 0 ? ((bb * h + hh) * sn + s) * d + x : (bb * sn + s) * h * d + hh * d + x;
-          want[((bb * h + hh) * c + pos + s) * d + x] = nw.f()[src];
+          want[((bb * h + hh) * c + pos + s) * d + x] = nw.data<float>()[src];
         }
-  Buf y = f32({b, h, c, d});
-  for (int64_t i = 0; i < y.n(); i++) y.f()[i] = kNaNf;
-  Buf& out = in_place ? cache : y;
-  const char* err = tb::call(k_cache, {cache.v(), nw.v()}, {out.v()}, {pos, layout, h}, {}, pool);
-  tb::expect_ok(err, name);
-  if (!err) tb::close(out.f(), want.data(), out.n(), 0, 0, name);  // exact: a copy
+  Tensor y = f32({b, h, c, d});
+  for (int64_t i = 0; i < y.numel(); i++) y.data<float>()[i] = kNaNf;
+  Tensor& out = in_place ? cache : y;
+  const char* err = test::call(k_cache, {cache.view, nw.view}, {out.view}, {pos, layout, h}, {}, pool);
+  test::expect_ok(err, name);
+  if (!err) test::close(out.data<float>(), want.data(), out.numel(), 0, 0, name);  // exact: a copy
 }
 
 void cache_tests(planc::ThreadPool* pool) {
@@ -305,18 +305,18 @@ void cache_tests(planc::ThreadPool* pool) {
       check_cache(32, 8, 300, 64, 1, 123, layout, in_place, pool);
       check_cache(8, 4, 256, 64, 100, 20, layout, in_place, pool);
     }
-  Buf cache = f32({2, 3, 10, 8}), nw = f32({2, 3, 4, 8}), nw3 = f32({2, 4, 24});
-  tb::expect_error(tb::call(k_cache, {cache.v(), nw.v()}, {cache.v()}, {7, 0, 3}), "outside the capacity", "pos+Sn > C");
-  tb::expect_error(tb::call(k_cache, {cache.v(), nw.v()}, {cache.v()}, {-1, 0, 3}), "outside the capacity", "pos < 0");
-  tb::expect_ok(tb::call(k_cache, {cache.v(), nw.v()}, {cache.v()}, {6, 0, 3}), "pos+Sn = C");
-  tb::expect_error(tb::call(k_cache, {cache.v(), nw3.v()}, {cache.v()}, {0, 0, 3}), "does not match Cache", "rank 3 layout 0");
-  tb::expect_ok(tb::call(k_cache, {cache.v(), nw3.v()}, {cache.v()}, {0, 1, 3}), "rank 3 layout 1");
-  tb::expect_error(tb::call(k_cache, {cache.v(), nw.v()}, {cache.v()}, {0, 0, 2}), "num_heads 2", "heads");
-  tb::expect_error(tb::call(k_cache, {cache.v(), nw.v()}, {cache.v()}, {0, 2, 3}), "new_layout", "layout 2");
-  Buf nwd = f32({2, 3, 4, 9}), yb = f32({2, 3, 9, 8});
-  tb::expect_error(tb::call(k_cache, {cache.v(), nwd.v()}, {cache.v()}, {0, 0, 3}), "[2,3,4,9]", "New D");
-  tb::expect_error(tb::call(k_cache, {cache.v(), nw.v()}, {yb.v()}, {0, 0, 3}), "Y [2,3,9,8]", "Y dims");
-  tb::expect_error(tb::call(k_cache, {cache.v(), nw.v()}, {cache.v()}, {0, 0}), "needs", "iarg count");
+  Tensor cache = f32({2, 3, 10, 8}), nw = f32({2, 3, 4, 8}), nw3 = f32({2, 4, 24});
+  test::expect_error(test::call(k_cache, {cache.view, nw.view}, {cache.view}, {7, 0, 3}, {}, nullptr), "outside the capacity", "pos+Sn > C");
+  test::expect_error(test::call(k_cache, {cache.view, nw.view}, {cache.view}, {-1, 0, 3}, {}, nullptr), "outside the capacity", "pos < 0");
+  test::expect_ok(test::call(k_cache, {cache.view, nw.view}, {cache.view}, {6, 0, 3}, {}, nullptr), "pos+Sn = C");
+  test::expect_error(test::call(k_cache, {cache.view, nw3.view}, {cache.view}, {0, 0, 3}, {}, nullptr), "does not match Cache", "rank 3 layout 0");
+  test::expect_ok(test::call(k_cache, {cache.view, nw3.view}, {cache.view}, {0, 1, 3}, {}, nullptr), "rank 3 layout 1");
+  test::expect_error(test::call(k_cache, {cache.view, nw.view}, {cache.view}, {0, 0, 2}, {}, nullptr), "num_heads 2", "heads");
+  test::expect_error(test::call(k_cache, {cache.view, nw.view}, {cache.view}, {0, 2, 3}, {}, nullptr), "new_layout", "layout 2");
+  Tensor nwd = f32({2, 3, 4, 9}), yb = f32({2, 3, 9, 8});
+  test::expect_error(test::call(k_cache, {cache.view, nwd.view}, {cache.view}, {0, 0, 3}, {}, nullptr), "[2,3,4,9]", "New D");
+  test::expect_error(test::call(k_cache, {cache.view, nw.view}, {yb.view}, {0, 0, 3}, {}, nullptr), "Y [2,3,9,8]", "Y dims");
+  test::expect_error(test::call(k_cache, {cache.view, nw.view}, {cache.view}, {0, 0}, {}, nullptr), "needs", "iarg count");
 }
 
 // ---------- bench ----------
@@ -324,12 +324,12 @@ void cache_tests(planc::ThreadPool* pool) {
 // The decomposed form with the project's kernels: transpose K, batched matmul (Q pre-scaled), softmax, matmul.
 struct Decomposed {
   planc::KernelFn transpose, matmul, softmax;
-  Buf kt, s, p;
-  void run(Buf& q, Buf& k, Buf& v, Buf& y, planc::ThreadPool* pool) {
-    tb::call(transpose, {k.v()}, {kt.v()}, {0, 1, 3, 2}, {}, pool);
-    tb::call(matmul, {q.v(), kt.v()}, {s.v()}, {}, {}, pool);
-    tb::call(softmax, {s.v()}, {p.v()}, {3, 0}, {}, pool);
-    tb::call(matmul, {p.v(), v.v()}, {y.v()}, {}, {}, pool);
+  Tensor kt, s, p;
+  void run(Tensor& q, Tensor& k, Tensor& v, Tensor& y, planc::ThreadPool* pool) {
+    test::call(transpose, {k.view}, {kt.view}, {0, 1, 3, 2}, {}, pool);
+    test::call(matmul, {q.view, kt.view}, {s.view}, {}, {}, pool);
+    test::call(softmax, {s.view}, {p.view}, {3, 0}, {}, pool);
+    test::call(matmul, {p.view, v.view}, {y.view}, {}, {}, pool);
   }
 };
 
@@ -341,34 +341,34 @@ void bench(planc::ThreadPool* pool) {
       {8, 4, 256, 256, "prefill B8 H4 D64 Sq=L=256"},
   };
   const int64_t d = 64;
-  Decomposed dec{tb::find(planc::movement_kernels(), "transpose"), tb::find(planc::gemm_kernels(), "matmul"),
-                 tb::find(planc::softmax_kernels(), "softmax")};
+  Decomposed dec{test::find_kernel({planc::movement_kernels()}, "transpose"), test::find_kernel({planc::gemm_kernels()}, "matmul"),
+                 test::find_kernel({planc::softmax_kernels()}, "softmax")};
   std::printf("| shape | threads | fused ms | decomposed ms | speedup | max |diff| |\n| --- | --- | --- | --- | --- | --- |\n");
   for (const Case& c : cases)
     for (planc::ThreadPool* pl : {static_cast<planc::ThreadPool*>(nullptr), pool}) {
-      Buf q = f32({c.b, c.h, c.sq, d}), k = f32({c.b, c.h, c.l, d}), v = f32({c.b, c.h, c.l, d});
-      tb::fill_random(q);
-      tb::fill_random(k);
-      tb::fill_random(v);
-      Buf y1 = f32({c.b, c.h, c.sq, d}), y2 = f32({c.b, c.h, c.sq, d});
+      Tensor q = f32({c.b, c.h, c.sq, d}), k = f32({c.b, c.h, c.l, d}), v = f32({c.b, c.h, c.l, d});
+      test::fill_random(q);
+      test::fill_random(k);
+      test::fill_random(v);
+      Tensor y1 = f32({c.b, c.h, c.sq, d}), y2 = f32({c.b, c.h, c.sq, d});
       dec.kt = f32({c.b, c.h, d, c.l});
       dec.s = f32({c.b, c.h, c.sq, c.l});
       dec.p = f32({c.b, c.h, c.sq, c.l});
-      Buf qs = q;  // the decomposition's Q * scale
-      for (int64_t i = 0; i < qs.n(); i++) qs.f()[i] *= 0.125f;
+      Tensor qs = q;  // the decomposition's Q * scale
+      for (int64_t i = 0; i < qs.numel(); i++) qs.data<float>()[i] *= 0.125f;
       const int reps = c.sq * c.l > 10000 ? 30 : 300;
       double best_f = 1e30, best_d = 1e30;
       for (int r = 0; r < reps; r++) {
-        double t0 = tb::now_ms();
-        tb::call(k_attn, {q.v(), k.v(), v.v()}, {y1.v()}, {c.h, 0, c.l, 0, 0}, {0.125}, pl);
-        double t1 = tb::now_ms();
+        double t0 = test::now_ms();
+        test::call(k_attn, {q.view, k.view, v.view}, {y1.view}, {c.h, 0, c.l, 0, 0}, {0.125}, pl);
+        double t1 = test::now_ms();
         dec.run(qs, k, v, y2, pl);
-        double t2 = tb::now_ms();
+        double t2 = test::now_ms();
         best_f = std::min(best_f, t1 - t0);
         best_d = std::min(best_d, t2 - t1);
       }
       double diff = 0;
-      for (int64_t i = 0; i < y1.n(); i++) diff = std::max(diff, double(std::fabs(y1.f()[i] - y2.f()[i])));
+      for (int64_t i = 0; i < y1.numel(); i++) diff = std::max(diff, double(std::fabs(y1.data<float>()[i] - y2.data<float>()[i])));
       std::printf("| %s | %d | %.4f | %.4f | %.1fx | %.2g |\n", c.name, pl ? pl->threads() : 1, best_f, best_d,
                   best_d / best_f, diff);
     }
@@ -377,8 +377,8 @@ void bench(planc::ThreadPool* pool) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  k_attn = tb::find(planc::attention_kernels(), "attention");
-  k_cache = tb::find(planc::attention_kernels(), "cache_write");
+  k_attn = test::find_kernel({planc::attention_kernels()}, "attention");
+  k_cache = test::find_kernel({planc::attention_kernels()}, "cache_write");
   if (!k_attn || !k_cache) return 1;
   planc::ThreadPool pool(2);
   if (argc > 1 && std::string(argv[1]) == "bench") {
@@ -392,5 +392,5 @@ int main(int argc, char** argv) {
     cache_tests(pl);
   }
   errors();
-  return tb::finish("attention_test");
+  return test::finish("attention_test");
 }

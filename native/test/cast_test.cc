@@ -102,7 +102,7 @@ void test_all_pairs() {
       int64_t n = static_cast<int64_t>(vals.size());
       Tensor x(from, {n}), y(to, {n});
       for (int64_t i = 0; i < n; i++) put(x, i, vals[i]);
-      EXPECT_OK(call(K("cast"), {&x}, {&y}));
+      EXPECT_OK(call(K("cast"), {x.view}, {y.view}));
       int bad = 0;
       for (int64_t i = 0; i < n; i++) {
         double src = get(x, i);
@@ -140,8 +140,8 @@ void test_f16_rounding() {
     x.data<double>()[i] = vals[i];
     xf.data<float>()[i] = float(vals[i]);
   }
-  EXPECT_OK(call(K("cast"), {&x}, {&y}));
-  EXPECT_OK(call(K("cast"), {&xf}, {&yf}));
+  EXPECT_OK(call(K("cast"), {x.view}, {y.view}));
+  EXPECT_OK(call(K("cast"), {xf.view}, {yf.view}));
   int bad = 0;
   for (int64_t i = 0; i < n; i++) {
     if (y.at<uint16_t>(i) != f16_bits(vals[i]) || yf.at<uint16_t>(i) != f16_bits(double(float(vals[i])))) {
@@ -152,7 +152,7 @@ void test_f16_rounding() {
   // and back: every half to float32 exactly
   Tensor h(kFloat16, {65536}), hf(kFloat32, {65536});
   for (int64_t i = 0; i < 65536; i++) h.data<uint16_t>()[i] = uint16_t(i);
-  EXPECT_OK(call(K("cast"), {&h}, {&hf}));
+  EXPECT_OK(call(K("cast"), {h.view}, {hf.view}));
   bad = 0;
   for (int64_t i = 0; i < 65536; i++) {
     double want = f16_value(uint16_t(i));
@@ -165,43 +165,43 @@ void test_f16_rounding() {
 void test_copy_fill_range() {
   Tensor x = make<int32_t>(kInt32, {2, 3}, {1, 2, 3, 4, 5, 6});
   Tensor y(kFloat32, {6});
-  EXPECT_OK(call(K("copy"), {&x}, {&y}));
-  CHECK(std::memcmp(x.bytes.data(), y.bytes.data(), 24) == 0);
+  EXPECT_OK(call(K("copy"), {x.view}, {y.view}));
+  CHECK(std::memcmp(x.data(), y.data(), 24) == 0);
   Tensor small(kFloat32, {5});
-  EXPECT_ERROR(call(K("copy"), {&x}, {&small}), "copy: output holds 20 bytes");
+  EXPECT_ERROR(call(K("copy"), {x.view}, {small.view}), "copy: output holds 20 bytes");
   Tensor big(kUint8, {3 << 20}), big2(kUint8, {3 << 20});
   for (int64_t i = 0; i < big.numel(); i++) big.data<uint8_t>()[i] = uint8_t(i * 7);
-  EXPECT_OK(call(K("copy"), {&big}, {&big2}));
-  CHECK(big.bytes == big2.bytes);
+  EXPECT_OK(call(K("copy"), {big.view}, {big2.view}));
+  CHECK(big.store == big2.store);
 
   Tensor f(kFloat32, {3, 1000});
-  EXPECT_OK(call(K("fill"), {}, {&f}, {}, {0.1}));
+  EXPECT_OK(call(K("fill"), {}, {f.view}, {}, {0.1}));
   CHECK(f.at<float>(0) == 0.1f && f.at<float>(2999) == 0.1f);
   Tensor fi(kInt64, {4});
-  EXPECT_OK(call(K("fill"), {}, {&fi}, {}, {-2.7}));
+  EXPECT_OK(call(K("fill"), {}, {fi.view}, {}, {-2.7}));
   CHECK(fi.at<int64_t>(0) == -2 && fi.at<int64_t>(3) == -2);
   Tensor fb(kBool, {2});
-  EXPECT_OK(call(K("fill"), {}, {&fb}, {}, {0.5}));
+  EXPECT_OK(call(K("fill"), {}, {fb.view}, {}, {0.5}));
   CHECK(fb.at<uint8_t>(0) == 1);
   Tensor fh(kFloat16, {2});
-  EXPECT_OK(call(K("fill"), {}, {&fh}, {}, {1.0}));
+  EXPECT_OK(call(K("fill"), {}, {fh.view}, {}, {1.0}));
   CHECK(fh.at<uint16_t>(1) == 0x3c00);
-  EXPECT_ERROR(call(K("fill"), {}, {&fh}), "fill: needs 0 inputs, 1 output, 0 iargs and 1 farg; got 0, 1, 0 and 0");
+  EXPECT_ERROR(call(K("fill"), {}, {fh.view}), "fill: needs 0 inputs, 1 output, 0 iargs and 1 farg; got 0, 1, 0 and 0");
 
   Tensor r(kFloat32, {5});
-  EXPECT_OK(call(K("range"), {}, {&r}, {}, {1.0, 0.5}));
+  EXPECT_OK(call(K("range"), {}, {r.view}, {}, {1.0, 0.5}));
   float rw[] = {1.0f, 1.5f, 2.0f, 2.5f, 3.0f};
   compare(r.data<float>(), rw, 5, "range f32");
   Tensor ri(kInt64, {4});
-  EXPECT_OK(call(K("range"), {}, {&ri}, {}, {10, -3}));
+  EXPECT_OK(call(K("range"), {}, {ri.view}, {}, {10, -3}));
   int64_t riw[] = {10, 7, 4, 1};
   compare(ri.data<int64_t>(), riw, 4, "range int64");
   Tensor r0(kInt32, {0});
-  EXPECT_OK(call(K("range"), {}, {&r0}, {}, {0, 1}));
+  EXPECT_OK(call(K("range"), {}, {r0.view}, {}, {0, 1}));
   Tensor r2(kInt32, {2, 2});
-  EXPECT_ERROR(call(K("range"), {}, {&r2}, {}, {0, 1}), "range: output must have rank 1");
+  EXPECT_ERROR(call(K("range"), {}, {r2.view}, {}, {0, 1}), "range: output must have rank 1");
   Tensor c1(kFloat32, {2, 3}), c2(kFloat16, {3, 2});
-  EXPECT_ERROR(call(K("cast"), {&c1}, {&c2}), "cast: output dims [3,2] differ from input dims [2,3]");
+  EXPECT_ERROR(call(K("cast"), {c1.view}, {c2.view}), "cast: output dims [3,2] differ from input dims [2,3]");
 }
 
 void bench() {
@@ -210,11 +210,11 @@ void bench() {
   Rng rng;
   for (int64_t k = 0; k < n; k++) x.data<float>()[k] = float(rng.uniform(-100, 100));
   for (int threaded = 0; threaded < 2; threaded++) {
-    call(K("cast"), {&x}, {&h}, {}, {}, threaded);
+    call(K("cast"), {x.view}, {h.view}, {}, {}, threads(threaded));
     double t0 = now_ms();
-    call(K("cast"), {&x}, {&h}, {}, {}, threaded);
+    call(K("cast"), {x.view}, {h.view}, {}, {}, threads(threaded));
     double t1 = now_ms();
-    call(K("cast"), {&x}, {&i}, {}, {}, threaded);
+    call(K("cast"), {x.view}, {i.view}, {}, {}, threads(threaded));
     double t2 = now_ms();
     std::printf("bench %s: cast 4M f32→f16 %.2f ms, f32→i64 %.2f ms\n", threaded ? "2 threads" : "1 thread ", t1 - t0, t2 - t1);
   }

@@ -71,7 +71,7 @@ void check_binary(const char* name, int32_t dt, int32_t ydt, double lo, double h
       Tensor a = random_tensor<T>(dt, s.a, rng, lo, hi);
       Tensor b = random_tensor<T>(dt, s.b, rng, lo, hi);
       Tensor y(ydt, s.y), want(ydt, s.y);
-      EXPECT_OK(call(K(name), {&a, &b}, {&y}, {}, {}, threaded != 0));
+      EXPECT_OK(call(K(name), {a.view, b.view}, {y.view}, {}, {}, threads(threaded != 0)));
       naive<T, Y>(a, b, want, f);
       std::string what = std::string(name) + " " + std::to_string(dt) + " shape #" + std::to_string(&s - kShapes.data());
       compare<Y>(y.data<Y>(), want.data<Y>(), y.numel(), what.c_str());
@@ -121,10 +121,10 @@ void test_hand_values() {
   Tensor a = make<int32_t>(kInt32, {6}, {-7, 7, -7, 7, 5, INT32_MIN});
   Tensor b = make<int32_t>(kInt32, {6}, {3, -3, -3, 3, 0, -1});
   Tensor y(kInt32, {6});
-  EXPECT_OK(call(K("mod"), {&a, &b}, {&y}));
+  EXPECT_OK(call(K("mod"), {a.view, b.view}, {y.view}));
   int32_t mod_want[] = {2, -2, -1, 1, 0, 0};
   compare(y.data<int32_t>(), mod_want, 6, "int mod");
-  EXPECT_OK(call(K("div"), {&a, &b}, {&y}));
+  EXPECT_OK(call(K("div"), {a.view, b.view}, {y.view}));
   int32_t div_want[] = {-2, -2, 2, 2, 0, INT32_MIN};
   compare(y.data<int32_t>(), div_want, 6, "int div");
 
@@ -132,10 +132,10 @@ void test_hand_values() {
   Tensor a64 = make<int64_t>(kInt64, {4}, {-7, 7, INT64_MIN, 9});
   Tensor b64 = make<int64_t>(kInt64, {4}, {2, -2, -1, 0});
   Tensor y64(kInt64, {4});
-  EXPECT_OK(call(K("mod"), {&a64, &b64}, {&y64}));
+  EXPECT_OK(call(K("mod"), {a64.view, b64.view}, {y64.view}));
   int64_t mod64[] = {1, -1, 0, 0};
   compare(y64.data<int64_t>(), mod64, 4, "int64 mod");
-  EXPECT_OK(call(K("div"), {&a64, &b64}, {&y64}));
+  EXPECT_OK(call(K("div"), {a64.view, b64.view}, {y64.view}));
   int64_t div64[] = {-3, -3, INT64_MIN, 0};
   compare(y64.data<int64_t>(), div64, 4, "int64 div");
 
@@ -143,7 +143,7 @@ void test_hand_values() {
   Tensor fa = make<float>(kFloat32, {4}, {-7.5f, 7.5f, 1.0f, INFINITY});
   Tensor fb = make<float>(kFloat32, {4}, {2.0f, -2.0f, 0.0f, 2.0f});
   Tensor fy(kFloat32, {4});
-  EXPECT_OK(call(K("mod"), {&fa, &fb}, {&fy}));
+  EXPECT_OK(call(K("mod"), {fa.view, fb.view}, {fy.view}));
   float fmod_want[] = {-1.5f, 1.5f, 0.0f, 0.0f};
   compare(fy.data<float>(), fmod_want, 4, "float mod");
 
@@ -151,29 +151,29 @@ void test_hand_values() {
   Tensor ca = make<int32_t>(kInt32, {4}, {-7, 7, -7, 5});
   Tensor cb = make<int32_t>(kInt32, {4}, {3, -3, -3, 0});
   Tensor cy(kInt32, {4});
-  EXPECT_OK(call(K("mod"), {&ca, &cb}, {&cy}, {1}));
+  EXPECT_OK(call(K("mod"), {ca.view, cb.view}, {cy.view}, {1}));
   int32_t cw[] = {-1, 1, -1, 0};
   compare(cy.data<int32_t>(), cw, 4, "int fmod");
-  EXPECT_OK(call(K("mod"), {&fa, &fb}, {&fy}, {1}));
+  EXPECT_OK(call(K("mod"), {fa.view, fb.view}, {fy.view}, {1}));
   CHECK(fy.at<float>(0) == -1.5f && fy.at<float>(1) == 1.5f && std::isnan(fy.at<float>(2)) && std::isnan(fy.at<float>(3)));
-  EXPECT_ERROR(call(K("mod"), {&fa, &fb}, {&fy}, {2}), "fmod must be 0 or 1");
-  EXPECT_ERROR(call(K("add"), {&fa, &fb}, {&fy}, {1}), "add: needs 2 inputs, 1 output, 0 iargs and 0 fargs; got 2, 1, 1 and 0");
+  EXPECT_ERROR(call(K("mod"), {fa.view, fb.view}, {fy.view}, {2}), "fmod must be 0 or 1");
+  EXPECT_ERROR(call(K("add"), {fa.view, fb.view}, {fy.view}, {1}), "add: needs 2 inputs, 1 output, 0 iargs and 0 fargs; got 2, 1, 1 and 0");
 
   // max/min propagate NaN from either side
   float nan = std::numeric_limits<float>::quiet_NaN();
   Tensor ma = make<float>(kFloat32, {3}, {nan, 1.0f, 2.0f});
   Tensor mb = make<float>(kFloat32, {3}, {1.0f, nan, -3.0f});
   Tensor my(kFloat32, {3});
-  EXPECT_OK(call(K("max"), {&ma, &mb}, {&my}));
+  EXPECT_OK(call(K("max"), {ma.view, mb.view}, {my.view}));
   CHECK(std::isnan(my.at<float>(0)) && std::isnan(my.at<float>(1)) && my.at<float>(2) == 2.0f);
-  EXPECT_OK(call(K("min"), {&ma, &mb}, {&my}));
+  EXPECT_OK(call(K("min"), {ma.view, mb.view}, {my.view}));
   CHECK(std::isnan(my.at<float>(0)) && std::isnan(my.at<float>(1)) && my.at<float>(2) == -3.0f);
 
   // int32 add wraps
   Tensor wa = make<int32_t>(kInt32, {1}, {INT32_MAX});
   Tensor wb = make<int32_t>(kInt32, {1}, {1});
   Tensor wy(kInt32, {1});
-  EXPECT_OK(call(K("add"), {&wa, &wb}, {&wy}));
+  EXPECT_OK(call(K("add"), {wa.view, wb.view}, {wy.view}));
   CHECK(wy.at<int32_t>(0) == INT32_MIN);
 }
 
@@ -182,21 +182,21 @@ void test_pow() {
   Tensor a = make<int64_t>(kInt64, {6}, {2, 3, -2, 2, 1, -1});
   Tensor b = make<int64_t>(kInt64, {6}, {10, 0, 3, -1, -5, -3});
   Tensor y(kInt64, {6});
-  EXPECT_OK(call(K("pow"), {&a, &b}, {&y}));
+  EXPECT_OK(call(K("pow"), {a.view, b.view}, {y.view}));
   int64_t want[] = {1024, 1, -8, 0, 1, -1};
   compare(y.data<int64_t>(), want, 6, "int pow");
   // float base, int64 exponent (ONNX T1/T2)
   Tensor fa = make<float>(kFloat32, {2, 2}, {2.0f, 3.0f, 0.5f, -2.0f});
   Tensor fb = make<int64_t>(kInt64, {2}, {2, 3});
   Tensor fy(kFloat32, {2, 2});
-  EXPECT_OK(call(K("pow"), {&fa, &fb}, {&fy}));
+  EXPECT_OK(call(K("pow"), {fa.view, fb.view}, {fy.view}));
   float fwant[] = {4.0f, 27.0f, 0.25f, -8.0f};
   compare(fy.data<float>(), fwant, 4, "float^int pow");
   // int base, float exponent
   Tensor ia = make<int32_t>(kInt32, {3}, {4, 9, 2});
   Tensor ib = make<float>(kFloat32, {3}, {0.5f, 0.5f, -1.0f});
   Tensor iy(kInt32, {3});
-  EXPECT_OK(call(K("pow"), {&ia, &ib}, {&iy}));
+  EXPECT_OK(call(K("pow"), {ia.view, ib.view}, {iy.view}));
   int32_t iwant[] = {2, 3, 0};
   compare(iy.data<int32_t>(), iwant, 3, "int^float pow");
 }
@@ -205,13 +205,13 @@ void test_logic_where() {
   Tensor a = make<uint8_t>(kBool, {4}, {0, 0, 1, 1});
   Tensor b = make<uint8_t>(kBool, {4}, {0, 1, 0, 1});
   Tensor y(kBool, {4});
-  EXPECT_OK(call(K("and"), {&a, &b}, {&y}));
+  EXPECT_OK(call(K("and"), {a.view, b.view}, {y.view}));
   uint8_t and_w[] = {0, 0, 0, 1};
   compare(y.data<uint8_t>(), and_w, 4, "and");
-  EXPECT_OK(call(K("or"), {&a, &b}, {&y}));
+  EXPECT_OK(call(K("or"), {a.view, b.view}, {y.view}));
   uint8_t or_w[] = {0, 1, 1, 1};
   compare(y.data<uint8_t>(), or_w, 4, "or");
-  EXPECT_OK(call(K("xor"), {&a, &b}, {&y}));
+  EXPECT_OK(call(K("xor"), {a.view, b.view}, {y.view}));
   uint8_t xor_w[] = {0, 1, 1, 0};
   compare(y.data<uint8_t>(), xor_w, 4, "xor");
 
@@ -222,15 +222,15 @@ void test_logic_where() {
              {{3, 1}, {1, 4}, {4}, {3, 4}}, {{50, 1, 70}, {50, 60, 1}, {}, {50, 60, 70}}, {{7}, {7}, {7}, {7}}}) {
       Tensor c(kBool, dims[0]), x(dt, dims[1]), z(dt, dims[2]), out(dt, dims[3]);
       for (int64_t i = 0; i < c.numel(); i++) c.data<uint8_t>()[i] = rng.next() & 1;
-      for (size_t i = 0; i < x.bytes.size(); i++) x.bytes[i] = uint8_t(rng.next());
-      for (size_t i = 0; i < z.bytes.size(); i++) z.bytes[i] = uint8_t(rng.next());
-      EXPECT_OK(call(K("where"), {&c, &x, &z}, {&out}));
+      for (size_t i = 0; i < x.view.bytes(); i++) x.data<uint8_t>()[i] = uint8_t(rng.next());
+      for (size_t i = 0; i < z.view.bytes(); i++) z.data<uint8_t>()[i] = uint8_t(rng.next());
+      EXPECT_OK(call(K("where"), {c.view, x.view, z.view}, {out.view}));
       size_t es = dtype_size(dt);
       int bad = 0;
       for (int64_t i = 0; i < out.numel(); i++) {
         bool cv = c.at<uint8_t>(src_index(c.view, out.view, i));
         const Tensor& s = cv ? x : z;
-        if (std::memcmp(&out.bytes[i * es], &s.bytes[src_index(s.view, out.view, i) * es], es) != 0) bad++;
+        if (std::memcmp(out.data<uint8_t>() + i * es, s.data<uint8_t>() + src_index(s.view, out.view, i) * es, es) != 0) bad++;
       }
       CHECK(bad == 0);
     }
@@ -239,24 +239,24 @@ void test_logic_where() {
 
 void test_errors() {
   Tensor a(kFloat32, {3, 4}), b(kFloat32, {5}), y(kFloat32, {3, 4});
-  EXPECT_ERROR(call(K("add"), {&a, &b}, {&y}), "input 1 dims [5] do not broadcast to output dims [3,4]");
+  EXPECT_ERROR(call(K("add"), {a.view, b.view}, {y.view}), "input 1 dims [5] do not broadcast to output dims [3,4]");
   Tensor b4(kFloat32, {4}), y2(kFloat32, {3, 5});
-  EXPECT_ERROR(call(K("add"), {&a, &b4}, {&y2}), "do not broadcast");
+  EXPECT_ERROR(call(K("add"), {a.view, b4.view}, {y2.view}), "do not broadcast");
   Tensor one(kFloat32, {1}), y5(kFloat32, {5});
-  EXPECT_ERROR(call(K("mul"), {&one, &one}, {&y5}), "not the broadcast");
+  EXPECT_ERROR(call(K("mul"), {one.view, one.view}, {y5.view}), "not the broadcast");
   Tensor bi(kInt32, {4});
-  EXPECT_ERROR(call(K("add"), {&a, &bi}, {&y}), "dtypes differ");
+  EXPECT_ERROR(call(K("add"), {a.view, bi.view}, {y.view}), "dtypes differ");
   Tensor yb(kFloat32, {3, 4});
-  EXPECT_ERROR(call(K("less"), {&a, &b4}, {&yb}), "output must be bool");
-  EXPECT_ERROR(call(K("and"), {&a, &b4}, {&yb}), "must be bool");
-  EXPECT_ERROR(call(K("add"), {&a}, {&y}), "add: needs 2 inputs");
-  EXPECT_ERROR(call(K("add"), {&a, nullptr}, {&y}), "input 1 is missing");
+  EXPECT_ERROR(call(K("less"), {a.view, b4.view}, {yb.view}), "output must be bool");
+  EXPECT_ERROR(call(K("and"), {a.view, b4.view}, {yb.view}), "must be bool");
+  EXPECT_ERROR(call(K("add"), {a.view}, {y.view}), "add: needs 2 inputs");
+  EXPECT_ERROR(call(K("add"), {a.view, TensorView()}, {y.view}), "input 1 is missing");
   Tensor c(kFloat32, {3, 4});
-  EXPECT_ERROR(call(K("where"), {&c, &a, &a}, {&y}), "condition must be bool");
+  EXPECT_ERROR(call(K("where"), {c.view, a.view, a.view}, {y.view}), "condition must be bool");
   Tensor big(kFloat32, {2, 3, 4});
-  EXPECT_ERROR(call(K("sub"), {&big, &a}, {&y}), "higher rank");
+  EXPECT_ERROR(call(K("sub"), {big.view, a.view}, {y.view}), "higher rank");
   Tensor s(kFloat16, {3, 4});
-  EXPECT_ERROR(call(K("add"), {&s, &s}, {&s}), "unsupported dtype float16");
+  EXPECT_ERROR(call(K("add"), {s.view, s.view}, {s.view}), "unsupported dtype float16");
 }
 
 void bench() {
@@ -266,9 +266,9 @@ void bench() {
   for (int threaded = 0; threaded < 2; threaded++) {
     for (int rep = 0; rep < 2; rep++) {
       double t0 = now_ms();
-      call(K("add"), {&a, &b}, {&y}, {}, {}, threaded);
+      call(K("add"), {a.view, b.view}, {y.view}, {}, {}, threads(threaded));
       double t1 = now_ms();
-      call(K("mul"), {&a, &row}, {&y}, {}, {}, threaded);
+      call(K("mul"), {a.view, row.view}, {y.view}, {}, {}, threads(threaded));
       double t2 = now_ms();
       if (rep == 1) {
         std::printf("bench %s: add same-shape 4M f32 %.2f ms, mul row-bcast %.2f ms\n", threaded ? "2 threads" : "1 thread",

@@ -11,7 +11,7 @@
 #include <utility>
 
 #include "cpu/gemm_avx512.h"
-#include "test_util_b.h"
+#include "test_util.h"
 
 #ifdef PLANC_HAVE_OPENBLAS
 #include <cblas.h>
@@ -21,8 +21,8 @@ namespace planc {
 KernelList gemm_kernels();
 }  // namespace planc
 
-using tb::Buf;
-using tb::f32;
+using test::Tensor;
+using test::f32;
 
 namespace {
 
@@ -35,15 +35,15 @@ std::vector<int64_t> g_variants;               // the variants this machine runs
 // Whether this machine runs variant `code` (as program_new decides).
 bool runs(int64_t code) { return g_unavailable == nullptr || g_unavailable(code) == nullptr; }
 
-// tb::call with the call's variant.
+// test::call with the call's variant.
 const char* call(int64_t variant, planc::KernelFn fn, std::vector<planc::TensorView> in, std::vector<planc::TensorView> out,
                  std::vector<int64_t> iargs = {}, std::vector<double> fargs = {}, planc::ThreadPool* pool = nullptr) {
-  return tb::call(fn, std::move(in), std::move(out), std::move(iargs), std::move(fargs), pool, variant);
+  return test::call(fn, std::move(in), std::move(out), std::move(iargs), std::move(fargs), pool, variant);
 }
 
 // Naive batched matmul in double with numpy broadcasting of the batch dims (ranks >= 2); scale (when given) gets
 // sum |a| |b| per output element, the size of float32's rounding error bound.
-std::vector<double> ref_matmul(const Buf& a, const Buf& b, const std::vector<int64_t>& ydims,
+std::vector<double> ref_matmul(const Tensor& a, const Tensor& b, const std::vector<int64_t>& ydims,
                                std::vector<double>* scale = nullptr) {
   int ra = a.dims.size(), rb = b.dims.size(), ry = ydims.size();
   int64_t m = a.dims[ra - 2], k = a.dims[ra - 1], n = b.dims[rb - 1];
@@ -51,8 +51,8 @@ std::vector<double> ref_matmul(const Buf& a, const Buf& b, const std::vector<int
   for (int d = 0; d < ry - 2; d++) nb *= ydims[d];
   std::vector<double> y(nb * m * n, 0.0);
   if (scale) scale->assign(nb * m * n, 0.0);
-  const float* ap = reinterpret_cast<const float*>(a.store.data());
-  const float* bp = reinterpret_cast<const float*>(b.store.data());
+  const float* ap = a.data<float>();
+  const float* bp = b.data<float>();
   for (int64_t t = 0; t < nb; t++) {
     int64_t rem = t, ao = 0, bo = 0, as = m * k, bs = k * n;
     for (int d = ry - 3; d >= 0; d--) {
@@ -81,139 +81,139 @@ std::vector<double> ref_matmul(const Buf& a, const Buf& b, const std::vector<int
 }
 
 void check_matmul(std::vector<int64_t> ad, std::vector<int64_t> bd, std::vector<int64_t> yd, planc::ThreadPool* pool) {
-  Buf a = f32(ad), b = f32(bd);
-  tb::fill_random(a);
-  tb::fill_random(b);
+  Tensor a = f32(ad), b = f32(bd);
+  test::fill_random(a);
+  test::fill_random(b);
   std::vector<double> want = ref_matmul(a, b, yd);
   for (int64_t variant : g_variants) {
-    Buf y = f32(yd);
-    tb::fill_random(y, 1e6f, 1e7f);  // garbage that must be overwritten
-    const char* err = call(variant, k_matmul, {a.v(), b.v()}, {y.v()}, {}, {}, pool);
+    Tensor y = f32(yd);
+    test::fill_random(y, 1e6f, 1e7f);  // garbage that must be overwritten
+    const char* err = call(variant, k_matmul, {a.view, b.view}, {y.view}, {}, {}, pool);
     char what[160];
     std::snprintf(what, sizeof what, "matmul A[%lld..%lld] B[..%lld] variant %s rank %zu", (long long)ad[0],
                   (long long)ad.back(), (long long)bd.back(), v::kVariantNames[variant], yd.size());
-    tb::expect_ok(err, what);
-    if (!err) tb::close(y.f(), want.data(), y.n(), 1e-4, 1e-5, what);
+    test::expect_ok(err, what);
+    if (!err) test::close(y.data<float>(), want.data(), y.numel(), 1e-4, 1e-5, what);
   }
 }
 
 // Gemm reference: alpha op(A) op(B) + beta C (C broadcast), in double.
 void check_gemm(int64_t m, int64_t n, int64_t k, bool ta, bool tb_, float alpha, float beta,
                 std::vector<int64_t> cdims, bool has_c, planc::ThreadPool* pool) {
-  Buf a = f32(ta ? std::vector<int64_t>{k, m} : std::vector<int64_t>{m, k});
-  Buf b = f32(tb_ ? std::vector<int64_t>{n, k} : std::vector<int64_t>{k, n});
-  Buf c = f32(cdims);
-  tb::fill_random(a);
-  tb::fill_random(b);
-  tb::fill_random(c);
+  Tensor a = f32(ta ? std::vector<int64_t>{k, m} : std::vector<int64_t>{m, k});
+  Tensor b = f32(tb_ ? std::vector<int64_t>{n, k} : std::vector<int64_t>{k, n});
+  Tensor c = f32(cdims);
+  test::fill_random(a);
+  test::fill_random(b);
+  test::fill_random(c);
   int64_t cm = cdims.size() == 2 ? cdims[0] : 1, cn = cdims.empty() ? 1 : cdims.back();
   std::vector<double> want(m * n);
   for (int64_t i = 0; i < m; i++)
     for (int64_t j = 0; j < n; j++) {
       double s = 0;
       for (int64_t p = 0; p < k; p++) {
-        double av = ta ? a.f()[p * m + i] : a.f()[i * k + p];
-        double bv = tb_ ? b.f()[j * k + p] : b.f()[p * n + j];
+        double av = ta ? a.data<float>()[p * m + i] : a.data<float>()[i * k + p];
+        double bv = tb_ ? b.data<float>()[j * k + p] : b.data<float>()[p * n + j];
         s += av * bv;
       }
       s *= alpha;
-      if (has_c && beta != 0) s += beta * (double)c.f()[(cm == 1 ? 0 : i) * cn + (cn == 1 ? 0 : j)];
+      if (has_c && beta != 0) s += beta * (double)c.data<float>()[(cm == 1 ? 0 : i) * cn + (cn == 1 ? 0 : j)];
       want[i * n + j] = s;
     }
   for (int64_t variant : g_variants) {
-    Buf y = f32({m, n});
-    tb::fill_random(y, 1e6f, 1e7f);
-    std::vector<planc::TensorView> in = {a.v(), b.v()};
-    if (has_c) in.push_back(c.v());
-    const char* err = call(variant, k_gemm, in, {y.v()}, {ta, tb_}, {alpha, beta}, pool);
+    Tensor y = f32({m, n});
+    test::fill_random(y, 1e6f, 1e7f);
+    std::vector<planc::TensorView> in = {a.view, b.view};
+    if (has_c) in.push_back(c.view);
+    const char* err = call(variant, k_gemm, in, {y.view}, {ta, tb_}, {alpha, beta}, pool);
     char what[160];
     std::snprintf(what, sizeof what, "gemm %lldx%lldx%lld tA%d tB%d a%g b%g C rank %zu variant %s", (long long)m,
                   (long long)n, (long long)k, ta, tb_, alpha, beta, cdims.size(), v::kVariantNames[variant]);
-    tb::expect_ok(err, what);
-    if (!err) tb::close(y.f(), want.data(), y.n(), 1e-4, 1e-5, what);
+    test::expect_ok(err, what);
+    if (!err) test::close(y.data<float>(), want.data(), y.numel(), 1e-4, 1e-5, what);
   }
 }
 
 void hand_computed() {
-  Buf a = f32({2, 3}, {1, 2, 3, 4, 5, 6});
-  Buf b = f32({3, 2}, {7, 8, 9, 10, 11, 12});
+  Tensor a = f32({2, 3}, {1, 2, 3, 4, 5, 6});
+  Tensor b = f32({3, 2}, {7, 8, 9, 10, 11, 12});
   for (int64_t variant : g_variants) {
-    Buf y = f32({2, 2});
-    tb::expect_ok(call(variant, k_matmul, {a.v(), b.v()}, {y.v()}), "hand matmul");
+    Tensor y = f32({2, 2});
+    test::expect_ok(call(variant, k_matmul, {a.view, b.view}, {y.view}), "hand matmul");
     double want[] = {58, 64, 139, 154};
-    tb::close(y.f(), want, 4, 0, 1e-6, "hand matmul values");
+    test::close(y.data<float>(), want, 4, 0, 1e-6, "hand matmul values");
     // Gemm with transA (A^T is [3,2] x ... ): A^T [3,2] x A [2,3]? use B^T: [2,3] x [2,3]^T = [2,2]
-    Buf c = f32({2}, {1, -1});
-    Buf y2 = f32({2, 2});
-    tb::expect_ok(call(variant, k_gemm, {a.v(), a.v(), c.v()}, {y2.v()}, {0, 1}, {2.0, 0.5}), "hand gemm");
+    Tensor c = f32({2}, {1, -1});
+    Tensor y2 = f32({2, 2});
+    test::expect_ok(call(variant, k_gemm, {a.view, a.view, c.view}, {y2.view}, {0, 1}, {2.0, 0.5}), "hand gemm");
     double want2[] = {2 * 14 + 0.5, 2 * 32 - 0.5, 2 * 32 + 0.5, 2 * 77 - 0.5};
-    tb::close(y2.f(), want2, 4, 0, 1e-5, "hand gemm values");
+    test::close(y2.data<float>(), want2, 4, 0, 1e-5, "hand gemm values");
   }
 }
 
 void errors() {
-  Buf a = f32({2, 3}), b = f32({4, 2}), y = f32({2, 2});
-  tb::expect_error(tb::call(k_matmul, {a.v(), b.v()}, {y.v()}), "inner dims differ", "matmul inner");
-  Buf b2 = f32({3, 2}), y3 = f32({2, 3});
-  tb::expect_error(tb::call(k_matmul, {a.v(), b2.v()}, {y3.v()}), "Y is", "matmul Y dims");
-  Buf ai = Buf(planc::kInt32, {2, 3});
-  tb::expect_error(tb::call(k_matmul, {ai.v(), b2.v()}, {y.v()}), "float32 only", "matmul dtype");
-  Buf a1 = f32({3});
-  tb::expect_error(tb::call(k_matmul, {a1.v(), b2.v()}, {y.v()}), "rank >= 2", "matmul rank 1");
-  Buf ab = f32({2, 2, 3}), bb = f32({3, 3, 2}), yb = f32({3, 2, 2});
-  tb::expect_error(tb::call(k_matmul, {ab.v(), bb.v()}, {yb.v()}), "batch dim 0", "matmul batch");
-  Buf yr = f32({1, 2, 2});
-  tb::expect_error(tb::call(k_matmul, {a.v(), b2.v()}, {yr.v()}), "Y rank", "matmul Y rank");
-  Buf c = f32({3, 2});
-  tb::expect_error(tb::call(k_gemm, {a.v(), b2.v(), c.v()}, {y.v()}, {0, 0}, {1.0, 1.0}), "does not broadcast", "gemm C");
-  tb::expect_error(tb::call(k_gemm, {a.v(), b2.v()}, {y.v()}, {1, 0}, {1.0, 1.0}), "inner dims differ", "gemm trans");
-  tb::expect_error(tb::call(k_gemm, {a.v(), b2.v()}, {y.v()}, {0}, {1.0, 1.0}), "needs", "gemm iargs");
+  Tensor a = f32({2, 3}), b = f32({4, 2}), y = f32({2, 2});
+  test::expect_error(test::call(k_matmul, {a.view, b.view}, {y.view}, {}, {}, nullptr), "inner dims differ", "matmul inner");
+  Tensor b2 = f32({3, 2}), y3 = f32({2, 3});
+  test::expect_error(test::call(k_matmul, {a.view, b2.view}, {y3.view}, {}, {}, nullptr), "Y is", "matmul Y dims");
+  Tensor ai = Tensor(planc::kInt32, {2, 3});
+  test::expect_error(test::call(k_matmul, {ai.view, b2.view}, {y.view}, {}, {}, nullptr), "float32 only", "matmul dtype");
+  Tensor a1 = f32({3});
+  test::expect_error(test::call(k_matmul, {a1.view, b2.view}, {y.view}, {}, {}, nullptr), "rank >= 2", "matmul rank 1");
+  Tensor ab = f32({2, 2, 3}), bb = f32({3, 3, 2}), yb = f32({3, 2, 2});
+  test::expect_error(test::call(k_matmul, {ab.view, bb.view}, {yb.view}, {}, {}, nullptr), "batch dim 0", "matmul batch");
+  Tensor yr = f32({1, 2, 2});
+  test::expect_error(test::call(k_matmul, {a.view, b2.view}, {yr.view}, {}, {}, nullptr), "Y rank", "matmul Y rank");
+  Tensor c = f32({3, 2});
+  test::expect_error(test::call(k_gemm, {a.view, b2.view, c.view}, {y.view}, {0, 0}, {1.0, 1.0}, nullptr), "does not broadcast", "gemm C");
+  test::expect_error(test::call(k_gemm, {a.view, b2.view}, {y.view}, {1, 0}, {1.0, 1.0}, nullptr), "inner dims differ", "gemm trans");
+  test::expect_error(test::call(k_gemm, {a.view, b2.view}, {y.view}, {0}, {1.0, 1.0}, nullptr), "needs", "gemm iargs");
   // beta 0 ignores a mismatched C? No: C is ignored entirely when beta is 0 (as the reference does).
-  tb::expect_ok(tb::call(k_gemm, {a.v(), b2.v(), c.v()}, {y.v()}, {0, 0}, {1.0, 0.0}), "gemm beta 0 ignores C");
+  test::expect_ok(test::call(k_gemm, {a.view, b2.view, c.view}, {y.view}, {0, 0}, {1.0, 0.0}, nullptr), "gemm beta 0 ignores C");
   // Variant codes: outside the list, or one this machine cannot run, are errors (never a silent fallback).
-  tb::expect_error(call(v::kVariantCount, k_matmul, {a.v(), b2.v()}, {y.v()}), "matmul: unknown variant code 5", "matmul variant 5");
-  tb::expect_error(call(-1, k_gemm, {a.v(), b2.v()}, {y.v()}, {0, 0}, {1.0, 0.0}), "gemm: unknown variant code -1", "gemm variant -1");
-  Buf bias = f32({2});
-  tb::expect_error(call(7, k_fused, {a.v(), b2.v(), bias.v(), {}}, {y.v()}, {0}), "fused_matmul: unknown variant code 7", "fused variant 7");
+  test::expect_error(call(v::kVariantCount, k_matmul, {a.view, b2.view}, {y.view}), "matmul: unknown variant code 5", "matmul variant 5");
+  test::expect_error(call(-1, k_gemm, {a.view, b2.view}, {y.view}, {0, 0}, {1.0, 0.0}), "gemm: unknown variant code -1", "gemm variant -1");
+  Tensor bias = f32({2});
+  test::expect_error(call(7, k_fused, {a.view, b2.view, bias.view, {}}, {y.view}, {0}), "fused_matmul: unknown variant code 7", "fused variant 7");
   for (int64_t code = 0; code < v::kVariantCount; code++) {
     if (runs(code)) continue;
-    tb::expect_error(call(code, k_matmul, {a.v(), b2.v()}, {y.v()}), "cannot run here", v::kVariantNames[code]);
+    test::expect_error(call(code, k_matmul, {a.view, b2.view}, {y.view}), "cannot run here", v::kVariantNames[code]);
   }
 }
 
 // fused_matmul on every variant: act(A x W + bias) + residual against the float64 reference (M 1, 2, 5, 40).
 void fused_variants(planc::ThreadPool* pool) {
   for (int64_t m : {1, 2, 5, 40}) {
-    Buf a = f32({m, 48}), w = f32({48, 70}), bias = f32({70}), res = f32({m, 70});
-    tb::fill_random(a);
-    tb::fill_random(w);
-    tb::fill_random(bias);
-    tb::fill_random(res);
+    Tensor a = f32({m, 48}), w = f32({48, 70}), bias = f32({70}), res = f32({m, 70});
+    test::fill_random(a);
+    test::fill_random(w);
+    test::fill_random(bias);
+    test::fill_random(res);
     std::vector<double> want = ref_matmul(a, w, {m, 70});
-    for (int64_t i = 0; i < m * 70; i++) want[i] = std::max(0.0, want[i] + bias.f()[i % 70]) + res.f()[i];
+    for (int64_t i = 0; i < m * 70; i++) want[i] = std::max(0.0, want[i] + bias.data<float>()[i % 70]) + res.data<float>()[i];
     for (int64_t variant : g_variants) {
-      Buf y = f32({m, 70});
-      tb::fill_random(y, 1e6f, 1e7f);
-      const char* err = call(variant, k_fused, {a.v(), w.v(), bias.v(), res.v()}, {y.v()}, {planc::kActRelu}, {}, pool);
+      Tensor y = f32({m, 70});
+      test::fill_random(y, 1e6f, 1e7f);
+      const char* err = call(variant, k_fused, {a.view, w.view, bias.view, res.view}, {y.view}, {planc::kActRelu}, {}, pool);
       char what[96];
       std::snprintf(what, sizeof what, "fused_matmul relu M%lld variant %s", (long long)m, v::kVariantNames[variant]);
-      tb::expect_ok(err, what);
-      if (!err) tb::close(y.f(), want.data(), y.n(), 1e-4, 1e-5, what);
+      test::expect_ok(err, what);
+      if (!err) test::close(y.data<float>(), want.data(), y.numel(), 1e-4, 1e-5, what);
     }
   }
 }
 
 void special_values() {
   // K = 0: zeros; M = 0: nothing to do.
-  Buf a = f32({3, 0}), b = f32({0, 4}), y = f32({3, 4});
-  tb::fill_random(y);
-  tb::expect_ok(tb::call(k_matmul, {a.v(), b.v()}, {y.v()}), "matmul K=0");
+  Tensor a = f32({3, 0}), b = f32({0, 4}), y = f32({3, 4});
+  test::fill_random(y);
+  test::expect_ok(test::call(k_matmul, {a.view, b.view}, {y.view}, {}, {}, nullptr), "matmul K=0");
   std::vector<double> zeros(12, 0.0);
-  tb::close(y.f(), zeros.data(), 12, 0, 0, "matmul K=0 zeros");
-  Buf a0 = f32({0, 5}), b0 = f32({5, 4}), y0 = f32({0, 4});
-  tb::expect_ok(tb::call(k_matmul, {a0.v(), b0.v()}, {y0.v()}), "matmul M=0");
-  Buf ab = f32({0, 2, 5}), yb = f32({0, 2, 4});
-  tb::expect_ok(tb::call(k_matmul, {ab.v(), b0.v()}, {yb.v()}), "matmul batch 0");
+  test::close(y.data<float>(), zeros.data(), 12, 0, 0, "matmul K=0 zeros");
+  Tensor a0 = f32({0, 5}), b0 = f32({5, 4}), y0 = f32({0, 4});
+  test::expect_ok(test::call(k_matmul, {a0.view, b0.view}, {y0.view}, {}, {}, nullptr), "matmul M=0");
+  Tensor ab = f32({0, 2, 5}), yb = f32({0, 2, 4});
+  test::expect_ok(test::call(k_matmul, {ab.view, b0.view}, {yb.view}, {}, {}, nullptr), "matmul batch 0");
 }
 
 // ---------- random shapes against the float64 reference ----------
@@ -222,11 +222,11 @@ const int64_t kSizes[] = {1, 3, 7, 16, 17, 31, 33, 100, 257, 512, 1000};
 
 // Checks |got - want| <= 1e-4 |want| + 1e-6 scale elementwise (scale: sum |a| |b|, see ref_matmul).
 void close_scaled(const float* got, const std::vector<double>& want, const std::vector<double>& scale, const char* what) {
-  tb::g_checks++;
+  test::g_checks++;
   for (size_t i = 0; i < want.size(); i++) {
     double err = std::fabs((double)got[i] - want[i]);
     if (!(err <= 1e-4 * std::fabs(want[i]) + 1e-6 * scale[i] + 1e-30)) {
-      tb::g_failures++;
+      test::g_failures++;
       std::printf("FAIL %s: element %zu got %.9g want %.9g (scale %.3g)\n", what, i, (double)got[i], want[i], scale[i]);
       return;
     }
@@ -243,17 +243,17 @@ int64_t pick_size(std::mt19937& g, int64_t limit = 1000) {
 // One gemm on random data against the float64 reference (op(A), op(B) copied to plain layouts), on every path.
 void scaled_gemm(int64_t m, int64_t n, int64_t k, bool ta, bool tbb, float alpha, float beta,
                  const std::vector<int64_t>& cd, planc::ThreadPool* pool) {
-  Buf a = f32(ta ? std::vector<int64_t>{k, m} : std::vector<int64_t>{m, k});
-  Buf b = f32(tbb ? std::vector<int64_t>{n, k} : std::vector<int64_t>{k, n});
-  Buf cc = f32(cd);
-  tb::fill_random(a);
-  tb::fill_random(b);
-  tb::fill_random(cc);
-  Buf an = f32({m, k}), bn = f32({k, n});
+  Tensor a = f32(ta ? std::vector<int64_t>{k, m} : std::vector<int64_t>{m, k});
+  Tensor b = f32(tbb ? std::vector<int64_t>{n, k} : std::vector<int64_t>{k, n});
+  Tensor cc = f32(cd);
+  test::fill_random(a);
+  test::fill_random(b);
+  test::fill_random(cc);
+  Tensor an = f32({m, k}), bn = f32({k, n});
   for (int64_t i = 0; i < m; i++)
-    for (int64_t p = 0; p < k; p++) an.f()[i * k + p] = ta ? a.f()[p * m + i] : a.f()[i * k + p];
+    for (int64_t p = 0; p < k; p++) an.data<float>()[i * k + p] = ta ? a.data<float>()[p * m + i] : a.data<float>()[i * k + p];
   for (int64_t p = 0; p < k; p++)
-    for (int64_t j = 0; j < n; j++) bn.f()[p * n + j] = tbb ? b.f()[j * k + p] : b.f()[p * n + j];
+    for (int64_t j = 0; j < n; j++) bn.data<float>()[p * n + j] = tbb ? b.data<float>()[j * k + p] : b.data<float>()[p * n + j];
   std::vector<double> scale;
   std::vector<double> want = ref_matmul(an, bn, {m, n}, &scale);
   const int64_t cm = cd.size() == 2 ? cd[0] : 1, cn = cd.empty() ? 1 : cd.back();
@@ -263,20 +263,20 @@ void scaled_gemm(int64_t m, int64_t n, int64_t k, bool ta, bool tbb, float alpha
       w *= alpha;
       scale[i * n + j] *= std::fabs(alpha);
       if (beta != 0) {
-        double cv = beta * (double)cc.f()[(cm == 1 ? 0 : i) * cn + (cn == 1 ? 0 : j)];
+        double cv = beta * (double)cc.data<float>()[(cm == 1 ? 0 : i) * cn + (cn == 1 ? 0 : j)];
         w += cv;
         scale[i * n + j] += std::fabs(cv);
       }
     }
   for (int64_t variant : g_variants) {
-    Buf y = f32({m, n});
-    tb::fill_random(y, 1e6f, 1e7f);
-    const char* err = call(variant, k_gemm, {a.v(), b.v(), cc.v()}, {y.v()}, {ta, tbb}, {alpha, beta}, pool);
+    Tensor y = f32({m, n});
+    test::fill_random(y, 1e6f, 1e7f);
+    const char* err = call(variant, k_gemm, {a.view, b.view, cc.view}, {y.view}, {ta, tbb}, {alpha, beta}, pool);
     char what[160];
     std::snprintf(what, sizeof what, "scaled gemm M%lld N%lld K%lld tA%d tB%d a%g b%g C rank %zu variant %s",
                   (long long)m, (long long)n, (long long)k, ta, tbb, alpha, beta, cd.size(), v::kVariantNames[variant]);
-    tb::expect_ok(err, what);
-    if (!err) close_scaled(y.f(), want, scale, what);
+    test::expect_ok(err, what);
+    if (!err) close_scaled(y.data<float>(), want, scale, what);
   }
 }
 
@@ -322,20 +322,20 @@ void random_matmul(planc::ThreadPool* pool, int cases) {
     ad.push_back(m), ad.push_back(k);
     bd.push_back(k), bd.push_back(n);
     yd.push_back(m), yd.push_back(n);
-    Buf a = f32(ad), b = f32(bd);
-    tb::fill_random(a);
-    tb::fill_random(b);
+    Tensor a = f32(ad), b = f32(bd);
+    test::fill_random(a);
+    test::fill_random(b);
     std::vector<double> scale;
     std::vector<double> want = ref_matmul(a, b, yd, &scale);
     for (int64_t variant : g_variants) {
-      Buf y = f32(yd);
-      tb::fill_random(y, 1e6f, 1e7f);
-      const char* err = call(variant, k_matmul, {a.v(), b.v()}, {y.v()}, {}, {}, pool);
+      Tensor y = f32(yd);
+      test::fill_random(y, 1e6f, 1e7f);
+      const char* err = call(variant, k_matmul, {a.view, b.view}, {y.view}, {}, {}, pool);
       char what[160];
       std::snprintf(what, sizeof what, "random matmul batch %lld (rank %zu/%zu) M%lld N%lld K%lld variant %s",
                     (long long)batch, ad.size(), bd.size(), (long long)m, (long long)n, (long long)k, v::kVariantNames[variant]);
-      tb::expect_ok(err, what);
-      if (!err) close_scaled(y.f(), want, scale, what);
+      test::expect_ok(err, what);
+      if (!err) close_scaled(y.data<float>(), want, scale, what);
     }
   }
 }
@@ -392,11 +392,11 @@ void run_tests(planc::ThreadPool* pool) {
 double time_ms(const std::function<void()>& f, int min_reps = 5) {
   f();
   double best = 1e30;
-  double start = tb::now_ms();
-  for (int r = 0; r < min_reps || tb::now_ms() - start < 300; r++) {
-    double t0 = tb::now_ms();
+  double start = test::now_ms();
+  for (int r = 0; r < min_reps || test::now_ms() - start < 300; r++) {
+    double t0 = test::now_ms();
     f();
-    best = std::min(best, tb::now_ms() - t0);
+    best = std::min(best, test::now_ms() - t0);
     if (r > 1000) break;
   }
   return best;
@@ -404,9 +404,9 @@ double time_ms(const std::function<void()>& f, int min_reps = 5) {
 
 // One timed call in ms.
 double once(const std::function<void()>& f) {
-  double t0 = tb::now_ms();
+  double t0 = test::now_ms();
   f();
-  return tb::now_ms() - t0;
+  return test::now_ms() - t0;
 }
 
 // Best time of each variant over interleaved rounds (the machine may be shared: the minimum is the signal).
@@ -429,17 +429,17 @@ void bench(planc::ThreadPool* pool) {
   std::printf("\n");
   for (auto& s : shapes) {
     int64_t k = s[0], n = s[1];
-    Buf b = f32({k, n}), bt = f32({n, k});
-    tb::fill_random(b);
-    tb::fill_random(bt);
+    Tensor b = f32({k, n}), bt = f32({n, k});
+    test::fill_random(b);
+    test::fill_random(bt);
     for (int64_t m : ms) {
-      Buf a = f32({m, k}), y = f32({m, n});
-      tb::fill_random(a);
+      Tensor a = f32({m, k}), y = f32({m, n});
+      test::fill_random(a);
       auto nn = [&](int64_t variant) {
-        return [&, variant] { call(variant, k_matmul, {a.v(), b.v()}, {y.v()}, {}, {}, pool); };
+        return [&, variant] { call(variant, k_matmul, {a.view, b.view}, {y.view}, {}, {}, pool); };
       };
       auto nt = [&](int64_t variant) {
-        return [&, variant] { call(variant, k_gemm, {a.v(), bt.v()}, {y.v()}, {0, 1}, {1.0, 0.0}, pool); };
+        return [&, variant] { call(variant, k_gemm, {a.view, bt.view}, {y.view}, {0, 1}, {1.0, 0.0}, pool); };
       };
       const int64_t order[] = {v::kVariantGemv, v::kVariantGemv, v::kVariantBlas, v::kVariantBlas, v::kVariantAvx512,
                                v::kVariantAvx512, v::kVariantBlocked, v::kVariantAuto, v::kVariantAuto};
@@ -461,14 +461,14 @@ void bench(planc::ThreadPool* pool) {
   std::printf("| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
   for (auto& s : big) {
     int64_t m = s[0], k = s[1], n = s[2];
-    Buf a = f32({m, k}), b = f32({k, n}), y = f32({m, n});
-    tb::fill_random(a);
-    tb::fill_random(b);
+    Tensor a = f32({m, k}), b = f32({k, n}), y = f32({m, n});
+    test::fill_random(a);
+    test::fill_random(b);
     double t[3] = {-1, -1, -1};
     const int64_t variants[3] = {v::kVariantBlocked, v::kVariantBlas, v::kVariantAvx512};
     for (int i = 0; i < 3; i++) {
       if (!runs(variants[i])) continue;
-      t[i] = time_ms([&] { call(variants[i], k_matmul, {a.v(), b.v()}, {y.v()}, {}, {}, pool); }, 3);
+      t[i] = time_ms([&] { call(variants[i], k_matmul, {a.view, b.view}, {y.view}, {}, {}, pool); }, 3);
     }
     double gf = 2.0 * m * n * k / 1e6;
     std::printf("| %lld | %lld | %lld |", (long long)m, (long long)k, (long long)n);
@@ -485,11 +485,11 @@ void bench(planc::ThreadPool* pool) {
       {{128, 32, 32}, {128, 32, 64}, {128, 32, 64}, "encoder AV [128,32,32]x[128,32,64]"},
   };
   for (auto& c : cases) {
-    Buf a = f32(c.a), b = f32(c.b), y = f32(c.y);
-    tb::fill_random(a);
-    tb::fill_random(b);
+    Tensor a = f32(c.a), b = f32(c.b), y = f32(c.y);
+    test::fill_random(a);
+    test::fill_random(b);
     auto run = [&](int64_t variant) {
-      return [&, variant] { call(variant, k_matmul, {a.v(), b.v()}, {y.v()}, {}, {}, pool); };
+      return [&, variant] { call(variant, k_matmul, {a.view, b.view}, {y.view}, {}, {}, pool); };
     };
     std::vector<double> t = best_of({run(v::kVariantAuto), run(v::kVariantBlas), run(v::kVariantAvx512)}, 500);
     std::printf("| %s | %.4f | %.4f | %.4f |\n", c.name, t[0], runs(v::kVariantBlas) ? t[1] : -1.0,
@@ -509,11 +509,11 @@ void gflops(planc::ThreadPool* pool) {
   for (auto& s : shapes) {
     for (int nt = 0; nt < 2; nt++) {
       const int64_t m = s[0], k = s[1], n = s[2];
-      Buf a = f32({m, k}), b = f32(nt ? std::vector<int64_t>{n, k} : std::vector<int64_t>{k, n}), y = f32({m, n});
-      tb::fill_random(a);
-      tb::fill_random(b);
+      Tensor a = f32({m, k}), b = f32(nt ? std::vector<int64_t>{n, k} : std::vector<int64_t>{k, n}), y = f32({m, n});
+      test::fill_random(a);
+      test::fill_random(b);
       auto via = [&](int64_t variant) {
-        return [&, variant] { call(variant, k_gemm, {a.v(), b.v()}, {y.v()}, {0, nt}, {1.0, 0.0}, pool); };
+        return [&, variant] { call(variant, k_gemm, {a.view, b.view}, {y.view}, {0, nt}, {1.0, 0.0}, pool); };
       };
       std::vector<std::function<void()>> fns = {via(v::kVariantBlas), via(v::kVariantAvx512), via(v::kVariantGemv),
                                                 via(v::kVariantAuto)};
@@ -524,8 +524,8 @@ void gflops(planc::ThreadPool* pool) {
 #ifdef PLANC_HAVE_OPENBLAS
       openblas_set_num_threads(threads);
       auto blas = [&] {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, nt ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)k, 1.0f, a.f(),
-                    (int)k, b.f(), nt ? (int)k : (int)n, 0.0f, y.f(), (int)n);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, nt ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)k, 1.0f, a.data<float>(),
+                    (int)k, b.data<float>(), nt ? (int)k : (int)n, 0.0f, y.data<float>(), (int)n);
       };
       raw = best_of({blas}, gf > 500 ? 30 : 200)[0];
       openblas_set_num_threads(1);
@@ -546,9 +546,9 @@ void gflops(planc::ThreadPool* pool) {
 
 int main(int argc, char** argv) {
   const planc::KernelList family = planc::gemm_kernels();
-  k_matmul = tb::find(family, "matmul");
-  k_gemm = tb::find(family, "gemm");
-  k_fused = tb::find(family, "fused_matmul");
+  k_matmul = test::find_kernel({family}, "matmul");
+  k_gemm = test::find_kernel({family}, "gemm");
+  k_fused = test::find_kernel({family}, "fused_matmul");
   if (!k_matmul || !k_gemm || !k_fused) return 1;
   g_unavailable = family.defs[0].variant_unavailable;
   for (size_t i = 0; i < family.count; i++) {
@@ -573,5 +573,5 @@ int main(int argc, char** argv) {
   }
   run_tests(nullptr);
   run_tests(&pool);
-  return tb::finish("gemm_test");
+  return test::finish("gemm_test");
 }

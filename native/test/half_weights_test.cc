@@ -12,7 +12,7 @@
 
 #include "cpu/half.h"  // the conversions themselves, for the check of the vector paths against the scalar ones
 #include "half_ref.h"
-#include "test_util_b.h"
+#include "test_util.h"
 
 namespace planc {
 KernelList gemm_kernels();
@@ -20,7 +20,7 @@ KernelList project_topk_kernels();
 KernelList cast_kernels();
 }  // namespace planc
 
-using tb::Buf;
+using test::Tensor;
 
 namespace {
 
@@ -61,13 +61,13 @@ double widened(int32_t dt, uint16_t b) { return dt == planc::kFloat16 ? f16_valu
 const char* dt_name(int32_t dt) { return planc::dtype_name(dt); }
 
 // A half tensor with random values of about unit size (bits of dtype dt), a few subnormals among them for float16.
-Buf random_half(int32_t dt, std::vector<int64_t> dims, float scale = 1.0f) {
-  Buf b(dt, std::move(dims));
+Tensor random_half(int32_t dt, std::vector<int64_t> dims, float scale = 1.0f) {
+  Tensor b(dt, std::move(dims));
   std::uniform_real_distribution<float> u(-scale, scale);
-  uint16_t* p = reinterpret_cast<uint16_t*>(b.data());
-  for (int64_t i = 0; i < b.n(); i++) p[i] = dt == planc::kFloat16 ? f16_bits(u(tb::rng())) : bf16_bits(u(tb::rng()));
+  uint16_t* p = b.data<uint16_t>();
+  for (int64_t i = 0; i < b.numel(); i++) p[i] = dt == planc::kFloat16 ? f16_bits(u(test::random_engine())) : bf16_bits(u(test::random_engine()));
   if (dt == planc::kFloat16)
-    for (int64_t i = 0; i < b.n(); i += 97) p[i] = static_cast<uint16_t>(1 + i % 1023) | (i % 2 ? 0x8000 : 0);
+    for (int64_t i = 0; i < b.numel(); i += 97) p[i] = static_cast<uint16_t>(1 + i % 1023) | (i % 2 ? 0x8000 : 0);
   return b;
 }
 
@@ -114,8 +114,8 @@ int64_t outside(const float* got, const std::vector<double>& want, const std::ve
     if (!ok && bad++ == 0)
       std::printf("FAIL %s: element %zu got %.9g want %.9g (bound %.3g)\n", what, i, g, e, bound[i]);
   }
-  tb::g_checks++;
-  if (bad) tb::g_failures++;
+  test::g_checks++;
+  if (bad) test::g_failures++;
   return bad;
 }
 
@@ -123,7 +123,7 @@ int64_t outside(const float* got, const std::vector<double>& want, const std::ve
 
 const char* call_v(int64_t variant, planc::KernelFn fn, std::vector<planc::TensorView> in, std::vector<planc::TensorView> out,
                    std::vector<int64_t> iargs, planc::ThreadPool* pool) {
-  return tb::call(fn, std::move(in), std::move(out), std::move(iargs), {}, pool, variant);
+  return test::call(fn, std::move(in), std::move(out), std::move(iargs), {}, pool, variant);
 }
 
 // fused_matmul (and matmul, when plain) with A [batch..., M, K] and a half W [K, N] on every variant, against the
@@ -135,19 +135,19 @@ void check_fused(int32_t dt, std::vector<int64_t> adims, int64_t n, bool bias, i
   for (size_t i = 0; i + 1 < adims.size(); i++) rows *= adims[i];
   std::vector<int64_t> ydims = adims;
   ydims.back() = n;
-  Buf a = tb::f32(adims), w = random_half(dt, {k, n}), bb = tb::f32({n}), res = tb::f32(ydims);
-  tb::fill_random(a);
-  tb::fill_random(bb);
-  tb::fill_random(res);
-  const uint16_t* wp = reinterpret_cast<const uint16_t*>(w.data());
+  Tensor a = test::f32(adims), w = random_half(dt, {k, n}), bb = test::f32({n}), res = test::f32(ydims);
+  test::fill_random(a);
+  test::fill_random(bb);
+  test::fill_random(res);
+  const uint16_t* wp = w.data<uint16_t>();
   std::vector<double> scale;
-  std::vector<double> want = ref_product(dt, a.f(), rows, k, wp, n, &scale);
-  std::vector<double> plain = ref_product(dt, a.f(), rows, k, wp, n, nullptr, false);
+  std::vector<double> want = ref_product(dt, a.data<float>(), rows, k, wp, n, &scale);
+  std::vector<double> plain = ref_product(dt, a.data<float>(), rows, k, wp, n, nullptr, false);
   std::vector<double> bound(want.size());
   for (int64_t i = 0; i < rows; i++)
     for (int64_t j = 0; j < n; j++) {
       const size_t e = static_cast<size_t>(i * n + j);
-      const double bj = bias ? bb.f()[j] : 0.0, rj = residual ? res.f()[e] : 0.0;
+      const double bj = bias ? bb.data<float>()[j] : 0.0, rj = residual ? res.data<float>()[e] : 0.0;
       // sum: (K + 2) u sum|x|; the bias add, the activation (slope <= 1.13, rounded once), the residual add: u each
       const double pre = want[e] + bj;
       const double sum_err = std::ldexp(double(k + 2), -24) * (scale[e] + std::fabs(bj)) + std::ldexp(std::fabs(pre), -24);
@@ -158,25 +158,25 @@ void check_fused(int32_t dt, std::vector<int64_t> adims, int64_t n, bool bias, i
   const bool plain_call = !bias && !residual && act == planc::kActNone;
   for (int64_t variant : g_variants) {
     for (int use_matmul = 0; use_matmul < (plain_call ? 2 : 1); use_matmul++) {
-      Buf y = tb::f32(ydims);
-      tb::fill_random(y, 1e6f, 1e7f);  // garbage that must be overwritten
+      Tensor y = test::f32(ydims);
+      test::fill_random(y, 1e6f, 1e7f);  // garbage that must be overwritten
       planc::TensorView none;
-      const char* err = use_matmul ? call_v(variant, k_matmul, {a.v(), w.v()}, {y.v()}, {}, pool)
-                                   : call_v(variant, k_fused, {a.v(), w.v(), bias ? bb.v() : none, residual ? res.v() : none},
-                                            {y.v()}, {act}, pool);
+      const char* err = use_matmul ? call_v(variant, k_matmul, {a.view, w.view}, {y.view}, {}, pool)
+                                   : call_v(variant, k_fused, {a.view, w.view, bias ? bb.view : none, residual ? res.view : none},
+                                            {y.view}, {act}, pool);
       char what[200];
       std::snprintf(what, sizeof what, "%s %s A [%lld rows, %lld] x W [%lld, %lld] bias %d act %lld residual %d variant %s %s",
                     use_matmul ? "matmul" : "fused_matmul", dt_name(dt), (long long)rows, (long long)k, (long long)k,
                     (long long)n, bias, (long long)act, residual, v::kVariantNames[variant], pool ? "threaded" : "one thread");
-      tb::expect_ok(err, what);
+      test::expect_ok(err, what);
       if (err) continue;
-      outside(y.f(), want, bound, what);
+      outside(y.data<float>(), want, bound, what);
       double d_rounded = 0, d_plain = 0;
       for (size_t i = 0; i < want.size(); i++) {
-        d_rounded += std::fabs(y.f()[i] - want[i]);
-        d_plain += std::fabs(y.f()[i] - plain[i]);
+        d_rounded += std::fabs(y.data<float>()[i] - want[i]);
+        d_plain += std::fabs(y.data<float>()[i] - plain[i]);
       }
-      TB_CHECK(want.empty() || d_rounded * 20 < d_plain, "%s: A not rounded to %s? distance to the rounded reference %.3g, to the plain one %.3g",
+      CHECK_MSG(want.empty() || d_rounded * 20 < d_plain, "%s: A not rounded to %s? distance to the rounded reference %.3g, to the plain one %.3g",
                what, dt_name(dt), d_rounded, d_plain);
     }
   }
@@ -227,38 +227,38 @@ void test_product_edges(planc::ThreadPool* pool) {
   };
   for (const Case& c : cases) {
     for (int64_t variant : g_variants) {
-      Buf a = tb::f32({1, 2}, {c.a0, c.a1}), w(c.dt, {2, 1}), y = tb::f32({1, 1});
-      reinterpret_cast<uint16_t*>(w.data())[0] = c.dt == planc::kFloat16 ? 0x3c00 : 0x3f80;  // 1
-      reinterpret_cast<uint16_t*>(w.data())[1] = c.dt == planc::kFloat16 ? 0x3c00 : 0x3f80;
-      const char* err = call_v(variant, k_matmul, {a.v(), w.v()}, {y.v()}, {}, pool);
-      tb::expect_ok(err, "edge");
-      const double g = y.f()[0];
-      TB_CHECK(c.want != c.want ? g != g : g == c.want, "%s A [%.9g, %.9g] x [1, 1] variant %s: got %.9g want %.9g",
+      Tensor a = test::f32({1, 2}, {c.a0, c.a1}), w(c.dt, {2, 1}), y = test::f32({1, 1});
+      w.data<uint16_t>()[0] = c.dt == planc::kFloat16 ? 0x3c00 : 0x3f80;  // 1
+      w.data<uint16_t>()[1] = c.dt == planc::kFloat16 ? 0x3c00 : 0x3f80;
+      const char* err = call_v(variant, k_matmul, {a.view, w.view}, {y.view}, {}, pool);
+      test::expect_ok(err, "edge");
+      const double g = y.data<float>()[0];
+      CHECK_MSG(c.want != c.want ? g != g : g == c.want, "%s A [%.9g, %.9g] x [1, 1] variant %s: got %.9g want %.9g",
                dt_name(c.dt), c.a0, c.a1, v::kVariantNames[variant], g, c.want);
     }
   }
   // K = 0: zeros (the float32 paths' empty product)
   for (int32_t dt : {planc::kFloat16, planc::kBFloat16}) {
-    Buf a = tb::f32({3, 0}), w(dt, {0, 4}), y = tb::f32({3, 4});
-    tb::fill_random(y, 5, 6);
-    tb::expect_ok(tb::call(k_matmul, {a.v(), w.v()}, {y.v()}, {}, {}, pool), "K = 0");
+    Tensor a = test::f32({3, 0}), w(dt, {0, 4}), y = test::f32({3, 4});
+    test::fill_random(y, 5, 6);
+    test::expect_ok(test::call(k_matmul, {a.view, w.view}, {y.view}, {}, {}, pool), "K = 0");
     bool zero = true;
-    for (int i = 0; i < 12; i++) zero = zero && y.f()[i] == 0.0f;
-    TB_CHECK(zero, "%s K = 0: Y not zero", dt_name(dt));
+    for (int i = 0; i < 12; i++) zero = zero && y.data<float>()[i] == 0.0f;
+    CHECK_MSG(zero, "%s K = 0: Y not zero", dt_name(dt));
   }
   // refusals: a half B of rank 3 on matmul / fused_matmul, a half A, float64 B, a half B on gemm
-  Buf a3 = tb::f32({2, 3, 4}), b3(planc::kFloat16, {2, 4, 5}), y3 = tb::f32({2, 3, 5});
-  tb::expect_error(tb::call(k_matmul, {a3.v(), b3.v()}, {y3.v()}, {}, {}, pool), "float16 B must be 2-D", "matmul half B rank 3");
-  Buf b3b(planc::kBFloat16, {2, 4, 5});
-  tb::expect_error(tb::call(k_matmul, {a3.v(), b3b.v()}, {y3.v()}, {}, {}, pool), "bfloat16 B must be 2-D", "matmul bf16 B rank 3");
+  Tensor a3 = test::f32({2, 3, 4}), b3(planc::kFloat16, {2, 4, 5}), y3 = test::f32({2, 3, 5});
+  test::expect_error(test::call(k_matmul, {a3.view, b3.view}, {y3.view}, {}, {}, pool), "float16 B must be 2-D", "matmul half B rank 3");
+  Tensor b3b(planc::kBFloat16, {2, 4, 5});
+  test::expect_error(test::call(k_matmul, {a3.view, b3b.view}, {y3.view}, {}, {}, pool), "bfloat16 B must be 2-D", "matmul bf16 B rank 3");
   planc::TensorView none;
-  tb::expect_error(tb::call(k_fused, {a3.v(), b3.v(), none, none}, {y3.v()}, {0}, {}, pool), "must be 2-D", "fused_matmul half W rank 3");
-  Buf a2 = tb::f32({3, 4}), b2(planc::kFloat16, {4, 5}), y2 = tb::f32({3, 5}), ah(planc::kFloat16, {3, 4}), bd(planc::kFloat64, {4, 5});
-  tb::expect_error(tb::call(k_matmul, {ah.v(), b2.v()}, {y2.v()}, {}, {}, pool), "float32 only", "matmul half A");
-  tb::expect_error(tb::call(k_matmul, {a2.v(), bd.v()}, {y2.v()}, {}, {}, pool), "float32 only", "matmul float64 B");
-  tb::expect_error(tb::call(k_gemm, {a2.v(), b2.v(), none}, {y2.v()}, {0, 0}, {1.0, 0.0}, pool), "float32 only", "gemm half B");
-  Buf bk(planc::kFloat16, {5, 5});
-  tb::expect_error(tb::call(k_matmul, {a2.v(), bk.v()}, {y2.v()}, {}, {}, pool), "inner dims differ", "matmul half B dims");
+  test::expect_error(test::call(k_fused, {a3.view, b3.view, none, none}, {y3.view}, {0}, {}, pool), "must be 2-D", "fused_matmul half W rank 3");
+  Tensor a2 = test::f32({3, 4}), b2(planc::kFloat16, {4, 5}), y2 = test::f32({3, 5}), ah(planc::kFloat16, {3, 4}), bd(planc::kFloat64, {4, 5});
+  test::expect_error(test::call(k_matmul, {ah.view, b2.view}, {y2.view}, {}, {}, pool), "float32 only", "matmul half A");
+  test::expect_error(test::call(k_matmul, {a2.view, bd.view}, {y2.view}, {}, {}, pool), "float32 only", "matmul float64 B");
+  test::expect_error(test::call(k_gemm, {a2.view, b2.view, none}, {y2.view}, {0, 0}, {1.0, 0.0}, pool), "float32 only", "gemm half B");
+  Tensor bk(planc::kFloat16, {5, 5});
+  test::expect_error(test::call(k_matmul, {a2.view, bk.view}, {y2.view}, {}, {}, pool), "inner dims differ", "matmul half B dims");
 }
 
 // ---- project_topk ----
@@ -272,15 +272,15 @@ struct TopkCase {
 };
 
 void run_topk(const TopkCase& c, planc::ThreadPool* pool) {
-  Buf x = tb::f32({c.rows, c.d}), bias = tb::f32({c.v}), mask(planc::kUint8, {c.v});
-  tb::fill_random(x, -1, 1);
-  tb::fill_random(bias, -2, 2);
-  Buf w = random_half(c.dt, c.transposed ? std::vector<int64_t>{c.v, c.d} : std::vector<int64_t>{c.d, c.v},
+  Tensor x = test::f32({c.rows, c.d}), bias = test::f32({c.v}), mask(planc::kUint8, {c.v});
+  test::fill_random(x, -1, 1);
+  test::fill_random(bias, -2, 2);
+  Tensor w = random_half(c.dt, c.transposed ? std::vector<int64_t>{c.v, c.d} : std::vector<int64_t>{c.d, c.v},
                       float(4 / std::sqrt(double(c.d))));
   const bool masked = c.density >= 0;
   std::uniform_real_distribution<double> u(0, 1);
-  for (int64_t j = 0; j < c.v; j++) mask.u8()[j] = masked && u(tb::rng()) < c.density ? 1 : 0;
-  const uint16_t* wp = reinterpret_cast<const uint16_t*>(w.data());
+  for (int64_t j = 0; j < c.v; j++) mask.data<uint8_t>()[j] = masked && u(test::random_engine()) < c.density ? 1 : 0;
+  const uint16_t* wp = w.data<uint16_t>();
   // reference: logits of the rounded X and widened W in double
   std::vector<double> vals(static_cast<size_t>(c.rows * c.k));
   std::vector<int64_t> ids(vals.size());
@@ -289,11 +289,11 @@ void run_topk(const TopkCase& c, planc::ThreadPool* pool) {
     std::vector<int64_t> active;
     double m = -kInf;
     for (int64_t j = 0; j < c.v; j++) {
-      if (masked && !mask.u8()[j]) continue;
+      if (masked && !mask.data<uint8_t>()[j]) continue;
       active.push_back(j);
-      double s = c.bias ? bias.f()[j] : 0.0;
+      double s = c.bias ? bias.data<float>()[j] : 0.0;
       for (int64_t p = 0; p < c.d; p++)
-        s += rounded(c.dt, x.f()[r * c.d + p]) * widened(c.dt, c.transposed ? wp[j * c.d + p] : wp[p * c.v + j]);
+        s += rounded(c.dt, x.data<float>()[r * c.d + p]) * widened(c.dt, c.transposed ? wp[j * c.d + p] : wp[p * c.v + j]);
       l[j] = s;
       m = std::max(m, s);
     }
@@ -307,23 +307,23 @@ void run_topk(const TopkCase& c, planc::ThreadPool* pool) {
       ids[r * c.k + t] = have ? active[t] : 0;
     }
   }
-  Buf ov = tb::f32({c.rows, c.k}), oi(planc::kInt64, {c.rows, c.k});
+  Tensor ov = test::f32({c.rows, c.k}), oi(planc::kInt64, {c.rows, c.k});
   planc::TensorView none;
-  const char* err = tb::call_variant(*k_topk_def, {x.v(), w.v(), c.bias ? bias.v() : none, masked ? mask.v() : none},
-                                     {ov.v(), oi.v()}, {c.k, c.transposed ? 1 : 0}, pool, c.variant);
+  const char* err = test::call_variant(*k_topk_def, {x.view, w.view, c.bias ? bias.view : none, masked ? mask.view : none},
+                                     {ov.view, oi.view}, {c.k, c.transposed ? 1 : 0}, pool, c.variant);
   char what[220];
   std::snprintf(what, sizeof what, "project_topk %s rows %lld D %lld V %lld k %lld transposed %d bias %d mask %.2f %s variant %s",
                 dt_name(c.dt), (long long)c.rows, (long long)c.d, (long long)c.v, (long long)c.k, c.transposed, c.bias,
                 c.density, pool ? "threaded" : "one thread", planc::project_topk_args::kVariantNames[c.variant]);
-  tb::expect_ok(err, what);
+  test::expect_ok(err, what);
   if (err) return;
-  tb::close(ov.f(), vals.data(), c.rows * c.k, 0, 1e-5, what);
+  test::close(ov.data<float>(), vals.data(), c.rows * c.k, 0, 1e-5, what);
   int64_t bad = 0;
   for (size_t i = 0; i < ids.size(); i++) {
-    if (oi.i64()[i] != ids[i] && bad++ == 0)
-      std::printf("FAIL %s: ids[%zu] = %lld, want %lld\n", what, i, (long long)oi.i64()[i], (long long)ids[i]);
+    if (oi.data<int64_t>()[i] != ids[i] && bad++ == 0)
+      std::printf("FAIL %s: ids[%zu] = %lld, want %lld\n", what, i, (long long)oi.data<int64_t>()[i], (long long)ids[i]);
   }
-  TB_CHECK(bad == 0, "%s: %lld ids differ", what, (long long)bad);
+  CHECK_MSG(bad == 0, "%s: %lld ids differ", what, (long long)bad);
 }
 
 void test_project_topk(planc::ThreadPool* pool) {
@@ -348,47 +348,47 @@ void test_project_topk(planc::ThreadPool* pool) {
       }
   }
   // refusals
-  Buf x = tb::f32({2, 8}), wd(planc::kFloat64, {8, 10}), ov = tb::f32({2, 1}), oi(planc::kInt64, {2, 1});
+  Tensor x = test::f32({2, 8}), wd(planc::kFloat64, {8, 10}), ov = test::f32({2, 1}), oi(planc::kInt64, {2, 1});
   planc::TensorView none;
-  tb::expect_error(tb::call(k_topk, {x.v(), wd.v(), none, none}, {ov.v(), oi.v()}, {1, 0}, {}, pool),
+  test::expect_error(test::call(k_topk, {x.view, wd.view, none, none}, {ov.view, oi.view}, {1, 0}, {}, pool),
                    "W float32, float16 or bfloat16", "project_topk float64 W");
-  Buf xh(planc::kFloat16, {2, 8}), wh(planc::kFloat16, {8, 10});
-  tb::expect_error(tb::call(k_topk, {xh.v(), wh.v(), none, none}, {ov.v(), oi.v()}, {1, 0}, {}, pool), "X must be float32",
+  Tensor xh(planc::kFloat16, {2, 8}), wh(planc::kFloat16, {8, 10});
+  test::expect_error(test::call(k_topk, {xh.view, wh.view, none, none}, {ov.view, oi.view}, {1, 0}, {}, pool), "X must be float32",
                    "project_topk half X");
 }
 
 // ---- cast ----
 
-Buf cast_to(int32_t dt, Buf& x) {
-  Buf y(dt, x.dims);
-  tb::expect_ok(tb::call(k_cast, {x.v()}, {y.v()}), "cast");
+Tensor cast_to(int32_t dt, Tensor& x) {
+  Tensor y(dt, x.dims);
+  test::expect_ok(test::call(k_cast, {x.view}, {y.view}, {}, {}, nullptr), "cast");
   return y;
 }
 
 void test_cast_bf16() {
   // every bfloat16 to float32 (its bits, shifted) and float64, and back unchanged (NaNs: still NaN)
-  Buf h(planc::kBFloat16, {65536});
-  uint16_t* hp = reinterpret_cast<uint16_t*>(h.data());
+  Tensor h(planc::kBFloat16, {65536});
+  uint16_t* hp = h.data<uint16_t>();
   for (int i = 0; i < 65536; i++) hp[i] = static_cast<uint16_t>(i);
-  Buf f = cast_to(planc::kFloat32, h), d = cast_to(planc::kFloat64, h);
+  Tensor f = cast_to(planc::kFloat32, h), d = cast_to(planc::kFloat64, h);
   int64_t bad = 0;
   for (int i = 0; i < 65536; i++) {
     const uint32_t want = static_cast<uint32_t>(i) << 16;
     const bool nan = (want & 0x7fffffffu) > 0x7f800000u;
-    const bool ok = nan ? (f.f()[i] != f.f()[i] && d.d()[i] != d.d()[i]) : (bits_of(f.f()[i]) == want && d.d()[i] == double(float_of(want)));
-    if (!ok && bad++ == 0) std::printf("FAIL bf16 %04x → float32 %08x, float64 %.9g\n", i, bits_of(f.f()[i]), d.d()[i]);
+    const bool ok = nan ? (f.data<float>()[i] != f.data<float>()[i] && d.data<double>()[i] != d.data<double>()[i]) : (bits_of(f.data<float>()[i]) == want && d.data<double>()[i] == double(float_of(want)));
+    if (!ok && bad++ == 0) std::printf("FAIL bf16 %04x → float32 %08x, float64 %.9g\n", i, bits_of(f.data<float>()[i]), d.data<double>()[i]);
   }
-  TB_CHECK(bad == 0, "bfloat16 → float32/float64: %lld wrong", (long long)bad);
-  Buf back = cast_to(planc::kBFloat16, f), back64 = cast_to(planc::kBFloat16, d);
+  CHECK_MSG(bad == 0, "bfloat16 → float32/float64: %lld wrong", (long long)bad);
+  Tensor back = cast_to(planc::kBFloat16, f), back64 = cast_to(planc::kBFloat16, d);
   bad = 0;
   for (int i = 0; i < 65536; i++) {
-    const uint16_t g = reinterpret_cast<uint16_t*>(back.data())[i], g64 = reinterpret_cast<uint16_t*>(back64.data())[i];
+    const uint16_t g = back.data<uint16_t>()[i], g64 = back64.data<uint16_t>()[i];
     const bool nan = (i & 0x7fff) > 0x7f80;
     const bool ok = nan ? ((g & 0x7fff) > 0x7f80 && (g & 0x0040) && (g & 0x8000) == (i & 0x8000) && (g64 & 0x7fff) > 0x7f80)
                         : (g == i && g64 == i);
     if (!ok && bad++ == 0) std::printf("FAIL bf16 %04x round trip: %04x (from float64 %04x)\n", i, g, g64);
   }
-  TB_CHECK(bad == 0, "bfloat16 round trips: %lld wrong", (long long)bad);
+  CHECK_MSG(bad == 0, "bfloat16 round trips: %lld wrong", (long long)bad);
 
   // float32 → bfloat16: every finite bfloat16, its midpoint to the next and the floats either side, random floats,
   // and a sweep of float bit patterns; all against the reference (NaN: quiet, sign and upper payload kept)
@@ -412,26 +412,26 @@ void test_cast_bf16() {
   }
   fv.push_back(1.0f + 0x1p-8f);      // tie: to 1 (even)
   fv.push_back(1.0f + 3 * 0x1p-8f);  // tie: to 1 + 2^-6 (even)
-  Buf xf = tb::f32({static_cast<int64_t>(fv.size())});
-  std::copy(fv.begin(), fv.end(), xf.f());
-  Buf yb = cast_to(planc::kBFloat16, xf), y16 = cast_to(planc::kFloat16, xf);
+  Tensor xf = test::f32({static_cast<int64_t>(fv.size())});
+  std::copy(fv.begin(), fv.end(), xf.data<float>());
+  Tensor yb = cast_to(planc::kBFloat16, xf), y16 = cast_to(planc::kFloat16, xf);
   bad = 0;
   int64_t bad16 = 0;
   for (size_t i = 0; i < fv.size(); i++) {
-    const uint16_t g = reinterpret_cast<uint16_t*>(yb.data())[i];
+    const uint16_t g = yb.data<uint16_t>()[i];
     const uint32_t fb = bits_of(fv[i]);
     const bool nan = fv[i] != fv[i];
     const bool ok = nan ? g == static_cast<uint16_t>((fb >> 16) | 0x0040) : g == bf16_bits(fv[i]);
     if (!ok && bad++ < 3) std::printf("FAIL float32 %.9g (%08x) → bf16 %04x, want %04x\n", fv[i], fb, g, bf16_bits(fv[i]));
-    const uint16_t g16 = reinterpret_cast<uint16_t*>(y16.data())[i];
+    const uint16_t g16 = y16.data<uint16_t>()[i];
     const bool ok16 = nan ? (g16 & 0x7fff) > 0x7c00 : g16 == f16_bits(fv[i]);
     if (!ok16 && bad16++ < 3) std::printf("FAIL float32 %.9g (%08x) → f16 %04x, want %04x\n", fv[i], fb, g16, f16_bits(fv[i]));
   }
-  TB_CHECK(bad == 0, "float32 → bfloat16: %lld of %zu wrong", (long long)bad, fv.size());
-  TB_CHECK(bad16 == 0, "float32 → float16: %lld of %zu wrong", (long long)bad16, fv.size());
-  const uint16_t* ybp = reinterpret_cast<uint16_t*>(yb.data());
+  CHECK_MSG(bad == 0, "float32 → bfloat16: %lld of %zu wrong", (long long)bad, fv.size());
+  CHECK_MSG(bad16 == 0, "float32 → float16: %lld of %zu wrong", (long long)bad16, fv.size());
+  const uint16_t* ybp = yb.data<uint16_t>();
   const size_t n = fv.size();
-  TB_CHECK(ybp[n - 2] == 0x3f80 && ybp[n - 1] == 0x3f82, "bfloat16 ties: %04x %04x", ybp[n - 2], ybp[n - 1]);
+  CHECK_MSG(ybp[n - 2] == 0x3f80 && ybp[n - 1] == 0x3f82, "bfloat16 ties: %04x %04x", ybp[n - 2], ybp[n - 1]);
 
   // float64 → bfloat16 rounds once: just above or below a midpoint (where float32 would round to the midpoint first)
   std::vector<double> dv;
@@ -445,44 +445,44 @@ void test_cast_bf16() {
   }
   for (double e : {1e300, -1e300, 0x1.ffp127, 0x1.fefffffffffffp127, 1e-300, 0x1p-134, 0x1.0000000000001p-134, kInf})
     dv.push_back(e);
-  Buf xd(planc::kFloat64, {static_cast<int64_t>(dv.size())});
-  std::copy(dv.begin(), dv.end(), xd.d());
-  Buf yd = cast_to(planc::kBFloat16, xd);
+  Tensor xd(planc::kFloat64, {static_cast<int64_t>(dv.size())});
+  std::copy(dv.begin(), dv.end(), xd.data<double>());
+  Tensor yd = cast_to(planc::kBFloat16, xd);
   bad = 0;
   for (size_t i = 0; i < dv.size(); i++) {
-    const uint16_t g = reinterpret_cast<uint16_t*>(yd.data())[i];
+    const uint16_t g = yd.data<uint16_t>()[i];
     if (g != bf16_bits(dv[i]) && bad++ < 3) std::printf("FAIL float64 %.17g → bf16 %04x, want %04x\n", dv[i], g, bf16_bits(dv[i]));
   }
-  TB_CHECK(bad == 0, "float64 → bfloat16: %lld of %zu wrong", (long long)bad, dv.size());
+  CHECK_MSG(bad == 0, "float64 → bfloat16: %lld of %zu wrong", (long long)bad, dv.size());
 
   // ints and bool to and from bfloat16, float16 ↔ bfloat16, fill and range
-  Buf xi = tb::i64({6}, {0, 1, -3, 257, 1000001, -2147483648LL});
-  Buf bi = cast_to(planc::kBFloat16, xi), bi2 = cast_to(planc::kInt64, bi);
+  Tensor xi = test::i64({6}, {0, 1, -3, 257, 1000001, -2147483648LL});
+  Tensor bi = cast_to(planc::kBFloat16, xi), bi2 = cast_to(planc::kInt64, bi);
   const int64_t want_i[] = {0, 1, -3, 256, 999424, -2147483648LL};  // 257: tie to 256; 1000001 → 999424 (8 bits)
   bool ok = true;
-  for (int i = 0; i < 6; i++) ok = ok && bi2.i64()[i] == want_i[i];
-  TB_CHECK(ok, "int64 → bfloat16 → int64: %lld %lld %lld %lld %lld", (long long)bi2.i64()[0], (long long)bi2.i64()[1],
-           (long long)bi2.i64()[2], (long long)bi2.i64()[3], (long long)bi2.i64()[4]);
-  Buf h16(planc::kFloat16, {3});
-  reinterpret_cast<uint16_t*>(h16.data())[0] = 0x3c01;  // 1 + 2^-10 → bf16 1
-  reinterpret_cast<uint16_t*>(h16.data())[1] = 0x7c00;  // inf
-  reinterpret_cast<uint16_t*>(h16.data())[2] = 0x0001;  // 2^-24
-  Buf hb = cast_to(planc::kBFloat16, h16);
-  const uint16_t* hbp = reinterpret_cast<uint16_t*>(hb.data());
-  TB_CHECK(hbp[0] == 0x3f80 && hbp[1] == 0x7f80 && hbp[2] == 0x3380, "float16 → bfloat16: %04x %04x %04x", hbp[0], hbp[1], hbp[2]);
-  Buf big(planc::kBFloat16, {2});
-  reinterpret_cast<uint16_t*>(big.data())[0] = 0x4780;  // 65536 → float16 inf
-  reinterpret_cast<uint16_t*>(big.data())[1] = 0xff80;  // -inf
-  Buf bh = cast_to(planc::kFloat16, big);
-  TB_CHECK(reinterpret_cast<uint16_t*>(bh.data())[0] == 0x7c00 && reinterpret_cast<uint16_t*>(bh.data())[1] == 0xfc00,
+  for (int i = 0; i < 6; i++) ok = ok && bi2.data<int64_t>()[i] == want_i[i];
+  CHECK_MSG(ok, "int64 → bfloat16 → int64: %lld %lld %lld %lld %lld", (long long)bi2.data<int64_t>()[0], (long long)bi2.data<int64_t>()[1],
+           (long long)bi2.data<int64_t>()[2], (long long)bi2.data<int64_t>()[3], (long long)bi2.data<int64_t>()[4]);
+  Tensor h16(planc::kFloat16, {3});
+  h16.data<uint16_t>()[0] = 0x3c01;  // 1 + 2^-10 → bf16 1
+  h16.data<uint16_t>()[1] = 0x7c00;  // inf
+  h16.data<uint16_t>()[2] = 0x0001;  // 2^-24
+  Tensor hb = cast_to(planc::kBFloat16, h16);
+  const uint16_t* hbp = hb.data<uint16_t>();
+  CHECK_MSG(hbp[0] == 0x3f80 && hbp[1] == 0x7f80 && hbp[2] == 0x3380, "float16 → bfloat16: %04x %04x %04x", hbp[0], hbp[1], hbp[2]);
+  Tensor big(planc::kBFloat16, {2});
+  big.data<uint16_t>()[0] = 0x4780;  // 65536 → float16 inf
+  big.data<uint16_t>()[1] = 0xff80;  // -inf
+  Tensor bh = cast_to(planc::kFloat16, big);
+  CHECK_MSG(bh.data<uint16_t>()[0] == 0x7c00 && bh.data<uint16_t>()[1] == 0xfc00,
            "bfloat16 → float16 overflow");
-  Buf fb(planc::kBFloat16, {3});
-  tb::expect_ok(tb::call(k_fill, {}, {fb.v()}, {}, {0.1}), "fill bf16");
-  TB_CHECK(reinterpret_cast<uint16_t*>(fb.data())[2] == bf16_bits(0.1), "fill bf16 0.1: %04x", reinterpret_cast<uint16_t*>(fb.data())[2]);
-  Buf rb(planc::kBFloat16, {4});
-  tb::expect_ok(tb::call(k_range, {}, {rb.v()}, {}, {1.0, 0.5}), "range bf16");
-  const uint16_t* rbp = reinterpret_cast<uint16_t*>(rb.data());
-  TB_CHECK(rbp[0] == 0x3f80 && rbp[1] == 0x3fc0 && rbp[2] == 0x4000 && rbp[3] == 0x4020, "range bf16: %04x %04x %04x %04x",
+  Tensor fb(planc::kBFloat16, {3});
+  test::expect_ok(test::call(k_fill, {}, {fb.view}, {}, {0.1}, nullptr), "fill bf16");
+  CHECK_MSG(fb.data<uint16_t>()[2] == bf16_bits(0.1), "fill bf16 0.1: %04x", fb.data<uint16_t>()[2]);
+  Tensor rb(planc::kBFloat16, {4});
+  test::expect_ok(test::call(k_range, {}, {rb.view}, {}, {1.0, 0.5}, nullptr), "range bf16");
+  const uint16_t* rbp = rb.data<uint16_t>();
+  CHECK_MSG(rbp[0] == 0x3f80 && rbp[1] == 0x3fc0 && rbp[2] == 0x4000 && rbp[3] == 0x4020, "range bf16: %04x %04x %04x %04x",
            rbp[0], rbp[1], rbp[2], rbp[3]);
 }
 
@@ -503,7 +503,7 @@ void test_runs() {
     const bool okbf = wantbf != wantbf ? wbf[i] != wbf[i] : bits_of(wbf[i]) == static_cast<uint32_t>(i) << 16;
     if (!(ok16 && okbf) && bad++ < 3) std::printf("FAIL widen %04x: float16 %.9g, bfloat16 %.9g\n", i, w16[i], wbf[i]);
   }
-  TB_CHECK(bad == 0, "widen_run / half_to_float: %lld wrong", (long long)bad);
+  CHECK_MSG(bad == 0, "widen_run / half_to_float: %lld wrong", (long long)bad);
   std::vector<float> xs;
   for (uint64_t b = 0; b < (uint64_t(1) << 32); b += 997) xs.push_back(float_of(static_cast<uint32_t>(b)));
   for (uint32_t b = 0; b < 0x7c00; b++) {  // every float16 midpoint and its neighbours
@@ -531,7 +531,7 @@ void test_runs() {
       std::printf("FAIL round %.9g (%08x): float16 %.9g (scalar %04x) want %.9g, bfloat16 %.9g want %.9g\n", x, bits_of(x),
                   r16[i], planc::half_from_float(x), want16, rbf[i], wantbf);
   }
-  TB_CHECK(bad == 0, "round_run / half_from_float: %lld of %lld wrong", (long long)bad, (long long)n);
+  CHECK_MSG(bad == 0, "round_run / half_from_float: %lld of %lld wrong", (long long)bad, (long long)n);
 #ifdef PLANC_F16C
   std::printf("half_weights_test: float16 runs on F16C: %s\n", planc::f16c_available() ? "yes" : "no (bit loops)");
 #endif
@@ -544,33 +544,33 @@ void bench(planc::ThreadPool* pool) {
     fn();
     double best = 1e30;
     for (int r = 0; r < 5; r++) {
-      const double t0 = tb::now_ms();
+      const double t0 = test::now_ms();
       fn();
-      best = std::min(best, tb::now_ms() - t0);
+      best = std::min(best, test::now_ms() - t0);
     }
     return best;
   };
   planc::TensorView none;
   for (auto [m, k, n] : {std::tuple<int64_t, int64_t, int64_t>{1, 512, 2048}, {8, 512, 2048}, {64, 512, 2048}, {256, 512, 512}, {1, 512, 32000}}) {
-    Buf a = tb::f32({m, k}), w32 = tb::f32({k, n}), y = tb::f32({m, n});
-    tb::fill_random(a);
-    tb::fill_random(w32);
-    Buf w16 = random_half(planc::kFloat16, {k, n}), wbf = random_half(planc::kBFloat16, {k, n});
-    const double t32 = time([&] { tb::call(k_fused, {a.v(), w32.v(), none, none}, {y.v()}, {0}, {}, pool); });
-    const double t16 = time([&] { tb::call(k_fused, {a.v(), w16.v(), none, none}, {y.v()}, {0}, {}, pool); });
-    const double tbf = time([&] { tb::call(k_fused, {a.v(), wbf.v(), none, none}, {y.v()}, {0}, {}, pool); });
+    Tensor a = test::f32({m, k}), w32 = test::f32({k, n}), y = test::f32({m, n});
+    test::fill_random(a);
+    test::fill_random(w32);
+    Tensor w16 = random_half(planc::kFloat16, {k, n}), wbf = random_half(planc::kBFloat16, {k, n});
+    const double t32 = time([&] { test::call(k_fused, {a.view, w32.view, none, none}, {y.view}, {0}, {}, pool); });
+    const double t16 = time([&] { test::call(k_fused, {a.view, w16.view, none, none}, {y.view}, {0}, {}, pool); });
+    const double tbf = time([&] { test::call(k_fused, {a.view, wbf.view, none, none}, {y.view}, {0}, {}, pool); });
     std::printf("bench fused_matmul M %lld K %lld N %lld: float32 %.3f ms, float16 %.3f ms, bfloat16 %.3f ms\n", (long long)m,
                 (long long)k, (long long)n, t32, t16, tbf);
   }
   for (auto [rows, tr] : {std::pair<int64_t, int>{1, 0}, {1, 1}, {5, 1}, {64, 1}}) {
     const int64_t d = 512, vv = 32000;
-    Buf x = tb::f32({rows, d}), ov = tb::f32({rows, 4}), oi(planc::kInt64, {rows, 4});
-    tb::fill_random(x);
+    Tensor x = test::f32({rows, d}), ov = test::f32({rows, 4}), oi(planc::kInt64, {rows, 4});
+    test::fill_random(x);
     std::vector<int64_t> wd = tr ? std::vector<int64_t>{vv, d} : std::vector<int64_t>{d, vv};
-    Buf w32 = tb::f32(wd);
-    tb::fill_random(w32, -0.1f, 0.1f);
-    Buf w16 = random_half(planc::kFloat16, wd, 0.1f), wbf = random_half(planc::kBFloat16, wd, 0.1f);
-    auto run = [&](Buf& w) { tb::call(k_topk, {x.v(), w.v(), none, none}, {ov.v(), oi.v()}, {4, tr}, {}, pool); };
+    Tensor w32 = test::f32(wd);
+    test::fill_random(w32, -0.1f, 0.1f);
+    Tensor w16 = random_half(planc::kFloat16, wd, 0.1f), wbf = random_half(planc::kBFloat16, wd, 0.1f);
+    auto run = [&](Tensor& w) { test::call(k_topk, {x.view, w.view, none, none}, {ov.view, oi.view}, {4, tr}, {}, pool); };
     const double t32 = time([&] { run(w32); }), t16 = time([&] { run(w16); }), tbf = time([&] { run(wbf); });
     std::printf("bench project_topk rows %lld W %s [%lld, %lld]: float32 %.3f ms, float16 %.3f ms, bfloat16 %.3f ms\n",
                 (long long)rows, tr ? "transposed" : "", (long long)wd[0], (long long)wd[1], t32, t16, tbf);
@@ -581,14 +581,14 @@ void bench(planc::ThreadPool* pool) {
 
 int main(int argc, char** argv) {
   const planc::KernelList gemm = planc::gemm_kernels(), topk = planc::project_topk_kernels(), cast = planc::cast_kernels();
-  k_matmul = tb::find(gemm, "matmul");
-  k_fused = tb::find(gemm, "fused_matmul");
-  k_gemm = tb::find(gemm, "gemm");
-  k_topk = tb::find(topk, "project_topk");
-  k_topk_def = tb::find_def(topk, "project_topk");
-  k_cast = tb::find(cast, "cast");
-  k_fill = tb::find(cast, "fill");
-  k_range = tb::find(cast, "range");
+  k_matmul = test::find_kernel({gemm}, "matmul");
+  k_fused = test::find_kernel({gemm}, "fused_matmul");
+  k_gemm = test::find_kernel({gemm}, "gemm");
+  k_topk = test::find_kernel({topk}, "project_topk");
+  k_topk_def = test::find_def({topk}, "project_topk");
+  k_cast = test::find_kernel({cast}, "cast");
+  k_fill = test::find_kernel({cast}, "fill");
+  k_range = test::find_kernel({cast}, "range");
   const planc::VariantCheck unavailable = gemm.defs[0].variant_unavailable;
   for (int64_t code = 0; code < v::kVariantCount; code++)
     if (!unavailable || !unavailable(code)) g_variants.push_back(code);
@@ -605,5 +605,5 @@ int main(int argc, char** argv) {
   test_product_edges(&pool);
   test_products(&pool);
   test_project_topk(&pool);
-  return tb::finish("half_weights_test");
+  return test::finish("half_weights_test");
 }

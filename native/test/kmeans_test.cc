@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "test_util_b.h"
+#include "test_util.h"
 
 namespace planc {
 const char* kmeans_assign(const float* x, int64_t n, int64_t d, const float* c, int64_t r, const float* cnorm,
@@ -17,9 +17,9 @@ const char* kmeans_assign(const float* x, int64_t n, int64_t d, const float* c, 
 namespace {
 
 std::vector<float> random_matrix(int64_t rows, int64_t cols) {
-  tb::Buf b = tb::f32({rows, cols});
-  tb::fill_random(b);
-  return std::vector<float>(b.f(), b.f() + rows * cols);
+  test::Tensor b = test::f32({rows, cols});
+  test::fill_random(b);
+  return std::vector<float>(b.data<float>(), b.data<float>() + rows * cols);
 }
 
 double dist2(const float* a, const float* b, int64_t d) {
@@ -41,7 +41,7 @@ void check_assign(int64_t n, int64_t d, int64_t r, planc::ThreadPool* pool, bool
   std::vector<float> dist(n, -1.0f);
   const char* err = planc::kmeans_assign(x.data(), n, d, c.data(), r, pass_norms ? cn.data() : nullptr, got.data(),
                                          dist.data(), pool);
-  TB_CHECK(err == nullptr, "n=%lld d=%lld r=%lld: %s", (long long)n, (long long)d, (long long)r, err ? err : "");
+  CHECK_MSG(err == nullptr, "n=%lld d=%lld r=%lld: %s", (long long)n, (long long)d, (long long)r, err ? err : "");
   if (err) return;
   int bad = 0;
   for (int64_t i = 0; i < n; i++) {
@@ -53,7 +53,7 @@ void check_assign(int64_t n, int64_t d, int64_t r, planc::ThreadPool* pool, bool
     const double tol = 1e-4 * (1.0 + best) + 1e-5 * d;
     if (!in_range || mine > best + tol || std::fabs(dist[i] - mine) > tol) bad++;
   }
-  TB_CHECK(bad == 0, "n=%lld d=%lld r=%lld: %d rows off", (long long)n, (long long)d, (long long)r, bad);
+  CHECK_MSG(bad == 0, "n=%lld d=%lld r=%lld: %d rows off", (long long)n, (long long)d, (long long)r, bad);
 }
 
 // Identical centroids: the first one wins; a centroid equal to the row gives distance 0.
@@ -63,22 +63,22 @@ void check_ties(planc::ThreadPool* pool) {
   for (int64_t j = 0; j < r; j++) std::copy(x.begin(), x.begin() + d, c.begin() + j * d);
   std::vector<int32_t> got(3, -1);
   std::vector<float> dist(3, -1.0f);
-  TB_CHECK(planc::kmeans_assign(x.data(), 3, d, c.data(), r, nullptr, got.data(), dist.data(), pool) == nullptr,
+  CHECK_MSG(planc::kmeans_assign(x.data(), 3, d, c.data(), r, nullptr, got.data(), dist.data(), pool) == nullptr,
            "ties: error");
-  TB_CHECK(got[0] == 0, "ties: row 0 got %d", got[0]);
-  TB_CHECK(dist[0] < 1e-5f, "ties: row 0 distance %g", dist[0]);
+  CHECK_MSG(got[0] == 0, "ties: row 0 got %d", got[0]);
+  CHECK_MSG(dist[0] < 1e-5f, "ties: row 0 distance %g", dist[0]);
 }
 
 void check_errors() {
   std::vector<float> x(4, 1.0f), c(4, 1.0f);
   std::vector<int32_t> a(2);
-  TB_CHECK(planc::kmeans_assign(x.data(), 2, 2, c.data(), 0, nullptr, a.data(), nullptr, nullptr) != nullptr,
+  CHECK_MSG(planc::kmeans_assign(x.data(), 2, 2, c.data(), 0, nullptr, a.data(), nullptr, nullptr) != nullptr,
            "r = 0 must fail");
-  TB_CHECK(planc::kmeans_assign(x.data(), -1, 2, c.data(), 2, nullptr, a.data(), nullptr, nullptr) != nullptr,
+  CHECK_MSG(planc::kmeans_assign(x.data(), -1, 2, c.data(), 2, nullptr, a.data(), nullptr, nullptr) != nullptr,
            "n < 0 must fail");
-  TB_CHECK(planc::kmeans_assign(x.data(), 0, 2, c.data(), 2, nullptr, a.data(), nullptr, nullptr) == nullptr,
+  CHECK_MSG(planc::kmeans_assign(x.data(), 0, 2, c.data(), 2, nullptr, a.data(), nullptr, nullptr) == nullptr,
            "n = 0 is a no-op");
-  TB_CHECK(planc::kmeans_assign(x.data(), 2, 2, c.data(), 2, nullptr, a.data(), nullptr, nullptr) == nullptr,
+  CHECK_MSG(planc::kmeans_assign(x.data(), 2, 2, c.data(), 2, nullptr, a.data(), nullptr, nullptr) == nullptr,
            "no out_dist is fine");
 }
 
@@ -129,5 +129,5 @@ int main(int argc, char** argv) {
   check_errors();
   run_tests(nullptr);
   run_tests(&pool);
-  return tb::finish("kmeans_test");
+  return test::finish("kmeans_test");
 }

@@ -5,13 +5,13 @@
 #include <algorithm>
 #include <numeric>
 
-#include "test_util_b.h"
+#include "test_util.h"
 
 namespace planc {
 KernelList movement_kernels();
 }
 
-using tb::Buf;
+using test::Tensor;
 
 namespace {
 
@@ -19,12 +19,12 @@ planc::KernelFn k_transpose, k_gather, k_gather_el, k_slice, k_concat, k_split, 
 
 const int32_t kTypes[] = {planc::kUint8, planc::kFloat16, planc::kFloat32, planc::kInt64};
 
-size_t esz(const Buf& b) { return planc::dtype_size(b.dtype); }
+size_t esz(const Tensor& b) { return planc::dtype_size(b.dtype()); }
 
 // A tensor of dtype dt with random bytes.
-Buf rnd(int32_t dt, std::vector<int64_t> dims) {
-  Buf b(dt, std::move(dims));
-  tb::fill_random(b);
+Tensor rnd(int32_t dt, std::vector<int64_t> dims) {
+  Tensor b(dt, std::move(dims));
+  test::fill_random(b);
   return b;
 }
 
@@ -44,18 +44,18 @@ int64_t flat(const std::vector<int64_t>& c, const std::vector<int64_t>& dims) {
 }
 
 // Copies element s of src into element d of dst.
-void put(Buf& dst, int64_t d, const Buf& src, int64_t s) {
-  std::memcpy(dst.u8() + d * esz(dst), reinterpret_cast<const uint8_t*>(src.store.data()) + s * esz(src), esz(dst));
+void put(Tensor& dst, int64_t d, const Tensor& src, int64_t s) {
+  std::memcpy(dst.data<uint8_t>() + d * esz(dst), src.data<uint8_t>() + s * esz(src), esz(dst));
 }
 
-void same_bytes(Buf& got, Buf& want, const char* what) {
-  tb::g_checks++;
-  size_t bytes = static_cast<size_t>(want.n()) * esz(want);
-  if (got.n() != want.n() || std::memcmp(got.data(), want.data(), bytes) != 0) {
-    tb::g_failures++;
+void same_bytes(Tensor& got, Tensor& want, const char* what) {
+  test::g_checks++;
+  size_t bytes = static_cast<size_t>(want.numel()) * esz(want);
+  if (got.numel() != want.numel() || std::memcmp(got.data(), want.data(), bytes) != 0) {
+    test::g_failures++;
     int64_t at = -1;
-    for (int64_t i = 0; i < want.n() && at < 0; i++)
-      if (std::memcmp(got.u8() + i * esz(got), want.u8() + i * esz(want), esz(want)) != 0) at = i;
+    for (int64_t i = 0; i < want.numel() && at < 0; i++)
+      if (std::memcmp(got.data<uint8_t>() + i * esz(got), want.data<uint8_t>() + i * esz(want), esz(want)) != 0) at = i;
     std::printf("FAIL %s: first differing element %lld\n", what, (long long)at);
   }
 }
@@ -63,20 +63,20 @@ void same_bytes(Buf& got, Buf& want, const char* what) {
 // ---------- transpose ----------
 
 void check_transpose(int32_t dt, std::vector<int64_t> dims, std::vector<int64_t> perm, planc::ThreadPool* pool) {
-  Buf x = rnd(dt, dims);
+  Tensor x = rnd(dt, dims);
   std::vector<int64_t> yd(dims.size());
   for (size_t i = 0; i < dims.size(); i++) yd[i] = dims[perm[i]];
-  Buf want(dt, yd), y(dt, yd);
-  for (int64_t i = 0; i < want.n(); i++) {
+  Tensor want(dt, yd), y(dt, yd);
+  for (int64_t i = 0; i < want.numel(); i++) {
     auto c = coords(i, yd);
     std::vector<int64_t> xc(dims.size());
     for (size_t k = 0; k < dims.size(); k++) xc[perm[k]] = c[k];
     put(want, i, x, flat(xc, dims));
   }
-  const char* err = tb::call(k_transpose, {x.v()}, {y.v()}, perm, {}, pool);
+  const char* err = test::call(k_transpose, {x.view}, {y.view}, perm, {}, pool);
   char what[160];
   std::snprintf(what, sizeof what, "transpose dtype %d rank %zu perm[0]=%lld", dt, dims.size(), (long long)(perm.empty() ? -1 : perm[0]));
-  tb::expect_ok(err, what);
+  test::expect_ok(err, what);
   same_bytes(y, want, what);
 }
 
@@ -96,47 +96,47 @@ void transposes(planc::ThreadPool* pool) {
     check_transpose(dt, {2, 1, 2, 3, 1, 2, 2, 3}, {7, 0, 5, 2, 4, 3, 6, 1}, pool);
     check_transpose(dt, {64, 100, 33}, {2, 0, 1}, pool);
   }
-  Buf x(planc::kFloat32, {2, 3}), y(planc::kFloat32, {3, 2}), bad(planc::kFloat32, {2, 3});
-  tb::expect_error(tb::call(k_transpose, {x.v()}, {y.v()}, {0, 0}), "not a permutation", "transpose perm");
-  tb::expect_error(tb::call(k_transpose, {x.v()}, {bad.v()}, {1, 0}), "Y dim 0", "transpose dims");
-  tb::expect_error(tb::call(k_transpose, {x.v()}, {y.v()}, {1}), "perm entries", "transpose perm length");
-  Buf yi(planc::kInt32, {3, 2});
-  tb::expect_error(tb::call(k_transpose, {x.v()}, {yi.v()}, {1, 0}), "differs from Y dtype", "transpose dtype");
+  Tensor x(planc::kFloat32, {2, 3}), y(planc::kFloat32, {3, 2}), bad(planc::kFloat32, {2, 3});
+  test::expect_error(test::call(k_transpose, {x.view}, {y.view}, {0, 0}, {}, nullptr), "not a permutation", "transpose perm");
+  test::expect_error(test::call(k_transpose, {x.view}, {bad.view}, {1, 0}, {}, nullptr), "Y dim 0", "transpose dims");
+  test::expect_error(test::call(k_transpose, {x.view}, {y.view}, {1}, {}, nullptr), "perm entries", "transpose perm length");
+  Tensor yi(planc::kInt32, {3, 2});
+  test::expect_error(test::call(k_transpose, {x.view}, {yi.view}, {1, 0}, {}, nullptr), "differs from Y dtype", "transpose dtype");
 }
 
 // ---------- gather ----------
 
 void check_gather(int32_t dt, std::vector<int64_t> dims, int axis, std::vector<int64_t> idims, int32_t idt,
                   planc::ThreadPool* pool) {
-  Buf x = rnd(dt, dims);
+  Tensor x = rnd(dt, dims);
   int r = dims.size();
   int a = axis < 0 ? axis + r : axis;
-  Buf ind(idt, idims);
+  Tensor ind(idt, idims);
   int64_t n = dims[a];
-  for (int64_t k = 0; k < ind.n(); k++) {
-    int64_t v = static_cast<int64_t>(tb::rng()() % (2 * n)) - n;  // [-n, n)
-    if (idt == planc::kInt64) ind.i64()[k] = v;
-    else ind.i32()[k] = static_cast<int32_t>(v);
+  for (int64_t k = 0; k < ind.numel(); k++) {
+    int64_t v = static_cast<int64_t>(test::random_engine()() % (2 * n)) - n;  // [-n, n)
+    if (idt == planc::kInt64) ind.data<int64_t>()[k] = v;
+    else ind.data<int32_t>()[k] = static_cast<int32_t>(v);
   }
   std::vector<int64_t> yd(dims.begin(), dims.begin() + a);
   yd.insert(yd.end(), idims.begin(), idims.end());
   yd.insert(yd.end(), dims.begin() + a + 1, dims.end());
-  Buf want(dt, yd), y(dt, yd);
-  for (int64_t i = 0; i < want.n(); i++) {
+  Tensor want(dt, yd), y(dt, yd);
+  for (int64_t i = 0; i < want.numel(); i++) {
     auto c = coords(i, yd);
     std::vector<int64_t> ic(c.begin() + a, c.begin() + a + idims.size());
     int64_t k = flat(ic, idims);
-    int64_t v = idt == planc::kInt64 ? ind.i64()[k] : ind.i32()[k];
+    int64_t v = idt == planc::kInt64 ? ind.data<int64_t>()[k] : ind.data<int32_t>()[k];
     if (v < 0) v += n;
     std::vector<int64_t> xc(c.begin(), c.begin() + a);
     xc.push_back(v);
     xc.insert(xc.end(), c.begin() + a + idims.size(), c.end());
     put(want, i, x, flat(xc, dims));
   }
-  const char* err = tb::call(k_gather, {x.v(), ind.v()}, {y.v()}, {axis}, {}, pool);
+  const char* err = test::call(k_gather, {x.view, ind.view}, {y.view}, {axis}, {}, pool);
   char what[160];
   std::snprintf(what, sizeof what, "gather dtype %d rank %d axis %d idx rank %zu", dt, r, axis, idims.size());
-  tb::expect_ok(err, what);
+  test::expect_ok(err, what);
   same_bytes(y, want, what);
 }
 
@@ -149,42 +149,42 @@ void gathers(planc::ThreadPool* pool) {
     check_gather(dt, {32000, 64}, 0, {40, 30}, planc::kInt64, pool);  // embedding lookup, threaded
     check_gather(dt, {5000, 30}, 1, {4}, planc::kInt64, pool);
   }
-  Buf x(planc::kFloat32, {4, 3}), i = tb::i64({2}, {1, 4}), y(planc::kFloat32, {2, 3});
-  tb::expect_error(tb::call(k_gather, {x.v(), i.v()}, {y.v()}, {0}), "out of range", "gather index 4");
-  Buf j = tb::i64({2}, {-5, 0});
-  tb::expect_error(tb::call(k_gather, {x.v(), j.v()}, {y.v()}, {0}), "index -5", "gather index -5");
-  Buf k = tb::i64({2}, {-4, 3});
-  tb::expect_ok(tb::call(k_gather, {x.v(), k.v()}, {y.v()}, {0}), "gather -4 and 3");
-  Buf f(planc::kFloat32, {2});
-  tb::expect_error(tb::call(k_gather, {x.v(), f.v()}, {y.v()}, {0}), "int64 or int32", "gather index dtype");
-  Buf y2(planc::kFloat32, {3, 3});
-  tb::expect_error(tb::call(k_gather, {x.v(), k.v()}, {y2.v()}, {0}), "Y dim 0", "gather Y dims");
-  tb::expect_error(tb::call(k_gather, {x.v(), k.v()}, {y.v()}, {2}), "out of range for rank", "gather axis");
+  Tensor x(planc::kFloat32, {4, 3}), i = test::i64({2}, {1, 4}), y(planc::kFloat32, {2, 3});
+  test::expect_error(test::call(k_gather, {x.view, i.view}, {y.view}, {0}, {}, nullptr), "out of range", "gather index 4");
+  Tensor j = test::i64({2}, {-5, 0});
+  test::expect_error(test::call(k_gather, {x.view, j.view}, {y.view}, {0}, {}, nullptr), "index -5", "gather index -5");
+  Tensor k = test::i64({2}, {-4, 3});
+  test::expect_ok(test::call(k_gather, {x.view, k.view}, {y.view}, {0}, {}, nullptr), "gather -4 and 3");
+  Tensor f(planc::kFloat32, {2});
+  test::expect_error(test::call(k_gather, {x.view, f.view}, {y.view}, {0}, {}, nullptr), "int64 or int32", "gather index dtype");
+  Tensor y2(planc::kFloat32, {3, 3});
+  test::expect_error(test::call(k_gather, {x.view, k.view}, {y2.view}, {0}, {}, nullptr), "Y dim 0", "gather Y dims");
+  test::expect_error(test::call(k_gather, {x.view, k.view}, {y.view}, {2}, {}, nullptr), "out of range for rank", "gather axis");
 }
 
 void check_gather_elements(int32_t dt, std::vector<int64_t> dims, int axis, std::vector<int64_t> idims, int32_t idt,
                            planc::ThreadPool* pool) {
-  Buf x = rnd(dt, dims);
+  Tensor x = rnd(dt, dims);
   int r = dims.size();
   int a = axis < 0 ? axis + r : axis;
   int64_t n = dims[a];
-  Buf ind(idt, idims);
-  for (int64_t k = 0; k < ind.n(); k++) {
-    int64_t v = static_cast<int64_t>(tb::rng()() % (2 * n)) - n;
-    if (idt == planc::kInt64) ind.i64()[k] = v;
-    else ind.i32()[k] = static_cast<int32_t>(v);
+  Tensor ind(idt, idims);
+  for (int64_t k = 0; k < ind.numel(); k++) {
+    int64_t v = static_cast<int64_t>(test::random_engine()() % (2 * n)) - n;
+    if (idt == planc::kInt64) ind.data<int64_t>()[k] = v;
+    else ind.data<int32_t>()[k] = static_cast<int32_t>(v);
   }
-  Buf want(dt, idims), y(dt, idims);
-  for (int64_t i = 0; i < want.n(); i++) {
+  Tensor want(dt, idims), y(dt, idims);
+  for (int64_t i = 0; i < want.numel(); i++) {
     auto c = coords(i, idims);
-    int64_t v = idt == planc::kInt64 ? ind.i64()[i] : ind.i32()[i];
+    int64_t v = idt == planc::kInt64 ? ind.data<int64_t>()[i] : ind.data<int32_t>()[i];
     c[a] = v < 0 ? v + n : v;
     put(want, i, x, flat(c, dims));
   }
-  const char* err = tb::call(k_gather_el, {x.v(), ind.v()}, {y.v()}, {axis}, {}, pool);
+  const char* err = test::call(k_gather_el, {x.view, ind.view}, {y.view}, {axis}, {}, pool);
   char what[160];
   std::snprintf(what, sizeof what, "gather_elements dtype %d rank %d axis %d", dt, r, axis);
-  tb::expect_ok(err, what);
+  test::expect_ok(err, what);
   same_bytes(y, want, what);
 }
 
@@ -196,29 +196,29 @@ void gather_elements(planc::ThreadPool* pool) {
     check_gather_elements(dt, {5, 6, 7}, -1, {5, 6, 3}, planc::kInt64, pool);
     check_gather_elements(dt, {300, 200}, 0, {300, 200}, planc::kInt64, pool);
   }
-  Buf x(planc::kFloat32, {3, 4}), i = tb::i64({1, 2}, {0, 3}), y(planc::kFloat32, {1, 2});
-  tb::expect_error(tb::call(k_gather_el, {x.v(), i.v()}, {y.v()}, {0}), "out of range for axis", "gather_elements index");
-  Buf big = tb::i64({1, 5}, {0, 0, 0, 0, 0}), y5(planc::kFloat32, {1, 5});
-  tb::expect_error(tb::call(k_gather_el, {x.v(), big.v()}, {y5.v()}, {0}), "exceeds X dim", "gather_elements dims");
+  Tensor x(planc::kFloat32, {3, 4}), i = test::i64({1, 2}, {0, 3}), y(planc::kFloat32, {1, 2});
+  test::expect_error(test::call(k_gather_el, {x.view, i.view}, {y.view}, {0}, {}, nullptr), "out of range for axis", "gather_elements index");
+  Tensor big = test::i64({1, 5}, {0, 0, 0, 0, 0}), y5(planc::kFloat32, {1, 5});
+  test::expect_error(test::call(k_gather_el, {x.view, big.view}, {y5.view}, {0}, {}, nullptr), "exceeds X dim", "gather_elements dims");
 }
 
 // ---------- slice ----------
 
 void check_slice(int32_t dt, std::vector<int64_t> dims, std::vector<int64_t> starts, std::vector<int64_t> steps,
                  std::vector<int64_t> yd, planc::ThreadPool* pool) {
-  Buf x = rnd(dt, dims);
-  Buf want(dt, yd), y(dt, yd);
-  for (int64_t i = 0; i < want.n(); i++) {
+  Tensor x = rnd(dt, dims);
+  Tensor want(dt, yd), y(dt, yd);
+  for (int64_t i = 0; i < want.numel(); i++) {
     auto c = coords(i, yd);
     for (size_t d = 0; d < dims.size(); d++) c[d] = starts[d] + c[d] * steps[d];
     put(want, i, x, flat(c, dims));
   }
   std::vector<int64_t> iargs;
   for (size_t d = 0; d < dims.size(); d++) iargs.insert(iargs.end(), {starts[d], steps[d]});
-  const char* err = tb::call(k_slice, {x.v()}, {y.v()}, iargs, {}, pool);
+  const char* err = test::call(k_slice, {x.view}, {y.view}, iargs, {}, pool);
   char what[160];
   std::snprintf(what, sizeof what, "slice dtype %d rank %zu", dt, dims.size());
-  tb::expect_ok(err, what);
+  test::expect_ok(err, what);
   same_bytes(y, want, what);
 }
 
@@ -234,15 +234,15 @@ void slices(planc::ThreadPool* pool) {
     check_slice(dt, {5}, {4}, {1}, {1}, pool);
     check_slice(dt, {}, {}, {}, {}, pool);
   }
-  Buf x(planc::kFloat32, {10}), y(planc::kFloat32, {4}), y0(planc::kFloat32, {0});
-  tb::expect_error(tb::call(k_slice, {x.v()}, {y.v()}, {0, 4}), "leaves X's dim", "slice past the end");
-  tb::expect_ok(tb::call(k_slice, {x.v()}, {y.v()}, {0, 3}), "slice to the last element");
-  tb::expect_error(tb::call(k_slice, {x.v()}, {y.v()}, {8, -3}), "leaves X's dim", "slice past the start");
-  tb::expect_error(tb::call(k_slice, {x.v()}, {y.v()}, {10, 1}), "leaves X's dim", "slice start at dim");
-  tb::expect_error(tb::call(k_slice, {x.v()}, {y.v()}, {-1, 1}), "leaves X's dim", "slice negative start");
-  tb::expect_error(tb::call(k_slice, {x.v()}, {y.v()}, {0, 0}), "step 0", "slice step 0");
-  tb::expect_error(tb::call(k_slice, {x.v()}, {y.v()}, {0, 4611686018427387904LL}), "leaves X's dim", "slice huge step");
-  tb::expect_ok(tb::call(k_slice, {x.v()}, {y0.v()}, {10, 1}), "slice empty at the end");
+  Tensor x(planc::kFloat32, {10}), y(planc::kFloat32, {4}), y0(planc::kFloat32, {0});
+  test::expect_error(test::call(k_slice, {x.view}, {y.view}, {0, 4}, {}, nullptr), "leaves X's dim", "slice past the end");
+  test::expect_ok(test::call(k_slice, {x.view}, {y.view}, {0, 3}, {}, nullptr), "slice to the last element");
+  test::expect_error(test::call(k_slice, {x.view}, {y.view}, {8, -3}, {}, nullptr), "leaves X's dim", "slice past the start");
+  test::expect_error(test::call(k_slice, {x.view}, {y.view}, {10, 1}, {}, nullptr), "leaves X's dim", "slice start at dim");
+  test::expect_error(test::call(k_slice, {x.view}, {y.view}, {-1, 1}, {}, nullptr), "leaves X's dim", "slice negative start");
+  test::expect_error(test::call(k_slice, {x.view}, {y.view}, {0, 0}, {}, nullptr), "step 0", "slice step 0");
+  test::expect_error(test::call(k_slice, {x.view}, {y.view}, {0, 4611686018427387904LL}, {}, nullptr), "leaves X's dim", "slice huge step");
+  test::expect_ok(test::call(k_slice, {x.view}, {y0.view}, {10, 1}, {}, nullptr), "slice empty at the end");
 }
 
 // ---------- concat and split ----------
@@ -253,29 +253,29 @@ void check_concat_split(int32_t dt, std::vector<std::vector<int64_t>> parts, int
   std::vector<int64_t> yd = parts[0];
   yd[a] = 0;
   for (auto& p : parts) yd[a] += p[a];
-  std::vector<Buf> xs;
+  std::vector<Tensor> xs;
   for (auto& p : parts) xs.push_back(rnd(dt, p));
-  Buf want(dt, yd), y(dt, yd);
-  for (int64_t i = 0; i < want.n(); i++) {
+  Tensor want(dt, yd), y(dt, yd);
+  for (int64_t i = 0; i < want.numel(); i++) {
     auto c = coords(i, yd);
     size_t j = 0;
     while (c[a] >= parts[j][a]) c[a] -= parts[j++][a];
     put(want, i, xs[j], flat(c, parts[j]));
   }
   std::vector<planc::TensorView> in;
-  for (auto& b : xs) in.push_back(b.v());
-  const char* err = tb::call(k_concat, in, {y.v()}, {axis}, {}, pool);
+  for (auto& b : xs) in.push_back(b.view);
+  const char* err = test::call(k_concat, in, {y.view}, {axis}, {}, pool);
   char what[160];
   std::snprintf(what, sizeof what, "concat dtype %d rank %d axis %d parts %zu", dt, r, axis, parts.size());
-  tb::expect_ok(err, what);
+  test::expect_ok(err, what);
   same_bytes(y, want, what);
-  std::vector<Buf> outs;
-  for (auto& p : parts) outs.push_back(Buf(dt, p));
+  std::vector<Tensor> outs;
+  for (auto& p : parts) outs.push_back(Tensor(dt, p));
   std::vector<planc::TensorView> out;
-  for (auto& b : outs) out.push_back(b.v());
-  err = tb::call(k_split, {want.v()}, out, {axis}, {}, pool);
+  for (auto& b : outs) out.push_back(b.view);
+  err = test::call(k_split, {want.view}, out, {axis}, {}, pool);
   std::snprintf(what, sizeof what, "split dtype %d rank %d axis %d parts %zu", dt, r, axis, parts.size());
-  tb::expect_ok(err, what);
+  test::expect_ok(err, what);
   for (size_t j = 0; j < parts.size(); j++) same_bytes(outs[j], xs[j], what);
 }
 
@@ -288,49 +288,49 @@ void concats(planc::ThreadPool* pool) {
     check_concat_split(dt, {{300, 8, 64}, {300, 1, 64}}, 1, pool);  // KV cache append, threaded
     check_concat_split(dt, {{7, 2}}, 1, pool);
   }
-  Buf a(planc::kFloat32, {2, 3}), b(planc::kFloat32, {3, 3}), y(planc::kFloat32, {5, 3}), y2(planc::kFloat32, {2, 6});
-  tb::expect_error(tb::call(k_concat, {a.v(), b.v()}, {y2.v()}, {1}), "dim 0", "concat mismatched dims");
-  tb::expect_error(tb::call(k_concat, {a.v(), a.v()}, {y.v()}, {0}), "sum to", "concat total");
-  tb::expect_error(tb::call(k_concat, {a.v(), b.v()}, {y.v()}, {2}), "out of range", "concat axis");
-  Buf bi(planc::kInt32, {3, 3});
-  tb::expect_error(tb::call(k_concat, {a.v(), bi.v()}, {y.v()}, {0}), "dtype", "concat dtype");
-  tb::expect_error(tb::call(k_split, {y.v()}, {a.v(), a.v()}, {0}), "sum to", "split total");
-  tb::expect_error(tb::call(k_split, {y2.v()}, {a.v(), b.v()}, {1}), "dim 0", "split dims");
+  Tensor a(planc::kFloat32, {2, 3}), b(planc::kFloat32, {3, 3}), y(planc::kFloat32, {5, 3}), y2(planc::kFloat32, {2, 6});
+  test::expect_error(test::call(k_concat, {a.view, b.view}, {y2.view}, {1}, {}, nullptr), "dim 0", "concat mismatched dims");
+  test::expect_error(test::call(k_concat, {a.view, a.view}, {y.view}, {0}, {}, nullptr), "sum to", "concat total");
+  test::expect_error(test::call(k_concat, {a.view, b.view}, {y.view}, {2}, {}, nullptr), "out of range", "concat axis");
+  Tensor bi(planc::kInt32, {3, 3});
+  test::expect_error(test::call(k_concat, {a.view, bi.view}, {y.view}, {0}, {}, nullptr), "dtype", "concat dtype");
+  test::expect_error(test::call(k_split, {y.view}, {a.view, a.view}, {0}, {}, nullptr), "sum to", "split total");
+  test::expect_error(test::call(k_split, {y2.view}, {a.view, b.view}, {1}, {}, nullptr), "dim 0", "split dims");
 }
 
 // ---------- expand and tile ----------
 
 void check_expand(int32_t dt, std::vector<int64_t> xd, std::vector<int64_t> yd, planc::ThreadPool* pool) {
-  Buf x = rnd(dt, xd);
-  Buf want(dt, yd), y(dt, yd);
+  Tensor x = rnd(dt, xd);
+  Tensor want(dt, yd), y(dt, yd);
   int off = yd.size() - xd.size();
-  for (int64_t i = 0; i < want.n(); i++) {
+  for (int64_t i = 0; i < want.numel(); i++) {
     auto c = coords(i, yd);
     std::vector<int64_t> xc(xd.size());
     for (size_t d = 0; d < xd.size(); d++) xc[d] = xd[d] == 1 ? 0 : c[d + off];
     put(want, i, x, flat(xc, xd));
   }
-  const char* err = tb::call(k_expand, {x.v()}, {y.v()}, {}, {}, pool);
+  const char* err = test::call(k_expand, {x.view}, {y.view}, {}, {}, pool);
   char what[160];
   std::snprintf(what, sizeof what, "expand dtype %d rank %zu -> %zu", dt, xd.size(), yd.size());
-  tb::expect_ok(err, what);
+  test::expect_ok(err, what);
   same_bytes(y, want, what);
 }
 
 void check_tile(int32_t dt, std::vector<int64_t> xd, std::vector<int64_t> reps, planc::ThreadPool* pool) {
-  Buf x = rnd(dt, xd);
+  Tensor x = rnd(dt, xd);
   std::vector<int64_t> yd(xd.size());
   for (size_t d = 0; d < xd.size(); d++) yd[d] = xd[d] * reps[d];
-  Buf want(dt, yd), y(dt, yd);
-  for (int64_t i = 0; i < want.n(); i++) {
+  Tensor want(dt, yd), y(dt, yd);
+  for (int64_t i = 0; i < want.numel(); i++) {
     auto c = coords(i, yd);
     for (size_t d = 0; d < xd.size(); d++) c[d] %= xd[d];
     put(want, i, x, flat(c, xd));
   }
-  const char* err = tb::call(k_tile, {x.v()}, {y.v()}, {}, {}, pool);
+  const char* err = test::call(k_tile, {x.view}, {y.view}, {}, {}, pool);
   char what[160];
   std::snprintf(what, sizeof what, "tile dtype %d rank %zu", dt, xd.size());
-  tb::expect_ok(err, what);
+  test::expect_ok(err, what);
   same_bytes(y, want, what);
 }
 
@@ -349,10 +349,10 @@ void expands(planc::ThreadPool* pool) {
     check_tile(dt, {3, 64}, {100, 1}, pool);
     check_tile(dt, {2, 0}, {3, 2}, pool);
   }
-  Buf x(planc::kFloat32, {3, 2}), y(planc::kFloat32, {3, 4}), y2(planc::kFloat32, {4, 2}), yb(planc::kFloat32, {2});
-  tb::expect_error(tb::call(k_expand, {x.v()}, {y.v()}, {}), "does not broadcast", "expand dims");
-  tb::expect_error(tb::call(k_expand, {x.v()}, {yb.v()}, {}), "below X rank", "expand rank");
-  tb::expect_error(tb::call(k_tile, {x.v()}, {y2.v()}, {}), "not a multiple", "tile dims");
+  Tensor x(planc::kFloat32, {3, 2}), y(planc::kFloat32, {3, 4}), y2(planc::kFloat32, {4, 2}), yb(planc::kFloat32, {2});
+  test::expect_error(test::call(k_expand, {x.view}, {y.view}, {}, {}, nullptr), "does not broadcast", "expand dims");
+  test::expect_error(test::call(k_expand, {x.view}, {yb.view}, {}, {}, nullptr), "below X rank", "expand rank");
+  test::expect_error(test::call(k_tile, {x.view}, {y2.view}, {}, {}, nullptr), "not a multiple", "tile dims");
 }
 
 // ---------- pad ----------
@@ -372,13 +372,13 @@ int64_t pad_src(int mode, int64_t j, int64_t begin, int64_t n) {
 
 void check_pad(int32_t dt, std::vector<int64_t> xd, int mode, std::vector<int64_t> pads, bool with_value,
                planc::ThreadPool* pool) {
-  Buf x = rnd(dt, xd);
+  Tensor x = rnd(dt, xd);
   int r = xd.size();
   std::vector<int64_t> yd(r);
   for (int d = 0; d < r; d++) yd[d] = xd[d] + pads[d] + pads[d + r];
-  Buf value = rnd(dt, {});
-  Buf want(dt, yd), y(dt, yd);
-  for (int64_t i = 0; i < want.n(); i++) {
+  Tensor value = rnd(dt, {});
+  Tensor want(dt, yd), y(dt, yd);
+  for (int64_t i = 0; i < want.numel(); i++) {
     auto c = coords(i, yd);
     bool fill = false;
     for (int d = 0; d < r; d++) {
@@ -387,16 +387,16 @@ void check_pad(int32_t dt, std::vector<int64_t> xd, int mode, std::vector<int64_
     }
     if (!fill) put(want, i, x, flat(c, xd));
     else if (with_value) put(want, i, value, 0);
-    else std::memset(want.u8() + i * esz(want), 0, esz(want));
+    else std::memset(want.data<uint8_t>() + i * esz(want), 0, esz(want));
   }
   std::vector<int64_t> iargs = {mode};
   iargs.insert(iargs.end(), pads.begin(), pads.end());
-  std::vector<planc::TensorView> in = {x.v()};
-  in.push_back(with_value ? value.v() : planc::TensorView{});
-  const char* err = tb::call(k_pad, in, {y.v()}, iargs, {}, pool);
+  std::vector<planc::TensorView> in = {x.view};
+  in.push_back(with_value ? value.view : planc::TensorView{});
+  const char* err = test::call(k_pad, in, {y.view}, iargs, {}, pool);
   char what[160];
   std::snprintf(what, sizeof what, "pad dtype %d rank %d mode %d value %d", dt, r, mode, with_value);
-  tb::expect_ok(err, what);
+  test::expect_ok(err, what);
   same_bytes(y, want, what);
 }
 
@@ -412,13 +412,13 @@ void pads(planc::ThreadPool* pool) {
       check_pad(dt, {100, 300}, mode, {1, 1, 1, 1}, false, pool);
     }
   check_pad(planc::kFloat32, {0, 3}, 0, {1, 0, 1, 0}, true, pool);
-  Buf x(planc::kFloat32, {0, 3}), y(planc::kFloat32, {2, 3});
-  tb::expect_error(tb::call(k_pad, {x.v(), planc::TensorView{}}, {y.v()}, {1, 1, 0, 1, 0}), "empty axis", "pad reflect empty");
-  Buf x2(planc::kFloat32, {2, 3}), y2(planc::kFloat32, {4, 3});
-  tb::expect_error(tb::call(k_pad, {x2.v(), planc::TensorView{}}, {y2.v()}, {0, 1, 0, 0, 0}), "Y dim 0", "pad dims");
-  tb::expect_error(tb::call(k_pad, {x2.v(), planc::TensorView{}}, {y2.v()}, {5, 1, 0, 1, 0}), "unknown mode", "pad mode");
-  Buf vi(planc::kInt32, {});
-  tb::expect_error(tb::call(k_pad, {x2.v(), vi.v()}, {y2.v()}, {0, 1, 0, 1, 0}), "value dtype", "pad value dtype");
+  Tensor x(planc::kFloat32, {0, 3}), y(planc::kFloat32, {2, 3});
+  test::expect_error(test::call(k_pad, {x.view, planc::TensorView{}}, {y.view}, {1, 1, 0, 1, 0}, {}, nullptr), "empty axis", "pad reflect empty");
+  Tensor x2(planc::kFloat32, {2, 3}), y2(planc::kFloat32, {4, 3});
+  test::expect_error(test::call(k_pad, {x2.view, planc::TensorView{}}, {y2.view}, {0, 1, 0, 0, 0}, {}, nullptr), "Y dim 0", "pad dims");
+  test::expect_error(test::call(k_pad, {x2.view, planc::TensorView{}}, {y2.view}, {5, 1, 0, 1, 0}, {}, nullptr), "unknown mode", "pad mode");
+  Tensor vi(planc::kInt32, {});
+  test::expect_error(test::call(k_pad, {x2.view, vi.view}, {y2.view}, {0, 1, 0, 1, 0}, {}, nullptr), "value dtype", "pad value dtype");
 }
 
 void run_tests(planc::ThreadPool* pool) {
@@ -436,45 +436,45 @@ void bench(planc::ThreadPool* pool) {
   auto time = [&](const char* name, const std::function<const char*()>& f, double bytes) {
     double best = 1e30;
     for (int r = 0; r < 100; r++) {
-      double t0 = tb::now_ms();
+      double t0 = test::now_ms();
       f();
-      best = std::min(best, tb::now_ms() - t0);
+      best = std::min(best, test::now_ms() - t0);
     }
     std::printf("| %s | %.4f | %.1f |\n", name, best, bytes / best / 1e6);
   };
-  Buf a(planc::kFloat32, {8, 128, 8, 64}), b(planc::kFloat32, {8, 8, 128, 64});
-  time("transpose [8,128,8,64] perm 0,2,1,3", [&] { return tb::call(k_transpose, {a.v()}, {b.v()}, {0, 2, 1, 3}, {}, pool); }, 2.0 * a.n() * 4);
-  Buf c(planc::kFloat32, {1024, 1024}), d(planc::kFloat32, {1024, 1024});
-  time("transpose [1024,1024] perm 1,0", [&] { return tb::call(k_transpose, {c.v()}, {d.v()}, {1, 0}, {}, pool); }, 2.0 * c.n() * 4);
-  Buf e(planc::kFloat32, {8, 8, 128, 64}), f(planc::kFloat32, {8, 8, 64, 128});
-  time("transpose [8,8,128,64] perm 0,1,3,2", [&] { return tb::call(k_transpose, {e.v()}, {f.v()}, {0, 1, 3, 2}, {}, pool); }, 2.0 * e.n() * 4);
-  Buf emb(planc::kFloat32, {32000, 512}), ids = tb::i64({1, 64}, {}), g(planc::kFloat32, {1, 64, 512});
-  for (int i = 0; i < 64; i++) ids.i64()[i] = i * 499;
-  time("gather [32000,512] x 64 ids", [&] { return tb::call(k_gather, {emb.v(), ids.v()}, {g.v()}, {0}, {}, pool); }, 2.0 * g.n() * 4);
-  Buf cache(planc::kFloat32, {8, 8, 200, 64}), part(planc::kFloat32, {8, 8, 1, 64}), cat(planc::kFloat32, {8, 8, 201, 64});
-  time("concat [8,8,200,64]+[8,8,1,64] axis 2", [&] { return tb::call(k_concat, {cache.v(), part.v()}, {cat.v()}, {2}, {}, pool); }, 2.0 * cat.n() * 4);
-  Buf sl(planc::kFloat32, {8, 8, 100, 64});
-  time("slice [8,8,200,64] -> [8,8,100,64]", [&] { return tb::call(k_slice, {cache.v()}, {sl.v()}, {0, 1, 0, 1, 50, 1, 0, 1}, {}, pool); }, 2.0 * sl.n() * 4);
-  Buf pp(planc::kFloat32, {8, 8, 202, 66});
-  time("pad [8,8,200,64] by 1 (constant)", [&] { return tb::call(k_pad, {cache.v(), planc::TensorView{}}, {pp.v()}, {0, 0, 0, 1, 1, 0, 0, 1, 1}, {}, pool); }, 2.0 * pp.n() * 4);
-  Buf ex(planc::kFloat32, {8, 8, 200, 64}), src(planc::kFloat32, {8, 1, 200, 64});
-  time("expand [8,1,200,64] -> [8,8,200,64]", [&] { return tb::call(k_expand, {src.v()}, {ex.v()}, {}, {}, pool); }, 2.0 * ex.n() * 4);
+  Tensor a(planc::kFloat32, {8, 128, 8, 64}), b(planc::kFloat32, {8, 8, 128, 64});
+  time("transpose [8,128,8,64] perm 0,2,1,3", [&] { return test::call(k_transpose, {a.view}, {b.view}, {0, 2, 1, 3}, {}, pool); }, 2.0 * a.numel() * 4);
+  Tensor c(planc::kFloat32, {1024, 1024}), d(planc::kFloat32, {1024, 1024});
+  time("transpose [1024,1024] perm 1,0", [&] { return test::call(k_transpose, {c.view}, {d.view}, {1, 0}, {}, pool); }, 2.0 * c.numel() * 4);
+  Tensor e(planc::kFloat32, {8, 8, 128, 64}), f(planc::kFloat32, {8, 8, 64, 128});
+  time("transpose [8,8,128,64] perm 0,1,3,2", [&] { return test::call(k_transpose, {e.view}, {f.view}, {0, 1, 3, 2}, {}, pool); }, 2.0 * e.numel() * 4);
+  Tensor emb(planc::kFloat32, {32000, 512}), ids = test::i64({1, 64}, {}), g(planc::kFloat32, {1, 64, 512});
+  for (int i = 0; i < 64; i++) ids.data<int64_t>()[i] = i * 499;
+  time("gather [32000,512] x 64 ids", [&] { return test::call(k_gather, {emb.view, ids.view}, {g.view}, {0}, {}, pool); }, 2.0 * g.numel() * 4);
+  Tensor cache(planc::kFloat32, {8, 8, 200, 64}), part(planc::kFloat32, {8, 8, 1, 64}), cat(planc::kFloat32, {8, 8, 201, 64});
+  time("concat [8,8,200,64]+[8,8,1,64] axis 2", [&] { return test::call(k_concat, {cache.view, part.view}, {cat.view}, {2}, {}, pool); }, 2.0 * cat.numel() * 4);
+  Tensor sl(planc::kFloat32, {8, 8, 100, 64});
+  time("slice [8,8,200,64] -> [8,8,100,64]", [&] { return test::call(k_slice, {cache.view}, {sl.view}, {0, 1, 0, 1, 50, 1, 0, 1}, {}, pool); }, 2.0 * sl.numel() * 4);
+  Tensor pp(planc::kFloat32, {8, 8, 202, 66});
+  time("pad [8,8,200,64] by 1 (constant)", [&] { return test::call(k_pad, {cache.view, planc::TensorView{}}, {pp.view}, {0, 0, 0, 1, 1, 0, 0, 1, 1}, {}, pool); }, 2.0 * pp.numel() * 4);
+  Tensor ex(planc::kFloat32, {8, 8, 200, 64}), src(planc::kFloat32, {8, 1, 200, 64});
+  time("expand [8,1,200,64] -> [8,8,200,64]", [&] { return test::call(k_expand, {src.view}, {ex.view}, {}, {}, pool); }, 2.0 * ex.numel() * 4);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   auto list = planc::movement_kernels();
-  k_transpose = tb::find(list, "transpose");
-  k_gather = tb::find(list, "gather");
-  k_gather_el = tb::find(list, "gather_elements");
-  k_slice = tb::find(list, "slice");
-  k_concat = tb::find(list, "concat");
-  k_split = tb::find(list, "split");
-  k_expand = tb::find(list, "expand");
-  k_tile = tb::find(list, "tile");
-  k_pad = tb::find(list, "pad");
-  if (tb::g_failures) return 1;
+  k_transpose = test::find_kernel({list}, "transpose");
+  k_gather = test::find_kernel({list}, "gather");
+  k_gather_el = test::find_kernel({list}, "gather_elements");
+  k_slice = test::find_kernel({list}, "slice");
+  k_concat = test::find_kernel({list}, "concat");
+  k_split = test::find_kernel({list}, "split");
+  k_expand = test::find_kernel({list}, "expand");
+  k_tile = test::find_kernel({list}, "tile");
+  k_pad = test::find_kernel({list}, "pad");
+  if (test::g_failures) return 1;
   planc::ThreadPool pool(2);
   if (argc > 1 && std::string(argv[1]) == "bench") {
     bench(&pool);
@@ -482,5 +482,5 @@ int main(int argc, char** argv) {
   }
   run_tests(nullptr);
   run_tests(&pool);
-  return tb::finish("movement_test");
+  return test::finish("movement_test");
 }

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "test_util_b.h"
+#include "test_util.h"
 
 namespace planc {
 KernelList qgemm_kernels();
@@ -17,8 +17,8 @@ KernelList gemm_kernels();
 KernelList project_topk_kernels();
 }  // namespace planc
 
-using tb::Buf;
-using tb::f32;
+using test::Tensor;
+using test::f32;
 
 namespace {
 
@@ -42,23 +42,23 @@ int64_t lim16(int64_t k) {
 
 // W [K, N] float → per output channel symmetric int8 (or int16 on [-L, L], L = int16_limit(K)), packed; scale and sum per channel.
 struct Packed {
-  Buf w, scale, sum;
+  Tensor w, scale, sum;
   std::vector<int32_t> q;  // Wq(k, n) at [k * N + n], unpacked, for the checks
 };
 
 Packed pack(const float* w, int64_t k, int64_t n, bool i16) {
   Packed p;
   const int64_t blocks = ceil_div(n, 16), kp = i16 ? ceil_div(k, 2) * 2 : ceil_div(k, 4) * 4, per = i16 ? 2 : 4;
-  p.w = Buf(i16 ? planc::kInt16 : planc::kInt8, {blocks, kp / per, 16, per});
+  p.w = Tensor(i16 ? planc::kInt16 : planc::kInt8, {blocks, kp / per, 16, per});
   p.scale = f32({n});
-  p.sum = Buf(planc::kInt32, {n});
+  p.sum = Tensor(planc::kInt32, {n});
   p.q.assign(static_cast<size_t>(k * n), 0);
   for (int64_t c = 0; c < n; c++) {
     float amax = 0;
     for (int64_t i = 0; i < k; i++) amax = std::max(amax, std::fabs(w[i * n + c]));
     const float lim = i16 ? static_cast<float>(lim16(k)) : 127.0f;
     const float s = amax == 0 ? 1.0f : amax / lim;
-    p.scale.f()[c] = s;
+    p.scale.data<float>()[c] = s;
     int32_t sum = 0;
     for (int64_t i = 0; i < k; i++) {
       const float r = std::min(lim, std::max(-lim, std::nearbyint(w[i * n + c] / s)));
@@ -69,7 +69,7 @@ Packed pack(const float* w, int64_t k, int64_t n, bool i16) {
       if (i16) reinterpret_cast<int16_t*>(p.w.data())[at] = static_cast<int16_t>(q);
       else reinterpret_cast<int8_t*>(p.w.data())[at] = static_cast<int8_t>(q);
     }
-    p.sum.i32()[c] = sum;
+    p.sum.data<int32_t>()[c] = sum;
   }
   return p;
 }
@@ -93,10 +93,10 @@ struct Case {
   bool bias, res, wsum;
 };
 
-const char* run_q(int64_t variant, Buf& a, Packed& p, Buf* bias, Buf* res, bool wsum, Buf& y, const Case& c, planc::ThreadPool* pool) {
+const char* run_q(int64_t variant, Tensor& a, Packed& p, Tensor* bias, Tensor* res, bool wsum, Tensor& y, const Case& c, planc::ThreadPool* pool) {
   planc::TensorView none;
-  return tb::call(k_qmatmul, {a.v(), p.w.v(), p.scale.v(), wsum ? p.sum.v() : none, bias ? bias->v() : none, res ? res->v() : none},
-                  {y.v()}, {c.act, c.input, c.n, c.k}, {}, pool, variant);
+  return test::call(k_qmatmul, {a.view, p.w.view, p.scale.view, wsum ? p.sum.view : none, bias ? bias->view : none, res ? res->view : none},
+                  {y.view}, {c.act, c.input, c.n, c.k}, {}, pool, variant);
 }
 
 std::string describe(const Case& c, int64_t variant) {
@@ -109,47 +109,47 @@ std::string describe(const Case& c, int64_t variant) {
 // Every variant against ref (bitwise for int8 / int16, within float rounding for float32); ref against the rule; with
 // act none and no bias/residual, |y - A·W| within the quantization bound.
 void check_case(const Case& c, planc::ThreadPool* pool) {
-  Buf a = f32({c.m, c.k}), w = f32({c.k, c.n}), bias = f32({c.n}), res = f32({c.m, c.n});
-  tb::fill_random(a, -2.0f, 2.0f);
-  tb::fill_random(w, -0.5f, 0.5f);
-  tb::fill_random(bias);
-  tb::fill_random(res);
-  if (c.m > 2) std::fill(a.f() + c.k, a.f() + 2 * c.k, 0.0f);  // row 1 all zero: s = 0
-  Packed p = pack(w.f(), c.k, c.n, c.input == planc::kQuantInInt16);
-  Buf want = f32({c.m, c.n});
-  tb::expect_ok(run_q(v::kVariantRef, a, p, c.bias ? &bias : nullptr, c.res ? &res : nullptr, c.wsum, want, c, pool), describe(c, v::kVariantRef).c_str());
+  Tensor a = f32({c.m, c.k}), w = f32({c.k, c.n}), bias = f32({c.n}), res = f32({c.m, c.n});
+  test::fill_random(a, -2.0f, 2.0f);
+  test::fill_random(w, -0.5f, 0.5f);
+  test::fill_random(bias);
+  test::fill_random(res);
+  if (c.m > 2) std::fill(a.data<float>() + c.k, a.data<float>() + 2 * c.k, 0.0f);  // row 1 all zero: s = 0
+  Packed p = pack(w.data<float>(), c.k, c.n, c.input == planc::kQuantInInt16);
+  Tensor want = f32({c.m, c.n});
+  test::expect_ok(run_q(v::kVariantRef, a, p, c.bias ? &bias : nullptr, c.res ? &res : nullptr, c.wsum, want, c, pool), describe(c, v::kVariantRef).c_str());
   // ref against the rule, written out here (act none / relu: no libm in between).
   if (c.input != planc::kQuantInFloat32 && c.act <= planc::kActRelu) {
     int bad = 0;
     std::vector<int32_t> q;
     for (int64_t i = 0; i < c.m; i++) {
-      const float sa = quant_row(a.f() + i * c.k, c.k, c.input, q);
+      const float sa = quant_row(a.data<float>() + i * c.k, c.k, c.input, q);
       for (int64_t j = 0; j < c.n; j++) {
         int64_t acc = 0;
         for (int64_t t = 0; t < c.k; t++) acc += int64_t(q[t]) * p.q[t * c.n + j];
-        float y = static_cast<float>(acc) * (sa * p.scale.f()[j]);
-        if (c.bias) y += bias.f()[j];
+        float y = static_cast<float>(acc) * (sa * p.scale.data<float>()[j]);
+        if (c.bias) y += bias.data<float>()[j];
         if (c.act == planc::kActRelu) y = y > 0 ? y : 0.0f;
-        if (c.res) y += res.f()[i * c.n + j];
-        if (std::memcmp(&y, want.f() + i * c.n + j, 4) != 0 && bad++ < 3)
-          std::printf("  rule: [%lld, %lld] got %.9g want %.9g\n", (long long)i, (long long)j, want.f()[i * c.n + j], y);
+        if (c.res) y += res.data<float>()[i * c.n + j];
+        if (std::memcmp(&y, want.data<float>() + i * c.n + j, 4) != 0 && bad++ < 3)
+          std::printf("  rule: [%lld, %lld] got %.9g want %.9g\n", (long long)i, (long long)j, want.data<float>()[i * c.n + j], y);
       }
     }
-    TB_CHECK(bad == 0, "%s: ref differs from the quantization rule at %d outputs", describe(c, 1).c_str(), bad);
+    CHECK_MSG(bad == 0, "%s: ref differs from the quantization rule at %d outputs", describe(c, 1).c_str(), bad);
   }
   // the bound against the float32 product (act none, no bias / residual)
   if (!c.bias && !c.res && c.act == planc::kActNone) {
     int bad = 0;
     for (int64_t i = 0; i < c.m; i++) {
-      const float* x = a.f() + i * c.k;
+      const float* x = a.data<float>() + i * c.k;
       float amax = 0;
       for (int64_t t = 0; t < c.k; t++) amax = std::max(amax, std::fabs(x[t]));
       const double sa = c.input == planc::kQuantInInt8 ? amax / 127.0 : c.input == planc::kQuantInInt16 ? amax / lim16(c.k) : 0.0;
       for (int64_t j = 0; j < c.n; j++) {
-        const double sw = p.scale.f()[j];
+        const double sw = p.scale.data<float>()[j];
         double exact = 0, sx = 0, sq = 0, sabs = 0;
         for (int64_t t = 0; t < c.k; t++) {
-          const double xv = x[t], wv = w.f()[t * c.n + j];
+          const double xv = x[t], wv = w.data<float>()[t * c.n + j];
           exact += xv * wv;
           sx += std::fabs(xv);
           sq += std::abs(p.q[t * c.n + j]);
@@ -158,25 +158,25 @@ void check_case(const Case& c, planc::ThreadPool* pool) {
         // x·w − xq·wq = x·(w − wq) + (x − xq)·wq with |w − wq| ≤ sw/2, |x − xq| ≤ sa/2, |wq| = sw·|q|; plus float32
         // rounding of the sums and the epilogue (a few ulps of Σ|x·w|).
         const double bound = sw / 2 * sx + sa / 2 * sw * sq + 1e-5 * (sabs + std::fabs(exact)) + 1e-30;
-        const double err = std::fabs(double(want.f()[i * c.n + j]) - exact);
+        const double err = std::fabs(double(want.data<float>()[i * c.n + j]) - exact);
         if (!(err <= bound) && bad++ < 3) std::printf("  bound: [%lld, %lld] err %.3g > bound %.3g\n", (long long)i, (long long)j, err, bound);
       }
     }
-    TB_CHECK(bad == 0, "%s: %d outputs beyond the quantization bound", describe(c, 1).c_str(), bad);
+    CHECK_MSG(bad == 0, "%s: %d outputs beyond the quantization bound", describe(c, 1).c_str(), bad);
   }
   for (int64_t variant : g_variants) {
     if (variant == v::kVariantRef) continue;
-    Buf got = f32({c.m, c.n});
-    tb::expect_ok(run_q(variant, a, p, c.bias ? &bias : nullptr, c.res ? &res : nullptr, c.wsum, got, c, pool), describe(c, variant).c_str());
+    Tensor got = f32({c.m, c.n});
+    test::expect_ok(run_q(variant, a, p, c.bias ? &bias : nullptr, c.res ? &res : nullptr, c.wsum, got, c, pool), describe(c, variant).c_str());
     if (c.input == planc::kQuantInFloat32) {
-      std::vector<double> wd(want.f(), want.f() + want.n());
-      tb::close(got.f(), wd.data(), got.n(), 1e-5, 1e-5 * std::sqrt(double(c.k)), describe(c, variant).c_str());
+      std::vector<double> wd(want.data<float>(), want.data<float>() + want.numel());
+      test::close(got.data<float>(), wd.data(), got.numel(), 1e-5, 1e-5 * std::sqrt(double(c.k)), describe(c, variant).c_str());
     } else {
       int64_t bad = 0, first = -1;
-      for (int64_t i = 0; i < got.n(); i++)
-        if (std::memcmp(got.f() + i, want.f() + i, 4) != 0 && bad++ == 0) first = i;
-      TB_CHECK(bad == 0, "%s: %lld outputs differ from ref (first [%lld]: %.9g vs %.9g)", describe(c, variant).c_str(), (long long)bad,
-               (long long)first, first >= 0 ? got.f()[first] : 0.0f, first >= 0 ? want.f()[first] : 0.0f);
+      for (int64_t i = 0; i < got.numel(); i++)
+        if (std::memcmp(got.data<float>() + i, want.data<float>() + i, 4) != 0 && bad++ == 0) first = i;
+      CHECK_MSG(bad == 0, "%s: %lld outputs differ from ref (first [%lld]: %.9g vs %.9g)", describe(c, variant).c_str(), (long long)bad,
+               (long long)first, first >= 0 ? got.data<float>()[first] : 0.0f, first >= 0 ? want.data<float>()[first] : 0.0f);
     }
   }
 }
@@ -204,19 +204,19 @@ void qmatmul_tests(planc::ThreadPool* pool) {
 // K = 0: the output is the epilogue of 0; a NaN row gives NaN.
 void qmatmul_edges() {
   Case c{3, 0, 5, planc::kQuantInInt8, planc::kActNone, true, false, true};
-  Buf a = f32({3, 0}), bias = f32({5}, {1, 2, 3, 4, 5}), y = f32({3, 5});
+  Tensor a = f32({3, 0}), bias = f32({5}, {1, 2, 3, 4, 5}), y = f32({3, 5});
   Packed p = pack(nullptr, 0, 5, false);
   for (int64_t variant : g_variants) {
-    tb::expect_ok(run_q(variant, a, p, &bias, nullptr, true, y, c, nullptr), "qmatmul K = 0");
-    TB_CHECK(y.f()[7] == 3.0f, "qmatmul K = 0: y[1][2] = %g, want the bias 3", y.f()[7]);
+    test::expect_ok(run_q(variant, a, p, &bias, nullptr, true, y, c, nullptr), "qmatmul K = 0");
+    CHECK_MSG(y.data<float>()[7] == 3.0f, "qmatmul K = 0: y[1][2] = %g, want the bias 3", y.data<float>()[7]);
   }
   Case d{2, 4, 3, planc::kQuantInInt8, planc::kActNone, false, false, true};
-  Buf a2 = f32({2, 4}, {1, std::numeric_limits<float>::quiet_NaN(), 0, 0, 1, 2, 3, 4}), w2 = f32({4, 3}), y2 = f32({2, 3});
-  tb::fill_random(w2);
-  Packed p2 = pack(w2.f(), 4, 3, false);
+  Tensor a2 = f32({2, 4}, {1, std::numeric_limits<float>::quiet_NaN(), 0, 0, 1, 2, 3, 4}), w2 = f32({4, 3}), y2 = f32({2, 3});
+  test::fill_random(w2);
+  Packed p2 = pack(w2.data<float>(), 4, 3, false);
   for (int64_t variant : g_variants) {
-    tb::expect_ok(run_q(variant, a2, p2, nullptr, nullptr, true, y2, d, nullptr), "qmatmul NaN row");
-    TB_CHECK(std::isnan(y2.f()[0]) && std::isfinite(y2.f()[3]), "qmatmul %s: a NaN row gives NaN, the next row finite", v::kVariantNames[variant]);
+    test::expect_ok(run_q(variant, a2, p2, nullptr, nullptr, true, y2, d, nullptr), "qmatmul NaN row");
+    CHECK_MSG(std::isnan(y2.data<float>()[0]) && std::isfinite(y2.data<float>()[3]), "qmatmul %s: a NaN row gives NaN, the next row finite", v::kVariantNames[variant]);
   }
 }
 
@@ -225,55 +225,55 @@ void qmatmul_edges() {
 void qmatmul_int16_extremes() {
   const int64_t k = 8191, n = 17;
   Case c{2, k, n, planc::kQuantInInt16, planc::kActNone, false, false, true};
-  Buf a = f32({2, k}), w = f32({k, n}), y = f32({2, n});
-  for (int64_t i = 0; i < k; i++) a.f()[i] = 1.0f, a.f()[k + i] = -2.0f;
-  for (int64_t i = 0; i < k * n; i++) w.f()[i] = 0.5f;
-  Packed p = pack(w.f(), k, n, true);
+  Tensor a = f32({2, k}), w = f32({k, n}), y = f32({2, n});
+  for (int64_t i = 0; i < k; i++) a.data<float>()[i] = 1.0f, a.data<float>()[k + i] = -2.0f;
+  for (int64_t i = 0; i < k * n; i++) w.data<float>()[i] = 0.5f;
+  Packed p = pack(w.data<float>(), k, n, true);
   const int64_t lim = lim16(k);
-  TB_CHECK(k * lim * lim <= 2147483647 && k * (lim + 1) * (lim + 1) > 2147483647, "int16 limit %lld for K %lld", (long long)lim, (long long)k);
+  CHECK_MSG(k * lim * lim <= 2147483647 && k * (lim + 1) * (lim + 1) > 2147483647, "int16 limit %lld for K %lld", (long long)lim, (long long)k);
   for (int64_t variant : g_variants) {
-    tb::expect_ok(run_q(variant, a, p, nullptr, nullptr, true, y, c, nullptr), "qmatmul int16 extremes");
+    test::expect_ok(run_q(variant, a, p, nullptr, nullptr, true, y, c, nullptr), "qmatmul int16 extremes");
     for (int64_t j = 0; j < n; j++) {
-      TB_CHECK(std::fabs(y.f()[j] - 0.5 * k) <= 1e-5 * k && std::fabs(y.f()[n + j] + 1.0 * k) <= 1e-5 * k,
+      CHECK_MSG(std::fabs(y.data<float>()[j] - 0.5 * k) <= 1e-5 * k && std::fabs(y.data<float>()[n + j] + 1.0 * k) <= 1e-5 * k,
                "qmatmul %s int16 K %lld: y = %g, %g, want %g, %g (a wrapped sum?)", v::kVariantNames[variant], (long long)k,
-               y.f()[j], y.f()[n + j], 0.5 * k, -1.0 * k);
+               y.data<float>()[j], y.data<float>()[n + j], 0.5 * k, -1.0 * k);
     }
   }
 }
 
 void qmatmul_errors() {
-  Buf a = f32({2, 8}), w = f32({8, 20}), y = f32({2, 20});
-  Packed p = pack(w.f(), 8, 20, false), p16 = pack(w.f(), 8, 20, true);
+  Tensor a = f32({2, 8}), w = f32({8, 20}), y = f32({2, 20});
+  Packed p = pack(w.data<float>(), 8, 20, false), p16 = pack(w.data<float>(), 8, 20, true);
   planc::TensorView none;
   auto go = [&](std::vector<planc::TensorView> in, std::vector<planc::TensorView> out, std::vector<int64_t> iargs, int64_t variant = 0) {
-    return tb::call(k_qmatmul, std::move(in), std::move(out), std::move(iargs), {}, nullptr, variant);
+    return test::call(k_qmatmul, std::move(in), std::move(out), std::move(iargs), {}, nullptr, variant);
   };
   const std::vector<int64_t> ia = {planc::kActNone, planc::kQuantInInt8, 20, 8};
-  tb::expect_ok(go({a.v(), p.w.v(), p.scale.v(), p.sum.v(), none, none}, {y.v()}, ia), "qmatmul ok");
-  tb::expect_error(go({a.v(), p16.w.v(), p.scale.v(), p.sum.v(), none, none}, {y.v()}, ia), "w must be int8", "int16 w, int8 input");
-  tb::expect_error(go({a.v(), p.w.v(), p.scale.v(), none, none, none}, {y.v()}, {planc::kActNone, planc::kQuantInInt16, 20, 8}), "w must be int16", "int8 w, int16 input");
-  Buf wbad(planc::kInt8, {2, 3, 16, 4});
-  tb::expect_error(go({a.v(), wbad.v(), p.scale.v(), none, none, none}, {y.v()}, ia), "w must be int8 [2, 2, 16, 4]", "w dims");
-  tb::expect_error(go({a.v(), p.w.v(), p.scale.v(), none, none, none}, {y.v()}, {planc::kActNone, planc::kQuantInInt8, 20, 9}), "must end in K", "K");
-  Buf s19 = f32({19});
-  tb::expect_error(go({a.v(), p.w.v(), s19.v(), none, none, none}, {y.v()}, ia), "w_scale must be [20]", "scale dims");
-  Buf sum_f = f32({20});
-  tb::expect_error(go({a.v(), p.w.v(), p.scale.v(), sum_f.v(), none, none}, {y.v()}, ia), "w_sum must be int32", "w_sum dtype");
-  Buf b19 = f32({19});
-  tb::expect_error(go({a.v(), p.w.v(), p.scale.v(), none, b19.v(), none}, {y.v()}, ia), "bias must be float32 [20]", "bias dims");
-  Buf r3 = f32({3, 20});
-  tb::expect_error(go({a.v(), p.w.v(), p.scale.v(), none, none, r3.v()}, {y.v()}, ia), "residual must be", "residual dims");
-  Buf y21 = f32({2, 21});
-  tb::expect_error(go({a.v(), p.w.v(), p.scale.v(), none, none, none}, {y21.v()}, ia), "leading dims", "y dims");
-  Buf a64(planc::kFloat64, {2, 8});
-  tb::expect_error(go({a64.v(), p.w.v(), p.scale.v(), none, none, none}, {y.v()}, ia), "must be float32", "A dtype");
-  tb::expect_error(go({a.v(), p.w.v(), p.scale.v(), none, none, none}, {y.v()}, {99, planc::kQuantInInt8, 20, 8}), "unknown activation", "activation");
-  tb::expect_error(go({a.v(), p.w.v(), p.scale.v(), none, none, none}, {y.v()}, {0, 7, 20, 8}), "unknown input", "input kind");
-  tb::expect_error(go({a.v(), p.w.v(), p.scale.v(), none, none, none}, {y.v()}, ia, 42), "unknown variant", "variant code");
-  tb::expect_error(go({a.v(), p.w.v()}, {y.v()}, ia), "qmatmul", "arity");
+  test::expect_ok(go({a.view, p.w.view, p.scale.view, p.sum.view, none, none}, {y.view}, ia), "qmatmul ok");
+  test::expect_error(go({a.view, p16.w.view, p.scale.view, p.sum.view, none, none}, {y.view}, ia), "w must be int8", "int16 w, int8 input");
+  test::expect_error(go({a.view, p.w.view, p.scale.view, none, none, none}, {y.view}, {planc::kActNone, planc::kQuantInInt16, 20, 8}), "w must be int16", "int8 w, int16 input");
+  Tensor wbad(planc::kInt8, {2, 3, 16, 4});
+  test::expect_error(go({a.view, wbad.view, p.scale.view, none, none, none}, {y.view}, ia), "w must be int8 [2, 2, 16, 4]", "w dims");
+  test::expect_error(go({a.view, p.w.view, p.scale.view, none, none, none}, {y.view}, {planc::kActNone, planc::kQuantInInt8, 20, 9}), "must end in K", "K");
+  Tensor s19 = f32({19});
+  test::expect_error(go({a.view, p.w.view, s19.view, none, none, none}, {y.view}, ia), "w_scale must be [20]", "scale dims");
+  Tensor sum_f = f32({20});
+  test::expect_error(go({a.view, p.w.view, p.scale.view, sum_f.view, none, none}, {y.view}, ia), "w_sum must be int32", "w_sum dtype");
+  Tensor b19 = f32({19});
+  test::expect_error(go({a.view, p.w.view, p.scale.view, none, b19.view, none}, {y.view}, ia), "bias must be float32 [20]", "bias dims");
+  Tensor r3 = f32({3, 20});
+  test::expect_error(go({a.view, p.w.view, p.scale.view, none, none, r3.view}, {y.view}, ia), "residual must be", "residual dims");
+  Tensor y21 = f32({2, 21});
+  test::expect_error(go({a.view, p.w.view, p.scale.view, none, none, none}, {y21.view}, ia), "leading dims", "y dims");
+  Tensor a64(planc::kFloat64, {2, 8});
+  test::expect_error(go({a64.view, p.w.view, p.scale.view, none, none, none}, {y.view}, ia), "must be float32", "A dtype");
+  test::expect_error(go({a.view, p.w.view, p.scale.view, none, none, none}, {y.view}, {99, planc::kQuantInInt8, 20, 8}), "unknown activation", "activation");
+  test::expect_error(go({a.view, p.w.view, p.scale.view, none, none, none}, {y.view}, {0, 7, 20, 8}), "unknown input", "input kind");
+  test::expect_error(go({a.view, p.w.view, p.scale.view, none, none, none}, {y.view}, ia, 42), "unknown variant", "variant code");
+  test::expect_error(go({a.view, p.w.view}, {y.view}, ia), "qmatmul", "arity");
   for (int64_t code = 0; code < v::kVariantCount; code++)
     if (g_unavailable(code))
-      tb::expect_error(go({a.v(), p.w.v(), p.scale.v(), none, none, none}, {y.v()}, ia, code), "cannot run here", v::kVariantNames[code]);
+      test::expect_error(go({a.view, p.w.view, p.scale.view, none, none, none}, {y.view}, ia, code), "cannot run here", v::kVariantNames[code]);
 }
 
 // ---------- bench ----------
@@ -283,9 +283,9 @@ template <class F> double best_us(int reps, F fn) {
   fn();
   double best = 1e30;
   for (int i = 0; i < reps; i++) {
-    const double t0 = tb::now_ms();
+    const double t0 = test::now_ms();
     fn();
-    best = std::min(best, tb::now_ms() - t0);
+    best = std::min(best, test::now_ms() - t0);
   }
   return best * 1e3;
 }
@@ -293,19 +293,19 @@ template <class F> double best_us(int reps, F fn) {
 // qmatmul per variant and input kind against fused_matmul float32 (auto), one thread and the pool.
 void bench(planc::ThreadPool* pool) {
   const planc::KernelList g = planc::gemm_kernels();
-  const planc::KernelFn fused = tb::find(g, "fused_matmul");
+  const planc::KernelFn fused = test::find_kernel({g}, "fused_matmul");
   struct Shape { int64_t m, k, n; };
   for (planc::ThreadPool* pl : {static_cast<planc::ThreadPool*>(nullptr), pool})
     for (Shape s : {Shape{1, 512, 2048}, Shape{1, 2048, 512}, Shape{1, 512, 512}, Shape{32, 512, 2048}, Shape{32, 2048, 512}, Shape{32, 512, 512}}) {
-      Buf a = f32({s.m, s.k}), w = f32({s.k, s.n}), y = f32({s.m, s.n});
-      tb::fill_random(a);
-      tb::fill_random(w);
+      Tensor a = f32({s.m, s.k}), w = f32({s.k, s.n}), y = f32({s.m, s.n});
+      test::fill_random(a);
+      test::fill_random(w);
       planc::TensorView none;
       const int reps = s.m == 1 ? 400 : 60;
-      const double f = best_us(reps, [&] { tb::call(fused, {a.v(), w.v(), none, none}, {y.v()}, {planc::kActNone}, {}, pl, 0); });
+      const double f = best_us(reps, [&] { test::call(fused, {a.view, w.view, none, none}, {y.view}, {planc::kActNone}, {}, pl, 0); });
       std::printf("%s m=%lld k=%lld n=%lld: fp32 %.1fus\n", pl ? "pool" : "1 thread", (long long)s.m, (long long)s.k, (long long)s.n, f);
       for (int64_t input : {planc::kQuantInInt8, planc::kQuantInFloat32, planc::kQuantInInt16}) {
-        Packed p = pack(w.f(), s.k, s.n, input == planc::kQuantInInt16);
+        Packed p = pack(w.data<float>(), s.k, s.n, input == planc::kQuantInInt16);
         Case c{s.m, s.k, s.n, input, planc::kActNone, false, false, true};
         std::printf("  input %lld:", (long long)input);
         for (int64_t variant : g_variants) {
@@ -326,8 +326,8 @@ void qproject_topk_tests(planc::ThreadPool* pool);
 
 int main(int argc, char** argv) {
   const planc::KernelList q = planc::qgemm_kernels(), t = planc::qproject_topk_kernels();
-  k_qmatmul = tb::find(q, "qmatmul");
-  k_qtopk = tb::find(t, "qproject_topk");
+  k_qmatmul = test::find_kernel({q}, "qmatmul");
+  k_qtopk = test::find_kernel({t}, "qproject_topk");
   if (!k_qmatmul || !k_qtopk) return 1;
   g_unavailable = q.defs[0].variant_unavailable;
   for (int64_t code = 0; code < v::kVariantCount; code++)
@@ -349,7 +349,7 @@ int main(int argc, char** argv) {
   qmatmul_int16_extremes();
   qmatmul_errors();
   qproject_topk_tests(&pool);
-  return tb::finish("qgemm_test");
+  return test::finish("qgemm_test");
 }
 
 // ---------- qproject_topk ----------
@@ -358,12 +358,12 @@ namespace {
 
 // W [V, D] float → int8 rows [V, Dp] (per row symmetric), scale and sum per row.
 struct PackedRows {
-  Buf w, scale, sum;
+  Tensor w, scale, sum;
 };
 
 PackedRows pack_rows(const float* w, int64_t nv, int64_t d) {
   const int64_t dp = ceil_div(d, 64) * 64;
-  PackedRows p{Buf(planc::kInt8, {nv, dp}), f32({nv}), Buf(planc::kInt32, {nv})};
+  PackedRows p{Tensor(planc::kInt8, {nv, dp}), f32({nv}), Tensor(planc::kInt32, {nv})};
   int8_t* q = reinterpret_cast<int8_t*>(p.w.data());
   for (int64_t r = 0; r < nv; r++) {
     float amax = 0;
@@ -374,8 +374,8 @@ PackedRows pack_rows(const float* w, int64_t nv, int64_t d) {
       q[r * dp + i] = static_cast<int8_t>(std::min(127.0f, std::max(-127.0f, std::nearbyint(w[r * d + i] / s))));
       sum += q[r * dp + i];
     }
-    p.scale.f()[r] = s;
-    p.sum.i32()[r] = sum;
+    p.scale.data<float>()[r] = s;
+    p.sum.data<int32_t>()[r] = sum;
   }
   return p;
 }
@@ -394,19 +394,19 @@ std::string describe_topk(const TopkCase& c, int64_t variant) {
 }
 
 void check_topk(const TopkCase& c, planc::ThreadPool* pool) {
-  Buf x = f32({c.rows, c.d}), w = f32({c.nv, c.d}), bias = f32({c.nv}), act(planc::kUint8, {c.nv});
-  tb::fill_random(x, -2.0f, 2.0f);
-  tb::fill_random(w, -0.3f, 0.3f);
-  tb::fill_random(bias);
-  for (int64_t i = 0; i < c.nv; i++) act.u8()[i] = c.active == 1 ? (i % 3 == 1) : c.active == 2 ? (i == 5 || i == c.nv - 1) : 1;
-  PackedRows p = pack_rows(w.f(), c.nv, c.d);
+  Tensor x = f32({c.rows, c.d}), w = f32({c.nv, c.d}), bias = f32({c.nv}), act(planc::kUint8, {c.nv});
+  test::fill_random(x, -2.0f, 2.0f);
+  test::fill_random(w, -0.3f, 0.3f);
+  test::fill_random(bias);
+  for (int64_t i = 0; i < c.nv; i++) act.data<uint8_t>()[i] = c.active == 1 ? (i % 3 == 1) : c.active == 2 ? (i == 5 || i == c.nv - 1) : 1;
+  PackedRows p = pack_rows(w.data<float>(), c.nv, c.d);
   planc::TensorView none;
-  auto run = [&](int64_t variant, Buf& vals, Buf& ids) {
-    return tb::call(k_qtopk, {x.v(), p.w.v(), p.scale.v(), p.sum.v(), c.bias ? bias.v() : none, c.active ? act.v() : none},
-                    {vals.v(), ids.v()}, {c.k, c.input, c.d}, {}, pool, variant);
+  auto run = [&](int64_t variant, Tensor& vals, Tensor& ids) {
+    return test::call(k_qtopk, {x.view, p.w.view, p.scale.view, p.sum.view, c.bias ? bias.view : none, c.active ? act.view : none},
+                    {vals.view, ids.view}, {c.k, c.input, c.d}, {}, pool, variant);
   };
-  Buf want_v = f32({c.rows, c.k}), want_i(planc::kInt64, {c.rows, c.k});
-  tb::expect_ok(run(v::kVariantRef, want_v, want_i), describe_topk(c, v::kVariantRef).c_str());
+  Tensor want_v = f32({c.rows, c.k}), want_i(planc::kInt64, {c.rows, c.k});
+  test::expect_ok(run(v::kVariantRef, want_v, want_i), describe_topk(c, v::kVariantRef).c_str());
   // ref against the logit formula written out here, log-softmax in double, the best k
   {
     int bad = 0;
@@ -414,23 +414,23 @@ void check_topk(const TopkCase& c, planc::ThreadPool* pool) {
     const int8_t* q = reinterpret_cast<const int8_t*>(p.w.data());
     std::vector<int32_t> qa;
     for (int64_t r = 0; r < c.rows; r++) {
-      const float* xr = x.f() + r * c.d;
+      const float* xr = x.data<float>() + r * c.d;
       const float sa = c.input == planc::kQuantInInt8 ? quant_row(xr, c.d, c.input, qa) : 1.0f;
       std::vector<std::pair<float, int64_t>> l;
       double mx = -INFINITY;
       for (int64_t id = 0; id < c.nv; id++) {
-        if (!act.u8()[id]) continue;
+        if (!act.data<uint8_t>()[id]) continue;
         float logit;
         if (c.input == planc::kQuantInInt8) {
           int64_t acc = 0;
           for (int64_t t = 0; t < c.d; t++) acc += int64_t(qa[t]) * q[id * dp + t];
-          logit = static_cast<float>(acc) * (sa * p.scale.f()[id]);
+          logit = static_cast<float>(acc) * (sa * p.scale.data<float>()[id]);
         } else {
           double acc = 0;
           for (int64_t t = 0; t < c.d; t++) acc += double(xr[t]) * q[id * dp + t];
-          logit = static_cast<float>(acc) * p.scale.f()[id];
+          logit = static_cast<float>(acc) * p.scale.data<float>()[id];
         }
-        if (c.bias) logit += bias.f()[id];
+        if (c.bias) logit += bias.data<float>()[id];
         l.push_back({logit, id});
         mx = std::max(mx, double(logit));
       }
@@ -442,72 +442,72 @@ void check_topk(const TopkCase& c, planc::ThreadPool* pool) {
         const bool pad = t >= static_cast<int64_t>(l.size());
         const double wv = pad ? -INFINITY : double(l[t].first) - lse;
         const int64_t wi = pad ? 0 : l[t].second;
-        const float gv = want_v.f()[r * c.k + t];
-        const int64_t gi = want_i.i64()[r * c.k + t];
+        const float gv = want_v.data<float>()[r * c.k + t];
+        const int64_t gi = want_i.data<int64_t>()[r * c.k + t];
         const bool ok = gi == wi && (pad ? gv == -INFINITY : std::fabs(gv - wv) <= 1e-4 * (1 + std::fabs(wv)));
         if (!ok && bad++ < 3) std::printf("  topk rule: row %lld slot %lld got %g #%lld want %g #%lld\n", (long long)r, (long long)t, gv, (long long)gi, wv, (long long)wi);
       }
     }
-    TB_CHECK(bad == 0, "%s: ref differs from the logit formula at %d slots", describe_topk(c, v::kVariantRef).c_str(), bad);
+    CHECK_MSG(bad == 0, "%s: ref differs from the logit formula at %d slots", describe_topk(c, v::kVariantRef).c_str(), bad);
   }
   for (int64_t variant : g_variants) {
     if (variant == v::kVariantRef) continue;
-    Buf got_v = f32({c.rows, c.k}), got_i(planc::kInt64, {c.rows, c.k});
-    tb::expect_ok(run(variant, got_v, got_i), describe_topk(c, variant).c_str());
+    Tensor got_v = f32({c.rows, c.k}), got_i(planc::kInt64, {c.rows, c.k});
+    test::expect_ok(run(variant, got_v, got_i), describe_topk(c, variant).c_str());
     int64_t bad = 0;
-    for (int64_t i = 0; i < got_v.n(); i++) {
-      const bool same_v = c.input == planc::kQuantInInt8 ? std::memcmp(got_v.f() + i, want_v.f() + i, 4) == 0
-                                                         : (got_v.f()[i] == want_v.f()[i] || std::fabs(got_v.f()[i] - want_v.f()[i]) <= 1e-4f);
-      if (!same_v || got_i.i64()[i] != want_i.i64()[i]) bad++;
+    for (int64_t i = 0; i < got_v.numel(); i++) {
+      const bool same_v = c.input == planc::kQuantInInt8 ? std::memcmp(got_v.data<float>() + i, want_v.data<float>() + i, 4) == 0
+                                                         : (got_v.data<float>()[i] == want_v.data<float>()[i] || std::fabs(got_v.data<float>()[i] - want_v.data<float>()[i]) <= 1e-4f);
+      if (!same_v || got_i.data<int64_t>()[i] != want_i.data<int64_t>()[i]) bad++;
     }
-    TB_CHECK(bad == 0, "%s: %lld slots differ from ref", describe_topk(c, variant).c_str(), (long long)bad);
+    CHECK_MSG(bad == 0, "%s: %lld slots differ from ref", describe_topk(c, variant).c_str(), (long long)bad);
   }
 }
 
 void qproject_topk_errors() {
-  Buf x = f32({2, 40}), w = f32({50, 40}), vals = f32({2, 8}), ids(planc::kInt64, {2, 8});
-  tb::fill_random(x);
-  tb::fill_random(w);
-  PackedRows p = pack_rows(w.f(), 50, 40);
+  Tensor x = f32({2, 40}), w = f32({50, 40}), vals = f32({2, 8}), ids(planc::kInt64, {2, 8});
+  test::fill_random(x);
+  test::fill_random(w);
+  PackedRows p = pack_rows(w.data<float>(), 50, 40);
   planc::TensorView none;
   auto go = [&](std::vector<planc::TensorView> in, std::vector<int64_t> iargs, int64_t variant = 0) {
-    return tb::call(k_qtopk, std::move(in), {vals.v(), ids.v()}, std::move(iargs), {}, nullptr, variant);
+    return test::call(k_qtopk, std::move(in), {vals.view, ids.view}, std::move(iargs), {}, nullptr, variant);
   };
-  tb::expect_ok(go({x.v(), p.w.v(), p.scale.v(), p.sum.v(), none, none}, {8, planc::kQuantInInt8, 40}), "qproject_topk ok");
-  tb::expect_error(go({x.v(), p.w.v(), p.scale.v(), p.sum.v(), none, none}, {8, planc::kQuantInInt16, 40}), "input must be int8", "int16 input");
-  Buf w40(planc::kInt8, {50, 40});
-  tb::expect_error(go({x.v(), w40.v(), p.scale.v(), p.sum.v(), none, none}, {8, planc::kQuantInInt8, 40}), "w must be int8 [V, 64]", "Dp");
-  tb::expect_error(go({x.v(), p.w.v(), p.scale.v(), p.sum.v(), none, none}, {8, planc::kQuantInInt8, 41}), "X must be float32", "D");
-  Buf s49 = f32({49});
-  tb::expect_error(go({x.v(), p.w.v(), s49.v(), p.sum.v(), none, none}, {8, planc::kQuantInInt8, 40}), "w_scale must be", "scale");
-  tb::expect_error(go({x.v(), p.w.v(), p.scale.v(), none, none, none}, {8, planc::kQuantInInt8, 40}), "w_sum", "missing w_sum");
-  Buf act(planc::kInt32, {50});
-  tb::expect_error(go({x.v(), p.w.v(), p.scale.v(), p.sum.v(), none, act.v()}, {8, planc::kQuantInInt8, 40}), "active must be", "active dtype");
-  tb::expect_error(go({x.v(), p.w.v(), p.scale.v(), p.sum.v(), none, none}, {51, planc::kQuantInInt8, 40}), "out of range", "k");
-  tb::expect_error(go({x.v(), p.w.v(), p.scale.v(), p.sum.v(), none, none}, {8, planc::kQuantInInt8, 40}, 9), "unknown variant", "variant");
+  test::expect_ok(go({x.view, p.w.view, p.scale.view, p.sum.view, none, none}, {8, planc::kQuantInInt8, 40}), "qproject_topk ok");
+  test::expect_error(go({x.view, p.w.view, p.scale.view, p.sum.view, none, none}, {8, planc::kQuantInInt16, 40}), "input must be int8", "int16 input");
+  Tensor w40(planc::kInt8, {50, 40});
+  test::expect_error(go({x.view, w40.view, p.scale.view, p.sum.view, none, none}, {8, planc::kQuantInInt8, 40}), "w must be int8 [V, 64]", "Dp");
+  test::expect_error(go({x.view, p.w.view, p.scale.view, p.sum.view, none, none}, {8, planc::kQuantInInt8, 41}), "X must be float32", "D");
+  Tensor s49 = f32({49});
+  test::expect_error(go({x.view, p.w.view, s49.view, p.sum.view, none, none}, {8, planc::kQuantInInt8, 40}), "w_scale must be", "scale");
+  test::expect_error(go({x.view, p.w.view, p.scale.view, none, none, none}, {8, planc::kQuantInInt8, 40}), "w_sum", "missing w_sum");
+  Tensor act(planc::kInt32, {50});
+  test::expect_error(go({x.view, p.w.view, p.scale.view, p.sum.view, none, act.view}, {8, planc::kQuantInInt8, 40}), "active must be", "active dtype");
+  test::expect_error(go({x.view, p.w.view, p.scale.view, p.sum.view, none, none}, {51, planc::kQuantInInt8, 40}), "out of range", "k");
+  test::expect_error(go({x.view, p.w.view, p.scale.view, p.sum.view, none, none}, {8, planc::kQuantInInt8, 40}, 9), "unknown variant", "variant");
 }
 
 // qproject_topk per variant (int8 and float32 rows) against project_topk (W [V, D], transposed), k = 8.
 void bench_topk(planc::ThreadPool* pool) {
-  const planc::KernelFn ptk = tb::find(planc::project_topk_kernels(), "project_topk");
+  const planc::KernelFn ptk = test::find_kernel({planc::project_topk_kernels()}, "project_topk");
   for (planc::ThreadPool* pl : {static_cast<planc::ThreadPool*>(nullptr), pool})
     for (int64_t nv : {32000, 58101})
       for (int64_t rows : {1, 32}) {
         const int64_t d = nv == 32000 ? 256 : 512, k = 8;
-        Buf x = f32({rows, d}), w = f32({nv, d}), vals = f32({rows, k}), ids(planc::kInt64, {rows, k});
-        tb::fill_random(x);
-        tb::fill_random(w, -0.1f, 0.1f);
-        PackedRows p = pack_rows(w.f(), nv, d);
+        Tensor x = f32({rows, d}), w = f32({nv, d}), vals = f32({rows, k}), ids(planc::kInt64, {rows, k});
+        test::fill_random(x);
+        test::fill_random(w, -0.1f, 0.1f);
+        PackedRows p = pack_rows(w.data<float>(), nv, d);
         planc::TensorView none;
         const int reps = rows == 1 ? 40 : 8;
-        const double f = best_us(reps, [&] { tb::call(ptk, {x.v(), w.v(), none, none}, {vals.v(), ids.v()}, {k, 1}, {}, pl, 0); });
+        const double f = best_us(reps, [&] { test::call(ptk, {x.view, w.view, none, none}, {vals.view, ids.view}, {k, 1}, {}, pl, 0); });
         std::printf("%s topk V=%lld D=%lld rows=%lld: fp32 %.1fus\n", pl ? "pool" : "1 thread", (long long)nv, (long long)d, (long long)rows, f);
         for (int64_t input : {planc::kQuantInInt8, planc::kQuantInFloat32}) {
           std::printf("  input %lld:", (long long)input);
           for (int64_t variant : g_variants) {
             if (variant == v::kVariantRef) continue;
             const double t = best_us(reps, [&] {
-              tb::call(k_qtopk, {x.v(), p.w.v(), p.scale.v(), p.sum.v(), none, none}, {vals.v(), ids.v()}, {k, input, d}, {}, pl, variant);
+              test::call(k_qtopk, {x.view, p.w.view, p.scale.view, p.sum.view, none, none}, {vals.view, ids.view}, {k, input, d}, {}, pl, variant);
             });
             std::printf(" %s %.1fus (%.2fx)", v::kVariantNames[variant], t, f / t);
           }
