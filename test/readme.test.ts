@@ -94,7 +94,8 @@ test('shell lines: npm scripts, files and CLI options exist; the set-up script i
   const setup = fs.readFileSync(path.join(REPO_ROOT, 'scripts', 'setup.sh'), 'utf8');
   assert.match(setup, /npm ci\b/);
   assert.match(setup, /npm run build:native/);
-  assert.ok(PKG.scripts.test!.includes('uvu') && PKG.scripts.test!.includes('tsc'), 'npm test = type check + uvu');
+  assert.ok(PKG.scripts.test!.includes('scripts/run-tests.mjs') && PKG.scripts.test!.includes('tsc'), 'npm test = type check + the uvu runner');
+  assert.match(fs.readFileSync(path.join(REPO_ROOT, 'scripts', 'run-tests.mjs'), 'utf8'), /uvu/);
 });
 
 /** The synthetic plan the snippets run against (tmp/model.plan, with a word-level tokenizer: words w2..w100). */
