@@ -21,30 +21,31 @@ import { before } from './helpers/before.ts';
 import { planc } from './helpers/planc-cli.ts';
 import { NEEDS_NATIVE, skipSuite } from './helpers/skip.ts';
 import { thrown } from './helpers/expect-error.ts';
+import { turnCounter, withFakeClock } from './helpers/fake-clock.ts';
 
 const V = 500;
 const MAX_LEN = 120;
 
 test('runYielding returns to the event loop between steps once YIELD_EVERY_MS has passed', async () => {
-  function* busySteps(n: number) {
-    for (let i = 0; i < n; i++) {
-      const t = performance.now();
-      while (performance.now() - t < 1) { /* one 1 ms step */ }
-      yield;
+  // steps of exactly 1 ms on a fake clock: the event loop runs after every YIELD_EVERY_MS-th step, and only then
+  const n = 10 * YIELD_EVERY_MS;
+  const seen: number[] = []; // event-loop turns counted before each step
+  const loop = turnCounter();
+  const result = await withFakeClock(0, (clock) => {
+    function* steps() {
+      for (let i = 0; i < n; i++) {
+        seen.push(loop.turns);
+        clock.advance(1);
+        yield;
+      }
+      return n;
     }
-    return n;
-  }
-  let turns = 0;
-  const count = () => { turns++; if (!done) setImmediate(count); };
-  let done = false;
-  setImmediate(count);
-  const n = await runYielding(busySteps(10 * YIELD_EVERY_MS));
-  done = true;
-  assert.is(n, 10 * YIELD_EVERY_MS);
-  // about one turn per YIELD_EVERY_MS (10 here); a loaded machine stretches steps, so the bounds are loose: it does
-  // yield during the run, and not after every step
-  assert.ok(turns >= 4 && turns <= n / 2, `about one event-loop turn per ${YIELD_EVERY_MS} ms of steps (${turns} turns in ${n} steps of 1 ms)`);
-  assert.is(runToEnd(busySteps(3)), 3);
+    return loop.during(() => runYielding(steps()));
+  });
+  assert.is(result, n);
+  const want = Array.from({ length: n }, (_, i) => Math.floor(i / YIELD_EVERY_MS));
+  assert.equal(seen, want, `one event-loop turn per ${YIELD_EVERY_MS} ms of steps`);
+  assert.is(runToEnd((function* () { yield; yield; yield; return 3; })()), 3);
 });
 
 test('strategyFor: auto is greedy for one beam and beam search for more; names are checked against the options', () => {
@@ -99,17 +100,13 @@ if (!nativeAvailable()) {
   });
 
   test('translateIds returns to the event loop while a long batch decodes', async () => {
-    let ticks = 0;
-    const timer = setInterval(() => ticks++, 1);
-    const t0 = performance.now();
-    const out = await translateIds(plan, sources, { maxLength: MAX_LEN, batchSize: 8 });
-    const ms = performance.now() - t0;
-    clearInterval(timer);
+    // on a fake clock where every read sees YIELD_EVERY_MS pass, decoding must give the event loop a turn per step
+    const loop = turnCounter();
+    const decode = () => translateIds(plan, sources, { maxLength: MAX_LEN, batchSize: 8 });
+    const out = await withFakeClock(YIELD_EVERY_MS, () => loop.during(decode));
     const steps = Math.max(...out.map((r) => r.ids.length));
     assert.ok(steps > 20, `the batch decodes for many steps (${steps})`);
-    // one batch: every tick happened between decoder steps (the model is sized so a batch takes far longer than YIELD_EVERY_MS: 119 steps in 44 ms at d 128 here)
-    assert.ok(ms > 20, `long enough to need yields (${ms.toFixed(0)} ms)`);
-    assert.ok(ticks > 0, `a 1 ms timer fired ${ticks} times during ${ms.toFixed(0)} ms of decoding`);
+    assert.ok(loop.turns >= steps - 1, `the event loop had ${loop.turns} turns during ${steps} decoder steps`);
   });
 }
 
