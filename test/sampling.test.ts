@@ -69,6 +69,7 @@ function chiSquare(counts: number[], probs: number[], n: number): { chi2: number
 const critical = (df: number) => df * (1 - 2 / (9 * df) + 3.719 * Math.sqrt(2 / (9 * df))) ** 3;
 
 const LOGITS = [2.1, -0.4, 1.7, 0.3, 2.1, -1.5, 0.9, 1.2, -0.2, 0.6, 3.0, -2.5];
+const rng = (seed: number) => { const st = new RandomStream(seed, 1 << 20); return () => st.next(); };
 const row = (x: number[]): Record<string, RtTensor> => ({ logits: { dtype: 'float32', dims: [1, 1, x.length], data: Float32Array.from(x) } as RtTensor });
 const NO_SEEN = () => new Set<number>();
 
@@ -100,6 +101,46 @@ test('the sampler draws from the exact warped distribution (chi-square at p 0.99
     // and the largest frequency error is within 5 standard deviations of a binomial count
     const p = reference(LOGITS, c.w, c.banned);
     counts.forEach((k, t) => assert.ok(Math.abs(k / n - p[t]!) <= 5 * Math.sqrt(p[t]! * (1 - p[t]!) / n) + 1e-12, `case ${i} token ${t}: ${k / n} vs ${p[t]}`));
+  }
+});
+
+/** chiSquare with the tokens of expected count < 5 merged into one bin (so that the statistic holds on long rows). */
+function binnedChiSquare(counts: number[], probs: number[], n: number): { chi2: number; df: number } {
+  const c: number[] = [];
+  const p: number[] = [];
+  let rc = 0;
+  let rp = 0;
+  counts.forEach((k, t) => {
+    if (probs[t]! * n >= 5 || probs[t] === 0) { c.push(k); p.push(probs[t]!); } else { rc += k; rp += probs[t]!; }
+  });
+  if (rp > 0) { c.push(rc); p.push(rp); }
+  return chiSquare(c, p, n);
+}
+
+test('long rows (600 tokens): the one-pass, the sorted-best and the fall-back paths of the sampler all draw the exact distribution (100,000 draws each)', () => {
+  const r = rng(17);
+  // a peaked row (12 high scores, a tail of 588 low ones: top_p cuts the tail without sorting it) and a flat one
+  const peaked = [...LOGITS.map((x) => x + 8), ...Array.from({ length: 588 }, () => -3 * r())];
+  const flat = Array.from({ length: 600 }, () => 2 * r() - 1);
+  const cases: { x: number[]; w: Warpers; banned: number[]; wrong: Warpers }[] = [
+    { x: flat, w: { temperature: 1, topK: 0, topP: 1 }, banned: [3, 599], wrong: { temperature: 1.2, topK: 0, topP: 1 } },
+    { x: flat, w: { temperature: 0.7, topK: 300, topP: 1 }, banned: [], wrong: { temperature: 0.7, topK: 330, topP: 1 } },
+    { x: flat, w: { temperature: 1, topK: 0, topP: 0.5 }, banned: [], wrong: { temperature: 1, topK: 0, topP: 0.6 } }, // the 256 best sorted, the rest cut
+    { x: flat, w: { temperature: 1, topK: 300, topP: 0.95 }, banned: [7], wrong: { temperature: 1, topK: 300, topP: 0.85 } }, // the fall-back sort
+    { x: peaked, w: { temperature: 1, topK: 0, topP: 0.9 }, banned: [10], wrong: { temperature: 1, topK: 0, topP: 0.7 } }, // the tail cut unsorted
+    { x: peaked, w: { temperature: 2, topK: 0, topP: 0.8 }, banned: [], wrong: { temperature: 2, topK: 0, topP: 1 } },
+  ];
+  const n = 100_000;
+  for (const [i, c] of cases.entries()) {
+    const counts = new Array<number>(c.x.length).fill(0);
+    const stream = new RandomStream(300 + i, 0);
+    const out = row(c.x);
+    const banned = new Set(c.banned);
+    for (let j = 0; j < n; j++) counts[sampleRow(out, 0, c.w, banned, NO_SEEN, 1, stream.next(), false).tok]!++;
+    const right = binnedChiSquare(counts, reference(c.x, c.w, c.banned), n);
+    assert.ok(right.chi2 < critical(right.df), `long case ${i} ${JSON.stringify(c.w)}: chi2 ${right.chi2.toFixed(1)} over ${critical(right.df).toFixed(1)} (df ${right.df})`);
+    const wrong = binnedChiSquare(counts, reference(c.x, c.wrong, c.banned), n);
+    assert.ok(!(wrong.chi2 < critical(wrong.df)), `long case ${i}: the check must reject ${JSON.stringify(c.wrong)} (chi2 ${wrong.chi2.toFixed(1)})`);
   }
 });
 

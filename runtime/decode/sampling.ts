@@ -20,8 +20,6 @@ export interface Distribution {
   probs: number[];
 }
 
-const NONE: ReadonlySet<number> = new Set();
-
 /**
  * The warped distribution over candidates sorted best first (score descending, ties to the lower id), as transformers
  * 4.57 computes it: TemperatureLogitsWarper divides the scores by the temperature; TopKLogitsWarper keeps every score
@@ -31,6 +29,15 @@ const NONE: ReadonlySet<number> = new Set();
  * The candidates must hold every token that can survive top_k (the whole allowed vocabulary when top_k is 0).
  */
 export function warpSorted(ids: readonly number[], scores: ArrayLike<number>, w: Warpers): Distribution {
+  return warpCore(ids, scores, w, 0)!;
+}
+
+/**
+ * warpSorted, where top_k is already applied and the candidates may leave out tokens that all score below them, of
+ * total weight `outside` (Σ exp((score - scores[0]) / T) over them): exact when top_p removes all of those (their
+ * cumulative probability, counted first, stays ≤ 1 - top_p), and undefined when it would not.
+ */
+function warpCore(ids: readonly number[], scores: ArrayLike<number>, w: Warpers, outside: number): Distribution | undefined {
   let n = ids.length;
   if (n === 0) throw new PlancError('PLANC_E405', 'sampling: every token of this step is banned');
   if (w.topK > 0 && w.topK < n) {
@@ -40,11 +47,12 @@ export function warpSorted(ids: readonly number[], scores: ArrayLike<number>, w:
   }
   const top = scores[0]!;
   const weights = new Float64Array(n);
-  let total = 0;
+  let total = outside;
   for (let i = 0; i < n; i++) total += weights[i] = Math.exp((scores[i]! - top) / w.temperature);
   if (w.topP < 1) {
     // ascending from the least likely: remove while the cumulative probability stays ≤ 1 - top_p; keep the best
-    let cum = 0;
+    let cum = outside / total;
+    if (!(cum <= 1 - w.topP)) return outside > 0 ? undefined : fail();
     while (n > 1) {
       cum += weights[n - 1]! / total;
       if (!(cum <= 1 - w.topP)) break;
@@ -52,31 +60,77 @@ export function warpSorted(ids: readonly number[], scores: ArrayLike<number>, w:
     }
     total = 0;
     for (let i = 0; i < n; i++) total += weights[i]!;
-  }
+  } else if (outside > 0) return undefined;
   const probs = new Array<number>(n);
   for (let i = 0; i < n; i++) probs[i] = weights[i]! / total;
   return { ids: ids.slice(0, n), probs };
 }
 
+const fail = (): never => { throw new Error('warpCore: no outside weight, yet the cumulative probability starts above 1 - top_p'); };
+
+/** Candidates sorted one at a time past this many: the top_k set (ties kept) when top_k ≤ it, else top_p's search. */
+const SORTED = 256;
+
+/** Row scratch for the weights of a whole vocabulary (one decode loop at a time uses it, synchronously). */
+let scratch = new Float64Array(0);
+
 /**
- * The warped distribution of one full row of processed scores `x` (logits after the repetition penalty): banned tokens
- * are generate()'s -inf (never drawn), then warpSorted. Without top_k and top_p nothing is sorted (ids in vocabulary
- * order); with top_k, a size-k heap finds the k-th score in one pass and only the tokens at or above it are sorted.
+ * One draw (u ∈ [0, 1)) from the warped distribution of a full row of processed scores `x` (logits after the
+ * repetition penalty); banned tokens are generate()'s -inf. With top_k ≤ SORTED: a size-k heap finds the k-th score in
+ * one pass and only the tokens at or above it are sorted (warpSorted). With top_k 0 (or larger) and top_p 1: one pass
+ * of weights, nothing sorted. With top_p < 1: the SORTED best are sorted, and the rest, all below them, enter as their
+ * total weight, which top_p must remove entirely (else the whole top_k set is sorted): the same distribution.
  */
-export function rowDistribution(x: ArrayLike<number>, w: Warpers, banned: ReadonlySet<number> = NONE): Distribution {
+export function drawFromRow(x: ArrayLike<number>, w: Warpers, banned: ReadonlySet<number>, u: number): number {
+  if (w.topK > 0 && w.topK <= SORTED) return draw(sortedAbove(x, kthLargest(x, w.topK, banned), banned, w), u);
   const v = x.length;
-  if (w.topK === 0 && w.topP >= 1) {
-    const ids: number[] = [];
-    let top = -Infinity;
-    for (let t = 0; t < v; t++) if (!banned.has(t)) { ids.push(t); if (x[t]! > top) top = x[t]!; }
-    if (ids.length === 0) throw new PlancError('PLANC_E405', 'sampling: every token of this step is banned');
-    const weights = ids.map((t) => Math.exp((x[t]! - top) / w.temperature));
-    const total = weights.reduce((a, b) => a + b, 0);
-    return { ids, probs: weights.map((p) => p / total) };
+  const floor = w.topK > 0 ? kthLargest(x, w.topK, banned) : -Infinity; // the top_k set: allowed scores ≥ floor
+  // the best allowed score, the weights' reference (bans are few: they are zeroed after the pass, not looked up in it)
+  let best = 0;
+  for (let t = 1; t < v; t++) if (x[t]! > x[best]!) best = t;
+  let top = x[best]!;
+  if (banned.has(best)) {
+    top = -Infinity;
+    for (let t = 0; t < v; t++) if (x[t]! > top && !banned.has(t)) top = x[t]!;
   }
-  const threshold = w.topK > 0 ? kthLargest(x, w.topK, banned) : -Infinity;
+  if (top === -Infinity) throw new PlancError('PLANC_E405', 'sampling: every token of this step is banned');
+  if (scratch.length < v) scratch = new Float64Array(v);
+  for (let t = 0; t < v; t++) scratch[t] = x[t]! >= floor ? Math.exp((x[t]! - top) / w.temperature) : 0;
+  for (const t of banned) if (t < v) scratch[t] = 0;
+  let total = 0;
+  for (let t = 0; t < v; t++) total += scratch[t]!;
+  if (w.topP >= 1) {
+    const target = u * total;
+    let acc = 0;
+    let last = -1;
+    for (let t = 0; t < v; t++) {
+      if (scratch[t] === 0) continue;
+      acc += scratch[t]!;
+      last = t;
+      if (target < acc) return t;
+    }
+    return last;
+  }
+  const cut = kthLargest(x, SORTED, banned);
+  if (cut > floor) {
+    const ids: number[] = [];
+    let outside = 0;
+    for (let t = 0; t < v; t++) {
+      if (scratch[t] === 0) continue;
+      if (x[t]! >= cut) ids.push(t);
+      else outside += scratch[t]!;
+    }
+    ids.sort((a, b) => x[b]! - x[a]! || a - b);
+    const d = warpCore(ids, ids.map((t) => x[t]!), { ...w, topK: 0 }, outside);
+    if (d) return draw(d, u);
+  }
+  return draw(sortedAbove(x, floor, banned, w), u);
+}
+
+/** warpSorted over the allowed tokens scoring ≥ floor. */
+function sortedAbove(x: ArrayLike<number>, floor: number, banned: ReadonlySet<number>, w: Warpers): Distribution {
   const ids: number[] = [];
-  for (let t = 0; t < v; t++) if (x[t]! >= threshold && !banned.has(t)) ids.push(t);
+  for (let t = 0; t < x.length; t++) if (x[t]! >= floor && !banned.has(t)) ids.push(t);
   ids.sort((a, b) => x[b]! - x[a]! || a - b);
   return warpSorted(ids, ids.map((t) => x[t]!), w);
 }
@@ -120,13 +174,13 @@ export function draw(d: Distribution, u: number): number {
 }
 
 /**
- * One sampled token of row r of a step's outputs (the last position) and its log-prob: the model's log-softmax over the
- * whole vocabulary, before any processor (as greedy reports it). `seen`: the tokens the repetition penalty `penalty`
+ * One sampled token of row r of a step's outputs (the last position) and its log-prob (when asked; else 0): the model's
+ * log-softmax over the whole vocabulary, before any processor (as greedy reports it). `seen`: the tokens the repetition penalty `penalty`
  * applies to (generate() applies it to the logits in sample mode). From full logits: exact. From a top-k plan (the
  * log-probs of its k best, normalized over the whole vocabulary): exact when top_k ≥ 1 and the row's k best hold the
  * top_k best allowed tokens and every token tied with the last of them; otherwise this step is an error naming the fix.
  */
-export function sampleRow(out: Outputs, r: number, w: Warpers, banned: ReadonlySet<number>, seen: () => ReadonlySet<number>, penalty: number, u: number): { tok: number; logProb: number } {
+export function sampleRow(out: Outputs, r: number, w: Warpers, banned: ReadonlySet<number>, seen: () => ReadonlySet<number>, penalty: number, u: number, withLogProb = true): { tok: number; logProb: number } {
   const ids = out[TOPK_IDS_OUTPUT];
   if (ids) {
     const [, t, k] = ids.dims as [number, number, number];
@@ -162,14 +216,17 @@ export function sampleRow(out: Outputs, r: number, w: Warpers, banned: ReadonlyS
     for (const tok of seen()) if (tok < v) y[tok] = repetitionPenalized(x[tok]!, penalty);
     scores = y;
   }
-  const tok = draw(rowDistribution(scores, w, banned), u);
-  return { tok, logProb: x[tok]! - logSumExp(x) };
+  const tok = drawFromRow(scores, w, banned, u);
+  return { tok, logProb: withLogProb ? x[tok]! - logSumExp(x) : 0 };
 }
 
 /** A row's sampled token: row r of the step's outputs, batch sentence `sentence`, its tokens so far and its bans. */
 export type SampleToken = (out: Outputs, r: number, sentence: number, banned: ReadonlySet<number>, seen: () => ReadonlySet<number>) => { tok: number; logProb: number };
 
-/** The sampler of one batch: sentence i draws from streams[i] (one number per sampled, i.e. not forced, token). */
-export function tokenSampler(w: Warpers, penalty: number, streams: readonly RandomStream[]): SampleToken {
-  return (out, r, sentence, banned, seen) => sampleRow(out, r, w, banned, seen, penalty, streams[sentence]!.next());
+/**
+ * The sampler of one batch: sentence i draws from streams[i] (one number per sampled, i.e. not forced, token); the
+ * log-probs only when `withLogProb` (returnScores: full logits make that a pass over the vocabulary).
+ */
+export function tokenSampler(w: Warpers, penalty: number, streams: readonly RandomStream[], withLogProb: boolean): SampleToken {
+  return (out, r, sentence, banned, seen) => sampleRow(out, r, w, banned, seen, penalty, streams[sentence]!.next(), withLogProb);
 }

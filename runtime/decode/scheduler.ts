@@ -249,7 +249,7 @@ export class Scheduler {
       const sample = o.doSample ? tokenSampler(o, rules.penalty, members.map((m) => {
         const mo = m.group.decoding.o;
         return new RandomStream(mo.seed, mo.sampleIndices?.[m.index] ?? m.index);
-      })) : undefined;
+      }), o.returnScores) : undefined;
       const steps = greedySteps(plan, sources, maxLens, rules, o.returnScores, undefined, {
         finished: (i, h) => this.finish(members[i]!, [h]),
         cancelled: (i) => {

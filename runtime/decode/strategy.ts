@@ -44,7 +44,7 @@ const GREEDY: DecodingStrategy = {
   },
   topkNeeded: (rules) => rules.topkNeeded(1),
   *decode({ plan, sources, maxLens, rules, options, streams }) {
-    const sample = options.doSample ? tokenSampler(options, rules.penalty, streams ?? sources.map((_, i) => new RandomStream(options.seed, i))) : undefined;
+    const sample = options.doSample ? tokenSampler(options, rules.penalty, streams ?? sources.map((_, i) => new RandomStream(options.seed, i)), options.returnScores) : undefined;
     const hyps = yield* greedySteps(plan, sources, maxLens, rules, options.returnScores, undefined, {}, sample);
     return hyps.map((h) => [h]);
   },
