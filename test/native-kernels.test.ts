@@ -6,7 +6,7 @@ import * as path from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { REPO_ROOT } from '../compiler/paths.ts';
-import { skipSuite } from './helpers/skip.ts';
+import { skipPart, skipSuite } from './helpers/skip.ts';
 
 const SRC = path.join(REPO_ROOT, 'native', 'test');
 const BUILD = path.join(REPO_ROOT, 'native', 'build-tests');
@@ -16,7 +16,12 @@ const found = (cmd: string, args = ['--version']) => spawnSync(cmd, args, { enco
 const compiler = [process.env.CXX, 'c++', 'g++', 'clang++'].find((c) => c && found(c));
 const missing = !found('cmake') ? 'need cmake for the C++ kernel tests' : !compiler ? 'need a C++ compiler for the C++ kernel tests' : undefined;
 
-interface Result { code: number | null; out: string; checks: number; failures: number; ms: number }
+interface Result { code: number | null; out: string; checks: number; failures: number; skips: Skip[]; ms: number }
+/** A part of a program this machine cannot run (test::skip in native/test/test_util.h prints "SKIP what: why"). */
+interface Skip { what: string; why: string }
+
+/** The SKIP lines of a program's output. */
+const skipsIn = (out: string): Skip[] => [...out.matchAll(/^SKIP (.+?): (.+)$/gm)].map((m) => ({ what: m[1]!, why: m[2]! }));
 
 /** Runs one test program; resolves with its exit code, output and "N checks, M failures" line. */
 function runProgram(name: string): Promise<Result> {
@@ -26,10 +31,10 @@ function runProgram(name: string): Promise<Result> {
     let out = '';
     child.stdout.on('data', (d) => (out += d));
     child.stderr.on('data', (d) => (out += d));
-    child.on('error', (e) => resolve({ code: -1, out: String(e), checks: 0, failures: -1, ms: Date.now() - t0 }));
+    child.on('error', (e) => resolve({ code: -1, out: String(e), checks: 0, failures: -1, skips: [], ms: Date.now() - t0 }));
     child.on('close', (code, signal) => {
       const m = /: (\d+) checks, (\d+) failures/.exec(out);
-      resolve({ code: signal ? -1 : code, out: signal ? `${out}\nkilled by ${signal}` : out, checks: m ? Number(m[1]) : 0, failures: m ? Number(m[2]) : -1, ms: Date.now() - t0 });
+      resolve({ code: signal ? -1 : code, out: signal ? `${out}\nkilled by ${signal}` : out, checks: m ? Number(m[1]) : 0, failures: m ? Number(m[2]) : -1, skips: skipsIn(out), ms: Date.now() - t0 });
     });
   });
 }
@@ -69,6 +74,7 @@ if (missing) {
   });
 
   let checks = 0;
+  let skipped = 0;
   for (const name of names) {
     test(`${name}: exits 0 with no failed check`, async () => {
       assert.ok(built, 'the build failed (see above)');
@@ -78,11 +84,14 @@ if (missing) {
       assert.is(r.failures, 0, `${name}: ${r.failures} failed checks:\n${tail}`);
       assert.ok(r.checks > 0, `${name} reported no checks:\n${tail}`);
       checks += r.checks;
+      // what this machine cannot run (a variant its CPU lacks) is counted in npm test's skip summary, with its reason
+      for (const s of r.skips) skipPart(s.why, `${name}: ${s.what}`);
+      skipped += r.skips.length;
     });
   }
 
   test.after(() => {
-    if (built) console.log(`\n  native/test: ${names.length} programs, ${checks} checks; build ${(timing.buildMs / 1000).toFixed(1)} s, runs ${((Date.now() - timing.start) / 1000).toFixed(1)} s (${jobs} at a time)`);
+    if (built) console.log(`\n  native/test: ${names.length} programs, ${checks} checks, ${skipped} parts skipped; build ${(timing.buildMs / 1000).toFixed(1)} s, runs ${((Date.now() - timing.start) / 1000).toFixed(1)} s (${jobs} at a time)`);
   });
 }
 

@@ -11,7 +11,7 @@ import { dimStr, dimSymbols } from '../compiler/symbolic.ts';
 import { nativeAvailable } from '../runtime/native.ts';
 import { buildModel } from './helpers/onnx-build.ts';
 import { planc } from './helpers/planc-cli.ts';
-import { NEEDS_NATIVE, needsShared, skipSuite } from './helpers/skip.ts';
+import { NEEDS_NATIVE, needsShared, skipSuite, testIf } from './helpers/skip.ts';
 import { ZOO, zooFamilies, zooReference } from './helpers/zoo.ts';
 
 const zoo = ZOO;
@@ -26,6 +26,16 @@ function inspectPlan(file: string): { graphs: GraphFacts[]; uniqueWeightBytes: n
   const r = planc(['inspect', file, '--json']);
   assert.is(r.status, 0, r.stderr);
   return JSON.parse(r.stdout);
+}
+
+/** The family's merged-only layout (links to its files) under tmp, made on first use. */
+function mergedLayout(family: string): string {
+  const merged = path.join(tmp, `${family}-merged`);
+  if (fs.existsSync(merged)) return merged;
+  const src = path.join(zoo!, family);
+  fs.mkdirSync(merged);
+  for (const f of MERGED_ONLY) if (fs.existsSync(path.join(src, f))) fs.symlinkSync(path.join(src, f), path.join(merged, f));
+  return merged;
 }
 
 function translateIds(plan: string, src: number[][]): number[][] {
@@ -46,9 +56,7 @@ if (families.length === 0 || !nativeAvailable()) {
   for (const family of families) {
     test(`${family}: the merged-only layout gives the three-file plan and the same greedy output (reference 20/20)`, () => {
       const src = path.join(zoo!, family);
-      const merged = path.join(tmp, `${family}-merged`);
-      fs.mkdirSync(merged);
-      for (const f of MERGED_ONLY) if (fs.existsSync(path.join(src, f))) fs.symlinkSync(path.join(src, f), path.join(merged, f));
+      const merged = mergedLayout(family);
       const three = path.join(tmp, `${family}.plan`);
       const one = path.join(tmp, `${family}-merged.plan`);
       for (const [dir, out] of [[src, three], [merged, one]] as const) {
@@ -71,8 +79,7 @@ if (families.length === 0 || !nativeAvailable()) {
 
   test('inference of every zoo graph (both layouts) leaves only the model\'s own symbols: no unnamed dimension', () => {
     for (const family of families) {
-      for (const dir of [path.join(zoo!, family), path.join(tmp, `${family}-merged`)]) {
-        if (!fs.existsSync(dir)) continue;
+      for (const dir of [path.join(zoo!, family), mergedLayout(family)]) {
         const model = importModel(dir);
         const symbols = new Set([...model.graphs.values()].flatMap((g) => g.inputs.flatMap((i) => (g.values.get(i)?.type?.shape ?? []).flatMap(dimSymbols))));
         for (const [graph, facts] of inferModel(model)) {
@@ -86,11 +93,12 @@ if (families.length === 0 || !nativeAvailable()) {
     }
   });
 
-  test('a length beyond the position table is refused at optimize time, naming the limit', () => {
-    const family = families.find((f) => JSON.parse(fs.readFileSync(path.join(zoo!, f, 'config.json'), 'utf8')).max_position_embeddings);
-    if (!family) return;
-    const limit = JSON.parse(fs.readFileSync(path.join(zoo!, family, 'config.json'), 'utf8')).max_position_embeddings as number;
-    const r = planc(['optimize', path.join(zoo!, family), '-o', path.join(tmp, 'long.plan'), '--max-tgt-len', String(limit + 1)]);
+  const positions = (f: string) => JSON.parse(fs.readFileSync(path.join(zoo!, f, 'config.json'), 'utf8')).max_position_embeddings as number | undefined;
+  const bounded = families.find(positions);
+  const noLimit = !bounded && 'need a zoo family whose config.json states max_position_embeddings';
+  testIf(test, noLimit)('a length beyond the position table is refused at optimize time, naming the limit', () => {
+    const limit = positions(bounded!)!;
+    const r = planc(['optimize', path.join(zoo!, bounded!), '-o', path.join(tmp, 'long.plan'), '--max-tgt-len', String(limit + 1)]);
     assert.is.not(r.status, 0);
     assert.match(r.stderr, /PLANC_E301: --max-tgt-len \d+ is beyond the model's position table: it covers \d+ positions \(max_position_embeddings in /);
   });

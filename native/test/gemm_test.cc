@@ -557,8 +557,10 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
-  for (int64_t code = 0; code < v::kVariantCount; code++)
+  for (int64_t code = 0; code < v::kVariantCount; code++) {
     if (runs(code)) g_variants.push_back(code);
+    else test::skip(std::string("gemm family variant ") + v::kVariantNames[code], g_unavailable(code));
+  }
   std::printf("gemm_test: variants run here:");
   for (int64_t code : g_variants) std::printf(" %s", v::kVariantNames[code]);
   std::printf("\n");

@@ -336,7 +336,7 @@ int main(int argc, char** argv) {
   for (int64_t code : g_variants) std::printf(" %s", v::kVariantNames[code]);
   std::printf("\n");
   for (int64_t code = 0; code < v::kVariantCount; code++)
-    if (const char* why = g_unavailable(code)) std::printf("qgemm_test: variant %s skipped: %s\n", v::kVariantNames[code], why);
+    if (const char* why = g_unavailable(code)) test::skip(std::string("qmatmul variant ") + v::kVariantNames[code], why);
   planc::ThreadPool pool(2);
   if (argc > 1 && std::string(argv[1]) == "bench") {
     bench(&pool);

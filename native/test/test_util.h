@@ -31,6 +31,7 @@ using namespace planc;
 
 inline int g_failures = 0;
 inline int g_checks = 0;
+inline int g_skips = 0;
 
 // Counts one check; a failed one is counted and printed as "FAIL [file:line: ]" and the printf-style message.
 template <class... A> inline bool check_at(bool ok, const char* file, int line, const char* fmt, A... args) {
@@ -242,13 +243,20 @@ inline bool close(const float* got, const double* want, int64_t n, double rtol, 
                   n ? (double)got[at] : 0.0, n ? want[at] : 0.0, w);
 }
 
+// A part of the program this machine cannot run (a variant its CPU lacks): counted, and printed as "SKIP what: why",
+// the line test/native-kernels.test.ts adds to npm test's skip summary.
+inline void skip(const std::string& what, const char* why) {
+  g_skips++;
+  std::printf("SKIP %s: %s\n", what.c_str(), why);
+}
+
 inline double now_ms() {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 // The last line of every program, which test/native-kernels.test.ts reads; the exit code.
 inline int finish(const char* name) {
-  std::printf("%s: %d checks, %d failures\n", name, g_checks, g_failures);
+  std::printf("%s: %d checks, %d failures, %d skipped\n", name, g_checks, g_failures, g_skips);
   return g_failures == 0 ? 0 : 1;
 }
 
