@@ -1,4 +1,4 @@
-// Parallel Jacobi decoding on es-en: pj, pgj(3), hgj(3) vs greedy (iterations per token, wall clock, identical outputs)
+// Parallel Jacobi decoding on es-en: pj, pgj(3), hgj(3) and lookup(3) drafts vs greedy (iterations per token, wall clock, identical outputs)
 // at batch 1 and 16, same run, and the cost of one decoder step of n = 1..8 new tokens.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
@@ -18,7 +18,7 @@ const STEP_TOKENS = 8;
 const BLOCK = 3;
 /** [batch size, sentences]: all 1,000 test sentences at batch 1 and 16 (`npm run bench -- jacobi N` caps both at N). */
 const RUNS: [number, number][] = [[1, 1000], [16, 1000]];
-const STRATEGIES = ['pj', 'pgj', 'hgj'];
+const STRATEGIES = ['pj', 'pgj', 'hgj', 'lookup'];
 /** Step-cost measurement: repetitions per n (median taken), cached positions before the step. */
 const STEP_REPS = 15;
 const STEP_PAST = 16;

@@ -22,7 +22,7 @@ export const TRANSLATE: CommandSpec = {
   options: {
     input: { kind: 'string', short: 'i', value: 'FILE', help: 'read the sentences from FILE instead of standard input' },
     output: { kind: 'string', short: 'o', value: 'FILE', help: 'write the translations to FILE instead of standard output (its folder must exist)' },
-    strategy: { kind: 'string', value: 'NAME', help: `decoding strategy: ${['auto', ...STRATEGIES.keys()].join(', ')} (default auto: greedy for beam 1, else beam; pj/pgj/hgj give greedy's output by parallel Jacobi steps on a --step-tokens plan)` },
+    strategy: { kind: 'string', value: 'NAME', help: `decoding strategy: ${['auto', ...STRATEGIES.keys()].join(', ')} (default auto: greedy for beam 1, else beam; pj/pgj/hgj give greedy's output by parallel Jacobi steps on a --step-tokens plan, lookup by verifying n-grams copied from the source or the output so far)` },
     'jacobi-block': { kind: 'number', value: 'N', help: 'block size of the pgj and hgj strategies: tokens one decoder step refines (default 3)' },
     beam: { kind: 'number', value: 'N', help: "generate()'s num_beams: beam size, 1 = greedy (default: the plan's num_beams, else 1; at least --n-best)" },
     'early-stopping': { kind: 'string', value: 'true|false|never', help: "generate()'s early_stopping: when beam search is done with a sentence: true = once it has --beam finished hypotheses; false = once no running beam, scored at its current length, can beat the worst of them; never = the same scored at --max-length when --length-penalty > 0 (default: the plan's early_stopping, else false)" },

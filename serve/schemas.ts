@@ -11,7 +11,7 @@ export const OPTIONS_SCHEMA = {
     scores: { type: 'boolean', description: "return each translation's length-penalized log-probability" },
     targetLang: { type: 'string', maxLength: 64, description: "force this target language token (its name in the plan's tokenizer) as the first generated token" },
     truncate: { type: 'boolean', description: "cut sources over the plan's maxSrcLen instead of failing them" },
-    strategy: { type: 'string', maxLength: 16, description: 'decoding strategy: auto, greedy, beam, pj, pgj, hgj' },
+    strategy: { type: 'string', maxLength: 16, description: 'decoding strategy: auto, greedy, beam, pj, pgj, hgj, lookup' },
     lengthPenalty: { type: 'number', minimum: -10, maximum: 10, description: "generate()'s length_penalty (default: the plan's, else 1)" },
     earlyStopping: { anyOf: [{ type: 'boolean' }, { type: 'string', enum: ['never'] }], description: "generate()'s early_stopping: true, false or \"never\" (default: the plan's, else false)" },
     minNewTokens: { type: 'integer', minimum: 0, maximum: 65536, description: "generate()'s min_new_tokens (default: from the plan's min_length, else 0)" },

@@ -1,4 +1,4 @@
-// Parallel Jacobi decoding (runtime/decode/jacobi.ts): pj, pgj(3) and hgj(3) give greedy's tokens at batch 1 and 4 on a
+// Parallel Jacobi decoding (runtime/decode/jacobi.ts): pj, pgj(3), hgj(3) and lookup(3) drafts give greedy's tokens at batch 1 and 4 on a
 // small random model (with forced, banned and extra eos ids too), on es-en's first 50 test sentences at batch 1 and
 // 16 and on the zoo families' references; plans that cannot take the block are refused naming --step-tokens.
 import * as fs from 'node:fs';
@@ -25,7 +25,7 @@ import { planc } from './helpers/planc-cli.ts';
 import { NEEDS_NATIVE, needsShared, skipSuite, testIf } from './helpers/skip.ts';
 import { zooFamilies, zooReference, ZOO } from './helpers/zoo.ts';
 
-const KINDS: JacobiKind[] = ['pj', 'pgj', 'hgj'];
+const KINDS: JacobiKind[] = ['pj', 'pgj', 'hgj', 'lookup'];
 const V = 40;
 const STEP_TOKENS = 8;
 
@@ -150,7 +150,7 @@ tiny('planc translate --strategy pgj --jacobi-block 2 prints greedy\'s ids', () 
 
 // ---- es-en: the first 50 test sentences, a --step-tokens 8 plan with the translation top-k ----
 
-const ES_EN = 'es-en (--step-tokens 8, top-k): pj, pgj(3), hgj(3) = greedy on 50 test sentences at batch 1 and 16; pgj needs fewer iterations than tokens';
+const ES_EN = 'es-en (--step-tokens 8, top-k): pj, pgj(3), hgj(3), lookup(3) = greedy on 50 test sentences at batch 1 and 16; pgj and lookup need fewer iterations than tokens';
 const shared = sharedDir();
 const esen = shared ? path.join(shared, 'models', 'es-en') : '';
 if (!esen || !fs.existsSync(esen)) skipSuite(test, needsShared('models/es-en'), [ES_EN]);
@@ -169,6 +169,10 @@ else {
           assert.equal(differ, [], `${strategy} at batch ${batchSize}: sentences that differ from greedy`);
           const t = totals(stats);
           if (strategy === 'pgj' && batchSize === 1) assert.ok(t.iterations < t.tokens, `pgj(3) at batch 1: ${t.iterations} iterations for ${t.tokens} tokens`);
+          if (strategy === 'lookup' && batchSize === 1) {
+            assert.ok(t.iterations < t.tokens, `lookup(3) at batch 1: ${t.iterations} iterations for ${t.tokens} tokens`);
+            assert.ok(stats.some((b) => (b.drafted ?? 0) > 0), 'lookup found n-gram drafts in es-en');
+          }
         }
       }
     } finally {
@@ -179,7 +183,7 @@ else {
 
 // ---- the zoo families (their 20 reference sources, greedy under each one's generation config, beamSize 1) ----
 
-const ZOO_NAME = 'zoo families (--step-tokens 8, top-k): pj, pgj(3), hgj(3) = greedy at batch 1 and 16';
+const ZOO_NAME = 'zoo families (--step-tokens 8, top-k): pj, pgj(3), hgj(3), lookup(3) = greedy at batch 1 and 16';
 if (zooFamilies().length === 0) skipSuite(test, needsShared('models/zoo'), [ZOO_NAME]);
 else if (!nativeAvailable()) skipSuite(test, NEEDS_NATIVE, [ZOO_NAME]);
 else {

@@ -1,6 +1,7 @@
 // Parallel Jacobi decoding (PJ, PGJ(b), HGJ(b) of Santilli et al. 2023): blocks of guessed tokens refined in parallel
 // by multi-token decoder steps until they stop changing; a token is final only when all before it are, so the output
-// is greedy's by construction.
+// is greedy's by construction. 'lookup' verifies the same way drafts copied from n-grams of the source and of the
+// output so far (where one matches; else Jacobi's guesses).
 import { PlancError } from '../../compiler/diagnostics.ts';
 import type { Plan } from '../plan.ts';
 import type { RtTensor } from '../tensor.ts';
@@ -12,8 +13,8 @@ import { StepRunner, stepTokenRange } from './step-runner.ts';
 import { runToEnd, type Steps } from './steps.ts';
 import type { BatchJob, DecodingStrategy } from './strategy.ts';
 
-/** The three algorithms of the paper. */
-export type JacobiKind = 'pj' | 'pgj' | 'hgj';
+/** The three algorithms of the paper, and n-gram lookup drafts verified alike. */
+export type JacobiKind = 'pj' | 'pgj' | 'hgj' | 'lookup';
 
 /** One sentence's work: decoder runs it took part in (the first one included) and the tokens it got (eos included). */
 export interface JacobiSentenceStats {
@@ -29,10 +30,14 @@ export interface JacobiBatchStats {
   steps: number;
   tokenRows: number;
   sentences: JacobiSentenceStats[];
+  /** lookup: runs whose draft some n-gram gave (the others fed Jacobi's guesses). */
+  drafted?: number;
 }
 
 /** One sentence's state: its draft (final prefix, then guesses) over the positions its cap allows. */
 interface Row {
+  /** The sentence's source ids (lookup drafts copy from them). */
+  source: readonly number[];
   /** Tokens the sentence may generate (eos included). */
   cap: number;
   /** HGJ: parallel blocks start only below this position (the source length, at most the cap). */
@@ -99,7 +104,47 @@ const NEXT: Record<JacobiKind, NextTokens> = {
   // Jacobi inside the block, Gauss-Seidel over blocks: the block's positions from the first non-final one
   pgj: (base, _live, b) => blockEnd(base, b) - base,
   hgj: (base, live, b) => (blockEnd(base, b) - b < Math.max(...live.map((r) => r.parallelUntil)) ? blockEnd(base, b) - base : 1),
+  // the last final token and b - 1 drafted ones
+  lookup: (_base, _live, b) => b,
 };
+
+/** Longest n-gram of the final tokens that a draft is looked up by. */
+const LOOKUP_NGRAM = 3;
+
+/**
+ * Where `tail` last occurs in `seq` (ending before `end`), the tokens that follow it there (up to `len`); empty when it
+ * does not occur.
+ */
+function followers(seq: readonly number[], end: number, tail: readonly number[], len: number): number[] {
+  for (let at = end - tail.length; at >= 0; at--) {
+    let k = 0;
+    while (k < tail.length && seq[at + k] === tail[k]) k++;
+    if (k === tail.length) return seq.slice(at + tail.length, Math.min(seq.length, at + tail.length + len));
+  }
+  return [];
+}
+
+/**
+ * Lookup drafting (prompt-lookup decoding): the longest tail (LOOKUP_NGRAM tokens down to 1) of the row's final tokens
+ * that occurred before, in its output so far or else in its source ids (useful where source and target share the
+ * vocabulary: names, numbers, code copied), and the tokens that followed it become the draft after the final prefix.
+ * Forced positions keep their token. Returns whether a draft was found (else Jacobi's guesses stay).
+ */
+function lookupDraft(row: Row, len: number, rules: DecodingRules): boolean {
+  const final = row.draft.slice(0, row.fixed);
+  for (let m = Math.min(LOOKUP_NGRAM, final.length); m >= 1; m--) {
+    const tail = final.slice(-m);
+    let next = followers(final, final.length - 1, tail, len);
+    if (next.length === 0) next = followers(row.source, row.source.length, tail, len);
+    if (next.length === 0) continue;
+    next.forEach((tok, i) => {
+      const q = row.fixed + i;
+      if (q < row.cap) row.draft[q] = rules.forced(q, q + 1 >= row.cap) ?? tok;
+    });
+    return true;
+  }
+  return false;
+}
 
 /**
  * The block a strategy feeds on this plan, or PLANC_E405 naming --step-tokens: pgj/hgj need the plan to take b tokens
@@ -132,7 +177,7 @@ export function* jacobiSteps(job: BatchJob, kind: JacobiKind, onStats?: (s: Jaco
   const rows: Row[] = sources.map((s, i) => {
     const cap = maxLens[i]!;
     const draft = Array.from({ length: cap }, (_, q) => rules.forced(q, q + 1 >= cap) ?? pad);
-    return { cap, parallelUntil: Math.min(cap, s.length), draft, fixed: 0, logProb: 0, iterations: 0, done: false };
+    return { source: s, cap, parallelUntil: Math.min(cap, s.length), draft, fixed: 0, logProb: 0, iterations: 0, done: false };
   });
   const stats: JacobiBatchStats = { strategy: kind, block, steps: 1, tokenRows: rows.length, sentences: [] };
   const trace = options.jacobiTrace ? new JacobiTraceRecorder(kind, block, sources, rows) : undefined;
@@ -143,11 +188,14 @@ export function* jacobiSteps(job: BatchJob, kind: JacobiKind, onStats?: (s: Jaco
     let base = 0;
     let fed: number[][] = rows.map(() => [rules.c.startId]);
     for (;;) {
+      let drafted = false;
       live.forEach((row, r) => {
         row.iterations++;
         absorb(row, runner.out, r, base, fed[r]!, rules, options.returnScores);
         trace?.record(row, base, fed[r]!.length);
+        if (kind === 'lookup' && !row.done && lookupDraft(row, block - 1, rules)) drafted = true;
       });
+      if (drafted) stats.drafted = (stats.drafted ?? 0) + 1;
       const keep = live.flatMap((row, r) => (row.done ? [] : [r]));
       if (keep.length === 0) break;
       runner.select(keep);
@@ -192,6 +240,7 @@ const SUMMARIES: Record<JacobiKind, string> = {
   pj: 'parallel Jacobi: the whole sentence refined in parallel until it stops changing (output = greedy; --step-tokens plan)',
   pgj: 'parallel Gauss-Seidel-Jacobi: blocks of jacobiBlock tokens, Jacobi inside (output = greedy; --step-tokens plan)',
   hgj: 'hybrid GS-Jacobi: PGJ blocks up to the source length, then one token per step (output = greedy; --step-tokens plan)',
+  lookup: 'n-gram lookup: jacobiBlock - 1 tokens copied from the source or the output so far after a matching n-gram, verified in one step (output = greedy; --step-tokens plan)',
 };
 
 /** The strategy entry for one algorithm. */
@@ -216,3 +265,4 @@ export function jacobiStrategy(kind: JacobiKind): DecodingStrategy {
 export const PJ = jacobiStrategy('pj');
 export const PGJ = jacobiStrategy('pgj');
 export const HGJ = jacobiStrategy('hgj');
+export const LOOKUP = jacobiStrategy('lookup');

@@ -6,7 +6,8 @@ import type { JacobiSentenceTrace } from './jacobi-trace.ts';
 export interface DecodingOptions {
   /**
    * The decoding strategy by name (runtime/decode/strategy.ts STRATEGIES: greedy, beam, and the parallel Jacobi ones pj,
-   * pgj, hgj of runtime/decode/jacobi.ts, whose output equals greedy's); 'auto' = greedy for beamSize 1, else beam.
+   * pgj, hgj and n-gram lookup drafting of runtime/decode/jacobi.ts, whose output equals greedy's); 'auto' = greedy for
+   * beamSize 1, else beam.
    * Default 'auto'.
    */
   strategy: string;
