@@ -117,18 +117,20 @@ function binnedChiSquare(counts: number[], probs: number[], n: number): { chi2: 
   return chiSquare(c, p, n);
 }
 
-test('long rows (600 tokens): the one-pass, the sorted-best and the fall-back paths of the sampler all draw the exact distribution (100,000 draws each)', () => {
+test('long rows (600 tokens): the one-pass draw, with a top_k floor, and the bucketed top_p search (ties in the crossing bucket too) all draw the exact distribution (100,000 draws each)', () => {
   const r = rng(17);
-  // a peaked row (12 high scores, a tail of 588 low ones: top_p cuts the tail without sorting it) and a flat one
+  // a peaked row (12 high scores, a tail of 588 low ones), a flat one, and one of 5 values (ties across top_p's cut)
   const peaked = [...LOGITS.map((x) => x + 8), ...Array.from({ length: 588 }, () => -3 * r())];
   const flat = Array.from({ length: 600 }, () => 2 * r() - 1);
+  const steps = flat.map((x) => Math.round(x * 2) / 2);
   const cases: { x: number[]; w: Warpers; banned: number[]; wrong: Warpers }[] = [
     { x: flat, w: { temperature: 1, topK: 0, topP: 1 }, banned: [3, 599], wrong: { temperature: 1.2, topK: 0, topP: 1 } },
     { x: flat, w: { temperature: 0.7, topK: 300, topP: 1 }, banned: [], wrong: { temperature: 0.7, topK: 330, topP: 1 } },
-    { x: flat, w: { temperature: 1, topK: 0, topP: 0.5 }, banned: [], wrong: { temperature: 1, topK: 0, topP: 0.6 } }, // the 256 best sorted, the rest cut
-    { x: flat, w: { temperature: 1, topK: 300, topP: 0.95 }, banned: [7], wrong: { temperature: 1, topK: 300, topP: 0.85 } }, // the fall-back sort
-    { x: peaked, w: { temperature: 1, topK: 0, topP: 0.9 }, banned: [10], wrong: { temperature: 1, topK: 0, topP: 0.7 } }, // the tail cut unsorted
+    { x: flat, w: { temperature: 1, topK: 0, topP: 0.5 }, banned: [], wrong: { temperature: 1, topK: 0, topP: 0.6 } },
+    { x: flat, w: { temperature: 1, topK: 300, topP: 0.95 }, banned: [7], wrong: { temperature: 1, topK: 300, topP: 0.85 } },
+    { x: peaked, w: { temperature: 1, topK: 0, topP: 0.9 }, banned: [10], wrong: { temperature: 1, topK: 0, topP: 0.7 } },
     { x: peaked, w: { temperature: 2, topK: 0, topP: 0.8 }, banned: [], wrong: { temperature: 2, topK: 0, topP: 1 } },
+    { x: steps, w: { temperature: 1, topK: 0, topP: 0.5 }, banned: [], wrong: { temperature: 1, topK: 0, topP: 0.55 } },
   ];
   const n = 100_000;
   for (const [i, c] of cases.entries()) {

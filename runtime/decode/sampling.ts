@@ -29,15 +29,6 @@ export interface Distribution {
  * The candidates must hold every token that can survive top_k (the whole allowed vocabulary when top_k is 0).
  */
 export function warpSorted(ids: readonly number[], scores: ArrayLike<number>, w: Warpers): Distribution {
-  return warpCore(ids, scores, w, 0)!;
-}
-
-/**
- * warpSorted, where top_k is already applied and the candidates may leave out tokens that all score below them, of
- * total weight `outside` (Σ exp((score - scores[0]) / T) over them): exact when top_p removes all of those (their
- * cumulative probability, counted first, stays ≤ 1 - top_p), and undefined when it would not.
- */
-function warpCore(ids: readonly number[], scores: ArrayLike<number>, w: Warpers, outside: number): Distribution | undefined {
   let n = ids.length;
   if (n === 0) throw new PlancError('PLANC_E405', 'sampling: every token of this step is banned');
   if (w.topK > 0 && w.topK < n) {
@@ -47,12 +38,11 @@ function warpCore(ids: readonly number[], scores: ArrayLike<number>, w: Warpers,
   }
   const top = scores[0]!;
   const weights = new Float64Array(n);
-  let total = outside;
+  let total = 0;
   for (let i = 0; i < n; i++) total += weights[i] = Math.exp((scores[i]! - top) / w.temperature);
   if (w.topP < 1) {
     // ascending from the least likely: remove while the cumulative probability stays ≤ 1 - top_p; keep the best
-    let cum = outside / total;
-    if (!(cum <= 1 - w.topP)) return outside > 0 ? undefined : fail();
+    let cum = 0;
     while (n > 1) {
       cum += weights[n - 1]! / total;
       if (!(cum <= 1 - w.topP)) break;
@@ -60,13 +50,11 @@ function warpCore(ids: readonly number[], scores: ArrayLike<number>, w: Warpers,
     }
     total = 0;
     for (let i = 0; i < n; i++) total += weights[i]!;
-  } else if (outside > 0) return undefined;
+  }
   const probs = new Array<number>(n);
   for (let i = 0; i < n; i++) probs[i] = weights[i]! / total;
   return { ids: ids.slice(0, n), probs };
 }
-
-const fail = (): never => { throw new Error('warpCore: no outside weight, yet the cumulative probability starts above 1 - top_p'); };
 
 /** Candidates sorted one at a time past this many: the top_k set (ties kept) when top_k ≤ it, else top_p's search. */
 const SORTED = 256;
@@ -78,8 +66,7 @@ let scratch = new Float64Array(0);
  * One draw (u ∈ [0, 1)) from the warped distribution of a full row of processed scores `x` (logits after the
  * repetition penalty); banned tokens are generate()'s -inf. With top_k ≤ SORTED: a size-k heap finds the k-th score in
  * one pass and only the tokens at or above it are sorted (warpSorted). With top_k 0 (or larger) and top_p 1: one pass
- * of weights, nothing sorted. With top_p < 1: the SORTED best are sorted, and the rest, all below them, enter as their
- * total weight, which top_p must remove entirely (else the whole top_k set is sorted): the same distribution.
+ * of weights, nothing sorted; with top_p < 1, cutTopP's bucket search (only one bucket's tokens sorted).
  */
 export function drawFromRow(x: ArrayLike<number>, w: Warpers, banned: ReadonlySet<number>, u: number): number {
   if (w.topK > 0 && w.topK <= SORTED) return draw(sortedAbove(x, kthLargest(x, w.topK, banned), banned, w), u);
@@ -99,32 +86,69 @@ export function drawFromRow(x: ArrayLike<number>, w: Warpers, banned: ReadonlySe
   for (const t of banned) if (t < v) scratch[t] = 0;
   let total = 0;
   for (let t = 0; t < v; t++) total += scratch[t]!;
-  if (w.topP >= 1) {
-    const target = u * total;
-    let acc = 0;
-    let last = -1;
-    for (let t = 0; t < v; t++) {
-      if (scratch[t] === 0) continue;
-      acc += scratch[t]!;
-      last = t;
-      if (target < acc) return t;
-    }
-    return last;
+  if (w.topP >= 1) return drawWeights(v, u * total);
+  total = cutTopP(x, v, total, w.topP);
+  return drawWeights(v, u * total);
+}
+
+/** The first token whose cumulative weight in scratch exceeds target (the last weighted one when rounding runs out). */
+function drawWeights(v: number, target: number): number {
+  let acc = 0;
+  let last = -1;
+  for (let t = 0; t < v; t++) {
+    if (scratch[t] === 0) continue;
+    acc += scratch[t]!;
+    last = t;
+    if (target < acc) return t;
   }
-  const cut = kthLargest(x, SORTED, banned);
-  if (cut > floor) {
-    const ids: number[] = [];
-    let outside = 0;
-    for (let t = 0; t < v; t++) {
-      if (scratch[t] === 0) continue;
-      if (x[t]! >= cut) ids.push(t);
-      else outside += scratch[t]!;
-    }
-    ids.sort((a, b) => x[b]! - x[a]! || a - b);
-    const d = warpCore(ids, ids.map((t) => x[t]!), { ...w, topK: 0 }, outside);
-    if (d) return draw(d, u);
+  return last;
+}
+
+/** Value buckets of cutTopP's search. */
+const BUCKETS = 2048;
+let hist = new Float64Array(BUCKETS);
+
+/**
+ * TopPLogitsWarper over the weights in scratch (0: not a candidate), without sorting the row: tokens in ascending order
+ * (score, then the higher id first) are removed while their cumulative probability stays ≤ 1 - top_p, never the
+ * best. Bucketing the scores (monotone) finds the bucket where the sum crosses 1 - top_p in one pass: the buckets
+ * below it are removed whole, those above kept, and only its own tokens are sorted and walked. Zeroes the removed
+ * weights and returns the kept total.
+ */
+function cutTopP(x: ArrayLike<number>, v: number, total: number, topP: number): number {
+  let lo = Infinity;
+  let hi = -Infinity;
+  for (let t = 0; t < v; t++) {
+    if (scratch[t] === 0) continue;
+    if (x[t]! < lo) lo = x[t]!;
+    if (x[t]! > hi) hi = x[t]!;
   }
-  return draw(sortedAbove(x, floor, banned, w), u);
+  const scale = hi > lo ? BUCKETS / (hi - lo) : 0;
+  const bucket = (s: number) => Math.min(BUCKETS - 1, Math.floor((s - lo) * scale));
+  hist.fill(0);
+  for (let t = 0; t < v; t++) if (scratch[t] !== 0) hist[bucket(x[t]!)]! += scratch[t]!;
+  const top = bucket(hi); // the best token's bucket: never removed whole
+  let cum = 0;
+  let at = 0;
+  while (at < top && (cum + hist[at]!) / total <= 1 - topP) cum += hist[at++]!;
+  const members: number[] = [];
+  for (let t = 0; t < v; t++) {
+    if (scratch[t] === 0) continue;
+    const b = bucket(x[t]!);
+    if (b < at) scratch[t] = 0;
+    else if (b === at) members.push(t);
+  }
+  members.sort((a, b) => x[a]! - x[b]! || b - a);
+  const walk = at === top ? members.length - 1 : members.length; // the best token is never removed
+  for (let i = 0; i < walk; i++) {
+    const t = members[i]!;
+    if (!((cum + scratch[t]!) / total <= 1 - topP)) break;
+    cum += scratch[t]!;
+    scratch[t] = 0;
+  }
+  let kept = 0;
+  for (let t = 0; t < v; t++) kept += scratch[t]!;
+  return kept;
 }
 
 /** warpSorted over the allowed tokens scoring ≥ floor. */
