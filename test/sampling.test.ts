@@ -308,6 +308,8 @@ it('planc translate --do-sample: the library\'s samples whatever the chunking; b
       assert.is.not(r.status, 0);
       assert.ok(r.stderr.includes(`PLANC_E301: ${want}`), r.stderr);
     }
+    const beam = planc(['translate', file, '--ids', '--do-sample', 'true', '--beam', '3', '--quiet'], '5 6 0\n');
+    assert.ok(beam.stderr.includes('PLANC_E301: --do-sample true: it must be false with beamSize 3: beam sampling'), beam.stderr);
     const help = planc(['translate', '--help']).stdout;
     for (const [flag, name] of [['--do-sample', 'do_sample'], ['--temperature', 'temperature'], ['--top-k', 'top_k'], ['--top-p', 'top_p']]) {
       assert.match(help, new RegExp(`${flag} [^\\n]*\\n?[^\\n]*generate\\(\\)'s ${name}`), `${flag} names generate()'s ${name}`);

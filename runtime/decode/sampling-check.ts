@@ -29,7 +29,7 @@ export function samplingTopkNeeded(topK: number, rules: DecodingRules): number {
 export function checkSampling(plan: Plan, o: DecodingOptions, rules: DecodingRules, strategy: string): void {
   if (!o.doSample) return;
   if (strategy === 'beam') {
-    throw new PlancError('PLANC_E405', `bad decoding option: doSample with beamSize ${o.beamSize} is generate()'s beam sampling, which planc does not implement; sample with beamSize 1 (--beam 1: generate()'s sample mode) or decode with doSample false`, {}, { option: 'doSample', value: true, expected: 'false with beam search (beamSize > 1); beam sampling is not implemented' });
+    throw new PlancError('PLANC_E405', `bad decoding option: doSample with beamSize ${o.beamSize} is generate()'s beam sampling, which planc does not implement; sample with beamSize 1 (--beam 1: generate()'s sample mode) or decode with doSample false`, {}, { option: 'doSample', value: true, expected: `false with beamSize ${o.beamSize}: beam sampling (generate()'s do_sample with num_beams > 1) is not implemented; sample with beamSize 1 (--beam 1)` });
   }
   if (strategy !== 'greedy') {
     throw new PlancError('PLANC_E405', `bad decoding option: doSample works with strategy greedy (generate()'s sample mode), not '${strategy}', whose output is greedy's`, {}, { option: 'doSample', value: true, expected: `false with strategy '${strategy}'` });
