@@ -56,7 +56,8 @@ export async function translateTexts(m: ServedModel, texts: string[], options: P
     early.forEach(answer);
     return out;
   }
-  const finished = m.scheduler.submit(sources, options, { signal: run.signal, onOutcome: (o) => answer({ ...o, index: at[o.index]! } as SentenceOutcome) });
+  // sampling: each sentence draws from the stream of its index in the request, also when an earlier one failed here
+  const finished = m.scheduler.submit(sources, { ...options, sampleIndices: at }, { signal: run.signal, onOutcome: (o) => answer({ ...o, index: at[o.index]! } as SentenceOutcome) });
   early.forEach(answer);
   await finished;
   return out;
