@@ -180,7 +180,7 @@ it('bad input: each a 4xx with a named error, the others unharmed', async () => 
     await bad({ text: 5 }, 400, 'PLANC_E701', /string or an array of strings/);
     await bad({ text: ['a', 3] }, 400, 'PLANC_E701');
     await bad({ text: 'a', options: { beam: 'two' } }, 400, 'PLANC_E701', /beam/);
-    await bad({ text: 'a', options: { temperature: 1 } }, 400, 'PLANC_E701', /unknown field 'temperature'/);
+    await bad({ text: 'a', options: { temprature: 1 } }, 400, 'PLANC_E701', /unknown field 'temprature'/); // a misspelt option
     await bad({ text: 'a', extra: 1 }, 400, 'PLANC_E701', /unknown field 'extra'/);
     await bad({ text: 'a', model: 'nope' }, 404, 'PLANC_E705', /unknown model 'nope'/);
     await bad({ text: 'a', options: { strategy: 'sample' } }, 400, 'PLANC_E405', /strategy/);
