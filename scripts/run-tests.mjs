@@ -26,7 +26,9 @@ if (!Number.isInteger(jobs) || jobs < 1) {
   process.exit(2);
 }
 const pattern = new RegExp(args[0] ?? '\\.test\\.ts$');
-const files = fs.readdirSync(testDir).filter((f) => /\.test\.ts$/.test(f) && pattern.test(f)).sort();
+/** Test files under test/ (subfolders too), as uvu names them: relative paths with '/'. */
+const listed = fs.readdirSync(testDir, { recursive: true }).map((f) => String(f).split(path.sep).join('/'));
+const files = listed.filter((f) => /\.test\.ts$/.test(f) && pattern.test(f)).sort();
 if (files.length === 0) {
   console.error(`run-tests: no test file matches ${pattern}`);
   process.exit(2);
