@@ -8,5 +8,7 @@ export { tensorFrom, toNumbers, type FeedTensor, type Resident, type ResidentTen
 export type { Tokenizer, TokenizerKind } from './runtime/tokenizer/tokenizer.ts';
 export { cudaStatus, nativeAvailable, nativeInfo, setThreads, NativeUnavailableError, type CudaStatus, type IsaLevel, type NativeInfo } from './runtime/native.ts';
 export { createServer, type PlancServer, type ServeOptions } from './serve/server.ts';
+export { submit, submitStream, type SubmitClientOptions } from './serve/queue/submit.ts';
+export type { Translation } from './serve/translate-texts.ts';
 export { CODES, PlancError, type Code, type Where } from './compiler/diagnostics.ts';
 export type { PlanHeader } from './compiler/plan/types.ts';

@@ -1,6 +1,6 @@
-// planc worker and planc submit over a private redis-server: bad input named, and the fault test — 3 workers
-// SIGKILLed every few seconds and restarted, Redis restarted once — where every line still arrives exactly once, in
-// order, equal to offline translate.
+// planc worker and planc submit over a private redis-server: bad input named, the gateway and the Node API client,
+// and the fault test — workers SIGKILLed and restarted at four points of progress, Redis restarted once — where every
+// line still arrives exactly once, in order, equal to offline translate.
 import { spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
@@ -13,6 +13,7 @@ import { loadPlan } from '../runtime/plan.ts';
 import { translate } from '../runtime/translate.ts';
 import { Queue } from 'bullmq';
 import { DEFAULT_QUEUE, queueName } from '../serve/queue/jobs.ts';
+import { submit as submitClient, submitStream } from '../serve/queue/submit.ts';
 import { createServer } from '../serve/server.ts';
 import { redisOptions } from '../serve/queue/redis.ts';
 import { planc, startPlancWorker } from './helpers/planc-cli.ts';
@@ -23,7 +24,7 @@ import { makeTinyTextPlan } from './helpers/tiny-text-plan.ts';
 const NAMES = [
   'queue: bad input is named (URL, password, model, options, over-long line) and nothing else is disturbed',
   'planc serve --redis (gateway): requests become jobs, answered as offline translate; 503 PLANC_E708 while Redis is down, then back',
-  'queue fault test: 3 workers SIGKILLed every few seconds, Redis restarted once: every line once, in order, as offline translate',
+  'queue fault test: 3 workers, one SIGKILLed at 10%, 25%, 40% and 70% of the jobs, Redis restarted at 55%: every line once, in order, as offline translate',
 ];
 const shared = sharedDir();
 const ESEN = shared ? path.join(shared, 'models', 'es-en') : undefined;
@@ -147,6 +148,11 @@ if (missing && !(process.env.CI && missing !== NEEDS_NATIVE)) {
       assert.equal(lines.at(-1), { done: true });
       assert.equal(lines.slice(0, -1).sort((a, b) => a.index! - b.index!).map((l) => l.text), expect);
       assert.ok(chunks.length >= 2, `the answers came in one piece (${chunks.length} chunk): not streamed before the job completed`);
+      // the Node API client (index.ts: submit, submitStream): the same answers, in input order
+      assert.equal((await submitClient(texts.slice(5, 9), { redis: redis.url, model })).map((t) => ('text' in t ? t.text : t.error.code)), offline.slice(5, 9));
+      const order: number[] = [];
+      await submitStream(texts.slice(0, 4), { redis: redis.url, jobLines: 2 }, (index) => order.push(index));
+      assert.equal(order, [0, 1, 2, 3]);
       // the queue's jobs by state, read from Redis when scraped (nothing waits now: every request was answered)
       const metrics = await (await fetch(`${url}/metrics`)).text();
       for (const state of ['waiting', 'active', 'delayed']) assert.match(metrics, new RegExp(`planc_queue_jobs\\{model="${model}",state="${state}"\\} 0`));
@@ -183,26 +189,34 @@ if (missing && !(process.env.CI && missing !== NEEDS_NATIVE)) {
     run.then(() => { finished = true; });
     let kills = 0;
     let redisRestarts = 0;
-    // every ~3 s a worker is SIGKILLed and a new one started; Redis goes down for a second once, 10 s in
+    // faults by progress, not by the clock (a fast machine could finish before a timed fault): a worker SIGKILLed (and
+    // a new one started) when 10%, 25%, 40% and 70% of the jobs are complete, Redis down for a second at 55%
+    const jobs = new Queue(queueName(DEFAULT_QUEUE, model), { connection: { ...redisOptions(redis.url), enableOfflineQueue: false } });
+    jobs.on('error', () => {});
+    const written = async () => 10 * (await jobs.getCompletedCount().catch(() => 0)); // 10 lines a job
+    const marks = [0.1, 0.25, 0.4, 0.55, 0.7];
+    let next = 0;
     while (!finished) {
-      await Promise.race([run, new Promise((r) => setTimeout(r, 3000))]);
-      if (finished) break;
-      if (redisRestarts === 0 && Date.now() - t0 > 10_000) {
+      await Promise.race([run, new Promise((r) => setTimeout(r, 100))]);
+      if (finished || next >= marks.length || (await written()) < marks[next]! * sentences.length) continue;
+      if (marks[next] === 0.55) {
         await redis.stop();
         await new Promise((r) => setTimeout(r, 1000));
         await redis.up();
         redisRestarts++;
-        continue;
+      } else {
+        const victim = workers.splice(kills % workers.length, 1)[0]!;
+        victim.kill('SIGKILL');
+        kills++;
+        workers.push(await startWorker(redis.url));
       }
-      const victim = workers.splice(kills % workers.length, 1)[0]!;
-      victim.kill('SIGKILL');
-      kills++;
-      workers.push(await startWorker(redis.url));
+      next++;
     }
+    await jobs.close().catch(() => {});
     const r = await run;
     const queueSeconds = (Date.now() - t0) / 1000;
     assert.is(r.status, 0, r.stderr);
-    assert.ok(kills >= 3 && redisRestarts === 1, `kills ${kills}, Redis restarts ${redisRestarts} (the run ended before the faults)`);
+    assert.ok(kills === 4 && redisRestarts === 1, `kills ${kills}, Redis restarts ${redisRestarts} (the run ended before the faults)`);
     const lines = fs.readFileSync(out, 'utf8').split('\n');
     assert.is(lines.pop(), '');
     assert.is(lines.length, sentences.length);

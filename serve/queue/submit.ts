@@ -6,7 +6,7 @@ import { Redis } from 'ioredis';
 import { PlancError } from '../../compiler/diagnostics.ts';
 import type { ClientOptions } from '../translate-route.ts';
 import type { Translation } from '../translate-texts.ts';
-import { failureOf, jobId, queueName, workerKey, type TranslateJob, type TranslateJobResult } from './jobs.ts';
+import { DEFAULT_QUEUE, failureOf, jobId, queueName, workerKey, type TranslateJob, type TranslateJobResult } from './jobs.ts';
 import { checkRedis, redisOptions } from './redis.ts';
 
 export interface SubmitOptions {
@@ -127,4 +127,22 @@ export async function submitLines(lines: string[], o: SubmitOptions, onLine: (in
     await queue?.close();
     redis.disconnect();
   }
+}
+
+/** The Node API client's options: SubmitOptions with the CLI's defaults (queue 'planc', 10 lines a job). */
+export type SubmitClientOptions = Partial<SubmitOptions> & { redis: string };
+
+/**
+ * The Node API client: texts translated by the workers on the queue, every answer in input order (a sentence that
+ * failed alone is its error object). A job already finished (the same texts and options) is re-used.
+ */
+export async function submit(texts: string[], o: SubmitClientOptions): Promise<Translation[]> {
+  const out = new Array<Translation>(texts.length);
+  await submitStream(texts, o, (index, t) => { out[index] = t; });
+  return out;
+}
+
+/** The streaming form of submit: onAnswer(index, answer) for each sentence in input order as its job completes. */
+export function submitStream(texts: string[], o: SubmitClientOptions, onAnswer: (index: number, t: Translation) => void): Promise<{ jobs: number; reused: number }> {
+  return submitLines(texts, { queue: DEFAULT_QUEUE, jobLines: 10, ...o }, onAnswer);
 }
