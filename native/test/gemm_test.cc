@@ -98,14 +98,22 @@ void check_matmul(std::vector<int64_t> ad, std::vector<int64_t> bd, std::vector<
 }
 
 // Gemm reference: alpha op(A) op(B) + beta C (C broadcast), in double.
+// Random A [m,k] (or [k,m] when ta), B [k,n] (or [n,k] when tb) and C of dims cdims: a gemm check's operands.
+struct GemmOperands {
+  Tensor a, b, c;
+};
+GemmOperands random_operands(int64_t m, int64_t n, int64_t k, bool ta, bool tb, const std::vector<int64_t>& cdims) {
+  GemmOperands o{f32(ta ? std::vector<int64_t>{k, m} : std::vector<int64_t>{m, k}),
+                 f32(tb ? std::vector<int64_t>{n, k} : std::vector<int64_t>{k, n}), f32(cdims)};
+  test::fill_random(o.a);
+  test::fill_random(o.b);
+  test::fill_random(o.c);
+  return o;
+}
+
 void check_gemm(int64_t m, int64_t n, int64_t k, bool ta, bool tb_, float alpha, float beta,
                 std::vector<int64_t> cdims, bool has_c, planc::ThreadPool* pool) {
-  Tensor a = f32(ta ? std::vector<int64_t>{k, m} : std::vector<int64_t>{m, k});
-  Tensor b = f32(tb_ ? std::vector<int64_t>{n, k} : std::vector<int64_t>{k, n});
-  Tensor c = f32(cdims);
-  test::fill_random(a);
-  test::fill_random(b);
-  test::fill_random(c);
+  auto [a, b, c] = random_operands(m, n, k, ta, tb_, cdims);
   int64_t cm = cdims.size() == 2 ? cdims[0] : 1, cn = cdims.empty() ? 1 : cdims.back();
   std::vector<double> want(m * n);
   for (int64_t i = 0; i < m; i++)
@@ -243,12 +251,7 @@ int64_t pick_size(std::mt19937& g, int64_t limit = 1000) {
 // One gemm on random data against the float64 reference (op(A), op(B) copied to plain layouts), on every path.
 void scaled_gemm(int64_t m, int64_t n, int64_t k, bool ta, bool tbb, float alpha, float beta,
                  const std::vector<int64_t>& cd, planc::ThreadPool* pool) {
-  Tensor a = f32(ta ? std::vector<int64_t>{k, m} : std::vector<int64_t>{m, k});
-  Tensor b = f32(tbb ? std::vector<int64_t>{n, k} : std::vector<int64_t>{k, n});
-  Tensor cc = f32(cd);
-  test::fill_random(a);
-  test::fill_random(b);
-  test::fill_random(cc);
+  auto [a, b, cc] = random_operands(m, n, k, ta, tbb, cd);
   Tensor an = f32({m, k}), bn = f32({k, n});
   for (int64_t i = 0; i < m; i++)
     for (int64_t p = 0; p < k; p++) an.data<float>()[i * k + p] = ta ? a.data<float>()[p * m + i] : a.data<float>()[i * k + p];
