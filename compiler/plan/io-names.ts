@@ -15,3 +15,13 @@ export const TOPK_IDS_OUTPUT = 'topk_ids';
 export const VOCAB_ACTIVE_INPUT = 'vocab_active';
 /** The hidden-state output a calibration plan exposes (what planc.ProjectTopK reads). */
 export const VOCAB_HIDDEN_OUTPUT = 'vocab_hidden';
+
+// ---- serving: rows that join a running batch (passes/row-lengths.ts builds the graphs, runtime/decode/row-batch.ts runs them) ----
+/** The decoder step whose rows each have their own cached length: decoder_with_past's inputs plus ROW_PAST_LENGTHS_INPUT and the row position inputs. */
+export const ROWS_STEP_GRAPH = 'decoder_with_past_rows';
+/** int64 [batch] input of ROWS_STEP_GRAPH: the positions each row has cached (≤ PAST_LENGTH_INPUT, which is then the longest row's). */
+export const ROW_PAST_LENGTHS_INPUT = 'past_lengths';
+/** Inputs `row_position.K` of ROWS_STEP_GRAPH ([batch, ...]): what decoder_with_past computed from the past length alone (position embeddings), one row each. */
+export const ROW_POSITION_PREFIX = 'row_position.';
+/** The graph computing the `row_position.K` values for one past length (batch 1): PAST_LENGTH_INPUT in, `row_position.K` out. */
+export const POSITIONS_GRAPH = 'decoder_positions';
