@@ -6,7 +6,7 @@ import { alignRegion } from './kv-cache.ts';
 import { keepsRows, moveRows, movesDown, Spans } from './row-spans.ts';
 
 /** One per-row tensor ([rows, ...]) stored at `offset` of the row buffers. */
-interface RowRegion {
+export interface RowRegion {
   /** Its feed name in decoder steps. */
   name: string;
   dtype: RtDType;
@@ -88,6 +88,9 @@ export class EncoderState {
 
   /** Feeds of the vocabulary rewrite only (for the first step, which takes the mask and hidden states instead of K/V). */
   vocab(): Record<string, FeedTensor> { return this.vocabFeeds; }
+
+  /** Where rows 0..rows-1 live: the buffer and, per region, its feed name, dtype, row dims and byte offset (rows a batch copies out when they join another). */
+  layout(): { buf: Resident; regions: readonly Readonly<RowRegion>[] } { return { buf: this.buf, regions: this.regions }; }
 
   private tensor(r: RowRegion): ResidentTensor {
     return { dtype: r.dtype, dims: [this.rows, ...r.rowDims], resident: this.buf, offset: r.offset };

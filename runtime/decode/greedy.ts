@@ -37,6 +37,27 @@ export function greedyBatch(plan: Plan, sources: number[][], maxLens: number[], 
 }
 
 /**
+ * Step t of sentence i (row r of `out`; h: its hypothesis so far, extended here): the token the rules force, else the
+ * picked, sampled or best allowed one. Returns the token the next step takes, or undefined when the sentence ended
+ * (an eos or its cap maxLen).
+ */
+export function greedyToken(out: Record<string, RtTensor>, r: number, i: number, t: number, maxLen: number, h: Hypothesis, source: readonly number[],
+  rules: DecodingRules, scores: boolean, pick?: PickToken, sample?: SampleToken): number | undefined {
+  const last = t + 1 >= maxLen;
+  const forced = rules.forced(t, last);
+  const { tok, logProb } = forced !== undefined ? { tok: forced, logProb: 0 }
+    : pick ? { tok: pick(out, r, i, rules.banned(h.ids, source)), logProb: 0 }
+    : sample ? sample(out, r, i, rules.banned(h.ids, source), () => rules.seen(h.ids))
+    : rules.penalty !== 1 ? penalizedBest(out, r, scores, rules.banned(h.ids, source), rules.seen(h.ids), rules.penalty)
+    : rowBest(out, r, scores, rules.banned(h.ids, source));
+  h.logProb += logProb;
+  h.length++;
+  const eos = rules.isEos(tok);
+  if (!eos) h.ids.push(tok);
+  return eos || last ? undefined : tok;
+}
+
+/**
  * greedyBatch as a generator that yields after each decoder step (the async driver returns to the event loop there);
  * `hooks` hears of each sentence as it finishes and can drop sentences mid-flight (their rows leave like finished ones).
  * `sample` (generate()'s sample mode, runtime/decode/sampling.ts) draws each unforced token instead of the best one.
@@ -52,18 +73,8 @@ export function* greedySteps(plan: Plan, sources: number[][], maxLens: number[],
       live.forEach((i, r) => {
         if (hooks.cancelled?.(i)) return;
         const h = out[i]!;
-        const last = t + 1 >= maxLens[i]!;
-        const forced = rules.forced(t, last);
-        const { tok, logProb } = forced !== undefined ? { tok: forced, logProb: 0 }
-          : pick ? { tok: pick(runner.out, r, i, rules.banned(h.ids, sources[i])), logProb: 0 }
-          : sample ? sample(runner.out, r, i, rules.banned(h.ids, sources[i]), () => rules.seen(h.ids))
-          : rules.penalty !== 1 ? penalizedBest(runner.out, r, scores, rules.banned(h.ids, sources[i]), rules.seen(h.ids), rules.penalty)
-          : rowBest(runner.out, r, scores, rules.banned(h.ids, sources[i]));
-        h.logProb += logProb;
-        h.length++;
-        const eos = rules.isEos(tok);
-        if (!eos) h.ids.push(tok);
-        if (eos || last) { hooks.finished?.(i, h); return; }
+        const tok = greedyToken(runner.out, r, i, t, maxLens[i]!, h, sources[i]!, rules, scores, pick, sample);
+        if (tok === undefined) { hooks.finished?.(i, h); return; }
         keep.push(r);
         next.push(tok);
       });

@@ -17,7 +17,7 @@ export const REGION_ALIGN = 256;
 
 export const alignRegion = (bytes: number): number => Math.ceil(bytes / REGION_ALIGN) * REGION_ALIGN;
 
-interface Cache {
+export interface Cache {
   name: string;
   /** The present output of the first-step decoder graph that fills rows 0.. of this cache. */
   present: string;
@@ -105,6 +105,9 @@ export class KVCaches {
     if (!Number.isInteger(len) || len < 0 || len > this.length) throw new PlancError('PLANC_E405', `truncate: length ${len} must be an integer in [0, ${this.length}] (the positions cached)`);
     this.length = len;
   }
+
+  /** Where the caches live: the buffer and each cache's region ([maxRows, H, capacity, D] at its offset). */
+  layout(): { buf: Resident; caches: readonly Readonly<Cache>[] } { return { buf: this.buf, caches: this.caches }; }
 
   /** The cache feeds and past length of the next step (the first `rows` rows of each region). */
   feeds(): Record<string, FeedTensor> {

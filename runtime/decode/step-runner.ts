@@ -171,6 +171,15 @@ export class StepRunner {
   }
 
   /**
+   * The resident state of the rows (encoder side and in-place caches) for a batch they join (runtime/decode/row-batch.ts);
+   * undefined without in-place caches.
+   */
+  joinState(): { source: EncoderState; caches: KVCaches } | undefined {
+    this.live();
+    return this.caches ? { source: this.source, caches: this.caches } : undefined;
+  }
+
+  /**
    * Rolls the cached length back to len ≤ length: the next step continues from position len (the positions beyond are
    * overwritten). `out` keeps the last step's outputs until the next step.
    */
