@@ -1,6 +1,6 @@
 // `npm run bench -- serve`: planc serve (a child process on 127.0.0.1) under closed-loop load, one es-en test sentence per
 // request, at 1, 8, 32 and 64 clients; against offline translate --batch 32 and a single in-process translate() per
-// sentence, and against the same server with --no-continuous. Latency percentiles and batch occupancy per level.
+// sentence, and against the same server with --no-continuous (32 clients) and --no-row-join (cohorts, 64 clients). Latency percentiles and batch occupancy per level.
 import { spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
@@ -150,6 +150,17 @@ export async function benchServe(): Promise<void> {
   } finally {
     await stopServer(alone.child);
   }
+  // the same server with greedy sentences in cohorts instead of joining the running batch row by row
+  const cohorts = await startServer(planFile, ['--no-row-join']);
+  let cohorts64: Level;
+  try {
+    collectGarbage();
+    const r = await load(cohorts.base, cohorts.child.pid!, texts, 64, maxRows);
+    cohorts64 = r.level;
+    r.answers.forEach((a, i) => { compared++; if (a === offline[i]) identical++; });
+  } finally {
+    await stopServer(cohorts.child);
+  }
   const at = (c: number) => levels.find((l) => l.clients === c)!;
   const offlineRate = texts.length / offlineSeconds;
   const latencyRatio = pct(latencyPairs.map((p) => p.server), 0.5) / pct(latencyPairs.map((p) => p.single), 0.5);
@@ -157,15 +168,18 @@ export async function benchServe(): Promise<void> {
     throughput64VsOffline: at(64).sentencesPerS / offlineRate,
     latency1VsSingle: latencyRatio,
     continuousVsAlone32: at(32).sentencesPerS / noCont.sentencesPerS,
+    /** Rows joining the running batch against cohorts (--no-row-join), 64 clients. */
+    rowJoinVsCohorts64: at(64).sentencesPerS / cohorts64.sentencesPerS,
     /** Sentences per CPU second of the server process at 64 clients against offline's (robust to other load on the machine). */
     cpuEfficiency64VsOffline: (offlineCpu / texts.length) / (at(64).cpuSeconds / at(64).sentences),
   };
   console.log(`  --no-continuous, 32 clients: ${noCont.sentencesPerS.toFixed(1)} sent/s, p50 ${noCont.p50.toFixed(1)} ms`);
+  console.log(`  --no-row-join (cohorts), 64 clients: ${cohorts64.sentencesPerS.toFixed(1)} sent/s, p50 ${cohorts64.p50.toFixed(1)} ms, mean rows per step ${cohorts64.meanRows.toFixed(1)}; rows joining: ${summary.rowJoinVsCohorts64.toFixed(2)}x`);
   console.log(`64 clients vs offline --batch 32: ${summary.throughput64VsOffline.toFixed(2)}x (target ≥ 0.85); 1 client median latency vs one in-process translate(): ${latencyRatio.toFixed(2)}x (target ≤ 1.15); continuous vs --no-continuous at 32 clients: ${summary.continuousVsAlone32.toFixed(2)}x (target ≥ 4); CPU per sentence at 64 clients vs offline: ${summary.cpuEfficiency64VsOffline.toFixed(2)}x as efficient; identical to offline: ${identical}/${compared}`);
   const out = path.join(REPO_ROOT, 'bench', 'results', 'serve.jsonl');
   fs.appendFileSync(out, JSON.stringify({
     bench: 'serve', model: 'es-en', plan: 'fp32, --max-batch 32, --max-tgt-len 64', sentences: texts.length, latencySentences: LATENCY_N,
-    offline: { seconds: offlineSeconds, sentencesPerS: offlineRate, singleMedianMs: pct(single, 0.5), cpuSeconds: offlineCpu }, levels, noContinuous32: noCont, summary, identical, compared,
+    offline: { seconds: offlineSeconds, sentencesPerS: offlineRate, singleMedianMs: pct(single, 0.5), cpuSeconds: offlineCpu }, levels, noContinuous32: noCont, cohorts64, summary, identical, compared,
     ...machineFacts(),
   }) + '\n');
   console.log(`appended to ${path.relative(REPO_ROOT, out)}`);
