@@ -48,6 +48,7 @@ const FLOAT_KERNEL_TYPES = new Set(['float32']);
 const WEIGHT_TYPES = new Set(['float32', 'float16', 'bfloat16']);
 const UNARY_FLOAT_TYPES = new Set(['float32', 'float64']);
 const NUM_TYPES = new Set(['float32', 'float64', 'int32', 'int64', 'int8', 'uint8']);
+const INT64_TYPE = new Set(['int64']);
 
 function requireTypes(ctx: RuleCtx, allowed: Set<string>, ...idx: number[]): void {
   for (const i of idx) {
@@ -358,17 +359,24 @@ export const CPU_RULES: Record<string, Rule> = {
     const hasMask = !!ctx.node.inputs[3];
     const m = hasMask ? ctx.shape(3) : [];
     const inViews = hasMask && m.length < 4 ? { 3: [...new Array<Dim>(4 - m.length).fill(1), ...m] } : undefined;
+    // past_lens (node input 5, int64 [B]: each row's own cached length) is kernel input 4, passed only when present.
+    const hasPast = !!ctx.node.inputs[5];
+    if (hasPast) requireTypes(ctx, INT64_TYPE, 5);
     return {
       ...call('attention', {
         num_heads: ctx.int('num_heads'), q_layout: ctx.int('q_layout', 0), kv_len: kvLen, mask_kind: ctx.int('mask_kind', 0),
         is_causal: ctx.int('is_causal', 0), scale: ctx.float('scale', 1),
       }),
-      inputs: [0, 1, 2, hasMask ? 3 : -1], inViews,
+      inputs: [0, 1, 2, hasMask ? 3 : -1, ...(hasPast ? [5] : [])], inViews,
     };
   },
   'planc.CacheWrite': (ctx) => {
     requireTypes(ctx, FLOAT_KERNEL_TYPES, 0, 1);
-    return { ...call('cache_write', { pos: ctx.known(2)[0]!, new_layout: ctx.int('new_layout', 0), num_heads: ctx.int('num_heads', 0) }), inputs: [0, 1], inPlace: 0 };
+    // past_lens (node input 3, int64 [B]: each row's first position) is kernel input 2, passed only when present; pos is then unused.
+    const hasPast = !!ctx.node.inputs[3];
+    if (hasPast) requireTypes(ctx, INT64_TYPE, 3);
+    const pos = hasPast && !ctx.inputs[2]?.sym && !ctx.inputs[2]?.value ? 0 : ctx.known(2)[0]!;
+    return { ...call('cache_write', { pos, new_layout: ctx.int('new_layout', 0), num_heads: ctx.int('num_heads', 0) }), inputs: [0, 1, ...(hasPast ? [3] : [])], inPlace: 0 };
   },
   'planc.ProjectTopK': (ctx) => {
     requireTypes(ctx, FLOAT_KERNEL_TYPES, 0, 2);

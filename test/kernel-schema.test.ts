@@ -48,7 +48,7 @@ test('call refuses unknown kernels and arguments, missing and out-of-order ones 
 });
 
 test('counts: optional operands may be left off the end unless they keep their slot; variadic lists are unbounded', () => {
-  assert.equal(arity(KERNELS.attention), { minIn: 3, maxIn: 4, minOut: 1, maxOut: 1, minIargs: 5, maxIargs: 5, minFargs: 1, maxFargs: 1 });
+  assert.equal(arity(KERNELS.attention), { minIn: 3, maxIn: 5, minOut: 1, maxOut: 1, minIargs: 5, maxIargs: 5, minFargs: 1, maxFargs: 1 });
   assert.equal([arity(KERNELS.fused_matmul).minIn, arity(KERNELS.project_topk).minIn], [4, 3]);
   assert.equal([arity(KERNELS.concat).minIn, arity(KERNELS.concat).maxIn, arity(KERNELS.pad).minIargs, arity(KERNELS.pad).maxIargs], [1, Infinity, 1, Infinity]);
   assert.equal([arity(KERNELS.layer_norm).minOut, arity(KERNELS.layer_norm).maxOut], [1, 3]);

@@ -327,9 +327,15 @@ const attention: CudaRule<'attention'> = (ctx) => {
     requireDtype(ctx, m, maskKind === MASK_ADD ? [F32] : [BOOL], 'the mask');
     if (m.rank !== 4) ctx.fail(`the mask has rank ${m.rank}, not 4`);
   } else if (ctx.ins[3] !== undefined) ctx.fail('mask_kind 0 with a mask');
+  // past_lens (input 4, int64 [B]): each batch row's own cached length; the template's PAST (left off without it).
+  const past = ctx.ins[4];
+  if (past !== undefined) {
+    requireDtype(ctx, past, [I64], 'past_lens');
+    if (past.rank !== 1) ctx.fail(`past_lens has rank ${past.rank}, not 1 ([B])`);
+  }
   // A warp per query row, 4 rows per block (the schema's attention launch).
   const grid = layout === 0 ? [dims(0, 0, 3, 4)] : [dims(0, 0, 2, 4, h)];
-  return [{ ...launch('attention', 'default'), template: `planc::attention<${hd}, ${layout}, ${maskKind}, ${causal}>`, grid }];
+  return [{ ...launch('attention', 'default'), template: `planc::attention<${hd}, ${layout}, ${maskKind}, ${causal}${past ? ', true' : ''}>`, grid }];
 };
 
 const cacheWrite: CudaRule<'cache_write'> = (ctx) => {
@@ -339,7 +345,13 @@ const cacheWrite: CudaRule<'cache_write'> = (ctx) => {
   if (c.rank !== 4) ctx.fail('the cache must be [B, H, C, D]');
   const layout = ctx.iarg('new_layout');
   if (layout !== 0 && layout !== 1) ctx.fail(`new_layout ${layout}`);
-  return flatIn(ctx, 1, `planc::cache_write<${layout}>`);
+  // past_lens (input 2, int64 [B]): each batch row's first row written; the template's PAST (left off without it).
+  const past = ctx.ins[2];
+  if (past !== undefined) {
+    requireDtype(ctx, past, [I64], 'past_lens');
+    if (past.rank !== 1) ctx.fail(`past_lens has rank ${past.rank}, not 1 ([B])`);
+  }
+  return flatIn(ctx, 1, `planc::cache_write<${layout}${past ? ', true' : ''}>`);
 };
 
 /** Vocabulary ids per shard of project_topk (codegen/cuda/kernels/attention.cuh SHARD) and rows per block. */

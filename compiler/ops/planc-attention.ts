@@ -1,6 +1,6 @@
 // planc.Attention (scaled dot-product attention over [B,H,C,D] keys/values) and planc.CacheWrite (append to a KV cache).
 import { MASK_KINDS } from '../kernel-enums.ts';
-import { dimEq, type Dim } from '../symbolic.ts';
+import { dimEq, dimStr, type Dim } from '../symbolic.ts';
 import { Tensor } from '../tensor.ts';
 import type { InferInput, OpContext, OpHandler } from './types.ts';
 import { need } from './util.ts';
@@ -43,14 +43,17 @@ const ATTENTION: OpHandler = {
     if (kind < 0 || kind > 3) ctx.fail(`mask_kind ${kind} is not 0..3`);
     if ((kind === 0) !== !inputs[3]) ctx.fail(`mask_kind ${kind} ${kind === 0 ? 'takes no mask' : 'needs a mask input'}`);
     if (inputs[4] && inputs[4].dtype !== 'int64') ctx.fail('kv_len must be an int64 scalar');
+    const past = inputs[5];
+    if (past && past.dtype !== 'int64') ctx.fail('past_lens must be int64 [B]');
     if (!q.shape) return [{ dtype: 'float32' }];
     const qd = queryDims(ctx, q.shape, ctx.int('num_heads'), ctx.int('q_layout', 0));
     checkKV(ctx, 'K', k.shape, qd);
     checkKV(ctx, 'V', v.shape, qd);
+    checkPastLens(ctx, past?.shape, qd[0]!);
     return [{ dtype: 'float32', shape: [...q.shape] }];
   },
   eval(ctx, inputs) {
-    const [q, k, v, mask, kvLen] = inputs;
+    const [q, k, v, mask, kvLen, pastLens] = inputs;
     const heads = ctx.int('num_heads');
     const layout = ctx.int('q_layout', 0);
     const [B, H, Sq, D] = queryDims(ctx, need(ctx, inputs, 0).dims as number[], heads, layout) as number[] as [number, number, number, number];
@@ -62,14 +65,18 @@ const ATTENTION: OpHandler = {
     const scale = ctx.float('scale', 1);
     const md = mask ? padTo4(mask.dims) : [1, 1, 1, 1];
     if (mask && (md[3] !== 1 && md[3] !== L)) ctx.fail(`mask's last dim ${md[3]} is neither 1 nor kv_len ${L}`);
+    // Keys batch row b attends: past_lens[b] + Sq (each in 1..kv_len), or kv_len for every row.
+    const past = pastLens && pastRows(ctx, pastLens, B, 'past_lens[b] + Sq', (p) => p + Sq >= 1 && p + Sq <= L, `1..kv_len ${L}`);
+    const lenOf = (b: number) => (past ? past[b]! + Sq : L);
     const qAt = (b: number, h: number, i: number, d: number) => (layout === 0 ? ((b * H + h) * Sq + i) * D + d : (b * Sq + i) * H * D + h * D + d);
     const kvAt = (b: number, h: number, j: number) => ((b * H + h) * C + j) * D;
     const qn = q!.nums, kn = k!.nums, vn = v!.nums, mn = mask?.nums;
     const y = new Float32Array(q!.size);
     const s = new Float64Array(L);
     for (let b = 0; b < B; b++) for (let h = 0; h < H; h++) for (let i = 0; i < Sq; i++) {
+      const Lb = lenOf(b);
       let max = -Infinity;
-      for (let j = 0; j < L; j++) {
+      for (let j = 0; j < Lb; j++) {
         let dot = 0;
         const kb = kvAt(b, h, j);
         for (let d = 0; d < D; d++) dot += qn[qAt(b, h, i, d)]! * kn[kb + d]!;
@@ -79,22 +86,39 @@ const ATTENTION: OpHandler = {
           if (kind === MASK_KIND.ADD) x += m;
           else if ((kind === MASK_KIND.BOOL_KEEP) === (m === 0)) x = -Infinity;
         }
-        if (causal && j > L - Sq + i) x = -Infinity;
+        if (causal && j > Lb - Sq + i) x = -Infinity;
         s[j] = x;
         if (x > max) max = x;
       }
       let sum = 0;
-      for (let j = 0; j < L; j++) { s[j] = max === -Infinity ? 0 : Math.exp(s[j]! - max); sum += s[j]!; }
+      for (let j = 0; j < Lb; j++) { s[j] = max === -Infinity ? 0 : Math.exp(s[j]! - max); sum += s[j]!; }
       if (sum === 0) sum = 1; // a fully masked row gives zeros, as ONNX Attention does
       for (let d = 0; d < D; d++) {
         let acc = 0;
-        for (let j = 0; j < L; j++) acc += s[j]! * vn[kvAt(b, h, j) + d]!;
+        for (let j = 0; j < Lb; j++) acc += s[j]! * vn[kvAt(b, h, j) + d]!;
         y[qAt(b, h, i, d)] = acc / sum;
       }
     }
     return [new Tensor('float32', q!.dims, y)];
   },
 };
+
+/** Fails unless a past_lens input is [B] (an unknown shape passes). */
+function checkPastLens(ctx: OpContext, shape: Dim[] | undefined, batch: Dim): void {
+  if (!shape) return;
+  if (shape.length !== 1 || !dimEq(shape[0]!, batch)) ctx.fail(`past_lens must be [B] = [${dimStr(batch)}], got [${shape.map(dimStr).join(', ')}]`);
+}
+
+/** The values of a past_lens input: int64 [B], every one passing `ok` (what and range name the bound in the message). */
+function pastRows(ctx: OpContext, t: Tensor, batch: number, what: string, ok: (p: number) => boolean, range: string): number[] {
+  if (t.dtype !== 'int64') ctx.fail(`past_lens must be int64, got ${t.dtype}`);
+  if (t.dims.length !== 1 || t.dims[0] !== batch) ctx.fail(`past_lens must be [${batch}] (B), got [${t.dims.join(', ')}]`);
+  const rows = Array.from(t.nums, Number);
+  rows.forEach((p, b) => {
+    if (!(p >= 0) || !ok(p)) ctx.fail(`past_lens[${b}] = ${p}: ${what} must be in ${range}`);
+  });
+  return rows;
+}
 
 function padTo4(dims: readonly number[]): number[] {
   return [...new Array<number>(Math.max(0, 4 - dims.length)).fill(1), ...dims];
@@ -121,11 +145,14 @@ const CACHE_WRITE: OpHandler = {
     const pos: InferInput = need(ctx, inputs, 2);
     if (cache.dtype !== 'float32' || rows.dtype !== 'float32') ctx.fail('cache and rows must be float32');
     if (pos.dtype !== 'int64') ctx.fail('pos must be an int64 scalar');
+    const past = inputs[3];
+    if (past && past.dtype !== 'int64') ctx.fail('past_lens must be int64 [B]');
     if (cache.shape && rows.shape) {
       if (cache.shape.length !== 4) ctx.fail(`cache must be rank 4 [B,H,C,D], got rank ${cache.shape.length}`);
       const nd = newRowDims(ctx, rows.shape, ctx.int('num_heads', Number(cache.shape[1])), ctx.int('new_layout', 0));
       for (const a of [0, 1, 3]) if (!dimEq(nd[a]!, cache.shape[a]!)) ctx.fail(`new rows' dim ${a} differs from the cache's`);
     }
+    if (cache.shape) checkPastLens(ctx, past?.shape, cache.shape[0]!);
     return [{ dtype: 'float32', shape: cache.shape && [...cache.shape] }];
   },
   eval(ctx, inputs) {
@@ -135,12 +162,14 @@ const CACHE_WRITE: OpHandler = {
     const [B, H, C, D] = cache.dims as [number, number, number, number];
     const layout = ctx.int('new_layout', 0);
     const Sn = layout === 0 ? rows.dims[2]! : rows.dims[1]!;
-    if (!(pos >= 0 && pos + Sn <= C)) ctx.fail(`writing ${Sn} rows at ${pos} overflows the cache capacity ${C}`);
+    // past_lens: batch row b's rows go to past_lens[b].. (pos unused), each within the capacity.
+    const past = inputs[3] && pastRows(ctx, inputs[3], B, 'its first row written', (p) => p + Sn <= C, `0..${C - Sn} (capacity ${C}, ${Sn} rows)`);
+    if (!past && !(pos >= 0 && pos + Sn <= C)) ctx.fail(`writing ${Sn} rows at ${pos} overflows the cache capacity ${C}`);
     const out = new Float32Array(cache.nums);
     const src = rows.nums;
     for (let b = 0; b < B; b++) for (let h = 0; h < H; h++) for (let t = 0; t < Sn; t++) for (let d = 0; d < D; d++) {
       const from = layout === 0 ? ((b * H + h) * Sn + t) * D + d : (b * Sn + t) * H * D + h * D + d;
-      out[((b * H + h) * C + pos + t) * D + d] = src[from]!;
+      out[((b * H + h) * C + (past ? past[b]! : pos) + t) * D + d] = src[from]!;
     }
     return [new Tensor('float32', cache.dims, out)];
   },

@@ -5,6 +5,7 @@
 //   -I/usr/include/x86_64-linux-gnu/openblas-pthread -lopenblas] -o /tmp/attention_test
 // Run: /tmp/attention_test [bench]
 #include <algorithm>
+#include <cstring>
 #include <limits>
 
 #include "test_util.h"
@@ -265,6 +266,161 @@ void errors() {
   test::expect_error(call({q.view, missing, v.view}, {3, 0, 5, 0, 0}, y.view), "K is missing", "missing K");
 }
 
+// ---------- per-row past lengths (past_lens, input 4) ----------
+
+// Batch row b of t (dim 0 is B) as a [1, ...] copy.
+Tensor batch_row(const Tensor& t, int64_t b) {
+  std::vector<int64_t> d = t.dims;
+  d[0] = 1;
+  Tensor r(t.dtype(), d);
+  const size_t bytes = r.view.bytes();
+  std::memcpy(r.data(), static_cast<const char*>(t.data()) + b * bytes, bytes);
+  return r;
+}
+
+// The mask row b alone would get: batch row b (unless broadcast) and its first lb keys (unless broadcast).
+Tensor mask_row(const Problem& p, int64_t b, int64_t lb) {
+  const std::vector<int64_t>& md = p.mdims;
+  const int64_t ml = md[3] == 1 ? 1 : lb, bb = md[0] == 1 ? 0 : b, es = planc::dtype_size(p.mask.dtype());
+  Tensor r(p.mask.dtype(), {1, md[1], md[2], ml});
+  for (int64_t x = 0; x < md[1] * md[2]; x++)
+    std::memcpy(static_cast<char*>(r.data()) + x * ml * es,
+                static_cast<const char*>(p.mask.data()) + ((bb * md[1] * md[2] + x) * md[3]) * es, ml * es);
+  return r;
+}
+
+const char* run_attention_rows(Problem& p, const Tensor& past, Tensor& y, planc::ThreadPool* pool) {
+  return test::call(k_attn, {p.q.view, p.k.view, p.v.view, p.kind ? p.mask.view : planc::TensorView(), past.view}, {y.view},
+                    {p.h, p.layout, p.l, p.kind, p.causal}, {p.scale}, pool);
+}
+
+// Bitwise comparison of n floats; one check.
+void bitwise(const float* got, const float* want, int64_t n, const char* what) {
+  int64_t bad = 0, first = -1;
+  for (int64_t i = 0; i < n; i++)
+    if (std::memcmp(got + i, want + i, sizeof(float)) != 0 && bad++ == 0) first = i;
+  test::check_at(bad == 0, "", 0, "%s: %lld of %lld differ bitwise (first [%lld]: %.9g vs %.9g)", what, (long long)bad,
+                 (long long)n, (long long)first, first < 0 ? 0.0 : double(got[first]), first < 0 ? 0.0 : double(want[first]));
+}
+
+// Rows with their own past lengths: for every batch row b, Y's row b is bit for bit what the kernel gives that row
+// alone (B = 1) with kv_len = past[b] + Sq (and the mask cut to it), and close to the float64 reference. K/V rows
+// past a row's own length are NaN: reading one would show.
+void check_rows(int64_t b, int64_t h, int64_t sq, int64_t d, int64_t c, const std::vector<int64_t>& past, int layout,
+                int causal, int kind, int mask_shape, planc::ThreadPool* pool) {
+  const int64_t l = *std::max_element(past.begin(), past.end()) + sq;
+  Problem p(b, h, sq, d, c, l);
+  p.layout = layout;
+  p.causal = causal;
+  p.kind = kind;
+  if (kind) {
+    const std::vector<int64_t> shapes[3] = {{b, h, sq, l}, {b, 1, 1, l}, {1, h, sq, 1}};
+    p.mdims = shapes[mask_shape];
+  }
+  make_problem(p);
+  for (int64_t bb = 0; bb < b; bb++)
+    for (int64_t e = (bb * h * c + past[bb] + sq) * d; e < (bb + 1) * h * c * d; e++)
+      if ((e / d) % c >= past[bb] + sq) p.k.data<float>()[e] = p.v.data<float>()[e] = kNaNf;
+  Tensor pl = test::make_vec<int64_t>(planc::kInt64, {b}, past);
+  Tensor y = f32(q_dims(p));
+  for (int64_t i = 0; i < y.numel(); i++) y.data<float>()[i] = 12345.0f;
+  char name[240];
+  std::snprintf(name, sizeof name, "attention past_lens B%lld H%lld Sq%lld D%lld C%lld L%lld layout %d causal %d kind %d mask %d%s",
+                (long long)b, (long long)h, (long long)sq, (long long)d, (long long)c, (long long)l, layout, causal,
+                kind, mask_shape, pool ? " threaded" : "");
+  const char* err = run_attention_rows(p, pl, y, pool);
+  test::expect_ok(err, name);
+  if (err) return;
+  for (int64_t bb = 0; bb < b; bb++) {
+    Problem r(1, h, sq, d, c, past[bb] + sq);
+    r.layout = layout;
+    r.causal = causal;
+    r.kind = kind;
+    r.scale = p.scale;
+    r.q = batch_row(p.q, bb);
+    r.k = batch_row(p.k, bb);
+    r.v = batch_row(p.v, bb);
+    if (kind) {
+      r.mask = mask_row(p, bb, r.l);
+      r.mdims = r.mask.dims;
+    }
+    Tensor alone = f32(q_dims(r));
+    char what[300];
+    std::snprintf(what, sizeof what, "%s: row %lld (past %lld) alone", name, (long long)bb, (long long)past[bb]);
+    const char* e2 = run_attention(r, alone, pool);
+    test::expect_ok(e2, what);
+    if (e2) continue;
+    const Tensor got = batch_row(y, bb);
+    bitwise(got.data<float>(), alone.data<float>(), got.numel(), what);
+    std::vector<double> want = reference(r);
+    std::snprintf(what, sizeof what, "%s: row %lld vs reference", name, (long long)bb);
+    test::close(got.data<float>(), want.data(), got.numel(), 2e-5, 2e-6, what);
+  }
+  // Every row at the longest length: bit for bit the call without past_lens.
+  std::vector<int64_t> full(static_cast<size_t>(b), l - sq);
+  Problem f = p;
+  for (int64_t e = 0; e < f.k.numel(); e++)  // real keys everywhere below L again
+    if ((e / d) % c < l && f.k.data<float>()[e] != f.k.data<float>()[e]) f.k.data<float>()[e] = f.v.data<float>()[e] = 0.5f;
+  Tensor fl = test::make_vec<int64_t>(planc::kInt64, {b}, full), y1 = f32(q_dims(f)), y2 = f32(q_dims(f));
+  test::expect_ok(run_attention_rows(f, fl, y1, pool), name);
+  test::expect_ok(run_attention(f, y2, pool), name);
+  std::snprintf(name + std::strlen(name), sizeof name - std::strlen(name), ": all rows at L vs no past_lens");
+  bitwise(y1.data<float>(), y2.data<float>(), y1.numel(), name);
+}
+
+void row_tests(planc::ThreadPool* pool) {
+  struct Geo { int64_t b, h, sq, d, c; std::vector<int64_t> past; } geos[] = {
+      {3, 2, 1, 64, 20, {0, 7, 18}},       // decode: a row just joined, one midway, one at the capacity
+      {4, 1, 1, 13, 9, {3, 3, 0, 8}},      // decode, odd head size, equal lengths
+      {3, 2, 5, 40, 48, {0, 11, 40}},      // prefill (blocked path), D with 32- and 8-column parts
+      {2, 3, 9, 16, 50, {37, 2}},          // prefill, several tiles of four rows, L > 32 for one row only
+  };
+  for (const Geo& g : geos)
+    for (int layout = 0; layout < 2; layout++)
+      for (int causal = 0; causal < 2; causal++)
+        for (int kind = 0; kind < 4; kind++)
+          for (int shape = 0; shape < (kind ? 3 : 1); shape++) check_rows(g.b, g.h, g.sq, g.d, g.c, g.past, layout, causal, kind, shape, pool);
+}
+
+void row_errors() {
+  Tensor q = f32({2, 3, 4, 8}), k = f32({2, 3, 6, 8}), v = f32({2, 3, 6, 8}), y = f32({2, 3, 4, 8});
+  auto call = [&](const Tensor& past, int64_t kv_len) {
+    return test::call(k_attn, {q.view, k.view, v.view, planc::TensorView(), past.view}, {y.view}, {3, 0, kv_len, 0, 1}, {0.5}, nullptr);
+  };
+  test::expect_ok(call(test::i64({2}, {0, 1}), 5), "past_lens 0, 1 (L 5)");
+  test::expect_ok(call(test::i64({2}, {2, 0}), 6), "past_lens 2, 0 (L 6 = C)");
+  test::expect_error(call(test::i64({2}, {-1, 1}), 5), "past_lens[0] = -1 is outside 0..1", "negative past_lens");
+  test::expect_error(call(test::i64({2}, {0, 2}), 5), "past_lens[1] = 2 is outside 0..1", "past_lens + Sq > kv_len");
+  test::expect_error(call(test::i64({2}, {0, INT64_MAX}), 6), "outside 0..2", "huge past_lens");
+  test::expect_error(call(test::i64({2}, {0, INT64_MIN}), 6), "outside 0..2", "most negative past_lens");
+  test::expect_error(call(test::i64({3}, {0, 0, 0}), 5), "past_lens must be [2] (B), got [3]", "past_lens [B+1]");
+  test::expect_error(call(test::i64({1, 2}, {0, 0}), 5), "past_lens must be [2]", "past_lens rank 2");
+  test::expect_error(call(test::i64({}, {0}), 5), "past_lens must be [2]", "past_lens scalar");
+  test::expect_error(call(test::make<int32_t>(planc::kInt32, {2}, {0, 0}), 5), "past_lens must be int64, got int32", "past_lens int32");
+  test::expect_error(call(f32({2}, {0, 0}), 5), "past_lens must be int64", "past_lens float32");
+  Tensor missing = test::i64({2}, {0, 0});
+  missing.view.data = nullptr;
+  test::expect_error(call(missing, 5), "past_lens is malformed", "past_lens without data");
+  test::expect_error(call(test::i64({2}, {0, 0}), 7), "kv_len 7", "kv_len > C with past_lens");
+  // With a mask, kv_len still bounds its L dim.
+  Tensor m = f32({2, 1, 1, 5});
+  test::expect_ok(test::call(k_attn, {q.view, k.view, v.view, m.view, test::i64({2}, {1, 0}).view}, {y.view}, {3, 0, 5, 1, 0}, {0.5}, nullptr),
+                  "mask [2,1,1,5] with past_lens");
+  test::expect_error(test::call(k_attn, {q.view, k.view, v.view, m.view, test::i64({2}, {0, 0}).view}, {y.view}, {3, 0, 4, 1, 0}, {0.5}, nullptr),
+                     "does not broadcast", "mask L != kv_len with past_lens");
+  // A row's output does not depend on the other rows: changing row 1's length leaves row 0's Y bit for bit.
+  test::fill_random(q);
+  test::fill_random(k);
+  test::fill_random(v);
+  Tensor y2 = f32({2, 3, 4, 8});
+  test::expect_ok(test::call(k_attn, {q.view, k.view, v.view, planc::TensorView(), test::i64({2}, {1, 0}).view}, {y.view}, {3, 0, 6, 0, 1}, {0.5}, nullptr), "rows a");
+  test::expect_ok(test::call(k_attn, {q.view, k.view, v.view, planc::TensorView(), test::i64({2}, {1, 2}).view}, {y2.view}, {3, 0, 6, 0, 1}, {0.5}, nullptr), "rows b");
+  bitwise(y.data<float>(), y2.data<float>(), 3 * 4 * 8, "row 0 with row 1 at another length");
+  int64_t same_1 = 0;
+  for (int64_t i = 3 * 4 * 8; i < y.numel(); i++) same_1 += y.data<float>()[i] == y2.data<float>()[i];
+  test::check_at(same_1 < 3 * 4 * 8, "", 0, "row 1's Y must change with its length (%lld of %d equal)", (long long)same_1, 3 * 4 * 8);
+}
+
 // ---------- cache_write ----------
 
 void check_cache(int64_t b, int64_t h, int64_t c, int64_t d, int64_t sn, int64_t pos, int layout, bool in_place,
@@ -317,6 +473,57 @@ void cache_tests(planc::ThreadPool* pool) {
   test::expect_error(test::call(k_cache, {cache.view, nwd.view}, {cache.view}, {0, 0, 3}, {}, nullptr), "[2,3,4,9]", "New D");
   test::expect_error(test::call(k_cache, {cache.view, nw.view}, {yb.view}, {0, 0, 3}, {}, nullptr), "Y [2,3,9,8]", "Y dims");
   test::expect_error(test::call(k_cache, {cache.view, nw.view}, {cache.view}, {0, 0}, {}, nullptr), "needs", "iarg count");
+}
+
+// cache_write with past_lens (input 2): batch row b's rows go to past[b]..past[b]+Sn-1; pos (here -7, an error
+// without past_lens) is unused.
+void check_cache_rows(int64_t b, int64_t h, int64_t c, int64_t d, int64_t sn, const std::vector<int64_t>& past, int layout,
+                      bool in_place, planc::ThreadPool* pool) {
+  char name[200];
+  std::snprintf(name, sizeof name, "cache_write past_lens B%lld H%lld C%lld D%lld Sn%lld layout %d%s%s", (long long)b,
+                (long long)h, (long long)c, (long long)d, (long long)sn, layout, in_place ? " in place" : "",
+                pool ? " threaded" : "");
+  Tensor cache = f32({b, h, c, d});
+  test::fill_random(cache);
+  Tensor nw = layout == 0 ? f32({b, h, sn, d}) : f32({b, sn, h * d});
+  test::fill_random(nw);
+  std::vector<float> want(cache.data<float>(), cache.data<float>() + cache.numel());
+  for (int64_t bb = 0; bb < b; bb++)
+    for (int64_t hh = 0; hh < h; hh++)
+      for (int64_t s = 0; s < sn; s++)
+        for (int64_t x = 0; x < d; x++) {
+          const int64_t src = layout == 0 ? ((bb * h + hh) * sn + s) * d + x : (bb * sn + s) * h * d + hh * d + x;
+          want[((bb * h + hh) * c + past[bb] + s) * d + x] = nw.data<float>()[src];
+        }
+  Tensor y = f32({b, h, c, d});
+  for (int64_t i = 0; i < y.numel(); i++) y.data<float>()[i] = kNaNf;
+  Tensor& out = in_place ? cache : y;
+  Tensor pl = test::make_vec<int64_t>(planc::kInt64, {b}, past);
+  const char* err = test::call(k_cache, {cache.view, nw.view, pl.view}, {out.view}, {-7, layout, h}, {}, pool);
+  test::expect_ok(err, name);
+  if (!err) bitwise(out.data<float>(), want.data(), out.numel(), name);
+}
+
+void cache_row_tests(planc::ThreadPool* pool) {
+  for (int layout = 0; layout < 2; layout++)
+    for (int in_place = 0; in_place < 2; in_place++) {
+      check_cache_rows(3, 2, 10, 8, 1, {0, 4, 9}, layout, in_place, pool);
+      check_cache_rows(2, 3, 12, 5, 4, {8, 0}, layout, in_place, pool);
+      check_cache_rows(4, 2, 64, 32, 3, {61, 0, 17, 17}, layout, in_place, pool);
+      check_cache_rows(2, 1, 6, 4, 0, {6, 0}, layout, in_place, pool);  // nothing to write
+    }
+  Tensor cache = f32({2, 3, 10, 8}), nw = f32({2, 3, 4, 8});
+  auto call = [&](const Tensor& past) { return test::call(k_cache, {cache.view, nw.view, past.view}, {cache.view}, {0, 0, 3}, {}, nullptr); };
+  test::expect_ok(call(test::i64({2}, {6, 0})), "past_lens at C - Sn");
+  test::expect_error(call(test::i64({2}, {7, 0})), "cache_write: past_lens[0] = 7 is outside 0..6", "past_lens + Sn > C");
+  test::expect_error(call(test::i64({2}, {0, -1})), "past_lens[1] = -1 is outside 0..6", "negative past_lens");
+  test::expect_error(call(test::i64({2}, {0, INT64_MAX})), "outside 0..6", "huge past_lens");
+  test::expect_error(call(test::i64({1}, {0})), "past_lens must be [2] (B), got [1]", "past_lens [1]");
+  test::expect_error(call(test::i64({2, 1}, {0, 0})), "past_lens must be [2]", "past_lens rank 2");
+  test::expect_error(call(test::make<int32_t>(planc::kInt32, {2}, {0, 0})), "past_lens must be int64", "past_lens int32");
+  Tensor missing = test::i64({2}, {0, 0});
+  missing.view.data = nullptr;
+  test::expect_error(call(missing), "past_lens is malformed", "past_lens without data");
 }
 
 // ---------- bench ----------
@@ -390,7 +597,10 @@ int main(int argc, char** argv) {
     large(pl);
     specials(pl);
     cache_tests(pl);
+    row_tests(pl);
+    cache_row_tests(pl);
   }
   errors();
+  row_errors();
   return test::finish("attention_test");
 }

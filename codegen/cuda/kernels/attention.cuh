@@ -6,7 +6,10 @@ namespace planc {
 // K, V are [B, H, C, D] (rows >= L ignored). QL 0: Q, Y [B, H, Sq, D]; QL 1: [B, Sq, H*D]. Lane holds D/32 elements
 // (element t*32 + lane, so every step reads whole 128-byte rows). MK: 0 none, 1 additive float, 2 bool attend,
 // 3 bool masked. A fully masked row gives zeros (ONNX Attention), a NaN or +inf score NaN.
-template <int D, int QL, int MK, bool CAUSAL>
+// PAST: input 4 is past_lens, int64 [B] (its dtype checked by the rule): batch row b attends L_b = past_lens[b] + Sq
+// keys (causal: j <= past_lens[b] + i), each L_b in 1..L (else kErrKvLen; dims not [B]: kErrShape); L still bounds the
+// mask's last dim. A row's loop runs over its own keys only, as it would alone with kv_len L_b.
+template <int D, int QL, int MK, bool CAUSAL, bool PAST = false>
 __device__ void attention(const KArgs& a) {
   static_assert(D % 32 == 0 && D <= 512, "head dim must be a multiple of 32, at most 512");
   constexpr int PER = D / 32;
@@ -18,10 +21,24 @@ __device__ void attention(const KArgs& a) {
     if (threadIdx.x == 0 && blockIdx.x == 0) fail(a, kErrKvLen);
     return;
   }
+  const Tensor& tp = a.in[4];
+  if (PAST && (a.n_in < 5 || tp.rank != 1 || tp.dims[0] != B || (B > 0 && !tp.data))) {
+    if (threadIdx.x == 0 && blockIdx.x == 0) fail(a, kErrShape);
+    return;
+  }
   const int64_t row = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
   const int lane = threadIdx.x & 31;
   if (row >= B * H * Sq) return;
   const int64_t i = row % Sq, bh = row / Sq, h = bh % H, b = bh / H;
+  int64_t Lb = L;  // keys this batch row attends
+  if (PAST) {
+    const int64_t p = ((const int64_t*)tp.data)[b];
+    if (p < 0 || p > L - Sq) {  // the whole warp leaves (same b); the run fails
+      if (lane == 0) fail(a, kErrKvLen);
+      return;
+    }
+    Lb = p + Sq;
+  }
   const int64_t qoff = QL == 0 ? row * D : (b * Sq + i) * H * D + h * D;
   const float* q = (const float*)tq.data + qoff;
   const float* Kp = (const float*)tk.data + bh * C * D;
@@ -38,7 +55,7 @@ __device__ void attention(const KArgs& a) {
     moff = ((mB == 1 ? 0 : b) * mH + (mH == 1 ? 0 : h)) * mS * mL + (mS == 1 ? 0 : i) * mL;
     mstep = mL == 1 ? 0 : 1;
   }
-  const int64_t jend = CAUSAL ? min(L, L - Sq + i + 1) : L;
+  const int64_t jend = CAUSAL ? min(Lb, Lb - Sq + i + 1) : Lb;
   float mx = -INFINITY, l = 0.f;
   for (int64_t j = 0; j < jend; j++) {
     const float* kr = Kp + j * D;
@@ -68,16 +85,32 @@ __device__ void attention(const KArgs& a) {
 // cache_write: Cache [B, H, C, D], New (NL 0: [B, H, Sn, D]; NL 1: [B, Sn, H*D]) -> Y (Cache's dims; usually the
 // same buffer). iargs pos, num_heads H (new_layout: NL). Rows pos..pos+Sn-1 get New; when Y is another buffer the other rows are
 // copied from Cache (each element written once, so no ordering between threads is needed).
-template <int NL>
+// PAST: input 2 is past_lens, int64 [B]: batch row b's rows go to past_lens[b]..past_lens[b]+Sn-1 (pos unused), each
+// within 0..C-Sn (else kErrCache and nothing written for that row; dims not [B]: kErrShape).
+template <int NL, bool PAST = false>
 __device__ void cache_write(const KArgs& a) {
   const Tensor &tc = a.in[0], &tn = a.in[1], &ty = a.out[0];
   const int64_t pos = a.iargs[cache_write_args::kPos], H = a.iargs[cache_write_args::kNumHeads];
   const int64_t B = tc.dims[0], C = tc.dims[2], D = tc.dims[3];
   const int64_t Sn = NL == 0 ? tn.dims[2] : tn.dims[1];
-  if (pos < 0 || pos + Sn > C) {
+  const Tensor& tp = a.in[2];
+  if (PAST && (a.n_in < 3 || tp.rank != 1 || tp.dims[0] != B || (B > 0 && !tp.data))) {
+    if (threadIdx.x == 0 && blockIdx.x == 0) fail(a, kErrShape);
+    return;
+  }
+  const int64_t* past = PAST ? (const int64_t*)tp.data : nullptr;
+  // Row b's first position, or -1 when it is outside 0..C-Sn.
+  auto first = [&](int64_t b) -> int64_t {
+    const int64_t p = PAST ? past[b] : pos;
+    return p < 0 || p > C - Sn ? -1 : p;
+  };
+  if (!PAST && first(0) < 0) {
     if (threadIdx.x == 0 && blockIdx.x == 0) fail(a, kErrCache);
     return;
   }
+  if (PAST)
+    for (int64_t b = gtid(); b < B; b += gstride())
+      if (first(b) < 0) fail(a, kErrCache);
   const float* Cp = (const float*)tc.data;
   const float* Np = (const float*)tn.data;
   float* Y = (float*)ty.data;
@@ -88,12 +121,14 @@ __device__ void cache_write(const KArgs& a) {
     } else {
       d = e % D; h = (e / D) % H; s = (e / (D * H)) % Sn; b = e / (D * H * Sn);
     }
-    Y[((b * H + h) * C + pos + s) * D + d] = Np[e];
+    const int64_t p = first(b);
+    if (p < 0) continue;  // failed above
+    Y[((b * H + h) * C + p + s) * D + d] = Np[e];
   }
   if (Y != Cp) {
     for (int64_t e = gtid(); e < B * H * C * D; e += gstride()) {
-      const int64_t c = (e / D) % C;
-      if (c < pos || c >= pos + Sn) Y[e] = Cp[e];
+      const int64_t c = (e / D) % C, p = first(e / (H * C * D));
+      if (p < 0 || c < p || c >= p + Sn) Y[e] = Cp[e];
     }
   }
 }

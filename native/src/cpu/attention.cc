@@ -347,7 +347,11 @@ struct Attn {
   float* y;
   const void* mask;
   int64_t m_sb, m_sh, m_si, m_sl;  // mask element strides per b, h, i, j (0 = broadcast)
+  const int64_t* past;  // past_lens [B] (checked: 0 <= past[b] <= l - sq), or null: every row attends l keys
 };
+
+// Keys batch row b attends: past_lens[b] + Sq, or L for every row.
+inline int64_t l_of(const Attn& a, int64_t b) { return a.past ? a.past[b] + a.sq : a.l; }
 
 // Offset of query row (b, h, i) in Q and Y.
 inline int64_t q_offset(const Attn& a, int64_t b, int64_t h, int64_t i) {
@@ -355,9 +359,13 @@ inline int64_t q_offset(const Attn& a, int64_t b, int64_t h, int64_t i) {
   return (b * a.sq + i) * a.h * a.d + h * a.d;
 }
 
-// Keys query row i may attend: all L, or with is_causal those up to its absolute position L - Sq + i (the later
-// ones are -inf, so they are never computed). May be <= 0: then the row is all -inf.
-inline int64_t keys_for(const Attn& a, int64_t i) { return a.causal ? std::min(a.l, a.l - a.sq + i + 1) : a.l; }
+// Keys query row i of batch row b may attend: all of its L_b (l_of), or with is_causal those up to its absolute
+// position L_b - Sq + i (the later ones are -inf, so they are never computed). May be <= 0: then the row is all -inf.
+// A row's keys (and so its loops and their order) depend on its own L_b only, never on the other rows'.
+inline int64_t keys_for(const Attn& a, int64_t b, int64_t i) {
+  const int64_t l = l_of(a, b);
+  return a.causal ? std::min(l, l - a.sq + i + 1) : l;
+}
 
 // Masks the scores s[0..n) of query row (b, h, i) and replaces them by e^(s - max); returns their sum, 0 when every
 // score is -inf (a fully masked row: its Y is zeros, as ONNX Attention gives), or NaN when a score is NaN or +inf.
@@ -383,7 +391,7 @@ void attention_row(const Attn& a, int64_t r, Scratch& w) {
   const int64_t i = r % a.sq, h = (r / a.sq) % a.h, b = r / (a.sq * a.h);
   const int64_t off = q_offset(a, b, h, i);
   float* y = a.y + off;
-  const int64_t n = keys_for(a, i);
+  const int64_t n = keys_for(a, b, i);
   if (n <= 0) {
     std::fill(y, y + a.d, 0.0f);
     return;
@@ -407,7 +415,7 @@ void attention_row(const Attn& a, int64_t r, Scratch& w) {
 // rows the scores, softmax and P·V are register-tiled small matrix products.
 void attention_block(const Attn& a, int64_t b, int64_t h, int64_t i0, int64_t i1, Scratch& w) {
   const int64_t rows = i1 - i0, d = a.d;
-  const int64_t n_max = keys_for(a, i1 - 1);  // keys_for grows with i
+  const int64_t n_max = keys_for(a, b, i1 - 1);  // keys_for grows with i
   if (n_max <= 0) {
     for (int64_t i = i0; i < i1; i++) std::fill(a.y + q_offset(a, b, h, i), a.y + q_offset(a, b, h, i) + d, 0.0f);
     return;
@@ -422,7 +430,7 @@ void attention_block(const Attn& a, int64_t b, int64_t h, int64_t i0, int64_t i1
   for (int64_t r = 0; r < rows; r++) scale_copy(a.q + q_offset(a, b, h, i0 + r), w.qs.data() + r * d, d, a.scale);
   for (int64_t r0 = 0; r0 < rows; r0 += 4) {
     const int64_t nr = std::min<int64_t>(4, rows - r0);
-    const int64_t n_tile = keys_for(a, i0 + r0 + nr - 1);
+    const int64_t n_tile = keys_for(a, b, i0 + r0 + nr - 1);
     const float* q[4];
     float* s[4];
     float* y[4];
@@ -435,7 +443,7 @@ void attention_block(const Attn& a, int64_t b, int64_t h, int64_t i0, int64_t i1
     }
     if (n_tile > 0) scores_tiles(q, w.kt.data(), ld, d, (n_tile + 31) / 32 * 32, s);
     for (int r = 0; r < nr; r++) {
-      const int64_t i = i0 + r0 + r, n = keys_for(a, i);
+      const int64_t i = i0 + r0 + r, n = keys_for(a, b, i);
       sum[r] = n > 0 ? softmax_scores(a, b, h, i, s[r], n) : 0.0f;
       const int64_t keep = sum[r] > 0 ? n : 0;  // a masked or NaN row's weights are zeroed (its Y is overwritten)
       if (n_tile > 0) std::fill(s[r] + keep, s[r] + n_tile, 0.0f);
@@ -465,6 +473,25 @@ const char* check_mask(const TensorView& m, Attn* a) {
   a->m_sh = m.dims[1] == 1 ? 0 : m.dims[2] * m.dims[3];
   a->m_sb = m.dims[0] == 1 ? 0 : m.dims[1] * m.dims[2] * m.dims[3];
   a->mask = m.data;
+  return nullptr;
+}
+
+// Whether optional input `i` was given (an omitted one is a default view: no data, rank 0, no elements).
+inline bool given(const KernelArgs& args, int i) {
+  return args.n_in > i && (args.in[i].data != nullptr || args.in[i].rank != 0 || args.in[i].numel != 0);
+}
+
+// Checks a past_lens input: int64 [B], every value in 0..hi (`what` names the kernel, `bound` the limit's meaning).
+const char* check_past_lens(const char* what, const TensorView& p, int64_t b, int64_t hi, const char* bound) {
+  if (!view_ok(p)) return kernel_error("%s: past_lens is malformed", what);
+  if (p.dtype != kInt64) return kernel_error("%s: past_lens must be int64, got %s", what, dtype_name(p.dtype));
+  if (p.rank != 1 || p.dims[0] != b)
+    return kernel_error("%s: past_lens must be [%lld] (B), got %s", what, (long long)b, dims_str(p).c_str());
+  const int64_t* v = p.as<int64_t>();
+  for (int64_t i = 0; i < b; i++)
+    if (v[i] < 0 || v[i] > hi)
+      return kernel_error("%s: past_lens[%lld] = %lld is outside 0..%lld (%s)", what, (long long)i, (long long)v[i],
+                          (long long)hi, bound);
   return nullptr;
 }
 
@@ -515,7 +542,14 @@ const char* check_attention(const KernelArgs& args, Attn* a) {
   a->y = y.as<float>();
   a->mask = nullptr;
   a->m_sb = a->m_sh = a->m_si = a->m_sl = 0;
-  const bool has_mask = args.n_in == 4 && args.in[3].data != nullptr;
+  a->past = nullptr;
+  if (given(args, 4)) {  // each row's past_lens[b] + Sq keys must be in 1..kv_len
+    if (a->sq < 1 && a->b > 0) return "attention: past_lens needs at least one query row";
+    if (const char* err = check_past_lens("attention", args.in[4], a->b, l - a->sq, "past_lens[b] + Sq must be in 1..kv_len"))
+      return err;
+    a->past = args.in[4].as<int64_t>();
+  }
+  const bool has_mask = args.n_in >= 4 && args.in[3].data != nullptr;
   if (kind == kMaskNone) {
     if (has_mask) return "attention: mask_kind 0 but a mask was given";
     return nullptr;
@@ -569,6 +603,7 @@ const char* cache_write(const KernelArgs& args) {
   }
   using namespace cache_write_args;
   const int64_t pos = args.iargs[kPos], layout = args.iargs[kNewLayout], heads = args.iargs[kNumHeads];
+  const bool per_row = given(args, 2);  // past_lens: batch row b's rows go to past_lens[b].. (pos unused)
   if (cache.rank != 4) return kernel_error("cache_write: Cache must be [B,H,C,D], got %s", dims_str(cache).c_str());
   if (!same_dims(cache, y))
     return kernel_error("cache_write: Y %s differs from Cache %s", dims_str(y).c_str(), dims_str(cache).c_str());
@@ -583,7 +618,12 @@ const char* cache_write(const KernelArgs& args) {
     return kernel_error("cache_write: New %s does not match Cache %s for new_layout %lld", dims_str(nw).c_str(),
                         dims_str(cache).c_str(), (long long)layout);
   const int64_t sn = layout == 0 ? nw.dims[2] : nw.dims[1];
-  if (pos < 0 || pos > c - sn)
+  const int64_t* past = nullptr;
+  if (per_row) {
+    if (const char* err = check_past_lens("cache_write", args.in[2], b, c - sn, "its rows must fit the capacity"))
+      return err;
+    past = args.in[2].as<int64_t>();
+  } else if (pos < 0 || pos > c - sn)
     return kernel_error("cache_write: rows %lld..%lld are outside the capacity %lld (Cache %s, New %s)",
                         (long long)pos, (long long)(pos + sn - 1), (long long)c, dims_str(cache).c_str(),
                         dims_str(nw).c_str());
@@ -597,7 +637,8 @@ const char* cache_write(const KernelArgs& args) {
     for (int64_t r = r0; r < r1; r++) {
       const int64_t s = r % sn, hh = (r / sn) % h, bb = r / (sn * h);
       const int64_t from = layout == 0 ? r * d : (bb * sn + s) * h * d + hh * d;
-      std::memcpy(dst + ((bb * h + hh) * c + pos + s) * d, src + from, row_bytes);
+      const int64_t at = past ? past[bb] : pos;
+      std::memcpy(dst + ((bb * h + hh) * c + at + s) * d, src + from, row_bytes);
     }
   });
   return nullptr;

@@ -629,27 +629,27 @@ constexpr KernelArity kArity = {1, 2, 1, 1, 1, kUnbounded, 0, 0};
 }  // namespace pad_args
 
 // attention: Y = softmax(scale·Q·K[:, :, :L]ᵀ + mask)·V[:, :, :L] (planc.Attention; K/V rows ≥ L never read)
-//   in: q (float32), k (float32), v (float32), mask? (float32|bool); out: y (float32)
+//   in: q (float32), k (float32), v (float32), mask? (float32|bool), past_lens? (int64); out: y (float32)
 namespace attention_args {
 constexpr int kNumHeads = 0;  // iarg: heads H (K's dim 1)
 constexpr int kQLayout = 1;  // iarg: 0: Q and Y are [B, H, Sq, D], 1: [B, Sq, H·D]
-constexpr int kKvLen = 2;  // iarg: keys attended L (1..C)
+constexpr int kKvLen = 2;  // iarg: keys attended L (1..C; with past_lens the longest row's, and the mask's L)
 constexpr int kMaskKind = 3;  // iarg: how the mask applies (mask_kind)
-constexpr int kIsCausal = 4;  // iarg: 1: query row i attends keys j ≤ L - Sq + i only
+constexpr int kIsCausal = 4;  // iarg: 1: query row i attends keys j ≤ L - Sq + i only (L_b with past_lens)
 constexpr int kIargCount = 5;
 constexpr int kScale = 0;  // farg: multiplies Q·Kᵀ
 constexpr int kFargCount = 1;
-constexpr KernelArity kArity = {3, 4, 1, 1, 5, 5, 1, 1};
+constexpr KernelArity kArity = {3, 5, 1, 1, 5, 5, 1, 1};
 }  // namespace attention_args
 
 // cache_write: Y = Cache with rows pos..pos+Sn-1 of every (b, h) replaced by New's (planc.CacheWrite, in place)
-//   in: cache (float32), new (float32); out: y (float32)
+//   in: cache (float32), new (float32), past_lens? (int64); out: y (float32)
 namespace cache_write_args {
-constexpr int kPos = 0;  // iarg: first row written
+constexpr int kPos = 0;  // iarg: first row written (unused with past_lens)
 constexpr int kNewLayout = 1;  // iarg: 0: New is [B, H, Sn, D], 1: [B, Sn, H·D]
 constexpr int kNumHeads = 2;  // iarg: heads H (Cache's dim 1)
 constexpr int kIargCount = 3;
-constexpr KernelArity kArity = {2, 2, 1, 1, 3, 3, 0, 0};
+constexpr KernelArity kArity = {2, 3, 1, 1, 3, 3, 0, 0};
 }  // namespace cache_write_args
 
 // project_topk: the k best of log_softmax(X·W + bias) per row, logits never materialized (planc.ProjectTopK)
