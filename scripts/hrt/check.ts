@@ -1,11 +1,15 @@
 // Smoke check of an HRT export (docs/hrt.md) with onnxruntime-node: loads the four graphs, checks the contract's inputs
 // and outputs, and decodes the first test sentences with HRT greedy (stage I: decoder_model then
 // decoder_with_past with position_ids s·k; stage II: one decoder_nat_model pass), k = 1 and each of hrt.chunk_sizes.
-// With --expect FILE (scripts/hrt/decode.py --json), the ids must equal torch's.
+// With --expect FILE (scripts/hrt/decode.py --json), the ids must equal torch's. Then the same with
+// scripts/hrt/reference.ts (greedy must equal the above; beam b_at = 4 with b_nat = 4 and 1 is run for a few sentences).
 //   node --import tsx scripts/hrt/check.ts FOLDER [--n 20] [--max-len 64] [--min-steps N] [--expect torch.json]
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import ort from 'onnxruntime-node';
+import { Tensor } from '../../compiler/tensor.ts';
+import type { GraphRunner } from '../../bench/reference/greedy.ts';
+import { hrtDecodeOne, type HrtOptions } from './reference.ts';
 
 const args = process.argv.slice(2);
 const folder = args[0];
@@ -68,8 +72,9 @@ async function hrtGreedy(src: number[], k: number): Promise<{ ids: number[]; z: 
     const lp = logSoftmax(out.logits!, 0);
     const choose = Float64Array.from(lp);
     if (step < minSteps) choose[EOS] = -Infinity;
-    const tok = step === mAt - 1 ? EOS : argmax(choose);
-    at += lp[tok]!;
+    const forced = step === mAt - 1; // forced eos at the last step; a forced token scores 0 (generate()'s rule)
+    const tok = forced ? EOS : argmax(choose);
+    at += forced ? 0 : lp[tok]!;
     z.push(tok);
     if (tok === EOS) break;
     for (const [name, v] of Object.entries(out)) if (name.startsWith('present.')) past[name.replace('present.', 'past_key_values.')] = v;
@@ -150,5 +155,34 @@ for (const k of [1, ...hrt.chunk_sizes]) {
   }
   console.log(`decoder_nat batched with padding vs alone: max |logit diff| ${maxDiff.toExponential(2)}`);
   if (!(maxDiff < 1e-3)) { bad++; console.log('padding changes decoder_nat results'); }
+}
+// scripts/hrt/reference.ts over the same sessions
+const runner: GraphRunner = async (graph, feeds) => {
+  const f: Record<string, ort.Tensor> = {};
+  for (const [name, t] of Object.entries(feeds)) {
+    f[name] = t.dtype === 'int64' ? i64([...t.dims], Array.from(t.nums)) : new ort.Tensor('float32', Float32Array.from(t.nums), [...t.dims]);
+  }
+  const out = await s[graph]!.run(f);
+  return Object.fromEntries(Object.entries(out).map(([name, v]) => [name, v.type === 'float32'
+    ? Tensor.fromNumbers('float32', v.dims.map(Number), v.data as Float32Array)
+    : Tensor.fromNumbers('int64', v.dims.map(Number), Array.from(v.data as BigInt64Array, Number))]));
+};
+for (const k of [1, ...hrt.chunk_sizes]) {
+  const base: HrtOptions = { k, hrt, maxLength: maxLen, beamSize: 1, lengthPenalty: 1, startId: 0, eosId: EOS, padId: 0, forcedEosId: EOS, minNewTokens: minSteps };
+  let same = 0;
+  for (let i = 0; i < srcs.length; i++) {
+    const r = await hrtDecodeOne(runner, srcs[i]!, base);
+    const mine = await hrtGreedy(srcs[i]!, k);
+    if (r.ids.join() === mine.ids.join() && r.z.join() === mine.z.join()) same++;
+    else if (bad++ < 5) console.log(`reference.ts k=${k} sentence ${i}: ${JSON.stringify(r.ids)} vs ${JSON.stringify(mine.ids)}`);
+  }
+  const beams = [];
+  for (const natBeams of [4, 1]) {
+    for (let i = 0; i < Math.min(3, srcs.length); i++) {
+      const r = await hrtDecodeOne(runner, srcs[i]!, { ...base, beamSize: 4, natBeams });
+      beams.push(`b_nat ${natBeams} #${i}: ${r.steps} calls, S ${r.score.toFixed(3)}, ${JSON.stringify(r.ids.slice(0, 8))}`);
+    }
+  }
+  console.log(`reference.ts k=${k}: greedy equal ${same}/${srcs.length}; beam 4: ${beams.join('; ')}`);
 }
 if (bad) { console.log(`${bad} sentences differ from torch`); process.exitCode = 1; } else console.log('ok');

@@ -35,8 +35,9 @@ def hrt_greedy(m, src, k, max_len, bos, mask_id, min_steps=0):
         choose = lp.clone()
         if s < min_steps:  # smoke tests of barely trained models: no eos before min_steps Skip-AT tokens
             choose[EOS] = -math.inf
-        tok = EOS if s == m_at - 1 else int(torch.argmax(choose))  # forced eos at the last step
-        at += float(lp[tok])
+        forced = s == m_at - 1  # forced eos at the last step; a forced token scores 0 (generate()'s rule)
+        tok = EOS if forced else int(torch.argmax(choose))
+        at += 0.0 if forced else float(lp[tok])
         z.append(tok)
         if tok == EOS:
             break
