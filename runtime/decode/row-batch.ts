@@ -137,23 +137,22 @@ export class RowBatch {
       throw new PlancError('PLANC_E405', `leave: rows [${keep.join(', ')}] must increase within [0, ${this.rows})`);
     }
     if (keep.length === this.rows) return;
-    const spans = new Spans(keep.length * (this.sourceRegions.length + this.cacheRegions.reduce((n, c) => n + c.heads, 0)));
+    const src = new Spans(keep.length * this.sourceRegions.length);
+    const kv = new Spans(keep.length * this.cacheRegions.reduce((n, c) => n + c.heads, 0));
     keep.forEach((r, i) => {
       if (r === i) return;
       for (const s of this.sourceRegions) {
         const row = s.heads * this.smax * s.inner * dtypeBytes(s.dtype);
-        spans.push(s.offset + r * row, s.offset + i * row, row);
+        src.push(s.offset + r * row, s.offset + i * row, row);
       }
       for (const c of this.cacheRegions) {
         const pos = c.headSize * dtypeBytes(c.dtype);
-        for (let h = 0; h < c.heads; h++) spans.push(c.offset + (r * c.heads + h) * this.capacity * pos, c.offset + (i * c.heads + h) * this.capacity * pos, this.past[r]! * pos);
+        for (let h = 0; h < c.heads; h++) kv.push(c.offset + (r * c.heads + h) * this.capacity * pos, c.offset + (i * c.heads + h) * this.capacity * pos, this.past[r]! * pos);
       }
     });
     // rows only move down, in order: copying within one buffer never overwrites a row before it is read
-    if (spans.count > 0) {
-      this.plan.residentCopy(this.source!, this.source!, spans.array);
-      this.plan.residentCopy(this.cache, this.cache, spans.array);
-    }
+    if (src.count > 0) this.plan.residentCopy(this.source!, this.source!, src.array);
+    if (kv.count > 0) this.plan.residentCopy(this.cache, this.cache, kv.array);
     this.past = keep.map((r) => this.past[r]!);
     this.rows = keep.length;
   }
