@@ -6,8 +6,8 @@ the pairs (curriculum, paper eq. 1) gets the primary tasks, Skip-AT and Skip-CML
 from --chunk-sizes); the rest the auxiliary tasks AT and CMLM. The twin: AT only, the same pairs, steps and schedule.
 Deterministic given --seed (one thread; per-step seeded randomness, so --resume continues the same run).
 
-  nice -n 19 /usr/bin/python3 scripts/hrt/train.py --out .scratch/hrt/hrt --steps 1500 --seed 1
-  nice -n 19 /usr/bin/python3 scripts/hrt/train.py --out .scratch/hrt/at --steps 1500 --seed 1 --twin
+  nice -n 19 /usr/bin/python3 scripts/hrt/train.py --out .scratch/hrt/hrt --steps 900 --seed 1
+  nice -n 19 /usr/bin/python3 scripts/hrt/train.py --out .scratch/hrt/at --steps 900 --seed 1 --twin
 Debian's python3-torch, python3-sentencepiece (apt-get install -y python3-torch python3-sentencepiece); /usr/bin/python3.
 """
 import argparse
@@ -275,6 +275,12 @@ def main():
     step = 0
     if args.resume and os.path.exists(ck):
         state = torch.load(ck)
+        fixed = ("twin", "seed", "steps", "batch_tokens", "max_len", "d", "ffn", "heads", "enc_layers", "dec_layers",
+                 "dropout", "label_smoothing", "lr", "warmup", "chunk_sizes", "curriculum_lambda", "limit_pairs", "data")
+        diff = [f"--{k.replace('_', '-')} {state['args'].get(k)} (now {getattr(args, k)})" for k in fixed
+                if state["args"].get(k) != getattr(args, k)]
+        if diff:
+            sys.exit(f"--resume: {ck} was trained with other settings: {', '.join(diff)}")
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["opt"])
         step = state["step"]
