@@ -28,7 +28,11 @@ export interface SchedulerOptions {
   maxRunningRows?: number;
   /** Most cohorts decoding side by side (each costs one pass over the weights per step; rows in flight ≤ maxCohorts × maxRows). Default 4. */
   maxCohorts?: number;
-  /** Greedy sentences join the running batch once this many wait (default maxRows / 8, at least 1), or the batch is empty, or... */
+  /**
+   * Greedy sentences join the running batch once this many can join at once (free rows and waiting sentences; default
+   * maxRows / 4, at least 1: a join runs the encoder and first decoder step of all its sentences together), or the batch
+   * is empty, or, while it is under half full, ...
+   */
   minJoinRows?: number;
   /** A cohort opens beside running ones once this many rows wait (default maxRows / 2, at least 1)... */
   minCohortRows?: number;
@@ -113,7 +117,7 @@ export class Scheduler {
     this.opts = {
       maxRows, maxRunningRows: options.maxRunningRows ?? 2 * maxRows, batchTokens: options.batchTokens ?? 0, continuous: options.continuous ?? true, maxCohorts: options.maxCohorts ?? 4,
       minCohortRows: options.minCohortRows ?? Math.max(1, Math.floor(maxRows / 2)), maxWaitMs: options.maxWaitMs ?? 20, onStep: options.onStep,
-      joinRows: options.joinRows ?? true, minJoinRows: options.minJoinRows ?? Math.max(1, Math.floor(maxRows / 8)),
+      joinRows: options.joinRows ?? true, minJoinRows: options.minJoinRows ?? Math.max(1, Math.floor(maxRows / 4)),
     };
     this.joinsRowsOk = this.opts.continuous && this.opts.joinRows && canJoinRows(plan);
   }
@@ -250,7 +254,10 @@ export class Scheduler {
     });
     const free = Math.min(loop.free, this.opts.maxRunningRows - this.runningRows);
     if (free <= 0) return;
-    const ready = loop.rows === 0 || waiting.length >= Math.min(free, this.opts.minJoinRows) || performance.now() - waiting[0]!.since >= this.opts.maxWaitMs;
+    // under load (the batch at least half full) a join waits until it can take minJoinRows sentences (each join runs
+    // the encoder and first decoder step of its sentences together); under light load the oldest waits at most maxWaitMs
+    const ready = loop.rows === 0 || Math.min(free, waiting.length) >= this.opts.minJoinRows
+      || (loop.rows < this.maxRows / 2 && performance.now() - waiting[0]!.since >= this.opts.maxWaitMs);
     if (!ready) return;
     let tokens = 0;
     for (const m of loop.tags) tokens += m.source.length;
