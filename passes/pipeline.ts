@@ -8,13 +8,14 @@ import { FUSE_LAYERNORM } from './fuse-layernorm.ts';
 import { FUSE_MATMUL_EPILOGUE } from './fuse-matmul-epilogue.ts';
 import { MEMOIZE } from './memoize.ts';
 import { KV_CACHE_IN_PLACE } from './kv-cache-in-place.ts';
+import { ROW_LENGTHS } from './row-lengths.ts';
 import { FUSE_PROJECT_TOPK } from './fuse-project-topk.ts';
 import { checkStepTokens, STEP_TOKENS } from './step-tokens.ts';
 import type { Pass, PassContext } from './pass.ts';
 import { VOCAB_REWRITE } from './vocab-rewrite.ts';
 import { QUANTIZE } from './quantize.ts';
 
-export const PIPELINE: Pass[] = [MEMOIZE, STEP_TOKENS, FUSE_LAYERNORM, FUSE_MATMUL_EPILOGUE, FUSE_ATTENTION, KV_CACHE_IN_PLACE, FUSE_PROJECT_TOPK, VOCAB_REWRITE, QUANTIZE];
+export const PIPELINE: Pass[] = [MEMOIZE, STEP_TOKENS, FUSE_LAYERNORM, FUSE_MATMUL_EPILOGUE, FUSE_ATTENTION, KV_CACHE_IN_PLACE, ROW_LENGTHS, FUSE_PROJECT_TOPK, VOCAB_REWRITE, QUANTIZE];
 
 /** The k of planc.ProjectTopK in translation plans: beam search needs 2 × beam candidates per row, so beams up to 4. */
 export const TRANSLATE_TOPK = 8;

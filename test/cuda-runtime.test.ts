@@ -50,7 +50,7 @@ if (!nativeAvailable()) {
     const { result, lines } = child();
     assert.is(result.error, undefined, result.error);
     assert.is(result.device, 'planc stub GPU (sm_90)');
-    assert.equal(result.runs.map((r: { graph: string }) => r.graph), ['encoder', 'decoder', 'decoder_with_past']);
+    assert.equal(result.runs.map((r: { graph: string }) => r.graph), ['encoder', 'decoder', 'decoder_with_past', 'decoder_with_past_rows', 'decoder_positions']);
     const calls = result.runs.flatMap((r: { calls: string[] }) => r.calls);
     assert.is(lines.length, calls.length, 'one launch per call (no call has an empty grid here)');
     lines.forEach((l: string, i: number) => {

@@ -86,7 +86,7 @@ if (!nativeAvailable() || !esen || !fs.existsSync(esen)) {
     const built = buildPlan(model, profile);
     plan = loadPlanBytes(encodePlan(built.header, built.blob), 'es-en.plan');
     const withFusion = buildPlan(runPipeline(model, { topk: TRANSLATE_TOPK }), profile);
-    assert.ok(withFusion.header.programs.every((p) => p.kernels.some((k) => k.name === 'fused_matmul')), 'fusion fired');
+    assert.ok(withFusion.header.programs.filter((p) => p.graph !== 'decoder_positions').every((p) => p.kernels.some((k) => k.name === 'fused_matmul')), 'fusion fired');
     const step = withFusion.header.programs.find((p) => p.graph === 'decoder_with_past')!;
     for (const k of ['attention', 'cache_write', 'project_topk']) assert.ok(step.kernels.some((x) => x.name === k), `decoder_with_past runs ${k}`);
     assert.not.ok(step.kernels.some((x) => x.name === 'concat'), 'no Concat of KV caches in the decoder step');

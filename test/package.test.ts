@@ -137,7 +137,7 @@ testIf(test, reason)('npm pack → npm install into an empty project → import 
   const use = run(process.execPath, ['use.mjs'], APP);
   assert.is(use.status, 0, out(use));
   const got = JSON.parse(use.stdout) as { graphs: string[]; texts: string[]; ids: { ids: number[]; score: number }[]; hidden: number[]; dims: number[]; error: string; blas: string };
-  assert.equal(got.graphs, ['encoder', 'decoder', 'decoder_with_past']);
+  assert.equal(got.graphs, ['encoder', 'decoder', 'decoder_with_past', 'decoder_with_past_rows', 'decoder_positions']);
   assert.is(got.error, 'PLANC_E405');
   // The installed package computes what this checkout's sources compute on the same plan.
   const plan = await loadPlan(path.join(APP, 'tiny.plan'));

@@ -54,8 +54,8 @@ if (!esen || !fs.existsSync(esen) || !nativeAvailable()) {
     assert.is(j.target, 'cpu');
     const distinct = JSON.parse(planc(['inspect', esen, '--json']).stdout).uniqueWeightBytes;
     assert.ok(j.uniqueWeightBytes <= 1.02 * distinct, `plan weights ${j.uniqueWeightBytes} vs distinct initializers ${distinct}`);
-    assert.equal(j.graphs.map((g: { name: string }) => g.name), ['encoder', 'decoder', 'decoder_with_past']);
-    for (const g of j.graphs) {
+    assert.equal(j.graphs.map((g: { name: string }) => g.name), ['encoder', 'decoder', 'decoder_with_past', 'decoder_with_past_rows', 'decoder_positions']);
+    for (const g of j.graphs.filter((x: { name: string }) => x.name !== 'decoder_positions')) { // the positions graph is a few kernels
       assert.ok(g.kernelCount > 20, `${g.name} kernels`);
       assert.ok(g.arenaBytes <= 1.1 * g.arenaLowerBoundBytes, `${g.name}: arena ${g.arenaBytes} vs lower bound ${g.arenaLowerBoundBytes}`);
       assert.ok(g.arenaBytes < g.tensorBytesSum, `${g.name}: reuse happened`);

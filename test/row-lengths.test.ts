@@ -300,14 +300,16 @@ function optimized(name: string): { model: Model; why: string[] } {
   if (!compiled.has(name)) {
     const why: string[] = [];
     const explain = (pass: string, node: string, w: string) => { if (pass === 'row-lengths') why.push(`${node}: ${w}`); };
-    const ran = runPipeline(importSeq2SeqDir(name === 'es-en' ? ESEN! : path.join(ZOO!, name)), { explain });
-    // the same IR whether or not the pipeline runs the pass yet (it lands in PIPELINE with the per-row kernels)
-    const model = PIPELINE.includes(ROW_LENGTHS) ? ran : ROW_LENGTHS.run(ran, { explain });
-    if (model !== ran) inferModel(model);
+    const model = runPipeline(importSeq2SeqDir(name === 'es-en' ? ESEN! : path.join(ZOO!, name)), { explain });
     compiled.set(name, { model, why });
   }
   return compiled.get(name)!;
 }
+
+test('row-lengths runs in the pipeline right after kv-cache-in-place', () => {
+  const names = PIPELINE.map((p) => p.name);
+  assert.is(names[names.indexOf('kv-cache-in-place') + 1], ROW_LENGTHS.name);
+});
 
 shared('row-lengths: zoo t5 is declined (its relative position bias depends on the past length), explained', () => {
   const { model, why } = optimized('t5');

@@ -32,7 +32,8 @@ const ids = (o: SentenceOutcome) => (o.error ? `error ${o.error.message}` : o.re
 
 it('sentences submitted one by one while others decode equal translateIds of all at once (greedy, with scores)', async () => {
   const offline = await translateIds(plan, sources, { returnScores: true });
-  const s = new Scheduler(plan, { maxRows: 4 });
+  // cohorts side by side (rows joining one batch instead: test/row-join.test.ts)
+  const s = new Scheduler(plan, { maxRows: 4, joinRows: false });
   let submitted = 0;
   let most = 0;
   const watch = setInterval(() => { most = Math.max(most, s.cohortCount); }, 0);

@@ -65,7 +65,7 @@ if (families.length === 0 || !nativeAvailable()) {
       }
       const a = inspectPlan(three);
       const b = inspectPlan(one);
-      assert.equal(b.graphs.map((g) => g.name), ['encoder', 'decoder', 'decoder_with_past']);
+      assert.equal(b.graphs.map((g) => g.name).slice(0, 3), ['encoder', 'decoder', 'decoder_with_past']); // then the row-lengths graphs (not t5's)
       assert.equal(b.graphs.map((g) => [g.name, g.kernelCount, g.fusedOps]), a.graphs.map((g) => [g.name, g.kernelCount, g.fusedOps]));
       assert.is(b.uniqueWeightBytes, a.uniqueWeightBytes, 'weights stored once in both layouts');
       const ref = zooReference(family);
