@@ -2,6 +2,7 @@
 import { Tensor } from '../../compiler/tensor.ts';
 import { DecodingRules, type Conventions } from '../../runtime/decode/conventions.ts';
 import type { GraphRunner } from './greedy.ts';
+import { logSoftmax } from './log-softmax.ts';
 
 /** The model's ids and generate() conventions (forced bos/eos, banned tokens, eos list), and the search's settings. */
 export interface BeamOptions extends Conventions {
@@ -34,13 +35,7 @@ function rowsOf(t: Tensor, rows: number[]): Tensor {
 /** Log-softmax (float64) of row r of logits [rows, steps, vocab] at the last step. */
 function logSoftmaxRow(logits: Tensor, r: number): Float64Array {
   const [, t, v] = logits.dims as [number, number, number];
-  const row = Float64Array.from(logits.nums.subarray((r * t + t - 1) * v, (r * t + t) * v));
-  let max = -Infinity;
-  for (const x of row) max = Math.max(max, x);
-  let sum = 0;
-  for (const x of row) sum += Math.exp(x - max);
-  const lse = max + Math.log(sum);
-  return row.map((x) => x - lse);
+  return logSoftmax(logits.nums, (r * t + t - 1) * v, v);
 }
 
 /** Indices of the n largest values, largest first; ties go to the lower index (torch.topk on one row). */

@@ -7,7 +7,9 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import ort from 'onnxruntime-node';
+import { REPO_ROOT, sharedDir } from '../../compiler/paths.ts';
 import { Tensor } from '../../compiler/tensor.ts';
+import { logSoftmax } from '../../bench/reference/log-softmax.ts';
 import type { GraphRunner } from '../../bench/reference/greedy.ts';
 import { hrtDecodeOne, type HrtOptions } from './reference.ts';
 
@@ -17,7 +19,7 @@ if (!folder) throw new Error('usage: check.ts FOLDER [--n N] [--max-len L] [--ex
 const opt = (name: string, def: string) => (args.includes(name) ? args[args.indexOf(name) + 1]! : def);
 const n = Number(opt('--n', '20'));
 const maxLen = Number(opt('--max-len', '64'));
-const data = opt('--data', '/work/shared/models/es-en');
+const data = opt('--data', join(sharedDir() ?? join(REPO_ROOT, '..', 'shared'), 'models', 'es-en'));
 const minSteps = Number(opt('--min-steps', '0')); // smoke tests of barely trained models: no eos in the first N Skip-AT steps
 const expectFile = args.includes('--expect') ? opt('--expect', '') : undefined;
 
@@ -47,15 +49,7 @@ if (s.decoder_nat!.outputNames.join() !== 'logits') throw new Error(`${hrt.nat_g
 const i64 = (dims: number[], xs: number[]) => new ort.Tensor('int64', BigInt64Array.from(xs, (x) => BigInt(x)), dims);
 
 /** float64 log-softmax of logits row `r` (a [.., V] float32 tensor's r-th vocabulary row). */
-function logSoftmax(t: ort.Tensor, r: number): Float64Array {
-  const row = Float64Array.from((t.data as Float32Array).subarray(r * V, (r + 1) * V));
-  let max = -Infinity;
-  for (const x of row) max = Math.max(max, x);
-  let sum = 0;
-  for (const x of row) sum += Math.exp(x - max);
-  const lse = max + Math.log(sum);
-  return row.map((x) => x - lse);
-}
+const logSoftmaxOf = (t: ort.Tensor, r: number): Float64Array => logSoftmax(t.data as Float32Array, r * V, V);
 const argmax = (xs: Float64Array) => xs.reduce((b, x, i) => (x > xs[b]! ? i : b), 0);
 
 async function hrtGreedy(src: number[], k: number): Promise<{ ids: number[]; z: number[]; score: number; steps: number }> {
@@ -69,7 +63,7 @@ async function hrtGreedy(src: number[], k: number): Promise<{ ids: number[]; z: 
   const past: Record<string, ort.Tensor> = {};
   let steps = 1;
   for (let step = 0; step < mAt; step++) {
-    const lp = logSoftmax(out.logits!, 0);
+    const lp = logSoftmaxOf(out.logits!, 0);
     const choose = Float64Array.from(lp);
     if (step < minSteps) choose[EOS] = -Infinity;
     const forced = step === mAt - 1; // forced eos at the last step; a forced token scores 0 (generate()'s rule)
@@ -91,7 +85,7 @@ async function hrtGreedy(src: number[], k: number): Promise<{ ids: number[]; z: 
   let natScore = 0;
   const y = inp.map((tok, i) => {
     if (tok !== hrt!.mask_id) return tok;
-    const lp = logSoftmax(nat, i);
+    const lp = logSoftmaxOf(nat, i);
     const t = argmax(lp);
     natScore += lp[t]!;
     return t;

@@ -14,7 +14,8 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import torch  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from model import SPECIALS, VOCAB, Seq2Seq, causal_mask_add, pad_mask_add  # noqa: E402
+from model import ES_EN_DEFAULT, SPECIALS, VOCAB, Seq2Seq, causal_mask_add, pad_mask_add  # noqa: E402
+
 
 EOS = 0
 
@@ -63,7 +64,7 @@ def hrt_greedy(m, src, k, max_len, bos, mask_id, min_steps=0):
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--ckpt", required=True)
-    p.add_argument("--data", default="/work/shared/models/es-en")
+    p.add_argument("--data", default=ES_EN_DEFAULT)
     p.add_argument("--n", type=int, default=20, help="first N test sentences (test_ids.json)")
     p.add_argument("--max-len", type=int, default=64)
     p.add_argument("--json", default=None)

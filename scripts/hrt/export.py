@@ -19,7 +19,8 @@ import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from model import SPECIALS, VOCAB, Seq2Seq, causal_mask_add, pad_mask_add  # noqa: E402
+from model import ES_EN_DEFAULT, SPECIALS, VOCAB, Seq2Seq, causal_mask_add, pad_mask_add  # noqa: E402
+
 
 OPSET = 17
 
@@ -138,7 +139,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--ckpt", required=True)
     p.add_argument("--out", required=True)
-    p.add_argument("--data", default="/work/shared/models/es-en", help="folder holding vocab.esen.spm")
+    p.add_argument("--data", default=ES_EN_DEFAULT, help="folder holding vocab.esen.spm")
     a = p.parse_args()
     torch.set_num_threads(1)
     state = torch.load(a.ckpt)

@@ -1,12 +1,15 @@
 # The HRT / twin Transformer (docs/hrt.md): a Marian-style post-norm encoder-decoder whose decoder positions are
 # explicit position ids, and whose decoder self-attention is causal (AT, Skip-AT) or bidirectional (CMLM, Skip-CMLM).
-# Shared by train.py and export.py; python3 + torch only (Debian python3-torch 1.13).
+# Shared by train.py, export.py and decode.py; python3 + torch only (Debian python3-torch 1.13).
 import math
+import os
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+# ../shared/models/es-en beside the repository (PLANC_SHARED overrides ../shared, as compiler/paths.ts does)
+ES_EN_DEFAULT = os.path.join(os.environ.get("PLANC_SHARED") or os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "shared"), "models", "es-en")
 NEG = torch.finfo(torch.float32).min  # additive mask value, as the Hugging Face Marian export
 VOCAB = 32000  # the es-en SentencePiece vocabulary (= tokenizer ids; 0 = </s> = eos = pad = AT start, 1 = <unk>)
 SPECIALS = ("bos_2", "bos_3", "mask")  # input-only ids appended after the tokenizer's: 32000, 32001, 32002

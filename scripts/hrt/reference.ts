@@ -7,6 +7,7 @@ import { Tensor } from '../../compiler/tensor.ts';
 import type { Conventions } from '../../runtime/decode/conventions.ts';
 import { beamDecodeOne } from '../../bench/reference/beam.ts';
 import { greedyDecode, type GraphRunner } from '../../bench/reference/greedy.ts';
+import { logSoftmax } from '../../bench/reference/log-softmax.ts';
 
 /** config.json's `hrt` object (contract version 1). */
 export interface HrtConfig {
@@ -46,13 +47,7 @@ export interface HrtResult {
 /** Log-softmax (float64) of row r of logits [rows, t, vocab] at position p. */
 function logSoftmaxAt(logits: Tensor, r: number, p: number): Float64Array {
   const [, t, v] = logits.dims as [number, number, number];
-  const row = Float64Array.from(logits.nums.subarray((r * t + p) * v, (r * t + p + 1) * v));
-  let max = -Infinity;
-  for (const x of row) max = Math.max(max, x);
-  let sum = 0;
-  for (const x of row) sum += Math.exp(x - max);
-  const lse = max + Math.log(sum);
-  return row.map((x) => x - lse);
+  return logSoftmax(logits.nums, (r * t + p) * v, v);
 }
 
 /** A runner that adds the Skip-AT position_ids to decoder / decoder_with_past feeds: s·k for the token of step s. */

@@ -27,7 +27,8 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from model import SPECIALS, UNUSED_LOGIT, VOCAB, Seq2Seq, causal_mask_add, pad_mask_add  # noqa: E402
+from model import ES_EN_DEFAULT, SPECIALS, UNUSED_LOGIT, VOCAB, Seq2Seq, causal_mask_add, pad_mask_add  # noqa: E402
+
 
 EOS = PAD = 0
 BOS = {1: 0, 2: VOCAB + SPECIALS.index("bos_2"), 3: VOCAB + SPECIALS.index("bos_3")}
@@ -37,7 +38,7 @@ MASK = VOCAB + SPECIALS.index("mask")
 def parse():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", required=True, help="checkpoint folder (ckpt.pt, train.jsonl, args.json)")
-    p.add_argument("--data", default="/work/shared/models/es-en", help="folder with train.es/en, dev.es/en, vocab.esen.spm")
+    p.add_argument("--data", default=ES_EN_DEFAULT, help="folder with train.es/en, dev.es/en, vocab.esen.spm")
     p.add_argument("--cache", default=None, help="token-id cache folder (default: OUT/../data-cache)")
     p.add_argument("--twin", action="store_true", help="train the autoregressive twin (AT only, no special ids)")
     p.add_argument("--seed", type=int, default=1)
