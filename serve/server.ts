@@ -36,6 +36,8 @@ export interface ServeOptions {
   continuous?: boolean;
   /** false: greedy sentences start in cohorts instead of joining the running batch row by row (SchedulerOptions.joinRows). Default true. */
   joinRows?: boolean;
+  /** false: the running batch's decoder steps block the event loop (SchedulerOptions.asyncSteps). Default true. */
+  asyncSteps?: boolean;
   /** Bearer tokens a client must send (Authorization: Bearer KEY) to every route but /health and /ready. */
   apiKeys?: string[];
   /** pino options for Fastify's logger, or false for none. Default: JSON lines at level info on standard output. */
@@ -79,7 +81,7 @@ export async function createServer(plans: Plan[], options: ServeOptions = {}): P
     gw = openGateway(options.queue.redis, options.queue.prefix);
   }
   let metrics: ServeMetrics | undefined;
-  const models = gw ? new Map<string, ServedModel>() : await serveModels(plans, { maxRows: options.maxRows, batchTokens: options.batchTokens, continuous: options.continuous, joinRows: options.joinRows }, (model, rows, ms) => {
+  const models = gw ? new Map<string, ServedModel>() : await serveModels(plans, { maxRows: options.maxRows, batchTokens: options.batchTokens, continuous: options.continuous, joinRows: options.joinRows, asyncSteps: options.asyncSteps }, (model, rows, ms) => {
     const m = models.get(model);
     metrics?.stepSeconds.observe({ model }, ms / 1000);
     if (m) metrics?.occupancy.observe({ model }, rows / m.scheduler.maxRows);

@@ -42,12 +42,12 @@ const ids = (o: SentenceOutcome) => (o.error ? `error ${o.error.message}` : o.re
  * Submits each source alone, `gapMs` after the one before (so most arrive while others decode), through a scheduler
  * that joins rows; returns the outcomes and how many joins found rows already decoding at other lengths.
  */
-async function staggered(plan: Plan, srcs: number[][], gapMs: number, options: Record<string, unknown> = {}, maxRows?: number) {
+async function staggered(plan: Plan, srcs: number[][], gapMs: number, options: Record<string, unknown> = {}, maxRows?: number, asyncSteps = true) {
   let s: Scheduler;
   let midFlight = 0;
   let most = 0;
   s = new Scheduler(plan, {
-    maxRows, minJoinRows: 1,
+    maxRows, minJoinRows: 1, asyncSteps,
     onStep: (rows, _ms, first) => {
       if (first && s.runningRows > rows) midFlight++; // the joiners' first step ran while other rows were decoding
       most = Math.max(most, s.runningRows);
@@ -71,6 +71,13 @@ it('tiny plan: sentences arriving one by one join the running batch and equal tr
   const { outcomes, midFlight } = await staggered(tiny, sources, 1, { returnScores: true });
   assert.equal(outcomes.map(ids), offline.map((r) => r.ids.join(' ')));
   outcomes.forEach((o, i) => assert.ok(Math.abs(o.result!.score! - offline[i]!.score!) < 1e-5 * Math.abs(offline[i]!.score!) + 1e-7, `score ${i}: ${o.result!.score} vs ${offline[i]!.score}`));
+  assert.ok(midFlight >= 5, `rows joined while others decoded (${midFlight} times)`);
+});
+
+it('tiny plan: row steps on the event loop (asyncSteps: false) give the same results as off it', async () => {
+  const offline = await translateIds(tiny, sources);
+  const { outcomes, midFlight } = await staggered(tiny, sources, 1, {}, undefined, false);
+  assert.equal(outcomes.map(ids), offline.map((r) => r.ids.join(' ')));
   assert.ok(midFlight >= 5, `rows joined while others decoded (${midFlight} times)`);
 });
 

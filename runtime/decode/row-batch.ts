@@ -159,9 +159,24 @@ export class RowBatch {
 
   /** One step: row r takes token tokens[r] at its own position; each row's cached length grows by one. */
   step(tokens: number[]): void {
+    const feeds = this.stepFeeds(tokens);
+    if (feeds) this.stepped(this.plan.runSync(ROWS_STEP_GRAPH, feeds));
+  }
+
+  /**
+   * step() on the runtime's worker thread: the event loop stays free while the decoder runs (a server hears its
+   * sockets meanwhile). Nothing may touch this batch until it resolves.
+   */
+  async stepAsync(tokens: number[]): Promise<void> {
+    const feeds = this.stepFeeds(tokens);
+    if (feeds) this.stepped(await this.plan.run(ROWS_STEP_GRAPH, feeds));
+  }
+
+  /** The rows graph's feeds for one step (undefined with no rows); checks the tokens and the capacity. */
+  private stepFeeds(tokens: number[]): Record<string, FeedTensor> | undefined {
     this.live();
     if (tokens.length !== this.rows) throw new PlancError('PLANC_E405', `step: ${tokens.length} tokens for ${this.rows} rows`);
-    if (this.rows === 0) return;
+    if (this.rows === 0) return undefined;
     const longest = Math.max(...this.past);
     if (longest + 1 > this.capacity) throw new PlancError('PLANC_E405', `step: a row has ${longest} cached positions; the capacity is ${this.capacity}`);
     const feeds: Record<string, FeedTensor> = {
@@ -174,7 +189,12 @@ export class RowBatch {
       feeds[s.name] = { dtype: s.dtype, dims: s.flat ? [this.rows, this.smax] : [this.rows, s.heads, this.smax, s.inner], resident: this.source!, offset: s.offset };
     }
     for (const c of this.cacheRegions) feeds[c.name] = { dtype: c.dtype, dims: [this.rows, c.heads, this.capacity, c.headSize], resident: this.cache, offset: c.offset };
-    this.out = this.plan.runSync(ROWS_STEP_GRAPH, feeds);
+    return feeds;
+  }
+
+  /** Takes a step's outputs: each row has cached one more position. */
+  private stepped(out: Record<string, RtTensor>): void {
+    this.out = out;
     for (let r = 0; r < this.rows; r++) this.past[r]!++;
   }
 

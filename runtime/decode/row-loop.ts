@@ -75,6 +75,18 @@ export class RowLoop<T> {
   step(): void {
     if (this.live.length === 0) return;
     this.batch.step(this.live.map((r) => r.next));
+    this.advance();
+  }
+
+  /** step() with the decoder run off the event loop (RowBatch.stepAsync): nothing may join or step until it resolves. */
+  async stepAsync(): Promise<void> {
+    if (this.live.length === 0) return;
+    await this.batch.stepAsync(this.live.map((r) => r.next));
+    this.advance();
+  }
+
+  /** Chooses each row's next token from the step's outputs; rows that end (or are no longer wanted) leave. */
+  private advance(): void {
     const keep: number[] = [];
     this.live.forEach((row, r) => {
       if (this.hooks.cancelled(row.m.tag)) return;

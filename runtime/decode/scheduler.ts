@@ -38,6 +38,11 @@ export interface SchedulerOptions {
   minCohortRows?: number;
   /** ...or once the oldest waiting sentence has waited this long (both). Default 20 ms. */
   maxWaitMs?: number;
+  /**
+   * The row batch's decoder steps run on the runtime's worker thread while the event loop serves sockets and queues
+   * (default true); false: on the event loop (runSync), as cohorts' steps do.
+   */
+  asyncSteps?: boolean;
   /** Hears of every decoder step: the rows it ran, its wall time, and whether it was a cohort's first (encoder included). */
   onStep?(rows: number, ms: number, first: boolean): void;
 }
@@ -117,7 +122,7 @@ export class Scheduler {
     this.opts = {
       maxRows, maxRunningRows: options.maxRunningRows ?? 2 * maxRows, batchTokens: options.batchTokens ?? 0, continuous: options.continuous ?? true, maxCohorts: options.maxCohorts ?? 4,
       minCohortRows: options.minCohortRows ?? Math.max(1, Math.floor(maxRows / 2)), maxWaitMs: options.maxWaitMs ?? 20, onStep: options.onStep,
-      joinRows: options.joinRows ?? true, minJoinRows: options.minJoinRows ?? Math.max(1, Math.floor(maxRows / 4)),
+      joinRows: options.joinRows ?? true, asyncSteps: options.asyncSteps ?? true, minJoinRows: options.minJoinRows ?? Math.max(1, Math.floor(maxRows / 4)),
     };
     this.joinsRowsOk = this.opts.continuous && this.opts.joinRows && canJoinRows(plan);
   }
@@ -210,8 +215,9 @@ export class Scheduler {
       while (this.queue.length > 0 || this.cohorts.length > 0 || (this.rowLoop?.rows ?? 0) > 0) {
         this.admitRows();
         this.admit();
-        this.stepNext();
-        await new Promise<void>((resolve) => setImmediate(resolve));
+        const running = this.stepNext();
+        if (running) await running;
+        else await new Promise<void>((resolve) => setImmediate(resolve));
       }
     } finally {
       this.looping = false;
@@ -220,14 +226,15 @@ export class Scheduler {
     }
   }
 
-  /** One step of whoever's turn it is: the row batch once per round, then each cohort. */
-  private stepNext(): void {
+  /** One step of whoever's turn it is: the row batch once per round, then each cohort. A row step off the event loop returns its promise. */
+  private stepNext(): Promise<void> | undefined {
     if (this.turn >= this.cohorts.length) this.turn = -1;
     if (this.turn === -1) {
       this.turn = 0;
       if ((this.rowLoop?.rows ?? 0) > 0) return this.stepRows();
     }
     if (this.turn < this.cohorts.length && !this.stepCohort(this.turn)) this.turn++;
+    return undefined;
   }
 
   /** Whether a waiting sentence joins the row batch (greedy or sampled, on a plan that allows it) rather than a cohort. */
@@ -288,18 +295,24 @@ export class Scheduler {
   }
 
   /** One step of the row batch; if it fails, its sentences fail and the batch starts afresh. */
-  private stepRows(): void {
+  private stepRows(): Promise<void> | undefined {
     const loop = this.rowLoop!;
     const rows = loop.rows;
     const t0 = performance.now();
-    try {
-      loop.step();
-      this.opts.onStep?.(rows, performance.now() - t0, false);
-    } catch (e) {
+    const done = () => this.opts.onStep?.(rows, performance.now() - t0, false);
+    const failed = (e: unknown) => {
       for (const m of loop.tags) if (!m.done) { m.done = true; this.settle(m.group, { index: m.index, error: e as Error }); }
       loop.close();
       this.rowLoop = undefined;
+    };
+    if (this.opts.asyncSteps) return loop.stepAsync().then(done, failed);
+    try {
+      loop.step();
+      done();
+    } catch (e) {
+      failed(e);
     }
+    return undefined;
   }
 
   /** Whether the waiting sentences open a cohort now (first come, first served; see SchedulerOptions). */
