@@ -3,7 +3,7 @@
 import { PlancError } from '../compiler/diagnostics.ts';
 import { GEMM_AUTO, GEMM_VARIANTS, kernelVariants } from '../compiler/kernel-schema.ts';
 import type { PlanKernel, PlanProgram } from '../compiler/plan/types.ts';
-import { constExpr } from './cuda/rules.ts';
+import { constExpr } from '../compiler/plan/expr.ts';
 import { runsEverywhere } from './target.ts';
 
 /**

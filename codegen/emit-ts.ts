@@ -5,7 +5,7 @@ import * as path from 'node:path';
 import { IndentationText, Project, QuoteKind, VariableDeclarationKind, type SourceFile } from 'ts-morph';
 import { PLAN_DTYPES } from '../compiler/kernel-enums.ts';
 import type { PlanHeader, PlanProgram } from '../compiler/plan/types.ts';
-import { exprText } from '../compiler/plan/expr-text.ts';
+import { exprText } from '../compiler/plan/expr.ts';
 
 export interface EmitTsOptions {
   /** The plan file, as the generated module's default path: relative to the module (resolved from its import.meta.url). */

@@ -36,14 +36,3 @@ export class ExprTable {
     return this.exprs.length - 1;
   }
 }
-
-/** Value of an expression under symbol values. */
-export function evalExpr(e: PlanExpr, values: ArrayLike<number>): number {
-  let s = 0;
-  for (const t of e.terms) {
-    let p = t.coeff;
-    for (const f of t.factors) p *= values[f]!;
-    s += p;
-  }
-  return s;
-}

@@ -1,18 +1,10 @@
 // A PlanProgram as readable text (what `--dump-after` prints after a program pass): kernels and their variants,
 // tensors, dims, offsets.
 import { PLAN_DTYPES } from '../compiler/kernel-enums.ts';
+import { exprText } from '../compiler/plan/expr.ts';
 import { TENSOR_KIND, type PlanProgram } from '../compiler/plan/types.ts';
 
 const DTYPE_NAME: Record<number, string> = Object.fromEntries(PLAN_DTYPES.map((d) => [d.code, d.name]));
-
-/** An expression as text over the program's symbol names (0 for no terms, e.g. `2*batch_size*len+1`). */
-export function exprText(p: PlanProgram, e: number): string {
-  const terms = p.exprs[e]?.terms;
-  if (!terms) return `?e${e}`;
-  if (terms.length === 0) return '0';
-  return terms.map((t) => [t.coeff === 1 && t.factors.length ? '' : String(t.coeff), ...t.factors.map((f) => p.symbols[f]?.name ?? `?s${f}`)]
-    .filter((x) => x).join('*')).join('+').replace(/\+-/g, '-');
-}
 
 /** One tensor reference: index, dtype and dims, what backs it (an arena slot: its size, and its offset once placed). */
 function tensorText(p: PlanProgram, i: number, placed: boolean): string {

@@ -5,7 +5,7 @@
 import { PlancError } from '../compiler/diagnostics.ts';
 import { onnxDtypeName } from '../compiler/dtype.ts';
 import { kernelSpec, kernelVariants } from '../compiler/kernel-schema.ts';
-import { constExpr } from '../codegen/cuda/rules.ts';
+import { constExpr, exprKey } from '../compiler/plan/expr.ts';
 import type { PlanFile, PlanHeader, PlanProgram, PlanTuningDecision } from '../compiler/plan/types.ts';
 import type { ProgressReporter } from '../passes/pass.ts';
 import { nativeBuildId } from '../runtime/native.ts';
@@ -74,7 +74,7 @@ const CONFIRM_ALTERNATIVES = ['untuned', 'tuned', 'untuned again'] as const;
  */
 interface Call { program: number; index: number; graph: string; kernel: string; node: string; variants: string[]; base: string; key: string }
 
-const dimsText = (p: PlanProgram, t: number): string => p.tensors[t]!.dims.map((e) => p.exprs[e]!.terms.map((x) => `${x.coeff}${x.factors.map((f) => `*${p.symbols[f]!.name}`).join('')}`).join('+') || '0').join('x');
+const dimsText = (p: PlanProgram, t: number): string => p.tensors[t]!.dims.map((e) => exprKey(p, e)).join('x');
 
 /** What decides a call's times besides the device: kernel, operand dims and dtypes, arguments, variant set, points. */
 function callKey(p: PlanProgram, k: number, variants: string[], points: OperatingPoint[]): string {

@@ -2,7 +2,7 @@
 import * as fs from 'node:fs';
 import { PlancError } from '../compiler/diagnostics.ts';
 import { decodePlan, readPlanFile } from '../compiler/plan/format.ts';
-import { exprText } from '../compiler/plan/expr-text.ts';
+import { exprText, exprValue } from '../compiler/plan/expr.ts';
 import { STEP_TOKENS_SYMBOL } from '../compiler/plan/io-names.ts';
 import type { PlanFile, PlanHeader, PlanProgram } from '../compiler/plan/types.ts';
 import type { DecodingOptions } from './decode/options.ts';
@@ -118,7 +118,7 @@ export class Plan {
     const bad = (msg: string): never => { throw new PlancError('PLANC_E405', msg, { file: this.source, graph }); };
     const values = this.symbolValues(p, feeds, bad);
     return Object.fromEntries(p.outputs.map((io) => {
-      const dims = p.tensors[io.tensor]!.dims.map((e) => evalExpr(p, e, values));
+      const dims = p.tensors[io.tensor]!.dims.map((e) => exprValue(p, e, values));
       if (dims.some((d) => d < 0)) bad(`output '${io.name}' has dims [${p.tensors[io.tensor]!.dims.map((e) => exprText(p, e))}], which these feeds do not determine`);
       return [io.name, dims];
     }));
@@ -175,7 +175,7 @@ export class Plan {
       const resident = isResidentTensor(f);
       if (!resident && !(f.data instanceof (globalThis as unknown as Record<string, { new (): object }>)[arrayNameOf(dtype)]!)) bad(`feed '${io.name}' data must be a ${arrayNameOf(dtype)}`);
       t.dims.forEach((e, axis) => {
-        const want = evalExpr(p, e, values);
+        const want = exprValue(p, e, values);
         if (want !== f.dims[axis]) bad(`feed '${io.name}' has dims [${f.dims}], but dim ${axis} must be ${exprText(p, e)} = ${want} here`);
       });
       if (resident) return this.residentView(`feed '${io.name}'`, f, bad);
@@ -195,7 +195,7 @@ export class Plan {
     const outData = p.outputs.map((io): NativeBuffer => {
       const t = p.tensors[io.tensor]!;
       const dtype = DTYPE_OF_CODE[t.dtype]!;
-      const dims = t.dims.map((e) => evalExpr(p, e, values));
+      const dims = t.dims.map((e) => exprValue(p, e, values));
       const r = into?.[io.name];
       if (!r) return (outputs[io.name] = allocOutputTensor(dtype, dims)).data;
       if (r.dtype !== dtype) bad(`output '${io.name}' is ${dtype}, but its resident tensor says ${r.dtype}`);
@@ -286,16 +286,6 @@ export class Plan {
     this.closed = true;
     this.backend.close();
   }
-}
-
-function evalExpr(p: PlanProgram, e: number, values: number[]): number {
-  let s = 0;
-  for (const t of p.exprs[e]!.terms) {
-    let x = t.coeff;
-    for (const f of t.factors) x *= values[f]!;
-    s += x;
-  }
-  return s;
 }
 
 

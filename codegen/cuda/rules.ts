@@ -1,5 +1,6 @@
 // CUDA kernel selection: each program kernel call → its launch variants (declared in compiler/kernel-schema.ts
 // cudaVariants, launch shapes included), each a template instantiation (constants baked in) and its grid.
+import { constExpr } from '../../compiler/plan/expr.ts';
 import { ACTIVATIONS, DTYPE_CODE, MASK_KINDS, PLAN_DTYPE_BYTES, PLAN_DTYPES, QUANT_INPUTS } from '../../compiler/kernel-enums.ts';
 import { CUDA_DEFAULT_VARIANTS, CUDA_GEMM_VARIANTS, cudaVariant, iargIndex, type CudaVariantName, type IargName, type KernelName } from '../../compiler/kernel-schema.ts';
 import { PlancError } from '../../compiler/diagnostics.ts';
@@ -495,13 +496,6 @@ function slotBytes(p: PlanProgram, t: PlanTensor): number {
   let x = t;
   while (x.kind === TENSOR_KIND.ALIAS) x = p.tensors[x.ref]!;
   return x.kind === TENSOR_KIND.ARENA ? x.slotBytes : 0;
-}
-
-/** A constant expression's value, or undefined when it depends on a runtime symbol. */
-export function constExpr(p: PlanProgram, e: number): number | undefined {
-  const terms = p.exprs[e]!.terms;
-  if (terms.some((t) => t.factors.length > 0)) return undefined;
-  return terms.reduce((s, t) => s + t.coeff, 0);
 }
 
 export function operand(p: PlanProgram, t: number): Operand {
