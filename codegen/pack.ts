@@ -6,7 +6,7 @@ import { BYTES, ONNX_CODE } from '../compiler/dtype.ts';
 import type { Model } from '../compiler/ir.ts';
 import { toRaw } from '../compiler/onnx/tensor-proto.ts';
 import { align } from '../compiler/plan/format.ts';
-import { PLAN_FORMAT_VERSION, type PlanHeader, type PlanQuantization, type PlanWeight } from '../compiler/plan/types.ts';
+import { emptyQuantization, PLAN_FORMAT_VERSION, type PlanHeader, type PlanQuantization, type PlanWeight } from '../compiler/plan/types.ts';
 import type { QuantizedLayer } from '../compiler/quant/layers.ts';
 import type { ProgramState } from './program-state.ts';
 import { plancVersion } from '../compiler/version.ts';
@@ -56,14 +56,6 @@ export function packPlan(s: ProgramState): { header: PlanHeader; blob: Uint8Arra
  * (the weights that are no quantized form, plus each quantized weight's float32 source once). The gate's fields are
  * filled by the compile driver.
  */
-/** A plan's quantization record with nothing measured yet (mode as asked). */
-export function emptyQuantization(mode: string): PlanQuantization {
-  return {
-    mode, layers: [], weightBytesFp32: 0, weightBytes: 0, evalSource: '', evalSentences: 0, identicalSentences: 0, top1Agreement: 0,
-    hasBleu: false, bleu: 0, bleuFp32: 0, gate: '', gatePassed: false, notes: '',
-  };
-}
-
 function quantizationRecord(layers: QuantizedLayer[], model: Model, weights: PlanWeight[]): PlanQuantization {
   const derived = new Set(layers.flatMap((l) => l.derived));
   const fp32 = new Map<string, number>();

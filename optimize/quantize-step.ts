@@ -7,7 +7,7 @@ import type { PlanQuantization } from '../compiler/plan/types.ts';
 import type { LayerPrecision } from '../compiler/quant/layers.ts';
 import { readSentences } from '../compiler/vocab/header.ts';
 import { buildPlan, decodingFacts } from '../codegen/build-plan.ts';
-import { emptyQuantization } from '../codegen/pack.ts';
+import { emptyQuantization } from '../compiler/plan/types.ts';
 import type { PassContext, QuantizeOptions, QuantizeRequest, QuantizeResult } from '../passes/pass.ts';
 import { runPipeline } from '../passes/pipeline.ts';
 import { conventionsOf, DecodingRules } from '../runtime/decode/conventions.ts';

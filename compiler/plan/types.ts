@@ -145,6 +145,14 @@ export interface PlanQuantization {
   notes: string;
 }
 
+/** A plan's quantization record with nothing measured yet (mode as asked). */
+export function emptyQuantization(mode: string): PlanQuantization {
+  return {
+    mode, layers: [], weightBytesFp32: 0, weightBytes: 0, evalSource: '', evalSentences: 0, identicalSentences: 0, top1Agreement: 0,
+    hasBleu: false, bleu: 0, bleuFp32: 0, gate: '', gatePassed: false, notes: '',
+  };
+}
+
 /** The vocabulary rewrite of a plan: the shortlist the runtime needs, or the clusters' options; the quality report. */
 export interface PlanVocab {
   method: 'shortlist' | 'clusters';
