@@ -680,3 +680,44 @@ export function schemaProblems(): string[] {
   }
   return bad;
 }
+
+/**
+ * The CUDA kernel templates' parameter lists, as the C++ text of codegen/cuda/kernels/*.cuh (`template <LIST>
+ * __device__ void NAME(const KArgs& a)`): codegen/cuda/rules.ts instantiates them by parameter name through
+ * codegen/cuda/template-call.ts, and test/kernel-schema.test.ts checks that the .cuh files declare exactly these.
+ */
+export const CUDA_TEMPLATES = {
+  attention: 'int D, int QL, int MK, bool CAUSAL, bool PAST = false',
+  cache_write: 'int NL, bool PAST = false',
+  project_topk: 'int D, int V, int KK, bool TRANS, bool BIAS, bool ACT = false, bool Q = false, int KO = KK, bool RESC = false, class TW = float',
+  binary: 'class Op, class T, int R, bool FLAT',
+  power: 'class TA, class TB, int R',
+  compare: 'class Op, class T, int R',
+  where_select: 'class T, int R',
+  unary: 'class Op, class T',
+  clip: 'class T',
+  cast: 'class TX, class TY, bool TO_BOOL',
+  copy: 'int ELEM',
+  fill: 'class T',
+  range: 'class T',
+  range_i: 'class T',
+  values: 'class T',
+  gemm_tc: 'int BM, int BN, int BK, int PASSES, bool VEC, int ACT, bool BIAS, bool RES, int R, bool BATCHED',
+  gemm_tc16: 'class TW, bool VEC, int ACT, bool BIAS, bool RES',
+  gemv: 'int ACT, bool BIAS, bool RES, bool VEC2, int KS, class TW = float',
+  transpose: 'class T, int R',
+  gather: 'class T, class TI, int AXIS',
+  slice: 'class T, int R',
+  concat: 'class T, int AXIS',
+  split: 'class T, int AXIS',
+  expand: 'class T, int R',
+  tile: 'class T, int R',
+  trilu: 'class T, bool UPPER',
+  qmatmul_w8: 'int K, int N, int ACT, bool BIAS, bool RES',
+  qgather: 'class TI, bool RES',
+  norm: 'int D0, bool RMS, bool BIAS',
+  softmax: 'bool LOG, bool LAST',
+  cluster_mask: 'int D, int R',
+} as const;
+
+export type CudaTemplateName = keyof typeof CUDA_TEMPLATES;

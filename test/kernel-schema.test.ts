@@ -6,10 +6,11 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { KERNELS, arity, call, iargIndex, operandSpec, schemaProblems, type KernelSpec } from '../compiler/kernel-schema.ts';
+import { CUDA_TEMPLATES, KERNELS, arity, call, iargIndex, operandSpec, schemaProblems, type KernelSpec } from '../compiler/kernel-schema.ts';
 import { REPO_ROOT } from '../compiler/paths.ts';
 import type { PlanProgram } from '../compiler/plan/types.ts';
 import { CUDA_RULES } from '../codegen/cuda/rules.ts';
+import { cudaTemplate } from '../codegen/cuda/template-call.ts';
 import { encodeProgram } from '../runtime/encode-program.ts';
 import { kernelIds, kernelNames, nativeAvailable, planNew, programNew } from '../runtime/native.ts';
 import { GENERATED } from '../scripts/gen-kernel-enums.ts';
@@ -116,6 +117,28 @@ test('no kernel or CUDA template names an argument position by number (they use 
 test('lowering and the CUDA rules build and read arguments by name (no positional iargs/fargs, no constIarg)', () => {
   const ts = files(['codegen/', 'compiler/', 'passes/', 'runtime/', 'cli/'], /\.ts$/, ['compiler/kernel-schema.ts']);
   assert.equal(grep(ts, /\b[if]args\s*:\s*\[|\bconstIarg\s*\(|\.[if]args\s*\[\s*\d/), []);
+});
+
+test('the CUDA templates of codegen/cuda/kernels declare exactly the parameter lists of CUDA_TEMPLATES', () => {
+  const declared: Record<string, string> = {};
+  for (const f of files(['codegen/cuda/kernels/'], /\.cuh$/, GENERATED_FILES)) {
+    const text = fs.readFileSync(path.join(REPO_ROOT, f), 'utf8');
+    for (const m of text.matchAll(/template <([^>]*)>\s*__device__ void (\w+)\(const KArgs& a\)/g)) declared[m[2]!] = m[1]!.split(/\s+/).join(' ');
+  }
+  assert.equal(declared, { ...CUDA_TEMPLATES });
+});
+
+test('the CUDA rules instantiate templates by parameter name (cudaTemplate), never as planc::NAME<...> text', () => {
+  const names = Object.keys(CUDA_TEMPLATES).join('|');
+  assert.equal(grep(['codegen/cuda/rules.ts'], new RegExp(`planc::(${names})<`)), []);
+  assert.is(cudaTemplate('attention', { D: 64, QL: 0, MK: 2, CAUSAL: true }), 'planc::attention<64, 0, 2, true>');
+  assert.is(cudaTemplate('attention', { CAUSAL: false, PAST: true, MK: 0, QL: 1, D: 32 }), 'planc::attention<32, 1, 0, false, true>');
+  assert.is(cudaTemplate('gemv', { ACT: 0, BIAS: true, RES: false, VEC2: true, KS: 4, TW: '__half' }), 'planc::gemv<0, true, false, true, 4, __half>');
+  const err = (f: () => unknown) => { try { f(); return ''; } catch (e) { return (e as Error).message; } };
+  assert.match(err(() => cudaTemplate('attention', { D: 64, QL: 0, MK: 2, CAUSAL: true, MASK: 1 })), /no parameter 'MASK'/);
+  assert.match(err(() => cudaTemplate('attention', { D: 64, QL: 0, CAUSAL: true })), /'MK' is left out but 'CAUSAL' after it is given/);
+  assert.match(err(() => cudaTemplate('norm', { D0: 512, RMS: true })), /'BIAS' is missing/);
+  assert.match(err(() => cudaTemplate('copy', { ELEM: true })), /'ELEM' wants an int/);
 });
 
 test('no source outside compiler/dtype.ts, compiler/kernel-enums.ts and the generated headers names a dtype code', () => {

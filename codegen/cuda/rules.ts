@@ -8,6 +8,7 @@ import { RESCORED } from '../../compiler/quant/pack.ts';
 import { TENSOR_KIND, type CudaGrid, type PlanKernel, type PlanProgram, type PlanTensor } from '../../compiler/plan/types.ts';
 import { cudaTuningArch, type CudaArch } from '../target.ts';
 import { DEFAULT_ARCHS } from './nvcc.ts';
+import { cudaTemplate } from './template-call.ts';
 
 /** An operand as the rules see it: dtype, rank, the dims known at optimize time (undefined: runtime symbol). */
 export interface Operand {
@@ -114,20 +115,20 @@ const binary = (op: string): DefaultRule => (ctx) => {
   requireDtype(ctx, a, NUMERIC, 'input 0');
   if (a.dtype !== b.dtype || y.dtype !== a.dtype) ctx.fail(`mixed dtypes ${dtypeName(a.dtype)}, ${dtypeName(b.dtype)} → ${dtypeName(y.dtype)}`);
   const isFlat = sameDims(a, y) && sameDims(b, y);
-  return flat(ctx, `planc::binary<planc::${op}, ${ctype(ctx, a)}, ${y.rank}, ${isFlat}>`);
+  return flat(ctx, cudaTemplate('binary', { Op: `planc::${op}`, T: ctype(ctx, a), R: y.rank, FLAT: isFlat }));
 };
 
 const compare = (op: string, types: number[]): DefaultRule => (ctx) => {
   const [a, b] = [input(ctx, 0), input(ctx, 1)];
   requireDtype(ctx, a, types, 'input 0');
   if (a.dtype !== b.dtype) ctx.fail(`mixed input dtypes ${dtypeName(a.dtype)} and ${dtypeName(b.dtype)}`);
-  return flat(ctx, `planc::compare<planc::${op}, ${ctype(ctx, a)}, ${ctx.outs[0]!.rank}>`);
+  return flat(ctx, cudaTemplate('compare', { Op: `planc::${op}`, T: ctype(ctx, a), R: ctx.outs[0]!.rank }));
 };
 
 const unary = (op: string, types: number[]): DefaultRule => (ctx) => {
   const x = input(ctx, 0);
   requireDtype(ctx, x, types, 'input 0');
-  return flat(ctx, `planc::unary<planc::${op}, ${ctype(ctx, x)}>`);
+  return flat(ctx, cudaTemplate('unary', { Op: `planc::${op}`, T: ctype(ctx, x) }));
 };
 
 const UNARY: Record<string, [string, number[]]> = {
@@ -141,27 +142,27 @@ const UNARY: Record<string, [string, number[]]> = {
 const cast: DefaultRule = (ctx) => {
   const x = input(ctx, 0);
   const y = ctx.outs[0]!;
-  return flat(ctx, `planc::cast<${ctype(ctx, x)}, ${ctype(ctx, y)}, ${y.dtype === BOOL}>`);
+  return flat(ctx, cudaTemplate('cast', { TX: ctype(ctx, x), TY: ctype(ctx, y), TO_BOOL: y.dtype === BOOL }));
 };
 
 const copy: DefaultRule = (ctx) => {
   const y = ctx.outs[0]!;
   const size = PLAN_DTYPE_BYTES[y.dtype] ?? 1;
-  return [{ ...DEFAULT, template: `planc::copy<${size}>`, grid: [dims(outOperand(ctx), 0, y.rank, 4096, size)] }];
+  return [{ ...DEFAULT, template: cudaTemplate('copy', { ELEM: size }), grid: [dims(outOperand(ctx), 0, y.rank, 4096, size)] }];
 };
 
 const filled = (name: 'fill' | 'values', types: number[]): DefaultRule => (ctx) => {
   const y = ctx.outs[0]!;
   requireDtype(ctx, y, types, 'the output');
   if (name === 'values' && ctx.kernel.iargs.length > MAX_IARGS) ctx.fail(`${ctx.kernel.iargs.length} values (the CUDA launch carries at most ${MAX_IARGS})`);
-  return flat(ctx, `planc::${name}<${ctype(ctx, y)}>`);
+  return flat(ctx, cudaTemplate(name, { T: ctype(ctx, y) }));
 };
 
 /** range: start and delta as fargs, or as iargs (integer ranges over runtime dims: planc::range_i). */
 const range: CudaRule<'range'> = (ctx) => {
   const y = ctx.outs[0]!;
   requireDtype(ctx, y, NUMERIC, 'the output');
-  return flat(ctx, `planc::${ctx.hasIarg('start_int') ? 'range_i' : 'range'}<${ctype(ctx, y)}>`);
+  return flat(ctx, cudaTemplate(ctx.hasIarg('start_int') ? 'range_i' : 'range', { T: ctype(ctx, y) }));
 };
 
 // ---- matrix products ----
@@ -187,12 +188,12 @@ function gemmInstances(ctx: RuleCtx, act: number, bias: boolean, res: boolean): 
   const out = outOperand(ctx);
   const tc: Instance<'gemm_tc'> = half ? {
     variant: GEMM_TC.name,
-    template: `planc::gemm_tc16<${ctype(ctx, b)}, ${vec && n! % 8 === 0}, ${act}, ${bias}, ${res}>`,
+    template: cudaTemplate('gemm_tc16', { TW: ctype(ctx, b), VEC: vec && n! % 8 === 0, ACT: act, BIAS: bias, RES: res }),
     block: GEMM_TC.block,
     grid: [dims(out, r - 1, r, TILE.bn), dims(out, 0, r - 1, TILE.bm)],
   } : {
     variant: GEMM_TC.name,
-    template: `planc::gemm_tc<${TILE.bm}, ${TILE.bn}, ${vec ? TILE.bk : 16}, ${TILE.passes}, ${vec}, ${act}, ${bias}, ${res}, ${r}, ${batched}>`,
+    template: cudaTemplate('gemm_tc', { BM: TILE.bm, BN: TILE.bn, BK: vec ? TILE.bk : 16, PASSES: TILE.passes, VEC: vec, ACT: act, BIAS: bias, RES: res, R: r, BATCHED: batched }),
     block: GEMM_TC.block,
     grid: batched
       ? [dims(out, r - 1, r, TILE.bn), dims(out, r - 2, r - 1, TILE.bm), dims(out, 0, r - 2)]
@@ -208,7 +209,7 @@ function gemmInstances(ctx: RuleCtx, act: number, bias: boolean, res: boolean): 
   if (ks > 1 && colBlocks > SCRATCH_COUNTERS) ctx.fail(`${colBlocks} column blocks exceed the scratch's ticket counters`);
   const gemv: Instance<'gemv'> = {
     variant: GEMV.name,
-    template: `planc::gemv<${act}, ${bias}, ${res}, ${n !== undefined && n % 2 === 0}, ${ks}${half ? `, ${ctype(ctx, b)}` : ''}>`,
+    template: cudaTemplate('gemv', { ACT: act, BIAS: bias, RES: res, VEC2: n !== undefined && n % 2 === 0, KS: ks, TW: half ? ctype(ctx, b) : undefined }),
     block: GEMV.block,
     grid: [dims(out, r - 1, r, 64), dims(out, 0, 0, 1, ks)],
     maxRows: GEMV.maxRows,
@@ -233,8 +234,8 @@ const softmax: CudaRule<'softmax'> = (ctx) => {
   const axis = ctx.iarg('axis');
   const log = ctx.iarg('log') !== 0;
   const last = axis === x.rank - 1;
-  if (last) return [{ ...launch('softmax', 'rows'), template: `planc::softmax<${log}, true>`, grid: [dims(0, 0, x.rank - 1, 8)] }];
-  return [{ ...launch('softmax', 'strided'), template: `planc::softmax<${log}, false>`, grid: [dims(0, 0, x.rank, 256)] }];
+  if (last) return [{ ...launch('softmax', 'rows'), template: cudaTemplate('softmax', { LOG: log, LAST: true }), grid: [dims(0, 0, x.rank - 1, 8)] }];
+  return [{ ...launch('softmax', 'strided'), template: cudaTemplate('softmax', { LOG: log, LAST: false }), grid: [dims(0, 0, x.rank, 256)] }];
 };
 
 const norm = (rms: boolean): CudaRule<'layer_norm' | 'rms_norm'> => (ctx) => {
@@ -251,47 +252,47 @@ const norm = (rms: boolean): CudaRule<'layer_norm' | 'rms_norm'> => (ctx) => {
     if (n === undefined || d === undefined || n !== d) ctx.fail(`${w} must have the ${d ?? 'normalized'} elements of the normalized dims (static), it has ${n ?? 'a dynamic number'}`);
   }
   const d0 = d !== undefined && d % 32 === 0 && d <= 2048 ? d : 0;
-  return [{ ...DEFAULT, template: `planc::norm<${d0}, ${rms}, ${bias}>`, grid: [dims(0, 0, axis, 8)] }];
+  return [{ ...DEFAULT, template: cudaTemplate('norm', { D0: d0, RMS: rms, BIAS: bias }), grid: [dims(0, 0, axis, 8)] }];
 };
 
 // ---- movement ----
-const transpose: DefaultRule = (ctx) => flat(ctx, `planc::transpose<${utype(ctx, input(ctx, 0))}, ${ctx.outs[0]!.rank}>`);
+const transpose: DefaultRule = (ctx) => flat(ctx, cudaTemplate('transpose', { T: utype(ctx, input(ctx, 0)), R: ctx.outs[0]!.rank }));
 
 const gather: CudaRule<'gather'> = (ctx) => {
   const x = input(ctx, 0);
   const idx = input(ctx, 1);
   requireDtype(ctx, idx, [I32, I64], 'the indices');
   const axis = ctx.iarg('axis');
-  return flat(ctx, `planc::gather<${utype(ctx, x)}, ${ctype(ctx, idx)}, ${axis}>`);
+  return flat(ctx, cudaTemplate('gather', { T: utype(ctx, x), TI: ctype(ctx, idx), AXIS: axis }));
 };
 
 const slice: DefaultRule = (ctx) => {
   const x = input(ctx, 0);
   if (2 * x.rank > MAX_IARGS) ctx.fail(`rank ${x.rank} is too high`);
-  return flat(ctx, `planc::slice<${utype(ctx, x)}, ${x.rank}>`);
+  return flat(ctx, cudaTemplate('slice', { T: utype(ctx, x), R: x.rank }));
 };
 
-const concat: CudaRule<'concat'> = (ctx) => flat(ctx, `planc::concat<${utype(ctx, ctx.outs[0]!)}, ${ctx.iarg('axis')}>`);
-const split: CudaRule<'split'> = (ctx) => flatIn(ctx, 0, `planc::split<${utype(ctx, input(ctx, 0))}, ${ctx.iarg('axis')}>`);
-const expand: DefaultRule = (ctx) => flat(ctx, `planc::expand<${utype(ctx, input(ctx, 0))}, ${ctx.outs[0]!.rank}>`);
-const tile: DefaultRule = (ctx) => flat(ctx, `planc::tile<${utype(ctx, input(ctx, 0))}, ${ctx.outs[0]!.rank}>`);
+const concat: CudaRule<'concat'> = (ctx) => flat(ctx, cudaTemplate('concat', { T: utype(ctx, ctx.outs[0]!), AXIS: ctx.iarg('axis') }));
+const split: CudaRule<'split'> = (ctx) => flatIn(ctx, 0, cudaTemplate('split', { T: utype(ctx, input(ctx, 0)), AXIS: ctx.iarg('axis') }));
+const expand: DefaultRule = (ctx) => flat(ctx, cudaTemplate('expand', { T: utype(ctx, input(ctx, 0)), R: ctx.outs[0]!.rank }));
+const tile: DefaultRule = (ctx) => flat(ctx, cudaTemplate('tile', { T: utype(ctx, input(ctx, 0)), R: ctx.outs[0]!.rank }));
 
 const where: DefaultRule = (ctx) => {
   requireDtype(ctx, input(ctx, 0), [BOOL], 'the condition');
-  return flat(ctx, `planc::where_select<${utype(ctx, input(ctx, 1))}, ${ctx.outs[0]!.rank}>`);
+  return flat(ctx, cudaTemplate('where_select', { T: utype(ctx, input(ctx, 1)), R: ctx.outs[0]!.rank }));
 };
 
 const clip: DefaultRule = (ctx) => {
   const x = input(ctx, 0);
   requireDtype(ctx, x, NUMERIC, 'X');
-  return flat(ctx, `planc::clip<${ctype(ctx, x)}>`);
+  return flat(ctx, cudaTemplate('clip', { T: ctype(ctx, x) }));
 };
 
 const pow: DefaultRule = (ctx) => {
   const [a, b] = [input(ctx, 0), input(ctx, 1)];
   requireDtype(ctx, a, NUMERIC, 'the base');
   requireDtype(ctx, b, NUMERIC, 'the exponent');
-  return flat(ctx, `planc::power<${ctype(ctx, a)}, ${ctype(ctx, b)}, ${ctx.outs[0]!.rank}>`);
+  return flat(ctx, cudaTemplate('power', { TA: ctype(ctx, a), TB: ctype(ctx, b), R: ctx.outs[0]!.rank }));
 };
 
 const mod: CudaRule<'mod'> = (ctx) => {
@@ -299,14 +300,14 @@ const mod: CudaRule<'mod'> = (ctx) => {
   const a = input(ctx, 0);
   requireDtype(ctx, a, NUMERIC, 'input 0');
   if (input(ctx, 1).dtype !== a.dtype) ctx.fail('mixed input dtypes');
-  return flat(ctx, `planc::binary<planc::OpMod<${fmod !== 0}>, ${ctype(ctx, a)}, ${ctx.outs[0]!.rank}, false>`);
+  return flat(ctx, cudaTemplate('binary', { Op: `planc::OpMod<${fmod !== 0}>`, T: ctype(ctx, a), R: ctx.outs[0]!.rank, FLAT: false }));
 };
 
 const trilu: CudaRule<'trilu'> = (ctx) => {
   const x = input(ctx, 0);
   if (x.rank < 2) ctx.fail(`rank ${x.rank} < 2`);
   if (ctx.ins[1] !== undefined) requireDtype(ctx, ctx.ins[1], [I64], 'k');
-  return flat(ctx, `planc::trilu<${utype(ctx, x)}, ${ctx.iarg('upper') !== 0}>`);
+  return flat(ctx, cudaTemplate('trilu', { T: utype(ctx, x), UPPER: ctx.iarg('upper') !== 0 }));
 };
 
 // ---- attention, KV cache, output layer ----
@@ -336,7 +337,7 @@ const attention: CudaRule<'attention'> = (ctx) => {
   }
   // A warp per query row, 4 rows per block (the schema's attention launch).
   const grid = layout === 0 ? [dims(0, 0, 3, 4)] : [dims(0, 0, 2, 4, h)];
-  return [{ ...launch('attention', 'default'), template: `planc::attention<${hd}, ${layout}, ${maskKind}, ${causal}${past ? ', true' : ''}>`, grid }];
+  return [{ ...launch('attention', 'default'), template: cudaTemplate('attention', { D: hd, QL: layout, MK: maskKind, CAUSAL: causal, PAST: past ? true : undefined }), grid }];
 };
 
 const cacheWrite: CudaRule<'cache_write'> = (ctx) => {
@@ -352,7 +353,7 @@ const cacheWrite: CudaRule<'cache_write'> = (ctx) => {
     requireDtype(ctx, past, [I64], 'past_lens');
     if (past.rank !== 1) ctx.fail(`past_lens has rank ${past.rank}, not 1 ([B])`);
   }
-  return flatIn(ctx, 1, `planc::cache_write<${layout}${past ? ', true' : ''}>`);
+  return flatIn(ctx, 1, cudaTemplate('cache_write', { NL: layout, PAST: past ? true : undefined }));
 };
 
 /** Vocabulary ids per shard of project_topk (codegen/cuda/kernels/attention.cuh SHARD) and rows per block. */
@@ -372,8 +373,10 @@ const projectTopk: CudaRule<'project_topk'> = (ctx) => {
   if (d! % 32 !== 0 || d! > 1024) ctx.fail(`D ${d}: the CUDA kernel wants a multiple of 32, at most 1024`);
   if (k < 1 || k > 64 || k > vocab!) ctx.fail(`k ${k}: the CUDA kernel takes 1..64 (and at most the vocabulary)`);
   const act = ctx.ins[3];
-  const tw = w.dtype === F32 ? '' : `, ${act !== undefined}, false, ${k}, false, ${ctype(ctx, w)}`;
-  return [topkLaunch(ctx, d!, vocab!, k, act, `planc::project_topk<${d}, ${vocab}, ${k}, ${transposed}, ${ctx.ins[2] !== undefined}${tw || (act ? ', true' : '')}>`)];
+  // float32 rows leave the quantized parameters at their defaults (and ACT too without a mask); half rows set them all
+  const half = w.dtype === F32 ? {} : { ACT: act !== undefined, Q: false, KO: k, RESC: false, TW: ctype(ctx, w) };
+  const template = cudaTemplate('project_topk', { D: d!, V: vocab!, KK: k, TRANS: transposed, BIAS: ctx.ins[2] !== undefined, ACT: act ? true : undefined, ...half });
+  return [topkLaunch(ctx, d!, vocab!, k, act, template)];
 };
 
 /**
@@ -417,7 +420,7 @@ const qmatmul: CudaRule<'qmatmul'> = (ctx) => {
   if (w.rank !== 4 || w.dims[0] !== Math.ceil(n / 16) || w.dims[1] !== Math.ceil(k / 4)) ctx.fail(`Wq is [${w.dims.map((x) => x ?? '?')}], not the packed [${Math.ceil(n / 16)}, ${Math.ceil(k / 4)}, 16, 4] of K ${k}, N ${n}`);
   const y = ctx.outs[0]!;
   const bias = ctx.ins[4] !== undefined, res = ctx.ins[5] !== undefined;
-  return [{ ...DEFAULT, template: `planc::qmatmul_w8<${k}, ${n}, ${act}, ${bias}, ${res}>`, grid: [dims(outOperand(ctx), y.rank - 1, y.rank, 128), dims(outOperand(ctx), 0, y.rank - 1, 4)] }];
+  return [{ ...DEFAULT, template: cudaTemplate('qmatmul_w8', { K: k, N: n, ACT: act, BIAS: bias, RES: res }), grid: [dims(outOperand(ctx), y.rank - 1, y.rank, 128), dims(outOperand(ctx), 0, y.rank - 1, 4)] }];
 };
 
 const qgather: CudaRule<'qgather'> = (ctx) => {
@@ -427,7 +430,7 @@ const qgather: CudaRule<'qgather'> = (ctx) => {
   requireDtype(ctx, idx, [I32, I64], 'the indices');
   const res = ctx.ins[3];
   if (res !== undefined) requireDtype(ctx, res, [U8], 'the residual plane');
-  return flat(ctx, `planc::qgather<${ctype(ctx, idx)}, ${res !== undefined}>`);
+  return flat(ctx, cudaTemplate('qgather', { TI: ctype(ctx, idx), RES: res !== undefined }));
 };
 
 const qprojectTopk: CudaRule<'qproject_topk'> = (ctx) => {
@@ -445,7 +448,7 @@ const qprojectTopk: CudaRule<'qproject_topk'> = (ctx) => {
   const kk = resc ? Math.min(vocab!, Math.max(k, RESCORED)) : k;
   if (k < 1 || kk > 64 || k > vocab!) ctx.fail(`k ${k}: the CUDA kernel takes 1..64 (and at most the vocabulary)`);
   const act = ctx.ins[5];
-  return [topkLaunch(ctx, d, vocab!, kk, act, `planc::project_topk<${d}, ${vocab}, ${kk}, true, ${ctx.ins[4] !== undefined}, ${act !== undefined}, true, ${k}, ${resc}>`)];
+  return [topkLaunch(ctx, d, vocab!, kk, act, cudaTemplate('project_topk', { D: d, V: vocab!, KK: kk, TRANS: true, BIAS: ctx.ins[4] !== undefined, ACT: act !== undefined, Q: true, KO: k, RESC: resc }))];
 };
 
 /** Blocks of a cluster_mask launch (a fixed grid: the last block writes the mask even when there are no rows). */
@@ -468,7 +471,7 @@ const clusterMask: CudaRule<'cluster_mask'> = (ctx) => {
   if (off.rank !== 1 || off.dims[0] !== r! + 1) ctx.fail(`offsets must be [${r! + 1}]`);
   if (ids.rank !== 1) ctx.fail('ids must be 1-D');
   if (out.rank !== 1 || out.dims[0] !== v) ctx.fail(`the output must be [${v}] (iarg vocab)`);
-  return [{ ...DEFAULT, template: `planc::cluster_mask<${d}, ${r}>`, grid: [dims(0, 0, 0, 1, CLUSTER_BLOCKS)], scratchBytes: SCRATCH_DATA, minBlocks: 1 }];
+  return [{ ...DEFAULT, template: cudaTemplate('cluster_mask', { D: d!, R: r! }), grid: [dims(0, 0, 0, 1, CLUSTER_BLOCKS)], scratchBytes: SCRATCH_DATA, minBlocks: 1 }];
 };
 
 /** Kernel name → rule. A name missing here has no CUDA template: optimize --target cuda fails naming the node. */
