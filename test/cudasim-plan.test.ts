@@ -142,8 +142,8 @@ const names = {
   w8refuse: 'int8/int16 inputs and auto on --target cuda are refused by name (the CUDA products are weight-only or fp16 / bf16)',
   half: 'fp16 / bf16 cuda plans (tensor cores, float32 sums): every graph of the opus-shaped plans matches the cpu plan of the same precision (batch 5: 35 encoder rows on gemm_tc16, decode rows on gemv; embeddings gathered in the half dtype and widened)',
   halfDecode: 'fp16 and bf16 cuda plans: greedy decoding on the emulator is token-identical to the cpu plan of the same precision, CUDA-graph replay on',
-  esenGraphs: 'es-en plans (top-k, shortlist, clusters, w8, fp16): every graph on the emulator matches the cpu backend (batch 5); two fiber-schedule seeds bit-identical',
-  esen: 'es-en: greedy translation of 24 test sentences through the cuda plan on the emulator is token-identical to the cpu plan (graphs off and on)',
+  esenGraphs: 'es-en plans (top-k, shortlist, clusters, w8, fp16): every graph on the emulator matches the cpu backend (batch 5)',
+  esen: 'es-en: greedy translation of 16 test sentences (PLANC_CUDASIM_ESEN_N) through the cuda plan on the emulator is token-identical to the cpu plan',
 };
 const skip = !nativeAvailable() ? NEEDS_NATIVE : noNvcc ?? noGxx;
 
@@ -310,13 +310,8 @@ if (skip) {
     // matrix paths and its decoder rows the gemv ones, and batch 1 adds no kernel path (the tiny and opus-shaped plans
     // above check batch 1 against 5 on every graph)
     const jobs: (() => Promise<readonly [string, string, Runs]>)[] = plansOf.map(([label, p]) => async () => [label, '5', (await childAsync(['graphs', p.cuda, p.cpu, '5'])).json.runs as Runs] as const);
-    // the top-k plan at batch 5 once more under another fiber schedule (blocks and threads shuffled): bit-identical
-    const topk = plansOf[0]![1];
-    jobs.push(async () => ['topk', '5 seed 7', (await childAsync(['graphs', topk.cuda, topk.cpu, '5'], { PLANC_CUDASIM_SEED: '7' })).json.runs as Runs] as const);
     const done = await pool(jobs, PARALLEL);
     for (const [label, b, runs] of done) checkRuns(runs, `es-en ${label} batch ${b}`, label === 'fp16' ? 'fp16' : undefined);
-    const seeded = (b: string) => done.find(([label, batch]) => label === 'topk' && batch === b)![2];
-    assert.equal(hashes(seeded('5 seed 7')), hashes(seeded('5')), 'es-en top-k plan: seeds 0 and 7 give bit-identical outputs');
   });
 
   testIf(test, noEsenRun)(names.esen, async () => {
@@ -325,11 +320,10 @@ if (skip) {
     const n = Number(process.env.PLANC_CUDASIM_ESEN_N ?? 16);
     const src = path.join(tmp, 'esen-sources.json');
     fs.writeFileSync(src, JSON.stringify(ids.filter((s) => s.length <= 32).slice(0, n)));
-    const runs = await pool(['0', '1'].map((graphs) => () => childAsync(['decode', cuda, cpu, src], { PLANC_CUDA_GRAPH: graphs, CUDASIM_MAX_LENGTH: '32' })), PARALLEL);
-    runs.forEach(({ json }, i) => {
-      assert.is(json.sim.length, n);
-      assert.equal(json.sim, json.cpu, `graphs ${i}`);
-    });
+    // CUDA graphs off (the default); replaying them is checked on the synthetic plans (names.replay)
+    const { json } = await childAsync(['decode', cuda, cpu, src], { PLANC_CUDA_GRAPH: '0', CUDASIM_MAX_LENGTH: '32' });
+    assert.is(json.sim.length, n);
+    assert.equal(json.sim, json.cpu);
   });
 }
 

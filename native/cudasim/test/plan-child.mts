@@ -25,8 +25,11 @@ try {
         const f = feeds[io.name];
         if (io.dtype === 'uint8' && f) feeds[io.name] = { dtype: 'uint8', dims: f.dims, data: Uint8Array.from({ length: f.data.length }, (_, i) => ((i * 2654435761) >>> 7) % 3 === 0 ? 1 : 0) };
       }
+      const t0 = performance.now();
       const a = sim.runSync(graph, cloneFeeds(feeds));
+      const t1 = performance.now();
       const b = cpu.runSync(graph, cloneFeeds(feeds));
+      if (process.env.CUDASIM_TIMES === '1') process.stderr.write(`${cudaFile} ${graph} batch ${batch}: emulator ${((t1 - t0) / 1000).toFixed(1)} s, cpu ${((performance.now() - t1) / 1000).toFixed(2)} s\n`);
       const key = `${graph} (batch ${batch})`;
       runs[key] = {};
       for (const [name, ref] of Object.entries(b)) {
