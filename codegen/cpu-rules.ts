@@ -1,6 +1,6 @@
 // CPU lowering rules: ONNX op → native kernel call (or a view of an input), one table keyed by op type.
 import { enumCode, PAD_MODES, SCATTER_REDUCTIONS } from '../compiler/kernel-enums.ts';
-import { call, type KernelCall } from '../compiler/kernel-schema.ts';
+import { call, WEIGHT_DTYPES, type KernelCall } from '../compiler/kernel-schema.ts';
 import type { OpContext, InferInput } from '../compiler/ops/types.ts';
 import { dimAdd, dimCompare, dimProduct, type Dim } from '../compiler/symbolic.ts';
 import { Tensor } from '../compiler/tensor.ts';
@@ -45,7 +45,7 @@ const axisOf = (ctx: RuleCtx, axis: number, rank: number): number => {
 
 const FLOAT_KERNEL_TYPES = new Set(['float32']);
 /** A product's weight (compiler/kernel-schema.ts F32_OR_HALF). */
-const WEIGHT_TYPES = new Set(['float32', 'float16', 'bfloat16']);
+const WEIGHT_TYPES = new Set<string>(WEIGHT_DTYPES);
 const UNARY_FLOAT_TYPES = new Set(['float32', 'float64']);
 const NUM_TYPES = new Set(['float32', 'float64', 'int32', 'int64', 'int8', 'uint8']);
 const INT64_TYPE = new Set(['int64']);

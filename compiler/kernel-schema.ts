@@ -86,8 +86,8 @@ const F32 = ['float32'] as const;
  * rounded to the weight's dtype (nearest even) before the product, as tensor cores take them; products of two such
  * values are exact in float32 and are summed in float32.
  */
-const F32_OR_HALF = ['float32', 'float16', 'bfloat16'] as const;
-const HALF_DOC = '; float16 / bfloat16: A\'s values rounded to its dtype first (kernel-schema.ts F32_OR_HALF)';
+export const WEIGHT_DTYPES = ['float32', 'float16', 'bfloat16'] as const;
+const HALF_DOC = '; float16 / bfloat16: A\'s values rounded to its dtype first (kernel-schema.ts WEIGHT_DTYPES)';
 const FLOAT = ['float32', 'float64'] as const;
 const SIGNED = ['float32', 'float64', 'int32', 'int64', 'int8'] as const;
 const NUMERIC = [...SIGNED, 'uint8'] as const;
@@ -311,7 +311,7 @@ export const KERNELS = {
   // ---- matrix products (gemm.cc) ----
   matmul: {
     doc: 'Y = A × B over the last two dims, batch dims broadcast', outputs: [y(F32)],
-    inputs: [{ name: 'a', doc: 'A [..., M, K]', dtypes: F32 }, { name: 'b', doc: `B [..., K, N]${HALF_DOC} (B 2-D)`, dtypes: F32_OR_HALF }],
+    inputs: [{ name: 'a', doc: 'A [..., M, K]', dtypes: F32 }, { name: 'b', doc: `B [..., K, N]${HALF_DOC} (B 2-D)`, dtypes: WEIGHT_DTYPES }],
     variants: GEMM_VARIANTS,
     cudaVariants: CUDA_GEMM_VARIANTS,
   },
@@ -325,7 +325,7 @@ export const KERNELS = {
   },
   fused_matmul: {
     doc: 'Y = act(A × W + bias) + residual (planc.FusedMatMul)', outputs: [y(F32)],
-    inputs: [{ name: 'a', doc: 'A [..., K]', dtypes: F32 }, { name: 'w', doc: `W [K, N]${HALF_DOC}`, dtypes: F32_OR_HALF },
+    inputs: [{ name: 'a', doc: 'A [..., K]', dtypes: F32 }, { name: 'w', doc: `W [K, N]${HALF_DOC}`, dtypes: WEIGHT_DTYPES },
       { name: 'bias', doc: 'bias [N]', dtypes: F32, optional: true, keepSlot: true },
       { name: 'residual', doc: 'added after the activation (Y\'s dims)', dtypes: F32, optional: true, keepSlot: true }],
     iargs: [{ name: 'activation', doc: 'the epilogue activation', enum: 'activation' }],
@@ -461,7 +461,7 @@ export const KERNELS = {
   },
   project_topk: {
     doc: 'the k best of log_softmax(X·W + bias) per row, logits never materialized (planc.ProjectTopK)',
-    inputs: [{ name: 'x', doc: 'X [rows..., D]', dtypes: F32 }, { name: 'w', doc: `W [D, V] (transposed: [V, D])${HALF_DOC.replace('A\'s', 'X\'s')}`, dtypes: F32_OR_HALF },
+    inputs: [{ name: 'x', doc: 'X [rows..., D]', dtypes: F32 }, { name: 'w', doc: `W [D, V] (transposed: [V, D])${HALF_DOC.replace('A\'s', 'X\'s')}`, dtypes: WEIGHT_DTYPES },
       { name: 'bias', doc: 'bias [V]', dtypes: F32, optional: true, keepSlot: true },
       { name: 'active', doc: 'active ids [V] (nonzero: computed; omitted: every id)', dtypes: BYTE_MASK, optional: true }],
     outputs: [{ name: 'values', doc: 'log-probabilities [rows..., k], best first', dtypes: F32 }, { name: 'indices', doc: 'their ids [rows..., k]', dtypes: ['int64'] }],

@@ -2,7 +2,7 @@
 // cudaVariants, launch shapes included), each a template instantiation (constants baked in) and its grid.
 import { constExpr } from '../../compiler/plan/expr.ts';
 import { ACTIVATIONS, DTYPE_CODE, MASK_KINDS, PLAN_DTYPE_BYTES, PLAN_DTYPES, QUANT_INPUTS } from '../../compiler/kernel-enums.ts';
-import { CUDA_DEFAULT_VARIANTS, CUDA_GEMM_VARIANTS, cudaVariant, iargIndex, type CudaVariantName, type IargName, type KernelName } from '../../compiler/kernel-schema.ts';
+import { CUDA_DEFAULT_VARIANTS, CUDA_GEMM_VARIANTS, WEIGHT_DTYPES, cudaVariant, iargIndex, type CudaVariantName, type IargName, type KernelName } from '../../compiler/kernel-schema.ts';
 import { PlancError } from '../../compiler/diagnostics.ts';
 import { RESCORED } from '../../compiler/quant/pack.ts';
 import { TENSOR_KIND, type CudaGrid, type PlanKernel, type PlanProgram, type PlanTensor } from '../../compiler/plan/types.ts';
@@ -74,9 +74,9 @@ const CTYPE: Record<number, string> = Object.fromEntries(PLAN_DTYPES.map((d) => 
 const UTYPE: Record<number, string> = { 1: 'uint8_t', 2: 'uint16_t', 4: 'uint32_t', 8: 'uint64_t' };
 const NAME: Record<number, string> = Object.fromEntries(PLAN_DTYPES.map((d) => [d.code, d.name]));
 /** Plan dtype codes by the names the rules use. */
-const [F32, F64, I32, I64, I8, U8, BOOL, F16, BF16] = (['float32', 'float64', 'int32', 'int64', 'int8', 'uint8', 'bool', 'float16', 'bfloat16'] as const).map((n) => DTYPE_CODE[n]!);
+const [F32, F64, I32, I64, I8, U8, BOOL] = (['float32', 'float64', 'int32', 'int64', 'int8', 'uint8', 'bool'] as const).map((n) => DTYPE_CODE[n]!);
 /** A product's weight dtypes (compiler/kernel-schema.ts F32_OR_HALF): float32, or float16 / bfloat16 on tensor cores. */
-const WEIGHT = [F32, F16, BF16];
+const WEIGHT = WEIGHT_DTYPES.map((n) => DTYPE_CODE[n]!);
 const MASK_ADD = MASK_KINDS.indexOf('add');
 
 const ctype = (ctx: RuleCtx, o: Operand): string => CTYPE[o.dtype] ?? ctx.fail(`dtype code ${o.dtype} has no CUDA type`);

@@ -5,6 +5,7 @@ import { Tensor } from '../tensor.ts';
 import { makeOpContext } from './context.ts';
 import type { EvalContext, InferInput, OpHandler } from './types.ts';
 import { need } from './util.ts';
+import { WEIGHT_DTYPES } from '../kernel-schema.ts';
 
 type Apply = (op: string, attrs: Node['attrs'], inputs: Tensor[]) => Tensor;
 
@@ -35,7 +36,6 @@ export function applyOnnx(ctx: EvalContext, op: string, attrs: Node['attrs'], in
 }
 
 /** A weight's dtypes: float32, or float16 / bfloat16 (--quantize fp16|bf16; compiler/kernel-schema.ts F32_OR_HALF). */
-const WEIGHT_DTYPES: readonly string[] = ['float32', 'float16', 'bfloat16'];
 
 /**
  * The operands of a product over weight w as float32 tensors: with a float16 / bfloat16 w, x's values rounded to w's
@@ -53,7 +53,7 @@ const FUSED_MATMUL: OpHandler = {
   infer(ctx, inputs) {
     const a = need(ctx, inputs, 0);
     const w = need(ctx, inputs, 1);
-    if (a.dtype !== 'float32' || !WEIGHT_DTYPES.includes(w.dtype)) ctx.fail(`A float32 and W float32, float16 or bfloat16 only, got ${a.dtype} and ${w.dtype}`);
+    if (a.dtype !== 'float32' || !(WEIGHT_DTYPES as readonly string[]).includes(w.dtype)) ctx.fail(`A float32 and W float32, float16 or bfloat16 only, got ${a.dtype} and ${w.dtype}`);
     if (!FUSED_ACTIVATIONS[ctx.string('activation', 'none')]) ctx.fail(`unknown activation '${ctx.string('activation', 'none')}'`);
     if (!a.shape || !w.shape) return [{ dtype: 'float32' }];
     if (w.shape.length !== 2 || a.shape.length < 2) ctx.fail(`needs A of rank ≥ 2 and a 2-D W, got ranks ${a.shape.length} and ${w.shape.length}`);

@@ -4,6 +4,7 @@ import type { Dim } from '../symbolic.ts';
 import { Tensor } from '../tensor.ts';
 import type { InferInput, OpContext, OpHandler } from './types.ts';
 import { need } from './util.ts';
+import { WEIGHT_DTYPES } from '../kernel-schema.ts';
 
 /** k and transposed, checked. */
 function attrs(ctx: OpContext): { k: number; transposed: boolean } {
@@ -26,7 +27,7 @@ function checkInputs(ctx: OpContext, x: InferInput, w: InferInput, bias: InferIn
   for (const [name, t] of [['X', x], ['bias', bias]] as const) {
     if (t && t.dtype !== 'float32') ctx.fail(`${name} must be float32, got ${t.dtype}`);
   }
-  if (!['float32', 'float16', 'bfloat16'].includes(w.dtype)) ctx.fail(`W must be float32, float16 or bfloat16, got ${w.dtype}`);
+  if (!(WEIGHT_DTYPES as readonly string[]).includes(w.dtype)) ctx.fail(`W must be float32, float16 or bfloat16, got ${w.dtype}`);
   if (active && active.dtype !== 'uint8' && active.dtype !== 'bool') ctx.fail(`active must be uint8 or bool, got ${active.dtype}`);
   if (x.shape && x.shape.length < 2) ctx.fail(`X needs rank ≥ 2, got rank ${x.shape.length}`);
   if (!w.shape) return;
