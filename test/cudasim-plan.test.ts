@@ -1,7 +1,7 @@
 // cuda plans on the emulated CUDA device (native/cudasim, PLANC_DEVICE=sim / --device sim): every graph of a 1+1-layer
 // synthetic plan (tiny and opus-base-shaped) against the CPU backend at batch 1 and 5 with the arena poisoned with NaN,
 // bit-identical under two fiber schedules, greedy decoding token-identical with CUDA-graph replay off and on, and
-// `planc translate --device sim`. es-en (../shared; top-k, shortlist, clusters, w8 and fp16 plans per graph at batch 5,
+// `planc translate --device sim`. es-en (../shared; top-k, clusters, w8 and fp16 plans per graph at batch 5,
 // 16 sentences translated, emulator children in parallel): with PLANC_CUDASIM_ESEN=1 (.ci/run sets it; a few minutes on
 // 2 cores). w8 (int8 weight-only) plans of both models: every graph and
 // greedy decoding against the cpu w8 plan; fp16 / bf16 (tensor-core) plans against the cpu reference plans of the same precision.
@@ -142,7 +142,7 @@ const names = {
   w8refuse: 'int8/int16 inputs and auto on --target cuda are refused by name (the CUDA products are weight-only or fp16 / bf16)',
   half: 'fp16 / bf16 cuda plans (tensor cores, float32 sums): every graph of the opus-shaped plans matches the cpu plan of the same precision (batch 5: 35 encoder rows on gemm_tc16, decode rows on gemv; embeddings gathered in the half dtype and widened)',
   halfDecode: 'fp16 and bf16 cuda plans: greedy decoding on the emulator is token-identical to the cpu plan of the same precision, CUDA-graph replay on',
-  esenGraphs: 'es-en plans (top-k, shortlist, clusters, w8, fp16): every graph on the emulator matches the cpu backend (batch 5)',
+  esenGraphs: 'es-en plans (top-k, clusters, w8, fp16): every graph on the emulator matches the cpu backend (batch 5)',
   esen: 'es-en: greedy translation of 16 test sentences (PLANC_CUDASIM_ESEN_N) through the cuda plan on the emulator is token-identical to the cpu plan',
 };
 const skip = !nativeAvailable() ? NEEDS_NATIVE : noNvcc ?? noGxx;
@@ -298,9 +298,9 @@ if (skip) {
   testIf(test, noEsenRun)(names.esenGraphs, async () => {
     const calib = path.join(tmp, 'calib.es');
     fs.writeFileSync(calib, fs.readFileSync(path.join(esen!, 'dev.es'), 'utf8').split('\n').slice(0, 200).join('\n'));
+    // (a shortlist plan runs the clusters plan's kernels: project_topk with an active mask, fed instead of computed)
     const variants: [string, string[]][] = [
       ['topk', []],
-      ['shortlist', ['--vocab', `shortlist=${path.join(esen!, 'lex.50.50.esen.s2t.bin')}`]],
       ['clusters', ['--vocab', 'clusters=64,8', '--calibrate', calib]],
       ['w8', ['--quantize', 'w8']],
       ['fp16', ['--quantize', 'fp16']],
