@@ -1,0 +1,101 @@
+// qproject_topk's row products at many rows on AVX2 (included by qgemm_avx2.cc after qgemm_avx2_body.h for the avx2
+// path, QT as there): a register-blocked GEMM, the int16 rows of A packed per block of 8 (one row per 32-bit lane: a
+// pair of k) and each W row's pair, widened, broadcast to them (vpmaddwd, vpaddd); fewer rows stay on
+// row_dots_i8_by4. The same int32 sums as every path.
+
+constexpr int64_t kLanes = 8;  // rows per ymm block
+constexpr int64_t kGemmMinRows = 8;
+
+// Rows [r0, r0 + nr) of A (int16, kp / 2 pairs each) packed in blocks of 8: xb[(b · pairs + g) · 8 + i] = pair g of row
+// 8 b + i (zero past nr).
+QT void pack_rows8(const Rows& a, int64_t r0, int64_t nr, uint32_t* xb) {
+  const int64_t pairs = a.kp / 2, blocks = (nr + kLanes - 1) / kLanes;
+  for (int64_t b = 0; b < blocks; b++) {
+    uint32_t* dst = xb + b * pairs * kLanes;
+    for (int64_t i = 0; i < kLanes; i++) {
+      const int64_t r = b * kLanes + i;
+      if (r >= nr) {
+        for (int64_t g = 0; g < pairs; g++) dst[g * kLanes + i] = 0;
+        continue;
+      }
+      const uint32_t* s = reinterpret_cast<const uint32_t*>(a.q16 + (r0 + r) * a.kp);
+      for (int64_t g = 0; g < pairs; g++) dst[g * kLanes + i] = s[g];
+    }
+  }
+}
+
+// V widened W rows (int16 pairs wr[v]) × RB blocks of 8 packed rows: c[v][8 rb + i] = the int32 sum of W row v and
+// row 8 rb + i.
+template <int V, int RB>
+QT void tile_rows(const uint32_t* xb, int64_t pairs, const int32_t* const* wr, int32_t* c) {
+  __m256i acc[V][RB];
+  for (int v = 0; v < V; v++)
+    for (int b = 0; b < RB; b++) acc[v][b] = _mm256_setzero_si256();
+  for (int64_t g = 0; g < pairs; g++) {
+    __m256i x[RB];
+    for (int b = 0; b < RB; b++) x[b] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + (b * pairs + g) * kLanes));
+    for (int v = 0; v < V; v++) {
+      const __m256i wv = _mm256_set1_epi32(wr[v][g]);
+      for (int b = 0; b < RB; b++) acc[v][b] = _mm256_add_epi32(acc[v][b], _mm256_madd_epi16(x[b], wv));
+    }
+  }
+  for (int v = 0; v < V; v++)
+    for (int b = 0; b < RB; b++) _mm256_storeu_si256(reinterpret_cast<__m256i*>(c + (v * RB + b) * kLanes), acc[v][b]);
+}
+
+// W rows per tile for RB row blocks (16 ymm registers: the accumulators, RB rows, a broadcast and a product).
+template <int RB> constexpr int tile_w() { return RB == 1 ? 12 : RB == 2 ? 5 : RB == 3 ? 3 : 2; }
+
+using TileRows = void (*)(const uint32_t*, int64_t, const int32_t* const*, int32_t*);
+template <int RB> QT void tile_rows_rb(const uint32_t* xb, int64_t pairs, const int32_t* const* wr, int32_t* c) {
+  tile_rows<tile_w<RB>(), RB>(xb, pairs, wr, c);
+}
+
+// The blocked product of rows [r0, r0 + nr) (nr ≤ 32: up to four blocks of 8) against nw W rows: tiles of V W rows
+// (widened to int16; the last tile repeating its last row), all row blocks per tile, written to out[r][j] (row stride nw).
+QT void row_gemm_i8(const Rows& a, int64_t r0, int64_t nr, const int8_t* w, int64_t dp, const int32_t* ids, int64_t nw, int32_t* out) {
+  static thread_local std::vector<uint32_t> xb;
+  static thread_local std::vector<int16_t> wide;
+  const int64_t pairs = a.kp / 2, rb = (nr + kLanes - 1) / kLanes;
+  xb.resize(static_cast<size_t>(rb * pairs * kLanes));
+  pack_rows8(a, r0, nr, xb.data());
+  static const TileRows kTiles[4] = {&tile_rows_rb<1>, &tile_rows_rb<2>, &tile_rows_rb<3>, &tile_rows_rb<4>};
+  static constexpr int kW[4] = {tile_w<1>(), tile_w<2>(), tile_w<3>(), tile_w<4>()};
+  const TileRows tile = kTiles[rb - 1];
+  const int V = kW[rb - 1];
+  alignas(32) int32_t c[12 * 4 * kLanes];
+  wide.resize(static_cast<size_t>(V * dp));
+  for (int64_t j0 = 0; j0 < nw; j0 += V) {
+    const int64_t nj = nw - j0 < V ? nw - j0 : V;
+    const int32_t* wr[12];
+    for (int v = 0; v < V; v++) {
+      const int64_t j = j0 + (v < nj ? v : nj - 1);
+      const int8_t* row = w + (ids ? ids[j] : j) * dp;
+      int16_t* dst = wide.data() + v * dp;
+      for (int64_t d = 0; d < dp; d += 16)
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + d), _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + d))));
+      wr[v] = reinterpret_cast<const int32_t*>(dst);
+    }
+    tile(xb.data(), pairs, wr, c);
+    for (int64_t r = 0; r < nr; r++) {
+      const int32_t* s = c + (r / kLanes) * kLanes + r % kLanes;
+      int32_t* o = out + r * nw + j0;
+      for (int64_t v = 0; v < nj; v++) o[v] = s[v * rb * kLanes];
+    }
+  }
+}
+
+// out[r][j] (row stride nw) = rows [r0, r0 + nr) of A · the int8 rows ids[j] of w [V, dp]: blocks of up to 32 rows on
+// the blocked product (a last block of at most two rows, and fewer than eight rows in all, on row_dots_i8_by4).
+QT void row_dots_i8(const Rows& a, int64_t r0, int64_t nr, const int8_t* w, int64_t dp, const int32_t* ids, int64_t nw, int32_t* out) {
+  if (nr < kGemmMinRows || nw <= 0) {
+    row_dots_i8_by4(a, r0, nr, w, dp, ids, nw, out);
+    return;
+  }
+  const int64_t tail = nr % kLanes <= 2 ? nr % kLanes : 0, body = nr - tail;
+  for (int64_t r = 0; r < body; r += 4 * kLanes) {
+    const int64_t n = body - r < 4 * kLanes ? body - r : 4 * kLanes;
+    row_gemm_i8(a, r0 + r, n, w, dp, ids, nw, out + r * nw);
+  }
+  if (tail) row_dots_i8_by4(a, r0 + body, tail, w, dp, ids, nw, out + body * nw);
+}
