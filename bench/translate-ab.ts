@@ -1,5 +1,6 @@
 // A/B of native addons on one plan: the es-en test ids translated greedily at one batch size by each addon in its own
-// process (PLANC_NATIVE_ADDON), rounds interleaved, medians and fastest rounds, outputs compared between the addons.
+// process (PLANC_NATIVE_ADDON), rounds interleaved, medians and fastest rounds of wall and process CPU time (on a shared
+// machine the CPU time of a one-thread run is the steadier), outputs compared between the addons.
 // Run: node --import tsx bench/translate-ab.ts PLAN NAME=ADDON NAME=ADDON [--batch 32] [--rounds 3] [--reps 2] [--threads N]
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -19,18 +20,20 @@ async function child(planPath: string, batch: number, reps: number, threads: num
   const ids: number[][] = JSON.parse(fs.readFileSync(path.join(sharedDir()!, 'models', 'es-en', 'test_ids.json'), 'utf8')).src_ids;
   const plan = await loadPlan(planPath);
   await translateIds(plan, ids.slice(0, 64), { batchSize: batch, maxLength: MAX_LEN });  // warm-up
-  const seconds: number[] = [];
+  const seconds: number[] = [], cpu: number[] = [];
   let hash = '';
   let tokens = 0;
   for (let r = 0; r < reps; r++) {
-    const t0 = performance.now();
+    const t0 = performance.now(), c0 = process.cpuUsage();
     const out = (await translateIds(plan, ids, { batchSize: batch, maxLength: MAX_LEN })).map((x) => x.ids);
     seconds.push((performance.now() - t0) / 1000);
+    const c = process.cpuUsage(c0);
+    cpu.push((c.user + c.system) / 1e6);
     hash = createHash('sha256').update(JSON.stringify(out)).digest('hex').slice(0, 16);
     tokens = out.reduce((s, o) => s + o.length + 1, 0);
   }
   const info = nativeInfo();
-  console.log(JSON.stringify({ seconds, hash, sentences: ids.length, tokens, isa: info.isa?.effective, threads: info.threads }));
+  console.log(JSON.stringify({ seconds, cpu, hash, sentences: ids.length, tokens, isa: info.isa?.effective, threads: info.threads }));
 }
 
 const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
@@ -50,7 +53,7 @@ async function main(): Promise<void> {
     return;
   }
   const self = fileURLToPath(import.meta.url);
-  const runs = new Map<string, { seconds: number[]; hash: string; sentences: number; tokens: number; isa: string; threads: number }>();
+  const runs = new Map<string, { seconds: number[]; cpu: number[]; hash: string; sentences: number; tokens: number; isa: string; threads: number }>();
   for (let round = 0; round < rounds; round++) {
     for (const s of round % 2 ? [...sides].reverse() : sides) {
       const [name, addon] = s.split('=') as [string, string];
@@ -59,13 +62,13 @@ async function main(): Promise<void> {
       if (r.status !== 0) throw new Error(`${name}: ${r.stderr}`);
       const got = JSON.parse(r.stdout.trim().split('\n').pop()!);
       const prev = runs.get(name);
-      runs.set(name, prev ? { ...got, seconds: [...prev.seconds, ...got.seconds] } : got);
-      console.error(`round ${round + 1} ${name}: ${got.seconds.map((x: number) => x.toFixed(3)).join(' ')} s`);
+      runs.set(name, prev ? { ...got, seconds: [...prev.seconds, ...got.seconds], cpu: [...prev.cpu, ...got.cpu] } : got);
+      console.error(`round ${round + 1} ${name}: ${got.seconds.map((x: number) => x.toFixed(3)).join(' ')} s (CPU ${got.cpu.map((x: number) => x.toFixed(3)).join(' ')} s)`);
     }
   }
   const hashes = new Set([...runs.values()].map((r) => r.hash));
   const out = Object.fromEntries([...runs].map(([name, r]) => [name, {
-    medianS: median(r.seconds), minS: Math.min(...r.seconds), sentencesPerS: r.sentences / median(r.seconds), seconds: r.seconds, isa: r.isa, threads: r.threads, hash: r.hash,
+    medianS: median(r.seconds), minS: Math.min(...r.seconds), sentencesPerS: r.sentences / median(r.seconds), cpuMedianS: median(r.cpu), cpuMinS: Math.min(...r.cpu), seconds: r.seconds, cpu: r.cpu, isa: r.isa, threads: r.threads, hash: r.hash,
   }]));
   console.log(JSON.stringify({ plan: path.basename(planPath), batch, sentences: [...runs.values()][0]!.sentences, tokens: [...runs.values()][0]!.tokens, identical: hashes.size === 1, sides: out }));
 }
