@@ -107,8 +107,10 @@ QT void tile_rows_rb(const uint32_t* xb, int64_t words, const int32_t* const* wr
 }
 
 // The blocked product of rows [r0, r0 + nr) (nr ≤ 32: up to four blocks of 8) against nw W rows: tiles of V W rows
-// (the last repeating its last row), all row blocks per tile, written to out[r][j] (row stride nw).
-QT void row_gemm_i8(const Rows& a, int64_t r0, int64_t nr, const int8_t* w, int64_t dp, const int32_t* ids, int64_t nw, int32_t* out) {
+// (the last repeating its last row), all row blocks per tile, written to out[r][j] (row stride nw); then the `tail`
+// (0-2) rows after them against each tile's W rows on rows_by_4_i8, written to out[nr + t][j].
+QT void row_gemm_i8(const Rows& a, int64_t r0, int64_t nr, int64_t tail, const int8_t* w, int64_t dp, const int32_t* ids, int64_t nw,
+                    int32_t* out) {
   static thread_local std::vector<uint32_t> xb;
 #if !QVNNI
   static thread_local std::vector<int16_t> wide;  // the tile's W rows widened to int16
@@ -146,11 +148,21 @@ QT void row_gemm_i8(const Rows& a, int64_t r0, int64_t nr, const int8_t* w, int6
     }
 #endif
     tile(xb.data(), words, wr, pf, out + j0, nw, nr, nj);
+    // the tail rows against the same W rows while they are in cache, four at a time
+    for (int64_t q = 0; q < (tail ? nj : 0); q += 4) {
+      const int64_t nq = nj - q < 4 ? nj - q : 4;
+      const int8_t* w4[4];
+      for (int t = 0; t < 4; t++) w4[t] = rows[q + (t < nq ? t : nq - 1)];
+      int32_t* o = out + nr * nw + j0 + q;
+      if (tail == 2) rows_by_4_i8<2>(a, r0 + nr, w4, dp, nq, o, nw);
+      else rows_by_4_i8<1>(a, r0 + nr, w4, dp, nq, o, nw);
+    }
   }
 }
 
 // out[r][j] (row stride nw) = rows [r0, r0 + nr) of A · the int8 rows ids[j] of w [V, dp]: passes of up to 32 rows on
-// the blocked product (a last block of one or two rows, and fewer than eight rows in all, on row_dots_i8_by4).
+// the blocked product, a last block of one or two rows on rows_by_4_i8 within the last pass (the W rows in cache);
+// fewer than eight rows in all on row_dots_i8_by4.
 QT void row_dots_i8(const Rows& a, int64_t r0, int64_t nr, const int8_t* w, int64_t dp, const int32_t* ids, int64_t nw, int32_t* out) {
   if (nr < kGemmMinRows || nw <= 0) {
     row_dots_i8_by4(a, r0, nr, w, dp, ids, nw, out);
@@ -159,7 +171,6 @@ QT void row_dots_i8(const Rows& a, int64_t r0, int64_t nr, const int8_t* w, int6
   const int64_t tail = nr % kBlockRows <= 2 ? nr % kBlockRows : 0, body = nr - tail;
   for (int64_t r = 0; r < body; r += kPassRows) {
     const int64_t n = body - r < kPassRows ? body - r : kPassRows;
-    row_gemm_i8(a, r0 + r, n, w, dp, ids, nw, out + r * nw);
+    row_gemm_i8(a, r0 + r, n, r + n == body ? tail : 0, w, dp, ids, nw, out + r * nw);
   }
-  if (tail) row_dots_i8_by4(a, r0 + body, tail, w, dp, ids, nw, out + body * nw);
 }
