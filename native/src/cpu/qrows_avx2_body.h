@@ -19,8 +19,8 @@ QT void pack_rows8(const Rows& a, int64_t r0, int64_t nr, uint32_t* xb) {
         for (int64_t g = 0; g < pairs; g++) dst[g * kLanes + i] = 0;
         continue;
       }
-      const uint32_t* s = reinterpret_cast<const uint32_t*>(a.q16 + (r0 + r) * a.kp);
-      for (int64_t g = 0; g < pairs; g++) dst[g * kLanes + i] = s[g];
+      const int16_t* s = a.q16 + (r0 + r) * a.kp;
+      for (int64_t g = 0; g < pairs; g++) std::memcpy(dst + g * kLanes + i, s + 2 * g, 4);
     }
   }
 }
@@ -51,7 +51,9 @@ QT void tile_rows(const uint32_t* xb, int64_t pairs, const int32_t* const* wr, i
     __m256i x[RB];
     for (int b = 0; b < RB; b++) x[b] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + (b * pairs + g) * kLanes));
     for (int v = 0; v < V; v++) {
-      const __m256i wv = _mm256_set1_epi32(wr[v][g]);
+      int32_t pair;
+      std::memcpy(&pair, wr[v] + g, 4);
+      const __m256i wv = _mm256_set1_epi32(pair);
       for (int b = 0; b < RB; b++) acc[v][b] = _mm256_add_epi32(acc[v][b], _mm256_madd_epi16(x[b], wv));
     }
   }

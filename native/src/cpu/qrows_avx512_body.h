@@ -16,20 +16,19 @@ inline int64_t row_words(int64_t kp) { return QVNNI ? kp / 4 : kp / 2; }
 QT void pack_rows8(const Rows& a, int64_t r0, int64_t nr, uint32_t* xb) {
   const int64_t words = row_words(a.kp), blocks = (nr + kBlockRows - 1) / kBlockRows;
   for (int64_t b = 0; b < blocks; b++) {
-    uint64_t* dst = reinterpret_cast<uint64_t*>(xb + b * words * kBlockRows);
+    uint32_t* dst = xb + b * words * kBlockRows;
     for (int64_t i = 0; i < kBlockRows; i++) {
       const int64_t r = b * kBlockRows + i;
       if (r >= nr) {
-        for (int64_t h = 0; h < words / 2; h++) dst[h * kBlockRows + i] = 0;
+        for (int64_t h = 0; h < words / 2; h++) std::memset(dst + (h * kBlockRows + i) * 2, 0, 8);
         continue;
       }
 #if QVNNI
-      const void* src = a.u8 + (r0 + r) * a.kp;
+      const char* src = reinterpret_cast<const char*>(a.u8 + (r0 + r) * a.kp);
 #else
-      const void* src = a.q16 + (r0 + r) * a.kp;
+      const char* src = reinterpret_cast<const char*>(a.q16 + (r0 + r) * a.kp);
 #endif
-      const uint64_t* s = static_cast<const uint64_t*>(src);
-      for (int64_t h = 0; h < words / 2; h++) dst[h * kBlockRows + i] = s[h];
+      for (int64_t h = 0; h < words / 2; h++) std::memcpy(dst + (h * kBlockRows + i) * 2, src + 8 * h, 8);
     }
   }
 }
