@@ -1,6 +1,8 @@
-// The 256-bit paths of the quantized products (variants avx2 and avxvnni): qgemm_avx2_body.h compiled twice.
+// The 256-bit paths of the quantized products (variants avx2 and avxvnni): qgemm_avx2_body.h compiled twice,
+// qrows_avx2_body.h for avx2.
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "qgemm.h"
 
@@ -23,6 +25,7 @@ namespace avx2 {
 #define QT __attribute__((target("avx2,fma")))
 namespace {  // internal linkage: both copies, and both files, use the same names
 #include "qgemm_avx2_body.h"
+#include "qrows_avx2_body.h"
 }  // namespace
 #undef QT
 #undef QVNNI
@@ -37,7 +40,9 @@ namespace {  // internal linkage: both copies, and both files, use the same name
 }  // namespace
 #undef QT
 #undef QVNNI
-const Path kPath = {"avxvnni", true, kRows, kBlocks, kFRows, kFBlocks, dots_i8, dots_i16, dots_f32, row_dots_i8, row_dots_f32};
+// (the blocked row products are avx2's only: this path's stay on four W rows × two A rows, not measured on a CPU with
+// AVX-VNNI yet)
+const Path kPath = {"avxvnni", true, kRows, kBlocks, kFRows, kFBlocks, dots_i8, dots_i16, dots_f32, row_dots_i8_by4, row_dots_f32};
 }  // namespace vnni
 
 const Path* avx2_path() { return &avx2::kPath; }

@@ -1,6 +1,8 @@
-// The AVX-512 paths of the quantized products (variants avx512bw and avx512vnni): qgemm_avx512_body.h compiled twice.
+// The AVX-512 paths of the quantized products (variants avx512bw and avx512vnni): qgemm_avx512_body.h and
+// qrows_avx512_body.h compiled twice.
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "qgemm.h"
 
@@ -23,6 +25,7 @@ namespace bw {
 #define QT __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma")))
 namespace {  // internal linkage: both copies, and both files, use the same names
 #include "qgemm_avx512_body.h"
+#include "qrows_avx512_body.h"
 }  // namespace
 #undef QT
 #undef QVNNI
@@ -34,6 +37,7 @@ namespace vnni {
 #define QT __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,avx512vnni")))
 namespace {  // internal linkage: both copies, and both files, use the same names
 #include "qgemm_avx512_body.h"
+#include "qrows_avx512_body.h"
 }  // namespace
 #undef QT
 #undef QVNNI

@@ -253,8 +253,9 @@ QT void rows_by_4_f32(const Rows& a, int64_t r0, const int8_t* const wr[4], int6
 }
 
 // out[r][j] (row stride nw) = rows [r0, r0 + nr) of A · the int8 rows ids[j] of w [V, dp]: four W rows at a time
-// (prefetching the next four), four rows of A per pass over them (then two, then one).
-QT void row_dots_i8(const Rows& a, int64_t r0, int64_t nr, const int8_t* w, int64_t dp, const int32_t* ids, int64_t nw, int32_t* out) {
+// (prefetching the next four), four rows of A per pass over them (then two, then one). For few rows (the path's
+// row_dots_i8, qrows_avx512_body.h, takes many rows on its blocked product).
+QT void row_dots_i8_by4(const Rows& a, int64_t r0, int64_t nr, const int8_t* w, int64_t dp, const int32_t* ids, int64_t nw, int32_t* out) {
   for (int64_t j0 = 0; j0 < nw; j0 += 4) {
     const int64_t nj = nw - j0 < 4 ? nw - j0 : 4;
     const int8_t* wr[4];
