@@ -303,13 +303,13 @@ function encoderGraph(c: MarianConfig, pos: Float32Array): GraphBuilder {
 function decoderGraph(c: MarianConfig, pos: Float32Array, nat = false): GraphBuilder {
   const g = new GraphBuilder(150);
   const P = new Parts(c, g, pos);
+  const one = nat ? '' : g.constant('', tensor.i64(1)); // node order as the export's (the causal mask's constant first)
   const len = g.add('', 'Gather', [g.add('', 'Shape', ['input_ids']), g.constant('', tensor.i64(1))], [axis0()]);
   let causal: string;
   if (nat) {
     causal = P.paddingMask('decoder_attention_mask');
   } else {
     // Causal mask: triu(full([t, t], -1e9), 1) as [1, 1, t, t].
-    const one = g.constant('', tensor.i64(1));
     const u0 = g.add('', 'Unsqueeze', [len, g.unsqueezeAxes0()]);
     const u1 = g.add('', 'Unsqueeze', [len, g.unsqueezeAxes0()]);
     const full = g.add('', 'ConstantOfShape', [g.add('', 'Concat', [u0, u1], [axis0()])], [attr.tensor('value', tensor.f32v([-1e9]))]);
@@ -357,9 +357,10 @@ function decoderGraph(c: MarianConfig, pos: Float32Array, nat = false): GraphBui
 function decoderWithPastGraph(c: MarianConfig, pos: Float32Array): GraphBuilder {
   const g = new GraphBuilder(150);
   const P = new Parts(c, g, pos);
-  const past = g.add('', 'Gather', [g.add('', 'Shape', ['past_key_values.0.decoder.key']), g.constant('', tensor.i64(2))], [axis0()]);
+  // positions from the past length (ordinary) or the position_ids input (hrt: no past length read)
+  const past = c.hrt ? '' : g.add('', 'Gather', [g.add('', 'Shape', ['past_key_values.0.decoder.key']), g.constant('', tensor.i64(2))], [axis0()]);
   const encMask = P.paddingMask('encoder_attention_mask');
-  const len = g.add('', 'Gather', [g.add('', 'Shape', ['input_ids']), g.constant('', tensor.i64(1))], [axis0()]);
+  const len = c.hrt ? '' : g.add('', 'Gather', [g.add('', 'Shape', ['input_ids']), g.constant('', tensor.i64(1))], [axis0()]);
   const emb = P.embed();
   let x: string;
   if (c.hrt) {
