@@ -1,4 +1,5 @@
 // planc --strategy hrt equals the onnxruntime reference HRT decoder (bench/reference/hrt.ts) token for token on a synthetic HRT-contract model (make-model --hrt), k = 1, 2, 3, greedy and beam; the contract checked at optimize and the refusals named.
+import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -7,6 +8,7 @@ import * as assert from 'uvu/assert';
 import type { GraphRunner } from '../bench/reference/greedy.ts';
 import { hrtDecodeOne, type HrtConfig, type HrtOptions } from '../bench/reference/hrt.ts';
 import { rng } from '../bench/reference/rng.ts';
+import { findNvcc } from '../codegen/cuda/nvcc.ts';
 import { conventionsOf } from '../runtime/decode/conventions.ts';
 import { translateIds } from '../runtime/decode/translate-ids.ts';
 import { nativeAvailable } from '../runtime/native.ts';
@@ -15,7 +17,7 @@ import { makeModel } from '../scripts/make-model/generate.ts';
 import { before } from './helpers/before.ts';
 import { ort, runOrt } from './helpers/ort.ts';
 import { planc } from './helpers/planc-cli.ts';
-import { NEEDS_NATIVE, skipSuite } from './helpers/skip.ts';
+import { NEEDS_NATIVE, skipSuite, testIf } from './helpers/skip.ts';
 
 const VOCAB = 61;
 const MAX_LEN = 14;
@@ -40,7 +42,17 @@ const NAMES = [
   'ordinary strategies on an HRT plan feed position_ids 0, 1, 2, …: greedy equals hrt k = 1',
   'refused: a plan without the contract (PLANC_E410), a chunk not in bos_k_ids (PLANC_E410, CLI too), natBeams > beamSize and sampling (PLANC_E405)',
   'optimize refuses a broken contract with PLANC_E013 listing what is missing',
+  'a cuda plan (decoder_nat with the CUDA kernels) on the emulated device: planc translate --device sim --strategy hrt equals the cpu plan, k = 2 and 3',
 ];
+
+const noCuda = (() => {
+  try {
+    findNvcc();
+  } catch {
+    return 'need nvcc (a cuda plan carries its compiled kernels)';
+  }
+  return spawnSync('g++', ['--version']).status === 0 ? undefined : 'need g++ (the emulated device compiles kernels for the CPU)';
+})();
 
 if (!nativeAvailable()) {
   skipSuite(test, NEEDS_NATIVE, NAMES);
@@ -100,6 +112,8 @@ if (!nativeAvailable()) {
     assert.ok(plan.inputs('decoder_with_past').some((i) => i.name === 'position_ids'));
     assert.not.ok(plan.graphs.includes('decoder_with_past_rows'), 'row-lengths declines a step with position_ids');
     assert.is(plan.header.profile.symbolMax.nat_sequence_length, 32 + 3 - 1);
+    const inspect = planc(['inspect', path.join(tmp, 'hrt.plan')]);
+    assert.match(inspect.stdout, new RegExp(`hrt \\{chunkSizes \\[1, 2, 3\\], bosIds \\[0, ${VOCAB}, ${VOCAB + 1}\\]`));
   });
 
   test(NAMES[1]!, async () => {
@@ -203,6 +217,24 @@ if (!nativeAvailable()) {
     assert.match(r2.stderr, /PLANC_E013: .*graph 'decoder' has no input 'position_ids'.*graph 'decoder_with_past' has no input 'position_ids'/s);
     assert.match(r2.stderr, /embeds input_ids in a table of 61 rows, fewer than hrt\.input_vocab_size = 64/);
     assert.match(r2.stderr, /graph 'decoder_nat' must have one output 'logits'/);
+  });
+
+  testIf(test, noCuda)(NAMES[7]!, () => {
+    // d 64: the CUDA attention kernel takes head dims of multiples of 32
+    const dir = path.join(tmp, 'hrt64');
+    makeModel({ arch: 'marian', d: 64, encoderLayers: 1, decoderLayers: 2, heads: 2, ffn: 64, vocab: VOCAB, maxPos: 128, activation: 'relu', seed: 1, out: dir, hrt: true });
+    for (const target of ['cpu', 'cuda']) {
+      const r = optimize(dir, path.join(tmp, `hrt64-${target}.plan`), ['--target', target, '--max-batch', '8']);
+      assert.is(r.status, 0, r.stderr);
+    }
+    const input = SRC.map((x) => x.join(' ')).join('\n') + '\n';
+    for (const k of ['2', '3']) {
+      const args = ['--ids', '--strategy', 'hrt', '--chunk', k, '--max-length', String(MAX_LEN), '--quiet'];
+      const cpu = planc(['translate', path.join(tmp, 'hrt64-cpu.plan'), ...args], input);
+      const sim = planc(['translate', path.join(tmp, 'hrt64-cuda.plan'), '--device', 'sim', ...args], input);
+      assert.is(sim.status, 0, sim.stderr);
+      assert.is(sim.stdout, cpu.stdout, `k = ${k}`);
+    }
   });
 
   test.after(() => {
