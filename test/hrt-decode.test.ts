@@ -9,6 +9,9 @@ import type { GraphRunner } from '../bench/reference/greedy.ts';
 import { hrtDecodeOne, type HrtConfig, type HrtOptions } from '../bench/reference/hrt.ts';
 import { rng } from '../bench/reference/rng.ts';
 import { findNvcc } from '../codegen/cuda/nvcc.ts';
+import type { Shortlist } from '../compiler/vocab/shortlist.ts';
+import { encodeMarianBinaryShortlist } from '../compiler/vocab/shortlist-marian-binary.ts';
+import { vocabFeeds } from '../runtime/vocab.ts';
 import { conventionsOf } from '../runtime/decode/conventions.ts';
 import { translateIds } from '../runtime/decode/translate-ids.ts';
 import { nativeAvailable } from '../runtime/native.ts';
@@ -17,6 +20,7 @@ import { makeModel } from '../scripts/make-model/generate.ts';
 import { before } from './helpers/before.ts';
 import { ort, runOrt } from './helpers/ort.ts';
 import { planc } from './helpers/planc-cli.ts';
+import { wordTokenizer } from './helpers/tiny-text-plan.ts';
 import { NEEDS_NATIVE, skipSuite, testIf } from './helpers/skip.ts';
 
 const VOCAB = 61;
@@ -42,6 +46,7 @@ const NAMES = [
   'ordinary strategies on an HRT plan feed position_ids 0, 1, 2, …: greedy equals hrt k = 1',
   'refused: a plan without the contract (PLANC_E410), a chunk not in bos_k_ids (PLANC_E410, CLI too), natBeams > beamSize and sampling (PLANC_E405)',
   'optimize refuses a broken contract with PLANC_E013 listing what is missing',
+  'a shortlist plan (--vocab shortlist): decoder_nat takes vocab_active, and every output id of both stages lies in the batch\'s active set',
   'a cuda plan (decoder_nat with the CUDA kernels) on the emulated device: planc translate --device sim --strategy hrt equals the cpu plan, k = 2 and 3',
 ];
 
@@ -219,7 +224,29 @@ if (!nativeAvailable()) {
     assert.match(r2.stderr, /graph 'decoder_nat' must have one output 'logits'/);
   });
 
-  testIf(test, noCuda)(NAMES[7]!, () => {
+  test(NAMES[7]!, async () => {
+    // each source id s translates to s and 2s mod V: a third of the vocabulary or so is active for a batch
+    const lists = Array.from({ length: VOCAB }, (_, x) => [...new Set([x, (2 * x) % VOCAB])].sort((a, b) => a - b));
+    const offsets = Int32Array.from([0, ...lists.map((_, i) => lists.slice(0, i + 1).flat().length)]);
+    const list: Shortlist = { file: 'synthetic', format: 'marian-binary', offsets, targets: Int32Array.from(lists.flat()), probs: null, frequent: Int32Array.from({ length: VOCAB }, (_, i) => i), ngrams: new Map(), maxNgram: 1, targetBound: VOCAB, skipped: 0 };
+    const file = path.join(tmp, 'lex.bin');
+    fs.writeFileSync(file, encodeMarianBinaryShortlist(list, 2, 100));
+    const tokenizer = path.join(tmp, 'tokenizer.json');
+    fs.writeFileSync(tokenizer, JSON.stringify(wordTokenizer(VOCAB)));
+    const r = planc(['optimize', model, '-o', path.join(tmp, 'hrt-lex.plan'), '--tokenizer', tokenizer, '--vocab', `shortlist=${file}`, '--max-batch', '12', '--max-src-len', '24', '--max-tgt-len', '32', '--quiet']);
+    assert.is(r.status, 0, r.stderr);
+    const lex = await loadPlan(path.join(tmp, 'hrt-lex.plan'));
+    assert.ok(lex.inputs('decoder_nat').some((i) => i.name === 'vocab_active'));
+    const active = vocabFeeds(lex.header, SRC).vocab_active!.data as Uint8Array;
+    assert.ok(active.reduce((a, x) => a + x, 0) < VOCAB, 'a real shortlist');
+    for (const k of [2, 3]) {
+      const got = await translateIds(lex, SRC, { strategy: 'hrt', chunk: k, maxLength: MAX_LEN, batchSize: SRC.length });
+      for (const x of got) for (const id of x.ids) assert.is(active[id], 1, `k = ${k}: id ${id} outside the shortlist`);
+    }
+    lex.close();
+  });
+
+  testIf(test, noCuda)(NAMES[8]!, () => {
     // d 64: the CUDA attention kernel takes head dims of multiples of 32
     const dir = path.join(tmp, 'hrt64');
     makeModel({ arch: 'marian', d: 64, encoderLayers: 1, decoderLayers: 2, heads: 2, ffn: 64, vocab: VOCAB, maxPos: 128, activation: 'relu', seed: 1, out: dir, hrt: true });
