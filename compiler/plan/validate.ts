@@ -4,7 +4,7 @@ import type { HrtFacts } from '../ir.ts';
 import { DTYPE_CODE, PLAN_DTYPE_BYTES } from '../kernel-enums.ts';
 import { MAX_PLAN_BYTES } from '../limits.ts';
 import { KERNELS, type KernelSpec } from '../kernel-schema.ts';
-import { TOPK_IDS_OUTPUT, TOPK_LOGPROBS_OUTPUT } from './io-names.ts';
+import { NAT_GRAPH, TOPK_IDS_OUTPUT, TOPK_LOGPROBS_OUTPUT } from './io-names.ts';
 import { TENSOR_KIND, type PlanHeader, type PlanProgram } from './types.ts';
 
 const MAX_RANK = 8;
@@ -95,7 +95,8 @@ function validateTranslationOutputs(h: PlanHeader, bad: (m: string) => never): v
   };
   const names = (p: PlanProgram) => p.outputs.map((o) => o.name).join(', ') || 'none';
   if (!output(enc, 'last_hidden_state', FLOATS, 'a float [batch, length, width] tensor')) bad(`program 'encoder' has no output 'last_hidden_state', which translation reads (its outputs: ${names(enc)})`);
-  for (const g of ['decoder', 'decoder_with_past']) {
+  // an HRT plan's Skip-CMLM graph gives next-token scores per position as the decoders do
+  for (const g of ['decoder', 'decoder_with_past', ...(h.decoding.hrt ? [NAT_GRAPH] : [])]) {
     const p = program(g);
     if (!p) bad(`a seq2seq plan without a '${g}' program`);
     const seen = new Set<string>();
