@@ -1,6 +1,7 @@
-// `npm run bench -- NAME`: runs one benchmark (cpu, cuda, jacobi, onednn, qgemm, quantize, quantize-bits, queue, serve, translate, tune, vocab, vocab-curve, vocab-large, zoo) and records it under bench/results/.
+// `npm run bench -- NAME`: runs one benchmark (cpu, cuda, hrt, jacobi, onednn, qgemm, quantize, quantize-bits, queue, serve, translate, tune, vocab, vocab-curve, vocab-large, zoo) and records it under bench/results/.
 import { benchCpu } from './cpu.ts';
 import { benchCuda } from './cuda.ts';
+import { benchHrt } from './hrt.ts';
 import { benchJacobi } from './jacobi.ts';
 import { benchOnednn } from './onednn.ts';
 import { benchQgemm } from './qgemm.ts';
@@ -15,7 +16,7 @@ import { benchVocabCurve } from './vocab-curve.ts';
 import { benchVocabLarge } from './vocab-large.ts';
 import { benchZoo } from './zoo.ts';
 
-const BENCHES: Record<string, () => Promise<void>> = { cpu: benchCpu, cuda: benchCuda, jacobi: benchJacobi, onednn: benchOnednn, qgemm: benchQgemm, quantize: benchQuantize, 'quantize-bits': benchQuantizeBits, queue: benchQueue, serve: benchServe, translate: benchTranslate, tune: benchTune, vocab: benchVocab, 'vocab-curve': benchVocabCurve, 'vocab-large': benchVocabLarge, zoo: benchZoo };
+const BENCHES: Record<string, () => Promise<void>> = { cpu: benchCpu, cuda: benchCuda, hrt: benchHrt, jacobi: benchJacobi, onednn: benchOnednn, qgemm: benchQgemm, quantize: benchQuantize, 'quantize-bits': benchQuantizeBits, queue: benchQueue, serve: benchServe, translate: benchTranslate, tune: benchTune, vocab: benchVocab, 'vocab-curve': benchVocabCurve, 'vocab-large': benchVocabLarge, zoo: benchZoo };
 BENCHES.soak = async () => (await import('./soak.ts')).benchSoak(); // 100,000 sentences through one planc translate: lines out, RSS growth
 
 const name = process.argv[2];

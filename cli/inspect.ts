@@ -181,7 +181,8 @@ export function formatPlanReport(r: PlanReport, h?: PlanHeader): string {
 
 /** The decoding conventions as one line: `decoderStartId 2, eosIds [2], forcedBosId 977, badWords [[999]], ...`. */
 function formatDecoding(d: DecodingFacts): string {
-  const show = (v: unknown): string => (Array.isArray(v) ? `[${v.map((x) => show(typeof x === 'object' && x && 'ids' in x ? x.ids : x)).join(', ')}]` : String(v));
+  const show = (v: unknown): string => (Array.isArray(v) ? `[${v.map((x) => show(typeof x === 'object' && x && 'ids' in x ? x.ids : x)).join(', ')}]`
+    : typeof v === 'object' && v !== null ? `{${Object.entries(v).map(([k, x]) => `${k} ${show(x)}`).join(', ')}}` : String(v));
   const order = ['decoderStartId', 'eosId', 'eosIds', 'padId', 'bosId', 'unkId', 'vocabSize', 'forcedBosId', 'forcedEosId', 'suppressTokens', 'beginSuppressTokens', 'badWords', 'numBeams', 'earlyStopping', 'lengthPenalty', 'numReturnSequences', 'minLength', 'minNewTokens', 'noRepeatNgramSize', 'encoderNoRepeatNgramSize', 'repetitionPenalty', 'doSample', 'temperature', 'topK', 'topP', 'maxNewTokens', 'maxLength', 'stepTokens'];
   const rank = (k: string) => (order.includes(k) ? order.indexOf(k) : order.length);
   const single = d.eosIds?.length === 1 && d.eosIds[0] === d.eosId;

@@ -3,7 +3,7 @@ import { PlancError } from '../compiler/diagnostics.ts';
 
 /** The flag that sets each DecodingOptions key (runtime/decode/options.ts) in planc translate and ddgviz. */
 export const DECODING_FLAGS: Readonly<Record<string, string>> = {
-  strategy: '--strategy', jacobiBlock: '--jacobi-block', beamSize: '--beam', maxLength: '--max-length',
+  strategy: '--strategy', jacobiBlock: '--jacobi-block', chunk: '--chunk', natBeams: '--nat-beams', beamSize: '--beam', maxLength: '--max-length',
   lengthPenalty: '--length-penalty', batchSize: '--batch', batchTokens: '--batch-tokens', targetLang: '--target-lang',
   returnAlternatives: '--n-best', truncate: '--truncate', earlyStopping: '--early-stopping', minNewTokens: '--min-new-tokens',
   noRepeatNgramSize: '--no-repeat-ngram-size', encoderNoRepeatNgramSize: '--encoder-no-repeat-ngram-size', repetitionPenalty: '--repetition-penalty',
@@ -16,6 +16,7 @@ export const DECODING_FLAGS: Readonly<Record<string, string>> = {
  */
 export function cliOptionError(e: unknown): unknown {
   if (!(e instanceof PlancError) || e.detail.option === undefined) return e;
+  if (e.code === 'PLANC_E410') return e; // the plan cannot decode HRT as asked: its own code, flags named in the message
   const flag = DECODING_FLAGS[e.detail.option];
   if (flag === undefined) return e;
   const v = e.detail.value;

@@ -24,6 +24,8 @@ export const TRANSLATE: CommandSpec = {
     output: { kind: 'string', short: 'o', value: 'FILE', help: 'write the translations to FILE instead of standard output (its folder must exist)' },
     strategy: { kind: 'string', value: 'NAME', help: `decoding strategy: ${['auto', ...STRATEGIES.keys()].join(', ')} (default auto: greedy for beam 1, else beam; pj/pgj/hgj give greedy's output by parallel Jacobi steps on a --step-tokens plan, lookup by verifying n-grams copied from the source or the output so far)` },
     'jacobi-block': { kind: 'number', value: 'N', help: 'block size of the pgj and hgj strategies: tokens one decoder step refines (default 3)' },
+    chunk: { kind: 'number', value: 'K', help: "--strategy hrt: the chunk size k (Skip-AT every k-th token, one Skip-CMLM pass fills the rest; 1 = plain autoregressive with the HRT model); one of the plan's HRT chunk sizes (default: its smallest above 1)" },
+    'nat-beams': { kind: 'number', value: 'N', help: '--strategy hrt with --beam B: the best N ≤ B Skip-AT hypotheses the Skip-CMLM pass fills; the output is the best by the sum of both stages\' log-probs (default B)' },
     beam: { kind: 'number', value: 'N', help: "generate()'s num_beams: beam size, 1 = greedy (default: the plan's num_beams, else 1; at least --n-best)" },
     'early-stopping': { kind: 'string', value: 'true|false|never', help: "generate()'s early_stopping: when beam search is done with a sentence: true = once it has --beam finished hypotheses; false = once no running beam, scored at its current length, can beat the worst of them; never = the same scored at --max-length when --length-penalty > 0 (default: the plan's early_stopping, else false)" },
     'n-best': { kind: 'number', value: 'N', help: 'generate()\'s num_return_sequences: print the N best translations of each line in the n-best format below (implies --scores; the beam is widened to N when --beam is not given)' },
@@ -76,6 +78,8 @@ function decodingOptions(flags: Parsed['flags'], plan: Plan, format: OutputForma
   const o: Partial<DecodingOptions> = {};
   if (flags.strategy !== undefined) o.strategy = String(flags.strategy);
   if (flags['jacobi-block'] !== undefined) o.jacobiBlock = flags['jacobi-block'] as number;
+  if (flags.chunk !== undefined) o.chunk = flags.chunk as number;
+  if (flags['nat-beams'] !== undefined) o.natBeams = flags['nat-beams'] as number;
   if (flags.beam !== undefined) {
     o.beamSize = flags.beam as number;
     if (format.nBest > o.beamSize) throw new PlancError('PLANC_E301', `--n-best ${format.nBest} needs a beam of at least ${format.nBest} (--beam ${o.beamSize} keeps fewer hypotheses)`);

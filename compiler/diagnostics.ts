@@ -14,6 +14,7 @@ export const CODES = {
   PLANC_E010: 'tokenizer file missing, ambiguous or unreadable',
   PLANC_E011: 'special token ids missing',
   PLANC_E012: 'input text is not valid UTF-8',
+  PLANC_E013: 'model does not meet the HRT contract (docs/hrt.md)',
   // IR verification
   PLANC_E101: 'graph has a cycle',
   PLANC_E102: 'dangling input (value never defined)',
@@ -38,6 +39,7 @@ export const CODES = {
   PLANC_E407: 'plan has no tokenizer',
   PLANC_E408: 'source over the plan\'s length limit',
   PLANC_E409: 'unknown target language',
+  PLANC_E410: 'plan cannot decode with strategy hrt (no HRT contract, or a chunk size it does not support)',
   // vocabulary projection rewrite
   PLANC_E501: 'bad vocab-rewrite input (shortlist, calibration or evaluation data)',
   // CUDA code generation

@@ -113,6 +113,24 @@ export interface DecodingFacts {
   topP?: number;
   /** Not from the config: the most new tokens one decoder_with_past step takes (`planc optimize --step-tokens`; absent = 1). */
   stepTokens?: number;
+  /** An HRT model's contract (config.json's hrt section, checked: compiler/onnx/hrt-contract.ts); absent for other models. */
+  hrt?: HrtFacts;
+}
+
+/** What HRT decoding (docs/hrt.md, runtime/decode/hrt.ts) needs of a model, as its plan records it. */
+export interface HrtFacts {
+  /** Contract version (1). */
+  version: number;
+  /** The chunk sizes k the plan decodes, 1 (plain AT) first, then config.json's hrt.chunk_sizes ascending. */
+  chunkSizes: number[];
+  /** The start token of each chunk size, parallel to chunkSizes ([BOS_k]; k = 1: the decoder start id). */
+  bosIds: number[];
+  /** [MASK], the Skip-CMLM placeholder. */
+  maskId: number;
+  /** Rows of the embedding table: the vocabulary plus the input-only ids. */
+  inputVocabSize: number;
+  /** Positions the decoder's table covers (max_position_embeddings; 0 = unknown): every position id must be below it. */
+  maxPositions: number;
 }
 
 /** A weight stored once: content hash id → tensor, with where it came from. */

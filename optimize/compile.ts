@@ -4,6 +4,7 @@ import type { Model } from '../compiler/ir.ts';
 import type { PlanFile, PlanQuantization, PlanVocab } from '../compiler/plan/types.ts';
 import { isHalf, type LayerPrecision } from '../compiler/quant/layers.ts';
 import { PlancError } from '../compiler/diagnostics.ts';
+import { NAT_GRAPH, NAT_LENGTH_SYMBOL } from '../compiler/plan/io-names.ts';
 import { verifyModel } from '../compiler/verify.ts';
 import { buildPlan, checkSeq2SeqOutputs, type BuildOptions, type BuiltPlan } from '../codegen/build-plan.ts';
 import { PROGRAM_PASSES } from '../codegen/program-passes.ts';
@@ -73,6 +74,9 @@ export async function compile(model: Model, options: CompileOptions, services: C
   const maxDims = { ...options.maxDims };
   const firstStepOnly = model.graphs.has('decoder_with_past') && maxDims.decoder_sequence_length === undefined;
   if (firstStepOnly) maxDims.decoder_sequence_length = 1;
+  // HRT's Skip-CMLM pass reads k · ceil(maxLen / k) tokens: up to the target cap plus the largest chunk less one
+  const hrt = model.decoding.hrt;
+  if (hrt && model.graphs.has(NAT_GRAPH)) maxDims[NAT_LENGTH_SYMBOL] ??= options.maxTgtLen + Math.max(...hrt.chunkSizes) - 1;
   const profile = { maxBatch: options.maxBatch, maxSrcLen: options.maxSrcLen, maxTgtLen: options.maxTgtLen, maxDims };
   progress?.start('verifying');
   verifyModel(model, { types: false });

@@ -12,7 +12,7 @@
 // exporters' causal masks of one-token steps: all zeros). That is checked by evaluating the slice (reference
 // evaluator, p and P in 0..6, 13, 31): a check by samples, not a proof. A row_position value with a batch dim is
 // checked to have equal rows. Anything else declines (--explain says why) and the model gets neither graph.
-import { CACHE_INPUT_PREFIX, PAST_LENGTH_INPUT, POSITIONS_GRAPH, ROW_PAST_LENGTHS_INPUT, ROW_POSITION_PREFIX, ROWS_STEP_GRAPH, STEP_INPUT } from '../compiler/plan/io-names.ts';
+import { CACHE_INPUT_PREFIX, PAST_LENGTH_INPUT, POSITION_IDS_INPUT, POSITIONS_GRAPH, ROW_PAST_LENGTHS_INPUT, ROW_POSITION_PREFIX, ROWS_STEP_GRAPH, STEP_INPUT } from '../compiler/plan/io-names.ts';
 import { Diagnostics } from '../compiler/diagnostics.ts';
 import { evaluate } from '../compiler/eval/evaluate.ts';
 import { inferGraph, type Facts } from '../compiler/infer/infer.ts';
@@ -314,6 +314,7 @@ export function addRowGraphs(model: Model, ctx: PassContext): Model {
   const explain = (node: string, why: string) => ctx.explain?.(NAME, node, why);
   const n = stepTokensOf(ctx);
   if (n > 1) return explain(g.name, `--step-tokens ${n}: rows with their own cached length take one token per step only`), model;
+  if (g.inputs.includes(POSITION_IDS_INPUT)) return explain(g.name, `the step takes '${POSITION_IDS_INPUT}' (an HRT model): each row's position is fed, not computed from the past length`), model;
   if (!g.inputs.includes(PAST_LENGTH_INPUT)) return explain(g.name, `no in-place caches ('${PAST_LENGTH_INPUT}' input), so rows cannot have their own cached length`), model;
   if (!g.nodes.some((x) => x.domain === 'planc' && x.op === 'CacheWrite')) return explain(g.name, 'no planc.CacheWrite: no in-place caches'), model;
   const facts = inferGraph(model, g, { annotate: false }, new Diagnostics());

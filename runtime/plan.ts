@@ -205,9 +205,12 @@ export class Plan {
     return { symbols: BigInt64Array.from(values, (v) => BigInt(v)), feedData, outData, outputs };
   }
 
-  /** Token ids inside the vocabulary, attention masks of 0 and 1 (runtime/feeds-check.ts); resident feeds are not read. */
+  /**
+   * Token ids inside the vocabulary (an HRT plan's: its embedding rows, with [BOS_k] and [MASK]), attention masks of 0
+   * and 1 (runtime/feeds-check.ts); resident feeds are not read.
+   */
   private checkTokenIds(p: PlanProgram, feeds: Record<string, FeedTensor>, bad: (m: string) => never): void {
-    const vocab = this.header.decoding.vocabSize;
+    const vocab = this.header.decoding.hrt?.inputVocabSize ?? this.header.decoding.vocabSize;
     for (const io of p.inputs) {
       const f = feeds[io.name]!;
       if (isResidentTensor(f)) continue;

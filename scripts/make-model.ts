@@ -3,13 +3,15 @@ import { DEFAULTS, makeModel, type MakeModelOptions } from './make-model/generat
 import type { Activation } from './make-model/marian.ts';
 
 const USAGE = `usage: npm run make-model -- --arch marian --d 512 --layers 6,6 --heads 8 --ffn 2048 --vocab 58101 -o DIR
-       [--seed N (${DEFAULTS.seed})] [--max-pos N (${DEFAULTS.maxPos})] [--activation relu|gelu|swish (${DEFAULTS.activation})] [--pre-norm]
+       [--seed N (${DEFAULTS.seed})] [--max-pos N (${DEFAULTS.maxPos})] [--activation relu|gelu|swish (${DEFAULTS.activation})] [--pre-norm] [--hrt]
 
 Writes encoder_model.onnx, decoder_model.onnx, decoder_with_past_model.onnx, weights.bin and config.json:
 the graph structure of the es-en export (opset 17, float32) with seeded random weights.
 --layers E,D sets encoder and decoder layers (a single N means N,N).
 --pre-norm makes pre-norm layers (x + SubLayer(LN(x)), a final LayerNorm after each stack; config normalize_before: true)
-instead of the default post-norm ones (LN(x + SubLayer(x)), as es-en).`;
+instead of the default post-norm ones (LN(x + SubLayer(x)), as es-en).
+--hrt makes an HRT-contract model (docs/hrt.md): position_ids inputs on both decoders, decoder_nat_model.onnx, three
+input-only ids after the vocabulary and config.json's hrt section.`;
 
 function intArg(name: string, v: string | undefined): number {
   if (v === undefined || !/^\d+$/.test(v)) throw new Error(`--${name} needs a non-negative integer, got ${v ?? 'nothing'}`);
@@ -24,7 +26,7 @@ function boolArg(name: string, v: string | undefined): boolean {
 }
 
 /** Options without a value. */
-const FLAGS = ['pre-norm'];
+const FLAGS = ['pre-norm', 'hrt'];
 
 function parseArgs(argv: string[]): MakeModelOptions {
   const seen = new Map<string, string>();
@@ -62,6 +64,7 @@ function parseArgs(argv: string[]): MakeModelOptions {
     maxPos: seen.has('max-pos') ? intArg('max-pos', seen.get('max-pos')) : DEFAULTS.maxPos,
     activation: (seen.get('activation') ?? DEFAULTS.activation) as Activation,
     ...(boolArg('pre-norm', seen.get('pre-norm')) ? { preNorm: true } : {}),
+    ...(boolArg('hrt', seen.get('hrt')) ? { hrt: true } : {}),
   };
 }
 
@@ -82,7 +85,7 @@ function main(): void {
     const r = makeModel(opts);
     const mb = (n: number) => (n / 1e6).toFixed(n < 1e6 ? 3 : 1);
     console.log(`make-model: marian d=${opts.d} layers=${opts.encoderLayers},${opts.decoderLayers} heads=${opts.heads} ffn=${opts.ffn} ` +
-      `vocab=${opts.vocab} max-pos=${opts.maxPos} ${opts.activation}${opts.preNorm ? ' pre-norm' : ''} seed=${opts.seed}: ${(r.parameters / 1e6).toFixed(2)} M parameters`);
+      `vocab=${opts.vocab} max-pos=${opts.maxPos} ${opts.activation}${opts.preNorm ? ' pre-norm' : ''}${opts.hrt ? ' hrt' : ''} seed=${opts.seed}: ${(r.parameters / 1e6).toFixed(2)} M parameters`);
     for (const f of r.files) console.log(`  ${opts.out}/${f.name}  ${mb(f.bytes)} MB`);
     console.log(`  done in ${r.seconds.toFixed(2)} s`);
   } catch (e) {

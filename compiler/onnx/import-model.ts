@@ -7,6 +7,8 @@ import { findHandler, maxOnnxOpset } from '../ops/table.ts';
 import { verifyModel } from '../verify.ts';
 import { WeightStore } from '../weights.ts';
 import { readDecodingFacts } from './decoding-facts.ts';
+import { checkHrtGraphs, hrtNatFile, readHrtFacts } from './hrt-contract.ts';
+import { NAT_GRAPH, NAT_LENGTH_SYMBOL } from '../plan/io-names.ts';
 import { importGraph } from './import-graph.ts';
 import { splitMergedDecoder } from './split-merged.ts';
 import { num, onnx, type OnnxTypes } from './proto.ts';
@@ -88,6 +90,8 @@ export function importSeq2SeqDir(dir: string, opts: ImportOptions = {}): Model {
   if (!present.some(([g]) => g === 'encoder') || !present.some(([g]) => g.startsWith('decoder'))) {
     throw new PlancError('PLANC_E009', `${dir} is not a seq2seq model folder: it needs ${SEQ2SEQ_FILES.encoder} and a decoder (${SEQ2SEQ_FILES.decoder}, ${SEQ2SEQ_FILES.decoder_with_past} or ${SEQ2SEQ_FILES.decoder_merged})`, { file: dir });
   }
+  const natFile = hrtNatFile(dir);
+  if (natFile && fs.existsSync(path.join(dir, natFile))) present.push([NAT_GRAPH, natFile]);
   const store = new WeightStore();
   const external = new ExternalFiles();
   const graphs = new Map<string, Graph>();
@@ -104,6 +108,7 @@ export function importSeq2SeqDir(dir: string, opts: ImportOptions = {}): Model {
       }
       opsets = { ...o, ...opsets };
       first ??= proto;
+      if (g === NAT_GRAPH) renameDim(proto.graph!, 'decoder_sequence_length', NAT_LENGTH_SYMBOL);
       graphs.set(g, importGraph(proto.graph!, { src: { file, external }, weights: store }, g));
       sources[g] = file;
     }
@@ -123,10 +128,21 @@ export function importSeq2SeqDir(dir: string, opts: ImportOptions = {}): Model {
     sources.decoder_with_past ??= sources.decoder_merged!;
     delete sources.decoder_merged;
   }
-  const model = assemble(graphs, store, opsets!, first!, sources, readDecodingFacts(dir));
+  const facts = readDecodingFacts(dir);
+  const hrt = readHrtFacts(dir, facts.eosId);
+  if (hrt) facts.hrt = hrt;
+  const model = assemble(graphs, store, opsets!, first!, sources, facts);
   verifyModel(model, { types: false });
   if (!opts.allowUnsupported) checkSupported(model);
+  if (hrt) checkHrtGraphs(model, hrt, facts.vocabSize);
   return model;
+}
+
+/** Renames a symbolic dim of a graph's declared inputs, outputs and value infos (the HRT NAT graph's token axis). */
+function renameDim(g: OnnxTypes.IGraphProto, from: string, to: string): void {
+  for (const v of [...(g.input ?? []), ...(g.output ?? []), ...(g.valueInfo ?? [])]) {
+    for (const d of v.type?.tensorType?.shape?.dim ?? []) if (d.dimParam === from) d.dimParam = to;
+  }
 }
 
 /** A .onnx file or a seq2seq folder. */

@@ -71,6 +71,7 @@ export function decodePlan(bytes: Uint8Array, file = '<plan>'): PlanFile {
   else delete header.cuda;
   if (!header.vocab) delete header.vocab;
   if (!header.quantization) delete header.quantization;
+  if (header.decoding && !header.decoding.hrt) delete header.decoding.hrt;
   const blobStart = align(PREAMBLE + headLen);
   if (blobStart + header.blobBytes !== bytes.length) {
     bad(`truncated or padded plan: header says ${header.blobBytes} bytes of weights at ${blobStart}, the file has ${bytes.length - blobStart}`);

@@ -25,3 +25,13 @@ export const ROW_PAST_LENGTHS_INPUT = 'past_lengths';
 export const ROW_POSITION_PREFIX = 'row_position.';
 /** The graph computing the `row_position.K` values for one past length (batch 1): PAST_LENGTH_INPUT in, `row_position.K` out. */
 export const POSITIONS_GRAPH = 'decoder_positions';
+
+// ---- HRT (docs/hrt.md): position ids on the decoders, and the Skip-CMLM graph ----
+/** int64 [batch, tokens] input of an HRT model's decoder graphs: the target position of each input token. */
+export const POSITION_IDS_INPUT = 'position_ids';
+/** The Skip-CMLM graph: the decoder without its causal mask and without a cache (decoder_nat_model.onnx). */
+export const NAT_GRAPH = 'decoder_nat';
+/** int64 [batch, tokens] input of NAT_GRAPH: 1 = a real token, 0 = row padding (keys not attended). */
+export const NAT_MASK_INPUT = 'decoder_attention_mask';
+/** The symbol of NAT_GRAPH's token axis (decoder_sequence_length in the file; renamed so the first-step bound of 1 does not cap it). */
+export const NAT_LENGTH_SYMBOL = 'nat_sequence_length';

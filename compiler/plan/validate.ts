@@ -1,9 +1,10 @@
 // Checks every offset, size, dtype, count and reference of a decoded plan header before anything reaches native code.
 import { PlancError } from '../diagnostics.ts';
+import type { HrtFacts } from '../ir.ts';
 import { DTYPE_CODE, PLAN_DTYPE_BYTES } from '../kernel-enums.ts';
 import { MAX_PLAN_BYTES } from '../limits.ts';
 import { KERNELS, type KernelSpec } from '../kernel-schema.ts';
-import { TOPK_IDS_OUTPUT, TOPK_LOGPROBS_OUTPUT } from './io-names.ts';
+import { NAT_GRAPH, TOPK_IDS_OUTPUT, TOPK_LOGPROBS_OUTPUT } from './io-names.ts';
 import { TENSOR_KIND, type PlanHeader, type PlanProgram } from './types.ts';
 
 const MAX_RANK = 8;
@@ -94,7 +95,8 @@ function validateTranslationOutputs(h: PlanHeader, bad: (m: string) => never): v
   };
   const names = (p: PlanProgram) => p.outputs.map((o) => o.name).join(', ') || 'none';
   if (!output(enc, 'last_hidden_state', FLOATS, 'a float [batch, length, width] tensor')) bad(`program 'encoder' has no output 'last_hidden_state', which translation reads (its outputs: ${names(enc)})`);
-  for (const g of ['decoder', 'decoder_with_past']) {
+  // an HRT plan's Skip-CMLM graph gives next-token scores per position as the decoders do
+  for (const g of ['decoder', 'decoder_with_past', ...(h.decoding.hrt ? [NAT_GRAPH] : [])]) {
     const p = program(g);
     if (!p) bad(`a seq2seq plan without a '${g}' program`);
     const seen = new Set<string>();
@@ -200,6 +202,20 @@ function validateDecoding(h: PlanHeader, bad: (m: string) => never, count: (w: s
   if (d.doSample !== undefined && typeof d.doSample !== 'boolean') bad(`decoding doSample ${String(d.doSample)} is not true or false`);
   if (d.temperature !== undefined && !(d.temperature >= 0 && Number.isFinite(d.temperature))) bad(`decoding temperature ${d.temperature} is not a number ≥ 0`);
   if (d.topP !== undefined && !(d.topP >= 0 && d.topP <= 1)) bad(`decoding topP ${d.topP} is not a number in [0, 1]`);
+  if (d.hrt) validateHrt(d.hrt, bad, count);
+}
+
+/** An HRT record: chunk sizes 1 first then ascending, one start id each, ids within the embedding rows. */
+function validateHrt(r: HrtFacts, bad: (m: string) => never, count: (w: string, n: number) => void): void {
+  count('decoding hrt chunkSizes', r.chunkSizes.length);
+  const rows = r.inputVocabSize;
+  if (!(Number.isSafeInteger(rows) && rows >= 1)) bad(`decoding hrt inputVocabSize ${rows} is not a positive integer`);
+  if (r.chunkSizes[0] !== 1 || r.chunkSizes.some((k, i) => !Number.isSafeInteger(k) || (i > 0 && k <= r.chunkSizes[i - 1]!))) bad(`decoding hrt chunkSizes [${r.chunkSizes.join(', ')}] are not 1 then ascending integers`);
+  if (r.bosIds.length !== r.chunkSizes.length) bad(`decoding hrt has ${r.bosIds.length} start ids for ${r.chunkSizes.length} chunk sizes`);
+  for (const [what, t] of [...r.bosIds.map((b, i) => [`bosIds[${i}]`, b] as const), ['maskId', r.maskId] as const]) {
+    if (!(Number.isSafeInteger(t) && t >= 0 && t < rows)) bad(`decoding hrt ${what} ${t} outside [0, ${rows})`);
+  }
+  if (!(Number.isSafeInteger(r.maxPositions) && r.maxPositions >= 0)) bad(`decoding hrt maxPositions ${r.maxPositions} is not an integer ≥ 0`);
 }
 
 function validateTokenizer(h: PlanHeader, bad: (m: string) => never): void {

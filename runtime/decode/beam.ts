@@ -5,7 +5,7 @@ import type { DecodingRules } from './conventions.ts';
 import { advance, byScore, newSearch, type BeamRules, type Cand, type Search } from './beam-rules.ts';
 import type { Hypothesis } from './greedy.ts';
 import { penalizedTop, rowTop } from './scores.ts';
-import { StepRunner } from './step-runner.ts';
+import { StepRunner, type StepRunnerOptions } from './step-runner.ts';
 import { runToEnd, type Steps } from './steps.ts';
 
 /**
@@ -50,11 +50,11 @@ export function beamBatch(plan: Plan, sources: number[][], maxLens: number[], ru
   return runToEnd(beamSteps(plan, sources, maxLens, rules, b));
 }
 
-/** beamBatch as a generator that yields after each decoder step. */
-export function* beamSteps(plan: Plan, sources: number[][], maxLens: number[], rules: DecodingRules, b: BeamRules): Steps<Hypothesis[][]> {
+/** beamBatch as a generator that yields after each decoder step; `runnerOptions`: the steps' position ids (HRT's Skip-AT). */
+export function* beamSteps(plan: Plan, sources: number[][], maxLens: number[], rules: DecodingRules, b: BeamRules, runnerOptions: StepRunnerOptions = {}): Steps<Hypothesis[][]> {
   const k = b.k;
   const searches: Search[] = sources.map((_, i) => newSearch(i));
-  const runner = new StepRunner(plan, sources, rules.c, sources.length * k, Math.max(...maxLens));
+  const runner = new StepRunner(plan, sources, rules.c, sources.length * k, Math.max(...maxLens), runnerOptions);
   const isEos = (tok: number) => rules.isEos(tok);
   try {
     let rowSentence = sources.map((_, i) => i);

@@ -18,6 +18,18 @@ export interface DecodingOptions {
    */
   jacobiBlock: number;
   /**
+   * Chunk size k of strategy 'hrt' (docs/hrt.md, runtime/decode/hrt.ts): Skip-AT generates every k-th token, one
+   * Skip-CMLM pass fills the rest; 1 = plain autoregressive decoding with the HRT model. It must be one of the plan's
+   * HRT chunk sizes (its model's config.json hrt.chunk_sizes, and 1). Default 0: the plan's smallest chunk size above 1.
+   * Range [0, 64]; other strategies take only 0.
+   */
+  chunk: number;
+  /**
+   * Strategy 'hrt' with beamSize > 1: the best Skip-AT hypotheses the Skip-CMLM pass fills (b_nat ≤ b_at = beamSize);
+   * the translation is the one with the best sum of both stages' log-probs. Default 0: beamSize. Range [0, 64].
+   */
+  natBeams: number;
+  /**
    * Beams per sentence; 1 = greedy. Default: the plan's num_beams (generation_config.json), else 1. Range [1, 64];
    * beamSize × sentences per batch must fit the plan's maxBatch.
    */
@@ -120,6 +132,8 @@ export interface DecodingOptions {
 export const DEFAULT_DECODING_OPTIONS: Readonly<DecodingOptions> = Object.freeze({
   strategy: 'auto',
   jacobiBlock: 3,
+  chunk: 0,
+  natBeams: 0,
   beamSize: 1,
   maxLength: 256,
   maxLengthRatio: 0,
@@ -146,11 +160,13 @@ export const DEFAULT_DECODING_OPTIONS: Readonly<DecodingOptions> = Object.freeze
   jacobiTrace: undefined,
 });
 
-type NumKey = 'jacobiBlock' | 'beamSize' | 'maxLength' | 'maxLengthRatio' | 'maxLengthConstant' | 'lengthPenalty' | 'minNewTokens' | 'noRepeatNgramSize' | 'encoderNoRepeatNgramSize' | 'repetitionPenalty' | 'topK' | 'seed' | 'returnAlternatives' | 'batchSize' | 'batchTokens';
+type NumKey = 'jacobiBlock' | 'chunk' | 'natBeams' | 'beamSize' | 'maxLength' | 'maxLengthRatio' | 'maxLengthConstant' | 'lengthPenalty' | 'minNewTokens' | 'noRepeatNgramSize' | 'encoderNoRepeatNgramSize' | 'repetitionPenalty' | 'topK' | 'seed' | 'returnAlternatives' | 'batchSize' | 'batchTokens';
 
 /** Numeric options: [min, max, integer?]. */
 const RANGES: Record<NumKey, [number, number, boolean]> = {
   jacobiBlock: [1, 256, true],
+  chunk: [0, 64, true],
+  natBeams: [0, 64, true],
   beamSize: [1, 64, true],
   maxLength: [1, 65536, true],
   maxLengthRatio: [0, 100, false],
@@ -216,6 +232,9 @@ export function validateDecodingOptions(partial: Partial<DecodingOptions> = {}, 
   if (typeof o.strategy !== 'string') badOption('strategy', o.strategy, 'a strategy name such as greedy or beam');
   if (typeof o.targetLang !== 'string') badOption('targetLang', o.targetLang, 'a token name such as en_XX');
   if (o.jacobiTrace !== undefined && typeof o.jacobiTrace !== 'function') bad('jacobiTrace must be a function (one trace per sentence) or undefined');
+  if (o.chunk !== 0 && o.strategy !== 'hrt') badOption('chunk', o.chunk, "0 unless strategy is 'hrt' (the chunk size of HRT decoding)");
+  if (o.natBeams !== 0 && o.strategy !== 'hrt') badOption('natBeams', o.natBeams, "0 unless strategy is 'hrt'");
+  if (o.natBeams > o.beamSize) badOption('natBeams', o.natBeams, `in [0, beamSize = ${o.beamSize}] (0: beamSize)`);
   if (o.returnAlternatives > o.beamSize) badOption('returnAlternatives', o.returnAlternatives, `in [0, beamSize = ${o.beamSize}]`);
   return o;
 }

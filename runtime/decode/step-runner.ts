@@ -1,7 +1,7 @@
 // Runs a plan's decoder step by step for a batch: encoder, first step, then decoder_with_past with the caches carried.
 import { PlancError } from '../../compiler/diagnostics.ts';
 import type { Plan } from '../plan.ts';
-import type { RtData, RtDType, RtTensor } from '../tensor.ts';
+import type { FeedTensor, ResidentTensor, RtData, RtDType, RtTensor } from '../tensor.ts';
 import { vocabFeeds } from '../vocab.ts';
 import { bufferPool, Lease } from './buffer-pool.ts';
 import { EncoderState } from './encoder-state.ts';
@@ -9,6 +9,7 @@ import { hasInPlaceCache, KVCaches } from './kv-cache.ts';
 import { checkSelection, keepsRows } from './row-spans.ts';
 import { encodeInGroups, encoderGroups } from './encoder-groups.ts';
 import { int64, sourceFeeds } from './source-feeds.ts';
+import { POSITION_IDS_INPUT } from '../../compiler/plan/io-names.ts';
 
 type Feeds = Record<string, RtTensor>;
 
@@ -65,14 +66,28 @@ export function stepTokenRange(plan: Plan): [number, number] {
  * What the encoder and the first decoder step will output for these feeds: the hidden states, the encoder K/V
  * (present.*.encoder.*, by name) and the positions of the self-attention present rows.
  */
-function firstStepShapes(plan: Plan, encFeeds: Feeds, start: RtTensor, vocab: Feeds) {
+function firstStepShapes(plan: Plan, encFeeds: Feeds, start: RtTensor, vocab: Feeds, positions: Feeds) {
   const hiddenOut = plan.outputs('encoder').find((o) => o.name === 'last_hidden_state')!;
   const hidden = { dtype: hiddenOut.dtype as RtDType, dims: plan.outputShapes('encoder', encFeeds).last_hidden_state! };
-  const shapes = plan.outputShapes('decoder', { input_ids: start, encoder_attention_mask: encFeeds.attention_mask!, encoder_hidden_states: hidden, ...vocab });
+  const shapes = plan.outputShapes('decoder', { input_ids: start, encoder_attention_mask: encFeeds.attention_mask!, encoder_hidden_states: hidden, ...vocab, ...positions });
   const presents = plan.outputs('decoder').filter((o) => o.name.startsWith('present.'));
   const kv = Object.fromEntries(presents.filter((o) => o.name.includes('.encoder.')).map((o) => [o.name, { dtype: o.dtype as RtDType, dims: shapes[o.name]! }]));
   const self = presents.find((o) => o.name.includes('.decoder.'));
   return { hidden, kv, positions: self ? shapes[self.name]![2]! : 1 };
+}
+
+/** Whether a graph of the plan takes position ids (an HRT model's decoders: docs/hrt.md). */
+export function takesPositions(plan: Plan, graph: string): boolean {
+  return plan.graphs.includes(graph) && plan.inputs(graph).some((i) => i.name === POSITION_IDS_INPUT);
+}
+
+/** Options of a StepRunner beyond the batch. */
+export interface StepRunnerOptions {
+  /**
+   * A plan whose decoders take position_ids gets position (cached length) × positionStride for each new token: 0, 1, 2,
+   * … by default; 0, k, 2k, … for HRT's Skip-AT with chunk k. Plans without that input ignore it.
+   */
+  positionStride?: number;
 }
 
 /**
@@ -94,9 +109,11 @@ export class StepRunner {
   private readonly tokenRange: [number, number];
   private readonly lease: Lease;
   private released = false;
+  /** Position stride of the position_ids feeds, 0 when the plan's step takes none. */
+  private readonly stride: number;
 
   /** maxRows: the most rows a step will run (beams × sentences); capacity: the most tokens a row will hold. */
-  constructor(private readonly plan: Plan, sources: number[][], d: DecodeIds, maxRows: number, capacity: number) {
+  constructor(private readonly plan: Plan, sources: number[][], d: DecodeIds, maxRows: number, capacity: number, opts: StepRunnerOptions = {}) {
     const { ids, mask } = sourceFeeds(sources, d.padId);
     const b = sources.length;
     const rows = Math.max(maxRows, b);
@@ -107,12 +124,14 @@ export class StepRunner {
     const encFeeds = { input_ids: ids, attention_mask: mask };
     const vocab = vocabFeeds(plan.header, sources);
     const start = int64(b, 1, new Array<number>(b).fill(d.startId));
-    const { hidden, kv, positions } = firstStepShapes(plan, encFeeds, start, vocab);
+    this.stride = takesPositions(plan, 'decoder_with_past') ? opts.positionStride ?? 1 : 0;
+    const startPositions: Feeds = takesPositions(plan, 'decoder') ? { [POSITION_IDS_INPUT]: int64(b, 1, new Array<number>(b).fill(0)) } : {};
+    const { hidden, kv, positions } = firstStepShapes(plan, encFeeds, start, vocab, startPositions);
     this.source = new EncoderState(plan, rows, mask, hidden, kv, vocab, take);
     const groups = encoderGroups(sources.map((x) => x.length));
     if (groups.length === 1) plan.runSync('encoder', encFeeds, { last_hidden_state: this.source.hidden() });
     else encodeInGroups(plan, sources, d.padId, groups, this.source.hidden(), take);
-    const first = { input_ids: start, encoder_attention_mask: this.source.mask(), encoder_hidden_states: this.source.hidden(), ...this.source.vocab() };
+    const first = { input_ids: start, encoder_attention_mask: this.source.mask(), encoder_hidden_states: this.source.hidden(), ...this.source.vocab(), ...startPositions };
     if (hasInPlaceCache(plan)) {
       this.caches = new KVCaches(plan, rows, capacity, take);
       this.out = plan.runSync('decoder', first, { ...this.source.presentSlots(), ...this.caches.presentSlots(b, positions) });
@@ -159,7 +178,8 @@ export class StepRunner {
     if (this.caches && this.caches.length + n > this.caches.capacity) {
       throw new PlancError('PLANC_E405', `step: ${this.caches.length} cached positions + ${n} exceed the cache capacity ${this.caches.capacity} this batch was set up with`);
     }
-    const base = { input_ids: int64(this.rows, n, perRow.flat()), ...this.source.feeds() };
+    const base: Record<string, FeedTensor> = { input_ids: int64(this.rows, n, perRow.flat()), ...this.source.feeds() };
+    if (this.stride) base[POSITION_IDS_INPUT] = int64(this.rows, n, perRow.flatMap(() => Array.from({ length: n }, (_, j) => (this.length + j) * this.stride)));
     if (this.caches) {
       this.out = this.plan.runSync('decoder_with_past', { ...base, ...this.caches.feeds() });
       this.caches.length += n;
@@ -168,6 +188,12 @@ export class StepRunner {
       this.decKV = pastFrom(this.out, '.decoder.');
       this.pastLength += n;
     }
+  }
+
+  /** The encoder's output for the batch's sources in their original order (written once; not gathered by select). */
+  encoderOutput(): ResidentTensor {
+    this.live();
+    return this.source.hidden();
   }
 
   /**

@@ -5,6 +5,7 @@ import type { Plan } from '../plan.ts';
 import { beamSteps } from './beam.ts';
 import type { DecodingRules } from './conventions.ts';
 import { greedySteps, type Hypothesis } from './greedy.ts';
+import { HRT } from './hrt.ts';
 import { HGJ, LOOKUP, PGJ, PJ } from './jacobi.ts';
 import { badOption, type DecodingOptions } from './options.ts';
 import { RandomStream } from './random.ts';
@@ -59,7 +60,7 @@ const BEAM: DecodingStrategy = {
 };
 
 /** Every strategy by name. */
-export const STRATEGIES: ReadonlyMap<string, DecodingStrategy> = new Map([GREEDY, BEAM, PJ, PGJ, HGJ, LOOKUP].map((s) => [s.name, s]));
+export const STRATEGIES: ReadonlyMap<string, DecodingStrategy> = new Map([GREEDY, BEAM, PJ, PGJ, HGJ, LOOKUP, HRT].map((s) => [s.name, s]));
 
 /** The strategy the options name; 'auto' is greedy for beamSize 1, else beam. */
 export function strategyFor(o: DecodingOptions): DecodingStrategy {

@@ -4,7 +4,7 @@ import * as path from 'node:path';
 import onnxProto from 'onnx-proto';
 import type { ITensor } from './graph.ts';
 import { FLOAT } from './graph.ts';
-import { buildMarian, type Activation, type MarianConfig, type MarianModel } from './marian.ts';
+import { buildMarian, HRT_NAT_FILE, HRT_SPECIALS, type Activation, type MarianConfig, type MarianModel } from './marian.ts';
 import { inlineData, planLayout, writeWeights, type Layout } from './weights.ts';
 
 const { onnx } = onnxProto;
@@ -48,7 +48,7 @@ function initializerProto(name: string, key: string, model: MarianModel, layout:
   return { dims, dataType: FLOAT, name, rawData: new Uint8Array(data.buffer, data.byteOffset, data.byteLength) };
 }
 
-/** Encodes the three graphs as ModelProtos (file name → bytes). `inline` holds the data of the inline tensors. */
+/** Encodes the graphs (three, four with hrt) as ModelProtos (file name → bytes). `inline` holds the data of the inline tensors. */
 export function modelProtos(model: MarianModel, layout: Layout, inline: Map<string, Float32Array>): Map<string, Uint8Array> {
   const out = new Map<string, Uint8Array>();
   for (const g of model.graphs) {
@@ -68,6 +68,14 @@ export function modelProtos(model: MarianModel, layout: Layout, inline: Map<stri
     out.set(g.file, onnx.ModelProto.encode(proto).finish());
   }
   return out;
+}
+
+/** config.json's `hrt` object (docs/hrt.md 1.3, contract version 1) of a synthetic HRT model: specials after the vocabulary. */
+export function hrtSection(vocab: number): Record<string, unknown> {
+  return {
+    version: 1, chunk_sizes: [2, 3], bos_k_ids: { 1: 0, 2: vocab, 3: vocab + 1 }, mask_id: vocab + 2,
+    input_vocab_size: vocab + HRT_SPECIALS, nat_graph: HRT_NAT_FILE, nat_positions: '1..m*k',
+  };
 }
 
 /** HF MarianConfig for the generated model. */
@@ -96,6 +104,7 @@ export function configJson(o: MakeModelOptions): Record<string, unknown> {
     unk_token_id: 1,
     forced_eos_token_id: 0,
     planc_synthetic: { generator: 'scripts/make-model.ts', seed: o.seed, note: 'random weights, for speed work only' },
+    ...(o.hrt ? { hrt: hrtSection(o.vocab) } : {}),
   };
 }
 
@@ -119,6 +128,6 @@ export function makeModel(o: MakeModelOptions): MakeModelResult {
   fs.writeFileSync(path.join(o.out, 'config.json'), config);
   files.push({ name: 'config.json', bytes: config.length });
   let parameters = 0;
-  for (const [key, spec] of model.tensors) if (spec.init.kind === 'normal' && key !== 'm.emb.weight.T') parameters += spec.dims.reduce((a, b) => a * b, 1);
+  for (const [key, spec] of model.tensors) if (spec.init.kind === 'normal' && (key !== 'm.emb.weight.T' || o.hrt)) parameters += spec.dims.reduce((a, b) => a * b, 1);
   return { files, parameters, seconds: (performance.now() - t0) / 1000 };
 }

@@ -18,7 +18,18 @@ export interface MarianConfig {
    * the last encoder and the last decoder layer (m.enc.ln, m.dec.ln). Default post-norm: LN(x + SubLayer(x)).
    */
   preNorm?: boolean;
+  /**
+   * An HRT-contract model (docs/hrt.md, scripts/make-model/hrt.ts): HRT_SPECIALS input-only embedding rows after the
+   * vocabulary ([BOS_2], [BOS_3], [MASK]), an untied output projection over the vocabulary, `position_ids` inputs on
+   * both decoders and a fourth graph decoder_nat_model.onnx (no causal mask, decoder_attention_mask, no cache).
+   */
+  hrt?: boolean;
 }
+
+/** Input-only ids an HRT model appends after the vocabulary: [BOS_2], [BOS_3], [MASK]. */
+export const HRT_SPECIALS = 3;
+/** The Skip-CMLM graph's file (config.json hrt.nat_graph). */
+export const HRT_NAT_FILE = 'decoder_nat_model.onnx';
 
 /** How a model tensor is filled: seeded normal values, or the transpose of another 2-D tensor. */
 export type TensorInit = { kind: 'normal'; mean: number; std: number } | { kind: 'transpose'; of: string };
@@ -76,7 +87,7 @@ function tensorSpecs(c: MarianConfig): Map<string, TensorSpec> {
     normal(`${p}.bias`, [c.d], 0, BIAS_STD);
   };
   bias('m.out_bias', c.vocab);
-  normal('m.emb.weight', [c.vocab, c.d], 0, 1 / Math.sqrt(c.d));
+  normal('m.emb.weight', [c.vocab + (c.hrt ? HRT_SPECIALS : 0), c.d], 0, 1 / Math.sqrt(c.d));
   const layerBiases = (p: string, atts: string[], lns: number) => {
     for (const a of atts) for (const x of ['q', 'k', 'v', 'o']) bias(`${p}.${a}.${x}.bias`, c.d);
     bias(`${p}.ffn.w1.bias`, c.ffn);
@@ -95,7 +106,8 @@ function tensorSpecs(c: MarianConfig): Map<string, TensorSpec> {
   if (c.preNorm) ln('m.dec.ln');
   for (let i = 0; i < c.encoderLayers; i++) layerWeights(`m.enc.${i}`, ['att']);
   for (let i = 0; i < c.decoderLayers; i++) layerWeights(`m.dec.${i}`, ['self_att', 'cross_att']);
-  m.set('m.emb.weight.T', { key: 'm.emb.weight.T', dims: [c.d, c.vocab], init: { kind: 'transpose', of: 'm.emb.weight' } });
+  if (c.hrt) normal('m.emb.weight.T', [c.d, c.vocab], 0, 1 / Math.sqrt(c.d)); // untied: the embedding has more rows
+  else m.set('m.emb.weight.T', { key: 'm.emb.weight.T', dims: [c.d, c.vocab], init: { kind: 'transpose', of: 'm.emb.weight' } });
   return m;
 }
 
@@ -187,6 +199,11 @@ class Parts {
     const g = this.g;
     const e = g.add('/emb', 'Gather', [g.param('m.emb.weight'), 'input_ids']);
     return g.add('', 'Mul', [e, g.constant('', tensor.f32(Math.sqrt(this.c.d)))]);
+  }
+
+  /** The position embeddings of the `position_ids` input ([b, t] → [b, t, d]): rows of the sinusoidal table. */
+  gatherPositions(): string {
+    return this.g.add('', 'Gather', [this.positionTable(), 'position_ids'], [axis0()]);
   }
 
   positionTable(): string {
@@ -282,34 +299,46 @@ function encoderGraph(c: MarianConfig, pos: Float32Array): GraphBuilder {
   return g;
 }
 
-function decoderGraph(c: MarianConfig, pos: Float32Array): GraphBuilder {
+/** decoder_model (causal, with presents) or, `nat`, HRT's decoder_nat_model (decoder_attention_mask keys, no cache out). */
+function decoderGraph(c: MarianConfig, pos: Float32Array, nat = false): GraphBuilder {
   const g = new GraphBuilder(150);
   const P = new Parts(c, g, pos);
-  // Causal mask: triu(full([t, t], -1e9), 1) as [1, 1, t, t].
-  const one = g.constant('', tensor.i64(1));
+  const one = nat ? '' : g.constant('', tensor.i64(1)); // node order as the export's (the causal mask's constant first)
   const len = g.add('', 'Gather', [g.add('', 'Shape', ['input_ids']), g.constant('', tensor.i64(1))], [axis0()]);
-  const u0 = g.add('', 'Unsqueeze', [len, g.unsqueezeAxes0()]);
-  const u1 = g.add('', 'Unsqueeze', [len, g.unsqueezeAxes0()]);
-  const full = g.add('', 'ConstantOfShape', [g.add('', 'Concat', [u0, u1], [axis0()])], [attr.tensor('value', tensor.f32v([-1e9]))]);
-  const tri = g.add('', 'Trilu', [full, one], [attr.int('upper', 1)]);
-  const causal = g.add('', 'Unsqueeze', [g.add('', 'Unsqueeze', [tri, g.constant('', tensor.i64v([0]))]), g.constant('', tensor.i64v([1]))]);
+  let causal: string;
+  if (nat) {
+    causal = P.paddingMask('decoder_attention_mask');
+  } else {
+    // Causal mask: triu(full([t, t], -1e9), 1) as [1, 1, t, t].
+    const u0 = g.add('', 'Unsqueeze', [len, g.unsqueezeAxes0()]);
+    const u1 = g.add('', 'Unsqueeze', [len, g.unsqueezeAxes0()]);
+    const full = g.add('', 'ConstantOfShape', [g.add('', 'Concat', [u0, u1], [axis0()])], [attr.tensor('value', tensor.f32v([-1e9]))]);
+    const tri = g.add('', 'Trilu', [full, one], [attr.int('upper', 1)]);
+    causal = g.add('', 'Unsqueeze', [g.add('', 'Unsqueeze', [tri, g.constant('', tensor.i64v([0]))]), g.constant('', tensor.i64v([1]))]);
+  }
   const encMask = P.paddingMask('encoder_attention_mask');
   const emb = P.embed();
-  const table = P.positionTable();
-  const starts = g.constant('', tensor.i64v([0]));
-  const ends = g.add('', 'Unsqueeze', [len, g.constant('', tensor.i64v([0]))]);
-  let x = g.add('', 'Add', [emb, P.slicePositions(table, starts, ends)]);
+  let x: string;
+  if (c.hrt) {
+    x = g.add('', 'Add', [emb, P.gatherPositions()]);
+  } else {
+    const table = P.positionTable();
+    const starts = g.constant('', tensor.i64v([0]));
+    const ends = g.add('', 'Unsqueeze', [len, g.constant('', tensor.i64v([0]))]);
+    x = g.add('', 'Add', [emb, P.slicePositions(table, starts, ends)]);
+  }
   for (let i = 0; i < c.decoderLayers; i++) {
     const S = `/dec.${i}`;
     const p = `m.dec.${i}`;
     // Cache projections run in the root scope, module calls numbered k, k_1, k_2, … as traced.
     const a = P.subIn(S, x, p, 'ln1');
+    const present = (name: string) => (nat ? undefined : name);
     const kSelf = P.splitHeads('', P.linear(`/k${sfx(2 * i)}`, a, `${p}.self_att.k`));
-    g.add('', 'Transpose', [kSelf], [perm0213()], `present.${i}.decoder.key`);
-    const vSelf = g.add('', 'Transpose', [P.splitHeads('', P.linear(`/v${sfx(2 * i)}`, a, `${p}.self_att.v`))], [perm0213()], `present.${i}.decoder.value`);
+    if (!nat) g.add('', 'Transpose', [kSelf], [perm0213()], `present.${i}.decoder.key`);
+    const vSelf = g.add('', 'Transpose', [P.splitHeads('', P.linear(`/v${sfx(2 * i)}`, a, `${p}.self_att.v`))], [perm0213()], present(`present.${i}.decoder.value`));
     const kCross = P.splitHeads('', P.linear(`/k${sfx(2 * i + 1)}`, 'encoder_hidden_states', `${p}.cross_att.k`));
-    g.add('', 'Transpose', [kCross], [perm0213()], `present.${i}.encoder.key`);
-    const vCross = g.add('', 'Transpose', [P.splitHeads('', P.linear(`/v${sfx(2 * i + 1)}`, 'encoder_hidden_states', `${p}.cross_att.v`))], [perm0213()], `present.${i}.encoder.value`);
+    if (!nat) g.add('', 'Transpose', [kCross], [perm0213()], `present.${i}.encoder.key`);
+    const vCross = g.add('', 'Transpose', [P.splitHeads('', P.linear(`/v${sfx(2 * i + 1)}`, 'encoder_hidden_states', `${p}.cross_att.v`))], [perm0213()], present(`present.${i}.encoder.value`));
 
     const q = P.query(S, P.linear(`${S}/q`, a, `${p}.self_att.q`));
     const kT = g.add(S, 'Transpose', [kSelf], [attr.ints('perm', [0, 2, 3, 1])]);
@@ -328,15 +357,21 @@ function decoderGraph(c: MarianConfig, pos: Float32Array): GraphBuilder {
 function decoderWithPastGraph(c: MarianConfig, pos: Float32Array): GraphBuilder {
   const g = new GraphBuilder(150);
   const P = new Parts(c, g, pos);
-  const past = g.add('', 'Gather', [g.add('', 'Shape', ['past_key_values.0.decoder.key']), g.constant('', tensor.i64(2))], [axis0()]);
+  // positions from the past length (ordinary) or the position_ids input (hrt: no past length read)
+  const past = c.hrt ? '' : g.add('', 'Gather', [g.add('', 'Shape', ['past_key_values.0.decoder.key']), g.constant('', tensor.i64(2))], [axis0()]);
   const encMask = P.paddingMask('encoder_attention_mask');
-  const len = g.add('', 'Gather', [g.add('', 'Shape', ['input_ids']), g.constant('', tensor.i64(1))], [axis0()]);
+  const len = c.hrt ? '' : g.add('', 'Gather', [g.add('', 'Shape', ['input_ids']), g.constant('', tensor.i64(1))], [axis0()]);
   const emb = P.embed();
-  const end = g.add('', 'Add', [past, len]);
-  const table = P.positionTable();
-  const starts = g.add('', 'Unsqueeze', [past, g.constant('', tensor.i64v([0]))]);
-  const ends = g.add('', 'Unsqueeze', [end, g.constant('', tensor.i64v([0]))]);
-  let x = g.add('', 'Add', [emb, P.slicePositions(table, starts, ends)]);
+  let x: string;
+  if (c.hrt) {
+    x = g.add('', 'Add', [emb, P.gatherPositions()]);
+  } else {
+    const end = g.add('', 'Add', [past, len]);
+    const table = P.positionTable();
+    const starts = g.add('', 'Unsqueeze', [past, g.constant('', tensor.i64v([0]))]);
+    const ends = g.add('', 'Unsqueeze', [end, g.constant('', tensor.i64v([0]))]);
+    x = g.add('', 'Add', [emb, P.slicePositions(table, starts, ends)]);
+  }
   const perm0132 = () => attr.ints('perm', [0, 1, 3, 2]);
   for (let i = 0; i < c.decoderLayers; i++) {
     const S = `/dec.${i}`;
@@ -382,7 +417,8 @@ export function buildMarian(c: MarianConfig): MarianModel {
   const dec = decoderGraph(c, pos);
   const dwp = decoderWithPastGraph(c, pos);
   const decOut: IValueInfo[] = [valueInfo('logits', FLOAT, ['batch_size', 'decoder_sequence_length', vocab])];
-  const dwpIn: IValueInfo[] = [ids(1), encMask('encoder_attention_mask')];
+  const positions = (len: string | number) => (c.hrt ? [valueInfo('position_ids', INT64, ['batch_size', len])] : []);
+  const dwpIn: IValueInfo[] = [ids(1), ...positions(1), encMask('encoder_attention_mask')];
   const dwpOut: IValueInfo[] = [valueInfo('logits', FLOAT, ['batch_size', 1, vocab])];
   for (let i = 0; i < c.decoderLayers; i++) {
     for (const kind of ['key', 'value']) decOut.push(kv(`present.${i}.decoder.${kind}`, 'decoder_sequence_length'));
@@ -399,10 +435,19 @@ export function buildMarian(c: MarianConfig): MarianModel {
     },
     {
       file: 'decoder_model.onnx', builder: dec, initializers: initializers(dec, order),
-      inputs: [ids('decoder_sequence_length'), encMask('encoder_attention_mask'), valueInfo('encoder_hidden_states', FLOAT, ['batch_size', 'encoder_sequence_length', d])],
+      inputs: [ids('decoder_sequence_length'), ...positions('decoder_sequence_length'), encMask('encoder_attention_mask'), valueInfo('encoder_hidden_states', FLOAT, ['batch_size', 'encoder_sequence_length', d])],
       outputs: decOut,
     },
     { file: 'decoder_with_past_model.onnx', builder: dwp, initializers: initializers(dwp, order), inputs: dwpIn, outputs: dwpOut },
   ];
+  if (c.hrt) {
+    const nat = decoderGraph(c, pos, true);
+    graphs.push({
+      file: HRT_NAT_FILE, builder: nat, initializers: initializers(nat, order),
+      inputs: [ids('decoder_sequence_length'), ...positions('decoder_sequence_length'), valueInfo('decoder_attention_mask', INT64, ['batch_size', 'decoder_sequence_length']),
+        encMask('encoder_attention_mask'), valueInfo('encoder_hidden_states', FLOAT, ['batch_size', 'encoder_sequence_length', d])],
+      outputs: [decOut[0]!],
+    });
+  }
   return { config: c, tensors, graphs };
 }

@@ -6,14 +6,15 @@ import { planc } from './planc-cli.ts';
 
 const VOCAB = 101;
 
-/** A Hugging Face WordLevel tokenizer.json: `</s>` 0, `<unk>` 1, `w2` .. `w100`, split on whitespace. */
-function wordTokenizer(): object {
+/** A Hugging Face WordLevel tokenizer.json: `</s>` 0, `<unk>` 1, `w2` .. `w{vocab - 1}`, split on whitespace. */
+export function wordTokenizer(vocab = VOCAB): object {
   const special = (id: number, content: string) => ({ id, content, single_word: false, lstrip: false, rstrip: false, normalized: false, special: true });
-  const vocab: Record<string, number> = { '</s>': 0, '<unk>': 1 };
-  for (let i = 2; i < VOCAB; i++) vocab[`w${i}`] = i;
+  const size = vocab;
+  const words: Record<string, number> = { '</s>': 0, '<unk>': 1 };
+  for (let i = 2; i < size; i++) words[`w${i}`] = i;
   return {
     version: '1.0', added_tokens: [special(0, '</s>'), special(1, '<unk>')], normalizer: null, pre_tokenizer: { type: 'WhitespaceSplit' },
-    post_processor: null, decoder: null, model: { type: 'WordLevel', vocab, unk_token: '<unk>' },
+    post_processor: null, decoder: null, model: { type: 'WordLevel', vocab: words, unk_token: '<unk>' },
   };
 }
 

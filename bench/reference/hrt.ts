@@ -2,12 +2,12 @@
 // time: stage I is the existing reference greedy (bench/reference/greedy.ts) or beam search (bench/reference/beam.ts,
 // generate()'s rules) with start token [BOS_k] and position_ids s·k injected into the decoder feeds; stage II is one
 // decoder_nat_model call over the b_nat best stage-I hypotheses; the final choice is paper eq. 2.
-// A first version for the decoder phase (issue 32), to move beside bench/reference/ with its tests.
+// The oracle of planc's --strategy hrt (test/hrt-decode.test.ts); its decoding contract on a scripted model: test/hrt-contract.test.ts.
 import { Tensor } from '../../compiler/tensor.ts';
 import type { Conventions } from '../../runtime/decode/conventions.ts';
-import { beamDecodeOne } from '../../bench/reference/beam.ts';
-import { greedyDecode, type GraphRunner } from '../../bench/reference/greedy.ts';
-import { logSoftmax } from '../../bench/reference/log-softmax.ts';
+import { beamDecodeOne } from './beam.ts';
+import { greedyDecode, type GraphRunner } from './greedy.ts';
+import { logSoftmax } from './log-softmax.ts';
 
 /** config.json's `hrt` object (contract version 1). */
 export interface HrtConfig {
