@@ -20,7 +20,7 @@ export function tuneRequest(flags: Parsed['flags']): TuneRequest {
   const runs = flags['tune-runs'];
   if (runs !== undefined && (typeof runs !== 'number' || !Number.isInteger(runs) || runs < 1)) throw new PlancError('PLANC_E301', `--tune-runs must be a positive integer, got ${runs}`);
   const batches = flags['tune-batch'] === undefined ? undefined : String(flags['tune-batch']).split(',').map((x) => Number(x.trim()));
-  if (batches && batches.some((b) => !Number.isInteger(b) || b < 1)) throw new PlancError('PLANC_E301', `--tune-batch ${flags['tune-batch']}: expected batch sizes ≥ 1, comma-separated`);
+  if (batches?.some((b) => !Number.isInteger(b) || b < 1)) throw new PlancError('PLANC_E301', `--tune-batch ${flags['tune-batch']}: expected batch sizes ≥ 1, comma-separated`);
   return { cacheFile: flags['no-tuning-cache'] === true ? null : flags['tuning-cache'] as string | undefined, ...(runs !== undefined ? { runs } : {}), ...(batches ? { batches } : {}) };
 }
 

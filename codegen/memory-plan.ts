@@ -89,7 +89,7 @@ export function planMemory(p: PlanProgram): MemoryReport {
     if (!IN_PLACE.has(k.name) || k.outputs.length !== 1) return;
     const out = root(k.outputs[0]!);
     const ob = bufOf.get(out);
-    if (!ob || ob.members.length !== 1 || outputs.has(out)) return;
+    if (ob?.members.length !== 1 || outputs.has(out)) return;
     for (const t of k.inputs) {
       if (t < 0) continue;
       const r = root(t);

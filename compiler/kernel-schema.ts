@@ -553,6 +553,7 @@ function ordered(kernel: string, list: readonly ArgSpec[], args: Record<string, 
  * Names are checked by the compiler (an unknown kernel or argument, or a missing required one, does not type-check)
  * and again here (an internal Error), as are enum value names, which become their codes.
  */
+// biome-ignore lint/complexity/noBannedTypes: `{} extends T` asks whether every argument of T is optional
 export function call<K extends KernelName>(kernel: K, ...args: keyof CallArgs<K> extends never ? [] : {} extends CallArgs<K> ? [args?: CallArgs<K>] : [args: CallArgs<K>]): KernelCall {
   const spec = kernelSpec(kernel);
   const given = (args[0] ?? {}) as Record<string, unknown>;

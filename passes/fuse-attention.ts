@@ -108,7 +108,7 @@ function matchBlock(view: GraphView, i: number, why: Explain): Match | undefined
   const qsc = scaled(view, qs);
   if (qsc) { scale *= qsc.factor; nodes.push(qsc.index); q = qsc.input; }
   const mm2 = view.only(sm.outputs[0]!, []);
-  if (!mm2 || mm2[1].op !== 'MatMul' || mm2[1].inputs[0] !== sm.outputs[0]) return why('the Softmax does not feed MatMul(·, V) alone');
+  if (mm2?.[1].op !== 'MatMul' || mm2[1].inputs[0] !== sm.outputs[0]) return why('the Softmax does not feed MatMul(·, V) alone');
   nodes.push(mm2[0]);
   const v = mm2[1].inputs[1]!;
   const ks = view.shape(kSource);
@@ -165,7 +165,7 @@ function maskFits(view: GraphView, mask: string, full: Dim[]): boolean {
  */
 function mergeLayout(view: GraphView, m: Match, qd: Dim[]): void {
   const qt = view.prod(m.q, 'Transpose');
-  if (!qt || qt[1].attrs.perm?.kind !== 'ints' || qt[1].attrs.perm.value.join() !== '0,2,1,3') return;
+  if (qt?.[1].attrs.perm?.kind !== 'ints' || qt[1].attrs.perm.value.join() !== '0,2,1,3') return;
   const qr = view.prod(qt[1].inputs[0]!, 'Reshape');
   if (!qr) return;
   const q3 = qr[1].inputs[0]!;
@@ -173,9 +173,9 @@ function mergeLayout(view: GraphView, m: Match, qd: Dim[]): void {
   const q3d = view.shape(q3);
   if (q3d?.length !== 3 || !dimEq(q3d[0]!, qd[0]!) || !dimEq(q3d[1]!, qd[2]!) || !dimEq(q3d[2]!, merged)) return;
   const ot = view.only(m.out, []);
-  if (!ot || ot[1].op !== 'Transpose' || ot[1].attrs.perm?.kind !== 'ints' || ot[1].attrs.perm.value.join() !== '0,2,1,3') return;
+  if (ot?.[1].op !== 'Transpose' || ot[1].attrs.perm?.kind !== 'ints' || ot[1].attrs.perm.value.join() !== '0,2,1,3') return;
   const or = view.only(ot[1].outputs[0]!, []);
-  if (!or || or[1].op !== 'Reshape') return;
+  if (or?.[1].op !== 'Reshape') return;
   const od = view.shape(or[1].outputs[0]!);
   if (od?.length !== 3 || !dimEq(od[0]!, qd[0]!) || !dimEq(od[1]!, qd[2]!) || !dimEq(od[2]!, merged)) return;
   const qOnly = (v: string) => view.readers(v, [])?.length === 1;

@@ -2,7 +2,7 @@
 // RMS norms (Pow, ReduceMean, Add eps, Sqrt, Div or 1/· then Mul, Mul γ; float32 → float32 Casts around them absorbed) into
 // planc.LayerNorm / planc.RMSNorm.
 import type { Node } from '../compiler/ir.ts';
-import { fusionPass, GraphView as View, type Explain, type Pass, type Rewrite, type Rule } from './pass.ts';
+import { fusionPass, type GraphView as View, type Explain, type Pass, type Rewrite, type Rule } from './pass.ts';
 
 const NAME = 'fuse-layernorm';
 

@@ -2,7 +2,7 @@
 // approximation, swish x·Sigmoid(x)) + residual Add into planc.FusedMatMul.
 import type { Node } from '../compiler/ir.ts';
 import { dimEq, type Dim } from '../compiler/symbolic.ts';
-import { fusionPass, GraphView, type Explain, type Pass, type Rule } from './pass.ts';
+import { fusionPass, type GraphView, type Explain, type Pass, type Rule } from './pass.ts';
 
 const NAME = 'fuse-matmul-epilogue';
 
@@ -39,7 +39,7 @@ function polyOf(v: GraphView, x: string, value: string, nodes: Set<number>, dept
   const c = v.scalar(value);
   if (c !== undefined) return [c];
   const [k, n] = v.node(value) ?? [];
-  if (!n || n.domain !== '' || !ARITHMETIC.includes(n.op) || depth > 8) return undefined;
+  if (n?.domain !== '' || !ARITHMETIC.includes(n.op) || depth > 8) return undefined;
   const [a, b] = n.inputs.map((i) => polyOf(v, x, i, nodes, depth + 1));
   if (!a || !b) return undefined;
   const e = b.length === 1 ? b[0]! : NaN;

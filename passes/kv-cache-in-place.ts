@@ -35,7 +35,7 @@ interface CacheMatch {
 function rowsSource(v: GraphView, m: CacheMatch): { value: string; layout: number; seqAxis: number; drop: number[] } {
   const plain = { value: m.rows, layout: 0, seqAxis: 2, drop: [] };
   const t = v.prod(m.rows, 'Transpose');
-  if (!t || t[1].attrs.perm?.kind !== 'ints' || t[1].attrs.perm.value.join() !== '0,2,1,3') return plain;
+  if (t?.[1].attrs.perm?.kind !== 'ints' || t[1].attrs.perm.value.join() !== '0,2,1,3') return plain;
   if ((v.uses.get(m.rows) ?? []).some((j) => j !== m.concat)) return plain;
   const r = v.prod(t[1].inputs[0]!, 'Reshape');
   if (!r || (v.uses.get(r[1].outputs[0]!) ?? []).length !== 1) return plain;
@@ -56,10 +56,14 @@ function cacheConcat(v: GraphView, i: number, explain: (node: string, why: strin
   const readers = (v.uses.get(present) ?? []).filter((j) => j >= 0); // present is a graph output too, until this pass
   const isShape = (j: number) => v.g.nodes[j]!.op === 'Shape' && v.g.nodes[j]!.domain === '';
   if (readers.some((j) => { const r = v.g.nodes[j]!; return !isShape(j) && (r.op !== 'Attention' || r.domain !== 'planc' || r.inputs[0] === present || r.inputs[3] === present); })) {
-    return explain(n.name, `'${present}' is read by something other than planc.Attention as K or V (or Shape)`), undefined;
+    explain(n.name, `'${present}' is read by something other than planc.Attention as K or V (or Shape)`);
+    return undefined;
   }
   const pastReaders = v.readers(past, []);
-  if (!pastReaders || pastReaders.some((j) => j !== i)) return explain(n.name, `past input '${past}' has other readers`), undefined;
+  if (!pastReaders || pastReaders.some((j) => j !== i)) {
+    explain(n.name, `past input '${past}' has other readers`);
+    return undefined;
+  }
   return { concat: i, past, rows, present, shapes: readers.filter(isShape) };
 }
 

@@ -312,11 +312,16 @@ export function addRowGraphs(model: Model, ctx: PassContext): Model {
   const g = model.graphs.get(STEP_GRAPH);
   if (!g || model.graphs.has(ROWS_STEP_GRAPH)) return model;
   const explain = (node: string, why: string) => ctx.explain?.(NAME, node, why);
+  /** Leaves the model as it is, saying why. */
+  const decline = (why: string): Model => {
+    explain(g.name, why);
+    return model;
+  };
   const n = stepTokensOf(ctx);
-  if (n > 1) return explain(g.name, `--step-tokens ${n}: rows with their own cached length take one token per step only`), model;
-  if (g.inputs.includes(POSITION_IDS_INPUT)) return explain(g.name, `the step takes '${POSITION_IDS_INPUT}' (an HRT model): each row's position is fed, not computed from the past length`), model;
-  if (!g.inputs.includes(PAST_LENGTH_INPUT)) return explain(g.name, `no in-place caches ('${PAST_LENGTH_INPUT}' input), so rows cannot have their own cached length`), model;
-  if (!g.nodes.some((x) => x.domain === 'planc' && x.op === 'CacheWrite')) return explain(g.name, 'no planc.CacheWrite: no in-place caches'), model;
+  if (n > 1) return decline(`--step-tokens ${n}: rows with their own cached length take one token per step only`);
+  if (g.inputs.includes(POSITION_IDS_INPUT)) return decline(`the step takes '${POSITION_IDS_INPUT}' (an HRT model): each row's position is fed, not computed from the past length`);
+  if (!g.inputs.includes(PAST_LENGTH_INPUT)) return decline(`no in-place caches ('${PAST_LENGTH_INPUT}' input), so rows cannot have their own cached length`);
+  if (!g.nodes.some((x) => x.domain === 'planc' && x.op === 'CacheWrite')) return decline('no planc.CacheWrite: no in-place caches');
   const facts = inferGraph(model, g, { annotate: false }, new Diagnostics());
   try {
     const a = analyze(g, facts);

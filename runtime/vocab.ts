@@ -36,7 +36,7 @@ export function shortlistMask(v: PlanVocab, vocabSize: number, sources: readonly
 /** Extra decoder feeds of a plan for a batch: { vocab_active } for shortlist plans, {} otherwise. */
 export function vocabFeeds(header: { vocab?: PlanVocab; decoding: { vocabSize?: number } }, sources: readonly (readonly number[])[]): Record<string, RtTensor> {
   const v = header.vocab;
-  if (!v || v.method !== 'shortlist') return {};
+  if (v?.method !== 'shortlist') return {};
   const size = header.decoding.vocabSize ?? 0;
   return { [VOCAB_ACTIVE_INPUT]: { dtype: 'uint8', dims: [size], data: shortlistMask(v, size, sources) } };
 }

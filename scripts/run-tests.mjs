@@ -33,7 +33,8 @@ if (files.length === 0) {
   console.error(`run-tests: no test file matches ${pattern}`);
   process.exit(2);
 }
-const escape = (f) => f.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+const escapeRegExp = (f) => f.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+// biome-ignore lint/suspicious/noControlCharactersInRegex: ANSI colour codes (ESC [ n m) in uvu's output
 const plain = (text) => text.replace(/\x1b\[\d+m/g, '');
 
 /**
@@ -42,7 +43,7 @@ const plain = (text) => text.replace(/\x1b\[\d+m/g, '');
  */
 function uvu(list, live) {
   const t0 = performance.now();
-  const child = spawn(process.execPath, ['--import', 'tsx', path.join(root, 'node_modules', 'uvu', 'bin.js'), 'test', `^(${list.map(escape).join('|')})$`], {
+  const child = spawn(process.execPath, ['--import', 'tsx', path.join(root, 'node_modules', 'uvu', 'bin.js'), 'test', `^(${list.map(escapeRegExp).join('|')})$`], {
     cwd: root, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, FORCE_COLOR: process.env.FORCE_COLOR ?? '1' },
   });
   let out = '';

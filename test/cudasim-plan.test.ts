@@ -58,6 +58,7 @@ function child(args: string[], env: Record<string, string> = {}) {
 }
 
 /** child(), without blocking: several emulator children run at once (the emulator runs on one core). */
+// biome-ignore lint/suspicious/noExplicitAny: the child's JSON report, read field by field by the tests
 function childAsync(args: string[], env: Record<string, string> = {}): Promise<{ json: any; stderr: string }> {
   return new Promise((resolve, reject) => {
     const c = spawn(process.execPath, ['--import', 'tsx', CHILD, ...args], {

@@ -254,7 +254,11 @@ testIf(test, !fs.existsSync(REAL) && needsShared('models/es-en'))('same graphs a
     // Exporter-numbered names (onnx::MatMul_N, onnx::Unsqueeze_N) are compared by order of appearance.
     const renamer = () => {
       const map = new Map<string, string>();
-      return (s: string) => (s.startsWith('onnx::') ? map.get(s) ?? (map.set(s, `${s.split('_')[0]}#${map.size}`), map.get(s)!) : s);
+      return (s: string) => {
+        if (!s.startsWith('onnx::')) return s;
+        if (!map.has(s)) map.set(s, `${s.split('_')[0]}#${map.size}`);
+        return map.get(s)!;
+      };
     };
     const ra = renamer();
     const rb = renamer();

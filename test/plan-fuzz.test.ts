@@ -11,7 +11,7 @@ import { importSeq2SeqDir } from '../compiler/onnx/import-model.ts';
 import { REPO_ROOT } from '../compiler/paths.ts';
 import { encodePlan } from '../compiler/plan/format.ts';
 import { buildPlan } from '../codegen/build-plan.ts';
-import { loadPlanBytes } from '../runtime/plan.ts';
+import { loadPlanBytes, type Plan } from '../runtime/plan.ts';
 import { nativeAvailable } from '../runtime/native.ts';
 import { tensorFrom } from '../runtime/tensor.ts';
 import { DEFAULTS, makeModel } from '../scripts/make-model/generate.ts';
@@ -40,7 +40,7 @@ if (!nativeAvailable()) {
 
   /** Loads and runs the encoder; returns 'ok' or 'error'; any other exception fails the test. */
   const attempt = (bytes: Uint8Array, what: string): 'ok' | 'error' => {
-    let plan;
+    let plan: Plan | undefined;
     try {
       plan = loadPlanBytes(bytes, what);
       plan.runSync('encoder', feeds);

@@ -41,6 +41,7 @@ let plan: Plan;
 let offline: string[] = [];
 
 /** A POST of /v1/translate; the parsed JSON (or NDJSON lines) and the status. */
+// biome-ignore lint/suspicious/noExplicitAny: the answer's JSON, read field by field by the tests
 async function post(base: string, body: unknown, headers: Record<string, string> = {}, signal?: AbortSignal): Promise<{ status: number; json: any; text: string; headers: Headers }> {
   const res = await fetch(`${base}/v1/translate`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: typeof body === 'string' ? body : JSON.stringify(body), signal });
   const text = await res.text();

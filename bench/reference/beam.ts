@@ -147,7 +147,7 @@ export async function beamSearch(next: NextLogits, o: BeamOptions): Promise<Beam
     // f. the finished set
     const full = finished.every((f) => f.done);
     const fresh = cands.map((c, i) => {
-      let s = c.score / Math.pow(t + 1, alpha);
+      let s = c.score / (t + 1) ** alpha;
       if (full && early === true) s += NEG;
       if (!unsatisfied) s += NEG;
       const just = hits[i]! && i < k;
@@ -158,7 +158,7 @@ export async function beamSearch(next: NextLogits, o: BeamOptions): Promise<Beam
     finished = topk(merged.map((m) => m.score), k).map((i) => merged[i]!);
     // g. the heuristic and the stopping condition
     const len = early === 'never' && alpha > 0 ? o.maxLength : t + 1;
-    const best = nextRunning[0]!.score / Math.pow(len, alpha);
+    const best = nextRunning[0]!.score / len ** alpha;
     const minFinished = Math.min(...finished.map((f) => f.score));
     unsatisfied = unsatisfied && finished.some((f) => best > (f.done ? minFinished : NEG));
     const allFinished = finished.every((f) => f.done);

@@ -83,7 +83,7 @@ export async function hrtDecodeOne(run: GraphRunner, source: number[], o: HrtOpt
   } else {
     const found = await beamDecodeOne(counted, source, { ...stageI, beamSize: o.beamSize, lengthPenalty: o.lengthPenalty, earlyStopping: o.earlyStopping });
     // finished hypotheses only (beamSearch pads its set with -1e9 entries); the length counts the eos when present
-    hyps = found.filter((h) => h.score > -1e8).map((h) => ({ ids: h.ids, at: h.score * Math.pow(Math.min(h.ids.length + 1, mAt), o.lengthPenalty) }));
+    hyps = found.filter((h) => h.score > -1e8).map((h) => ({ ids: h.ids, at: h.score * Math.min(h.ids.length + 1, mAt) ** o.lengthPenalty }));
   }
   const eos = o.eosId;
   const zs = hyps.map((h) => (h.ids.length < mAt ? [...h.ids, eos] : h.ids));

@@ -125,7 +125,7 @@ function withSym(f: InferInput): InferInput {
 }
 
 /** Evaluates a node whose inputs are all small constants. */
-function tryFold(model: Model, evalFn: (ctx: EvalContext, inputs: (Tensor | undefined)[]) => Tensor[], ctx: InferContext, inputs: (InferInput | undefined)[]): Tensor[] | undefined {
+function tryFold(_model: Model, evalFn: (ctx: EvalContext, inputs: (Tensor | undefined)[]) => Tensor[], ctx: InferContext, inputs: (InferInput | undefined)[]): Tensor[] | undefined {
   if (ctx.node.op === 'If' || ctx.node.op.startsWith('Random')) return undefined;
   if (inputs.length === 0 && ctx.node.op !== 'Constant') return undefined;
   if (inputs.some((f) => f !== undefined && (!f.value || f.value.size > FOLD_LIMIT))) return undefined;
@@ -136,7 +136,6 @@ function tryFold(model: Model, evalFn: (ctx: EvalContext, inputs: (Tensor | unde
   } catch {
     return undefined; // inference already judged the node; a fold that fails just stays unfolded
   }
-  void model;
 }
 
 function checkDeclaredOutputs(graph: Graph, scope: FactScope, diags: Diagnostics): void {

@@ -9,6 +9,7 @@ export function makeOpContext(node: Node, opset: number, failCode: Code, graphNa
     throw new PlancError('PLANC_E203', `attribute '${name}' must be ${want}, got ${node.attrs[name]?.kind}`, { node: node.name, op: node.op, graph: graphName });
   };
   // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  // biome-ignore lint/suspicious/noExplicitAny: an attribute's value, typed by the getter that calls this
   function get(name: string, kind: Attr['kind'], def: unknown): any {
     const a = node.attrs[name];
     if (a === undefined) {

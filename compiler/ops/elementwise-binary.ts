@@ -108,12 +108,12 @@ function divKernel(a: NumArray, b: NumArray, y: NumArray, dtype: DType): void {
 
 function powKernel(a: NumArray, b: NumArray, y: NumArray, dtype: DType): void {
   if (isInt(dtype)) {
-    for (let i = 0; i < y.length; i++) y[i] = truncInt(Math.pow(a[i]!, b[i]!));
+    for (let i = 0; i < y.length; i++) y[i] = truncInt(a[i]! ** b[i]!);
   } else {
     for (let i = 0; i < y.length; i++) {
       const x = a[i]!;
       const e = b[i]!;
-      y[i] = e === 2 ? x * x : Math.pow(x, e); // x² is common (variance in decomposed LayerNorm)
+      y[i] = e === 2 ? x * x : x ** e; // x² is common (variance in decomposed LayerNorm)
     }
   }
 }
@@ -474,7 +474,7 @@ export const BINARY_OPS: OpHandler[] = [
   arith({ op: 'Sub', accept: 'numeric', kernel: subKernel, sym: dimSub }),
   arith({ op: 'Mul', accept: 'numeric', kernel: mulKernel, sym: dimMul }),
   arith({ op: 'Div', accept: 'numeric', kernel: divKernel, sym: intDivSym }),
-  arith({ op: 'Pow', accept: 'numeric', kernel: powKernel, mixed: true, sym: numericSym((a, b) => truncInt(Math.pow(a, b))) }),
+  arith({ op: 'Pow', accept: 'numeric', kernel: powKernel, mixed: true, sym: numericSym((a, b) => truncInt(a ** b)) }),
   modHandler(),
   arith({ op: 'BitwiseAnd', accept: 'int', kernel: bitwiseKernel('and') }),
   arith({ op: 'BitwiseOr', accept: 'int', kernel: bitwiseKernel('or') }),

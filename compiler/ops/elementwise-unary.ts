@@ -1,7 +1,7 @@
 // Unary elementwise operators: math functions, activations, rounding, Clip, Shrink, IsNaN/IsInf, Not, BitwiseNot.
 import { allocData, type DType, type NumArray } from '../dtype.ts';
 import { dimNeg, type Dim } from '../symbolic.ts';
-import { Tensor } from '../tensor.ts';
+import type { Tensor } from '../tensor.ts';
 import { checkAccept, checkSameDtype, finish, isIntLike, required, symElems, symFits, type Accept } from './elementwise-common.ts';
 import type { EvalContext, InferOutput, OpContext, OpHandler } from './types.ts';
 
@@ -29,7 +29,7 @@ function unary(op: string, accept: Accept, kernel: UnaryKernel, opts: UnaryOpts 
       if (rule !== undefined && isIntLike(x.dtype) && symFits(x.shape)) {
         const s = symElems(x);
         const r = s?.map(rule);
-        if (r !== undefined && r.every((d) => d !== undefined)) out.sym = r as Dim[];
+        if (r?.every((d) => d !== undefined)) out.sym = r as Dim[];
       }
       return [out];
     },

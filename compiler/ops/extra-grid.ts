@@ -1,6 +1,6 @@
 // Sampling grids: GridSample (16: 4-D bilinear/nearest/bicubic; 20: N-D linear/nearest/cubic) and AffineGrid (20).
 import type { Dim } from '../symbolic.ts';
-import { Tensor } from '../tensor.ts';
+import type { Tensor } from '../tensor.ts';
 import { fromF64, knownInts, requireFloat } from './math-common.ts';
 import type { OpContext, OpHandler } from './types.ts';
 import { need } from './util.ts';

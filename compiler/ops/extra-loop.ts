@@ -57,7 +57,7 @@ function stackAt(ctx: OpContext, items: Tensor[], axis: number, dtype: DType, em
 /** Concrete dims of a body output as annotated by inference (for empty scan outputs), else []. */
 function declaredDims(g: Graph, name: string): number[] {
   const s = g.values.get(name)?.type?.shape;
-  return s && s.every((d) => typeof d === 'number') ? (s as number[]) : [];
+  return s?.every((d) => typeof d === 'number') ? (s as number[]) : [];
 }
 
 function declaredDtype(g: Graph, name: string, fallback: DType): DType {

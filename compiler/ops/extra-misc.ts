@@ -226,7 +226,7 @@ const LRN: OpHandler = {
           let sq = 0;
           for (let k = lo; k < hi; k++) { const e = v[(b * c + k) * inner + q]!; sq += e * e; }
           const i = (b * c + ch) * inner + q;
-          out[i] = v[i]! / Math.pow(bias + (alpha / size) * sq, beta);
+          out[i] = v[i]! / (bias + (alpha / size) * sq) ** beta;
         }
       }
     }

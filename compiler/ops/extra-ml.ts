@@ -301,7 +301,7 @@ const ADAM: OpHandler = {
       const gr = norm * x! + g!;
       const vNew = alpha * v! + (1 - alpha) * gr;
       const hNew = beta * h! + (1 - beta) * gr * gr;
-      const rAdj = t > 0 ? (r * Math.sqrt(1 - Math.pow(beta, t))) / (1 - Math.pow(alpha, t)) : r;
+      const rAdj = t > 0 ? (r * Math.sqrt(1 - beta ** t)) / (1 - alpha ** t) : r;
       const xNew = x! - rAdj * (vNew / (Math.sqrt(hNew) + eps));
       return [(1 - post) * xNew, vNew, hNew];
     });

@@ -1,6 +1,6 @@
 // Recurrent layers: RNN, GRU and LSTM (directions, layout, sequence_lens, activations with alpha/beta, clip, peepholes).
 import { unknownDim, type Dim } from '../symbolic.ts';
-import { Tensor } from '../tensor.ts';
+import type { Tensor } from '../tensor.ts';
 import { fromF64, requireFloat } from './math-common.ts';
 import type { InferInput, InferOutput, OpContext, OpHandler } from './types.ts';
 import { need } from './util.ts';

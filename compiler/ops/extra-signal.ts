@@ -250,7 +250,7 @@ function melMatrix(numMel: number, dftLen: number, rate: number, lower: number, 
   const step = (highMel - lowMel) / (numMel + 2);
   const bins: number[] = [];
   for (let i = 0; i < numMel + 2; i++) {
-    const hz = 700 * (Math.pow(10, (i * step + lowMel) / 2595) - 1);
+    const hz = 700 * (10 ** ((i * step + lowMel) / 2595) - 1);
     bins.push(Math.trunc(Math.floor(((dftLen + 1) * hz) / rate)));
   }
   const out = new Float64Array(nSpec * numMel);

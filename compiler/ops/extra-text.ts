@@ -12,6 +12,7 @@ function needString(ctx: OpContext, x: { dtype: string }, what = 'input'): void 
 
 /** Drops combining marks after NFKD decomposition (non-ASCII strings only), as sklearn's strip_accents_unicode. */
 function stripAccents(s: string): string {
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: the whole ASCII range, control characters included
   if (/^[\x00-\x7f]*$/.test(s)) return s;
   return s.normalize('NFKD').replace(/\p{M}/gu, '');
 }

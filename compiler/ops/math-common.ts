@@ -57,7 +57,7 @@ export function normAxes(ctx: OpContext, axes: readonly number[], rank: number):
 export function knownInts(x: InferInput | undefined): number[] | undefined {
   if (x === undefined) return undefined;
   if (x.value !== undefined) return Array.from(x.value.nums, Number);
-  if (x.sym !== undefined && x.sym.every((d) => typeof d === 'number')) return x.sym as number[];
+  if (x.sym?.every((d) => typeof d === 'number')) return x.sym as number[];
   return undefined;
 }
 

@@ -1,7 +1,7 @@
 // Matrix products: MatMul (numpy semantics), Gemm and MatMulInteger, on a blocked i/k/j float64 kernel.
 import { INT_RANGE, type DType, type NumArray } from '../dtype.ts';
 import { dimStr, type Dim } from '../symbolic.ts';
-import { broadcastDims, broadcastIndex, sizeOf, Tensor } from '../tensor.ts';
+import { broadcastDims, broadcastIndex, sizeOf, type Tensor } from '../tensor.ts';
 import { broadcastsTo, fromF64, requireNumeric, requireSameDtype, rint, roundTo } from './math-common.ts';
 import type { InferOutput, OpContext, OpHandler } from './types.ts';
 import { broadcastShapes, need } from './util.ts';

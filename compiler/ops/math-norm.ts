@@ -1,7 +1,7 @@
 // Normalizations: Layer, RMS, Batch (inference and training), Instance, Group, MeanVariance and Lp.
 import type { NumArray } from '../dtype.ts';
 import type { Dim } from '../symbolic.ts';
-import { broadcastIndex, sizeOf, Tensor } from '../tensor.ts';
+import { broadcastIndex, sizeOf, type Tensor } from '../tensor.ts';
 import { broadcastsTo, dtypeAttr, fromF64, normAxes, prodRange, requireFloat } from './math-common.ts';
 import { reduceMap } from './math-reduce.ts';
 import type { InferContext, InferInput, InferOutput, OpContext, OpHandler } from './types.ts';

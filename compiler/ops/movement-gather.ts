@@ -1,6 +1,6 @@
 // Movement operators that pick or place elements by index: Gather, GatherElements, GatherND, ScatterND, ScatterElements, Scatter.
 import { allocData } from '../dtype.ts';
-import { type Dim } from '../symbolic.ts';
+import type { Dim } from '../symbolic.ts';
 import { converter, sizeOf, stridesOf, Tensor } from '../tensor.ts';
 import type { InferInput, InferOutput, OpContext, OpHandler } from './types.ts';
 import { axisOf, need } from './util.ts';

@@ -1,6 +1,6 @@
 // Optimize-time quantization of weights into the layouts the quantized kernels read (compiler/kernel-schema.ts qmatmul,
 // qproject_topk: the one statement of those layouts), and references computing exactly what the kernels compute.
-import { QUANT_INPUTS } from '../kernel-enums.ts';
+import type { QUANT_INPUTS } from '../kernel-enums.ts';
 
 export type QuantInput = (typeof QUANT_INPUTS)[number];
 

@@ -104,7 +104,7 @@ export function tokenize13a(line: string): string {
   let s = line.replaceAll('<skipped>', '').replaceAll('-\n', '').replaceAll('\n', ' ');
   s = s.replaceAll('&quot;', '"').replaceAll('&amp;', '&').replaceAll('&lt;', '<').replaceAll('&gt;', '>');
   s = ` ${s} `;
-  s = s.replace(/([{-~[-`\x20-&(-+:-@\/])/g, ' $1 ');
+  s = s.replace(/([{-~[-`\x20-&(-+:-@/])/g, ' $1 ');
   s = s.replace(/([^0-9])([.,])/g, '$1 $2 ');
   s = s.replace(/([.,])([^0-9])/g, ' $1 $2');
   s = s.replace(/([0-9])(-)/g, '$1 $2 ');

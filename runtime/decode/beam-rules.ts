@@ -77,7 +77,7 @@ export function advance(s: Search, cands: Cand[], beamOfRow: Map<number, Beam>, 
   if (last || live.length === 0) { s.done = true; return; }
   if (s.open && full()) {
     const len = r.earlyStopping === 'never' && r.alpha > 0 ? maxLen : t + 1;
-    const best = live[0]!.logProb / Math.pow(len, r.alpha);
+    const best = live[0]!.logProb / len ** r.alpha;
     const worst = Math.min(...s.finished.map((h) => h.score));
     s.open = best > worst;
   }

@@ -29,7 +29,7 @@ export interface Conventions extends DecodeIds {
 
 /** A plan's (or a model's) conventions, with the given start/eos/pad ids or its own (pad defaults to the eos). */
 export function conventionsOf(d: PlanDecoding, ids?: DecodeIds): Conventions {
-  const list = <T>(v: T[] | undefined) => (v && v.length ? v : undefined);
+  const list = <T>(v: T[] | undefined) => (v?.length ? v : undefined);
   if (!ids && (d.decoderStartId === undefined || d.eosId === undefined)) throw new PlancError('PLANC_E011', 'the model records no decoder start id or eos id');
   return {
     ...(ids ?? { startId: d.decoderStartId!, eosId: d.eosId!, padId: d.padId ?? d.eosId! }),

@@ -248,7 +248,7 @@ export function maxLengthFor(o: DecodingOptions, srcLen: number, planCap: number
 
 /** generate()'s length penalty: score / length^alpha. */
 export function penalized(logProbSum: number, length: number, alpha: number): number {
-  return alpha === 0 ? logProbSum : logProbSum / Math.pow(Math.max(1, length), alpha);
+  return alpha === 0 ? logProbSum : logProbSum / Math.max(1, length) ** alpha;
 }
 
 /** early_stopping as a generation config spells it ('true', 'false', 'never') → the option's value. */

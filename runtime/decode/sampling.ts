@@ -106,7 +106,7 @@ function drawWeights(v: number, target: number): number {
 
 /** Value buckets of cutTopP's search. */
 const BUCKETS = 2048;
-let hist = new Float64Array(BUCKETS);
+const hist = new Float64Array(BUCKETS);
 
 /**
  * TopPLogitsWarper over the weights in scratch (0: not a candidate), without sorting the row: tokens in ascending order

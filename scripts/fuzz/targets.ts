@@ -27,7 +27,8 @@ function compileAndTranslate(model: string, profile = PROFILE, mustFail?: string
 // ---------------- onnx: one ONNX file of the model mutated (bytes, or a decoded field) ----------------
 
 const ONNX_FILES = ['encoder_model.onnx', 'decoder_model.onnx', 'decoder_with_past_model.onnx'];
-type Obj = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+// biome-ignore lint/suspicious/noExplicitAny: plan headers decoded to plain objects, mutated by the fuzz mutators
+type Obj = Record<string, any>;
 
 function decodeOnnx(bytes: Uint8Array): Obj {
   return onnx.ModelProto.toObject(onnx.ModelProto.decode(bytes), { longs: Number, arrays: true, defaults: false }) as Obj;

@@ -1,7 +1,7 @@
 // planc serve --redis (gateway mode): POST /v1/translate becomes one queue job (content-addressed: the same request
 // again is answered from the finished job), answered when a worker completes it; the models are those live workers
 // hold. While Redis cannot take the job the answer is 503 PLANC_E708, and the gateway reconnects by itself.
-import { Job, Queue, QueueEvents } from 'bullmq';
+import { type Job, Queue, QueueEvents } from 'bullmq';
 import { Redis } from 'ioredis';
 import { PlancError } from '../../compiler/diagnostics.ts';
 import type { ClientOptions } from '../translate-route.ts';

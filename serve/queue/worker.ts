@@ -38,7 +38,7 @@ function poison(e: unknown): Error {
 
 async function runJob(models: Map<string, ServedModel>, job: Job): Promise<TranslateJobResult> {
   let m: ServedModel | undefined;
-  let options;
+  let options: ReturnType<typeof decodingOptions> | undefined;
   try {
     const data = checkJob(job.data);
     m = models.get(data.model);
