@@ -2,6 +2,7 @@
 // its padding in every encoder layer, so contiguous runs of rows are encoded apart, each padded to its own longest.
 import type { Plan } from '../plan.ts';
 import { dtypeBytes, type Resident, type ResidentTensor } from '../tensor.ts';
+import type { GraphRuns } from './graph-runs.ts';
 import { Spans } from './row-spans.ts';
 import { sourceFeeds } from './source-feeds.ts';
 
@@ -31,11 +32,11 @@ export function encoderGroups(lengths: number[]): [number, number][] {
 }
 
 /**
- * Runs the encoder on each group of `groups` and places its rows in `hidden` ([rows, S, D], S the batch's longest):
- * each row's own positions hold what a run of the whole batch would write there (a row's encoding does not depend on
+ * The encoder run of each group of `groups` (a GraphRuns sequence), its rows placed in `hidden` ([rows, S, D], S the
+ * batch's longest): each row's own positions hold what a run of the whole batch would write there (a row's encoding does not depend on
  * the padding beside it), its padding positions zeros (masked in every cross-attention). `take` gives scratch memory.
  */
-export function encodeInGroups(plan: Plan, sources: number[][], padId: number, groups: [number, number][], hidden: ResidentTensor, take: (bytes: number) => Resident): void {
+export function* encodeInGroups(plan: Plan, sources: number[][], padId: number, groups: [number, number][], hidden: ResidentTensor, take: (bytes: number) => Resident): GraphRuns {
   const [, S, D] = hidden.dims as [number, number, number];
   const bytes = dtypeBytes(hidden.dtype);
   const rowBytes = S * D * bytes;
@@ -44,7 +45,7 @@ export function encodeInGroups(plan: Plan, sources: number[][], padId: number, g
   for (const [a, b] of groups) {
     const len = longest(a, b);
     const { ids, mask } = sourceFeeds(sources.slice(a, b), padId);
-    plan.runSync('encoder', { input_ids: ids, attention_mask: mask }, { last_hidden_state: { dtype: hidden.dtype, dims: [b - a, len, D], resident: scratch, offset: 0 } });
+    yield { graph: 'encoder', feeds: { input_ids: ids, attention_mask: mask }, into: { last_hidden_state: { dtype: hidden.dtype, dims: [b - a, len, D], resident: scratch, offset: 0 } } };
     const spans = new Spans(b - a);
     for (let r = a; r < b; r++) spans.push((r - a) * len * D * bytes, hidden.offset + r * rowBytes, len * D * bytes);
     plan.residentCopy(scratch, hidden.resident, spans.array);

@@ -37,8 +37,11 @@ export class RowLoop<T> {
   /** Rows decoding now. */
   get rows(): number { return this.live.length; }
 
+  /** Sentences whose join (joinAsync) is under way: they hold rows already. */
+  joining = 0;
+
   /** Rows free for new sentences. */
-  get free(): number { return this.maxRows - this.live.length; }
+  get free(): number { return this.maxRows - this.live.length - this.joining; }
 
   /** Tags of the sentences decoding now. */
   get tags(): T[] { return this.live.map((r) => r.m.tag); }
@@ -49,8 +52,24 @@ export class RowLoop<T> {
    */
   join(members: RowMember<T>[]): void {
     if (members.length === 0) return;
-    const first = members[0]!;
-    const runner = new StepRunner(this.plan, members.map((m) => m.source), first.rules.c, members.length, 1);
+    this.joined(members, new StepRunner(this.plan, members.map((m) => m.source), members[0]!.rules.c, members.length, 1));
+  }
+
+  /** join() with the encoder and first step off the event loop (StepRunner.start): nothing may step until it resolves. */
+  async joinAsync(members: RowMember<T>[]): Promise<void> {
+    if (members.length === 0) return;
+    this.joining = members.length;
+    let runner: StepRunner;
+    try {
+      runner = await StepRunner.start(this.plan, members.map((m) => m.source), members[0]!.rules.c, members.length, 1);
+    } finally {
+      this.joining = 0;
+    }
+    this.joined(members, runner);
+  }
+
+  /** Chooses the first tokens from a runner that ran the new sentences' first step; those that go on join. */
+  private joined(members: RowMember<T>[], runner: StepRunner): void {
     try {
       const keep: number[] = [];
       const rows: Row<T>[] = [];

@@ -39,8 +39,8 @@ export interface SchedulerOptions {
   /** ...or once the oldest waiting sentence has waited this long (both). Default 20 ms. */
   maxWaitMs?: number;
   /**
-   * The row batch's decoder steps run on the runtime's worker thread while the event loop serves sockets and queues
-   * (default true); false: on the event loop (runSync), as cohorts' steps do.
+   * The row batch's joins (encoder and first step) and decoder steps run on the runtime's worker thread while the
+   * event loop serves sockets and queues (default true); false: on the event loop (runSync), as cohorts' steps do.
    */
   asyncSteps?: boolean;
   /** Hears of every decoder step: the rows it ran, its wall time, and whether it was a cohort's first (encoder included). */
@@ -130,9 +130,9 @@ export class Scheduler {
   /** Sentences waiting to start. */
   get queued(): number { return this.queue.length; }
 
-  /** Rows decoding now (sentences × beams not yet finished). */
+  /** Rows decoding now (sentences × beams not yet finished), those whose join is under way included. */
   get runningRows(): number {
-    let n = this.rowLoop?.rows ?? 0;
+    let n = (this.rowLoop?.rows ?? 0) + (this.rowLoop?.joining ?? 0);
     for (const c of this.cohorts) for (const m of c.members) if (!m.done) n += m.rows;
     return n;
   }
@@ -213,7 +213,8 @@ export class Scheduler {
     this.looping = true;
     try {
       while (this.queue.length > 0 || this.cohorts.length > 0 || (this.rowLoop?.rows ?? 0) > 0) {
-        this.admitRows();
+        const joining = this.admitRows();
+        if (joining) await joining;
         this.admit();
         const running = this.stepNext();
         if (running) await running;
@@ -247,7 +248,7 @@ export class Scheduler {
    * the batch is empty, minJoinRows of them wait, or the oldest has waited maxWaitMs: each join runs the encoder and
    * the first decoder step of the joiners together.
    */
-  private admitRows(): void {
+  private admitRows(): Promise<void> | undefined {
     if (!this.joinsRowsOk) return;
     const waiting = this.queue.filter((p) => this.joinsRows(p));
     if (waiting.length === 0) return;
@@ -281,17 +282,24 @@ export class Scheduler {
     const taken = new Set(members);
     for (let i = this.queue.length - 1; i >= 0; i--) if (taken.has(this.queue[i]!)) this.queue.splice(i, 1);
     members.sort((x, y) => y.source.length - x.source.length); // the encoder runs over runs of similar lengths
+    const joiners = members.map((m) => {
+      const { o, rules } = m.group.decoding;
+      const sample = o.doSample ? tokenSampler(o, rules.penalty, [new RandomStream(o.seed, o.sampleIndices?.[m.index] ?? m.index)], o.returnScores) : undefined;
+      return { source: m.source, maxLen: m.maxLen, rules, scores: o.returnScores, sample, tag: m };
+    });
     const t0 = performance.now();
-    try {
-      loop.join(members.map((m) => {
-        const { o, rules } = m.group.decoding;
-        const sample = o.doSample ? tokenSampler(o, rules.penalty, [new RandomStream(o.seed, o.sampleIndices?.[m.index] ?? m.index)], o.returnScores) : undefined;
-        return { source: m.source, maxLen: m.maxLen, rules, scores: o.returnScores, sample, tag: m };
-      }));
-      this.opts.onStep?.(members.length, performance.now() - t0, true);
-    } catch (e) {
+    const done = () => this.opts.onStep?.(members.length, performance.now() - t0, true);
+    const failed = (e: unknown) => {
       for (const m of members) if (!m.done) { m.done = true; this.settle(m.group, { index: m.index, error: e as Error }); }
+    };
+    if (this.opts.asyncSteps) return loop.joinAsync(joiners).then(done, failed);
+    try {
+      loop.join(joiners);
+      done();
+    } catch (e) {
+      failed(e);
     }
+    return undefined;
   }
 
   /** One step of the row batch; if it fails, its sentences fail and the batch starts afresh. */

@@ -1,13 +1,14 @@
 // Runs a plan's decoder step by step for a batch: encoder, first step, then decoder_with_past with the caches carried.
 import { PlancError } from '../../compiler/diagnostics.ts';
 import type { Plan } from '../plan.ts';
-import type { FeedTensor, ResidentTensor, RtData, RtDType, RtTensor } from '../tensor.ts';
+import type { FeedTensor, Resident, ResidentTensor, RtData, RtDType, RtTensor } from '../tensor.ts';
 import { vocabFeeds } from '../vocab.ts';
 import { bufferPool, Lease } from './buffer-pool.ts';
 import { EncoderState } from './encoder-state.ts';
 import { hasInPlaceCache, KVCaches } from './kv-cache.ts';
 import { checkSelection, keepsRows } from './row-spans.ts';
 import { encodeInGroups, encoderGroups } from './encoder-groups.ts';
+import { runRuns, runRunsSync, type GraphRuns } from './graph-runs.ts';
 import { int64, sourceFeeds } from './source-feeds.ts';
 import { POSITION_IDS_INPUT } from '../../compiler/plan/io-names.ts';
 
@@ -99,7 +100,9 @@ export interface StepRunnerOptions {
  * The buffers are leased from the plan's pool and go back to it on release() (or when the runner is collected).
  */
 export class StepRunner {
-  out: Feeds;
+  out: Feeds = {};
+  /** The encoder and first-step runs (done by the constructor, or by start()). */
+  private readonly firstRuns: GraphRuns;
   private readonly source: EncoderState;
   private decKV: Feeds = {};
   private readonly caches?: KVCaches;
@@ -112,8 +115,11 @@ export class StepRunner {
   /** Position stride of the position_ids feeds, 0 when the plan's step takes none. */
   private readonly stride: number;
 
-  /** maxRows: the most rows a step will run (beams × sentences); capacity: the most tokens a row will hold. */
-  constructor(private readonly plan: Plan, sources: number[][], d: DecodeIds, maxRows: number, capacity: number, opts: StepRunnerOptions = {}) {
+  /**
+   * maxRows: the most rows a step will run (beams × sentences); capacity: the most tokens a row will hold. The encoder
+   * and the first decoder step run here, unless deferFirst (StepRunner.start runs them off the event loop).
+   */
+  constructor(private readonly plan: Plan, sources: number[][], d: DecodeIds, maxRows: number, capacity: number, opts: StepRunnerOptions = {}, deferFirst = false) {
     const { ids, mask } = sourceFeeds(sources, d.padId);
     const b = sources.length;
     const rows = Math.max(maxRows, b);
@@ -128,16 +134,38 @@ export class StepRunner {
     const startPositions: Feeds = takesPositions(plan, 'decoder') ? { [POSITION_IDS_INPUT]: int64(b, 1, new Array<number>(b).fill(0)) } : {};
     const { hidden, kv, positions } = firstStepShapes(plan, encFeeds, start, vocab, startPositions);
     this.source = new EncoderState(plan, rows, mask, hidden, kv, vocab, take);
-    const groups = encoderGroups(sources.map((x) => x.length));
-    if (groups.length === 1) plan.runSync('encoder', encFeeds, { last_hidden_state: this.source.hidden() });
-    else encodeInGroups(plan, sources, d.padId, groups, this.source.hidden(), take);
     const first = { input_ids: start, encoder_attention_mask: this.source.mask(), encoder_hidden_states: this.source.hidden(), ...this.source.vocab(), ...startPositions };
-    if (hasInPlaceCache(plan)) {
-      this.caches = new KVCaches(plan, rows, capacity, take);
-      this.out = plan.runSync('decoder', first, { ...this.source.presentSlots(), ...this.caches.presentSlots(b, positions) });
+    if (hasInPlaceCache(plan)) this.caches = new KVCaches(plan, rows, capacity, take);
+    this.firstRuns = this.encodeAndStart(sources, d.padId, encFeeds, first, positions, take);
+    if (!deferFirst) runRunsSync(plan, this.firstRuns);
+  }
+
+  /**
+   * A runner whose encoder and first decoder step run off the event loop (plan.run): what the constructor does,
+   * without blocking (a server hears its sockets meanwhile). Nothing may touch the plan until it resolves.
+   */
+  static async start(plan: Plan, sources: number[][], d: DecodeIds, maxRows: number, capacity: number, opts: StepRunnerOptions = {}): Promise<StepRunner> {
+    const runner = new StepRunner(plan, sources, d, maxRows, capacity, opts, true);
+    try {
+      await runRuns(plan, runner.firstRuns);
+    } catch (e) {
+      runner.release();
+      throw e;
+    }
+    return runner;
+  }
+
+  /** The encoder (in groups of similar lengths) and the first decoder step, as runs. */
+  private *encodeAndStart(sources: number[][], padId: number, encFeeds: Feeds, first: Record<string, FeedTensor>, positions: number, take: (bytes: number) => Resident): GraphRuns {
+    const groups = encoderGroups(sources.map((x) => x.length));
+    if (groups.length === 1) yield { graph: 'encoder', feeds: encFeeds, into: { last_hidden_state: this.source.hidden() } };
+    else yield* encodeInGroups(this.plan, sources, padId, groups, this.source.hidden(), take);
+    const b = sources.length;
+    if (this.caches) {
+      this.out = yield { graph: 'decoder', feeds: first, into: { ...this.source.presentSlots(), ...this.caches.presentSlots(b, positions) } };
       this.caches.fill(b, positions);
     } else {
-      this.out = plan.runSync('decoder', first, this.source.presentSlots());
+      this.out = yield { graph: 'decoder', feeds: first, into: this.source.presentSlots() };
       this.decKV = pastFrom(this.out, '.decoder.');
       this.pastLength = Object.values(this.decKV)[0]?.dims[2] ?? 1;
     }
