@@ -1,6 +1,6 @@
 // --step-tokens N > 1: the decoder step's input_ids token axis becomes the symbol step_tokens (≤ N); exports that fix
 // the step at one token are refused. kv-cache-in-place then makes the cached self-attention causal among the new tokens.
-import { STEP_INPUT, STEP_TOKENS_SYMBOL } from '../compiler/plan/io-names.ts';
+import { POSITION_IDS_INPUT, STEP_INPUT, STEP_TOKENS_SYMBOL } from '../compiler/plan/io-names.ts';
 import { Diagnostics, PlancError } from '../compiler/diagnostics.ts';
 import { inferGraph, type Facts } from '../compiler/infer/infer.ts';
 import type { Graph, Model, Node } from '../compiler/ir.ts';
@@ -101,7 +101,8 @@ function relaxGraph(model: Model, g: Graph, n: number): void {
   for (const name of g.inputs) {
     const v = g.values.get(name)!;
     if (!v.type?.shape) continue;
-    const shape = v.type.shape.map((d, axis) => ((name === STEP_INPUT && axis === 1) || (isSym(old) && dimEq(d, old)) ? step : d));
+    // the token axis of input_ids and of an HRT model's position_ids (one position per new token)
+    const shape = v.type.shape.map((d, axis) => (((name === STEP_INPUT || name === POSITION_IDS_INPUT) && axis === 1) || (isSym(old) && dimEq(d, old)) ? step : d));
     g.values.set(name, { ...v, type: { ...v.type, shape } });
   }
   const after = inferStep(model, g, n);

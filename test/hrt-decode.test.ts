@@ -43,7 +43,7 @@ const NAMES = [
   'greedy k = 1, 2, 3 (top-k plan, batches of 5), two models: equal to the reference',
   'greedy k = 2 on a --topk 0 plan (full logits) and on an int8 plan against itself at batch 1 vs 12',
   'beam 3 (b_nat 3 and 1), k = 2 and 3, two models: equal to the reference',
-  'ordinary strategies on an HRT plan feed position_ids 0, 1, 2, …: greedy equals hrt k = 1',
+  'ordinary strategies on an HRT plan feed position_ids 0, 1, 2, …: greedy equals hrt k = 1; a --step-tokens 4 plan (position_ids [batch, step_tokens]): pgj and lookup equal greedy, hrt k = 3 as on the one-token plan',
   'refused: a plan without the contract (PLANC_E410), a chunk not in bos_k_ids (PLANC_E410, CLI too), natBeams > beamSize and sampling (PLANC_E405)',
   'optimize refuses a broken contract with PLANC_E013 listing what is missing',
   'a shortlist plan (--vocab shortlist): decoder_nat takes vocab_active, and every output id of both stages lies in the batch\'s active set',
@@ -174,6 +174,14 @@ if (!nativeAvailable()) {
     assert.equal(greedy.map((r) => r.ids), hrt1.map((r) => r.ids));
     const beam = await translateIds(plan, SRC, { beamSize: 2, maxLength: MAX_LEN });
     assert.equal(beam.length, SRC.length);
+    const r = optimize(model, path.join(tmp, 'hrt-steps.plan'), ['--step-tokens', '4']);
+    assert.is(r.status, 0, r.stderr);
+    const steps = await loadPlan(path.join(tmp, 'hrt-steps.plan'));
+    assert.equal(steps.inputs('decoder_with_past').find((i) => i.name === 'position_ids')!.dims, ['batch_size', 'step_tokens']);
+    for (const strategy of ['pgj', 'lookup']) assert.equal((await translateIds(steps, SRC, { strategy, maxLength: MAX_LEN })).map((x) => x.ids), greedy.map((x) => x.ids), strategy);
+    const hrt3 = await translateIds(plan, SRC, { strategy: 'hrt', chunk: 3, maxLength: MAX_LEN });
+    assert.equal((await translateIds(steps, SRC, { strategy: 'hrt', chunk: 3, maxLength: MAX_LEN })).map((x) => x.ids), hrt3.map((x) => x.ids));
+    steps.close();
   });
 
   const rejects = async (f: () => Promise<unknown>, code: string, pattern: RegExp) => {

@@ -3,7 +3,7 @@ import { PlancError } from '../../compiler/diagnostics.ts';
 import type { HrtFacts } from '../../compiler/ir.ts';
 import { NAT_GRAPH, NAT_MASK_INPUT, POSITION_IDS_INPUT, STEP_INPUT } from '../../compiler/plan/io-names.ts';
 import type { Plan } from '../plan.ts';
-import type { FeedTensor, RtTensor } from '../tensor.ts';
+import { allocTensor, type FeedTensor, type ResidentTensor, type RtTensor } from '../tensor.ts';
 import { vocabFeeds } from '../vocab.ts';
 import { beamSteps } from './beam.ts';
 import { DecodingRules } from './conventions.ts';
@@ -11,7 +11,8 @@ import { greedyToken, type Hypothesis } from './greedy.ts';
 import type { DecodingOptions } from './options.ts';
 import { positionBest } from './scores.ts';
 import { int64, sourceFeeds } from './source-feeds.ts';
-import { StepRunner } from './step-runner.ts';
+import { encoderGroups } from './encoder-groups.ts';
+import { gatherRows, StepRunner } from './step-runner.ts';
 import type { Steps } from './steps.ts';
 import type { BatchJob, DecodingStrategy } from './strategy.ts';
 
@@ -73,37 +74,53 @@ function* skipGreedy(runner: StepRunner, sources: number[][], caps: number[], ru
 const withEos = (h: Hypothesis, rules: DecodingRules) => (h.length > h.ids.length ? [...h.ids, rules.c.eosId] : h.ids);
 
 /**
- * Stage II: one decoder_nat call over the rows (each: [MASK] at p mod k ≠ 0, z_{p/k} at p = k, 2k, …, positions 1..n,
- * padded with id 0, position 0, mask 0); each row's output cut before its first eos, to maxLen − 1 tokens, scored
- * at + the log-probs of its masked positions (paper eq. 2). `hidden`: the encoder output of the rows' sources.
+ * Stage II: decoder_nat over the rows (each: [MASK] at p mod k ≠ 0, z_{p/k} at p = k, 2k, …, positions 1..n, padded
+ * with id 0, position 0, mask 0), in calls of rows of similar n (encoderGroups: padding costs a full projection per
+ * position); each row's output cut before its first eos, to maxLen − 1 tokens, scored at + the log-probs of its masked
+ * positions (paper eq. 2). `hidden`: the encoder output of the batch's sources [sentences, S, D] on the host.
  */
-function skipCmlm(plan: Plan, rows: SkipHyp[], sources: number[][], maxLens: number[], k: number, h: HrtFacts, rules: DecodingRules, hidden: FeedTensor): Hypothesis[] {
+function skipCmlm(plan: Plan, rows: SkipHyp[], sources: number[][], maxLens: number[], k: number, h: HrtFacts, rules: DecodingRules, hidden: RtTensor): Hypothesis[] {
   const inputs = rows.map(({ z }) => Array.from({ length: z.length * k }, (_, i) => ((i + 1) % k === 0 ? z[(i + 1) / k - 1]! : h.maskId)));
-  const T = Math.max(...inputs.map((x) => x.length));
-  const padded = (f: (x: number[], p: number) => number) => inputs.flatMap((x) => Array.from({ length: T }, (_, p) => (p < x.length ? f(x, p) : 0)));
-  const rowSources = rows.map((r) => sources[r.sentence]!);
-  const feeds: Record<string, FeedTensor> = {
-    [STEP_INPUT]: int64(rows.length, T, padded((x, p) => x[p]!)),
-    [POSITION_IDS_INPUT]: int64(rows.length, T, padded((_, p) => p + 1)),
-    [NAT_MASK_INPUT]: int64(rows.length, T, padded(() => 1)),
-    encoder_attention_mask: sourceFeeds(rowSources, rules.c.padId).mask,
-    encoder_hidden_states: hidden,
-  };
+  const order = inputs.map((_, j) => j).sort((a, b) => inputs[a]!.length - inputs[b]!.length);
+  const { mask } = sourceFeeds(sources, rules.c.padId);
   const takes = new Set(plan.inputs(NAT_GRAPH).map((i) => i.name));
-  for (const [name, t] of Object.entries(vocabFeeds(plan.header, sources))) if (takes.has(name)) feeds[name] = t;
-  const out = plan.runSync(NAT_GRAPH, feeds);
-  return inputs.map((x, r) => {
-    let nat = 0;
-    const y = x.map((tok, p) => {
-      if (tok !== h.maskId) return tok;
-      const best = positionBest(out, r, p, true);
-      nat += best.logProb;
-      return best.tok;
+  const vocab = Object.entries(vocabFeeds(plan.header, sources)).filter(([name]) => takes.has(name));
+  const out = new Array<Hypothesis>(rows.length);
+  for (const [a, b] of encoderGroups(order.map((j) => inputs[j]!.length))) {
+    const group = order.slice(a, b);
+    const T = inputs[group.at(-1)!]!.length;
+    const padded = (f: (x: number[], p: number) => number) => group.flatMap((j) => Array.from({ length: T }, (_, p) => (p < inputs[j]!.length ? f(inputs[j]!, p) : 0)));
+    const sentences = group.map((j) => rows[j]!.sentence);
+    const feeds: Record<string, FeedTensor> = {
+      [STEP_INPUT]: int64(group.length, T, padded((x, p) => x[p]!)),
+      [POSITION_IDS_INPUT]: int64(group.length, T, padded((_, p) => p + 1)),
+      [NAT_MASK_INPUT]: int64(group.length, T, padded(() => 1)),
+      encoder_attention_mask: gatherRows(mask, sentences),
+      encoder_hidden_states: gatherRows(hidden, sentences),
+      ...Object.fromEntries(vocab),
+    };
+    const scores = plan.runSync(NAT_GRAPH, feeds);
+    group.forEach((j, r) => {
+      let nat = 0;
+      const y = inputs[j]!.map((tok, p) => {
+        if (tok !== h.maskId) return tok;
+        const best = positionBest(scores, r, p, true);
+        nat += best.logProb;
+        return best.tok;
+      });
+      const cut = y.findIndex((t) => rules.isEos(t));
+      const ids = (cut < 0 ? y : y.slice(0, cut)).slice(0, maxLens[rows[j]!.sentence]! - 1);
+      out[j] = { ids, logProb: rows[j]!.at + nat, length: ids.length + (cut < 0 ? 0 : 1) };
     });
-    const cut = y.findIndex((t) => rules.isEos(t));
-    const ids = (cut < 0 ? y : y.slice(0, cut)).slice(0, maxLens[rows[r]!.sentence]! - 1);
-    return { ids, logProb: rows[r]!.at + nat, length: ids.length + (cut < 0 ? 0 : 1) };
-  });
+  }
+  return out;
+}
+
+/** A resident tensor's data on the host. */
+function hostCopy(plan: Plan, t: ResidentTensor): RtTensor {
+  const host = allocTensor(t.dtype, t.dims);
+  plan.residentRead(t.resident, t.offset, host.data);
+  return host;
 }
 
 /** Per sentence, its filled hypotheses best first by eq. 2's score (ties: the earlier stage-I rank). */
@@ -127,7 +144,7 @@ function* hrtSteps({ plan, sources, maxLens, rules, options }: BatchJob): Steps<
     try {
       const rows = yield* skipGreedy(runner, sources, caps, stageI, scores);
       if (k === 1) return rows.map((r) => [{ ids: rules.isEos(r.z.at(-1) ?? -1) ? r.z.slice(0, -1) : r.z, logProb: r.at, length: r.z.length }]);
-      const filled = skipCmlm(plan, rows, sources, maxLens, k, h, rules, runner.encoderOutput());
+      const filled = skipCmlm(plan, rows, sources, maxLens, k, h, rules, hostCopy(plan, runner.encoderOutput()));
       yield;
       return bySentence(sources.length, rows, filled);
     } finally {
@@ -138,9 +155,9 @@ function* hrtSteps({ plan, sources, maxLens, rules, options }: BatchJob): Steps<
   if (k === 1) return found;
   const keep = options.natBeams || options.beamSize;
   const rows: SkipHyp[] = found.flatMap((hs, i) => hs.slice(0, keep).map((x) => ({ sentence: i, z: withEos(x, stageI), at: x.logProb })));
-  // the rows' encoder output: the encoder run again on each kept hypothesis' source
-  const { ids, mask } = sourceFeeds(rows.map((r) => sources[r.sentence]!), rules.c.padId);
-  const hidden = plan.runSync('encoder', { input_ids: ids, attention_mask: mask }).last_hidden_state as RtTensor;
+  // the sources' encoder output (beamSteps gave its runner's buffers back): the encoder run again, once per sentence
+  const { ids, mask } = sourceFeeds(sources, rules.c.padId);
+  const hidden = plan.runSync('encoder', { input_ids: ids, attention_mask: mask }).last_hidden_state!;
   const filled = skipCmlm(plan, rows, sources, maxLens, k, h, rules, hidden);
   yield;
   return bySentence(sources.length, rows, filled);
