@@ -13,6 +13,7 @@ import type { Shortlist } from '../compiler/vocab/shortlist.ts';
 import { encodeMarianBinaryShortlist } from '../compiler/vocab/shortlist-marian-binary.ts';
 import { vocabFeeds } from '../runtime/vocab.ts';
 import { conventionsOf } from '../runtime/decode/conventions.ts';
+import { Scheduler } from '../runtime/decode/scheduler.ts';
 import { translateIds } from '../runtime/decode/translate-ids.ts';
 import { nativeAvailable } from '../runtime/native.ts';
 import { loadPlan, type Plan } from '../runtime/plan.ts';
@@ -48,6 +49,7 @@ const NAMES = [
   'optimize refuses a broken contract with PLANC_E013 listing what is missing',
   'a shortlist plan (--vocab shortlist): decoder_nat takes vocab_active, and every output id of both stages lies in the batch\'s active set',
   'a cuda plan (decoder_nat with the CUDA kernels) on the emulated device: planc translate --device sim --strategy hrt equals the cpu plan, k = 2 and 3',
+  'planc serve\'s scheduler: requests that differ only in chunk or natBeams decode apart, each as translateIds',
 ];
 
 const noCuda = (() => {
@@ -194,6 +196,22 @@ if (!nativeAvailable()) {
     }
     assert.unreachable(`no ${code}`);
   };
+
+  test(NAMES[9]!, async () => {
+    const s = new Scheduler(plan);
+    const variants = [{ chunk: 2 }, { chunk: 3 }, { chunk: 2, beamSize: 3, natBeams: 3 }, { chunk: 2, beamSize: 3, natBeams: 1 }];
+    // a running cohort first, so that the variants wait together and open cohorts by key: without chunk and natBeams
+    // in the key, sentences of both chunk sizes (and both natBeams) would share one, decoded with the first's options
+    const busy = s.submit(SRC, { strategy: 'hrt', chunk: 3, maxLength: MAX_LEN });
+    const src = SRC.slice(0, 3);
+    const got = await Promise.all(variants.map((v) => s.submit(src, { strategy: 'hrt', maxLength: MAX_LEN, ...v })));
+    await busy;
+    for (const [i, v] of variants.entries()) {
+      const want = await translateIds(plan, src, { strategy: 'hrt', maxLength: MAX_LEN, ...v });
+      assert.equal(got[i]!.map((o) => o.result?.ids ?? o.error!.message), want.map((r) => r.ids), JSON.stringify(v));
+    }
+    await s.drain();
+  });
 
   test(NAMES[5]!, async () => {
     const ordinary = await loadPlan(path.join(tmp, 'plain.plan'));

@@ -96,7 +96,7 @@ export const cancelledError = (): PlancError => new PlancError('PLANC_E704', 'th
 function cohortKey(d: Decoding): string {
   const { o } = d;
   return JSON.stringify([d.strategy.name, o.beamSize, o.lengthPenalty, o.earlyStopping, o.minNewTokens, o.noRepeatNgramSize, o.encoderNoRepeatNgramSize,
-    o.repetitionPenalty, o.doSample, o.temperature, o.topK, o.topP, o.returnScores, o.returnAlternatives, o.targetLang, o.jacobiBlock]);
+    o.repetitionPenalty, o.doSample, o.temperature, o.topK, o.topP, o.returnScores, o.returnAlternatives, o.targetLang, o.jacobiBlock, o.chunk, o.natBeams]);
 }
 
 export class Scheduler {
