@@ -36,7 +36,7 @@ export interface ServeOptions {
   continuous?: boolean;
   /** false: greedy sentences start in cohorts instead of joining the running batch row by row (SchedulerOptions.joinRows). Default true. */
   joinRows?: boolean;
-  /** false: the running batch's decoder steps block the event loop (SchedulerOptions.asyncSteps). Default true. */
+  /** true: the running batch's joins and steps run off the event loop (SchedulerOptions.asyncSteps). Default false. */
   asyncSteps?: boolean;
   /** Bearer tokens a client must send (Authorization: Bearer KEY) to every route but /health and /ready. */
   apiKeys?: string[];
