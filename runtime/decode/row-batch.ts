@@ -130,11 +130,19 @@ export class RowBatch {
     this.smax = smax;
   }
 
-  /** Keeps rows `keep` (increasing: the others leave); row i continues old row keep[i]. */
+  /**
+   * Keeps rows `keep` (the others leave): row i continues old row keep[i], which is i (the row stays) or a row at or
+   * past keep.length (moved from the tail into a leaving row's place: one copy per leaving row, not a shift of every
+   * row after it). Rows are independent, so their order is free.
+   */
   leave(keep: number[]): void {
     this.live();
-    if (keep.some((r, i) => !Number.isInteger(r) || r < i || r >= this.rows || (i > 0 && r <= keep[i - 1]!))) {
-      throw new PlancError('PLANC_E405', `leave: rows [${keep.join(', ')}] must increase within [0, ${this.rows})`);
+    const seen = new Set<number>();
+    for (const [i, r] of keep.entries()) {
+      if (!Number.isInteger(r) || r < 0 || r >= this.rows || seen.has(r) || (r !== i && r < keep.length)) {
+        throw new PlancError('PLANC_E405', `leave: rows [${keep.join(', ')}]: each must be its own index or a row at or past ${keep.length}, distinct, within [0, ${this.rows})`);
+      }
+      seen.add(r);
     }
     if (keep.length === this.rows) return;
     const src = new Spans(keep.length * this.sourceRegions.length);
@@ -150,7 +158,7 @@ export class RowBatch {
         for (let h = 0; h < c.heads; h++) kv.push(c.offset + (r * c.heads + h) * this.capacity * pos, c.offset + (i * c.heads + h) * this.capacity * pos, this.past[r]! * pos);
       }
     });
-    // rows only move down, in order: copying within one buffer never overwrites a row before it is read
+    // a moved row comes from past the kept count into a leaving row's place: no copy overwrites a row still to be read
     if (src.count > 0) this.plan.residentCopy(this.source!, this.source!, src.array);
     if (kv.count > 0) this.plan.residentCopy(this.cache, this.cache, kv.array);
     this.past = keep.map((r) => this.past[r]!);

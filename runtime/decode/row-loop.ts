@@ -104,18 +104,26 @@ export class RowLoop<T> {
     this.advance();
   }
 
-  /** Chooses each row's next token from the step's outputs; rows that end (or are no longer wanted) leave. */
+  /**
+   * Chooses each row's next token from the step's outputs; rows that end (or are no longer wanted) leave, and the last
+   * rows that go on move into their places.
+   */
   private advance(): void {
-    const keep: number[] = [];
-    this.live.forEach((row, r) => {
-      if (this.hooks.cancelled(row.m.tag)) return;
+    const goesOn = this.live.map((row, r) => {
+      if (this.hooks.cancelled(row.m.tag)) return false;
       const { m, h } = row;
       const tok = greedyToken(this.batch.out, r, 0, row.t, m.maxLen, h, m.source, m.rules, m.scores, undefined, m.sample);
-      if (tok === undefined) return this.hooks.finished(m.tag, h);
+      if (tok === undefined) {
+        this.hooks.finished(m.tag, h);
+        return false;
+      }
       row.t++;
       row.next = tok;
-      keep.push(r);
+      return true;
     });
+    const count = goesOn.filter((x) => x).length;
+    const tail = goesOn.flatMap((x, r) => (x && r >= count ? [r] : []));
+    const keep = goesOn.slice(0, count).map((x, i) => (x ? i : tail.pop()!));
     this.batch.leave(keep);
     this.live = keep.map((r) => this.live[r]!);
   }
