@@ -37,11 +37,15 @@ it('sentences submitted one by one while others decode equal translateIds of all
   let submitted = 0;
   let most = 0;
   const watch = setInterval(() => { most = Math.max(most, s.cohortCount); }, 0);
-  const outcomes = await Promise.all(sources.map(async (src, i) => {
-    await new Promise((r) => setTimeout(r, i * 2)); // arrivals spread over the decoding of the earlier ones
+  // one arrival per turn of the event loop, where the scheduler takes one decoder step: arrivals spread over the
+  // decoding of the earlier ones by steps, not by wall-clock time
+  const pending: Promise<SentenceOutcome[]>[] = [];
+  for (const src of sources) {
+    pending.push(s.submit([src], { returnScores: true }));
     submitted++;
-    return (await s.submit([src], { returnScores: true }))[0]!;
-  }));
+    await new Promise((r) => setImmediate(r));
+  }
+  const outcomes = (await Promise.all(pending)).map((o) => o[0]!);
   clearInterval(watch);
   assert.is(submitted, sources.length);
   assert.equal(outcomes.map(ids), offline.map((r) => r.ids.join(' ')));
