@@ -5,22 +5,24 @@
 
 // Rows per ymm block, per pass over W (two blocks: 5 W rows × 2 blocks measured faster than 2 × 4 at 32 and 64 rows),
 // and the fewest rows the blocked product takes (at 8 rows the four-row kernel was faster: 3.1 vs 3.6 ms).
-constexpr int64_t kLanes = 8, kPassRows = 16, kGemmMinRows = 16;
+constexpr int64_t kBlockRows = 8, kPassRows = 16, kGemmMinRows = 16;
+
+#include "qrows_common_body.h"
 
 // Rows [r0, r0 + nr) of A (int16, kp / 2 pairs each) packed in blocks of 8: xb[(b · pairs + g) · 8 + i] = pair g of row
 // 8 b + i (zero past nr).
 QT void pack_rows8(const Rows& a, int64_t r0, int64_t nr, uint32_t* xb) {
-  const int64_t pairs = a.kp / 2, blocks = (nr + kLanes - 1) / kLanes;
+  const int64_t pairs = a.kp / 2, blocks = (nr + kBlockRows - 1) / kBlockRows;
   for (int64_t b = 0; b < blocks; b++) {
-    uint32_t* dst = xb + b * pairs * kLanes;
-    for (int64_t i = 0; i < kLanes; i++) {
-      const int64_t r = b * kLanes + i;
+    uint32_t* dst = xb + b * pairs * kBlockRows;
+    for (int64_t i = 0; i < kBlockRows; i++) {
+      const int64_t r = b * kBlockRows + i;
       if (r >= nr) {
-        for (int64_t g = 0; g < pairs; g++) dst[g * kLanes + i] = 0;
+        for (int64_t g = 0; g < pairs; g++) dst[g * kBlockRows + i] = 0;
         continue;
       }
       const int16_t* s = a.q16 + (r0 + r) * a.kp;
-      for (int64_t g = 0; g < pairs; g++) std::memcpy(dst + g * kLanes + i, s + 2 * g, 4);
+      for (int64_t g = 0; g < pairs; g++) std::memcpy(dst + g * kBlockRows + i, s + 2 * g, 4);
     }
   }
 }
@@ -49,7 +51,7 @@ QT void tile_rows(const uint32_t* xb, int64_t pairs, const int32_t* const* wr, i
   for (int64_t g = 0; g < pairs; g++) {
     pf.step();
     __m256i x[RB];
-    for (int b = 0; b < RB; b++) x[b] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + (b * pairs + g) * kLanes));
+    for (int b = 0; b < RB; b++) x[b] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + (b * pairs + g) * kBlockRows));
     for (int v = 0; v < V; v++) {
       int32_t pair;
       std::memcpy(&pair, wr[v] + g, 4);
@@ -58,7 +60,7 @@ QT void tile_rows(const uint32_t* xb, int64_t pairs, const int32_t* const* wr, i
     }
   }
   for (int v = 0; v < V; v++)
-    for (int b = 0; b < RB; b++) _mm256_storeu_si256(reinterpret_cast<__m256i*>(c + (v * RB + b) * kLanes), acc[v][b]);
+    for (int b = 0; b < RB; b++) _mm256_storeu_si256(reinterpret_cast<__m256i*>(c + (v * RB + b) * kBlockRows), acc[v][b]);
 }
 
 // W rows per tile for RB row blocks (16 ymm registers: the accumulators, RB rows, a broadcast and a product).
@@ -76,14 +78,14 @@ QT void row_gemm_i8(const Rows& a, int64_t r0, int64_t nr, int64_t tail, const i
                     int32_t* out) {
   static thread_local std::vector<uint32_t> xb;
   static thread_local std::vector<int16_t> wide;
-  const int64_t pairs = a.kp / 2, rb = (nr + kLanes - 1) / kLanes;
-  xb.resize(static_cast<size_t>(rb * pairs * kLanes));
+  const int64_t pairs = a.kp / 2, rb = (nr + kBlockRows - 1) / kBlockRows;
+  xb.resize(static_cast<size_t>(rb * pairs * kBlockRows));
   pack_rows8(a, r0, nr, xb.data());
   static const TileRows kTiles[2] = {&tile_rows_rb<1>, &tile_rows_rb<2>};
   static constexpr int kW[2] = {tile_w<1>(), tile_w<2>()};
   const TileRows tile = kTiles[rb - 1];
   const int V = kW[rb - 1];
-  alignas(32) int32_t c[12 * kLanes];
+  alignas(32) int32_t c[12 * kBlockRows];
   wide.resize(static_cast<size_t>(V * dp));
   const int8_t* next[12];
   auto row_at = [&](int64_t j) { return w + (ids ? ids[j] : j) * dp; };
@@ -105,33 +107,11 @@ QT void row_gemm_i8(const Rows& a, int64_t r0, int64_t nr, int64_t tail, const i
     if (j1 < nw) pf = Prefetch{next, V, dp, 0, 0};
     tile(xb.data(), pairs, wr, c, pf);
     for (int64_t r = 0; r < nr; r++) {
-      const int32_t* s = c + (r / kLanes) * kLanes + r % kLanes;
+      const int32_t* s = c + (r / kBlockRows) * kBlockRows + r % kBlockRows;
       int32_t* o = out + r * nw + j0;
-      for (int64_t v = 0; v < nj; v++) o[v] = s[v * rb * kLanes];
+      for (int64_t v = 0; v < nj; v++) o[v] = s[v * rb * kBlockRows];
     }
-    // the tail rows against the same W rows while they are in cache, four at a time
-    for (int64_t q = 0; q < (tail ? nj : 0); q += 4) {
-      const int64_t nq = nj - q < 4 ? nj - q : 4;
-      const int8_t* w4[4];
-      for (int t = 0; t < 4; t++) w4[t] = rows[q + (t < nq ? t : nq - 1)];
-      int32_t* o = out + nr * nw + j0 + q;
-      if (tail == 2) rows_by_4_i8<2>(a, r0 + nr, w4, dp, nq, o, nw);
-      else rows_by_4_i8<1>(a, r0 + nr, w4, dp, nq, o, nw);
-    }
-  }
-}
-
-// out[r][j] (row stride nw) = rows [r0, r0 + nr) of A · the int8 rows ids[j] of w [V, dp]: passes of up to 16 rows on
-// the blocked product, a last block of one or two rows on rows_by_4_i8 within the last pass (the W rows in cache);
-// fewer than 16 rows in all on row_dots_i8_by4.
-QT void row_dots_i8(const Rows& a, int64_t r0, int64_t nr, const int8_t* w, int64_t dp, const int32_t* ids, int64_t nw, int32_t* out) {
-  if (nr < kGemmMinRows || nw <= 0) {
-    row_dots_i8_by4(a, r0, nr, w, dp, ids, nw, out);
-    return;
-  }
-  const int64_t tail = nr % kLanes <= 2 ? nr % kLanes : 0, body = nr - tail;
-  for (int64_t r = 0; r < body; r += kPassRows) {
-    const int64_t n = body - r < kPassRows ? body - r : kPassRows;
-    row_gemm_i8(a, r0 + r, n, r + n == body ? tail : 0, w, dp, ids, nw, out + r * nw);
+    // the tail rows against the same W rows while they are in cache
+    if (tail) tail_rows_i8(a, r0 + nr, tail, rows, nj, dp, out + nr * nw + j0, nw);
   }
 }

@@ -7,6 +7,8 @@
 // per pass over a tile of W (four blocks), and the fewest rows the blocked product takes (below: row_dots_i8_by4).
 constexpr int64_t kBlockRows = 8, kPassRows = 32, kGemmMinRows = 8;
 
+#include "qrows_common_body.h"
+
 // 32-bit words per row of A in the form the path reads (VNNI: u8 quads; BW: int16 pairs); a multiple of 16 (kp is a
 // multiple of 64 in qproject_topk).
 inline int64_t row_words(int64_t kp) { return QVNNI ? kp / 4 : kp / 2; }
@@ -147,29 +149,7 @@ QT void row_gemm_i8(const Rows& a, int64_t r0, int64_t nr, int64_t tail, const i
     }
 #endif
     tile(xb.data(), words, wr, pf, out + j0, nw, nr, nj);
-    // the tail rows against the same W rows while they are in cache, four at a time
-    for (int64_t q = 0; q < (tail ? nj : 0); q += 4) {
-      const int64_t nq = nj - q < 4 ? nj - q : 4;
-      const int8_t* w4[4];
-      for (int t = 0; t < 4; t++) w4[t] = rows[q + (t < nq ? t : nq - 1)];
-      int32_t* o = out + nr * nw + j0 + q;
-      if (tail == 2) rows_by_4_i8<2>(a, r0 + nr, w4, dp, nq, o, nw);
-      else rows_by_4_i8<1>(a, r0 + nr, w4, dp, nq, o, nw);
-    }
-  }
-}
-
-// out[r][j] (row stride nw) = rows [r0, r0 + nr) of A · the int8 rows ids[j] of w [V, dp]: passes of up to 32 rows on
-// the blocked product, a last block of one or two rows on rows_by_4_i8 within the last pass (the W rows in cache);
-// fewer than eight rows in all on row_dots_i8_by4.
-QT void row_dots_i8(const Rows& a, int64_t r0, int64_t nr, const int8_t* w, int64_t dp, const int32_t* ids, int64_t nw, int32_t* out) {
-  if (nr < kGemmMinRows || nw <= 0) {
-    row_dots_i8_by4(a, r0, nr, w, dp, ids, nw, out);
-    return;
-  }
-  const int64_t tail = nr % kBlockRows <= 2 ? nr % kBlockRows : 0, body = nr - tail;
-  for (int64_t r = 0; r < body; r += kPassRows) {
-    const int64_t n = body - r < kPassRows ? body - r : kPassRows;
-    row_gemm_i8(a, r0 + r, n, r + n == body ? tail : 0, w, dp, ids, nw, out + r * nw);
+    // the tail rows against the same W rows while they are in cache
+    if (tail) tail_rows_i8(a, r0 + nr, tail, rows, nj, dp, out + nr * nw + j0, nw);
   }
 }
