@@ -182,36 +182,23 @@ export async function benchServe(): Promise<void> {
   const offlineSeconds = (before.seconds + after.seconds) / 2;
   const offlineCpu = (before.cpu + after.cpu) / 2;
   console.log(`offline translate --batch 32 again: ${(texts.length / after.seconds).toFixed(1)} sent/s (before the levels: ${(texts.length / before.seconds).toFixed(1)}); the ratios below use their mean time`);
-  const alone = await startServer(planFile, ['--no-continuous']);
-  let noCont: Level;
-  try {
-    collectGarbage();
-    noCont = (await load(alone.base, alone.child.pid!, texts, 32, maxRows)).level;
-  } finally {
-    await stopServer(alone.child);
-  }
+  /** A fresh server with `flags` under `clients` clients; its answers counted against offline's when `compare`. */
+  const levelWith = async (flags: string[], clients: number, compare: boolean): Promise<Level> => {
+    const other = await startServer(planFile, flags);
+    try {
+      collectGarbage();
+      const r = await load(other.base, other.child.pid!, texts, clients, maxRows);
+      if (compare) r.answers.forEach((a, i) => { compared++; if (a === offline[i]) identical++; });
+      return r.level;
+    } finally {
+      await stopServer(other.child);
+    }
+  };
+  const noCont = await levelWith(['--no-continuous'], 32, false);
   // the same server with greedy sentences in cohorts instead of joining the running batch row by row
-  const cohorts = await startServer(planFile, ['--no-row-join']);
-  let cohorts64: Level;
-  try {
-    collectGarbage();
-    const r = await load(cohorts.base, cohorts.child.pid!, texts, 64, maxRows);
-    cohorts64 = r.level;
-    r.answers.forEach((a, i) => { compared++; if (a === offline[i]) identical++; });
-  } finally {
-    await stopServer(cohorts.child);
-  }
+  const cohorts64 = await levelWith(['--no-row-join'], 64, true);
   // joins and steps off the event loop (--async-steps): the choice the default makes, measured
-  const offLoop = await startServer(planFile, ['--async-steps']);
-  let async64: Level;
-  try {
-    collectGarbage();
-    const r = await load(offLoop.base, offLoop.child.pid!, texts, 64, maxRows);
-    async64 = r.level;
-    r.answers.forEach((a, i) => { compared++; if (a === offline[i]) identical++; });
-  } finally {
-    await stopServer(offLoop.child);
-  }
+  const async64 = await levelWith(['--async-steps'], 64, true);
   const at = (c: number) => levels.find((l) => l.clients === c)!;
   const offlineRate = texts.length / offlineSeconds;
   const latencyRatio = pct(latencyPairs.map((p) => p.server), 0.5) / pct(latencyPairs.map((p) => p.single), 0.5);
