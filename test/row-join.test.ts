@@ -106,6 +106,36 @@ it('tiny plan: a cancelled sentence leaves the batch at the next step and the ot
   assert.is(s.runningRows, 0);
 });
 
+it('tiny plan: sentences beyond the free rows start with the joiners (one encoder run) and join at later steps, equal to translateIds', async () => {
+  let s!: Scheduler;
+  const starts: { rows: number; free: number }[] = [];
+  s = new Scheduler(tiny, { maxRows: 6, minJoinRows: 1, onStep: (rows, _ms, first) => { if (first) starts.push({ rows, free: 6 - s.runningRows }); } });
+  const first = s.submit(sources.slice(0, 3), {});
+  await new Promise((r) => setImmediate(r));
+  const rest = s.submit(sources.slice(3, 20), {});
+  const out = [...(await first), ...(await rest)];
+  assert.equal(out.map(ids), (await translateIds(tiny, sources.slice(0, 20))).map((r) => r.ids.join(' ')));
+  assert.is(starts.reduce((n, x) => n + x.rows, 0), 20, `each sentence started once (starts: ${JSON.stringify(starts)})`);
+  assert.ok(starts.some((x) => x.rows > x.free), `a start ran more sentences than the rows free then (starts: ${JSON.stringify(starts)})`);
+  assert.is(s.runningRows, 0);
+  assert.is(s.startedWaiting, 0);
+});
+
+it('tiny plan: a submission cancelled while its sentences are started but not joined gives their rows up; the others finish unchanged', async () => {
+  const abort = new AbortController();
+  let starts = 0;
+  const s = new Scheduler(tiny, { maxRows: 6, minJoinRows: 1, onStep: (_rows, _ms, first) => { if (first && ++starts === 2) abort.abort(); } });
+  const kept = s.submit(sources.slice(0, 3), {});
+  await new Promise((r) => setImmediate(r));
+  const dropped = s.submit(sources.slice(3, 15), {}, { signal: abort.signal });
+  const [a, b] = await Promise.all([kept, dropped]);
+  assert.equal(a.map(ids), (await translateIds(tiny, sources.slice(0, 3))).map((r) => r.ids.join(' ')));
+  assert.ok(b.every((o) => o.error && /PLANC_E704/.test(o.error.message)), `every dropped sentence says it was cancelled: ${b.map(ids).join('; ')}`);
+  assert.is(s.runningRows, 0);
+  assert.is(s.queued, 0);
+  assert.is(s.startedWaiting, 0, 'no started sentence still holds its runner');
+});
+
 it('joinRows: false decodes greedy sentences in cohorts, with the same results', async () => {
   const s = new Scheduler(tiny, { joinRows: false });
   let most = 0;

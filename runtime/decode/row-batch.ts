@@ -56,14 +56,18 @@ export class RowBatch {
   pastOf(r: number): number { return this.past[r]!; }
 
   /**
-   * Rows of a runner that has run its encoder and first decoder step (and nothing since) join as rows
-   * rows..rows+k-1, in their order: their encoder mask and K/V and their cached positions are copied in.
+   * Rows `from` of a runner that has run its encoder and first decoder step (and nothing since) join as rows
+   * rows..rows+from.length-1, in that order: their encoder mask and K/V and their cached positions are copied in. The
+   * runner is left as it was (its other rows may join later).
    */
-  join(runner: StepRunner, k: number): void {
+  join(runner: StepRunner, from: number[]): void {
     this.live();
+    const k = from.length;
     const state = runner.joinState();
     if (!state) throw new PlancError('PLANC_E405', 'join: the plan has no in-place caches');
     if (this.rows + k > this.maxRows) throw new PlancError('PLANC_E405', `join: ${this.rows} rows + ${k} exceed the ${this.maxRows} this batch holds`);
+    const bad = from.findIndex((r, i) => !Number.isInteger(r) || r < 0 || r >= state.source.rows || from.indexOf(r) !== i);
+    if (bad >= 0) throw new PlancError('PLANC_E405', `join: row ${from[bad]} is not a distinct row of the runner's ${state.source.rows}`);
     const src = state.source.layout();
     const len = runner.length;
     if (len > this.capacity) throw new PlancError('PLANC_E405', `join: rows of ${len} cached positions exceed the capacity ${this.capacity}`);
@@ -81,7 +85,7 @@ export class RowBatch {
       const dstRow = dst.heads * this.smax * posBytes;
       this.plan.residentWrite(this.source!, dst.offset + this.rows * dstRow, new Float32Array((k * dstRow) / 4));
       for (let j = 0; j < k; j++) {
-        for (let h = 0; h < dst.heads; h++) spans.push(r.offset + j * r.rowBytes + h * s * posBytes, dst.offset + (this.rows + j) * dstRow + h * this.smax * posBytes, s * posBytes);
+        for (let h = 0; h < dst.heads; h++) spans.push(r.offset + from[j]! * r.rowBytes + h * s * posBytes, dst.offset + (this.rows + j) * dstRow + h * this.smax * posBytes, s * posBytes);
       }
     });
     this.plan.residentCopy(src.buf, this.source!, spans.array);
@@ -94,7 +98,7 @@ export class RowBatch {
       const pos = c.headSize * dtypeBytes(c.dtype);
       for (let j = 0; j < k; j++) {
         for (let h = 0; h < c.heads; h++) {
-          cspans.push(c.offset + ((j * c.heads + h) * state.caches.capacity) * pos, dst.offset + ((this.rows + j) * dst.heads + h) * this.capacity * pos, len * pos);
+          cspans.push(c.offset + ((from[j]! * c.heads + h) * state.caches.capacity) * pos, dst.offset + ((this.rows + j) * dst.heads + h) * this.capacity * pos, len * pos);
         }
       }
     });

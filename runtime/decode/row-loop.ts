@@ -6,6 +6,7 @@ import { greedyToken, type Hypothesis } from './greedy.ts';
 import { RowBatch } from './row-batch.ts';
 import type { SampleToken } from './sampling.ts';
 import { StepRunner } from './step-runner.ts';
+import { PlancError } from '../../compiler/diagnostics.ts';
 
 /** A sentence to decode: its source ids, its token cap, its rules and scoring, and what the caller knows it by. */
 export interface RowMember<T> {
@@ -26,6 +27,37 @@ export interface RowLoopHooks<T> {
 
 interface Row<T> { m: RowMember<T>; h: Hypothesis; t: number; next: number }
 
+/** A runner whose sentences ran their encoder and first step together, and how many of them have yet to join (or be dropped). */
+class StartedBatch {
+  constructor(readonly runner: StepRunner, public left: number, readonly loop: { waiting: number }) {}
+
+  /** One of its rows joined or was dropped; the runner goes back to the pool with the last. */
+  done(): void {
+    if (--this.left === 0) this.runner.release();
+  }
+}
+
+/**
+ * A sentence whose encoder and first decoder step have run (RowLoop.start) and whose first token is chosen: it waits to
+ * join the running batch as row `j` of its batch's runner.
+ */
+export class StartedRow<T> {
+  /** @internal */
+  constructor(readonly batch: StartedBatch, readonly j: number, readonly row: Row<T>) {}
+
+  get tag(): T { return this.row.m.tag; }
+
+  private ended = false;
+
+  /** It joined, or will not (its caller went away): its row of the runner is given up (once). */
+  drop(): void {
+    if (this.ended) return;
+    this.ended = true;
+    this.batch.loop.waiting--;
+    this.batch.done();
+  }
+}
+
 export class RowLoop<T> {
   private readonly batch: RowBatch;
   private live: Row<T>[] = [];
@@ -37,56 +69,84 @@ export class RowLoop<T> {
   /** Rows decoding now. */
   get rows(): number { return this.live.length; }
 
-  /** Sentences whose join (joinAsync) is under way: they hold rows already. */
-  joining = 0;
+  /** Sentences whose start (startAsync) is under way. */
+  starting = 0;
+
+  /** Started sentences that have neither joined nor been dropped (each holds a row of its runner). */
+  waiting = 0;
 
   /** Rows free for new sentences. */
-  get free(): number { return this.maxRows - this.live.length - this.joining; }
+  get free(): number { return this.maxRows - this.live.length; }
 
   /** Tags of the sentences decoding now. */
   get tags(): T[] { return this.live.map((r) => r.m.tag); }
 
   /**
-   * Runs the encoder and first decoder step of new sentences (at most `free` of them) and chooses their first tokens;
-   * those that go on join the running batch.
+   * Runs the encoder and first decoder step of new sentences (at most the plan's maxBatch) together and chooses their
+   * first tokens: one entry per member, a StartedRow to join() now or later, or undefined for a sentence that ended
+   * there (or is no longer wanted; the hooks heard of it). Starting more sentences than will join at once lets the
+   * encoder run over a longer batch, sorted by length, than the few rows a step frees.
    */
-  join(members: RowMember<T>[]): void {
-    if (members.length === 0) return;
-    this.joined(members, new StepRunner(this.plan, members.map((m) => m.source), members[0]!.rules.c, members.length, 1));
+  start(members: RowMember<T>[]): (StartedRow<T> | undefined)[] {
+    if (members.length === 0) return [];
+    return this.started(members, new StepRunner(this.plan, members.map((m) => m.source), members[0]!.rules.c, members.length, 1));
   }
 
-  /** join() with the encoder and first step off the event loop (StepRunner.start): nothing may step until it resolves. */
-  async joinAsync(members: RowMember<T>[]): Promise<void> {
-    if (members.length === 0) return;
-    this.joining = members.length;
-    let runner: StepRunner;
+  /** start() with the encoder and first step off the event loop (StepRunner.start): nothing may step until it resolves. */
+  async startAsync(members: RowMember<T>[]): Promise<(StartedRow<T> | undefined)[]> {
+    if (members.length === 0) return [];
+    this.starting = members.length;
     try {
-      runner = await StepRunner.start(this.plan, members.map((m) => m.source), members[0]!.rules.c, members.length, 1);
+      return this.started(members, await StepRunner.start(this.plan, members.map((m) => m.source), members[0]!.rules.c, members.length, 1));
     } finally {
-      this.joining = 0;
+      this.starting = 0;
     }
-    this.joined(members, runner);
   }
 
-  /** Chooses the first tokens from a runner that ran the new sentences' first step; those that go on join. */
-  private joined(members: RowMember<T>[], runner: StepRunner): void {
+  /** Chooses the first tokens from a runner that ran the new sentences' first step. */
+  private started(members: RowMember<T>[], runner: StepRunner): (StartedRow<T> | undefined)[] {
+    const batch = new StartedBatch(runner, 1, this);
     try {
-      const keep: number[] = [];
-      const rows: Row<T>[] = [];
-      members.forEach((m, j) => {
-        if (this.hooks.cancelled(m.tag)) return;
+      return members.map((m, j) => {
+        if (this.hooks.cancelled(m.tag)) return undefined;
         const h: Hypothesis = { ids: [], logProb: 0, length: 0 };
         const tok = greedyToken(runner.out, j, 0, 0, m.maxLen, h, m.source, m.rules, m.scores, undefined, m.sample);
-        if (tok === undefined) return this.hooks.finished(m.tag, h);
-        keep.push(j);
-        rows.push({ m, h, t: 1, next: tok });
+        if (tok === undefined) {
+          this.hooks.finished(m.tag, h);
+          return undefined;
+        }
+        batch.left++;
+        this.waiting++;
+        return new StartedRow(batch, j, { m, h, t: 1, next: tok });
       });
-      if (keep.length === 0) return;
-      runner.select(keep);
-      this.batch.join(runner, keep.length);
-      this.live.push(...rows);
     } finally {
-      runner.release();
+      batch.done(); // the hold taken while the tokens were chosen (the runner is released here if no row goes on)
+    }
+  }
+
+  /**
+   * Started sentences join the running batch (at most `free` of them), in the order given; those no longer wanted
+   * are dropped instead. Rows of one runner are copied in together.
+   */
+  join(rows: StartedRow<T>[]): void {
+    if (rows.length > this.free) throw new PlancError('PLANC_E405', `join: ${rows.length} sentences, but ${this.free} rows are free`);
+    const byBatch = new Map<StartedBatch, StartedRow<T>[]>();
+    for (const s of rows) {
+      if (this.hooks.cancelled(s.tag)) {
+        s.drop();
+        continue;
+      }
+      const list = byBatch.get(s.batch) ?? [];
+      list.push(s);
+      byBatch.set(s.batch, list);
+    }
+    try {
+      for (const [batch, list] of byBatch) {
+        this.batch.join(batch.runner, list.map((s) => s.j));
+        this.live.push(...list.map((s) => s.row));
+      }
+    } finally {
+      for (const list of byBatch.values()) for (const s of list) s.drop();
     }
   }
 
