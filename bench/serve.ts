@@ -1,6 +1,6 @@
 // `npm run bench -- serve`: planc serve (a child process on 127.0.0.1) under closed-loop load, one es-en test sentence per
-// request, at 1, 8, 32 and 64 clients; against offline translate --batch 32 and a single in-process translate() per
-// sentence, and against the same server with --no-continuous (32 clients), --no-row-join (cohorts, 64 clients) and --async-steps (64 clients). Latency percentiles and batch occupancy per level.
+// request, at 1, 8, 32 and 64 clients; against offline translate --batch 32 (in rounds beside the 32- and 64-client
+// levels) and a single in-process translate() per sentence (alternating with the 1-client requests), and against the same server with --no-continuous (32 clients), --no-row-join (cohorts, 64 clients) and --async-steps (64 clients). Latency percentiles and batch occupancy per level.
 import { spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as http from 'node:http';
@@ -136,9 +136,6 @@ export async function benchServe(): Promise<void> {
   // offline: translate --batch 32 on the same sentences, and one translate() per sentence (the latency reference)
   const plan = await loadPlan(planFile);
   await translate(plan, texts.slice(0, 16), { batchSize: 32 }); // warm-up
-  collectGarbage();
-  // offline is measured before the levels and again after them (the machine's speed drifts over minutes: on one
-  // quiet 2-core VM, 166 and 207 sent/s a few minutes apart); the ratios use both runs
   const offlineRun = async () => {
     collectGarbage();
     const cpu0 = process.cpuUsage();
@@ -147,48 +144,75 @@ export async function benchServe(): Promise<void> {
     const cpu = process.cpuUsage(cpu0);
     return { out, seconds: (performance.now() - t0) / 1000, cpu: (cpu.user + cpu.system) / 1e6 };
   };
-  const before = await offlineRun();
-  const offline = before.out;
-  let t0 = performance.now();
-  const single: number[] = [];
-  for (const t of texts.slice(0, LATENCY_N)) {
-    t0 = performance.now();
-    await translate(plan, [t]);
-    single.push(performance.now() - t0);
-  }
-  console.log(`offline translate --batch 32: ${texts.length} sentences in ${before.seconds.toFixed(2)} s (${(texts.length / before.seconds).toFixed(1)} sent/s); single translate() median ${pct(single, 0.5).toFixed(2)} ms; ${(before.cpu * 1000 / texts.length).toFixed(1)} CPU ms a sentence`);
-  const offlineSeconds1 = before.seconds;
-
-  const levels: Level[] = [];
+  const rate = (seconds: number) => texts.length / seconds;
   let identical = 0;
   let compared = 0;
-  let latencyPairs: { server: number; single: number }[] = [];
+  const count = (answers: string[], offline: string[]) => answers.forEach((a, i) => { compared++; if (a === offline[i]) identical++; });
+
+  // The machine's speed drifts over minutes (on one quiet 2-core VM, offline ran at 204 and 253 sent/s within one
+  // run), so each comparison is made of neighbours: ROUNDS rounds of (offline, 64 clients, 32 clients), ratios per
+  // round and their median; the 1-client latencies alternate with in-process translate() sentence by sentence.
+  const ROUNDS = 3;
+  const rounds: { offline: number; offlineCpu: number; c64: Level; c32: Level }[] = [];
+  let offline: string[] = [];
+  const levels: Level[] = [];
+  const single: number[] = [];
   const server = await startServer(planFile, []);
   try {
-    for (const clients of [1, 8, 32, 64]) {
-      const sub = clients === 1 ? texts.slice(0, LATENCY_N) : texts;
-      collectGarbage();
-      const r = await load(server.base, server.child.pid!, sub, clients, maxRows);
-      levels.push(r.level);
-      r.answers.forEach((a, i) => { compared++; if (a === offline[i]) identical++; });
-      if (clients === 1) latencyPairs = r.latencies.map((l, i) => ({ server: l, single: single[i]! }));
-      console.log(`  ${String(clients).padStart(2)} clients: ${r.level.sentencesPerS.toFixed(1)} sent/s (${(r.level.sentencesPerS / (texts.length / offlineSeconds1)).toFixed(2)}x the first offline run), p50 ${r.level.p50.toFixed(1)} ms, p90 ${r.level.p90.toFixed(1)} ms, p99 ${r.level.p99.toFixed(1)} ms, mean rows per step ${r.level.meanRows.toFixed(1)} of ${maxRows}, ${(r.level.cpuSeconds * 1000 / sub.length).toFixed(1)} CPU ms a sentence`);
+    const url = new URL(`${server.base}/v1/translate`);
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+    for (const t of texts.slice(0, 16)) await postJson(agent, url, JSON.stringify({ text: t })); // warm-up
+    // 1 client: each sentence in-process, then through the server
+    const sub = texts.slice(0, LATENCY_N);
+    const latencies: number[] = [];
+    const before = await histogram(server.base, 'planc_batch_occupancy');
+    const cpu0 = cpuSecondsOf(server.child.pid!);
+    for (const t of sub) {
+      let t0 = performance.now();
+      const mine = await translate(plan, [t]);
+      single.push(performance.now() - t0);
+      t0 = performance.now();
+      const res = await postJson(agent, url, JSON.stringify({ text: t }));
+      latencies.push(performance.now() - t0);
+      const answer = (res.json as { translations?: { text?: string }[] }).translations?.[0]?.text;
+      if (res.status !== 200 || typeof answer !== 'string') throw new Error(`1 client: ${res.status} ${JSON.stringify(res.json)}`);
+      count([answer], mine);
+    }
+    agent.destroy();
+    const after = await histogram(server.base, 'planc_batch_occupancy');
+    const seconds = latencies.reduce((x, y) => x + y, 0) / 1000;
+    const occupancy = (after.sum - before.sum) / Math.max(1, after.count - before.count);
+    levels.push({ clients: 1, sentences: sub.length, seconds, sentencesPerS: sub.length / seconds, p50: pct(latencies, 0.5), p90: pct(latencies, 0.9), p99: pct(latencies, 0.99), occupancy, meanRows: occupancy * maxRows, cpuSeconds: cpuSecondsOf(server.child.pid!) - cpu0 });
+    const show = (l: Level, note = '') => console.log(`  ${String(l.clients).padStart(2)} clients: ${l.sentencesPerS.toFixed(1)} sent/s${note}, p50 ${l.p50.toFixed(1)} ms, p90 ${l.p90.toFixed(1)} ms, p99 ${l.p99.toFixed(1)} ms, mean rows per step ${l.meanRows.toFixed(1)} of ${maxRows}, ${(l.cpuSeconds * 1000 / l.sentences).toFixed(1)} CPU ms a sentence`);
+    show(levels[0]!, ` (single translate() median ${pct(single, 0.5).toFixed(2)} ms in the same loop)`);
+    for (let r = 0; r < ROUNDS; r++) {
+      const off = await offlineRun();
+      if (r === 0) offline = off.out;
+      console.log(`round ${r + 1}: offline translate --batch 32: ${rate(off.seconds).toFixed(1)} sent/s, ${(off.cpu * 1000 / texts.length).toFixed(1)} CPU ms a sentence`);
+      const at = async (clients: number) => {
+        collectGarbage();
+        const l = await load(server.base, server.child.pid!, texts, clients, maxRows);
+        count(l.answers, offline);
+        show(l.level, ` (${(l.level.sentencesPerS / rate(off.seconds)).toFixed(2)}x this round's offline)`);
+        return l.level;
+      };
+      if (r === 0) levels.push(await at(8));
+      const c64 = await at(64);
+      const c32 = await at(32);
+      rounds.push({ offline: off.seconds, offlineCpu: off.cpu, c64, c32 });
+      if (r === 0) levels.push(c32, c64);
     }
   } finally {
     await stopServer(server.child);
   }
-  const after = await offlineRun();
   plan.close();
-  const offlineSeconds = (before.seconds + after.seconds) / 2;
-  const offlineCpu = (before.cpu + after.cpu) / 2;
-  console.log(`offline translate --batch 32 again: ${(texts.length / after.seconds).toFixed(1)} sent/s (before the levels: ${(texts.length / before.seconds).toFixed(1)}); the ratios below use their mean time`);
   /** A fresh server with `flags` under `clients` clients; its answers counted against offline's when `compare`. */
   const levelWith = async (flags: string[], clients: number, compare: boolean): Promise<Level> => {
     const other = await startServer(planFile, flags);
     try {
       collectGarbage();
       const r = await load(other.base, other.child.pid!, texts, clients, maxRows);
-      if (compare) r.answers.forEach((a, i) => { compared++; if (a === offline[i]) identical++; });
+      if (compare) count(r.answers, offline);
       return r.level;
     } finally {
       await stopServer(other.child);
@@ -197,30 +221,35 @@ export async function benchServe(): Promise<void> {
   const noCont = await levelWith(['--no-continuous'], 32, false);
   // the same server with greedy sentences in cohorts instead of joining the running batch row by row
   const cohorts64 = await levelWith(['--no-row-join'], 64, true);
-  // joins and steps off the event loop (--async-steps): the choice the default makes, measured
+  // starts and steps off the event loop (--async-steps): the choice the default makes, measured
   const async64 = await levelWith(['--async-steps'], 64, true);
-  const at = (c: number) => levels.find((l) => l.clients === c)!;
-  const offlineRate = texts.length / offlineSeconds;
-  const latencyRatio = pct(latencyPairs.map((p) => p.server), 0.5) / pct(latencyPairs.map((p) => p.single), 0.5);
+  const median = (xs: number[]) => pct(xs, 0.5);
+  const med64 = median(rounds.map((r) => r.c64.sentencesPerS));
+  const offlineSeconds = median(rounds.map((r) => r.offline));
+  const offlineRate = rate(offlineSeconds);
+  const offlineCpu = median(rounds.map((r) => r.offlineCpu));
+  const latencyRatio = levels[0]!.p50 / median(single);
   const summary = {
-    throughput64VsOffline: at(64).sentencesPerS / offlineRate,
+    /** Median over the rounds of (64 clients / that round's offline). */
+    throughput64VsOffline: median(rounds.map((r) => r.c64.sentencesPerS / rate(r.offline))),
     latency1VsSingle: latencyRatio,
-    continuousVsAlone32: at(32).sentencesPerS / noCont.sentencesPerS,
+    /** The median 32-client round against --no-continuous. */
+    continuousVsAlone32: median(rounds.map((r) => r.c32.sentencesPerS)) / noCont.sentencesPerS,
     /** Rows joining the running batch against cohorts (--no-row-join), 64 clients. */
-    rowJoinVsCohorts64: at(64).sentencesPerS / cohorts64.sentencesPerS,
+    rowJoinVsCohorts64: med64 / cohorts64.sentencesPerS,
     /** --async-steps against the default (steps on the event loop), 64 clients. */
-    asyncStepsVsDefault64: async64.sentencesPerS / at(64).sentencesPerS,
+    asyncStepsVsDefault64: async64.sentencesPerS / med64,
     /** Sentences per CPU second of the server process at 64 clients against offline's (robust to other load on the machine). */
-    cpuEfficiency64VsOffline: (offlineCpu / texts.length) / (at(64).cpuSeconds / at(64).sentences),
+    cpuEfficiency64VsOffline: median(rounds.map((r) => (r.offlineCpu / texts.length) / (r.c64.cpuSeconds / r.c64.sentences))),
   };
   console.log(`  --no-continuous, 32 clients: ${noCont.sentencesPerS.toFixed(1)} sent/s, p50 ${noCont.p50.toFixed(1)} ms`);
   console.log(`  --no-row-join (cohorts), 64 clients: ${cohorts64.sentencesPerS.toFixed(1)} sent/s, p50 ${cohorts64.p50.toFixed(1)} ms, mean rows per step ${cohorts64.meanRows.toFixed(1)}; rows joining: ${summary.rowJoinVsCohorts64.toFixed(2)}x`);
   console.log(`  --async-steps, 64 clients: ${async64.sentencesPerS.toFixed(1)} sent/s (${summary.asyncStepsVsDefault64.toFixed(2)}x the default), p50 ${async64.p50.toFixed(1)} ms`);
-  console.log(`64 clients vs offline --batch 32: ${summary.throughput64VsOffline.toFixed(2)}x (target ≥ 0.85); 1 client median latency vs one in-process translate(): ${latencyRatio.toFixed(2)}x (target ≤ 1.15); continuous vs --no-continuous at 32 clients: ${summary.continuousVsAlone32.toFixed(2)}x (target ≥ 4); CPU per sentence at 64 clients vs offline: ${summary.cpuEfficiency64VsOffline.toFixed(2)}x as efficient; identical to offline: ${identical}/${compared}`);
+  console.log(`64 clients vs offline --batch 32: ${summary.throughput64VsOffline.toFixed(2)}x (median of ${ROUNDS} rounds; target ≥ 0.85); 1 client median latency vs one in-process translate(): ${latencyRatio.toFixed(2)}x (target ≤ 1.15); continuous vs --no-continuous at 32 clients: ${summary.continuousVsAlone32.toFixed(2)}x (target ≥ 4); CPU per sentence at 64 clients vs offline: ${summary.cpuEfficiency64VsOffline.toFixed(2)}x as efficient; identical to offline: ${identical}/${compared}`);
   const out = path.join(REPO_ROOT, 'bench', 'results', 'serve.jsonl');
   fs.appendFileSync(out, JSON.stringify({
     bench: 'serve', model: 'es-en', plan: 'fp32, --max-batch 32, --max-tgt-len 64', sentences: texts.length, latencySentences: LATENCY_N,
-    offline: { seconds: offlineSeconds, sentencesPerS: offlineRate, singleMedianMs: pct(single, 0.5), cpuSeconds: offlineCpu, runs: [before.seconds, after.seconds] }, levels, noContinuous32: noCont, cohorts64, async64, summary, identical, compared,
+    offline: { seconds: offlineSeconds, sentencesPerS: offlineRate, singleMedianMs: median(single), cpuSeconds: offlineCpu, runs: rounds.map((r) => r.offline) }, levels, rounds: rounds.map((r) => ({ offlineSentencesPerS: rate(r.offline), c64: r.c64, c32: r.c32 })), noContinuous32: noCont, cohorts64, async64, summary, identical, compared,
     ...machineFacts(),
   }) + '\n');
   console.log(`appended to ${path.relative(REPO_ROOT, out)}`);

@@ -25,7 +25,7 @@ export const SERVE: CommandSpec = {
     'timeout-ms': { kind: 'number', value: 'N', help: 'a request not answered within N ms is cancelled and answered 504 (default 120000)' },
     'no-continuous': { kind: 'boolean', help: 'decode every request alone, one after another (no batching across requests; for comparison)' },
     'no-row-join': { kind: 'boolean', help: 'greedy sentences start in cohorts that step separately instead of joining the running batch row by row (for comparison; plans without the per-row step graph always use cohorts)' },
-    'async-steps': { kind: 'boolean', help: 'the running batch\'s joins and decoder steps run on the runtime\'s worker thread while the event loop serves sockets (on 2 cores it was slower: the event loop then competes with the kernels\' threads; for machines with cores to spare)' },
+    'async-steps': { kind: 'boolean', help: 'the running batch\'s starts (encoder and first step) and decoder steps run on the runtime\'s worker thread while the event loop serves sockets (on 2 cores it was slower: the event loop then competes with the kernels\' threads; for machines with cores to spare)' },
     'api-key-file': { kind: 'string', value: 'FILE', help: 'API keys, one a line (at least 16 characters each): every route but /health and /ready then needs Authorization: Bearer KEY' },
     'log-level': { kind: 'string', value: 'LEVEL', help: 'JSON log level on standard output: fatal, error, warn, info (default), debug, trace, silent' },
     redis: { kind: 'string', value: 'URL', help: 'gateway mode: no plans here; each request becomes a job for planc worker processes on this Redis (redis://[user:password@]host:port), answered when one finishes it; 503 while Redis is unreachable' },

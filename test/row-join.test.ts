@@ -6,9 +6,10 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { canJoinRows } from '../runtime/decode/row-batch.ts';
+import { canJoinRows, RowBatch } from '../runtime/decode/row-batch.ts';
+import { StepRunner } from '../runtime/decode/step-runner.ts';
 import { Scheduler, type SentenceOutcome } from '../runtime/decode/scheduler.ts';
-import { translateIds } from '../runtime/decode/translate-ids.ts';
+import { decodeIds, translateIds } from '../runtime/decode/translate-ids.ts';
 import { nativeAvailable } from '../runtime/native.ts';
 import { loadPlan, type Plan } from '../runtime/plan.ts';
 import { sharedDir } from '../compiler/paths.ts';
@@ -40,7 +41,7 @@ const ids = (o: SentenceOutcome) => (o.error ? `error ${o.error.message}` : o.re
 
 /**
  * Submits each source alone, `gapMs` after the one before (so most arrive while others decode), through a scheduler
- * that joins rows; returns the outcomes and how many joins found rows already decoding at other lengths.
+ * that joins rows; returns the outcomes and how many joins found rows already decoding (at other lengths).
  */
 async function staggered(plan: Plan, srcs: number[][], gapMs: number, options: Record<string, unknown> = {}, maxRows?: number, asyncSteps = false) {
   let s: Scheduler;
@@ -48,10 +49,8 @@ async function staggered(plan: Plan, srcs: number[][], gapMs: number, options: R
   let most = 0;
   s = new Scheduler(plan, {
     maxRows, minJoinRows: 1, asyncSteps,
-    onStep: (rows, _ms, first) => {
-      if (first && s.runningRows > rows) midFlight++; // the joiners' first step ran while other rows were decoding
-      most = Math.max(most, s.runningRows);
-    },
+    onJoin: (joined, running) => { if (joined > 0 && running > 0) midFlight++; }, // rows joined while others were decoding
+    onStep: () => { most = Math.max(most, s.runningRows); },
   });
   const outcomes = await Promise.all(srcs.map(async (src, i) => {
     await new Promise((r) => setTimeout(r, i * gapMs));
@@ -64,6 +63,50 @@ async function staggered(plan: Plan, srcs: number[][], gapMs: number, options: R
 
 it('the tiny plan has the per-row step graph', () => {
   assert.ok(canJoinRows(tiny), `graphs: ${tiny.graphs.join(', ')}`);
+});
+
+it('tiny plan: the batch is laid out for its longest live source; when that row leaves, the others move to a shorter layout unchanged', () => {
+  const d = decodeIds(tiny);
+  const long = sources.find((x) => x.length === 15)!;
+  const short = sources.find((x) => x.length === 3)!;
+  const both = new RowBatch(tiny, 4, tiny.header.profile.maxTgtLen);
+  const alone = new RowBatch(tiny, 4, tiny.header.profile.maxTgtLen);
+  const a = new StepRunner(tiny, [long, short], d, 2, 1);
+  const b = new StepRunner(tiny, [short], d, 1, 1);
+  try {
+    both.join(a, [0, 1], [15, 3]);
+    alone.join(b, [0], [3]);
+    assert.is(both.sourceLength, 15);
+    assert.is(alone.sourceLength, 3);
+    // the same token choices and the same scores up to the last float bits: the cross-attention runs over the layout's
+    // length (padding masked), and its exp and sums take SIMD or scalar paths by that length
+    const same = (x: RowBatch, rx: number, y: RowBatch, ry: number, what: string) => {
+      for (const [k, t] of Object.entries(x.out)) {
+        const u = y.out[k]!;
+        const n = t.data.length / t.dims[0]!;
+        for (let i = 0; i < n; i++) {
+          const p = Number(t.data[rx * n + i]);
+          const q = Number(u.data[ry * n + i]);
+          assert.ok(Math.abs(p - q) <= 1e-5 * Math.max(1, Math.abs(q)), `${what}: ${k}[${i}] ${p} vs ${q}`);
+        }
+      }
+    };
+    both.step([5, 7]);
+    alone.step([7]);
+    same(both, 1, alone, 0, 'the short row beside the long one steps as it does alone');
+    both.leave([1]);
+    assert.is(both.sourceLength, 3, 'laid out again for the short row');
+    both.step([9]);
+    alone.step([9]);
+    same(both, 0, alone, 0, 'after the move it steps as it does alone');
+    assert.throws(() => both.join(a, [0], [16]), /source lengths \[16\] must be in \[1, 15\]/);
+    assert.throws(() => both.join(a, [2]), /row 2 is not a distinct row/);
+  } finally {
+    a.release();
+    b.release();
+    both.close();
+    alone.close();
+  }
 });
 
 it('tiny plan: sentences arriving one by one join the running batch and equal translateIds (greedy, with scores)', async () => {

@@ -27,6 +27,8 @@ export class RowBatch {
   private past: number[] = [];
   /** The encoder length the source regions are laid out for (rows with shorter sources are zero-padded, mask 0). */
   private smax = 0;
+  /** Each row's source length (its positions of the source regions; the rest are zero). */
+  private srcLen: number[] = [];
   private source?: Resident;
   private sourceRegions: SourceRegion[] = [];
   private readonly cache: Resident;
@@ -52,15 +54,20 @@ export class RowBatch {
     this.positionInputs = inputs.filter((i) => i.name.startsWith(ROW_POSITION_PREFIX)).map((i) => ({ name: i.name, rank: i.dims.length }));
   }
 
+  /** The encoder length the source regions are laid out for now: the longest live row's source, or more (at most twice). */
+  get sourceLength(): number { return this.smax; }
+
   /** Positions cached by row r. */
   pastOf(r: number): number { return this.past[r]!; }
 
   /**
    * Rows `from` of a runner that has run its encoder and first decoder step (and nothing since) join as rows
    * rows..rows+from.length-1, in that order: their encoder mask and K/V and their cached positions are copied in. The
-   * runner is left as it was (its other rows may join later).
+   * runner is left as it was (its other rows may join later). `lengths[j]` (default: the runner's encoder length) is
+   * joiner j's source length: only those positions are copied, and the batch is laid out for its longest live source,
+   * so a step's cross-attention runs over that, not over the longest source a start or the batch ever held.
    */
-  join(runner: StepRunner, from: number[]): void {
+  join(runner: StepRunner, from: number[], lengths?: number[]): void {
     this.live();
     const k = from.length;
     const state = runner.joinState();
@@ -71,21 +78,26 @@ export class RowBatch {
     const src = state.source.layout();
     const len = runner.length;
     if (len > this.capacity) throw new PlancError('PLANC_E405', `join: rows of ${len} cached positions exceed the capacity ${this.capacity}`);
-    // the encoder side: grow the layout to the joiners' source length, zero their rows, copy their S positions
-    const mask = src.regions[0]!;
-    const s = mask.rowDims[0]!;
-    if (!this.source || s > this.smax) {
+    const s = src.regions[0]!.rowDims[0]!; // the runner's encoder length (the mask is [rows, S])
+    const own = from.map((_, j) => lengths?.[j] ?? s);
+    if (own.some((n) => !Number.isInteger(n) || n < 1 || n > s)) throw new PlancError('PLANC_E405', `join: source lengths [${own.join(', ')}] must be in [1, ${s}]`);
+    // the encoder side: lay it out for the longest live source (grown for the joiners; shrunk when the batch is empty
+    // and the joiners are much shorter), zero the joiners' rows, copy their own positions
+    const needed = Math.max(...own, ...this.srcLen);
+    if (!this.source) {
       const flat = (r: { rowDims: number[] }) => r.rowDims.length === 1;
-      this.relayout(src.regions.map((r) => ({ name: r.name, dtype: r.dtype, flat: flat(r), heads: flat(r) ? 1 : r.rowDims[0]!, inner: flat(r) ? 1 : r.rowDims[2]! })), Math.max(s, this.smax));
+      this.sourceRegions = src.regions.map((r) => ({ name: r.name, dtype: r.dtype, flat: flat(r), heads: flat(r) ? 1 : r.rowDims[0]!, inner: flat(r) ? 1 : r.rowDims[2]!, offset: 0 }));
     }
+    if (!this.source || needed > this.smax || (this.rows === 0 && 2 * needed <= this.smax)) this.relayout(needed);
     const spans = new Spans(k * src.regions.reduce((n, r) => n + (r.rowDims.length === 1 ? 1 : r.rowDims[0]!), 0));
     src.regions.forEach((r, ri) => {
       const dst = this.sourceRegions[ri]!;
+      if (r.name !== dst.name) throw new Error(`internal: source region ${ri} is '${r.name}' in the runner, '${dst.name}' here`);
       const posBytes = dst.inner * dtypeBytes(dst.dtype);
       const dstRow = dst.heads * this.smax * posBytes;
       this.plan.residentWrite(this.source!, dst.offset + this.rows * dstRow, new Float32Array((k * dstRow) / 4));
       for (let j = 0; j < k; j++) {
-        for (let h = 0; h < dst.heads; h++) spans.push(r.offset + from[j]! * r.rowBytes + h * s * posBytes, dst.offset + (this.rows + j) * dstRow + h * this.smax * posBytes, s * posBytes);
+        for (let h = 0; h < dst.heads; h++) spans.push(r.offset + from[j]! * r.rowBytes + h * s * posBytes, dst.offset + (this.rows + j) * dstRow + h * this.smax * posBytes, own[j]! * posBytes);
       }
     });
     this.plan.residentCopy(src.buf, this.source!, spans.array);
@@ -103,14 +115,17 @@ export class RowBatch {
       }
     });
     this.plan.residentCopy(caches.buf, this.cache, cspans.array);
-    for (let j = 0; j < k; j++) this.past.push(len);
+    for (let j = 0; j < k; j++) {
+      this.past.push(len);
+      this.srcLen.push(own[j]!);
+    }
     this.rows += k;
   }
 
-  /** Lays the encoder side out for sources of up to `smax` positions, keeping the rows there are (zero-padded). */
-  private relayout(regions: Omit<SourceRegion, 'offset'>[], smax: number): void {
+  /** Lays the encoder side out for sources of up to `smax` positions, keeping each live row's own positions (the rest zero). */
+  private relayout(smax: number): void {
     let offset = 0;
-    const next = regions.map((r) => {
+    const next = this.sourceRegions.map((r) => {
       const out = { ...r, offset };
       offset += alignRegion(this.maxRows * r.heads * smax * r.inner * dtypeBytes(r.dtype));
       return out;
@@ -123,7 +138,7 @@ export class RowBatch {
         const old = this.sourceRegions[ri]!;
         const posBytes = r.inner * dtypeBytes(r.dtype);
         for (let row = 0; row < this.rows; row++) {
-          for (let h = 0; h < r.heads; h++) spans.push(old.offset + (row * r.heads + h) * this.smax * posBytes, r.offset + (row * r.heads + h) * smax * posBytes, this.smax * posBytes);
+          for (let h = 0; h < r.heads; h++) spans.push(old.offset + (row * r.heads + h) * this.smax * posBytes, r.offset + (row * r.heads + h) * smax * posBytes, this.srcLen[row]! * posBytes);
         }
       });
       this.plan.residentCopy(this.source, buf, spans.array);
@@ -166,7 +181,11 @@ export class RowBatch {
     if (src.count > 0) this.plan.residentCopy(this.source!, this.source!, src.array);
     if (kv.count > 0) this.plan.residentCopy(this.cache, this.cache, kv.array);
     this.past = keep.map((r) => this.past[r]!);
+    this.srcLen = keep.map((r) => this.srcLen[r]!);
     this.rows = keep.length;
+    // the longest source left: a batch laid out for twice that is laid out again (every step reads smax positions a row)
+    const longest = Math.max(0, ...this.srcLen);
+    if (this.rows > 0 && 2 * longest <= this.smax) this.relayout(longest);
   }
 
   /** One step: row r takes token tokens[r] at its own position; each row's cached length grows by one. */

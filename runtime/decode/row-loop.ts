@@ -142,7 +142,7 @@ export class RowLoop<T> {
     }
     try {
       for (const [batch, list] of byBatch) {
-        this.batch.join(batch.runner, list.map((s) => s.j));
+        this.batch.join(batch.runner, list.map((s) => s.j), list.map((s) => s.row.m.source.length));
         this.live.push(...list.map((s) => s.row));
       }
     } finally {

@@ -46,6 +46,8 @@ export interface SchedulerOptions {
   asyncSteps?: boolean;
   /** Hears of every decoder step: the rows it ran, its wall time, and whether it was a cohort's first (encoder included). */
   onStep?(rows: number, ms: number, first: boolean): void;
+  /** Hears of every join into the row batch: the sentences that joined and the rows that were decoding already. */
+  onJoin?(joined: number, running: number): void;
 }
 
 /** One sentence's outcome: its index in the submission, and its result or the error it failed with alone. */
@@ -115,7 +117,7 @@ export class Scheduler {
   private closed = false;
   private idle: (() => void)[] = [];
   readonly maxRows: number;
-  private readonly opts: Required<Omit<SchedulerOptions, 'onStep'>> & Pick<SchedulerOptions, 'onStep'>;
+  private readonly opts: Required<Omit<SchedulerOptions, 'onStep' | 'onJoin'>> & Pick<SchedulerOptions, 'onStep' | 'onJoin'>;
 
   constructor(readonly plan: Plan, options: SchedulerOptions = {}) {
     const planRows = plan.header.profile.maxBatch;
@@ -124,7 +126,7 @@ export class Scheduler {
     this.maxRows = maxRows;
     this.opts = {
       maxRows, maxRunningRows: options.maxRunningRows ?? 2 * maxRows, batchTokens: options.batchTokens ?? 0, continuous: options.continuous ?? true, maxCohorts: options.maxCohorts ?? 4,
-      minCohortRows: options.minCohortRows ?? Math.max(1, Math.floor(maxRows / 2)), maxWaitMs: options.maxWaitMs ?? 20, onStep: options.onStep,
+      minCohortRows: options.minCohortRows ?? Math.max(1, Math.floor(maxRows / 2)), maxWaitMs: options.maxWaitMs ?? 20, onStep: options.onStep, onJoin: options.onJoin,
       joinRows: options.joinRows ?? true, asyncSteps: options.asyncSteps ?? false, minJoinRows: options.minJoinRows ?? Math.max(1, Math.floor(maxRows / 4)),
     };
     this.joinsRowsOk = this.opts.continuous && this.opts.joinRows && canJoinRows(plan);
@@ -331,7 +333,9 @@ export class Scheduler {
     const joiners = members.filter((m) => m.started && !m.done);
     this.unqueue(joiners);
     try {
+      const running = this.rowLoop!.rows;
       this.rowLoop!.join(joiners.map((m) => m.started!));
+      this.opts.onJoin?.(this.rowLoop!.rows - running, running);
     } catch (e) {
       for (const m of joiners) if (!m.done) { m.done = true; this.settle(m.group, { index: m.index, error: e as Error }); }
     }
