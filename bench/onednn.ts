@@ -18,6 +18,7 @@ import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { REPO_ROOT } from '../compiler/paths.ts';
+import { call } from '../compiler/kernel-schema.ts';
 import { quantizeChannels, quantizeRows } from '../compiler/quant/pack.ts';
 import { nativeInfo, setThreads } from '../runtime/native.ts';
 import { machineFacts } from './machine.ts';
@@ -95,8 +96,8 @@ const weight = (dtype: Operand['dtype'], dims: number[], data: Operand['data']):
 const SINK: Call = (() => {
   const q = quantizeChannels(values(16 * 16, 5, 0.1), 16, 16, 8);
   return {
-    kernel: 'qmatmul', variant: 'auto', ins: [weight('float32', [1, 16], values(16, 6, 1)), weight('int8', q.dims, q.q), weight('float32', [16], q.scale), weight('int32', [16], q.sum), null, null],
-    outs: [out([1, 16])], iargs: [0, 0, 16, 16],
+    call: call('qmatmul', { activation: 'none', input: 'int8', n: 16, k: 16 }), variant: 'auto', ins: [weight('float32', [1, 16], values(16, 6, 1)), weight('int8', q.dims, q.q), weight('float32', [16], q.scale), weight('int32', [16], q.sum), null, null],
+    outs: [out([1, 16])],
   };
 })();
 
@@ -144,8 +145,8 @@ function runPlanc(threads: number): Sample[] {
     const wq = weight('int8', q.dims, q.q), sc = weight('float32', [n], q.scale), sum = weight('int32', [n], q.sum);
     for (const m of ROWS) {
       const a = weight('float32', [m, k], values(m * k, 1, 1));
-      add('planc-exec-qmatmul', m, k, n, timeHot(() => ({ kernel: 'qmatmul', variant: 'auto', ins: [a, wq, sc, sum, null, null], outs: [out([m, n])], iargs: [0, 0, n, k] })));
-      add('planc-exec-f32', m, k, n, timeHot(() => ({ kernel: 'fused_matmul', variant: 'auto', ins: [a, w32, null, null], outs: [out([m, n])], iargs: [0] })));
+      add('planc-exec-qmatmul', m, k, n, timeHot(() => ({ call: call('qmatmul', { activation: 'none', input: 'int8', n, k }), variant: 'auto', ins: [a, wq, sc, sum, null, null], outs: [out([m, n])] })));
+      add('planc-exec-f32', m, k, n, timeHot(() => ({ call: call('fused_matmul', { activation: 'none' }), variant: 'auto', ins: [a, w32, null, null], outs: [out([m, n])] })));
     }
   }
   const [d, v] = VOCAB;
@@ -154,8 +155,8 @@ function runPlanc(threads: number): Sample[] {
   for (const m of ROWS) {
     const x = weight('float32', [m, d], values(m * d, 3, 1));
     add('planc-exec-qproject_topk', m, d, v, timeHot(() => ({
-      kernel: 'qproject_topk', variant: 'auto', ins: [x, wr, sr, sumr, null, null],
-      outs: [out([m, TOPK]), { role: 'out', dtype: 'int64', dims: [m, TOPK], data: new BigInt64Array(m * TOPK) }], iargs: [TOPK, 0, d],
+      call: call('qproject_topk', { k: TOPK, input: 'int8', d }), variant: 'auto', ins: [x, wr, sr, sumr, null, null],
+      outs: [out([m, TOPK]), { role: 'out', dtype: 'int64', dims: [m, TOPK], data: new BigInt64Array(m * TOPK) }],
     })));
   }
   return samples;

@@ -8,6 +8,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { REPO_ROOT } from '../compiler/paths.ts';
+import { call } from '../compiler/kernel-schema.ts';
 import { quantizeChannels, quantizeRows } from '../compiler/quant/pack.ts';
 import { nativeInfo, setThreads } from '../runtime/native.ts';
 import { machineFacts } from './machine.ts';
@@ -75,15 +76,15 @@ function matmulRows(k: number, n: number, m: number, threads: number, mode: 'hot
   const fp32Calls = callsFor(mode, wf.byteLength);
   const fp32: Call[] = Array.from({ length: fp32Calls }, () => {
     const w = mode === 'cold' ? copyOf(w32) : w32;
-    return { kernel: 'fused_matmul', variant: 'auto', ins: [a, w, null, null], outs: [out([m, n])], iargs: [0] };
+    return { call: call('fused_matmul', { activation: 'none' }), variant: 'auto', ins: [a, w, null, null], outs: [out([m, n])] };
   });
   const fp32T = timeCalls(fp32, rounds);
-  for (const [label, input, bits] of [['int8', 0, 8], ['w8 (float32 rows)', 1, 8], ['int16', 2, 16]] as const) {
+  for (const [label, input, bits] of [['int8', 'int8', 8], ['w8 (float32 rows)', 'float32', 8], ['int16', 'int16', 16]] as const) {
     const q = quantizeChannels(wf, k, n, bits);
     const wq = weight(bits === 8 ? 'int8' : 'int16', q.dims, q.q), sc = weight('float32', [n], q.scale), sum = weight('int32', [n], q.sum);
     const calls: Call[] = Array.from({ length: callsFor(mode, q.q.byteLength) }, () => {
       const w = mode === 'cold' ? copyOf(wq) : wq;
-      return { kernel: 'qmatmul', variant: 'auto', ins: [a, w, sc, sum, null, null], outs: [out([m, n])], iargs: [0, input, n, k] };
+      return { call: call('qmatmul', { activation: 'none', input, n, k }), variant: 'auto', ins: [a, w, sc, sum, null, null], outs: [out([m, n])] };
     });
     rows.push(row(`qmatmul ${label}`, `K=${k} N=${n}`, m, threads, mode, fp32T, timeCalls(calls, rounds), wf.byteLength, q.q.byteLength));
   }
@@ -96,13 +97,13 @@ function projectRows(v: number, d: number, m: number, threads: number, rounds: n
   const wf = values(v * d, 4, 0.1);  // [V, D]: the embedding a tied output projection reads
   const topkOuts = () => [out([m, k]), { role: 'out', dtype: 'int64', dims: [m, k], data: new BigInt64Array(m * k) } as Operand];
   const calls = (c: Omit<Call, 'outs'>) => Array.from({ length: 4 }, () => ({ ...c, outs: topkOuts() }));
-  const fp32T = timeCalls(calls({ kernel: 'project_topk', variant: '', ins: [x, weight('float32', [v, d], wf), null, null], iargs: [k, 1] }), rounds);
+  const fp32T = timeCalls(calls({ call: call('project_topk', { k, transposed: 1 }), variant: '', ins: [x, weight('float32', [v, d], wf), null, null] }), rounds);
   const q = quantizeRows(wf, v, d);
   const rows: Row[] = [];
-  for (const [label, input] of [['int8', 0], ['w8 (float32 rows)', 1]] as const) {
+  for (const [label, input] of [['int8', 'int8'], ['w8 (float32 rows)', 'float32']] as const) {
     const quant = timeCalls(calls({
-      kernel: 'qproject_topk', variant: 'auto',
-      ins: [x, weight('int8', q.dims, q.q), weight('float32', [v], q.scale), weight('int32', [v], q.sum), null, null], iargs: [k, input, d],
+      call: call('qproject_topk', { k, input, d }), variant: 'auto',
+      ins: [x, weight('int8', q.dims, q.q), weight('float32', [v], q.scale), weight('int32', [v], q.sum), null, null],
     }), rounds);
     rows.push(row(`qproject_topk ${label}`, `V=${v} D=${d}`, m, threads, 'cold', fp32T, quant, wf.byteLength, q.q.byteLength));
   }
@@ -118,7 +119,7 @@ const COMPARED = ['avx512vnni', 'amx'] as const;
 /** The timing of `calls` (built for a variant), or null where nativeInfo().variants says this machine does not run it. */
 function timeVariant(calls: Call[], rounds: number): Timing | null {
   const runs = nativeInfo().variants;
-  if (calls.some((c) => runs[c.kernel] !== undefined && !runs[c.kernel]!.includes(c.variant))) return null;
+  if (calls.some((c) => runs[c.call.kernel] !== undefined && !runs[c.call.kernel]!.includes(c.variant))) return null;
   return timeCalls(calls, rounds);
 }
 
@@ -142,7 +143,7 @@ function variantRows(threads: number): VariantRow[] {
     for (const m of [1, 8, 16, 32, 128]) {
       const a: Operand = { role: 'feed', dtype: 'float32', dims: [m, k], data: values(m * k, 1, 1) };
       rows.push(variantRow('qmatmul int8', `K=${k} N=${n}`, m, threads, (variant) => Array.from({ length: HOT_CALLS }, () => (
-        { kernel: 'qmatmul', variant, ins: [a, wq, sc, sum, null, null], outs: [out([m, n])], iargs: [0, 0, n, k] })), m <= 16 ? 31 : 11));
+        { call: call('qmatmul', { activation: 'none', input: 'int8', n, k }), variant, ins: [a, wq, sc, sum, null, null], outs: [out([m, n])] })), m <= 16 ? 31 : 11));
     }
   }
   for (const [v, d] of [[58101, 512], [32000, 256]] as const) {
@@ -152,7 +153,7 @@ function variantRows(threads: number): VariantRow[] {
       const x: Operand = { role: 'feed', dtype: 'float32', dims: [m, d], data: values(m * d, 3, 1) };
       const outs = () => [out([m, 8]), { role: 'out', dtype: 'int64', dims: [m, 8], data: new BigInt64Array(m * 8) } as Operand];
       rows.push(variantRow('qproject_topk int8', `V=${v} D=${d}`, m, threads, (variant) => Array.from({ length: 4 }, () => (
-        { kernel: 'qproject_topk', variant, ins: ins(x), outs: outs(), iargs: [8, 0, d] })), m === 1 ? 15 : 5));
+        { call: call('qproject_topk', { k: 8, input: 'int8', d }), variant, ins: ins(x), outs: outs() })), m === 1 ? 15 : 5));
     }
   }
   return rows;

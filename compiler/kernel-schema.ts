@@ -573,6 +573,13 @@ export function iargIndex(kernel: string, name: string): number {
   return i;
 }
 
+/** The position of float argument `name` of kernel `kernel` (throws when it has none of that name). */
+export function fargIndex(kernel: string, name: string): number {
+  const i = (kernelSpec(kernel).fargs ?? []).findIndex((a) => a.name === name);
+  if (i < 0) throw new Error(`internal: kernel '${kernel}' has no float argument '${name}'`);
+  return i;
+}
+
 // ---- variants ----
 
 /** The name of one of kernel K's variants (never: it has one implementation). */

@@ -3,7 +3,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { cudaEnumsHeader, nativeEnumsHeader } from '../compiler/kernel-enums.ts';
-import { cudaArgsHeader, nativeArgsHeader } from '../compiler/kernel-schema-headers.ts';
+import { cudaArgsHeader, nativeArgsHeader, nativeTestCallsHeader } from '../compiler/kernel-schema-headers.ts';
 import { REPO_ROOT } from '../compiler/paths.ts';
 
 /** Each generated file, relative to the repository root, with its text. */
@@ -12,6 +12,7 @@ export const GENERATED: [string, () => string][] = [
   ['codegen/cuda/kernels/enums.cuh', cudaEnumsHeader],
   ['native/src/generated/kernel_args.h', nativeArgsHeader],
   ['codegen/cuda/kernels/kernel_args.cuh', cudaArgsHeader],
+  ['native/test/generated/kernel_calls.h', nativeTestCallsHeader],
 ];
 
 if (process.argv[1] && path.resolve(process.argv[1]) === path.resolve(REPO_ROOT, 'scripts', 'gen-kernel-enums.ts')) {

@@ -7,6 +7,7 @@ import { crc32 } from 'node:zlib';
 import protobuf from 'protobufjs';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
+import { fargIndex } from '../compiler/kernel-schema.ts';
 import { importOnnxFile } from '../compiler/onnx/import-model.ts';
 import { onnx } from '../compiler/onnx/proto.ts';
 import { REPO_ROOT } from '../compiler/paths.ts';
@@ -161,8 +162,9 @@ if (!nativeAvailable()) {
   test('the validator refuses a NaN or infinite attention scale and a NaN epsilon', () => {
     for (const [kernel, value] of [['attention', NaN], ['attention', Infinity], ['layer_norm', NaN]] as const) {
       const h = header();
-      program(h, 'decoder_with_past').kernels.find((k) => k.name === kernel)!.fargs[0] = value;
-      failsWith(() => loadPlanBytes(reencode(h), 'nan.plan'), 'PLANC_E401', `(${kernel}) has float argument ${kernel === 'attention' ? 'scale' : 'epsilon'} = ${value}`);
+      const arg = kernel === 'attention' ? 'scale' : 'epsilon';
+      program(h, 'decoder_with_past').kernels.find((k) => k.name === kernel)!.fargs[fargIndex(kernel, arg)] = value;
+      failsWith(() => loadPlanBytes(reencode(h), 'nan.plan'), 'PLANC_E401', `(${kernel}) has float argument ${arg} = ${value}`);
     }
   });
 

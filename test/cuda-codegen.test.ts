@@ -11,7 +11,8 @@ import { REPO_ROOT, sharedDir } from '../compiler/paths.ts';
 import { POSITIONS_GRAPH } from '../compiler/plan/io-names.ts';
 import { readPlanFile } from '../compiler/plan/format.ts';
 import type { PlanProgram, PlanTensor, TensorKind } from '../compiler/plan/types.ts';
-import { CUDA_DEFAULT_VARIANTS, cudaVariant } from '../compiler/kernel-schema.ts';
+import { DTYPE_CODE, type PlanDTypeName } from '../compiler/kernel-enums.ts';
+import { CUDA_DEFAULT_VARIANTS, call, cudaVariant } from '../compiler/kernel-schema.ts';
 import { selectCuda } from '../codegen/cuda/rules.ts';
 import { templateSource } from '../codegen/cuda/generate.ts';
 import { compileCuda, findNvcc, gencodeFlags, parseArchs, parsePtxas } from '../codegen/cuda/nvcc.ts';
@@ -218,18 +219,20 @@ test('no nvcc: a clear error that says how to install it', () => {
 test('cluster_mask and the masked project_topk rules: templates, fixed grid, min blocks, checks', () => {
   const c = (v: number) => ({ terms: [{ coeff: v, factors: [] }] });
   // exprs: 0 → 4 (rows), 1 → 256 (D), 2 → 3 (R), 3 → 4 (R + 1), 4 → 9 (nnz), 5 → 1000 (V), 6 → 8 (k), 7 → 1, 8 → 100 (bad D)
+  // (a plan kernel's iargs are expression indices: call() orders them by name)
+  const args = (k: ReturnType<typeof call>) => ({ iargs: k.iargs as number[], fargs: k.fargs });
   const exprs = [4, 256, 3, 4, 9, 1000, 8, 1, 100].map(c);
-  const t = (name: string, kind: TensorKind, dtype: number, dims: number[], slotBytes = 0): PlanTensor => ({ name, kind, dtype, dims, offset: 0, slotBytes, ref: 0 });
+  const t = (name: string, kind: TensorKind, dtype: PlanDTypeName, dims: number[], slotBytes = 0): PlanTensor => ({ name, kind, dtype: DTYPE_CODE[dtype]!, dims, offset: 0, slotBytes, ref: 0 });
   const p: PlanProgram = {
     graph: 'g', symbols: [], exprs,
     tensors: [
-      t('x', 2, 1, [0, 1]), t('c', 1, 1, [2, 1]), t('cn', 1, 1, [2]), t('off', 1, 6, [3]), t('ids', 1, 6, [4]), t('active', 0, 2, [5], 1000),
-      t('w', 1, 1, [5, 1]), t('vals', 0, 1, [0, 6], 128), t('idx', 0, 7, [0, 6], 256), t('cbad', 1, 1, [2, 8]),
+      t('x', 2, 'float32', [0, 1]), t('c', 1, 'float32', [2, 1]), t('cn', 1, 'float32', [2]), t('off', 1, 'int32', [3]), t('ids', 1, 'int32', [4]), t('active', 0, 'uint8', [5], 1000),
+      t('w', 1, 'float32', [5, 1]), t('vals', 0, 'float32', [0, 6], 128), t('idx', 0, 'int64', [0, 6], 256), t('cbad', 1, 'float32', [2, 8]),
     ],
     kernels: [
-      { name: 'cluster_mask', inputs: [0, 1, 2, 3, 4], outputs: [5], iargs: [5], fargs: [], node: '/m/clusters', origin: [] },
-      { name: 'project_topk', inputs: [0, 6, -1, 5], outputs: [7, 8], iargs: [6, 7], fargs: [], node: '/m/topk', origin: [] },
-      { name: 'cluster_mask', inputs: [0, 9, 2, 3, 4], outputs: [5], iargs: [5], fargs: [], node: '/m/bad', origin: [] },
+      { name: 'cluster_mask', inputs: [0, 1, 2, 3, 4], outputs: [5], ...args(call('cluster_mask', { vocab: 5 })), node: '/m/clusters', origin: [] },
+      { name: 'project_topk', inputs: [0, 6, -1, 5], outputs: [7, 8], ...args(call('project_topk', { k: 6, transposed: 7 })), node: '/m/topk', origin: [] },
+      { name: 'cluster_mask', inputs: [0, 9, 2, 3, 4], outputs: [5], ...args(call('cluster_mask', { vocab: 5 })), node: '/m/bad', origin: [] },
     ],
     inputs: [], outputs: [], arenaBytes: 4096, arenaLowerBound: 0, tensorBytesSum: 0, fusedOps: {},
   };
@@ -248,8 +251,8 @@ test('a kernel without a CUDA template fails naming the node', () => {
   const p: PlanProgram = {
     graph: 'g', symbols: [], exprs: [{ terms: [{ coeff: 4, factors: [] }] }],
     tensors: [
-      { name: 'x', kind: 2, dtype: 1, dims: [0], offset: 0, slotBytes: 0, ref: 0 },
-      { name: 'y', kind: 0, dtype: 7, dims: [0], offset: 0, slotBytes: 32, ref: 0 },
+      { name: 'x', kind: 2, dtype: DTYPE_CODE.float32!, dims: [0], offset: 0, slotBytes: 0, ref: 0 },
+      { name: 'y', kind: 0, dtype: DTYPE_CODE.int64!, dims: [0], offset: 0, slotBytes: 32, ref: 0 },
     ],
     kernels: [{ name: 'cumsum_magic', inputs: [0], outputs: [1], iargs: [], fargs: [], node: '/model/weird_node', origin: [] }],
     inputs: [{ name: 'x', tensor: 0 }], outputs: [{ name: 'y', tensor: 1 }], arenaBytes: 64, arenaLowerBound: 0, tensorBytesSum: 0, fusedOps: {},

@@ -7,6 +7,7 @@ import * as path from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { CUDA_TEMPLATES, KERNELS, arity, call, iargIndex, operandSpec, schemaProblems, type KernelSpec } from '../compiler/kernel-schema.ts';
+import { KERNEL_ENUMS } from '../compiler/kernel-enums.ts';
 import { REPO_ROOT } from '../compiler/paths.ts';
 import type { PlanProgram } from '../compiler/plan/types.ts';
 import { CUDA_RULES } from '../codegen/cuda/rules.ts';
@@ -141,11 +142,86 @@ test('the CUDA rules instantiate templates by parameter name (cudaTemplate), nev
   assert.match(err(() => cudaTemplate('copy', { ELEM: true })), /'ELEM' wants an int/);
 });
 
+/** This file: it states calls' expected positions and codes on purpose. */
+const SELF = 'test/kernel-schema.test.ts';
+
+/** A dtype code written as a number: compared with or assigned to a dtype, a dtype-named constant, a C++ DType. */
+const DTYPE_CODE_RE = /\.dtype\s*[!=]==?\s*\d|\.dtype\s*=\s*\d|\bdtype\s*:\s*\d|\bk(Float|Int|Uint|Bool)\w*\s*=\s*\d|\b[FIU](8|16|32|64)\s*=\s*\d|\bDType\s*\(\s*\d|\bTensor\s*(\w+\s*)?\(\s*\d|\bmake(_vec)?<[^>]*>\s*\(\s*\d/;
+
 test('no source outside compiler/dtype.ts, compiler/kernel-enums.ts and the generated headers names a dtype code', () => {
-  const own = ['compiler/dtype.ts', 'compiler/kernel-enums.ts', ...GENERATED_FILES];
-  const sources = files(['codegen/', 'compiler/', 'passes/', 'runtime/', 'cli/', 'scripts/', 'bench/', 'native/src/'], /\.(ts|cc|h|cuh)$/, own);
-  assert.ok(sources.length > 50, `${sources.length} files`);
-  assert.equal(grep(sources, /\.dtype\s*[!=]==?\s*\d|\bdtype\s*:\s*\d|\bk(Float|Int|Uint|Bool)\w*\s*=\s*\d/), []);
+  const own = ['compiler/dtype.ts', 'compiler/kernel-enums.ts', SELF, ...GENERATED_FILES];
+  const sources = files(['codegen/', 'compiler/', 'passes/', 'runtime/', 'cli/', 'scripts/', 'bench/', 'native/src/', 'native/test/', 'test/'], /\.(ts|cc|h|cuh)$/, own);
+  assert.ok(sources.length > 150, `${sources.length} files`);
+  assert.equal(grep(sources, DTYPE_CODE_RE), []);
+});
+
+/** The names of the enum-typed kernel arguments (mask_kind, mode, ...) and the C++ enum types of kernel_enums.h. */
+const ENUM_ARGS = [...new Set(Object.values(specs).flatMap((s) => (s.iargs ?? []).filter((a) => a.enum).map((a) => a.name)))];
+const ENUM_TYPES = Object.values(KERNEL_ENUMS).map((e) => e.cpp);
+
+test('bench/ and test/ build kernel calls by name and name enum values (no positional iargs/fargs, no codes)', () => {
+  const ts = files(['bench/', 'test/'], /\.ts$/, [SELF]);
+  assert.ok(ts.length > 50, `${ts.length} files`);
+  // a non-empty iargs / fargs list written out, or one read or written by position
+  assert.equal(grep(ts, /\b[if]args\s*:\s*\[\s*[^\]\s]|\.[if]args\s*\[\s*\d/), []);
+  // an enum argument given a code: call('pad', { mode: 2 })
+  assert.equal(grep(ts, new RegExp(`\\b(${ENUM_ARGS.join('|')})\\s*:\\s*-?\\d`)), []);
+});
+
+/** Statements of C++ text that pass a brace list of values after a brace list of operand views (the iargs/fargs of a call). */
+function positionalLists(text: string): number[] {
+  const lines: number[] = [];
+  const lineOf = (i: number) => text.slice(0, i).split('\n').length;
+  const operands = (t: string) => /\bview\b|TensorView|^\{\s*&/.test(t);
+  for (let open = text.indexOf('('); open >= 0; open = text.indexOf('(', open + 1)) {
+    // the top-level arguments of the call opening here
+    const args: string[] = [];
+    let depth = 0;
+    let start = open + 1;
+    for (let j = open; j < text.length; j++) {
+      const c = text[j]!;
+      if (c === '"' || c === "'") { j++; while (j < text.length && text[j] !== c) j += text[j] === '\\' ? 2 : 1; continue; }
+      if (c === '/' && text[j + 1] === '/') { j = text.indexOf('\n', j); if (j < 0) break; continue; }
+      if ('([{'.includes(c)) depth++;
+      else if (')]}'.includes(c) && --depth === 0) { args.push(text.slice(start, j).trim()); break; }
+      else if (c === ',' && depth === 1) { args.push(text.slice(start, j).trim()); start = j + 1; }
+    }
+    let afterOperands = false;
+    for (const a of args) {
+      const list = a.startsWith('{') && a.endsWith('}');
+      if (list && operands(a)) afterOperands = true;
+      else if (list && afterOperands && a.slice(1, -1).trim() !== '') lines.push(lineOf(open));
+    }
+  }
+  return [...new Set(lines)];
+}
+
+test('the C++ kernel tests pass arguments by name (kernel_calls.h builders) and name enum values', () => {
+  const cc = files(['native/test/'], /\.(cc|h)$/, GENERATED_FILES);
+  assert.ok(cc.length > 15, `${cc.length} files`);
+  const marked = (lines: string[], n: number) => /positional on purpose/.test(`${lines[n - 2] ?? ''}\n${lines[n - 1]}\n${lines[n] ?? ''}`);
+  const hits: string[] = [];
+  for (const f of cc) {
+    const text = fs.readFileSync(path.join(REPO_ROOT, f), 'utf8');
+    const lines = text.split('\n');
+    // brace lists passed as iargs / fargs, and raw calls, outside the calls marked "positional on purpose"
+    for (const n of positionalLists(text)) if (!marked(lines, n)) hits.push(`${f}:${n}: ${lines[n - 1]!.trim()}`);
+    lines.forEach((line, i) => {
+      if (/\bcall_positional\s*\(/.test(line) && !/^\s*inline /.test(line) && !marked(lines, i + 1)) hits.push(`${f}:${i + 1}: ${line.trim()}`);
+    });
+  }
+  assert.equal(hits, []);
+  // an argument read by position; an enum argument compared with, assigned or cast from a code
+  const enumCode = new RegExp(`\\b(${[...ENUM_ARGS, 'act'].join('|')})\\s*(==|!=|<=?|>=?|=)\\s*-?\\d|\\b(${ENUM_TYPES.join('|')})\\s*\\(\\s*-?\\d`);
+  assert.equal(grep(cc, /\b[if]args\s*\[\s*\d/), []);
+  assert.equal(grep(cc, enumCode), []);
+});
+
+test('the guard finds positional lists after operand lists, and only those', () => {
+  assert.equal(positionalLists('test::call(k_gemm, {a.view, b.view}, {y.view}, {0, 1},\n {1.0, 0.0}, nullptr);'), [1]);
+  assert.equal(positionalLists('f(x);\ngo({q.view}, {3, 0, 5}, y.view);'), [2]);
+  assert.equal(positionalLists('test::call(k, {a.view}, {y.view}, test::gemm_call().trans_a(0), pool); f32({2, 3}, {1, 2});'), []);
+  assert.equal(positionalLists('call(k, {x.view}, {y.view}, transpose_call().perm({1, 0}));'), []);
 });
 
 test.run();

@@ -4,8 +4,8 @@
 import * as fs from 'node:fs';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { ACTIVATIONS, QUANT_INPUTS } from '../compiler/kernel-enums.ts';
-import { QGEMM_VARIANTS } from '../compiler/kernel-schema.ts';
+import { type ACTIVATIONS, QUANT_INPUTS } from '../compiler/kernel-enums.ts';
+import { QGEMM_VARIANTS, call, type KernelCall } from '../compiler/kernel-schema.ts';
 import { fineAt, fineLogit, qlogitsRef, qmatmulRef, quantizeChannels, quantizeInputRow, quantizeRows, RESIDUAL_STEPS, type QuantInput } from '../compiler/quant/pack.ts';
 import { nativeAvailable, nativeInfo } from '../runtime/native.ts';
 import { callProgram, type Operand, type Typed } from '../bench/reference/call-program.ts';
@@ -28,17 +28,18 @@ const refusalChecked = new Set<string>();
  * Runs one call of `kernel` (variant by name); returns its outputs, or, for a variant the addon says this machine does
  * not run, its reason (the loader's refusal of such a program is checked once per kernel and variant).
  */
-function runCall(kernel: string, variant: string, ins: (Operand | null)[], outs: Operand[], iargs: number[]): Typed[] | string {
+function runCall(variant: string, ins: (Operand | null)[], outs: Operand[], c: KernelCall): Typed[] | string {
+  const kernel = c.kernel;
   const why = unavailable(kernel, variant);
   if (why !== undefined) {
     if (!refusalChecked.has(`${kernel} ${variant}`)) {
       refusalChecked.add(`${kernel} ${variant}`);
-      assert.throws(() => callProgram([{ kernel, variant, ins, outs, iargs }]).free(), (e: unknown) => (e as Error).message.includes(why),
+      assert.throws(() => callProgram([{ call: c, variant, ins, outs }]).free(), (e: unknown) => (e as Error).message.includes(why),
         `${kernel} variant ${variant}: the loader refuses it with the reason nativeInfo gives (${why})`);
     }
     return why;
   }
-  const prog = callProgram([{ kernel, variant, ins, outs, iargs }]);
+  const prog = callProgram([{ call: c, variant, ins, outs }]);
   try {
     return prog.run();
   } finally {
@@ -72,8 +73,6 @@ function reportRefused(refused: Map<string, string>, what: string): void {
   if (amxHere && INFO!.isa.effective === 'amx' && amx !== undefined) assert.match(amx, /kernel refused|build has no AMX/, `amx refused on an AMX CPU: ${amx}`);
   for (const [variant, why] of refused) skipPart(`this machine does not run variant ${variant} (${why})`, what);
 }
-const act = (name: (typeof ACTIVATIONS)[number]) => ACTIVATIONS.indexOf(name);
-const inputCode = (input: QuantInput) => QUANT_INPUTS.indexOf(input);
 
 /** The activation in double, rounded once (the kernels' epilogue; gelu's erf is left to the C++ test). */
 function activate(v: number, name: string): number {
@@ -88,14 +87,14 @@ interface MatCase { m: number; k: number; n: number; input: QuantInput; act: (ty
 function runQmatmul(c: MatCase, variant: string, a: Float32Array, w: Float32Array, bias: Float32Array, res: Float32Array) {
   const pk = quantizeChannels(w, c.k, c.n, c.input === 'int16' ? 16 : 8);
   const wt = (dtype: Operand['dtype'], dims: number[], data: Typed): Operand => ({ role: 'weight', dtype, dims, data });
-  const out = runCall('qmatmul', variant, [
+  const out = runCall(variant, [
     { role: 'feed', dtype: 'float32', dims: [c.m, c.k], data: a },
     wt(pk.q instanceof Int16Array ? 'int16' : 'int8', pk.dims, pk.q),
     wt('float32', [c.n], pk.scale),
     c.sum ? wt('int32', [c.n], pk.sum) : null,
     c.bias ? wt('float32', [c.n], bias) : null,
     c.res ? { role: 'feed', dtype: 'float32', dims: [c.m, c.n], data: res } : null,
-  ], [{ role: 'out', dtype: 'float32', dims: [c.m, c.n], data: new Float32Array(c.m * c.n) }], [act(c.act), inputCode(c.input), c.n, c.k]);
+  ], [{ role: 'out', dtype: 'float32', dims: [c.m, c.n], data: new Float32Array(c.m * c.n) }], call('qmatmul', { activation: c.act, input: c.input, n: c.n, k: c.k }));
   return { out, pk };
 }
 
@@ -170,11 +169,11 @@ it('qmatmul: within the quantization bound of the float32 product', () => {
 it('qmatmul: a wrong w layout is refused with the expected dims', () => {
   const w = quantizeChannels(values(8 * 20, 1, 1), 8, 20, 8);
   assert.equal(w.dims, [2, 2, 16, 4]);
-  assert.throws(() => runCall('qmatmul', 'auto', [
+  assert.throws(() => runCall('auto', [
     { role: 'feed', dtype: 'float32', dims: [2, 8], data: values(16, 2, 1) },
     { role: 'weight', dtype: 'int8', dims: [2, 3, 16, 4], data: new Int8Array(384) },
     { role: 'weight', dtype: 'float32', dims: [20], data: w.scale }, null, null, null,
-  ], [{ role: 'out', dtype: 'float32', dims: [2, 20], data: new Float32Array(40) }], [0, 0, 20, 8]), /w must be int8 \[2, 2, 16, 4\]/);
+  ], [{ role: 'out', dtype: 'float32', dims: [2, 20], data: new Float32Array(40) }], call('qmatmul', { activation: 'none', input: 'int8', n: 20, k: 8 })), /w must be int8 \[2, 2, 16, 4\]/);
 });
 
 /** The reference top-k: log_softmax over the active ids of logits (double), best first, ties to the lower id. */
@@ -198,7 +197,7 @@ function topkRef(logits: Float32Array, v: number, rows: number, k: number, activ
 function projectTopk(variant: string, pk: ReturnType<typeof quantizeRows>, x: Float32Array, rows: number, d: number, k: number, input: QuantInput,
   bias: Float32Array | undefined, residual: boolean, mask?: Uint8Array): Typed[] | string {
   const v = pk.dims[0]!;
-  return runCall('qproject_topk', variant, [
+  return runCall(variant, [
     { role: 'feed', dtype: 'float32', dims: [rows, d], data: x },
     { role: 'weight', dtype: 'int8', dims: pk.dims, data: pk.q },
     { role: 'weight', dtype: 'float32', dims: [v], data: pk.scale },
@@ -207,7 +206,7 @@ function projectTopk(variant: string, pk: ReturnType<typeof quantizeRows>, x: Fl
     mask ? { role: 'feed', dtype: 'uint8', dims: [v], data: mask } : null,
     ...(residual ? [{ role: 'weight', dtype: 'uint8', dims: [v, pk.dims[1]! / 2], data: pk.res! } as Operand] : []),
   ], [{ role: 'out', dtype: 'float32', dims: [rows, k], data: new Float32Array(rows * k) },
-    { role: 'out', dtype: 'int64', dims: [rows, k], data: new BigInt64Array(rows * k) }], [k, inputCode(input), d]);
+    { role: 'out', dtype: 'int64', dims: [rows, k], data: new BigInt64Array(rows * k) }], call('qproject_topk', { k, input, d }));
 }
 
 /** The values and ids of projectTopk's outputs. */
@@ -326,12 +325,12 @@ it('qgather with its residual: 12-bit rows, (15 · q + r) · (s / 15), bit for b
   const w = values(v * d, 41, 0.5);
   const pk = quantizeRows(w, v, d), dp = pk.dims[1]!;
   const ids = BigInt64Array.from([3n, 0n, 29n, -1n, 7n]);
-  const out = runCall('qgather', '', [
+  const out = runCall('', [
     { role: 'weight', dtype: 'int8', dims: pk.dims, data: pk.q },
     { role: 'weight', dtype: 'float32', dims: [v], data: pk.scale },
     { role: 'feed', dtype: 'int64', dims: [ids.length], data: ids },
     { role: 'weight', dtype: 'uint8', dims: [v, dp / 2], data: pk.res! },
-  ], [{ role: 'out', dtype: 'float32', dims: [ids.length, d], data: new Float32Array(ids.length * d) }], [d]);
+  ], [{ role: 'out', dtype: 'float32', dims: [ids.length, d], data: new Float32Array(ids.length * d) }], call('qgather', { d }));
   assert.ok(typeof out !== 'string');
   const y = (out as Typed[])[0] as Float32Array;
   ids.forEach((id, i) => {

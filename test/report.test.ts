@@ -7,6 +7,7 @@ import * as path from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { liveBytes, reportData } from '../cli/report.ts';
+import { DTYPE_CODE } from '../compiler/kernel-enums.ts';
 import { importSeq2SeqDir } from '../compiler/onnx/import-model.ts';
 import { REPO_ROOT } from '../compiler/paths.ts';
 import { writePlanFile } from '../compiler/plan/format.ts';
@@ -47,7 +48,7 @@ native('report data: every tuning decision, each graph timed at both points, liv
 });
 
 test('live bytes: a tensor counts from its first write to its last read, graph outputs to the end', () => {
-  const t = (kind: TensorKind, slotBytes: number) => ({ name: '', kind, dtype: 1, dims: [], offset: 0, slotBytes, ref: 0 });
+  const t = (kind: TensorKind, slotBytes: number) => ({ name: '', kind, dtype: DTYPE_CODE.float32!, dims: [], offset: 0, slotBytes, ref: 0 });
   const k = (inputs: number[], outputs: number[]) => ({ name: 'add', inputs, outputs, iargs: [], fargs: [], node: '', origin: [] });
   const p = {
     graph: 'g', symbols: [], exprs: [], arenaBytes: 0, arenaLowerBound: 0, tensorBytesSum: 0, fusedOps: {}, inputs: [{ name: 'x', tensor: 0 }], outputs: [{ name: 'y', tensor: 3 }],

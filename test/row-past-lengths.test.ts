@@ -16,7 +16,7 @@ import { DTYPE_CODE } from '../compiler/kernel-enums.ts';
 import { iargIndex } from '../compiler/kernel-schema.ts';
 import { REPO_ROOT } from '../compiler/paths.ts';
 import type { Attr, Node } from '../compiler/ir.ts';
-import { PLANC_ATTENTION_OPS } from '../compiler/ops/planc-attention.ts';
+import { MASK_KIND, PLANC_ATTENTION_OPS } from '../compiler/ops/planc-attention.ts';
 import type { EvalContext, InferContext, InferInput, OpHandler } from '../compiler/ops/types.ts';
 import { sym, type Dim } from '../compiler/symbolic.ts';
 import { Tensor } from '../compiler/tensor.ts';
@@ -47,7 +47,7 @@ function context(n: Node): EvalContext & InferContext {
   };
 }
 
-const ATTRS = { num_heads: 2, q_layout: 0, mask_kind: 0, is_causal: 0, scale: 0.375 };
+const ATTRS = { num_heads: 2, q_layout: 0, mask_kind: MASK_KIND.NONE, is_causal: 0, scale: 0.375 };
 type Attrs = typeof ATTRS;
 const NAMES = ['q', 'k', 'v', 'mask', 'kv_len', 'past_lens'];
 
@@ -100,11 +100,11 @@ function checkRows(c: Case): void {
   const lens = c.past.map((p) => p + c.Sq);
   const k = poisoned(f32([c.B, H, c.C, D], 2), lens), v = poisoned(f32([c.B, H, c.C, D], 3), lens);
   let mask: Tensor | undefined;
-  if (c.kind === 1) {
+  if (c.kind === MASK_KIND.ADD) {
     const m = f32(c.mask!, 4);
     const data = Float32Array.from(m.nums, (x, i) => (i % 5 === 0 ? -Infinity : x));
     mask = new Tensor('float32', m.dims, data);
-  } else if (c.kind > 1) mask = Tensor.fromNumbers('bool', c.mask!, values(c.mask!.reduce((a, b) => a * b, 1), 5).map((x) => (x < 0.4 ? 1 : 0)));
+  } else if (c.kind === MASK_KIND.BOOL_KEEP || c.kind === MASK_KIND.BOOL_DROP) mask = Tensor.fromNumbers('bool', c.mask!, values(c.mask!.reduce((a, b) => a * b, 1), 5).map((x) => (x < 0.4 ? 1 : 0)));
   const y = attention(attrs, [q, k, v, mask, i64([], [L]), i64([c.B], c.past)]);
   const per = y.size / c.B;
   for (let b = 0; b < c.B; b++) {
@@ -119,8 +119,8 @@ test('attention with past_lens: each row exactly as it would be alone (decode an
   let n = 0;
   for (const [B, Sq, C, past] of [[3, 1, 12, [0, 5, 11]], [2, 4, 14, [9, 0]], [3, 5, 9, [2, 4, 0]]] as [number, number, number, number[]][]) {
     const L = Math.max(...past) + Sq;
-    for (const layout of [0, 1]) for (const causal of [0, 1]) for (const kind of [0, 1, 2, 3]) {
-      for (const mask of kind ? [[B, 2, Sq, L], [B, 1, 1, L], [1, 2, Sq, 1]] : [undefined]) {
+    for (const layout of [0, 1]) for (const causal of [0, 1]) for (const kind of Object.values(MASK_KIND)) {
+      for (const mask of kind !== MASK_KIND.NONE ? [[B, 2, Sq, L], [B, 1, 1, L], [1, 2, Sq, 1]] : [undefined]) {
         checkRows({ B, Sq, C, past, layout, causal, kind, mask });
         n++;
       }
@@ -255,7 +255,7 @@ function cudaCtx(ins: (Operand | undefined)[], iargs: Record<string, number>): C
 
 test('CUDA lowering: the PAST template argument only with past_lens (int64 [B])', () => {
   const qkv = [operand('float32', [2, 2, 1, 32]), operand('float32', [2, 2, 8, 32]), operand('float32', [2, 2, 8, 32])];
-  const ia = { num_heads: 2, q_layout: 0, kv_len: 6, mask_kind: 0, is_causal: 1 };
+  const ia = { num_heads: 2, q_layout: 0, kv_len: 6, mask_kind: MASK_KIND.NONE, is_causal: 1 };
   const attn = CUDA_RULES.attention!;
   assert.is(attn(cudaCtx([...qkv, undefined], ia))[0]!.template, 'planc::attention<32, 0, 0, true>');
   assert.is(attn(cudaCtx([...qkv, undefined, operand('int64', [2])], ia))[0]!.template, 'planc::attention<32, 0, 0, true, true>');

@@ -1,20 +1,22 @@
 // A program of explicit kernel calls on hand-made operands (weights in a plan blob, feeds, arena outputs), encoded by
 // runtime/encode-program.ts and loaded by the native runtime: single kernels tested or timed without an IR graph.
+import { DTYPE_CODE, type PlanDTypeName } from '../../compiler/kernel-enums.ts';
+import type { KernelCall } from '../../compiler/kernel-schema.ts';
 import type { PlanExpr, PlanKernel, PlanProgram, PlanTensor } from '../../compiler/plan/types.ts';
 import { encodeProgram } from '../../runtime/encode-program.ts';
 import {
   kernelIds, planFree, planNew, programFree, programNew, programRun, type NativeArray, type NativePlan, type NativeProgram,
 } from '../../runtime/native.ts';
 
-/** ONNX dtype codes of the operands these programs use. */
-export const DTYPE_CODES = { float32: 1, uint8: 2, int8: 3, int16: 5, int32: 6, int64: 7 } as const;
+/** The dtypes of the operands these programs use (codes: compiler/kernel-enums.ts DTYPE_CODE). */
+export type OperandDType = Extract<PlanDTypeName, 'float32' | 'uint8' | 'int8' | 'int16' | 'int32' | 'int64'>;
 export type Typed = Float32Array | Int8Array | Int16Array | Int32Array | Uint8Array | BigInt64Array;
 
 /** An operand: a weight (stored in the blob; the same object twice is one weight), a feed, or an arena output. */
-export interface Operand { role: 'weight' | 'feed' | 'out'; dtype: keyof typeof DTYPE_CODES; dims: number[]; data: Typed }
+export interface Operand { role: 'weight' | 'feed' | 'out'; dtype: OperandDType; dims: number[]; data: Typed }
 
-/** One call: its inputs (null: omitted optional), outputs, integer arguments and variant name. */
-export interface Call { kernel: string; variant: string; ins: (Operand | null)[]; outs: Operand[]; iargs: number[] }
+/** One call: the kernel with its arguments by name (compiler/kernel-schema.ts `call`), its variant name, inputs (null: omitted optional) and outputs. */
+export interface Call { call: KernelCall; variant: string; ins: (Operand | null)[]; outs: Operand[] }
 
 export interface CallProgram {
   /** Runs every call once (in order); returns the buffers of the program's outputs (the outputs of the last call). */
@@ -42,7 +44,7 @@ export function callProgram(calls: Call[]): CallProgram {
   let arena = 64;
   const tensorOf = (o: Operand): number => {
     if (o.role !== 'out' && seen.has(o)) return seen.get(o)!;
-    const t: PlanTensor = { name: `t${tensors.length}`, kind: 0, dtype: DTYPE_CODES[o.dtype], dims: o.dims.map(expr), offset: 0, slotBytes: 0, ref: 0 };
+    const t: PlanTensor = { name: `t${tensors.length}`, kind: 0, dtype: DTYPE_CODE[o.dtype]!, dims: o.dims.map(expr), offset: 0, slotBytes: 0, ref: 0 };
     if (o.role === 'weight') { t.kind = 1; t.ref = weights.length; weights.push(o.data); }
     else if (o.role === 'feed') { t.kind = 2; t.ref = feeds.length; feeds.push(o.data); }
     tensors.push(t);
@@ -61,7 +63,11 @@ export function callProgram(calls: Call[]): CallProgram {
       return i;
     });
     arena = Math.max(arena, offset);
-    return { name: c.kernel, inputs, outputs, iargs: c.iargs.map(expr), fargs: [], node: c.kernel, origin: [], variant: c.variant };
+    const iargs = c.call.iargs.map((v) => {
+      if (typeof v !== 'number') throw new Error(`internal: ${c.call.kernel}: call programs take constant iargs`);
+      return expr(v);
+    });
+    return { name: c.call.kernel, inputs, outputs, iargs, fargs: c.call.fargs, node: c.call.kernel, origin: [], variant: c.variant };
   });
   const last = kernels[kernels.length - 1]!;
   const program: PlanProgram = {

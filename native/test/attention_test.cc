@@ -31,8 +31,9 @@ struct Problem {
   int64_t b, h, sq, d, c, l;
   Problem(int64_t b_, int64_t h_, int64_t sq_, int64_t d_, int64_t c_, int64_t l_)
       : b(b_), h(h_), sq(sq_), d(d_), c(c_), l(l_) {}
-  int layout = 0, kind = 0, causal = 0;
-  std::vector<int64_t> mdims;  // mask dims (kind != 0)
+  int layout = 0, causal = 0;
+  planc::MaskKind kind = planc::kMaskNone;
+  std::vector<int64_t> mdims;  // mask dims (a mask kind but none)
   float scale = 0.125f;
   Tensor q, k, v, mask;
 };
@@ -60,14 +61,16 @@ void make_problem(Problem& p, float mask_lo = -2, float mask_hi = 2) {
         p.k.data<float>()[(bh * p.c + j) * p.d + c] = kNaNf;
         p.v.data<float>()[(bh * p.c + j) * p.d + c] = kNaNf;
       }
-  if (p.kind == 0) return;
-  p.mask = Tensor(p.kind == 1 ? planc::kFloat32 : planc::kBool, p.mdims);
-  if (p.kind == 1) {
+  if (p.kind == planc::kMaskNone) return;
+  p.mask = Tensor(p.kind == planc::kMaskAdd ? planc::kFloat32 : planc::kBool, p.mdims);
+  if (p.kind == planc::kMaskAdd) {
     test::fill_random(p.mask, mask_lo, mask_hi);
     for (int64_t i = 0; i < p.mask.numel(); i += 5) p.mask.data<float>()[i] = -kInff;  // some keys masked out additively
   } else {
     std::uniform_int_distribution<int> u(0, 9);
-    for (int64_t i = 0; i < p.mask.numel(); i++) p.mask.data<uint8_t>()[i] = u(test::random_engine()) < 7 ? (p.kind == 2) : (p.kind == 3);
+    for (int64_t i = 0; i < p.mask.numel(); i++)
+      p.mask.data<uint8_t>()[i] =
+          u(test::random_engine()) < 7 ? (p.kind == planc::kMaskBoolKeep) : (p.kind == planc::kMaskBoolDrop);
   }
 }
 
@@ -86,11 +89,11 @@ std::vector<double> reference(Problem& p) {
           double dot = 0;
           for (int64_t c = 0; c < p.d; c++) dot += double(q[c]) * k[j * p.d + c];
           s[j] = p.scale * dot;
-          if (p.kind != 0) {
+          if (p.kind != planc::kMaskNone) {
             const int64_t mi = (((md[0] == 1 ? 0 : b) * md[1] + (md[1] == 1 ? 0 : h)) * md[2] + (md[2] == 1 ? 0 : i)) * md[3] +
                                (md[3] == 1 ? 0 : j);
-            if (p.kind == 1) s[j] += p.mask.data<float>()[mi];
-            else if ((p.mask.data<uint8_t>()[mi] != 0) == (p.kind == 3)) s[j] = -INFINITY;
+            if (p.kind == planc::kMaskAdd) s[j] += p.mask.data<float>()[mi];
+            else if ((p.mask.data<uint8_t>()[mi] != 0) == (p.kind == planc::kMaskBoolDrop)) s[j] = -INFINITY;
           }
           if (p.causal && j > p.l - p.sq + i) s[j] = -INFINITY;
         }
@@ -116,8 +119,11 @@ std::vector<double> reference(Problem& p) {
 
 const char* run_attention(Problem& p, Tensor& y, planc::ThreadPool* pool) {
   std::vector<planc::TensorView> in = {p.q.view, p.k.view, p.v.view};
-  if (p.kind != 0) in.push_back(p.mask.view);
-  return test::call(k_attn, in, {y.view}, {p.h, p.layout, p.l, p.kind, p.causal}, {p.scale}, pool);
+  if (p.kind != planc::kMaskNone) in.push_back(p.mask.view);
+  return test::call(
+      k_attn, in, {y.view},
+      test::attention_call().num_heads(p.h).q_layout(p.layout).kv_len(p.l).mask_kind(p.kind).is_causal(p.causal).scale(p.scale),
+      pool);
 }
 
 void check(Problem& p, planc::ThreadPool* pool) {
@@ -126,7 +132,7 @@ void check(Problem& p, planc::ThreadPool* pool) {
   for (size_t i = 0; i < p.mdims.size(); i++) md += (i ? "," : "") + std::to_string(p.mdims[i]);
   std::snprintf(name, sizeof name, "attention B%lld H%lld Sq%lld D%lld C%lld L%lld layout %d kind %d mask [%s] causal %d%s",
                 (long long)p.b, (long long)p.h, (long long)p.sq, (long long)p.d, (long long)p.c, (long long)p.l,
-                p.layout, p.kind, md.c_str(), p.causal, pool ? " threaded" : "");
+                p.layout, static_cast<int>(p.kind), md.c_str(), p.causal, pool ? " threaded" : "");
   std::vector<double> want = reference(p);
   Tensor y = f32(q_dims(p));
   for (int64_t i = 0; i < y.numel(); i++) y.data<float>()[i] = 12345.0f;  // every element must be written
@@ -156,14 +162,14 @@ void sweep(planc::ThreadPool* pool) {
   for (const Geo& g : geos)
     for (int layout = 0; layout < 2; layout++)
       for (int causal = 0; causal < 2; causal++)
-        for (int kind = 0; kind < 4; kind++) {
+        for (int kind = 0; kind < planc::kMaskCount; kind++) {
           Problem base(g.b, g.h, g.sq, g.d, g.c, g.l);
           std::vector<std::vector<int64_t>> shapes = kind ? mask_shapes(base) : std::vector<std::vector<int64_t>>{{}};
           for (auto& md : shapes) {
             Problem p(g.b, g.h, g.sq, g.d, g.c, g.l);
             p.layout = layout;
             p.causal = causal;
-            p.kind = kind;
+            p.kind = planc::MaskKind(kind);
             p.mdims = md;
             make_problem(p);
             check(p, pool);
@@ -172,12 +178,12 @@ void sweep(planc::ThreadPool* pool) {
 }
 
 void large(planc::ThreadPool* pool) {
-  struct Geo { int64_t b, h, sq, d, c, l; int kind, causal; } geos[] = {
-      {32, 4, 1, 64, 300, 256, 1, 0},  // decode, crosses the threading threshold
-      {32, 4, 1, 64, 64, 64, 0, 0},
-      {8, 4, 64, 64, 64, 64, 2, 1},    // prefill
-      {2, 8, 200, 64, 256, 230, 1, 1},
-      {4, 4, 50, 64, 50, 50, 3, 0},
+  struct Geo { int64_t b, h, sq, d, c, l; planc::MaskKind kind; int causal; } geos[] = {
+      {32, 4, 1, 64, 300, 256, planc::kMaskAdd, 0},  // decode, crosses the threading threshold
+      {32, 4, 1, 64, 64, 64, planc::kMaskNone, 0},
+      {8, 4, 64, 64, 64, 64, planc::kMaskBoolKeep, 1},  // prefill
+      {2, 8, 200, 64, 256, 230, planc::kMaskAdd, 1},
+      {4, 4, 50, 64, 50, 50, planc::kMaskBoolDrop, 0},
   };
   for (const Geo& g : geos)
     for (int layout = 0; layout < 2; layout++) {
@@ -194,7 +200,7 @@ void large(planc::ThreadPool* pool) {
 void specials(planc::ThreadPool* pool) {
   // Large additive scores: the max subtraction keeps them finite; an all -inf row gives zeros, a +inf row NaN.
   Problem p(1, 1, 3, 8, 5, 5);
-  p.kind = 1;
+  p.kind = planc::kMaskAdd;
   p.mdims = {1, 1, 3, 5};
   make_problem(p);
   for (int j = 0; j < 5; j++) {
@@ -213,57 +219,82 @@ void specials(planc::ThreadPool* pool) {
   // Hand value: one query, two keys; scores 0 and ln 3 (scale 1) give weights 1/4, 3/4.
   Tensor q = f32({1, 1, 1, 1}, {1}), k = f32({1, 1, 2, 1}, {0, std::log(3.0f)}), v = f32({1, 1, 2, 1}, {4, 8});
   Tensor out = f32({1, 1, 1, 1});
-  test::expect_ok(test::call(k_attn, {q.view, k.view, v.view}, {out.view}, {1, 0, 2, 0, 0}, {1.0}, pool), "hand");
+  test::expect_ok(
+      test::call(k_attn, {q.view, k.view, v.view}, {out.view},
+                 test::attention_call().num_heads(1).q_layout(0).kv_len(2).mask_kind(planc::kMaskNone).is_causal(0).scale(1.0),
+                 pool),
+      "hand");
   double want = 7;
   test::close(out.data<float>(), &want, 1, 1e-6, 0, "hand value");
   // An omitted mask passed as a null view with mask_kind 0.
-  test::expect_ok(test::call(k_attn, {q.view, k.view, v.view, planc::TensorView()}, {out.view}, {1, 0, 2, 0, 0}, {1.0}, pool),
-                "null mask view");
+  test::expect_ok(
+      test::call(k_attn, {q.view, k.view, v.view, planc::TensorView()}, {out.view},
+                 test::attention_call().num_heads(1).q_layout(0).kv_len(2).mask_kind(planc::kMaskNone).is_causal(0).scale(1.0),
+                 pool),
+      "null mask view");
   test::close(out.data<float>(), &want, 1, 1e-6, 0, "null mask view value");
   // Empty batch.
   Tensor eq = f32({0, 2, 1, 4}), ek = f32({0, 2, 3, 4}), ev = f32({0, 2, 3, 4}), ey = f32({0, 2, 1, 4});
-  test::expect_ok(test::call(k_attn, {eq.view, ek.view, ev.view}, {ey.view}, {2, 0, 3, 0, 0}, {1.0}, pool), "empty batch");
+  test::expect_ok(
+      test::call(k_attn, {eq.view, ek.view, ev.view}, {ey.view},
+                 test::attention_call().num_heads(2).q_layout(0).kv_len(3).mask_kind(planc::kMaskNone).is_causal(0).scale(1.0),
+                 pool),
+      "empty batch");
 }
 
 void errors() {
   Tensor q = f32({2, 3, 4, 8}), k = f32({2, 3, 6, 8}), v = f32({2, 3, 6, 8}), y = f32({2, 3, 4, 8});
-  auto call = [&](std::vector<planc::TensorView> in, std::vector<int64_t> ia, planc::TensorView out) {
-    return test::call(k_attn, in, {out}, ia, {0.5}, nullptr);
+  // The arguments of every case below but the ones it changes.
+  const test::attention_call base =
+      test::attention_call().num_heads(3).q_layout(0).kv_len(5).mask_kind(planc::kMaskNone).is_causal(0).scale(0.5);
+  auto call = [&](std::vector<planc::TensorView> in, const test::attention_call& args, planc::TensorView out) {
+    return test::call(k_attn, in, {out}, args, nullptr);
   };
-  test::expect_error(call({q.view, k.view, v.view}, {3, 0, 7, 0, 0}, y.view), "kv_len 7", "L > C");
-  test::expect_error(call({q.view, k.view, v.view}, {3, 0, 0, 0, 0}, y.view), "kv_len 0", "L = 0");
+  test::expect_error(call({q.view, k.view, v.view}, test::attention_call(base).kv_len(7), y.view), "kv_len 7", "L > C");
+  test::expect_error(call({q.view, k.view, v.view}, test::attention_call(base).kv_len(0), y.view), "kv_len 0", "L = 0");
   Tensor m_bad = f32({2, 3, 4, 6});  // last dim C, not L = 5
-  test::expect_error(call({q.view, k.view, v.view, m_bad.view}, {3, 0, 5, 1, 0}, y.view), "does not broadcast", "mask mL");
+  test::expect_error(call({q.view, k.view, v.view, m_bad.view}, test::attention_call(base).mask_kind(planc::kMaskAdd), y.view),
+                     "does not broadcast", "mask mL");
   Tensor m_b = f32({3, 1, 1, 5});
-  test::expect_error(call({q.view, k.view, v.view, m_b.view}, {3, 0, 5, 1, 0}, y.view), "[3,1,1,5]", "mask mB");
+  test::expect_error(call({q.view, k.view, v.view, m_b.view}, test::attention_call(base).mask_kind(planc::kMaskAdd), y.view),
+                     "[3,1,1,5]", "mask mB");
   Tensor m_r3 = f32({1, 4, 5});
-  test::expect_error(call({q.view, k.view, v.view, m_r3.view}, {3, 0, 5, 1, 0}, y.view), "rank 4", "mask rank");
+  test::expect_error(call({q.view, k.view, v.view, m_r3.view}, test::attention_call(base).mask_kind(planc::kMaskAdd), y.view),
+                     "rank 4", "mask rank");
   Tensor m_ok = f32({1, 1, 4, 5}), mb_ok = Tensor(planc::kBool, {1, 1, 4, 5});
-  test::expect_error(call({q.view, k.view, v.view, m_ok.view}, {3, 0, 5, 2, 0}, y.view), "needs a bool mask", "kind 2 float");
-  test::expect_error(call({q.view, k.view, v.view, mb_ok.view}, {3, 0, 5, 1, 0}, y.view), "needs a float32", "kind 1 bool");
-  test::expect_error(call({q.view, k.view, v.view, m_ok.view}, {3, 0, 5, 0, 0}, y.view), "mask_kind 0 but", "kind 0 + mask");
-  test::expect_error(call({q.view, k.view, v.view}, {3, 0, 5, 1, 0}, y.view), "no mask", "kind 1 no mask");
-  test::expect_error(call({q.view, k.view, v.view}, {3, 0, 5, 4, 0}, y.view), "mask_kind must", "kind 4");
-  test::expect_error(call({q.view, k.view, v.view}, {3, 2, 5, 0, 0}, y.view), "q_layout", "layout 2");
-  test::expect_error(call({q.view, k.view, v.view}, {3, 0, 5, 0, 2}, y.view), "is_causal", "causal 2");
-  test::expect_error(call({q.view, k.view, v.view}, {2, 0, 5, 0, 0}, y.view), "num_heads 2", "heads");
+  test::expect_error(
+      call({q.view, k.view, v.view, m_ok.view}, test::attention_call(base).mask_kind(planc::kMaskBoolKeep), y.view),
+      "needs a bool mask", "kind 2 float");
+  test::expect_error(call({q.view, k.view, v.view, mb_ok.view}, test::attention_call(base).mask_kind(planc::kMaskAdd), y.view),
+                     "needs a float32", "kind 1 bool");
+  test::expect_error(call({q.view, k.view, v.view, m_ok.view}, base, y.view), "mask_kind 0 but", "kind 0 + mask");
+  test::expect_error(call({q.view, k.view, v.view}, test::attention_call(base).mask_kind(planc::kMaskAdd), y.view), "no mask",
+                     "kind 1 no mask");
+  test::expect_error(call({q.view, k.view, v.view}, test::attention_call(base).mask_kind(planc::kMaskCount), y.view),
+                     "mask_kind must", "kind 4");
+  test::expect_error(call({q.view, k.view, v.view}, test::attention_call(base).q_layout(2), y.view), "q_layout", "layout 2");
+  test::expect_error(call({q.view, k.view, v.view}, test::attention_call(base).is_causal(2), y.view), "is_causal", "causal 2");
+  test::expect_error(call({q.view, k.view, v.view}, test::attention_call(base).num_heads(2), y.view), "num_heads 2", "heads");
   Tensor q3 = f32({2, 4, 24}), y3 = f32({2, 4, 24});
-  test::expect_error(call({q3.view, k.view, v.view}, {3, 0, 5, 0, 0}, y3.view), "does not match K", "rank 3 Q, layout 0");
-  test::expect_ok(call({q3.view, k.view, v.view}, {3, 1, 5, 0, 0}, y3.view), "rank 3 Q, layout 1");
+  test::expect_error(call({q3.view, k.view, v.view}, base, y3.view), "does not match K", "rank 3 Q, layout 0");
+  test::expect_ok(call({q3.view, k.view, v.view}, test::attention_call(base).q_layout(1), y3.view), "rank 3 Q, layout 1");
   Tensor q3b = f32({2, 4, 25});
-  test::expect_error(call({q3b.view, k.view, v.view}, {3, 1, 5, 0, 0}, q3b.view), "does not match K", "H*D");
+  test::expect_error(call({q3b.view, k.view, v.view}, test::attention_call(base).q_layout(1), q3b.view), "does not match K",
+                     "H*D");
   Tensor qd = f32({2, 3, 4, 9});
-  test::expect_error(call({qd.view, k.view, v.view}, {3, 0, 5, 0, 0}, qd.view), "[2,3,4,9]", "Q head size");
+  test::expect_error(call({qd.view, k.view, v.view}, base, qd.view), "[2,3,4,9]", "Q head size");
   Tensor y_bad = f32({2, 3, 5, 8});
-  test::expect_error(call({q.view, k.view, v.view}, {3, 0, 5, 0, 0}, y_bad.view), "Y [2,3,5,8]", "Y dims");
+  test::expect_error(call({q.view, k.view, v.view}, base, y_bad.view), "Y [2,3,5,8]", "Y dims");
   Tensor v_bad = f32({2, 3, 7, 8});
-  test::expect_error(call({q.view, k.view, v_bad.view}, {3, 0, 5, 0, 0}, y.view), "V [2,3,7,8]", "V dims");
+  test::expect_error(call({q.view, k.view, v_bad.view}, base, y.view), "V [2,3,7,8]", "V dims");
   Tensor qf64 = Tensor(planc::kFloat64, {2, 3, 4, 8});
-  test::expect_error(call({qf64.view, k.view, v.view}, {3, 0, 5, 0, 0}, y.view), "float32", "Q dtype");
-  test::expect_error(call({q.view, k.view, v.view}, {3, 0, 5, 0}, y.view), "needs", "iarg count");
+  test::expect_error(call({qf64.view, k.view, v.view}, base, y.view), "float32", "Q dtype");
+  // positional on purpose: one iarg short
+  test::expect_error(test::call_positional(k_attn, {q.view, k.view, v.view}, {y.view}, {3, 0, 5, 0}, {0.5}, nullptr), "needs",
+                     "iarg count");
   planc::TensorView missing = k.view;
   missing.data = nullptr;
-  test::expect_error(call({q.view, missing, v.view}, {3, 0, 5, 0, 0}, y.view), "K is missing", "missing K");
+  test::expect_error(call({q.view, missing, v.view}, base, y.view), "K is missing", "missing K");
 }
 
 // ---------- per-row past lengths (past_lens, input 4) ----------
@@ -290,8 +321,10 @@ Tensor mask_row(const Problem& p, int64_t b, int64_t lb) {
 }
 
 const char* run_attention_rows(Problem& p, const Tensor& past, Tensor& y, planc::ThreadPool* pool) {
-  return test::call(k_attn, {p.q.view, p.k.view, p.v.view, p.kind ? p.mask.view : planc::TensorView(), past.view}, {y.view},
-                    {p.h, p.layout, p.l, p.kind, p.causal}, {p.scale}, pool);
+  return test::call(
+      k_attn, {p.q.view, p.k.view, p.v.view, p.kind ? p.mask.view : planc::TensorView(), past.view}, {y.view},
+      test::attention_call().num_heads(p.h).q_layout(p.layout).kv_len(p.l).mask_kind(p.kind).is_causal(p.causal).scale(p.scale),
+      pool);
 }
 
 // Bitwise comparison of n floats; one check.
@@ -307,7 +340,7 @@ void bitwise(const float* got, const float* want, int64_t n, const char* what) {
 // alone (B = 1) with kv_len = past[b] + Sq (and the mask cut to it), and close to the float64 reference. K/V rows
 // past a row's own length are NaN: reading one would show.
 void check_rows(int64_t b, int64_t h, int64_t sq, int64_t d, int64_t c, const std::vector<int64_t>& past, int layout,
-                int causal, int kind, int mask_shape, planc::ThreadPool* pool) {
+                int causal, planc::MaskKind kind, int mask_shape, planc::ThreadPool* pool) {
   const int64_t l = *std::max_element(past.begin(), past.end()) + sq;
   Problem p(b, h, sq, d, c, l);
   p.layout = layout;
@@ -327,7 +360,7 @@ void check_rows(int64_t b, int64_t h, int64_t sq, int64_t d, int64_t c, const st
   char name[240];
   std::snprintf(name, sizeof name, "attention past_lens B%lld H%lld Sq%lld D%lld C%lld L%lld layout %d causal %d kind %d mask %d%s",
                 (long long)b, (long long)h, (long long)sq, (long long)d, (long long)c, (long long)l, layout, causal,
-                kind, mask_shape, pool ? " threaded" : "");
+                static_cast<int>(kind), mask_shape, pool ? " threaded" : "");
   const char* err = run_attention_rows(p, pl, y, pool);
   test::expect_ok(err, name);
   if (err) return;
@@ -378,14 +411,18 @@ void row_tests(planc::ThreadPool* pool) {
   for (const Geo& g : geos)
     for (int layout = 0; layout < 2; layout++)
       for (int causal = 0; causal < 2; causal++)
-        for (int kind = 0; kind < 4; kind++)
-          for (int shape = 0; shape < (kind ? 3 : 1); shape++) check_rows(g.b, g.h, g.sq, g.d, g.c, g.past, layout, causal, kind, shape, pool);
+        for (int kind = 0; kind < planc::kMaskCount; kind++)
+          for (int shape = 0; shape < (kind ? 3 : 1); shape++)
+            check_rows(g.b, g.h, g.sq, g.d, g.c, g.past, layout, causal, planc::MaskKind(kind), shape, pool);
 }
 
 void row_errors() {
   Tensor q = f32({2, 3, 4, 8}), k = f32({2, 3, 6, 8}), v = f32({2, 3, 6, 8}), y = f32({2, 3, 4, 8});
   auto call = [&](const Tensor& past, int64_t kv_len) {
-    return test::call(k_attn, {q.view, k.view, v.view, planc::TensorView(), past.view}, {y.view}, {3, 0, kv_len, 0, 1}, {0.5}, nullptr);
+    return test::call(
+        k_attn, {q.view, k.view, v.view, planc::TensorView(), past.view}, {y.view},
+        test::attention_call().num_heads(3).q_layout(0).kv_len(kv_len).mask_kind(planc::kMaskNone).is_causal(1).scale(0.5),
+        nullptr);
   };
   test::expect_ok(call(test::i64({2}, {0, 1}), 5), "past_lens 0, 1 (L 5)");
   test::expect_ok(call(test::i64({2}, {2, 0}), 6), "past_lens 2, 0 (L 6 = C)");
@@ -404,17 +441,31 @@ void row_errors() {
   test::expect_error(call(test::i64({2}, {0, 0}), 7), "kv_len 7", "kv_len > C with past_lens");
   // With a mask, kv_len still bounds its L dim.
   Tensor m = f32({2, 1, 1, 5});
-  test::expect_ok(test::call(k_attn, {q.view, k.view, v.view, m.view, test::i64({2}, {1, 0}).view}, {y.view}, {3, 0, 5, 1, 0}, {0.5}, nullptr),
-                  "mask [2,1,1,5] with past_lens");
-  test::expect_error(test::call(k_attn, {q.view, k.view, v.view, m.view, test::i64({2}, {0, 0}).view}, {y.view}, {3, 0, 4, 1, 0}, {0.5}, nullptr),
-                     "does not broadcast", "mask L != kv_len with past_lens");
+  test::expect_ok(
+      test::call(k_attn, {q.view, k.view, v.view, m.view, test::i64({2}, {1, 0}).view}, {y.view},
+                 test::attention_call().num_heads(3).q_layout(0).kv_len(5).mask_kind(planc::kMaskAdd).is_causal(0).scale(0.5),
+                 nullptr),
+      "mask [2,1,1,5] with past_lens");
+  test::expect_error(
+      test::call(k_attn, {q.view, k.view, v.view, m.view, test::i64({2}, {0, 0}).view}, {y.view},
+                 test::attention_call().num_heads(3).q_layout(0).kv_len(4).mask_kind(planc::kMaskAdd).is_causal(0).scale(0.5),
+                 nullptr),
+      "does not broadcast", "mask L != kv_len with past_lens");
   // A row's output does not depend on the other rows: changing row 1's length leaves row 0's Y bit for bit.
   test::fill_random(q);
   test::fill_random(k);
   test::fill_random(v);
   Tensor y2 = f32({2, 3, 4, 8});
-  test::expect_ok(test::call(k_attn, {q.view, k.view, v.view, planc::TensorView(), test::i64({2}, {1, 0}).view}, {y.view}, {3, 0, 6, 0, 1}, {0.5}, nullptr), "rows a");
-  test::expect_ok(test::call(k_attn, {q.view, k.view, v.view, planc::TensorView(), test::i64({2}, {1, 2}).view}, {y2.view}, {3, 0, 6, 0, 1}, {0.5}, nullptr), "rows b");
+  test::expect_ok(
+      test::call(k_attn, {q.view, k.view, v.view, planc::TensorView(), test::i64({2}, {1, 0}).view}, {y.view},
+                 test::attention_call().num_heads(3).q_layout(0).kv_len(6).mask_kind(planc::kMaskNone).is_causal(1).scale(0.5),
+                 nullptr),
+      "rows a");
+  test::expect_ok(
+      test::call(k_attn, {q.view, k.view, v.view, planc::TensorView(), test::i64({2}, {1, 2}).view}, {y2.view},
+                 test::attention_call().num_heads(3).q_layout(0).kv_len(6).mask_kind(planc::kMaskNone).is_causal(1).scale(0.5),
+                 nullptr),
+      "rows b");
   bitwise(y.data<float>(), y2.data<float>(), 3 * 4 * 8, "row 0 with row 1 at another length");
   int64_t same_1 = 0;
   for (int64_t i = 3 * 4 * 8; i < y.numel(); i++) same_1 += y.data<float>()[i] == y2.data<float>()[i];
@@ -445,7 +496,8 @@ void check_cache(int64_t b, int64_t h, int64_t c, int64_t d, int64_t sn, int64_t
   Tensor y = f32({b, h, c, d});
   for (int64_t i = 0; i < y.numel(); i++) y.data<float>()[i] = kNaNf;
   Tensor& out = in_place ? cache : y;
-  const char* err = test::call(k_cache, {cache.view, nw.view}, {out.view}, {pos, layout, h}, {}, pool);
+  const char* err = test::call(k_cache, {cache.view, nw.view}, {out.view},
+                               test::cache_write_call().pos(pos).new_layout(layout).num_heads(h), pool);
   test::expect_ok(err, name);
   if (!err) test::close(out.data<float>(), want.data(), out.numel(), 0, 0, name);  // exact: a copy
 }
@@ -462,17 +514,37 @@ void cache_tests(planc::ThreadPool* pool) {
       check_cache(8, 4, 256, 64, 100, 20, layout, in_place, pool);
     }
   Tensor cache = f32({2, 3, 10, 8}), nw = f32({2, 3, 4, 8}), nw3 = f32({2, 4, 24});
-  test::expect_error(test::call(k_cache, {cache.view, nw.view}, {cache.view}, {7, 0, 3}, {}, nullptr), "outside the capacity", "pos+Sn > C");
-  test::expect_error(test::call(k_cache, {cache.view, nw.view}, {cache.view}, {-1, 0, 3}, {}, nullptr), "outside the capacity", "pos < 0");
-  test::expect_ok(test::call(k_cache, {cache.view, nw.view}, {cache.view}, {6, 0, 3}, {}, nullptr), "pos+Sn = C");
-  test::expect_error(test::call(k_cache, {cache.view, nw3.view}, {cache.view}, {0, 0, 3}, {}, nullptr), "does not match Cache", "rank 3 layout 0");
-  test::expect_ok(test::call(k_cache, {cache.view, nw3.view}, {cache.view}, {0, 1, 3}, {}, nullptr), "rank 3 layout 1");
-  test::expect_error(test::call(k_cache, {cache.view, nw.view}, {cache.view}, {0, 0, 2}, {}, nullptr), "num_heads 2", "heads");
-  test::expect_error(test::call(k_cache, {cache.view, nw.view}, {cache.view}, {0, 2, 3}, {}, nullptr), "new_layout", "layout 2");
+  test::expect_error(test::call(k_cache, {cache.view, nw.view}, {cache.view},
+                                test::cache_write_call().pos(7).new_layout(0).num_heads(3), nullptr),
+                     "outside the capacity", "pos+Sn > C");
+  test::expect_error(test::call(k_cache, {cache.view, nw.view}, {cache.view},
+                                test::cache_write_call().pos(-1).new_layout(0).num_heads(3), nullptr),
+                     "outside the capacity", "pos < 0");
+  test::expect_ok(test::call(k_cache, {cache.view, nw.view}, {cache.view},
+                             test::cache_write_call().pos(6).new_layout(0).num_heads(3), nullptr),
+                  "pos+Sn = C");
+  test::expect_error(test::call(k_cache, {cache.view, nw3.view}, {cache.view},
+                                test::cache_write_call().pos(0).new_layout(0).num_heads(3), nullptr),
+                     "does not match Cache", "rank 3 layout 0");
+  test::expect_ok(test::call(k_cache, {cache.view, nw3.view}, {cache.view},
+                             test::cache_write_call().pos(0).new_layout(1).num_heads(3), nullptr),
+                  "rank 3 layout 1");
+  test::expect_error(test::call(k_cache, {cache.view, nw.view}, {cache.view},
+                                test::cache_write_call().pos(0).new_layout(0).num_heads(2), nullptr),
+                     "num_heads 2", "heads");
+  test::expect_error(test::call(k_cache, {cache.view, nw.view}, {cache.view},
+                                test::cache_write_call().pos(0).new_layout(2).num_heads(3), nullptr),
+                     "new_layout", "layout 2");
   Tensor nwd = f32({2, 3, 4, 9}), yb = f32({2, 3, 9, 8});
-  test::expect_error(test::call(k_cache, {cache.view, nwd.view}, {cache.view}, {0, 0, 3}, {}, nullptr), "[2,3,4,9]", "New D");
-  test::expect_error(test::call(k_cache, {cache.view, nw.view}, {yb.view}, {0, 0, 3}, {}, nullptr), "Y [2,3,9,8]", "Y dims");
-  test::expect_error(test::call(k_cache, {cache.view, nw.view}, {cache.view}, {0, 0}, {}, nullptr), "needs", "iarg count");
+  test::expect_error(test::call(k_cache, {cache.view, nwd.view}, {cache.view},
+                                test::cache_write_call().pos(0).new_layout(0).num_heads(3), nullptr),
+                     "[2,3,4,9]", "New D");
+  test::expect_error(
+      test::call(k_cache, {cache.view, nw.view}, {yb.view}, test::cache_write_call().pos(0).new_layout(0).num_heads(3), nullptr),
+      "Y [2,3,9,8]", "Y dims");
+  // positional on purpose: one iarg short
+  test::expect_error(test::call_positional(k_cache, {cache.view, nw.view}, {cache.view}, {0, 0}, {}, nullptr), "needs",
+                     "iarg count");
 }
 
 // cache_write with past_lens (input 2): batch row b's rows go to past[b]..past[b]+Sn-1; pos (here -7, an error
@@ -499,7 +571,8 @@ void check_cache_rows(int64_t b, int64_t h, int64_t c, int64_t d, int64_t sn, co
   for (int64_t i = 0; i < y.numel(); i++) y.data<float>()[i] = kNaNf;
   Tensor& out = in_place ? cache : y;
   Tensor pl = test::make_vec<int64_t>(planc::kInt64, {b}, past);
-  const char* err = test::call(k_cache, {cache.view, nw.view, pl.view}, {out.view}, {-7, layout, h}, {}, pool);
+  const char* err = test::call(k_cache, {cache.view, nw.view, pl.view}, {out.view},
+                               test::cache_write_call().pos(-7).new_layout(layout).num_heads(h), pool);
   test::expect_ok(err, name);
   if (!err) bitwise(out.data<float>(), want.data(), out.numel(), name);
 }
@@ -513,7 +586,10 @@ void cache_row_tests(planc::ThreadPool* pool) {
       check_cache_rows(2, 1, 6, 4, 0, {6, 0}, layout, in_place, pool);  // nothing to write
     }
   Tensor cache = f32({2, 3, 10, 8}), nw = f32({2, 3, 4, 8});
-  auto call = [&](const Tensor& past) { return test::call(k_cache, {cache.view, nw.view, past.view}, {cache.view}, {0, 0, 3}, {}, nullptr); };
+  auto call = [&](const Tensor& past) {
+    return test::call(k_cache, {cache.view, nw.view, past.view}, {cache.view},
+                      test::cache_write_call().pos(0).new_layout(0).num_heads(3), nullptr);
+  };
   test::expect_ok(call(test::i64({2}, {6, 0})), "past_lens at C - Sn");
   test::expect_error(call(test::i64({2}, {7, 0})), "cache_write: past_lens[0] = 7 is outside 0..6", "past_lens + Sn > C");
   test::expect_error(call(test::i64({2}, {0, -1})), "past_lens[1] = -1 is outside 0..6", "negative past_lens");
@@ -533,10 +609,10 @@ struct Decomposed {
   planc::KernelFn transpose, matmul, softmax;
   Tensor kt, s, p;
   void run(Tensor& q, Tensor& k, Tensor& v, Tensor& y, planc::ThreadPool* pool) {
-    test::call(transpose, {k.view}, {kt.view}, {0, 1, 3, 2}, {}, pool);
-    test::call(matmul, {q.view, kt.view}, {s.view}, {}, {}, pool);
-    test::call(softmax, {s.view}, {p.view}, {3, 0}, {}, pool);
-    test::call(matmul, {p.view, v.view}, {y.view}, {}, {}, pool);
+    test::call(transpose, {k.view}, {kt.view}, test::transpose_call().perm({0, 1, 3, 2}), pool);
+    test::call(matmul, {q.view, kt.view}, {s.view}, {}, pool);
+    test::call(softmax, {s.view}, {p.view}, test::softmax_call().axis(3).log(0), pool);
+    test::call(matmul, {p.view, v.view}, {y.view}, {}, pool);
   }
 };
 
@@ -567,7 +643,10 @@ void bench(planc::ThreadPool* pool) {
       double best_f = 1e30, best_d = 1e30;
       for (int r = 0; r < reps; r++) {
         double t0 = test::now_ms();
-        test::call(k_attn, {q.view, k.view, v.view}, {y1.view}, {c.h, 0, c.l, 0, 0}, {0.125}, pl);
+        test::call(
+            k_attn, {q.view, k.view, v.view}, {y1.view},
+            test::attention_call().num_heads(c.h).q_layout(0).kv_len(c.l).mask_kind(planc::kMaskNone).is_causal(0).scale(0.125),
+            pl);
         double t1 = test::now_ms();
         dec.run(qs, k, v, y2, pl);
         double t2 = test::now_ms();

@@ -175,31 +175,31 @@ void test_copy_fill_range() {
   CHECK(big.store == big2.store);
 
   Tensor f(kFloat32, {3, 1000});
-  EXPECT_OK(call(K("fill"), {}, {f.view}, {}, {0.1}));
+  EXPECT_OK(call(K("fill"), {}, {f.view}, fill_call().value(0.1)));
   CHECK(f.at<float>(0) == 0.1f && f.at<float>(2999) == 0.1f);
   Tensor fi(kInt64, {4});
-  EXPECT_OK(call(K("fill"), {}, {fi.view}, {}, {-2.7}));
+  EXPECT_OK(call(K("fill"), {}, {fi.view}, fill_call().value(-2.7)));
   CHECK(fi.at<int64_t>(0) == -2 && fi.at<int64_t>(3) == -2);
   Tensor fb(kBool, {2});
-  EXPECT_OK(call(K("fill"), {}, {fb.view}, {}, {0.5}));
+  EXPECT_OK(call(K("fill"), {}, {fb.view}, fill_call().value(0.5)));
   CHECK(fb.at<uint8_t>(0) == 1);
   Tensor fh(kFloat16, {2});
-  EXPECT_OK(call(K("fill"), {}, {fh.view}, {}, {1.0}));
+  EXPECT_OK(call(K("fill"), {}, {fh.view}, fill_call().value(1.0)));
   CHECK(fh.at<uint16_t>(1) == 0x3c00);
   EXPECT_ERROR(call(K("fill"), {}, {fh.view}), "fill: needs 0 inputs, 1 output, 0 iargs and 1 farg; got 0, 1, 0 and 0");
 
   Tensor r(kFloat32, {5});
-  EXPECT_OK(call(K("range"), {}, {r.view}, {}, {1.0, 0.5}));
+  EXPECT_OK(call(K("range"), {}, {r.view}, range_call().start(1.0).delta(0.5)));
   float rw[] = {1.0f, 1.5f, 2.0f, 2.5f, 3.0f};
   compare(r.data<float>(), rw, 5, "range f32");
   Tensor ri(kInt64, {4});
-  EXPECT_OK(call(K("range"), {}, {ri.view}, {}, {10, -3}));
+  EXPECT_OK(call(K("range"), {}, {ri.view}, range_call().start(10).delta(-3)));
   int64_t riw[] = {10, 7, 4, 1};
   compare(ri.data<int64_t>(), riw, 4, "range int64");
   Tensor r0(kInt32, {0});
-  EXPECT_OK(call(K("range"), {}, {r0.view}, {}, {0, 1}));
+  EXPECT_OK(call(K("range"), {}, {r0.view}, range_call().start(0).delta(1)));
   Tensor r2(kInt32, {2, 2});
-  EXPECT_ERROR(call(K("range"), {}, {r2.view}, {}, {0, 1}), "range: output must have rank 1");
+  EXPECT_ERROR(call(K("range"), {}, {r2.view}, range_call().start(0).delta(1)), "range: output must have rank 1");
   Tensor c1(kFloat32, {2, 3}), c2(kFloat16, {3, 2});
   EXPECT_ERROR(call(K("cast"), {c1.view}, {c2.view}), "cast: output dims [3,2] differ from input dims [2,3]");
 }
@@ -210,11 +210,11 @@ void bench() {
   Rng rng;
   for (int64_t k = 0; k < n; k++) x.data<float>()[k] = float(rng.uniform(-100, 100));
   for (int threaded = 0; threaded < 2; threaded++) {
-    call(K("cast"), {x.view}, {h.view}, {}, {}, threads(threaded));
+    call(K("cast"), {x.view}, {h.view}, {}, threads(threaded));
     double t0 = now_ms();
-    call(K("cast"), {x.view}, {h.view}, {}, {}, threads(threaded));
+    call(K("cast"), {x.view}, {h.view}, {}, threads(threaded));
     double t1 = now_ms();
-    call(K("cast"), {x.view}, {i.view}, {}, {}, threads(threaded));
+    call(K("cast"), {x.view}, {i.view}, {}, threads(threaded));
     double t2 = now_ms();
     std::printf("bench %s: cast 4M f32→f16 %.2f ms, f32→i64 %.2f ms\n", threaded ? "2 threads" : "1 thread ", t1 - t0, t2 - t1);
   }

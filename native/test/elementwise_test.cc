@@ -71,7 +71,7 @@ void check_binary(const char* name, int32_t dt, int32_t ydt, double lo, double h
       Tensor a = random_tensor<T>(dt, s.a, rng, lo, hi);
       Tensor b = random_tensor<T>(dt, s.b, rng, lo, hi);
       Tensor y(ydt, s.y), want(ydt, s.y);
-      EXPECT_OK(call(K(name), {a.view, b.view}, {y.view}, {}, {}, threads(threaded != 0)));
+      EXPECT_OK(call(K(name), {a.view, b.view}, {y.view}, {}, threads(threaded != 0)));
       naive<T, Y>(a, b, want, f);
       std::string what = std::string(name) + " " + std::to_string(dt) + " shape #" + std::to_string(&s - kShapes.data());
       compare<Y>(y.data<Y>(), want.data<Y>(), y.numel(), what.c_str());
@@ -151,13 +151,15 @@ void test_hand_values() {
   Tensor ca = make<int32_t>(kInt32, {4}, {-7, 7, -7, 5});
   Tensor cb = make<int32_t>(kInt32, {4}, {3, -3, -3, 0});
   Tensor cy(kInt32, {4});
-  EXPECT_OK(call(K("mod"), {ca.view, cb.view}, {cy.view}, {1}));
+  EXPECT_OK(call(K("mod"), {ca.view, cb.view}, {cy.view}, mod_call().fmod(1)));
   int32_t cw[] = {-1, 1, -1, 0};
   compare(cy.data<int32_t>(), cw, 4, "int fmod");
-  EXPECT_OK(call(K("mod"), {fa.view, fb.view}, {fy.view}, {1}));
+  EXPECT_OK(call(K("mod"), {fa.view, fb.view}, {fy.view}, mod_call().fmod(1)));
   CHECK(fy.at<float>(0) == -1.5f && fy.at<float>(1) == 1.5f && std::isnan(fy.at<float>(2)) && std::isnan(fy.at<float>(3)));
-  EXPECT_ERROR(call(K("mod"), {fa.view, fb.view}, {fy.view}, {2}), "fmod must be 0 or 1");
-  EXPECT_ERROR(call(K("add"), {fa.view, fb.view}, {fy.view}, {1}), "add: needs 2 inputs, 1 output, 0 iargs and 0 fargs; got 2, 1, 1 and 0");
+  EXPECT_ERROR(call(K("mod"), {fa.view, fb.view}, {fy.view}, mod_call().fmod(2)), "fmod must be 0 or 1");
+  // positional on purpose: an iarg add does not take
+  EXPECT_ERROR(call_positional(K("add"), {fa.view, fb.view}, {fy.view}, {1}, {}),
+               "add: needs 2 inputs, 1 output, 0 iargs and 0 fargs; got 2, 1, 1 and 0");
 
   // max/min propagate NaN from either side
   float nan = std::numeric_limits<float>::quiet_NaN();
@@ -266,9 +268,9 @@ void bench() {
   for (int threaded = 0; threaded < 2; threaded++) {
     for (int rep = 0; rep < 2; rep++) {
       double t0 = now_ms();
-      call(K("add"), {a.view, b.view}, {y.view}, {}, {}, threads(threaded));
+      call(K("add"), {a.view, b.view}, {y.view}, {}, threads(threaded));
       double t1 = now_ms();
-      call(K("mul"), {a.view, row.view}, {y.view}, {}, {}, threads(threaded));
+      call(K("mul"), {a.view, row.view}, {y.view}, {}, threads(threaded));
       double t2 = now_ms();
       if (rep == 1) {
         std::printf("bench %s: add same-shape 4M f32 %.2f ms, mul row-bcast %.2f ms\n", threaded ? "2 threads" : "1 thread",

@@ -37,8 +37,8 @@ bool runs(int64_t code) { return g_unavailable == nullptr || g_unavailable(code)
 
 // test::call with the call's variant.
 const char* call(int64_t variant, planc::KernelFn fn, std::vector<planc::TensorView> in, std::vector<planc::TensorView> out,
-                 std::vector<int64_t> iargs = {}, std::vector<double> fargs = {}, planc::ThreadPool* pool = nullptr) {
-  return test::call(fn, std::move(in), std::move(out), std::move(iargs), std::move(fargs), pool, variant);
+                 const kernel_call::Args& args = {}, planc::ThreadPool* pool = nullptr) {
+  return test::call(fn, std::move(in), std::move(out), args, pool, variant);
 }
 
 // Naive batched matmul in double with numpy broadcasting of the batch dims (ranks >= 2); scale (when given) gets
@@ -88,7 +88,7 @@ void check_matmul(std::vector<int64_t> ad, std::vector<int64_t> bd, std::vector<
   for (int64_t variant : g_variants) {
     Tensor y = f32(yd);
     test::fill_random(y, 1e6f, 1e7f);  // garbage that must be overwritten
-    const char* err = call(variant, k_matmul, {a.view, b.view}, {y.view}, {}, {}, pool);
+    const char* err = call(variant, k_matmul, {a.view, b.view}, {y.view}, {}, pool);
     char what[160];
     std::snprintf(what, sizeof what, "matmul A[%lld..%lld] B[..%lld] variant %s rank %zu", (long long)ad[0],
                   (long long)ad.back(), (long long)bd.back(), v::kVariantNames[variant], yd.size());
@@ -133,7 +133,8 @@ void check_gemm(int64_t m, int64_t n, int64_t k, bool ta, bool tb_, float alpha,
     test::fill_random(y, 1e6f, 1e7f);
     std::vector<planc::TensorView> in = {a.view, b.view};
     if (has_c) in.push_back(c.view);
-    const char* err = call(variant, k_gemm, in, {y.view}, {ta, tb_}, {alpha, beta}, pool);
+    const char* err =
+        call(variant, k_gemm, in, {y.view}, test::gemm_call().trans_a(ta).trans_b(tb_).alpha(alpha).beta(beta), pool);
     char what[160];
     std::snprintf(what, sizeof what, "gemm %lldx%lldx%lld tA%d tB%d a%g b%g C rank %zu variant %s", (long long)m,
                   (long long)n, (long long)k, ta, tb_, alpha, beta, cdims.size(), v::kVariantNames[variant]);
@@ -153,7 +154,9 @@ void hand_computed() {
     // Gemm with transA (A^T is [3,2] x ... ): A^T [3,2] x A [2,3]? use B^T: [2,3] x [2,3]^T = [2,2]
     Tensor c = f32({2}, {1, -1});
     Tensor y2 = f32({2, 2});
-    test::expect_ok(call(variant, k_gemm, {a.view, a.view, c.view}, {y2.view}, {0, 1}, {2.0, 0.5}), "hand gemm");
+    test::expect_ok(
+        call(variant, k_gemm, {a.view, a.view, c.view}, {y2.view}, test::gemm_call().trans_a(0).trans_b(1).alpha(2.0).beta(0.5)),
+        "hand gemm");
     double want2[] = {2 * 14 + 0.5, 2 * 32 - 0.5, 2 * 32 + 0.5, 2 * 77 - 0.5};
     test::close(y2.data<float>(), want2, 4, 0, 1e-5, "hand gemm values");
   }
@@ -161,28 +164,38 @@ void hand_computed() {
 
 void errors() {
   Tensor a = f32({2, 3}), b = f32({4, 2}), y = f32({2, 2});
-  test::expect_error(test::call(k_matmul, {a.view, b.view}, {y.view}, {}, {}, nullptr), "inner dims differ", "matmul inner");
+  test::expect_error(test::call(k_matmul, {a.view, b.view}, {y.view}, {}, nullptr), "inner dims differ", "matmul inner");
   Tensor b2 = f32({3, 2}), y3 = f32({2, 3});
-  test::expect_error(test::call(k_matmul, {a.view, b2.view}, {y3.view}, {}, {}, nullptr), "Y is", "matmul Y dims");
+  test::expect_error(test::call(k_matmul, {a.view, b2.view}, {y3.view}, {}, nullptr), "Y is", "matmul Y dims");
   Tensor ai = Tensor(planc::kInt32, {2, 3});
-  test::expect_error(test::call(k_matmul, {ai.view, b2.view}, {y.view}, {}, {}, nullptr), "float32 only", "matmul dtype");
+  test::expect_error(test::call(k_matmul, {ai.view, b2.view}, {y.view}, {}, nullptr), "float32 only", "matmul dtype");
   Tensor a1 = f32({3});
-  test::expect_error(test::call(k_matmul, {a1.view, b2.view}, {y.view}, {}, {}, nullptr), "rank >= 2", "matmul rank 1");
+  test::expect_error(test::call(k_matmul, {a1.view, b2.view}, {y.view}, {}, nullptr), "rank >= 2", "matmul rank 1");
   Tensor ab = f32({2, 2, 3}), bb = f32({3, 3, 2}), yb = f32({3, 2, 2});
-  test::expect_error(test::call(k_matmul, {ab.view, bb.view}, {yb.view}, {}, {}, nullptr), "batch dim 0", "matmul batch");
+  test::expect_error(test::call(k_matmul, {ab.view, bb.view}, {yb.view}, {}, nullptr), "batch dim 0", "matmul batch");
   Tensor yr = f32({1, 2, 2});
-  test::expect_error(test::call(k_matmul, {a.view, b2.view}, {yr.view}, {}, {}, nullptr), "Y rank", "matmul Y rank");
+  test::expect_error(test::call(k_matmul, {a.view, b2.view}, {yr.view}, {}, nullptr), "Y rank", "matmul Y rank");
   Tensor c = f32({3, 2});
-  test::expect_error(test::call(k_gemm, {a.view, b2.view, c.view}, {y.view}, {0, 0}, {1.0, 1.0}, nullptr), "does not broadcast", "gemm C");
-  test::expect_error(test::call(k_gemm, {a.view, b2.view}, {y.view}, {1, 0}, {1.0, 1.0}, nullptr), "inner dims differ", "gemm trans");
-  test::expect_error(test::call(k_gemm, {a.view, b2.view}, {y.view}, {0}, {1.0, 1.0}, nullptr), "needs", "gemm iargs");
+  test::expect_error(test::call(k_gemm, {a.view, b2.view, c.view}, {y.view},
+                                test::gemm_call().trans_a(0).trans_b(0).alpha(1.0).beta(1.0), nullptr),
+                     "does not broadcast", "gemm C");
+  test::expect_error(
+      test::call(k_gemm, {a.view, b2.view}, {y.view}, test::gemm_call().trans_a(1).trans_b(0).alpha(1.0).beta(1.0), nullptr),
+      "inner dims differ", "gemm trans");
+  // positional on purpose: one iarg short
+  test::expect_error(test::call_positional(k_gemm, {a.view, b2.view}, {y.view}, {0}, {1.0, 1.0}, nullptr), "needs", "gemm iargs");
   // beta 0 ignores a mismatched C? No: C is ignored entirely when beta is 0 (as the reference does).
-  test::expect_ok(test::call(k_gemm, {a.view, b2.view, c.view}, {y.view}, {0, 0}, {1.0, 0.0}, nullptr), "gemm beta 0 ignores C");
+  test::expect_ok(test::call(k_gemm, {a.view, b2.view, c.view}, {y.view},
+                             test::gemm_call().trans_a(0).trans_b(0).alpha(1.0).beta(0.0), nullptr),
+                  "gemm beta 0 ignores C");
   // Variant codes: outside the list, or one this machine cannot run, are errors (never a silent fallback).
   test::expect_error(call(v::kVariantCount, k_matmul, {a.view, b2.view}, {y.view}), "matmul: unknown variant code 5", "matmul variant 5");
-  test::expect_error(call(-1, k_gemm, {a.view, b2.view}, {y.view}, {0, 0}, {1.0, 0.0}), "gemm: unknown variant code -1", "gemm variant -1");
+  test::expect_error(call(-1, k_gemm, {a.view, b2.view}, {y.view}, test::gemm_call().trans_a(0).trans_b(0).alpha(1.0).beta(0.0)),
+                     "gemm: unknown variant code -1", "gemm variant -1");
   Tensor bias = f32({2});
-  test::expect_error(call(7, k_fused, {a.view, b2.view, bias.view, {}}, {y.view}, {0}), "fused_matmul: unknown variant code 7", "fused variant 7");
+  test::expect_error(
+      call(7, k_fused, {a.view, b2.view, bias.view, {}}, {y.view}, test::fused_matmul_call().activation(planc::kActNone)),
+      "fused_matmul: unknown variant code 7", "fused variant 7");
   for (int64_t code = 0; code < v::kVariantCount; code++) {
     if (runs(code)) continue;
     test::expect_error(call(code, k_matmul, {a.view, b2.view}, {y.view}), "cannot run here", v::kVariantNames[code]);
@@ -202,7 +215,8 @@ void fused_variants(planc::ThreadPool* pool) {
     for (int64_t variant : g_variants) {
       Tensor y = f32({m, 70});
       test::fill_random(y, 1e6f, 1e7f);
-      const char* err = call(variant, k_fused, {a.view, w.view, bias.view, res.view}, {y.view}, {planc::kActRelu}, {}, pool);
+      const char* err = call(variant, k_fused, {a.view, w.view, bias.view, res.view}, {y.view},
+                             test::fused_matmul_call().activation(planc::kActRelu), pool);
       char what[96];
       std::snprintf(what, sizeof what, "fused_matmul relu M%lld variant %s", (long long)m, v::kVariantNames[variant]);
       test::expect_ok(err, what);
@@ -215,13 +229,13 @@ void special_values() {
   // K = 0: zeros; M = 0: nothing to do.
   Tensor a = f32({3, 0}), b = f32({0, 4}), y = f32({3, 4});
   test::fill_random(y);
-  test::expect_ok(test::call(k_matmul, {a.view, b.view}, {y.view}, {}, {}, nullptr), "matmul K=0");
+  test::expect_ok(test::call(k_matmul, {a.view, b.view}, {y.view}, {}, nullptr), "matmul K=0");
   std::vector<double> zeros(12, 0.0);
   test::close(y.data<float>(), zeros.data(), 12, 0, 0, "matmul K=0 zeros");
   Tensor a0 = f32({0, 5}), b0 = f32({5, 4}), y0 = f32({0, 4});
-  test::expect_ok(test::call(k_matmul, {a0.view, b0.view}, {y0.view}, {}, {}, nullptr), "matmul M=0");
+  test::expect_ok(test::call(k_matmul, {a0.view, b0.view}, {y0.view}, {}, nullptr), "matmul M=0");
   Tensor ab = f32({0, 2, 5}), yb = f32({0, 2, 4});
-  test::expect_ok(test::call(k_matmul, {ab.view, b0.view}, {yb.view}, {}, {}, nullptr), "matmul batch 0");
+  test::expect_ok(test::call(k_matmul, {ab.view, b0.view}, {yb.view}, {}, nullptr), "matmul batch 0");
 }
 
 // ---------- random shapes against the float64 reference ----------
@@ -274,7 +288,8 @@ void scaled_gemm(int64_t m, int64_t n, int64_t k, bool ta, bool tbb, float alpha
   for (int64_t variant : g_variants) {
     Tensor y = f32({m, n});
     test::fill_random(y, 1e6f, 1e7f);
-    const char* err = call(variant, k_gemm, {a.view, b.view, cc.view}, {y.view}, {ta, tbb}, {alpha, beta}, pool);
+    const char* err = call(variant, k_gemm, {a.view, b.view, cc.view}, {y.view},
+                           test::gemm_call().trans_a(ta).trans_b(tbb).alpha(alpha).beta(beta), pool);
     char what[160];
     std::snprintf(what, sizeof what, "scaled gemm M%lld N%lld K%lld tA%d tB%d a%g b%g C rank %zu variant %s",
                   (long long)m, (long long)n, (long long)k, ta, tbb, alpha, beta, cd.size(), v::kVariantNames[variant]);
@@ -333,7 +348,7 @@ void random_matmul(planc::ThreadPool* pool, int cases) {
     for (int64_t variant : g_variants) {
       Tensor y = f32(yd);
       test::fill_random(y, 1e6f, 1e7f);
-      const char* err = call(variant, k_matmul, {a.view, b.view}, {y.view}, {}, {}, pool);
+      const char* err = call(variant, k_matmul, {a.view, b.view}, {y.view}, {}, pool);
       char what[160];
       std::snprintf(what, sizeof what, "random matmul batch %lld (rank %zu/%zu) M%lld N%lld K%lld variant %s",
                     (long long)batch, ad.size(), bd.size(), (long long)m, (long long)n, (long long)k, v::kVariantNames[variant]);
@@ -439,10 +454,12 @@ void bench(planc::ThreadPool* pool) {
       Tensor a = f32({m, k}), y = f32({m, n});
       test::fill_random(a);
       auto nn = [&](int64_t variant) {
-        return [&, variant] { call(variant, k_matmul, {a.view, b.view}, {y.view}, {}, {}, pool); };
+        return [&, variant] { call(variant, k_matmul, {a.view, b.view}, {y.view}, {}, pool); };
       };
       auto nt = [&](int64_t variant) {
-        return [&, variant] { call(variant, k_gemm, {a.view, bt.view}, {y.view}, {0, 1}, {1.0, 0.0}, pool); };
+        return [&, variant] {
+          call(variant, k_gemm, {a.view, bt.view}, {y.view}, test::gemm_call().trans_a(0).trans_b(1).alpha(1.0).beta(0.0), pool);
+        };
       };
       const int64_t order[] = {v::kVariantGemv, v::kVariantGemv, v::kVariantBlas, v::kVariantBlas, v::kVariantAvx512,
                                v::kVariantAvx512, v::kVariantBlocked, v::kVariantAuto, v::kVariantAuto};
@@ -471,7 +488,7 @@ void bench(planc::ThreadPool* pool) {
     const int64_t variants[3] = {v::kVariantBlocked, v::kVariantBlas, v::kVariantAvx512};
     for (int i = 0; i < 3; i++) {
       if (!runs(variants[i])) continue;
-      t[i] = time_ms([&] { call(variants[i], k_matmul, {a.view, b.view}, {y.view}, {}, {}, pool); }, 3);
+      t[i] = time_ms([&] { call(variants[i], k_matmul, {a.view, b.view}, {y.view}, {}, pool); }, 3);
     }
     double gf = 2.0 * m * n * k / 1e6;
     std::printf("| %lld | %lld | %lld |", (long long)m, (long long)k, (long long)n);
@@ -492,7 +509,7 @@ void bench(planc::ThreadPool* pool) {
     test::fill_random(a);
     test::fill_random(b);
     auto run = [&](int64_t variant) {
-      return [&, variant] { call(variant, k_matmul, {a.view, b.view}, {y.view}, {}, {}, pool); };
+      return [&, variant] { call(variant, k_matmul, {a.view, b.view}, {y.view}, {}, pool); };
     };
     std::vector<double> t = best_of({run(v::kVariantAuto), run(v::kVariantBlas), run(v::kVariantAvx512)}, 500);
     std::printf("| %s | %.4f | %.4f | %.4f |\n", c.name, t[0], runs(v::kVariantBlas) ? t[1] : -1.0,
@@ -516,7 +533,9 @@ void gflops(planc::ThreadPool* pool) {
       test::fill_random(a);
       test::fill_random(b);
       auto via = [&](int64_t variant) {
-        return [&, variant] { call(variant, k_gemm, {a.view, b.view}, {y.view}, {0, nt}, {1.0, 0.0}, pool); };
+        return [&, variant] {
+          call(variant, k_gemm, {a.view, b.view}, {y.view}, test::gemm_call().trans_a(0).trans_b(nt).alpha(1.0).beta(0.0), pool);
+        };
       };
       std::vector<std::function<void()>> fns = {via(v::kVariantBlas), via(v::kVariantAvx512), via(v::kVariantGemv),
                                                 via(v::kVariantAuto)};

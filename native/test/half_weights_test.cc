@@ -122,8 +122,8 @@ int64_t outside(const float* got, const std::vector<double>& want, const std::ve
 // ---- matmul / fused_matmul ----
 
 const char* call_v(int64_t variant, planc::KernelFn fn, std::vector<planc::TensorView> in, std::vector<planc::TensorView> out,
-                   std::vector<int64_t> iargs, planc::ThreadPool* pool) {
-  return test::call(fn, std::move(in), std::move(out), std::move(iargs), {}, pool, variant);
+                   const kernel_call::Args& args, planc::ThreadPool* pool) {
+  return test::call(fn, std::move(in), std::move(out), args, pool, variant);
 }
 
 // fused_matmul (and matmul, when plain) with A [batch..., M, K] and a half W [K, N] on every variant, against the
@@ -163,7 +163,7 @@ void check_fused(int32_t dt, std::vector<int64_t> adims, int64_t n, bool bias, i
       planc::TensorView none;
       const char* err = use_matmul ? call_v(variant, k_matmul, {a.view, w.view}, {y.view}, {}, pool)
                                    : call_v(variant, k_fused, {a.view, w.view, bias ? bb.view : none, residual ? res.view : none},
-                                            {y.view}, {act}, pool);
+                                            {y.view}, test::fused_matmul_call().activation(planc::Activation(act)), pool);
       char what[200];
       std::snprintf(what, sizeof what, "%s %s A [%lld rows, %lld] x W [%lld, %lld] bias %d act %lld residual %d variant %s %s",
                     use_matmul ? "matmul" : "fused_matmul", dt_name(dt), (long long)rows, (long long)k, (long long)k,
@@ -241,24 +241,30 @@ void test_product_edges(planc::ThreadPool* pool) {
   for (int32_t dt : {planc::kFloat16, planc::kBFloat16}) {
     Tensor a = test::f32({3, 0}), w(dt, {0, 4}), y = test::f32({3, 4});
     test::fill_random(y, 5, 6);
-    test::expect_ok(test::call(k_matmul, {a.view, w.view}, {y.view}, {}, {}, pool), "K = 0");
+    test::expect_ok(test::call(k_matmul, {a.view, w.view}, {y.view}, {}, pool), "K = 0");
     bool zero = true;
     for (int i = 0; i < 12; i++) zero = zero && y.data<float>()[i] == 0.0f;
     CHECK_MSG(zero, "%s K = 0: Y not zero", dt_name(dt));
   }
   // refusals: a half B of rank 3 on matmul / fused_matmul, a half A, float64 B, a half B on gemm
   Tensor a3 = test::f32({2, 3, 4}), b3(planc::kFloat16, {2, 4, 5}), y3 = test::f32({2, 3, 5});
-  test::expect_error(test::call(k_matmul, {a3.view, b3.view}, {y3.view}, {}, {}, pool), "float16 B must be 2-D", "matmul half B rank 3");
+  test::expect_error(test::call(k_matmul, {a3.view, b3.view}, {y3.view}, {}, pool), "float16 B must be 2-D",
+                     "matmul half B rank 3");
   Tensor b3b(planc::kBFloat16, {2, 4, 5});
-  test::expect_error(test::call(k_matmul, {a3.view, b3b.view}, {y3.view}, {}, {}, pool), "bfloat16 B must be 2-D", "matmul bf16 B rank 3");
+  test::expect_error(test::call(k_matmul, {a3.view, b3b.view}, {y3.view}, {}, pool), "bfloat16 B must be 2-D",
+                     "matmul bf16 B rank 3");
   planc::TensorView none;
-  test::expect_error(test::call(k_fused, {a3.view, b3.view, none, none}, {y3.view}, {0}, {}, pool), "must be 2-D", "fused_matmul half W rank 3");
+  test::expect_error(
+      test::call(k_fused, {a3.view, b3.view, none, none}, {y3.view}, test::fused_matmul_call().activation(planc::kActNone), pool),
+      "must be 2-D", "fused_matmul half W rank 3");
   Tensor a2 = test::f32({3, 4}), b2(planc::kFloat16, {4, 5}), y2 = test::f32({3, 5}), ah(planc::kFloat16, {3, 4}), bd(planc::kFloat64, {4, 5});
-  test::expect_error(test::call(k_matmul, {ah.view, b2.view}, {y2.view}, {}, {}, pool), "float32 only", "matmul half A");
-  test::expect_error(test::call(k_matmul, {a2.view, bd.view}, {y2.view}, {}, {}, pool), "float32 only", "matmul float64 B");
-  test::expect_error(test::call(k_gemm, {a2.view, b2.view, none}, {y2.view}, {0, 0}, {1.0, 0.0}, pool), "float32 only", "gemm half B");
+  test::expect_error(test::call(k_matmul, {ah.view, b2.view}, {y2.view}, {}, pool), "float32 only", "matmul half A");
+  test::expect_error(test::call(k_matmul, {a2.view, bd.view}, {y2.view}, {}, pool), "float32 only", "matmul float64 B");
+  test::expect_error(
+      test::call(k_gemm, {a2.view, b2.view, none}, {y2.view}, test::gemm_call().trans_a(0).trans_b(0).alpha(1.0).beta(0.0), pool),
+      "float32 only", "gemm half B");
   Tensor bk(planc::kFloat16, {5, 5});
-  test::expect_error(test::call(k_matmul, {a2.view, bk.view}, {y2.view}, {}, {}, pool), "inner dims differ", "matmul half B dims");
+  test::expect_error(test::call(k_matmul, {a2.view, bk.view}, {y2.view}, {}, pool), "inner dims differ", "matmul half B dims");
 }
 
 // ---- project_topk ----
@@ -309,8 +315,9 @@ void run_topk(const TopkCase& c, planc::ThreadPool* pool) {
   }
   Tensor ov = test::f32({c.rows, c.k}), oi(planc::kInt64, {c.rows, c.k});
   planc::TensorView none;
-  const char* err = test::call_variant(*k_topk_def, {x.view, w.view, c.bias ? bias.view : none, masked ? mask.view : none},
-                                     {ov.view, oi.view}, {c.k, c.transposed ? 1 : 0}, pool, c.variant);
+  const char* err =
+      test::call_variant(*k_topk_def, {x.view, w.view, c.bias ? bias.view : none, masked ? mask.view : none}, {ov.view, oi.view},
+                         test::project_topk_call().k(c.k).transposed(c.transposed ? 1 : 0), pool, c.variant);
   char what[220];
   std::snprintf(what, sizeof what, "project_topk %s rows %lld D %lld V %lld k %lld transposed %d bias %d mask %.2f %s variant %s",
                 dt_name(c.dt), (long long)c.rows, (long long)c.d, (long long)c.v, (long long)c.k, c.transposed, c.bias,
@@ -350,18 +357,20 @@ void test_project_topk(planc::ThreadPool* pool) {
   // refusals
   Tensor x = test::f32({2, 8}), wd(planc::kFloat64, {8, 10}), ov = test::f32({2, 1}), oi(planc::kInt64, {2, 1});
   planc::TensorView none;
-  test::expect_error(test::call(k_topk, {x.view, wd.view, none, none}, {ov.view, oi.view}, {1, 0}, {}, pool),
-                   "W float32, float16 or bfloat16", "project_topk float64 W");
+  test::expect_error(
+      test::call(k_topk, {x.view, wd.view, none, none}, {ov.view, oi.view}, test::project_topk_call().k(1).transposed(0), pool),
+      "W float32, float16 or bfloat16", "project_topk float64 W");
   Tensor xh(planc::kFloat16, {2, 8}), wh(planc::kFloat16, {8, 10});
-  test::expect_error(test::call(k_topk, {xh.view, wh.view, none, none}, {ov.view, oi.view}, {1, 0}, {}, pool), "X must be float32",
-                   "project_topk half X");
+  test::expect_error(
+      test::call(k_topk, {xh.view, wh.view, none, none}, {ov.view, oi.view}, test::project_topk_call().k(1).transposed(0), pool),
+      "X must be float32", "project_topk half X");
 }
 
 // ---- cast ----
 
 Tensor cast_to(int32_t dt, Tensor& x) {
   Tensor y(dt, x.dims);
-  test::expect_ok(test::call(k_cast, {x.view}, {y.view}, {}, {}, nullptr), "cast");
+  test::expect_ok(test::call(k_cast, {x.view}, {y.view}, {}, nullptr), "cast");
   return y;
 }
 
@@ -477,10 +486,10 @@ void test_cast_bf16() {
   CHECK_MSG(bh.data<uint16_t>()[0] == 0x7c00 && bh.data<uint16_t>()[1] == 0xfc00,
            "bfloat16 → float16 overflow");
   Tensor fb(planc::kBFloat16, {3});
-  test::expect_ok(test::call(k_fill, {}, {fb.view}, {}, {0.1}, nullptr), "fill bf16");
+  test::expect_ok(test::call(k_fill, {}, {fb.view}, test::fill_call().value(0.1), nullptr), "fill bf16");
   CHECK_MSG(fb.data<uint16_t>()[2] == bf16_bits(0.1), "fill bf16 0.1: %04x", fb.data<uint16_t>()[2]);
   Tensor rb(planc::kBFloat16, {4});
-  test::expect_ok(test::call(k_range, {}, {rb.view}, {}, {1.0, 0.5}, nullptr), "range bf16");
+  test::expect_ok(test::call(k_range, {}, {rb.view}, test::range_call().start(1.0).delta(0.5), nullptr), "range bf16");
   const uint16_t* rbp = rb.data<uint16_t>();
   CHECK_MSG(rbp[0] == 0x3f80 && rbp[1] == 0x3fc0 && rbp[2] == 0x4000 && rbp[3] == 0x4020, "range bf16: %04x %04x %04x %04x",
            rbp[0], rbp[1], rbp[2], rbp[3]);
@@ -556,9 +565,15 @@ void bench(planc::ThreadPool* pool) {
     test::fill_random(a);
     test::fill_random(w32);
     Tensor w16 = random_half(planc::kFloat16, {k, n}), wbf = random_half(planc::kBFloat16, {k, n});
-    const double t32 = time([&] { test::call(k_fused, {a.view, w32.view, none, none}, {y.view}, {0}, {}, pool); });
-    const double t16 = time([&] { test::call(k_fused, {a.view, w16.view, none, none}, {y.view}, {0}, {}, pool); });
-    const double tbf = time([&] { test::call(k_fused, {a.view, wbf.view, none, none}, {y.view}, {0}, {}, pool); });
+    const double t32 = time([&] {
+      test::call(k_fused, {a.view, w32.view, none, none}, {y.view}, test::fused_matmul_call().activation(planc::kActNone), pool);
+    });
+    const double t16 = time([&] {
+      test::call(k_fused, {a.view, w16.view, none, none}, {y.view}, test::fused_matmul_call().activation(planc::kActNone), pool);
+    });
+    const double tbf = time([&] {
+      test::call(k_fused, {a.view, wbf.view, none, none}, {y.view}, test::fused_matmul_call().activation(planc::kActNone), pool);
+    });
     std::printf("bench fused_matmul M %lld K %lld N %lld: float32 %.3f ms, float16 %.3f ms, bfloat16 %.3f ms\n", (long long)m,
                 (long long)k, (long long)n, t32, t16, tbf);
   }
@@ -570,7 +585,9 @@ void bench(planc::ThreadPool* pool) {
     Tensor w32 = test::f32(wd);
     test::fill_random(w32, -0.1f, 0.1f);
     Tensor w16 = random_half(planc::kFloat16, wd, 0.1f), wbf = random_half(planc::kBFloat16, wd, 0.1f);
-    auto run = [&](Tensor& w) { test::call(k_topk, {x.view, w.view, none, none}, {ov.view, oi.view}, {4, tr}, {}, pool); };
+    auto run = [&](Tensor& w) {
+      test::call(k_topk, {x.view, w.view, none, none}, {ov.view, oi.view}, test::project_topk_call().k(4).transposed(tr), pool);
+    };
     const double t32 = time([&] { run(w32); }), t16 = time([&] { run(w16); }), tbf = time([&] { run(wbf); });
     std::printf("bench project_topk rows %lld W %s [%lld, %lld]: float32 %.3f ms, float16 %.3f ms, bfloat16 %.3f ms\n",
                 (long long)rows, tr ? "transposed" : "", (long long)wd[0], (long long)wd[1], t32, t16, tbf);

@@ -73,7 +73,7 @@ void check_transpose(int32_t dt, std::vector<int64_t> dims, std::vector<int64_t>
     for (size_t k = 0; k < dims.size(); k++) xc[perm[k]] = c[k];
     put(want, i, x, flat(xc, dims));
   }
-  const char* err = test::call(k_transpose, {x.view}, {y.view}, perm, {}, pool);
+  const char* err = test::call(k_transpose, {x.view}, {y.view}, test::transpose_call().perm(perm), pool);
   char what[160];
   std::snprintf(what, sizeof what, "transpose dtype %d rank %zu perm[0]=%lld", dt, dims.size(), (long long)(perm.empty() ? -1 : perm[0]));
   test::expect_ok(err, what);
@@ -97,11 +97,15 @@ void transposes(planc::ThreadPool* pool) {
     check_transpose(dt, {64, 100, 33}, {2, 0, 1}, pool);
   }
   Tensor x(planc::kFloat32, {2, 3}), y(planc::kFloat32, {3, 2}), bad(planc::kFloat32, {2, 3});
-  test::expect_error(test::call(k_transpose, {x.view}, {y.view}, {0, 0}, {}, nullptr), "not a permutation", "transpose perm");
-  test::expect_error(test::call(k_transpose, {x.view}, {bad.view}, {1, 0}, {}, nullptr), "Y dim 0", "transpose dims");
-  test::expect_error(test::call(k_transpose, {x.view}, {y.view}, {1}, {}, nullptr), "perm entries", "transpose perm length");
+  test::expect_error(test::call(k_transpose, {x.view}, {y.view}, test::transpose_call().perm({0, 0}), nullptr),
+                     "not a permutation", "transpose perm");
+  test::expect_error(test::call(k_transpose, {x.view}, {bad.view}, test::transpose_call().perm({1, 0}), nullptr), "Y dim 0",
+                     "transpose dims");
+  test::expect_error(test::call(k_transpose, {x.view}, {y.view}, test::transpose_call().perm({1}), nullptr), "perm entries",
+                     "transpose perm length");
   Tensor yi(planc::kInt32, {3, 2});
-  test::expect_error(test::call(k_transpose, {x.view}, {yi.view}, {1, 0}, {}, nullptr), "differs from Y dtype", "transpose dtype");
+  test::expect_error(test::call(k_transpose, {x.view}, {yi.view}, test::transpose_call().perm({1, 0}), nullptr),
+                     "differs from Y dtype", "transpose dtype");
 }
 
 // ---------- gather ----------
@@ -133,7 +137,7 @@ void check_gather(int32_t dt, std::vector<int64_t> dims, int axis, std::vector<i
     xc.insert(xc.end(), c.begin() + a + idims.size(), c.end());
     put(want, i, x, flat(xc, dims));
   }
-  const char* err = test::call(k_gather, {x.view, ind.view}, {y.view}, {axis}, {}, pool);
+  const char* err = test::call(k_gather, {x.view, ind.view}, {y.view}, test::gather_call().axis(axis), pool);
   char what[160];
   std::snprintf(what, sizeof what, "gather dtype %d rank %d axis %d idx rank %zu", dt, r, axis, idims.size());
   test::expect_ok(err, what);
@@ -150,16 +154,21 @@ void gathers(planc::ThreadPool* pool) {
     check_gather(dt, {5000, 30}, 1, {4}, planc::kInt64, pool);
   }
   Tensor x(planc::kFloat32, {4, 3}), i = test::i64({2}, {1, 4}), y(planc::kFloat32, {2, 3});
-  test::expect_error(test::call(k_gather, {x.view, i.view}, {y.view}, {0}, {}, nullptr), "out of range", "gather index 4");
+  test::expect_error(test::call(k_gather, {x.view, i.view}, {y.view}, test::gather_call().axis(0), nullptr), "out of range",
+                     "gather index 4");
   Tensor j = test::i64({2}, {-5, 0});
-  test::expect_error(test::call(k_gather, {x.view, j.view}, {y.view}, {0}, {}, nullptr), "index -5", "gather index -5");
+  test::expect_error(test::call(k_gather, {x.view, j.view}, {y.view}, test::gather_call().axis(0), nullptr), "index -5",
+                     "gather index -5");
   Tensor k = test::i64({2}, {-4, 3});
-  test::expect_ok(test::call(k_gather, {x.view, k.view}, {y.view}, {0}, {}, nullptr), "gather -4 and 3");
+  test::expect_ok(test::call(k_gather, {x.view, k.view}, {y.view}, test::gather_call().axis(0), nullptr), "gather -4 and 3");
   Tensor f(planc::kFloat32, {2});
-  test::expect_error(test::call(k_gather, {x.view, f.view}, {y.view}, {0}, {}, nullptr), "int64 or int32", "gather index dtype");
+  test::expect_error(test::call(k_gather, {x.view, f.view}, {y.view}, test::gather_call().axis(0), nullptr), "int64 or int32",
+                     "gather index dtype");
   Tensor y2(planc::kFloat32, {3, 3});
-  test::expect_error(test::call(k_gather, {x.view, k.view}, {y2.view}, {0}, {}, nullptr), "Y dim 0", "gather Y dims");
-  test::expect_error(test::call(k_gather, {x.view, k.view}, {y.view}, {2}, {}, nullptr), "out of range for rank", "gather axis");
+  test::expect_error(test::call(k_gather, {x.view, k.view}, {y2.view}, test::gather_call().axis(0), nullptr), "Y dim 0",
+                     "gather Y dims");
+  test::expect_error(test::call(k_gather, {x.view, k.view}, {y.view}, test::gather_call().axis(2), nullptr),
+                     "out of range for rank", "gather axis");
 }
 
 void check_gather_elements(int32_t dt, std::vector<int64_t> dims, int axis, std::vector<int64_t> idims, int32_t idt,
@@ -181,7 +190,7 @@ void check_gather_elements(int32_t dt, std::vector<int64_t> dims, int axis, std:
     c[a] = v < 0 ? v + n : v;
     put(want, i, x, flat(c, dims));
   }
-  const char* err = test::call(k_gather_el, {x.view, ind.view}, {y.view}, {axis}, {}, pool);
+  const char* err = test::call(k_gather_el, {x.view, ind.view}, {y.view}, test::gather_elements_call().axis(axis), pool);
   char what[160];
   std::snprintf(what, sizeof what, "gather_elements dtype %d rank %d axis %d", dt, r, axis);
   test::expect_ok(err, what);
@@ -197,9 +206,11 @@ void gather_elements(planc::ThreadPool* pool) {
     check_gather_elements(dt, {300, 200}, 0, {300, 200}, planc::kInt64, pool);
   }
   Tensor x(planc::kFloat32, {3, 4}), i = test::i64({1, 2}, {0, 3}), y(planc::kFloat32, {1, 2});
-  test::expect_error(test::call(k_gather_el, {x.view, i.view}, {y.view}, {0}, {}, nullptr), "out of range for axis", "gather_elements index");
+  test::expect_error(test::call(k_gather_el, {x.view, i.view}, {y.view}, test::gather_elements_call().axis(0), nullptr),
+                     "out of range for axis", "gather_elements index");
   Tensor big = test::i64({1, 5}, {0, 0, 0, 0, 0}), y5(planc::kFloat32, {1, 5});
-  test::expect_error(test::call(k_gather_el, {x.view, big.view}, {y5.view}, {0}, {}, nullptr), "exceeds X dim", "gather_elements dims");
+  test::expect_error(test::call(k_gather_el, {x.view, big.view}, {y5.view}, test::gather_elements_call().axis(0), nullptr),
+                     "exceeds X dim", "gather_elements dims");
 }
 
 // ---------- slice ----------
@@ -213,9 +224,9 @@ void check_slice(int32_t dt, std::vector<int64_t> dims, std::vector<int64_t> sta
     for (size_t d = 0; d < dims.size(); d++) c[d] = starts[d] + c[d] * steps[d];
     put(want, i, x, flat(c, dims));
   }
-  std::vector<int64_t> iargs;
-  for (size_t d = 0; d < dims.size(); d++) iargs.insert(iargs.end(), {starts[d], steps[d]});
-  const char* err = test::call(k_slice, {x.view}, {y.view}, iargs, {}, pool);
+  std::vector<int64_t> starts_steps;
+  for (size_t d = 0; d < dims.size(); d++) starts_steps.insert(starts_steps.end(), {starts[d], steps[d]});
+  const char* err = test::call(k_slice, {x.view}, {y.view}, test::slice_call().starts_steps(starts_steps), pool);
   char what[160];
   std::snprintf(what, sizeof what, "slice dtype %d rank %zu", dt, dims.size());
   test::expect_ok(err, what);
@@ -235,14 +246,23 @@ void slices(planc::ThreadPool* pool) {
     check_slice(dt, {}, {}, {}, {}, pool);
   }
   Tensor x(planc::kFloat32, {10}), y(planc::kFloat32, {4}), y0(planc::kFloat32, {0});
-  test::expect_error(test::call(k_slice, {x.view}, {y.view}, {0, 4}, {}, nullptr), "leaves X's dim", "slice past the end");
-  test::expect_ok(test::call(k_slice, {x.view}, {y.view}, {0, 3}, {}, nullptr), "slice to the last element");
-  test::expect_error(test::call(k_slice, {x.view}, {y.view}, {8, -3}, {}, nullptr), "leaves X's dim", "slice past the start");
-  test::expect_error(test::call(k_slice, {x.view}, {y.view}, {10, 1}, {}, nullptr), "leaves X's dim", "slice start at dim");
-  test::expect_error(test::call(k_slice, {x.view}, {y.view}, {-1, 1}, {}, nullptr), "leaves X's dim", "slice negative start");
-  test::expect_error(test::call(k_slice, {x.view}, {y.view}, {0, 0}, {}, nullptr), "step 0", "slice step 0");
-  test::expect_error(test::call(k_slice, {x.view}, {y.view}, {0, 4611686018427387904LL}, {}, nullptr), "leaves X's dim", "slice huge step");
-  test::expect_ok(test::call(k_slice, {x.view}, {y0.view}, {10, 1}, {}, nullptr), "slice empty at the end");
+  test::expect_error(test::call(k_slice, {x.view}, {y.view}, test::slice_call().starts_steps({0, 4}), nullptr), "leaves X's dim",
+                     "slice past the end");
+  test::expect_ok(test::call(k_slice, {x.view}, {y.view}, test::slice_call().starts_steps({0, 3}), nullptr),
+                  "slice to the last element");
+  test::expect_error(test::call(k_slice, {x.view}, {y.view}, test::slice_call().starts_steps({8, -3}), nullptr), "leaves X's dim",
+                     "slice past the start");
+  test::expect_error(test::call(k_slice, {x.view}, {y.view}, test::slice_call().starts_steps({10, 1}), nullptr), "leaves X's dim",
+                     "slice start at dim");
+  test::expect_error(test::call(k_slice, {x.view}, {y.view}, test::slice_call().starts_steps({-1, 1}), nullptr), "leaves X's dim",
+                     "slice negative start");
+  test::expect_error(test::call(k_slice, {x.view}, {y.view}, test::slice_call().starts_steps({0, 0}), nullptr), "step 0",
+                     "slice step 0");
+  test::expect_error(
+      test::call(k_slice, {x.view}, {y.view}, test::slice_call().starts_steps({0, 4611686018427387904LL}), nullptr),
+      "leaves X's dim", "slice huge step");
+  test::expect_ok(test::call(k_slice, {x.view}, {y0.view}, test::slice_call().starts_steps({10, 1}), nullptr),
+                  "slice empty at the end");
 }
 
 // ---------- concat and split ----------
@@ -264,7 +284,7 @@ void check_concat_split(int32_t dt, std::vector<std::vector<int64_t>> parts, int
   }
   std::vector<planc::TensorView> in;
   for (auto& b : xs) in.push_back(b.view);
-  const char* err = test::call(k_concat, in, {y.view}, {axis}, {}, pool);
+  const char* err = test::call(k_concat, in, {y.view}, test::concat_call().axis(axis), pool);
   char what[160];
   std::snprintf(what, sizeof what, "concat dtype %d rank %d axis %d parts %zu", dt, r, axis, parts.size());
   test::expect_ok(err, what);
@@ -273,7 +293,7 @@ void check_concat_split(int32_t dt, std::vector<std::vector<int64_t>> parts, int
   for (auto& p : parts) outs.push_back(Tensor(dt, p));
   std::vector<planc::TensorView> out;
   for (auto& b : outs) out.push_back(b.view);
-  err = test::call(k_split, {want.view}, out, {axis}, {}, pool);
+  err = test::call(k_split, {want.view}, out, test::split_call().axis(axis), pool);
   std::snprintf(what, sizeof what, "split dtype %d rank %d axis %d parts %zu", dt, r, axis, parts.size());
   test::expect_ok(err, what);
   for (size_t j = 0; j < parts.size(); j++) same_bytes(outs[j], xs[j], what);
@@ -289,13 +309,19 @@ void concats(planc::ThreadPool* pool) {
     check_concat_split(dt, {{7, 2}}, 1, pool);
   }
   Tensor a(planc::kFloat32, {2, 3}), b(planc::kFloat32, {3, 3}), y(planc::kFloat32, {5, 3}), y2(planc::kFloat32, {2, 6});
-  test::expect_error(test::call(k_concat, {a.view, b.view}, {y2.view}, {1}, {}, nullptr), "dim 0", "concat mismatched dims");
-  test::expect_error(test::call(k_concat, {a.view, a.view}, {y.view}, {0}, {}, nullptr), "sum to", "concat total");
-  test::expect_error(test::call(k_concat, {a.view, b.view}, {y.view}, {2}, {}, nullptr), "out of range", "concat axis");
+  test::expect_error(test::call(k_concat, {a.view, b.view}, {y2.view}, test::concat_call().axis(1), nullptr), "dim 0",
+                     "concat mismatched dims");
+  test::expect_error(test::call(k_concat, {a.view, a.view}, {y.view}, test::concat_call().axis(0), nullptr), "sum to",
+                     "concat total");
+  test::expect_error(test::call(k_concat, {a.view, b.view}, {y.view}, test::concat_call().axis(2), nullptr), "out of range",
+                     "concat axis");
   Tensor bi(planc::kInt32, {3, 3});
-  test::expect_error(test::call(k_concat, {a.view, bi.view}, {y.view}, {0}, {}, nullptr), "dtype", "concat dtype");
-  test::expect_error(test::call(k_split, {y.view}, {a.view, a.view}, {0}, {}, nullptr), "sum to", "split total");
-  test::expect_error(test::call(k_split, {y2.view}, {a.view, b.view}, {1}, {}, nullptr), "dim 0", "split dims");
+  test::expect_error(test::call(k_concat, {a.view, bi.view}, {y.view}, test::concat_call().axis(0), nullptr), "dtype",
+                     "concat dtype");
+  test::expect_error(test::call(k_split, {y.view}, {a.view, a.view}, test::split_call().axis(0), nullptr), "sum to",
+                     "split total");
+  test::expect_error(test::call(k_split, {y2.view}, {a.view, b.view}, test::split_call().axis(1), nullptr), "dim 0",
+                     "split dims");
 }
 
 // ---------- expand and tile ----------
@@ -310,7 +336,7 @@ void check_expand(int32_t dt, std::vector<int64_t> xd, std::vector<int64_t> yd, 
     for (size_t d = 0; d < xd.size(); d++) xc[d] = xd[d] == 1 ? 0 : c[d + off];
     put(want, i, x, flat(xc, xd));
   }
-  const char* err = test::call(k_expand, {x.view}, {y.view}, {}, {}, pool);
+  const char* err = test::call(k_expand, {x.view}, {y.view}, {}, pool);
   char what[160];
   std::snprintf(what, sizeof what, "expand dtype %d rank %zu -> %zu", dt, xd.size(), yd.size());
   test::expect_ok(err, what);
@@ -327,7 +353,7 @@ void check_tile(int32_t dt, std::vector<int64_t> xd, std::vector<int64_t> reps, 
     for (size_t d = 0; d < xd.size(); d++) c[d] %= xd[d];
     put(want, i, x, flat(c, xd));
   }
-  const char* err = test::call(k_tile, {x.view}, {y.view}, {}, {}, pool);
+  const char* err = test::call(k_tile, {x.view}, {y.view}, {}, pool);
   char what[160];
   std::snprintf(what, sizeof what, "tile dtype %d rank %zu", dt, xd.size());
   test::expect_ok(err, what);
@@ -350,19 +376,19 @@ void expands(planc::ThreadPool* pool) {
     check_tile(dt, {2, 0}, {3, 2}, pool);
   }
   Tensor x(planc::kFloat32, {3, 2}), y(planc::kFloat32, {3, 4}), y2(planc::kFloat32, {4, 2}), yb(planc::kFloat32, {2});
-  test::expect_error(test::call(k_expand, {x.view}, {y.view}, {}, {}, nullptr), "does not broadcast", "expand dims");
-  test::expect_error(test::call(k_expand, {x.view}, {yb.view}, {}, {}, nullptr), "below X rank", "expand rank");
-  test::expect_error(test::call(k_tile, {x.view}, {y2.view}, {}, {}, nullptr), "not a multiple", "tile dims");
+  test::expect_error(test::call(k_expand, {x.view}, {y.view}, {}, nullptr), "does not broadcast", "expand dims");
+  test::expect_error(test::call(k_expand, {x.view}, {yb.view}, {}, nullptr), "below X rank", "expand rank");
+  test::expect_error(test::call(k_tile, {x.view}, {y2.view}, {}, nullptr), "not a multiple", "tile dims");
 }
 
 // ---------- pad ----------
 
-int64_t pad_src(int mode, int64_t j, int64_t begin, int64_t n) {
+int64_t pad_src(planc::PadMode mode, int64_t j, int64_t begin, int64_t n) {
   int64_t p = j - begin;
   if (p >= 0 && p < n) return p;
-  if (mode == 2) return p < 0 ? 0 : n - 1;
-  if (mode == 3) return ((p % n) + n) % n;
-  if (mode == 1) {
+  if (mode == planc::kPadEdge) return p < 0 ? 0 : n - 1;
+  if (mode == planc::kPadWrap) return ((p % n) + n) % n;
+  if (mode == planc::kPadReflect) {
     if (n == 1) return 0;
     int64_t period = 2 * (n - 1), q = ((p % period) + period) % period;
     return q < n ? q : period - q;
@@ -370,7 +396,7 @@ int64_t pad_src(int mode, int64_t j, int64_t begin, int64_t n) {
   return -1;
 }
 
-void check_pad(int32_t dt, std::vector<int64_t> xd, int mode, std::vector<int64_t> pads, bool with_value,
+void check_pad(int32_t dt, std::vector<int64_t> xd, planc::PadMode mode, std::vector<int64_t> pads, bool with_value,
                planc::ThreadPool* pool) {
   Tensor x = rnd(dt, xd);
   int r = xd.size();
@@ -389,21 +415,20 @@ void check_pad(int32_t dt, std::vector<int64_t> xd, int mode, std::vector<int64_
     else if (with_value) put(want, i, value, 0);
     else std::memset(want.data<uint8_t>() + i * esz(want), 0, esz(want));
   }
-  std::vector<int64_t> iargs = {mode};
-  iargs.insert(iargs.end(), pads.begin(), pads.end());
   std::vector<planc::TensorView> in = {x.view};
   in.push_back(with_value ? value.view : planc::TensorView{});
-  const char* err = test::call(k_pad, in, {y.view}, iargs, {}, pool);
+  const char* err = test::call(k_pad, in, {y.view}, test::pad_call().mode(mode).pads(pads), pool);
   char what[160];
-  std::snprintf(what, sizeof what, "pad dtype %d rank %d mode %d value %d", dt, r, mode, with_value);
+  std::snprintf(what, sizeof what, "pad dtype %d rank %d mode %d value %d", dt, r, static_cast<int>(mode), with_value);
   test::expect_ok(err, what);
   same_bytes(y, want, what);
 }
 
 void pads(planc::ThreadPool* pool) {
   for (int32_t dt : kTypes)
-    for (int mode = 0; mode < 4; mode++) {
-      check_pad(dt, {5}, mode, {2, 3}, mode == 0, pool);
+    for (int m = 0; m < planc::kPadCount; m++) {
+      const planc::PadMode mode = planc::PadMode(m);
+      check_pad(dt, {5}, mode, {2, 3}, mode == planc::kPadConstant, pool);
       check_pad(dt, {3, 4}, mode, {1, 2, 2, 1}, false, pool);
       check_pad(dt, {3, 4}, mode, {-1, 3, 0, -2}, true, pool);  // negative pads crop
       check_pad(dt, {2, 3, 4}, mode, {0, 0, 5, 0, 0, 7}, false, pool);
@@ -411,14 +436,22 @@ void pads(planc::ThreadPool* pool) {
       check_pad(dt, {2, 50, 64}, mode, {0, 3, 0, 0, 4, 0}, true, pool);
       check_pad(dt, {100, 300}, mode, {1, 1, 1, 1}, false, pool);
     }
-  check_pad(planc::kFloat32, {0, 3}, 0, {1, 0, 1, 0}, true, pool);
+  check_pad(planc::kFloat32, {0, 3}, planc::kPadConstant, {1, 0, 1, 0}, true, pool);
   Tensor x(planc::kFloat32, {0, 3}), y(planc::kFloat32, {2, 3});
-  test::expect_error(test::call(k_pad, {x.view, planc::TensorView{}}, {y.view}, {1, 1, 0, 1, 0}, {}, nullptr), "empty axis", "pad reflect empty");
+  test::expect_error(test::call(k_pad, {x.view, planc::TensorView{}}, {y.view},
+                                test::pad_call().mode(planc::kPadReflect).pads({1, 0, 1, 0}), nullptr),
+                     "empty axis", "pad reflect empty");
   Tensor x2(planc::kFloat32, {2, 3}), y2(planc::kFloat32, {4, 3});
-  test::expect_error(test::call(k_pad, {x2.view, planc::TensorView{}}, {y2.view}, {0, 1, 0, 0, 0}, {}, nullptr), "Y dim 0", "pad dims");
-  test::expect_error(test::call(k_pad, {x2.view, planc::TensorView{}}, {y2.view}, {5, 1, 0, 1, 0}, {}, nullptr), "unknown mode", "pad mode");
+  test::expect_error(test::call(k_pad, {x2.view, planc::TensorView{}}, {y2.view},
+                                test::pad_call().mode(planc::kPadConstant).pads({1, 0, 0, 0}), nullptr),
+                     "Y dim 0", "pad dims");
+  test::expect_error(test::call(k_pad, {x2.view, planc::TensorView{}}, {y2.view},
+                                test::pad_call().mode(planc::PadMode(planc::kPadCount + 1)).pads({1, 0, 1, 0}), nullptr),
+                     "unknown mode", "pad mode");
   Tensor vi(planc::kInt32, {});
-  test::expect_error(test::call(k_pad, {x2.view, vi.view}, {y2.view}, {0, 1, 0, 1, 0}, {}, nullptr), "value dtype", "pad value dtype");
+  test::expect_error(
+      test::call(k_pad, {x2.view, vi.view}, {y2.view}, test::pad_call().mode(planc::kPadConstant).pads({1, 0, 1, 0}), nullptr),
+      "value dtype", "pad value dtype");
 }
 
 void run_tests(planc::ThreadPool* pool) {
@@ -443,22 +476,50 @@ void bench(planc::ThreadPool* pool) {
     std::printf("| %s | %.4f | %.1f |\n", name, best, bytes / best / 1e6);
   };
   Tensor a(planc::kFloat32, {8, 128, 8, 64}), b(planc::kFloat32, {8, 8, 128, 64});
-  time("transpose [8,128,8,64] perm 0,2,1,3", [&] { return test::call(k_transpose, {a.view}, {b.view}, {0, 2, 1, 3}, {}, pool); }, 2.0 * a.numel() * 4);
+  time(
+      "transpose [8,128,8,64] perm 0,2,1,3",
+      [&] { return test::call(k_transpose, {a.view}, {b.view}, test::transpose_call().perm({0, 2, 1, 3}), pool); },
+      2.0 * a.numel() * 4);
   Tensor c(planc::kFloat32, {1024, 1024}), d(planc::kFloat32, {1024, 1024});
-  time("transpose [1024,1024] perm 1,0", [&] { return test::call(k_transpose, {c.view}, {d.view}, {1, 0}, {}, pool); }, 2.0 * c.numel() * 4);
+  time(
+      "transpose [1024,1024] perm 1,0",
+      [&] { return test::call(k_transpose, {c.view}, {d.view}, test::transpose_call().perm({1, 0}), pool); },
+      2.0 * c.numel() * 4);
   Tensor e(planc::kFloat32, {8, 8, 128, 64}), f(planc::kFloat32, {8, 8, 64, 128});
-  time("transpose [8,8,128,64] perm 0,1,3,2", [&] { return test::call(k_transpose, {e.view}, {f.view}, {0, 1, 3, 2}, {}, pool); }, 2.0 * e.numel() * 4);
+  time(
+      "transpose [8,8,128,64] perm 0,1,3,2",
+      [&] { return test::call(k_transpose, {e.view}, {f.view}, test::transpose_call().perm({0, 1, 3, 2}), pool); },
+      2.0 * e.numel() * 4);
   Tensor emb(planc::kFloat32, {32000, 512}), ids = test::i64({1, 64}, {}), g(planc::kFloat32, {1, 64, 512});
   for (int i = 0; i < 64; i++) ids.data<int64_t>()[i] = i * 499;
-  time("gather [32000,512] x 64 ids", [&] { return test::call(k_gather, {emb.view, ids.view}, {g.view}, {0}, {}, pool); }, 2.0 * g.numel() * 4);
+  time(
+      "gather [32000,512] x 64 ids",
+      [&] { return test::call(k_gather, {emb.view, ids.view}, {g.view}, test::gather_call().axis(0), pool); },
+      2.0 * g.numel() * 4);
   Tensor cache(planc::kFloat32, {8, 8, 200, 64}), part(planc::kFloat32, {8, 8, 1, 64}), cat(planc::kFloat32, {8, 8, 201, 64});
-  time("concat [8,8,200,64]+[8,8,1,64] axis 2", [&] { return test::call(k_concat, {cache.view, part.view}, {cat.view}, {2}, {}, pool); }, 2.0 * cat.numel() * 4);
+  time(
+      "concat [8,8,200,64]+[8,8,1,64] axis 2",
+      [&] { return test::call(k_concat, {cache.view, part.view}, {cat.view}, test::concat_call().axis(2), pool); },
+      2.0 * cat.numel() * 4);
   Tensor sl(planc::kFloat32, {8, 8, 100, 64});
-  time("slice [8,8,200,64] -> [8,8,100,64]", [&] { return test::call(k_slice, {cache.view}, {sl.view}, {0, 1, 0, 1, 50, 1, 0, 1}, {}, pool); }, 2.0 * sl.numel() * 4);
+  time(
+      "slice [8,8,200,64] -> [8,8,100,64]",
+      [&] {
+        return test::call(k_slice, {cache.view}, {sl.view}, test::slice_call().starts_steps({0, 1, 0, 1, 50, 1, 0, 1}), pool);
+      },
+      2.0 * sl.numel() * 4);
   Tensor pp(planc::kFloat32, {8, 8, 202, 66});
-  time("pad [8,8,200,64] by 1 (constant)", [&] { return test::call(k_pad, {cache.view, planc::TensorView{}}, {pp.view}, {0, 0, 0, 1, 1, 0, 0, 1, 1}, {}, pool); }, 2.0 * pp.numel() * 4);
+  time(
+      "pad [8,8,200,64] by 1 (constant)",
+      [&] {
+        return test::call(k_pad, {cache.view, planc::TensorView{}}, {pp.view},
+                          test::pad_call().mode(planc::kPadConstant).pads({0, 0, 1, 1, 0, 0, 1, 1}), pool);
+      },
+      2.0 * pp.numel() * 4);
   Tensor ex(planc::kFloat32, {8, 8, 200, 64}), src(planc::kFloat32, {8, 1, 200, 64});
-  time("expand [8,1,200,64] -> [8,8,200,64]", [&] { return test::call(k_expand, {src.view}, {ex.view}, {}, {}, pool); }, 2.0 * ex.numel() * 4);
+  time(
+      "expand [8,1,200,64] -> [8,8,200,64]", [&] { return test::call(k_expand, {src.view}, {ex.view}, {}, pool); },
+      2.0 * ex.numel() * 4);
 }
 
 }  // namespace

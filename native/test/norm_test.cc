@@ -65,7 +65,8 @@ void check(std::vector<int64_t> xd, int axis, std::vector<int64_t> sd, std::vect
   std::vector<double> want = ref_norm(x, &s, has_bias && !rms ? &b : nullptr, a, eps, rms);
   std::vector<planc::TensorView> in = {x.view, s.view};
   if (has_bias && !rms) in.push_back(b.view);
-  const char* err = test::call(rms ? k_rms : k_layer, in, {y.view}, {axis}, {eps}, pool);
+  const char* err = rms ? test::call(k_rms, in, {y.view}, test::rms_norm_call().axis(axis).epsilon(eps), pool)
+                        : test::call(k_layer, in, {y.view}, test::layer_norm_call().axis(axis).epsilon(eps), pool);
   char what[200];
   std::snprintf(what, sizeof what, "%s X rank %zu [..%lld] axis %d scale rank %zu bias %d offset %g", rms ? "rms_norm" : "layer_norm",
                 xd.size(), (long long)xd.back(), axis, sd.size(), has_bias, offset);
@@ -75,11 +76,13 @@ void check(std::vector<int64_t> xd, int axis, std::vector<int64_t> sd, std::vect
 
 void hand_computed() {
   Tensor x = f32({4}, {1, 2, 3, 4}), s = f32({4}, {1, 1, 1, 1}), b = f32({4}, {0, 0, 0, 10}), y = f32({4});
-  test::expect_ok(test::call(k_layer, {x.view, s.view, b.view}, {y.view}, {0}, {0.0}, nullptr), "hand layer_norm");
+  test::expect_ok(test::call(k_layer, {x.view, s.view, b.view}, {y.view}, test::layer_norm_call().axis(0).epsilon(0.0), nullptr),
+                  "hand layer_norm");
   double r = 1 / std::sqrt(1.25);
   double want[] = {-1.5 * r, -0.5 * r, 0.5 * r, 1.5 * r + 10};
   test::close(y.data<float>(), want, 4, 1e-6, 0, "hand layer_norm values");
-  test::expect_ok(test::call(k_rms, {x.view, s.view}, {y.view}, {-1}, {0.0}, nullptr), "hand rms_norm");
+  test::expect_ok(test::call(k_rms, {x.view, s.view}, {y.view}, test::rms_norm_call().axis(-1).epsilon(0.0), nullptr),
+                  "hand rms_norm");
   double q = 1 / std::sqrt(7.5);
   double want2[] = {q, 2 * q, 3 * q, 4 * q};
   test::close(y.data<float>(), want2, 4, 1e-6, 0, "hand rms_norm values");
@@ -87,16 +90,25 @@ void hand_computed() {
 
 void errors() {
   Tensor x = f32({2, 3}), s = f32({3}), y = f32({2, 3}), s4 = f32({4}), y2 = f32({3, 2});
-  test::expect_error(test::call(k_layer, {x.view, s4.view}, {y.view}, {-1}, {1e-5}, nullptr), "does not broadcast", "scale dims");
-  test::expect_error(test::call(k_layer, {x.view, s.view, s4.view}, {y.view}, {-1}, {1e-5}, nullptr), "bias dim", "bias dims");
-  test::expect_error(test::call(k_layer, {x.view, s.view}, {y.view}, {2}, {1e-5}, nullptr), "out of range", "axis");
-  test::expect_error(test::call(k_rms, {x.view, s.view}, {y.view}, {-3}, {1e-5}, nullptr), "out of range", "rms axis");
-  test::expect_error(test::call(k_layer, {x.view, s.view}, {y2.view}, {-1}, {1e-5}, nullptr), "Y dim", "Y dims");
+  test::expect_error(test::call(k_layer, {x.view, s4.view}, {y.view}, test::layer_norm_call().axis(-1).epsilon(1e-5), nullptr),
+                     "does not broadcast", "scale dims");
+  test::expect_error(
+      test::call(k_layer, {x.view, s.view, s4.view}, {y.view}, test::layer_norm_call().axis(-1).epsilon(1e-5), nullptr),
+      "bias dim", "bias dims");
+  test::expect_error(test::call(k_layer, {x.view, s.view}, {y.view}, test::layer_norm_call().axis(2).epsilon(1e-5), nullptr),
+                     "out of range", "axis");
+  test::expect_error(test::call(k_rms, {x.view, s.view}, {y.view}, test::rms_norm_call().axis(-3).epsilon(1e-5), nullptr),
+                     "out of range", "rms axis");
+  test::expect_error(test::call(k_layer, {x.view, s.view}, {y2.view}, test::layer_norm_call().axis(-1).epsilon(1e-5), nullptr),
+                     "Y dim", "Y dims");
   Tensor big = f32({1, 2, 3});
-  test::expect_error(test::call(k_layer, {x.view, big.view}, {y.view}, {-1}, {1e-5}, nullptr), "above X's rank", "scale rank");
+  test::expect_error(test::call(k_layer, {x.view, big.view}, {y.view}, test::layer_norm_call().axis(-1).epsilon(1e-5), nullptr),
+                     "above X's rank", "scale rank");
   Tensor sd = Tensor(planc::kFloat64, {3});
-  test::expect_error(test::call(k_rms, {x.view, sd.view}, {y.view}, {-1}, {1e-5}, nullptr), "float32", "scale dtype");
-  test::expect_error(test::call(k_rms, {x.view, s.view}, {y.view}, {-1}, {}, nullptr), "needs", "fargs");
+  test::expect_error(test::call(k_rms, {x.view, sd.view}, {y.view}, test::rms_norm_call().axis(-1).epsilon(1e-5), nullptr),
+                     "float32", "scale dtype");
+  // positional on purpose: epsilon left off
+  test::expect_error(test::call_positional(k_rms, {x.view, s.view}, {y.view}, {-1}, {}, nullptr), "needs", "fargs");
 }
 
 void run_tests(planc::ThreadPool* pool) {
@@ -120,7 +132,9 @@ void run_tests(planc::ThreadPool* pool) {
   Tensor x = f32({3, 2, 5}), sc = f32({2, 5}), y = f32({3, 2, 5}), mean = f32({3, 1, 1}), inv = f32({3, 1, 1});
   test::fill_random(x, -2, 2);
   test::fill_random(sc);
-  test::expect_ok(test::call(k_layer, {x.view, sc.view}, {y.view, mean.view, inv.view}, {1}, {1e-3}, pool), "layer_norm stats");
+  test::expect_ok(
+      test::call(k_layer, {x.view, sc.view}, {y.view, mean.view, inv.view}, test::layer_norm_call().axis(1).epsilon(1e-3), pool),
+      "layer_norm stats");
   std::vector<double> want_mean(3), want_inv(3);
   for (int r = 0; r < 3; r++) {
     double m = 0, q = 0;
@@ -133,9 +147,12 @@ void run_tests(planc::ThreadPool* pool) {
   test::close(mean.data<float>(), want_mean.data(), 3, 1e-6, 1e-7, "layer_norm mean output");
   test::close(inv.data<float>(), want_inv.data(), 3, 1e-6, 1e-7, "layer_norm inv std output");
   Tensor bad = f32({2});
-  test::expect_error(test::call(k_layer, {x.view, sc.view}, {y.view, bad.view}, {1}, {1e-3}, pool), "one per row", "stats dims");
+  test::expect_error(
+      test::call(k_layer, {x.view, sc.view}, {y.view, bad.view}, test::layer_norm_call().axis(1).epsilon(1e-3), pool),
+      "one per row", "stats dims");
   Tensor e = f32({0, 4}), s = f32({4}), ey = f32({0, 4});
-  test::expect_ok(test::call(k_layer, {e.view, s.view}, {ey.view}, {1}, {1e-5}, pool), "empty layer_norm");
+  test::expect_ok(test::call(k_layer, {e.view, s.view}, {ey.view}, test::layer_norm_call().axis(1).epsilon(1e-5), pool),
+                  "empty layer_norm");
 }
 
 void bench(planc::ThreadPool* pool) {
@@ -148,9 +165,9 @@ void bench(planc::ThreadPool* pool) {
     double best[2] = {1e30, 1e30};
     for (int r = 0; r < 200; r++) {
       double t0 = test::now_ms();
-      test::call(k_layer, {x.view, s.view, b.view}, {y.view}, {-1}, {1e-5}, pool);
+      test::call(k_layer, {x.view, s.view, b.view}, {y.view}, test::layer_norm_call().axis(-1).epsilon(1e-5), pool);
       double t1 = test::now_ms();
-      test::call(k_rms, {x.view, s.view}, {y.view}, {-1}, {1e-5}, pool);
+      test::call(k_rms, {x.view, s.view}, {y.view}, test::rms_norm_call().axis(-1).epsilon(1e-5), pool);
       double t2 = test::now_ms();
       best[0] = std::min(best[0], t1 - t0);
       best[1] = std::min(best[1], t2 - t1);

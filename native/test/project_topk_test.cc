@@ -30,12 +30,12 @@ struct Case {
 const KernelDef* topk_def;
 
 // Calls project_topk's variant as a program does: variant packed with its W prepared first (a plan keeps one per weight).
-const char* call_topk(const std::vector<Tensor*>& ins, const std::vector<Tensor*>& outs, std::vector<int64_t> iargs,
+const char* call_topk(const std::vector<Tensor*>& ins, const std::vector<Tensor*>& outs, const project_topk_call& args,
                       bool threaded, int64_t variant) {
   std::vector<TensorView> in, out;
   for (Tensor* t : ins) in.push_back(t ? t->view : TensorView());
   for (Tensor* t : outs) out.push_back(t->view);
-  return call_variant(*topk_def, in, out, iargs, threads(threaded), variant);
+  return call_variant(*topk_def, in, out, args, threads(threaded), variant);
 }
 
 // Reference: logits in float64 from the float inputs, log-softmax over the active ids (mask null: all), the k best
@@ -96,7 +96,7 @@ void run_case(const Case& c, Rng& rng) {
   Tensor vals(kFloat32, odims), ids(kInt64, odims);
   std::vector<Tensor*> ins = {&x, &w, c.bias ? &b : nullptr};
   if (masked) ins.push_back(&mask);
-  EXPECT_OK(call_topk(ins, {&vals, &ids}, {c.k, c.transposed ? 1 : 0}, c.threaded, c.variant));
+  EXPECT_OK(call_topk(ins, {&vals, &ids}, project_topk_call().k(c.k).transposed(c.transposed ? 1 : 0), c.threaded, c.variant));
   std::vector<double> logp, rv;
   std::vector<int64_t> ri;
   reference(x, w, c.bias ? &b : nullptr, rows, d, c.v, c.k, c.transposed, masked ? mask.data<uint8_t>() : nullptr, logp,
@@ -127,19 +127,19 @@ void test_hand_values() {
   Tensor w = make<float>(kFloat32, {2, 3}, {1, 0, 1, 0, 1, 1});
   Tensor b = make<float>(kFloat32, {3}, {0, 0, -1});
   Tensor vals(kFloat32, {1, 2}), ids(kInt64, {1, 2});
-  EXPECT_OK(call(k_topk, {x.view, w.view, b.view}, {vals.view, ids.view}, {2, 0}));
+  EXPECT_OK(call(k_topk, {x.view, w.view, b.view}, {vals.view, ids.view}, project_topk_call().k(2).transposed(0)));
   const double lse = std::log(std::exp(1.0) + 2 * std::exp(2.0));
   CHECK(ids.at<int64_t>(0) == 1);
   CHECK(std::fabs(vals.at<float>(0) - (2 - lse)) < 1e-6);
   CHECK(ids.at<int64_t>(1) == 0 || ids.at<int64_t>(1) == 2);
   // Without the bias: logits [1, 2, 3].
-  EXPECT_OK(call(k_topk, {x.view, w.view, TensorView()}, {vals.view, ids.view}, {2, 0}));
+  EXPECT_OK(call(k_topk, {x.view, w.view, TensorView()}, {vals.view, ids.view}, project_topk_call().k(2).transposed(0)));
   const double lse2 = std::log(std::exp(1.0) + std::exp(2.0) + std::exp(3.0));
   CHECK(ids.at<int64_t>(0) == 2 && ids.at<int64_t>(1) == 1);
   CHECK(std::fabs(vals.at<float>(0) - (3 - lse2)) < 1e-6 && std::fabs(vals.at<float>(1) - (2 - lse2)) < 1e-6);
   // Transposed: E [3, 2] holds W's columns as rows.
   Tensor e = make<float>(kFloat32, {3, 2}, {1, 0, 0, 1, 1, 1});
-  EXPECT_OK(call(k_topk, {x.view, e.view, TensorView()}, {vals.view, ids.view}, {2, 1}));
+  EXPECT_OK(call(k_topk, {x.view, e.view, TensorView()}, {vals.view, ids.view}, project_topk_call().k(2).transposed(1)));
   CHECK(ids.at<int64_t>(0) == 2 && ids.at<int64_t>(1) == 1);
 }
 
@@ -152,7 +152,7 @@ void test_ties() {
   Tensor b(kFloat32, {v});
   for (int64_t j = 0; j < v; j++) b.data<float>()[j] = float(j % 5);  // the best value 4 at ids 4, 9, 14, ...
   Tensor vals(kFloat32, {3, 1, k}), ids(kInt64, {3, 1, k});
-  EXPECT_OK(call(k_topk, {x.view, w.view, b.view}, {vals.view, ids.view}, {k, 0}));
+  EXPECT_OK(call(k_topk, {x.view, w.view, b.view}, {vals.view, ids.view}, project_topk_call().k(k).transposed(0)));
   const double lse = 4 + std::log(4000 * (1 + std::exp(-1.0) + std::exp(-2.0) + std::exp(-3.0) + std::exp(-4.0)));
   for (int64_t r = 0; r < 3; r++)
     for (int64_t t = 0; t < k; t++) {
@@ -169,7 +169,7 @@ void test_neg_inf() {
   Tensor b(kFloat32, {v});
   for (int64_t j = 0; j < v; j++) b.data<float>()[j] = j % 2 ? -std::numeric_limits<float>::infinity() : float(j) * 0.01f;
   Tensor vals(kFloat32, {1, v}), ids(kInt64, {1, v});
-  EXPECT_OK(call(k_topk, {x.view, w.view, b.view}, {vals.view, ids.view}, {v, 0}));
+  EXPECT_OK(call(k_topk, {x.view, w.view, b.view}, {vals.view, ids.view}, project_topk_call().k(v).transposed(0)));
   double total = 0;
   for (int64_t t = 0; t < v / 2; t++) {
     CHECK(ids.at<int64_t>(t) == 38 - 2 * t);
@@ -191,7 +191,7 @@ void test_nan() {
   Tensor w(kFloat32, {1, v});
   for (int64_t j = 0; j < v; j++) w.data<float>()[j] = float(j % 11);
   Tensor vals(kFloat32, {2, k}), ids(kInt64, {2, k});
-  EXPECT_OK(call(k_topk, {x.view, w.view, TensorView()}, {vals.view, ids.view}, {k, 0}));
+  EXPECT_OK(call(k_topk, {x.view, w.view, TensorView()}, {vals.view, ids.view}, project_topk_call().k(k).transposed(0)));
   for (int64_t t = 0; t < k; t++) {
     CHECK(vals.at<float>(t) != vals.at<float>(t));
     CHECK(ids.at<int64_t>(t) >= 0 && ids.at<int64_t>(t) < v);
@@ -202,46 +202,65 @@ void test_nan() {
 void test_errors() {
   Tensor x(kFloat32, {2, 4}), w(kFloat32, {4, 10}), wt(kFloat32, {10, 4}), b(kFloat32, {10}), b9(kFloat32, {9});
   Tensor vals(kFloat32, {2, 3}), ids(kInt64, {2, 3});
-  EXPECT_OK(call(k_topk, {x.view, w.view, b.view}, {vals.view, ids.view}, {3, 0}));
-  EXPECT_OK(call(k_topk, {x.view, wt.view, b.view}, {vals.view, ids.view}, {3, 1}));
-  EXPECT_ERROR(call(k_topk, {x.view, wt.view, b.view}, {vals.view, ids.view}, {3, 0}), "disagree on D");
-  EXPECT_ERROR(call(k_topk, {x.view, w.view, b9.view}, {vals.view, ids.view}, {3, 0}), "bias must be float32 [10]");
-  EXPECT_ERROR(call(k_topk, {x.view, w.view, b.view}, {vals.view, ids.view}, {0, 0}), "k = 0 is out of range");
+  EXPECT_OK(call(k_topk, {x.view, w.view, b.view}, {vals.view, ids.view}, project_topk_call().k(3).transposed(0)));
+  EXPECT_OK(call(k_topk, {x.view, wt.view, b.view}, {vals.view, ids.view}, project_topk_call().k(3).transposed(1)));
+  EXPECT_ERROR(call(k_topk, {x.view, wt.view, b.view}, {vals.view, ids.view}, project_topk_call().k(3).transposed(0)),
+               "disagree on D");
+  EXPECT_ERROR(call(k_topk, {x.view, w.view, b9.view}, {vals.view, ids.view}, project_topk_call().k(3).transposed(0)),
+               "bias must be float32 [10]");
+  EXPECT_ERROR(call(k_topk, {x.view, w.view, b.view}, {vals.view, ids.view}, project_topk_call().k(0).transposed(0)),
+               "k = 0 is out of range");
   Tensor v11(kFloat32, {2, 11}), i11(kInt64, {2, 11});
-  EXPECT_ERROR(call(k_topk, {x.view, w.view, b.view}, {v11.view, i11.view}, {11, 0}), "k = 11 is out of range");
-  EXPECT_ERROR(call(k_topk, {x.view, w.view, b.view}, {vals.view, ids.view}, {4, 0}), "output [2,3] must be");
-  EXPECT_ERROR(call(k_topk, {x.view, w.view, b.view}, {vals.view, ids.view}, {3, 2}), "transposed must be 0 or 1");
+  EXPECT_ERROR(call(k_topk, {x.view, w.view, b.view}, {v11.view, i11.view}, project_topk_call().k(11).transposed(0)),
+               "k = 11 is out of range");
+  EXPECT_ERROR(call(k_topk, {x.view, w.view, b.view}, {vals.view, ids.view}, project_topk_call().k(4).transposed(0)),
+               "output [2,3] must be");
+  EXPECT_ERROR(call(k_topk, {x.view, w.view, b.view}, {vals.view, ids.view}, project_topk_call().k(3).transposed(2)),
+               "transposed must be 0 or 1");
   Tensor ids32(kInt32, {2, 3});
-  EXPECT_ERROR(call(k_topk, {x.view, w.view, b.view}, {vals.view, ids32.view}, {3, 0}), "outputs must be float32 and int64");
+  EXPECT_ERROR(call(k_topk, {x.view, w.view, b.view}, {vals.view, ids32.view}, project_topk_call().k(3).transposed(0)),
+               "outputs must be float32 and int64");
   Tensor x1(kFloat32, {4});
-  EXPECT_ERROR(call(k_topk, {x1.view, w.view, b.view}, {vals.view, ids.view}, {3, 0}), "rank >= 2");
+  EXPECT_ERROR(call(k_topk, {x1.view, w.view, b.view}, {vals.view, ids.view}, project_topk_call().k(3).transposed(0)),
+               "rank >= 2");
   Tensor xd(kFloat64, {2, 4});
-  EXPECT_ERROR(call(k_topk, {xd.view, w.view, b.view}, {vals.view, ids.view}, {3, 0}), "must be float32");
-  EXPECT_ERROR(call(k_topk, {x.view, w.view}, {vals.view, ids.view}, {3, 0}), "needs 3-4 inputs");
-  EXPECT_ERROR(call(k_topk, {x.view, w.view, b.view, b.view, b.view}, {vals.view, ids.view}, {3, 0}), "needs 3-4 inputs");
+  EXPECT_ERROR(call(k_topk, {xd.view, w.view, b.view}, {vals.view, ids.view}, project_topk_call().k(3).transposed(0)),
+               "must be float32");
+  EXPECT_ERROR(call(k_topk, {x.view, w.view}, {vals.view, ids.view}, project_topk_call().k(3).transposed(0)), "needs 3-4 inputs");
+  EXPECT_ERROR(
+      call(k_topk, {x.view, w.view, b.view, b.view, b.view}, {vals.view, ids.view}, project_topk_call().k(3).transposed(0)),
+      "needs 3-4 inputs");
   // The active mask: uint8 or bool [V].
   Tensor m10(kUint8, {10}), mb10(kBool, {10}), m9(kUint8, {9}), m11(kUint8, {11}), mf(kFloat32, {10}), m2(kUint8, {2, 5});
-  EXPECT_OK(call(k_topk, {x.view, w.view, b.view, m10.view}, {vals.view, ids.view}, {3, 0}));
-  EXPECT_OK(call(k_topk, {x.view, wt.view, TensorView(), mb10.view}, {vals.view, ids.view}, {3, 1}));
-  EXPECT_OK(call(k_topk, {x.view, w.view, b.view, TensorView()}, {vals.view, ids.view}, {3, 0}));
-  EXPECT_ERROR(call(k_topk, {x.view, w.view, b.view, m9.view}, {vals.view, ids.view}, {3, 0}), "active must be uint8 or bool [10], got uint8 [9]");
-  EXPECT_ERROR(call(k_topk, {x.view, wt.view, b.view, m11.view}, {vals.view, ids.view}, {3, 1}), "active must be uint8 or bool [10]");
-  EXPECT_ERROR(call(k_topk, {x.view, w.view, b.view, mf.view}, {vals.view, ids.view}, {3, 0}), "active must be uint8 or bool [10], got float32");
-  EXPECT_ERROR(call(k_topk, {x.view, w.view, b.view, m2.view}, {vals.view, ids.view}, {3, 0}), "active must be uint8 or bool [10]");
+  EXPECT_OK(call(k_topk, {x.view, w.view, b.view, m10.view}, {vals.view, ids.view}, project_topk_call().k(3).transposed(0)));
+  EXPECT_OK(
+      call(k_topk, {x.view, wt.view, TensorView(), mb10.view}, {vals.view, ids.view}, project_topk_call().k(3).transposed(1)));
+  EXPECT_OK(call(k_topk, {x.view, w.view, b.view, TensorView()}, {vals.view, ids.view}, project_topk_call().k(3).transposed(0)));
+  EXPECT_ERROR(call(k_topk, {x.view, w.view, b.view, m9.view}, {vals.view, ids.view}, project_topk_call().k(3).transposed(0)),
+               "active must be uint8 or bool [10], got uint8 [9]");
+  EXPECT_ERROR(call(k_topk, {x.view, wt.view, b.view, m11.view}, {vals.view, ids.view}, project_topk_call().k(3).transposed(1)),
+               "active must be uint8 or bool [10]");
+  EXPECT_ERROR(call(k_topk, {x.view, w.view, b.view, mf.view}, {vals.view, ids.view}, project_topk_call().k(3).transposed(0)),
+               "active must be uint8 or bool [10], got float32");
+  EXPECT_ERROR(call(k_topk, {x.view, w.view, b.view, m2.view}, {vals.view, ids.view}, project_topk_call().k(3).transposed(0)),
+               "active must be uint8 or bool [10]");
   Tensor vals3(kFloat32, {3, 3}), ids3(kInt64, {3, 3});
-  EXPECT_ERROR(call(k_topk, {x.view, w.view, b.view}, {vals3.view, ids3.view}, {3, 0}), "must be X's leading dims");
+  EXPECT_ERROR(call(k_topk, {x.view, w.view, b.view}, {vals3.view, ids3.view}, project_topk_call().k(3).transposed(0)),
+               "must be X's leading dims");
   // variants: an unknown code; packed without its prepared W (programs always bind it; 5 rows: auto's GEMM rows);
   // prepare checks the call
   Tensor x5(kFloat32, {5, 4}), vals5(kFloat32, {5, 3}), ids5(kInt64, {5, 3});
   std::vector<TensorView> in = {x5.view, w.view, b.view}, out = {vals5.view, ids5.view};
-  std::vector<int64_t> iargs = {3, 0};
+  std::vector<int64_t> iargs;
+  std::vector<double> fargs;
+  ordered_args(project_topk_call().k(3).transposed(0), iargs, fargs);
   KernelArgs a;
   a.in = in.data();
   a.n_in = 3;
   a.out = out.data();
   a.n_out = 2;
   a.iargs = iargs.data();
-  a.n_iargs = 2;
+  a.n_iargs = static_cast<int>(iargs.size());
   a.variant = project_topk_args::kVariantCount;
   EXPECT_ERROR(topk_def->fn(a), "no variant 2");
   if (topk_def->variant_unavailable(project_topk_args::kVariantPacked) == nullptr) {
@@ -273,8 +292,9 @@ void test_all_ones() {
           ones.data<uint8_t>()[j] = 1;
         }
         Tensor v0(kFloat32, {rows, k}), i0(kInt64, {rows, k}), v1(kFloat32, {rows, k}), i1(kInt64, {rows, k});
-        EXPECT_OK(call(k_topk, {x.view, w.view, b.view}, {v0.view, i0.view}, {k, tr ? 1 : 0}));
-        EXPECT_OK(call(k_topk, {x.view, w.view, b.view, ones.view}, {v1.view, i1.view}, {k, tr ? 1 : 0}));
+        EXPECT_OK(call(k_topk, {x.view, w.view, b.view}, {v0.view, i0.view}, project_topk_call().k(k).transposed(tr ? 1 : 0)));
+        EXPECT_OK(call(k_topk, {x.view, w.view, b.view, ones.view}, {v1.view, i1.view},
+                       project_topk_call().k(k).transposed(tr ? 1 : 0)));
         int bad = 0;
         for (int64_t i = 0; i < rows * k; i++)
           if (i0.at<int64_t>(i) != i1.at<int64_t>(i) || std::fabs(v0.at<float>(i) - v1.at<float>(i)) > 2e-6f) bad++;
@@ -296,11 +316,13 @@ void test_tiny_masks() {
       for (int64_t j = 0; j < v; j++) b.data<float>()[j] = float(rng.uniform(-1, 1));
       Tensor vals(kFloat32, {rows, 1, k}), ids(kInt64, {rows, 1, k});
       // None active: every slot -inf, id 0.
-      EXPECT_OK(call(k_topk, {x.view, w.view, b.view, mask.view}, {vals.view, ids.view}, {k, tr ? 1 : 0}));
+      EXPECT_OK(call(k_topk, {x.view, w.view, b.view, mask.view}, {vals.view, ids.view},
+                     project_topk_call().k(k).transposed(tr ? 1 : 0)));
       for (int64_t i = 0; i < rows * k; i++) CHECK(vals.at<float>(i) == -std::numeric_limits<float>::infinity() && ids.at<int64_t>(i) == 0);
       // One active (the last id): log-prob 0, then padding.
       mask.data<uint8_t>()[v - 1] = 7;  // any nonzero byte is active
-      EXPECT_OK(call(k_topk, {x.view, w.view, b.view, mask.view}, {vals.view, ids.view}, {k, tr ? 1 : 0}));
+      EXPECT_OK(call(k_topk, {x.view, w.view, b.view, mask.view}, {vals.view, ids.view},
+                     project_topk_call().k(k).transposed(tr ? 1 : 0)));
       for (int64_t r = 0; r < rows; r++) {
         CHECK(ids.at<int64_t>(r * k) == v - 1 && std::fabs(vals.at<float>(r * k)) < 1e-6);
         for (int64_t t = 1; t < k; t++)
@@ -309,7 +331,8 @@ void test_tiny_masks() {
       // Three active (fewer than k): sorted, normalized over the three, two padding slots.
       mask.data<uint8_t>()[0] = 1;
       mask.data<uint8_t>()[2500] = 1;
-      EXPECT_OK(call(k_topk, {x.view, w.view, b.view, mask.view}, {vals.view, ids.view}, {k, tr ? 1 : 0}));
+      EXPECT_OK(call(k_topk, {x.view, w.view, b.view, mask.view}, {vals.view, ids.view},
+                     project_topk_call().k(k).transposed(tr ? 1 : 0)));
       for (int64_t r = 0; r < rows; r++) {
         double total = 0;
         for (int64_t t = 0; t < 3; t++) {
@@ -337,7 +360,8 @@ void test_masked_ties() {
       mask.data<uint8_t>()[j] = j % 3 == 0;  // the best value 4 at active ids 9, 24, 39, ... (j % 15 == 9)
     }
     Tensor vals(kFloat32, {2, k}), ids(kInt64, {2, k});
-    EXPECT_OK(call(k_topk, {x.view, w.view, b.view, mask.view}, {vals.view, ids.view}, {k, tr ? 1 : 0}));
+    EXPECT_OK(call(k_topk, {x.view, w.view, b.view, mask.view}, {vals.view, ids.view},
+                   project_topk_call().k(k).transposed(tr ? 1 : 0)));
     double sum = 0;
     for (int64_t j = 0; j < v; j += 3) sum += std::exp(double(j % 5) - 4);
     const double lse = 4 + std::log(sum);
@@ -419,8 +443,11 @@ void bench_mask(int64_t d, int64_t v, const std::vector<int64_t>& row_counts) {
       }
       return best;
     };
-    const double t_full = time([&] { call(k_topk, {x.view, w.view, b.view}, {vals.view, ids.view}, {k, 1}); });
-    const double t_mask = time([&] { call(k_topk, {x.view, w.view, b.view, mask.view}, {vals.view, ids.view}, {k, 1}); });
+    const double t_full =
+        time([&] { call(k_topk, {x.view, w.view, b.view}, {vals.view, ids.view}, project_topk_call().k(k).transposed(1)); });
+    const double t_mask = time([&] {
+      call(k_topk, {x.view, w.view, b.view, mask.view}, {vals.view, ids.view}, project_topk_call().k(k).transposed(1));
+    });
     std::printf("D %4lld V %6lld rows %2lld: full %.3f ms, 10%% mask (%lld active) %.3f ms (%.2fx)\n", (long long)d,
                 (long long)v, (long long)rows, t_full, (long long)active, t_mask, t_full / t_mask);
   }
@@ -446,8 +473,12 @@ void bench() {
       }
       return best;
     };
-    const double t_fused = time([&] { call(k_topk, {x.view, w.view, b.view}, {vals.view, ids.view}, {k, 0}); });
-    const double t_mm = time([&] { call(k_fused_matmul, {x.view, w.view, b.view, TensorView()}, {logits.view}, {0}); });
+    const double t_fused =
+        time([&] { call(k_topk, {x.view, w.view, b.view}, {vals.view, ids.view}, project_topk_call().k(k).transposed(0)); });
+    const double t_mm = time([&] {
+      call(k_fused_matmul, {x.view, w.view, b.view, TensorView()}, {logits.view},
+           fused_matmul_call().activation(planc::kActNone));
+    });
     std::printf("rows %3lld: project_topk %.3f ms, fused_matmul (logits only) %.3f ms\n", (long long)rows, t_fused, t_mm);
   }
 }

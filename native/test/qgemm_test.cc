@@ -95,8 +95,10 @@ struct Case {
 
 const char* run_q(int64_t variant, Tensor& a, Packed& p, Tensor* bias, Tensor* res, bool wsum, Tensor& y, const Case& c, planc::ThreadPool* pool) {
   planc::TensorView none;
-  return test::call(k_qmatmul, {a.view, p.w.view, p.scale.view, wsum ? p.sum.view : none, bias ? bias->view : none, res ? res->view : none},
-                  {y.view}, {c.act, c.input, c.n, c.k}, {}, pool, variant);
+  return test::call(
+      k_qmatmul, {a.view, p.w.view, p.scale.view, wsum ? p.sum.view : none, bias ? bias->view : none, res ? res->view : none},
+      {y.view}, test::qmatmul_call().activation(planc::Activation(c.act)).input(planc::QuantInput(c.input)).n(c.n).k(c.k), pool,
+      variant);
 }
 
 std::string describe(const Case& c, int64_t variant) {
@@ -192,7 +194,7 @@ void qmatmul_tests(planc::ThreadPool* pool) {
         }
   // every activation with bias and residual, and the optional inputs one at a time
   for (int64_t input : inputs)
-    for (int64_t act = 0; act < planc::kActCount; act++) {
+    for (int64_t act = planc::kActNone; act < planc::kActCount; act++) {
       check_case({5, 33, 50, input, act, true, true, true}, pool);
       check_case({64, 513, 17, input, act, true, false, false}, pool);
       check_case({130, 7, 1, input, act, false, true, false}, pool);
@@ -245,16 +247,18 @@ void qmatmul_errors() {
   Tensor a = f32({2, 8}), w = f32({8, 20}), y = f32({2, 20});
   Packed p = pack(w.data<float>(), 8, 20, false), p16 = pack(w.data<float>(), 8, 20, true);
   planc::TensorView none;
-  auto go = [&](std::vector<planc::TensorView> in, std::vector<planc::TensorView> out, std::vector<int64_t> iargs, int64_t variant = 0) {
-    return test::call(k_qmatmul, std::move(in), std::move(out), std::move(iargs), {}, nullptr, variant);
-  };
-  const std::vector<int64_t> ia = {planc::kActNone, planc::kQuantInInt8, 20, 8};
+  auto go = [&](std::vector<planc::TensorView> in, std::vector<planc::TensorView> out, const test::qmatmul_call& args,
+                int64_t variant = 0) { return test::call(k_qmatmul, std::move(in), std::move(out), args, nullptr, variant); };
+  const test::qmatmul_call ia = test::qmatmul_call().activation(planc::kActNone).input(planc::kQuantInInt8).n(20).k(8);
   test::expect_ok(go({a.view, p.w.view, p.scale.view, p.sum.view, none, none}, {y.view}, ia), "qmatmul ok");
   test::expect_error(go({a.view, p16.w.view, p.scale.view, p.sum.view, none, none}, {y.view}, ia), "w must be int8", "int16 w, int8 input");
-  test::expect_error(go({a.view, p.w.view, p.scale.view, none, none, none}, {y.view}, {planc::kActNone, planc::kQuantInInt16, 20, 8}), "w must be int16", "int8 w, int16 input");
+  test::expect_error(
+      go({a.view, p.w.view, p.scale.view, none, none, none}, {y.view}, test::qmatmul_call(ia).input(planc::kQuantInInt16)),
+      "w must be int16", "int8 w, int16 input");
   Tensor wbad(planc::kInt8, {2, 3, 16, 4});
   test::expect_error(go({a.view, wbad.view, p.scale.view, none, none, none}, {y.view}, ia), "w must be int8 [2, 2, 16, 4]", "w dims");
-  test::expect_error(go({a.view, p.w.view, p.scale.view, none, none, none}, {y.view}, {planc::kActNone, planc::kQuantInInt8, 20, 9}), "must end in K", "K");
+  test::expect_error(go({a.view, p.w.view, p.scale.view, none, none, none}, {y.view}, test::qmatmul_call(ia).k(9)),
+                     "must end in K", "K");
   Tensor s19 = f32({19});
   test::expect_error(go({a.view, p.w.view, s19.view, none, none, none}, {y.view}, ia), "w_scale must be [20]", "scale dims");
   Tensor sum_f = f32({20});
@@ -267,8 +271,12 @@ void qmatmul_errors() {
   test::expect_error(go({a.view, p.w.view, p.scale.view, none, none, none}, {y21.view}, ia), "leading dims", "y dims");
   Tensor a64(planc::kFloat64, {2, 8});
   test::expect_error(go({a64.view, p.w.view, p.scale.view, none, none, none}, {y.view}, ia), "must be float32", "A dtype");
-  test::expect_error(go({a.view, p.w.view, p.scale.view, none, none, none}, {y.view}, {99, planc::kQuantInInt8, 20, 8}), "unknown activation", "activation");
-  test::expect_error(go({a.view, p.w.view, p.scale.view, none, none, none}, {y.view}, {0, 7, 20, 8}), "unknown input", "input kind");
+  test::expect_error(
+      go({a.view, p.w.view, p.scale.view, none, none, none}, {y.view}, test::qmatmul_call(ia).activation(planc::kActCount)),
+      "unknown activation", "activation");
+  test::expect_error(
+      go({a.view, p.w.view, p.scale.view, none, none, none}, {y.view}, test::qmatmul_call(ia).input(planc::kQuantInCount)),
+      "unknown input", "input kind");
   test::expect_error(go({a.view, p.w.view, p.scale.view, none, none, none}, {y.view}, ia, 42), "unknown variant", "variant code");
   test::expect_error(go({a.view, p.w.view}, {y.view}, ia), "qmatmul", "arity");
   for (int64_t code = 0; code < v::kVariantCount; code++)
@@ -302,7 +310,9 @@ void bench(planc::ThreadPool* pool) {
       test::fill_random(w);
       planc::TensorView none;
       const int reps = s.m == 1 ? 400 : 60;
-      const double f = best_us(reps, [&] { test::call(fused, {a.view, w.view, none, none}, {y.view}, {planc::kActNone}, {}, pl, 0); });
+      const double f = best_us(reps, [&] {
+        test::call(fused, {a.view, w.view, none, none}, {y.view}, test::fused_matmul_call().activation(planc::kActNone), pl, 0);
+      });
       std::printf("%s m=%lld k=%lld n=%lld: fp32 %.1fus\n", pl ? "pool" : "1 thread", (long long)s.m, (long long)s.k, (long long)s.n, f);
       for (int64_t input : {planc::kQuantInInt8, planc::kQuantInFloat32, planc::kQuantInInt16}) {
         Packed p = pack(w.data<float>(), s.k, s.n, input == planc::kQuantInInt16);
@@ -402,8 +412,9 @@ void check_topk(const TopkCase& c, planc::ThreadPool* pool) {
   PackedRows p = pack_rows(w.data<float>(), c.nv, c.d);
   planc::TensorView none;
   auto run = [&](int64_t variant, Tensor& vals, Tensor& ids) {
-    return test::call(k_qtopk, {x.view, p.w.view, p.scale.view, p.sum.view, c.bias ? bias.view : none, c.active ? act.view : none},
-                    {vals.view, ids.view}, {c.k, c.input, c.d}, {}, pool, variant);
+    return test::call(
+        k_qtopk, {x.view, p.w.view, p.scale.view, p.sum.view, c.bias ? bias.view : none, c.active ? act.view : none},
+        {vals.view, ids.view}, test::qproject_topk_call().k(c.k).input(planc::QuantInput(c.input)).d(c.d), pool, variant);
   };
   Tensor want_v = f32({c.rows, c.k}), want_i(planc::kInt64, {c.rows, c.k});
   test::expect_ok(run(v::kVariantRef, want_v, want_i), describe_topk(c, v::kVariantRef).c_str());
@@ -470,21 +481,26 @@ void qproject_topk_errors() {
   test::fill_random(w);
   PackedRows p = pack_rows(w.data<float>(), 50, 40);
   planc::TensorView none;
-  auto go = [&](std::vector<planc::TensorView> in, std::vector<int64_t> iargs, int64_t variant = 0) {
-    return test::call(k_qtopk, std::move(in), {vals.view, ids.view}, std::move(iargs), {}, nullptr, variant);
+  auto go = [&](std::vector<planc::TensorView> in, const test::qproject_topk_call& args, int64_t variant = 0) {
+    return test::call(k_qtopk, std::move(in), {vals.view, ids.view}, args, nullptr, variant);
   };
-  test::expect_ok(go({x.view, p.w.view, p.scale.view, p.sum.view, none, none}, {8, planc::kQuantInInt8, 40}), "qproject_topk ok");
-  test::expect_error(go({x.view, p.w.view, p.scale.view, p.sum.view, none, none}, {8, planc::kQuantInInt16, 40}), "input must be int8", "int16 input");
+  const test::qproject_topk_call ia = test::qproject_topk_call().k(8).input(planc::kQuantInInt8).d(40);
+  test::expect_ok(go({x.view, p.w.view, p.scale.view, p.sum.view, none, none}, ia), "qproject_topk ok");
+  test::expect_error(
+      go({x.view, p.w.view, p.scale.view, p.sum.view, none, none}, test::qproject_topk_call(ia).input(planc::kQuantInInt16)),
+      "input must be int8", "int16 input");
   Tensor w40(planc::kInt8, {50, 40});
-  test::expect_error(go({x.view, w40.view, p.scale.view, p.sum.view, none, none}, {8, planc::kQuantInInt8, 40}), "w must be int8 [V, 64]", "Dp");
-  test::expect_error(go({x.view, p.w.view, p.scale.view, p.sum.view, none, none}, {8, planc::kQuantInInt8, 41}), "X must be float32", "D");
+  test::expect_error(go({x.view, w40.view, p.scale.view, p.sum.view, none, none}, ia), "w must be int8 [V, 64]", "Dp");
+  test::expect_error(go({x.view, p.w.view, p.scale.view, p.sum.view, none, none}, test::qproject_topk_call(ia).d(41)),
+                     "X must be float32", "D");
   Tensor s49 = f32({49});
-  test::expect_error(go({x.view, p.w.view, s49.view, p.sum.view, none, none}, {8, planc::kQuantInInt8, 40}), "w_scale must be", "scale");
-  test::expect_error(go({x.view, p.w.view, p.scale.view, none, none, none}, {8, planc::kQuantInInt8, 40}), "w_sum", "missing w_sum");
+  test::expect_error(go({x.view, p.w.view, s49.view, p.sum.view, none, none}, ia), "w_scale must be", "scale");
+  test::expect_error(go({x.view, p.w.view, p.scale.view, none, none, none}, ia), "w_sum", "missing w_sum");
   Tensor act(planc::kInt32, {50});
-  test::expect_error(go({x.view, p.w.view, p.scale.view, p.sum.view, none, act.view}, {8, planc::kQuantInInt8, 40}), "active must be", "active dtype");
-  test::expect_error(go({x.view, p.w.view, p.scale.view, p.sum.view, none, none}, {51, planc::kQuantInInt8, 40}), "out of range", "k");
-  test::expect_error(go({x.view, p.w.view, p.scale.view, p.sum.view, none, none}, {8, planc::kQuantInInt8, 40}, 9), "unknown variant", "variant");
+  test::expect_error(go({x.view, p.w.view, p.scale.view, p.sum.view, none, act.view}, ia), "active must be", "active dtype");
+  test::expect_error(go({x.view, p.w.view, p.scale.view, p.sum.view, none, none}, test::qproject_topk_call(ia).k(51)),
+                     "out of range", "k");
+  test::expect_error(go({x.view, p.w.view, p.scale.view, p.sum.view, none, none}, ia, 9), "unknown variant", "variant");
 }
 
 // qproject_topk per variant (int8 and float32 rows) against project_topk (W [V, D], transposed), k = 8.
@@ -500,14 +516,18 @@ void bench_topk(planc::ThreadPool* pool) {
         PackedRows p = pack_rows(w.data<float>(), nv, d);
         planc::TensorView none;
         const int reps = rows == 1 ? 40 : 8;
-        const double f = best_us(reps, [&] { test::call(ptk, {x.view, w.view, none, none}, {vals.view, ids.view}, {k, 1}, {}, pl, 0); });
+        const double f = best_us(reps, [&] {
+          test::call(ptk, {x.view, w.view, none, none}, {vals.view, ids.view}, test::project_topk_call().k(k).transposed(1), pl,
+                     0);
+        });
         std::printf("%s topk V=%lld D=%lld rows=%lld: fp32 %.1fus\n", pl ? "pool" : "1 thread", (long long)nv, (long long)d, (long long)rows, f);
         for (int64_t input : {planc::kQuantInInt8, planc::kQuantInFloat32}) {
           std::printf("  input %lld:", (long long)input);
           for (int64_t variant : g_variants) {
             if (variant == v::kVariantRef) continue;
             const double t = best_us(reps, [&] {
-              test::call(k_qtopk, {x.view, p.w.view, p.scale.view, p.sum.view, none, none}, {vals.view, ids.view}, {k, input, d}, {}, pl, variant);
+              test::call(k_qtopk, {x.view, p.w.view, p.scale.view, p.sum.view, none, none}, {vals.view, ids.view},
+                         test::qproject_topk_call().k(k).input(planc::QuantInput(input)).d(d), pl, variant);
             });
             std::printf(" %s %.1fus (%.2fx)", v::kVariantNames[variant], t, f / t);
           }

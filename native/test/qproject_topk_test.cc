@@ -86,8 +86,11 @@ void check(const Case& c, const Table& t, test::Rng& rng, planc::ThreadPool* poo
   for (int64_t i = 0; i < c.nv; i++) act.data<uint8_t>()[i] = active_at(c.active, i, c.nv);
   planc::TensorView none;
   auto run = [&](int64_t variant, Tensor& vals, Tensor& ids) {
-    return test::call(k_qtopk, {x.view, t.w.view, t.scale.view, t.sum.view, c.bias ? bias.view : none, c.active ? act.view : none, c.res ? t.res.view : none},
-                      {vals.view, ids.view}, {c.k, c.input, c.d}, {}, pool, variant);
+    return test::call(k_qtopk,
+                      {x.view, t.w.view, t.scale.view, t.sum.view, c.bias ? bias.view : none, c.active ? act.view : none,
+                       c.res ? t.res.view : none},
+                      {vals.view, ids.view}, test::qproject_topk_call().k(c.k).input(planc::QuantInput(c.input)).d(c.d), pool,
+                      variant);
   };
   Tensor want_v = f32({c.rows, c.k}), want_i(planc::kInt64, {c.rows, c.k});
   test::expect_ok(run(v::kVariantRef, want_v, want_i), describe(c, v::kVariantRef, pool).c_str());
@@ -174,9 +177,27 @@ void bench(const std::vector<int64_t>& ms) {
       for (int64_t i = 0; i < x.numel(); i++) x.data<float>()[i] = static_cast<float>(rng.uniform(-2, 2));
       const int reps = m <= 8 ? 41 : m <= 32 ? 21 : 11;
       double qm, qb, fm, fb, am, ab;
-      time_us(reps, pl != nullptr, [&] { test::call(k_qmatmul, {x.view, wp.view, t.scale.view, t.sum.view, none, none}, {y.view}, {planc::kActNone, planc::kQuantInInt8, nv, d}, {}, pl, 0); }, &qm, &qb);
-      time_us(reps, pl != nullptr, [&] { test::call(k_qtopk, {x.view, t.w.view, t.scale.view, t.sum.view, none, none}, {vals.view, ids.view}, {k, planc::kQuantInInt8, d}, {}, pl, 0); }, &fm, &fb);
-      time_us(reps, pl != nullptr, [&] { test::call(k_qtopk, {x.view, t.w.view, t.scale.view, t.sum.view, none, act.view}, {vals.view, ids.view}, {k, planc::kQuantInInt8, d}, {}, pl, 0); }, &am, &ab);
+      time_us(
+          reps, pl != nullptr,
+          [&] {
+            test::call(k_qmatmul, {x.view, wp.view, t.scale.view, t.sum.view, none, none}, {y.view},
+                       test::qmatmul_call().activation(planc::kActNone).input(planc::kQuantInInt8).n(nv).k(d), pl, 0);
+          },
+          &qm, &qb);
+      time_us(
+          reps, pl != nullptr,
+          [&] {
+            test::call(k_qtopk, {x.view, t.w.view, t.scale.view, t.sum.view, none, none}, {vals.view, ids.view},
+                       test::qproject_topk_call().k(k).input(planc::kQuantInInt8).d(d), pl, 0);
+          },
+          &fm, &fb);
+      time_us(
+          reps, pl != nullptr,
+          [&] {
+            test::call(k_qtopk, {x.view, t.w.view, t.scale.view, t.sum.view, none, act.view}, {vals.view, ids.view},
+                       test::qproject_topk_call().k(k).input(planc::kQuantInInt8).d(d), pl, 0);
+          },
+          &am, &ab);
       const double ops = 2.0 * m * nv * d;
       std::printf("{\"isa\":\"%s\",\"path\":\"%s\",\"threads\":%d,\"M\":%lld,\"V\":%lld,\"D\":%lld,\"k\":%lld,\"qmatmul_us\":%.1f,\"qmatmul_gops\":%.1f,"
                   "\"topk_us\":%.1f,\"topk_gops\":%.1f,\"topk_of_qmatmul\":%.3f,\"topk_best_us\":%.1f,\"shortlist_us\":%.1f,\"shortlist_gops\":%.1f}\n",

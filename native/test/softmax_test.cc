@@ -54,7 +54,7 @@ void check(Tensor& x, int axis, bool log, planc::ThreadPool* pool, const char* w
   Tensor y = f32(x.dims);
   Tensor xc = x;
   Tensor& out = in_place ? xc : y;
-  const char* err = test::call(k_softmax, {xc.view}, {out.view}, {axis, log ? 1 : 0}, {}, pool);
+  const char* err = test::call(k_softmax, {xc.view}, {out.view}, test::softmax_call().axis(axis).log(log ? 1 : 0), pool);
   char name[200];
   std::snprintf(name, sizeof name, "%s axis %d log %d%s", what, axis, log, in_place ? " in place" : "");
   test::expect_ok(err, name);
@@ -69,10 +69,10 @@ void check_both(Tensor& x, int axis, planc::ThreadPool* pool, const char* what) 
 void hand_computed() {
   Tensor x = f32({3}, {1, 2, 3});
   Tensor y = f32({3});
-  test::expect_ok(test::call(k_softmax, {x.view}, {y.view}, {0, 0}, {}, nullptr), "hand softmax");
+  test::expect_ok(test::call(k_softmax, {x.view}, {y.view}, test::softmax_call().axis(0).log(0), nullptr), "hand softmax");
   double want[] = {0.09003057317038046, 0.24472847105479764, 0.6652409557748219};
   test::close(y.data<float>(), want, 3, 1e-6, 0, "hand softmax values");
-  test::expect_ok(test::call(k_softmax, {x.view}, {y.view}, {-1, 1}, {}, nullptr), "hand log-softmax");
+  test::expect_ok(test::call(k_softmax, {x.view}, {y.view}, test::softmax_call().axis(-1).log(1), nullptr), "hand log-softmax");
   double want_log[] = {-2.4076059644443806, -1.4076059644443806, -0.4076059644443806};
   test::close(y.data<float>(), want_log, 3, 1e-6, 0, "hand log-softmax values");
 }
@@ -108,12 +108,17 @@ void specials(planc::ThreadPool* pool) {
 
 void errors() {
   Tensor x = f32({2, 3}), y = f32({2, 3}), y2 = f32({3, 2});
-  test::expect_error(test::call(k_softmax, {x.view}, {y.view}, {2, 0}, {}, nullptr), "out of range", "softmax axis 2");
-  test::expect_error(test::call(k_softmax, {x.view}, {y.view}, {-3, 0}, {}, nullptr), "out of range", "softmax axis -3");
-  test::expect_error(test::call(k_softmax, {x.view}, {y2.view}, {1, 0}, {}, nullptr), "Y dim 0", "softmax Y dims");
+  test::expect_error(test::call(k_softmax, {x.view}, {y.view}, test::softmax_call().axis(2).log(0), nullptr), "out of range",
+                     "softmax axis 2");
+  test::expect_error(test::call(k_softmax, {x.view}, {y.view}, test::softmax_call().axis(-3).log(0), nullptr), "out of range",
+                     "softmax axis -3");
+  test::expect_error(test::call(k_softmax, {x.view}, {y2.view}, test::softmax_call().axis(1).log(0), nullptr), "Y dim 0",
+                     "softmax Y dims");
   Tensor xd = Tensor(planc::kFloat64, {2, 3});
-  test::expect_error(test::call(k_softmax, {xd.view}, {y.view}, {1, 0}, {}, nullptr), "float32 only", "softmax dtype");
-  test::expect_error(test::call(k_softmax, {x.view}, {y.view}, {1}, {}, nullptr), "needs", "softmax iargs");
+  test::expect_error(test::call(k_softmax, {xd.view}, {y.view}, test::softmax_call().axis(1).log(0), nullptr), "float32 only",
+                     "softmax dtype");
+  // positional on purpose: log left off
+  test::expect_error(test::call_positional(k_softmax, {x.view}, {y.view}, {1}, {}, nullptr), "needs", "softmax iargs");
 }
 
 void run_tests(planc::ThreadPool* pool) {
@@ -148,7 +153,7 @@ void run_tests(planc::ThreadPool* pool) {
   test::fill_random(one);
   check_both(one, 1, pool, "[5,1]");
   Tensor empty = f32({0, 4}), ey = f32({0, 4});
-  test::expect_ok(test::call(k_softmax, {empty.view}, {ey.view}, {1, 0}, {}, pool), "empty");
+  test::expect_ok(test::call(k_softmax, {empty.view}, {ey.view}, test::softmax_call().axis(1).log(0), pool), "empty");
 }
 
 void bench(planc::ThreadPool* pool) {
@@ -167,7 +172,7 @@ void bench(planc::ThreadPool* pool) {
     for (int r = 0; r < 200; r++)
       for (int log = 0; log < 2; log++) {
         double t0 = test::now_ms();
-        test::call(k_softmax, {x.view}, {y.view}, {c.axis, log}, {}, pool);
+        test::call(k_softmax, {x.view}, {y.view}, test::softmax_call().axis(c.axis).log(log), pool);
         best[log] = std::min(best[log], test::now_ms() - t0);
       }
     std::printf("| %s | %.4f | %.4f | %.1f |\n", c.name, best[0], best[1], 8.0 * x.numel() / best[0] / 1e6);

@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "generated/kernel_calls.h"
 #include "kernel.h"
 #include "kernel_call.h"
 #include "threadpool.h"
@@ -164,19 +165,43 @@ inline KernelFn find_kernel(std::initializer_list<KernelList> lists, const char*
   return def ? def->fn : nullptr;
 }
 
-// Calls a kernel as a program does: views in and out (TensorView() for an omitted optional input), the pool (the
-// shared one unless given; nullptr: the calling thread) and the variant (0: the kernel's default). Returns its error.
-inline const char* call(KernelFn fn, std::vector<TensorView> in, std::vector<TensorView> out, std::vector<int64_t> iargs = {},
-                        std::vector<double> fargs = {}, ThreadPool* pool = &test::pool(), int64_t variant = 0) {
+// A call's arguments in the kernel's order; a builder that leaves a required argument unset is a failed check, and
+// its text the call's error.
+inline const char* ordered_args(const kernel_call::Args& args, std::vector<int64_t>& iargs, std::vector<double>& fargs) {
+  const char* err = args.resolve(iargs, fargs);
+  if (err) check_at(false, "", 0, "kernel arguments: %s", err);
+  return err;
+}
+
+// Calls a kernel as a program does: views in and out (TensorView() for an omitted optional input), its arguments by
+// name (a builder of generated/kernel_calls.h; {}: none), the pool (the shared one unless given; nullptr: the calling
+// thread) and the variant (0: the kernel's default). Returns its error.
+inline const char* call(KernelFn fn, std::vector<TensorView> in, std::vector<TensorView> out, const kernel_call::Args& args = {},
+                        ThreadPool* pool = &test::pool(), int64_t variant = 0) {
   if (fn == nullptr) return "missing kernel";
+  std::vector<int64_t> iargs;
+  std::vector<double> fargs;
+  if (const char* err = ordered_args(args, iargs, fargs)) return err;
   return fn(kernel_call::args(in, out, iargs, fargs, pool, variant));
 }
 
 // As call, for a variant that reads a prepared operand: builds it first, as a program would.
 inline const char* call_variant(const KernelDef& def, std::vector<TensorView> in, std::vector<TensorView> out,
-                                std::vector<int64_t> iargs, ThreadPool* pool, int64_t variant) {
+                                const kernel_call::Args& args, ThreadPool* pool, int64_t variant) {
+  if (args.kernel() != nullptr && std::strcmp(args.kernel(), def.name) != 0)
+    check_at(false, "", 0, "arguments of %s passed to %s", args.kernel(), def.name);
+  std::vector<int64_t> iargs;
   std::vector<double> fargs;
+  if (const char* err = ordered_args(args, iargs, fargs)) return err;
   return kernel_call::run_prepared(def, kernel_call::args(in, out, iargs, fargs, pool, variant));
+}
+
+// As call with the iargs and fargs as the kernel receives them, for the few checks that pass a wrong count on purpose
+// (the kernel's count check); each line that uses it says "positional on purpose" (test/kernel-schema.test.ts).
+inline const char* call_positional(KernelFn fn, std::vector<TensorView> in, std::vector<TensorView> out,
+                                   std::vector<int64_t> iargs, std::vector<double> fargs, ThreadPool* pool = &test::pool()) {
+  if (fn == nullptr) return "missing kernel";
+  return fn(kernel_call::args(in, out, iargs, fargs, pool, 0));
 }
 
 // Expects an error whose text contains `part`; `what` names the case.

@@ -14,7 +14,7 @@ const float kNan = std::numeric_limits<float>::quiet_NaN();
 
 // The reference's formula in double, rounded once to float32.
 void check_f32(const char* name, const std::function<double(double)>& f, double lo, double hi,
-               std::vector<int64_t> iargs = {}, std::vector<double> fargs = {}) {
+               const kernel_call::Args& args = {}) {
   Rng rng;
   for (int64_t n : {1, 7, 1000, 100003}) {
     Tensor x(kFloat32, {n}), y(kFloat32, {n}), want(kFloat32, {n});
@@ -23,14 +23,14 @@ void check_f32(const char* name, const std::function<double(double)>& f, double 
     if (n > 2) x.data<float>()[1] = -0.0f;
     if (n > 3) x.data<float>()[2] = kNan;
     for (int64_t i = 0; i < n; i++) want.data<float>()[i] = float(f(double(x.at<float>(i))));
-    EXPECT_OK(call(K(name), {x.view}, {y.view}, iargs, fargs));
+    EXPECT_OK(call(K(name), {x.view}, {y.view}, args));
     std::string what = std::string(name) + " f32 n=" + std::to_string(n);
     compare(y.data<float>(), want.data<float>(), n, what.c_str());
   }
   // float64 too
   Tensor x(kFloat64, {3, 5}), y(kFloat64, {3, 5});
   for (int64_t i = 0; i < 15; i++) x.data<double>()[i] = rng.uniform(lo, hi);
-  EXPECT_OK(call(K(name), {x.view}, {y.view}, iargs, fargs));
+  EXPECT_OK(call(K(name), {x.view}, {y.view}, args));
   Tensor want(kFloat64, {3, 5});
   for (int64_t i = 0; i < 15; i++) want.data<double>()[i] = f(x.at<double>(i));
   std::string what = std::string(name) + " f64";
@@ -56,14 +56,17 @@ void test_float_ops() {
   check_f32("neg", [](double v) { return -v; }, -10, 10);
   check_f32("abs", [](double v) { return std::fabs(v); }, -10, 10);
   check_f32("sign", [](double v) { return v > 0 ? 1 : v < 0 ? -1 : v; }, -10, 10);
-  check_f32("gelu", [](double v) { return 0.5 * v * (1 + std::erf(v * std::sqrt(0.5))); }, -6, 6, {0});
+  check_f32(
+      "gelu", [](double v) { return 0.5 * v * (1 + std::erf(v * std::sqrt(0.5))); }, -6, 6, gelu_call().approximate(kGeluNone));
   check_f32("gelu", [](double v) {
     return 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
-  }, -6, 6, {1});
+  }, -6, 6, gelu_call().approximate(kGeluTanh));
   double alpha = double(0.1f);
-  check_f32("leaky_relu", [=](double v) { return v > 0 ? v : v * alpha; }, -10, 10, {}, {alpha});
-  check_f32("elu", [](double v) { return v < 0 ? 2.0 * std::expm1(v) : v; }, -10, 10, {}, {2.0});
-  check_f32("hard_sigmoid", [](double v) { return std::max(0.0, std::min(1.0, 0.2 * v + 0.5)); }, -10, 10, {}, {0.2, 0.5});
+  check_f32("leaky_relu", [=](double v) { return v > 0 ? v : v * alpha; }, -10, 10, leaky_relu_call().alpha(alpha));
+  check_f32("elu", [](double v) { return v < 0 ? 2.0 * std::expm1(v) : v; }, -10, 10, elu_call().alpha(2.0));
+  check_f32(
+      "hard_sigmoid", [](double v) { return std::max(0.0, std::min(1.0, 0.2 * v + 0.5)); }, -10, 10,
+      hard_sigmoid_call().alpha(0.2).beta(0.5));
 }
 
 void test_hand_values() {
@@ -149,7 +152,7 @@ void test_errors() {
   EXPECT_ERROR(call(K("exp"), {x.view}, {y.view}), "exp: output dims [4,3] differ from input dims [3,4]");
   EXPECT_ERROR(call(K("exp"), {x.view}, {yi.view}), "output dtype int32 differs");
   EXPECT_ERROR(call(K("exp"), {xi.view}, {yi.view}), "exp: unsupported dtype int32");
-  EXPECT_ERROR(call(K("gelu"), {x.view}, {x.view}, {2}), "approx must be 0");
+  EXPECT_ERROR(call(K("gelu"), {x.view}, {x.view}, gelu_call().approximate(planc::kGeluCount)), "approx must be 0");
   EXPECT_ERROR(call(K("gelu"), {x.view}, {x.view}), "gelu: needs 1 input, 1 output, 1 iarg and 0 fargs");
   EXPECT_ERROR(call(K("leaky_relu"), {x.view}, {x.view}), "leaky_relu: needs 1 input, 1 output, 0 iargs and 1 farg");
   EXPECT_ERROR(call(K("not"), {x.view}, {x.view}), "not: input must be bool");
@@ -163,16 +166,16 @@ void bench() {
   for (int64_t i = 0; i < n; i++) x.data<float>()[i] = float(rng.uniform(-5, 5));
   for (const char* name : {"relu", "exp", "tanh", "sigmoid", "erf"}) {
     for (int threaded = 0; threaded < 2; threaded++) {
-      call(K(name), {x.view}, {y.view}, {}, {}, threads(threaded));
+      call(K(name), {x.view}, {y.view}, {}, threads(threaded));
       double t0 = now_ms();
-      call(K(name), {x.view}, {y.view}, {}, {}, threads(threaded));
+      call(K(name), {x.view}, {y.view}, {}, threads(threaded));
       std::printf("bench %-8s 4M f32, %s: %.2f ms\n", name, threaded ? "2 threads" : "1 thread ", now_ms() - t0);
     }
   }
   for (int threaded = 0; threaded < 2; threaded++) {
-    call(K("gelu"), {x.view}, {y.view}, {0}, {}, threads(threaded));
+    call(K("gelu"), {x.view}, {y.view}, gelu_call().approximate(planc::kGeluNone), threads(threaded));
     double t0 = now_ms();
-    call(K("gelu"), {x.view}, {y.view}, {0}, {}, threads(threaded));
+    call(K("gelu"), {x.view}, {y.view}, gelu_call().approximate(planc::kGeluNone), threads(threaded));
     std::printf("bench gelu     4M f32, %s: %.2f ms\n", threaded ? "2 threads" : "1 thread ", now_ms() - t0);
   }
 }

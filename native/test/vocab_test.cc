@@ -65,7 +65,8 @@ void run_case(Rng& rng, std::vector<int64_t> xdims, int64_t r, int64_t v, int64_
   Tensor x(kFloat32, xdims), mask(kUint8, {v});
   for (int64_t i = 0; i < x.numel(); i++) x.data<float>()[i] = float(rng.uniform(-1, 1));
   std::fill(mask.data<uint8_t>(), mask.data<uint8_t>() + v, 0xAB);  // the kernel must clear it
-  EXPECT_OK(call(k_mask, {x.view, cl.c.view, cl.cnorm.view, cl.offsets.view, cl.ids.view}, {mask.view}, {v}, {}, threads(threaded)));
+  EXPECT_OK(call(k_mask, {x.view, cl.c.view, cl.cnorm.view, cl.offsets.view, cl.ids.view}, {mask.view},
+                 cluster_mask_call().vocab(v), threads(threaded)));
   std::vector<uint8_t> must(v, 0), may(v, 0);
   const int32_t* off = cl.offsets.data<int32_t>();
   for (int64_t i = 0; i < rows; i++) {
@@ -101,64 +102,83 @@ void test_hand_values() {
   Tensor ids = make<int32_t>(kInt32, {6}, {0, 7, 3, 1, 9, 5});  // cluster 0 {0, 7}, 1 {3}, 2 {1, 9}, 3 {5}
   Tensor mask(kUint8, {10});
   Tensor x1 = make<float>(kFloat32, {1, 2}, {1.9f, 0.1f});
-  EXPECT_OK(call(k_mask, {x1.view, c.view, cn.view, off.view, ids.view}, {mask.view}, {10}));
+  EXPECT_OK(call(k_mask, {x1.view, c.view, cn.view, off.view, ids.view}, {mask.view}, cluster_mask_call().vocab(10)));
   for (int j = 0; j < 10; j++) CHECK(mask.at<uint8_t>(j) == (j == 3 ? 1 : 0));
   Tensor x3 = make<float>(kFloat32, {3, 1, 2}, {1.9f, 0.1f, 0.1f, 1.5f, 0, 0});
-  EXPECT_OK(call(k_mask, {x3.view, c.view, cn.view, off.view, ids.view}, {mask.view}, {10}));
+  EXPECT_OK(call(k_mask, {x3.view, c.view, cn.view, off.view, ids.view}, {mask.view}, cluster_mask_call().vocab(10)));
   const uint8_t want[10] = {1, 1, 0, 1, 0, 0, 0, 1, 0, 1};
   for (int j = 0; j < 10; j++) CHECK(mask.at<uint8_t>(j) == want[j]);
   // A bool output works the same; no rows: an all-zero mask.
   Tensor maskb(kBool, {10});
-  EXPECT_OK(call(k_mask, {x3.view, c.view, cn.view, off.view, ids.view}, {maskb.view}, {10}));
+  EXPECT_OK(call(k_mask, {x3.view, c.view, cn.view, off.view, ids.view}, {maskb.view}, cluster_mask_call().vocab(10)));
   for (int j = 0; j < 10; j++) CHECK(maskb.at<uint8_t>(j) == want[j]);
   Tensor x0(kFloat32, {0, 2});
-  EXPECT_OK(call(k_mask, {x0.view, c.view, cn.view, off.view, ids.view}, {mask.view}, {10}));
+  EXPECT_OK(call(k_mask, {x0.view, c.view, cn.view, off.view, ids.view}, {mask.view}, cluster_mask_call().vocab(10)));
   for (int j = 0; j < 10; j++) CHECK(mask.at<uint8_t>(j) == 0);
   // An empty cluster (offsets equal): nothing set.
   Tensor off_empty = make<int32_t>(kInt32, {5}, {0, 2, 2, 5, 6});
-  EXPECT_OK(call(k_mask, {x1.view, c.view, cn.view, off_empty.view, ids.view}, {mask.view}, {10}));
+  EXPECT_OK(call(k_mask, {x1.view, c.view, cn.view, off_empty.view, ids.view}, {mask.view}, cluster_mask_call().vocab(10)));
   for (int j = 0; j < 10; j++) CHECK(mask.at<uint8_t>(j) == 0);
   // cnorm is taken as given: a huge norm for cluster 1 sends x1 to cluster 3.
   Tensor cn_big = make<float>(kFloat32, {4}, {0, 100, 4, 4});
-  EXPECT_OK(call(k_mask, {x1.view, c.view, cn_big.view, off.view, ids.view}, {mask.view}, {10}));
+  EXPECT_OK(call(k_mask, {x1.view, c.view, cn_big.view, off.view, ids.view}, {mask.view}, cluster_mask_call().vocab(10)));
   for (int j = 0; j < 10; j++) CHECK(mask.at<uint8_t>(j) == (j == 5 ? 1 : 0));
 }
 
 void test_errors() {
   Tensor x(kFloat32, {2, 3}), c(kFloat32, {4, 3}), cn(kFloat32, {4}), ids = make<int32_t>(kInt32, {3}, {0, 4, 9});
   Tensor off = make<int32_t>(kInt32, {5}, {0, 1, 2, 3, 3}), mask(kUint8, {10});
-  EXPECT_OK(call(k_mask, {x.view, c.view, cn.view, off.view, ids.view}, {mask.view}, {10}));
-  EXPECT_ERROR(call(k_mask, {x.view, c.view, cn.view, off.view}, {mask.view}, {10}), "needs 5 inputs");
-  EXPECT_ERROR(call(k_mask, {x.view, c.view, cn.view, off.view, ids.view}, {mask.view}, {}), "needs 5 inputs");
+  EXPECT_OK(call(k_mask, {x.view, c.view, cn.view, off.view, ids.view}, {mask.view}, cluster_mask_call().vocab(10)));
+  EXPECT_ERROR(call(k_mask, {x.view, c.view, cn.view, off.view}, {mask.view}, cluster_mask_call().vocab(10)), "needs 5 inputs");
+  EXPECT_ERROR(call(k_mask, {x.view, c.view, cn.view, off.view, ids.view}, {mask.view}), "needs 5 inputs");  // vocab left off
   Tensor xd(kFloat64, {2, 3}), x4(kFloat32, {2, 4}), c5(kFloat32, {4, 5}), c0(kFloat32, {0, 3}), ci(kInt32, {4, 3});
-  EXPECT_ERROR(call(k_mask, {xd.view, c.view, cn.view, off.view, ids.view}, {mask.view}, {10}), "X must be float32");
-  EXPECT_ERROR(call(k_mask, {x4.view, c.view, cn.view, off.view, ids.view}, {mask.view}, {10}), "centroids must be float32 [R >= 1, 4]");
-  EXPECT_ERROR(call(k_mask, {x.view, c5.view, cn.view, off.view, ids.view}, {mask.view}, {10}), "centroids must be float32 [R >= 1, 3]");
-  EXPECT_ERROR(call(k_mask, {x.view, c0.view, cn.view, off.view, ids.view}, {mask.view}, {10}), "centroids must be");
-  EXPECT_ERROR(call(k_mask, {x.view, ci.view, cn.view, off.view, ids.view}, {mask.view}, {10}), "centroids must be");
+  EXPECT_ERROR(call(k_mask, {xd.view, c.view, cn.view, off.view, ids.view}, {mask.view}, cluster_mask_call().vocab(10)),
+               "X must be float32");
+  EXPECT_ERROR(call(k_mask, {x4.view, c.view, cn.view, off.view, ids.view}, {mask.view}, cluster_mask_call().vocab(10)),
+               "centroids must be float32 [R >= 1, 4]");
+  EXPECT_ERROR(call(k_mask, {x.view, c5.view, cn.view, off.view, ids.view}, {mask.view}, cluster_mask_call().vocab(10)),
+               "centroids must be float32 [R >= 1, 3]");
+  EXPECT_ERROR(call(k_mask, {x.view, c0.view, cn.view, off.view, ids.view}, {mask.view}, cluster_mask_call().vocab(10)),
+               "centroids must be");
+  EXPECT_ERROR(call(k_mask, {x.view, ci.view, cn.view, off.view, ids.view}, {mask.view}, cluster_mask_call().vocab(10)),
+               "centroids must be");
   Tensor cn3(kFloat32, {3}), cn64(kFloat64, {4});
-  EXPECT_ERROR(call(k_mask, {x.view, c.view, cn3.view, off.view, ids.view}, {mask.view}, {10}), "cnorm must be float32 [4], got float32 [3]");
-  EXPECT_ERROR(call(k_mask, {x.view, c.view, cn64.view, off.view, ids.view}, {mask.view}, {10}), "cnorm must be float32 [4]");
+  EXPECT_ERROR(call(k_mask, {x.view, c.view, cn3.view, off.view, ids.view}, {mask.view}, cluster_mask_call().vocab(10)),
+               "cnorm must be float32 [4], got float32 [3]");
+  EXPECT_ERROR(call(k_mask, {x.view, c.view, cn64.view, off.view, ids.view}, {mask.view}, cluster_mask_call().vocab(10)),
+               "cnorm must be float32 [4]");
   Tensor off4(kInt32, {4}), off64(kInt64, {5});
-  EXPECT_ERROR(call(k_mask, {x.view, c.view, cn.view, off4.view, ids.view}, {mask.view}, {10}), "offsets must be int32 [5]");
-  EXPECT_ERROR(call(k_mask, {x.view, c.view, cn.view, off64.view, ids.view}, {mask.view}, {10}), "offsets must be int32 [5]");
+  EXPECT_ERROR(call(k_mask, {x.view, c.view, cn.view, off4.view, ids.view}, {mask.view}, cluster_mask_call().vocab(10)),
+               "offsets must be int32 [5]");
+  EXPECT_ERROR(call(k_mask, {x.view, c.view, cn.view, off64.view, ids.view}, {mask.view}, cluster_mask_call().vocab(10)),
+               "offsets must be int32 [5]");
   Tensor ids64(kInt64, {3}), ids2(kInt32, {1, 3});
-  EXPECT_ERROR(call(k_mask, {x.view, c.view, cn.view, off.view, ids64.view}, {mask.view}, {10}), "ids must be int32");
-  EXPECT_ERROR(call(k_mask, {x.view, c.view, cn.view, off.view, ids2.view}, {mask.view}, {10}), "ids must be int32");
+  EXPECT_ERROR(call(k_mask, {x.view, c.view, cn.view, off.view, ids64.view}, {mask.view}, cluster_mask_call().vocab(10)),
+               "ids must be int32");
+  EXPECT_ERROR(call(k_mask, {x.view, c.view, cn.view, off.view, ids2.view}, {mask.view}, cluster_mask_call().vocab(10)),
+               "ids must be int32");
   Tensor mask9(kUint8, {9}), maskf(kFloat32, {10});
-  EXPECT_ERROR(call(k_mask, {x.view, c.view, cn.view, off.view, ids.view}, {mask9.view}, {10}), "output must be uint8 [10] (iargs V), got uint8 [9]");
-  EXPECT_ERROR(call(k_mask, {x.view, c.view, cn.view, off.view, ids.view}, {maskf.view}, {10}), "output must be uint8 [10]");
-  EXPECT_ERROR(call(k_mask, {x.view, c.view, cn.view, off.view, ids.view}, {mask.view}, {0}), "V = 0 must be >= 1");
+  EXPECT_ERROR(call(k_mask, {x.view, c.view, cn.view, off.view, ids.view}, {mask9.view}, cluster_mask_call().vocab(10)),
+               "output must be uint8 [10] (iargs V), got uint8 [9]");
+  EXPECT_ERROR(call(k_mask, {x.view, c.view, cn.view, off.view, ids.view}, {maskf.view}, cluster_mask_call().vocab(10)),
+               "output must be uint8 [10]");
+  EXPECT_ERROR(call(k_mask, {x.view, c.view, cn.view, off.view, ids.view}, {mask.view}, cluster_mask_call().vocab(0)),
+               "V = 0 must be >= 1");
   Tensor bad_down = make<int32_t>(kInt32, {5}, {0, 2, 1, 3, 3});
-  EXPECT_ERROR(call(k_mask, {x.view, c.view, cn.view, bad_down.view, ids.view}, {mask.view}, {10}), "offsets[2] = 1 is outside [2, 3]");
+  EXPECT_ERROR(call(k_mask, {x.view, c.view, cn.view, bad_down.view, ids.view}, {mask.view}, cluster_mask_call().vocab(10)),
+               "offsets[2] = 1 is outside [2, 3]");
   Tensor bad_end = make<int32_t>(kInt32, {5}, {0, 1, 2, 3, 4});
-  EXPECT_ERROR(call(k_mask, {x.view, c.view, cn.view, bad_end.view, ids.view}, {mask.view}, {10}), "offsets[4] = 4 is outside [3, 3]");
+  EXPECT_ERROR(call(k_mask, {x.view, c.view, cn.view, bad_end.view, ids.view}, {mask.view}, cluster_mask_call().vocab(10)),
+               "offsets[4] = 4 is outside [3, 3]");
   Tensor bad_start = make<int32_t>(kInt32, {5}, {-1, 1, 2, 3, 3});
-  EXPECT_ERROR(call(k_mask, {x.view, c.view, cn.view, bad_start.view, ids.view}, {mask.view}, {10}), "offsets[0] = -1 is outside [0, 3]");
+  EXPECT_ERROR(call(k_mask, {x.view, c.view, cn.view, bad_start.view, ids.view}, {mask.view}, cluster_mask_call().vocab(10)),
+               "offsets[0] = -1 is outside [0, 3]");
   // An id out of range in the cluster a row picks: X = 0 picks cluster 0 (all centroids 0, ties: lowest r).
   Tensor ids_bad = make<int32_t>(kInt32, {3}, {10, 4, 9}), ids_neg = make<int32_t>(kInt32, {3}, {-2, 4, 9});
-  EXPECT_ERROR(call(k_mask, {x.view, c.view, cn.view, off.view, ids_bad.view}, {mask.view}, {10}), "ids[0] = 10 (cluster 0) is outside [0, 10)");
-  EXPECT_ERROR(call(k_mask, {x.view, c.view, cn.view, off.view, ids_neg.view}, {mask.view}, {10}), "ids[0] = -2 (cluster 0) is outside [0, 10)");
+  EXPECT_ERROR(call(k_mask, {x.view, c.view, cn.view, off.view, ids_bad.view}, {mask.view}, cluster_mask_call().vocab(10)),
+               "ids[0] = 10 (cluster 0) is outside [0, 10)");
+  EXPECT_ERROR(call(k_mask, {x.view, c.view, cn.view, off.view, ids_neg.view}, {mask.view}, cluster_mask_call().vocab(10)),
+               "ids[0] = -2 (cluster 0) is outside [0, 10)");
 }
 
 void test_random() {
@@ -185,7 +205,8 @@ void bench() {
     double best = 1e30;
     for (int round = 0; round < 20; round++) {
       const double t0 = now_ms();
-      for (int i = 0; i < 5; i++) call(k_mask, {x.view, cl.c.view, cl.cnorm.view, cl.offsets.view, cl.ids.view}, {mask.view}, {v});
+      for (int i = 0; i < 5; i++)
+        call(k_mask, {x.view, cl.c.view, cl.cnorm.view, cl.offsets.view, cl.ids.view}, {mask.view}, cluster_mask_call().vocab(v));
       best = std::min(best, (now_ms() - t0) / 5);
     }
     int64_t active = 0;

@@ -1,6 +1,7 @@
 // A quick kernel check for test/isa-cap.test.ts, run in a child process under a PLANC_ISA cap: every qmatmul variant
 // the addon lists as runnable against the int8 reference (bit for bit), matmul and log-softmax (a hot loop) on auto
 // against float64. Prints one JSON line: nativeInfo()'s isa, simd and variants, the checks made and the failures.
+import { call } from '../../compiler/kernel-schema.ts';
 import { qmatmulRef, quantizeChannels } from '../../compiler/quant/pack.ts';
 import { callProgram, type Typed } from '../../bench/reference/call-program.ts';
 import { nativeInfo } from '../../runtime/native.ts';
@@ -34,7 +35,7 @@ for (const [m, k, n] of [[1, 513, 50], [17, 513, 50]] as const) {
   const want = qmatmulRef({ a, m, k, n, input: 'int8', w: pk.q, scale: pk.scale });
   for (const variant of info.variants.qmatmul ?? []) {
     const [y] = run({
-      kernel: 'qmatmul', variant, iargs: [0, 0, n, k], ins: [
+      call: call('qmatmul', { activation: 'none', input: 'int8', n, k }), variant, ins: [
         { role: 'feed', dtype: 'float32', dims: [m, k], data: a },
         { role: 'weight', dtype: 'int8', dims: pk.dims, data: pk.q },
         { role: 'weight', dtype: 'float32', dims: [n], data: pk.scale },
@@ -52,7 +53,7 @@ for (const m of [1, 40]) {
   const k = 70, n = 90;
   const a = values(m * k, 5 + m, 1), b = values(k * n, 6, 1);
   const [y] = run({
-    kernel: 'matmul', variant: 'auto', iargs: [], ins: [{ role: 'feed', dtype: 'float32', dims: [m, k], data: a }, { role: 'weight', dtype: 'float32', dims: [k, n], data: b }],
+    call: call('matmul'), variant: 'auto', ins: [{ role: 'feed', dtype: 'float32', dims: [m, k], data: a }, { role: 'weight', dtype: 'float32', dims: [k, n], data: b }],
     outs: [{ role: 'out', dtype: 'float32', dims: [m, n], data: new Float32Array(m * n) }],
   }) as [Float32Array];
   checks++;
@@ -73,7 +74,7 @@ for (const m of [1, 40]) {
   const rows = 3, w = 1000;
   const x = values(rows * w, 9, 20);
   const [y] = run({
-    kernel: 'softmax', variant: '', iargs: [-1, 1], ins: [{ role: 'feed', dtype: 'float32', dims: [rows, w], data: x }],
+    call: call('softmax', { axis: -1, log: 1 }), variant: '', ins: [{ role: 'feed', dtype: 'float32', dims: [rows, w], data: x }],
     outs: [{ role: 'out', dtype: 'float32', dims: [rows, w], data: new Float32Array(rows * w) }],
   }) as [Float32Array];
   checks++;

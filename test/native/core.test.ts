@@ -5,13 +5,16 @@ import {
   NATIVE_ADDON_PATH, kernelIds, kernelNames, native, nativeInfo, cudaStatus, planNew, planFree, programNew, programFree,
   nativeAvailable, programInfo, programRun, programRunAsync, type NativePlan, type NativeProgram, type NativeArray,
 } from '../../runtime/native.ts';
+import { ONNX_CODE } from '../../compiler/dtype.ts';
+import { DTYPE_CODE } from '../../compiler/kernel-enums.ts';
+import { call } from '../../compiler/kernel-schema.ts';
 import { testIf } from '../helpers/skip.ts';
 
 // ---- a tiny encoder of the program code of native/PROGRAM.md ----
 
 const MAGIC = 0x31474f5250434c50n;
 const ARENA = 0, WEIGHT = 1, INPUT = 2, ALIAS = 3;
-const F32 = 1, I64 = 7;
+const F32 = DTYPE_CODE.float32!, I64 = DTYPE_CODE.int64!;
 
 interface Term { coeff: number | bigint; factors: number[] }
 interface TensorSpec { kind: number; dtype: number; a: number; b?: number; dims: number[] }
@@ -201,7 +204,7 @@ test('programNew rejects malformed code with the word position', () => {
     // kernel 26-33 (id, variant, counts, input, output), graph input 34, output 35
     mutate(13, 1n, /word 13: a factor's symbol index = 1 is outside \[0, 0\]/);
     mutate(14, 5n, /tensor's kind/);
-    mutate(15, 4n, /unsupported dtype 4/);
+    mutate(15, BigInt(ONNX_CODE.uint16), new RegExp(`unsupported dtype ${ONNX_CODE.uint16}`));  // a dtype plans do not support
     mutate(16, 9n, /rank = 9/);
     mutate(17, 1n, /input index 1 is outside/);
     mutate(19, 1n, /dim expression index = 1/);
@@ -327,7 +330,9 @@ test('aliases reshape, weights and inputs can be outputs, alias sizes are checke
 
 testIf(test, !has('test_echo') && 'test_echo needs a build with PLANC_TEST_KERNELS=ON')('expressions: polynomials of symbols, overflow past 2^62 is an error', () => {
   const plan = planNew(new Uint8Array(0), new BigInt64Array(0), 64);
-  // y int64 [3] = echo(iargs: 2·a·b − 3, a·a·a·a, 7; fargs: 0.5)
+  // y int64 [3] = echo(iargs: 2·a·b − 3, a·a·a·a, 7; fargs: 0.5): the ints are the expressions 0, 1 and 2
+  const echo = call('test_echo', { ints: [0, 1, 2], floats: [0.5] });
+  const echoArgs = { iargs: echo.iargs as number[], fargs: echo.fargs };
   const spec: ProgramSpec = {
     nSyms: 2, arenaBytes: 64, nWeights: 0,
     exprs: [
@@ -337,7 +342,7 @@ testIf(test, !has('test_echo') && 'test_echo needs a build with PLANC_TEST_KERNE
       konst(4),
     ],
     tensors: [{ kind: ARENA, dtype: I64, a: 0, b: 64, dims: [3] }],
-    kernels: [{ name: 'test_echo', ins: [], outs: [0], iargs: [0, 1, 2], fargs: [0.5] }],
+    kernels: [{ name: 'test_echo', ins: [], outs: [0], ...echoArgs }],
     inputs: [], outputs: [0],
   };
   const prog = programNew(plan, encode(spec));
