@@ -1,9 +1,9 @@
-// Writes the headers generated from compiler/kernel-enums.ts and compiler/kernel-schema.ts (`npm run gen:kernel-enums`;
+// Writes the headers (and native/KERNELS.md, the kernel reference) generated from compiler/kernel-enums.ts and compiler/kernel-schema.ts (`npm run gen:kernel-enums`;
 // --check only compares).
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { cudaEnumsHeader, nativeEnumsHeader } from '../compiler/kernel-enums.ts';
-import { cudaArgsHeader, nativeArgsHeader, nativeTestCallsHeader } from '../compiler/kernel-schema-headers.ts';
+import { cudaArgsHeader, kernelReference, nativeArgsHeader, nativeTestCallsHeader } from '../compiler/kernel-schema-headers.ts';
 import { REPO_ROOT } from '../compiler/paths.ts';
 
 /** Each generated file, relative to the repository root, with its text. */
@@ -13,6 +13,7 @@ export const GENERATED: [string, () => string][] = [
   ['native/src/generated/kernel_args.h', nativeArgsHeader],
   ['codegen/cuda/kernels/kernel_args.cuh', cudaArgsHeader],
   ['native/test/generated/kernel_calls.h', nativeTestCallsHeader],
+  ['native/KERNELS.md', kernelReference],
 ];
 
 if (process.argv[1] && path.resolve(process.argv[1]) === path.resolve(REPO_ROOT, 'scripts', 'gen-kernel-enums.ts')) {
