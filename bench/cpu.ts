@@ -3,7 +3,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import ort from 'onnxruntime-node';
-import { importSeq2SeqDir } from '../compiler/onnx/import-model.ts';
+import { importSeq2SeqDir } from '../model/onnx/import-model.ts';
 import { sharedDir, REPO_ROOT } from '../compiler/paths.ts';
 import { encodePlan } from '../compiler/plan/format.ts';
 import { buildPlan } from '../codegen/build-plan.ts';
@@ -14,7 +14,7 @@ import { native } from '../runtime/native.ts';
 import type { RtTensor } from '../runtime/tensor.ts';
 import { DEFAULTS, makeModel } from '../scripts/make-model/generate.ts';
 import { machineFacts } from './machine.ts';
-import { rng } from './reference/rng.ts';
+import { rng } from '../test/reference/rng.ts';
 
 const SRC_LEN = 32;
 const PAST_LEN = 32;

@@ -3,7 +3,7 @@
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { importSeq2SeqDir } from '../compiler/onnx/import-model.ts';
+import { importSeq2SeqDir } from '../model/onnx/import-model.ts';
 import { REPO_ROOT, sharedDir } from '../compiler/paths.ts';
 import { encodePlan } from '../compiler/plan/format.ts';
 import { buildPlan } from '../codegen/build-plan.ts';
@@ -13,7 +13,7 @@ import { loadPlanBytes, type Plan } from '../runtime/plan.ts';
 import type { RtTensor } from '../runtime/tensor.ts';
 import { DEFAULTS, makeModel } from '../scripts/make-model/generate.ts';
 import { machineFacts } from './machine.ts';
-import { rng } from './reference/rng.ts';
+import { rng } from '../test/reference/rng.ts';
 import type { LayerPrecision } from '../compiler/quant/layers.ts';
 
 const SRC_LEN = 32;

@@ -2,7 +2,7 @@
 // at batch 1 and 16, same run, and the cost of one decoder step of n = 1..8 new tokens.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { importSeq2SeqDir } from '../compiler/onnx/import-model.ts';
+import { importSeq2SeqDir } from '../model/onnx/import-model.ts';
 import { REPO_ROOT, sharedDir } from '../compiler/paths.ts';
 import { encodePlan } from '../compiler/plan/format.ts';
 import { buildPlan } from '../codegen/build-plan.ts';

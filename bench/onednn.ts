@@ -9,7 +9,7 @@
 //   the per-row activation scale as a pass over the output: oneDNN 2.6 has no per-row source scale and its [M, 1]
 //   binary post-op falls back to the reference kernel), oneDNN float32 matmul, weights reordered once outside the
 //   timing; planc's qmatmul (auto) and its row quantizer (qgemm::quantize_rows) alone, same process, same rows;
-// - planc through its own executor (bench/reference/call-program.ts, the harness of bench/qgemm.ts): qmatmul int8
+// - planc through its own executor (test/reference/call-program.ts, the harness of bench/qgemm.ts): qmatmul int8
 //   (auto), fused_matmul float32 (auto), and qproject_topk k = 4 for the vocabulary shape; A is a plan weight and a
 //   tiny call ends each program, so no run copies A in or a large Y out (those copies are not the kernels' time).
 // All hot: one weight called again and again after a warm-up; the median per call (µs) of rounds of calls. Then the
@@ -22,7 +22,7 @@ import { call } from '../compiler/kernel-schema.ts';
 import { quantizeChannels, quantizeRows } from '../compiler/quant/pack.ts';
 import { nativeInfo, setThreads } from '../runtime/native.ts';
 import { machineFacts } from './machine.ts';
-import { callProgram, type Call, type Operand } from './reference/call-program.ts';
+import { callProgram, type Call, type Operand } from '../test/reference/call-program.ts';
 
 /** es-en's products: d 256, ffn 1024, vocabulary 32000 (the last: the output projection). */
 const SHAPES: [number, number][] = [[256, 256], [256, 1024], [1024, 256], [256, 32000]];

@@ -1,6 +1,6 @@
 // `node --import tsx bench/profile.ts MODEL_DIR GRAPH BATCH [--no-fuse] [--quantize int8|w8|int16] [--variant KERNEL=VARIANT]...`: where a graph's time
 // goes, per kernel kind and kernel, and its weight bytes per run against the memory-bandwidth floor measured here.
-import { importSeq2SeqDir } from '../compiler/onnx/import-model.ts';
+import { importSeq2SeqDir } from '../model/onnx/import-model.ts';
 import { encodePlan } from '../compiler/plan/format.ts';
 import { buildPlan } from '../codegen/build-plan.ts';
 import { runPipeline, TRANSLATE_TOPK } from '../passes/pipeline.ts';

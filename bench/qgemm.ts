@@ -12,7 +12,7 @@ import { call } from '../compiler/kernel-schema.ts';
 import { quantizeChannels, quantizeRows } from '../compiler/quant/pack.ts';
 import { nativeInfo, setThreads } from '../runtime/native.ts';
 import { machineFacts } from './machine.ts';
-import { callProgram, type Call, type Operand } from './reference/call-program.ts';
+import { callProgram, type Call, type Operand } from '../test/reference/call-program.ts';
 
 const COLD_BYTES = 64 * 2 ** 20;
 const MAX_CALLS = 256;

@@ -4,7 +4,7 @@
 // this is the model's own sensitivity, the ceiling of any b-bit weight format.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { importSeq2SeqDir } from '../compiler/onnx/import-model.ts';
+import { importSeq2SeqDir } from '../model/onnx/import-model.ts';
 import type { Model } from '../compiler/ir.ts';
 import { REPO_ROOT, sharedDir } from '../compiler/paths.ts';
 import { encodePlan } from '../compiler/plan/format.ts';

@@ -3,7 +3,7 @@
 // step `planc optimize --quantize MODE --eval-src --eval-ref` runs; appended to bench/results/quantize.jsonl.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { importSeq2SeqDir } from '../compiler/onnx/import-model.ts';
+import { importSeq2SeqDir } from '../model/onnx/import-model.ts';
 import { REPO_ROOT, sharedDir } from '../compiler/paths.ts';
 import type { QuantizeRequest } from '../passes/pass.ts';
 import { TRANSLATE_TOPK } from '../passes/pipeline.ts';

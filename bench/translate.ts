@@ -5,7 +5,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import ort from 'onnxruntime-node';
-import { importSeq2SeqDir } from '../compiler/onnx/import-model.ts';
+import { importSeq2SeqDir } from '../model/onnx/import-model.ts';
 import { REPO_ROOT, sharedDir } from '../compiler/paths.ts';
 import { encodePlan } from '../compiler/plan/format.ts';
 import { Tensor } from '../compiler/tensor.ts';
@@ -21,7 +21,7 @@ import { makeBatches } from '../runtime/decode/batching.ts';
 import { validateDecodingOptions } from '../runtime/decode/options.ts';
 import { translateIds } from '../runtime/decode/translate-ids.ts';
 import { conventionsOf, type Conventions } from '../runtime/decode/conventions.ts';
-import { greedyDecode, type GraphRunner } from './reference/greedy.ts';
+import { greedyDecode, type GraphRunner } from '../test/reference/greedy.ts';
 import { collectGarbage } from './gc.ts';
 import { machineFacts } from './machine.ts';
 

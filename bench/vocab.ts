@@ -3,7 +3,7 @@
 // projection, the Bergamot shortlist and calibrated clusters. The synthetic d 1024 / vocab 250,000 model is not run yet.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { importSeq2SeqDir } from '../compiler/onnx/import-model.ts';
+import { importSeq2SeqDir } from '../model/onnx/import-model.ts';
 import { REPO_ROOT, sharedDir } from '../compiler/paths.ts';
 import { encodePlan } from '../compiler/plan/format.ts';
 import type { PlanVocab } from '../compiler/plan/types.ts';

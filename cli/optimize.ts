@@ -1,8 +1,8 @@
 // `planc optimize MODEL -o PLAN`: parses the options, imports the model, compiles it (optimize/compile.ts), writes and reports the plan.
 import * as path from 'node:path';
 import { PlancError } from '../compiler/diagnostics.ts';
-import { importModel } from '../compiler/onnx/import-model.ts';
-import { readPositionLimits } from '../compiler/onnx/position-limits.ts';
+import { importModel } from '../model/onnx/import-model.ts';
+import { readPositionLimits } from '../model/onnx/position-limits.ts';
 import { writePlanFile } from '../compiler/plan/format.ts';
 import { parseVocabSpec } from '../compiler/vocab/spec.ts';
 import type { SpecialIds } from '../codegen/build-plan.ts';

@@ -1,7 +1,7 @@
 // CPU lowering rules: ONNX op → native kernel call (or a view of an input), one table keyed by op type.
 import { enumCode, PAD_MODES, SCATTER_REDUCTIONS } from '../compiler/kernel-enums.ts';
 import { call, WEIGHT_DTYPES, type KernelCall } from '../compiler/kernel-schema.ts';
-import type { OpContext, InferInput } from '../compiler/ops/types.ts';
+import type { OpContext, InferInput } from '../model/ops/types.ts';
 import { dimAdd, dimCompare, dimProduct, type Dim } from '../compiler/symbolic.ts';
 import { Tensor } from '../compiler/tensor.ts';
 

@@ -1,11 +1,11 @@
 // Lowering: an inferred IR graph → a Program of kernel calls over tensors (arena slots, weights, inputs, aliases).
 import { Diagnostics, PlancError, type Where } from '../compiler/diagnostics.ts';
 import { BYTES, ONNX_CODE, type DType } from '../compiler/dtype.ts';
-import { inferGraph, type Facts } from '../compiler/infer/infer.ts';
+import { inferGraph, type Facts } from '../model/infer/infer.ts';
 import type { Graph, Model, Node } from '../compiler/ir.ts';
-import { makeOpContext } from '../compiler/ops/context.ts';
-import type { InferInput } from '../compiler/ops/types.ts';
-import { weightId } from '../compiler/weights.ts';
+import { makeOpContext } from '../model/ops/context.ts';
+import type { InferInput } from '../model/ops/types.ts';
+import { weightId } from '../model/weights.ts';
 import { PLAN_DTYPE_BYTES, PLAN_DTYPES } from '../compiler/kernel-enums.ts';
 import { call, operandSpec, type KernelCall } from '../compiler/kernel-schema.ts';
 import { TENSOR_KIND, type PlanKernel, type PlanProgram, type PlanSymbol, type PlanTensor } from '../compiler/plan/types.ts';

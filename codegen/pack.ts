@@ -4,7 +4,7 @@ import * as fs from 'node:fs';
 import { PlancError } from '../compiler/diagnostics.ts';
 import { BYTES, ONNX_CODE } from '../compiler/dtype.ts';
 import type { Model } from '../compiler/ir.ts';
-import { toRaw } from '../compiler/onnx/tensor-proto.ts';
+import { toRaw } from '../model/onnx/tensor-proto.ts';
 import { align } from '../compiler/plan/format.ts';
 import { emptyQuantization, PLAN_FORMAT_VERSION, type PlanHeader, type PlanQuantization, type PlanWeight } from '../compiler/plan/types.ts';
 import type { QuantizedLayer } from '../compiler/quant/layers.ts';

@@ -113,7 +113,7 @@ export interface DecodingFacts {
   topP?: number;
   /** Not from the config: the most new tokens one decoder_with_past step takes (`planc optimize --step-tokens`; absent = 1). */
   stepTokens?: number;
-  /** An HRT model's contract (config.json's hrt section, checked: compiler/onnx/hrt-contract.ts); absent for other models. */
+  /** An HRT model's contract (config.json's hrt section, checked: model/onnx/hrt-contract.ts); absent for other models. */
   hrt?: HrtFacts;
 }
 

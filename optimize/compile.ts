@@ -5,7 +5,7 @@ import type { PlanFile, PlanQuantization, PlanVocab } from '../compiler/plan/typ
 import { isHalf, type LayerPrecision } from '../compiler/quant/layers.ts';
 import { PlancError } from '../compiler/diagnostics.ts';
 import { NAT_GRAPH, NAT_LENGTH_SYMBOL } from '../compiler/plan/io-names.ts';
-import { verifyModel } from '../compiler/verify.ts';
+import { verifyModel } from '../model/verify.ts';
 import { buildPlan, checkSeq2SeqOutputs, type BuildOptions, type BuiltPlan } from '../codegen/build-plan.ts';
 import { PROGRAM_PASSES } from '../codegen/program-passes.ts';
 import type { PassContext, PassServices, QuantizeRequest, VocabRequest } from '../passes/pass.ts';

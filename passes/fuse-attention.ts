@@ -1,6 +1,6 @@
 // Fuses exported attention subgraphs (QK^T · scale + mask → Softmax → ·V, head split/merge) and ONNX Attention into planc.Attention.
 import type { Node } from '../compiler/ir.ts';
-import { MASK_KIND } from '../compiler/ops/planc-attention.ts';
+import { MASK_KIND } from '../model/ops/planc-attention.ts';
 import { dimEq, dimMul, type Dim } from '../compiler/symbolic.ts';
 import { Tensor } from '../compiler/tensor.ts';
 import { fusionPass, type Explain, type GraphView, type Pass, type Rule } from './pass.ts';

@@ -3,7 +3,7 @@
 // With --step-tokens N > 1 that attention is causal among the new tokens, and a step left uncached is refused.
 import { CACHE_INPUT_PREFIX, PAST_LENGTH_INPUT } from '../compiler/plan/io-names.ts';
 import { Diagnostics, PlancError } from '../compiler/diagnostics.ts';
-import { inferGraph } from '../compiler/infer/infer.ts';
+import { inferGraph } from '../model/infer/infer.ts';
 import type { Graph, Model, Node } from '../compiler/ir.ts';
 import { dimAdd, dimEq, isSym, sym, type Dim } from '../compiler/symbolic.ts';
 import { Tensor } from '../compiler/tensor.ts';

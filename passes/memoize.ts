@@ -1,8 +1,8 @@
 // Memoization of constant nodes (seed 002 §4.3): a node whose inputs are all constants is computed once at optimize
 // time and its outputs become weights, stored once by content across the plan's graphs.
 import type { Graph, MemoizedNode, Model, Node } from '../compiler/ir.ts';
-import { makeOpContext } from '../compiler/ops/context.ts';
-import { findHandler } from '../compiler/ops/table.ts';
+import { makeOpContext } from '../model/ops/context.ts';
+import { findHandler } from '../model/ops/table.ts';
 import type { Tensor } from '../compiler/tensor.ts';
 import { addInitializer, copyModel, type Pass, type PassContext } from './pass.ts';
 

@@ -1,9 +1,9 @@
 // What every pass is: a named pure function (model, ctx) → model, and the context the driver gives it.
 import { Diagnostics } from '../compiler/diagnostics.ts';
-import { inferGraph, type Facts } from '../compiler/infer/infer.ts';
+import { inferGraph, type Facts } from '../model/infer/infer.ts';
 import type { Graph, Model, Node } from '../compiler/ir.ts';
-import { toRaw } from '../compiler/onnx/tensor-proto.ts';
-import { weightId } from '../compiler/weights.ts';
+import { toRaw } from '../model/onnx/tensor-proto.ts';
+import { weightId } from '../model/weights.ts';
 import type { DType } from '../compiler/dtype.ts';
 import type { PlanQuantization, PlanVocab } from '../compiler/plan/types.ts';
 import type { Dim } from '../compiler/symbolic.ts';
@@ -129,7 +129,7 @@ export function freshName(g: Graph, base: string): string {
   return name;
 }
 
-/** Makes `name` an initializer of g holding t, stored once in the model's weights by content (compiler/weights.ts weightId). */
+/** Makes `name` an initializer of g holding t, stored once in the model's weights by content (model/weights.ts weightId). */
 export function addInitializer(model: Model, g: Graph, name: string, t: Tensor): void {
   const raw = toRaw(t);
   const id = weightId(t, raw);

@@ -1,8 +1,8 @@
 // The ordered list of IR passes `planc optimize` runs, and the driver that infers and verifies after each one.
-import { inferModel } from '../compiler/infer/infer.ts';
+import { inferModel } from '../model/infer/infer.ts';
 import type { Model } from '../compiler/ir.ts';
-import { printModel } from '../compiler/printer.ts';
-import { verifyModel } from '../compiler/verify.ts';
+import { printModel } from '../model/printer.ts';
+import { verifyModel } from '../model/verify.ts';
 import { FUSE_ATTENTION } from './fuse-attention.ts';
 import { FUSE_LAYERNORM } from './fuse-layernorm.ts';
 import { FUSE_MATMUL_EPILOGUE } from './fuse-matmul-epilogue.ts';

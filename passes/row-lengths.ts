@@ -14,8 +14,8 @@
 // checked to have equal rows. Anything else declines (--explain says why) and the model gets neither graph.
 import { CACHE_INPUT_PREFIX, PAST_LENGTH_INPUT, POSITION_IDS_INPUT, POSITIONS_GRAPH, ROW_PAST_LENGTHS_INPUT, ROW_POSITION_PREFIX, ROWS_STEP_GRAPH, STEP_INPUT } from '../compiler/plan/io-names.ts';
 import { Diagnostics } from '../compiler/diagnostics.ts';
-import { evaluate } from '../compiler/eval/evaluate.ts';
-import { inferGraph, type Facts } from '../compiler/infer/infer.ts';
+import { evaluate } from '../model/eval/evaluate.ts';
+import { inferGraph, type Facts } from '../model/infer/infer.ts';
 import type { Graph, Model, Node, Value } from '../compiler/ir.ts';
 import { dimEq, dimEval, dimStr, dimSymbols, isSym, shapeStr, type Dim } from '../compiler/symbolic.ts';
 import { Tensor } from '../compiler/tensor.ts';

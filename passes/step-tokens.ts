@@ -2,7 +2,7 @@
 // the step at one token are refused. kv-cache-in-place then makes the cached self-attention causal among the new tokens.
 import { POSITION_IDS_INPUT, STEP_INPUT, STEP_TOKENS_SYMBOL } from '../compiler/plan/io-names.ts';
 import { Diagnostics, PlancError } from '../compiler/diagnostics.ts';
-import { inferGraph, type Facts } from '../compiler/infer/infer.ts';
+import { inferGraph, type Facts } from '../model/infer/infer.ts';
 import type { Graph, Model, Node } from '../compiler/ir.ts';
 import { dimAdd, dimEq, dimStr, dimSub, dimSymbols, isSym, shapeStr, sym, type Dim } from '../compiler/symbolic.ts';
 import { copyModel, type Pass, type PassContext } from './pass.ts';

@@ -1,9 +1,9 @@
 // planc's beam search rules (runtime/decode/beam-rules.ts + beam.ts topCandidates) against the reference transliterated
-// from transformers' _beam_search (bench/reference/beam.ts beamSearch), on a synthetic model: every early_stopping value.
+// from transformers' _beam_search (test/reference/beam.ts beamSearch), on a synthetic model: every early_stopping value.
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { beamSearch, type BeamOptions } from '../bench/reference/beam.ts';
-import { rng } from '../bench/reference/rng.ts';
+import { beamSearch, type BeamOptions } from './reference/beam.ts';
+import { rng } from './reference/rng.ts';
 import { Tensor } from '../compiler/tensor.ts';
 import { advance, byScore, newSearch, type BeamRules, type Cand, type Finished } from '../runtime/decode/beam-rules.ts';
 import { topCandidates } from '../runtime/decode/beam.ts';

@@ -6,7 +6,7 @@ import * as path from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { PlancError } from '../compiler/diagnostics.ts';
-import { importSeq2SeqDir } from '../compiler/onnx/import-model.ts';
+import { importSeq2SeqDir } from '../model/onnx/import-model.ts';
 import { encodePlan } from '../compiler/plan/format.ts';
 import { TENSOR_KIND } from '../compiler/plan/types.ts';
 import { buildPlan, programState } from '../codegen/build-plan.ts';

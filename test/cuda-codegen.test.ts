@@ -18,7 +18,7 @@ import { templateSource } from '../codegen/cuda/generate.ts';
 import { compileCuda, findNvcc, gencodeFlags, parseArchs, parsePtxas } from '../codegen/cuda/nvcc.ts';
 import { makeModel } from '../scripts/make-model/generate.ts';
 import { buildPlan } from '../codegen/build-plan.ts';
-import { importSeq2SeqDir } from '../compiler/onnx/import-model.ts';
+import { importSeq2SeqDir } from '../model/onnx/import-model.ts';
 import { runPipeline, TRANSLATE_TOPK } from '../passes/pipeline.ts';
 import type { VocabRewriteOptions } from '../passes/pass.ts';
 import { needsShared, testIf } from './helpers/skip.ts';

@@ -6,7 +6,7 @@ import * as path from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { PlancError } from '../compiler/diagnostics.ts';
-import { importModel, importOnnxFile, importSeq2SeqDir } from '../compiler/onnx/import-model.ts';
+import { importModel, importOnnxFile, importSeq2SeqDir } from '../model/onnx/import-model.ts';
 import { REPO_ROOT, sharedDir } from '../compiler/paths.ts';
 import { buildModel, floatInit } from './helpers/onnx-build.ts';
 import { needsShared, testIf } from './helpers/skip.ts';

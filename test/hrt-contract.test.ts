@@ -1,12 +1,12 @@
-// The HRT decoding contract (docs/hrt.md section 3) as the reference decoder bench/reference/hrt.ts implements it,
+// The HRT decoding contract (docs/hrt.md section 3) as the reference decoder test/reference/hrt.ts implements it,
 // on a scripted model behind a GraphRunner: the feeds each graph gets (start [BOS_k], position_ids s·k, the Skip-CMLM
 // input of masks and Skip-AT tokens at positions 1..m·k, row padding), truncation at the first eos, the step cap and
 // forced eos, and the final choice by paper eq. 2 with b_nat ≤ b_at. No model files, no onnxruntime.
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { Tensor } from '../compiler/tensor.ts';
-import type { GraphRunner } from '../bench/reference/greedy.ts';
-import { hrtDecodeOne, type HrtConfig, type HrtOptions } from '../bench/reference/hrt.ts';
+import type { GraphRunner } from './reference/greedy.ts';
+import { hrtDecodeOne, type HrtConfig, type HrtOptions } from './reference/hrt.ts';
 
 const V = 16;
 const EOS = 0;

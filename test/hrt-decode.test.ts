@@ -1,13 +1,13 @@
-// planc --strategy hrt equals the onnxruntime reference HRT decoder (bench/reference/hrt.ts) token for token on a synthetic HRT-contract model (make-model --hrt), k = 1, 2, 3, greedy and beam; the contract checked at optimize and the refusals named.
+// planc --strategy hrt equals the onnxruntime reference HRT decoder (test/reference/hrt.ts) token for token on a synthetic HRT-contract model (make-model --hrt), k = 1, 2, 3, greedy and beam; the contract checked at optimize and the refusals named.
 import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import type { GraphRunner } from '../bench/reference/greedy.ts';
-import { hrtDecodeOne, type HrtConfig, type HrtOptions } from '../bench/reference/hrt.ts';
-import { rng } from '../bench/reference/rng.ts';
+import type { GraphRunner } from './reference/greedy.ts';
+import { hrtDecodeOne, type HrtConfig, type HrtOptions } from './reference/hrt.ts';
+import { rng } from './reference/rng.ts';
 import { findNvcc } from '../codegen/cuda/nvcc.ts';
 import type { Shortlist } from '../compiler/vocab/shortlist.ts';
 import { encodeMarianBinaryShortlist } from '../compiler/vocab/shortlist-marian-binary.ts';

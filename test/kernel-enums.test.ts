@@ -7,8 +7,8 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { ONNX_CODE } from '../compiler/dtype.ts';
 import { ACTIVATIONS, MASK_KINDS, PLAN_DTYPES } from '../compiler/kernel-enums.ts';
-import { MASK_KIND } from '../compiler/ops/planc-attention.ts';
-import { FUSED_ACTIVATIONS } from '../compiler/ops/planc-fused.ts';
+import { MASK_KIND } from '../model/ops/planc-attention.ts';
+import { FUSED_ACTIVATIONS } from '../model/ops/planc-fused.ts';
 import { REPO_ROOT } from '../compiler/paths.ts';
 import { GENERATED } from '../scripts/gen-kernel-enums.ts';
 

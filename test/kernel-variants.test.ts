@@ -8,14 +8,14 @@ import * as path from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { PlancError } from '../compiler/diagnostics.ts';
-import { inferModel } from '../compiler/infer/infer.ts';
+import { inferModel } from '../model/infer/infer.ts';
 import type { Model } from '../compiler/ir.ts';
 import {
   CUDA_DEFAULT_VARIANTS, CUDA_GEMM_VARIANTS, cudaVariant, cudaVariants, GEMM_AUTO, GEMM_VARIANTS, KERNELS, QGEMM_VARIANTS, kernelVariants, schemaProblems, variantCode,
   type KernelSpec,
 } from '../compiler/kernel-schema.ts';
 import { nativeArgsHeader } from '../compiler/kernel-schema-headers.ts';
-import { importOnnxFile, importSeq2SeqDir } from '../compiler/onnx/import-model.ts';
+import { importOnnxFile, importSeq2SeqDir } from '../model/onnx/import-model.ts';
 import { sharedDir } from '../compiler/paths.ts';
 import { decodePlan, encodePlan } from '../compiler/plan/format.ts';
 import type { PlanHeader } from '../compiler/plan/types.ts';

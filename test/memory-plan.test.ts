@@ -3,7 +3,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { importSeq2SeqDir } from '../compiler/onnx/import-model.ts';
+import { importSeq2SeqDir } from '../model/onnx/import-model.ts';
 import { sharedDir } from '../compiler/paths.ts';
 import { TENSOR_KIND, type PlanProgram } from '../compiler/plan/types.ts';
 import { buildPlan } from '../codegen/build-plan.ts';

@@ -7,7 +7,7 @@ import protobuf from 'protobufjs';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { PlancError } from '../compiler/diagnostics.ts';
-import { importSeq2SeqDir } from '../compiler/onnx/import-model.ts';
+import { importSeq2SeqDir } from '../model/onnx/import-model.ts';
 import { REPO_ROOT } from '../compiler/paths.ts';
 import { encodePlan } from '../compiler/plan/format.ts';
 import { buildPlan } from '../codegen/build-plan.ts';

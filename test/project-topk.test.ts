@@ -7,7 +7,7 @@ import * as path from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import type { Model } from '../compiler/ir.ts';
-import { importSeq2SeqDir } from '../compiler/onnx/import-model.ts';
+import { importSeq2SeqDir } from '../model/onnx/import-model.ts';
 import { REPO_ROOT, sharedDir } from '../compiler/paths.ts';
 import { encodePlan } from '../compiler/plan/format.ts';
 import type { Tensor } from '../compiler/tensor.ts';
@@ -16,7 +16,7 @@ import { runPipeline } from '../passes/pipeline.ts';
 import { loadPlanBytes, type Plan } from '../runtime/plan.ts';
 import { nativeAvailable } from '../runtime/native.ts';
 import type { RtTensor } from '../runtime/tensor.ts';
-import { toRt } from '../bench/reference/rt-tensors.ts';
+import { toRt } from './reference/rt-tensors.ts';
 import { NEEDS_NATIVE, needsShared, skipSuite } from './helpers/skip.ts';
 import { seq2seqCases, type GraphCase } from './helpers/seq2seq-feeds.ts';
 

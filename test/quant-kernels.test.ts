@@ -1,4 +1,4 @@
-// qmatmul and qproject_topk through real programs (bench/reference/call-program.ts: a PlanProgram encoded by
+// qmatmul and qproject_topk through real programs (test/reference/call-program.ts: a PlanProgram encoded by
 // runtime/encode-program.ts, weights in a plan blob, the native loader): every variant this machine runs against
 // compiler/quant/pack.ts's references (bit for bit for int8 and int16 inputs) and the float32 product within the bound.
 import * as fs from 'node:fs';
@@ -8,7 +8,7 @@ import { type ACTIVATIONS, QUANT_INPUTS } from '../compiler/kernel-enums.ts';
 import { QGEMM_VARIANTS, call, type KernelCall } from '../compiler/kernel-schema.ts';
 import { fineAt, fineLogit, qlogitsRef, qmatmulRef, quantizeChannels, quantizeInputRow, quantizeRows, RESIDUAL_STEPS, type QuantInput } from '../compiler/quant/pack.ts';
 import { nativeAvailable, nativeInfo } from '../runtime/native.ts';
-import { callProgram, type Operand, type Typed } from '../bench/reference/call-program.ts';
+import { callProgram, type Operand, type Typed } from './reference/call-program.ts';
 import { NEEDS_NATIVE, skipPart, testIf } from './helpers/skip.ts';
 
 const it = testIf(test, !nativeAvailable() && NEEDS_NATIVE);

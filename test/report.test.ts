@@ -8,7 +8,7 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { liveBytes, reportData } from '../cli/report.ts';
 import { DTYPE_CODE } from '../compiler/kernel-enums.ts';
-import { importSeq2SeqDir } from '../compiler/onnx/import-model.ts';
+import { importSeq2SeqDir } from '../model/onnx/import-model.ts';
 import { REPO_ROOT } from '../compiler/paths.ts';
 import { writePlanFile } from '../compiler/plan/format.ts';
 import { TENSOR_KIND, type TensorKind } from '../compiler/plan/types.ts';

@@ -6,7 +6,7 @@ import * as path from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { buildPlan } from '../codegen/build-plan.ts';
-import { importSeq2SeqDir } from '../compiler/onnx/import-model.ts';
+import { importSeq2SeqDir } from '../model/onnx/import-model.ts';
 import { encodePlan } from '../compiler/plan/format.ts';
 import { CACHE_INPUT_PREFIX } from '../compiler/plan/io-names.ts';
 import { runPipeline, TRANSLATE_TOPK } from '../passes/pipeline.ts';

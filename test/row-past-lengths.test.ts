@@ -1,5 +1,5 @@
 // Rows with their own cached length (issue 27): planc.Attention's input 5 and planc.CacheWrite's input 3, past_lens
-// int64 [B], in the reference evaluator (compiler/ops/planc-attention.ts), the lowering (CPU and CUDA rules) and the
+// int64 [B], in the reference evaluator (model/ops/planc-attention.ts), the lowering (CPU and CUDA rules) and the
 // CUDA templates on the emulated device (test/native/row-past-lengths-sim.cu). Each batch row's output is exactly what the
 // same op gives that row alone with kv_len = past_lens[b] + Sq; bad values are named errors. The CPU kernels' own
 // tests are native/test/attention_test.cc.
@@ -16,8 +16,8 @@ import { DTYPE_CODE } from '../compiler/kernel-enums.ts';
 import { iargIndex } from '../compiler/kernel-schema.ts';
 import { REPO_ROOT } from '../compiler/paths.ts';
 import type { Attr, Node } from '../compiler/ir.ts';
-import { MASK_KIND, PLANC_ATTENTION_OPS } from '../compiler/ops/planc-attention.ts';
-import type { EvalContext, InferContext, InferInput, OpHandler } from '../compiler/ops/types.ts';
+import { MASK_KIND, PLANC_ATTENTION_OPS } from '../model/ops/planc-attention.ts';
+import type { EvalContext, InferContext, InferInput, OpHandler } from '../model/ops/types.ts';
 import { sym, type Dim } from '../compiler/symbolic.ts';
 import { Tensor } from '../compiler/tensor.ts';
 import { CUDASIM_DIR } from '../runtime/backends/cudasim.ts';

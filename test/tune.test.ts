@@ -6,7 +6,7 @@ import * as path from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { kernelVariants } from '../compiler/kernel-schema.ts';
-import { importSeq2SeqDir } from '../compiler/onnx/import-model.ts';
+import { importSeq2SeqDir } from '../model/onnx/import-model.ts';
 import { encodePlan } from '../compiler/plan/format.ts';
 import { createdStamp } from '../codegen/pack.ts';
 import { compile, type Compiled } from '../optimize/compile.ts';

@@ -5,7 +5,7 @@ import * as path from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import type { Model } from '../compiler/ir.ts';
-import { importSeq2SeqDir } from '../compiler/onnx/import-model.ts';
+import { importSeq2SeqDir } from '../model/onnx/import-model.ts';
 import { sharedDir } from '../compiler/paths.ts';
 import { encodePlan } from '../compiler/plan/format.ts';
 import { buildPlan } from '../codegen/build-plan.ts';

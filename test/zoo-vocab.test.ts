@@ -7,7 +7,7 @@ import * as path from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { DEFAULT_PROFILE } from '../codegen/profile.ts';
-import { importModel } from '../compiler/onnx/import-model.ts';
+import { importModel } from '../model/onnx/import-model.ts';
 import { calibrateIds, exposePlan } from '../optimize/vocab-calibrate.ts';
 import { planRules, translateIds } from '../runtime/decode/translate-ids.ts';
 import { kernelIds, nativeAvailable } from '../runtime/native.ts';

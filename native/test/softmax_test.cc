@@ -19,7 +19,7 @@ namespace {
 planc::KernelFn k_softmax;
 const double kInf = std::numeric_limits<double>::infinity();
 
-// The reference evaluator's algorithm (compiler/ops/math-softmax.ts) in double.
+// The reference evaluator's algorithm (model/ops/math-softmax.ts) in double.
 std::vector<double> ref_softmax(const float* x, const std::vector<int64_t>& dims, int axis, bool log) {
   int64_t outer = 1, len = dims[axis], inner = 1;
   for (int d = 0; d < axis; d++) outer *= dims[d];

@@ -2,16 +2,16 @@
 // and outputs, and decodes the first test sentences with HRT greedy (stage I: decoder_model then
 // decoder_with_past with position_ids s·k; stage II: one decoder_nat_model pass), k = 1 and each of hrt.chunk_sizes.
 // With --expect FILE (scripts/hrt/decode.py --json), the ids must equal torch's. Then the same with
-// bench/reference/hrt.ts (greedy must equal the above; beam b_at = 4 with b_nat = 4 and 1 is run for a few sentences).
+// test/reference/hrt.ts (greedy must equal the above; beam b_at = 4 with b_nat = 4 and 1 is run for a few sentences).
 //   node --import tsx scripts/hrt/check.ts FOLDER [--n 20] [--max-len 64] [--min-steps N] [--expect torch.json]
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import ort from 'onnxruntime-node';
 import { REPO_ROOT, sharedDir } from '../../compiler/paths.ts';
 import { Tensor } from '../../compiler/tensor.ts';
-import { logSoftmax } from '../../bench/reference/log-softmax.ts';
-import type { GraphRunner } from '../../bench/reference/greedy.ts';
-import { hrtDecodeOne, type HrtOptions } from '../../bench/reference/hrt.ts';
+import { logSoftmax } from '../../test/reference/log-softmax.ts';
+import type { GraphRunner } from '../../test/reference/greedy.ts';
+import { hrtDecodeOne, type HrtOptions } from '../../test/reference/hrt.ts';
 
 const args = process.argv.slice(2);
 const folder = args[0];
@@ -150,7 +150,7 @@ for (const k of [1, ...hrt.chunk_sizes]) {
   console.log(`decoder_nat batched with padding vs alone: max |logit diff| ${maxDiff.toExponential(2)}`);
   if (!(maxDiff < 1e-3)) { bad++; console.log('padding changes decoder_nat results'); }
 }
-// bench/reference/hrt.ts over the same sessions
+// test/reference/hrt.ts over the same sessions
 const runner: GraphRunner = async (graph, feeds) => {
   const f: Record<string, ort.Tensor> = {};
   for (const [name, t] of Object.entries(feeds)) {

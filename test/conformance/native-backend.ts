@@ -3,7 +3,7 @@ import type { Model } from '../../compiler/ir.ts';
 import { encodePlan } from '../../compiler/plan/format.ts';
 import type { Tensor } from '../../compiler/tensor.ts';
 import { isSym } from '../../compiler/symbolic.ts';
-import { fromRt, toRt } from '../../bench/reference/rt-tensors.ts';
+import { fromRt, toRt } from '../reference/rt-tensors.ts';
 import { buildPlan } from '../../codegen/build-plan.ts';
 import { loadPlanBytes } from '../../runtime/plan.ts';
 import type { RtTensor } from '../../runtime/tensor.ts';

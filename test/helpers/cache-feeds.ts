@@ -2,7 +2,7 @@
 // and the check of one graph of a plan against onnxruntime's outputs.
 import * as assert from 'uvu/assert';
 import { Tensor } from '../../compiler/tensor.ts';
-import { fromRt, toRt } from '../../bench/reference/rt-tensors.ts';
+import { fromRt, toRt } from '../reference/rt-tensors.ts';
 import type { Plan } from '../../runtime/plan.ts';
 import { float64Outputs } from './float64-reference.ts';
 import { relErr } from './ort.ts';

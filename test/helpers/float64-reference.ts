@@ -2,7 +2,7 @@
 // included) is from the exact result on models whose rounding error is amplified past a test's tolerance.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { num, onnx, type OnnxTypes } from '../../compiler/onnx/proto.ts';
+import { num, onnx, type OnnxTypes } from '../../model/onnx/proto.ts';
 import { Tensor } from '../../compiler/tensor.ts';
 import { fromOrt, ort, toOrt } from './ort.ts';
 

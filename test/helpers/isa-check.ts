@@ -3,7 +3,7 @@
 // against float64. Prints one JSON line: nativeInfo()'s isa, simd and variants, the checks made and the failures.
 import { call } from '../../compiler/kernel-schema.ts';
 import { qmatmulRef, quantizeChannels } from '../../compiler/quant/pack.ts';
-import { callProgram, type Typed } from '../../bench/reference/call-program.ts';
+import { callProgram, type Typed } from '../reference/call-program.ts';
 import { nativeInfo } from '../../runtime/native.ts';
 
 const info = nativeInfo();

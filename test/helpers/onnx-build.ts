@@ -1,6 +1,6 @@
 // Builds small ONNX models in tests (valid or deliberately broken) with onnx-proto.
 import { ONNX_CODE, type DType } from '../../compiler/dtype.ts';
-import { onnx, type OnnxTypes } from '../../compiler/onnx/proto.ts';
+import { onnx, type OnnxTypes } from '../../model/onnx/proto.ts';
 
 export interface NodeSpec {
   op: string;

@@ -2,7 +2,7 @@
 // some padding, the past length, floats elsewhere; in-place caches hold NaN in the rows a step must not read.
 import type { Plan } from '../../runtime/plan.ts';
 import type { RtTensor } from '../../runtime/tensor.ts';
-import { rng } from '../../bench/reference/rng.ts';
+import { rng } from '../reference/rng.ts';
 
 export interface FeedShape { batch: number; srcLen: number; past: number; vocab: number; seed: number }
 

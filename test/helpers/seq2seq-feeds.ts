@@ -1,6 +1,6 @@
 // Real feeds for the three seq2seq graphs: a padded batch of sentences, then onnxruntime's own outputs chained.
 import { Tensor } from '../../compiler/tensor.ts';
-import { argmaxLastStep as argmaxLast } from '../../bench/reference/greedy.ts';
+import { argmaxLastStep as argmaxLast } from '../reference/greedy.ts';
 import { ort, runOrt } from './ort.ts';
 
 export interface GraphCase {
