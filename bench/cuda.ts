@@ -20,21 +20,48 @@ const SRC_LEN = 32;
 const PAST_LEN = 32;
 const BATCHES = [1, 32];
 
-interface Row { model: string; graph: string; batch: number; cudaMs: number; cudaGraphMs: number; cpuMs: number; weightGBps: number }
+interface Row {
+  model: string;
+  graph: string;
+  batch: number;
+  cudaMs: number;
+  cudaGraphMs: number;
+  cpuMs: number;
+  weightGBps: number;
+}
 
 /** Feeds from the plan's declared inputs: ids in the vocabulary, masks of ones, past length PAST_LEN, floats else. */
 function feedsFor(plan: Plan, graph: string, b: number, vocab: number, r: () => number): Record<string, RtTensor> {
   const feeds: Record<string, RtTensor> = {};
   const max = plan.header.profile.symbolMax;
   for (const io of plan.inputs(graph)) {
-    const dims = io.dims.map((d) => (/^\d+$/.test(d) ? Number(d) : /batch/.test(d) ? b : /past/.test(d) ? PAST_LEN
-      : /encoder/.test(d) ? SRC_LEN : /decoder_sequence/.test(d) ? 1 : max[d] ?? 1));
+    const dims = io.dims.map((d) =>
+      /^\d+$/.test(d)
+        ? Number(d)
+        : /batch/.test(d)
+          ? b
+          : /past/.test(d)
+            ? PAST_LEN
+            : /encoder/.test(d)
+              ? SRC_LEN
+              : /decoder_sequence/.test(d)
+                ? 1
+                : (max[d] ?? 1),
+    );
     const n = dims.reduce((x, y) => x * y, 1);
     if (io.dtype === 'int64') {
-      const v = /input_ids/.test(io.name) ? () => BigInt(2 + Math.floor(r() * (vocab - 2))) : /past/.test(io.name) ? () => BigInt(PAST_LEN) : () => 1n;
+      const v = /input_ids/.test(io.name)
+        ? () => BigInt(2 + Math.floor(r() * (vocab - 2)))
+        : /past/.test(io.name)
+          ? () => BigInt(PAST_LEN)
+          : () => 1n;
       feeds[io.name] = { dtype: 'int64', dims, data: BigInt64Array.from({ length: n }, v) };
     } else {
-      feeds[io.name] = { dtype: 'float32', dims, data: Float32Array.from({ length: n }, () => (r() + r() + r() - 1.5) * 0.5) };
+      feeds[io.name] = {
+        dtype: 'float32',
+        dims,
+        data: Float32Array.from({ length: n }, () => (r() + r() + r() - 1.5) * 0.5),
+      };
     }
   }
   return feeds;
@@ -57,7 +84,10 @@ function median(run: () => unknown): number {
 function benchModel(name: string, dir: string, vocab: number, rows: Row[], precision?: LayerPrecision): void {
   const opts = { maxBatch: Math.max(...BATCHES), maxSrcLen: SRC_LEN, maxTgtLen: PAST_LEN + 1 };
   const cpuBuilt = buildPlan(runPipeline(importSeq2SeqDir(dir)), { ...opts, target: 'cpu' });
-  const cudaBuilt = buildPlan(runPipeline(importSeq2SeqDir(dir), precision ? { quantize: { precision } } : {}), { ...opts, target: 'cuda' });
+  const cudaBuilt = buildPlan(runPipeline(importSeq2SeqDir(dir), precision ? { quantize: { precision } } : {}), {
+    ...opts,
+    target: 'cuda',
+  });
   if (precision) name = `${name} ${precision}`;
   const cpu = loadPlanBytes(encodePlan(cpuBuilt.header, cpuBuilt.blob), `${name}-cpu.plan`);
   const cudaBytes = encodePlan(cudaBuilt.header, cudaBuilt.blob);
@@ -73,9 +103,19 @@ function benchModel(name: string, dir: string, vocab: number, rows: Row[], preci
         const cudaMs = median(() => cuda.runSync(graph, feeds));
         const cudaGraphMs = median(() => cudaGraph.runSync(graph, feeds));
         const cpuMs = median(() => cpu.runSync(graph, feeds));
-        const row = { model: name, graph, batch: b, cudaMs, cudaGraphMs, cpuMs, weightGBps: weightBytes / (Math.min(cudaMs, cudaGraphMs) * 1e6) };
+        const row = {
+          model: name,
+          graph,
+          batch: b,
+          cudaMs,
+          cudaGraphMs,
+          cpuMs,
+          weightGBps: weightBytes / (Math.min(cudaMs, cudaGraphMs) * 1e6),
+        };
         rows.push(row);
-        console.log(`${name.padEnd(15)} ${graph.padEnd(18)} b=${String(b).padEnd(3)} cuda ${cudaMs.toFixed(3).padStart(8)} ms  graph ${cudaGraphMs.toFixed(3).padStart(8)} ms  cpu ${cpuMs.toFixed(2).padStart(8)} ms  weights ${(weightBytes / 1e6).toFixed(0)} MB → ${row.weightGBps.toFixed(0)} GB/s`);
+        console.log(
+          `${name.padEnd(15)} ${graph.padEnd(18)} b=${String(b).padEnd(3)} cuda ${cudaMs.toFixed(3).padStart(8)} ms  graph ${cudaGraphMs.toFixed(3).padStart(8)} ms  cpu ${cpuMs.toFixed(2).padStart(8)} ms  weights ${(weightBytes / 1e6).toFixed(0)} MB → ${row.weightGBps.toFixed(0)} GB/s`,
+        );
       }
     }
   } finally {
@@ -95,7 +135,9 @@ export async function benchCuda(): Promise<void> {
     console.log(`bench cuda skipped: no GPU (${status.reason.replace(/^no GPU: /, '')})`);
     return;
   }
-  console.log(`planc cuda plans vs the CPU backend on ${status.reason} — encoder src ${SRC_LEN}, decoder_with_past past ${PAST_LEN}; times include feed upload and output download`);
+  console.log(
+    `planc cuda plans vs the CPU backend on ${status.reason} — encoder src ${SRC_LEN}, decoder_with_past past ${PAST_LEN}; times include feed upload and output download`,
+  );
   const rows: Row[] = [];
   const shared = sharedDir();
   const esen = shared && path.join(shared, 'models', 'es-en');
@@ -103,7 +145,17 @@ export async function benchCuda(): Promise<void> {
   else console.log('(es-en skipped: ../shared/models/es-en not here)');
   const synth = path.join(os.tmpdir(), 'planc-bench', 'opus-base');
   if (!fs.existsSync(path.join(synth, 'decoder_with_past_model.onnx'))) {
-    makeModel({ ...DEFAULTS, out: synth, d: 512, encoderLayers: 6, decoderLayers: 6, heads: 8, ffn: 2048, vocab: 58101, maxPos: 512 });
+    makeModel({
+      ...DEFAULTS,
+      out: synth,
+      d: 512,
+      encoderLayers: 6,
+      decoderLayers: 6,
+      heads: 8,
+      ffn: 2048,
+      vocab: 58101,
+      maxPos: 512,
+    });
   }
   benchModel('opus-base', synth, 58101, rows);
   // the weights in int8 (weight-only), float16 and bfloat16 (tensor cores): the decoder step reads half or a quarter

@@ -17,7 +17,10 @@ const MAX_LEN = 64;
 const STEP_TOKENS = 8;
 const BLOCK = 3;
 /** [batch size, sentences]: all 1,000 test sentences at batch 1 and 16 (`npm run bench -- jacobi N` caps both at N). */
-const RUNS: [number, number][] = [[1, 1000], [16, 1000]];
+const RUNS: [number, number][] = [
+  [1, 1000],
+  [16, 1000],
+];
 const STRATEGIES = ['pj', 'pgj', 'hgj', 'lookup'];
 /** Step-cost measurement: repetitions per n (median taken), cached positions before the step. */
 const STEP_REPS = 15;
@@ -41,10 +44,21 @@ interface Row {
   identical: number;
 }
 
-interface StepCost { batch: number; n: number; ms: number; perToken: number; vsOne: number }
+interface StepCost {
+  batch: number;
+  n: number;
+  ms: number;
+  perToken: number;
+  vsOne: number;
+}
 
 function plan(dir: string, stepTokens: number, maxSrcLen: number, name: string): Plan {
-  const built = buildPlan(runPipeline(importSeq2SeqDir(dir), { stepTokens, topk: TRANSLATE_TOPK }), { target: 'cpu', maxBatch: 16, maxSrcLen, maxTgtLen: MAX_LEN });
+  const built = buildPlan(runPipeline(importSeq2SeqDir(dir), { stepTokens, topk: TRANSLATE_TOPK }), {
+    target: 'cpu',
+    maxBatch: 16,
+    maxSrcLen,
+    maxTgtLen: MAX_LEN,
+  });
   return loadPlanBytes(encodePlan(built.header, built.blob), name);
 }
 
@@ -54,7 +68,9 @@ async function decode(p: Plan, ids: number[][], batchSize: number, strategy: str
   onJacobiStats((s) => stats.push(s));
   try {
     const t0 = performance.now();
-    const out = (await translateIds(p, ids, { batchSize, maxLength: MAX_LEN, strategy, jacobiBlock: BLOCK })).map((r) => r.ids);
+    const out = (await translateIds(p, ids, { batchSize, maxLength: MAX_LEN, strategy, jacobiBlock: BLOCK })).map(
+      (r) => r.ids,
+    );
     return { out, seconds: (performance.now() - t0) / 1000, stats };
   } finally {
     onJacobiStats(undefined);
@@ -63,7 +79,13 @@ async function decode(p: Plan, ids: number[][], batchSize: number, strategy: str
 
 /** Median ms of one decoder step of n tokens per row at `batch` rows, STEP_PAST positions cached (truncated back each time). */
 function stepCosts(p: Plan, src: number[], batch: number): StepCost[] {
-  const runner = new StepRunner(p, Array.from({ length: batch }, () => src), decodeIds(p), batch, STEP_PAST + STEP_TOKENS + 1);
+  const runner = new StepRunner(
+    p,
+    Array.from({ length: batch }, () => src),
+    decodeIds(p),
+    batch,
+    STEP_PAST + STEP_TOKENS + 1,
+  );
   try {
     for (let i = 1; i < STEP_PAST; i++) runner.step(Array.from({ length: batch }, () => 100 + i));
     const out: StepCost[] = [];
@@ -100,8 +122,12 @@ export async function benchJacobi(): Promise<void> {
   const one = plan(dir, 1, maxSrc, 'es-en.plan');
   const rows: Row[] = [];
   const steps: StepCost[] = [];
-  console.log(`es-en, max length ${MAX_LEN}, plan --step-tokens ${STEP_TOKENS} --topk ${TRANSLATE_TOPK}; pgj/hgj block ${BLOCK}; speed-up = greedy on the one-token plan / strategy, same run`);
-  console.log('batch  sentences  strategy      plan    seconds  speed-up  iter/token  steps/token  rows/token  identical');
+  console.log(
+    `es-en, max length ${MAX_LEN}, plan --step-tokens ${STEP_TOKENS} --topk ${TRANSLATE_TOPK}; pgj/hgj block ${BLOCK}; speed-up = greedy on the one-token plan / strategy, same run`,
+  );
+  console.log(
+    'batch  sentences  strategy      plan    seconds  speed-up  iter/token  steps/token  rows/token  identical',
+  );
   try {
     await decode(multi, all.slice(0, 8), 8, 'pgj'); // warm-up
     await decode(one, all.slice(0, 8), 8, 'greedy');
@@ -109,13 +135,23 @@ export async function benchJacobi(): Promise<void> {
       const ids = all.slice(0, Math.min(n, cap));
       const ref = await decode(one, ids, batch, 'greedy');
       const tokens = ref.out.reduce((a, o) => a + o.length + 1, 0);
-      const runs: [string, Plan, string][] = [['greedy', one, 'step1'], ['greedy', multi, 'step8'], ...STRATEGIES.map((s): [string, Plan, string] => [s, multi, 'step8'])];
+      const runs: [string, Plan, string][] = [
+        ['greedy', one, 'step1'],
+        ['greedy', multi, 'step8'],
+        ...STRATEGIES.map((s): [string, Plan, string] => [s, multi, 'step8']),
+      ];
       for (const [strategy, p, planName] of runs) {
         const r = strategy === 'greedy' && p === one ? ref : await decode(p, ids, batch, strategy);
         const sentences = r.stats.flatMap((b) => b.sentences);
         const kept = sentences.length ? sentences.reduce((a, s) => a + s.tokens, 0) : tokens;
         const row: Row = {
-          batch, sentences: ids.length, strategy, plan: planName, seconds: r.seconds, speedup: ref.seconds / r.seconds, tokens: kept,
+          batch,
+          sentences: ids.length,
+          strategy,
+          plan: planName,
+          seconds: r.seconds,
+          speedup: ref.seconds / r.seconds,
+          tokens: kept,
           iterationsPerToken: sentences.length ? sentences.reduce((a, s) => a + s.iterations, 0) / kept : 1,
           stepsPerToken: r.stats.length ? r.stats.reduce((a, b) => a + b.steps, 0) / kept : NaN,
           rowsPerToken: r.stats.length ? r.stats.reduce((a, b) => a + b.tokenRows, 0) / kept : 1,
@@ -123,20 +159,36 @@ export async function benchJacobi(): Promise<void> {
         };
         rows.push(row);
         const f = (x: number, d = 3) => (Number.isNaN(x) ? '-' : x.toFixed(d));
-        console.log(`${String(batch).padStart(5)}  ${String(ids.length).padStart(9)}  ${strategy.padEnd(8)}  ${planName.padStart(8)}  ${row.seconds.toFixed(2).padStart(9)}  ${f(row.speedup, 2).padStart(8)}  ${f(row.iterationsPerToken).padStart(10)}  ${f(row.stepsPerToken).padStart(11)}  ${f(row.rowsPerToken, 2).padStart(10)}  ${row.identical}/${ids.length}`);
+        console.log(
+          `${String(batch).padStart(5)}  ${String(ids.length).padStart(9)}  ${strategy.padEnd(8)}  ${planName.padStart(8)}  ${row.seconds.toFixed(2).padStart(9)}  ${f(row.speedup, 2).padStart(8)}  ${f(row.iterationsPerToken).padStart(10)}  ${f(row.stepsPerToken).padStart(11)}  ${f(row.rowsPerToken, 2).padStart(10)}  ${row.identical}/${ids.length}`,
+        );
       }
     }
     console.log(`decoder step cost, ${STEP_PAST} positions cached, median of ${STEP_REPS}: n new tokens per row`);
     for (const batch of [1, 16]) {
       const c = stepCosts(multi, all[0]!, batch);
       steps.push(...c);
-      console.log(`  batch ${batch}: ${c.map((s) => `n=${s.n} ${s.ms.toFixed(2)} ms (x${s.vsOne.toFixed(2)})`).join(', ')}`);
+      console.log(
+        `  batch ${batch}: ${c.map((s) => `n=${s.n} ${s.ms.toFixed(2)} ms (x${s.vsOne.toFixed(2)})`).join(', ')}`,
+      );
     }
   } finally {
     multi.close();
     one.close();
   }
   const out = path.join(REPO_ROOT, 'bench', 'results', 'jacobi.jsonl');
-  fs.appendFileSync(out, JSON.stringify({ bench: 'jacobi', model: 'es-en', maxLength: MAX_LEN, stepTokens: STEP_TOKENS, block: BLOCK, rows, steps, ...machineFacts() }) + '\n');
+  fs.appendFileSync(
+    out,
+    JSON.stringify({
+      bench: 'jacobi',
+      model: 'es-en',
+      maxLength: MAX_LEN,
+      stepTokens: STEP_TOKENS,
+      block: BLOCK,
+      rows,
+      steps,
+      ...machineFacts(),
+    }) + '\n',
+  );
   console.log(`appended to ${path.relative(process.cwd(), out)}`);
 }

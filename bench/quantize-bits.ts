@@ -17,11 +17,22 @@ import { machineFacts } from './machine.ts';
 
 const SENTENCES = 200;
 /** [bits, group along K (0: a whole channel), which weights] */
-const CASES: [number, number, 'all' | 'layers' | 'output'][] = [[8, 0, 'all'], [8, 64, 'all'], [8, 32, 'all'], [8, 0, 'layers'], [8, 0, 'output'], [10, 0, 'all'], [12, 0, 'all'], [16, 0, 'all']];
+const CASES: [number, number, 'all' | 'layers' | 'output'][] = [
+  [8, 0, 'all'],
+  [8, 64, 'all'],
+  [8, 32, 'all'],
+  [8, 0, 'layers'],
+  [8, 0, 'output'],
+  [10, 0, 'all'],
+  [12, 0, 'all'],
+  [16, 0, 'all'],
+];
 
 /** W [K, N]: each channel (column), or each group of `group` values of K in it, to b-bit symmetric steps and back. */
 function fakeQuant(w: Float32Array, k: number, n: number, bits: number, group: number): Float32Array {
-  const out = new Float32Array(w.length), lim = 2 ** (bits - 1) - 1, g = group || k;
+  const out = new Float32Array(w.length),
+    lim = 2 ** (bits - 1) - 1,
+    g = group || k;
   for (let c = 0; c < n; c++) {
     for (let g0 = 0; g0 < k; g0 += g) {
       const g1 = Math.min(k, g0 + g);
@@ -34,7 +45,6 @@ function fakeQuant(w: Float32Array, k: number, n: number, bits: number, group: n
   return out;
 }
 
-
 /** The optimized model with the chosen weights fake-quantized (the output layer's and embeddings' channels are their rows). */
 function quantized(m: Model, bits: number, group: number, which: string): { model: Model; count: number } {
   const weights = new Map(m.weights);
@@ -42,15 +52,23 @@ function quantized(m: Model, bits: number, group: number, which: string): { mode
   for (const g of m.graphs.values()) {
     for (const n of g.nodes) {
       const output = n.op === 'ProjectTopK' || n.op === 'Gather';
-      if (!(output || n.op === 'FusedMatMul' || n.op === 'MatMul') || (which === 'layers' && output) || (which === 'output' && !output)) continue;
+      if (
+        !(output || n.op === 'FusedMatMul' || n.op === 'MatMul') ||
+        (which === 'layers' && output) ||
+        (which === 'output' && !output)
+      )
+        continue;
       const id = g.initializers.get(n.op === 'Gather' ? n.inputs[0]! : n.inputs[1]!);
       const t = id === undefined ? undefined : weights.get(id)?.tensor;
-      if (!t || done.has(id!) || t.rank !== 2 || t.dtype !== 'float32' || (n.op === 'Gather' && t.size < 1 << 18)) continue;
+      if (!t || done.has(id!) || t.rank !== 2 || t.dtype !== 'float32' || (n.op === 'Gather' && t.size < 1 << 18))
+        continue;
       done.add(id!);
       const [a, b] = t.dims as [number, number];
       const rows = n.op === 'Gather' || (n.attrs.transposed?.kind === 'int' && n.attrs.transposed.value === 1);
       const w = t.nums as Float32Array;
-      const d = rows ? transposeMatrix(fakeQuant(transposeMatrix(w, a, b), b, a, bits, group), b, a) : fakeQuant(w, a, b, bits, group);
+      const d = rows
+        ? transposeMatrix(fakeQuant(transposeMatrix(w, a, b), b, a, bits, group), b, a)
+        : fakeQuant(w, a, b, bits, group);
       weights.set(id!, { ...weights.get(id!)!, tensor: new Tensor('float32', [a, b], d) });
     }
   }
@@ -60,13 +78,29 @@ function quantized(m: Model, bits: number, group: number, which: string): { mode
 export async function benchQuantizeBits(): Promise<void> {
   const shared = sharedDir();
   const dir = shared ? path.join(shared, 'models', 'es-en') : '';
-  if (!dir || !fs.existsSync(dir)) { console.log('quantize-bits bench skipped: /work/shared/models/es-en is missing'); return; }
-  const ids: number[][] = JSON.parse(fs.readFileSync(path.join(dir, 'test_ids.json'), 'utf8')).src_ids.slice(0, SENTENCES);
+  if (!dir || !fs.existsSync(dir)) {
+    console.log('quantize-bits bench skipped: /work/shared/models/es-en is missing');
+    return;
+  }
+  const ids: number[][] = JSON.parse(fs.readFileSync(path.join(dir, 'test_ids.json'), 'utf8')).src_ids.slice(
+    0,
+    SENTENCES,
+  );
   const base = runPipeline(importSeq2SeqDir(dir), { topk: TRANSLATE_TOPK });
   const decode = async (m: Model) => {
-    const b = buildPlan(m, { target: 'cpu', maxBatch: 32, maxSrcLen: 256, maxTgtLen: 64, maxDims: { decoder_sequence_length: 1 } });
+    const b = buildPlan(m, {
+      target: 'cpu',
+      maxBatch: 32,
+      maxSrcLen: 256,
+      maxTgtLen: 64,
+      maxDims: { decoder_sequence_length: 1 },
+    });
     const plan = loadPlanBytes(encodePlan(b.header, b.blob), 'bits.plan');
-    try { return (await translateIds(plan, ids, { batchSize: 32, maxLength: 64 })).map((r) => r.ids.join()); } finally { plan.close(); }
+    try {
+      return (await translateIds(plan, ids, { batchSize: 32, maxLength: 64 })).map((r) => r.ids.join());
+    } finally {
+      plan.close();
+    }
   };
   const ref = await decode(base);
   const rows = [];
@@ -76,9 +110,14 @@ export async function benchQuantizeBits(): Promise<void> {
     const out = await decode(q.model);
     const identical = out.filter((x, i) => x === ref[i]).length;
     rows.push({ bits, group, which, weights: q.count, identical });
-    console.log(`  ${bits} bits, ${group ? `groups of ${group}` : 'per channel'}, ${which.padEnd(6)} (${q.count} weights): identical ${identical}/${SENTENCES}`);
+    console.log(
+      `  ${bits} bits, ${group ? `groups of ${group}` : 'per channel'}, ${which.padEnd(6)} (${q.count} weights): identical ${identical}/${SENTENCES}`,
+    );
   }
   const file = path.join(REPO_ROOT, 'bench', 'results', 'quantize-bits.jsonl');
-  fs.appendFileSync(file, JSON.stringify({ bench: 'quantize-bits', model: 'es-en', sentences: SENTENCES, rows, ...machineFacts() }) + '\n');
+  fs.appendFileSync(
+    file,
+    JSON.stringify({ bench: 'quantize-bits', model: 'es-en', sentences: SENTENCES, rows, ...machineFacts() }) + '\n',
+  );
   console.log(`appended to ${path.relative(process.cwd(), file)}`);
 }

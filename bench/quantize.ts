@@ -26,17 +26,35 @@ export async function benchQuantize(): Promise<void> {
   const rows = [];
   for (const mode of modes) {
     const t0 = performance.now();
-    const r = await quantizeStep(model, { mode, evalSrc: path.join(dir, 'test.es'), evalRef: path.join(dir, 'test.en') }, { topk: TRANSLATE_TOPK }, { profile, tokenizer });
+    const r = await quantizeStep(
+      model,
+      { mode, evalSrc: path.join(dir, 'test.es'), evalRef: path.join(dir, 'test.en') },
+      { topk: TRANSLATE_TOPK },
+      { profile, tokenizer },
+    );
     const h = r.header;
     const row = {
-      mode, seconds: (performance.now() - t0) / 1000, sentences: h.evalSentences, identical: h.identicalSentences, top1: h.top1Agreement,
-      bleu: h.bleu, bleuFp32: h.bleuFp32, gatePassed: h.gatePassed, raised: Object.entries(r.options.layers ?? {}).filter(([, p]) => p !== 'int8').length, notes: h.notes,
+      mode,
+      seconds: (performance.now() - t0) / 1000,
+      sentences: h.evalSentences,
+      identical: h.identicalSentences,
+      top1: h.top1Agreement,
+      bleu: h.bleu,
+      bleuFp32: h.bleuFp32,
+      gatePassed: h.gatePassed,
+      raised: Object.entries(r.options.layers ?? {}).filter(([, p]) => p !== 'int8').length,
+      notes: h.notes,
     };
     rows.push(row);
-    console.log(`${mode.padEnd(5)} ${h.evalSentences} sentences: identical ${(100 * h.identicalSentences).toFixed(1)}%, top-1 ${(100 * h.top1Agreement).toFixed(2)}%, BLEU ${h.bleu.toFixed(2)} vs float32 ${h.bleuFp32.toFixed(2)}; gate (${h.gate}) ${h.gatePassed ? 'holds' : 'FAILS'}${row.raised ? `; ${row.raised} layer(s) above int8` : ''} (${row.seconds.toFixed(0)} s)`);
+    console.log(
+      `${mode.padEnd(5)} ${h.evalSentences} sentences: identical ${(100 * h.identicalSentences).toFixed(1)}%, top-1 ${(100 * h.top1Agreement).toFixed(2)}%, BLEU ${h.bleu.toFixed(2)} vs float32 ${h.bleuFp32.toFixed(2)}; gate (${h.gate}) ${h.gatePassed ? 'holds' : 'FAILS'}${row.raised ? `; ${row.raised} layer(s) above int8` : ''} (${row.seconds.toFixed(0)} s)`,
+    );
     for (const n of h.notes.split('\n').filter((x) => x)) console.log(`    ${n}`);
   }
   const out = path.join(REPO_ROOT, 'bench', 'results', 'quantize.jsonl');
-  fs.appendFileSync(out, JSON.stringify({ bench: 'quantize', model: 'es-en', maxLength: MAX_LEN, rows, ...machineFacts() }) + '\n');
+  fs.appendFileSync(
+    out,
+    JSON.stringify({ bench: 'quantize', model: 'es-en', maxLength: MAX_LEN, rows, ...machineFacts() }) + '\n',
+  );
   console.log(`appended to ${path.relative(process.cwd(), out)}`);
 }

@@ -16,14 +16,26 @@ import { load, startServer, stopServer, type Level } from './serve.ts';
 const PLANC = path.join(REPO_ROOT, 'bin', 'planc.js');
 const JOB_LINES = 10;
 
-const startWorker = (plan: string, url: string, queue: string, threads: number, extra: string[] = []): Promise<ChildProcess> =>
+const startWorker = (
+  plan: string,
+  url: string,
+  queue: string,
+  threads: number,
+  extra: string[] = [],
+): Promise<ChildProcess> =>
   startPlancWorker([plan, '--redis', url, '--queue', queue, '--threads', String(threads), ...extra]);
 
 /** Runs planc submit; its own seconds (from its summary line: connection to the last line written, no process start). */
 async function submitSeconds(url: string, input: string, out: string, queue: string): Promise<number> {
-  const s = spawn(process.execPath, [PLANC, 'submit', '--redis', url, '-i', input, '-o', out, '--queue', queue, '--job-lines', String(JOB_LINES)], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const s = spawn(
+    process.execPath,
+    [PLANC, 'submit', '--redis', url, '-i', input, '-o', out, '--queue', queue, '--job-lines', String(JOB_LINES)],
+    { stdio: ['ignore', 'ignore', 'pipe'] },
+  );
   let err = '';
-  s.stderr!.on('data', (d: Buffer) => { err += d.toString(); });
+  s.stderr!.on('data', (d: Buffer) => {
+    err += d.toString();
+  });
   const code = await new Promise((r) => s.once('exit', r));
   const m = /^submitted .* in ([\d.]+) s/m.exec(err);
   if (code !== 0 || !m) throw new Error(`planc submit exited ${code}: ${err}`);
@@ -40,9 +52,16 @@ export async function benchQueue(): Promise<void> {
   }
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'planc-bench-queue-'));
   const planFile = path.join(tmp, 'es-en.plan');
-  const opt = spawn(process.execPath, [PLANC, 'optimize', dir, '-o', planFile, '--quiet', '--max-batch', '32', '--max-tgt-len', '64'], { stdio: 'inherit' });
+  const opt = spawn(
+    process.execPath,
+    [PLANC, 'optimize', dir, '-o', planFile, '--quiet', '--max-batch', '32', '--max-tgt-len', '64'],
+    { stdio: 'inherit' },
+  );
   await new Promise((r) => opt.once('exit', r));
-  const texts = fs.readFileSync(path.join(dir, 'test.es'), 'utf8').split('\n').filter((l) => l.trim() !== '');
+  const texts = fs
+    .readFileSync(path.join(dir, 'test.es'), 'utf8')
+    .split('\n')
+    .filter((l) => l.trim() !== '');
   const input = path.join(tmp, 'test.es');
   fs.writeFileSync(input, `${texts.join('\n')}\n`);
 
@@ -52,7 +71,9 @@ export async function benchQueue(): Promise<void> {
   const offline = await translate(plan, texts, { batchSize: 32 });
   const offlineSeconds = (performance.now() - t0) / 1000;
   plan.close();
-  console.log(`offline translate --batch 32: ${texts.length} sentences in ${offlineSeconds.toFixed(1)} s (${(texts.length / offlineSeconds).toFixed(1)} sent/s)`);
+  console.log(
+    `offline translate --batch 32: ${texts.length} sentences in ${offlineSeconds.toFixed(1)} s (${(texts.length / offlineSeconds).toFixed(1)} sent/s)`,
+  );
 
   const redis = await RedisServer.start(path.join(tmp, 'redis'));
   let reuseSeconds = 0;
@@ -72,8 +93,16 @@ export async function benchQueue(): Promise<void> {
       }
       for (const w of live) w.kill('SIGTERM');
       await Promise.all(live.map((w) => new Promise((r) => (w.exitCode !== null ? r(0) : w.once('exit', r)))));
-      runs.push({ workers: n, seconds, sentencesPerS: texts.length / seconds, vsOffline: offlineSeconds / seconds, identical });
-      console.log(`  ${n} worker${n > 1 ? 's' : ''}: ${texts.length} sentences in ${seconds.toFixed(1)} s (${(texts.length / seconds).toFixed(1)} sent/s, ${(offlineSeconds / seconds).toFixed(2)}x offline); identical to offline ${identical}/${texts.length}`);
+      runs.push({
+        workers: n,
+        seconds,
+        sentencesPerS: texts.length / seconds,
+        vsOffline: offlineSeconds / seconds,
+        identical,
+      });
+      console.log(
+        `  ${n} worker${n > 1 ? 's' : ''}: ${texts.length} sentences in ${seconds.toFixed(1)} s (${(texts.length / seconds).toFixed(1)} sent/s, ${(offlineSeconds / seconds).toFixed(2)}x offline); identical to offline ${identical}/${texts.length}`,
+      );
     }
     // gateway + 1 worker against in-process planc serve, 32 closed-loop clients, one sentence a request
     const at32: Record<string, Level> = {};
@@ -84,7 +113,10 @@ export async function benchQueue(): Promise<void> {
       await stopServer(inProcess.child);
     }
     // one-sentence jobs: the worker holds 64 at once so their rows can fill the batch as planc serve's do
-    const worker = await startWorker(planFile, redis.url, 'gateway', os.availableParallelism(), ['--concurrency', '64']);
+    const worker = await startWorker(planFile, redis.url, 'gateway', os.availableParallelism(), [
+      '--concurrency',
+      '64',
+    ]);
     const gateway = await startServer('', ['--redis', redis.url, '--queue', 'gateway']);
     try {
       at32.gateway = (await load(gateway.base, gateway.child.pid!, texts, 32, 32)).level;
@@ -94,21 +126,43 @@ export async function benchQueue(): Promise<void> {
       await new Promise((r) => (worker.exitCode !== null ? r(0) : worker.once('exit', r)));
     }
     const gatewayOverhead = at32.serve!.sentencesPerS / at32.gateway!.sentencesPerS - 1;
-    console.log(`  32 clients: planc serve ${at32.serve!.sentencesPerS.toFixed(1)} sent/s (p50 ${at32.serve!.p50.toFixed(0)} ms); gateway + 1 worker ${at32.gateway!.sentencesPerS.toFixed(1)} sent/s (p50 ${at32.gateway!.p50.toFixed(0)} ms): the queue costs ${(gatewayOverhead * 100).toFixed(0)}% (goal ≤ 15%)`);
+    console.log(
+      `  32 clients: planc serve ${at32.serve!.sentencesPerS.toFixed(1)} sent/s (p50 ${at32.serve!.p50.toFixed(0)} ms); gateway + 1 worker ${at32.gateway!.sentencesPerS.toFixed(1)} sent/s (p50 ${at32.gateway!.p50.toFixed(0)} ms): the queue costs ${(gatewayOverhead * 100).toFixed(0)}% (goal ≤ 15%)`,
+    );
     const jobs = Math.ceil(texts.length / JOB_LINES);
     const overheadMsPerJob = ((runs[0]!.seconds - offlineSeconds) / jobs) * 1000;
     // paper estimate: W workers each as fast as one here, Redis serving jobs at the measured re-use rate
     const redisJobsPerS = jobs / reuseSeconds;
     const perWorker = runs[0]!.sentencesPerS;
-    const estimate = [10, 100].map((w) => ({ workers: w, sentencesPerS: Math.min(w * perWorker, redisJobsPerS * JOB_LINES) }));
-    console.log(`  re-used submission (${jobs} jobs found finished): ${reuseSeconds.toFixed(2)} s (${redisJobsPerS.toFixed(0)} jobs/s from one client); queue overhead with 1 worker ${overheadMsPerJob.toFixed(0)} ms a job of ${JOB_LINES} lines (${((runs[0]!.seconds / offlineSeconds - 1) * 100).toFixed(0)}% over offline)`);
-    console.log(`  paper estimate: ${estimate.map((e) => `${e.workers} workers ~${e.sentencesPerS.toFixed(0)} sent/s`).join(', ')} (each worker as one here; capped by the job rate one Redis gave one client)`);
+    const estimate = [10, 100].map((w) => ({
+      workers: w,
+      sentencesPerS: Math.min(w * perWorker, redisJobsPerS * JOB_LINES),
+    }));
+    console.log(
+      `  re-used submission (${jobs} jobs found finished): ${reuseSeconds.toFixed(2)} s (${redisJobsPerS.toFixed(0)} jobs/s from one client); queue overhead with 1 worker ${overheadMsPerJob.toFixed(0)} ms a job of ${JOB_LINES} lines (${((runs[0]!.seconds / offlineSeconds - 1) * 100).toFixed(0)}% over offline)`,
+    );
+    console.log(
+      `  paper estimate: ${estimate.map((e) => `${e.workers} workers ~${e.sentencesPerS.toFixed(0)} sent/s`).join(', ')} (each worker as one here; capped by the job rate one Redis gave one client)`,
+    );
     const file = path.join(REPO_ROOT, 'bench', 'results', 'queue.jsonl');
-    fs.appendFileSync(file, `${JSON.stringify({
-      bench: 'queue', model: 'es-en', plan: 'fp32, --max-batch 32, --max-tgt-len 64', sentences: texts.length, jobLines: JOB_LINES,
-      offline: { seconds: offlineSeconds, sentencesPerS: texts.length / offlineSeconds }, runs, reuse: { seconds: reuseSeconds, jobs, jobsPerS: redisJobsPerS },
-      overheadMsPerJob, estimate, clients32: at32, gatewayOverhead, ...machineFacts(),
-    })}\n`);
+    fs.appendFileSync(
+      file,
+      `${JSON.stringify({
+        bench: 'queue',
+        model: 'es-en',
+        plan: 'fp32, --max-batch 32, --max-tgt-len 64',
+        sentences: texts.length,
+        jobLines: JOB_LINES,
+        offline: { seconds: offlineSeconds, sentencesPerS: texts.length / offlineSeconds },
+        runs,
+        reuse: { seconds: reuseSeconds, jobs, jobsPerS: redisJobsPerS },
+        overheadMsPerJob,
+        estimate,
+        clients32: at32,
+        gatewayOverhead,
+        ...machineFacts(),
+      })}\n`,
+    );
     console.log(`appended to ${path.relative(REPO_ROOT, file)}`);
   } finally {
     await redis.stop();

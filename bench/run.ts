@@ -16,7 +16,24 @@ import { benchVocabCurve } from './vocab-curve.ts';
 import { benchVocabLarge } from './vocab-large.ts';
 import { benchZoo } from './zoo.ts';
 
-const BENCHES: Record<string, () => Promise<void>> = { cpu: benchCpu, cuda: benchCuda, hrt: benchHrt, jacobi: benchJacobi, onednn: benchOnednn, qgemm: benchQgemm, quantize: benchQuantize, 'quantize-bits': benchQuantizeBits, queue: benchQueue, serve: benchServe, translate: benchTranslate, tune: benchTune, vocab: benchVocab, 'vocab-curve': benchVocabCurve, 'vocab-large': benchVocabLarge, zoo: benchZoo };
+const BENCHES: Record<string, () => Promise<void>> = {
+  cpu: benchCpu,
+  cuda: benchCuda,
+  hrt: benchHrt,
+  jacobi: benchJacobi,
+  onednn: benchOnednn,
+  qgemm: benchQgemm,
+  quantize: benchQuantize,
+  'quantize-bits': benchQuantizeBits,
+  queue: benchQueue,
+  serve: benchServe,
+  translate: benchTranslate,
+  tune: benchTune,
+  vocab: benchVocab,
+  'vocab-curve': benchVocabCurve,
+  'vocab-large': benchVocabLarge,
+  zoo: benchZoo,
+};
 BENCHES.soak = async () => (await import('./soak.ts')).benchSoak(); // 100,000 sentences through one planc translate: lines out, RSS growth
 
 const name = process.argv[2];

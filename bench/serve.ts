@@ -18,7 +18,18 @@ const N = Number(process.env.PLANC_BENCH_SERVE_N ?? 1000);
 const LATENCY_N = Math.min(N, Number(process.env.PLANC_BENCH_SERVE_LATENCY_N ?? 200));
 const MAX_TGT = 64;
 
-export interface Level { clients: number; sentences: number; seconds: number; sentencesPerS: number; p50: number; p90: number; p99: number; occupancy: number; meanRows: number; cpuSeconds: number }
+export interface Level {
+  clients: number;
+  sentences: number;
+  seconds: number;
+  sentencesPerS: number;
+  p50: number;
+  p90: number;
+  p99: number;
+  occupancy: number;
+  meanRows: number;
+  cpuSeconds: number;
+}
 
 /** CPU seconds (user + system) a process has used, from /proc (0 where there is none). */
 function cpuSecondsOf(pid: number): number {
@@ -37,9 +48,15 @@ const pct = (xs: number[], p: number) => {
 
 /** Starts `planc serve PLAN --port 0` (no PLAN when plan is '': gateway mode) and resolves with its base URL once it listens. */
 export async function startServer(plan: string, extra: string[]): Promise<{ child: ChildProcess; base: string }> {
-  const child = spawn(process.execPath, [PLANC, 'serve', ...(plan ? [plan] : []), '--port', '0', '--log-level', 'warn', ...extra], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const child = spawn(
+    process.execPath,
+    [PLANC, 'serve', ...(plan ? [plan] : []), '--port', '0', '--log-level', 'warn', ...extra],
+    { stdio: ['ignore', 'ignore', 'pipe'] },
+  );
   let err = '';
-  child.stderr!.on('data', (d: Buffer) => { err += d.toString(); });
+  child.stderr!.on('data', (d: Buffer) => {
+    err += d.toString();
+  });
   for (let i = 0; i < 1200; i++) {
     const m = /on (http:\/\/\S+)/.exec(err);
     if (m) return { child, base: m[1]! };
@@ -59,7 +76,11 @@ export async function stopServer(child: ChildProcess): Promise<void> {
 /** A Prometheus histogram's _sum and _count. */
 async function histogram(base: string, name: string): Promise<{ sum: number; count: number }> {
   const text = await (await fetch(`${base}/metrics`)).text();
-  const read = (suffix: string) => text.split('\n').filter((l) => l.startsWith(`${name}_${suffix}`)).reduce((s, l) => s + Number(l.split(' ').pop()), 0);
+  const read = (suffix: string) =>
+    text
+      .split('\n')
+      .filter((l) => l.startsWith(`${name}_${suffix}`))
+      .reduce((s, l) => s + Number(l.split(' ').pop()), 0);
   return { sum: read('sum'), count: read('count') };
 }
 
@@ -70,25 +91,39 @@ async function histogram(base: string, name: string): Promise<{ sum: number; cou
  */
 function postJson(agent: http.Agent, url: URL, body: string): Promise<{ status: number; json: unknown }> {
   return new Promise((resolve, reject) => {
-    const req = http.request(url, { method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => {
-        try {
-          resolve({ status: res.statusCode ?? 0, json: JSON.parse(Buffer.concat(chunks).toString('utf8')) });
-        } catch (e) {
-          reject(e);
-        }
-      });
-      res.on('error', reject);
-    });
+    const req = http.request(
+      url,
+      {
+        method: 'POST',
+        agent,
+        headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => {
+          try {
+            resolve({ status: res.statusCode ?? 0, json: JSON.parse(Buffer.concat(chunks).toString('utf8')) });
+          } catch (e) {
+            reject(e);
+          }
+        });
+        res.on('error', reject);
+      },
+    );
     req.on('error', reject);
     req.end(body);
   });
 }
 
 /** Closed loop: `clients` clients, each sending the next sentence as soon as its last one is answered. */
-export async function load(base: string, pid: number, texts: string[], clients: number, maxRows: number): Promise<{ level: Level; answers: string[]; latencies: number[] }> {
+export async function load(
+  base: string,
+  pid: number,
+  texts: string[],
+  clients: number,
+  maxRows: number,
+): Promise<{ level: Level; answers: string[]; latencies: number[] }> {
   const answers = new Array<string>(texts.length);
   const latencies = new Array<number>(texts.length);
   const before = await histogram(base, 'planc_batch_occupancy');
@@ -97,25 +132,40 @@ export async function load(base: string, pid: number, texts: string[], clients: 
   const url = new URL(`${base}/v1/translate`);
   const cpu0 = cpuSecondsOf(pid);
   const t0 = performance.now();
-  await Promise.all(Array.from({ length: clients }, async () => {
-    while (next < texts.length) {
-      const i = next++;
-      const s = performance.now();
-      const res = await postJson(agent, url, JSON.stringify({ text: texts[i] }));
-      const body = res.json as { translations?: { text?: string }[] };
-      latencies[i] = performance.now() - s;
-      if (res.status !== 200 || typeof body.translations?.[0]?.text !== 'string') throw new Error(`request ${i}: ${res.status} ${JSON.stringify(body)}`);
-      answers[i] = body.translations[0].text;
-    }
-  }));
+  await Promise.all(
+    Array.from({ length: clients }, async () => {
+      while (next < texts.length) {
+        const i = next++;
+        const s = performance.now();
+        const res = await postJson(agent, url, JSON.stringify({ text: texts[i] }));
+        const body = res.json as { translations?: { text?: string }[] };
+        latencies[i] = performance.now() - s;
+        if (res.status !== 200 || typeof body.translations?.[0]?.text !== 'string')
+          throw new Error(`request ${i}: ${res.status} ${JSON.stringify(body)}`);
+        answers[i] = body.translations[0].text;
+      }
+    }),
+  );
   const seconds = (performance.now() - t0) / 1000;
   const cpuSeconds = cpuSecondsOf(pid) - cpu0;
   agent.destroy();
   const after = await histogram(base, 'planc_batch_occupancy');
   const occupancy = (after.sum - before.sum) / Math.max(1, after.count - before.count);
   return {
-    level: { clients, sentences: texts.length, seconds, sentencesPerS: texts.length / seconds, p50: pct(latencies, 0.5), p90: pct(latencies, 0.9), p99: pct(latencies, 0.99), occupancy, meanRows: occupancy * maxRows, cpuSeconds },
-    answers, latencies,
+    level: {
+      clients,
+      sentences: texts.length,
+      seconds,
+      sentencesPerS: texts.length / seconds,
+      p50: pct(latencies, 0.5),
+      p90: pct(latencies, 0.9),
+      p99: pct(latencies, 0.99),
+      occupancy,
+      meanRows: occupancy * maxRows,
+      cpuSeconds,
+    },
+    answers,
+    latencies,
   };
 }
 
@@ -128,9 +178,17 @@ export async function benchServe(): Promise<void> {
   }
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'planc-bench-serve-'));
   const planFile = path.join(tmp, 'es-en.plan');
-  const opt = spawn(process.execPath, [PLANC, 'optimize', dir, '-o', planFile, '--quiet', '--max-batch', '32', '--max-tgt-len', String(MAX_TGT)], { stdio: 'inherit' });
+  const opt = spawn(
+    process.execPath,
+    [PLANC, 'optimize', dir, '-o', planFile, '--quiet', '--max-batch', '32', '--max-tgt-len', String(MAX_TGT)],
+    { stdio: 'inherit' },
+  );
   await new Promise((r) => opt.once('exit', r));
-  const texts = fs.readFileSync(path.join(dir, 'test.es'), 'utf8').split('\n').filter((l) => l.trim() !== '').slice(0, N);
+  const texts = fs
+    .readFileSync(path.join(dir, 'test.es'), 'utf8')
+    .split('\n')
+    .filter((l) => l.trim() !== '')
+    .slice(0, N);
   const maxRows = 32;
 
   // offline: translate --batch 32 on the same sentences, and one translate() per sentence (the latency reference)
@@ -147,7 +205,11 @@ export async function benchServe(): Promise<void> {
   const rate = (seconds: number) => texts.length / seconds;
   let identical = 0;
   let compared = 0;
-  const count = (answers: string[], offline: string[]) => answers.forEach((a, i) => { compared++; if (a === offline[i]) identical++; });
+  const count = (answers: string[], offline: string[]) =>
+    answers.forEach((a, i) => {
+      compared++;
+      if (a === offline[i]) identical++;
+    });
 
   // The machine's speed drifts over minutes (on one quiet 2-core VM, offline ran at 204 and 253 sent/s within one
   // run), so each comparison is made of neighbours: ROUNDS rounds of (offline, 64 clients, 32 clients), ratios per
@@ -175,20 +237,37 @@ export async function benchServe(): Promise<void> {
       const res = await postJson(agent, url, JSON.stringify({ text: t }));
       latencies.push(performance.now() - t0);
       const answer = (res.json as { translations?: { text?: string }[] }).translations?.[0]?.text;
-      if (res.status !== 200 || typeof answer !== 'string') throw new Error(`1 client: ${res.status} ${JSON.stringify(res.json)}`);
+      if (res.status !== 200 || typeof answer !== 'string')
+        throw new Error(`1 client: ${res.status} ${JSON.stringify(res.json)}`);
       count([answer], mine);
     }
     agent.destroy();
     const after = await histogram(server.base, 'planc_batch_occupancy');
     const seconds = latencies.reduce((x, y) => x + y, 0) / 1000;
     const occupancy = (after.sum - before.sum) / Math.max(1, after.count - before.count);
-    levels.push({ clients: 1, sentences: sub.length, seconds, sentencesPerS: sub.length / seconds, p50: pct(latencies, 0.5), p90: pct(latencies, 0.9), p99: pct(latencies, 0.99), occupancy, meanRows: occupancy * maxRows, cpuSeconds: cpuSecondsOf(server.child.pid!) - cpu0 });
-    const show = (l: Level, note = '') => console.log(`  ${String(l.clients).padStart(2)} clients: ${l.sentencesPerS.toFixed(1)} sent/s${note}, p50 ${l.p50.toFixed(1)} ms, p90 ${l.p90.toFixed(1)} ms, p99 ${l.p99.toFixed(1)} ms, mean rows per step ${l.meanRows.toFixed(1)} of ${maxRows}, ${(l.cpuSeconds * 1000 / l.sentences).toFixed(1)} CPU ms a sentence`);
+    levels.push({
+      clients: 1,
+      sentences: sub.length,
+      seconds,
+      sentencesPerS: sub.length / seconds,
+      p50: pct(latencies, 0.5),
+      p90: pct(latencies, 0.9),
+      p99: pct(latencies, 0.99),
+      occupancy,
+      meanRows: occupancy * maxRows,
+      cpuSeconds: cpuSecondsOf(server.child.pid!) - cpu0,
+    });
+    const show = (l: Level, note = '') =>
+      console.log(
+        `  ${String(l.clients).padStart(2)} clients: ${l.sentencesPerS.toFixed(1)} sent/s${note}, p50 ${l.p50.toFixed(1)} ms, p90 ${l.p90.toFixed(1)} ms, p99 ${l.p99.toFixed(1)} ms, mean rows per step ${l.meanRows.toFixed(1)} of ${maxRows}, ${((l.cpuSeconds * 1000) / l.sentences).toFixed(1)} CPU ms a sentence`,
+      );
     show(levels[0]!, ` (single translate() median ${pct(single, 0.5).toFixed(2)} ms in the same loop)`);
     for (let r = 0; r < ROUNDS; r++) {
       const off = await offlineRun();
       if (r === 0) offline = off.out;
-      console.log(`round ${r + 1}: offline translate --batch 32: ${rate(off.seconds).toFixed(1)} sent/s, ${(off.cpu * 1000 / texts.length).toFixed(1)} CPU ms a sentence`);
+      console.log(
+        `round ${r + 1}: offline translate --batch 32: ${rate(off.seconds).toFixed(1)} sent/s, ${((off.cpu * 1000) / texts.length).toFixed(1)} CPU ms a sentence`,
+      );
       const at = async (clients: number) => {
         collectGarbage();
         const l = await load(server.base, server.child.pid!, texts, clients, maxRows);
@@ -240,18 +319,49 @@ export async function benchServe(): Promise<void> {
     /** --async-steps against the default (steps on the event loop), 64 clients. */
     asyncStepsVsDefault64: async64.sentencesPerS / med64,
     /** Sentences per CPU second of the server process at 64 clients against offline's (robust to other load on the machine). */
-    cpuEfficiency64VsOffline: median(rounds.map((r) => (r.offlineCpu / texts.length) / (r.c64.cpuSeconds / r.c64.sentences))),
+    cpuEfficiency64VsOffline: median(
+      rounds.map((r) => r.offlineCpu / texts.length / (r.c64.cpuSeconds / r.c64.sentences)),
+    ),
   };
-  console.log(`  --no-continuous, 32 clients: ${noCont.sentencesPerS.toFixed(1)} sent/s, p50 ${noCont.p50.toFixed(1)} ms`);
-  console.log(`  --no-row-join (cohorts), 64 clients: ${cohorts64.sentencesPerS.toFixed(1)} sent/s, p50 ${cohorts64.p50.toFixed(1)} ms, mean rows per step ${cohorts64.meanRows.toFixed(1)}; rows joining: ${summary.rowJoinVsCohorts64.toFixed(2)}x`);
-  console.log(`  --async-steps, 64 clients: ${async64.sentencesPerS.toFixed(1)} sent/s (${summary.asyncStepsVsDefault64.toFixed(2)}x the default), p50 ${async64.p50.toFixed(1)} ms`);
-  console.log(`64 clients vs offline --batch 32: ${summary.throughput64VsOffline.toFixed(2)}x (median of ${ROUNDS} rounds; target ≥ 0.85); 1 client median latency vs one in-process translate(): ${latencyRatio.toFixed(2)}x (target ≤ 1.15); continuous vs --no-continuous at 32 clients: ${summary.continuousVsAlone32.toFixed(2)}x (target ≥ 4); CPU per sentence at 64 clients vs offline: ${summary.cpuEfficiency64VsOffline.toFixed(2)}x as efficient; identical to offline: ${identical}/${compared}`);
+  console.log(
+    `  --no-continuous, 32 clients: ${noCont.sentencesPerS.toFixed(1)} sent/s, p50 ${noCont.p50.toFixed(1)} ms`,
+  );
+  console.log(
+    `  --no-row-join (cohorts), 64 clients: ${cohorts64.sentencesPerS.toFixed(1)} sent/s, p50 ${cohorts64.p50.toFixed(1)} ms, mean rows per step ${cohorts64.meanRows.toFixed(1)}; rows joining: ${summary.rowJoinVsCohorts64.toFixed(2)}x`,
+  );
+  console.log(
+    `  --async-steps, 64 clients: ${async64.sentencesPerS.toFixed(1)} sent/s (${summary.asyncStepsVsDefault64.toFixed(2)}x the default), p50 ${async64.p50.toFixed(1)} ms`,
+  );
+  console.log(
+    `64 clients vs offline --batch 32: ${summary.throughput64VsOffline.toFixed(2)}x (median of ${ROUNDS} rounds; target ≥ 0.85); 1 client median latency vs one in-process translate(): ${latencyRatio.toFixed(2)}x (target ≤ 1.15); continuous vs --no-continuous at 32 clients: ${summary.continuousVsAlone32.toFixed(2)}x (target ≥ 4); CPU per sentence at 64 clients vs offline: ${summary.cpuEfficiency64VsOffline.toFixed(2)}x as efficient; identical to offline: ${identical}/${compared}`,
+  );
   const out = path.join(REPO_ROOT, 'bench', 'results', 'serve.jsonl');
-  fs.appendFileSync(out, JSON.stringify({
-    bench: 'serve', model: 'es-en', plan: 'fp32, --max-batch 32, --max-tgt-len 64', sentences: texts.length, latencySentences: LATENCY_N,
-    offline: { seconds: offlineSeconds, sentencesPerS: offlineRate, singleMedianMs: median(single), cpuSeconds: offlineCpu, runs: rounds.map((r) => r.offline) }, levels, rounds: rounds.map((r) => ({ offlineSentencesPerS: rate(r.offline), c64: r.c64, c32: r.c32 })), noContinuous32: noCont, cohorts64, async64, summary, identical, compared,
-    ...machineFacts(),
-  }) + '\n');
+  fs.appendFileSync(
+    out,
+    JSON.stringify({
+      bench: 'serve',
+      model: 'es-en',
+      plan: 'fp32, --max-batch 32, --max-tgt-len 64',
+      sentences: texts.length,
+      latencySentences: LATENCY_N,
+      offline: {
+        seconds: offlineSeconds,
+        sentencesPerS: offlineRate,
+        singleMedianMs: median(single),
+        cpuSeconds: offlineCpu,
+        runs: rounds.map((r) => r.offline),
+      },
+      levels,
+      rounds: rounds.map((r) => ({ offlineSentencesPerS: rate(r.offline), c64: r.c64, c32: r.c32 })),
+      noContinuous32: noCont,
+      cohorts64,
+      async64,
+      summary,
+      identical,
+      compared,
+      ...machineFacts(),
+    }) + '\n',
+  );
   console.log(`appended to ${path.relative(REPO_ROOT, out)}`);
   fs.rmSync(tmp, { recursive: true, force: true });
 }

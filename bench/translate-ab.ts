@@ -17,14 +17,18 @@ async function child(planPath: string, batch: number, reps: number, threads: num
   const { translateIds } = await import('../runtime/decode/translate-ids.ts');
   const { setThreads, nativeInfo } = await import('../runtime/native.ts');
   if (threads > 0) setThreads(threads);
-  const ids: number[][] = JSON.parse(fs.readFileSync(path.join(sharedDir()!, 'models', 'es-en', 'test_ids.json'), 'utf8')).src_ids;
+  const ids: number[][] = JSON.parse(
+    fs.readFileSync(path.join(sharedDir()!, 'models', 'es-en', 'test_ids.json'), 'utf8'),
+  ).src_ids;
   const plan = await loadPlan(planPath);
-  await translateIds(plan, ids.slice(0, 64), { batchSize: batch, maxLength: MAX_LEN });  // warm-up
-  const seconds: number[] = [], cpu: number[] = [];
+  await translateIds(plan, ids.slice(0, 64), { batchSize: batch, maxLength: MAX_LEN }); // warm-up
+  const seconds: number[] = [],
+    cpu: number[] = [];
   let hash = '';
   let tokens = 0;
   for (let r = 0; r < reps; r++) {
-    const t0 = performance.now(), c0 = process.cpuUsage();
+    const t0 = performance.now(),
+      c0 = process.cpuUsage();
     const out = (await translateIds(plan, ids, { batchSize: batch, maxLength: MAX_LEN })).map((x) => x.ids);
     seconds.push((performance.now() - t0) / 1000);
     const c = process.cpuUsage(c0);
@@ -33,7 +37,17 @@ async function child(planPath: string, batch: number, reps: number, threads: num
     tokens = out.reduce((s, o) => s + o.length + 1, 0);
   }
   const info = nativeInfo();
-  console.log(JSON.stringify({ seconds, cpu, hash, sentences: ids.length, tokens, isa: info.isa?.effective, threads: info.threads }));
+  console.log(
+    JSON.stringify({
+      seconds,
+      cpu,
+      hash,
+      sentences: ids.length,
+      tokens,
+      isa: info.isa?.effective,
+      threads: info.threads,
+    }),
+  );
 }
 
 const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
@@ -44,33 +58,84 @@ async function main(): Promise<void> {
     const i = args.indexOf(`--${name}`);
     return i >= 0 ? Number(args.splice(i, 2)[1]) : def;
   };
-  const batch = opt('batch', 32), reps = opt('reps', 2), rounds = opt('rounds', 3), threads = opt('threads', 0);
+  const batch = opt('batch', 32),
+    reps = opt('reps', 2),
+    rounds = opt('rounds', 3),
+    threads = opt('threads', 0);
   if (args[0] === '--child') return child(args[1]!, batch, reps, threads);
   const [planPath, ...sides] = args;
   if (!planPath || sides.length === 0 || sides.some((s) => !s.includes('='))) {
-    console.error('usage: bench/translate-ab.ts PLAN NAME=ADDON [NAME=ADDON ...] [--batch 32] [--rounds 3] [--reps 2] [--threads N]');
+    console.error(
+      'usage: bench/translate-ab.ts PLAN NAME=ADDON [NAME=ADDON ...] [--batch 32] [--rounds 3] [--reps 2] [--threads N]',
+    );
     process.exitCode = 2;
     return;
   }
   const self = fileURLToPath(import.meta.url);
-  const runs = new Map<string, { seconds: number[]; cpu: number[]; hash: string; sentences: number; tokens: number; isa: string; threads: number }>();
+  const runs = new Map<
+    string,
+    { seconds: number[]; cpu: number[]; hash: string; sentences: number; tokens: number; isa: string; threads: number }
+  >();
   for (let round = 0; round < rounds; round++) {
     for (const s of round % 2 ? [...sides].reverse() : sides) {
       const [name, addon] = s.split('=') as [string, string];
-      const r = spawnSync(process.execPath, ['--import', 'tsx', self, '--child', planPath, '--batch', String(batch), '--reps', String(reps), '--threads', String(threads)],
-        { env: { ...process.env, PLANC_NATIVE_ADDON: path.resolve(addon) }, encoding: 'utf8', maxBuffer: 1 << 26 });
+      const r = spawnSync(
+        process.execPath,
+        [
+          '--import',
+          'tsx',
+          self,
+          '--child',
+          planPath,
+          '--batch',
+          String(batch),
+          '--reps',
+          String(reps),
+          '--threads',
+          String(threads),
+        ],
+        { env: { ...process.env, PLANC_NATIVE_ADDON: path.resolve(addon) }, encoding: 'utf8', maxBuffer: 1 << 26 },
+      );
       if (r.status !== 0) throw new Error(`${name}: ${r.stderr}`);
       const got = JSON.parse(r.stdout.trim().split('\n').pop()!);
       const prev = runs.get(name);
-      runs.set(name, prev ? { ...got, seconds: [...prev.seconds, ...got.seconds], cpu: [...prev.cpu, ...got.cpu] } : got);
-      console.error(`round ${round + 1} ${name}: ${got.seconds.map((x: number) => x.toFixed(3)).join(' ')} s (CPU ${got.cpu.map((x: number) => x.toFixed(3)).join(' ')} s)`);
+      runs.set(
+        name,
+        prev ? { ...got, seconds: [...prev.seconds, ...got.seconds], cpu: [...prev.cpu, ...got.cpu] } : got,
+      );
+      console.error(
+        `round ${round + 1} ${name}: ${got.seconds.map((x: number) => x.toFixed(3)).join(' ')} s (CPU ${got.cpu.map((x: number) => x.toFixed(3)).join(' ')} s)`,
+      );
     }
   }
   const hashes = new Set([...runs.values()].map((r) => r.hash));
-  const out = Object.fromEntries([...runs].map(([name, r]) => [name, {
-    medianS: median(r.seconds), minS: Math.min(...r.seconds), sentencesPerS: r.sentences / median(r.seconds), cpuMedianS: median(r.cpu), cpuMinS: Math.min(...r.cpu), seconds: r.seconds, cpu: r.cpu, isa: r.isa, threads: r.threads, hash: r.hash,
-  }]));
-  console.log(JSON.stringify({ plan: path.basename(planPath), batch, sentences: [...runs.values()][0]!.sentences, tokens: [...runs.values()][0]!.tokens, identical: hashes.size === 1, sides: out }));
+  const out = Object.fromEntries(
+    [...runs].map(([name, r]) => [
+      name,
+      {
+        medianS: median(r.seconds),
+        minS: Math.min(...r.seconds),
+        sentencesPerS: r.sentences / median(r.seconds),
+        cpuMedianS: median(r.cpu),
+        cpuMinS: Math.min(...r.cpu),
+        seconds: r.seconds,
+        cpu: r.cpu,
+        isa: r.isa,
+        threads: r.threads,
+        hash: r.hash,
+      },
+    ]),
+  );
+  console.log(
+    JSON.stringify({
+      plan: path.basename(planPath),
+      batch,
+      sentences: [...runs.values()][0]!.sentences,
+      tokens: [...runs.values()][0]!.tokens,
+      identical: hashes.size === 1,
+      sides: out,
+    }),
+  );
 }
 
 await main();

@@ -27,23 +27,47 @@ import { machineFacts } from './machine.ts';
 
 const MAX_LEN = 64;
 /** [batch size, sentences measured]: batch 1 on the first 200 only (it is slow), batch 32 on all 1,000. */
-const RUNS: [number, number][] = [[1, 200], [32, 1000]];
+const RUNS: [number, number][] = [
+  [1, 200],
+  [32, 1000],
+];
 /** Rounds per row (PLANC_BENCH_REPS, default 3): onnxruntime and every plan in turn, each side's fastest round counts. */
 const REPS = Math.max(1, Number(process.env.PLANC_BENCH_REPS ?? 3));
 
-interface Side { seconds: number; sentencesPerS: number; tokensPerS: number; tokens: number }
-interface Row { batch: number; sentences: number; planc: Side; ort: Side; ratio: number; identical: number }
+interface Side {
+  seconds: number;
+  sentencesPerS: number;
+  tokensPerS: number;
+  tokens: number;
+}
+interface Row {
+  batch: number;
+  sentences: number;
+  planc: Side;
+  ort: Side;
+  ratio: number;
+  identical: number;
+}
 /** One timed translation: its speed and the ids it gave. */
-interface Timed { s: Side; out: number[][] }
+interface Timed {
+  s: Side;
+  out: number[][];
+}
 
 /** An onnxruntime runner over evaluator tensors (float32 and int64 only, as the model uses). */
 function ortRunner(sessions: Record<string, ort.InferenceSession>): GraphRunner {
-  const toOrt = (t: Tensor): ort.Tensor => t.dtype === 'int64'
-    ? new ort.Tensor('int64', BigInt64Array.from(t.nums, (x) => BigInt(x)), [...t.dims])
-    : new ort.Tensor('float32', t.nums as Float32Array, [...t.dims]);
-  const back = (t: ort.Tensor): Tensor => t.type === 'float32'
-    ? Tensor.fromNumbers('float32', t.dims.map(Number), t.data as Float32Array)
-    : Tensor.fromNumbers('int64', t.dims.map(Number), Array.from(t.data as BigInt64Array, Number));
+  const toOrt = (t: Tensor): ort.Tensor =>
+    t.dtype === 'int64'
+      ? new ort.Tensor(
+          'int64',
+          BigInt64Array.from(t.nums, (x) => BigInt(x)),
+          [...t.dims],
+        )
+      : new ort.Tensor('float32', t.nums as Float32Array, [...t.dims]);
+  const back = (t: ort.Tensor): Tensor =>
+    t.type === 'float32'
+      ? Tensor.fromNumbers('float32', t.dims.map(Number), t.data as Float32Array)
+      : Tensor.fromNumbers('int64', t.dims.map(Number), Array.from(t.data as BigInt64Array, Number));
   return async (graph, feeds) => {
     const out = await sessions[graph]!.run(Object.fromEntries(Object.entries(feeds).map(([k, v]) => [k, toOrt(v)])));
     return Object.fromEntries(Object.entries(out).map(([k, v]) => [k, back(v)]));
@@ -65,12 +89,20 @@ async function runPlanc(plan: Plan, ids: number[][], batch: number): Promise<Tim
 
 /** The reference decoder over onnxruntime on the same length-sorted batches. */
 async function runOrt(run: GraphRunner, ids: number[][], batch: number, conventions: Conventions): Promise<Timed> {
-  const batches = makeBatches(ids.map((s) => s.length), validateDecodingOptions({ batchSize: batch }), batch);
+  const batches = makeBatches(
+    ids.map((s) => s.length),
+    validateDecodingOptions({ batchSize: batch }),
+    batch,
+  );
   const out = new Array<number[]>(ids.length);
   collectGarbage();
   const t0 = performance.now();
   for (const b of batches) {
-    const res = await greedyDecode(run, b.map((i) => ids[i]!), { ...conventions, maxLength: MAX_LEN });
+    const res = await greedyDecode(
+      run,
+      b.map((i) => ids[i]!),
+      { ...conventions, maxLength: MAX_LEN },
+    );
     b.forEach((i, j) => (out[i] = res[j]!));
   }
   return { s: side((performance.now() - t0) / 1000, out), out };
@@ -81,32 +113,77 @@ async function runOrt(run: GraphRunner, ids: number[][], batch: number, conventi
  * --tune` does (tuned on this machine, cache in a fresh temporary folder), with `--quantize auto` (its gate measured on
  * dev.es / dev.en) when quantizeAuto.
  */
-interface Variant { name: string; quantize?: QuantizeOptions; vocab?: VocabRewriteOptions; tune?: boolean; quantizeAuto?: boolean }
-
-interface PlanRow { plan: string; batch: number; sentences: number; planc: Side; vsOrt: number; vsFp32: number; identicalOrt: number; identicalFp32: number }
-
-function print(r: PlanRow, ort: Side): void {
-  const f = (s: Side) => `${s.sentencesPerS.toFixed(1)} sent/s, ${s.tokensPerS.toFixed(0)} tok/s (${s.seconds.toFixed(2)} s)`;
-  console.log(`  ${r.plan.padEnd(14)} batch ${String(r.batch).padStart(2)} (${r.sentences}): ${f(r.planc)} | vs onnxruntime (${ort.sentencesPerS.toFixed(1)} sent/s) ${r.vsOrt.toFixed(2)}x | vs fp32 ${r.vsFp32.toFixed(2)}x | identical to ort ${r.identicalOrt}/${r.sentences}, to fp32 ${r.identicalFp32}/${r.sentences}`);
+interface Variant {
+  name: string;
+  quantize?: QuantizeOptions;
+  vocab?: VocabRewriteOptions;
+  tune?: boolean;
+  quantizeAuto?: boolean;
 }
 
-const R = Number(process.env.PLANC_VOCAB_R ?? 250), K = Number(process.env.PLANC_VOCAB_K ?? 3), CAL = Number(process.env.PLANC_VOCAB_CAL ?? 2000);
+interface PlanRow {
+  plan: string;
+  batch: number;
+  sentences: number;
+  planc: Side;
+  vsOrt: number;
+  vsFp32: number;
+  identicalOrt: number;
+  identicalFp32: number;
+}
+
+function print(r: PlanRow, ort: Side): void {
+  const f = (s: Side) =>
+    `${s.sentencesPerS.toFixed(1)} sent/s, ${s.tokensPerS.toFixed(0)} tok/s (${s.seconds.toFixed(2)} s)`;
+  console.log(
+    `  ${r.plan.padEnd(14)} batch ${String(r.batch).padStart(2)} (${r.sentences}): ${f(r.planc)} | vs onnxruntime (${ort.sentencesPerS.toFixed(1)} sent/s) ${r.vsOrt.toFixed(2)}x | vs fp32 ${r.vsFp32.toFixed(2)}x | identical to ort ${r.identicalOrt}/${r.sentences}, to fp32 ${r.identicalFp32}/${r.sentences}`,
+  );
+}
+
+const R = Number(process.env.PLANC_VOCAB_R ?? 250),
+  K = Number(process.env.PLANC_VOCAB_K ?? 3),
+  CAL = Number(process.env.PLANC_VOCAB_CAL ?? 2000);
 
 /** The variants: float32, int8, int16 (and PLANC_BENCH_QUANTIZE's extra modes), clusters, int8 + clusters, int16 + clusters. */
 async function variants(): Promise<Variant[]> {
   const extra = (process.env.PLANC_BENCH_QUANTIZE ?? '').split(',').filter((x) => x) as LayerPrecision[];
-  const tuned: Variant[] = process.env.PLANC_BENCH_TUNE === '0' ? [] : [{ name: 'fp32 --tune', tune: true }, { name: 'q-auto --tune', tune: true, quantizeAuto: true }];
+  const tuned: Variant[] =
+    process.env.PLANC_BENCH_TUNE === '0'
+      ? []
+      : [
+          { name: 'fp32 --tune', tune: true },
+          { name: 'q-auto --tune', tune: true, quantizeAuto: true },
+        ];
   // 'fp32 again': the float32 plan loaded a second time, whose ratio to the first is the run's noise (A/A)
-  const out: Variant[] = [{ name: 'fp32' }, { name: 'fp32 again' }, ...tuned, { name: 'int8', quantize: { precision: 'int8' } }, { name: 'int16', quantize: { precision: 'int16' } }, ...extra.map((p) => ({ name: p, quantize: { precision: p } }))];
+  const out: Variant[] = [
+    { name: 'fp32' },
+    { name: 'fp32 again' },
+    ...tuned,
+    { name: 'int8', quantize: { precision: 'int8' } },
+    { name: 'int16', quantize: { precision: 'int16' } },
+    ...extra.map((p) => ({ name: p, quantize: { precision: p } })),
+  ];
   if (process.env.PLANC_BENCH_CLUSTERS === '0') return out;
   const setup = await esEnVocabSetup('translate');
   if (!setup) return out;
   console.log(`calibrating clusters R ${R}, K ${K} on ${CAL} training sentences`);
-  const cal = calibrate(setup.exposed, setup.tok, setup.lines('train.es').slice(0, CAL), K, setup.rules, setup.profile.maxSrcLen, MAX_LEN);
+  const cal = calibrate(
+    setup.exposed,
+    setup.tok,
+    setup.lines('train.es').slice(0, CAL),
+    K,
+    setup.rules,
+    setup.profile.maxSrcLen,
+    MAX_LEN,
+  );
   const cl = buildClusters(cal, R, K, setup.V, setup.specials);
   setup.exposed.close();
-  return [...out, { name: 'clusters', vocab: cl.rewrite }, { name: 'int8+clusters', quantize: { precision: 'int8' }, vocab: cl.rewrite },
-    { name: 'int16+clusters', quantize: { precision: 'int16' }, vocab: cl.rewrite }];
+  return [
+    ...out,
+    { name: 'clusters', vocab: cl.rewrite },
+    { name: 'int8+clusters', quantize: { precision: 'int8' }, vocab: cl.rewrite },
+    { name: 'int16+clusters', quantize: { precision: 'int16' }, vocab: cl.rewrite },
+  ];
 }
 
 export async function benchTranslate(): Promise<void> {
@@ -121,28 +198,61 @@ export async function benchTranslate(): Promise<void> {
   const cores = os.cpus().length;
   const sessions: Record<string, ort.InferenceSession> = {};
   for (const g of ['encoder', 'decoder', 'decoder_with_past']) {
-    sessions[g] = await ort.InferenceSession.create(model.sources[g]!, { graphOptimizationLevel: 'all', intraOpNumThreads: cores });
+    sessions[g] = await ort.InferenceSession.create(model.sources[g]!, {
+      graphOptimizationLevel: 'all',
+      intraOpNumThreads: cores,
+    });
   }
   const run = ortRunner(sessions);
   const vs = await variants();
-  const profile = { target: 'cpu' as const, maxBatch: 32, maxSrcLen: Math.max(128, ...ids.map((s) => s.length)), maxTgtLen: MAX_LEN };
+  const profile = {
+    target: 'cpu' as const,
+    maxBatch: 32,
+    maxSrcLen: Math.max(128, ...ids.map((s) => s.length)),
+    maxTgtLen: MAX_LEN,
+  };
   const cacheFile = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'planc-bench-translate-')), 'tuning.json');
   const plans = [];
   for (const v of vs) {
     const t0 = performance.now();
     const built = v.tune
-      ? await compile(model, { ...profile, topk: TRANSLATE_TOPK, tune: { cacheFile }, ...(v.quantizeAuto ? {
-        tokenizer: { bytes: fs.readFileSync(path.join(dir, 'vocab.esen.spm')), kind: 'spm' as const },
-        quantize: { mode: 'auto' as const, evalSrc: path.join(dir, 'dev.es'), evalRef: path.join(dir, 'dev.en') } } : {}) })
-      : buildPlan(runPipeline(model, { topk: TRANSLATE_TOPK, quantize: v.quantize, vocab: v.vocab }), { ...profile, maxDims: { decoder_sequence_length: 1 } });
+      ? await compile(model, {
+          ...profile,
+          topk: TRANSLATE_TOPK,
+          tune: { cacheFile },
+          ...(v.quantizeAuto
+            ? {
+                tokenizer: { bytes: fs.readFileSync(path.join(dir, 'vocab.esen.spm')), kind: 'spm' as const },
+                quantize: {
+                  mode: 'auto' as const,
+                  evalSrc: path.join(dir, 'dev.es'),
+                  evalRef: path.join(dir, 'dev.en'),
+                },
+              }
+            : {}),
+        })
+      : buildPlan(runPipeline(model, { topk: TRANSLATE_TOPK, quantize: v.quantize, vocab: v.vocab }), {
+          ...profile,
+          maxDims: { decoder_sequence_length: 1 },
+        });
     if (v.tune) {
       const q = (built as Compiled).quantization;
-      const changed = built.header.tuning.filter((d) => !d.key.endsWith(':confirm') && d.choice !== 'auto').map((d) => `${d.key} ${d.choice}`);
-      console.log(`${v.name}: compiled and tuned in ${((performance.now() - t0) / 1000).toFixed(1)} s; variants changed: ${changed.join(', ') || 'none'}${q ? `; kept ${[...new Set(q.layers.map((l) => l.precision))].join('/')}, gate ${q.gatePassed ? 'holds' : 'FAILS'}` : ''}`);
+      const changed = built.header.tuning
+        .filter((d) => !d.key.endsWith(':confirm') && d.choice !== 'auto')
+        .map((d) => `${d.key} ${d.choice}`);
+      console.log(
+        `${v.name}: compiled and tuned in ${((performance.now() - t0) / 1000).toFixed(1)} s; variants changed: ${changed.join(', ') || 'none'}${q ? `; kept ${[...new Set(q.layers.map((l) => l.precision))].join('/')}, gate ${q.gatePassed ? 'holds' : 'FAILS'}` : ''}`,
+      );
     }
-    plans.push({ v, plan: loadPlanBytes(encodePlan(built.header, built.blob), `es-en-${v.name}.plan`), weightBytes: built.header.blobBytes });
+    plans.push({
+      v,
+      plan: loadPlanBytes(encodePlan(built.header, built.blob), `es-en-${v.name}.plan`),
+      weightBytes: built.header.blobBytes,
+    });
   }
-  console.log(`es-en greedy translation, max length ${MAX_LEN}; batch 1 on the first 200 test sentences, batch 32 on all 1,000 (sorted by length); plans: ${plans.map((p) => `${p.v.name} (${(p.weightBytes / 1e6).toFixed(1)} MB of weights)`).join(', ')}`);
+  console.log(
+    `es-en greedy translation, max length ${MAX_LEN}; batch 1 on the first 200 test sentences, batch 32 on all 1,000 (sorted by length); plans: ${plans.map((p) => `${p.v.name} (${(p.weightBytes / 1e6).toFixed(1)} MB of weights)`).join(', ')}`,
+  );
   const rows: PlanRow[] = [];
   const ortRows: Row[] = [];
   try {
@@ -162,7 +272,16 @@ export async function benchTranslate(): Promise<void> {
       plans.forEach((p, i) => {
         const r = best[i]!;
         const same = (a: number[][]) => r.out.filter((x, j) => x.join() === a[j]!.join()).length;
-        rows.push({ plan: p.v.name, batch, sentences: n, planc: r.s, vsOrt: r.s.sentencesPerS / o!.s.sentencesPerS, vsFp32: r.s.sentencesPerS / fp32.s.sentencesPerS, identicalOrt: same(o!.out), identicalFp32: same(fp32.out) });
+        rows.push({
+          plan: p.v.name,
+          batch,
+          sentences: n,
+          planc: r.s,
+          vsOrt: r.s.sentencesPerS / o!.s.sentencesPerS,
+          vsFp32: r.s.sentencesPerS / fp32.s.sentencesPerS,
+          identicalOrt: same(o!.out),
+          identicalFp32: same(fp32.out),
+        });
         print(rows[rows.length - 1]!, o!.s);
       });
       const f = rows.find((r) => r.plan === 'fp32' && r.batch === batch)!;
@@ -173,6 +292,18 @@ export async function benchTranslate(): Promise<void> {
     for (const s of Object.values(sessions)) await s.release();
   }
   const out = path.join(REPO_ROOT, 'bench', 'results', 'translate.jsonl');
-  fs.appendFileSync(out, JSON.stringify({ bench: 'translate', model: 'es-en', maxLength: MAX_LEN, rows: ortRows, plans: rows, weightBytes: Object.fromEntries(plans.map((p) => [p.v.name, p.weightBytes])), clusters: { R, K, calibrationSentences: CAL }, ...machineFacts() }) + '\n');
+  fs.appendFileSync(
+    out,
+    JSON.stringify({
+      bench: 'translate',
+      model: 'es-en',
+      maxLength: MAX_LEN,
+      rows: ortRows,
+      plans: rows,
+      weightBytes: Object.fromEntries(plans.map((p) => [p.v.name, p.weightBytes])),
+      clusters: { R, K, calibrationSentences: CAL },
+      ...machineFacts(),
+    }) + '\n',
+  );
   console.log(`appended to ${path.relative(process.cwd(), out)}`);
 }

@@ -21,7 +21,9 @@ export async function benchVocabCurve(): Promise<void> {
   const kMax = Math.max(...KS);
   const t0 = performance.now();
   const cal = calibrate(plan, tok, lines('train.es').slice(0, CAL), kMax, rules, profile.maxSrcLen, MAX_LEN);
-  console.log(`calibrated on ${cal.sentences} training sentences: ${cal.states} states (${((performance.now() - t0) / 1000).toFixed(1)} s)`);
+  console.log(
+    `calibrated on ${cal.sentences} training sentences: ${cal.states} states (${((performance.now() - t0) / 1000).toFixed(1)} s)`,
+  );
   const layer = outputLayer(optimized);
   const { assign, native } = assignFn();
   const rows: unknown[] = [];
@@ -31,16 +33,60 @@ export async function benchVocabCurve(): Promise<void> {
     const kmSeconds = (performance.now() - t1) / 1000;
     for (const k of KS) {
       const sets = clusterActiveSets(km.assignments, prefix(cal.topK, kMax, k), k, km.clusters, specials, V);
-      const c = { method: 'clusters' as const, centroids: km.centroids, cnorm: km.cnorm, offsets: sets.offsets, ids: sets.ids, clusters: km.clusters, dim: cal.d };
-      const q = evaluateQuality(plan, tok, layer, rules, testSrc, testRef, { kind: 'clusters', c }, profile.maxSrcLen, MAX_LEN);
-      const row = { R: km.clusters, K: k, activeMean: q.activeMean, activeMax: q.activeMax, calibrationActiveMean: activeSetStats(sets, km.assignments).weightedMeanFraction,
-        top1Agreement: q.top1Agreement, identicalSentences: q.identicalSentences, bleu: q.bleu, bleuFull: q.bleuFull, kmeansSeconds: kmSeconds, kmeansIterations: km.iterations };
+      const c = {
+        method: 'clusters' as const,
+        centroids: km.centroids,
+        cnorm: km.cnorm,
+        offsets: sets.offsets,
+        ids: sets.ids,
+        clusters: km.clusters,
+        dim: cal.d,
+      };
+      const q = evaluateQuality(
+        plan,
+        tok,
+        layer,
+        rules,
+        testSrc,
+        testRef,
+        { kind: 'clusters', c },
+        profile.maxSrcLen,
+        MAX_LEN,
+      );
+      const row = {
+        R: km.clusters,
+        K: k,
+        activeMean: q.activeMean,
+        activeMax: q.activeMax,
+        calibrationActiveMean: activeSetStats(sets, km.assignments).weightedMeanFraction,
+        top1Agreement: q.top1Agreement,
+        identicalSentences: q.identicalSentences,
+        bleu: q.bleu,
+        bleuFull: q.bleuFull,
+        kmeansSeconds: kmSeconds,
+        kmeansIterations: km.iterations,
+      };
       rows.push(row);
-      console.log(`R ${String(km.clusters).padStart(4)} K ${k}: active ${(100 * q.activeMean).toFixed(2)}% mean / ${(100 * q.activeMax).toFixed(2)}% max, top-1 agreement ${(100 * q.top1Agreement).toFixed(1)}%, identical ${(100 * q.identicalSentences).toFixed(1)}%, BLEU ${q.bleu!.toFixed(2)} (full ${q.bleuFull!.toFixed(2)}); k-means ${kmSeconds.toFixed(1)} s`);
+      console.log(
+        `R ${String(km.clusters).padStart(4)} K ${k}: active ${(100 * q.activeMean).toFixed(2)}% mean / ${(100 * q.activeMax).toFixed(2)}% max, top-1 agreement ${(100 * q.top1Agreement).toFixed(1)}%, identical ${(100 * q.identicalSentences).toFixed(1)}%, BLEU ${q.bleu!.toFixed(2)} (full ${q.bleuFull!.toFixed(2)}); k-means ${kmSeconds.toFixed(1)} s`,
+      );
     }
   }
   plan.close();
   const out = path.join(REPO_ROOT, 'bench', 'results', 'vocab-curve.jsonl');
-  fs.appendFileSync(out, JSON.stringify({ bench: 'vocab-curve', model: 'es-en', maxLength: MAX_LEN, calibrationSentences: cal.sentences, states: cal.states, assignNative: native, evalSentences: testSrc.length, rows, ...machineFacts() }) + '\n');
+  fs.appendFileSync(
+    out,
+    JSON.stringify({
+      bench: 'vocab-curve',
+      model: 'es-en',
+      maxLength: MAX_LEN,
+      calibrationSentences: cal.sentences,
+      states: cal.states,
+      assignNative: native,
+      evalSentences: testSrc.length,
+      rows,
+      ...machineFacts(),
+    }) + '\n',
+  );
   console.log(`appended to ${out}`);
 }

@@ -14,10 +14,22 @@ const REPEAT = 5;
 const BATCHES = [1, 16];
 const ROUNDS = 3;
 
-interface Row { family: string; batch: number; sentences: number; fusedS: number; unfusedS: number; speedup: number; identical: number }
+interface Row {
+  family: string;
+  batch: number;
+  sentences: number;
+  fusedS: number;
+  unfusedS: number;
+  speedup: number;
+  identical: number;
+}
 
 function optimize(dir: string, out: string, extra: string[]): void {
-  const r = spawnSync(process.execPath, [path.join(REPO_ROOT, 'bin', 'planc.js'), 'optimize', dir, '-o', out, '--quiet', ...extra], { encoding: 'utf8' });
+  const r = spawnSync(
+    process.execPath,
+    [path.join(REPO_ROOT, 'bin', 'planc.js'), 'optimize', dir, '-o', out, '--quiet', ...extra],
+    { encoding: 'utf8' },
+  );
   if (r.status !== 0) throw new Error(`optimize ${dir} ${extra.join(' ')} failed: ${r.stderr}`);
 }
 
@@ -37,10 +49,15 @@ export async function benchZoo(): Promise<void> {
   }
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'planc-bench-zoo-'));
   const rows: Row[] = [];
-  console.log(`zoo greedy translation (max length ${MAX_LEN}, reference sources x${REPEAT}), fused vs --no-fuse plan, median of ${ROUNDS} interleaved rounds`);
+  console.log(
+    `zoo greedy translation (max length ${MAX_LEN}, reference sources x${REPEAT}), fused vs --no-fuse plan, median of ${ROUNDS} interleaved rounds`,
+  );
   console.log('family   batch  sentences   fused s  unfused s  fused speed-up  identical');
   try {
-    for (const family of fs.readdirSync(zoo).filter((f) => fs.existsSync(path.join(zoo, f, 'reference.json'))).sort()) {
+    for (const family of fs
+      .readdirSync(zoo)
+      .filter((f) => fs.existsSync(path.join(zoo, f, 'reference.json')))
+      .sort()) {
       const dir = path.join(zoo, family);
       const ref = JSON.parse(fs.readFileSync(path.join(dir, 'reference.json'), 'utf8')) as { src_ids: number[][] };
       const ids = Array.from({ length: REPEAT }, () => ref.src_ids).flat();
@@ -52,7 +69,8 @@ export async function benchZoo(): Promise<void> {
         for (const batch of BATCHES) {
           await seconds(fused, ids.slice(0, batch), batch);
           await seconds(unfused, ids.slice(0, batch), batch);
-          const f: number[] = [], u: number[] = [];
+          const f: number[] = [],
+            u: number[] = [];
           let identical = 0;
           for (let r = 0; r < ROUNDS; r++) {
             const a = await seconds(fused, ids, batch);
@@ -61,9 +79,19 @@ export async function benchZoo(): Promise<void> {
             u.push(b.s);
             identical = a.out.filter((x, i) => x.join() === b.out[i]!.join()).length;
           }
-          const row: Row = { family, batch, sentences: ids.length, fusedS: median(f), unfusedS: median(u), speedup: median(u) / median(f), identical };
+          const row: Row = {
+            family,
+            batch,
+            sentences: ids.length,
+            fusedS: median(f),
+            unfusedS: median(u),
+            speedup: median(u) / median(f),
+            identical,
+          };
           rows.push(row);
-          console.log(`${family.padEnd(8)} ${String(batch).padStart(5)} ${String(ids.length).padStart(10)} ${row.fusedS.toFixed(3).padStart(9)} ${row.unfusedS.toFixed(3).padStart(10)} ${`${row.speedup.toFixed(2)}x`.padStart(15)} ${`${identical}/${ids.length}`.padStart(10)}`);
+          console.log(
+            `${family.padEnd(8)} ${String(batch).padStart(5)} ${String(ids.length).padStart(10)} ${row.fusedS.toFixed(3).padStart(9)} ${row.unfusedS.toFixed(3).padStart(10)} ${`${row.speedup.toFixed(2)}x`.padStart(15)} ${`${identical}/${ids.length}`.padStart(10)}`,
+          );
         }
       } finally {
         fused.close();
@@ -74,6 +102,9 @@ export async function benchZoo(): Promise<void> {
     fs.rmSync(tmp, { recursive: true, force: true });
   }
   const out = path.join(REPO_ROOT, 'bench', 'results', 'zoo.jsonl');
-  fs.appendFileSync(out, JSON.stringify({ bench: 'zoo', maxLength: MAX_LEN, rounds: ROUNDS, rows, ...machineFacts() }) + '\n');
+  fs.appendFileSync(
+    out,
+    JSON.stringify({ bench: 'zoo', maxLength: MAX_LEN, rounds: ROUNDS, rows, ...machineFacts() }) + '\n',
+  );
   console.log(`appended to ${path.relative(process.cwd(), out)}`);
 }

@@ -30,7 +30,10 @@ export interface CommandSpec {
 /** Options every command takes (parsed here; main.ts acts on them). */
 export const COMMON_OPTIONS: Record<string, OptionSpec> = {
   help: { kind: 'boolean', short: 'h', help: 'print this help and exit' },
-  debug: { kind: 'boolean', help: 'on an error, print its stack trace too (without it: one line naming the PLANC_E code)' },
+  debug: {
+    kind: 'boolean',
+    help: 'on an error, print its stack trace too (without it: one line naming the PLANC_E code)',
+  },
 };
 
 export interface Parsed {
@@ -57,15 +60,28 @@ export function parseArgs(spec: CommandSpec, argv: string[]): Parsed {
   const positional: string[] = [];
   const flags: Record<string, string | number | boolean> = {};
   const options = allOptions(spec);
-  const byShort = new Map(Object.entries(options).filter(([, o]) => o.short).map(([n, o]) => [o.short!, n]));
+  const byShort = new Map(
+    Object.entries(options)
+      .filter(([, o]) => o.short)
+      .map(([n, o]) => [o.short!, n]),
+  );
   const usage = (msg: string): never => {
-    throw new PlancError('PLANC_E301', `${msg}\nusage: ${usageLine(spec)}   (planc ${spec.name} --help lists the options)`);
+    throw new PlancError(
+      'PLANC_E301',
+      `${msg}\nusage: ${usageLine(spec)}   (planc ${spec.name} --help lists the options)`,
+    );
   };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]!;
-    if (a === '--') { positional.push(...argv.slice(i + 1)); break; }
+    if (a === '--') {
+      positional.push(...argv.slice(i + 1));
+      break;
+    }
     const short = /^-[a-zA-Z]$/.test(a);
-    if (!a.startsWith('--') && !short) { positional.push(a); continue; }
+    if (!a.startsWith('--') && !short) {
+      positional.push(a);
+      continue;
+    }
     const [given, inline] = (short ? [a.slice(1)] : a.slice(2).split(/=(.*)/s, 2)) as [string, string | undefined];
     const name = short ? byShort.get(given) : given;
     const opt = name === undefined ? undefined : options[name];
@@ -76,7 +92,8 @@ export function parseArgs(spec: CommandSpec, argv: string[]): Parsed {
       continue;
     }
     const v = inline ?? argv[++i];
-    if (v === undefined) usage(`option ${short ? `-${given}` : `--${name}`} needs a value${opt.value ? ` (${opt.value})` : ''}`);
+    if (v === undefined)
+      usage(`option ${short ? `-${given}` : `--${name}`} needs a value${opt.value ? ` (${opt.value})` : ''}`);
     if (opt.kind === 'number') {
       const n = v!.trim() === '' ? NaN : Number(v);
       if (!Number.isFinite(n)) usage(`option --${name} wants a number, got '${v}'`);
@@ -84,7 +101,10 @@ export function parseArgs(spec: CommandSpec, argv: string[]): Parsed {
     } else flags[name] = v!;
   }
   const [min, max] = spec.positional ?? [1, 1];
-  if (positional.length < min || positional.length > max) usage(`'${spec.name}' takes ${min === max ? min : `${min} to ${max}`} argument(s) (${spec.args}), got ${positional.length}`);
+  if (positional.length < min || positional.length > max)
+    usage(
+      `'${spec.name}' takes ${min === max ? min : `${min} to ${max}`} argument(s) (${spec.args}), got ${positional.length}`,
+    );
   return { positional, flags };
 }
 
@@ -104,10 +124,16 @@ const WIDTH = 100;
 function wrap(text: string, indent: number, width = WIDTH): string[] {
   const lines: string[] = [];
   for (const para of text.split('\n')) {
-    if (para.startsWith(' ')) { lines.push(para); continue; } // an indented line (an example) stays as it is
+    if (para.startsWith(' ')) {
+      lines.push(para);
+      continue;
+    } // an indented line (an example) stays as it is
     let line = '';
     for (const word of para.split(' ')) {
-      if (line && indent + line.length + 1 + word.length > width) { lines.push(line); line = word; } else line = line ? `${line} ${word}` : word;
+      if (line && indent + line.length + 1 + word.length > width) {
+        lines.push(line);
+        line = word;
+      } else line = line ? `${line} ${word}` : word;
     }
     lines.push(line);
   }

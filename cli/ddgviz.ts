@@ -19,24 +19,33 @@ const JACOBI = ['pj', 'pgj', 'hgj'];
 export const DDGVIZ: CommandSpec = {
   name: 'ddgviz',
   args: 'PLAN',
-  summary: 'Decodes the first sentences of a text file with a parallel Jacobi strategy (pj, pgj or hgj; the plan needs --step-tokens) and writes DDGviz, one self-contained HTML page: per sentence, the tokens coloured by the iteration that fixed them, the draft at every iteration and the decoding dependency graph (which tokens waited for which), with the totals (iterations vs tokens).',
+  summary:
+    'Decodes the first sentences of a text file with a parallel Jacobi strategy (pj, pgj or hgj; the plan needs --step-tokens) and writes DDGviz, one self-contained HTML page: per sentence, the tokens coloured by the iteration that fixed them, the draft at every iteration and the decoding dependency graph (which tokens waited for which), with the totals (iterations vs tokens).',
   options: {
     src: { kind: 'string', value: 'FILE', help: 'the source text, one sentence per line' },
     output: { kind: 'string', short: 'o', value: 'FILE', help: 'the page to write (default ddgviz.html)' },
     strategy: { kind: 'string', value: 'NAME', help: 'pj, pgj or hgj (default pgj)' },
     'jacobi-block': { kind: 'number', value: 'N', help: 'block size b of pgj and hgj (default 3, as in the paper)' },
     limit: { kind: 'number', value: 'N', help: 'sentences drawn: the first N lines of --src (default 20)' },
-    batch: { kind: 'number', value: 'N', help: 'sentences per batch (default 1: each sentence iterates alone; in a batch, rows share decoder runs)' },
-    'max-length': { kind: 'number', value: 'N', help: 'cap on generated tokens per sentence (default: the plan\'s)' },
+    batch: {
+      kind: 'number',
+      value: 'N',
+      help: 'sentences per batch (default 1: each sentence iterates alone; in a batch, rows share decoder runs)',
+    },
+    'max-length': { kind: 'number', value: 'N', help: "cap on generated tokens per sentence (default: the plan's)" },
     threads: THREADS_OPTION,
   },
-  notes: 'Sources over the plan\'s maxSrcLen are cut to fit. planc translate --ddgviz FILE.html draws the sentences of a translation run instead.',
+  notes:
+    "Sources over the plan's maxSrcLen are cut to fit. planc translate --ddgviz FILE.html draws the sentences of a translation run instead.",
 };
 
 /** Refuses --ddgviz (or planc ddgviz) with a strategy that is not a Jacobi one. */
 export function checkDdgvizStrategy(strategy: string | undefined, option: string): void {
   if (strategy === undefined || !JACOBI.includes(strategy)) {
-    throw new PlancError('PLANC_E301', `${option} draws parallel Jacobi decoding: use it with --strategy pj, pgj or hgj (got ${strategy === undefined ? 'the default, greedy/beam' : `'${strategy}'`})`);
+    throw new PlancError(
+      'PLANC_E301',
+      `${option} draws parallel Jacobi decoding: use it with --strategy pj, pgj or hgj (got ${strategy === undefined ? 'the default, greedy/beam' : `'${strategy}'`})`,
+    );
   }
 }
 
@@ -109,10 +118,15 @@ export function ddgvizRecorder(file: string, options: Partial<DecodingOptions>, 
 export async function runDdgviz(argv: string[]): Promise<number> {
   const { positional, flags } = parseArgs(DDGVIZ, argv);
   const src = flags.src as string | undefined;
-  if (src === undefined) throw new PlancError('PLANC_E301', 'planc ddgviz needs --src FILE (the source text, one sentence per line)');
+  if (src === undefined)
+    throw new PlancError('PLANC_E301', 'planc ddgviz needs --src FILE (the source text, one sentence per line)');
   checkInputFile(src, '--src');
   const out = (flags.output as string | undefined) ?? 'ddgviz.html';
-  const o: Partial<DecodingOptions> = { strategy: (flags.strategy as string | undefined) ?? 'pgj', batchSize: intOption(flags, 'batch', 1, 65536) ?? 1, truncate: true };
+  const o: Partial<DecodingOptions> = {
+    strategy: (flags.strategy as string | undefined) ?? 'pgj',
+    batchSize: intOption(flags, 'batch', 1, 65536) ?? 1,
+    truncate: true,
+  };
   const block = intOption(flags, 'jacobi-block', 1, 256);
   if (block !== undefined) o.jacobiBlock = block;
   const maxLength = intOption(flags, 'max-length', 1, 65536);

@@ -40,7 +40,10 @@ export class LineChunks {
     }
     if (from < buf.length) this.carry.push(buf.subarray(from));
     // hold the reader while translation is behind (a large file is not read into memory at once)
-    if (this.pending.length >= 4 * this.policy.max && !this.paused) { this.paused = true; this.input.pause(); }
+    if (this.pending.length >= 4 * this.policy.max && !this.paused) {
+      this.paused = true;
+      this.input.pause();
+    }
     this.poke();
   };
   private readonly onEnd = () => {
@@ -48,9 +51,16 @@ export class LineChunks {
     this.ended = true;
     this.poke();
   };
-  private readonly onError = (e: Error) => { this.failure = e; this.ended = true; this.poke(); };
+  private readonly onError = (e: Error) => {
+    this.failure = e;
+    this.ended = true;
+    this.poke();
+  };
 
-  constructor(private readonly input: NodeJS.ReadableStream, private readonly policy: ChunkPolicy) {
+  constructor(
+    private readonly input: NodeJS.ReadableStream,
+    private readonly policy: ChunkPolicy,
+  ) {
     input.on('data', this.onData);
     input.on('end', this.onEnd);
     input.on('error', this.onError);
@@ -79,7 +89,9 @@ export class LineChunks {
 
   private ready(): boolean {
     if (this.pending.length === 0) return false;
-    return this.ended || this.pending.length >= this.policy.full || performance.now() - this.lastLine >= this.policy.idleMs;
+    return (
+      this.ended || this.pending.length >= this.policy.full || performance.now() - this.lastLine >= this.policy.idleMs
+    );
   }
 
   /** The next chunk once one is ready; undefined after the last line. */
@@ -88,7 +100,10 @@ export class LineChunks {
       if (this.failure) throw this.failure;
       if (this.ready()) {
         const chunk = this.pending.splice(0, this.policy.max);
-        if (this.paused && !this.closed && this.pending.length < 2 * this.policy.max) { this.paused = false; this.input.resume(); }
+        if (this.paused && !this.closed && this.pending.length < 2 * this.policy.max) {
+          this.paused = false;
+          this.input.resume();
+        }
         return chunk;
       }
       if (this.ended) return undefined;
@@ -97,7 +112,10 @@ export class LineChunks {
         const wait = this.pending.length ? Math.max(1, this.policy.idleMs - (performance.now() - this.lastLine)) : 0;
         const timer = wait ? setTimeout(() => this.poke(), wait) : undefined;
         const done = this.wake;
-        this.wake = () => { if (timer) clearTimeout(timer); done(); };
+        this.wake = () => {
+          if (timer) clearTimeout(timer);
+          done();
+        };
       });
     }
   }

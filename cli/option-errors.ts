@@ -3,11 +3,28 @@ import { PlancError } from '../compiler/diagnostics.ts';
 
 /** The flag that sets each DecodingOptions key (runtime/decode/options.ts) in planc translate and ddgviz. */
 export const DECODING_FLAGS: Readonly<Record<string, string>> = {
-  strategy: '--strategy', jacobiBlock: '--jacobi-block', chunk: '--chunk', natBeams: '--nat-beams', beamSize: '--beam', maxLength: '--max-length',
-  lengthPenalty: '--length-penalty', batchSize: '--batch', batchTokens: '--batch-tokens', targetLang: '--target-lang',
-  returnAlternatives: '--n-best', truncate: '--truncate', earlyStopping: '--early-stopping', minNewTokens: '--min-new-tokens',
-  noRepeatNgramSize: '--no-repeat-ngram-size', encoderNoRepeatNgramSize: '--encoder-no-repeat-ngram-size', repetitionPenalty: '--repetition-penalty',
-  doSample: '--do-sample', temperature: '--temperature', topK: '--top-k', topP: '--top-p', seed: '--seed',
+  strategy: '--strategy',
+  jacobiBlock: '--jacobi-block',
+  chunk: '--chunk',
+  natBeams: '--nat-beams',
+  beamSize: '--beam',
+  maxLength: '--max-length',
+  lengthPenalty: '--length-penalty',
+  batchSize: '--batch',
+  batchTokens: '--batch-tokens',
+  targetLang: '--target-lang',
+  returnAlternatives: '--n-best',
+  truncate: '--truncate',
+  earlyStopping: '--early-stopping',
+  minNewTokens: '--min-new-tokens',
+  noRepeatNgramSize: '--no-repeat-ngram-size',
+  encoderNoRepeatNgramSize: '--encoder-no-repeat-ngram-size',
+  repetitionPenalty: '--repetition-penalty',
+  doSample: '--do-sample',
+  temperature: '--temperature',
+  topK: '--top-k',
+  topP: '--top-p',
+  seed: '--seed',
 };
 
 /**
@@ -20,10 +37,15 @@ export function cliOptionError(e: unknown): unknown {
   const flag = DECODING_FLAGS[e.detail.option];
   if (flag === undefined) return e;
   const v = e.detail.value;
-  const given = `${flag} ${typeof v === 'string' ? v : JSON.stringify(v) ?? String(v)}`;
-  const why = e.detail.expected !== undefined
-    ? `it must be ${e.detail.expected}`
-    : e.message.replace(/^PLANC_E\d+: /, '').replace(/^bad decoding option: /, '').replace(/ \[[^\]]*\]$/, '').replace(/\b\w+ \/ (--[\w-]+)/g, '$1');
+  const given = `${flag} ${typeof v === 'string' ? v : (JSON.stringify(v) ?? String(v))}`;
+  const why =
+    e.detail.expected !== undefined
+      ? `it must be ${e.detail.expected}`
+      : e.message
+          .replace(/^PLANC_E\d+: /, '')
+          .replace(/^bad decoding option: /, '')
+          .replace(/ \[[^\]]*\]$/, '')
+          .replace(/\b\w+ \/ (--[\w-]+)/g, '$1');
   return new PlancError('PLANC_E301', `${given}: ${why}`, e.where, e.detail);
 }
 

@@ -4,7 +4,8 @@ import { MAX_THREADS, oversubscribed, parseThreads } from '../runtime/threads.ts
 import type { OptionSpec, Parsed } from './args.ts';
 
 export const THREADS_OPTION: OptionSpec = {
-  kind: 'string', value: 'N',
+  kind: 'string',
+  value: 'N',
   help: `threads of the CPU kernels (1 to ${MAX_THREADS}; more than the CPUs this process may use is slower and warns); default: PLANC_NUM_THREADS when set, else the CPUs this process may run on (its affinity mask, e.g. taskset, capped by a cgroup CPU quota)`,
 };
 

@@ -14,10 +14,16 @@ import { formatTuneReport, TUNE_OPTIONS, tuneRequest } from './tune-options.ts';
 export const TUNE: CommandSpec = {
   name: 'tune',
   args: 'MODEL|PLAN',
-  summary: 'Tunes a plan on this machine: every kernel call with variants (the GEMM paths, the quantized products\' SIMD paths) is measured with each variant this machine runs, in the plan, at its real sizes (batch 1 and the profile\'s most rows), and gets the fastest where it beats the default beyond the noise; each graph is then confirmed end to end (a regression is rolled back). Every decision, with its alternatives\' times and the reason, is recorded in the plan (planc report shows them). Given a MODEL, compiles it first, with optimize\'s options.',
+  summary:
+    "Tunes a plan on this machine: every kernel call with variants (the GEMM paths, the quantized products' SIMD paths) is measured with each variant this machine runs, in the plan, at its real sizes (batch 1 and the profile's most rows), and gets the fastest where it beats the default beyond the noise; each graph is then confirmed end to end (a regression is rolled back). Every decision, with its alternatives' times and the reason, is recorded in the plan (planc report shows them). Given a MODEL, compiles it first, with optimize's options.",
   options: {
     ...OPTIMIZE.options,
-    output: { kind: 'string', short: 'o', value: 'PLAN', help: 'the plan file to write (a MODEL: required; a PLAN: default, the plan itself, rewritten)' },
+    output: {
+      kind: 'string',
+      short: 'o',
+      value: 'PLAN',
+      help: 'the plan file to write (a MODEL: required; a PLAN: default, the plan itself, rewritten)',
+    },
     ...TUNE_OPTIONS,
   },
 };
@@ -36,8 +42,14 @@ export async function runTune(argv: string[]): Promise<number> {
   const { positional, flags } = parseArgs(TUNE, argv);
   const input = positional[0]!;
   if (!isPlanFile(input)) return runOptimize([...argv, '--tune']);
-  const extra = Object.keys(flags).filter((f) => !['output', 'quiet', 'threads', 'debug', ...Object.keys(TUNE_OPTIONS)].includes(f));
-  if (extra.length) throw new PlancError('PLANC_E301', `${extra.map((f) => `--${f}`).join(', ')}: compile options; a plan is tuned as it was compiled (give the model to compile and tune)`);
+  const extra = Object.keys(flags).filter(
+    (f) => !['output', 'quiet', 'threads', 'debug', ...Object.keys(TUNE_OPTIONS)].includes(f),
+  );
+  if (extra.length)
+    throw new PlancError(
+      'PLANC_E301',
+      `${extra.map((f) => `--${f}`).join(', ')}: compile options; a plan is tuned as it was compiled (give the model to compile and tune)`,
+    );
   const out = (flags.output as string | undefined) ?? input;
   checkOutputFile(out, '-o');
   applyThreads(flags);

@@ -12,13 +12,30 @@ export const WORKER: CommandSpec = {
   name: 'worker',
   args: 'PLAN [PLAN...]',
   positional: [1, 64],
-  summary: 'Translates jobs from a BullMQ queue on Redis (planc submit adds them): each plan takes the jobs of its model (named by the plan\'s file name without .plan), and the sentences of the jobs it holds share the plan\'s decoding loop, as planc serve\'s requests do. A worker killed mid-job leaves the job to another after --lock-ms; a job with bad options fails once with its PLANC code. SIGTERM or SIGINT stops taking jobs, finishes those it holds and exits 0. Run one per machine (or per core group) against one Redis.',
+  summary:
+    "Translates jobs from a BullMQ queue on Redis (planc submit adds them): each plan takes the jobs of its model (named by the plan's file name without .plan), and the sentences of the jobs it holds share the plan's decoding loop, as planc serve's requests do. A worker killed mid-job leaves the job to another after --lock-ms; a job with bad options fails once with its PLANC code. SIGTERM or SIGINT stops taking jobs, finishes those it holds and exits 0. Run one per machine (or per core group) against one Redis.",
   options: {
-    redis: { kind: 'string', value: 'URL', help: 'the Redis server: redis://[user:password@]host:port[/db] (rediss:// for TLS); required' },
+    redis: {
+      kind: 'string',
+      value: 'URL',
+      help: 'the Redis server: redis://[user:password@]host:port[/db] (rediss:// for TLS); required',
+    },
     queue: { kind: 'string', value: 'NAME', help: `queue prefix shared with planc submit (default ${DEFAULT_QUEUE})` },
-    concurrency: { kind: 'number', value: 'N', help: 'jobs held at once per model; their sentences decode together (default 8)' },
-    'lock-ms': { kind: 'number', value: 'N', help: 'job lock time: a killed worker\'s job is taken up by another after about this long (default 10000)' },
-    'max-rows': { kind: 'number', value: 'N', help: 'rows (sentences × beams) of one decoder step per model (default and cap: the plan\'s --max-batch)' },
+    concurrency: {
+      kind: 'number',
+      value: 'N',
+      help: 'jobs held at once per model; their sentences decode together (default 8)',
+    },
+    'lock-ms': {
+      kind: 'number',
+      value: 'N',
+      help: "job lock time: a killed worker's job is taken up by another after about this long (default 10000)",
+    },
+    'max-rows': {
+      kind: 'number',
+      value: 'N',
+      help: "rows (sentences × beams) of one decoder step per model (default and cap: the plan's --max-batch)",
+    },
     threads: THREADS_OPTION,
   },
   notes: `Example (two machines and one Redis):

@@ -37,7 +37,17 @@ export function inputSymbols(model: Model): Set<string> {
 export function programState(model: Model, opts: BuildOptions): ProgramState {
   const d = decodingFacts(model, opts.specialIds);
   const symbolMax = symbolBounds(inputSymbols(model), { ...opts, stepTokens: d.stepTokens });
-  return { model, options: opts, decoding: d, symbolMax, weights: new PlanWeights(model), programs: [], tuning: [], memoryPlanned: false, reports: [] };
+  return {
+    model,
+    options: opts,
+    decoding: d,
+    symbolMax,
+    weights: new PlanWeights(model),
+    programs: [],
+    tuning: [],
+    memoryPlanned: false,
+    reports: [],
+  };
 }
 
 /** Runs the program passes (codegen/program-passes.ts) over an optimized model: its plan header, weight blob and reports. */
@@ -59,7 +69,11 @@ export function decodingFacts(model: Model, ids: SpecialIds = {}): PlanDecoding 
 }
 
 /** The outputs decoding reads from each graph of a seq2seq export (runtime/decode: the encoder state, the next-token scores). */
-export const SEQ2SEQ_OUTPUTS: Record<string, string> = { encoder: 'last_hidden_state', decoder: 'logits', decoder_with_past: 'logits' };
+export const SEQ2SEQ_OUTPUTS: Record<string, string> = {
+  encoder: 'last_hidden_state',
+  decoder: 'logits',
+  decoder_with_past: 'logits',
+};
 
 /**
  * A seq2seq model (encoder + decoder_with_past) must give the outputs decoding reads: without them it would compile
@@ -69,9 +83,16 @@ export function checkSeq2SeqOutputs(model: Model): void {
   if (!model.graphs.has('decoder_with_past')) return;
   for (const [g, out] of Object.entries(SEQ2SEQ_OUTPUTS)) {
     const graph = model.graphs.get(g);
-    if (!graph) throw new PlancError('PLANC_E009', `a seq2seq model needs a '${g}' graph, which decoding runs`, { file: model.sources[g] ?? Object.values(model.sources)[0] });
+    if (!graph)
+      throw new PlancError('PLANC_E009', `a seq2seq model needs a '${g}' graph, which decoding runs`, {
+        file: model.sources[g] ?? Object.values(model.sources)[0],
+      });
     if (!graph.outputs.includes(out)) {
-      throw new PlancError('PLANC_E009', `graph '${g}' has no output '${out}', which decoding reads (its outputs: ${graph.outputs.join(', ') || 'none'}); export the model with its standard output names`, { file: model.sources[g], graph: g });
+      throw new PlancError(
+        'PLANC_E009',
+        `graph '${g}' has no output '${out}', which decoding reads (its outputs: ${graph.outputs.join(', ') || 'none'}); export the model with its standard output names`,
+        { file: model.sources[g], graph: g },
+      );
     }
   }
 }
@@ -90,15 +111,27 @@ function checkIdsInVocab(model: Model, d: PlanDecoding, given: SpecialIds): void
   if (vocab === undefined) return;
   const first = Object.values(model.sources)[0];
   const dir = first ? path.dirname(first) : '';
-  const flags: Record<string, string> = { decoderStartId: '--decoder-start-id', eosId: '--eos-id', padId: '--pad-id', unkId: '--unk-id' };
+  const flags: Record<string, string> = {
+    decoderStartId: '--decoder-start-id',
+    eosId: '--eos-id',
+    padId: '--pad-id',
+    unkId: '--unk-id',
+  };
   const check = (key: string, v: number | undefined) => {
     if (v === undefined || (Number.isInteger(v) && v >= 0 && v < vocab)) return;
     const flag = flags[key];
-    if (flag && given[key as keyof SpecialIds] === v) throw new PlancError('PLANC_E301', `${flag} ${v} is outside the model's vocabulary [0, ${vocab})`, { file: dir });
-    throw new PlancError('PLANC_E008', `the model's ${key} ${v} (config.json / generation_config.json) is outside its vocabulary [0, ${vocab})`, { file: dir });
+    if (flag && given[key as keyof SpecialIds] === v)
+      throw new PlancError('PLANC_E301', `${flag} ${v} is outside the model's vocabulary [0, ${vocab})`, { file: dir });
+    throw new PlancError(
+      'PLANC_E008',
+      `the model's ${key} ${v} (config.json / generation_config.json) is outside its vocabulary [0, ${vocab})`,
+      { file: dir },
+    );
   };
-  for (const k of ['decoderStartId', 'eosId', 'padId', 'unkId', 'bosId', 'forcedBosId', 'forcedEosId'] as const) check(k, d[k]);
-  for (const k of ['eosIds', 'suppressTokens', 'beginSuppressTokens'] as const) for (const v of d[k] ?? []) check(k === 'eosIds' ? 'eosId' : k, v);
+  for (const k of ['decoderStartId', 'eosId', 'padId', 'unkId', 'bosId', 'forcedBosId', 'forcedEosId'] as const)
+    check(k, d[k]);
+  for (const k of ['eosIds', 'suppressTokens', 'beginSuppressTokens'] as const)
+    for (const v of d[k] ?? []) check(k === 'eosIds' ? 'eosId' : k, v);
 }
 
 const REQUIRED_IDS = [
@@ -112,7 +145,10 @@ function checkSeq2SeqIds(model: Model, d: PlanDecoding): void {
   if (missing.length === 0) return;
   const first = Object.values(model.sources)[0];
   const file = first ? path.dirname(first) : '';
-  throw new PlancError('PLANC_E011',
-    `cannot determine the ${missing.map(([, key]) => key).join(', ')} of this seq2seq model (not in config.json or generation_config.json): `
-    + `give ${missing.map(([, , flag]) => `${flag} N`).join(' ')} to planc optimize`, { file });
+  throw new PlancError(
+    'PLANC_E011',
+    `cannot determine the ${missing.map(([, key]) => key).join(', ')} of this seq2seq model (not in config.json or generation_config.json): ` +
+      `give ${missing.map(([, , flag]) => `${flag} N`).join(' ')} to planc optimize`,
+    { file },
+  );
 }

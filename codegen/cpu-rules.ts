@@ -16,20 +16,20 @@ export interface RuleCtx extends OpContext {
 
 export type Lowering =
   | { alias: number }
-  | KernelCall & {
-    /** Node input indices feeding the kernel (-1 omitted), or constant tensors made weights. Default: all inputs. */
-    inputs?: (number | Tensor)[];
-    /** Inputs the kernel sees with other dims (views). */
-    inViews?: Record<number, Dim[]>;
-    /** Kernel output dims when they differ from the node's (the node output becomes a view). */
-    outDims?: (Dim[] | undefined)[];
-    /** Node outputs beyond this count are not produced by the kernel. */
-    maxOutputs?: number;
-    /** The first n outputs must be present. */
-    requireOutputs?: number;
-    /** Output 0 is this kernel input's buffer, written in place (a STATE input, i.e. a KV cache). */
-    inPlace?: number;
-  };
+  | (KernelCall & {
+      /** Node input indices feeding the kernel (-1 omitted), or constant tensors made weights. Default: all inputs. */
+      inputs?: (number | Tensor)[];
+      /** Inputs the kernel sees with other dims (views). */
+      inViews?: Record<number, Dim[]>;
+      /** Kernel output dims when they differ from the node's (the node output becomes a view). */
+      outDims?: (Dim[] | undefined)[];
+      /** Node outputs beyond this count are not produced by the kernel. */
+      maxOutputs?: number;
+      /** The first n outputs must be present. */
+      requireOutputs?: number;
+      /** Output 0 is this kernel input's buffer, written in place (a STATE input, i.e. a KV cache). */
+      inPlace?: number;
+    });
 
 export type Rule = (ctx: RuleCtx) => Lowering;
 
@@ -62,7 +62,19 @@ function oldBroadcast(ctx: RuleCtx): void {
 }
 
 /** The kernels binary ops lower to (two inputs, no arguments). */
-type BinaryKernel = 'add' | 'sub' | 'mul' | 'div' | 'pow' | 'max' | 'min' | 'equal' | 'less' | 'greater' | 'less_equal' | 'greater_equal';
+type BinaryKernel =
+  | 'add'
+  | 'sub'
+  | 'mul'
+  | 'div'
+  | 'pow'
+  | 'max'
+  | 'min'
+  | 'equal'
+  | 'less'
+  | 'greater'
+  | 'less_equal'
+  | 'greater_equal';
 
 /** The checks of a broadcasting binary op (legacy broadcast, dtypes). */
 function binaryChecks(ctx: RuleCtx, types: Set<string>, mixed: boolean): void {
@@ -71,28 +83,53 @@ function binaryChecks(ctx: RuleCtx, types: Set<string>, mixed: boolean): void {
   if (!mixed && ctx.inputs[0]?.dtype !== ctx.inputs[1]?.dtype) unsupported(ctx, 'mixed input dtypes');
 }
 
-const binary = (kernel: BinaryKernel, types = NUM_TYPES, mixed = false): Rule => (ctx) => {
-  binaryChecks(ctx, types, mixed);
-  return call(kernel);
-};
+const binary =
+  (kernel: BinaryKernel, types = NUM_TYPES, mixed = false): Rule =>
+  (ctx) => {
+    binaryChecks(ctx, types, mixed);
+    return call(kernel);
+  };
 
-const logic = (kernel: 'and' | 'or' | 'xor'): Rule => () => call(kernel);
+const logic =
+  (kernel: 'and' | 'or' | 'xor'): Rule =>
+  () =>
+    call(kernel);
 
-type UnaryKernel = 'relu' | 'neg' | 'abs' | 'exp' | 'log' | 'sqrt' | 'reciprocal' | 'tanh' | 'sigmoid' | 'erf' | 'floor' | 'ceil'
-  | 'round' | 'sin' | 'cos' | 'sign' | 'softplus';
+type UnaryKernel =
+  | 'relu'
+  | 'neg'
+  | 'abs'
+  | 'exp'
+  | 'log'
+  | 'sqrt'
+  | 'reciprocal'
+  | 'tanh'
+  | 'sigmoid'
+  | 'erf'
+  | 'floor'
+  | 'ceil'
+  | 'round'
+  | 'sin'
+  | 'cos'
+  | 'sign'
+  | 'softplus';
 
-const unary = (kernel: UnaryKernel, types = UNARY_FLOAT_TYPES): Rule => (ctx) => {
-  requireTypes(ctx, types, 0);
-  return call(kernel);
-};
+const unary =
+  (kernel: UnaryKernel, types = UNARY_FLOAT_TYPES): Rule =>
+  (ctx) => {
+    requireTypes(ctx, types, 0);
+    return call(kernel);
+  };
 
 /** Variadic Max/Min/Sum with one or two inputs. */
-const variadic = (kernel: 'max' | 'min' | 'add'): Rule => (ctx) => {
-  const n = ctx.node.inputs.length;
-  if (n === 1) return { alias: 0 };
-  if (n !== 2) unsupported(ctx, `${n} inputs`);
-  return binary(kernel)(ctx);
-};
+const variadic =
+  (kernel: 'max' | 'min' | 'add'): Rule =>
+  (ctx) => {
+    const n = ctx.node.inputs.length;
+    if (n === 1) return { alias: 0 };
+    if (n !== 2) unsupported(ctx, `${n} inputs`);
+    return binary(kernel)(ctx);
+  };
 
 /** Rank-1 MatMul operands become [1, K] / [K, 1]; the output view drops those dims again. */
 const matmul: Rule = (ctx) => {
@@ -111,23 +148,38 @@ const matmul: Rule = (ctx) => {
 
 const gemm: Rule = (ctx) => {
   requireTypes(ctx, FLOAT_KERNEL_TYPES, 0, 1, 2);
-  return call('gemm', { trans_a: ctx.int('transA', 0), trans_b: ctx.int('transB', 0), alpha: ctx.float('alpha', 1), beta: ctx.float('beta', 1) });
+  return call('gemm', {
+    trans_a: ctx.int('transA', 0),
+    trans_b: ctx.int('transB', 0),
+    alpha: ctx.float('alpha', 1),
+    beta: ctx.float('beta', 1),
+  });
 };
 
-const softmax = (log: number): Rule => (ctx) => {
-  requireTypes(ctx, FLOAT_KERNEL_TYPES, 0);
-  const x = ctx.shape(0);
-  if (ctx.opset >= 13) return call('softmax', { axis: axisOf(ctx, ctx.int('axis', -1), x.length), log });
-  const a = x.length === 0 ? 0 : axisOf(ctx, ctx.int('axis', 1), x.length);
-  const flat: Dim[] = [dimProduct(x.slice(0, a)), dimProduct(x.slice(a))];
-  return { ...call('softmax', { axis: 1, log }), inViews: { 0: flat }, outDims: [flat] };
-};
+const softmax =
+  (log: number): Rule =>
+  (ctx) => {
+    requireTypes(ctx, FLOAT_KERNEL_TYPES, 0);
+    const x = ctx.shape(0);
+    if (ctx.opset >= 13) return call('softmax', { axis: axisOf(ctx, ctx.int('axis', -1), x.length), log });
+    const a = x.length === 0 ? 0 : axisOf(ctx, ctx.int('axis', 1), x.length);
+    const flat: Dim[] = [dimProduct(x.slice(0, a)), dimProduct(x.slice(a))];
+    return { ...call('softmax', { axis: 1, log }), inViews: { 0: flat }, outDims: [flat] };
+  };
 
-const layerNorm = (kernel: 'layer_norm' | 'rms_norm', defaultAxis: number): Rule => (ctx) => {
-  requireTypes(ctx, FLOAT_KERNEL_TYPES, 0, 1, 2);
-  const x = ctx.shape(0);
-  return { ...call(kernel, { axis: axisOf(ctx, ctx.int('axis', defaultAxis), x.length), epsilon: ctx.float('epsilon', 1e-5) }), maxOutputs: 1 };
-};
+const layerNorm =
+  (kernel: 'layer_norm' | 'rms_norm', defaultAxis: number): Rule =>
+  (ctx) => {
+    requireTypes(ctx, FLOAT_KERNEL_TYPES, 0, 1, 2);
+    const x = ctx.shape(0);
+    return {
+      ...call(kernel, {
+        axis: axisOf(ctx, ctx.int('axis', defaultAxis), x.length),
+        epsilon: ctx.float('epsilon', 1e-5),
+      }),
+      maxOutputs: 1,
+    };
+  };
 
 /** Axes of a reduction: attribute before the opset where they moved to an input. */
 function reduceAxes(ctx: RuleCtx, axesInputSince: number): number[] | undefined {
@@ -138,29 +190,48 @@ function reduceAxes(ctx: RuleCtx, axesInputSince: number): number[] | undefined 
   return ctx.has('axes') ? ctx.ints('axes') : undefined;
 }
 
-type ReduceKernel = 'reduce_sum' | 'reduce_mean' | 'reduce_max' | 'reduce_min' | 'reduce_prod' | 'reduce_sum_square' | 'reduce_l1'
-  | 'reduce_l2' | 'reduce_log_sum_exp';
+type ReduceKernel =
+  | 'reduce_sum'
+  | 'reduce_mean'
+  | 'reduce_max'
+  | 'reduce_min'
+  | 'reduce_prod'
+  | 'reduce_sum_square'
+  | 'reduce_l1'
+  | 'reduce_l2'
+  | 'reduce_log_sum_exp';
 
-const reduce = (kernel: ReduceKernel, axesInputSince: number): Rule => (ctx) => {
-  requireTypes(ctx, kernel === 'reduce_max' || kernel === 'reduce_min' ? new Set([...NUM_TYPES, 'bool']) : NUM_TYPES, 0);
-  const x = ctx.shape(0);
-  let axes = reduceAxes(ctx, axesInputSince);
-  if (!axes || axes.length === 0) {
-    if (ctx.int('noop_with_empty_axes', 0)) return { alias: 0 };
-    axes = x.map((_, i) => i);
-  }
-  let mask = 0;
-  for (const a of axes) mask |= 1 << axisOf(ctx, a, x.length);
-  const kept = x.map((d, i) => (mask & (1 << i) ? 1 : d));
-  return { ...call(kernel, { axes: mask }), inputs: [0], outDims: [kept] };
-};
+const reduce =
+  (kernel: ReduceKernel, axesInputSince: number): Rule =>
+  (ctx) => {
+    requireTypes(
+      ctx,
+      kernel === 'reduce_max' || kernel === 'reduce_min' ? new Set([...NUM_TYPES, 'bool']) : NUM_TYPES,
+      0,
+    );
+    const x = ctx.shape(0);
+    let axes = reduceAxes(ctx, axesInputSince);
+    if (!axes || axes.length === 0) {
+      if (ctx.int('noop_with_empty_axes', 0)) return { alias: 0 };
+      axes = x.map((_, i) => i);
+    }
+    let mask = 0;
+    for (const a of axes) mask |= 1 << axisOf(ctx, a, x.length);
+    const kept = x.map((d, i) => (mask & (1 << i) ? 1 : d));
+    return { ...call(kernel, { axes: mask }), inputs: [0], outDims: [kept] };
+  };
 
-const argReduce = (kernel: 'argmax' | 'argmin'): Rule => (ctx) => {
-  requireTypes(ctx, NUM_TYPES, 0);
-  const x = ctx.shape(0);
-  const axis = axisOf(ctx, ctx.int('axis', 0), x.length);
-  return { ...call(kernel, { axis, select_last_index: ctx.int('select_last_index', 0) }), outDims: [x.map((d, i) => (i === axis ? 1 : d))] };
-};
+const argReduce =
+  (kernel: 'argmax' | 'argmin'): Rule =>
+  (ctx) => {
+    requireTypes(ctx, NUM_TYPES, 0);
+    const x = ctx.shape(0);
+    const axis = axisOf(ctx, ctx.int('axis', 0), x.length);
+    return {
+      ...call(kernel, { axis, select_last_index: ctx.int('select_last_index', 0) }),
+      outDims: [x.map((d, i) => (i === axis ? 1 : d))],
+    };
+  };
 
 const transpose: Rule = (ctx) => {
   const r = ctx.shape(0).length;
@@ -210,9 +281,16 @@ const slice: Rule = (ctx) => {
 
 const concat: Rule = (ctx) => call('concat', { axis: axisOf(ctx, ctx.int('axis', 0), ctx.shape(0).length) });
 
-const split: Rule = (ctx) => ({ ...call('split', { axis: axisOf(ctx, ctx.int('axis', 0), ctx.shape(0).length) }), inputs: [0], requireOutputs: ctx.node.outputs.length });
+const split: Rule = (ctx) => ({
+  ...call('split', { axis: axisOf(ctx, ctx.int('axis', 0), ctx.shape(0).length) }),
+  inputs: [0],
+  requireOutputs: ctx.node.outputs.length,
+});
 
-const gather = (kernel: 'gather' | 'gather_elements'): Rule => (ctx) => call(kernel, { axis: axisOf(ctx, ctx.int('axis', 0), ctx.shape(0).length) });
+const gather =
+  (kernel: 'gather' | 'gather_elements'): Rule =>
+  (ctx) =>
+    call(kernel, { axis: axisOf(ctx, ctx.int('axis', 0), ctx.shape(0).length) });
 
 /** A string attribute that names a value of a kernel enum (unsupported otherwise). */
 function enumAttr<T extends string>(ctx: RuleCtx, attr: string, values: readonly T[], dflt: T): T {
@@ -221,7 +299,8 @@ function enumAttr<T extends string>(ctx: RuleCtx, attr: string, values: readonly
   return v as T;
 }
 
-const scatterNd: Rule = (ctx) => call('scatter_nd', { reduction: enumAttr(ctx, 'reduction', SCATTER_REDUCTIONS, 'none') });
+const scatterNd: Rule = (ctx) =>
+  call('scatter_nd', { reduction: enumAttr(ctx, 'reduction', SCATTER_REDUCTIONS, 'none') });
 
 const pad: Rule = (ctx) => {
   const x = ctx.shape(0);
@@ -237,7 +316,10 @@ const pad: Rule = (ctx) => {
     if (ctx.node.inputs[3]) {
       const axes = ctx.known(3).map((a) => axisOf(ctx, a as number, r));
       pads = new Array(2 * r).fill(0);
-      axes.forEach((a, k) => { pads[a] = p[k]!; pads[a + r] = p[k + axes.length]!; });
+      axes.forEach((a, k) => {
+        pads[a] = p[k]!;
+        pads[a + r] = p[k + axes.length]!;
+      });
     } else pads = p;
     value = ctx.node.inputs[2] ? 2 : -1;
   }
@@ -252,12 +334,13 @@ const range: Rule = (ctx) => {
   // integer ranges over runtime dimensions (positions past_len .. past_len + T): start and delta as expressions
   const s = ctx.inputs[0]?.sym;
   const d = ctx.inputs[2]?.sym;
-  if (s?.length === 1 && d?.length === 1) return { ...call('range', { start_int: s[0]!, delta_int: d[0]! }), inputs: [] };
+  if (s?.length === 1 && d?.length === 1)
+    return { ...call('range', { start_int: s[0]!, delta_int: d[0]! }), inputs: [] };
   return unsupported(ctx, 'start and delta must be constants or computed from shapes');
 };
 
 const constantOfShape: Rule = (ctx) => {
-  const v = ctx.has('value') ? ctx.tensor('value').nums[0] ?? 0 : 0;
+  const v = ctx.has('value') ? (ctx.tensor('value').nums[0] ?? 0) : 0;
   return { ...call('fill', { value: v }), inputs: [] };
 };
 
@@ -265,7 +348,14 @@ const clip: Rule = (ctx) => {
   requireTypes(ctx, NUM_TYPES, 0);
   if (ctx.opset < 11) {
     const dt = ctx.inputs[0]!.dtype;
-    return { ...call('clip'), inputs: [0, Tensor.scalar(dt, ctx.float('min', -3.4028234663852886e38)), Tensor.scalar(dt, ctx.float('max', 3.4028234663852886e38))] };
+    return {
+      ...call('clip'),
+      inputs: [
+        0,
+        Tensor.scalar(dt, ctx.float('min', -3.4028234663852886e38)),
+        Tensor.scalar(dt, ctx.float('max', 3.4028234663852886e38)),
+      ],
+    };
   }
   return call('clip');
 };
@@ -277,10 +367,12 @@ const gelu: Rule = (ctx) => {
   return call('gelu', { approximate: ctx.string('approximate', 'none') === 'tanh' ? 'tanh' : 'none' });
 };
 
-const withAlpha = (kernel: 'leaky_relu' | 'elu', alpha: number): Rule => (ctx) => {
-  requireTypes(ctx, FLOAT_KERNEL_TYPES, 0);
-  return call(kernel, { alpha: ctx.float('alpha', alpha) });
-};
+const withAlpha =
+  (kernel: 'leaky_relu' | 'elu', alpha: number): Rule =>
+  (ctx) => {
+    requireTypes(ctx, FLOAT_KERNEL_TYPES, 0);
+    return call(kernel, { alpha: ctx.float('alpha', alpha) });
+  };
 
 const dropout: Rule = (ctx) => {
   if (ctx.node.outputs[1]) unsupported(ctx, 'the mask output');
@@ -294,7 +386,11 @@ const dropout: Rule = (ctx) => {
 const topk: Rule = (ctx) => {
   if (ctx.opset < 10) unsupported(ctx, 'opset < 10');
   return {
-    ...call('topk', { axis: axisOf(ctx, ctx.int('axis', -1), ctx.shape(0).length), largest: ctx.int('largest', 1), sorted: ctx.int('sorted', 1) }),
+    ...call('topk', {
+      axis: axisOf(ctx, ctx.int('axis', -1), ctx.shape(0).length),
+      largest: ctx.int('largest', 1),
+      sorted: ctx.int('sorted', 1),
+    }),
     requireOutputs: 2,
   };
 };
@@ -311,47 +407,111 @@ const where: Rule = (ctx) => {
 };
 
 const UNARY_OPS: Record<string, UnaryKernel> = {
-  Relu: 'relu', Neg: 'neg', Abs: 'abs', Exp: 'exp', Log: 'log', Sqrt: 'sqrt', Reciprocal: 'reciprocal', Tanh: 'tanh',
-  Sigmoid: 'sigmoid', Erf: 'erf', Floor: 'floor', Ceil: 'ceil', Round: 'round', Sin: 'sin', Cos: 'cos', Sign: 'sign', Softplus: 'softplus',
+  Relu: 'relu',
+  Neg: 'neg',
+  Abs: 'abs',
+  Exp: 'exp',
+  Log: 'log',
+  Sqrt: 'sqrt',
+  Reciprocal: 'reciprocal',
+  Tanh: 'tanh',
+  Sigmoid: 'sigmoid',
+  Erf: 'erf',
+  Floor: 'floor',
+  Ceil: 'ceil',
+  Round: 'round',
+  Sin: 'sin',
+  Cos: 'cos',
+  Sign: 'sign',
+  Softplus: 'softplus',
 };
 const INT_UNARY = new Set(['Neg', 'Abs', 'Sign', 'Relu']);
 
 export const CPU_RULES: Record<string, Rule> = {
-  ...Object.fromEntries(Object.entries(UNARY_OPS).map(([op, k]) => [op, unary(k, INT_UNARY.has(op) ? NUM_TYPES : UNARY_FLOAT_TYPES)])),
-  Add: binary('add'), Sub: binary('sub'), Mul: binary('mul'), Div: binary('div'), Pow: binary('pow', NUM_TYPES, true),
+  ...Object.fromEntries(
+    Object.entries(UNARY_OPS).map(([op, k]) => [op, unary(k, INT_UNARY.has(op) ? NUM_TYPES : UNARY_FLOAT_TYPES)]),
+  ),
+  Add: binary('add'),
+  Sub: binary('sub'),
+  Mul: binary('mul'),
+  Div: binary('div'),
+  Pow: binary('pow', NUM_TYPES, true),
   Mod: (ctx) => {
     binaryChecks(ctx, NUM_TYPES, false);
     return call('mod', { fmod: ctx.int('fmod', 0) });
   },
-  Max: variadic('max'), Min: variadic('min'), Sum: variadic('add'),
-  Equal: binary('equal', new Set([...NUM_TYPES, 'bool'])), Less: binary('less'), Greater: binary('greater'),
-  LessOrEqual: binary('less_equal'), GreaterOrEqual: binary('greater_equal'),
-  And: logic('and'), Or: logic('or'), Xor: logic('xor'), Not: () => call('not'), Where: where,
-  Gelu: gelu, LeakyRelu: withAlpha('leaky_relu', 0.01), Elu: withAlpha('elu', 1),
+  Max: variadic('max'),
+  Min: variadic('min'),
+  Sum: variadic('add'),
+  Equal: binary('equal', new Set([...NUM_TYPES, 'bool'])),
+  Less: binary('less'),
+  Greater: binary('greater'),
+  LessOrEqual: binary('less_equal'),
+  GreaterOrEqual: binary('greater_equal'),
+  And: logic('and'),
+  Or: logic('or'),
+  Xor: logic('xor'),
+  Not: () => call('not'),
+  Where: where,
+  Gelu: gelu,
+  LeakyRelu: withAlpha('leaky_relu', 0.01),
+  Elu: withAlpha('elu', 1),
   HardSigmoid: (ctx) => call('hard_sigmoid', { alpha: ctx.float('alpha', 0.2), beta: ctx.float('beta', 0.5) }),
-  Clip: clip, Cast: cast, CastLike: cast,
-  Identity: () => ({ alias: 0 }), Dropout: dropout,
-  Reshape: () => ({ alias: 0 }), Flatten: () => ({ alias: 0 }), Squeeze: () => ({ alias: 0 }), Unsqueeze: () => ({ alias: 0 }),
-  MatMul: matmul, Gemm: gemm, Softmax: softmax(0), LogSoftmax: softmax(1),
-  LayerNormalization: layerNorm('layer_norm', -1), RMSNormalization: layerNorm('rms_norm', -1),
-  'planc.LayerNorm': layerNorm('layer_norm', -1), 'planc.RMSNorm': layerNorm('rms_norm', -1),
-  ReduceSum: reduce('reduce_sum', 13), ReduceMean: reduce('reduce_mean', 18), ReduceMax: reduce('reduce_max', 18),
-  ReduceMin: reduce('reduce_min', 18), ReduceProd: reduce('reduce_prod', 18), ReduceSumSquare: reduce('reduce_sum_square', 18),
-  ReduceL1: reduce('reduce_l1', 18), ReduceL2: reduce('reduce_l2', 18), ReduceLogSumExp: reduce('reduce_log_sum_exp', 18),
-  ArgMax: argReduce('argmax'), ArgMin: argReduce('argmin'),
-  Transpose: transpose, Gather: gather('gather'), ScatterND: scatterNd, GatherElements: gather('gather_elements'),
-  Slice: slice, Concat: concat, Split: split, Expand: () => ({ ...call('expand'), inputs: [0] }), Tile: () => ({ ...call('tile'), inputs: [0] }),
+  Clip: clip,
+  Cast: cast,
+  CastLike: cast,
+  Identity: () => ({ alias: 0 }),
+  Dropout: dropout,
+  Reshape: () => ({ alias: 0 }),
+  Flatten: () => ({ alias: 0 }),
+  Squeeze: () => ({ alias: 0 }),
+  Unsqueeze: () => ({ alias: 0 }),
+  MatMul: matmul,
+  Gemm: gemm,
+  Softmax: softmax(0),
+  LogSoftmax: softmax(1),
+  LayerNormalization: layerNorm('layer_norm', -1),
+  RMSNormalization: layerNorm('rms_norm', -1),
+  'planc.LayerNorm': layerNorm('layer_norm', -1),
+  'planc.RMSNorm': layerNorm('rms_norm', -1),
+  ReduceSum: reduce('reduce_sum', 13),
+  ReduceMean: reduce('reduce_mean', 18),
+  ReduceMax: reduce('reduce_max', 18),
+  ReduceMin: reduce('reduce_min', 18),
+  ReduceProd: reduce('reduce_prod', 18),
+  ReduceSumSquare: reduce('reduce_sum_square', 18),
+  ReduceL1: reduce('reduce_l1', 18),
+  ReduceL2: reduce('reduce_l2', 18),
+  ReduceLogSumExp: reduce('reduce_log_sum_exp', 18),
+  ArgMax: argReduce('argmax'),
+  ArgMin: argReduce('argmin'),
+  Transpose: transpose,
+  Gather: gather('gather'),
+  ScatterND: scatterNd,
+  GatherElements: gather('gather_elements'),
+  Slice: slice,
+  Concat: concat,
+  Split: split,
+  Expand: () => ({ ...call('expand'), inputs: [0] }),
+  Tile: () => ({ ...call('tile'), inputs: [0] }),
   'planc.FusedMatMul': (ctx) => {
     const code = enumCode('activation', ctx.string('activation', 'none'));
     if (code === undefined) ctx.fail(`unknown activation ${ctx.string('activation', '')}`);
-    return { ...call('fused_matmul', { activation: code! }), inputs: [0, 1, ctx.node.inputs[2] ? 2 : -1, ctx.node.inputs[3] ? 3 : -1] };
+    return {
+      ...call('fused_matmul', { activation: code! }),
+      inputs: [0, 1, ctx.node.inputs[2] ? 2 : -1, ctx.node.inputs[3] ? 3 : -1],
+    };
   },
   'planc.QMatMul': (ctx) => {
     const activation = enumCode('activation', ctx.string('activation', 'none'));
     const input = enumCode('quant_input', ctx.string('input', 'int8'));
-    if (activation === undefined || input === undefined) ctx.fail(`unknown activation or input ${ctx.string('activation', '')} / ${ctx.string('input', '')}`);
+    if (activation === undefined || input === undefined)
+      ctx.fail(`unknown activation or input ${ctx.string('activation', '')} / ${ctx.string('input', '')}`);
     const opt = (i: number) => (ctx.node.inputs[i] ? i : -1);
-    return { ...call('qmatmul', { activation: activation!, input: input!, n: ctx.int('n'), k: ctx.int('k') }), inputs: [0, 1, 2, opt(3), opt(4), opt(5)] };
+    return {
+      ...call('qmatmul', { activation: activation!, input: input!, n: ctx.int('n'), k: ctx.int('k') }),
+      inputs: [0, 1, 2, opt(3), opt(4), opt(5)],
+    };
   },
   'planc.Attention': (ctx) => {
     requireTypes(ctx, FLOAT_KERNEL_TYPES, 0, 1, 2);
@@ -364,10 +524,15 @@ export const CPU_RULES: Record<string, Rule> = {
     if (hasPast) requireTypes(ctx, INT64_TYPE, 5);
     return {
       ...call('attention', {
-        num_heads: ctx.int('num_heads'), q_layout: ctx.int('q_layout', 0), kv_len: kvLen, mask_kind: ctx.int('mask_kind', 0),
-        is_causal: ctx.int('is_causal', 0), scale: ctx.float('scale', 1),
+        num_heads: ctx.int('num_heads'),
+        q_layout: ctx.int('q_layout', 0),
+        kv_len: kvLen,
+        mask_kind: ctx.int('mask_kind', 0),
+        is_causal: ctx.int('is_causal', 0),
+        scale: ctx.float('scale', 1),
       }),
-      inputs: [0, 1, 2, hasMask ? 3 : -1, ...(hasPast ? [5] : [])], inViews,
+      inputs: [0, 1, 2, hasMask ? 3 : -1, ...(hasPast ? [5] : [])],
+      inViews,
     };
   },
   'planc.CacheWrite': (ctx) => {
@@ -376,28 +541,52 @@ export const CPU_RULES: Record<string, Rule> = {
     const hasPast = !!ctx.node.inputs[3];
     if (hasPast) requireTypes(ctx, INT64_TYPE, 3);
     const pos = hasPast && !ctx.inputs[2]?.sym && !ctx.inputs[2]?.value ? 0 : ctx.known(2)[0]!;
-    return { ...call('cache_write', { pos, new_layout: ctx.int('new_layout', 0), num_heads: ctx.int('num_heads', 0) }), inputs: [0, 1, ...(hasPast ? [3] : [])], inPlace: 0 };
+    return {
+      ...call('cache_write', { pos, new_layout: ctx.int('new_layout', 0), num_heads: ctx.int('num_heads', 0) }),
+      inputs: [0, 1, ...(hasPast ? [3] : [])],
+      inPlace: 0,
+    };
   },
   'planc.ProjectTopK': (ctx) => {
     requireTypes(ctx, FLOAT_KERNEL_TYPES, 0, 2);
     requireTypes(ctx, WEIGHT_TYPES, 1);
     // The active mask (input 3, the vocab pass) is passed only when present: plans without it keep 3 kernel inputs.
     const inputs = [0, 1, ctx.node.inputs[2] ? 2 : -1, ...(ctx.node.inputs[3] ? [3] : [])];
-    return { ...call('project_topk', { k: ctx.int('k'), transposed: ctx.int('transposed', 0) }), inputs, requireOutputs: 2 };
+    return {
+      ...call('project_topk', { k: ctx.int('k'), transposed: ctx.int('transposed', 0) }),
+      inputs,
+      requireOutputs: 2,
+    };
   },
-  'planc.QGather': (ctx) => ({ ...call('qgather', { d: ctx.int('d') }), inputs: [0, 1, 2, ...(ctx.node.inputs[3] ? [3] : [])] }),
+  'planc.QGather': (ctx) => ({
+    ...call('qgather', { d: ctx.int('d') }),
+    inputs: [0, 1, 2, ...(ctx.node.inputs[3] ? [3] : [])],
+  }),
   'planc.QProjectTopK': (ctx) => {
     const input = enumCode('quant_input', ctx.string('input', 'int8'));
     if (input === undefined) ctx.fail(`unknown input ${ctx.string('input', '')}`);
     // active (5) and w_res (6) are passed only when present; an absent active before w_res keeps its slot (-1)
     const has = (i: number) => Boolean(ctx.node.inputs[i]);
-    const inputs = [0, 1, 2, 3, has(4) ? 4 : -1, ...(has(5) || has(6) ? [has(5) ? 5 : -1] : []), ...(has(6) ? [6] : [])];
+    const inputs = [
+      0,
+      1,
+      2,
+      3,
+      has(4) ? 4 : -1,
+      ...(has(5) || has(6) ? [has(5) ? 5 : -1] : []),
+      ...(has(6) ? [6] : []),
+    ];
     return { ...call('qproject_topk', { k: ctx.int('k'), input: input!, d: ctx.int('d') }), inputs, requireOutputs: 2 };
   },
   'planc.ClusterMask': (ctx) => {
     requireTypes(ctx, FLOAT_KERNEL_TYPES, 0, 1, 2);
     return { ...call('cluster_mask', { vocab: ctx.int('vocab') }), inputs: [0, 1, 2, 3, 4] };
   },
-  Pad: pad, Range: range, ConstantOfShape: constantOfShape, Trilu: trilu, CumSum: cumsum, TopK: topk, OneHot: oneHot,
+  Pad: pad,
+  Range: range,
+  ConstantOfShape: constantOfShape,
+  Trilu: trilu,
+  CumSum: cumsum,
+  TopK: topk,
+  OneHot: oneHot,
 };
-

@@ -36,14 +36,26 @@ const optionError = (msg: string) => new PlancError('PLANC_E301', `variants: ${m
 /** Every key names a kernel with variants or a node lowered to one, and every value is a variant of those kernels. */
 function checkChoices(programs: PlanProgram[], choices: VariantChoices): void {
   for (const [key, variant] of Object.entries(choices)) {
-    const calls = programs.flatMap((p) => p.kernels).filter((k) => (k.name === key || k.node === key) && kernelVariants(k.name).length);
+    const calls = programs
+      .flatMap((p) => p.kernels)
+      .filter((k) => (k.name === key || k.node === key) && kernelVariants(k.name).length);
     if (!calls.length) {
-      const kernels = [...new Set(programs.flatMap((p) => p.kernels).map((k) => k.name).filter((n) => kernelVariants(n).length))];
-      throw optionError(`'${key}' is neither a kernel with variants nor a node lowered to one (kernels with variants here: ${kernels.join(', ') || 'none'})`);
+      const kernels = [
+        ...new Set(
+          programs
+            .flatMap((p) => p.kernels)
+            .map((k) => k.name)
+            .filter((n) => kernelVariants(n).length),
+        ),
+      ];
+      throw optionError(
+        `'${key}' is neither a kernel with variants nor a node lowered to one (kernels with variants here: ${kernels.join(', ') || 'none'})`,
+      );
     }
     for (const k of calls) {
       const names = kernelVariants(k.name).map((v) => v.name);
-      if (!names.includes(variant)) throw optionError(`${key}: kernel '${k.name}' has no variant '${variant}' (its variants: ${names.join(', ')})`);
+      if (!names.includes(variant))
+        throw optionError(`${key}: kernel '${k.name}' has no variant '${variant}' (its variants: ${names.join(', ')})`);
     }
   }
 }
@@ -56,7 +68,8 @@ export function selectCpuVariants(programs: PlanProgram[], choices: VariantChoic
       const variants = kernelVariants(k.name);
       if (!variants.length) continue;
       const fixed = autoEverywhere(p, k);
-      if (fixed !== undefined && !runsEverywhere(variants.find((v) => v.name === fixed)!)) throw new Error(`internal: ${k.name} variant ${fixed} is not portable`);
+      if (fixed !== undefined && !runsEverywhere(variants.find((v) => v.name === fixed)!))
+        throw new Error(`internal: ${k.name} variant ${fixed} is not portable`);
       k.variant = choices[k.node] ?? choices[k.name] ?? fixed ?? 'auto';
     }
   }

@@ -18,19 +18,30 @@ export class ExprTable {
     const key = dimStr(d);
     const known = this.index.get(key);
     if (known !== undefined) return known;
-    const terms = typeof d === 'number'
-      ? (d === 0 ? [] : [{ coeff: d, factors: [] as number[] }])
-      : [...d.terms].map(([k, coeff]) => ({
-        coeff,
-        factors: k === '' ? [] : k.split('*').map((name) => {
-          const i = this.symIndex.get(name);
-          if (i === undefined) {
-            throw new PlancError('PLANC_E404', `dimension '${key}' depends on '${name}', which no graph input's shape determines (data-dependent sizes are not supported by plans)`, where);
-          }
-          return i;
-        }),
-      }));
-    if (!Number.isSafeInteger(terms.reduce((a, t) => a + Math.abs(t.coeff), 0))) throw new PlancError('PLANC_E404', `dimension '${key}' is too large`, where);
+    const terms =
+      typeof d === 'number'
+        ? d === 0
+          ? []
+          : [{ coeff: d, factors: [] as number[] }]
+        : [...d.terms].map(([k, coeff]) => ({
+            coeff,
+            factors:
+              k === ''
+                ? []
+                : k.split('*').map((name) => {
+                    const i = this.symIndex.get(name);
+                    if (i === undefined) {
+                      throw new PlancError(
+                        'PLANC_E404',
+                        `dimension '${key}' depends on '${name}', which no graph input's shape determines (data-dependent sizes are not supported by plans)`,
+                        where,
+                      );
+                    }
+                    return i;
+                  }),
+          }));
+    if (!Number.isSafeInteger(terms.reduce((a, t) => a + Math.abs(t.coeff), 0)))
+      throw new PlancError('PLANC_E404', `dimension '${key}' is too large`, where);
     this.exprs.push({ terms });
     this.index.set(key, this.exprs.length - 1);
     return this.exprs.length - 1;

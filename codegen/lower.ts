@@ -8,7 +8,13 @@ import type { InferInput } from '../model/ops/types.ts';
 import { weightId } from '../model/weights.ts';
 import { PLAN_DTYPE_BYTES, PLAN_DTYPES } from '../compiler/kernel-enums.ts';
 import { call, operandSpec, type KernelCall } from '../compiler/kernel-schema.ts';
-import { TENSOR_KIND, type PlanKernel, type PlanProgram, type PlanSymbol, type PlanTensor } from '../compiler/plan/types.ts';
+import {
+  TENSOR_KIND,
+  type PlanKernel,
+  type PlanProgram,
+  type PlanSymbol,
+  type PlanTensor,
+} from '../compiler/plan/types.ts';
 import { dimEval, dimStr, dimSymbols, isSym, isUnknownSymbol, type Dim } from '../compiler/symbolic.ts';
 import { Tensor } from '../compiler/tensor.ts';
 import { CPU_RULES, type Lowering, type RuleCtx } from './cpu-rules.ts';
@@ -50,7 +56,13 @@ export interface LowerOptions {
  * cannot be lowered is added to `problems` (when given) and lowering goes on, so one run names every such node; the
  * program is then incomplete and the caller must fail with all of them.
  */
-export function lowerGraph(model: Model, graph: Graph, weights: PlanWeights, opts: LowerOptions, problems?: Diagnostics): PlanProgram {
+export function lowerGraph(
+  model: Model,
+  graph: Graph,
+  weights: PlanWeights,
+  opts: LowerOptions,
+  problems?: Diagnostics,
+): PlanProgram {
   const diags = new Diagnostics();
   const facts = inferGraph(model, graph, { annotate: true }, diags);
   diags.throwIfAny();
@@ -65,11 +77,19 @@ export function lowerGraph(model: Model, graph: Graph, weights: PlanWeights, opt
  * must have no other reader, since the write changes it under them.
  */
 function statefulInputs(g: Graph): Set<string> {
-  const state = new Set(g.nodes.filter((n) => n.domain === 'planc' && n.op === 'CacheWrite' && g.inputs.includes(n.inputs[0]!)).map((n) => n.inputs[0]!));
+  const state = new Set(
+    g.nodes
+      .filter((n) => n.domain === 'planc' && n.op === 'CacheWrite' && g.inputs.includes(n.inputs[0]!))
+      .map((n) => n.inputs[0]!),
+  );
   for (const n of g.nodes) {
     n.inputs.forEach((x, k) => {
       if (state.has(x) && !(n.op === 'CacheWrite' && k === 0) && n.op !== 'Shape') {
-        throw new PlancError('PLANC_E404', `cache input '${x}' is written in place by planc.CacheWrite, so it may have no other reader (but Shape)`, { graph: g.name, node: n.name, op: n.op, stage: 'lowering' });
+        throw new PlancError(
+          'PLANC_E404',
+          `cache input '${x}' is written in place by planc.CacheWrite, so it may have no other reader (but Shape)`,
+          { graph: g.name, node: n.name, op: n.op, stage: 'lowering' },
+        );
       }
     });
   }
@@ -94,8 +114,14 @@ class Lowerer {
   /** Values not computed because their node (or one before it) could not be lowered. */
   private readonly failed = new Set<string>();
 
-  constructor(private readonly model: Model, private readonly graph: Graph, private readonly facts: Facts,
-    private readonly weights: PlanWeights, opts: LowerOptions, private readonly problems: Diagnostics) {
+  constructor(
+    private readonly model: Model,
+    private readonly graph: Graph,
+    private readonly facts: Facts,
+    private readonly weights: PlanWeights,
+    opts: LowerOptions,
+    private readonly problems: Diagnostics,
+  ) {
     // a symbol is bound from the first input dim that is exactly it; symbols no dim gives come from the value of a
     // length input (the past length of an in-place cache)
     for (const fromValue of [false, true]) {
@@ -119,9 +145,17 @@ class Lowerer {
   run(): PlanProgram {
     const g = this.graph;
     const state = statefulInputs(g);
-    g.inputs.forEach((name, i) => this.byValue.set(name, this.newTensor(name, state.has(name) ? TENSOR_KIND.STATE : TENSOR_KIND.INPUT, this.fact(name), { ref: i })));
+    g.inputs.forEach((name, i) =>
+      this.byValue.set(
+        name,
+        this.newTensor(name, state.has(name) ? TENSOR_KIND.STATE : TENSOR_KIND.INPUT, this.fact(name), { ref: i }),
+      ),
+    );
     for (const node of g.nodes) {
-      if (node.inputs.some((x) => this.failed.has(x))) { node.outputs.forEach((o) => this.failed.add(o)); continue; }
+      if (node.inputs.some((x) => this.failed.has(x))) {
+        node.outputs.forEach((o) => this.failed.add(o));
+        continue;
+      }
       try {
         this.lowerNode(node);
       } catch (e) {
@@ -146,14 +180,24 @@ class Lowerer {
   private program(outputs: PlanProgram['outputs']): PlanProgram {
     const g = this.graph;
     return {
-      graph: g.name, symbols: this.symbols, exprs: this.exprs.exprs, tensors: this.tensors, kernels: this.kernels,
-      inputs: g.inputs.map((name, i) => ({ name, tensor: i })), outputs,
-      arenaBytes: 0, arenaLowerBound: 0, tensorBytesSum: 0, fusedOps: fusedOpCounts(g),
+      graph: g.name,
+      symbols: this.symbols,
+      exprs: this.exprs.exprs,
+      tensors: this.tensors,
+      kernels: this.kernels,
+      inputs: g.inputs.map((name, i) => ({ name, tensor: i })),
+      outputs,
+      arenaBytes: 0,
+      arenaLowerBound: 0,
+      tensorBytesSum: 0,
+      fusedOps: fusedOpCounts(g),
     };
   }
 
   private where(node: Node | string) {
-    return typeof node === 'string' ? { graph: this.graph.name, node, stage: 'lowering' } : { graph: this.graph.name, node: node.name, op: node.op, stage: 'lowering' };
+    return typeof node === 'string'
+      ? { graph: this.graph.name, node, stage: 'lowering' }
+      : { graph: this.graph.name, node: node.name, op: node.op, stage: 'lowering' };
   }
 
   private fact(name: string): InferInput {
@@ -169,7 +213,13 @@ class Lowerer {
   }
 
   /** Creates a tensor for a value with the given dims (default: the value's inferred shape). */
-  private newTensor(name: string, kind: PlanTensor['kind'], f: InferInput, extra: Partial<PlanTensor> = {}, dims?: Dim[]): number {
+  private newTensor(
+    name: string,
+    kind: PlanTensor['kind'],
+    f: InferInput,
+    extra: Partial<PlanTensor> = {},
+    dims?: Dim[],
+  ): number {
     const shape = dims ?? f.shape;
     if (!shape) throw new PlancError('PLANC_E404', `value '${name}' has unknown rank`, this.where(name));
     const where = this.where(name);
@@ -184,10 +234,17 @@ class Lowerer {
       slotBytes = n;
     }
     this.checkAddressable(name, f.dtype, shape, where);
-    if (PLAN_DTYPE_BYTES[ONNX_CODE[f.dtype]] === undefined) throw new PlancError('PLANC_E404', `${f.dtype} tensor '${name}' is not supported by plans`, where);
+    if (PLAN_DTYPE_BYTES[ONNX_CODE[f.dtype]] === undefined)
+      throw new PlancError('PLANC_E404', `${f.dtype} tensor '${name}' is not supported by plans`, where);
     this.tensors.push({
-      name, kind, dtype: ONNX_CODE[f.dtype], dims: shape.map((d) => this.exprs.intern(d, where)),
-      offset: 0, slotBytes, ref: 0, ...extra,
+      name,
+      kind,
+      dtype: ONNX_CODE[f.dtype],
+      dims: shape.map((d) => this.exprs.intern(d, where)),
+      offset: 0,
+      slotBytes,
+      ref: 0,
+      ...extra,
     });
     return this.tensors.length - 1;
   }
@@ -200,14 +257,23 @@ class Lowerer {
     let n = BYTES[dtype];
     for (const d of shape) {
       const v = dimEval(d, this.maxBind);
-      if (v === undefined) return;  // unbounded: refused where the size is needed
+      if (v === undefined) return; // unbounded: refused where the size is needed
       n *= Math.max(0, v);
     }
     if (n <= MAX_PLAN_BYTES) return;
     const syms = [...new Set(shape.flatMap((d) => dimSymbols(d)))];
-    const dims = shape.map((d) => { const v = dimEval(d, this.maxBind); return isSym(d) ? `${dimStr(d)} ≤ ${v}` : String(v); });
-    const fix = syms.length ? `lower ${syms.map((s) => `${s} (${boundOption(s)})`).join(', ')}` : 'the model declares these dims';
-    throw new PlancError('PLANC_E404', `tensor '${name}' (${dtype}[${dims.join(', ')}]) would need ${n} bytes at the profile's bounds, more than a plan can address (${MAX_PLAN_BYTES} bytes): ${fix}`, where);
+    const dims = shape.map((d) => {
+      const v = dimEval(d, this.maxBind);
+      return isSym(d) ? `${dimStr(d)} ≤ ${v}` : String(v);
+    });
+    const fix = syms.length
+      ? `lower ${syms.map((s) => `${s} (${boundOption(s)})`).join(', ')}`
+      : 'the model declares these dims';
+    throw new PlancError(
+      'PLANC_E404',
+      `tensor '${name}' (${dtype}[${dims.join(', ')}]) would need ${n} bytes at the profile's bounds, more than a plan can address (${MAX_PLAN_BYTES} bytes): ${fix}`,
+      where,
+    );
   }
 
   /**
@@ -218,11 +284,21 @@ class Lowerer {
     const missing = dimSymbols(d).filter((s) => !this.maxBind.has(s));
     const fresh = missing.find(isUnknownSymbol);
     if (fresh) {
-      const node = this.graph.nodes.find((n) => n.outputs.some((o) => o && (this.facts.get(o)?.shape ?? []).some((x) => dimSymbols(x).includes(fresh))));
-      return new PlancError('PLANC_E404', `the size of '${value}' depends on tensor values computed at run time${node ? ` (node '${node.name}', ${node.op})` : ''}, not on the model's input shapes: plans need sizes bounded by the inputs' dimensions`, where);
+      const node = this.graph.nodes.find((n) =>
+        n.outputs.some((o) => o && (this.facts.get(o)?.shape ?? []).some((x) => dimSymbols(x).includes(fresh))),
+      );
+      return new PlancError(
+        'PLANC_E404',
+        `the size of '${value}' depends on tensor values computed at run time${node ? ` (node '${node.name}', ${node.op})` : ''}, not on the model's input shapes: plans need sizes bounded by the inputs' dimensions`,
+        where,
+      );
     }
     const carrier = missing.map((s) => this.inputWith(s)).find((x) => x);
-    return new PlancError('PLANC_E404', `no upper bound for dimension '${dimStr(d)}' of '${value}': ${carrier ? `give '${carrier.symbol}' (axis ${carrier.axis} of input '${carrier.input}') a maximum with --max-dim ${carrier.symbol}=N` : 'give its symbols a maximum (--max-dim NAME=N)'}`, where);
+    return new PlancError(
+      'PLANC_E404',
+      `no upper bound for dimension '${dimStr(d)}' of '${value}': ${carrier ? `give '${carrier.symbol}' (axis ${carrier.axis} of input '${carrier.input}') a maximum with --max-dim ${carrier.symbol}=N` : 'give its symbols a maximum (--max-dim NAME=N)'}`,
+      where,
+    );
   }
 
   /** The graph input and axis whose dimension is exactly symbol s. */
@@ -254,11 +330,22 @@ class Lowerer {
 
   private lowerNode(node: Node): void {
     const outs = node.outputs.filter((o) => o);
-    if (outs.every((o) => { const f = this.facts.get(o); return f?.value !== undefined || f?.sym !== undefined; })) return; // host-side constant or shape math
+    if (
+      outs.every((o) => {
+        const f = this.facts.get(o);
+        return f?.value !== undefined || f?.sym !== undefined;
+      })
+    )
+      return; // host-side constant or shape math
     const opset = this.model.opsets[node.domain] ?? 1;
     const rule = CPU_RULES[node.domain ? `${node.domain}.${node.op}` : node.op];
     const where = this.where(node);
-    if (!rule) throw new PlancError('PLANC_E404', `${node.domain ? node.domain + '.' : ''}${node.op} has no CPU kernel yet`, where);
+    if (!rule)
+      throw new PlancError(
+        'PLANC_E404',
+        `${node.domain ? node.domain + '.' : ''}${node.op} has no CPU kernel yet`,
+        where,
+      );
     const inputs = node.inputs.map((x) => (x ? this.fact(x) : undefined));
     const ctx: RuleCtx = {
       ...makeOpContext(node, opset, 'PLANC_E404', this.graph.name),
@@ -274,7 +361,11 @@ class Lowerer {
         if (!f) throw new PlancError('PLANC_E404', `input ${i} is required`, where);
         if (f.sym) return f.sym;
         if (f.value) return Array.from(f.value.nums);
-        throw new PlancError('PLANC_E404', `input ${i} ('${node.inputs[i]}') must be known before running (a constant or computed from shapes)`, where);
+        throw new PlancError(
+          'PLANC_E404',
+          `input ${i} ('${node.inputs[i]}') must be known before running (a constant or computed from shapes)`,
+          where,
+        );
       },
     };
     const low: Lowering = rule(ctx);
@@ -285,17 +376,26 @@ class Lowerer {
       return;
     }
     const ins = (low.inputs ?? node.inputs.map((x, i) => (x ? i : -1))).map((i) => {
-      if (i instanceof Tensor) return this.newTensor(`${node.name}:const`, TENSOR_KIND.WEIGHT, { dtype: i.dtype, shape: [...i.dims] }, { ref: this.weights.byValue(i) });
+      if (i instanceof Tensor)
+        return this.newTensor(
+          `${node.name}:const`,
+          TENSOR_KIND.WEIGHT,
+          { dtype: i.dtype, shape: [...i.dims] },
+          { ref: this.weights.byValue(i) },
+        );
       if (i === -1 || !node.inputs[i]) return -1;
       const t = this.tensorOf(node.inputs[i]!, node.name);
       const view = low.inViews?.[i];
-      return view ? this.newTensor(`${node.inputs[i]}:view`, TENSOR_KIND.ALIAS, this.fact(node.inputs[i]!), { ref: t }, view) : t;
+      return view
+        ? this.newTensor(`${node.inputs[i]}:view`, TENSOR_KIND.ALIAS, this.fact(node.inputs[i]!), { ref: t }, view)
+        : t;
     });
     const kernelOuts: number[] = [];
     if (low.inPlace !== undefined) {
       // output 0 is input `inPlace`'s buffer, written by the kernel (a STATE input: the caller's cache)
       const src = ins[low.inPlace]!;
-      if (src < 0 || this.rootKind(src) !== TENSOR_KIND.STATE) throw new PlancError('PLANC_E404', 'an in-place write needs a cache graph input', where);
+      if (src < 0 || this.rootKind(src) !== TENSOR_KIND.STATE)
+        throw new PlancError('PLANC_E404', 'an in-place write needs a cache graph input', where);
       const o = node.outputs[0]!;
       const t = this.newTensor(o, TENSOR_KIND.ALIAS, this.fact(o), { ref: src });
       kernelOuts.push(t);
@@ -303,10 +403,12 @@ class Lowerer {
     } else {
       node.outputs.forEach((o, k) => {
         if (!o) {
-          if (low.requireOutputs && k < low.requireOutputs) throw new PlancError('PLANC_E404', `output ${k} must be present`, where);
+          if (low.requireOutputs && k < low.requireOutputs)
+            throw new PlancError('PLANC_E404', `output ${k} must be present`, where);
           return;
         }
-        if (low.maxOutputs !== undefined && k >= low.maxOutputs) throw new PlancError('PLANC_E404', `optional output ${k} ('${o}') is not supported by the CPU kernel`, where);
+        if (low.maxOutputs !== undefined && k >= low.maxOutputs)
+          throw new PlancError('PLANC_E404', `optional output ${k} ('${o}') is not supported by the CPU kernel`, where);
         const f = this.fact(o);
         const dims = low.outDims?.[k];
         const t = this.newTensor(o, TENSOR_KIND.ARENA, f, {}, dims);
@@ -318,19 +420,39 @@ class Lowerer {
   }
 
   /** Appends a kernel call, its operands' dtypes checked against the kernel's schema (compiler/kernel-schema.ts). */
-  private pushKernel(c: KernelCall, inputs: number[], outputs: number[], node: string, origin: string[], where: Where): void {
-    for (const [io, list] of [['inputs', inputs], ['outputs', outputs]] as const) {
+  private pushKernel(
+    c: KernelCall,
+    inputs: number[],
+    outputs: number[],
+    node: string,
+    origin: string[],
+    where: Where,
+  ): void {
+    for (const [io, list] of [
+      ['inputs', inputs],
+      ['outputs', outputs],
+    ] as const) {
       list.forEach((t, i) => {
         if (t < 0) return;
         const spec = operandSpec(c.kernel, io, i);
         const dtype = PLAN_DTYPES.find((d) => d.code === this.tensors[t]!.dtype)?.name;
         if (!spec || !dtype || !spec.dtypes.includes(dtype)) {
-          throw new PlancError('PLANC_E404', `kernel '${c.kernel}' ${io === 'inputs' ? 'input' : 'output'} ${i}${spec ? ` (${spec.name})` : ''} is ${dtype ?? `dtype code ${this.tensors[t]!.dtype}`}; it takes ${spec ? spec.dtypes.join('/') : `${i} ${io} at most`}`, where);
+          throw new PlancError(
+            'PLANC_E404',
+            `kernel '${c.kernel}' ${io === 'inputs' ? 'input' : 'output'} ${i}${spec ? ` (${spec.name})` : ''} is ${dtype ?? `dtype code ${this.tensors[t]!.dtype}`}; it takes ${spec ? spec.dtypes.join('/') : `${i} ${io} at most`}`,
+            where,
+          );
         }
       });
     }
     this.kernels.push({
-      name: c.kernel, inputs, outputs, iargs: c.iargs.map((d) => this.exprs.intern(d, where)), fargs: c.fargs, node, origin,
+      name: c.kernel,
+      inputs,
+      outputs,
+      iargs: c.iargs.map((d) => this.exprs.intern(d, where)),
+      fargs: c.fargs,
+      node,
+      origin,
     });
   }
 }

@@ -5,8 +5,35 @@ import { MAX_PLAN_BYTES } from './profile.ts';
 
 /** Kernels whose output may share its input's bytes (each element is read before it is written, at the same index). */
 const IN_PLACE = new Set([
-  'add', 'sub', 'mul', 'div', 'pow', 'max', 'min', 'relu', 'neg', 'abs', 'exp', 'log', 'sqrt', 'reciprocal', 'tanh', 'sigmoid',
-  'erf', 'floor', 'ceil', 'round', 'sin', 'cos', 'sign', 'softplus', 'gelu', 'leaky_relu', 'elu', 'hard_sigmoid', 'clip',
+  'add',
+  'sub',
+  'mul',
+  'div',
+  'pow',
+  'max',
+  'min',
+  'relu',
+  'neg',
+  'abs',
+  'exp',
+  'log',
+  'sqrt',
+  'reciprocal',
+  'tanh',
+  'sigmoid',
+  'erf',
+  'floor',
+  'ceil',
+  'round',
+  'sin',
+  'cos',
+  'sign',
+  'softplus',
+  'gelu',
+  'leaky_relu',
+  'elu',
+  'hard_sigmoid',
+  'clip',
 ]);
 
 const ALIGN = 64;
@@ -25,7 +52,7 @@ type Order = (x: Buffer, y: Buffer) => number;
 /** Placement orders tried: largest first; longest-lived first; largest area (bytes × lifetime) first; earliest first. */
 const ORDERS: Order[] = [
   (x, y) => y.bytes - x.bytes || x.start - y.start,
-  (x, y) => (y.end - y.start) - (x.end - x.start) || y.bytes - x.bytes,
+  (x, y) => y.end - y.start - (x.end - x.start) || y.bytes - x.bytes,
   (x, y) => y.bytes * (y.end - y.start + 1) - x.bytes * (x.end - x.start + 1) || x.start - y.start,
   (x, y) => x.start - y.start || y.bytes - x.bytes,
 ];
@@ -41,7 +68,10 @@ function place(order: Buffer[]): number {
     let cursor = 0;
     for (const o of busy) {
       const gap = o.offset - cursor;
-      if (gap >= b.bytes && gap < bestGap) { best = cursor; bestGap = gap; }
+      if (gap >= b.bytes && gap < bestGap) {
+        best = cursor;
+        bestGap = gap;
+      }
       cursor = Math.max(cursor, o.offset + o.bytes);
     }
     b.offset = best >= 0 ? best : cursor;
@@ -69,8 +99,16 @@ export function planMemory(p: PlanProgram): MemoryReport {
   const def = new Map<number, number>();
   const last = new Map<number, number>();
   p.kernels.forEach((k, i) => {
-    for (const t of k.outputs) { const r = root(t); if (!def.has(r)) def.set(r, i); last.set(r, Math.max(last.get(r) ?? i, i)); }
-    for (const t of k.inputs) if (t >= 0) { const r = root(t); last.set(r, Math.max(last.get(r) ?? i, i)); }
+    for (const t of k.outputs) {
+      const r = root(t);
+      if (!def.has(r)) def.set(r, i);
+      last.set(r, Math.max(last.get(r) ?? i, i));
+    }
+    for (const t of k.inputs)
+      if (t >= 0) {
+        const r = root(t);
+        last.set(r, Math.max(last.get(r) ?? i, i));
+      }
   });
   const outputs = new Set(p.outputs.map((o) => root(o.tensor)));
   for (const r of outputs) last.set(r, n);
@@ -94,7 +132,8 @@ export function planMemory(p: PlanProgram): MemoryReport {
       if (t < 0) continue;
       const r = root(t);
       const ib = bufOf.get(r);
-      if (!ib || ib === ob || outputs.has(r) || ib.end !== i || p.tensors[r]!.slotBytes !== p.tensors[out]!.slotBytes) continue;
+      if (!ib || ib === ob || outputs.has(r) || ib.end !== i || p.tensors[r]!.slotBytes !== p.tensors[out]!.slotBytes)
+        continue;
       if (p.tensors[t]!.dims.join() !== p.tensors[k.outputs[0]!]!.dims.join()) continue; // the shared input must not be broadcast
       ib.members.push(out);
       ib.end = ob.end;
@@ -107,10 +146,16 @@ export function planMemory(p: PlanProgram): MemoryReport {
 
   // Lower bound: the peak over time of the bytes of live buffers.
   const delta = new Array<number>(n + 2).fill(0);
-  for (const b of buffers) { delta[b.start]! += b.bytes; delta[b.end + 1]! -= b.bytes; }
+  for (const b of buffers) {
+    delta[b.start]! += b.bytes;
+    delta[b.end + 1]! -= b.bytes;
+  }
   let live = 0;
   let lowerBound = 0;
-  for (const d of delta) { live += d; lowerBound = Math.max(lowerBound, live); }
+  for (const d of delta) {
+    live += d;
+    lowerBound = Math.max(lowerBound, live);
+  }
 
   // Greedy placement, each buffer into the best-fitting gap among the buffers alive at the same time, tried in a few
   // orders (no single order is best for every graph); the smallest arena wins.
@@ -118,14 +163,23 @@ export function planMemory(p: PlanProgram): MemoryReport {
   let best: number[] = [];
   for (const order of ORDERS) {
     const size = place([...buffers].sort(order));
-    if (size < arenaBytes) { arenaBytes = size; best = buffers.map((b) => b.offset); }
+    if (size < arenaBytes) {
+      arenaBytes = size;
+      best = buffers.map((b) => b.offset);
+    }
     if (arenaBytes === lowerBound) break;
   }
-  buffers.forEach((b, i) => { b.offset = best[i]!; });
+  buffers.forEach((b, i) => {
+    b.offset = best[i]!;
+  });
   if (buffers.length === 0) arenaBytes = 0;
   for (const b of buffers) for (const t of b.members) p.tensors[t]!.offset = b.offset;
   if (arenaBytes > MAX_PLAN_BYTES) {
-    throw new PlancError('PLANC_E404', `program '${p.graph}' needs an arena of ${arenaBytes} bytes at the profile's bounds, more than a plan can address (${MAX_PLAN_BYTES} bytes): lower --max-batch, --max-src-len, --max-tgt-len or --max-dim`, { graph: p.graph, stage: 'memory planning' });
+    throw new PlancError(
+      'PLANC_E404',
+      `program '${p.graph}' needs an arena of ${arenaBytes} bytes at the profile's bounds, more than a plan can address (${MAX_PLAN_BYTES} bytes): lower --max-batch, --max-src-len, --max-tgt-len or --max-dim`,
+      { graph: p.graph, stage: 'memory planning' },
+    );
   }
   p.arenaBytes = arenaBytes;
   p.arenaLowerBound = lowerBound;

@@ -6,7 +6,13 @@ import { BYTES, ONNX_CODE } from '../compiler/dtype.ts';
 import type { Model } from '../compiler/ir.ts';
 import { toRaw } from '../model/onnx/tensor-proto.ts';
 import { align } from '../compiler/plan/format.ts';
-import { emptyQuantization, PLAN_FORMAT_VERSION, type PlanHeader, type PlanQuantization, type PlanWeight } from '../compiler/plan/types.ts';
+import {
+  emptyQuantization,
+  PLAN_FORMAT_VERSION,
+  type PlanHeader,
+  type PlanQuantization,
+  type PlanWeight,
+} from '../compiler/plan/types.ts';
 import type { QuantizedLayer } from '../compiler/quant/layers.ts';
 import type { ProgramState } from './program-state.ts';
 import { plancVersion } from '../compiler/version.ts';
@@ -62,8 +68,10 @@ function quantizationRecord(layers: QuantizedLayer[], model: Model, weights: Pla
   for (const w of weights) if (!derived.has(w.id)) fp32.set(w.id, w.length);
   for (const l of layers) fp32.set(l.weight, model.weights.get(l.weight)!.bytes);
   return {
-    ...emptyQuantization(''), layers: layers.map(({ weight: _, derived: __, ...l }) => ({ ...l, error: -1, reason: '' })),
-    weightBytesFp32: [...fp32.values()].reduce((a, b) => a + b, 0), weightBytes: weights.reduce((a, w) => a + w.length, 0),
+    ...emptyQuantization(''),
+    layers: layers.map(({ weight: _, derived: __, ...l }) => ({ ...l, error: -1, reason: '' })),
+    weightBytesFp32: [...fp32.values()].reduce((a, b) => a + b, 0),
+    weightBytes: weights.reduce((a, w) => a + w.length, 0),
   };
 }
 
@@ -75,7 +83,8 @@ export function createdStamp(env: NodeJS.ProcessEnv = process.env): string {
   const epoch = env.SOURCE_DATE_EPOCH;
   if (epoch === undefined || epoch === '') return '';
   const s = Number(epoch);
-  if (!Number.isSafeInteger(s) || s < 0) throw new PlancError('PLANC_E301', `SOURCE_DATE_EPOCH=${epoch}: expected whole seconds since 1970`);
+  if (!Number.isSafeInteger(s) || s < 0)
+    throw new PlancError('PLANC_E301', `SOURCE_DATE_EPOCH=${epoch}: expected whole seconds since 1970`);
   return new Date(s * 1000).toISOString();
 }
 

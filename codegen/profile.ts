@@ -23,8 +23,13 @@ export function boundOption(name: string, p?: ProfileOptions): string {
   if (name === STEP_TOKENS_SYMBOL) return '--step-tokens';
   const dim = `--max-dim ${name}=N`;
   if (p?.maxDims?.[name] !== undefined) return dim;
-  const flag = /batch/i.test(name) ? '--max-batch' : /encoder|src|source/i.test(name) ? '--max-src-len'
-    : /decoder|tgt|target|past|cache/i.test(name) ? '--max-tgt-len' : undefined;
+  const flag = /batch/i.test(name)
+    ? '--max-batch'
+    : /encoder|src|source/i.test(name)
+      ? '--max-src-len'
+      : /decoder|tgt|target|past|cache/i.test(name)
+        ? '--max-tgt-len'
+        : undefined;
   return flag === undefined ? dim : p ? flag : `${flag} or ${dim}`;
 }
 
@@ -52,11 +57,17 @@ export function symbolBounds(names: Iterable<string>, p: ProfileOptions): Record
     const b = symbolBound(n, p);
     if (b === undefined) missing.push(n);
     else if (!Number.isSafeInteger(b) || b < 1 || b > MAX_DIM) {
-      throw new PlancError('PLANC_E404', `the bound of runtime dimension '${n}' is ${b} (${boundOption(n, p)}); it must be an integer in [1, ${MAX_DIM}]`);
+      throw new PlancError(
+        'PLANC_E404',
+        `the bound of runtime dimension '${n}' is ${b} (${boundOption(n, p)}); it must be an integer in [1, ${MAX_DIM}]`,
+      );
     } else out[n] = b;
   }
   if (missing.length) {
-    throw new PlancError('PLANC_E404', `no upper bound for the runtime dimension(s) ${missing.map((m) => `'${m}'`).join(', ')}: pass --max-dim ${missing[0]}=N`);
+    throw new PlancError(
+      'PLANC_E404',
+      `no upper bound for the runtime dimension(s) ${missing.map((m) => `'${m}'`).join(', ')}: pass --max-dim ${missing[0]}=N`,
+    );
   }
   return out;
 }

@@ -13,12 +13,18 @@ function tensorText(p: PlanProgram, i: number, placed: boolean): string {
   if (!t) return `%t${i}?`;
   const type = `${DTYPE_NAME[t.dtype] ?? `dtype${t.dtype}`}[${t.dims.map((d) => exprText(p, d)).join(', ')}]`;
   switch (t.kind) {
-    case TENSOR_KIND.ARENA: return placed ? `%t${i} ${type} @${t.offset}+${t.slotBytes}` : `%t${i} ${type} slot ${t.slotBytes}`;
-    case TENSOR_KIND.WEIGHT: return `%t${i} ${type} weight ${t.ref}`;
-    case TENSOR_KIND.INPUT: return `%t${i} ${type} input ${t.ref}`;
-    case TENSOR_KIND.STATE: return `%t${i} ${type} state input ${t.ref}`;
-    case TENSOR_KIND.ALIAS: return `%t${i} ${type} = %t${t.ref}`;
-    default: return `%t${i} ${type} kind ${t.kind}`;
+    case TENSOR_KIND.ARENA:
+      return placed ? `%t${i} ${type} @${t.offset}+${t.slotBytes}` : `%t${i} ${type} slot ${t.slotBytes}`;
+    case TENSOR_KIND.WEIGHT:
+      return `%t${i} ${type} weight ${t.ref}`;
+    case TENSOR_KIND.INPUT:
+      return `%t${i} ${type} input ${t.ref}`;
+    case TENSOR_KIND.STATE:
+      return `%t${i} ${type} state input ${t.ref}`;
+    case TENSOR_KIND.ALIAS:
+      return `%t${i} ${type} = %t${t.ref}`;
+    default:
+      return `%t${i} ${type} kind ${t.kind}`;
   }
 }
 
@@ -41,7 +47,9 @@ export function printProgram(p: PlanProgram, placed: boolean, extra?: (kernel: n
       k.iargs.length ? `iargs [${k.iargs.map((e) => exprText(p, e)).join(', ')}]` : '',
       k.fargs.length ? `fargs [${k.fargs.join(', ')}]` : '',
       k.variant ? `variant ${k.variant}` : '',
-    ].filter((x) => x).join(' ');
+    ]
+      .filter((x) => x)
+      .join(' ');
     lines.push(`  k${i} ${k.name}(${k.inputs.map(text).join(', ')})${args ? ` ${args}` : ''}  # ${k.node}`);
     for (const o of k.outputs) lines.push(`      -> ${text(o)}`);
     for (const x of extra?.(i) ?? []) lines.push(`      ${x}`);

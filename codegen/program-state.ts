@@ -24,9 +24,18 @@ export interface BuildOptions extends ProfileOptions {
   variants?: VariantChoices;
 }
 
-export interface SpecialIds { decoderStartId?: number; eosId?: number; padId?: number; unkId?: number }
+export interface SpecialIds {
+  decoderStartId?: number;
+  eosId?: number;
+  padId?: number;
+  unkId?: number;
+}
 
-export interface GraphReport extends MemoryReport { graph: string; kernels: number; tensors: number }
+export interface GraphReport extends MemoryReport {
+  graph: string;
+  kernels: number;
+  tensors: number;
+}
 
 /** What the program passes work on: each fills its part, in list order. */
 export interface ProgramState {

@@ -38,11 +38,46 @@ const KIB = 1024;
 
 /** The archs planc knows, oldest first (sm_80 is the oldest its kernels build for: TF32 tensor cores). */
 export const CUDA_ARCHS: readonly CudaArch[] = [
-  { arch: 'sm_80', gpu: 'A100 SXM4', sms: 108, sharedPerSmBytes: 164 * KIB, sharedPerBlockBytes: 163 * KIB, maxThreadsPerSm: 2048 },
-  { arch: 'sm_86', gpu: 'A10', sms: 72, sharedPerSmBytes: 100 * KIB, sharedPerBlockBytes: 99 * KIB, maxThreadsPerSm: 1536 },
-  { arch: 'sm_89', gpu: 'L4', sms: 58, sharedPerSmBytes: 100 * KIB, sharedPerBlockBytes: 99 * KIB, maxThreadsPerSm: 1536 },
-  { arch: 'sm_90', gpu: 'H100 SXM5', sms: 132, sharedPerSmBytes: 228 * KIB, sharedPerBlockBytes: 227 * KIB, maxThreadsPerSm: 2048 },
-  { arch: 'sm_100', gpu: 'B200', sms: 148, sharedPerSmBytes: 228 * KIB, sharedPerBlockBytes: 227 * KIB, maxThreadsPerSm: 2048 },
+  {
+    arch: 'sm_80',
+    gpu: 'A100 SXM4',
+    sms: 108,
+    sharedPerSmBytes: 164 * KIB,
+    sharedPerBlockBytes: 163 * KIB,
+    maxThreadsPerSm: 2048,
+  },
+  {
+    arch: 'sm_86',
+    gpu: 'A10',
+    sms: 72,
+    sharedPerSmBytes: 100 * KIB,
+    sharedPerBlockBytes: 99 * KIB,
+    maxThreadsPerSm: 1536,
+  },
+  {
+    arch: 'sm_89',
+    gpu: 'L4',
+    sms: 58,
+    sharedPerSmBytes: 100 * KIB,
+    sharedPerBlockBytes: 99 * KIB,
+    maxThreadsPerSm: 1536,
+  },
+  {
+    arch: 'sm_90',
+    gpu: 'H100 SXM5',
+    sms: 132,
+    sharedPerSmBytes: 228 * KIB,
+    sharedPerBlockBytes: 227 * KIB,
+    maxThreadsPerSm: 2048,
+  },
+  {
+    arch: 'sm_100',
+    gpu: 'B200',
+    sms: 148,
+    sharedPerSmBytes: 228 * KIB,
+    sharedPerBlockBytes: 227 * KIB,
+    maxThreadsPerSm: 2048,
+  },
 ];
 
 const archNumber = (arch: string): number => {

@@ -37,7 +37,7 @@ export const CODES = {
   PLANC_E405: 'bad feed for a plan',
   PLANC_E406: 'native runtime error',
   PLANC_E407: 'plan has no tokenizer',
-  PLANC_E408: 'source over the plan\'s length limit',
+  PLANC_E408: "source over the plan's length limit",
   PLANC_E409: 'unknown target language',
   PLANC_E410: 'plan cannot decode with strategy hrt (no HRT contract, or a chunk size it does not support)',
   // vocabulary projection rewrite
@@ -109,13 +109,20 @@ function formatWhere(w: Where): string {
 /** Collects several diagnostics before failing, so one run reports every problem. */
 export class Diagnostics {
   readonly errors: PlancError[] = [];
-  add(e: PlancError): void { this.errors.push(e); }
-  get ok(): boolean { return this.errors.length === 0; }
+  add(e: PlancError): void {
+    this.errors.push(e);
+  }
+  get ok(): boolean {
+    return this.errors.length === 0;
+  }
   /** Throws the only error, or one error listing all of them under the first one's code. */
   throwIfAny(): void {
     if (this.errors.length === 0) return;
     if (this.errors.length === 1) throw this.errors[0];
     const first = this.errors[0]!;
-    throw new PlancError(first.code, `${this.errors.length} problems:\n  ${this.errors.map((e) => e.message).join('\n  ')}`);
+    throw new PlancError(
+      first.code,
+      `${this.errors.length} problems:\n  ${this.errors.map((e) => e.message).join('\n  ')}`,
+    );
   }
 }

@@ -29,12 +29,12 @@ export function numberToF16Bits(x: number): number {
     let r = full >>> shift;
     const rem = full & ((1 << shift) - 1);
     const half = 1 << (shift - 1);
-    if (rem > half || (rem === half && (r & 1))) r++;
+    if (rem > half || (rem === half && r & 1)) r++;
     return sign | r;
   }
   let r = (e << 10) | (man >>> 13);
   const rem = man & 0x1fff;
-  if (rem > 0x1000 || (rem === 0x1000 && (r & 1))) r++;
+  if (rem > 0x1000 || (rem === 0x1000 && r & 1)) r++;
   return sign | r;
 }
 
@@ -53,5 +53,9 @@ export function numberToBf16Bits(x: number): number {
   return ((b + 0x7fff + lsb) >>> 16) & 0xffff;
 }
 
-export function roundF16(x: number): number { return f16BitsToNumber(numberToF16Bits(x)); }
-export function roundBf16(x: number): number { return bf16BitsToNumber(numberToBf16Bits(x)); }
+export function roundF16(x: number): number {
+  return f16BitsToNumber(numberToF16Bits(x));
+}
+export function roundBf16(x: number): number {
+  return bf16BitsToNumber(numberToBf16Bits(x));
+}

@@ -8,7 +8,9 @@ export class Sym {
   constructor(readonly terms: ReadonlyMap<string, number>) {
     this.key = render(terms);
   }
-  toString(): string { return this.key; }
+  toString(): string {
+    return this.key;
+  }
 }
 
 function render(terms: ReadonlyMap<string, number>): string {
@@ -43,7 +45,9 @@ export function sym(name: string): Sym {
   return new Sym(new Map([[name, 1]]));
 }
 
-export function isSym(d: Dim): d is Sym { return typeof d !== 'number'; }
+export function isSym(d: Dim): d is Sym {
+  return typeof d !== 'number';
+}
 
 export function dimAdd(a: Dim, b: Dim): Dim {
   if (typeof a === 'number' && typeof b === 'number') return a + b;
@@ -57,7 +61,9 @@ export function dimNeg(a: Dim): Dim {
   return make(new Map([...a.terms].map(([k, v]) => [k, -v])));
 }
 
-export function dimSub(a: Dim, b: Dim): Dim { return dimAdd(a, dimNeg(b)); }
+export function dimSub(a: Dim, b: Dim): Dim {
+  return dimAdd(a, dimNeg(b));
+}
 
 function mulKeys(a: string, b: string): string {
   if (a === '') return b;
@@ -68,10 +74,11 @@ function mulKeys(a: string, b: string): string {
 export function dimMul(a: Dim, b: Dim): Dim {
   if (typeof a === 'number' && typeof b === 'number') return a * b;
   const t = new Map<string, number>();
-  for (const [ka, va] of termsOf(a)) for (const [kb, vb] of termsOf(b)) {
-    const k = mulKeys(ka, kb);
-    t.set(k, (t.get(k) ?? 0) + va * vb);
-  }
+  for (const [ka, va] of termsOf(a))
+    for (const [kb, vb] of termsOf(b)) {
+      const k = mulKeys(ka, kb);
+      t.set(k, (t.get(k) ?? 0) + va * vb);
+    }
   return make(t);
 }
 
@@ -98,14 +105,19 @@ export function dimEq(a: Dim, b: Dim): boolean {
   return a.key === b.key;
 }
 
-export function dimStr(d: Dim): string { return typeof d === 'number' ? String(d) : d.key; }
+export function dimStr(d: Dim): string {
+  return typeof d === 'number' ? String(d) : d.key;
+}
 
 /** Value of a dimension under symbol bindings, or undefined when a symbol is unbound or an atom cannot be evaluated. */
 export function dimEval(d: Dim, bind: ReadonlyMap<string, number>): number | undefined {
   if (typeof d === 'number') return d;
   let s = 0;
   for (const [k, c] of d.terms) {
-    if (k === '') { s += c; continue; }
+    if (k === '') {
+      s += c;
+      continue;
+    }
     let p = c;
     for (const name of k.split('*')) {
       const v = bind.get(name);
@@ -126,7 +138,11 @@ export function dimRange(d: Dim): { min?: number; max?: number } {
   if (typeof d === 'number') return { min: d, max: d };
   let pos = false;
   let neg = false;
-  for (const [k, c] of d.terms) if (k !== '') { if (c > 0) pos = true; else neg = true; }
+  for (const [k, c] of d.terms)
+    if (k !== '') {
+      if (c > 0) pos = true;
+      else neg = true;
+    }
   const c0 = d.terms.get('') ?? 0;
   return { ...(neg ? {} : { min: c0 }), ...(pos ? {} : { max: c0 }) };
 }
@@ -167,10 +183,14 @@ export function dimProduct(s: readonly Dim[]): Dim {
 
 let unknownCounter = 0;
 /** A fresh symbol for a dimension inference cannot determine (data-dependent sizes such as NonZero's count). */
-export function unknownDim(): Sym { return sym(`unk${unknownCounter++}`); }
+export function unknownDim(): Sym {
+  return sym(`unk${unknownCounter++}`);
+}
 
 /** Whether a symbol name is one unknownDim() made (not a model's). */
-export function isUnknownSymbol(name: string): boolean { return /^unk\d+$/.test(name); }
+export function isUnknownSymbol(name: string): boolean {
+  return /^unk\d+$/.test(name);
+}
 
 /**
  * Parses a dim_param such as `batch`, `past_decoder_sequence_length + 1` or `2*seq` into a Dim. Anything that is
@@ -188,17 +208,27 @@ export function parseDim(text: string): Dim {
   };
   const product = (): Dim | undefined => {
     let d = atom();
-    while (d !== undefined && tokens[pos] === '*') { pos++; const r = atom(); d = r === undefined ? undefined : dimMul(d, r); }
+    while (d !== undefined && tokens[pos] === '*') {
+      pos++;
+      const r = atom();
+      d = r === undefined ? undefined : dimMul(d, r);
+    }
     return d;
   };
   let sign = 1;
-  if (tokens[pos] === '-') { sign = -1; pos++; }
+  if (tokens[pos] === '-') {
+    sign = -1;
+    pos++;
+  }
   let acc = product();
   if (acc !== undefined && sign < 0) acc = dimNeg(acc);
   while (acc !== undefined && pos < tokens.length) {
     const op = tokens[pos++];
     const r = product();
-    if (r === undefined || (op !== '+' && op !== '-')) { acc = undefined; break; }
+    if (r === undefined || (op !== '+' && op !== '-')) {
+      acc = undefined;
+      break;
+    }
     acc = op === '+' ? dimAdd(acc, r) : dimSub(acc, r);
   }
   return acc ?? sym(text.trim());

@@ -9,11 +9,16 @@ export class Tensor {
     readonly data: Data,
   ) {
     const n = sizeOf(dims);
-    if (data.length !== n) throw new Error(`internal: tensor data has ${data.length} elements, dims [${dims}] need ${n}`);
+    if (data.length !== n)
+      throw new Error(`internal: tensor data has ${data.length} elements, dims [${dims}] need ${n}`);
   }
 
-  get size(): number { return this.data.length; }
-  get rank(): number { return this.dims.length; }
+  get size(): number {
+    return this.data.length;
+  }
+  get rank(): number {
+    return this.dims.length;
+  }
 
   /** Numeric elements (throws for strings). */
   get nums(): NumArray {
@@ -40,32 +45,54 @@ export class Tensor {
     return new Tensor(dtype, dims, data);
   }
 
-  static scalar(dtype: DType, v: number): Tensor { return Tensor.fromNumbers(dtype, [], [v]); }
+  static scalar(dtype: DType, v: number): Tensor {
+    return Tensor.fromNumbers(dtype, [], [v]);
+  }
 
-  static fromStrings(dims: readonly number[], values: string[]): Tensor { return new Tensor('string', dims, values); }
+  static fromStrings(dims: readonly number[], values: string[]): Tensor {
+    return new Tensor('string', dims, values);
+  }
 
   /** Same data, other dims (sizes must agree). */
-  reshape(dims: readonly number[]): Tensor { return new Tensor(this.dtype, dims, this.data); }
+  reshape(dims: readonly number[]): Tensor {
+    return new Tensor(this.dtype, dims, this.data);
+  }
 
   /** The elements as plain numbers (copy). */
-  toNumbers(): number[] { return Array.from(this.nums); }
+  toNumbers(): number[] {
+    return Array.from(this.nums);
+  }
 }
 
 /** The per-element conversion from a JS number into a dtype's array, or undefined when the typed array does it. */
 export function converter(dtype: DType): ((x: number) => number) | undefined {
   switch (dtype) {
-    case 'float16': return roundF16;
-    case 'bfloat16': return roundBf16;
-    case 'bool': return (x) => (x !== 0 ? 1 : 0);
-    case 'int64': return (x) => (Number.isFinite(x) ? Math.trunc(x) : x !== x ? 0 : x > 0 ? 9223372036854775807 : -9223372036854775808);
-    case 'uint64': return (x) => (Number.isFinite(x) ? wrapU64(Math.trunc(x)) : 0);
-    case 'int8': case 'int16': case 'int32': case 'uint8': case 'uint16': case 'uint32':
+    case 'float16':
+      return roundF16;
+    case 'bfloat16':
+      return roundBf16;
+    case 'bool':
+      return (x) => (x !== 0 ? 1 : 0);
+    case 'int64':
+      return (x) =>
+        Number.isFinite(x) ? Math.trunc(x) : x !== x ? 0 : x > 0 ? 9223372036854775807 : -9223372036854775808;
+    case 'uint64':
+      return (x) => (Number.isFinite(x) ? wrapU64(Math.trunc(x)) : 0);
+    case 'int8':
+    case 'int16':
+    case 'int32':
+    case 'uint8':
+    case 'uint16':
+    case 'uint32':
       return (x) => (Number.isFinite(x) ? Math.trunc(x) : 0);
-    default: return undefined;
+    default:
+      return undefined;
   }
 }
 
-function wrapU64(x: number): number { return x < 0 ? x + 18446744073709551616 : x; }
+function wrapU64(x: number): number {
+  return x < 0 ? x + 18446744073709551616 : x;
+}
 
 /** A row-major [rows, cols] float32 matrix transposed into a new [cols, rows] one. */
 export function transposeMatrix(w: ArrayLike<number>, rows: number, cols: number): Float32Array {
@@ -84,7 +111,10 @@ export function sizeOf(dims: readonly number[]): number {
 export function stridesOf(dims: readonly number[]): number[] {
   const s = new Array<number>(dims.length);
   let acc = 1;
-  for (let i = dims.length - 1; i >= 0; i--) { s[i] = acc; acc *= dims[i]!; }
+  for (let i = dims.length - 1; i >= 0; i--) {
+    s[i] = acc;
+    acc *= dims[i]!;
+  }
   return s;
 }
 

@@ -19,7 +19,7 @@ export class WeightStore {
 
   /** Adds a tensor (raw: its little-endian bytes when already at hand) and returns its id. */
   add(tensor: Tensor, raw?: Uint8Array): string {
-    const bytes = tensor.dtype === 'string' ? Buffer.from(JSON.stringify(tensor.strings)) : raw ?? toRaw(tensor);
+    const bytes = tensor.dtype === 'string' ? Buffer.from(JSON.stringify(tensor.strings)) : (raw ?? toRaw(tensor));
     const id = weightId(tensor, bytes);
     this.storedBytes += bytes.length;
     if (!this.weights.has(id)) this.weights.set(id, { id, tensor, bytes: bytes.length });

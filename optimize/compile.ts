@@ -57,8 +57,17 @@ export interface Compiled extends BuiltPlan {
 
 /** The names --dump-after accepts: every IR pass, every program pass, and 'all'; fails listing both lists. */
 export function checkDumpAfter(name: string | undefined): void {
-  if (name === undefined || name === 'all' || PIPELINE.some((p) => p.name === name) || PROGRAM_PASSES.some((p) => p.name === name)) return;
-  throw new PlancError('PLANC_E301', `--dump-after ${name}: no such pass (IR passes: ${PIPELINE.map((p) => p.name).join(', ')}; program passes: ${PROGRAM_PASSES.map((p) => p.name).join(', ')}; or all)`);
+  if (
+    name === undefined ||
+    name === 'all' ||
+    PIPELINE.some((p) => p.name === name) ||
+    PROGRAM_PASSES.some((p) => p.name === name)
+  )
+    return;
+  throw new PlancError(
+    'PLANC_E301',
+    `--dump-after ${name}: no such pass (IR passes: ${PIPELINE.map((p) => p.name).join(', ')}; program passes: ${PROGRAM_PASSES.map((p) => p.name).join(', ')}; or all)`,
+  );
 }
 
 /**
@@ -66,7 +75,11 @@ export function checkDumpAfter(name: string | undefined): void {
  * (passes/pipeline.ts PIPELINE), then the program passes (codegen/program-passes.ts PROGRAM_PASSES). Services the
  * caller does not give are backed by the runtime here; progress goes to `services.progress` only.
  */
-export async function compile(model: Model, options: CompileOptions, services: CompileServices = {}): Promise<Compiled> {
+export async function compile(
+  model: Model,
+  options: CompileOptions,
+  services: CompileServices = {},
+): Promise<Compiled> {
   checkDumpAfter(options.dumpAfter);
   const { progress } = services;
   // Decoding runs the first-step decoder on the start token only; sizing it for whole target prefixes would make its
@@ -76,54 +89,108 @@ export async function compile(model: Model, options: CompileOptions, services: C
   if (firstStepOnly) maxDims.decoder_sequence_length = 1;
   // HRT's Skip-CMLM pass reads k · ceil(maxLen / k) tokens: up to the target cap plus the largest chunk less one
   const hrt = model.decoding.hrt;
-  if (hrt && model.graphs.has(NAT_GRAPH)) maxDims[NAT_LENGTH_SYMBOL] ??= options.maxTgtLen + Math.max(...hrt.chunkSizes) - 1;
+  if (hrt && model.graphs.has(NAT_GRAPH))
+    maxDims[NAT_LENGTH_SYMBOL] ??= options.maxTgtLen + Math.max(...hrt.chunkSizes) - 1;
   const profile = { maxBatch: options.maxBatch, maxSrcLen: options.maxSrcLen, maxTgtLen: options.maxTgtLen, maxDims };
   progress?.start('verifying');
   verifyModel(model, { types: false });
   checkSeq2SeqOutputs(model);
   checkQuantizeTarget(options);
   const topk = chooseTopk(model, options.specialIds, options.topk);
-  if (options.vocab && topk === undefined) throw new PlancError('PLANC_E301', '--vocab rewrites planc.ProjectTopK: it needs --topk N (N ≥ 1)');
+  if (options.vocab && topk === undefined)
+    throw new PlancError('PLANC_E301', '--vocab rewrites planc.ProjectTopK: it needs --topk N (N ≥ 1)');
   const passServices: PassServices = {
     progress,
-    calibrate: services.calibrate ?? ((m, request) => calibrateVocab(m, request, { profile, specialIds: options.specialIds, tokenizer: options.tokenizer, progress })),
-    quantize: services.quantize ?? ((m, request, pipe) => quantizeStep(m, request, pipe, { profile, specialIds: options.specialIds, tokenizer: options.tokenizer, progress })),
+    calibrate:
+      services.calibrate ??
+      ((m, request) =>
+        calibrateVocab(m, request, {
+          profile,
+          specialIds: options.specialIds,
+          tokenizer: options.tokenizer,
+          progress,
+        })),
+    quantize:
+      services.quantize ??
+      ((m, request, pipe) =>
+        quantizeStep(m, request, pipe, {
+          profile,
+          specialIds: options.specialIds,
+          tokenizer: options.tokenizer,
+          progress,
+        })),
   };
-  const tune = services.tune ?? (async (plan: PlanFile) => tunePlan(plan, { forced: options.variants, ...options.tune }, progress));
+  const tune =
+    services.tune ??
+    (async (plan: PlanFile) => tunePlan(plan, { forced: options.variants, ...options.tune }, progress));
   const vocab = options.vocab ? await passServices.calibrate!(model, { ...options.vocab, topk: topk! }) : undefined;
   const { onDump, dumpAfter } = options;
-  const pipe: PassContext & { disable: string[] } = { disable: options.disable ?? [], topk, vocab: vocab?.rewrite, stepTokens: options.stepTokens };
+  const pipe: PassContext & { disable: string[] } = {
+    disable: options.disable ?? [],
+    topk,
+    vocab: vocab?.rewrite,
+    stepTokens: options.stepTokens,
+  };
   const quantized = options.quantize ? await passServices.quantize!(model, options.quantize, pipe) : undefined;
   const optimized = runPipeline(model, {
-    ...pipe, quantize: quantized?.options, explain: options.explain, services: passServices,
-    dumpAfter, onPass: (name) => progress?.start(`pass ${name}`), onDump: onDump && ((name, text) => onDump(name, text, 'IR')),
+    ...pipe,
+    quantize: quantized?.options,
+    explain: options.explain,
+    services: passServices,
+    dumpAfter,
+    onPass: (name) => progress?.start(`pass ${name}`),
+    onDump: onDump && ((name, text) => onDump(name, text, 'IR')),
   });
-  const built = buildPlan(optimized, {
-    target: options.target, archs: options.archs, ...profile, specialIds: options.specialIds, tokenizer: options.tokenizer,
-    variants: options.variants, options: { ...options.options, profile: JSON.stringify(profile) }, onProgress: (step) => progress?.start(step),
-  }, { dumpAfter, onDump: onDump && ((name, text) => onDump(name, text, 'programs')) });
+  const built = buildPlan(
+    optimized,
+    {
+      target: options.target,
+      archs: options.archs,
+      ...profile,
+      specialIds: options.specialIds,
+      tokenizer: options.tokenizer,
+      variants: options.variants,
+      options: { ...options.options, profile: JSON.stringify(profile) },
+      onProgress: (step) => progress?.start(step),
+    },
+    { dumpAfter, onDump: onDump && ((name, text) => onDump(name, text, 'programs')) },
+  );
   if (vocab) built.header.vocab = vocab.header;
   if (quantized) built.header.quantization = mergeQuantization(built.header.quantization, quantized.header);
   const q = built.header.quantization;
-  if (q && options.target === 'cpu' && q.layers.some((l) => isHalf(l.precision as LayerPrecision))) q.notes = [q.notes, CPU_HALF_NOTE].filter((x) => x).join('\n');
+  if (q && options.target === 'cpu' && q.layers.some((l) => isHalf(l.precision as LayerPrecision)))
+    q.notes = [q.notes, CPU_HALF_NOTE].filter((x) => x).join('\n');
   const tuning = options.tune ? await tune(built) : undefined;
-  return { ...built, topk, firstStepOnly, vocab: vocab?.header, quantization: built.header.quantization, ...(tuning ? { tuning } : {}) };
+  return {
+    ...built,
+    topk,
+    firstStepOnly,
+    vocab: vocab?.header,
+    quantization: built.header.quantization,
+    ...(tuning ? { tuning } : {}),
+  };
 }
 
 /** The --quantize precisions the CUDA kernels have (the cpu has every one; a layer may also stay float32). */
 const CUDA_PRECISIONS: readonly string[] = ['w8', 'fp16', 'bf16'];
-const CUDA_WHY = 'the CUDA products are int8 weight-only (w8: float32 inputs) or on tensor cores in fp16 / bf16; int8 / int16 inputs and auto (whose ladder is int8 / int16) run on the CPU only';
+const CUDA_WHY =
+  'the CUDA products are int8 weight-only (w8: float32 inputs) or on tensor cores in fp16 / bf16; int8 / int16 inputs and auto (whose ladder is int8 / int16) run on the CPU only';
 
 /** What a cpu plan of a half precision says about itself (the stated fallback: it runs, as the reference). */
-const CPU_HALF_NOTE = 'fp16 / bf16 on the cpu: the reference path (each weight widened to float32 on every call, the other operand rounded to the weight\'s dtype), slower than float32: the CUDA tensor cores are where these precisions pay; on the cpu use int8, w8 or int16 for speed';
+const CPU_HALF_NOTE =
+  "fp16 / bf16 on the cpu: the reference path (each weight widened to float32 on every call, the other operand rounded to the weight's dtype), slower than float32: the CUDA tensor cores are where these precisions pay; on the cpu use int8, w8 or int16 for speed";
 
 /** Refuses a --quantize mode or per-layer precision the CUDA kernels do not have, naming it and why. */
 function checkQuantizeTarget(options: CompileOptions): void {
   const q = options.quantize;
   if (!q || options.target !== 'cuda') return;
-  if (!CUDA_PRECISIONS.includes(q.mode)) throw new PlancError('PLANC_E301', `--quantize ${q.mode} --target cuda: ${CUDA_WHY}`);
+  if (!CUDA_PRECISIONS.includes(q.mode))
+    throw new PlancError('PLANC_E301', `--quantize ${q.mode} --target cuda: ${CUDA_WHY}`);
   const bad = Object.entries(q.layers ?? {}).find(([, p]) => p !== 'float32' && !CUDA_PRECISIONS.includes(p));
-  if (bad) throw new PlancError('PLANC_E301', `--quantize-layers ${bad[0]}=${bad[1]} --target cuda: ${CUDA_WHY}`, { node: bad[0] });
+  if (bad)
+    throw new PlancError('PLANC_E301', `--quantize-layers ${bad[0]}=${bad[1]} --target cuda: ${CUDA_WHY}`, {
+      node: bad[0],
+    });
 }
 
 /** The pass's record of the plan's layers (codegen/pack.ts) with the quantize step's mode, measurements and reasons. */

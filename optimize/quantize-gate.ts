@@ -10,7 +10,10 @@ import type { Tokenizer } from '../runtime/tokenizer/tokenizer.ts';
 import { greedyExposed } from './vocab-calibrate.ts';
 
 /** The gate a quantized plan must hold: identical sentences at least `identical`, BLEU at most `bleuDrop` below float32. */
-export interface Gate { identical: number; bleuDrop: number }
+export interface Gate {
+  identical: number;
+  bleuDrop: number;
+}
 export const DEFAULT_GATE: Gate = { identical: 0.97, bleuDrop: 0.3 };
 
 export interface GateMeasure {
@@ -33,41 +36,89 @@ export function gatePassed(m: GateMeasure, g: Gate): boolean {
 }
 
 /** The float32 plan's greedy output on the evaluation text (ids without eos), kept for every measurement against it. */
-export interface Fp32Reference { sources: number[][]; ids: number[][]; bleu?: number; refs?: string[] }
+export interface Fp32Reference {
+  sources: number[][];
+  ids: number[][];
+  bleu?: number;
+  refs?: string[];
+}
 
-export function fp32Reference(fp32: Plan, tok: Tokenizer, rules: DecodingRules, src: string[], refs: string[] | undefined,
-  maxSrcLen: number, maxTgtLen: number, progress?: ProgressReporter): Fp32Reference {
+export function fp32Reference(
+  fp32: Plan,
+  tok: Tokenizer,
+  rules: DecodingRules,
+  src: string[],
+  refs: string[] | undefined,
+  maxSrcLen: number,
+  maxTgtLen: number,
+  progress?: ProgressReporter,
+): Fp32Reference {
   const sources = src.map((s) => tok.encodeSource(s));
   const long = sources.findIndex((s) => s.length > maxSrcLen);
-  if (long >= 0) throw new PlancError('PLANC_E501', `--eval-src sentence ${long + 1} has ${sources[long]!.length} tokens, over --max-src-len ${maxSrcLen}`);
+  if (long >= 0)
+    throw new PlancError(
+      'PLANC_E501',
+      `--eval-src sentence ${long + 1} has ${sources[long]!.length} tokens, over --max-src-len ${maxSrcLen}`,
+    );
   const bar = progress?.bar('float32 reference', sources.length);
   const ids = greedyExposed(fp32, sources, rules, maxTgtLen, undefined, (k) => bar?.tick(k));
   bar?.done();
-  const bleu = refs ? corpusBleu(ids.map((x) => tok.decode(x)), refs).score : undefined;
+  const bleu = refs
+    ? corpusBleu(
+        ids.map((x) => tok.decode(x)),
+        refs,
+      ).score
+    : undefined;
   return { sources, ids, bleu, refs };
 }
 
 /** The quantized plan against the float32 reference: free-running greedy, then teacher-forced on float32's tokens. */
-export function measureQuantized(q: Plan, ref: Fp32Reference, tok: Tokenizer, rules: DecodingRules, eosId: number, maxTgtLen: number,
-  progress?: ProgressReporter): GateMeasure {
+export function measureQuantized(
+  q: Plan,
+  ref: Fp32Reference,
+  tok: Tokenizer,
+  rules: DecodingRules,
+  eosId: number,
+  maxTgtLen: number,
+  progress?: ProgressReporter,
+): GateMeasure {
   const n = ref.sources.length;
   const bar = progress?.bar('quantized vs float32', 2 * n);
   const ids = greedyExposed(q, ref.sources, rules, maxTgtLen, undefined, (k) => bar?.tick(k));
   // the steps pick sees: a forced first token (forced bos) is not picked
   const pos = new Array<number>(n).fill(rules.c.forcedBosId === undefined ? 0 : 1);
-  let steps = 0, agree = 0;
-  greedyExposed(q, ref.sources, rules, maxTgtLen, (out, r, s, banned) => {
-    const want = ref.ids[s]!;
-    const t = pos[s]!++;
-    const forced = t < want.length ? want[t]! : eosId;
-    steps++;
-    if (rowBest(out, r, false, banned).tok === forced) agree++;
-    return forced;
-  }, (k) => bar?.tick(k));
+  let steps = 0,
+    agree = 0;
+  greedyExposed(
+    q,
+    ref.sources,
+    rules,
+    maxTgtLen,
+    (out, r, s, banned) => {
+      const want = ref.ids[s]!;
+      const t = pos[s]!++;
+      const forced = t < want.length ? want[t]! : eosId;
+      steps++;
+      if (rowBest(out, r, false, banned).tok === forced) agree++;
+      return forced;
+    },
+    (k) => bar?.tick(k),
+  );
   bar?.done();
   const differing = ids.flatMap((x, i) => (x.join() === ref.ids[i]!.join() ? [] : [i]));
   return {
-    evalSentences: n, identicalSentences: (n - differing.length) / n, top1Agreement: steps ? agree / steps : 1, differing,
-    ...(ref.refs ? { bleu: corpusBleu(ids.map((x) => tok.decode(x)), ref.refs).score, bleuFp32: ref.bleu } : {}),
+    evalSentences: n,
+    identicalSentences: (n - differing.length) / n,
+    top1Agreement: steps ? agree / steps : 1,
+    differing,
+    ...(ref.refs
+      ? {
+          bleu: corpusBleu(
+            ids.map((x) => tok.decode(x)),
+            ref.refs,
+          ).score,
+          bleuFp32: ref.bleu,
+        }
+      : {}),
   };
 }

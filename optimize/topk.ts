@@ -13,8 +13,13 @@ import { samplingTopkNeeded } from '../runtime/decode/sampling-check.ts';
  * with do_sample its top_k (default 50) too (runtime/decode/sampling-check.ts); models with a repetition_penalty or
  * do_sample with top_k 0, and other models, keep their logits.
  */
-export function chooseTopk(model: Model, ids: SpecialIds | undefined, requested: number | undefined): number | undefined {
-  if (requested !== undefined && (!Number.isInteger(requested) || requested < 0)) throw new PlancError('PLANC_E301', `--topk must be an integer ≥ 0 (0 keeps the logits), got ${requested}`);
+export function chooseTopk(
+  model: Model,
+  ids: SpecialIds | undefined,
+  requested: number | undefined,
+): number | undefined {
+  if (requested !== undefined && (!Number.isInteger(requested) || requested < 0))
+    throw new PlancError('PLANC_E301', `--topk must be an integer ≥ 0 (0 keeps the logits), got ${requested}`);
   if (requested === 0) return undefined;
   if (!model.graphs.has('decoder_with_past')) return requested;
   const d = decodingFacts(model, ids);
@@ -27,6 +32,10 @@ export function chooseTopk(model: Model, ids: SpecialIds | undefined, requested:
     return d.doSample ? Math.max(beams, samplingTopkNeeded(d.topK ?? 50, rules)) : beams;
   }
   const greedy = rules.topkNeeded(1);
-  if (requested < greedy) throw new PlancError('PLANC_E301', `--topk ${requested} cannot decode this model exactly: up to ${rules.maxBanned} of a step's best tokens may be banned (suppress_tokens, bad_words_ids), so even greedy decoding needs --topk ${greedy} or more`);
+  if (requested < greedy)
+    throw new PlancError(
+      'PLANC_E301',
+      `--topk ${requested} cannot decode this model exactly: up to ${rules.maxBanned} of a step's best tokens may be banned (suppress_tokens, bad_words_ids), so even greedy decoding needs --topk ${greedy} or more`,
+    );
   return requested;
 }

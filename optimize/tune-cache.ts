@@ -9,7 +9,13 @@ import { PlancError } from '../compiler/diagnostics.ts';
  * Times of one alternative at each operating point: medians and spreads (max - min) in µs, or why it did not run;
  * between: how far its slowest round's median was from its fastest (µs), where it was measured in rounds.
  */
-export interface CachedAlternative { variant: string; micros: number[]; spread: number[]; note: string; between?: number[] }
+export interface CachedAlternative {
+  variant: string;
+  micros: number[];
+  spread: number[];
+  note: string;
+  between?: number[];
+}
 
 export interface CacheEntry {
   /** What the times are of (kernel, static dims, dtypes, arguments, variant set, operating points), as JSON text. */
@@ -20,7 +26,10 @@ export interface CacheEntry {
 }
 
 /** How a lookup went: hit, miss (nothing for the key), or only entries of another device / planc version. */
-export type Lookup = { kind: 'hit'; entry: CacheEntry } | { kind: 'miss' } | { kind: 'stale' | 'foreign'; entry: CacheEntry };
+export type Lookup =
+  | { kind: 'hit'; entry: CacheEntry }
+  | { kind: 'miss' }
+  | { kind: 'stale' | 'foreign'; entry: CacheEntry };
 
 export const CACHE_FORMAT = 1;
 
@@ -44,14 +53,25 @@ export class TuningCache {
     try {
       j = JSON.parse(fs.readFileSync(file, 'utf8'));
     } catch (e) {
-      throw new PlancError('PLANC_E301', `--tuning-cache ${file}: not JSON (${(e as Error).message}); delete it or name another file`, { file });
+      throw new PlancError(
+        'PLANC_E301',
+        `--tuning-cache ${file}: not JSON (${(e as Error).message}); delete it or name another file`,
+        { file },
+      );
     }
-    if (j.format !== CACHE_FORMAT || !Array.isArray(j.entries)) throw new PlancError('PLANC_E301', `--tuning-cache ${file}: not a planc tuning cache of format ${CACHE_FORMAT}; delete it or name another file`, { file });
+    if (j.format !== CACHE_FORMAT || !Array.isArray(j.entries))
+      throw new PlancError(
+        'PLANC_E301',
+        `--tuning-cache ${file}: not a planc tuning cache of format ${CACHE_FORMAT}; delete it or name another file`,
+        { file },
+      );
     for (const e of j.entries) c.entries.set(TuningCache.id(e.key, e.device, e.plancVersion), e);
     return c;
   }
 
-  private static id(key: string, device: string, version: string): string { return `${key}\u0000${device}\u0000${version}`; }
+  private static id(key: string, device: string, version: string): string {
+    return `${key}\u0000${device}\u0000${version}`;
+  }
 
   /** The entry of this key for this device and version; else whether another device's or version's exists. */
   lookup(key: string, device: string, version: string): Lookup {
@@ -71,13 +91,21 @@ export class TuningCache {
     this.dirty = true;
   }
 
-  get size(): number { return this.entries.size; }
+  get size(): number {
+    return this.entries.size;
+  }
 
   /** Writes the cache when it changed (atomically: a temporary file renamed over it); entries sorted, so the file is stable. */
   save(): void {
     if (!this.file || !this.dirty) return;
     fs.mkdirSync(path.dirname(this.file), { recursive: true });
-    const entries = [...this.entries.values()].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : a.device.localeCompare(b.device) || a.plancVersion.localeCompare(b.plancVersion)));
+    const entries = [...this.entries.values()].sort((a, b) =>
+      a.key < b.key
+        ? -1
+        : a.key > b.key
+          ? 1
+          : a.device.localeCompare(b.device) || a.plancVersion.localeCompare(b.plancVersion),
+    );
     const tmp = `${this.file}.${process.pid}.tmp`;
     fs.writeFileSync(tmp, `${JSON.stringify({ format: CACHE_FORMAT, entries }, null, 1)}\n`);
     fs.renameSync(tmp, this.file);

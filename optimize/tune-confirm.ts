@@ -14,11 +14,17 @@ function sourceIds(file: PlanFile, n: number, len: number): number[][] {
   const d = file.header.decoding;
   const vocab = Math.max(16, (d.vocabSize ?? 64) - 8);
   const eos = d.eosId ?? 0;
-  return Array.from({ length: n }, (_, i) => [...Array.from({ length: Math.max(1, len - 1 - (i % 5)) }, (_, j) => 4 + ((i * 131 + j * 17) % vocab)), eos]);
+  return Array.from({ length: n }, (_, i) => [
+    ...Array.from({ length: Math.max(1, len - 1 - (i % 5)) }, (_, j) => 4 + ((i * 131 + j * 17) % vocab)),
+    eos,
+  ]);
 }
 
 /** One point of the check: ms per generated token of each plan, and whether the second produced the first's tokens. */
-export interface TranslationCheck { msPerToken: number[]; identical: boolean }
+export interface TranslationCheck {
+  msPerToken: number[];
+  identical: boolean;
+}
 
 /**
  * Per point: milliseconds per generated token of a short translation by each plan (the untuned one first, the tuned
@@ -26,7 +32,11 @@ export interface TranslationCheck { msPerToken: number[]; identical: boolean }
  * alternated runs (other work on the machine only ever adds time; the fastest run is the plan's own), the order
  * rotating run by run. Per token, since variants that sum in another order may change a greedy choice and so the lengths.
  */
-export async function confirmByTranslation(files: PlanFile[], points: OperatingPoint[], reps = 3): Promise<TranslationCheck[]> {
+export async function confirmByTranslation(
+  files: PlanFile[],
+  points: OperatingPoint[],
+  reps = 3,
+): Promise<TranslationCheck[]> {
   // One plan loaded at a time: with two plans open, the one made second ran several times slower at batch 1 in the
   // same alternation (measured on the tiny int8 plan against itself), which would bias the check.
   const n = files.length;

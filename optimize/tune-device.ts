@@ -33,7 +33,14 @@ function cpuFlags(): string[] {
 /** This machine as a tuning device (loads the native addon). */
 export function thisDevice(): TuneDevice {
   const info = nativeInfo();
-  const facts = { cpu: os.cpus()[0]?.model?.trim() ?? 'unknown', flags: cpuFlags(), cores: os.cpus().length, threads: info.threads, blas: info.blas, simd: info.simd };
+  const facts = {
+    cpu: os.cpus()[0]?.model?.trim() ?? 'unknown',
+    flags: cpuFlags(),
+    cores: os.cpus().length,
+    threads: info.threads,
+    blas: info.blas,
+    simd: info.simd,
+  };
   return { ...facts, id: createHash('sha256').update(JSON.stringify(facts)).digest('hex').slice(0, 16) };
 }
 

@@ -16,7 +16,12 @@ export interface Regression {
  * regression: the total beyond `total` (when given) and the total noise, or one point beyond `point` and its noise; a
  * gain at the most rows must not hide a loss at one row.
  */
-export function regression(untuned: number[], tuned: number[], again: number[] | undefined, margins: { total?: number; point: number }): Regression {
+export function regression(
+  untuned: number[],
+  tuned: number[],
+  again: number[] | undefined,
+  margins: { total?: number; point: number },
+): Regression {
   const noise = again ? Math.abs(sum(again) - sum(untuned)) / sum(untuned) : 0;
   const noiseAt = untuned.map((u, i) => (again ? Math.abs(again[i]! - u) / u : 0));
   const worseAt = untuned.findIndex((u, i) => tuned[i]! > u * (1 + Math.max(margins.point, noiseAt[i]!)));

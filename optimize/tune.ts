@@ -13,7 +13,14 @@ import { type CacheEntry, type CachedAlternative, defaultCacheFile, TuningCache 
 import { confirmByTranslation } from './tune-confirm.ts';
 import { regression } from './tune-regression.ts';
 import { thisDevice, type TuneDevice } from './tune-device.ts';
-import { type GraphTimings, fastestRound, measureInRounds, measurePlan, type OperatingPoint, tuningPoints } from './tune-measure.ts';
+import {
+  type GraphTimings,
+  fastestRound,
+  measureInRounds,
+  measurePlan,
+  type OperatingPoint,
+  tuningPoints,
+} from './tune-measure.ts';
 
 /** What `--tune` asks. */
 export interface TuneRequest {
@@ -72,7 +79,16 @@ const CONFIRM_ALTERNATIVES = ['untuned', 'tuned', 'untuned again'] as const;
  * A call to tune. Its default (base) is auto, the kernel's run-time rule: select-variants fixes only what auto does on
  * every machine, and a plan tuned before is tuned again from auto.
  */
-interface Call { program: number; index: number; graph: string; kernel: string; node: string; variants: string[]; base: string; key: string }
+interface Call {
+  program: number;
+  index: number;
+  graph: string;
+  kernel: string;
+  node: string;
+  variants: string[];
+  base: string;
+  key: string;
+}
 
 const dimsText = (p: PlanProgram, t: number): string => p.tensors[t]!.dims.map((e) => exprKey(p, e)).join('x');
 
@@ -80,12 +96,28 @@ const dimsText = (p: PlanProgram, t: number): string => p.tensors[t]!.dims.map((
 function callKey(p: PlanProgram, k: number, variants: string[], points: OperatingPoint[]): string {
   const kern = p.kernels[k]!;
   const operand = (t: number) => (p.tensors[t] ? `${onnxDtypeName(p.tensors[t]!.dtype)}[${dimsText(p, t)}]` : 'none');
-  return JSON.stringify({ kernel: kern.name, in: kern.inputs.map(operand), out: kern.outputs.map(operand), iargs: kern.iargs, variants, points });
+  return JSON.stringify({
+    kernel: kern.name,
+    in: kern.inputs.map(operand),
+    out: kern.outputs.map(operand),
+    iargs: kern.iargs,
+    variants,
+    points,
+  });
 }
 
 /** The header with some calls' variants replaced (programs copied; weights and the rest shared). */
 function withVariants(h: PlanHeader, set: (program: number, index: number) => string | undefined): PlanHeader {
-  return { ...h, programs: h.programs.map((p, i) => ({ ...p, kernels: p.kernels.map((k, j) => { const v = set(i, j); return v === undefined ? k : { ...k, variant: v }; }) })) };
+  return {
+    ...h,
+    programs: h.programs.map((p, i) => ({
+      ...p,
+      kernels: p.kernels.map((k, j) => {
+        const v = set(i, j);
+        return v === undefined ? k : { ...k, variant: v };
+      }),
+    })),
+  };
 }
 
 const sum = (xs: number[]) => xs.reduce((a, b) => a + b, 0);
@@ -101,7 +133,11 @@ const refusal = (e: unknown): string => (e as Error).message.replace(/^PLANC_E\d
  * Its phases: collect the calls with variants, measure the variants of those the cache lacks, choose per call,
  * confirm the choices end to end (each graph, then short translations; a regression rolls back), record them.
  */
-export async function tunePlan(file: PlanFile, req: TuneRequest = {}, progress?: ProgressReporter): Promise<TuneSummary> {
+export async function tunePlan(
+  file: PlanFile,
+  req: TuneRequest = {},
+  progress?: ProgressReporter,
+): Promise<TuneSummary> {
   const t0 = performance.now();
   const run = openRun(file, req, progress);
   const { calls, forcedRecords } = collect(run, req.forced ?? {});
@@ -133,22 +169,45 @@ interface TuneRun {
 }
 
 /** A call's variant and why. */
-interface Choice { variant: string; reason: string }
+interface Choice {
+  variant: string;
+  reason: string;
+}
 
 /** The run's settings from the request (a cuda plan refused), its cache opened, its summary empty. */
 function openRun(file: PlanFile, req: TuneRequest, progress: ProgressReporter | undefined): TuneRun {
   const h = file.header;
-  if (h.target.kind !== 'cpu') throw new PlancError('PLANC_E301', `--tune: cuda plans keep the heuristic launches of codegen/cuda/rules.ts (recorded in their tuning); tuning measures cpu plans only so far`);
+  if (h.target.kind !== 'cpu')
+    throw new PlancError(
+      'PLANC_E301',
+      `--tune: cuda plans keep the heuristic launches of codegen/cuda/rules.ts (recorded in their tuning); tuning measures cpu plans only so far`,
+    );
   const device = req.device ?? thisDevice();
   const version = req.plancVersion ?? `${h.plancVersion}+native.${nativeBuildId()}`;
   const cacheFile = req.cacheFile === undefined ? defaultCacheFile() : req.cacheFile;
   const cache = TuningCache.open(cacheFile ?? undefined);
   const points = req.points ?? tuningPoints(file, req.batches);
   const mo = { runs: req.runs ?? 7, warmup: req.warmup ?? 2, rounds: req.rounds ?? 3 };
-  const summary: TuneSummary = { device, cacheFile, points, hits: 0, misses: 0, stale: [], foreign: [], measurements: 0, calls: 0, changed: 0, rolledBack: [], seconds: 0 };
+  const summary: TuneSummary = {
+    device,
+    cacheFile,
+    points,
+    hits: 0,
+    misses: 0,
+    stale: [],
+    foreign: [],
+    measurements: 0,
+    calls: 0,
+    changed: 0,
+    rolledBack: [],
+    seconds: 0,
+  };
   const look = (key: string): CacheEntry | undefined => {
     const l = cache.lookup(key, device.id, version);
-    if (l.kind === 'hit') { summary.hits++; return l.entry; }
+    if (l.kind === 'hit') {
+      summary.hits++;
+      return l.entry;
+    }
     summary.misses++;
     if (l.kind === 'stale') summary.stale.push(`${key} (planc ${l.entry.plancVersion})`);
     if (l.kind === 'foreign') summary.foreign.push(`${key} (device ${l.entry.device})`);
@@ -158,19 +217,39 @@ function openRun(file: PlanFile, req: TuneRequest, progress: ProgressReporter | 
 }
 
 /** Collect: every call with variants, in plan order; a call the caller forced is recorded as such, not tuned. */
-function collect(run: TuneRun, forced: Readonly<Record<string, string>>): { calls: Call[]; forcedRecords: PlanTuningDecision[] } {
+function collect(
+  run: TuneRun,
+  forced: Readonly<Record<string, string>>,
+): { calls: Call[]; forcedRecords: PlanTuningDecision[] } {
   const forcedRecords: PlanTuningDecision[] = [];
   const calls: Call[] = [];
-  run.h.programs.forEach((p, i) => p.kernels.forEach((k, j) => {
-    const variants = kernelVariants(k.name).map((v) => v.name);
-    if (!variants.length) return;
-    const force = forced[k.node] ?? forced[k.name];
-    if (force !== undefined) {
-      forcedRecords.push({ key: `${p.graph}:${j}:${k.name}`, choice: force, micros: 0, reason: `forced by the caller's variant choice for ${forced[k.node] !== undefined ? `node ${k.node}` : `kernel ${k.name}`}; not tuned`, alternatives: [] });
-      return;
-    }
-    calls.push({ program: i, index: j, graph: p.graph, kernel: k.name, node: k.node, variants, base: 'auto', key: callKey(p, j, variants, run.points) });
-  }));
+  run.h.programs.forEach((p, i) =>
+    p.kernels.forEach((k, j) => {
+      const variants = kernelVariants(k.name).map((v) => v.name);
+      if (!variants.length) return;
+      const force = forced[k.node] ?? forced[k.name];
+      if (force !== undefined) {
+        forcedRecords.push({
+          key: `${p.graph}:${j}:${k.name}`,
+          choice: force,
+          micros: 0,
+          reason: `forced by the caller's variant choice for ${forced[k.node] !== undefined ? `node ${k.node}` : `kernel ${k.name}`}; not tuned`,
+          alternatives: [],
+        });
+        return;
+      }
+      calls.push({
+        program: i,
+        index: j,
+        graph: p.graph,
+        kernel: k.name,
+        node: k.node,
+        variants,
+        base: 'auto',
+        key: callKey(p, j, variants, run.points),
+      });
+    }),
+  );
   run.summary.calls = calls.length;
   return { calls, forcedRecords };
 }
@@ -188,7 +267,8 @@ function measure(run: TuneRun, calls: Call[]): Map<Call, CacheEntry> {
   for (const c of calls) {
     if (!byKey.has(c.key)) byKey.set(c.key, run.look(c.key));
     const e = byKey.get(c.key);
-    if (e) entries.set(c, e); else missing.push(c);
+    if (e) entries.set(c, e);
+    else missing.push(c);
   }
   if (!missing.length) return entries;
   const names = [...new Set(missing.flatMap((c) => c.variants))];
@@ -196,12 +276,18 @@ function measure(run: TuneRun, calls: Call[]): Map<Call, CacheEntry> {
   const alts = new Map<Call, CachedAlternative[]>(missing.map((c) => [c, []]));
   // in rounds, the variants' order reversed every other round: a call's time is its lowest median over the rounds,
   // so the machine's drift between one variant's measurement and the next (other work, clocks) does not decide
-  const bar = progress?.bar(`tuning ${missing.length} kernel calls: ${names.length} variants × ${graphs.length} graphs × ${points.length} points × ${mo.rounds} rounds`, names.length * mo.rounds);
+  const bar = progress?.bar(
+    `tuning ${missing.length} kernel calls: ${names.length} variants × ${graphs.length} graphs × ${points.length} points × ${mo.rounds} rounds`,
+    names.length * mo.rounds,
+  );
   const rounds = new Map<string, GraphTimings[][][]>(names.map((v) => [v, []]));
   const notes = new Map<string, string>();
   for (let round = 0; round < mo.rounds; round++) {
     for (const v of round % 2 ? [...names].reverse() : names) {
-      if (notes.has(v)) { bar?.tick(1); continue; }
+      if (notes.has(v)) {
+        bar?.tick(1);
+        continue;
+      }
       const mine = new Set(missing.filter((c) => c.variants.includes(v)).map((c) => `${c.program}:${c.index}`));
       const header = withVariants(h, (i, j) => (mine.has(`${i}:${j}`) ? v : undefined));
       try {
@@ -222,7 +308,13 @@ function measure(run: TuneRun, calls: Call[]): Map<Call, CacheEntry> {
       if (!c.variants.includes(v)) continue;
       const g = graphs.indexOf(c.graph);
       const at = ts.length ? points.map((_, pt) => fastestRound(ts.map((t) => t[pt]![g]!.calls[c.index]!))) : [];
-      alts.get(c)!.push({ variant: v, micros: at.map((x) => x.micros), spread: at.map((x) => x.spread), between: at.map((x) => x.between ?? 0), note });
+      alts.get(c)!.push({
+        variant: v,
+        micros: at.map((x) => x.micros),
+        spread: at.map((x) => x.spread),
+        between: at.map((x) => x.between ?? 0),
+        note,
+      });
     }
   }
   const pooled = new Map<string, CacheEntry>();
@@ -244,7 +336,10 @@ function choose(run: TuneRun, calls: Call[], entries: Map<Call, CacheEntry>): Ma
   const chosen = new Map<Call, Choice>();
   for (const c of calls) {
     const pick = chooseVariant(c, entries.get(c)!, run.points);
-    chosen.set(c, pick.variant === c.base ? pick : { ...pick, reason: pick.reason + preparedNote(run.h, c, pick.variant) });
+    chosen.set(
+      c,
+      pick.variant === c.base ? pick : { ...pick, reason: pick.reason + preparedNote(run.h, c, pick.variant) },
+    );
   }
   return chosen;
 }
@@ -254,19 +349,40 @@ function choose(run: TuneRun, calls: Call[], entries: Map<Call, CacheEntry>): Ma
  * its second copy); a regression rolls the graph's choices back (all, or all but the largest gain when that one alone
  * holds). Rolled-back choices are replaced in `chosen`; returns the graphs' confirmation records.
  */
-function confirmGraphs(run: TuneRun, calls: Call[], entries: Map<Call, CacheEntry>, chosen: Map<Call, Choice>): PlanTuningDecision[] {
+function confirmGraphs(
+  run: TuneRun,
+  calls: Call[],
+  entries: Map<Call, CacheEntry>,
+  chosen: Map<Call, Choice>,
+): PlanTuningDecision[] {
   const { file, h, points, mo, summary, progress } = run;
   const confirmRecords: PlanTuningDecision[] = [];
   // one graph run end to end with a set of its calls' choices against the untuned graph (and its second copy)
   const confirmGraph = (pi: number, graph: string, set: Call[]) => {
-    const key = JSON.stringify({ confirm: graph, source: h.sourceHash, choices: set.map((c) => `${c.index}:${chosen.get(c)!.variant}`), points });
+    const key = JSON.stringify({
+      confirm: graph,
+      source: h.sourceHash,
+      choices: set.map((c) => `${c.index}:${chosen.get(c)!.variant}`),
+      points,
+    });
     let e = run.look(key);
     if (!e) {
-      progress?.start(`confirming ${graph} end to end${set.length === 1 ? ` with ${set[0]!.kernel} ${chosen.get(set[0]!)!.variant} alone` : ''}`);
-      const tunedHeader = withVariants(h, (i, j) => { const c = i === pi ? set.find((x) => x.index === j) : undefined; return c && chosen.get(c)!.variant; });
-      const untunedHeader = withVariants(h, (i, j) => (i === pi && set.some((c) => c.index === j) ? 'auto' : undefined));
+      progress?.start(
+        `confirming ${graph} end to end${set.length === 1 ? ` with ${set[0]!.kernel} ${chosen.get(set[0]!)!.variant} alone` : ''}`,
+      );
+      const tunedHeader = withVariants(h, (i, j) => {
+        const c = i === pi ? set.find((x) => x.index === j) : undefined;
+        return c && chosen.get(c)!.variant;
+      });
+      const untunedHeader = withVariants(h, (i, j) =>
+        i === pi && set.some((c) => c.index === j) ? 'auto' : undefined,
+      );
       const untunedFile = { header: untunedHeader, blob: file.blob };
-      const measure = () => measureInRounds([untunedFile, { header: tunedHeader, blob: file.blob }, untunedFile], graph, points, { ...mo, runs: Math.max(mo.runs, 9) });
+      const measure = () =>
+        measureInRounds([untunedFile, { header: tunedHeader, blob: file.blob }, untunedFile], graph, points, {
+          ...mo,
+          runs: Math.max(mo.runs, 9),
+        });
       let ab = measure();
       summary.measurements += 3;
       const micros = (k: number) => ab.map((x) => x[k]!.micros);
@@ -276,8 +392,17 @@ function confirmGraphs(run: TuneRun, calls: Call[], entries: Map<Call, CacheEntr
         summary.measurements += 3;
         ab = ab.map((perPlan, i) => perPlan.map((x, k) => fastestRound([x, second[i]![k]!])));
       }
-      e = { key, device: run.device.id, plancVersion: run.version, alternatives: CONFIRM_ALTERNATIVES.map((variant, k) => ({
-        variant, micros: ab.map((x) => x[k]!.micros), spread: ab.map((x) => x[k]!.spread), note: '' })) };
+      e = {
+        key,
+        device: run.device.id,
+        plancVersion: run.version,
+        alternatives: CONFIRM_ALTERNATIVES.map((variant, k) => ({
+          variant,
+          micros: ab.map((x) => x[k]!.micros),
+          spread: ab.map((x) => x[k]!.spread),
+          note: '',
+        })),
+      };
       run.cache.put(e);
     }
     const [u, t, again] = e.alternatives as [CachedAlternative, CachedAlternative, CachedAlternative | undefined];
@@ -304,18 +429,33 @@ function confirmGraphs(run: TuneRun, calls: Call[], entries: Map<Call, CacheEntr
       const best = [...mine].sort((a, b) => gain(b) - gain(a) || a.index - b.index)[0]!;
       const alone = confirmGraph(pi, p.graph, [best]);
       why += ` — a regression; with ${best.node} ${chosen.get(best)!.variant} alone (the largest gain): ${alone.per}`;
-      if (!alone.regressed) { r = alone; kept = [best]; }
+      if (!alone.regressed) {
+        r = alone;
+        kept = [best];
+      }
     }
     if (kept.length < mine.length) {
       summary.rolledBack.push(p.graph);
       for (const c of mine) {
-        if (!kept.includes(c)) chosen.set(c, { variant: c.base, reason: `rolled back: ${p.graph} ran slower end to end with its tuned variants (${why}); ${chosen.get(c)!.reason}` });
+        if (!kept.includes(c))
+          chosen.set(c, {
+            variant: c.base,
+            reason: `rolled back: ${p.graph} ran slower end to end with its tuned variants (${why}); ${chosen.get(c)!.reason}`,
+          });
       }
     }
     why += kept.length === mine.length ? '' : kept.length ? `: only ${kept[0]!.node} kept` : ': rolled back';
     confirmRecords.push({
-      key: `${p.graph}:confirm`, choice: kept.length ? 'tuned' : 'untuned', micros: sum(kept.length ? r.t.micros : r.u.micros), reason: why,
-      alternatives: r.e.alternatives.map((a) => ({ variant: a.variant, micros: sum(a.micros), spread: Math.max(...a.spread), note: a.note })),
+      key: `${p.graph}:confirm`,
+      choice: kept.length ? 'tuned' : 'untuned',
+      micros: sum(kept.length ? r.t.micros : r.u.micros),
+      reason: why,
+      alternatives: r.e.alternatives.map((a) => ({
+        variant: a.variant,
+        micros: sum(a.micros),
+        spread: Math.max(...a.spread),
+        note: a.note,
+      })),
     });
   }
   return confirmRecords;
@@ -326,16 +466,31 @@ function confirmGraphs(run: TuneRun, calls: Call[], entries: Map<Call, CacheEntr
  * any point rolls every choice back (replaced in `chosen`). Returns its record; none when nothing changed or the plan
  * does not decode.
  */
-async function confirmTranslation(run: TuneRun, calls: Call[], chosen: Map<Call, Choice>): Promise<PlanTuningDecision[]> {
+async function confirmTranslation(
+  run: TuneRun,
+  calls: Call[],
+  chosen: Map<Call, Choice>,
+): Promise<PlanTuningDecision[]> {
   const { file, h, points, summary, progress } = run;
   const changedCalls = calls.filter((c) => chosen.get(c)!.variant !== c.base);
-  if (!changedCalls.length || !h.programs.some((p) => p.graph === 'decoder_with_past' || p.graph === 'decoder')) return [];
-  const key = JSON.stringify({ confirm: 'translation', source: h.sourceHash, choices: changedCalls.map((c) => `${c.graph}:${c.index}:${chosen.get(c)!.variant}`), points });
+  if (!changedCalls.length || !h.programs.some((p) => p.graph === 'decoder_with_past' || p.graph === 'decoder'))
+    return [];
+  const key = JSON.stringify({
+    confirm: 'translation',
+    source: h.sourceHash,
+    choices: changedCalls.map((c) => `${c.graph}:${c.index}:${chosen.get(c)!.variant}`),
+    points,
+  });
   let e = run.look(key);
   if (!e) {
     progress?.start('confirming the tuned plan by short translations');
-    const untunedHeader = withVariants(h, (i, j) => (calls.some((c) => c.program === i && c.index === j) ? 'auto' : undefined));
-    const tunedHeader = withVariants(h, (i, j) => { const c = calls.find((x) => x.program === i && x.index === j); return c && chosen.get(c)!.variant; });
+    const untunedHeader = withVariants(h, (i, j) =>
+      calls.some((c) => c.program === i && c.index === j) ? 'auto' : undefined,
+    );
+    const tunedHeader = withVariants(h, (i, j) => {
+      const c = calls.find((x) => x.program === i && x.index === j);
+      return c && chosen.get(c)!.variant;
+    });
     const untunedFile = { header: untunedHeader, blob: file.blob };
     const files = [untunedFile, { header: tunedHeader, blob: file.blob }, untunedFile];
     let checks = await confirmByTranslation(files, points);
@@ -346,11 +501,26 @@ async function confirmTranslation(run: TuneRun, calls: Call[], chosen: Map<Call,
       // rolled back a plan 7% slower at 32 rows, with its second copy 0.3% apart, that translated the test set 1.09x faster)
       const second = await confirmByTranslation(files, points);
       summary.measurements += 3;
-      checks = checks.map((c, i) => ({ msPerToken: c.msPerToken.map((m, k) => Math.min(m, second[i]!.msPerToken[k]!)), identical: c.identical && second[i]!.identical }));
+      checks = checks.map((c, i) => ({
+        msPerToken: c.msPerToken.map((m, k) => Math.min(m, second[i]!.msPerToken[k]!)),
+        identical: c.identical && second[i]!.identical,
+      }));
     }
     const round = (x: number) => Math.round(x * 1000) / 1000;
-    const same = checks.map((c, i) => `${pointText(points[i]!)} ${c.identical ? 'same tokens' : 'other tokens (summation order)'}`).join(', ');
-    e = { key, device: run.device.id, plancVersion: run.version, alternatives: CONFIRM_ALTERNATIVES.map((variant, k) => ({ variant, micros: checks.map((c) => round(c.msPerToken[k]! * 1000)), spread: checks.map(() => 0), note: k === 1 ? same : '' })) };
+    const same = checks
+      .map((c, i) => `${pointText(points[i]!)} ${c.identical ? 'same tokens' : 'other tokens (summation order)'}`)
+      .join(', ');
+    e = {
+      key,
+      device: run.device.id,
+      plancVersion: run.version,
+      alternatives: CONFIRM_ALTERNATIVES.map((variant, k) => ({
+        variant,
+        micros: checks.map((c) => round(c.msPerToken[k]! * 1000)),
+        spread: checks.map(() => 0),
+        note: k === 1 ? same : '',
+      })),
+    };
     run.cache.put(e);
   }
   const [u, t, again] = e.alternatives as [CachedAlternative, CachedAlternative, CachedAlternative | undefined];
@@ -359,21 +529,35 @@ async function confirmTranslation(run: TuneRun, calls: Call[], chosen: Map<Call,
   const per = `${points.map((pt, i) => `${pointText(pt)} ${ms(u.micros[i]!)} → ${ms(t.micros[i]!)} per token (untuned against its second copy ${(noise[i]! * 100).toFixed(1)}%)`).join(', ')}; ${t.note}`;
   if (worse >= 0) {
     summary.rolledBack.push('translation');
-    for (const c of changedCalls) chosen.set(c, { variant: c.base, reason: `rolled back: the tuned plan translated slower (${per}); ${chosen.get(c)!.reason}` });
+    for (const c of changedCalls)
+      chosen.set(c, {
+        variant: c.base,
+        reason: `rolled back: the tuned plan translated slower (${per}); ${chosen.get(c)!.reason}`,
+      });
   }
-  return [{
-    key: 'translation:confirm', choice: worse >= 0 ? 'untuned' : 'tuned', micros: sum(worse >= 0 ? u.micros : t.micros),
-    reason: `short greedy translations of synthetic source ids, untuned → tuned (fastest of 3 alternated runs): ${per}${worse >= 0 ? ` — slower at ${pointText(points[worse]!)}: every choice rolled back` : ''}`,
-    alternatives: e.alternatives.map((a) => ({ variant: a.variant, micros: sum(a.micros), spread: 0, note: '' })),
-  }];
+  return [
+    {
+      key: 'translation:confirm',
+      choice: worse >= 0 ? 'untuned' : 'tuned',
+      micros: sum(worse >= 0 ? u.micros : t.micros),
+      reason: `short greedy translations of synthetic source ids, untuned → tuned (fastest of 3 alternated runs): ${per}${worse >= 0 ? ` — slower at ${pointText(points[worse]!)}: every choice rolled back` : ''}`,
+      alternatives: e.alternatives.map((a) => ({ variant: a.variant, micros: sum(a.micros), spread: 0, note: '' })),
+    },
+  ];
 }
 
 /**
  * Record: each call's final variant applied to the plan, and its decision with its alternatives recorded in plan
  * order beside the forced calls' and the confirmations' records; the plan marked tuned; the cache saved.
  */
-function record(run: TuneRun, calls: Call[], entries: Map<Call, CacheEntry>, chosen: Map<Call, Choice>, forcedRecords: PlanTuningDecision[],
-  confirmRecords: PlanTuningDecision[]): void {
+function record(
+  run: TuneRun,
+  calls: Call[],
+  entries: Map<Call, CacheEntry>,
+  chosen: Map<Call, Choice>,
+  forcedRecords: PlanTuningDecision[],
+  confirmRecords: PlanTuningDecision[],
+): void {
   const { h, summary } = run;
   const records: PlanTuningDecision[] = [...forcedRecords];
   for (const c of calls) {
@@ -383,13 +567,28 @@ function record(run: TuneRun, calls: Call[], entries: Map<Call, CacheEntry>, cho
     const alts = entries.get(c)!.alternatives;
     const mine = alts.find((a) => a.variant === variant);
     records.push({
-      key: `${c.graph}:${c.index}:${c.kernel}`, choice: variant, micros: mine?.micros.length ? sum(mine.micros) : 0, reason: `${c.node}: ${reason}`,
-      alternatives: alts.map((a) => ({ variant: a.variant, micros: a.micros.length ? sum(a.micros) : 0, spread: a.spread.length ? Math.max(...a.spread) : 0, note: a.note })),
+      key: `${c.graph}:${c.index}:${c.kernel}`,
+      choice: variant,
+      micros: mine?.micros.length ? sum(mine.micros) : 0,
+      reason: `${c.node}: ${reason}`,
+      alternatives: alts.map((a) => ({
+        variant: a.variant,
+        micros: a.micros.length ? sum(a.micros) : 0,
+        spread: a.spread.length ? Math.max(...a.spread) : 0,
+        note: a.note,
+      })),
     });
   }
   const order = new Map(h.programs.map((p, i) => [p.graph, i]));
-  const rank = (r: PlanTuningDecision) => { const [g, k] = r.key.split(':'); return [order.get(g!) ?? h.programs.length, k === 'confirm' ? 1e9 : Number(k)] as const; };
-  h.tuning = [...records, ...confirmRecords].sort((a, b) => { const x = rank(a), y = rank(b); return x[0] - y[0] || x[1] - y[1]; });
+  const rank = (r: PlanTuningDecision) => {
+    const [g, k] = r.key.split(':');
+    return [order.get(g!) ?? h.programs.length, k === 'confirm' ? 1e9 : Number(k)] as const;
+  };
+  h.tuning = [...records, ...confirmRecords].sort((a, b) => {
+    const x = rank(a),
+      y = rank(b);
+    return x[0] - y[0] || x[1] - y[1];
+  });
   h.options = { ...h.options, tuned: `${run.device.id} ${run.points.map(pointText).join(', ')}` };
   run.cache.save();
 }
@@ -400,8 +599,11 @@ function preparedNote(h: PlanHeader, c: Call, variant: string): string {
   if (!prep) return '';
   const p = h.programs[c.program]!;
   const t = p.tensors[p.kernels[c.index]!.inputs[kernelSpec(c.kernel).inputs.findIndex((i) => i.name === prep.input)]!];
-  const numel = t?.dims.reduce<number | undefined>((n, e) => { const d = constExpr(p, e); return n === undefined || d === undefined ? undefined : n * d; }, 1);
-  const size = numel === undefined ? '' : ` (${(numel * 4 / 1e6).toFixed(1)} MB as float32)`;
+  const numel = t?.dims.reduce<number | undefined>((n, e) => {
+    const d = constExpr(p, e);
+    return n === undefined || d === undefined ? undefined : n * d;
+  }, 1);
+  const size = numel === undefined ? '' : ` (${((numel * 4) / 1e6).toFixed(1)} MB as float32)`;
   return `; it keeps ${prep.doc} in memory beside the weights${size}, once per weight`;
 }
 
@@ -413,10 +615,25 @@ function poolAlternatives(alts: CachedAlternative[]): CachedAlternative[] {
     const note = mine.find((a) => a.note)?.note ?? '';
     if (note) return { variant, micros: [], spread: [], note };
     const n = mine[0]!.micros.length;
-    const at = (f: (a: CachedAlternative) => number[], agg: (xs: number[]) => number) => Array.from({ length: n }, (_, i) => agg(mine.map((a) => f(a)[i]!)));
+    const at = (f: (a: CachedAlternative) => number[], agg: (xs: number[]) => number) =>
+      Array.from({ length: n }, (_, i) => agg(mine.map((a) => f(a)[i]!)));
     const round = (x: number) => Math.round(x * 1000) / 1000;
-    return { variant, micros: at((a) => a.micros, (xs) => round(sum(xs) / xs.length)), spread: at((a) => a.spread, (xs) => round(Math.max(...xs))),
-      between: at((a) => a.between!, (xs) => round(Math.max(...xs))), note };
+    return {
+      variant,
+      micros: at(
+        (a) => a.micros,
+        (xs) => round(sum(xs) / xs.length),
+      ),
+      spread: at(
+        (a) => a.spread,
+        (xs) => round(Math.max(...xs)),
+      ),
+      between: at(
+        (a) => a.between!,
+        (xs) => round(Math.max(...xs)),
+      ),
+      note,
+    };
   });
 }
 
@@ -425,7 +642,11 @@ function poolAlternatives(alts: CachedAlternative[]): CachedAlternative[] {
  * call's variant before tuning) by MARGIN in total and is not slower at any point by more than MARGIN and the noise
  * there (how far either's rounds lay apart: a difference within it is not the variant's); else the default.
  */
-export function chooseVariant(c: { base: string }, e: CacheEntry, points: OperatingPoint[]): { variant: string; reason: string } {
+export function chooseVariant(
+  c: { base: string },
+  e: CacheEntry,
+  points: OperatingPoint[],
+): { variant: string; reason: string } {
   const ran = e.alternatives.filter((a) => a.micros.length === points.length);
   const base = ran.find((a) => a.variant === c.base) ?? ran.find((a) => a.variant === 'auto');
   const skipped = e.alternatives.filter((a) => a.note).map((a) => a.variant);
@@ -437,7 +658,18 @@ export function chooseVariant(c: { base: string }, e: CacheEntry, points: Operat
   const gain = 1 - sum(best.micros) / sum(base.micros);
   const noiseAt = points.map((_, i) => Math.max(...[base, best].map((a) => (a.between?.[i] ?? 0) / a.micros[i]!)));
   const worseAt = points.findIndex((_, i) => best.micros[i]! > base.micros[i]! * (1 + Math.max(MARGIN, noiseAt[i]!)));
-  if (gain < MARGIN) return { variant: base.variant, reason: `${best.variant} is within ${(MARGIN * 100).toFixed(0)}% of ${base.variant} (${at(best)} vs ${at(base)}): the default kept${notRun}` };
-  if (worseAt >= 0) return { variant: base.variant, reason: `${best.variant} is faster in total but slower at ${pointText(points[worseAt]!)} beyond its rounds' noise (${(noiseAt[worseAt]! * 100).toFixed(1)}%) (${at(best)} vs ${at(base)}): the default kept${notRun}` };
-  return { variant: best.variant, reason: `${best.variant} ${(gain * 100).toFixed(0)}% faster than ${base.variant} (${at(best)} vs ${at(base)})${notRun}` };
+  if (gain < MARGIN)
+    return {
+      variant: base.variant,
+      reason: `${best.variant} is within ${(MARGIN * 100).toFixed(0)}% of ${base.variant} (${at(best)} vs ${at(base)}): the default kept${notRun}`,
+    };
+  if (worseAt >= 0)
+    return {
+      variant: base.variant,
+      reason: `${best.variant} is faster in total but slower at ${pointText(points[worseAt]!)} beyond its rounds' noise (${(noiseAt[worseAt]! * 100).toFixed(1)}%) (${at(best)} vs ${at(base)}): the default kept${notRun}`,
+    };
+  return {
+    variant: best.variant,
+    reason: `${best.variant} ${(gain * 100).toFixed(0)}% faster than ${base.variant} (${at(best)} vs ${at(base)})${notRun}`,
+  };
 }

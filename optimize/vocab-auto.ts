@@ -51,32 +51,86 @@ const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
  * in dot products of length D) among those that hold the gate. Returns the rewrite (undefined: none held it) and the
  * plan's vocab header with the curve and the reason.
  */
-export function autoClusters(spec: Extract<VocabSpec, { method: 'auto' }>, s: AutoSetup): { rewrite?: ClustersRewrite; header: PlanVocab } {
+export function autoClusters(
+  spec: Extract<VocabSpec, { method: 'auto' }>,
+  s: AutoSetup,
+): { rewrite?: ClustersRewrite; header: PlanVocab } {
   const { cal } = s;
   const kMax = Math.max(...spec.topK);
-  const stride = cal.states ? cal.topK.length / cal.states : 0;  // ids the calibration kept per state
-  if (stride < kMax) throw new PlancError('PLANC_E301', `internal: the calibration keeps ${stride} ids per state, auto needs ${kMax}`);
+  const stride = cal.states ? cal.topK.length / cal.states : 0; // ids the calibration kept per state
+  if (stride < kMax)
+    throw new PlancError('PLANC_E301', `internal: the calibration keeps ${stride} ids per state, auto needs ${kMax}`);
   const { assign } = assignFn();
   const curve: PlanVocabPoint[] = [];
-  const rewrites = new Map<PlanVocabPoint, { rewrite: ClustersRewrite; km: KMeansResult; calibrationActiveMean: number }>();
+  const rewrites = new Map<
+    PlanVocabPoint,
+    { rewrite: ClustersRewrite; km: KMeansResult; calibrationActiveMean: number }
+  >();
   const rs = [...new Set(spec.clusters.map((r) => Math.min(r, cal.states)))];
-  let bleuFull = 0;  // the full projection's BLEU on the text (the same for every point)
-  const bar = s.progress?.bar(`--vocab auto: ${rs.length} R × ${spec.topK.length} K measured on ${s.evalSrc.length} sentences`, rs.length * spec.topK.length);
+  let bleuFull = 0; // the full projection's BLEU on the text (the same for every point)
+  const bar = s.progress?.bar(
+    `--vocab auto: ${rs.length} R × ${spec.topK.length} K measured on ${s.evalSrc.length} sentences`,
+    rs.length * spec.topK.length,
+  );
   for (const r of rs) {
     const km = kmeans(cal.hidden, cal.states, cal.d, { clusters: r, clampClusters: true, assign });
     for (const k of spec.topK) {
-      const sets = clusterActiveSets(km.assignments, prefix(cal.topK, stride, k), k, km.clusters, s.specials, s.vocabSize);
-      const rewrite: ClustersRewrite = { method: 'clusters', centroids: km.centroids, cnorm: km.cnorm, offsets: sets.offsets, ids: sets.ids, clusters: km.clusters, dim: cal.d };
-      const q = evaluateQuality(s.plan, s.tok, s.layer, s.rules, s.evalSrc, s.evalRef, { kind: 'clusters', c: rewrite }, s.maxSrcLen, s.maxTgtLen);
+      const sets = clusterActiveSets(
+        km.assignments,
+        prefix(cal.topK, stride, k),
+        k,
+        km.clusters,
+        s.specials,
+        s.vocabSize,
+      );
+      const rewrite: ClustersRewrite = {
+        method: 'clusters',
+        centroids: km.centroids,
+        cnorm: km.cnorm,
+        offsets: sets.offsets,
+        ids: sets.ids,
+        clusters: km.clusters,
+        dim: cal.d,
+      };
+      const q = evaluateQuality(
+        s.plan,
+        s.tok,
+        s.layer,
+        s.rules,
+        s.evalSrc,
+        s.evalRef,
+        { kind: 'clusters', c: rewrite },
+        s.maxSrcLen,
+        s.maxTgtLen,
+      );
       const point: PlanVocabPoint = {
-        clusters: km.clusters, topK: k, activeMean: q.activeMean, activeMax: q.activeMax, top1Agreement: q.top1Agreement,
-        identicalSentences: q.identicalSentences, bleu: q.bleu ?? 0,
-        gatePassed: gatePassed({ identicalSentences: q.identicalSentences, top1Agreement: q.top1Agreement, evalSentences: q.evalSentences, bleu: q.bleu, bleuFp32: q.bleuFull, differing: [] }, DEFAULT_GATE),
+        clusters: km.clusters,
+        topK: k,
+        activeMean: q.activeMean,
+        activeMax: q.activeMax,
+        top1Agreement: q.top1Agreement,
+        identicalSentences: q.identicalSentences,
+        bleu: q.bleu ?? 0,
+        gatePassed: gatePassed(
+          {
+            identicalSentences: q.identicalSentences,
+            top1Agreement: q.top1Agreement,
+            evalSentences: q.evalSentences,
+            bleu: q.bleu,
+            bleuFp32: q.bleuFull,
+            differing: [],
+          },
+          DEFAULT_GATE,
+        ),
         cost: km.clusters + q.activeMean * s.vocabSize,
       };
       curve.push(point);
       bleuFull = q.bleuFull ?? 0;
-      rewrites.set(point, { rewrite, km, calibrationActiveMean: activeSetStats(sets, km.assignments).weightedMeanFraction });
+      rewrites.set(point, {
+        rewrite,
+        km,
+        calibrationActiveMean: activeSetStats(sets, km.assignments).weightedMeanFraction,
+      });
       bar?.tick(1);
     }
   }
@@ -84,10 +138,19 @@ export function autoClusters(spec: Extract<VocabSpec, { method: 'auto' }>, s: Au
   const passing = curve.filter((p) => p.gatePassed).sort((a, b) => a.cost - b.cost || a.clusters - b.clusters);
   const header = emptyVocab('clusters');
   const full = s.vocabSize;
-  const text = (p: PlanVocabPoint) => `R ${p.clusters} K ${p.topK} (identical ${pct(p.identicalSentences)}, top-1 ${pct(p.top1Agreement)}, ${p.cost.toFixed(0)} dot products a row vs ${full} for the full projection)`;
+  const text = (p: PlanVocabPoint) =>
+    `R ${p.clusters} K ${p.topK} (identical ${pct(p.identicalSentences)}, top-1 ${pct(p.top1Agreement)}, ${p.cost.toFixed(0)} dot products a row vs ${full} for the full projection)`;
   Object.assign(header, {
-    specialIds: s.specials, calibrationFile: s.calibrationFile, calibrationSentences: cal.sentences, calibrationStates: cal.states,
-    evalSource: s.evalSource, evalSentences: s.evalSrc.length, evalMode: 'emulated', curve, hasBleu: s.evalRef !== undefined, bleuFull,
+    specialIds: s.specials,
+    calibrationFile: s.calibrationFile,
+    calibrationSentences: cal.sentences,
+    calibrationStates: cal.states,
+    evalSource: s.evalSource,
+    evalSentences: s.evalSrc.length,
+    evalMode: 'emulated',
+    curve,
+    hasBleu: s.evalRef !== undefined,
+    bleuFull,
   });
   const best = passing[0];
   if (!best) {
@@ -96,9 +159,18 @@ export function autoClusters(spec: Extract<VocabSpec, { method: 'auto' }>, s: Au
   }
   const chosen = rewrites.get(best)!;
   Object.assign(header, {
-    clusters: best.clusters, topK: best.topK, kmeansIterations: chosen.km.iterations, kmeansConverged: chosen.km.converged, kmeansInertia: chosen.km.inertia,
-    emptyClusters: chosen.km.emptyClusters, calibrationActiveMean: chosen.calibrationActiveMean, activeMean: best.activeMean, activeMax: best.activeMax,
-    top1Agreement: best.top1Agreement, identicalSentences: best.identicalSentences, bleu: best.bleu,
+    clusters: best.clusters,
+    topK: best.topK,
+    kmeansIterations: chosen.km.iterations,
+    kmeansConverged: chosen.km.converged,
+    kmeansInertia: chosen.km.inertia,
+    emptyClusters: chosen.km.emptyClusters,
+    calibrationActiveMean: chosen.calibrationActiveMean,
+    activeMean: best.activeMean,
+    activeMax: best.activeMax,
+    top1Agreement: best.top1Agreement,
+    identicalSentences: best.identicalSentences,
+    bleu: best.bleu,
     choice: `${text(best)}: the cheapest of ${passing.length} of ${curve.length} points that hold the gate (${gateText(DEFAULT_GATE)})`,
   });
   return { rewrite: chosen.rewrite, header };

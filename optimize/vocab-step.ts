@@ -24,10 +24,18 @@ export interface CalibrationSetup {
  * Reads the shortlist or calibrates the clusters (on a CPU plan without the rewrite that exposes the hidden state),
  * then measures quality on the held-out text; returns the pass options and the plan's vocab header.
  */
-export async function calibrateVocab(model: Model, request: VocabRequest, setup: CalibrationSetup): Promise<VocabResult> {
+export async function calibrateVocab(
+  model: Model,
+  request: VocabRequest,
+  setup: CalibrationSetup,
+): Promise<VocabResult> {
   const { spec } = request;
   const { profile, progress } = setup;
-  if (!setup.tokenizer) throw new PlancError('PLANC_E301', '--vocab needs the model\'s tokenizer (it reads text and maps shortlist pieces): give --tokenizer FILE');
+  if (!setup.tokenizer)
+    throw new PlancError(
+      'PLANC_E301',
+      "--vocab needs the model's tokenizer (it reads text and maps shortlist pieces): give --tokenizer FILE",
+    );
   const dec = decodingFacts(model, setup.specialIds);
   const vocabSize = dec.vocabSize;
   if (!vocabSize) throw new PlancError('PLANC_E301', '--vocab needs the vocabulary size (vocab_size in config.json)');
@@ -36,10 +44,16 @@ export async function calibrateVocab(model: Model, request: VocabRequest, setup:
   const evalSrc = request.evalSrc ? readSentences(request.evalSrc, '--eval-src') : undefined;
   const evalRef = request.evalRef ? readSentences(request.evalRef, '--eval-ref') : undefined;
   if (evalSrc && evalRef && evalSrc.length !== evalRef.length) {
-    throw new PlancError('PLANC_E301', `--eval-src has ${evalSrc.length} sentences but --eval-ref has ${evalRef.length}`);
+    throw new PlancError(
+      'PLANC_E301',
+      `--eval-src has ${evalSrc.length} sentences but --eval-ref has ${evalRef.length}`,
+    );
   }
   if (spec.method === 'auto' && (request.calibrate === undefined || !evalSrc)) {
-    throw new PlancError('PLANC_E301', '--vocab auto measures R × K points under the accuracy gate: it needs --calibrate SOURCE_TEXT and --eval-src HELD_OUT_TEXT (--eval-ref for BLEU)');
+    throw new PlancError(
+      'PLANC_E301',
+      '--vocab auto measures R × K points under the accuracy gate: it needs --calibrate SOURCE_TEXT and --eval-src HELD_OUT_TEXT (--eval-ref for BLEU)',
+    );
   }
   const needPlan = spec.method !== 'shortlist' || evalSrc;
   progress?.start('building a calibration plan (hidden state exposed)');
@@ -47,17 +61,40 @@ export async function calibrateVocab(model: Model, request: VocabRequest, setup:
   const rules = needPlan ? new DecodingRules(conventionsOf(dec)) : undefined;
   const kIds = spec.method === 'clusters' ? spec.topK : spec.method === 'auto' ? Math.max(...spec.topK) : 0;
   const k = Math.max(request.topk, kIds ? kIds + rules!.maxBanned : 1);
-  const exposed = needPlan ? exposePlan(model, { topk: k }, { target: 'cpu', ...profile, specialIds: setup.specialIds }) : undefined;
+  const exposed = needPlan
+    ? exposePlan(model, { topk: k }, { target: 'cpu', ...profile, specialIds: setup.specialIds })
+    : undefined;
   progress?.finish();
   try {
     let header: PlanVocab;
     let rewrite: VocabRewriteOptions;
     if (spec.method === 'auto') {
       const sentences = readSentences(request.calibrate!, '--calibrate');
-      const cal = calibrate(exposed!.plan, tok, sentences, kIds, rules!, profile.maxSrcLen, profile.maxTgtLen, progress);
+      const cal = calibrate(
+        exposed!.plan,
+        tok,
+        sentences,
+        kIds,
+        rules!,
+        profile.maxSrcLen,
+        profile.maxTgtLen,
+        progress,
+      );
       return autoClusters(spec, {
-        cal, calibrationFile: request.calibrate!, plan: exposed!.plan, tok, layer: outputLayer(exposed!.optimized), rules: rules!, evalSrc: evalSrc!, evalRef,
-        evalSource: request.evalSrc!, specials, vocabSize, maxSrcLen: profile.maxSrcLen, maxTgtLen: profile.maxTgtLen, progress,
+        cal,
+        calibrationFile: request.calibrate!,
+        plan: exposed!.plan,
+        tok,
+        layer: outputLayer(exposed!.optimized),
+        rules: rules!,
+        evalSrc: evalSrc!,
+        evalRef,
+        evalSource: request.evalSrc!,
+        specials,
+        vocabSize,
+        maxSrcLen: profile.maxSrcLen,
+        maxTgtLen: profile.maxTgtLen,
+        progress,
       });
     }
     if (spec.method === 'shortlist') {
@@ -66,26 +103,65 @@ export async function calibrateVocab(model: Model, request: VocabRequest, setup:
       rewrite = { method: 'shortlist' };
       progress?.finish();
     } else {
-      if (request.calibrate === undefined) throw new PlancError('PLANC_E301', '--vocab clusters=R,K needs --calibrate SOURCE_TEXT (source sentences, one per line)');
+      if (request.calibrate === undefined)
+        throw new PlancError(
+          'PLANC_E301',
+          '--vocab clusters=R,K needs --calibrate SOURCE_TEXT (source sentences, one per line)',
+        );
       const sentences = readSentences(request.calibrate, '--calibrate');
-      const cal = calibrate(exposed!.plan, tok, sentences, spec.topK, rules!, profile.maxSrcLen, profile.maxTgtLen, progress);
+      const cal = calibrate(
+        exposed!.plan,
+        tok,
+        sentences,
+        spec.topK,
+        rules!,
+        profile.maxSrcLen,
+        profile.maxTgtLen,
+        progress,
+      );
       const c = buildClusters(cal, spec.clusters, spec.topK, vocabSize, specials, progress);
       rewrite = c.rewrite;
       header = emptyVocab('clusters');
       Object.assign(header, {
-        specialIds: specials, clusters: c.km.clusters, topK: spec.topK, calibrationFile: request.calibrate, calibrationSentences: cal.sentences,
-        calibrationStates: cal.states, kmeansIterations: c.km.iterations, kmeansConverged: c.km.converged, kmeansInertia: c.km.inertia,
-        emptyClusters: c.km.emptyClusters, calibrationActiveMean: c.activeMean, adjustments: c.adjustments.join('; '),
+        specialIds: specials,
+        clusters: c.km.clusters,
+        topK: spec.topK,
+        calibrationFile: request.calibrate,
+        calibrationSentences: cal.sentences,
+        calibrationStates: cal.states,
+        kmeansIterations: c.km.iterations,
+        kmeansConverged: c.km.converged,
+        kmeansInertia: c.km.inertia,
+        emptyClusters: c.km.emptyClusters,
+        calibrationActiveMean: c.activeMean,
+        adjustments: c.adjustments.join('; '),
       });
     }
     if (evalSrc && exposed) {
       const layer = outputLayer(exposed.optimized);
-      const q = evaluateQuality(exposed.plan, tok, layer, rules!, evalSrc, evalRef,
+      const q = evaluateQuality(
+        exposed.plan,
+        tok,
+        layer,
+        rules!,
+        evalSrc,
+        evalRef,
         rewrite.method === 'clusters' ? { kind: 'clusters', c: rewrite } : { kind: 'shortlist', v: header },
-        profile.maxSrcLen, profile.maxTgtLen, progress);
+        profile.maxSrcLen,
+        profile.maxTgtLen,
+        progress,
+      );
       Object.assign(header, {
-        evalSource: request.evalSrc!, evalSentences: q.evalSentences, activeMean: q.activeMean, activeMax: q.activeMax, top1Agreement: q.top1Agreement,
-        identicalSentences: q.identicalSentences, hasBleu: q.bleu !== undefined, bleu: q.bleu ?? 0, bleuFull: q.bleuFull ?? 0, evalMode: 'emulated',
+        evalSource: request.evalSrc!,
+        evalSentences: q.evalSentences,
+        activeMean: q.activeMean,
+        activeMax: q.activeMax,
+        top1Agreement: q.top1Agreement,
+        identicalSentences: q.identicalSentences,
+        hasBleu: q.bleu !== undefined,
+        bleu: q.bleu ?? 0,
+        bleuFull: q.bleuFull ?? 0,
+        evalMode: 'emulated',
       });
     }
     return { rewrite, header };

@@ -25,7 +25,16 @@ export function escapeHtml(s: string): string {
 
 /** Viridis, sampled: t in [0, 1] → an rgb colour (dark purple → yellow). */
 const VIRIDIS: [number, number, number][] = [
-  [68, 1, 84], [72, 40, 120], [62, 74, 137], [49, 104, 142], [38, 130, 142], [31, 158, 137], [53, 183, 121], [110, 206, 88], [181, 222, 43], [253, 231, 37],
+  [68, 1, 84],
+  [72, 40, 120],
+  [62, 74, 137],
+  [49, 104, 142],
+  [38, 130, 142],
+  [31, 158, 137],
+  [53, 183, 121],
+  [110, 206, 88],
+  [181, 222, 43],
+  [253, 231, 37],
 ];
 
 function viridis(t: number): { bg: string; fg: string } {
@@ -187,7 +196,9 @@ function graphSvg(t: JacobiSentenceTrace, label: (id: number) => string, n: numb
     while (r + 1 < t.tokens.length && t.fixedAt[r + 1] === t.fixedAt[q]) r++;
     if (r > q) {
       const gy = y + 36;
-      groups.push(`<g class="group"><path d="M${x(q) - 6},${gy} v4 H${x(r) + 6} v-4" fill="none" stroke="#adb5bd"/><text x="${(x(q) + x(r)) / 2}" y="${gy + 16}" text-anchor="middle">${r - q + 1} in iteration ${t.fixedAt[q]}</text></g>`);
+      groups.push(
+        `<g class="group"><path d="M${x(q) - 6},${gy} v4 H${x(r) + 6} v-4" fill="none" stroke="#adb5bd"/><text x="${(x(q) + x(r)) / 2}" y="${gy + 16}" text-anchor="middle">${r - q + 1} in iteration ${t.fixedAt[q]}</text></g>`,
+      );
     }
     q = r + 1;
   }
@@ -215,9 +226,17 @@ function draftGrid(t: JacobiSentenceTrace, label: (id: number) => string): strin
       const k = q - d.start;
       if (k < 0 || k >= d.tokens.length) return q < fixedBefore ? '<td class="off">·</td>' : '<td></td>';
       const id = d.tokens[k]!;
-      const cls = q >= fixedBefore && q < d.fixed ? 'fixes' : q < d.fixed ? 'final' : changed.has(q) ? 'changed' : 'guess';
+      const cls =
+        q >= fixedBefore && q < d.fixed ? 'fixes' : q < d.fixed ? 'final' : changed.has(q) ? 'changed' : 'guess';
       const past = q >= t.tokens.length ? ' past' : '';
-      const what = cls === 'fixes' ? 'final from this iteration' : cls === 'final' ? 'final (recomputed)' : cls === 'changed' ? 'guess, changed' : 'guess, unchanged';
+      const what =
+        cls === 'fixes'
+          ? 'final from this iteration'
+          : cls === 'final'
+            ? 'final (recomputed)'
+            : cls === 'changed'
+              ? 'guess, changed'
+              : 'guess, unchanged';
       return `<td class="${cls}${past}" title="${escapeHtml(`iteration ${d.iteration}, position ${q}: ${label(id)} (id ${id}), ${what}`)}">${escapeHtml(clip(label(id), 9))}</td>`;
     });
     const row = `<tr><th class="row" title="${escapeHtml(`iteration ${d.iteration}: positions ${d.start}..${d.start + d.tokens.length - 1} computed; ${d.fixed} final`)}">${d.iteration}</th>${cells.join('')}</tr>`;
@@ -257,11 +276,24 @@ export function renderDdgviz(traces: readonly JacobiSentenceTrace[], meta: Ddgvi
   const label = labeller(meta);
   const title = meta.title ?? 'DDGviz';
   const tot = traceTotals(traces);
-  const strategies = [...new Set(traces.map((t) => `${t.strategy.toUpperCase()}${t.strategy === 'pj' ? ` (chunks of ${t.block})` : ` (b = ${t.block})`}`))];
+  const strategies = [
+    ...new Set(
+      traces.map(
+        (t) => `${t.strategy.toUpperCase()}${t.strategy === 'pj' ? ` (chunks of ${t.block})` : ` (b = ${t.block})`}`,
+      ),
+    ),
+  ];
   const faster = traces.filter((t) => t.iterations < t.tokens.length).length;
   const edges = traces.reduce((a, t) => a + t.edges.length, 0);
-  const metaLine = [meta.plan ? `plan ${meta.plan}` : '', strategies.join(', '), meta.batchSize ? `batch ${meta.batchSize}` : ''].filter(Boolean).join(' · ');
-  const card = (v: string | number, what: string) => `<div class="card"><b>${escapeHtml(String(v))}</b><span>${escapeHtml(what)}</span></div>`;
+  const metaLine = [
+    meta.plan ? `plan ${meta.plan}` : '',
+    strategies.join(', '),
+    meta.batchSize ? `batch ${meta.batchSize}` : '',
+  ]
+    .filter(Boolean)
+    .join(' · ');
+  const card = (v: string | number, what: string) =>
+    `<div class="card"><b>${escapeHtml(String(v))}</b><span>${escapeHtml(what)}</span></div>`;
   return `<!DOCTYPE html>
 <html lang="en">
 <head>

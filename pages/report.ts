@@ -51,7 +51,14 @@ export interface ReportData {
   graphs: ReportGraph[];
   decisions: ReportDecision[];
   quantization?: {
-    mode: string; gate: string; gatePassed: boolean; top1Agreement: number; identicalSentences: number; evalSentences: number; weightBytes: number; weightBytesFp32: number;
+    mode: string;
+    gate: string;
+    gatePassed: boolean;
+    top1Agreement: number;
+    identicalSentences: number;
+    evalSentences: number;
+    weightBytes: number;
+    weightBytesFp32: number;
     layers: { graph: string; node: string; op: string; precision: string; error: number; reason: string }[];
   };
   vocab?: Record<string, string | number | boolean>;
@@ -61,7 +68,11 @@ export interface ReportData {
 }
 
 /** Chart.js's UMD build, inlined into the page (its package exports only the module builds; the UMD file sits beside them). */
-const CHART_JS = (): string => fs.readFileSync(path.join(path.dirname(createRequire(import.meta.url).resolve('chart.js')), 'chart.umd.min.js'), 'utf8');
+const CHART_JS = (): string =>
+  fs.readFileSync(
+    path.join(path.dirname(createRequire(import.meta.url).resolve('chart.js')), 'chart.umd.min.js'),
+    'utf8',
+  );
 
 const mb = (b: number) => `${(b / 1e6).toFixed(2)} MB`;
 const fmtMs = (ms: number) => (ms >= 10 ? ms.toFixed(1) : ms >= 1 ? ms.toFixed(2) : ms.toFixed(3));
@@ -102,8 +113,16 @@ function altCell(d: ReportDecision, variant: string): string {
 
 function decisionRow(d: ReportDecision, variants: string[]): string {
   const base = d.alternatives.find((a) => a.variant === 'auto' || a.variant === 'untuned');
-  const cls = /rolled back/.test(d.reason) || d.choice === 'untuned' ? 'rolled' : d.choice !== 'auto' && d.choice !== 'tuned' ? 'changed' : '';
-  const gain = base && base.micros > 0 && d.micros > 0 && base.variant !== d.choice ? `<span class="muted"> ${((1 - d.micros / base.micros) * 100).toFixed(0)}%</span>` : '';
+  const cls =
+    /rolled back/.test(d.reason) || d.choice === 'untuned'
+      ? 'rolled'
+      : d.choice !== 'auto' && d.choice !== 'tuned'
+        ? 'changed'
+        : '';
+  const gain =
+    base && base.micros > 0 && d.micros > 0 && base.variant !== d.choice
+      ? `<span class="muted"> ${((1 - d.micros / base.micros) * 100).toFixed(0)}%</span>`
+      : '';
   return `<tr data-key="${escapeHtml(d.key)}"><td><code>${escapeHtml(d.key)}</code></td><td><span class="pill ${cls}">${escapeHtml(d.choice)}</span>${gain}</td>${variants.map((v) => altCell(d, v)).join('')}<td class="reason">${escapeHtml(d.reason)}</td></tr>`;
 }
 
@@ -114,25 +133,30 @@ function decisionTables(ds: ReportDecision[]): string {
     const sig = d.alternatives.map((a) => a.variant).join(',');
     groups.set(sig, [...(groups.get(sig) ?? []), d]);
   }
-  return [...groups].map(([sig, rows]) => {
-    const variants = sig ? sig.split(',') : [];
-    const kernels = [...new Set(rows.map((r) => r.kernel || 'graph'))].join(', ');
-    return `<h3>${escapeHtml(kernels)} · ${rows.length} decision${rows.length > 1 ? 's' : ''} <span class="muted">(ms per alternative, summed over the points)</span></h3><table class="decisions"><tr><th>call</th><th>choice</th>${variants.map((v) => `<th>${escapeHtml(v)}</th>`).join('')}<th>why</th></tr>${rows.map((r) => decisionRow(r, variants)).join('')}</table>`;
-  }).join('');
+  return [...groups]
+    .map(([sig, rows]) => {
+      const variants = sig ? sig.split(',') : [];
+      const kernels = [...new Set(rows.map((r) => r.kernel || 'graph'))].join(', ');
+      return `<h3>${escapeHtml(kernels)} · ${rows.length} decision${rows.length > 1 ? 's' : ''} <span class="muted">(ms per alternative, summed over the points)</span></h3><table class="decisions"><tr><th>call</th><th>choice</th>${variants.map((v) => `<th>${escapeHtml(v)}</th>`).join('')}<th>why</th></tr>${rows.map((r) => decisionRow(r, variants)).join('')}</table>`;
+    })
+    .join('');
 }
 
 /** The vocabulary rewrite: its facts, and with --vocab auto the measured R × K curve (chart and table). */
 function vocabSection(data: ReportData): string {
-  if (!data.vocab) return '<section id="vocab"><h2>Vocabulary rewrite</h2><p class="muted">None: the output projection scores the whole vocabulary (planc optimize --vocab shortlist=FILE, clusters=R,K or auto).</p></section>';
+  if (!data.vocab)
+    return '<section id="vocab"><h2>Vocabulary rewrite</h2><p class="muted">None: the output projection scores the whole vocabulary (planc optimize --vocab shortlist=FILE, clusters=R,K or auto).</p></section>';
   const curve = data.vocabCurve ?? [];
   const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
-  const table = curve.length ? `<h3>R × K points measured (--vocab auto)</h3><div class="chart"><canvas id="chart-vocab"></canvas></div><table><tr><th>R</th><th>K</th><th>active mean</th><th>active max</th><th>top-1</th><th>identical</th><th>BLEU</th><th>dot products a row</th><th>gate</th></tr>${curve.map((p) => `<tr${p.chosen ? ' class="chosen"' : ''}><td class="num">${p.clusters}</td><td class="num">${p.topK}</td><td class="num">${pct(p.activeMean)}</td><td class="num">${pct(p.activeMax)}</td><td class="num">${pct(p.top1Agreement)}</td><td class="num">${pct(p.identicalSentences)}</td><td class="num">${p.bleu.toFixed(2)}</td><td class="num">${p.cost.toFixed(0)}</td><td>${p.gatePassed ? 'holds' : 'fails'}${p.chosen ? ' · <b>chosen</b>' : ''}</td></tr>`).join('')}</table>`
+  const table = curve.length
+    ? `<h3>R × K points measured (--vocab auto)</h3><div class="chart"><canvas id="chart-vocab"></canvas></div><table><tr><th>R</th><th>K</th><th>active mean</th><th>active max</th><th>top-1</th><th>identical</th><th>BLEU</th><th>dot products a row</th><th>gate</th></tr>${curve.map((p) => `<tr${p.chosen ? ' class="chosen"' : ''}><td class="num">${p.clusters}</td><td class="num">${p.topK}</td><td class="num">${pct(p.activeMean)}</td><td class="num">${pct(p.activeMax)}</td><td class="num">${pct(p.top1Agreement)}</td><td class="num">${pct(p.identicalSentences)}</td><td class="num">${p.bleu.toFixed(2)}</td><td class="num">${p.cost.toFixed(0)}</td><td>${p.gatePassed ? 'holds' : 'fails'}${p.chosen ? ' · <b>chosen</b>' : ''}</td></tr>`).join('')}</table>`
     : '<p class="muted">One point (--vocab clusters=R,K or a shortlist); planc optimize --vocab auto measures the R × K curve under the accuracy gate and records it here.</p>';
   return `<section id="vocab"><h2>Vocabulary rewrite</h2>${kvTable(data.vocab)}${table}</section>`;
 }
 
 function decisionsSection(data: ReportData): string {
-  if (!data.decisions.length) return `<section id="tuning"><h2>Tuning decisions</h2><p class="muted">This plan was not tuned (planc tune PLAN, or planc optimize --tune): every call with variants runs <code>auto</code>, the kernel's run-time rule.</p></section>`;
+  if (!data.decisions.length)
+    return `<section id="tuning"><h2>Tuning decisions</h2><p class="muted">This plan was not tuned (planc tune PLAN, or planc optimize --tune): every call with variants runs <code>auto</code>, the kernel's run-time rule.</p></section>`;
   const calls = data.decisions.filter((d) => d.call !== null);
   const confirms = data.decisions.filter((d) => d.call === null);
   const changed = calls.filter((d) => d.choice !== 'auto').length;
@@ -145,7 +169,8 @@ ${decisionTables(calls)}</section>`;
 
 function quantSection(data: ReportData): string {
   const q = data.quantization;
-  if (!q) return `<section id="precision"><h2>Precision per layer</h2><p class="muted">float32 throughout (not quantized; planc optimize --quantize int8|w8|int16|auto).</p></section>`;
+  if (!q)
+    return `<section id="precision"><h2>Precision per layer</h2><p class="muted">float32 throughout (not quantized; planc optimize --quantize int8|w8|int16|auto).</p></section>`;
   return `<section id="precision"><h2>Precision per layer</h2>
 <p>mode <b>${escapeHtml(q.mode || 'fixed')}</b>; weights ${mb(q.weightBytes)} (float32 ${mb(q.weightBytesFp32)}); ${q.gate ? `gate <code>${escapeHtml(q.gate)}</code> ${q.gatePassed ? '<span class="pill changed">held</span>' : '<span class="pill rolled">failed</span>'}; ` : ''}${q.evalSentences ? `top-1 agreement ${(q.top1Agreement * 100).toFixed(1)}%, ${q.identicalSentences}/${q.evalSentences} sentences identical to float32` : ''}</p>
 <div class="chart tall"><canvas id="chart-precision"></canvas></div>
@@ -153,21 +178,29 @@ function quantSection(data: ReportData): string {
 }
 
 function kvTable(o: Record<string, unknown>): string {
-  const entries = Object.entries(o).filter(([, v]) => v !== undefined && v !== '' && !(Array.isArray(v) && v.length === 0));
+  const entries = Object.entries(o).filter(
+    ([, v]) => v !== undefined && v !== '' && !(Array.isArray(v) && v.length === 0),
+  );
   return `<div class="kv">${entries.map(([k, v]) => `<b>${escapeHtml(k)}</b><span>${escapeHtml(typeof v === 'object' ? JSON.stringify(v) : String(v))}</span>`).join('')}</div>`;
 }
 
 /** The page for a plan's report data. */
 export function renderReport(data: ReportData): string {
   const timed = data.graphs.some((g) => g.timing.length);
-  const totalTop = data.graphs.flatMap((g) => (g.timing[0]?.top ?? []).map((t) => ({ ...t, graph: g.graph, point: g.timing[0]!.point }))).sort((a, b) => b.ms - a.ms).slice(0, 12);
+  const totalTop = data.graphs
+    .flatMap((g) => (g.timing[0]?.top ?? []).map((t) => ({ ...t, graph: g.graph, point: g.timing[0]!.point })))
+    .sort((a, b) => b.ms - a.ms)
+    .slice(0, 12);
   return `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>planc report: ${escapeHtml(data.plan)}</title><style>${STYLE}</style></head><body>
 <header><h1>planc report · ${escapeHtml(data.plan)}</h1><div class="sub">planc ${escapeHtml(data.plancVersion)} · target ${escapeHtml(data.target)} · profile batch ≤ ${data.profile.maxBatch}, source ≤ ${data.profile.maxSrcLen}, target ≤ ${data.profile.maxTgtLen} · ${data.weights.tensors} weights, ${mb(data.weights.bytes)}${data.created ? ` · created ${escapeHtml(data.created)}` : ''}</div></header>
 <main>
 <section id="time"><h2>Where the time goes</h2>
-${timed ? `<div class="grid"><div class="chart"><canvas id="chart-graphs"></canvas></div><div class="chart"><canvas id="chart-ops"></canvas></div></div>
+${
+  timed
+    ? `<div class="grid"><div class="chart"><canvas id="chart-graphs"></canvas></div><div class="chart"><canvas id="chart-ops"></canvas></div></div>
 <h3>Slowest calls (${escapeHtml(data.graphs.find((g) => g.timing.length)?.timing[0]?.point ?? '')})</h3><table><tr><th>graph</th><th>call</th><th>kernel</th><th>variant</th><th>node</th><th>ms</th></tr>${totalTop.map((t) => `<tr><td>${escapeHtml(t.graph)}</td><td class="num">${t.call}</td><td>${escapeHtml(t.kernel)}</td><td>${escapeHtml(t.variant)}</td><td><code>${escapeHtml(t.node)}</code></td><td class="num">${fmtMs(t.ms)}</td></tr>`).join('')}</table>`
-    : '<p class="muted">Not profiled (planc report ran with --no-profile, or the native runtime is missing).</p>'}
+    : '<p class="muted">Not profiled (planc report ran with --no-profile, or the native runtime is missing).</p>'
+}
 </section>
 ${decisionsSection(data)}
 ${quantSection(data)}

@@ -33,10 +33,15 @@ const softmaxBlock: Rule = (v, i, why) => {
   const m = matchBlock(v, i, why);
   if (!m) return undefined;
   const shapeNodes = [...new Set(m.shapeNodes)];
-  const rebuilt = shapeNodes.map((k) => rebuildShape(v.g, v.g.nodes[k]!, v.shape(v.g.nodes[k]!.inputs[0]!)!, [m.q, m.kSource, m.v]));
+  const rebuilt = shapeNodes.map((k) =>
+    rebuildShape(v.g, v.g.nodes[k]!, v.shape(v.g.nodes[k]!.inputs[0]!)!, [m.q, m.kSource, m.v]),
+  );
   if (rebuilt.some((r) => !r)) return why('a Shape of a fused value cannot be rebuilt from Q, K, V');
   const origin = m.nodes.flatMap((k) => v.g.nodes[k]!.origin);
-  return [{ nodes: m.nodes, by: [...m.before, attentionNode(`${v.g.nodes[i]!.name}:attention`, origin, m)] }, ...shapeNodes.map((k, j) => ({ nodes: [k], by: rebuilt[j]! }))];
+  return [
+    { nodes: m.nodes, by: [...m.before, attentionNode(`${v.g.nodes[i]!.name}:attention`, origin, m)] },
+    ...shapeNodes.map((k, j) => ({ nodes: [k], by: rebuilt[j]! })),
+  ];
 };
 
 /** Matches the block whose Softmax is node i. */
@@ -53,7 +58,10 @@ function matchBlock(view: GraphView, i: number, why: Explain): Match | undefined
   let scores = x;
   // a float→float Cast the exporter leaves before the Softmax (T5) is a no-op
   const cast = view.prod(scores, 'Cast');
-  if (cast && view.dtype(cast[1].inputs[0]!) === 'float32') { nodes.push(cast[0]); scores = cast[1].inputs[0]!; }
+  if (cast && view.dtype(cast[1].inputs[0]!) === 'float32') {
+    nodes.push(cast[0]);
+    scores = cast[1].inputs[0]!;
+  }
   // mask: Add(scores, m) or Where(cond, scores, -inf) / Where(cond, -inf, scores)
   const add = view.prod(scores, 'Add');
   const where = view.prod(scores, 'Where');
@@ -67,28 +75,38 @@ function matchBlock(view: GraphView, i: number, why: Explain): Match | undefined
     nodes.push(add[0]);
   } else if (where) {
     const [c, a, b] = where[1].inputs as [string, string, string];
-    const fa = view.scalar(a), fb = view.scalar(b);
+    const fa = view.scalar(a),
+      fb = view.scalar(b);
     if (fb !== undefined && fb <= -1e9 && isScores(view, a)) [scores, maskKind] = [a, MASK_KIND.BOOL_KEEP];
     else if (fa !== undefined && fa <= -1e9 && isScores(view, b)) [scores, maskKind] = [b, MASK_KIND.BOOL_DROP];
     else return why('the Where does not mask QKᵀ with -inf (or ≤ -1e9)');
     mask = c;
     nodes.push(where[0]);
   }
-  if (mask && !maskFits(view, mask, view.shape(x)!)) return why('the mask does not broadcast to [B,H,Sq,Sk] with dims 1 or full');
+  if (mask && !maskFits(view, mask, view.shape(x)!))
+    return why('the mask does not broadcast to [B,H,Sq,Sk] with dims 1 or full');
   const sc = scaled(view, scores);
-  if (sc) { scale *= sc.factor; nodes.push(sc.index); scores = sc.input; }
+  if (sc) {
+    scale *= sc.factor;
+    nodes.push(sc.index);
+    scores = sc.input;
+  }
   const mm1 = view.prod(scores, 'MatMul');
   if (!mm1) return why('no MatMul(Q, Kᵀ) before the Softmax');
   nodes.push(mm1[0]);
   const [qs, kts] = mm1[1].inputs as [string, string];
   // Kᵀ may be scaled too (SDPA exports split the scale as √scale on Q and on Kᵀ)
   const ksc = scaled(view, kts);
-  if (ksc) { scale *= ksc.factor; nodes.push(ksc.index); }
+  if (ksc) {
+    scale *= ksc.factor;
+    nodes.push(ksc.index);
+  }
   const kt = ksc ? ksc.input : kts;
   const tr = view.prod(kt, 'Transpose');
   const perm = tr?.[1].attrs.perm;
   const p = perm?.kind === 'ints' ? perm.value.join() : '';
-  if (!tr || (p !== '0,1,3,2' && p !== '0,2,3,1')) return why('Kᵀ is not Transpose(K [B,H,S,D], perm 0,1,3,2) or Transpose(K [B,S,H,D], perm 0,2,3,1)');
+  if (!tr || (p !== '0,1,3,2' && p !== '0,2,3,1'))
+    return why('Kᵀ is not Transpose(K [B,H,S,D], perm 0,1,3,2) or Transpose(K [B,S,H,D], perm 0,2,3,1)');
   nodes.push(tr[0]);
   const kSource = tr[1].inputs[0]!;
   const before: Node[] = [];
@@ -98,27 +116,62 @@ function matchBlock(view: GraphView, i: number, why: Explain): Match | undefined
     // before this block (the present K of a decoder), else make one (Kᵀ's own transpose goes away)
     const have = (view.uses.get(kSource) ?? []).find((j) => {
       const t = view.g.nodes[j]!;
-      return j >= 0 && j < i && t.op === 'Transpose' && t.attrs.perm?.kind === 'ints' && t.attrs.perm.value.join() === '0,2,1,3';
+      return (
+        j >= 0 &&
+        j < i &&
+        t.op === 'Transpose' &&
+        t.attrs.perm?.kind === 'ints' &&
+        t.attrs.perm.value.join() === '0,2,1,3'
+      );
     });
     if (have !== undefined) k = view.g.nodes[have]!.outputs[0]!;
     else k = `${tr[1].name}:bhsd`;
-    if (have === undefined) before.push({ name: k, op: 'Transpose', domain: '', inputs: [kSource], outputs: [k], origin: tr[1].origin, attrs: { perm: { kind: 'ints', value: [0, 2, 1, 3] } } });
+    if (have === undefined)
+      before.push({
+        name: k,
+        op: 'Transpose',
+        domain: '',
+        inputs: [kSource],
+        outputs: [k],
+        origin: tr[1].origin,
+        attrs: { perm: { kind: 'ints', value: [0, 2, 1, 3] } },
+      });
   }
   let q = qs;
   const qsc = scaled(view, qs);
-  if (qsc) { scale *= qsc.factor; nodes.push(qsc.index); q = qsc.input; }
+  if (qsc) {
+    scale *= qsc.factor;
+    nodes.push(qsc.index);
+    q = qsc.input;
+  }
   const mm2 = view.only(sm.outputs[0]!, []);
-  if (mm2?.[1].op !== 'MatMul' || mm2[1].inputs[0] !== sm.outputs[0]) return why('the Softmax does not feed MatMul(·, V) alone');
+  if (mm2?.[1].op !== 'MatMul' || mm2[1].inputs[0] !== sm.outputs[0])
+    return why('the Softmax does not feed MatMul(·, V) alone');
   nodes.push(mm2[0]);
   const v = mm2[1].inputs[1]!;
   const ks = view.shape(kSource);
   const kd = p === '0,2,3,1' && ks?.length === 4 ? [ks[0]!, ks[2]!, ks[1]!, ks[3]!] : ks;
   const [qd, vd] = [view.shape(q), view.shape(v)];
   if (qd?.length !== 4 || kd?.length !== 4 || vd?.length !== 4) return why('Q, K, V are not rank 4');
-  if (![0, 1, 3].every((a) => dimEq(qd[a]!, kd[a]!) && dimEq(qd[a]!, vd[a]!)) || !dimEq(kd[2]!, vd[2]!)) return why('Q, K, V shapes do not agree as [B,H,S,D]');
+  if (![0, 1, 3].every((a) => dimEq(qd[a]!, kd[a]!) && dimEq(qd[a]!, vd[a]!)) || !dimEq(kd[2]!, vd[2]!))
+    return why('Q, K, V shapes do not agree as [B,H,S,D]');
   if (typeof qd[1] !== 'number' || typeof qd[3] !== 'number') return why('heads and head size must be static');
   if ([q, kSource, v].some((t) => view.dtype(t) !== 'float32')) return why('Q, K, V are not float32');
-  const m: Match = { nodes, q, k, v, mask, maskKind, scale, layout: 0, heads: qd[1], out: mm2[1].outputs[0]!, shapeNodes: [], before, kSource };
+  const m: Match = {
+    nodes,
+    q,
+    k,
+    v,
+    mask,
+    maskKind,
+    scale,
+    layout: 0,
+    heads: qd[1],
+    out: mm2[1].outputs[0]!,
+    shapeNodes: [],
+    before,
+    kSource,
+  };
   mergeLayout(view, m, qd);
   const inside = new Set(m.nodes);
   for (const k of m.nodes) {
@@ -143,7 +196,8 @@ function scaled(view: GraphView, v: string): { index: number; input: string; fac
     const p = view.prod(v, op);
     if (!p) continue;
     const [a, b] = p[1].inputs as [string, string];
-    const cb = view.scalar(b), ca = op === 'Mul' ? view.scalar(a) : undefined;
+    const cb = view.scalar(b),
+      ca = op === 'Mul' ? view.scalar(a) : undefined;
     const input = cb !== undefined ? a : ca !== undefined ? b : undefined;
     const c = cb ?? ca;
     if (input === undefined || c === undefined || c === 0) continue;
@@ -173,7 +227,8 @@ function mergeLayout(view: GraphView, m: Match, qd: Dim[]): void {
   const q3d = view.shape(q3);
   if (q3d?.length !== 3 || !dimEq(q3d[0]!, qd[0]!) || !dimEq(q3d[1]!, qd[2]!) || !dimEq(q3d[2]!, merged)) return;
   const ot = view.only(m.out, []);
-  if (ot?.[1].op !== 'Transpose' || ot[1].attrs.perm?.kind !== 'ints' || ot[1].attrs.perm.value.join() !== '0,2,1,3') return;
+  if (ot?.[1].op !== 'Transpose' || ot[1].attrs.perm?.kind !== 'ints' || ot[1].attrs.perm.value.join() !== '0,2,1,3')
+    return;
   const or = view.only(ot[1].outputs[0]!, []);
   if (or?.[1].op !== 'Reshape') return;
   const od = view.shape(or[1].outputs[0]!);
@@ -195,16 +250,21 @@ const onnxAttention: Rule = (view, i, why) => {
   const int = (a: string, d: number) => (n.attrs[a]?.kind === 'int' ? (n.attrs[a] as { value: number }).value : d);
   if ((n.attrs.softcap?.kind === 'float' ? n.attrs.softcap.value : 0) !== 0) return why('softcap is not fused');
   const [qd, kd, vd] = [view.shape(q!), view.shape(k!), view.shape(v!)];
-  if (!qd || !kd || !vd || [q, k, v].some((t) => view.dtype(t!) !== 'float32')) return why('Q, K, V must be float32 of known rank');
+  if (!qd || !kd || !vd || [q, k, v].some((t) => view.dtype(t!) !== 'float32'))
+    return why('Q, K, V must be float32 of known rank');
   let heads: number, headSize: number;
   if (qd.length === 4) {
-    if (kd.length !== 4 || vd.length !== 4 || typeof qd[1] !== 'number' || typeof qd[3] !== 'number') return why('4-D inputs need static heads');
-    if (!dimEq(kd[1]!, qd[1]) || !dimEq(vd[3]!, qd[3]) || !dimEq(kd[3]!, qd[3])) return why('grouped heads or other V head size');
+    if (kd.length !== 4 || vd.length !== 4 || typeof qd[1] !== 'number' || typeof qd[3] !== 'number')
+      return why('4-D inputs need static heads');
+    if (!dimEq(kd[1]!, qd[1]) || !dimEq(vd[3]!, qd[3]) || !dimEq(kd[3]!, qd[3]))
+      return why('grouped heads or other V head size');
     [heads, headSize] = [qd[1], qd[3]];
   } else {
     heads = int('q_num_heads', 0);
-    if (qd.length !== 3 || kd.length !== 3 || vd.length !== 3 || heads <= 0 || int('kv_num_heads', 0) !== heads) return why('3-D inputs need q_num_heads = kv_num_heads');
-    if (typeof qd[2] !== 'number' || !dimEq(kd[2]!, qd[2]) || !dimEq(vd[2]!, qd[2])) return why('K/V hidden sizes differ from Q\'s');
+    if (qd.length !== 3 || kd.length !== 3 || vd.length !== 3 || heads <= 0 || int('kv_num_heads', 0) !== heads)
+      return why('3-D inputs need q_num_heads = kv_num_heads');
+    if (typeof qd[2] !== 'number' || !dimEq(kd[2]!, qd[2]) || !dimEq(vd[2]!, qd[2]))
+      return why("K/V hidden sizes differ from Q's");
     headSize = qd[2] / heads;
   }
   const causal = int('is_causal', 0);
@@ -213,35 +273,93 @@ const onnxAttention: Rule = (view, i, why) => {
   if (causal && !dimEq(sq, sk)) return why('causal attention with Sq ≠ Sk is not fused');
   const md = mask ? view.shape(mask) : undefined;
   if (mask && (md?.length ?? 5) > 4) return why('the mask rank is over 4');
-  if (md?.[md.length - 1] !== undefined && !dimEq(md[md.length - 1]!, sk)) return why('the mask is not as long as the keys');
+  if (md?.[md.length - 1] !== undefined && !dimEq(md[md.length - 1]!, sk))
+    return why('the mask is not as long as the keys');
   const out: Node[] = [];
   const toBHSD = (x: string): string => {
     if (qd.length === 4) return x;
     const shapeName = `${n.name}:${x}:heads`;
-    out.push({ name: shapeName, op: 'Constant', domain: '', inputs: [], outputs: [shapeName], origin: n.origin, attrs: { value: { kind: 'tensor', value: Tensor.fromNumbers('int64', [4], [0, 0, heads, headSize]) } } });
-    out.push({ name: `${shapeName}/split`, op: 'Reshape', domain: '', inputs: [x, shapeName], outputs: [`${shapeName}/split`], origin: n.origin, attrs: {} });
-    out.push({ name: `${shapeName}/bhsd`, op: 'Transpose', domain: '', inputs: [`${shapeName}/split`], outputs: [`${shapeName}/bhsd`], origin: n.origin, attrs: { perm: { kind: 'ints', value: [0, 2, 1, 3] } } });
+    out.push({
+      name: shapeName,
+      op: 'Constant',
+      domain: '',
+      inputs: [],
+      outputs: [shapeName],
+      origin: n.origin,
+      attrs: { value: { kind: 'tensor', value: Tensor.fromNumbers('int64', [4], [0, 0, heads, headSize]) } },
+    });
+    out.push({
+      name: `${shapeName}/split`,
+      op: 'Reshape',
+      domain: '',
+      inputs: [x, shapeName],
+      outputs: [`${shapeName}/split`],
+      origin: n.origin,
+      attrs: {},
+    });
+    out.push({
+      name: `${shapeName}/bhsd`,
+      op: 'Transpose',
+      domain: '',
+      inputs: [`${shapeName}/split`],
+      outputs: [`${shapeName}/bhsd`],
+      origin: n.origin,
+      attrs: { perm: { kind: 'ints', value: [0, 2, 1, 3] } },
+    });
     return `${shapeName}/bhsd`;
   };
   const [k4, v4] = [toBHSD(k!), toBHSD(v!)];
   const scale = n.attrs.scale?.kind === 'float' ? n.attrs.scale.value : 1 / Math.sqrt(headSize);
-  out.push(attentionNode(`${n.name}:fused`, n.origin, {
-    q: q!, k: k4, v: v4, mask, heads, scale, layout: qd.length === 4 ? 0 : 1, out: n.outputs[0]!,
-    maskKind: !mask ? MASK_KIND.NONE : view.dtype(mask) === 'bool' ? MASK_KIND.BOOL_KEEP : MASK_KIND.ADD,
-  }, causal));
+  out.push(
+    attentionNode(
+      `${n.name}:fused`,
+      n.origin,
+      {
+        q: q!,
+        k: k4,
+        v: v4,
+        mask,
+        heads,
+        scale,
+        layout: qd.length === 4 ? 0 : 1,
+        out: n.outputs[0]!,
+        maskKind: !mask ? MASK_KIND.NONE : view.dtype(mask) === 'bool' ? MASK_KIND.BOOL_KEEP : MASK_KIND.ADD,
+      },
+      causal,
+    ),
+  );
   return { nodes: [i], by: out };
 };
 
-function attentionNode(name: string, origin: string[], m: Pick<Match, 'q' | 'k' | 'v' | 'mask' | 'maskKind' | 'heads' | 'scale' | 'layout' | 'out'>, causal = 0): Node {
+function attentionNode(
+  name: string,
+  origin: string[],
+  m: Pick<Match, 'q' | 'k' | 'v' | 'mask' | 'maskKind' | 'heads' | 'scale' | 'layout' | 'out'>,
+  causal = 0,
+): Node {
   return {
-    name, op: 'Attention', domain: 'planc', inputs: [m.q, m.k, m.v, m.mask], outputs: [m.out], origin,
+    name,
+    op: 'Attention',
+    domain: 'planc',
+    inputs: [m.q, m.k, m.v, m.mask],
+    outputs: [m.out],
+    origin,
     attrs: {
-      num_heads: { kind: 'int', value: m.heads }, scale: { kind: 'float', value: m.scale }, q_layout: { kind: 'int', value: m.layout },
-      mask_kind: { kind: 'int', value: m.maskKind }, is_causal: { kind: 'int', value: causal },
+      num_heads: { kind: 'int', value: m.heads },
+      scale: { kind: 'float', value: m.scale },
+      q_layout: { kind: 'int', value: m.layout },
+      mask_kind: { kind: 'int', value: m.maskKind },
+      is_causal: { kind: 'int', value: causal },
     },
   };
 }
 
-export const FUSE_ATTENTION: Pass = fusionPass(NAME, 'QKᵀ·scale (+mask) → Softmax → ·V with head split/merge, or ONNX Attention  ⇒  planc.Attention', {
-  Softmax: [softmaxBlock], Attention: [onnxAttention],
-}, true);
+export const FUSE_ATTENTION: Pass = fusionPass(
+  NAME,
+  'QKᵀ·scale (+mask) → Softmax → ·V with head split/merge, or ONNX Attention  ⇒  planc.Attention',
+  {
+    Softmax: [softmaxBlock],
+    Attention: [onnxAttention],
+  },
+  true,
+);

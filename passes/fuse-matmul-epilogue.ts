@@ -26,7 +26,11 @@ type Poly = number[];
 
 const polyMul = (a: Poly, b: Poly): Poly => {
   const r: Poly = new Array(a.length + b.length - 1).fill(0);
-  a.forEach((p, i) => b.forEach((q, j) => { r[i + j] = r[i + j]! + p * q; }));
+  a.forEach((p, i) =>
+    b.forEach((q, j) => {
+      r[i + j] = r[i + j]! + p * q;
+    }),
+  );
   return r;
 };
 
@@ -44,26 +48,45 @@ function polyOf(v: GraphView, x: string, value: string, nodes: Set<number>, dept
   if (!a || !b) return undefined;
   const e = b.length === 1 ? b[0]! : NaN;
   let r: Poly | undefined;
-  if (n.op === 'Add' || n.op === 'Sub') r = Array.from({ length: Math.max(a.length, b.length) }, (_, i) => (a[i] ?? 0) + (n.op === 'Sub' ? -1 : 1) * (b[i] ?? 0));
+  if (n.op === 'Add' || n.op === 'Sub')
+    r = Array.from(
+      { length: Math.max(a.length, b.length) },
+      (_, i) => (a[i] ?? 0) + (n.op === 'Sub' ? -1 : 1) * (b[i] ?? 0),
+    );
   else if (n.op === 'Mul') r = polyMul(a, b);
   else if (n.op === 'Div' && e) r = a.map((t) => t / e);
-  else if (n.op === 'Pow' && [1, 2, 3].includes(e)) r = Array.from({ length: e - 1 }).reduce<Poly>((p) => polyMul(p, a), a);
+  else if (n.op === 'Pow' && [1, 2, 3].includes(e))
+    r = Array.from({ length: e - 1 }).reduce<Poly>((p) => polyMul(p, a), a);
   if (!r || r.length > 4) return undefined;
   nodes.add(k!);
   return r;
 }
 
 /** c · x^px · g^pg: a product of the pre-activation x, its gate g and a constant. */
-interface Term { c: number; px: number; pg: number }
+interface Term {
+  c: number;
+  px: number;
+  pg: number;
+}
 
 /** The gates of written-out activations x · c · g(x), by the op at their heart: g = Op(arg(x)), or 1 + Op(arg(x)). */
 const GATES: Record<string, { act: string; arg: Poly; plus1: boolean; c: number; form: string }> = {
   Sigmoid: { act: 'silu', arg: [0, 1], plus1: false, c: 1, form: 'x · Sigmoid(x)' },
   Erf: { act: 'gelu', arg: [0, Math.SQRT1_2], plus1: true, c: 0.5, form: '½x · (1 + Erf(x/√2))' },
-  Tanh: { act: 'gelu_tanh', arg: [0, Math.sqrt(2 / Math.PI), 0, 0.044715 * Math.sqrt(2 / Math.PI)], plus1: true, c: 0.5, form: '½x · (1 + Tanh(√(2/π)·(x + 0.044715·x³)))' },
+  Tanh: {
+    act: 'gelu_tanh',
+    arg: [0, Math.sqrt(2 / Math.PI), 0, 0.044715 * Math.sqrt(2 / Math.PI)],
+    plus1: true,
+    c: 0.5,
+    form: '½x · (1 + Tanh(√(2/π)·(x + 0.044715·x³)))',
+  },
 };
 
-const showPoly = (p: Poly) => p.map((c, i) => (c ? `${+c.toPrecision(7)}${['', '·x', '·x²', '·x³'][i]}` : '')).filter((s) => s).join(' + ') || '0';
+const showPoly = (p: Poly) =>
+  p
+    .map((c, i) => (c ? `${+c.toPrecision(7)}${['', '·x', '·x²', '·x³'][i]}` : ''))
+    .filter((s) => s)
+    .join(' + ') || '0';
 
 /** A value's chain of single readers through elementwise arithmetic, up to the first non-arithmetic node. */
 function* arithmeticChain(v: GraphView, k: number): Generator<[number, Node]> {
@@ -79,8 +102,13 @@ function* arithmeticChain(v: GraphView, k: number): Generator<[number, Node]> {
  * or its tanh approximation (g = 1 + Tanh(√(2/π)·(x + 0.044715·x³)), c = ½, x³ as Pow or products), the sums and
  * products in any order and association. Every reader of x and of the parts must be in the pattern.
  */
-function decomposedActivation(v: GraphView, x: string, explain: Explain): { act: string; nodes: number[]; out: string } | undefined {
-  const ops = (value: string) => (v.uses.get(value) ?? []).filter((k) => k >= 0).map((k) => [k, v.g.nodes[k]!] as const);
+function decomposedActivation(
+  v: GraphView,
+  x: string,
+  explain: Explain,
+): { act: string; nodes: number[]; out: string } | undefined {
+  const ops = (value: string) =>
+    (v.uses.get(value) ?? []).filter((k) => k >= 0).map((k) => [k, v.g.nodes[k]!] as const);
   const other = (n: Node, value: string) => n.inputs[n.inputs[0] === value ? 1 : 0]!;
   let gate: { act: string; form: string; value: string; nodes: number[]; c: number } | undefined;
   const seen = new Set<number>();
@@ -100,15 +128,28 @@ function decomposedActivation(v: GraphView, x: string, explain: Explain): { act:
         break;
       }
       const plus1 = spec.plus1 ? v.only(n.outputs[0]!) : undefined;
-      if (spec.plus1 && !(plus1?.[1].op === 'Add' && plus1[1].domain === '' && near(v.scalar(other(plus1[1], n.outputs[0]!)), 1))) break;
-      gate = { act: spec.act, form: spec.form, value: (plus1 ?? [h, n])[1].outputs[0]!, nodes: [...parts, h, ...(plus1 ? [plus1[0]] : [])], c: spec.c };
+      if (
+        spec.plus1 &&
+        !(plus1?.[1].op === 'Add' && plus1[1].domain === '' && near(v.scalar(other(plus1[1], n.outputs[0]!)), 1))
+      )
+        break;
+      gate = {
+        act: spec.act,
+        form: spec.form,
+        value: (plus1 ?? [h, n])[1].outputs[0]!,
+        nodes: [...parts, h, ...(plus1 ? [plus1[0]] : [])],
+        c: spec.c,
+      };
       break;
     }
     if (gate) break;
   }
   if (!gate) return undefined;
   // Multiply known terms (and constants) forward until c · x · g appears.
-  const terms = new Map<string, Term>([[x, { c: 1, px: 1, pg: 0 }], [gate.value, { c: 1, px: 0, pg: 1 }]]);
+  const terms = new Map<string, Term>([
+    [x, { c: 1, px: 1, pg: 0 }],
+    [gate.value, { c: 1, px: 0, pg: 1 }],
+  ]);
   const nodes = [...gate.nodes];
   for (let grew = true, steps = 0; grew && steps < 4; steps++) {
     grew = false;
@@ -118,14 +159,18 @@ function decomposedActivation(v: GraphView, x: string, explain: Explain): { act:
         const o = other(n, value);
         const ot = terms.get(o) ?? (v.scalar(o) !== undefined ? { c: v.scalar(o)!, px: 0, pg: 0 } : undefined);
         if (!ot || (n.op === 'Div' && (n.inputs[0] !== value || ot.px || ot.pg))) continue;
-        const r: Term = n.op === 'Div' ? { c: t.c / ot.c, px: t.px, pg: t.pg } : { c: t.c * ot.c, px: t.px + ot.px, pg: t.pg + ot.pg };
+        const r: Term =
+          n.op === 'Div'
+            ? { c: t.c / ot.c, px: t.px, pg: t.pg }
+            : { c: t.c * ot.c, px: t.px + ot.px, pg: t.pg + ot.pg };
         if (r.px > 1 || r.pg > 1) continue;
         nodes.push(k);
         terms.set(n.outputs[0]!, r);
         grew = true;
         if (r.px === 1 && r.pg === 1 && near(r.c, gate.c)) {
           const inner = [x, ...nodes.flatMap((i) => v.g.nodes[i]!.outputs)].filter((o) => o !== n.outputs[0]);
-          if (inner.every((o) => (v.uses.get(o) ?? []).every((u) => nodes.includes(u)))) return { act: gate.act, nodes, out: n.outputs[0]! };
+          if (inner.every((o) => (v.uses.get(o) ?? []).every((u) => nodes.includes(u))))
+            return { act: gate.act, nodes, out: n.outputs[0]! };
           return explain(`its ${gate.act} has parts read outside it`);
         }
       }
@@ -134,9 +179,18 @@ function decomposedActivation(v: GraphView, x: string, explain: Explain): { act:
   return explain(`no ${gate.form} product follows its ${gate.act} gate`);
 }
 
-const sameShape = (a: Dim[] | undefined, b: Dim[] | undefined) => !!a && !!b && a.length === b.length && a.every((d, i) => dimEq(d, b[i]!));
+const sameShape = (a: Dim[] | undefined, b: Dim[] | undefined) =>
+  !!a && !!b && a.length === b.length && a.every((d, i) => dimEq(d, b[i]!));
 
-interface Match { nodes: number[]; a: string; w: string; bias: string; residual: string; activation: string; out: string }
+interface Match {
+  nodes: number[];
+  a: string;
+  w: string;
+  bias: string;
+  residual: string;
+  activation: string;
+  out: string;
+}
 
 /** Follows one MatMul: → Add(bias)? → activation? → Add(residual)?. Undefined = decline. */
 const epilogue: Rule = (v, i, explain) => {
@@ -148,7 +202,10 @@ const epilogue: Rule = (v, i, explain) => {
   if (v.dtype(a) !== 'float32' || (v.rank(a) ?? 0) < 2) return explain('A is not a float32 tensor of rank ≥ 2');
   const n = ws[1]!;
   const m: Match = { nodes: [i], a, w, bias: '', residual: '', activation: 'none', out: mm.outputs[0]! };
-  const take = (k: number, out: string) => { m.nodes.push(k); m.out = out; };
+  const take = (k: number, out: string) => {
+    m.nodes.push(k);
+    m.out = out;
+  };
   let step = v.only(m.out);
   if (step?.[1].op === 'Add' && step[1].domain === '') {
     const other = step[1].inputs.find((x) => x !== m.out) ?? '';
@@ -162,8 +219,14 @@ const epilogue: Rule = (v, i, explain) => {
   const act = step && activationOf(step[1]);
   const written = act ? undefined : decomposedActivation(v, m.out, explain);
   if (act) take(step![0], step![1].outputs[0]!);
-  else if (written) { m.nodes.push(...written.nodes); m.out = written.out; }
-  if (act || written) { m.activation = act ?? written!.act; step = v.only(m.out); }
+  else if (written) {
+    m.nodes.push(...written.nodes);
+    m.out = written.out;
+  }
+  if (act || written) {
+    m.activation = act ?? written!.act;
+    step = v.only(m.out);
+  }
   if (step?.[1].op === 'Add' && step[1].domain === '') {
     const other = step[1].inputs.find((x) => x !== m.out) ?? '';
     if (sameShape(v.shape(other), v.shape(m.out)) && !v.isConst(other)) {
@@ -175,10 +238,19 @@ const epilogue: Rule = (v, i, explain) => {
   return {
     nodes: m.nodes,
     by: {
-      name: `${mm.name}:fused`, op: 'FusedMatMul', domain: 'planc', inputs: [m.a, m.w, m.bias, m.residual], outputs: [m.out],
-      attrs: { activation: { kind: 'string', value: m.activation } }, origin: m.nodes.flatMap((k) => g.nodes[k]!.origin),
+      name: `${mm.name}:fused`,
+      op: 'FusedMatMul',
+      domain: 'planc',
+      inputs: [m.a, m.w, m.bias, m.residual],
+      outputs: [m.out],
+      attrs: { activation: { kind: 'string', value: m.activation } },
+      origin: m.nodes.flatMap((k) => g.nodes[k]!.origin),
     },
   };
 };
 
-export const FUSE_MATMUL_EPILOGUE: Pass = fusionPass(NAME, 'MatMul(x, W) + bias → activation → + residual  ⇒  planc.FusedMatMul', { MatMul: [epilogue] });
+export const FUSE_MATMUL_EPILOGUE: Pass = fusionPass(
+  NAME,
+  'MatMul(x, W) + bias → activation → + residual  ⇒  planc.FusedMatMul',
+  { MatMul: [epilogue] },
+);

@@ -3,7 +3,17 @@ import { TOPK_IDS_OUTPUT, TOPK_LOGPROBS_OUTPUT } from '../compiler/plan/io-names
 import { PlancError } from '../compiler/diagnostics.ts';
 import type { Graph, Model, Node } from '../compiler/ir.ts';
 import { dimEq, type Dim } from '../compiler/symbolic.ts';
-import { applyRules, copyModel, freshName, GraphView, type Explain, type Pass, type PassContext, type Rewrite, type Rules } from './pass.ts';
+import {
+  applyRules,
+  copyModel,
+  freshName,
+  GraphView,
+  type Explain,
+  type Pass,
+  type PassContext,
+  type Rewrite,
+  type Rules,
+} from './pass.ts';
 
 const NAME = 'fuse-project-topk';
 /** The graph outputs that replace the logits output, in this order. */
@@ -20,7 +30,8 @@ function weightOf(v: GraphView, b: string): { w: string; transposed: number; nod
   const t = v.prod(b, 'Transpose');
   if (!t || !weight2d(v, t[1].inputs[0]!)) return 'the weight is not a constant 2-D tensor (nor the Transpose of one)';
   const perm = t[1].attrs.perm;
-  if (perm && !(perm.kind === 'ints' && perm.value.join() === '1,0')) return 'the weight is a Transpose with a perm other than [1, 0]';
+  if (perm && !(perm.kind === 'ints' && perm.value.join() === '1,0'))
+    return 'the weight is a Transpose with a perm other than [1, 0]';
   const e = t[1].inputs[0]!;
   // The Transpose goes with the fusion only when the MatMul is its only reader.
   return { w: e, transposed: 1, nodes: (v.uses.get(b) ?? []).length === 1 ? [t[0]] : [] };
@@ -32,59 +43,94 @@ function weightOf(v: GraphView, b: string): { w: string; transposed: number; nod
  */
 function logitsRules(k: number, fused: { out?: string; shape?: Dim[] }): Rules {
   /** The logits X·W (+ bias) at the root node i, where `mm` is the MatMul and `nodes` the others the fusion takes. */
-  const logits = (v: GraphView, i: number, explain: Explain, mm: [number, Node], bias: string, nodes: number[]): Rewrite | undefined => {
+  const logits = (
+    v: GraphView,
+    i: number,
+    explain: Explain,
+    mm: [number, Node],
+    bias: string,
+    nodes: number[],
+  ): Rewrite | undefined => {
     const producer = v.g.nodes[i]!;
     const out = producer.outputs[0]!;
     if ((v.uses.get(out) ?? []).length !== 1) return explain(`the logits '${out}' have other consumers`);
     const w = weightOf(v, mm[1].inputs[1]!);
     if (typeof w === 'string') return explain(w, mm[1]);
     const x = mm[1].inputs[0]!;
-    if (v.dtype(x) !== 'float32' || (v.rank(x) ?? 0) < 2) return explain('X is not a float32 tensor of rank ≥ 2', mm[1]);
+    if (v.dtype(x) !== 'float32' || (v.rank(x) ?? 0) < 2)
+      return explain('X is not a float32 tensor of rank ≥ 2', mm[1]);
     const vocab = v.shape(w.w)![w.transposed ? 0 : 1]!;
     if (bias) {
       const bs = v.shape(bias);
       const flat = bs && bs.length >= 1 && bs.slice(0, -1).every((d) => d === 1) && dimEq(bs[bs.length - 1]!, vocab);
-      if (v.dtype(bias) !== 'float32' || !flat) return explain(`the bias is not float32 [${vocab}] (or [1, ..., ${vocab}])`);
+      if (v.dtype(bias) !== 'float32' || !flat)
+        return explain(`the bias is not float32 [${vocab}] (or [1, ..., ${vocab}])`);
     }
     const shape = v.g.values.get(out)?.type?.shape;
     if (fused.out) return explain(`only one output per graph becomes planc.ProjectTopK ('${fused.out}' already did)`);
     if (typeof vocab === 'number' && k > vocab) return explain(`k = ${k} exceeds the vocabulary size ${vocab}`);
     if (!shape) return explain(`the logits '${out}' have an unknown shape`);
-    if (TOPK_OUTPUTS.some((name) => v.g.values.has(name))) return explain(`the graph already has a value named ${TOPK_OUTPUTS.join(' or ')}`);
+    if (TOPK_OUTPUTS.some((name) => v.g.values.has(name)))
+      return explain(`the graph already has a value named ${TOPK_OUTPUTS.join(' or ')}`);
     const all = [...w.nodes, mm[0], ...nodes];
     const origin = all.flatMap((j) => v.g.nodes[j]!.origin);
     // A [1, ..., V] bias (final_logits_bias) is read as [V] through a Squeeze (a view).
-    const squeeze: Node[] = (v.rank(bias) ?? 1) > 1 ? [{
-      name: `${producer.name}:bias`, op: 'Squeeze', domain: '', inputs: [bias], outputs: [freshName(v.g, `${bias}_squeezed`)], attrs: {}, origin,
-    }] : [];
+    const squeeze: Node[] =
+      (v.rank(bias) ?? 1) > 1
+        ? [
+            {
+              name: `${producer.name}:bias`,
+              op: 'Squeeze',
+              domain: '',
+              inputs: [bias],
+              outputs: [freshName(v.g, `${bias}_squeezed`)],
+              attrs: {},
+              origin,
+            },
+          ]
+        : [];
     const b = squeeze[0]?.outputs[0] ?? bias;
     Object.assign(fused, { out, shape });
     return {
       nodes: all,
-      by: [...squeeze, {
-        name: `${producer.name}:topk`, op: 'ProjectTopK', domain: 'planc', inputs: b ? [x, w.w, b] : [x, w.w], outputs: [...TOPK_OUTPUTS],
-        attrs: { k: { kind: 'int', value: k }, transposed: { kind: 'int', value: w.transposed } }, origin,
-      }],
+      by: [
+        ...squeeze,
+        {
+          name: `${producer.name}:topk`,
+          op: 'ProjectTopK',
+          domain: 'planc',
+          inputs: b ? [x, w.w, b] : [x, w.w],
+          outputs: [...TOPK_OUTPUTS],
+          attrs: { k: { kind: 'int', value: k }, transposed: { kind: 'int', value: w.transposed } },
+          origin,
+        },
+      ],
     };
   };
   return {
     MatMul: [(v, i, explain) => logits(v, i, explain, [i, v.g.nodes[i]!], '', [])],
-    Add: [(v, i, explain) => {
-      const n = v.g.nodes[i]!;
-      const j = n.inputs.findIndex((x) => v.prod(x, 'MatMul'));
-      if (j < 0) return undefined;
-      const mm = v.node(n.inputs[j]!)!;
-      if (!v.isConst(n.inputs[1 - j] ?? '')) return explain('the Add after the MatMul is not a constant bias');
-      if ((v.uses.get(n.inputs[j]!) ?? []).length !== 1) return explain('the MatMul result has other consumers than the bias Add', mm[1]);
-      return logits(v, i, explain, mm, n.inputs[1 - j] ?? '', [i]);
-    }],
-    'planc.FusedMatMul': [(v, i, explain) => {
-      const n = v.g.nodes[i]!;
-      const act = n.attrs.activation;
-      if (act && !(act.kind === 'string' && act.value === 'none')) return explain('the FusedMatMul has an activation');
-      if (n.inputs[3]) return explain('the FusedMatMul adds a residual');
-      return logits(v, i, explain, [i, n], n.inputs[2] ?? '', []);
-    }],
+    Add: [
+      (v, i, explain) => {
+        const n = v.g.nodes[i]!;
+        const j = n.inputs.findIndex((x) => v.prod(x, 'MatMul'));
+        if (j < 0) return undefined;
+        const mm = v.node(n.inputs[j]!)!;
+        if (!v.isConst(n.inputs[1 - j] ?? '')) return explain('the Add after the MatMul is not a constant bias');
+        if ((v.uses.get(n.inputs[j]!) ?? []).length !== 1)
+          return explain('the MatMul result has other consumers than the bias Add', mm[1]);
+        return logits(v, i, explain, mm, n.inputs[1 - j] ?? '', [i]);
+      },
+    ],
+    'planc.FusedMatMul': [
+      (v, i, explain) => {
+        const n = v.g.nodes[i]!;
+        const act = n.attrs.activation;
+        if (act && !(act.kind === 'string' && act.value === 'none'))
+          return explain('the FusedMatMul has an activation');
+        if (n.inputs[3]) return explain('the FusedMatMul adds a residual');
+        return logits(v, i, explain, [i, n], n.inputs[2] ?? '', []);
+      },
+    ],
   };
 }
 

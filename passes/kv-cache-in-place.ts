@@ -18,11 +18,16 @@ export const CACHE_CAPACITY = 'cache_capacity';
 
 /** The cache input that replaces a past input: past_key_values.0.decoder.key → kv_cache.0.decoder.key. */
 export function cacheInputName(past: string): string {
-  return past.startsWith('past_key_values.') ? `${CACHE_INPUT_PREFIX}${past.slice('past_key_values.'.length)}` : `${past}.cache`;
+  return past.startsWith('past_key_values.')
+    ? `${CACHE_INPUT_PREFIX}${past.slice('past_key_values.'.length)}`
+    : `${past}.cache`;
 }
 
 interface CacheMatch {
-  concat: number; past: string; rows: string; present: string;
+  concat: number;
+  past: string;
+  rows: string;
+  present: string;
   /** Shape nodes reading the present value: rebuilt from the step's rows and the past length. */
   shapes: number[];
 }
@@ -40,8 +45,17 @@ function rowsSource(v: GraphView, m: CacheMatch): { value: string; layout: numbe
   const r = v.prod(t[1].inputs[0]!, 'Reshape');
   if (!r || (v.uses.get(r[1].outputs[0]!) ?? []).length !== 1) return plain;
   const src = r[1].inputs[0]!;
-  const sd = v.shape(src), rd = v.shape(m.rows);
-  if (sd?.length !== 3 || rd?.length !== 4 || !dimEq(sd[1]!, rd[2]!) || typeof rd[1] !== 'number' || typeof rd[3] !== 'number' || !dimEq(sd[2]!, rd[1] * rd[3])) return plain;
+  const sd = v.shape(src),
+    rd = v.shape(m.rows);
+  if (
+    sd?.length !== 3 ||
+    rd?.length !== 4 ||
+    !dimEq(sd[1]!, rd[2]!) ||
+    typeof rd[1] !== 'number' ||
+    typeof rd[3] !== 'number' ||
+    !dimEq(sd[2]!, rd[1] * rd[3])
+  )
+    return plain;
   return { value: src, layout: 1, seqAxis: 1, drop: [t[0], r[0]] };
 }
 
@@ -55,7 +69,15 @@ function cacheConcat(v: GraphView, i: number, explain: (node: string, why: strin
   if (!v.g.inputs.includes(past) || v.rank(past) !== 4 || (axis !== 2 && axis !== -2)) return undefined;
   const readers = (v.uses.get(present) ?? []).filter((j) => j >= 0); // present is a graph output too, until this pass
   const isShape = (j: number) => v.g.nodes[j]!.op === 'Shape' && v.g.nodes[j]!.domain === '';
-  if (readers.some((j) => { const r = v.g.nodes[j]!; return !isShape(j) && (r.op !== 'Attention' || r.domain !== 'planc' || r.inputs[0] === present || r.inputs[3] === present); })) {
+  if (
+    readers.some((j) => {
+      const r = v.g.nodes[j]!;
+      return (
+        !isShape(j) &&
+        (r.op !== 'Attention' || r.domain !== 'planc' || r.inputs[0] === present || r.inputs[3] === present)
+      );
+    })
+  ) {
     explain(n.name, `'${present}' is read by something other than planc.Attention as K or V (or Shape)`);
     return undefined;
   }
@@ -75,21 +97,37 @@ function rewriteGraph(g: Graph, model: Model, ctx: PassContext): number {
   const n = stepTokensOf(ctx);
   if (n === 1) return rewriteCaches(g, model, ctx, false);
   const declined = new Map<string, string>();
-  const made = rewriteCaches(g, model, { ...ctx, explain: (pass, node, why) => { declined.set(node, why); ctx.explain?.(pass, node, why); } }, true);
+  const made = rewriteCaches(
+    g,
+    model,
+    {
+      ...ctx,
+      explain: (pass, node, why) => {
+        declined.set(node, why);
+        ctx.explain?.(pass, node, why);
+      },
+    },
+    true,
+  );
   const left = g.inputs.find(isPastSelfInput);
   if (left === undefined) return made;
   const readers = g.nodes.filter((x) => x.inputs.includes(left));
   const reader = readers.find((x) => declined.has(x.name)) ?? readers.find((x) => x.op !== 'Shape') ?? readers[0];
   const why = reader && declined.get(reader.name);
-  throw new PlancError('PLANC_E404',
+  throw new PlancError(
+    'PLANC_E404',
     `--step-tokens ${n}: past input '${left}' did not become an in-place cache read by planc.Attention${why ? ` (${why})` : ''}, so its attention cannot be made causal among the new tokens`,
-    { graph: g.name, stage: NAME, ...(reader ? { node: reader.name, op: reader.op } : {}) });
+    { graph: g.name, stage: NAME, ...(reader ? { node: reader.name, op: reader.op } : {}) },
+  );
 }
 
 function rewriteCaches(g: Graph, model: Model, ctx: PassContext, causal: boolean): number {
   const explain = (node: string, why: string) => ctx.explain?.(NAME, node, why);
   const v = new GraphView(g, model, inferGraph(model, g, { annotate: false }, new Diagnostics()));
-  let matches = v.all('Concat').map((i) => cacheConcat(v, i, explain)).filter((m) => m !== undefined);
+  let matches = v
+    .all('Concat')
+    .map((i) => cacheConcat(v, i, explain))
+    .filter((m) => m !== undefined);
   // an attention reads both K and V from caches or neither (its kv_len applies to both)
   const cached = new Set(matches.map((m) => m.present));
   const half = new Set<string>();
@@ -102,8 +140,15 @@ function rewriteCaches(g: Graph, model: Model, ctx: PassContext, causal: boolean
   if (matches.length === 0) return 0;
   const pastDim = v.shape(matches[0]!.past)![2]!;
   const rowsDim = v.shape(matches[0]!.rows)![2];
-  if (!isSym(pastDim) || pastDim.terms.size !== 1) { explain(g.nodes[matches[0]!.concat]!.name, 'the past length is not one symbol'); return 0; }
-  if (matches.some((m) => !dimEq(v.shape(m.past)![2]!, pastDim) || rowsDim === undefined || !dimEq(v.shape(m.rows)![2]!, rowsDim))) {
+  if (!isSym(pastDim) || pastDim.terms.size !== 1) {
+    explain(g.nodes[matches[0]!.concat]!.name, 'the past length is not one symbol');
+    return 0;
+  }
+  if (
+    matches.some(
+      (m) => !dimEq(v.shape(m.past)![2]!, pastDim) || rowsDim === undefined || !dimEq(v.shape(m.rows)![2]!, rowsDim),
+    )
+  ) {
     explain(g.nodes[matches[0]!.concat]!.name, 'the caches do not share one past length and step length');
     return 0;
   }
@@ -112,22 +157,66 @@ function rewriteCaches(g: Graph, model: Model, ctx: PassContext, causal: boolean
   // kv_len = past + new rows, computed once before the first cache write (host-side shape math)
   const first = matches[0]!;
   const kvLen = `${PAST_LENGTH_INPUT}:plus_new`;
-  const lengths = [{ value: kvLen, dim: dimAdd(pastDim, rowsDim!) }, { value: PAST_LENGTH_INPUT, dim: pastDim }];
+  const lengths = [
+    { value: kvLen, dim: dimAdd(pastDim, rowsDim!) },
+    { value: PAST_LENGTH_INPUT, dim: pastDim },
+  ];
   // Shape(present) = [B, H, past + new, D]: from the step's rows and the lengths; planned before anything changes
   const presentShapes = new Map<number, Node[] | undefined>();
   for (const [k, m] of matches.entries()) {
     for (const j of m.shapes) {
-      presentShapes.set(j, j > first.concat ? rebuildShape(g, g.nodes[j]!, v.shape(m.present)!, [sources[k]!.value], lengths) : undefined);
+      presentShapes.set(
+        j,
+        j > first.concat ? rebuildShape(g, g.nodes[j]!, v.shape(m.present)!, [sources[k]!.value], lengths) : undefined,
+      );
     }
   }
   const stuck = [...presentShapes].find(([, r]) => !r);
-  if (stuck) { explain(g.nodes[stuck[0]]!.name, 'a Shape of a present K/V cannot be rebuilt from the step rows and the past length'); return 0; }
+  if (stuck) {
+    explain(
+      g.nodes[stuck[0]]!.name,
+      'a Shape of a present K/V cannot be rebuilt from the step rows and the past length',
+    );
+    return 0;
+  }
   const origin = g.nodes[first.concat]!.origin;
   const stepNodes: Node[] = [
-    { name: `${kvLen}/shape`, op: 'Shape', domain: '', inputs: [sources[0]!.value], outputs: [`${kvLen}/shape`], attrs: {}, origin },
-    { name: `${kvLen}/axis`, op: 'Constant', domain: '', inputs: [], outputs: [`${kvLen}/axis`], origin, attrs: { value: { kind: 'tensor', value: Tensor.fromNumbers('int64', [], [sources[0]!.seqAxis]) } } },
-    { name: `${kvLen}/step`, op: 'Gather', domain: '', inputs: [`${kvLen}/shape`, `${kvLen}/axis`], outputs: [`${kvLen}/step`], attrs: { axis: { kind: 'int', value: 0 } }, origin },
-    { name: kvLen, op: 'Add', domain: '', inputs: [PAST_LENGTH_INPUT, `${kvLen}/step`], outputs: [kvLen], attrs: {}, origin },
+    {
+      name: `${kvLen}/shape`,
+      op: 'Shape',
+      domain: '',
+      inputs: [sources[0]!.value],
+      outputs: [`${kvLen}/shape`],
+      attrs: {},
+      origin,
+    },
+    {
+      name: `${kvLen}/axis`,
+      op: 'Constant',
+      domain: '',
+      inputs: [],
+      outputs: [`${kvLen}/axis`],
+      origin,
+      attrs: { value: { kind: 'tensor', value: Tensor.fromNumbers('int64', [], [sources[0]!.seqAxis]) } },
+    },
+    {
+      name: `${kvLen}/step`,
+      op: 'Gather',
+      domain: '',
+      inputs: [`${kvLen}/shape`, `${kvLen}/axis`],
+      outputs: [`${kvLen}/step`],
+      attrs: { axis: { kind: 'int', value: 0 } },
+      origin,
+    },
+    {
+      name: kvLen,
+      op: 'Add',
+      domain: '',
+      inputs: [PAST_LENGTH_INPUT, `${kvLen}/step`],
+      outputs: [kvLen],
+      attrs: {},
+      origin,
+    },
   ];
   for (const [j, nodes] of presentShapes) rewrites.replace([j], nodes!);
   const renamed = new Map<string, string>();
@@ -138,8 +227,16 @@ function rewriteCaches(g: Graph, model: Model, ctx: PassContext, causal: boolean
     const written = `${cache}:written`;
     const heads = v.shape(m.past)![1]!;
     const write: Node = {
-      name: `${concat.name}:cache_write`, op: 'CacheWrite', domain: 'planc', inputs: [cache, src.value, PAST_LENGTH_INPUT], outputs: [written],
-      attrs: { new_layout: { kind: 'int', value: src.layout }, num_heads: { kind: 'int', value: typeof heads === 'number' ? heads : 0 } }, origin: concat.origin,
+      name: `${concat.name}:cache_write`,
+      op: 'CacheWrite',
+      domain: 'planc',
+      inputs: [cache, src.value, PAST_LENGTH_INPUT],
+      outputs: [written],
+      attrs: {
+        new_layout: { kind: 'int', value: src.layout },
+        num_heads: { kind: 'int', value: typeof heads === 'number' ? heads : 0 },
+      },
+      origin: concat.origin,
     };
     rewrites.replace([m.concat, ...src.drop], m === first ? [...stepNodes, write] : [write]);
     renamed.set(m.present, written);
@@ -156,7 +253,13 @@ function rewriteCaches(g: Graph, model: Model, ctx: PassContext, causal: boolean
   }
   for (const n of v.all('planc.Attention').map((i) => g.nodes[i]!)) {
     if (!renamed.has(n.inputs[1]!)) continue;
-    n.inputs = [n.inputs[0]!, renamed.get(n.inputs[1]!)!, renamed.get(n.inputs[2]!) ?? n.inputs[2]!, n.inputs[3] ?? '', kvLen];
+    n.inputs = [
+      n.inputs[0]!,
+      renamed.get(n.inputs[1]!)!,
+      renamed.get(n.inputs[2]!) ?? n.inputs[2]!,
+      n.inputs[3] ?? '',
+      kvLen,
+    ];
     // query i (position past + i) sees keys up to past + i: the kernels' causal frontier kv_len - Sq + i
     if (causal) n.attrs = { ...n.attrs, is_causal: { kind: 'int', value: 1 } };
   }
@@ -167,7 +270,11 @@ function rewriteCaches(g: Graph, model: Model, ctx: PassContext, causal: boolean
   return matches.length;
 }
 
-export const KV_CACHE_IN_PLACE: Pass = graphPass(NAME, 'past/present KV Concat  ⇒  planc.CacheWrite into a preallocated cache input read by planc.Attention', rewriteGraph);
+export const KV_CACHE_IN_PLACE: Pass = graphPass(
+  NAME,
+  'past/present KV Concat  ⇒  planc.CacheWrite into a preallocated cache input read by planc.Attention',
+  rewriteGraph,
+);
 
 /** The cache's dims for a past input's dims: the row axis becomes the capacity symbol. */
 function cacheDims(past: Dim[]): Dim[] {

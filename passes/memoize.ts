@@ -33,7 +33,12 @@ function evaluate(model: Model, g: Graph, n: Node): Tensor[] | undefined {
   const handler = findHandler(n.domain, n.op, opset);
   if (!handler) return undefined;
   const inputs = n.inputs.map((x) => (x ? model.weights.get(g.initializers.get(x)!)!.tensor : undefined));
-  const ctx = { ...makeOpContext(n, opset, 'PLANC_E202', g.name), runSubgraph: (): never => { throw new Error('no subgraphs while memoizing'); } };
+  const ctx = {
+    ...makeOpContext(n, opset, 'PLANC_E202', g.name),
+    runSubgraph: (): never => {
+      throw new Error('no subgraphs while memoizing');
+    },
+  };
   try {
     return handler.eval(ctx, inputs);
   } catch {
@@ -47,30 +52,54 @@ function memoizeGraph(model: Model, g: Graph, memo: Memo, done: MemoizedNode[], 
   const outputs = new Set(g.outputs);
   const kept: Node[] = [];
   for (const n of g.nodes) {
-    const eligible = n.inputs.some((x) => x) && n.inputs.every((x) => isConstantInput(g, x)) && !NOT_MEMOIZED.test(n.op)
-      && !Object.values(n.attrs).some((a) => a.kind === 'graph' || a.kind === 'graphs') && !n.outputs.some((o) => outputs.has(o));
-    if (!eligible) { kept.push(n); continue; }
+    const eligible =
+      n.inputs.some((x) => x) &&
+      n.inputs.every((x) => isConstantInput(g, x)) &&
+      !NOT_MEMOIZED.test(n.op) &&
+      !Object.values(n.attrs).some((a) => a.kind === 'graph' || a.kind === 'graphs') &&
+      !n.outputs.some((o) => outputs.has(o));
+    if (!eligible) {
+      kept.push(n);
+      continue;
+    }
     const key = memoKey(model, g, n);
     const known = memo.get(key);
     const outs = known ?? evaluate(model, g, n);
-    if (!outs || outs.length < n.outputs.filter((o) => o).length) { kept.push(n); continue; }
-    const inBytes = n.inputs.reduce((s, x) => s + (x ? tensorBytes(model.weights.get(g.initializers.get(x)!)!.tensor) : 0), 0);
+    if (!outs || outs.length < n.outputs.filter((o) => o).length) {
+      kept.push(n);
+      continue;
+    }
+    const inBytes = n.inputs.reduce(
+      (s, x) => s + (x ? tensorBytes(model.weights.get(g.initializers.get(x)!)!.tensor) : 0),
+      0,
+    );
     const outBytes = outs.reduce((s, t) => s + tensorBytes(t), 0);
     if (outBytes > MIN_INFLATE && outBytes > MAX_INFLATION * inBytes) {
-      ctx.explain?.(NAME, n.name, `its result (${outBytes} bytes) is over ${MAX_INFLATION}× its inputs: computed at run time`);
+      ctx.explain?.(
+        NAME,
+        n.name,
+        `its result (${outBytes} bytes) is over ${MAX_INFLATION}× its inputs: computed at run time`,
+      );
       kept.push(n);
       continue;
     }
     memo.set(key, outs);
     n.outputs.forEach((o, k) => o && addInitializer(model, g, o, outs[k]!));
-    done.push({ graph: g.name, node: n.name, op: n.domain ? `${n.domain}.${n.op}` : n.op, bytes: outBytes, reused: !!known });
+    done.push({
+      graph: g.name,
+      node: n.name,
+      op: n.domain ? `${n.domain}.${n.op}` : n.op,
+      bytes: outBytes,
+      reused: !!known,
+    });
   }
   g.nodes = kept;
 }
 
 export const MEMOIZE: Pass = {
   name: NAME,
-  summary: 'a node whose inputs are all constants  ⇒  its outputs as weights, computed once (equal results stored once across graphs)',
+  summary:
+    'a node whose inputs are all constants  ⇒  its outputs as weights, computed once (equal results stored once across graphs)',
   run(model: Model, ctx: PassContext): Model {
     const m = copyModel(model);
     const memo: Memo = new Map();

@@ -61,7 +61,10 @@ export interface QuantizeRequest {
 }
 
 /** The quantize pass's options and what the plan records about them. */
-export interface QuantizeResult { options: QuantizeOptions; header: PlanQuantization }
+export interface QuantizeResult {
+  options: QuantizeOptions;
+  header: PlanQuantization;
+}
 
 /** Progress of long steps, as the library reports it. */
 export interface ProgressReporter {
@@ -73,7 +76,10 @@ export interface ProgressReporter {
   bar(label: string, total: number): ProgressBar;
 }
 
-export interface ProgressBar { tick(n: number): void; done(): void }
+export interface ProgressBar {
+  tick(n: number): void;
+  done(): void;
+}
 
 /** What --vocab asks of the calibrate service. */
 export interface VocabRequest {
@@ -89,7 +95,10 @@ export interface VocabRequest {
 
 /** The vocab-rewrite pass's options and the plan's vocab header (the shortlist or clusters, and the quality report). */
 /** The rewrite (undefined: none, e.g. no --vocab auto point held the gate) and the plan's vocab record. */
-export interface VocabResult { rewrite?: VocabRewriteOptions; header: PlanVocab }
+export interface VocabResult {
+  rewrite?: VocabRewriteOptions;
+  header: PlanVocab;
+}
 
 /**
  * What passes/vocab-rewrite.ts does to every graph with a planc.ProjectTopK:
@@ -101,11 +110,15 @@ export type VocabRewriteOptions =
   | { method: 'shortlist' }
   | { method: 'expose' }
   | {
-    method: 'clusters';
-    /** [R, D] row-major, ‖C_r‖² [R], and the active sets as CSR (offsets [R + 1], sorted ids per cluster). */
-    centroids: Float32Array; cnorm: Float32Array; offsets: Int32Array; ids: Int32Array;
-    clusters: number; dim: number;
-  };
+      method: 'clusters';
+      /** [R, D] row-major, ‖C_r‖² [R], and the active sets as CSR (offsets [R + 1], sorted ids per cluster). */
+      centroids: Float32Array;
+      cnorm: Float32Array;
+      offsets: Int32Array;
+      ids: Int32Array;
+      clusters: number;
+      dim: number;
+    };
 
 export interface Pass {
   name: string;
@@ -143,8 +156,12 @@ export function copyModel(model: Model): Model {
   const graphs = new Map<string, Graph>();
   for (const [k, g] of model.graphs) {
     graphs.set(k, {
-      ...g, inputs: [...g.inputs], outputs: [...g.outputs], nodes: g.nodes.map((n) => ({ ...n, inputs: [...n.inputs], outputs: [...n.outputs] })),
-      values: new Map([...g.values].map(([name, v]) => [name, { ...v }])), initializers: new Map(g.initializers),
+      ...g,
+      inputs: [...g.inputs],
+      outputs: [...g.outputs],
+      nodes: g.nodes.map((n) => ({ ...n, inputs: [...n.inputs], outputs: [...n.outputs] })),
+      values: new Map([...g.values].map(([name, v]) => [name, { ...v }])),
+      initializers: new Map(g.initializers),
     });
   }
   return { ...model, graphs, opsets: { ...model.opsets } };
@@ -159,7 +176,11 @@ export class GraphView {
   readonly producer = new Map<string, number>();
   /** Node indices reading each value, in order (a graph output counts as a reader with index -1). */
   readonly uses = new Map<string, number[]>();
-  constructor(readonly g: Graph, readonly model: Model, readonly facts?: Facts) {
+  constructor(
+    readonly g: Graph,
+    readonly model: Model,
+    readonly facts?: Facts,
+  ) {
     const use = (x: string, i: number) => (this.uses.get(x) ?? this.uses.set(x, []).get(x)!).push(i);
     g.nodes.forEach((n, i) => {
       n.outputs.forEach((o) => o && this.producer.set(o, i));
@@ -172,7 +193,9 @@ export class GraphView {
     return i === undefined ? undefined : [i, this.g.nodes[i]!];
   }
   /** Indices of the nodes with op `key` ('Op' in the default domain, 'domain.Op' otherwise), in order. */
-  all(key: string): number[] { return [...this.g.nodes.keys()].filter((i) => opKey(this.g.nodes[i]!) === key); }
+  all(key: string): number[] {
+    return [...this.g.nodes.keys()].filter((i) => opKey(this.g.nodes[i]!) === key);
+  }
   /** The node producing a value when it is the default-domain `op`. */
   prod(value: string, op: string): [number, Node] | undefined {
     const p = this.node(value);
@@ -207,7 +230,9 @@ export class GraphView {
     }
     return undefined;
   }
-  isConst(value: string): boolean { return this.constant(value) !== undefined; }
+  isConst(value: string): boolean {
+    return this.constant(value) !== undefined;
+  }
   /** The value of a one-element numeric constant (or known value, with facts), or undefined. */
   scalar(value: string): number | undefined {
     const t = this.facts ? this.facts.get(value)?.value : this.constant(value);
@@ -215,12 +240,18 @@ export class GraphView {
   }
   /** A value's shape and dtype: from facts, else its type's, else a constant's (names aliasing weights may carry no type). */
   shape(value: string): Dim[] | undefined {
-    return this.facts ? this.facts.get(value)?.shape : this.g.values.get(value)?.type?.shape ?? this.constant(value)?.dims.slice();
+    return this.facts
+      ? this.facts.get(value)?.shape
+      : (this.g.values.get(value)?.type?.shape ?? this.constant(value)?.dims.slice());
   }
   dtype(value: string): DType | undefined {
-    return this.facts ? this.facts.get(value)?.dtype : this.g.values.get(value)?.type?.dtype ?? this.constant(value)?.dtype;
+    return this.facts
+      ? this.facts.get(value)?.dtype
+      : (this.g.values.get(value)?.type?.dtype ?? this.constant(value)?.dtype);
   }
-  rank(value: string): number | undefined { return this.shape(value)?.length; }
+  rank(value: string): number | undefined {
+    return this.shape(value)?.length;
+  }
 }
 
 /** A node's key in pattern tables: 'Op' in the default domain, 'domain.Op' otherwise. */
@@ -230,7 +261,10 @@ export const opKey = (n: Node): string => (n.domain ? `${n.domain}.${n.op}` : n.
 export type Explain = (why: string, at?: Node) => undefined;
 
 /** What a rule makes: each replacement's nodes give way to `by` (in order, at the last of them); all apply or none. */
-export interface Replacement { nodes: number[]; by: Node | Node[] }
+export interface Replacement {
+  nodes: number[];
+  by: Node | Node[];
+}
 export type Rewrite = Replacement | Replacement[];
 
 /** A rule matches at its root node (index i) and returns its rewrite, or undefined (declined, said through explain or not). */
@@ -243,13 +277,21 @@ export type Rules = Record<string, Rule[]>;
  * The driver of every pattern table: walks the root nodes (all nodes, in order, unless given) not yet rewritten, tries
  * the rules of each node's op, and collects the first rewrite that applies.
  */
-export function applyRules(v: GraphView, rules: Rules, explain: (node: string, why: string) => void, roots: Iterable<number> = v.g.nodes.keys()): Rewrites {
+export function applyRules(
+  v: GraphView,
+  rules: Rules,
+  explain: (node: string, why: string) => void,
+  roots: Iterable<number> = v.g.nodes.keys(),
+): Rewrites {
   const rewrites = new Rewrites();
   for (const i of roots) {
     const n = v.g.nodes[i]!;
     if (rewrites.taken(i)) continue;
     for (const rule of rules[opKey(n)] ?? []) {
-      const r = rule(v, i, (why, at = n) => { explain(at.name, why); return undefined; });
+      const r = rule(v, i, (why, at = n) => {
+        explain(at.name, why);
+        return undefined;
+      });
       if (r && rewrites.add(r)) break;
     }
   }
@@ -272,7 +314,9 @@ export class Rewrites {
   private readonly removed = new Set<number>();
 
   /** Whether node i is already part of a rewrite. */
-  taken(i: number): boolean { return this.replaced.has(i) || this.removed.has(i); }
+  taken(i: number): boolean {
+    return this.replaced.has(i) || this.removed.has(i);
+  }
 
   /** Replaces the nodes at `indices` by `node` (or several, in order); declines (false) when one is already taken. */
   replace(indices: number[], node: Node | Node[]): boolean {
@@ -294,23 +338,33 @@ export class Rewrites {
   /** Applies the rewrites to g; returns how many rewrites were made. */
   apply(g: Graph): number {
     if (this.replaced.size === 0) return 0;
-    g.nodes = g.nodes.flatMap((n, i) => (this.removed.has(i) ? [] : this.replaced.get(i) ?? [n]));
+    g.nodes = g.nodes.flatMap((n, i) => (this.removed.has(i) ? [] : (this.replaced.get(i) ?? [n])));
     // Constants (and Identity aliases of weights or constants) that only the replaced nodes read go with them:
     // aliases first, then what they aliased.
     for (let round = 0; round < 2; round++) {
       const read = new Set([...g.outputs, ...g.nodes.flatMap((n) => n.inputs)]);
-      const constants = new Set(g.nodes.filter((n) => n.op === 'Constant' && n.domain === '').flatMap((n) => n.outputs));
-      const constantSource = (n: Node) => n.domain === '' && (n.op === 'Constant' || (n.op === 'Identity' && (g.initializers.has(n.inputs[0]!) || constants.has(n.inputs[0]!))));
+      const constants = new Set(
+        g.nodes.filter((n) => n.op === 'Constant' && n.domain === '').flatMap((n) => n.outputs),
+      );
+      const constantSource = (n: Node) =>
+        n.domain === '' &&
+        (n.op === 'Constant' ||
+          (n.op === 'Identity' && (g.initializers.has(n.inputs[0]!) || constants.has(n.inputs[0]!))));
       g.nodes = g.nodes.filter((n) => !(constantSource(n) && n.outputs.every((o) => !read.has(o))));
     }
-    for (const n of [...this.replaced.values()].flat()) for (const o of n.outputs) if (o && !g.values.has(o)) g.values.set(o, { name: o });
+    for (const n of [...this.replaced.values()].flat())
+      for (const o of n.outputs) if (o && !g.values.has(o)) g.values.set(o, { name: o });
     pruneUnused(g);
     return this.replaced.size;
   }
 }
 
 /** A pass from a per-graph rewrite: copies the model, rewrites every graph, declares the planc domain if used. */
-export function graphPass(name: string, summary: string, fuseGraph: (g: Graph, model: Model, ctx: PassContext) => number): Pass {
+export function graphPass(
+  name: string,
+  summary: string,
+  fuseGraph: (g: Graph, model: Model, ctx: PassContext) => number,
+): Pass {
   return {
     name,
     summary,

@@ -15,7 +15,18 @@ import type { Pass, PassContext } from './pass.ts';
 import { VOCAB_REWRITE } from './vocab-rewrite.ts';
 import { QUANTIZE } from './quantize.ts';
 
-export const PIPELINE: Pass[] = [MEMOIZE, STEP_TOKENS, FUSE_LAYERNORM, FUSE_MATMUL_EPILOGUE, FUSE_ATTENTION, KV_CACHE_IN_PLACE, ROW_LENGTHS, FUSE_PROJECT_TOPK, VOCAB_REWRITE, QUANTIZE];
+export const PIPELINE: Pass[] = [
+  MEMOIZE,
+  STEP_TOKENS,
+  FUSE_LAYERNORM,
+  FUSE_MATMUL_EPILOGUE,
+  FUSE_ATTENTION,
+  KV_CACHE_IN_PLACE,
+  ROW_LENGTHS,
+  FUSE_PROJECT_TOPK,
+  VOCAB_REWRITE,
+  QUANTIZE,
+];
 
 /** The k of planc.ProjectTopK in translation plans: beam search needs 2 × beam candidates per row, so beams up to 4. */
 export const TRANSLATE_TOPK = 8;

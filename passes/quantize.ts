@@ -6,10 +6,25 @@
 import { PlancError } from '../compiler/diagnostics.ts';
 import { ONNX_CODE } from '../compiler/dtype.ts';
 import type { Graph, Model, Node } from '../compiler/ir.ts';
-import { HALF_DTYPE, type HalfPrecision, isHalf, LAYER_PRECISIONS, type LayerPrecision, type QuantizedLayer } from '../compiler/quant/layers.ts';
+import {
+  HALF_DTYPE,
+  type HalfPrecision,
+  isHalf,
+  LAYER_PRECISIONS,
+  type LayerPrecision,
+  type QuantizedLayer,
+} from '../compiler/quant/layers.ts';
 import { quantizeChannels, quantizeRows, type QuantizedWeight } from '../compiler/quant/pack.ts';
 import { Tensor, transposeMatrix } from '../compiler/tensor.ts';
-import { addInitializer, copyModel, freshName, pruneUnused, type Pass, type PassContext, type QuantizeOptions } from './pass.ts';
+import {
+  addInitializer,
+  copyModel,
+  freshName,
+  pruneUnused,
+  type Pass,
+  type PassContext,
+  type QuantizeOptions,
+} from './pass.ts';
 
 const NAME = 'quantize';
 
@@ -45,7 +60,14 @@ function memoized<T extends QuantizedWeight | Tensor>(memo: Memo, key: string, m
  * The weight `name` reads (id `id`, float32 t) in p's half dtype as a new initializer of g (one tensor per weight
  * and dtype: an embedding and the output layer tied to it share it); returns its name and tensor.
  */
-function addHalf(model: Model, g: Graph, name: string, w: { id: string; t: Tensor }, p: HalfPrecision, memo: Memo): { name: string; t: Tensor } {
+function addHalf(
+  model: Model,
+  g: Graph,
+  name: string,
+  w: { id: string; t: Tensor },
+  p: HalfPrecision,
+  memo: Memo,
+): { name: string; t: Tensor } {
   const t = memoized(memo, `${p}:${w.id}`, () => Tensor.fromNumbers(HALF_DTYPE[p], w.t.dims, w.t.nums));
   const half = freshName(g, `${name}_${p}`);
   addInitializer(model, g, half, t);
@@ -57,7 +79,12 @@ type InsertAfter = (n: Node, next: Node) => void;
 
 /** Adds the quantized weight's tensors as initializers named after the source weight; returns their names (q, scale, sum, residual plane or ''). */
 function addQuantized(model: Model, g: Graph, base: string, q: QuantizedWeight): [string, string, string, string] {
-  const names = [freshName(g, `${base}_q`), freshName(g, `${base}_qscale`), freshName(g, `${base}_qsum`), q.res ? freshName(g, `${base}_qres`) : ''] as const;
+  const names = [
+    freshName(g, `${base}_q`),
+    freshName(g, `${base}_qscale`),
+    freshName(g, `${base}_qsum`),
+    q.res ? freshName(g, `${base}_qres`) : '',
+  ] as const;
   addInitializer(model, g, names[0], new Tensor(q.q instanceof Int8Array ? 'int8' : 'int16', q.dims, q.q));
   addInitializer(model, g, names[1], new Tensor('float32', [q.scale.length], q.scale));
   addInitializer(model, g, names[2], new Tensor('int32', [q.sum.length], q.sum));
@@ -68,9 +95,16 @@ function addQuantized(model: Model, g: Graph, base: string, q: QuantizedWeight):
 /** The weight ids of initializers (the quantized forms a layer reads). */
 const idsOf = (g: Graph, names: string[]) => names.map((x) => g.initializers.get(x)!);
 
-const bytesOf = (q: QuantizedWeight) => q.q.byteLength + q.scale.byteLength + q.sum.byteLength + (q.res?.byteLength ?? 0);
+const bytesOf = (q: QuantizedWeight) =>
+  q.q.byteLength + q.scale.byteLength + q.sum.byteLength + (q.res?.byteLength ?? 0);
 
-function quantizeMatMul(model: Model, g: Graph, n: Node, p: Exclude<LayerPrecision, 'float32'>, memo: Memo): QuantizedLayer | string {
+function quantizeMatMul(
+  model: Model,
+  g: Graph,
+  n: Node,
+  p: Exclude<LayerPrecision, 'float32'>,
+  memo: Memo,
+): QuantizedLayer | string {
   const w = constWeight(model, g, n.inputs[1]!);
   if (!w) return 'its weight is not a constant float32 matrix';
   if (isHalf(p)) {
@@ -78,8 +112,13 @@ function quantizeMatMul(model: Model, g: Graph, n: Node, p: Exclude<LayerPrecisi
     const op = opKey(n);
     if (op === 'MatMul') {
       const rank = g.values.get(n.inputs[0]!)?.type?.shape?.length;
-      if (rank === undefined || rank < 2) return 'its input is not known to have rank ≥ 2 (planc.FusedMatMul\'s operand)';
-      Object.assign(n, { op: 'FusedMatMul', domain: 'planc', attrs: { activation: { kind: 'string', value: 'none' } } });
+      if (rank === undefined || rank < 2)
+        return "its input is not known to have rank ≥ 2 (planc.FusedMatMul's operand)";
+      Object.assign(n, {
+        op: 'FusedMatMul',
+        domain: 'planc',
+        attrs: { activation: { kind: 'string', value: 'none' } },
+      });
     }
     return halfOperand(model, g, n, 1, w, p, memo, op);
   }
@@ -94,18 +133,56 @@ function quantizeMatMul(model: Model, g: Graph, n: Node, p: Exclude<LayerPrecisi
   n.domain = 'planc';
   n.inputs = [n.inputs[0]!, wq, scale, p === 'int8' ? sum : '', n.inputs[2] ?? '', n.inputs[3] ?? ''];
   while (n.inputs.length > 4 && n.inputs[n.inputs.length - 1] === '') n.inputs.pop();
-  n.attrs = { activation: act, input: { kind: 'string', value: INPUT_OF[p] }, n: { kind: 'int', value: nOut }, k: { kind: 'int', value: k } };
-  return { graph: g.name, node: n.name, op, precision: p, weight: w.id, derived, bytesBefore: w.t.size * 4, bytesAfter: bytesOf(q) };
+  n.attrs = {
+    activation: act,
+    input: { kind: 'string', value: INPUT_OF[p] },
+    n: { kind: 'int', value: nOut },
+    k: { kind: 'int', value: k },
+  };
+  return {
+    graph: g.name,
+    node: n.name,
+    op,
+    precision: p,
+    weight: w.id,
+    derived,
+    bytesBefore: w.t.size * 4,
+    bytesAfter: bytesOf(q),
+  };
 }
 
 /** fp16 / bf16: the op kept, its weight operand (input i) replaced by the weight in the half dtype. */
-function halfOperand(model: Model, g: Graph, n: Node, i: number, w: { id: string; t: Tensor }, p: HalfPrecision, memo: Memo, op: string): QuantizedLayer {
+function halfOperand(
+  model: Model,
+  g: Graph,
+  n: Node,
+  i: number,
+  w: { id: string; t: Tensor },
+  p: HalfPrecision,
+  memo: Memo,
+  op: string,
+): QuantizedLayer {
   const half = addHalf(model, g, n.inputs[i]!, w, p, memo);
   n.inputs[i] = half.name;
-  return { graph: g.name, node: n.name, op, precision: p, weight: w.id, derived: idsOf(g, [half.name]), bytesBefore: w.t.size * 4, bytesAfter: half.t.size * 2 };
+  return {
+    graph: g.name,
+    node: n.name,
+    op,
+    precision: p,
+    weight: w.id,
+    derived: idsOf(g, [half.name]),
+    bytesBefore: w.t.size * 4,
+    bytesAfter: half.t.size * 2,
+  };
 }
 
-function quantizeProjection(model: Model, g: Graph, n: Node, p: Exclude<LayerPrecision, 'float32'>, memo: Memo): QuantizedLayer | string {
+function quantizeProjection(
+  model: Model,
+  g: Graph,
+  n: Node,
+  p: Exclude<LayerPrecision, 'float32'>,
+  memo: Memo,
+): QuantizedLayer | string {
   const w = constWeight(model, g, n.inputs[1]!);
   if (!w) return 'its weight is not a constant float32 matrix';
   if (isHalf(p)) return halfOperand(model, g, n, 1, w, p, memo, 'planc.ProjectTopK');
@@ -120,7 +197,16 @@ function quantizeProjection(model: Model, g: Graph, n: Node, p: Exclude<LayerPre
   n.op = 'QProjectTopK';
   n.inputs = [n.inputs[0]!, wq, scale, sum, n.inputs[2] ?? '', n.inputs[3] ?? '', res];
   n.attrs = { k: n.attrs.k!, input: { kind: 'string', value: PROJECTION_INPUT_OF[p] }, d: { kind: 'int', value: d } };
-  return { graph: g.name, node: n.name, op: 'planc.ProjectTopK', precision: p, weight: w.id, derived, bytesBefore: w.t.size * 4, bytesAfter: bytesOf(q) };
+  return {
+    graph: g.name,
+    node: n.name,
+    op: 'planc.ProjectTopK',
+    precision: p,
+    weight: w.id,
+    derived,
+    bytesBefore: w.t.size * 4,
+    bytesAfter: bytesOf(q),
+  };
 }
 
 /** Tables of at least this many bytes read by Gather along axis 0 are embeddings: quantized per row. */
@@ -130,10 +216,18 @@ const EMBEDDING_MIN_BYTES = 1 << 20;
  * An embedding Gather(E, ids) → planc.QGather(Eq, scale, ids), Eq in qproject_topk's layout (a tied output layer shares
  * it); fp16 / bf16: Cast(Gather(E in the half dtype, ids), float32).
  */
-function quantizeEmbedding(model: Model, g: Graph, n: Node, p: Exclude<LayerPrecision, 'float32'>, memo: Memo, insertAfter: InsertAfter): QuantizedLayer | string {
+function quantizeEmbedding(
+  model: Model,
+  g: Graph,
+  n: Node,
+  p: Exclude<LayerPrecision, 'float32'>,
+  memo: Memo,
+  insertAfter: InsertAfter,
+): QuantizedLayer | string {
   const w = constWeight(model, g, n.inputs[0]!);
   const axis = n.attrs.axis?.kind === 'int' ? n.attrs.axis.value : 0;
-  if (!w || axis !== 0 || w.t.size * 4 < EMBEDDING_MIN_BYTES) return 'not an embedding table (a constant float32 matrix of ≥ 1 MiB gathered along axis 0)';
+  if (!w || axis !== 0 || w.t.size * 4 < EMBEDDING_MIN_BYTES)
+    return 'not an embedding table (a constant float32 matrix of ≥ 1 MiB gathered along axis 0)';
   if (isHalf(p)) {
     const layer = halfOperand(model, g, n, 0, w, p, memo, 'Gather');
     const out = n.outputs[0]!;
@@ -141,7 +235,15 @@ function quantizeEmbedding(model: Model, g: Graph, n: Node, p: Exclude<LayerPrec
     const type = g.values.get(out)?.type;
     g.values.set(rows, { name: rows, ...(type ? { type: { ...type, dtype: HALF_DTYPE[p] } } : {}) });
     n.outputs[0] = rows;
-    insertAfter(n, { name: `${n.name}:widen`, op: 'Cast', domain: '', inputs: [rows], outputs: [out], attrs: { to: { kind: 'int', value: ONNX_CODE.float32 } }, origin: n.origin });
+    insertAfter(n, {
+      name: `${n.name}:widen`,
+      op: 'Cast',
+      domain: '',
+      inputs: [rows],
+      outputs: [out],
+      attrs: { to: { kind: 'int', value: ONNX_CODE.float32 } },
+      origin: n.origin,
+    });
     return layer;
   }
   const [v, d] = w.t.dims as [number, number];
@@ -151,23 +253,50 @@ function quantizeEmbedding(model: Model, g: Graph, n: Node, p: Exclude<LayerPrec
   n.domain = 'planc';
   n.inputs = [wq, scale, n.inputs[1]!, res];
   n.attrs = { d: { kind: 'int', value: d } };
-  return { graph: g.name, node: n.name, op: 'Gather', precision: p, weight: w.id, derived: idsOf(g, [wq, scale, res]), bytesBefore: w.t.size * 4, bytesAfter: q.q.byteLength + q.scale.byteLength + q.res!.byteLength };
+  return {
+    graph: g.name,
+    node: n.name,
+    op: 'Gather',
+    precision: p,
+    weight: w.id,
+    derived: idsOf(g, [wq, scale, res]),
+    bytesBefore: w.t.size * 4,
+    bytesAfter: q.q.byteLength + q.scale.byteLength + q.res!.byteLength,
+  };
 }
 
-const QUANTIZERS: Record<string, typeof quantizeEmbedding> = { 'planc.FusedMatMul': quantizeMatMul, MatMul: quantizeMatMul, 'planc.ProjectTopK': quantizeProjection, Gather: quantizeEmbedding };
+const QUANTIZERS: Record<string, typeof quantizeEmbedding> = {
+  'planc.FusedMatMul': quantizeMatMul,
+  MatMul: quantizeMatMul,
+  'planc.ProjectTopK': quantizeProjection,
+  Gather: quantizeEmbedding,
+};
 
 /** Checks that every per-layer choice names a product of the model and a known precision. */
 function checkLayers(model: Model, o: QuantizeOptions): void {
-  const products = new Set([...model.graphs.values()].flatMap((g) => g.nodes.filter((n) => QUANTIZERS[opKey(n)]).map((n) => n.name)));
+  const products = new Set(
+    [...model.graphs.values()].flatMap((g) => g.nodes.filter((n) => QUANTIZERS[opKey(n)]).map((n) => n.name)),
+  );
   for (const [node, p] of Object.entries(o.layers ?? {})) {
-    if (!(LAYER_PRECISIONS as readonly string[]).includes(p)) throw new PlancError('PLANC_E301', `--quantize: layer '${node}' has unknown precision '${p}' (${LAYER_PRECISIONS.join(', ')})`, { node });
-    if (!products.has(node)) throw new PlancError('PLANC_E301', `--quantize: no product named '${node}' (a MatMul, planc.FusedMatMul, planc.ProjectTopK or embedding Gather after fusion)`, { node });
+    if (!(LAYER_PRECISIONS as readonly string[]).includes(p))
+      throw new PlancError(
+        'PLANC_E301',
+        `--quantize: layer '${node}' has unknown precision '${p}' (${LAYER_PRECISIONS.join(', ')})`,
+        { node },
+      );
+    if (!products.has(node))
+      throw new PlancError(
+        'PLANC_E301',
+        `--quantize: no product named '${node}' (a MatMul, planc.FusedMatMul, planc.ProjectTopK or embedding Gather after fusion)`,
+        { node },
+      );
   }
 }
 
 export const QUANTIZE: Pass = {
   name: NAME,
-  summary: 'planc.FusedMatMul / planc.ProjectTopK / embedding Gather over a constant float32 W  ⇒  planc.QMatMul / planc.QProjectTopK / planc.QGather over int8 or int16 W (only with quantize set)',
+  summary:
+    'planc.FusedMatMul / planc.ProjectTopK / embedding Gather over a constant float32 W  ⇒  planc.QMatMul / planc.QProjectTopK / planc.QGather over int8 or int16 W (only with quantize set)',
   run(model: Model, ctx: PassContext): Model {
     const o = ctx.quantize;
     if (!o) return model;
@@ -181,7 +310,10 @@ export const QUANTIZE: Pass = {
         const quantizer = QUANTIZERS[opKey(n)];
         if (!quantizer) continue;
         const p = o.layers?.[n.name] ?? o.precision;
-        if (p === 'float32') { ctx.explain?.(NAME, n.name, 'kept in float32 (asked)'); continue; }
+        if (p === 'float32') {
+          ctx.explain?.(NAME, n.name, 'kept in float32 (asked)');
+          continue;
+        }
         const done = quantizer(m, g, n, p, memo, (after, next) => inserts.push([after, next]));
         if (typeof done === 'string') ctx.explain?.(NAME, n.name, done);
         else layers.push(done);

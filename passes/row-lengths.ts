@@ -12,7 +12,16 @@
 // exporters' causal masks of one-token steps: all zeros). That is checked by evaluating the slice (reference
 // evaluator, p and P in 0..6, 13, 31): a check by samples, not a proof. A row_position value with a batch dim is
 // checked to have equal rows. Anything else declines (--explain says why) and the model gets neither graph.
-import { CACHE_INPUT_PREFIX, PAST_LENGTH_INPUT, POSITION_IDS_INPUT, POSITIONS_GRAPH, ROW_PAST_LENGTHS_INPUT, ROW_POSITION_PREFIX, ROWS_STEP_GRAPH, STEP_INPUT } from '../compiler/plan/io-names.ts';
+import {
+  CACHE_INPUT_PREFIX,
+  PAST_LENGTH_INPUT,
+  POSITION_IDS_INPUT,
+  POSITIONS_GRAPH,
+  ROW_PAST_LENGTHS_INPUT,
+  ROW_POSITION_PREFIX,
+  ROWS_STEP_GRAPH,
+  STEP_INPUT,
+} from '../compiler/plan/io-names.ts';
 import { Diagnostics } from '../compiler/diagnostics.ts';
 import { evaluate } from '../model/eval/evaluate.ts';
 import { inferGraph, type Facts } from '../model/infer/infer.ts';
@@ -29,13 +38,47 @@ export const STEP_GRAPH = 'decoder_with_past';
 
 /** Elementwise (broadcasting) ops: a per-row operand in place of a shared one computes each row as before. */
 const ELEMENTWISE = new Set([
-  'Add', 'Sub', 'Mul', 'Div', 'Pow', 'Max', 'Min', 'Mod', 'Where', 'Equal', 'Less', 'Greater', 'LessOrEqual', 'GreaterOrEqual',
-  'And', 'Or', 'Xor', 'BitwiseAnd', 'BitwiseOr', 'BitwiseXor', 'Sum', 'Mean',
+  'Add',
+  'Sub',
+  'Mul',
+  'Div',
+  'Pow',
+  'Max',
+  'Min',
+  'Mod',
+  'Where',
+  'Equal',
+  'Less',
+  'Greater',
+  'LessOrEqual',
+  'GreaterOrEqual',
+  'And',
+  'Or',
+  'Xor',
+  'BitwiseAnd',
+  'BitwiseOr',
+  'BitwiseXor',
+  'Sum',
+  'Mean',
 ]);
 /** Inputs of ops that are host-side shape math (the shape/index operands of Reshape, Expand, Slice, ...). */
 const SHAPE_OPERANDS: Record<string, number[]> = {
-  Reshape: [1], Expand: [1], Slice: [1, 2, 3, 4], ConstantOfShape: [0], Range: [0, 1, 2], Tile: [1], Unsqueeze: [1], Squeeze: [1],
-  Pad: [1, 2, 3], Resize: [1, 2, 3], TopK: [1], Split: [1], ReduceSum: [1], ReduceMean: [1], ReduceMax: [1], ReduceMin: [1],
+  Reshape: [1],
+  Expand: [1],
+  Slice: [1, 2, 3, 4],
+  ConstantOfShape: [0],
+  Range: [0, 1, 2],
+  Tile: [1],
+  Unsqueeze: [1],
+  Squeeze: [1],
+  Pad: [1, 2, 3],
+  Resize: [1, 2, 3],
+  TopK: [1],
+  Split: [1],
+  ReduceSum: [1],
+  ReduceMean: [1],
+  ReduceMax: [1],
+  ReduceMin: [1],
 };
 
 /** How a value depends on the graph inputs: constants only, shapes only, the past length's data, or other data. */
@@ -51,7 +94,12 @@ interface Analysis {
 }
 
 class Decline extends Error {
-  constructor(readonly node: string, why: string) { super(why); }
+  constructor(
+    readonly node: string,
+    why: string,
+  ) {
+    super(why);
+  }
 }
 
 /** Per value, how it depends on the graph inputs (topological, nodes in order). */
@@ -78,11 +126,13 @@ const dependsOn = (d: Dim, symbol: string) => isSym(d) && dimSymbols(d).includes
 function analyze(g: Graph, facts: Facts): Analysis {
   const kinds = kindsOf(g);
   const pastDim = g.values.get(PAST_LENGTH_INPUT)?.type?.sym?.[0];
-  const pastSym = pastDim !== undefined && isSym(pastDim) && pastDim.terms.size === 1 ? [...pastDim.terms.keys()][0]! : undefined;
+  const pastSym =
+    pastDim !== undefined && isSym(pastDim) && pastDim.terms.size === 1 ? [...pastDim.terms.keys()][0]! : undefined;
   if (pastSym === undefined) throw new Decline(g.name, `'${PAST_LENGTH_INPUT}' binds no single past-length symbol`);
   const batch = facts.get(STEP_INPUT)?.shape?.[0] ?? g.values.get(STEP_INPUT)?.type?.shape?.[0];
   if (batch === undefined) throw new Decline(g.name, `'${STEP_INPUT}' has no known batch dim`);
-  for (const o of g.outputs) if (kinds.get(o) === 'past') throw new Decline(o, `graph output '${o}' is computed from the past length alone`);
+  for (const o of g.outputs)
+    if (kinds.get(o) === 'past') throw new Decline(o, `graph output '${o}' is computed from the past length alone`);
   const rows: Analysis['rows'] = new Map();
   const masks: Analysis['masks'] = [];
   g.nodes.forEach((n, i) => {
@@ -94,23 +144,43 @@ function analyze(g: Graph, facts: Facts): Analysis {
       const dtype = facts.get(v)?.dtype;
       if (!vd) throw new Decline(n.name, `input ${k} '${v}' is computed from the past length and has no known shape`);
       if (vd.some((d) => dependsOn(d, pastSym))) {
-        if (n.domain === 'planc' && n.op === 'Attention' && k === 3) { masks.push({ value: v, node: i }); return; }
-        throw new Decline(n.name, `input ${k} '${v}' ${shapeStr(vd)} is computed from the past length and its dims depend on it, so it cannot be fed one row per batch row`);
+        if (n.domain === 'planc' && n.op === 'Attention' && k === 3) {
+          masks.push({ value: v, node: i });
+          return;
+        }
+        throw new Decline(
+          n.name,
+          `input ${k} '${v}' ${shapeStr(vd)} is computed from the past length and its dims depend on it, so it cannot be fed one row per batch row`,
+        );
       }
       if (n.domain !== '' || !ELEMENTWISE.has(n.op)) {
-        if (dtype === 'int64' && SHAPE_OPERANDS[n.op]?.includes(k)) throw new Decline(n.name, `input ${k} '${v}' of ${n.op} is host shape math computed from the past length`);
-        throw new Decline(n.name, `input ${k} '${v}' is computed from the past length and read by ${n.domain ? `${n.domain}.` : ''}${n.op}, which is not elementwise`);
+        if (dtype === 'int64' && SHAPE_OPERANDS[n.op]?.includes(k))
+          throw new Decline(n.name, `input ${k} '${v}' of ${n.op} is host shape math computed from the past length`);
+        throw new Decline(
+          n.name,
+          `input ${k} '${v}' is computed from the past length and read by ${n.domain ? `${n.domain}.` : ''}${n.op}, which is not elementwise`,
+        );
       }
       const out = facts.get(n.outputs[0]!)?.shape;
-      if (!out || out.length === 0 || !dimEq(out[0]!, batch)) throw new Decline(n.name, `its output ${shapeStr(out)} is not [${dimStr(batch)}, ...], so a per-row '${v}' would change it`);
+      if (!out || out.length === 0 || !dimEq(out[0]!, batch))
+        throw new Decline(
+          n.name,
+          `its output ${shapeStr(out)} is not [${dimStr(batch)}, ...], so a per-row '${v}' would change it`,
+        );
       const r = out.length;
       let dims: Dim[];
       if (vd.length === r && (vd[0] === 1 || dimEq(vd[0]!, batch))) dims = [batch, ...vd.slice(1)];
       else if (vd.length === r - 1) dims = [batch, ...vd];
-      else throw new Decline(n.name, `input ${k} '${v}' ${shapeStr(vd)} is computed from the past length, neither of rank ${r} with dim 0 1 or ${dimStr(batch)} nor of rank ${r - 1}`);
-      if (dims.some((d, a) => !(d === 1 || dimEq(d, out[a]!)))) throw new Decline(n.name, `a per-row '${v}' ${shapeStr(dims)} would change its output ${shapeStr(out)}`);
+      else
+        throw new Decline(
+          n.name,
+          `input ${k} '${v}' ${shapeStr(vd)} is computed from the past length, neither of rank ${r} with dim 0 1 or ${dimStr(batch)} nor of rank ${r - 1}`,
+        );
+      if (dims.some((d, a) => !(d === 1 || dimEq(d, out[a]!))))
+        throw new Decline(n.name, `a per-row '${v}' ${shapeStr(dims)} would change its output ${shapeStr(out)}`);
       const had = rows.get(v);
-      if (had && had.dims.map(dimStr).join() !== dims.map(dimStr).join()) throw new Decline(n.name, `'${v}' is read per row as both ${shapeStr(had.dims)} and ${shapeStr(dims)}`);
+      if (had && had.dims.map(dimStr).join() !== dims.map(dimStr).join())
+        throw new Decline(n.name, `'${v}' is read per row as both ${shapeStr(had.dims)} and ${shapeStr(dims)}`);
       const entry = had ?? { name: `${ROW_POSITION_PREFIX}${rows.size}`, dims, readers: [] };
       entry.readers.push({ node: i, input: k });
       rows.set(v, entry);
@@ -123,12 +193,22 @@ function analyze(g: Graph, facts: Facts): Analysis {
  * A graph computing `outputs` (value in g → output name) from the slice alone: the nodes they need, a Shape of a
  * computed value rebuilt from the graph inputs' dims (so the graph reads inputs through Shape only).
  */
-function sliceGraph(g: Graph, facts: Facts, kinds: Map<string, Kind>, name: string, outputs: Map<string, string>): Graph {
+function sliceGraph(
+  g: Graph,
+  facts: Facts,
+  kinds: Map<string, Kind>,
+  name: string,
+  outputs: Map<string, string>,
+): Graph {
   const producer = new Map<string, number>();
   g.nodes.forEach((n, i) => n.outputs.forEach((o) => o && producer.set(o, i)));
   const pastDim = g.values.get(PAST_LENGTH_INPUT)!.type!.sym![0]!;
   const isCache = (x: string) => x.startsWith(CACHE_INPUT_PREFIX) || x.startsWith('past_key_values.');
-  const sources = [...g.inputs.filter((x) => x === STEP_INPUT), ...g.inputs.filter((x) => x !== STEP_INPUT && x !== PAST_LENGTH_INPUT && !isCache(x)), ...g.inputs.filter(isCache)];
+  const sources = [
+    ...g.inputs.filter((x) => x === STEP_INPUT),
+    ...g.inputs.filter((x) => x !== STEP_INPUT && x !== PAST_LENGTH_INPUT && !isCache(x)),
+    ...g.inputs.filter(isCache),
+  ];
   const taken = new Map<number, Node[]>();
   const inputs = new Set<string>();
   const inits = new Set<string>();
@@ -138,8 +218,14 @@ function sliceGraph(g: Graph, facts: Facts, kinds: Map<string, Kind>, name: stri
     const x = work.pop()!;
     if (!x || seen.has(x)) continue;
     seen.add(x);
-    if (g.inputs.includes(x)) { inputs.add(x); continue; }
-    if (g.initializers.has(x)) { inits.add(x); continue; }
+    if (g.inputs.includes(x)) {
+      inputs.add(x);
+      continue;
+    }
+    if (g.initializers.has(x)) {
+      inits.add(x);
+      continue;
+    }
     const i = producer.get(x);
     if (i === undefined) throw new Decline(x, `'${x}' has no producer`);
     if (taken.has(i)) continue;
@@ -149,7 +235,8 @@ function sliceGraph(g: Graph, facts: Facts, kinds: Map<string, Kind>, name: stri
     if (n.op === 'Shape' && n.domain === '' && kinds.get(src) !== 'past' && !g.inputs.includes(src)) {
       const dims = facts.get(src)?.shape;
       const rebuilt = dims && rebuildShape(g, n, dims, sources, [{ value: PAST_LENGTH_INPUT, dim: pastDim }]);
-      if (!rebuilt) throw new Decline(n.name, `the shape of '${src}' ${shapeStr(dims)} cannot be rebuilt from the graph inputs`);
+      if (!rebuilt)
+        throw new Decline(n.name, `the shape of '${src}' ${shapeStr(dims)} cannot be rebuilt from the graph inputs`);
       nodes = rebuilt;
     } else if (kinds.get(x) === 'data') {
       throw new Decline(n.name, `'${x}' depends on graph inputs other than through Shape`);
@@ -161,7 +248,8 @@ function sliceGraph(g: Graph, facts: Facts, kinds: Map<string, Kind>, name: stri
   const rename = (x: string) => outputs.get(x) ?? x;
   const nodes: Node[] = [];
   g.nodes.forEach((_, i) => {
-    for (const n of taken.get(i) ?? []) nodes.push({ ...n, inputs: n.inputs.map(rename), outputs: n.outputs.map(rename) });
+    for (const n of taken.get(i) ?? [])
+      nodes.push({ ...n, inputs: n.inputs.map(rename), outputs: n.outputs.map(rename) });
   });
   // an output that is a graph input (the past length itself) is copied
   for (const [v, o] of outputs) {
@@ -171,7 +259,8 @@ function sliceGraph(g: Graph, facts: Facts, kinds: Map<string, Kind>, name: stri
   const values = new Map<string, Value>();
   const declare = (x: string, from = x) => {
     if (!x || values.has(x)) return;
-    const t = g.values.get(from)?.type ?? (facts.get(from) && { dtype: facts.get(from)!.dtype, shape: facts.get(from)!.shape });
+    const t =
+      g.values.get(from)?.type ?? (facts.get(from) && { dtype: facts.get(from)!.dtype, shape: facts.get(from)!.shape });
     values.set(x, t ? { name: x, type: { ...t } } : { name: x });
   };
   const orderedInputs = g.inputs.filter((x) => inputs.has(x));
@@ -180,7 +269,11 @@ function sliceGraph(g: Graph, facts: Facts, kinds: Map<string, Kind>, name: stri
   for (const [v, o] of outputs) declare(o, v);
   for (const n of nodes) for (const x of [...n.inputs, ...n.outputs]) declare(x);
   return {
-    name, inputs: orderedInputs, outputs: [...outputs.values()], nodes, values,
+    name,
+    inputs: orderedInputs,
+    outputs: [...outputs.values()],
+    nodes,
+    values,
     initializers: new Map([...inits].map((x) => [x, g.initializers.get(x)!])),
   };
 }
@@ -191,7 +284,10 @@ function feedsAt(g: Graph, p: number, batchSym: string | undefined, batch: numbe
   const feeds: Record<string, Tensor> = {};
   for (const x of g.inputs) {
     const t = g.values.get(x)!.type!;
-    if (x === PAST_LENGTH_INPUT) { feeds[x] = Tensor.fromNumbers('int64', [], [p]); continue; }
+    if (x === PAST_LENGTH_INPUT) {
+      feeds[x] = Tensor.fromNumbers('int64', [], [p]);
+      continue;
+    }
     const dims = (t.shape ?? []).map((d, a) => {
       if (typeof d === 'number') return d;
       if (x === STEP_INPUT && a === 1) return 1;
@@ -209,10 +305,14 @@ function feedsAt(g: Graph, p: number, batchSym: string | undefined, batch: numbe
  */
 function checkSlice(model: Model, g: Graph, facts: Facts, a: Analysis): void {
   const batchDim = g.values.get(STEP_INPUT)?.type?.shape?.[0];
-  const batchSym = batchDim !== undefined && isSym(batchDim) && batchDim.terms.size === 1 ? [...batchDim.terms.keys()][0] : undefined;
+  const batchSym =
+    batchDim !== undefined && isSym(batchDim) && batchDim.terms.size === 1 ? [...batchDim.terms.keys()][0] : undefined;
   const probe = new Map<string, string>();
   for (const m of a.masks) probe.set(m.value, `mask.${probe.size}`);
-  const batched = [...a.rows].filter(([v, e]) => { const vd = facts.get(v)!.shape!; return vd.length === e.dims.length && vd[0] !== 1; });
+  const batched = [...a.rows].filter(([v, e]) => {
+    const vd = facts.get(v)!.shape!;
+    return vd.length === e.dims.length && vd[0] !== 1;
+  });
   for (const [v] of batched) if (!probe.has(v)) probe.set(v, `rows.${probe.size}`);
   if (probe.size === 0) return;
   const name = `${NAME}:probe`;
@@ -222,7 +322,10 @@ function checkSlice(model: Model, g: Graph, facts: Facts, a: Analysis): void {
     try {
       return evaluate(m, name, feedsAt(pg, p, batchSym, b));
     } catch (e) {
-      throw new Decline(g.name, `the values computed from the past length could not be evaluated at past length ${p}, batch ${b} (${(e as Error).message})`);
+      throw new Decline(
+        g.name,
+        `the values computed from the past length could not be evaluated at past length ${p}, batch ${b} (${(e as Error).message})`,
+      );
     }
   };
   const pasts = [0, 1, 2, 3, 4, 5, 6, 13, 31];
@@ -235,7 +338,10 @@ function checkSlice(model: Model, g: Graph, facts: Facts, a: Analysis): void {
       for (const P of pasts.filter((x) => x > p)) {
         const big = at.get(P)![o]!;
         if (!prefixEqual(small, big)) {
-          throw new Decline(node, `its mask '${mk.value}' is computed from the past length with dims that depend on it, and its values at the first ${p + 1} keys differ between past lengths ${p} and ${P} (a relative position bias?), so rows of different lengths cannot share it`);
+          throw new Decline(
+            node,
+            `its mask '${mk.value}' is computed from the past length with dims that depend on it, and its values at the first ${p + 1} keys differ between past lengths ${p} and ${P} (a relative position bias?), so rows of different lengths cannot share it`,
+          );
         }
       }
     }
@@ -243,10 +349,14 @@ function checkSlice(model: Model, g: Graph, facts: Facts, a: Analysis): void {
   for (const [v] of batched) {
     const o = probe.get(v)!;
     for (const p of [0, 3]) {
-      const one = at.get(p)![o]!, two = run(p, 2)[o]!;
+      const one = at.get(p)![o]!,
+        two = run(p, 2)[o]!;
       const n = one.size;
       if (two.size !== 2 * n || [0, 1].some((r) => one.nums.some((x, e) => two.nums[r * n + e] !== x))) {
-        throw new Decline(v, `'${v}' has a batch dim and its rows are not all the same, so one row per past length cannot stand for it`);
+        throw new Decline(
+          v,
+          `'${v}' has a batch dim and its rows are not all the same, so one row per past length cannot stand for it`,
+        );
       }
     }
   }
@@ -257,14 +367,18 @@ function prefixEqual(small: Tensor, big: Tensor): boolean {
   if (small.rank !== big.rank || small.rank === 0) return false;
   const r = small.rank;
   if (small.dims.slice(0, r - 1).join() !== big.dims.slice(0, r - 1).join()) return false;
-  const ks = small.dims[r - 1]!, kb = big.dims[r - 1]!;
+  const ks = small.dims[r - 1]!,
+    kb = big.dims[r - 1]!;
   if (ks > kb) return false;
   const rowsN = small.size / Math.max(1, ks);
-  const a = small.nums, b = big.nums;
-  for (let i = 0; i < rowsN; i++) for (let j = 0; j < ks; j++) {
-    const x = Number(a[i * ks + j]), y = Number(b[i * kb + j]);
-    if (x !== y && !(Number.isNaN(x) && Number.isNaN(y))) return false;
-  }
+  const a = small.nums,
+    b = big.nums;
+  for (let i = 0; i < rowsN; i++)
+    for (let j = 0; j < ks; j++) {
+      const x = Number(a[i * ks + j]),
+        y = Number(b[i * kb + j]);
+      if (x !== y && !(Number.isNaN(x) && Number.isNaN(y))) return false;
+    }
   return true;
 }
 
@@ -272,9 +386,13 @@ function prefixEqual(small: Tensor, big: Tensor): boolean {
 function rowsGraph(g: Graph, facts: Facts, a: Analysis): Graph {
   const batch = (facts.get(STEP_INPUT)?.shape ?? g.values.get(STEP_INPUT)!.type!.shape!)[0]!;
   const r: Graph = {
-    ...g, name: ROWS_STEP_GRAPH, inputs: [...g.inputs], outputs: [...g.outputs],
+    ...g,
+    name: ROWS_STEP_GRAPH,
+    inputs: [...g.inputs],
+    outputs: [...g.outputs],
     nodes: g.nodes.map((n) => ({ ...n, inputs: [...n.inputs], outputs: [...n.outputs] })),
-    values: new Map([...g.values].map(([name, v]) => [name, { ...v }])), initializers: new Map(g.initializers),
+    values: new Map([...g.values].map(([name, v]) => [name, { ...v }])),
+    initializers: new Map(g.initializers),
   };
   r.inputs.push(ROW_PAST_LENGTHS_INPUT);
   r.values.set(ROW_PAST_LENGTHS_INPUT, { name: ROW_PAST_LENGTHS_INPUT, type: { dtype: 'int64', shape: [batch] } });
@@ -319,18 +437,30 @@ export function addRowGraphs(model: Model, ctx: PassContext): Model {
   };
   const n = stepTokensOf(ctx);
   if (n > 1) return decline(`--step-tokens ${n}: rows with their own cached length take one token per step only`);
-  if (g.inputs.includes(POSITION_IDS_INPUT)) return decline(`the step takes '${POSITION_IDS_INPUT}' (an HRT model): each row's position is fed, not computed from the past length`);
-  if (!g.inputs.includes(PAST_LENGTH_INPUT)) return decline(`no in-place caches ('${PAST_LENGTH_INPUT}' input), so rows cannot have their own cached length`);
-  if (!g.nodes.some((x) => x.domain === 'planc' && x.op === 'CacheWrite')) return decline('no planc.CacheWrite: no in-place caches');
+  if (g.inputs.includes(POSITION_IDS_INPUT))
+    return decline(
+      `the step takes '${POSITION_IDS_INPUT}' (an HRT model): each row's position is fed, not computed from the past length`,
+    );
+  if (!g.inputs.includes(PAST_LENGTH_INPUT))
+    return decline(`no in-place caches ('${PAST_LENGTH_INPUT}' input), so rows cannot have their own cached length`);
+  if (!g.nodes.some((x) => x.domain === 'planc' && x.op === 'CacheWrite'))
+    return decline('no planc.CacheWrite: no in-place caches');
   const facts = inferGraph(model, g, { annotate: false }, new Diagnostics());
   try {
     const a = analyze(g, facts);
     checkSlice(model, g, facts, a);
-    const positions = a.rows.size > 0 ? sliceGraph(g, facts, a.kinds, POSITIONS_GRAPH, new Map([...a.rows].map(([v, e]) => [v, e.name]))) : undefined;
+    const positions =
+      a.rows.size > 0
+        ? sliceGraph(g, facts, a.kinds, POSITIONS_GRAPH, new Map([...a.rows].map(([v, e]) => [v, e.name])))
+        : undefined;
     const out = copyModel(model);
     out.graphs.set(ROWS_STEP_GRAPH, rowsGraph(g, facts, a));
     if (positions) out.graphs.set(POSITIONS_GRAPH, positions);
-    else explain(g.name, `nothing is computed from the past length alone: ${ROWS_STEP_GRAPH} has no row_position inputs and there is no ${POSITIONS_GRAPH}`);
+    else
+      explain(
+        g.name,
+        `nothing is computed from the past length alone: ${ROWS_STEP_GRAPH} has no row_position inputs and there is no ${POSITIONS_GRAPH}`,
+      );
     return out;
   } catch (e) {
     if (!(e instanceof Decline)) throw e;

@@ -15,7 +15,11 @@ const NEEDED = ['fuse-attention', 'kv-cache-in-place'];
 /** N of a pass context: 1 unless set; PLANC_E301 unless an integer ≥ 1. */
 export function stepTokensOf(ctx: PassContext): number {
   const n = ctx.stepTokens ?? 1;
-  if (!Number.isInteger(n) || n < 1) throw new PlancError('PLANC_E301', `--step-tokens must be an integer ≥ 1 (the most new tokens one decoder step takes), got ${n}`);
+  if (!Number.isInteger(n) || n < 1)
+    throw new PlancError(
+      'PLANC_E301',
+      `--step-tokens must be an integer ≥ 1 (the most new tokens one decoder step takes), got ${n}`,
+    );
   return n;
 }
 
@@ -24,7 +28,10 @@ export function checkStepTokens(opts: PassContext & { disable?: string[] }): voi
   const n = stepTokensOf(opts);
   const off = (opts.disable ?? []).find((d) => d === 'fuse' || NEEDED.includes(d));
   if (n === 1 || off === undefined) return;
-  throw new PlancError('PLANC_E301', `--step-tokens ${n} needs ${NEEDED.join(' and ')}: the decoder step's self-attention must become planc.Attention over the in-place cache to be made causal among the new tokens, and ${off === 'fuse' ? '--no-fuse' : `disabling ${off}`} leaves it unfused`);
+  throw new PlancError(
+    'PLANC_E301',
+    `--step-tokens ${n} needs ${NEEDED.join(' and ')}: the decoder step's self-attention must become planc.Attention over the in-place cache to be made causal among the new tokens, and ${off === 'fuse' ? '--no-fuse' : `disabling ${off}`} leaves it unfused`,
+  );
 }
 
 /** A past self-attention K/V input of a decoder step (optimum's names: past_key_values.L.decoder.key|value). */
@@ -43,7 +50,12 @@ function inferStep(model: Model, g: Graph, n: number): Facts {
   const diags = new Diagnostics();
   const facts = inferGraph(model, g, { annotate: false }, diags);
   const e = diags.errors[0];
-  if (e) throw new PlancError('PLANC_E404', `--step-tokens ${n}: the decoder step does not infer with several new tokens: ${e.message}`, { ...e.where, stage: NAME });
+  if (e)
+    throw new PlancError(
+      'PLANC_E404',
+      `--step-tokens ${n}: the decoder step does not infer with several new tokens: ${e.message}`,
+      { ...e.where, stage: NAME },
+    );
   return facts;
 }
 
@@ -58,10 +70,16 @@ function culprit(g: Graph, facts: Facts, output: string): Node | undefined {
     feeding.add(i);
     stack.push(...g.nodes[i]!.inputs.filter((x) => x));
   }
-  const first = [...feeding].sort((a, b) => a - b).find((i) => {
-    const n = g.nodes[i]!;
-    return n.op !== 'Shape' && n.inputs.some((x) => x && mentionsStep(facts.get(x)?.shape)) && !n.outputs.some((o) => o && mentionsStep(facts.get(o)?.shape));
-  });
+  const first = [...feeding]
+    .sort((a, b) => a - b)
+    .find((i) => {
+      const n = g.nodes[i]!;
+      return (
+        n.op !== 'Shape' &&
+        n.inputs.some((x) => x && mentionsStep(facts.get(x)?.shape)) &&
+        !n.outputs.some((o) => o && mentionsStep(facts.get(o)?.shape))
+      );
+    });
   return first === undefined ? g.nodes[producer.get(output) ?? -1] : g.nodes[first];
 }
 
@@ -72,18 +90,26 @@ function culprit(g: Graph, facts: Facts, output: string): Node | undefined {
 function fixedWindow(node: Node, facts: Facts, past: Set<string>): string | undefined {
   const vals = (x: string | undefined) => (x ? facts.get(x)?.sym : undefined);
   const atPast = (d: Dim) => dimSymbols(d).some((s) => past.has(s));
-  const bounds: [string | undefined, string | undefined] | undefined = node.domain !== '' ? undefined
-    : node.op === 'Slice' ? [node.inputs[1], node.inputs[2]] : node.op === 'Range' ? [node.inputs[0], node.inputs[1]] : undefined;
+  const bounds: [string | undefined, string | undefined] | undefined =
+    node.domain !== ''
+      ? undefined
+      : node.op === 'Slice'
+        ? [node.inputs[1], node.inputs[2]]
+        : node.op === 'Range'
+          ? [node.inputs[0], node.inputs[1]]
+          : undefined;
   if (bounds) {
     const [s, e] = [vals(bounds[0]), vals(bounds[1])];
     for (let k = 0; s && e && k < Math.min(s.length, e.length); k++) {
       const extent = dimSub(e[k]!, s[k]!);
-      if (typeof extent === 'number' && extent !== 0 && (atPast(s[k]!) || atPast(e[k]!))) return `takes the window ${dimStr(s[k]!)}..${dimStr(e[k]!)} of fixed extent ${extent} at the past length`;
+      if (typeof extent === 'number' && extent !== 0 && (atPast(s[k]!) || atPast(e[k]!)))
+        return `takes the window ${dimStr(s[k]!)}..${dimStr(e[k]!)} of fixed extent ${extent} at the past length`;
     }
   }
   if (node.domain === '' && node.op === 'Gather') {
     const idx = facts.get(node.inputs[1] ?? '');
-    if (idx?.sym?.some(atPast) && !mentionsStep(idx.shape)) return `gathers ${shapeStr(idx.shape)} index ${idx.sym.map(dimStr).join(',')} at the past length, one row for all new tokens`;
+    if (idx?.sym?.some(atPast) && !mentionsStep(idx.shape))
+      return `gathers ${shapeStr(idx.shape)} index ${idx.sym.map(dimStr).join(',')} at the past length, one row for all new tokens`;
   }
   return undefined;
 }
@@ -93,7 +119,11 @@ function relaxGraph(model: Model, g: Graph, n: number): void {
   const where = (node?: Node) => ({ graph: g.name, stage: NAME, ...(node ? { node: node.name, op: node.op } : {}) });
   const ids = g.values.get(STEP_INPUT)?.type;
   if (!g.inputs.includes(STEP_INPUT) || ids?.shape?.length !== 2) {
-    throw new PlancError('PLANC_E404', `--step-tokens ${n}: the decoder step has no ${STEP_INPUT} input [batch, new tokens] to take ${n} tokens`, where());
+    throw new PlancError(
+      'PLANC_E404',
+      `--step-tokens ${n}: the decoder step has no ${STEP_INPUT} input [batch, new tokens] to take ${n} tokens`,
+      where(),
+    );
   }
   const before = inferStep(model, g, n);
   const old = ids.shape[1]!;
@@ -102,13 +132,19 @@ function relaxGraph(model: Model, g: Graph, n: number): void {
     const v = g.values.get(name)!;
     if (!v.type?.shape) continue;
     // the token axis of input_ids and of an HRT model's position_ids (one position per new token)
-    const shape = v.type.shape.map((d, axis) => (((name === STEP_INPUT || name === POSITION_IDS_INPUT) && axis === 1) || (isSym(old) && dimEq(d, old)) ? step : d));
+    const shape = v.type.shape.map((d, axis) =>
+      ((name === STEP_INPUT || name === POSITION_IDS_INPUT) && axis === 1) || (isSym(old) && dimEq(d, old)) ? step : d,
+    );
     g.values.set(name, { ...v, type: { ...v.type, shape } });
   }
   const after = inferStep(model, g, n);
   const fixed = (o: string, got: Dim[], want: string): never => {
     const at = culprit(g, after, o);
-    throw new PlancError('PLANC_E404', `--step-tokens ${n}: with ${STEP_TOKENS_SYMBOL} new tokens output '${o}' is ${shapeStr(got)}, not ${want}: the export fixes the step at one token${at ? ` (from node '${at.name}' on)` : ''}`, where(at));
+    throw new PlancError(
+      'PLANC_E404',
+      `--step-tokens ${n}: with ${STEP_TOKENS_SYMBOL} new tokens output '${o}' is ${shapeStr(got)}, not ${want}: the export fixes the step at one token${at ? ` (from node '${at.name}' on)` : ''}`,
+      where(at),
+    );
   };
   for (const o of g.outputs) {
     const [pre, post] = [before.get(o)?.shape, after.get(o)?.shape];
@@ -121,10 +157,17 @@ function relaxGraph(model: Model, g: Graph, n: number): void {
       fixed(o, post, `${STEP_TOKENS_SYMBOL} at axis 1`);
     }
   }
-  const past = new Set(g.inputs.filter(isPastSelfInput).flatMap((i) => dimSymbols(g.values.get(i)?.type?.shape?.[2] ?? 0)));
+  const past = new Set(
+    g.inputs.filter(isPastSelfInput).flatMap((i) => dimSymbols(g.values.get(i)?.type?.shape?.[2] ?? 0)),
+  );
   for (const node of g.nodes) {
     const why = fixedWindow(node, after, past);
-    if (why) throw new PlancError('PLANC_E404', `--step-tokens ${n}: node '${node.name}' ${why}: the export fixes the step at one token`, where(node));
+    if (why)
+      throw new PlancError(
+        'PLANC_E404',
+        `--step-tokens ${n}: node '${node.name}' ${why}: the export fixes the step at one token`,
+        where(node),
+      );
   }
 }
 
@@ -137,7 +180,10 @@ export const STEP_TOKENS: Pass = {
     const out = copyModel(model);
     const steps = [...out.graphs.values()].filter(isStepGraph);
     if (steps.length === 0) {
-      throw new PlancError('PLANC_E301', `--step-tokens ${n} applies to translation models with a decoder step over past K/V inputs (past_key_values.*.decoder.*, as in decoder_with_past); this model has none`);
+      throw new PlancError(
+        'PLANC_E301',
+        `--step-tokens ${n} applies to translation models with a decoder step over past K/V inputs (past_key_values.*.decoder.*, as in decoder_with_past); this model has none`,
+      );
     }
     for (const g of steps) relaxGraph(out, g, n);
     out.decoding = { ...out.decoding, stepTokens: n };

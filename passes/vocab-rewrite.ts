@@ -3,12 +3,26 @@ import { VOCAB_ACTIVE_INPUT, VOCAB_HIDDEN_OUTPUT } from '../compiler/plan/io-nam
 import { PlancError } from '../compiler/diagnostics.ts';
 import type { Graph, Model, Node } from '../compiler/ir.ts';
 import { Tensor, transposeMatrix } from '../compiler/tensor.ts';
-import { addInitializer, copyModel, freshName, GraphView, pruneUnused, type Pass, type PassContext, type VocabRewriteOptions } from './pass.ts';
+import {
+  addInitializer,
+  copyModel,
+  freshName,
+  GraphView,
+  pruneUnused,
+  type Pass,
+  type PassContext,
+  type VocabRewriteOptions,
+} from './pass.ts';
 
 const NAME = 'vocab-rewrite';
 /** The active mask value (a graph input for shortlists, ClusterMask's output for clusters). */
 /** The hidden state output of calibration plans (method 'expose'). */
-const CONSTS = { centroids: 'vocab_centroids', cnorm: 'vocab_cnorm', offsets: 'vocab_offsets', ids: 'vocab_ids' } as const;
+const CONSTS = {
+  centroids: 'vocab_centroids',
+  cnorm: 'vocab_cnorm',
+  offsets: 'vocab_offsets',
+  ids: 'vocab_ids',
+} as const;
 
 /** W [D, V] → a new initializer W^T [V, D], so the kernel's gather of active ids reads contiguous rows. */
 function transposeWeight(model: Model, g: Graph, node: Node): void {
@@ -28,11 +42,22 @@ function rewriteGraph(model: Model, g: Graph, o: VocabRewriteOptions, ctx: PassC
   if (at === undefined) return 0;
   const node = { ...g.nodes[at]!, inputs: [...g.nodes[at]!.inputs] };
   g.nodes[at] = node;
-  if (node.inputs[3]) { ctx.explain?.(NAME, node.name, 'planc.ProjectTopK already has an active mask'); return 0; }
+  if (node.inputs[3]) {
+    ctx.explain?.(NAME, node.name, 'planc.ProjectTopK already has an active mask');
+    return 0;
+  }
   const x = node.inputs[0]!;
   if (o.method === 'expose') {
     const out = freshName(g, VOCAB_HIDDEN_OUTPUT);
-    g.nodes.splice(at, 0, { name: `${node.name}:hidden`, op: 'Identity', domain: '', inputs: [x], outputs: [out], attrs: {}, origin: node.origin });
+    g.nodes.splice(at, 0, {
+      name: `${node.name}:hidden`,
+      op: 'Identity',
+      domain: '',
+      inputs: [x],
+      outputs: [out],
+      attrs: {},
+      origin: node.origin,
+    });
     g.values.set(out, { name: out, type: g.values.get(x)?.type });
     g.outputs.push(out);
     return 1;
@@ -41,8 +66,14 @@ function rewriteGraph(model: Model, g: Graph, o: VocabRewriteOptions, ctx: PassC
   const wShape = v.shape(wName);
   const transposed = node.attrs.transposed?.kind === 'int' && node.attrs.transposed.value === 1;
   const vocab = wShape?.[transposed ? 0 : 1];
-  if (typeof vocab !== 'number') { ctx.explain?.(NAME, node.name, 'the vocabulary size is not a number'); return 0; }
-  if (g.values.has(VOCAB_ACTIVE_INPUT)) { ctx.explain?.(NAME, node.name, `the graph already has a value named ${VOCAB_ACTIVE_INPUT}`); return 0; }
+  if (typeof vocab !== 'number') {
+    ctx.explain?.(NAME, node.name, 'the vocabulary size is not a number');
+    return 0;
+  }
+  if (g.values.has(VOCAB_ACTIVE_INPUT)) {
+    ctx.explain?.(NAME, node.name, `the graph already has a value named ${VOCAB_ACTIVE_INPUT}`);
+    return 0;
+  }
   if (!transposed && g.initializers.has(wName)) transposeWeight(model, g, node);
   while (node.inputs.length < 3) node.inputs.push('');
   node.inputs[3] = VOCAB_ACTIVE_INPUT;
@@ -52,7 +83,8 @@ function rewriteGraph(model: Model, g: Graph, o: VocabRewriteOptions, ctx: PassC
     pruneUnused(g);
     return 1;
   }
-  const d = o.dim, r = o.clusters;
+  const d = o.dim,
+    r = o.clusters;
   if (o.centroids.length !== r * d || o.cnorm.length !== r || o.offsets.length !== r + 1) {
     throw new PlancError('PLANC_E301', `vocab clusters: centroids/cnorm/offsets sizes do not match R = ${r}, D = ${d}`);
   }
@@ -61,8 +93,13 @@ function rewriteGraph(model: Model, g: Graph, o: VocabRewriteOptions, ctx: PassC
   addInitializer(model, g, CONSTS.offsets, new Tensor('int32', [r + 1], o.offsets));
   addInitializer(model, g, CONSTS.ids, new Tensor('int32', [o.ids.length], o.ids));
   g.nodes.splice(at, 0, {
-    name: `${node.name}:clusters`, op: 'ClusterMask', domain: 'planc', inputs: [x, CONSTS.centroids, CONSTS.cnorm, CONSTS.offsets, CONSTS.ids],
-    outputs: [VOCAB_ACTIVE_INPUT], attrs: { vocab: { kind: 'int', value: vocab } }, origin: node.origin,
+    name: `${node.name}:clusters`,
+    op: 'ClusterMask',
+    domain: 'planc',
+    inputs: [x, CONSTS.centroids, CONSTS.cnorm, CONSTS.offsets, CONSTS.ids],
+    outputs: [VOCAB_ACTIVE_INPUT],
+    attrs: { vocab: { kind: 'int', value: vocab } },
+    origin: node.origin,
   });
   pruneUnused(g);
   return 1;
@@ -70,7 +107,8 @@ function rewriteGraph(model: Model, g: Graph, o: VocabRewriteOptions, ctx: PassC
 
 export const VOCAB_REWRITE: Pass = {
   name: NAME,
-  summary: 'planc.ProjectTopK(X, W, b)  ⇒  ProjectTopK(X, W^T, b, active) with active = graph input vocab_active (shortlist) or planc.ClusterMask(X) (clusters) (only with vocab set)',
+  summary:
+    'planc.ProjectTopK(X, W, b)  ⇒  ProjectTopK(X, W^T, b, active) with active = graph input vocab_active (shortlist) or planc.ClusterMask(X) (clusters) (only with vocab set)',
   run(model: Model, ctx: PassContext): Model {
     const o = ctx.vocab;
     if (!o) return model;

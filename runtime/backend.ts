@@ -72,7 +72,11 @@ export class Residents {
   private readonly refs = new WeakMap<NativeResident, WeakRef<NativeResident>>();
   private readonly gone = new FinalizationRegistry<WeakRef<NativeResident>>((ref) => this.live.delete(ref));
 
-  constructor(private readonly native: NativeAddon, private readonly source: string, private readonly alloc: (bytes: number) => NativeResident) {}
+  constructor(
+    private readonly native: NativeAddon,
+    private readonly source: string,
+    private readonly alloc: (bytes: number) => NativeResident,
+  ) {}
 
   make(bytes: number): NativeResident {
     const h = nativeCall(this.source, undefined, () => this.alloc(bytes));

@@ -16,15 +16,21 @@ const PACKAGE_ROOT = (() => {
 /** Where `npm run build:native` (or the install script's build) puts the addon. */
 export const NATIVE_BUILD_PATH = path.join(PACKAGE_ROOT, 'native', 'build', 'Release', 'planc_native.node');
 /** The portable binary a published package ships for this platform (scripts/pack-prebuilt.mjs puts it there). */
-export const NATIVE_PREBUILT_PATH = path.join(PACKAGE_ROOT, 'prebuilds', `${process.platform}-${process.arch}`, 'planc_native.node');
+export const NATIVE_PREBUILT_PATH = path.join(
+  PACKAGE_ROOT,
+  'prebuilds',
+  `${process.platform}-${process.arch}`,
+  'planc_native.node',
+);
 
 /**
  * The addon this process loads: PLANC_NATIVE_ADDON when set (e.g. a test build), else a local build, else the
  * prebuilt binary (the local build's path when there is neither).
  */
-export const NATIVE_ADDON_PATH = process.env.PLANC_NATIVE_ADDON
-  || [NATIVE_BUILD_PATH, NATIVE_PREBUILT_PATH].find((p) => fs.existsSync(p))
-  || NATIVE_BUILD_PATH;
+export const NATIVE_ADDON_PATH =
+  process.env.PLANC_NATIVE_ADDON ||
+  [NATIVE_BUILD_PATH, NATIVE_PREBUILT_PATH].find((p) => fs.existsSync(p)) ||
+  NATIVE_BUILD_PATH;
 
 let buildId: string | undefined;
 /**
@@ -32,22 +38,37 @@ let buildId: string | undefined;
  * file). Kernels change between builds of one planc version; what was measured with one build is not another's.
  */
 export function nativeBuildId(): string {
-  buildId ??= fs.existsSync(NATIVE_ADDON_PATH) ? createHash('sha256').update(fs.readFileSync(NATIVE_ADDON_PATH)).digest('hex').slice(0, 12) : 'none';
+  buildId ??= fs.existsSync(NATIVE_ADDON_PATH)
+    ? createHash('sha256').update(fs.readFileSync(NATIVE_ADDON_PATH)).digest('hex').slice(0, 12)
+    : 'none';
   return buildId;
 }
 
 /** What builds the addon here: the build script in a checkout, the install script in an installed package. */
 function buildAdvice(): string {
   const checkout = fs.existsSync(path.join(PACKAGE_ROOT, 'runtime', 'native.ts'));
-  const command = checkout ? 'npm run build:native' : `node ${path.join(PACKAGE_ROOT, 'scripts', 'install-native.mjs')}`;
-  return `run \`${command}\` (it needs cmake and g++, and libopenblas-dev for fast matrix products; ` +
-    'Debian: apt-get install cmake g++ libopenblas-dev)';
+  const command = checkout
+    ? 'npm run build:native'
+    : `node ${path.join(PACKAGE_ROOT, 'scripts', 'install-native.mjs')}`;
+  return (
+    `run \`${command}\` (it needs cmake and g++, and libopenblas-dev for fast matrix products; ` +
+    'Debian: apt-get install cmake g++ libopenblas-dev)'
+  );
 }
 
 /** Any TypedArray: feeds and outputs are raw bytes to the native side (only their byte length is checked). */
 export type NativeArray =
-  | Int8Array | Uint8Array | Uint8ClampedArray | Int16Array | Uint16Array | Int32Array | Uint32Array
-  | Float32Array | Float64Array | BigInt64Array | BigUint64Array;
+  | Int8Array
+  | Uint8Array
+  | Uint8ClampedArray
+  | Int16Array
+  | Uint16Array
+  | Int32Array
+  | Uint32Array
+  | Float32Array
+  | Float64Array
+  | BigInt64Array
+  | BigUint64Array;
 
 declare const residentBrand: unique symbol;
 /** A resident buffer (native/src/resident.h): memory a loaded plan owns between runs; host memory on cpu, device memory on cuda. */
@@ -70,19 +91,24 @@ export type NativeRunArg = NativeArray | NativeResident;
  * The buffers of a run as the addon takes them: resident views become their handles, and their (offset, bytes) go in
  * `views`, two words per feed then per output (undefined when there is none, the common host-only case).
  */
-export function packRun(feeds: NativeBuffer[], outputs: NativeBuffer[]): { feeds: NativeRunArg[]; outputs: NativeRunArg[]; views?: Float64Array } {
-  const isView = (b: NativeBuffer): b is NativeResidentView => (b as NativeResidentView | undefined)?.resident !== undefined;
+export function packRun(
+  feeds: NativeBuffer[],
+  outputs: NativeBuffer[],
+): { feeds: NativeRunArg[]; outputs: NativeRunArg[]; views?: Float64Array } {
+  const isView = (b: NativeBuffer): b is NativeResidentView =>
+    (b as NativeResidentView | undefined)?.resident !== undefined;
   // anything but two arrays goes to the addon as it is: the addon's own checks name the bad argument
   if (!Array.isArray(feeds) || !Array.isArray(outputs) || (!feeds.some(isView) && !outputs.some(isView))) {
     return { feeds: feeds as NativeArray[], outputs: outputs as NativeArray[] };
   }
   const views = new Float64Array(2 * (feeds.length + outputs.length));
-  const pack = (list: NativeBuffer[], first: number) => list.map((b, i) => {
-    if (!isView(b)) return b;
-    views[2 * (first + i)] = b.offset;
-    views[2 * (first + i) + 1] = b.bytes;
-    return b.resident;
-  });
+  const pack = (list: NativeBuffer[], first: number) =>
+    list.map((b, i) => {
+      if (!isView(b)) return b;
+      views[2 * (first + i)] = b.offset;
+      views[2 * (first + i) + 1] = b.bytes;
+      return b.resident;
+    });
   return { feeds: pack(feeds, 0), outputs: pack(outputs, feeds.length), views };
 }
 
@@ -146,9 +172,21 @@ export interface NativeAddon {
   /** Turns per-kernel timing on or off (resetting the sums) when `on` is given; returns the sums in ns. */
   programProfile(program: NativeProgram, on?: boolean): Float64Array;
   /** Feeds and outputs are TypedArrays or resident handles, whose (offset, bytes) `views` gives (see packRun). */
-  programRun(program: NativeProgram, symbols: BigInt64Array, feeds: NativeRunArg[], outputs: NativeRunArg[], views?: Float64Array): void;
+  programRun(
+    program: NativeProgram,
+    symbols: BigInt64Array,
+    feeds: NativeRunArg[],
+    outputs: NativeRunArg[],
+    views?: Float64Array,
+  ): void;
   /** Resident feeds are used in place (not copied) and held until the run resolves. */
-  programRunAsync(program: NativeProgram, symbols: BigInt64Array, feeds: NativeRunArg[], outputs: NativeRunArg[], views?: Float64Array): Promise<void>;
+  programRunAsync(
+    program: NativeProgram,
+    symbols: BigInt64Array,
+    feeds: NativeRunArg[],
+    outputs: NativeRunArg[],
+    views?: Float64Array,
+  ): Promise<void>;
   /** A zeroed, 64-byte aligned host resident buffer of a cpu plan. */
   residentNew(plan: NativePlan, bytes: number): NativeResident;
   /** A zeroed device resident buffer of a cuda plan (cuMemAlloc). */
@@ -169,17 +207,44 @@ export interface NativeAddon {
    * (row-major), outAssign[i] = argmin_j ‖c_j‖² − 2 x_i·c_j (ties: the lowest j) and outDist[i] = ‖x_i − c_outAssign[i]‖²
    * (≥ 0). cnorm [r] = ‖c_j‖² (null: computed). Arrays may be longer than n·d, r·d, r, n; shorter ones throw.
    */
-  kmeansAssign(x: Float32Array, n: number, d: number, c: Float32Array, r: number, cnorm: Float32Array | null,
-    outAssign: Int32Array, outDist: Float32Array | null): void;
+  kmeansAssign(
+    x: Float32Array,
+    n: number,
+    d: number,
+    c: Float32Array,
+    r: number,
+    cnorm: Float32Array | null,
+    outAssign: Int32Array,
+    outDist: Float32Array | null,
+  ): void;
   /** CUDA (native/src/cuda/launch.h): a plan on device 0; fails with the driver call and result when there is no GPU. */
-  cudaPlanNew(blob: Uint8Array, weights: BigInt64Array, arenaBytes: number, fatbin: Uint8Array, scratchBytes: number): NativeCudaPlan;
+  cudaPlanNew(
+    blob: Uint8Array,
+    weights: BigInt64Array,
+    arenaBytes: number,
+    fatbin: Uint8Array,
+    scratchBytes: number,
+  ): NativeCudaPlan;
   cudaPlanFree(plan: NativeCudaPlan): void;
   cudaPlanDevice(plan: NativeCudaPlan): string;
   /** launches: per call n_variants, then per variant entry index, block, max_rows, n_grid, n_grid × (operand, from, to, div, mul). */
-  cudaProgramNew(plan: NativeCudaPlan, code: BigInt64Array, launches: BigInt64Array, entries: string[], nodes: string[]): NativeCudaProgram;
+  cudaProgramNew(
+    plan: NativeCudaPlan,
+    code: BigInt64Array,
+    launches: BigInt64Array,
+    entries: string[],
+    nodes: string[],
+  ): NativeCudaProgram;
   cudaProgramFree(program: NativeCudaProgram): void;
   /** A synchronous run: feeds uploaded, kernels launched (or a captured CUDA graph replayed), outputs and STATE feeds copied back. */
-  cudaProgramRun(program: NativeCudaProgram, symbols: BigInt64Array, feeds: NativeRunArg[], outputs: NativeRunArg[], views?: Float64Array, graph?: boolean): void;
+  cudaProgramRun(
+    program: NativeCudaProgram,
+    symbols: BigInt64Array,
+    feeds: NativeRunArg[],
+    outputs: NativeRunArg[],
+    views?: Float64Array,
+    graph?: boolean,
+  ): void;
 }
 
 /** Thrown when the addon is not built or cannot be loaded. */
@@ -214,7 +279,9 @@ function pickBlasCore(): void {
 function load(): NativeAddon {
   pickBlasCore();
   if (!fs.existsSync(NATIVE_ADDON_PATH)) {
-    throw new NativeUnavailableError(`the planc native addon is not built (${NATIVE_ADDON_PATH} is missing): ${buildAdvice()}`);
+    throw new NativeUnavailableError(
+      `the planc native addon is not built (${NATIVE_ADDON_PATH} is missing): ${buildAdvice()}`,
+    );
   }
   try {
     return createRequire(import.meta.url)(NATIVE_ADDON_PATH) as NativeAddon;
@@ -225,7 +292,10 @@ function load(): NativeAddon {
     const missingLib = /lib(openblas|gfortran)[^:]*: cannot open shared object/.test((e as Error).message);
     throw new NativeUnavailableError(
       `the planc native addon at ${NATIVE_ADDON_PATH} does not load (${(e as Error).message}): ` +
-      (missingLib ? `install the library it links (Debian: apt-get install libopenblas0) or build the addon here: ${buildAdvice()}` : `build it here: ${buildAdvice()}`));
+        (missingLib
+          ? `install the library it links (Debian: apt-get install libopenblas0) or build the addon here: ${buildAdvice()}`
+          : `build it here: ${buildAdvice()}`),
+    );
   }
 }
 
@@ -318,7 +388,12 @@ export function programInfo(program: NativeProgram): NativeProgramInfo {
 }
 
 /** One run on this thread: symbol values, feeds in input order, outputs filled in output order (arrays or resident views). */
-export function programRun(program: NativeProgram, symbols: BigInt64Array, feeds: NativeBuffer[], outputs: NativeBuffer[]): void {
+export function programRun(
+  program: NativeProgram,
+  symbols: BigInt64Array,
+  feeds: NativeBuffer[],
+  outputs: NativeBuffer[],
+): void {
   const r = packRun(feeds, outputs);
   native().programRun(program, symbols, r.feeds, r.outputs, r.views);
 }
@@ -328,7 +403,12 @@ export function programRun(program: NativeProgram, symbols: BigInt64Array, feeds
  * are filled when it resolves. A plan runs one program at a time (its programs share the arena): a second run of the
  * same plan, or a resident buffer operation on it, meanwhile is rejected.
  */
-export function programRunAsync(program: NativeProgram, symbols: BigInt64Array, feeds: NativeBuffer[], outputs: NativeBuffer[]): Promise<void> {
+export function programRunAsync(
+  program: NativeProgram,
+  symbols: BigInt64Array,
+  feeds: NativeBuffer[],
+  outputs: NativeBuffer[],
+): Promise<void> {
   const r = packRun(feeds, outputs);
   return native().programRunAsync(program, symbols, r.feeds, r.outputs, r.views);
 }

@@ -13,7 +13,15 @@ import { openBackend } from './backends/index.ts';
 import { translate, type TranslateOptions } from './translate.ts';
 import { native, type NativeAddon, type NativeArray, type NativeBuffer } from './native.ts';
 import {
-  allocOutputTensor, arrayNameOf, DTYPE_OF_CODE, dtypeBytes, isResidentTensor, type FeedTensor, type Resident, type ResidentTensor, type RtData,
+  allocOutputTensor,
+  arrayNameOf,
+  DTYPE_OF_CODE,
+  dtypeBytes,
+  isResidentTensor,
+  type FeedTensor,
+  type Resident,
+  type ResidentTensor,
+  type RtData,
   type RtTensor,
 } from './tensor.ts';
 
@@ -50,20 +58,31 @@ export class Plan {
   private readonly ioInfos = new Map<string, IOInfo[]>();
   private closed = false;
 
-  constructor(file: PlanFile, readonly source: string) {
+  constructor(
+    file: PlanFile,
+    readonly source: string,
+  ) {
     this.header = file.header;
     this.backend = openBackend(addon(), file, source);
     for (const p of file.header.programs) this.programs.set(p.graph, p);
   }
 
   /** What runs the plan: "cpu", or the GPU's name and arch. */
-  get device(): string { return this.backend.device; }
+  get device(): string {
+    return this.backend.device;
+  }
 
-  get graphs(): string[] { return [...this.programs.keys()]; }
+  get graphs(): string[] {
+    return [...this.programs.keys()];
+  }
 
   /** Inputs of a graph with their dtypes and symbolic dims. */
-  inputs(graph: string): IOInfo[] { return this.io(graph, 'inputs'); }
-  outputs(graph: string): IOInfo[] { return this.io(graph, 'outputs'); }
+  inputs(graph: string): IOInfo[] {
+    return this.io(graph, 'inputs');
+  }
+  outputs(graph: string): IOInfo[] {
+    return this.io(graph, 'outputs');
+  }
 
   /** Computed once per graph (decoders ask for every batch); copies, so callers may change them. */
   private io(graph: string, which: 'inputs' | 'outputs'): IOInfo[] {
@@ -83,7 +102,10 @@ export class Plan {
   private program(graph: string): PlanProgram {
     if (this.closed) throw new PlancError('PLANC_E405', 'this plan was closed');
     const l = this.programs.get(graph);
-    if (!l) throw new PlancError('PLANC_E405', `plan has no graph '${graph}' (it has ${this.graphs.join(', ')})`, { file: this.source });
+    if (!l)
+      throw new PlancError('PLANC_E405', `plan has no graph '${graph}' (it has ${this.graphs.join(', ')})`, {
+        file: this.source,
+      });
     return l;
   }
 
@@ -92,7 +114,11 @@ export class Plan {
    * ResidentTensor (a view of one of this plan's resident buffers, checked like an array: dtype, dims, bytes inside the
    * buffer); `into` names outputs to write into resident buffers instead of new arrays (they are not in the result).
    */
-  run(graph: string, feeds: Record<string, FeedTensor>, into?: Record<string, ResidentTensor>): Promise<Record<string, RtTensor>> {
+  run(
+    graph: string,
+    feeds: Record<string, FeedTensor>,
+    into?: Record<string, ResidentTensor>,
+  ): Promise<Record<string, RtTensor>> {
     const job = this.queue.then(async () => {
       const { symbols, feedData, outData, outputs } = this.prepare(graph, feeds, into);
       await this.backend.run(graph, symbols, feedData, outData);
@@ -103,7 +129,11 @@ export class Plan {
   }
 
   /** The same as run, blocking the event loop (lowest overhead, for benchmarks and scripts). */
-  runSync(graph: string, feeds: Record<string, FeedTensor>, into?: Record<string, ResidentTensor>): Record<string, RtTensor> {
+  runSync(
+    graph: string,
+    feeds: Record<string, FeedTensor>,
+    into?: Record<string, ResidentTensor>,
+  ): Record<string, RtTensor> {
     const { symbols, feedData, outData, outputs } = this.prepare(graph, feeds, into);
     this.backend.runSync(graph, symbols, feedData, outData);
     return outputs;
@@ -115,13 +145,20 @@ export class Plan {
    */
   outputShapes(graph: string, feeds: Record<string, ShapeFeed>): Record<string, number[]> {
     const p = this.program(graph);
-    const bad = (msg: string): never => { throw new PlancError('PLANC_E405', msg, { file: this.source, graph }); };
+    const bad = (msg: string): never => {
+      throw new PlancError('PLANC_E405', msg, { file: this.source, graph });
+    };
     const values = this.symbolValues(p, feeds, bad);
-    return Object.fromEntries(p.outputs.map((io) => {
-      const dims = p.tensors[io.tensor]!.dims.map((e) => exprValue(p, e, values));
-      if (dims.some((d) => d < 0)) bad(`output '${io.name}' has dims [${p.tensors[io.tensor]!.dims.map((e) => exprText(p, e))}], which these feeds do not determine`);
-      return [io.name, dims];
-    }));
+    return Object.fromEntries(
+      p.outputs.map((io) => {
+        const dims = p.tensors[io.tensor]!.dims.map((e) => exprValue(p, e, values));
+        if (dims.some((d) => d < 0))
+          bad(
+            `output '${io.name}' has dims [${p.tensors[io.tensor]!.dims.map((e) => exprText(p, e))}], which these feeds do not determine`,
+          );
+        return [io.name, dims];
+      }),
+    );
   }
 
   /** Symbol values bound by the feeds (-1 where none binds one). */
@@ -151,8 +188,10 @@ export class Plan {
     if (r.owner !== this) bad(`${what} is a resident buffer of another plan`);
     const size = dtypeBytes(t.dtype);
     const bytes = t.dims.reduce((a, b) => a * b, 1) * size;
-    if (!Number.isSafeInteger(t.offset) || t.offset < 0 || t.offset % size !== 0) bad(`${what} has offset ${t.offset}; it must be a multiple of ${size} bytes ≥ 0`);
-    if (t.offset + bytes > r.bytes) bad(`${what} needs bytes [${t.offset}, ${t.offset + bytes}) of its resident buffer, which holds ${r.bytes}`);
+    if (!Number.isSafeInteger(t.offset) || t.offset < 0 || t.offset % size !== 0)
+      bad(`${what} has offset ${t.offset}; it must be a multiple of ${size} bytes ≥ 0`);
+    if (t.offset + bytes > r.bytes)
+      bad(`${what} needs bytes [${t.offset}, ${t.offset + bytes}) of its resident buffer, which holds ${r.bytes}`);
     return { resident: r.handle, offset: t.offset, bytes };
   }
 
@@ -160,8 +199,12 @@ export class Plan {
   private prepare(graph: string, feeds: Record<string, FeedTensor>, into?: Record<string, ResidentTensor>) {
     const p = this.program(graph);
     const where = { file: this.source, graph };
-    const bad = (msg: string): never => { throw new PlancError('PLANC_E405', msg, where); };
-    for (const name of Object.keys(feeds)) if (!p.inputs.some((i) => i.name === name)) bad(`unknown feed '${name}'; graph '${graph}' takes ${p.inputs.map((i) => i.name).join(', ')}`);
+    const bad = (msg: string): never => {
+      throw new PlancError('PLANC_E405', msg, where);
+    };
+    for (const name of Object.keys(feeds))
+      if (!p.inputs.some((i) => i.name === name))
+        bad(`unknown feed '${name}'; graph '${graph}' takes ${p.inputs.map((i) => i.name).join(', ')}`);
     const values = this.symbolValues(p, feeds, bad);
     const feedData = p.inputs.map((io): NativeBuffer => {
       const f = feeds[io.name];
@@ -169,28 +212,47 @@ export class Plan {
       const dtype = DTYPE_OF_CODE[t.dtype]!;
       if (!f) return bad(`missing feed '${io.name}' (${dtype}[${t.dims.map((e) => exprText(p, e)).join(',')}])`);
       if (f.dtype !== dtype) bad(`feed '${io.name}' is ${f.dtype}, the plan wants ${dtype}`);
-      if (!Array.isArray(f.dims) || f.dims.some((d) => !Number.isSafeInteger(d) || d < 0)) bad(`feed '${io.name}' has bad dims`);
-      if (f.dims.length !== t.dims.length) bad(`feed '${io.name}' has rank ${f.dims.length} ([${f.dims}]), the plan wants [${t.dims.map((e) => exprText(p, e)).join(',')}]`);
+      if (!Array.isArray(f.dims) || f.dims.some((d) => !Number.isSafeInteger(d) || d < 0))
+        bad(`feed '${io.name}' has bad dims`);
+      if (f.dims.length !== t.dims.length)
+        bad(
+          `feed '${io.name}' has rank ${f.dims.length} ([${f.dims}]), the plan wants [${t.dims.map((e) => exprText(p, e)).join(',')}]`,
+        );
       checkNotEmpty(io.name, f.dims, () => t.dims.map((e) => exprText(p, e)), bad);
       const resident = isResidentTensor(f);
-      if (!resident && !(f.data instanceof (globalThis as unknown as Record<string, { new (): object }>)[arrayNameOf(dtype)]!)) bad(`feed '${io.name}' data must be a ${arrayNameOf(dtype)}`);
+      if (
+        !resident &&
+        !(f.data instanceof (globalThis as unknown as Record<string, { new (): object }>)[arrayNameOf(dtype)]!)
+      )
+        bad(`feed '${io.name}' data must be a ${arrayNameOf(dtype)}`);
       t.dims.forEach((e, axis) => {
         const want = exprValue(p, e, values);
-        if (want !== f.dims[axis]) bad(`feed '${io.name}' has dims [${f.dims}], but dim ${axis} must be ${exprText(p, e)} = ${want} here`);
+        if (want !== f.dims[axis])
+          bad(`feed '${io.name}' has dims [${f.dims}], but dim ${axis} must be ${exprText(p, e)} = ${want} here`);
       });
       if (resident) return this.residentView(`feed '${io.name}'`, f, bad);
-      if (f.data.length !== f.dims.reduce((a, b) => a * b, 1)) bad(`feed '${io.name}' has ${f.data.length} elements for dims [${f.dims}]`);
+      if (f.data.length !== f.dims.reduce((a, b) => a * b, 1))
+        bad(`feed '${io.name}' has ${f.data.length} elements for dims [${f.dims}]`);
       return f.data;
     });
     p.symbols.forEach((s, k) => {
       const max = this.header.profile.symbolMax[s.name];
       if (max !== undefined && values[k]! > max) {
-        const how = s.name === STEP_TOKENS_SYMBOL ? '--step-tokens N' : `a larger --max-batch/--max-src-len/--max-tgt-len or --max-dim ${s.name}=N`;
-        bad(`feed '${p.inputs[s.input]!.name}' has ${s.name} = ${values[k]}, over the plan's maximum ${max} (optimize with ${how})`);
+        const how =
+          s.name === STEP_TOKENS_SYMBOL
+            ? '--step-tokens N'
+            : `a larger --max-batch/--max-src-len/--max-tgt-len or --max-dim ${s.name}=N`;
+        bad(
+          `feed '${p.inputs[s.input]!.name}' has ${s.name} = ${values[k]}, over the plan's maximum ${max} (optimize with ${how})`,
+        );
       }
     });
     this.checkTokenIds(p, feeds, bad);
-    for (const name of Object.keys(into ?? {})) if (!p.outputs.some((o) => o.name === name)) bad(`unknown output '${name}' to write into a resident buffer; graph '${graph}' gives ${p.outputs.map((o) => o.name).join(', ')}`);
+    for (const name of Object.keys(into ?? {}))
+      if (!p.outputs.some((o) => o.name === name))
+        bad(
+          `unknown output '${name}' to write into a resident buffer; graph '${graph}' gives ${p.outputs.map((o) => o.name).join(', ')}`,
+        );
     const outputs: Record<string, RtTensor> = {};
     const outData = p.outputs.map((io): NativeBuffer => {
       const t = p.tensors[io.tensor]!;
@@ -199,7 +261,8 @@ export class Plan {
       const r = into?.[io.name];
       if (!r) return (outputs[io.name] = allocOutputTensor(dtype, dims)).data;
       if (r.dtype !== dtype) bad(`output '${io.name}' is ${dtype}, but its resident tensor says ${r.dtype}`);
-      if (!Array.isArray(r.dims) || r.dims.join() !== dims.join()) bad(`output '${io.name}' has dims [${dims}] here, but its resident tensor says [${r.dims}]`);
+      if (!Array.isArray(r.dims) || r.dims.join() !== dims.join())
+        bad(`output '${io.name}' has dims [${dims}] here, but its resident tensor says [${r.dims}]`);
       return this.residentView(`output '${io.name}'`, r, bad);
     });
     return { symbols: BigInt64Array.from(values, (v) => BigInt(v)), feedData, outData, outputs };
@@ -238,7 +301,8 @@ export class Plan {
   /** A zeroed resident buffer of `bytes` owned by this plan (host memory on cpu, device memory on cuda). */
   residentNew(bytes: number): Resident {
     this.open();
-    if (!Number.isSafeInteger(bytes) || bytes < 0) throw new PlancError('PLANC_E405', `resident buffer size ${bytes} must be an integer ≥ 0`, { file: this.source });
+    if (!Number.isSafeInteger(bytes) || bytes < 0)
+      throw new PlancError('PLANC_E405', `resident buffer size ${bytes} must be an integer ≥ 0`, { file: this.source });
     return { handle: this.backend.residentNew(bytes), bytes, owner: this };
   }
 
@@ -280,7 +344,12 @@ export class Plan {
   }
 
   private own(r: Resident): void {
-    if (r?.owner !== this) throw new PlancError('PLANC_E405', 'a resident buffer of another plan (each plan uses only the buffers it made)', { file: this.source });
+    if (r?.owner !== this)
+      throw new PlancError(
+        'PLANC_E405',
+        'a resident buffer of another plan (each plan uses only the buffers it made)',
+        { file: this.source },
+      );
   }
 
   /** Frees the native plan and programs. */
@@ -291,11 +360,19 @@ export class Plan {
   }
 }
 
-
 /** Loads a plan file (validated) into the native runtime; a missing file or a folder is PLANC_E006 naming it. */
 export async function loadPlan(path: string): Promise<Plan> {
-  if (typeof path !== 'string' || path === '') throw new PlancError('PLANC_E006', `loadPlan wants a plan file's path, got ${JSON.stringify(path) ?? String(path)}`);
-  if (fs.existsSync(path) && fs.statSync(path).isDirectory()) throw new PlancError('PLANC_E006', `${path} is a folder, not a plan file (planc optimize MODEL -o PLAN writes one)`, { file: path });
+  if (typeof path !== 'string' || path === '')
+    throw new PlancError(
+      'PLANC_E006',
+      `loadPlan wants a plan file's path, got ${JSON.stringify(path) ?? String(path)}`,
+    );
+  if (fs.existsSync(path) && fs.statSync(path).isDirectory())
+    throw new PlancError(
+      'PLANC_E006',
+      `${path} is a folder, not a plan file (planc optimize MODEL -o PLAN writes one)`,
+      { file: path },
+    );
   return new Plan(readPlanFile(path), path);
 }
 

@@ -40,11 +40,20 @@ export function isResidentTensor(t: FeedTensor): t is ResidentTensor {
 }
 
 /** ONNX dtype code → runtime dtype. */
-export const DTYPE_OF_CODE: Record<number, RtDType> = Object.fromEntries(PLAN_DTYPES.map((d) => [d.code, d.name as RtDType]));
+export const DTYPE_OF_CODE: Record<number, RtDType> = Object.fromEntries(
+  PLAN_DTYPES.map((d) => [d.code, d.name as RtDType]),
+);
 
 const ARRAY: Record<RtDType, { new (n: number): RtData; name: string }> = {
-  float32: Float32Array, float64: Float64Array, float16: Uint16Array, bfloat16: Uint16Array, int32: Int32Array, int64: BigInt64Array,
-  int8: Int8Array, uint8: Uint8Array, bool: Uint8Array,
+  float32: Float32Array,
+  float64: Float64Array,
+  float16: Uint16Array,
+  bfloat16: Uint16Array,
+  int32: Int32Array,
+  int64: BigInt64Array,
+  int8: Int8Array,
+  uint8: Uint8Array,
+  bool: Uint8Array,
 };
 
 export function allocTensor(dtype: RtDType, dims: number[]): RtTensor {
@@ -79,7 +88,8 @@ export function arrayNameOf(dtype: RtDType): string {
 export function tensorFrom(dtype: RtDType, dims: number[], values: ArrayLike<number>): RtTensor {
   const t = allocTensor(dtype, dims);
   if (t.data.length !== values.length) throw new Error(`tensorFrom: ${values.length} values for dims [${dims}]`);
-  if (t.data instanceof BigInt64Array) for (let i = 0; i < values.length; i++) t.data[i] = BigInt(Math.trunc(values[i]!));
+  if (t.data instanceof BigInt64Array)
+    for (let i = 0; i < values.length; i++) t.data[i] = BigInt(Math.trunc(values[i]!));
   else (t.data as Float32Array).set(values);
   return t;
 }

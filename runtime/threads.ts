@@ -15,7 +15,8 @@ export function cgroupCpuLimit(cpuMax = '/sys/fs/cgroup/cpu.max'): number | unde
     return undefined; // no cgroup v2 here
   }
   const [quota, period] = text.trim().split(/\s+/);
-  const q = Number(quota), p = Number(period);
+  const q = Number(quota),
+    p = Number(period);
   if (quota === 'max' || !(q > 0) || !(p > 0)) return undefined;
   return Math.max(1, Math.ceil(q / p));
 }

@@ -11,8 +11,18 @@ export interface TranslateOptions extends Partial<DecodingOptions> {
 }
 
 /** One streamed result: the input's index, its translation, how many tokens were generated; error: it failed alone. */
-export interface StreamedTranslation { index: number; text: string; tokens: number; error?: PlancError }
-export interface StreamedIds { index: number; ids: number[]; score?: number; error?: PlancError }
+export interface StreamedTranslation {
+  index: number;
+  text: string;
+  tokens: number;
+  error?: PlancError;
+}
+export interface StreamedIds {
+  index: number;
+  ids: number[];
+  score?: number;
+  error?: PlancError;
+}
 
 type Source<T> = Iterable<T> | AsyncIterable<T>;
 
@@ -23,14 +33,18 @@ export async function* chunks<T>(items: Source<T>, n: number): AsyncIterable<T[]
   let chunk: T[] = [];
   for await (const x of items) {
     chunk.push(x);
-    if (chunk.length >= n) { yield chunk; chunk = []; }
+    if (chunk.length >= n) {
+      yield chunk;
+      chunk = [];
+    }
   }
   if (chunk.length) yield chunk;
 }
 
 function chunkSize(options: TranslateOptions): number {
   const n = options.chunkSize ?? 256;
-  if (!Number.isInteger(n) || n < 1) throw new PlancError('PLANC_E405', `chunkSize must be a positive integer, got ${n}`);
+  if (!Number.isInteger(n) || n < 1)
+    throw new PlancError('PLANC_E405', `chunkSize must be a positive integer, got ${n}`);
   return n;
 }
 
@@ -44,16 +58,27 @@ function decodingOnly(options: TranslateOptions): Partial<DecodingOptions> {
  * the plan's maxSrcLen fails alone (its item carries the error, ids []) unless options.truncate. No tokenizer needed.
  * With doSample, source i samples from the stream of (seed, options.sampleIndices?.[i] ?? i) whatever the chunking.
  */
-export async function* translateIdsStream(plan: Plan, sources: Source<number[]>, options: TranslateOptions = {}): AsyncIterable<StreamedIds> {
+export async function* translateIdsStream(
+  plan: Plan,
+  sources: Source<number[]>,
+  options: TranslateOptions = {},
+): AsyncIterable<StreamedIds> {
   const max = plan.header.profile.maxSrcLen;
   let index = 0;
   for await (const chunk of chunks(sources, chunkSize(options))) {
     const fits = chunk.map((s) => options.truncate === true || s.length <= max);
     const sampleIndices = chunk.flatMap((_, i) => (fits[i] ? [options.sampleIndices?.[index + i] ?? index + i] : []));
-    const results = await translateIds(plan, chunk.filter((_, i) => fits[i]), { ...decodingOnly(options), sampleIndices });
+    const results = await translateIds(
+      plan,
+      chunk.filter((_, i) => fits[i]),
+      { ...decodingOnly(options), sampleIndices },
+    );
     let j = 0;
     for (const [i, s] of chunk.entries()) {
-      if (!fits[i]) { yield { index: index++, ids: [], error: tooLong('the source', s.length, max) }; continue; }
+      if (!fits[i]) {
+        yield { index: index++, ids: [], error: tooLong('the source', s.length, max) };
+        continue;
+      }
       const r = results[j++]!;
       yield { index: index++, ids: r.ids, score: r.score };
     }
@@ -78,22 +103,36 @@ export function sourceIds(tok: Tokenizer, text: string, max?: number): number[] 
 }
 
 /** Texts in, translations out as they are ready (in input order), with their index; a failed line has `error` and text ''. */
-export async function* translateStream(plan: Plan, texts: Source<string>, options: TranslateOptions = {}): AsyncIterable<StreamedTranslation> {
+export async function* translateStream(
+  plan: Plan,
+  texts: Source<string>,
+  options: TranslateOptions = {},
+): AsyncIterable<StreamedTranslation> {
   const tok = await planTokenizer(plan);
   const max = options.truncate === true ? plan.header.profile.maxSrcLen : undefined;
   async function* encodeAll(): AsyncIterable<number[]> {
     for await (const t of texts) yield sourceIds(tok, t, max);
   }
   for await (const r of translateIdsStream(plan, encodeAll(), options)) {
-    yield { index: r.index, text: r.error ? '' : tok.decode(r.ids), tokens: r.ids.length, ...(r.error ? { error: r.error } : {}) };
+    yield {
+      index: r.index,
+      text: r.error ? '' : tok.decode(r.ids),
+      tokens: r.ids.length,
+      ...(r.error ? { error: r.error } : {}),
+    };
   }
 }
 
 /** Translates texts with the plan's tokenizer; the results come back in input order (the first failed line throws). */
-export async function translate(plan: Plan, texts: string[] | AsyncIterable<string>, options: TranslateOptions = {}): Promise<string[]> {
+export async function translate(
+  plan: Plan,
+  texts: string[] | AsyncIterable<string>,
+  options: TranslateOptions = {},
+): Promise<string[]> {
   const out: string[] = [];
   for await (const r of translateStream(plan, texts, options)) {
-    if (r.error) throw new PlancError(r.error.code, `sentence ${r.index}: ${r.error.message.replace(/^PLANC_E\d+: /, '')}`);
+    if (r.error)
+      throw new PlancError(r.error.code, `sentence ${r.index}: ${r.error.message.replace(/^PLANC_E\d+: /, '')}`);
     out[r.index] = r.text;
   }
   return out;

@@ -30,7 +30,8 @@ function copyAssets(dir) {
 for (const dir of config.include) if (fs.statSync(path.join(ROOT, dir)).isDirectory()) copyAssets(dir);
 // bin/planc.js compares this stamp with the sources it was built from (a checkout's stale dist/ is not used): the
 // top-level folders and files tsc wrote, which include what the CLI imports from outside tsconfig.build.json's list.
-const sources = fs.readdirSync(DIST, { withFileTypes: true })
+const sources = fs
+  .readdirSync(DIST, { withFileTypes: true })
   .filter((e) => e.isDirectory() || e.name.endsWith('.js'))
   .map((e) => (e.isDirectory() ? e.name : e.name.replace(/\.js$/, '.ts')));
 fs.writeFileSync(path.join(DIST, 'BUILT'), `${JSON.stringify({ built: new Date().toISOString(), sources })}\n`);

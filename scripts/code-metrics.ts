@@ -17,7 +17,11 @@ function walk(dir: string, out: string[] = []): string[] {
   return out;
 }
 
-interface Fn { file: string; name: string; lines: number }
+interface Fn {
+  file: string;
+  name: string;
+  lines: number;
+}
 
 function tsFunctions(file: string): Fn[] {
   const src = ts.createSourceFile(file, fs.readFileSync(file, 'utf8'), ts.ScriptTarget.Latest, true);
@@ -42,8 +46,16 @@ function cppFunctions(file: string): Fn[] {
   let depth = 0;
   let open: { name: string; line: number; depth: number } | undefined;
   lines.forEach((l, i) => {
-    const code = l.replace(/\/\/.*$/, '').replace(/"(?:\\.|[^"\\])*"/g, '""').replace(/'(?:\\.|[^'\\])*'/g, "''");
-    if (!open && /\)\s*(const\s*)?(noexcept\s*)?(->\s*[\w:<>]+\s*)?\{\s*$/.test(code) && !/^\s*(if|for|while|switch|else|do)\b/.test(code) && !/[=;]\s*\[/.test(code)) {
+    const code = l
+      .replace(/\/\/.*$/, '')
+      .replace(/"(?:\\.|[^"\\])*"/g, '""')
+      .replace(/'(?:\\.|[^'\\])*'/g, "''");
+    if (
+      !open &&
+      /\)\s*(const\s*)?(noexcept\s*)?(->\s*[\w:<>]+\s*)?\{\s*$/.test(code) &&
+      !/^\s*(if|for|while|switch|else|do)\b/.test(code) &&
+      !/[=;]\s*\[/.test(code)
+    ) {
       const m = /([\w:~]+)\s*\(/.exec(code);
       if (m && !/^(if|for|while|switch|return)$/.test(m[1]!)) open = { name: m[1]!, line: i, depth };
     }
@@ -68,8 +80,13 @@ for (const f of files) {
   perFolder.set(d, (perFolder.get(d) ?? 0) + 1);
 }
 const fns = files.flatMap((f) => (f.endsWith('.ts') ? tsFunctions(f) : cppFunctions(f)));
-const src = (lang: RegExp) => fns.filter((f) => lang.test(f.file) && !/\/(test|bench)\//.test(path.relative(root, f.file) + '/'));
-const top = (list: Fn[], n: number) => [...list].sort((a, b) => b.lines - a.lines).slice(0, n).map((f) => `  ${String(f.lines).padStart(4)}  ${path.relative(root, f.file)} ${f.name}`);
+const src = (lang: RegExp) =>
+  fns.filter((f) => lang.test(f.file) && !/\/(test|bench)\//.test(path.relative(root, f.file) + '/'));
+const top = (list: Fn[], n: number) =>
+  [...list]
+    .sort((a, b) => b.lines - a.lines)
+    .slice(0, n)
+    .map((f) => `  ${String(f.lines).padStart(4)}  ${path.relative(root, f.file)} ${f.name}`);
 console.log(`source files per folder (${files.length} in all):`);
 for (const [d, n] of [...perFolder].sort()) console.log(`  ${String(n).padStart(3)}  ${d}`);
 console.log('longest TypeScript functions outside test/ and bench/:');

@@ -3,7 +3,12 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { cudaEnumsHeader, nativeEnumsHeader } from '../compiler/kernel-enums.ts';
-import { cudaArgsHeader, kernelReference, nativeArgsHeader, nativeTestCallsHeader } from '../compiler/kernel-schema-headers.ts';
+import {
+  cudaArgsHeader,
+  kernelReference,
+  nativeArgsHeader,
+  nativeTestCallsHeader,
+} from '../compiler/kernel-schema-headers.ts';
 import { REPO_ROOT } from '../compiler/paths.ts';
 
 /** Each generated file, relative to the repository root, with its text. */
@@ -25,7 +30,10 @@ if (process.argv[1] && path.resolve(process.argv[1]) === path.resolve(REPO_ROOT,
     if (now === text()) continue;
     stale++;
     if (check) console.error(`${file} is stale: run npm run gen:kernel-enums`);
-    else { fs.writeFileSync(p, text()); console.log(`wrote ${file}`); }
+    else {
+      fs.writeFileSync(p, text());
+      console.log(`wrote ${file}`);
+    }
   }
   if (check && stale) process.exitCode = 1;
 }

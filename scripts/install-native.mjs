@@ -51,18 +51,35 @@ function build() {
   if (!napi) missing.push('the npm package node-addon-api');
   if (missing.length) {
     const apt = missing.filter((m) => !m.startsWith('the npm')).concat(['libopenblas-dev']);
-    say(`cannot build the native addon: ${missing.join(', ')} missing. Install them ` +
-      `(Debian/Ubuntu: apt-get install ${apt.join(' ')}${missing.some((m) => m.startsWith('the npm')) ? '; npm install cmake-js node-addon-api' : ''}), ` +
-      `then run \`${SELF}\`. Until then planc cannot run plans (it says so, naming this command).`);
+    say(
+      `cannot build the native addon: ${missing.join(', ')} missing. Install them ` +
+        `(Debian/Ubuntu: apt-get install ${apt.join(' ')}${missing.some((m) => m.startsWith('the npm')) ? '; npm install cmake-js node-addon-api' : ''}), ` +
+        `then run \`${SELF}\`. Until then planc cannot run plans (it says so, naming this command).`,
+    );
     return false;
   }
   const jobs = String(Math.max(1, Math.min(os.availableParallelism?.() ?? os.cpus().length, 8)));
   say(`building the native addon with cmake-js (${jobs} jobs; a few minutes)`);
-  const r = spawnSync(process.execPath, [cmakeJs, 'compile', '-d', path.join(ROOT, 'native'), '-O', path.join(ROOT, 'native', 'build'),
-    '--parallel', jobs, `--CDPLANC_NODE_ADDON_API_INC=${napi}`], { cwd: ROOT, encoding: 'utf8', maxBuffer: 64 << 20 });
+  const r = spawnSync(
+    process.execPath,
+    [
+      cmakeJs,
+      'compile',
+      '-d',
+      path.join(ROOT, 'native'),
+      '-O',
+      path.join(ROOT, 'native', 'build'),
+      '--parallel',
+      jobs,
+      `--CDPLANC_NODE_ADDON_API_INC=${napi}`,
+    ],
+    { cwd: ROOT, encoding: 'utf8', maxBuffer: 64 << 20 },
+  );
   if (r.status !== 0) {
-    say(`building the native addon failed:\n${`${r.stdout}\n${r.stderr}`.trim().split('\n').slice(-25).join('\n')}\n` +
-      `planc: fix the above (Debian/Ubuntu: apt-get install cmake g++ libopenblas-dev), then run \`${SELF}\``);
+    say(
+      `building the native addon failed:\n${`${r.stdout}\n${r.stderr}`.trim().split('\n').slice(-25).join('\n')}\n` +
+        `planc: fix the above (Debian/Ubuntu: apt-get install cmake g++ libopenblas-dev), then run \`${SELF}\``,
+    );
     return false;
   }
   const check = loads(BUILT);

@@ -14,7 +14,8 @@ instead of the default post-norm ones (LN(x + SubLayer(x)), as es-en).
 input-only ids after the vocabulary and config.json's hrt section.`;
 
 function intArg(name: string, v: string | undefined): number {
-  if (v === undefined || !/^\d+$/.test(v)) throw new Error(`--${name} needs a non-negative integer, got ${v ?? 'nothing'}`);
+  if (v === undefined || !/^\d+$/.test(v))
+    throw new Error(`--${name} needs a non-negative integer, got ${v ?? 'nothing'}`);
   return Number(v);
 }
 
@@ -46,7 +47,8 @@ function parseArgs(argv: string[]): MakeModelOptions {
   }
   const known = ['arch', 'd', 'layers', 'heads', 'ffn', 'vocab', 'out', 'seed', 'max-pos', 'activation', ...FLAGS];
   for (const k of seen.keys()) if (!known.includes(k)) throw new Error(`unknown option --${k}`);
-  for (const k of ['d', 'layers', 'heads', 'ffn', 'vocab', 'out']) if (!seen.has(k)) throw new Error(`missing --${k === 'out' ? 'o DIR' : k}`);
+  for (const k of ['d', 'layers', 'heads', 'ffn', 'vocab', 'out'])
+    if (!seen.has(k)) throw new Error(`missing --${k === 'out' ? 'o DIR' : k}`);
   const layers = seen.get('layers')!.split(',');
   if (layers.length > 2) throw new Error(`--layers wants E,D, got ${seen.get('layers')}`);
   const arch = seen.get('arch') ?? DEFAULTS.arch;
@@ -84,8 +86,10 @@ function main(): void {
   try {
     const r = makeModel(opts);
     const mb = (n: number) => (n / 1e6).toFixed(n < 1e6 ? 3 : 1);
-    console.log(`make-model: marian d=${opts.d} layers=${opts.encoderLayers},${opts.decoderLayers} heads=${opts.heads} ffn=${opts.ffn} ` +
-      `vocab=${opts.vocab} max-pos=${opts.maxPos} ${opts.activation}${opts.preNorm ? ' pre-norm' : ''}${opts.hrt ? ' hrt' : ''} seed=${opts.seed}: ${(r.parameters / 1e6).toFixed(2)} M parameters`);
+    console.log(
+      `make-model: marian d=${opts.d} layers=${opts.encoderLayers},${opts.decoderLayers} heads=${opts.heads} ffn=${opts.ffn} ` +
+        `vocab=${opts.vocab} max-pos=${opts.maxPos} ${opts.activation}${opts.preNorm ? ' pre-norm' : ''}${opts.hrt ? ' hrt' : ''} seed=${opts.seed}: ${(r.parameters / 1e6).toFixed(2)} M parameters`,
+    );
     for (const f of r.files) console.log(`  ${opts.out}/${f.name}  ${mb(f.bytes)} MB`);
     console.log(`  done in ${r.seconds.toFixed(2)} s`);
   } catch (e) {

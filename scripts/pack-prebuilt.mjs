@@ -13,9 +13,12 @@ const say = (msg) => process.stderr.write(`planc pack: ${msg}\n`);
 /** Why the local build cannot ship as the prebuilt binary (undefined: it can). */
 function notPortable() {
   if (!fs.existsSync(ADDON)) return `${path.relative(ROOT, ADDON)} is not built (npm run build:native)`;
-  const cache = fs.existsSync(path.join(BUILD, 'CMakeCache.txt')) ? fs.readFileSync(path.join(BUILD, 'CMakeCache.txt'), 'utf8') : '';
-  if (/^PLANC_NATIVE_ARCH:BOOL=(ON|1|TRUE)$/mi.test(cache)) return 'it was built with PLANC_NATIVE_ARCH (-march=native)';
-  if (/^PLANC_TEST_KERNELS:BOOL=(ON|1|TRUE)$/mi.test(cache)) return 'it was built with the test kernels';
+  const cache = fs.existsSync(path.join(BUILD, 'CMakeCache.txt'))
+    ? fs.readFileSync(path.join(BUILD, 'CMakeCache.txt'), 'utf8')
+    : '';
+  if (/^PLANC_NATIVE_ARCH:BOOL=(ON|1|TRUE)$/im.test(cache))
+    return 'it was built with PLANC_NATIVE_ARCH (-march=native)';
+  if (/^PLANC_TEST_KERNELS:BOOL=(ON|1|TRUE)$/im.test(cache)) return 'it was built with the test kernels';
   if (!/^CMAKE_BUILD_TYPE:STRING=Release$/m.test(cache)) return 'it is not a Release build';
   return undefined;
 }
@@ -29,6 +32,8 @@ if (!process.argv.includes('--clean')) {
     const dir = path.join(PREBUILDS, `${process.platform}-${process.arch}`);
     fs.mkdirSync(dir, { recursive: true });
     fs.copyFileSync(ADDON, path.join(dir, 'planc_native.node'));
-    say(`prebuilt addon ${path.relative(ROOT, dir)}/planc_native.node (${(fs.statSync(ADDON).size / 1e6).toFixed(1)} MB)`);
+    say(
+      `prebuilt addon ${path.relative(ROOT, dir)}/planc_native.node (${(fs.statSync(ADDON).size / 1e6).toFixed(1)} MB)`,
+    );
   }
 }

@@ -43,9 +43,21 @@ const plain = (text) => text.replace(/\x1b\[\d+m/g, '');
  */
 function uvu(list, live) {
   const t0 = performance.now();
-  const child = spawn(process.execPath, ['--import', 'tsx', path.join(root, 'node_modules', 'uvu', 'bin.js'), 'test', `^(${list.map(escapeRegExp).join('|')})$`], {
-    cwd: root, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, FORCE_COLOR: process.env.FORCE_COLOR ?? '1' },
-  });
+  const child = spawn(
+    process.execPath,
+    [
+      '--import',
+      'tsx',
+      path.join(root, 'node_modules', 'uvu', 'bin.js'),
+      'test',
+      `^(${list.map(escapeRegExp).join('|')})$`,
+    ],
+    {
+      cwd: root,
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...process.env, FORCE_COLOR: process.env.FORCE_COLOR ?? '1' },
+    },
+  );
   let out = '';
   const fileSeconds = {};
   let current;
@@ -64,11 +76,13 @@ function uvu(list, live) {
   };
   child.stdout.on('data', heard);
   child.stderr.on('data', heard);
-  return new Promise((resolve) => child.on('close', (code, signal) => {
-    const end = performance.now();
-    if (current) fileSeconds[current] = (end - since) / 1000;
-    resolve({ code: code ?? (signal ? 1 : 0), out, seconds: (end - t0) / 1000, fileSeconds });
-  }));
+  return new Promise((resolve) =>
+    child.on('close', (code, signal) => {
+      const end = performance.now();
+      if (current) fileSeconds[current] = (end - since) / 1000;
+      resolve({ code: code ?? (signal ? 1 : 0), out, seconds: (end - t0) / 1000, fileSeconds });
+    }),
+  );
 }
 
 // longest first onto the least loaded process (a file not timed yet counts as 10 s)
@@ -81,18 +95,28 @@ for (const f of [...files].sort((a, b) => weight(b) - weight(a))) {
   s.load += weight(f);
 }
 for (const s of shares) s.files.sort();
-console.log(`run-tests: ${files.length} files in ${shares.length} uvu process${shares.length > 1 ? 'es' : ''} (the first shown as it runs, the others when they end)`);
+console.log(
+  `run-tests: ${files.length} files in ${shares.length} uvu process${shares.length > 1 ? 'es' : ''} (the first shown as it runs, the others when they end)`,
+);
 const results = await Promise.all(shares.map((s, i) => uvu(s.files, i === 0)));
 results.forEach((r, i) => {
-  if (i > 0) process.stdout.write(`\n== uvu process ${i + 1} of ${shares.length} (${shares[i].files.length} files)\n${r.out}`);
+  if (i > 0)
+    process.stdout.write(`\n== uvu process ${i + 1} of ${shares.length} (${shares[i].files.length} files)\n${r.out}`);
 });
 
 /** uvu's own count of one kind (Total, Passed, Skipped) in a process's report; 0 when it printed none (it crashed). */
 const count = (r, what) => Number(new RegExp(`${what}:\\s+(\\d+)`).exec(plain(r.out))?.[1] ?? 0);
 const sum = (what) => results.reduce((n, r) => n + count(r, what), 0);
-console.log(`\nrun-tests: ${sum('Total')} tests, ${sum('Passed')} passed, ${sum('Skipped')} skipped; ${shares.map((s, i) => `process ${i + 1}: ${s.files.length} files, ${results[i].seconds.toFixed(0)} s, exit ${results[i].code}`).join('; ')}`);
+console.log(
+  `\nrun-tests: ${sum('Total')} tests, ${sum('Passed')} passed, ${sum('Skipped')} skipped; ${shares.map((s, i) => `process ${i + 1}: ${s.files.length} files, ${results[i].seconds.toFixed(0)} s, exit ${results[i].code}`).join('; ')}`,
+);
 const times = Object.assign({}, ...results.map((r) => r.fileSeconds));
-console.log(`run-tests: seconds per file, slowest first: ${Object.entries(times).sort((a, b) => b[1] - a[1]).map(([f, t]) => `${f.replace(/\.test\.ts$/, '')} ${t.toFixed(0)}`).join(', ')}`);
+console.log(
+  `run-tests: seconds per file, slowest first: ${Object.entries(times)
+    .sort((a, b) => b[1] - a[1])
+    .map(([f, t]) => `${f.replace(/\.test\.ts$/, '')} ${t.toFixed(0)}`)
+    .join(', ')}`,
+);
 if (record) {
   const merged = { ...durations };
   for (const [f, t] of Object.entries(times)) merged[f] = Math.round(t);

@@ -8,7 +8,10 @@ export function readSpmPieces(file: string): string[] {
   const pieces: string[] = [];
   while (r.pos < r.len) {
     const tag = r.uint32();
-    if (tag >>> 3 !== 1) { r.skipType(tag & 7); continue; }
+    if (tag >>> 3 !== 1) {
+      r.skipType(tag & 7);
+      continue;
+    }
     const end = r.uint32() + r.pos;
     let piece = '';
     while (r.pos < end) {
@@ -23,5 +26,9 @@ export function readSpmPieces(file: string): string[] {
 
 /** Ids → text: concatenated pieces with SentencePiece's word marker turned back into spaces. */
 export function detokenize(pieces: string[], ids: number[]): string {
-  return ids.map((i) => pieces[i] ?? `<${i}>`).join('').replace(/\u2581/g, ' ').trim();
+  return ids
+    .map((i) => pieces[i] ?? `<${i}>`)
+    .join('')
+    .replace(/\u2581/g, ' ')
+    .trim();
 }

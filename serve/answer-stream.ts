@@ -16,6 +16,11 @@ export function streamKind(accept: string | undefined): StreamKind | undefined {
 /** Sets the reply's headers and returns the stream to send and its writer. */
 export function answerStream(reply: FastifyReply, kind: StreamKind): { out: PassThrough; write(obj: object): void } {
   const out = new PassThrough();
-  reply.header('content-type', kind === 'sse' ? 'text/event-stream' : 'application/x-ndjson').header('cache-control', 'no-cache');
-  return { out, write: (obj) => out.write(kind === 'sse' ? `data: ${JSON.stringify(obj)}\n\n` : `${JSON.stringify(obj)}\n`) };
+  reply
+    .header('content-type', kind === 'sse' ? 'text/event-stream' : 'application/x-ndjson')
+    .header('cache-control', 'no-cache');
+  return {
+    out,
+    write: (obj) => out.write(kind === 'sse' ? `data: ${JSON.stringify(obj)}\n\n` : `${JSON.stringify(obj)}\n`),
+  };
 }

@@ -3,7 +3,11 @@
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 
 /** What the gauges read when scraped: one entry per model. */
-export interface LiveState { model: string; queued(): number; runningRows(): number }
+export interface LiveState {
+  model: string;
+  queued(): number;
+  runningRows(): number;
+}
 
 /** Gateway mode: the queue's jobs per model and state (waiting, active, delayed), read from Redis when scraped. */
 export type JobCounts = () => Promise<{ model: string; state: string; jobs: number }[]>;
@@ -21,34 +25,81 @@ export class ServeMetrics {
 
   constructor(live: LiveState[], jobCounts?: JobCounts) {
     const registers = [this.registry];
-    this.requests = new Counter({ name: 'planc_requests_total', help: 'Translation requests answered, by model and HTTP status', labelNames: ['model', 'status'], registers });
-    this.sentences = new Counter({ name: 'planc_sentences_total', help: 'Sentences answered, by model and outcome (ok, error, cancelled)', labelNames: ['model', 'status'], registers });
-    this.sourceTokens = new Counter({ name: 'planc_source_tokens_total', help: 'Source tokens of the sentences translated', labelNames: ['model'], registers });
-    this.targetTokens = new Counter({ name: 'planc_target_tokens_total', help: 'Tokens generated (the eos not counted)', labelNames: ['model'], registers });
-    this.errors = new Counter({ name: 'planc_errors_total', help: 'Errors answered (whole requests and single sentences), by PLANC code', labelNames: ['code'], registers });
+    this.requests = new Counter({
+      name: 'planc_requests_total',
+      help: 'Translation requests answered, by model and HTTP status',
+      labelNames: ['model', 'status'],
+      registers,
+    });
+    this.sentences = new Counter({
+      name: 'planc_sentences_total',
+      help: 'Sentences answered, by model and outcome (ok, error, cancelled)',
+      labelNames: ['model', 'status'],
+      registers,
+    });
+    this.sourceTokens = new Counter({
+      name: 'planc_source_tokens_total',
+      help: 'Source tokens of the sentences translated',
+      labelNames: ['model'],
+      registers,
+    });
+    this.targetTokens = new Counter({
+      name: 'planc_target_tokens_total',
+      help: 'Tokens generated (the eos not counted)',
+      labelNames: ['model'],
+      registers,
+    });
+    this.errors = new Counter({
+      name: 'planc_errors_total',
+      help: 'Errors answered (whole requests and single sentences), by PLANC code',
+      labelNames: ['code'],
+      registers,
+    });
     this.occupancy = new Histogram({
-      name: 'planc_batch_occupancy', help: 'Rows a decoder step ran, as a fraction of the rows the server decodes at once', labelNames: ['model'], registers,
+      name: 'planc_batch_occupancy',
+      help: 'Rows a decoder step ran, as a fraction of the rows the server decodes at once',
+      labelNames: ['model'],
+      registers,
       buckets: [0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1],
     });
     this.stepSeconds = new Histogram({
-      name: 'planc_step_seconds', help: 'Wall time of one decoder step of one cohort (the first includes its encoder)', labelNames: ['model'], registers,
+      name: 'planc_step_seconds',
+      help: 'Wall time of one decoder step of one cohort (the first includes its encoder)',
+      labelNames: ['model'],
+      registers,
       buckets: [0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1],
     });
     this.requestSeconds = new Histogram({
-      name: 'planc_request_duration_seconds', help: 'Time from a translation request\'s arrival to its last sentence', labelNames: ['model'], registers,
+      name: 'planc_request_duration_seconds',
+      help: "Time from a translation request's arrival to its last sentence",
+      labelNames: ['model'],
+      registers,
       buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
     });
     new Gauge({
-      name: 'planc_queue_depth', help: 'Sentences waiting to start decoding', labelNames: ['model'], registers,
-      collect() { for (const l of live) this.set({ model: l.model }, l.queued()); },
+      name: 'planc_queue_depth',
+      help: 'Sentences waiting to start decoding',
+      labelNames: ['model'],
+      registers,
+      collect() {
+        for (const l of live) this.set({ model: l.model }, l.queued());
+      },
     });
     new Gauge({
-      name: 'planc_running_rows', help: 'Rows decoding now (sentences × beams)', labelNames: ['model'], registers,
-      collect() { for (const l of live) this.set({ model: l.model }, l.runningRows()); },
+      name: 'planc_running_rows',
+      help: 'Rows decoding now (sentences × beams)',
+      labelNames: ['model'],
+      registers,
+      collect() {
+        for (const l of live) this.set({ model: l.model }, l.runningRows());
+      },
     });
     if (jobCounts) {
       new Gauge({
-        name: 'planc_queue_jobs', help: 'Jobs in the Redis queue by model and state (gateway mode; unreadable while Redis is down)', labelNames: ['model', 'state'], registers,
+        name: 'planc_queue_jobs',
+        help: 'Jobs in the Redis queue by model and state (gateway mode; unreadable while Redis is down)',
+        labelNames: ['model', 'state'],
+        registers,
         async collect() {
           this.reset();
           for (const c of await jobCounts().catch(() => [])) this.set({ model: c.model, state: c.state }, c.jobs);

@@ -42,25 +42,44 @@ async function describe(name: string, plan: Plan, tok: Tokenizer): Promise<Model
   const forced = d.forcedBosId === undefined ? null : tok.decode([d.forcedBosId]) || String(d.forcedBosId);
   const q = h.quantization;
   return {
-    name, target: h.target.kind, languages: languageTokens(tok), forcedBos: forced,
+    name,
+    target: h.target.kind,
+    languages: languageTokens(tok),
+    forcedBos: forced,
     profile: { maxBatch: h.profile.maxBatch, maxSrcLen: h.profile.maxSrcLen, maxTgtLen: h.profile.maxTgtLen },
     numBeams: d.numBeams ?? null,
     quantization: q ? { mode: q.mode, precisions: [...new Set(q.layers.map((l) => l.precision))] } : null,
     vocab: h.vocab ? { method: h.vocab.method } : null,
-    plancVersion: h.plancVersion, created: h.created,
+    plancVersion: h.plancVersion,
+    created: h.created,
   };
 }
 
 /** Opens a scheduler and reads the tokenizer of each plan; names must be unique. */
-export async function serveModels(plans: Plan[], options: SchedulerOptions, onStep: (model: string, rows: number, ms: number) => void): Promise<Map<string, ServedModel>> {
+export async function serveModels(
+  plans: Plan[],
+  options: SchedulerOptions,
+  onStep: (model: string, rows: number, ms: number) => void,
+): Promise<Map<string, ServedModel>> {
   if (plans.length === 0) throw new PlancError('PLANC_E301', 'planc serve needs at least one plan');
   const out = new Map<string, ServedModel>();
   for (const plan of plans) {
     const name = modelName(plan);
-    if (out.has(name)) throw new PlancError('PLANC_E301', `two plans are named '${name}' (${out.get(name)!.plan.source} and ${plan.source}): models are named by their file name, so give them different names`);
+    if (out.has(name))
+      throw new PlancError(
+        'PLANC_E301',
+        `two plans are named '${name}' (${out.get(name)!.plan.source} and ${plan.source}): models are named by their file name, so give them different names`,
+      );
     const tokenizer = await planTokenizer(plan, 'planc serve translates text');
     const scheduler = new Scheduler(plan, { ...options, onStep: (rows, ms) => onStep(name, rows, ms) });
-    out.set(name, { name, plan, tokenizer, scheduler, description: await describe(name, plan, tokenizer), ready: false });
+    out.set(name, {
+      name,
+      plan,
+      tokenizer,
+      scheduler,
+      description: await describe(name, plan, tokenizer),
+      ready: false,
+    });
   }
   return out;
 }

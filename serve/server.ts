@@ -68,25 +68,55 @@ export async function createServer(plans: Plan[], options: ServeOptions = {}): P
   const host = options.host ?? '127.0.0.1';
   const keys = options.apiKeys ?? [];
   if (!isLoopback(host) && keys.length === 0) {
-    throw new PlancError('PLANC_E301', `binding ${host} exposes the server beyond this machine: give API keys (--api-key-file FILE) or bind 127.0.0.1`);
+    throw new PlancError(
+      'PLANC_E301',
+      `binding ${host} exposes the server beyond this machine: give API keys (--api-key-file FILE) or bind 127.0.0.1`,
+    );
   }
-  const limits = { maxQueue: options.maxQueue ?? 1024, maxSentences: options.maxSentences ?? 512, timeoutMs: options.timeoutMs ?? 120_000 };
+  const limits = {
+    maxQueue: options.maxQueue ?? 1024,
+    maxSentences: options.maxSentences ?? 512,
+    timeoutMs: options.timeoutMs ?? 120_000,
+  };
   for (const [k, v] of Object.entries(limits)) {
     if (!Number.isInteger(v) || v < 1) throw new PlancError('PLANC_E301', `${k} must be a positive integer, got ${v}`);
   }
   let gw: Gateway | undefined;
   if (options.queue) {
-    if (plans.length) throw new PlancError('PLANC_E301', 'planc serve --redis (gateway mode) loads no plans: the workers hold them (planc worker PLAN --redis URL)');
+    if (plans.length)
+      throw new PlancError(
+        'PLANC_E301',
+        'planc serve --redis (gateway mode) loads no plans: the workers hold them (planc worker PLAN --redis URL)',
+      );
     await checkRedis(options.queue.redis);
     gw = openGateway(options.queue.redis, options.queue.prefix);
   }
   let metrics: ServeMetrics | undefined;
-  const models = gw ? new Map<string, ServedModel>() : await serveModels(plans, { maxRows: options.maxRows, batchTokens: options.batchTokens, continuous: options.continuous, joinRows: options.joinRows, asyncSteps: options.asyncSteps }, (model, rows, ms) => {
-    const m = models.get(model);
-    metrics?.stepSeconds.observe({ model }, ms / 1000);
-    if (m) metrics?.occupancy.observe({ model }, rows / m.scheduler.maxRows);
-  });
-  metrics = new ServeMetrics([...models.values()].map((m) => ({ model: m.name, queued: () => m.scheduler.queued, runningRows: () => m.scheduler.runningRows })), gw && (() => gw.jobCounts()));
+  const models = gw
+    ? new Map<string, ServedModel>()
+    : await serveModels(
+        plans,
+        {
+          maxRows: options.maxRows,
+          batchTokens: options.batchTokens,
+          continuous: options.continuous,
+          joinRows: options.joinRows,
+          asyncSteps: options.asyncSteps,
+        },
+        (model, rows, ms) => {
+          const m = models.get(model);
+          metrics?.stepSeconds.observe({ model }, ms / 1000);
+          if (m) metrics?.occupancy.observe({ model }, rows / m.scheduler.maxRows);
+        },
+      );
+  metrics = new ServeMetrics(
+    [...models.values()].map((m) => ({
+      model: m.name,
+      queued: () => m.scheduler.queued,
+      runningRows: () => m.scheduler.runningRows,
+    })),
+    gw && (() => gw.jobCounts()),
+  );
   const app = Fastify({
     logger: options.logger ?? { level: 'info' },
     bodyLimit: options.maxBodyBytes ?? 1 << 20,
@@ -96,15 +126,30 @@ export async function createServer(plans: Plan[], options: ServeOptions = {}): P
   });
   let closing = false;
   await app.register(swagger, {
-    openapi: { info: { title: 'planc serve', version: plancVersion(), description: 'Translation with continuous batching over planc plans' } },
+    openapi: {
+      info: {
+        title: 'planc serve',
+        version: plancVersion(),
+        description: 'Translation with continuous batching over planc plans',
+      },
+    },
   });
   app.addHook('onRequest', async (req, reply) => {
     reply.header('x-request-id', req.id);
-    if (closing) throw new PlancError('PLANC_E702', 'the server is shutting down; send the request to another instance or retry later');
+    if (closing)
+      throw new PlancError(
+        'PLANC_E702',
+        'the server is shutting down; send the request to another instance or retry later',
+      );
     const route = req.url.split('?')[0]!;
     if (keys.length > 0 && !OPEN_ROUTES.has(route) && !checkKey(req.headers.authorization)) {
       reply.header('www-authenticate', 'Bearer');
-      throw new PlancError('PLANC_E706', req.headers.authorization ? 'the API key is not one of this server\'s' : 'this server needs an API key: send Authorization: Bearer KEY');
+      throw new PlancError(
+        'PLANC_E706',
+        req.headers.authorization
+          ? "the API key is not one of this server's"
+          : 'this server needs an API key: send Authorization: Bearer KEY',
+      );
     }
   });
   const checkKey = bearerChecker(keys);
@@ -117,26 +162,49 @@ export async function createServer(plans: Plan[], options: ServeOptions = {}): P
     reply.status(status).send(errorBody(err, model));
   });
   app.setNotFoundHandler((req, reply) => {
-    reply.status(404).send({ error: { code: 'PLANC_E701', message: `no route ${req.method} ${req.url.split('?')[0]}: see /openapi.json` } });
+    reply.status(404).send({
+      error: { code: 'PLANC_E701', message: `no route ${req.method} ${req.url.split('?')[0]}: see /openapi.json` },
+    });
   });
   app.addHook('onResponse', async (req, reply) => {
     const model = (req as { plancModel?: string }).plancModel;
-    if (req.routeOptions.url === '/v1/translate') metrics!.requests.inc({ model: model ?? '', status: String(reply.statusCode) });
+    if (req.routeOptions.url === '/v1/translate')
+      metrics!.requests.inc({ model: model ?? '', status: String(reply.statusCode) });
   });
 
-  app.post<{ Body: TranslateBody }>('/v1/translate', { schema: TRANSLATE_ROUTE_SCHEMA }, gw ? gatewayTranslateHandler(gw, metrics, limits) : translateHandler(models, metrics, limits));
-  app.get('/v1/models', { schema: { summary: 'The loaded models (gateway mode: those live workers hold)' } }, async () => ({
-    models: gw ? (await gw.models()).map((name) => ({ name })) : [...models.values()].map((m) => m.description),
-  }));
+  app.post<{ Body: TranslateBody }>(
+    '/v1/translate',
+    { schema: TRANSLATE_ROUTE_SCHEMA },
+    gw ? gatewayTranslateHandler(gw, metrics, limits) : translateHandler(models, metrics, limits),
+  );
+  app.get(
+    '/v1/models',
+    { schema: { summary: 'The loaded models (gateway mode: those live workers hold)' } },
+    async () => ({
+      models: gw ? (await gw.models()).map((name) => ({ name })) : [...models.values()].map((m) => m.description),
+    }),
+  );
   app.get('/health', { schema: { summary: 'Liveness: the process answers' } }, async () => ({ status: 'ok' }));
-  app.get('/ready', { schema: { summary: 'Readiness: every plan loaded and warmed (gateway mode: Redis reachable), not shutting down' } }, async (_req, reply) => {
-    if (gw) {
-      const up = !closing && await gw.reachable();
-      return reply.status(up ? 200 : 503).send({ status: up ? 'ready' : closing ? 'draining' : 'redis unreachable', models: up ? (await gw.models()).map((name) => ({ name, ready: true })) : [] });
-    }
-    const ready = !closing && [...models.values()].every((m) => m.ready);
-    return reply.status(ready ? 200 : 503).send({ status: ready ? 'ready' : closing ? 'draining' : 'warming', models: [...models.values()].map((m) => ({ name: m.name, ready: m.ready })) });
-  });
+  app.get(
+    '/ready',
+    {
+      schema: { summary: 'Readiness: every plan loaded and warmed (gateway mode: Redis reachable), not shutting down' },
+    },
+    async (_req, reply) => {
+      if (gw) {
+        const up = !closing && (await gw.reachable());
+        return reply.status(up ? 200 : 503).send({
+          status: up ? 'ready' : closing ? 'draining' : 'redis unreachable',
+          models: up ? (await gw.models()).map((name) => ({ name, ready: true })) : [],
+        });
+      }
+      const ready = !closing && [...models.values()].every((m) => m.ready);
+      return reply.status(ready ? 200 : 503).send({
+        status: ready ? 'ready' : closing ? 'draining' : 'warming',
+        models: [...models.values()].map((m) => ({ name: m.name, ready: m.ready })),
+      });
+    },
+  );
   app.get('/metrics', { schema: { summary: 'Prometheus metrics' } }, async (_req, reply) => {
     reply.header('content-type', metrics!.registry.contentType);
     return metrics!.registry.metrics();
@@ -144,7 +212,9 @@ export async function createServer(plans: Plan[], options: ServeOptions = {}): P
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
 
   return {
-    app, models, metrics,
+    app,
+    models,
+    metrics,
     async listen() {
       await warmUp(models);
       return app.listen({ host, port: options.port ?? 8080 });

@@ -8,10 +8,17 @@ import { publicMessage } from './errors.ts';
 import type { ServedModel } from './models.ts';
 
 /** One sentence's answer. */
-export type Translation = { text: string; tokens: number; score?: number; nBest?: { text: string; score: number }[] } | { error: { code: string; message: string } };
+export type Translation =
+  | { text: string; tokens: number; score?: number; nBest?: { text: string; score: number }[] }
+  | { error: { code: string; message: string } };
 
 /** What was counted of one answered sentence (for metrics and logs). */
-export interface AnswerFacts { code?: string; internal?: Error; sourceTokens: number; targetTokens: number }
+export interface AnswerFacts {
+  code?: string;
+  internal?: Error;
+  sourceTokens: number;
+  targetTokens: number;
+}
 
 export interface TextsRun {
   signal?: AbortSignal;
@@ -20,7 +27,12 @@ export interface TextsRun {
 }
 
 /** Translates texts with m; every index gets an answer, errors included. Bad options throw before anything runs. */
-export async function translateTexts(m: ServedModel, texts: string[], options: Partial<DecodingOptions>, run: TextsRun = {}): Promise<Translation[]> {
+export async function translateTexts(
+  m: ServedModel,
+  texts: string[],
+  options: Partial<DecodingOptions>,
+  run: TextsRun = {},
+): Promise<Translation[]> {
   const max = options.truncate === true ? m.plan.header.profile.maxSrcLen : undefined;
   const sources: number[][] = [];
   const at: number[] = [];
@@ -57,7 +69,11 @@ export async function translateTexts(m: ServedModel, texts: string[], options: P
     return out;
   }
   // sampling: each sentence draws from the stream of its index in the request, also when an earlier one failed here
-  const finished = m.scheduler.submit(sources, { ...options, sampleIndices: at }, { signal: run.signal, onOutcome: (o) => answer({ ...o, index: at[o.index]! } as SentenceOutcome) });
+  const finished = m.scheduler.submit(
+    sources,
+    { ...options, sampleIndices: at },
+    { signal: run.signal, onOutcome: (o) => answer({ ...o, index: at[o.index]! } as SentenceOutcome) },
+  );
   early.forEach(answer);
   await finished;
   return out;

@@ -26,7 +26,8 @@ import { NEEDS_NATIVE, skipPart } from './helpers/skip.ts';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'planc-attn-'));
 const vals = (n: number, seed: number) => Array.from({ length: n }, (_, i) => Math.sin(i * 1.3 + seed) * 0.7);
-const H = 2, D = 4;
+const H = 2,
+  D = 4;
 const ints = (name: string, v: number[]) => ({ name, dims: [v.length], dataType: 7, int64Data: v });
 const perm = (p: number[]) => [{ name: 'perm', type: 7, ints: p }];
 
@@ -43,19 +44,50 @@ function split(x: string, out: string): NodeSpec[] {
  * Concat (present outputs), QKᵀ, scale, additive mask, Softmax, ·V, heads merged; `mask` picks the mask form.
  */
 function stepModel(mask: 'add' | 'where'): string {
-  const maskInput: [string, 'float32' | 'bool', (number | string)[]] = mask === 'add' ? ['m', 'float32', ['batch', 1, 1, 'past + 1']] : ['m', 'bool', ['batch', 1, 1, 'past + 1']];
-  const masked: NodeSpec[] = mask === 'add'
-    ? [{ op: 'Add', inputs: ['scaled', 'm'], outputs: ['masked'], name: 'mask_add' }]
-    : [{ op: 'Where', inputs: ['m', 'scaled', 'neg_inf'], outputs: ['masked'], name: 'mask_where' }];
+  const maskInput: [string, 'float32' | 'bool', (number | string)[]] =
+    mask === 'add' ? ['m', 'float32', ['batch', 1, 1, 'past + 1']] : ['m', 'bool', ['batch', 1, 1, 'past + 1']];
+  const masked: NodeSpec[] =
+    mask === 'add'
+      ? [{ op: 'Add', inputs: ['scaled', 'm'], outputs: ['masked'], name: 'mask_add' }]
+      : [{ op: 'Where', inputs: ['m', 'scaled', 'neg_inf'], outputs: ['masked'], name: 'mask_where' }];
   const bytes = buildModel({
-    inputs: [['q3', 'float32', ['batch', 1, H * D]], ['k3', 'float32', ['batch', 1, H * D]], ['v3', 'float32', ['batch', 1, H * D]],
-      ['past_key_values.0.decoder.key', 'float32', ['batch', H, 'past', D]], ['past_key_values.0.decoder.value', 'float32', ['batch', H, 'past', D]], maskInput],
-    outputs: [['y', 'float32', ['batch', 1, H * D]], ['present.0.decoder.key', 'float32', ['batch', H, 'total', D]], ['present.0.decoder.value', 'float32', ['batch', H, 'total', D]]],
-    initializers: [ints('heads_shape', [0, 0, H, D]), ints('merge_shape', [0, 0, H * D]), floatInit('scale', [], [0.5]), floatInit('neg_inf', [], [-Infinity])],
+    inputs: [
+      ['q3', 'float32', ['batch', 1, H * D]],
+      ['k3', 'float32', ['batch', 1, H * D]],
+      ['v3', 'float32', ['batch', 1, H * D]],
+      ['past_key_values.0.decoder.key', 'float32', ['batch', H, 'past', D]],
+      ['past_key_values.0.decoder.value', 'float32', ['batch', H, 'past', D]],
+      maskInput,
+    ],
+    outputs: [
+      ['y', 'float32', ['batch', 1, H * D]],
+      ['present.0.decoder.key', 'float32', ['batch', H, 'total', D]],
+      ['present.0.decoder.value', 'float32', ['batch', H, 'total', D]],
+    ],
+    initializers: [
+      ints('heads_shape', [0, 0, H, D]),
+      ints('merge_shape', [0, 0, H * D]),
+      floatInit('scale', [], [0.5]),
+      floatInit('neg_inf', [], [-Infinity]),
+    ],
     nodes: [
-      ...split('q3', 'q4'), ...split('k3', 'k4'), ...split('v3', 'v4'),
-      { op: 'Concat', inputs: ['past_key_values.0.decoder.key', 'k4'], outputs: ['present.0.decoder.key'], name: 'cat_k', attrs: [{ name: 'axis', type: 2, i: 2 }] },
-      { op: 'Concat', inputs: ['past_key_values.0.decoder.value', 'v4'], outputs: ['present.0.decoder.value'], name: 'cat_v', attrs: [{ name: 'axis', type: 2, i: 2 }] },
+      ...split('q3', 'q4'),
+      ...split('k3', 'k4'),
+      ...split('v3', 'v4'),
+      {
+        op: 'Concat',
+        inputs: ['past_key_values.0.decoder.key', 'k4'],
+        outputs: ['present.0.decoder.key'],
+        name: 'cat_k',
+        attrs: [{ name: 'axis', type: 2, i: 2 }],
+      },
+      {
+        op: 'Concat',
+        inputs: ['past_key_values.0.decoder.value', 'v4'],
+        outputs: ['present.0.decoder.value'],
+        name: 'cat_v',
+        attrs: [{ name: 'axis', type: 2, i: 2 }],
+      },
       { op: 'Transpose', inputs: ['present.0.decoder.key'], outputs: ['kt'], name: 'kt', attrs: perm([0, 1, 3, 2]) },
       { op: 'MatMul', inputs: ['q4', 'kt'], outputs: ['qk'], name: 'qk' },
       { op: 'Mul', inputs: ['qk', 'scale'], outputs: ['scaled'], name: 'scale' },
@@ -72,7 +104,8 @@ function stepModel(mask: 'add' | 'where'): string {
 }
 
 function stepFeeds(mask: 'add' | 'where', past: number): Record<string, Tensor> {
-  const B = 2, total = past + 1;
+  const B = 2,
+    total = past + 1;
   const m = Array.from({ length: B * total }, (_, i) => (i % total === 1 ? 0 : 1));
   return {
     q3: Tensor.fromNumbers('float32', [B, 1, H * D], vals(B * H * D, 1)),
@@ -80,7 +113,14 @@ function stepFeeds(mask: 'add' | 'where', past: number): Record<string, Tensor> 
     v3: Tensor.fromNumbers('float32', [B, 1, H * D], vals(B * H * D, 3)),
     'past_key_values.0.decoder.key': Tensor.fromNumbers('float32', [B, H, past, D], vals(B * H * past * D, 4)),
     'past_key_values.0.decoder.value': Tensor.fromNumbers('float32', [B, H, past, D], vals(B * H * past * D, 5)),
-    m: mask === 'add' ? Tensor.fromNumbers('float32', [B, 1, 1, total], m.map((x) => (x ? 0 : -1e9))) : Tensor.fromNumbers('bool', [B, 1, 1, total], m),
+    m:
+      mask === 'add'
+        ? Tensor.fromNumbers(
+            'float32',
+            [B, 1, 1, total],
+            m.map((x) => (x ? 0 : -1e9)),
+          )
+        : Tensor.fromNumbers('bool', [B, 1, 1, total], m),
   };
 }
 
@@ -99,9 +139,23 @@ function fuseStepWithGoldens(file: string, before: string, afterAttention: strin
 }
 
 test('fuse-attention + kv-cache-in-place: golden IR before and after', () => {
-  const g = fuseStepWithGoldens(stepModel('add'), 'fuse-attention.before.txt', 'fuse-attention.after.txt', 'kv-cache-in-place.after.txt').graphs.get('main')!;
-  assert.equal(g.nodes.filter((n) => n.domain === 'planc').map((n) => n.op).sort(), ['Attention', 'CacheWrite', 'CacheWrite']);
-  assert.not.ok(g.nodes.some((n) => n.op === 'Concat' && n.inputs.some((x) => x.startsWith('kv_cache'))), 'no Concat of caches remains');
+  const g = fuseStepWithGoldens(
+    stepModel('add'),
+    'fuse-attention.before.txt',
+    'fuse-attention.after.txt',
+    'kv-cache-in-place.after.txt',
+  ).graphs.get('main')!;
+  assert.equal(
+    g.nodes
+      .filter((n) => n.domain === 'planc')
+      .map((n) => n.op)
+      .sort(),
+    ['Attention', 'CacheWrite', 'CacheWrite'],
+  );
+  assert.not.ok(
+    g.nodes.some((n) => n.op === 'Concat' && n.inputs.some((x) => x.startsWith('kv_cache'))),
+    'no Concat of caches remains',
+  );
   assert.equal(g.outputs, ['y'], 'present outputs are gone: the cache holds them');
 });
 
@@ -120,7 +174,11 @@ for (const mask of ['add', 'where'] as const) {
     // the evaluator's CacheWrite is functional: its output holds the appended cache
     let written: Tensor | undefined;
     const writer = g.nodes.find((n) => n.op === 'CacheWrite' && n.inputs[0] === 'kv_cache.0.decoder.key')!.name;
-    evaluate(f, 'main', cacheFeeds, { onNode: (node, outs) => { if (node === writer) written = outs[0]; } });
+    evaluate(f, 'main', cacheFeeds, {
+      onNode: (node, outs) => {
+        if (node === writer) written = outs[0];
+      },
+    });
     const rows = cacheRows(written!.data as Float32Array, [2, H, 6, D], 4);
     assert.equal(Array.from(rows.nums), Array.from(want['present.0.decoder.key']!.nums));
   });
@@ -133,18 +191,53 @@ for (const mask of ['add', 'where'] as const) {
  */
 function sdpaStepModel(): string {
   const bytes = buildModel({
-    inputs: [['q3', 'float32', ['batch', 1, H * D]], ['k3', 'float32', ['batch', 1, H * D]], ['v3', 'float32', ['batch', 1, H * D]],
-      ['past_key_values.0.decoder.key', 'float32', ['batch', H, 'past', D]], ['past_key_values.0.decoder.value', 'float32', ['batch', H, 'past', D]],
-      ['bias', 'float32', [1, H, 1, 'past + 1']]],
-    outputs: [['y', 'float32', ['batch', 1, H * D]], ['present.0.decoder.key', 'float32', ['batch', H, 'total', D]], ['present.0.decoder.value', 'float32', ['batch', H, 'total', D]]],
-    initializers: [ints('heads_shape', [0, 0, H, D]), ints('merge_shape', [0, 0, H * D]), floatInit('root_scale', [], [Math.sqrt(0.5)]),
-      { name: 'two', dims: [], dataType: 7, int64Data: [2] }, ints('zero', [0]), ints('three', [3])],
+    inputs: [
+      ['q3', 'float32', ['batch', 1, H * D]],
+      ['k3', 'float32', ['batch', 1, H * D]],
+      ['v3', 'float32', ['batch', 1, H * D]],
+      ['past_key_values.0.decoder.key', 'float32', ['batch', H, 'past', D]],
+      ['past_key_values.0.decoder.value', 'float32', ['batch', H, 'past', D]],
+      ['bias', 'float32', [1, H, 1, 'past + 1']],
+    ],
+    outputs: [
+      ['y', 'float32', ['batch', 1, H * D]],
+      ['present.0.decoder.key', 'float32', ['batch', H, 'total', D]],
+      ['present.0.decoder.value', 'float32', ['batch', H, 'total', D]],
+    ],
+    initializers: [
+      ints('heads_shape', [0, 0, H, D]),
+      ints('merge_shape', [0, 0, H * D]),
+      floatInit('root_scale', [], [Math.sqrt(0.5)]),
+      { name: 'two', dims: [], dataType: 7, int64Data: [2] },
+      ints('zero', [0]),
+      ints('three', [3]),
+    ],
     nodes: [
-      ...split('q3', 'q4'), ...split('k3', 'k4'), ...split('v3', 'v4'),
-      { op: 'Concat', inputs: ['past_key_values.0.decoder.key', 'k4'], outputs: ['present.0.decoder.key'], name: 'cat_k', attrs: [{ name: 'axis', type: 2, i: -2 }] },
-      { op: 'Concat', inputs: ['past_key_values.0.decoder.value', 'v4'], outputs: ['present.0.decoder.value'], name: 'cat_v', attrs: [{ name: 'axis', type: 2, i: -2 }] },
+      ...split('q3', 'q4'),
+      ...split('k3', 'k4'),
+      ...split('v3', 'v4'),
+      {
+        op: 'Concat',
+        inputs: ['past_key_values.0.decoder.key', 'k4'],
+        outputs: ['present.0.decoder.key'],
+        name: 'cat_k',
+        attrs: [{ name: 'axis', type: 2, i: -2 }],
+      },
+      {
+        op: 'Concat',
+        inputs: ['past_key_values.0.decoder.value', 'v4'],
+        outputs: ['present.0.decoder.value'],
+        name: 'cat_v',
+        attrs: [{ name: 'axis', type: 2, i: -2 }],
+      },
       { op: 'Shape', inputs: ['present.0.decoder.key'], outputs: ['kshape'], name: 'kshape' },
-      { op: 'Gather', inputs: ['kshape', 'two'], outputs: ['klen'], name: 'klen', attrs: [{ name: 'axis', type: 2, i: 0 }] },
+      {
+        op: 'Gather',
+        inputs: ['kshape', 'two'],
+        outputs: ['klen'],
+        name: 'klen',
+        attrs: [{ name: 'axis', type: 2, i: 0 }],
+      },
       { op: 'Unsqueeze', inputs: ['klen', 'zero'], outputs: ['klen1'], name: 'klen1' },
       { op: 'Slice', inputs: ['bias', 'zero', 'klen1', 'three'], outputs: ['bias_s'], name: 'bias_slice' },
       { op: 'Mul', inputs: ['q4', 'root_scale'], outputs: ['qs'], name: 'q_scale' },
@@ -153,7 +246,13 @@ function sdpaStepModel(): string {
       { op: 'MatMul', inputs: ['qs', 'kts'], outputs: ['qk'], name: 'qk' },
       { op: 'Add', inputs: ['qk', 'bias_s'], outputs: ['biased'], name: 'bias_add' },
       { op: 'Cast', inputs: ['biased'], outputs: ['biased_f'], name: 'cast', attrs: [{ name: 'to', type: 2, i: 1 }] },
-      { op: 'Softmax', inputs: ['biased_f'], outputs: ['p'], name: 'softmax', attrs: [{ name: 'axis', type: 2, i: -1 }] },
+      {
+        op: 'Softmax',
+        inputs: ['biased_f'],
+        outputs: ['p'],
+        name: 'softmax',
+        attrs: [{ name: 'axis', type: 2, i: -1 }],
+      },
       { op: 'MatMul', inputs: ['p', 'present.0.decoder.value'], outputs: ['o4'], name: 'pv' },
       { op: 'Transpose', inputs: ['o4'], outputs: ['o3'], name: 'merge', attrs: perm([0, 2, 1, 3]) },
       { op: 'Reshape', inputs: ['o3', 'merge_shape'], outputs: ['y'], name: 'merge_reshape' },
@@ -165,23 +264,41 @@ function sdpaStepModel(): string {
 }
 
 test('split-scale exports with a per-head bias: golden IR, the step fused in place, its Shape(present) rebuilt', () => {
-  const c = fuseStepWithGoldens(sdpaStepModel(), 'fuse-attention.sdpa.before.txt', 'fuse-attention.sdpa.after.txt', 'kv-cache-in-place.sdpa.after.txt');
+  const c = fuseStepWithGoldens(
+    sdpaStepModel(),
+    'fuse-attention.sdpa.before.txt',
+    'fuse-attention.sdpa.after.txt',
+    'kv-cache-in-place.sdpa.after.txt',
+  );
   const g = c.graphs.get('main')!;
-  assert.equal(g.nodes.filter((n) => n.domain === 'planc').map((n) => n.op).sort(), ['Attention', 'CacheWrite', 'CacheWrite']);
+  assert.equal(
+    g.nodes
+      .filter((n) => n.domain === 'planc')
+      .map((n) => n.op)
+      .sort(),
+    ['Attention', 'CacheWrite', 'CacheWrite'],
+  );
   const att = g.nodes.find((n) => n.op === 'Attention')!;
   assert.ok(att.attrs.scale?.kind === 'float' && Math.abs(att.attrs.scale.value - 0.5) < 1e-6, 'scale is √s·√s');
-  assert.ok(!g.nodes.some((n) => n.op === 'Softmax' || n.op === 'Concat' && n.inputs.some((x) => x.startsWith('kv_cache'))));
+  assert.ok(
+    !g.nodes.some((n) => n.op === 'Softmax' || (n.op === 'Concat' && n.inputs.some((x) => x.startsWith('kv_cache')))),
+  );
   assert.equal(g.outputs, ['y']);
 });
 
 test('split-scale exports with a per-head bias: the fused step (evaluator and native plan) computes what the export does', () => {
   const m = importOnnxFile(sdpaStepModel());
   const f = runPipeline(m);
-  const past = 3, B = 2;
+  const past = 3,
+    B = 2;
   const feeds = stepFeeds('add', past);
   delete feeds.m;
   // per-head bias with a masked key (-1e9) in head 1 only
-  feeds.bias = Tensor.fromNumbers('float32', [1, H, 1, past + 1], vals(H * (past + 1), 6).map((x, i) => (i === past + 2 ? -1e9 : x)));
+  feeds.bias = Tensor.fromNumbers(
+    'float32',
+    [1, H, 1, past + 1],
+    vals(H * (past + 1), 6).map((x, i) => (i === past + 2 ? -1e9 : x)),
+  );
   const want = evaluate(m, 'main', feeds);
   const cacheFeeds = toCacheFeeds(feeds, 6);
   const maxDiff = (y: Tensor) => Math.max(...Array.from(want.y!.nums, (x, i) => Math.abs(x - y.nums[i]!)));
@@ -195,7 +312,10 @@ test('split-scale exports with a per-head bias: the fused step (evaluator and na
     const y = fromRt(plan.runSync('main', rt).y!);
     assert.ok(maxDiff(y) < 1e-5, `native: max diff ${maxDiff(y)}`);
     const cache = rt['kv_cache.0.decoder.value']!;
-    assert.equal(Array.from(cacheRows(cache.data as Float32Array, cache.dims, past + 1).nums), Array.from(want['present.0.decoder.value']!.nums));
+    assert.equal(
+      Array.from(cacheRows(cache.data as Float32Array, cache.dims, past + 1).nums),
+      Array.from(want['present.0.decoder.value']!.nums),
+    );
   } finally {
     plan.close();
   }
@@ -203,7 +323,9 @@ test('split-scale exports with a per-head bias: the fused step (evaluator and na
 
 test('fuse-attention explains why it declines: a Softmax not over QKᵀ', () => {
   const bytes = buildModel({
-    inputs: [['x', 'float32', [1, 2, 3, 3]]], outputs: [['y', 'float32', [1, 2, 3, 3]]], initializers: [],
+    inputs: [['x', 'float32', [1, 2, 3, 3]]],
+    outputs: [['y', 'float32', [1, 2, 3, 3]]],
+    initializers: [],
     nodes: [{ op: 'Softmax', inputs: ['x'], outputs: ['y'], name: 'sm', attrs: [{ name: 'axis', type: 2, i: -1 }] }],
   });
   const p = path.join(tmp, 'softmax.onnx');

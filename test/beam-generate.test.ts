@@ -18,7 +18,14 @@ import { planc } from './helpers/planc-cli.ts';
 import { NEEDS_NATIVE, needsShared, skipSuite } from './helpers/skip.ts';
 import { ZOO, zooFamilies, zooReference } from './helpers/zoo.ts';
 
-interface GenerateBeam { num_beams: number; max_new_tokens: number; early_stopping: boolean; length_penalty: number; ids: number[][]; scores: number[] }
+interface GenerateBeam {
+  num_beams: number;
+  max_new_tokens: number;
+  early_stopping: boolean;
+  length_penalty: number;
+  ids: number[][];
+  scores: number[];
+}
 
 const MAX_NEW = 32;
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'planc-beam-generate-'));
@@ -51,22 +58,40 @@ if (families.length === 0 || !nativeAvailable()) {
       plan = await loadPlan(planFile);
       plans.push(plan);
       const s: Record<string, ort.InferenceSession> = {};
-      for (const [g, f] of [['encoder', 'encoder_model.onnx'], ['decoder', 'decoder_model.onnx'], ['decoder_with_past', 'decoder_with_past_model.onnx']] as const) {
+      for (const [g, f] of [
+        ['encoder', 'encoder_model.onnx'],
+        ['decoder', 'decoder_model.onnx'],
+        ['decoder_with_past', 'decoder_with_past_model.onnx'],
+      ] as const) {
         s[g] = await ort.InferenceSession.create(path.join(dir, f));
         sessions.push(s[g]);
       }
       runner = (g, feeds) => runOrt(s[g]!, feeds);
-      base = { ...conventionsOf(plan.header.decoding), maxLength: gen.max_new_tokens, beamSize: gen.num_beams, lengthPenalty: gen.length_penalty, earlyStopping: gen.early_stopping };
+      base = {
+        ...conventionsOf(plan.header.decoding),
+        maxLength: gen.max_new_tokens,
+        beamSize: gen.num_beams,
+        lengthPenalty: gen.length_penalty,
+        earlyStopping: gen.early_stopping,
+      };
     });
 
-    const agree = (what: string, got: { ids: number[]; score: number }[], wantIds: number[][], wantScores: number[]) => {
+    const agree = (
+      what: string,
+      got: { ids: number[]; score: number }[],
+      wantIds: number[][],
+      wantScores: number[],
+    ) => {
       let same = 0;
       let maxDiff = 0;
       got.forEach((g, i) => {
         const ok = g.ids.join() === wantIds[i]!.join();
         if (ok) maxDiff = Math.max(maxDiff, Math.abs(g.score - wantScores[i]!));
         if (ok && Math.abs(g.score - wantScores[i]!) < 1e-3) same++;
-        else console.log(`  ${family} ${what}: sentence ${i}: ${g.ids.join(' ')} (${g.score}) vs ${wantIds[i]!.join(' ')} (${wantScores[i]})`);
+        else
+          console.log(
+            `  ${family} ${what}: sentence ${i}: ${g.ids.join(' ')} (${g.score}) vs ${wantIds[i]!.join(' ')} (${wantScores[i]})`,
+          );
       });
       console.log(`  ${family} ${what}: ${same}/${got.length} identical, max score diff ${maxDiff.toExponential(2)}`);
       return same;
@@ -99,21 +124,57 @@ if (families.length === 0 || !nativeAvailable()) {
       plans.push(full);
       const srcs = ref.src_ids.slice(0, 5);
       // on the top-k plan: greedy refuses a repetition penalty before decoding; beam is exact or refuses the step
-      await translateIds(plan, srcs, { beamSize: 1, repetitionPenalty: 1.2 }).then(() => assert.unreachable('greedy with a penalty on a top-k plan'), (e: Error) => assert.match(e.message, /PLANC_E405: repetition_penalty 1.2 with greedy decoding acts on the logits .* optimize with --topk 0/));
+      await translateIds(plan, srcs, { beamSize: 1, repetitionPenalty: 1.2 }).then(
+        () => assert.unreachable('greedy with a penalty on a top-k plan'),
+        (e: Error) =>
+          assert.match(
+            e.message,
+            /PLANC_E405: repetition_penalty 1.2 with greedy decoding acts on the logits .* optimize with --topk 0/,
+          ),
+      );
       await translateIds(plan, srcs, { beamSize: 3, maxLength: 12, repetitionPenalty: 1.5, batchSize: 1 }).then(
-        async (got) => { for (let i = 0; i < srcs.length; i++) assert.equal(got[i]!.ids, (await beamDecodeOne(runner, srcs[i]!, { ...base, beamSize: 3, maxLength: 12, repetitionPenalty: 1.5 }))[0]!.ids); },
-        (e: Error) => assert.match(e.message, /PLANC_E405: repetition_penalty 1.5: this step's 6 best tokens are not certain among the \d+ the plan keeps; optimize with a larger --topk, or --topk 0/));
-      for (const proc of [{ noRepeatNgramSize: 2 }, { repetitionPenalty: 1.5 }, { noRepeatNgramSize: 3, repetitionPenalty: 0.8 }, { encoderNoRepeatNgramSize: 2 }]) {
-        const got = await translateIds(full, srcs, { beamSize: 3, maxLength: 12, returnScores: true, batchSize: 1, ...proc });
+        async (got) => {
+          for (let i = 0; i < srcs.length; i++)
+            assert.equal(
+              got[i]!.ids,
+              (
+                await beamDecodeOne(runner, srcs[i]!, { ...base, beamSize: 3, maxLength: 12, repetitionPenalty: 1.5 })
+              )[0]!.ids,
+            );
+        },
+        (e: Error) =>
+          assert.match(
+            e.message,
+            /PLANC_E405: repetition_penalty 1.5: this step's 6 best tokens are not certain among the \d+ the plan keeps; optimize with a larger --topk, or --topk 0/,
+          ),
+      );
+      for (const proc of [
+        { noRepeatNgramSize: 2 },
+        { repetitionPenalty: 1.5 },
+        { noRepeatNgramSize: 3, repetitionPenalty: 0.8 },
+        { encoderNoRepeatNgramSize: 2 },
+      ]) {
+        const got = await translateIds(full, srcs, {
+          beamSize: 3,
+          maxLength: 12,
+          returnScores: true,
+          batchSize: 1,
+          ...proc,
+        });
         for (let i = 0; i < srcs.length; i++) {
           const want = (await beamDecodeOne(runner, srcs[i]!, { ...base, beamSize: 3, maxLength: 12, ...proc }))[0]!;
           assert.equal(got[i]!.ids, want.ids, `${JSON.stringify(proc)} sentence ${i}`);
-          assert.ok(Math.abs(got[i]!.score! - want.score) < 1e-3, `${JSON.stringify(proc)} sentence ${i}: ${got[i]!.score} vs ${want.score}`);
+          assert.ok(
+            Math.abs(got[i]!.score! - want.score) < 1e-3,
+            `${JSON.stringify(proc)} sentence ${i}: ${got[i]!.score} vs ${want.score}`,
+          );
         }
       }
     });
 
-    test.after(async () => { for (const s of sessions) await s.release(); });
+    test.after(async () => {
+      for (const s of sessions) await s.release();
+    });
   }
 }
 
@@ -123,47 +184,117 @@ if (families.includes('marian') && nativeAvailable()) {
     fs.cpSync(path.join(ZOO!, 'marian'), dir, { recursive: true });
     const genFile = path.join(dir, 'generation_config.json');
     const cfg = JSON.parse(fs.readFileSync(genFile, 'utf8'));
-    fs.writeFileSync(genFile, JSON.stringify({ ...cfg, early_stopping: 'never', length_penalty: 0.5, min_length: 3, num_return_sequences: 2 }));
+    fs.writeFileSync(
+      genFile,
+      JSON.stringify({ ...cfg, early_stopping: 'never', length_penalty: 0.5, min_length: 3, num_return_sequences: 2 }),
+    );
     // a second folder whose config sets the logits processors: its plan keeps the logits (a penalty can lift any token)
     const dir2 = path.join(tmp, 'marian-proc');
     fs.cpSync(path.join(ZOO!, 'marian'), dir2, { recursive: true });
-    fs.writeFileSync(path.join(dir2, 'generation_config.json'), JSON.stringify({ ...cfg, no_repeat_ngram_size: 3, repetition_penalty: 1.2 }));
+    fs.writeFileSync(
+      path.join(dir2, 'generation_config.json'),
+      JSON.stringify({ ...cfg, no_repeat_ngram_size: 3, repetition_penalty: 1.2 }),
+    );
     const plan2File = path.join(tmp, 'marian-proc.plan');
     assert.is(planc(['optimize', dir2, '-o', plan2File, '--quiet']).status, 0);
     const plan2 = await loadPlan(plan2File);
     plans.push(plan2);
-    assert.ok(!plan2.outputs('decoder_with_past').some((x) => x.name === 'topk_ids'), 'a repetition_penalty model keeps its logits');
+    assert.ok(
+      !plan2.outputs('decoder_with_past').some((x) => x.name === 'topk_ids'),
+      'a repetition_penalty model keeps its logits',
+    );
     assert.match(planc(['inspect', plan2File]).stdout, /noRepeatNgramSize 3, repetitionPenalty 1.2/);
     const planFile = path.join(tmp, 'marian-gen.plan');
     const r = planc(['optimize', dir, '-o', planFile, '--quiet']);
     assert.is(r.status, 0, r.stderr);
     const j = JSON.parse(planc(['inspect', planFile, '--json']).stdout);
-    assert.equal([j.decoding.earlyStopping, j.decoding.lengthPenalty, j.decoding.minLength, j.decoding.numReturnSequences], ['never', 0.5, 3, 2]);
-    assert.match(planc(['inspect', planFile]).stdout, /numBeams 4, earlyStopping never, lengthPenalty 0.5, numReturnSequences 2, minLength 3/);
+    assert.equal(
+      [j.decoding.earlyStopping, j.decoding.lengthPenalty, j.decoding.minLength, j.decoding.numReturnSequences],
+      ['never', 0.5, 3, 2],
+    );
+    assert.match(
+      planc(['inspect', planFile]).stdout,
+      /numBeams 4, earlyStopping never, lengthPenalty 0.5, numReturnSequences 2, minLength 3/,
+    );
     const plan = await loadPlan(planFile);
     plans.push(plan);
     const { planDefaults } = await import('../runtime/decode/translate-ids.ts');
-    assert.equal(planDefaults(plan), { beamSize: 4, earlyStopping: 'never', lengthPenalty: 0.5, minNewTokens: 2, maxLength: 511 });
+    assert.equal(planDefaults(plan), {
+      beamSize: 4,
+      earlyStopping: 'never',
+      lengthPenalty: 0.5,
+      minNewTokens: 2,
+      maxLength: 511,
+    });
     const src = zooReference('marian').src_ids.slice(0, 4);
     // the plan's own min_length 3: no eos before 2 tokens, and its default top-k counts that ban (2 × 4 + 999 + eos)
-    assert.is(Number(plan.outputs('decoder_with_past').find((x) => x.name === 'topk_ids')!.dims.at(-1)), 10);
+    assert.is(
+      Number(
+        plan
+          .outputs('decoder_with_past')
+          .find((x) => x.name === 'topk_ids')!
+          .dims.at(-1),
+      ),
+      10,
+    );
     const own = await translateIds(plan, zooReference('marian').src_ids, { maxLength: 12 });
-    assert.ok(own.every((x) => x.ids.length >= 2), 'min_length 3 from the plan');
+    assert.ok(
+      own.every((x) => x.ids.length >= 2),
+      'min_length 3 from the plan',
+    );
     const proc = await translateIds(plan2, src, { maxLength: 12 });
     for (const x of proc) {
       const grams = x.ids.slice(0, -2).map((_, i) => x.ids.slice(i, i + 3).join());
       assert.is(new Set(grams).size, grams.length, `no 3-gram twice: ${x.ids.join(' ')}`);
     }
     const input = src.map((s) => s.join(' ')).join('\n') + '\n';
-    const lib = await translateIds(plan, src, { maxLength: 12, earlyStopping: true, lengthPenalty: 1, minNewTokens: 0, returnScores: true });
-    const cli = planc(['translate', planFile, '--ids', '--max-length', '12', '--early-stopping', 'true', '--length-penalty', '1', '--min-new-tokens', '0', '--scores', '--quiet'], input);
+    const lib = await translateIds(plan, src, {
+      maxLength: 12,
+      earlyStopping: true,
+      lengthPenalty: 1,
+      minNewTokens: 0,
+      returnScores: true,
+    });
+    const cli = planc(
+      [
+        'translate',
+        planFile,
+        '--ids',
+        '--max-length',
+        '12',
+        '--early-stopping',
+        'true',
+        '--length-penalty',
+        '1',
+        '--min-new-tokens',
+        '0',
+        '--scores',
+        '--quiet',
+      ],
+      input,
+    );
     assert.is(cli.status, 0, cli.stderr);
-    assert.equal(cli.stdout.split('\n').slice(0, -1), lib.map((x) => `${x.ids.join(' ')} ||| ${x.score!.toFixed(6)}`));
+    assert.equal(
+      cli.stdout.split('\n').slice(0, -1),
+      lib.map((x) => `${x.ids.join(' ')} ||| ${x.score!.toFixed(6)}`),
+    );
     const bad = planc(['translate', planFile, '--ids', '--early-stopping', 'sometimes'], input);
     assert.is(bad.status, 2);
     assert.match(bad.stderr, /PLANC_E301: --early-stopping sometimes: it must be true, false or never/);
     const help = planc(['translate', '--help']).stdout;
-    for (const name of ['num_beams', 'early_stopping', 'length_penalty', 'max_new_tokens', 'min_new_tokens', 'num_return_sequences', 'sequences_scores', 'no_repeat_ngram_size', 'encoder_no_repeat_ngram_size', 'repetition_penalty']) assert.ok(help.includes(`${name}`), name);
+    for (const name of [
+      'num_beams',
+      'early_stopping',
+      'length_penalty',
+      'max_new_tokens',
+      'min_new_tokens',
+      'num_return_sequences',
+      'sequences_scores',
+      'no_repeat_ngram_size',
+      'encoder_no_repeat_ngram_size',
+      'repetition_penalty',
+    ])
+      assert.ok(help.includes(`${name}`), name);
   });
 }
 

@@ -34,10 +34,18 @@ function plancSearch(next: (p: readonly number[]) => Float32Array, o: BeamOption
     const data = new Float32Array(s.live.length * V);
     s.live.forEach((x, i) => data.set(next(x.ids), i * V));
     const out: Record<string, RtTensor> = { logits: { dtype: 'float32', dims: [s.live.length, 1, V], data } };
-    const cands: Cand[] = forced !== undefined
-      ? s.live.map((x) => ({ score: x.logProb, row: x.row, tok: forced })).sort(byScore)
-      : topCandidates(out, s.live.map((x) => x.row), s.live.map((x) => x.logProb), rules.candidates(b.k), s.live.map((x) => rules.banned(x.ids, o.source)),
-        rules.penalty, s.live.map((x) => rules.seen(x.ids)));
+    const cands: Cand[] =
+      forced !== undefined
+        ? s.live.map((x) => ({ score: x.logProb, row: x.row, tok: forced })).sort(byScore)
+        : topCandidates(
+            out,
+            s.live.map((x) => x.row),
+            s.live.map((x) => x.logProb),
+            rules.candidates(b.k),
+            s.live.map((x) => rules.banned(x.ids, o.source)),
+            rules.penalty,
+            s.live.map((x) => rules.seen(x.ids)),
+          );
     advance(s, cands, new Map(s.live.map((x) => [x.row, x])), b, (tok) => rules.isEos(tok), t, o.maxLength);
   }
   return s.finished;
@@ -59,19 +67,42 @@ for (const earlyStopping of [true, false, 'never'] as const) {
     for (let i = 0; i < 150; i++) {
       const eosIds = choose([[0], [0], [0, 1]]);
       const o: BeamOptions = {
-        startId: 11, eosId: eosIds[0]!, padId: 11, eosIds,
-        beamSize: choose([2, 3, 4]), maxLength: choose([3, 6, 9, 14]), lengthPenalty: choose([1, 1, 0, 2, -0.5]), earlyStopping,
-        ...(pick() < 0.3 ? { forcedBosId: 5 } : {}), ...(pick() < 0.3 ? { forcedEosId: 0 } : {}),
-        ...(pick() < 0.3 ? { minNewTokens: 2 } : {}), ...(pick() < 0.2 ? { badWords: [[7], [3, 4]] } : {}),
+        startId: 11,
+        eosId: eosIds[0]!,
+        padId: 11,
+        eosIds,
+        beamSize: choose([2, 3, 4]),
+        maxLength: choose([3, 6, 9, 14]),
+        lengthPenalty: choose([1, 1, 0, 2, -0.5]),
+        earlyStopping,
+        ...(pick() < 0.3 ? { forcedBosId: 5 } : {}),
+        ...(pick() < 0.3 ? { forcedEosId: 0 } : {}),
+        ...(pick() < 0.3 ? { minNewTokens: 2 } : {}),
+        ...(pick() < 0.2 ? { badWords: [[7], [3, 4]] } : {}),
         ...(pick() < 0.3 ? { noRepeatNgramSize: choose([1, 2, 3]) } : {}),
-        ...(pick() < 0.3 ? { encoderNoRepeatNgramSize: choose([1, 2, 3]), source: Array.from({ length: 6 }, () => Math.floor(pick() * V)) } : {}), ...(pick() < 0.3 ? { repetitionPenalty: choose([1.3, 0.7]) } : {}),
+        ...(pick() < 0.3
+          ? {
+              encoderNoRepeatNgramSize: choose([1, 2, 3]),
+              source: Array.from({ length: 6 }, () => Math.floor(pick() * V)),
+            }
+          : {}),
+        ...(pick() < 0.3 ? { repetitionPenalty: choose([1.3, 0.7]) } : {}),
       };
       const next = model(i * 7919 + 13, eosIds);
       const want = await referenceSearch(next, o);
       const got = plancSearch(next, o, { k: o.beamSize, alpha: o.lengthPenalty, earlyStopping });
       const what = `case ${i} ${JSON.stringify(o)}`;
-      assert.equal(got.map((h) => h.ids), want.map((h) => h.ids), what);
-      got.forEach((h, j) => assert.ok(Math.abs(h.score - want[j]!.score) < 1e-9, `${what}: hypothesis ${j} score ${h.score} vs ${want[j]!.score}`));
+      assert.equal(
+        got.map((h) => h.ids),
+        want.map((h) => h.ids),
+        what,
+      );
+      got.forEach((h, j) =>
+        assert.ok(
+          Math.abs(h.score - want[j]!.score) < 1e-9,
+          `${what}: hypothesis ${j} score ${h.score} vs ${want[j]!.score}`,
+        ),
+      );
       if (Math.max(...want.map((h) => h.ids.length)) > Math.min(...want.map((h) => h.ids.length))) longer++;
     }
     assert.ok(longer > 30, `the cases end at varied lengths (${longer})`);
@@ -96,17 +127,31 @@ test('no_repeat_ngram_size bans what NoRepeatNGramLogitsProcessor bans (the deco
     const n = 1 + Math.floor(r() * 4);
     const gen = Array.from({ length: Math.floor(r() * 12) }, () => Math.floor(r() * 4));
     const rules = new DecodingRules({ startId: 3, eosId: 0, padId: 3, noRepeatNgramSize: n });
-    assert.equal([...rules.banned(gen)].sort(), [...new Set(bannedNgrams(n, [3, ...gen]))].sort(), `n ${n} after ${gen.join(' ')}`);
+    assert.equal(
+      [...rules.banned(gen)].sort(),
+      [...new Set(bannedNgrams(n, [3, ...gen]))].sort(),
+      `n ${n} after ${gen.join(' ')}`,
+    );
   }
 });
 
 test('the rules decide differently: true stops at k finished, false and never search on while a running beam can win', async () => {
   // a case where the three rules give three different best hypotheses (found by scanning seeds)
-  const o = (earlyStopping: boolean | 'never'): BeamOptions => ({ startId: 11, eosId: 0, padId: 11, beamSize: 2, maxLength: 14, lengthPenalty: 1, earlyStopping });
+  const o = (earlyStopping: boolean | 'never'): BeamOptions => ({
+    startId: 11,
+    eosId: 0,
+    padId: 11,
+    beamSize: 2,
+    maxLength: 14,
+    lengthPenalty: 1,
+    earlyStopping,
+  });
   let differs = 0;
   for (let seed = 0; seed < 60; seed++) {
     const next = model(seed * 31 + 1, [0]);
-    const best = await Promise.all(([true, false, 'never'] as const).map(async (e) => (await referenceSearch(next, o(e)))[0]!.ids.join()));
+    const best = await Promise.all(
+      ([true, false, 'never'] as const).map(async (e) => (await referenceSearch(next, o(e)))[0]!.ids.join()),
+    );
     if (best[0] !== best[1] || best[1] !== best[2]) differs++;
   }
   assert.ok(differs > 0, 'some synthetic search depends on early_stopping');
@@ -116,11 +161,42 @@ test('advance: an eos beyond the first k ranks neither finishes nor runs on; the
   const s = newSearch(0);
   const rows = new Map(s.live.map((x) => [x.row, x]));
   const isEos = (t: number) => t === 0;
-  advance(s, [{ score: -1, row: 0, tok: 4 }, { score: -2, row: 0, tok: 5 }, { score: -3, row: 0, tok: 0 }, { score: -4, row: 0, tok: 6 }], rows, { k: 2, alpha: 1, earlyStopping: false }, isEos, 0, 5);
+  advance(
+    s,
+    [
+      { score: -1, row: 0, tok: 4 },
+      { score: -2, row: 0, tok: 5 },
+      { score: -3, row: 0, tok: 0 },
+      { score: -4, row: 0, tok: 6 },
+    ],
+    rows,
+    { k: 2, alpha: 1, earlyStopping: false },
+    isEos,
+    0,
+    5,
+  );
   assert.equal([s.finished.length, s.live.map((x) => x.ids)], [0, [[4], [5]]]);
   const last = newSearch(0);
-  advance(last, [{ score: -1, row: 0, tok: 4 }, { score: -2, row: 0, tok: 0 }, { score: -3, row: 0, tok: 6 }], new Map(last.live.map((x) => [x.row, x])), { k: 2, alpha: 1, earlyStopping: false }, isEos, 0, 1);
-  assert.equal(last.finished.map((h) => [h.ids, h.length]), [[[4], 1], [[], 1]]);
+  advance(
+    last,
+    [
+      { score: -1, row: 0, tok: 4 },
+      { score: -2, row: 0, tok: 0 },
+      { score: -3, row: 0, tok: 6 },
+    ],
+    new Map(last.live.map((x) => [x.row, x])),
+    { k: 2, alpha: 1, earlyStopping: false },
+    isEos,
+    0,
+    1,
+  );
+  assert.equal(
+    last.finished.map((h) => [h.ids, h.length]),
+    [
+      [[4], 1],
+      [[], 1],
+    ],
+  );
   assert.ok(last.done);
 });
 

@@ -21,12 +21,22 @@ const noStack = (stderr: string) => assert.not.match(stderr, /\n\s+at /, `no sta
 
 /** Runs planc with stdin left open (as a terminal or a slow pipe): the error must come without waiting for input. */
 function withOpenStdin(args: string[]): Promise<{ status: number | null; stderr: string }> {
-  const child = spawn(process.execPath, [path.join(REPO_ROOT, 'bin', 'planc.js'), ...args], { stdio: ['pipe', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [path.join(REPO_ROOT, 'bin', 'planc.js'), ...args], {
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
   let stderr = '';
-  child.stderr.setEncoding('utf8').on('data', (s: string) => { stderr += s; });
+  child.stderr.setEncoding('utf8').on('data', (s: string) => {
+    stderr += s;
+  });
   // a deadline for a planc that waits for stdin to close, not a speed check
   const timer = setTimeout(() => child.kill(), 30_000);
-  return new Promise((resolve) => child.on('close', (status) => { clearTimeout(timer); child.stdin.destroy(); resolve({ status, stderr }); }));
+  return new Promise((resolve) =>
+    child.on('close', (status) => {
+      clearTimeout(timer);
+      child.stdin.destroy();
+      resolve({ status, stderr });
+    }),
+  );
 }
 
 const expectPlanc = async (p: Promise<unknown>, code: string, ...parts: string[]) => {
@@ -55,8 +65,15 @@ test('translate: a missing plan is named at once, while stdin stays open', async
 });
 
 test('feeds from JSON: values vs dims, non-integers in integer feeds, unknown dtypes are PLANC_E405 naming the feed', () => {
-  const inputs = [{ name: 'input_ids', dtype: 'int64', dims: ['batch_size', 'encoder_sequence_length'] }, { name: 'scale', dtype: 'float32', dims: ['1'] }];
-  const write = (name: string, j: unknown) => { const f = path.join(tmp, name); fs.writeFileSync(f, JSON.stringify(j)); return f; };
+  const inputs = [
+    { name: 'input_ids', dtype: 'int64', dims: ['batch_size', 'encoder_sequence_length'] },
+    { name: 'scale', dtype: 'float32', dims: ['1'] },
+  ];
+  const write = (name: string, j: unknown) => {
+    const f = path.join(tmp, name);
+    fs.writeFileSync(f, JSON.stringify(j));
+    return f;
+  };
   const fails = (file: string, ...parts: string[]) => {
     try {
       readFeeds(file, inputs);
@@ -67,9 +84,16 @@ test('feeds from JSON: values vs dims, non-integers in integer feeds, unknown dt
       for (const s of parts) assert.ok((e as Error).message.includes(s), `'${s}' in ${(e as Error).message}`);
     }
   };
-  fails(write('short.json', { input_ids: { dims: [1, 3], data: [1, 2] } }), "feed 'input_ids'", '2 values for dims [1,3]');
+  fails(
+    write('short.json', { input_ids: { dims: [1, 3], data: [1, 2] } }),
+    "feed 'input_ids'",
+    '2 values for dims [1,3]',
+  );
   fails(write('frac.json', { input_ids: [[5.5, 2, 0]] }), "feed 'input_ids' is int64 but holds 5.5 at 0");
-  fails(write('frac2.json', { input_ids: { dtype: 'int32', dims: [2], data: [1, 2.25] } }), 'int32 but holds 2.25 at 1');
+  fails(
+    write('frac2.json', { input_ids: { dtype: 'int32', dims: [2], data: [1, 2.25] } }),
+    'int32 but holds 2.25 at 1',
+  );
   fails(write('dtype.json', { input_ids: { dtype: 'complex64', dims: [1], data: [1] } }), 'dtype "complex64"');
   fails(write('text.json', { input_ids: [['a']] }), 'must hold numbers');
   const ok = readFeeds(write('good.json', { input_ids: [[5, 2, 0]], scale: [0.5] }), inputs);
@@ -78,7 +102,9 @@ test('feeds from JSON: values vs dims, non-integers in integer feeds, unknown dt
 });
 
 if (!nativeAvailable()) {
-  skipSuite(test, NEEDS_NATIVE, ['plans: an empty feed is named at the feed (Node API and planc run), a folder is not a plan']);
+  skipSuite(test, NEEDS_NATIVE, [
+    'plans: an empty feed is named at the feed (Node API and planc run), a folder is not a plan',
+  ]);
 } else {
   let planFile = '';
   let plan: Plan;
@@ -90,7 +116,11 @@ if (!nativeAvailable()) {
   test('plans: an empty feed is named at the feed (Node API and planc run), a folder is not a plan', async () => {
     const ids = (n: number) => tensorFrom('int64', [1, n], new Array(n).fill(5));
     const mask = (n: number) => tensorFrom('int64', [1, n], new Array(n).fill(1));
-    await expectPlanc(plan.run('encoder', { input_ids: ids(0), attention_mask: mask(0) }), 'PLANC_E405', "feed 'input_ids' is empty (dims [1,0])");
+    await expectPlanc(
+      plan.run('encoder', { input_ids: ids(0), attention_mask: mask(0) }),
+      'PLANC_E405',
+      "feed 'input_ids' is empty (dims [1,0])",
+    );
     const out = await plan.run('encoder', { input_ids: ids(3), attention_mask: mask(3) });
     assert.equal(out.last_hidden_state!.dims, [1, 3, 16], 'a good feed still runs');
     await expectPlanc(loadPlan(tmp), 'PLANC_E006', 'is a folder');

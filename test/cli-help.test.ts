@@ -10,13 +10,19 @@ import { planc } from './helpers/planc-cli.ts';
 /** The command names `planc --help` lists (the lines under "commands:"). */
 function listedCommands(help: string): string[] {
   const block = help.split('commands:\n')[1]!.split('\n\n')[0]!;
-  return block.split('\n').map((l) => l.trim().split(/\s+/)[0]!).filter((c) => c);
+  return block
+    .split('\n')
+    .map((l) => l.trim().split(/\s+/)[0]!)
+    .filter((c) => c);
 }
 
 /** A command's option table: the CommandSpec its module (cli/NAME.ts) exports. */
 async function specOf(name: string): Promise<CommandSpec> {
-  const mod = await import(path.join(REPO_ROOT, 'cli', `${name}.ts`)) as Record<string, unknown>;
-  const spec = Object.values(mod).find((v): v is CommandSpec => (v as CommandSpec | undefined)?.name === name && typeof (v as CommandSpec).options === 'object');
+  const mod = (await import(path.join(REPO_ROOT, 'cli', `${name}.ts`))) as Record<string, unknown>;
+  const spec = Object.values(mod).find(
+    (v): v is CommandSpec =>
+      (v as CommandSpec | undefined)?.name === name && typeof (v as CommandSpec).options === 'object',
+  );
   if (!spec) throw new Error(`cli/${name}.ts exports no CommandSpec named ${name}`);
   return spec;
 }
@@ -45,7 +51,7 @@ test('planc --version prints the package version; planc --help lists the command
   for (const c of ['optimize', 'translate', 'run', 'inspect']) assert.ok(cmds.includes(c), `${c} in ${cmds}`);
 });
 
-test('every command\'s help lists every option of its table, each described', async () => {
+test("every command's help lists every option of its table, each described", async () => {
   const cmds = listedCommands(top || planc(['--help']).stdout);
   for (const name of cmds) {
     const spec = await specOf(name);
@@ -53,8 +59,16 @@ test('every command\'s help lists every option of its table, each described', as
     assertListsAll(formatHelp(spec), spec);
     // the table is what parsing knows: each option parses (with a value where it takes one)
     for (const [opt, o] of Object.entries(spec.options)) {
-      const args = [...Array.from({ length: spec.positional?.[0] ?? 1 }, () => 'X'), `--${opt}`, ...(o.kind === 'boolean' ? [] : ['1'])];
-      assert.is(parseArgs(spec, args).flags[opt], o.kind === 'boolean' ? true : o.kind === 'number' ? 1 : '1', `${name} --${opt}`);
+      const args = [
+        ...Array.from({ length: spec.positional?.[0] ?? 1 }, () => 'X'),
+        `--${opt}`,
+        ...(o.kind === 'boolean' ? [] : ['1']),
+      ];
+      assert.is(
+        parseArgs(spec, args).flags[opt],
+        o.kind === 'boolean' ? true : o.kind === 'number' ? 1 : '1',
+        `${name} --${opt}`,
+      );
     }
   }
 });
@@ -64,7 +78,17 @@ test('planc CMD --help and planc help CMD print that help (status 0); an unknown
   const a = planc(['translate', '--help']);
   assert.is(a.status, 0, a.stderr);
   assert.is(a.stdout.trim(), formatHelp(spec).trim());
-  for (const s of ['--n-best', '--scores', '--length-penalty', '--batch-tokens', '--threads', '-i, --input', '-o, --output', 'INDEX ||| TEXT ||| SCORE']) assert.ok(a.stdout.includes(s), s);
+  for (const s of [
+    '--n-best',
+    '--scores',
+    '--length-penalty',
+    '--batch-tokens',
+    '--threads',
+    '-i, --input',
+    '-o, --output',
+    'INDEX ||| TEXT ||| SCORE',
+  ])
+    assert.ok(a.stdout.includes(s), s);
   const b = planc(['help', 'run']);
   assert.is(b.status, 0, b.stderr);
   assert.is(b.stdout.trim(), formatHelp(await specOf('run')).trim());

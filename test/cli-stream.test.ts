@@ -22,7 +22,9 @@ const NAMES = [
 
 /** A running `planc translate`: its stdout lines as they come, stderr, and its exit. */
 function startTranslate(args: string[]) {
-  const child = spawn(process.execPath, [path.join(REPO_ROOT, 'bin', 'planc.js'), 'translate', ...args], { stdio: ['pipe', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [path.join(REPO_ROOT, 'bin', 'planc.js'), 'translate', ...args], {
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
   const out: string[] = [];
   let partial = '';
   let stderr = '';
@@ -33,14 +35,31 @@ function startTranslate(args: string[]) {
     out.push(...parts);
     waiter?.();
   });
-  child.stderr.setEncoding('utf8').on('data', (s: string) => { stderr += s; });
-  const exit = new Promise<number | null>((resolve) => child.on('close', (code) => { waiter?.(); resolve(code); }));
-  /** Resolves once `n` lines were printed; rejects after `ms` (a deadline for a broken stream, not a speed check). */
-  const lines = (n: number, ms: number) => new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`only ${out.length} of ${n} lines after ${ms} ms; stderr: ${stderr}`)), ms);
-    const check = () => { if (out.length >= n) { clearTimeout(timer); waiter = undefined; resolve(); } else waiter = check; };
-    check();
+  child.stderr.setEncoding('utf8').on('data', (s: string) => {
+    stderr += s;
   });
+  const exit = new Promise<number | null>((resolve) =>
+    child.on('close', (code) => {
+      waiter?.();
+      resolve(code);
+    }),
+  );
+  /** Resolves once `n` lines were printed; rejects after `ms` (a deadline for a broken stream, not a speed check). */
+  const lines = (n: number, ms: number) =>
+    new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(
+        () => reject(new Error(`only ${out.length} of ${n} lines after ${ms} ms; stderr: ${stderr}`)),
+        ms,
+      );
+      const check = () => {
+        if (out.length >= n) {
+          clearTimeout(timer);
+          waiter = undefined;
+          resolve();
+        } else waiter = check;
+      };
+      check();
+    });
   return { child, out, lines, exit, stderr: () => stderr };
 }
 
@@ -99,8 +118,14 @@ if (!nativeAvailable()) {
     });
     const nbest = planc(['translate', plan, '--quiet', '--n-best', '2', '--length-penalty', '0'], text);
     assert.is(nbest.status, 0, nbest.stderr);
-    const rows = nbest.stdout.split('\n').slice(0, -1).map((l) => l.split(' ||| '));
-    assert.ok(rows.every((r) => r.length === 3), nbest.stdout);
+    const rows = nbest.stdout
+      .split('\n')
+      .slice(0, -1)
+      .map((l) => l.split(' ||| '));
+    assert.ok(
+      rows.every((r) => r.length === 3),
+      nbest.stdout,
+    );
     assert.equal([...new Set(rows.map((r) => Number(r[0])))], [0, 1, 2, 3], 'every input line by its index, in order');
     for (const i of [0, 2, 3]) {
       const mine = rows.filter((r) => Number(r[0]) === i).map((r) => Number(r[2]));

@@ -13,7 +13,11 @@ import { NEEDS_NATIVE, testIf } from './helpers/skip.ts';
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'planc-threads-'));
 
 test('cgroup v2 cpu.max: a quota gives its CPUs rounded up; "max" or no file gives none', () => {
-  const file = (text: string) => { const f = path.join(tmp, `cpu.max.${text.replace(/\W/g, '_')}`); fs.writeFileSync(f, text); return f; };
+  const file = (text: string) => {
+    const f = path.join(tmp, `cpu.max.${text.replace(/\W/g, '_')}`);
+    fs.writeFileSync(f, text);
+    return f;
+  };
   assert.is(cgroupCpuLimit(file('200000 100000\n')), 2);
   assert.is(cgroupCpuLimit(file('150000 100000')), 2);
   assert.is(cgroupCpuLimit(file('50000 100000')), 1);
@@ -23,7 +27,11 @@ test('cgroup v2 cpu.max: a quota gives its CPUs rounded up; "max" or no file giv
 
 test('PLANC_NUM_THREADS wins; a bad value is PLANC_E301 naming it; the default is within the affinity mask', () => {
   assert.is(defaultThreads({ PLANC_NUM_THREADS: '3' }), 3);
-  for (const bad of ['0', '1.5', 'four', '2000']) assert.throws(() => defaultThreads({ PLANC_NUM_THREADS: bad }), (e: Error) => e.message.startsWith('PLANC_E301: PLANC_NUM_THREADS must be an integer in [1, 1024]'));
+  for (const bad of ['0', '1.5', 'four', '2000'])
+    assert.throws(
+      () => defaultThreads({ PLANC_NUM_THREADS: bad }),
+      (e: Error) => e.message.startsWith('PLANC_E301: PLANC_NUM_THREADS must be an integer in [1, 1024]'),
+    );
   const d = defaultThreads({});
   assert.ok(d >= 1 && d <= os.availableParallelism(), `${d} threads`);
   const quota = cgroupCpuLimit();
@@ -31,15 +39,23 @@ test('PLANC_NUM_THREADS wins; a bad value is PLANC_E301 naming it; the default i
 });
 
 const hasTaskset = spawnSync('taskset', ['-c', '0', 'true']).status === 0;
-testIf(test, !nativeAvailable() ? NEEDS_NATIVE : !hasTaskset && 'need taskset (util-linux)')('the addon\'s pool honours the affinity mask (taskset -c 0: 1 thread) and PLANC_NUM_THREADS', () => {
-  const script = `import { nativeInfo } from ${JSON.stringify(path.join(REPO_ROOT, 'runtime', 'native.ts'))}; process.stdout.write(String(nativeInfo().threads));`;
-  const run = (env: NodeJS.ProcessEnv) => spawnSync('taskset', ['-c', '0', process.execPath, '--import', 'tsx', '--input-type=module', '-e', script], { cwd: REPO_ROOT, encoding: 'utf8', env: { ...process.env, ...env } });
-  const one = run({ PLANC_NUM_THREADS: '' });
-  assert.is(one.status, 0, one.stderr);
-  assert.is(one.stdout.trim(), '1', one.stderr);
-  const three = run({ PLANC_NUM_THREADS: '3' });
-  assert.is(three.stdout.trim(), '3', three.stderr);
-});
+testIf(test, !nativeAvailable() ? NEEDS_NATIVE : !hasTaskset && 'need taskset (util-linux)')(
+  "the addon's pool honours the affinity mask (taskset -c 0: 1 thread) and PLANC_NUM_THREADS",
+  () => {
+    const script = `import { nativeInfo } from ${JSON.stringify(path.join(REPO_ROOT, 'runtime', 'native.ts'))}; process.stdout.write(String(nativeInfo().threads));`;
+    const run = (env: NodeJS.ProcessEnv) =>
+      spawnSync('taskset', ['-c', '0', process.execPath, '--import', 'tsx', '--input-type=module', '-e', script], {
+        cwd: REPO_ROOT,
+        encoding: 'utf8',
+        env: { ...process.env, ...env },
+      });
+    const one = run({ PLANC_NUM_THREADS: '' });
+    assert.is(one.status, 0, one.stderr);
+    assert.is(one.stdout.trim(), '1', one.stderr);
+    const three = run({ PLANC_NUM_THREADS: '3' });
+    assert.is(three.stdout.trim(), '3', three.stderr);
+  },
+);
 
 test.after(() => fs.rmSync(tmp, { recursive: true, force: true }));
 test.run();

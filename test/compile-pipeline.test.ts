@@ -21,21 +21,42 @@ import { planc } from './helpers/planc-cli.ts';
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'planc-compile-'));
 const dir = path.join(tmp, 'model');
 // Head dim 32: the smallest the CUDA attention template takes (select-variants runs its rules).
-makeModel({ arch: 'marian', d: 64, encoderLayers: 1, decoderLayers: 1, heads: 2, ffn: 128, vocab: 120, maxPos: 64, activation: 'relu', seed: 5, out: dir });
+makeModel({
+  arch: 'marian',
+  d: 64,
+  encoderLayers: 1,
+  decoderLayers: 1,
+  heads: 2,
+  ffn: 128,
+  vocab: 120,
+  maxPos: 64,
+  activation: 'relu',
+  seed: 5,
+  out: dir,
+});
 const PROFILE = { maxBatch: 2, maxSrcLen: 8, maxTgtLen: 8 };
 const GRAPHS = ['encoder', 'decoder', 'decoder_with_past'];
 
 /** A progress reporter that records what the library reports (and never writes anywhere). */
 class Recorder implements ProgressReporter {
   readonly steps: string[] = [];
-  start(step: string): void { this.steps.push(step); }
+  start(step: string): void {
+    this.steps.push(step);
+  }
   finish(): void {}
-  bar(label: string): ProgressBar { this.steps.push(`bar ${label}`); return { tick() {}, done() {} }; }
+  bar(label: string): ProgressBar {
+    this.steps.push(`bar ${label}`);
+    return { tick() {}, done() {} };
+  }
 }
 
 /** The state after the program passes up to `last` (included) for a target. */
 function stateAfter(last: string, target: 'cpu' | 'cuda' = 'cpu'): ProgramState {
-  const s = programState(runPipeline(importSeq2SeqDir(dir), { topk: 4 }), { target, ...PROFILE, maxDims: { decoder_sequence_length: 1 } });
+  const s = programState(runPipeline(importSeq2SeqDir(dir), { topk: 4 }), {
+    target,
+    ...PROFILE,
+    maxDims: { decoder_sequence_length: 1 },
+  });
   for (const pass of PROGRAM_PASSES) {
     if (pass.target && pass.target !== target) continue;
     pass.run(s);
@@ -44,14 +65,29 @@ function stateAfter(last: string, target: 'cpu' | 'cuda' = 'cpu'): ProgramState 
   return s;
 }
 
-test('compile: IR passes then program passes in list order, each dumped; dump after lower lists every graph\'s kernels', async () => {
+test("compile: IR passes then program passes in list order, each dumped; dump after lower lists every graph's kernels", async () => {
   const dumps: { pass: string; text: string; what: string }[] = [];
   const progress = new Recorder();
-  const built = await compile(importSeq2SeqDir(dir), { target: 'cpu', ...PROFILE, topk: 4, dumpAfter: 'all', onDump: (pass, text, what) => dumps.push({ pass, text, what }) },
-    { progress });
+  const built = await compile(
+    importSeq2SeqDir(dir),
+    {
+      target: 'cpu',
+      ...PROFILE,
+      topk: 4,
+      dumpAfter: 'all',
+      onDump: (pass, text, what) => dumps.push({ pass, text, what }),
+    },
+    { progress },
+  );
   const program = PROGRAM_PASSES.filter((p) => p.target !== 'cuda').map((p) => p.name);
-  assert.equal(dumps.map((d) => d.pass), [...PIPELINE.map((p) => p.name).filter((n) => dumps.some((d) => d.pass === n)), ...program]);
-  assert.equal(dumps.filter((d) => d.what === 'programs').map((d) => d.pass), program);
+  assert.equal(
+    dumps.map((d) => d.pass),
+    [...PIPELINE.map((p) => p.name).filter((n) => dumps.some((d) => d.pass === n)), ...program],
+  );
+  assert.equal(
+    dumps.filter((d) => d.what === 'programs').map((d) => d.pass),
+    program,
+  );
   assert.ok(dumps.filter((d) => d.what === 'IR').length >= 5, 'the IR passes were dumped too');
   const afterLower = dumps.find((d) => d.pass === 'lower')!.text;
   for (const [i, g] of GRAPHS.entries()) {
@@ -71,15 +107,25 @@ test('compile: IR passes then program passes in list order, each dumped; dump af
   // Progress went to the reporter, in pass order: IR passes, lowering, memory, packing.
   const at = (step: string) => progress.steps.indexOf(step);
   assert.ok(at('verifying') === 0 && at('pass fuse-layernorm') > 0, progress.steps.join(', '));
-  assert.ok(at('pass fuse-project-topk') < at('lowering encoder') && at('lowering decoder_with_past') < at('planning memory of encoder') && at('planning memory of decoder_with_past') < at('packing weights'));
+  assert.ok(
+    at('pass fuse-project-topk') < at('lowering encoder') &&
+      at('lowering decoder_with_past') < at('planning memory of encoder') &&
+      at('planning memory of decoder_with_past') < at('packing weights'),
+  );
   assert.ok(built.firstStepOnly);
   assert.equal(built.header.tuning, [], 'cpu plans record no launch choice yet');
   // The driver's plan is the library's: the same bytes as runPipeline + buildPlan with the same options.
   const direct = buildPlan(runPipeline(importSeq2SeqDir(dir), { topk: 4 }), {
-    target: 'cpu', ...PROFILE, maxDims: { decoder_sequence_length: 1 }, options: { profile: JSON.stringify({ ...PROFILE, maxDims: { decoder_sequence_length: 1 } }) },
+    target: 'cpu',
+    ...PROFILE,
+    maxDims: { decoder_sequence_length: 1 },
+    options: { profile: JSON.stringify({ ...PROFILE, maxDims: { decoder_sequence_length: 1 } }) },
   });
   direct.header.created = built.header.created;
-  assert.equal(Buffer.from(encodePlan(direct.header, direct.blob)).equals(Buffer.from(encodePlan(built.header, built.blob))), true);
+  assert.equal(
+    Buffer.from(encodePlan(direct.header, direct.blob)).equals(Buffer.from(encodePlan(built.header, built.blob))),
+    true,
+  );
 });
 
 test('select-variants (cuda): every kernel call gets its launch variants, recorded as tuning decisions and in the dump', () => {
@@ -98,7 +144,10 @@ test('select-variants (cuda): every kernel call gets its launch variants, record
 });
 
 const internal = (pass: string, graph: string, what: RegExp) => (e: unknown) =>
-  e instanceof PlancError && e.code === 'PLANC_E901' && e.message.includes(`after program pass ${pass}, program ${graph}`) && what.test(e.message);
+  e instanceof PlancError &&
+  e.code === 'PLANC_E901' &&
+  e.message.includes(`after program pass ${pass}, program ${graph}`) &&
+  what.test(e.message);
 
 test('the program verifier: a corrupted state is an internal error naming the pass and the program', () => {
   const s = stateAfter('plan-memory');
@@ -107,7 +156,10 @@ test('the program verifier: a corrupted state is an internal error naming the pa
   const k = dec.kernels[2]!;
   const saved = k.inputs[0]!;
   k.inputs[0] = dec.tensors.length + 5;
-  assert.throws(() => verifyProgramState(s, 'plan-memory'), internal('plan-memory', 'decoder', /kernel 2 .* refers to tensor \d+ of \d+/));
+  assert.throws(
+    () => verifyProgramState(s, 'plan-memory'),
+    internal('plan-memory', 'decoder', /kernel 2 .* refers to tensor \d+ of \d+/),
+  );
   k.inputs[0] = saved;
   const arena = dec.tensors.findIndex((t) => t.kind === TENSOR_KIND.ARENA);
   dec.tensors[arena]!.offset = dec.arenaBytes;
@@ -115,41 +167,81 @@ test('the program verifier: a corrupted state is an internal error naming the pa
   dec.tensors[arena]!.offset = 0;
   const w = dec.tensors.find((t) => t.kind === TENSOR_KIND.WEIGHT)!;
   w.ref += s.weights.list.length;
-  assert.throws(() => verifyProgramState(s, 'plan-memory'), internal('plan-memory', 'decoder', /refers to weight \d+ of \d+/));
+  assert.throws(
+    () => verifyProgramState(s, 'plan-memory'),
+    internal('plan-memory', 'decoder', /refers to weight \d+ of \d+/),
+  );
   w.ref -= s.weights.list.length;
   verifyProgramState(s, 'plan-memory');
   // Kernels as the schema declares them: a known name, and operand/argument counts in its range.
   const enc = s.programs[0]!.kernels[0]!;
   const name = enc.name;
   enc.name = 'no_such_kernel';
-  assert.throws(() => verifyProgramState(s, 'lower'), internal('lower', 'encoder', /kernel 0 \(no_such_kernel, .*\) is not a kernel of compiler\/kernel-schema.ts/));
+  assert.throws(
+    () => verifyProgramState(s, 'lower'),
+    internal('lower', 'encoder', /kernel 0 \(no_such_kernel, .*\) is not a kernel of compiler\/kernel-schema.ts/),
+  );
   enc.name = name;
   const mm = s.programs[0]!.kernels.findIndex((x) => x.name === 'fused_matmul');
   s.programs[0]!.kernels[mm]!.iargs.push(0, 0);
-  assert.throws(() => verifyProgramState(s, 'lower'), internal('lower', 'encoder', new RegExp(`kernel ${mm} \\(fused_matmul, .*\\) has 3 iargs, the schema says 1\\.\\.1`)));
+  assert.throws(
+    () => verifyProgramState(s, 'lower'),
+    internal(
+      'lower',
+      'encoder',
+      new RegExp(`kernel ${mm} \\(fused_matmul, .*\\) has 3 iargs, the schema says 1\\.\\.1`),
+    ),
+  );
   s.programs[0]!.kernels[mm]!.iargs.splice(1);
   verifyProgramState(s, 'lower');
 });
 
 test('runProgramPasses verifies after every pass: a pass that breaks the programs is caught right after it', () => {
-  const s = programState(runPipeline(importSeq2SeqDir(dir), { topk: 4 }), { target: 'cpu', ...PROFILE, maxDims: { decoder_sequence_length: 1 } });
+  const s = programState(runPipeline(importSeq2SeqDir(dir), { topk: 4 }), {
+    target: 'cpu',
+    ...PROFILE,
+    maxDims: { decoder_sequence_length: 1 },
+  });
   // The hook runs before plan-memory: as if plan-memory left an alias pointing forward.
   const breakAlias = (pass: string) => {
     if (pass !== 'plan-memory') return;
     const p = s.programs[2]!;
     p.tensors.push({ ...p.tensors[0]!, kind: TENSOR_KIND.ALIAS, ref: p.tensors.length + 1 });
   };
-  assert.throws(() => runProgramPasses(s, { onPass: breakAlias }), internal('plan-memory', 'decoder_with_past', /aliases tensor \d+, which does not come before it/));
+  assert.throws(
+    () => runProgramPasses(s, { onPass: breakAlias }),
+    internal('plan-memory', 'decoder_with_past', /aliases tensor \d+, which does not come before it/),
+  );
 });
 
 test('--dump-after: an unknown name lists both lists; planc optimize --dump-after lower prints the programs', () => {
-  assert.throws(() => checkDumpAfter('nope'), (e: unknown) => e instanceof PlancError && e.code === 'PLANC_E301'
-    && PIPELINE.every((p) => e.message.includes(p.name)) && PROGRAM_PASSES.every((p) => e.message.includes(p.name)) && /IR passes: .*; program passes: /.test(e.message));
+  assert.throws(
+    () => checkDumpAfter('nope'),
+    (e: unknown) =>
+      e instanceof PlancError &&
+      e.code === 'PLANC_E301' &&
+      PIPELINE.every((p) => e.message.includes(p.name)) &&
+      PROGRAM_PASSES.every((p) => e.message.includes(p.name)) &&
+      /IR passes: .*; program passes: /.test(e.message),
+  );
   for (const name of ['all', 'lower', 'pack', PIPELINE[0]!.name]) checkDumpAfter(name);
   const bad = planc(['optimize', dir, '-o', path.join(tmp, 'x.plan'), '--dump-after', 'nope']);
   assert.is(bad.status, 2);
-  assert.match(bad.stderr, /--dump-after nope: no such pass \(IR passes: .*fuse-layernorm.*; program passes: lower, select-variants, plan-memory, build-cuda, pack; or all\)/);
-  const r = planc(['optimize', dir, '-o', path.join(tmp, 'm.plan'), '--dump-after', 'lower', '--quiet', '--max-batch', '2']);
+  assert.match(
+    bad.stderr,
+    /--dump-after nope: no such pass \(IR passes: .*fuse-layernorm.*; program passes: lower, select-variants, plan-memory, build-cuda, pack; or all\)/,
+  );
+  const r = planc([
+    'optimize',
+    dir,
+    '-o',
+    path.join(tmp, 'm.plan'),
+    '--dump-after',
+    'lower',
+    '--quiet',
+    '--max-batch',
+    '2',
+  ]);
   assert.is(r.status, 0, r.stderr);
   assert.match(r.stderr, /=== programs after lower ===\nprogram encoder: \d+ kernels/);
   assert.match(r.stderr, /\nprogram decoder_with_past: \d+ kernels/);

@@ -30,25 +30,45 @@ const noNvcc = (() => {
     return 'need nvcc (a cuda plan carries its compiled kernels)';
   }
 })();
-const noGxx = spawnSync('g++', ['--version']).status === 0 ? undefined : 'need g++ (the emulated device compiles kernels for the CPU)';
+const noGxx =
+  spawnSync('g++', ['--version']).status === 0
+    ? undefined
+    : 'need g++ (the emulated device compiles kernels for the CPU)';
 const shared = sharedDir();
 const esen = shared && path.join(shared, 'models', 'es-en');
 const noEsen = !esen || !fs.existsSync(path.join(esen, 'encoder_model.onnx')) ? needsShared('models/es-en') : undefined;
-const noEsenRun = noEsen ?? (process.env.PLANC_CUDASIM_ESEN === '1' ? undefined : 'set PLANC_CUDASIM_ESEN=1 (es-en on the emulator takes minutes)');
+const noEsenRun =
+  noEsen ??
+  (process.env.PLANC_CUDASIM_ESEN === '1'
+    ? undefined
+    : 'set PLANC_CUDASIM_ESEN=1 (es-en on the emulator takes minutes)');
 
 /** One output compared: error relative to max |cpu|, NaN count, exactness, hash; for an ids output beside its values (topk), how many ids differ and how far apart their values are. */
-interface Out { dims: number[]; rel: number; nan: number; exact: boolean; hash: string; idsDiffer?: number; idsGap?: number }
+interface Out {
+  dims: number[];
+  rel: number;
+  nan: number;
+  exact: boolean;
+  hash: string;
+  idsDiffer?: number;
+  idsGap?: number;
+}
 type Runs = Record<string, Record<string, Out>>;
 
 function optimize(model: string, out: string, extra: string[]): void {
-  const r = spawnSync(process.execPath, [path.join(REPO_ROOT, 'bin', 'planc.js'), 'optimize', model, '-o', out, '--quiet', ...extra], { encoding: 'utf8' });
+  const r = spawnSync(
+    process.execPath,
+    [path.join(REPO_ROOT, 'bin', 'planc.js'), 'optimize', model, '-o', out, '--quiet', ...extra],
+    { encoding: 'utf8' },
+  );
   if (r.status !== 0) throw new Error(`optimize ${model} ${extra.join(' ')}: ${r.stderr}`);
 }
 
 /** Runs the child (native/cudasim/test/plan-child.mts) on the emulated device; its JSON and stderr. */
 function child(args: string[], env: Record<string, string> = {}) {
   const r = spawnSync(process.execPath, ['--import', 'tsx', CHILD, ...args], {
-    encoding: 'utf8', maxBuffer: 64 << 20,
+    encoding: 'utf8',
+    maxBuffer: 64 << 20,
     env: { ...process.env, PLANC_DEVICE: 'sim', PLANC_CUDA_POISON: '1', PLANC_CUDASIM_STATS: '1', ...env },
   });
   assert.is(r.status, 0, r.stderr);
@@ -64,7 +84,8 @@ function childAsync(args: string[], env: Record<string, string> = {}): Promise<{
     const c = spawn(process.execPath, ['--import', 'tsx', CHILD, ...args], {
       env: { ...process.env, PLANC_DEVICE: 'sim', PLANC_CUDA_POISON: '1', PLANC_CUDASIM_STATS: '1', ...env },
     });
-    let out = '', err = '';
+    let out = '',
+      err = '';
     c.stdout.on('data', (d) => (out += d));
     c.stderr.on('data', (d) => (err += d));
     c.on('error', reject);
@@ -119,8 +140,14 @@ function checkRuns(runs: Runs, what: string, half?: keyof typeof HALF_TOL): void
       if (half && name.endsWith('ids') && o.idsDiffer !== undefined) {
         // half plans: the two sides' sums differ in order (8 or 16 lanes on the cpu, by machine), so two candidates
         // whose values lie within rounding may swap; an id may differ only where its value agrees within tolerance
-        assert.ok(o.idsGap! <= tol, `${where}: ${o.idsDiffer} ids differ from the cpu backend with values ${o.idsGap!.toExponential(2)} of max |ref| apart (tolerance ${tol}): not a near tie`);
-        assert.ok(o.idsDiffer! <= Math.max(1, o.dims.reduce((p, d) => p * d, 1) / 16), `${where}: ${o.idsDiffer} ids differ (near ties, but too many)`);
+        assert.ok(
+          o.idsGap! <= tol,
+          `${where}: ${o.idsDiffer} ids differ from the cpu backend with values ${o.idsGap!.toExponential(2)} of max |ref| apart (tolerance ${tol}): not a near tie`,
+        );
+        assert.ok(
+          o.idsDiffer! <= Math.max(1, o.dims.reduce((p, d) => p * d, 1) / 16),
+          `${where}: ${o.idsDiffer} ids differ (near ties, but too many)`,
+        );
         continue;
       }
       assert.ok(o.rel <= tol, `${where}: max error ${o.rel.toExponential(2)} of max |ref| (tolerance ${tol})`);
@@ -129,7 +156,10 @@ function checkRuns(runs: Runs, what: string, half?: keyof typeof HALF_TOL): void
   }
 }
 
-const hashes = (runs: Runs) => Object.fromEntries(Object.entries(runs).flatMap(([g, outs]) => Object.entries(outs).map(([n, o]) => [`${g}/${n}`, o.hash])));
+const hashes = (runs: Runs) =>
+  Object.fromEntries(
+    Object.entries(runs).flatMap(([g, outs]) => Object.entries(outs).map(([n, o]) => [`${g}/${n}`, o.hash])),
+  );
 
 const names = {
   tiny: 'tiny 1+1-layer plan: every graph on the emulator matches the cpu backend (batch 1 and 5, arena poisoned with NaN)',
@@ -140,13 +170,15 @@ const names = {
   cli: 'planc translate --device sim runs a cuda plan on the emulator and says so on stderr',
   w8: 'w8 (int8 weight-only) cuda plans: every graph of the opus-shaped plan (qmatmul, qgather with 12-bit rows, qproject_topk rescored) matches the cpu w8 plan (batch 1 and 5)',
   w8decode: 'w8 cuda plan: greedy decoding on the emulator is token-identical to the cpu w8 plan, CUDA-graph replay on',
-  w8refuse: 'int8/int16 inputs and auto on --target cuda are refused by name (the CUDA products are weight-only or fp16 / bf16)',
+  w8refuse:
+    'int8/int16 inputs and auto on --target cuda are refused by name (the CUDA products are weight-only or fp16 / bf16)',
   half: 'fp16 / bf16 cuda plans (tensor cores, float32 sums): every graph of the opus-shaped plans matches the cpu plan of the same precision (batch 5: 35 encoder rows on gemm_tc16, decode rows on gemv; embeddings gathered in the half dtype and widened)',
-  halfDecode: 'fp16 and bf16 cuda plans: greedy decoding on the emulator is token-identical to the cpu plan of the same precision, CUDA-graph replay on',
+  halfDecode:
+    'fp16 and bf16 cuda plans: greedy decoding on the emulator is token-identical to the cpu plan of the same precision, CUDA-graph replay on',
   esenGraphs: 'es-en plans (top-k, clusters, w8, fp16): every graph on the emulator matches the cpu backend (batch 5)',
   esen: 'es-en: greedy translation of 16 test sentences (PLANC_CUDASIM_ESEN_N) through the cuda plan on the emulator is token-identical to the cpu plan',
 };
-const skip = !nativeAvailable() ? NEEDS_NATIVE : noNvcc ?? noGxx;
+const skip = !nativeAvailable() ? NEEDS_NATIVE : (noNvcc ?? noGxx);
 
 if (skip) {
   skipSuite(test, skip, Object.values(names));
@@ -164,12 +196,44 @@ if (skip) {
   const profile = ['--no-tokenizer', '--max-batch', '5', '--max-src-len', '16', '--max-tgt-len', '12'];
   before(test, () => {
     const tiny = path.join(tmp, 'tiny');
-    makeModel({ arch: 'marian', d: 64, encoderLayers: 1, decoderLayers: 1, heads: 2, ffn: 128, vocab: 101, out: tiny, seed: 3, maxPos: 64, activation: 'relu' });
+    makeModel({
+      arch: 'marian',
+      d: 64,
+      encoderLayers: 1,
+      decoderLayers: 1,
+      heads: 2,
+      ffn: 128,
+      vocab: 101,
+      out: tiny,
+      seed: 3,
+      maxPos: 64,
+      activation: 'relu',
+    });
     const opus = path.join(tmp, 'opus');
-    makeModel({ arch: 'marian', d: 512, encoderLayers: 1, decoderLayers: 1, heads: 8, ffn: 2048, vocab: 1200, out: opus, seed: 5, maxPos: 64, activation: 'swish' });
+    makeModel({
+      arch: 'marian',
+      d: 512,
+      encoderLayers: 1,
+      decoderLayers: 1,
+      heads: 8,
+      ffn: 2048,
+      vocab: 1200,
+      out: opus,
+      seed: 5,
+      maxPos: 64,
+      activation: 'swish',
+    });
     const qz = (mode: string) => ['--quantize', mode];
-    for (const [dir, p, q] of [[tiny, plans.tiny, []], [opus, plans.opus, []], [tiny, plans.tinyW8, qz('w8')], [opus, plans.opusW8, qz('w8')],
-      [tiny, plans.tinyF16, qz('fp16')], [tiny, plans.tinyBf16, qz('bf16')], [opus, plans.opusF16, qz('fp16')], [opus, plans.opusBf16, qz('bf16')]] as [string, { cuda: string; cpu: string }, string[]][]) {
+    for (const [dir, p, q] of [
+      [tiny, plans.tiny, []],
+      [opus, plans.opus, []],
+      [tiny, plans.tinyW8, qz('w8')],
+      [opus, plans.opusW8, qz('w8')],
+      [tiny, plans.tinyF16, qz('fp16')],
+      [tiny, plans.tinyBf16, qz('bf16')],
+      [opus, plans.opusF16, qz('fp16')],
+      [opus, plans.opusBf16, qz('bf16')],
+    ] as [string, { cuda: string; cpu: string }, string[]][]) {
       optimize(dir, p.cuda, ['--target', 'cuda', '--arch', 'sm_80', ...profile, ...q]);
       optimize(dir, p.cpu, [...profile, ...q]);
     }
@@ -187,7 +251,10 @@ if (skip) {
   test(names.seeds, () => {
     assert.ok(tinySeed0, 'the seed-0 run of the test before');
     // seed 7 shuffles blocks and threads; PLANC_CUDASIM_CHECK poisons shared memory before every block
-    const { json } = child(['graphs', plans.tiny.cuda, plans.tiny.cpu, '1,5'], { PLANC_CUDASIM_SEED: '7', PLANC_CUDASIM_CHECK: '1' });
+    const { json } = child(['graphs', plans.tiny.cuda, plans.tiny.cpu, '1,5'], {
+      PLANC_CUDASIM_SEED: '7',
+      PLANC_CUDASIM_CHECK: '1',
+    });
     checkRuns(json.runs, 'seed 7');
     assert.equal(hashes(json.runs), hashes(tinySeed0!));
   });
@@ -198,15 +265,28 @@ if (skip) {
 
   test(names.decode, () => {
     const src = path.join(tmp, 'sources.json');
-    fs.writeFileSync(src, JSON.stringify([[7, 8, 9, 10, 2], [11, 12, 2], [13, 14, 15, 16, 17, 2], [20, 30, 40, 2], [5, 6, 2]]));
+    fs.writeFileSync(
+      src,
+      JSON.stringify([
+        [7, 8, 9, 10, 2],
+        [11, 12, 2],
+        [13, 14, 15, 16, 17, 2],
+        [20, 30, 40, 2],
+        [5, 6, 2],
+      ]),
+    );
     for (const [plan, label] of [[plans.tiny, 'tiny']] as const) {
       for (const graphs of ['0', '1']) {
         const { json, stderr } = child(['decode', plan.cuda, plan.cpu, src], { PLANC_CUDA_GRAPH: graphs });
         assert.equal(json.sim, json.cpu, `${label}, graphs ${graphs}`);
-        assert.ok(json.cpu.some((ids: number[]) => ids.length > 0), `${label}: something was decoded`);
+        assert.ok(
+          json.cpu.some((ids: number[]) => ids.length > 0),
+          `${label}: something was decoded`,
+        );
         const m = /cudasim stats: (\d+) launches, (\d+) graph launches replaying (\d+) kernel launches/.exec(stderr);
         assert.ok(m, stderr);
-        if (graphs === '1') assert.ok(Number(m![2]) > 0 && Number(m![3]) > 0, `${label}: CUDA graphs were replayed (${m![0]})`);
+        if (graphs === '1')
+          assert.ok(Number(m![2]) > 0 && Number(m![3]) > 0, `${label}: CUDA graphs were replayed (${m![0]})`);
         else assert.is(Number(m![2]), 0, `${label}: no graphs without PLANC_CUDA_GRAPH`);
       }
     }
@@ -215,7 +295,10 @@ if (skip) {
   test(names.replay, () => {
     const { json, stderr } = child(['graphs', plans.tiny.cuda, plans.tiny.cpu, '1,1'], { PLANC_CUDA_GRAPH: '1' });
     checkRuns(json.runs, 'replayed');
-    const m = /cudasim stats: (\d+) launches, (\d+) graph launches replaying (\d+) kernel launches, (\d+) captured/.exec(stderr);
+    const m =
+      /cudasim stats: (\d+) launches, (\d+) graph launches replaying (\d+) kernel launches, (\d+) captured/.exec(
+        stderr,
+      );
     assert.ok(m, stderr);
     assert.is(Number(m![1]), 0, 'every launch went through a graph');
     assert.is(Number(m![3]), 2 * Number(m![4]), `the second run replays the graphs captured by the first (${m![0]})`);
@@ -224,57 +307,138 @@ if (skip) {
   test(names.w8, () => {
     const { json } = child(['graphs', plans.opusW8.cuda, plans.opusW8.cpu, '1,5']);
     checkRuns(json.runs, 'opus w8');
-    const kernels = JSON.parse(spawnSync(process.execPath, [path.join(REPO_ROOT, 'bin', 'planc.js'), 'inspect', plans.opusW8.cuda, '--json'], { encoding: 'utf8' }).stdout).kernels as { name: string }[];
-    for (const k of ['qmatmul', 'qgather', 'qproject_topk']) assert.ok(kernels.some((e) => e.name.endsWith(`_${k}`)), `the plan runs ${k} on the device: ${kernels.map((e) => e.name).join(', ')}`);
+    const kernels = JSON.parse(
+      spawnSync(process.execPath, [path.join(REPO_ROOT, 'bin', 'planc.js'), 'inspect', plans.opusW8.cuda, '--json'], {
+        encoding: 'utf8',
+      }).stdout,
+    ).kernels as { name: string }[];
+    for (const k of ['qmatmul', 'qgather', 'qproject_topk'])
+      assert.ok(
+        kernels.some((e) => e.name.endsWith(`_${k}`)),
+        `the plan runs ${k} on the device: ${kernels.map((e) => e.name).join(', ')}`,
+      );
   });
 
   test(names.w8decode, () => {
     const src = path.join(tmp, 'sources-w8.json');
-    fs.writeFileSync(src, JSON.stringify([[7, 8, 9, 10, 2], [11, 12, 2], [13, 14, 15, 16, 17, 2], [20, 30, 40, 2], [5, 6, 2]]));
+    fs.writeFileSync(
+      src,
+      JSON.stringify([
+        [7, 8, 9, 10, 2],
+        [11, 12, 2],
+        [13, 14, 15, 16, 17, 2],
+        [20, 30, 40, 2],
+        [5, 6, 2],
+      ]),
+    );
     const { json } = child(['decode', plans.tinyW8.cuda, plans.tinyW8.cpu, src], { PLANC_CUDA_GRAPH: '1' });
     assert.equal(json.sim, json.cpu);
-    assert.ok(json.cpu.some((ids: number[]) => ids.length > 0), 'something was decoded');
+    assert.ok(
+      json.cpu.some((ids: number[]) => ids.length > 0),
+      'something was decoded',
+    );
   });
 
   test(names.w8refuse, () => {
-    for (const args of [['--quantize', 'int8'], ['--quantize', 'int16'], ['--quantize', 'auto', '--eval-src', path.join(tmp, 'none.txt')], ['--quantize', 'fp16', '--quantize-layers', 'x=int8']]) {
-      const r = spawnSync(process.execPath, [path.join(REPO_ROOT, 'bin', 'planc.js'), 'optimize', path.join(tmp, 'tiny'), '-o', path.join(tmp, 'refused.plan'), '--target', 'cuda', ...args, ...profile], { encoding: 'utf8' });
+    for (const args of [
+      ['--quantize', 'int8'],
+      ['--quantize', 'int16'],
+      ['--quantize', 'auto', '--eval-src', path.join(tmp, 'none.txt')],
+      ['--quantize', 'fp16', '--quantize-layers', 'x=int8'],
+    ]) {
+      const r = spawnSync(
+        process.execPath,
+        [
+          path.join(REPO_ROOT, 'bin', 'planc.js'),
+          'optimize',
+          path.join(tmp, 'tiny'),
+          '-o',
+          path.join(tmp, 'refused.plan'),
+          '--target',
+          'cuda',
+          ...args,
+          ...profile,
+        ],
+        { encoding: 'utf8' },
+      );
       assert.is(r.status === 0, false, `${args.join(' ')} on cuda was accepted`);
-      assert.match(r.stderr, /PLANC_E301: --quantize(-layers)? \S+ --target cuda: the CUDA products are int8 weight-only \(w8: float32 inputs\) or on tensor cores in fp16 \/ bf16/);
+      assert.match(
+        r.stderr,
+        /PLANC_E301: --quantize(-layers)? \S+ --target cuda: the CUDA products are int8 weight-only \(w8: float32 inputs\) or on tensor cores in fp16 \/ bf16/,
+      );
       assert.not.match(r.stderr, /\n\s+at /, 'no stack trace');
     }
   });
 
   test(names.half, async () => {
     // batch 5: the encoder's 35 rows take the tensor-core path, the decoder's 5 the gemv (batch 1 adds no path)
-    const jobs = ([[plans.opusF16, 'fp16'], [plans.opusBf16, 'bf16']] as const).map(([p, label]) => async () => [label, '5', (await childAsync(['graphs', p.cuda, p.cpu, '5'])).json.runs as Runs] as const);
+    const jobs = (
+      [
+        [plans.opusF16, 'fp16'],
+        [plans.opusBf16, 'bf16'],
+      ] as const
+    ).map(
+      ([p, label]) =>
+        async () =>
+          [label, '5', (await childAsync(['graphs', p.cuda, p.cpu, '5'])).json.runs as Runs] as const,
+    );
     for (const [label, b, runs] of await pool(jobs, PARALLEL)) {
       checkRuns(runs, `opus ${label} batch ${b}`, label);
-      assert.ok(Object.values(runs).some((outs) => Object.keys(outs).some((n) => ONE_PRODUCT.test(n))), 'the strict outputs were checked');
+      assert.ok(
+        Object.values(runs).some((outs) => Object.keys(outs).some((n) => ONE_PRODUCT.test(n))),
+        'the strict outputs were checked',
+      );
     }
     for (const p of [plans.opusF16, plans.opusBf16]) {
-      const info = JSON.parse(spawnSync(process.execPath, [path.join(REPO_ROOT, 'bin', 'planc.js'), 'inspect', p.cuda, '--json'], { encoding: 'utf8' }).stdout);
+      const info = JSON.parse(
+        spawnSync(process.execPath, [path.join(REPO_ROOT, 'bin', 'planc.js'), 'inspect', p.cuda, '--json'], {
+          encoding: 'utf8',
+        }).stdout,
+      );
       const q = info.quantization;
-      assert.ok(q.weightBytes < 0.55 * q.weightBytesFp32, `half weights: ${q.weightBytes} bytes vs float32 ${q.weightBytesFp32}`);
-      for (const k of info.kernels as { name: string; spillBytes: number }[]) assert.is(k.spillBytes, 0, `${k.name} spills`);
-      assert.ok(q.layers.length >= 10 && q.layers.every((l: { dtype: string }) => l.dtype === q.mode), JSON.stringify(q.layers.slice(0, 3)));
+      assert.ok(
+        q.weightBytes < 0.55 * q.weightBytesFp32,
+        `half weights: ${q.weightBytes} bytes vs float32 ${q.weightBytesFp32}`,
+      );
+      for (const k of info.kernels as { name: string; spillBytes: number }[])
+        assert.is(k.spillBytes, 0, `${k.name} spills`);
+      assert.ok(
+        q.layers.length >= 10 && q.layers.every((l: { dtype: string }) => l.dtype === q.mode),
+        JSON.stringify(q.layers.slice(0, 3)),
+      );
     }
   });
 
   test(names.halfDecode, () => {
     const src = path.join(tmp, 'sources-half.json');
-    fs.writeFileSync(src, JSON.stringify([[7, 8, 9, 10, 2], [11, 12, 2], [13, 14, 15, 16, 17, 2], [20, 30, 40, 2], [5, 6, 2]]));
+    fs.writeFileSync(
+      src,
+      JSON.stringify([
+        [7, 8, 9, 10, 2],
+        [11, 12, 2],
+        [13, 14, 15, 16, 17, 2],
+        [20, 30, 40, 2],
+        [5, 6, 2],
+      ]),
+    );
     for (const p of [plans.tinyF16, plans.tinyBf16]) {
       const { json } = child(['decode', p.cuda, p.cpu, src], { PLANC_CUDA_GRAPH: '1' });
       assert.equal(json.sim, json.cpu);
-      assert.ok(json.cpu.some((ids: number[]) => ids.length > 0), 'something was decoded');
+      assert.ok(
+        json.cpu.some((ids: number[]) => ids.length > 0),
+        'something was decoded',
+      );
     }
   });
 
   test(names.cli, () => {
     const input = '7 8 9 10 2\n11 12 2\n';
-    const run = (plan: string, extra: string[]) => spawnSync(process.execPath, [path.join(REPO_ROOT, 'bin', 'planc.js'), 'translate', plan, '--ids', '--quiet', '--max-length', '6', ...extra],
-      { encoding: 'utf8', input, env: { ...process.env, PLANC_DEVICE: '' } });
+    const run = (plan: string, extra: string[]) =>
+      spawnSync(
+        process.execPath,
+        [path.join(REPO_ROOT, 'bin', 'planc.js'), 'translate', plan, '--ids', '--quiet', '--max-length', '6', ...extra],
+        { encoding: 'utf8', input, env: { ...process.env, PLANC_DEVICE: '' } },
+      );
     const sim = run(plans.tiny.cuda, ['--device', 'sim']);
     assert.is(sim.status, 0, sim.stderr);
     assert.match(sim.stderr, /emulating the CUDA device on the CPU/);
@@ -287,7 +451,8 @@ if (skip) {
   });
 
   const esenPlans = (vocab: string[], label: string) => {
-    const cuda = path.join(tmp, `esen-${label}-cuda.plan`), cpu = path.join(tmp, `esen-${label}-cpu.plan`);
+    const cuda = path.join(tmp, `esen-${label}-cuda.plan`),
+      cpu = path.join(tmp, `esen-${label}-cpu.plan`);
     if (!fs.existsSync(cpu)) {
       const p = ['--max-batch', '5', '--max-src-len', '32', '--max-tgt-len', '32', ...vocab];
       optimize(esen!, cuda, ['--target', 'cuda', '--arch', 'sm_80', ...p]);
@@ -310,9 +475,14 @@ if (skip) {
     // one emulator child per plan, as many at once as there are cores; batch 5 only (CI time): its encoder rows take the
     // matrix paths and its decoder rows the gemv ones, and batch 1 adds no kernel path (the tiny and opus-shaped plans
     // above check batch 1 against 5 on every graph)
-    const jobs: (() => Promise<readonly [string, string, Runs]>)[] = plansOf.map(([label, p]) => async () => [label, '5', (await childAsync(['graphs', p.cuda, p.cpu, '5'])).json.runs as Runs] as const);
+    const jobs: (() => Promise<readonly [string, string, Runs]>)[] = plansOf.map(
+      ([label, p]) =>
+        async () =>
+          [label, '5', (await childAsync(['graphs', p.cuda, p.cpu, '5'])).json.runs as Runs] as const,
+    );
     const done = await pool(jobs, PARALLEL);
-    for (const [label, b, runs] of done) checkRuns(runs, `es-en ${label} batch ${b}`, label === 'fp16' ? 'fp16' : undefined);
+    for (const [label, b, runs] of done)
+      checkRuns(runs, `es-en ${label} batch ${b}`, label === 'fp16' ? 'fp16' : undefined);
   });
 
   testIf(test, noEsenRun)(names.esen, async () => {

@@ -20,11 +20,30 @@ function sh(cmd: string, args: string[], env: Record<string, string> = {}) {
 
 /** native/cudasim/test/NAME.cu → an executable (cudasimcc's rewrite, then g++ with cudasim.h force-included). */
 function buildTest(name: string): string {
-  const cc = path.join(OUT, `${name}.cc`), exe = path.join(OUT, name);
+  const cc = path.join(OUT, `${name}.cc`),
+    exe = path.join(OUT, name);
   const prep = sh(CC, [path.join(CUDASIM_DIR, 'test', `${name}.cu`), cc]);
   if (prep.status !== 0) throw new Error(`cudasimcc ${name}.cu: ${prep.stderr}`);
-  const r = sh('g++', ['-std=c++17', '-O1', '-w', '-I', path.join(CUDASIM_DIR, 'include'), '-I', CUDASIM_DIR, '-I', path.join(CUDASIM_DIR, 'test'),
-    '-include', 'cudasim.h', '-rdynamic', '-x', 'c++', cc, '-o', exe, '-ldl']);
+  const r = sh('g++', [
+    '-std=c++17',
+    '-O1',
+    '-w',
+    '-I',
+    path.join(CUDASIM_DIR, 'include'),
+    '-I',
+    CUDASIM_DIR,
+    '-I',
+    path.join(CUDASIM_DIR, 'test'),
+    '-include',
+    'cudasim.h',
+    '-rdynamic',
+    '-x',
+    'c++',
+    cc,
+    '-o',
+    exe,
+    '-ldl',
+  ]);
   if (r.status !== 0) throw new Error(`g++ ${name}: ${r.stderr.slice(0, 3000)}`);
   return exe;
 }
@@ -33,7 +52,11 @@ function buildTest(name: string): string {
 function results(exe: string, env: Record<string, string> = {}): { ok: string[]; failed: string[]; notes: string[] } {
   const r = sh(exe, [], env);
   const lines = r.stdout.split('\n');
-  const out = { ok: lines.filter((l) => l.startsWith('ok ')), failed: lines.filter((l) => l.startsWith('FAIL ')), notes: lines.filter((l) => l.startsWith('# ')) };
+  const out = {
+    ok: lines.filter((l) => l.startsWith('ok ')),
+    failed: lines.filter((l) => l.startsWith('FAIL ')),
+    notes: lines.filter((l) => l.startsWith('# ')),
+  };
   if (r.status !== 0 && out.failed.length === 0) out.failed.push(`exit ${r.status} ${r.signal ?? ''}: ${r.stderr}`);
   return out;
 }
@@ -49,10 +72,19 @@ const names = [
 if (!hasGxx) {
   skipSuite(test, 'need g++ (the emulated CUDA device compiles kernels for the CPU)', names);
 } else {
-  let emulator = '', broken = '';
+  let emulator = '',
+    broken = '';
   before(test, () => {
     fs.mkdirSync(OUT, { recursive: true });
-    const r = sh('g++', ['-std=c++17', '-O1', `-DCUDASIM_DIR="${CUDASIM_DIR}"`, path.join(CUDASIM_DIR, 'cudasimcc.cc'), path.join(CUDASIM_DIR, 'compile.cc'), '-o', CC]);
+    const r = sh('g++', [
+      '-std=c++17',
+      '-O1',
+      `-DCUDASIM_DIR="${CUDASIM_DIR}"`,
+      path.join(CUDASIM_DIR, 'cudasimcc.cc'),
+      path.join(CUDASIM_DIR, 'compile.cc'),
+      '-o',
+      CC,
+    ]);
     if (r.status !== 0) throw new Error(`cannot build cudasimcc: ${r.stderr}`);
     emulator = buildTest('emulator');
     broken = buildTest('broken');
@@ -77,7 +109,10 @@ if (!hasGxx) {
     assert.equal(r.failed, [], r.notes.join('\n'));
     assert.is(r.ok.length, 3);
     assert.match(r.notes.join('\n'), /seed 0: 0 wrong; seed 1: [1-9]\d* wrong/);
-    assert.match(r.notes.join('\n'), /out-of-bounds access .* 0 bytes past the end of a 4000-byte device allocation \(kernel scale_off_by_one/);
+    assert.match(
+      r.notes.join('\n'),
+      /out-of-bounds access .* 0 bytes past the end of a 4000-byte device allocation \(kernel scale_off_by_one/,
+    );
   });
 
   test(names[3]!, () => {
@@ -85,7 +120,10 @@ if (!hasGxx) {
       ['__global__ void k(int* p) { asm volatile("membar.gl;"); }', /cannot model `asm` \(line 1/],
       ['__global__ void k(int* p) {\n  __nanosleep(100);\n}', /cannot model `__nanosleep` \(line 2/],
       ['__global__ void k(int* p) { *p = __shfl_xor(*p, 1); }', /cannot model `__shfl without _sync`/],
-      ['#include <cooperative_groups.h>\n__global__ void k(int* p) { cooperative_groups::this_grid().sync(); }', /cannot model `cooperative_groups` \(line 2/],
+      [
+        '#include <cooperative_groups.h>\n__global__ void k(int* p) { cooperative_groups::this_grid().sync(); }',
+        /cannot model `cooperative_groups` \(line 2/,
+      ],
     ];
     cases.forEach(([src, want], i) => {
       const f = path.join(OUT, `refuse${i}.cu`);
@@ -108,7 +146,10 @@ if (!hasGxx) {
     const failed = r.stdout.split('\n').filter((l) => l.startsWith('FAIL'));
     assert.equal(failed, []);
     assert.is(r.status, 0, r.stdout + r.stderr);
-    assert.match(r.stderr, /out-of-bounds access at 0x[0-9a-f]+: 0 bytes past the end of a 4000-byte device allocation \(kernel off_by_one, block \(3,0,0\), thread \(104,0,0\)\)/);
+    assert.match(
+      r.stderr,
+      /out-of-bounds access at 0x[0-9a-f]+: 0 bytes past the end of a 4000-byte device allocation \(kernel off_by_one, block \(3,0,0\), thread \(104,0,0\)\)/,
+    );
     assert.match(r.stderr, /cudasim cannot model `asm`/);
   });
 }

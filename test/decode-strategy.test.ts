@@ -45,36 +45,76 @@ test('runYielding returns to the event loop between steps once YIELD_EVERY_MS ha
   assert.is(result, n);
   const want = Array.from({ length: n }, (_, i) => Math.floor(i / YIELD_EVERY_MS));
   assert.equal(seen, want, `one event-loop turn per ${YIELD_EVERY_MS} ms of steps`);
-  assert.is(runToEnd((function* () { yield; yield; yield; return 3; })()), 3);
+  assert.is(
+    runToEnd(
+      (function* () {
+        yield;
+        yield;
+        yield;
+        return 3;
+      })(),
+    ),
+    3,
+  );
 });
 
 test('strategyFor: auto is greedy for one beam and beam search for more; names are checked against the options', () => {
   assert.is(strategyFor(validateDecodingOptions({})).name, 'greedy');
   assert.is(strategyFor(validateDecodingOptions({ beamSize: 4 })).name, 'beam');
   assert.is(strategyFor(validateDecodingOptions({ strategy: 'beam', beamSize: 1 })).name, 'beam');
-  assert.match(thrown(() => strategyFor(validateDecodingOptions({ strategy: 'greedy', beamSize: 3 }))), /PLANC_E405.*strategy 'greedy'.*beamSize = 3/);
+  assert.match(
+    thrown(() => strategyFor(validateDecodingOptions({ strategy: 'greedy', beamSize: 3 }))),
+    /PLANC_E405.*strategy 'greedy'.*beamSize = 3/,
+  );
   const unknown = thrown(() => strategyFor(validateDecodingOptions({ strategy: 'sampling' })));
   assert.match(unknown, /PLANC_E405.*strategy = "sampling"/);
   for (const name of STRATEGIES.keys()) assert.ok(unknown.includes(name), `the error lists ${name}`);
-  assert.match(thrown(() => validateDecodingOptions({ strategy: 3 as unknown as string })), /strategy = 3/);
+  assert.match(
+    thrown(() => validateDecodingOptions({ strategy: 3 as unknown as string })),
+    /strategy = 3/,
+  );
 });
 
 if (!nativeAvailable()) {
-  skipSuite(test, NEEDS_NATIVE, ['explicit strategies equal auto', 'planc translate --strategy: a name from the list, or an error naming the choices', 'translateIds returns to the event loop while a long batch decodes']);
+  skipSuite(test, NEEDS_NATIVE, [
+    'explicit strategies equal auto',
+    'planc translate --strategy: a name from the list, or an error naming the choices',
+    'translateIds returns to the event loop while a long batch decodes',
+  ]);
 } else {
   let plan: Plan;
   let planFile: string;
   let sources: number[][];
   before(test, () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'planc-strategy-'));
-    makeModel({ arch: 'marian', d: 256, encoderLayers: 1, decoderLayers: 2, heads: 4, ffn: 512, vocab: V, maxPos: 160, activation: 'relu', seed: 5, out: dir });
+    makeModel({
+      arch: 'marian',
+      d: 256,
+      encoderLayers: 1,
+      decoderLayers: 2,
+      heads: 4,
+      ffn: 512,
+      vocab: V,
+      maxPos: 160,
+      activation: 'relu',
+      seed: 5,
+      out: dir,
+    });
     const model = importSeq2SeqDir(dir);
-    const built = buildPlan(runPipeline(model, { topk: TRANSLATE_TOPK }), { target: 'cpu', maxBatch: 8, maxSrcLen: 16, maxTgtLen: MAX_LEN });
+    const built = buildPlan(runPipeline(model, { topk: TRANSLATE_TOPK }), {
+      target: 'cpu',
+      maxBatch: 8,
+      maxSrcLen: 16,
+      maxTgtLen: MAX_LEN,
+    });
     const bytes = encodePlan(built.header, built.blob);
     planFile = path.join(dir, 'strategy.plan');
     fs.writeFileSync(planFile, bytes);
     plan = loadPlanBytes(bytes, 'strategy.plan');
-    sources = Array.from({ length: 8 }, (_, i) => [...Array.from({ length: 3 + i }, (_, j) => 1 + ((i * 37 + j * 11) % (V - 1))), 0]);
+    sources = Array.from({ length: 8 }, (_, i) => [
+      ...Array.from({ length: 3 + i }, (_, j) => 1 + ((i * 37 + j * 11) % (V - 1))),
+      0,
+    ]);
   });
 
   test('explicit strategies equal auto', async () => {
@@ -83,15 +123,28 @@ if (!nativeAvailable()) {
     const auto3 = await translateIds(plan, sources, { maxLength: 30, beamSize: 3 });
     assert.equal(await translateIds(plan, sources, { maxLength: 30, beamSize: 3, strategy: 'beam' }), auto3);
     const rules = await planRules(plan);
-    const sync = greedyBatch(plan, sources, sources.map(() => 30), rules, false);
-    assert.equal(auto1.map((r) => r.ids), sync.map((h) => h.ids), 'translateIds (yielding) = the synchronous loop');
+    const sync = greedyBatch(
+      plan,
+      sources,
+      sources.map(() => 30),
+      rules,
+      false,
+    );
+    assert.equal(
+      auto1.map((r) => r.ids),
+      sync.map((h) => h.ids),
+      'translateIds (yielding) = the synchronous loop',
+    );
   });
 
   test('planc translate --strategy: a name from the list, or an error naming the choices', () => {
     const input = sources.map((s) => s.join(' ')).join('\n') + '\n';
     const auto = planc(['translate', planFile, '--ids', '--max-length', '20', '--quiet'], input);
     assert.is(auto.status, 0, auto.stderr);
-    const greedy = planc(['translate', planFile, '--ids', '--max-length', '20', '--strategy', 'greedy', '--quiet'], input);
+    const greedy = planc(
+      ['translate', planFile, '--ids', '--max-length', '20', '--strategy', 'greedy', '--quiet'],
+      input,
+    );
     assert.is(greedy.stdout, auto.stdout);
     const bad = planc(['translate', planFile, '--ids', '--strategy', 'nucleus', '--quiet'], input);
     assert.is.not(bad.status, 0);

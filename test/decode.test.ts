@@ -27,13 +27,19 @@ const TIE = 1e-4;
 
 /** Runs an onnxruntime session on planc tensors, passing float32 data without copies through number[] or iterators. */
 async function runFast(session: ort.InferenceSession, feeds: Record<string, Tensor>): Promise<Record<string, Tensor>> {
-  const toOrt = (t: Tensor): ort.Tensor => t.dtype === 'int64'
-    ? new ort.Tensor('int64', BigInt64Array.from(t.nums, (x) => BigInt(x)), [...t.dims])
-    : new ort.Tensor('float32', t.nums as Float32Array, [...t.dims]);
+  const toOrt = (t: Tensor): ort.Tensor =>
+    t.dtype === 'int64'
+      ? new ort.Tensor(
+          'int64',
+          BigInt64Array.from(t.nums, (x) => BigInt(x)),
+          [...t.dims],
+        )
+      : new ort.Tensor('float32', t.nums as Float32Array, [...t.dims]);
   const out = await session.run(Object.fromEntries(Object.entries(feeds).map(([k, v]) => [k, toOrt(v)])));
-  const back = (t: ort.Tensor): Tensor => t.type === 'float32'
-    ? Tensor.fromNumbers('float32', t.dims.map(Number), t.data as Float32Array)
-    : Tensor.fromNumbers('int64', t.dims.map(Number), Array.from(t.data as BigInt64Array, Number));
+  const back = (t: ort.Tensor): Tensor =>
+    t.type === 'float32'
+      ? Tensor.fromNumbers('float32', t.dims.map(Number), t.data as Float32Array)
+      : Tensor.fromNumbers('int64', t.dims.map(Number), Array.from(t.data as BigInt64Array, Number));
   return Object.fromEntries(Object.entries(out).map(([k, v]) => [k, back(v)]));
 }
 
@@ -41,24 +47,58 @@ test('validateDecodingOptions: defaults and errors naming the option and its ran
   const o = validateDecodingOptions({});
   assert.equal(o.beamSize, 1);
   assert.equal(o.sortByLength, true);
-  assert.is(thrown(() => validateDecodingOptions({ beamSize: 0 })), 'PLANC_E405: bad decoding option: beamSize = 0; it must be an integer in [1, 64]');
-  assert.is(thrown(() => validateDecodingOptions({ lengthPenalty: -11 })), 'PLANC_E405: bad decoding option: lengthPenalty = -11; it must be a number in [-10, 10]');
-  assert.is(thrown(() => validateDecodingOptions({ earlyStopping: 'always' as never })), 'PLANC_E405: bad decoding option: earlyStopping = "always"; it must be true, false or \'never\'');
-  assert.is(thrown(() => validateDecodingOptions({ minNewTokens: -1 })), 'PLANC_E405: bad decoding option: minNewTokens = -1; it must be an integer in [0, 65536]');
+  assert.is(
+    thrown(() => validateDecodingOptions({ beamSize: 0 })),
+    'PLANC_E405: bad decoding option: beamSize = 0; it must be an integer in [1, 64]',
+  );
+  assert.is(
+    thrown(() => validateDecodingOptions({ lengthPenalty: -11 })),
+    'PLANC_E405: bad decoding option: lengthPenalty = -11; it must be a number in [-10, 10]',
+  );
+  assert.is(
+    thrown(() => validateDecodingOptions({ earlyStopping: 'always' as never })),
+    'PLANC_E405: bad decoding option: earlyStopping = "always"; it must be true, false or \'never\'',
+  );
+  assert.is(
+    thrown(() => validateDecodingOptions({ minNewTokens: -1 })),
+    'PLANC_E405: bad decoding option: minNewTokens = -1; it must be an integer in [0, 65536]',
+  );
   assert.equal([o.earlyStopping, o.lengthPenalty, o.minNewTokens], [false, 1, 0], "generate()'s defaults");
-  assert.is(thrown(() => validateDecodingOptions({ batchSize: 2.5 })), 'PLANC_E405: bad decoding option: batchSize = 2.5; it must be an integer in [1, 65536]');
-  assert.is(thrown(() => validateDecodingOptions({ beamSize: 2, returnAlternatives: 3 })), 'PLANC_E405: bad decoding option: returnAlternatives = 3; it must be in [0, beamSize = 2]');
-  assert.is(thrown(() => validateDecodingOptions({ sortByLength: 'yes' as unknown as boolean })), 'PLANC_E405: bad decoding option: sortByLength = "yes"; it must be true or false');
-  assert.match(thrown(() => validateDecodingOptions({ beam: 4 } as never)), "PLANC_E405: bad decoding option: unknown option 'beam'");
+  assert.is(
+    thrown(() => validateDecodingOptions({ batchSize: 2.5 })),
+    'PLANC_E405: bad decoding option: batchSize = 2.5; it must be an integer in [1, 65536]',
+  );
+  assert.is(
+    thrown(() => validateDecodingOptions({ beamSize: 2, returnAlternatives: 3 })),
+    'PLANC_E405: bad decoding option: returnAlternatives = 3; it must be in [0, beamSize = 2]',
+  );
+  assert.is(
+    thrown(() => validateDecodingOptions({ sortByLength: 'yes' as unknown as boolean })),
+    'PLANC_E405: bad decoding option: sortByLength = "yes"; it must be true or false',
+  );
+  assert.match(
+    thrown(() => validateDecodingOptions({ beam: 4 } as never)),
+    "PLANC_E405: bad decoding option: unknown option 'beam'",
+  );
 });
 
 test('makeBatches: sorted by length, cut by sentences or tokens, beams count against maxBatch', () => {
   const lengths = [3, 9, 5, 9, 1];
   const o = validateDecodingOptions({ batchSize: 2 });
   assert.equal(makeBatches(lengths, o, 32), [[1, 3], [2, 0], [4]]);
-  assert.equal(makeBatches(lengths, validateDecodingOptions({ batchTokens: 18 }), 32), [[1, 3], [2, 0, 4]]);
-  assert.equal(makeBatches(lengths, validateDecodingOptions({ sortByLength: false, beamSize: 4 }), 8), [[0, 1], [2, 3], [4]]);
-  assert.is(thrown(() => makeBatches(lengths, validateDecodingOptions({ beamSize: 16 }), 8)), "PLANC_E405: bad decoding option: beamSize = 16; it must be in [1, 8] (the plan's maxBatch)");
+  assert.equal(makeBatches(lengths, validateDecodingOptions({ batchTokens: 18 }), 32), [
+    [1, 3],
+    [2, 0, 4],
+  ]);
+  assert.equal(makeBatches(lengths, validateDecodingOptions({ sortByLength: false, beamSize: 4 }), 8), [
+    [0, 1],
+    [2, 3],
+    [4],
+  ]);
+  assert.is(
+    thrown(() => makeBatches(lengths, validateDecodingOptions({ beamSize: 16 }), 8)),
+    "PLANC_E405: bad decoding option: beamSize = 16; it must be in [1, 8] (the plan's maxBatch)",
+  );
 });
 
 const shared = sharedDir();
@@ -82,20 +122,39 @@ if (!nativeAvailable() || !esen || !fs.existsSync(esen)) {
   let reference: number[][];
 
   before(test, async () => {
-    const profile = { target: 'cpu' as const, maxBatch: 32, maxSrcLen: Math.max(128, ...ids.map((s) => s.length)), maxTgtLen: MAX_LEN };
+    const profile = {
+      target: 'cpu' as const,
+      maxBatch: 32,
+      maxSrcLen: Math.max(128, ...ids.map((s) => s.length)),
+      maxTgtLen: MAX_LEN,
+    };
     const built = buildPlan(model, profile);
     plan = loadPlanBytes(encodePlan(built.header, built.blob), 'es-en.plan');
     const withFusion = buildPlan(runPipeline(model, { topk: TRANSLATE_TOPK }), profile);
-    assert.ok(withFusion.header.programs.filter((p) => p.graph !== 'decoder_positions').every((p) => p.kernels.some((k) => k.name === 'fused_matmul')), 'fusion fired');
+    assert.ok(
+      withFusion.header.programs
+        .filter((p) => p.graph !== 'decoder_positions')
+        .every((p) => p.kernels.some((k) => k.name === 'fused_matmul')),
+      'fusion fired',
+    );
     const step = withFusion.header.programs.find((p) => p.graph === 'decoder_with_past')!;
-    for (const k of ['attention', 'cache_write', 'project_topk']) assert.ok(step.kernels.some((x) => x.name === k), `decoder_with_past runs ${k}`);
-    assert.not.ok(step.kernels.some((x) => x.name === 'concat'), 'no Concat of KV caches in the decoder step');
+    for (const k of ['attention', 'cache_write', 'project_topk'])
+      assert.ok(
+        step.kernels.some((x) => x.name === k),
+        `decoder_with_past runs ${k}`,
+      );
+    assert.not.ok(
+      step.kernels.some((x) => x.name === 'concat'),
+      'no Concat of KV caches in the decoder step',
+    );
     fused = loadPlanBytes(encodePlan(withFusion.header, withFusion.blob), 'es-en-fused.plan');
     sessions = {};
-    for (const g of ['encoder', 'decoder', 'decoder_with_past']) sessions[g] = await ort.InferenceSession.create(model.sources[g]!);
+    for (const g of ['encoder', 'decoder', 'decoder_with_past'])
+      sessions[g] = await ort.InferenceSession.create(model.sources[g]!);
     runner = (g, feeds) => runFast(sessions[g]!, feeds);
     reference = [];
-    for (let i = 0; i < ids.length; i += 16) reference.push(...(await greedyDecode(runner, ids.slice(i, i + 16), { ...D, maxLength: MAX_LEN })));
+    for (let i = 0; i < ids.length; i += 16)
+      reference.push(...(await greedyDecode(runner, ids.slice(i, i + 16), { ...D, maxLength: MAX_LEN })));
   });
   test.after(async () => {
     plan?.close();
@@ -105,10 +164,25 @@ if (!nativeAvailable() || !esen || !fs.existsSync(esen)) {
 
   /** The reference's log-probs at the last position after feeding `prefix` (forced decoding with decoder_model). */
   async function refLogProbs(source: number[], prefix: number[]): Promise<Float64Array> {
-    const mask = Tensor.fromNumbers('int64', [1, source.length], source.map(() => 1));
-    const enc = (await runner('encoder', { input_ids: Tensor.fromNumbers('int64', [1, source.length], source), attention_mask: mask })).last_hidden_state!;
+    const mask = Tensor.fromNumbers(
+      'int64',
+      [1, source.length],
+      source.map(() => 1),
+    );
+    const enc = (
+      await runner('encoder', {
+        input_ids: Tensor.fromNumbers('int64', [1, source.length], source),
+        attention_mask: mask,
+      })
+    ).last_hidden_state!;
     const input = [D.startId, ...prefix];
-    const logits = (await runner('decoder', { input_ids: Tensor.fromNumbers('int64', [1, input.length], input), encoder_attention_mask: mask, encoder_hidden_states: enc })).logits!;
+    const logits = (
+      await runner('decoder', {
+        input_ids: Tensor.fromNumbers('int64', [1, input.length], input),
+        encoder_attention_mask: mask,
+        encoder_hidden_states: enc,
+      })
+    ).logits!;
     const v = logits.dims[2]!;
     const row = Float64Array.from(logits.nums.slice((input.length - 1) * v, input.length * v));
     const max = row.reduce((a, b) => Math.max(a, b), -Infinity);
@@ -128,9 +202,14 @@ if (!nativeAvailable() || !esen || !fs.existsSync(esen)) {
   async function compareGreedy(label: string, got: number[][]): Promise<void> {
     let same = 0;
     for (let i = 0; i < ids.length; i++) {
-      if (got[i]!.join() === reference[i]!.join()) { same++; continue; }
+      if (got[i]!.join() === reference[i]!.join()) {
+        same++;
+        continue;
+      }
       const { step, gap } = await tieGap(ids[i]!, reference[i]!, got[i]!);
-      console.log(`  ${label}: sentence ${i} differs at step ${step}; reference top-two log-prob gap ${gap.toExponential(2)}`);
+      console.log(
+        `  ${label}: sentence ${i} differs at step ${step}; reference top-two log-prob gap ${gap.toExponential(2)}`,
+      );
       assert.ok(gap <= TIE, `${label}: sentence ${i} differs at step ${step} and is not a near-tie (gap ${gap})`);
     }
     console.log(`  ${label}: ${same}/${ids.length} identical to the onnxruntime reference`);
@@ -139,14 +218,23 @@ if (!nativeAvailable() || !esen || !fs.existsSync(esen)) {
 
   test('es-en greedy, one sentence at a time (fused plan): token-identical to the onnxruntime reference (≥ 99.5%, the rest near-ties)', async () => {
     const got = await translateIds(fused, ids, { batchSize: 1, maxLength: MAX_LEN });
-    await compareGreedy('greedy batch 1, fused', got.map((r) => r.ids));
+    await compareGreedy(
+      'greedy batch 1, fused',
+      got.map((r) => r.ids),
+    );
   });
 
   test('es-en greedy, batches of 32 with mixed lengths (batch shrinking), with and without fusion: token-identical to the reference', async () => {
     const got = await translateIds(fused, ids, { batchSize: 32, maxLength: MAX_LEN, sortByLength: false });
-    await compareGreedy('greedy batch 32, fused', got.map((r) => r.ids));
+    await compareGreedy(
+      'greedy batch 32, fused',
+      got.map((r) => r.ids),
+    );
     const plain = await translateIds(plan, ids, { batchSize: 32, maxLength: MAX_LEN, sortByLength: false });
-    await compareGreedy('greedy batch 32, no fusion', plain.map((r) => r.ids));
+    await compareGreedy(
+      'greedy batch 32, no fusion',
+      plain.map((r) => r.ids),
+    );
   });
 
   /**
@@ -176,11 +264,16 @@ if (!nativeAvailable() || !esen || !fs.existsSync(esen)) {
       assert.ok(got[i]!.alternatives!.length >= 1 && got[i]!.alternatives![0]!.ids.join() === got[i]!.ids.join());
       if (got[i]!.ids.join() === ref[0]!.ids.join()) {
         same++;
-        assert.ok(Math.abs(got[i]!.score! - ref[0]!.score) < 1e-3, `sentence ${i}: score ${got[i]!.score} vs ${ref[0]!.score}`);
+        assert.ok(
+          Math.abs(got[i]!.score! - ref[0]!.score) < 1e-3,
+          `sentence ${i}: score ${got[i]!.score} vs ${ref[0]!.score}`,
+        );
         continue;
       }
       const mine = await refScore(ids[i]!, got[i]!.ids, 1);
-      console.log(`  beam 4: sentence ${i} differs; reference scores: its best ${ref[0]!.score.toFixed(6)}, planc's output ${mine.toFixed(6)}`);
+      console.log(
+        `  beam 4: sentence ${i} differs; reference scores: its best ${ref[0]!.score.toFixed(6)}, planc's output ${mine.toFixed(6)}`,
+      );
       assert.ok(Math.abs(mine - ref[0]!.score) <= TIE, `beam 4: sentence ${i} differs and is not a near-tie`);
     }
     console.log(`  beam 4: ${same}/${n} identical to the onnxruntime reference beam search`);
@@ -188,20 +281,46 @@ if (!nativeAvailable() || !esen || !fs.existsSync(esen)) {
   });
 
   test('translateIds errors: bad ids, too-long source, bad options (as text)', async () => {
-    assert.is(await rejected(translateIds(plan, [[5, 0], [3, 32000, 0]])), 'PLANC_E405: sentence 1 holds id 32000 at position 1; ids must be integers in [0, 32000)');
-    assert.is(await rejected(translateIds(plan, [[5, 0], [1.5]])), 'PLANC_E405: sentence 1 holds id 1.5 at position 0; ids must be integers in [0, 32000)');
-    assert.is(await rejected(translateIds(fused, [[5, 0]], { beamSize: 5 })), 'PLANC_E405: beamSize 5 needs the 10 best tokens per step but plan es-en-fused.plan keeps 8; optimize with --topk 10 or more');
+    assert.is(
+      await rejected(
+        translateIds(plan, [
+          [5, 0],
+          [3, 32000, 0],
+        ]),
+      ),
+      'PLANC_E405: sentence 1 holds id 32000 at position 1; ids must be integers in [0, 32000)',
+    );
+    assert.is(
+      await rejected(translateIds(plan, [[5, 0], [1.5]])),
+      'PLANC_E405: sentence 1 holds id 1.5 at position 0; ids must be integers in [0, 32000)',
+    );
+    assert.is(
+      await rejected(translateIds(fused, [[5, 0]], { beamSize: 5 })),
+      'PLANC_E405: beamSize 5 needs the 10 best tokens per step but plan es-en-fused.plan keeps 8; optimize with --topk 10 or more',
+    );
     const long = new Array<number>(plan.header.profile.maxSrcLen + 5).fill(7);
     const max = plan.header.profile.maxSrcLen;
-    assert.is(await rejected(translateIds(plan, [[5, 0], [6, 0], long])), `PLANC_E408: sentence 2 has ${max + 5} tokens, over the plan's maxSrcLen ${max}: split it, pass --truncate (truncate: true), or build the plan with a larger --max-src-len`);
-    assert.is(await rejected(translateIds(plan, [[5, 0]], { beamSize: 33 })), 'PLANC_E405: bad decoding option: beamSize = 33; it must be in [1, 32] (the plan\'s maxBatch)');
-    assert.is(await rejected(translateIds(plan, [[5, 0]], { maxLength: 0 })), 'PLANC_E405: bad decoding option: maxLength = 0; it must be an integer in [1, 65536]');
+    assert.is(
+      await rejected(translateIds(plan, [[5, 0], [6, 0], long])),
+      `PLANC_E408: sentence 2 has ${max + 5} tokens, over the plan's maxSrcLen ${max}: split it, pass --truncate (truncate: true), or build the plan with a larger --max-src-len`,
+    );
+    assert.is(
+      await rejected(translateIds(plan, [[5, 0]], { beamSize: 33 })),
+      "PLANC_E405: bad decoding option: beamSize = 33; it must be in [1, 32] (the plan's maxBatch)",
+    );
+    assert.is(
+      await rejected(translateIds(plan, [[5, 0]], { maxLength: 0 })),
+      'PLANC_E405: bad decoding option: maxLength = 0; it must be an integer in [1, 65536]',
+    );
     // ids are taken verbatim (no eos appended); an empty source gives an empty translation
     const r = await translateIds(plan, [ids[3]!, []], { returnScores: true });
     assert.equal(r[0]!.ids, reference[3]);
     assert.ok(typeof r[0]!.score === 'number' && r[0]!.score <= 0);
     assert.equal(r[1], { ids: [], score: 0 });
-    const cut = await translateIds(plan, [[...new Array<number>(max + 5).fill(7), 0]], { truncate: true, maxLength: 4 });
+    const cut = await translateIds(plan, [[...new Array<number>(max + 5).fill(7), 0]], {
+      truncate: true,
+      maxLength: 4,
+    });
     assert.is(cut.length, 1, 'truncate: the first maxSrcLen - 1 ids and the eos');
   });
 }

@@ -19,7 +19,8 @@ import { NEEDS_NATIVE, needsShared, skipSuite } from './helpers/skip.ts';
 const N = 4;
 const STEPS = 14;
 const TOL = 1e-4;
-const NAME = 'es-en --step-tokens 4: drafts verified in one step (logits = single steps within 1e-4), rejected ones truncated, tokens = greedy';
+const NAME =
+  'es-en --step-tokens 4: drafts verified in one step (logits = single steps within 1e-4), rejected ones truncated, tokens = greedy';
 
 /** Position p of row 0 of a logits output [1, n, V]. */
 function logitsAt(out: Record<string, RtTensor>, p: number): Float32Array {
@@ -32,7 +33,8 @@ const argmax = (x: Float32Array) => x.reduce((best, y, i) => (y > x[best]! ? i :
 
 /** max |a - b| / max |b|. */
 function relErr(a: Float32Array, b: Float32Array): number {
-  let d = 0, m = 0;
+  let d = 0,
+    m = 0;
   for (let i = 0; i < b.length; i++) {
     d = Math.max(d, Math.abs(a[i]! - b[i]!));
     m = Math.max(m, Math.abs(b[i]!));
@@ -63,7 +65,13 @@ function greedy(plan: Plan, src: number[], ids: DecodeIds): { tokens: number[]; 
  * Drafting: each round feeds the next token plus N - 1 guesses in one step, keeps the guesses the step's own argmaxes
  * confirm, and truncates the cache to the confirmed length. `guess(i)` proposes output token i.
  */
-function drafted(plan: Plan, src: number[], ids: DecodeIds, ref: { tokens: number[]; logits: Float32Array[] }, guess: (i: number) => number) {
+function drafted(
+  plan: Plan,
+  src: number[],
+  ids: DecodeIds,
+  ref: { tokens: number[]; logits: Float32Array[] },
+  guess: (i: number) => number,
+) {
   const runner = new StepRunner(plan, [src], ids, 1, STEPS + N + 1);
   const tokens: number[] = [];
   const stats = { rounds: 0, rejected: 0, accepted: 0, worst: 0 };
@@ -117,19 +125,31 @@ else {
     try {
       const d = one.header.decoding;
       const ids: DecodeIds = { startId: d.decoderStartId!, eosId: d.eosId!, padId: d.padId! };
-      let accepted = 0, rejected = 0;
+      let accepted = 0,
+        rejected = 0;
       for (const s of [0, 3, 7]) {
         const ref = greedy(one, srcIds[s]!, ids);
         assert.ok(ref.tokens.length >= 6, `sentence ${s} decodes ${ref.tokens.length} tokens`);
         // right guesses except every third position: rounds accept some drafts and roll others back
-        const { tokens, stats } = drafted(four, srcIds[s]!, ids, ref, (i) => (i % 3 === 2 ? (ref.tokens[i] ?? 0) + 1 : ref.tokens[i] ?? ids.eosId));
+        const { tokens, stats } = drafted(four, srcIds[s]!, ids, ref, (i) =>
+          i % 3 === 2 ? (ref.tokens[i] ?? 0) + 1 : (ref.tokens[i] ?? ids.eosId),
+        );
         assert.equal(tokens, ref.tokens, `sentence ${s}: drafted tokens = greedy`);
-        assert.ok(stats.worst < TOL, `sentence ${s}: verified logits vs single steps, relative error ${stats.worst.toExponential(2)}`);
-        assert.ok(stats.rounds < ref.tokens.length - 1, `sentence ${s}: ${stats.rounds} steps for ${ref.tokens.length} tokens`);
+        assert.ok(
+          stats.worst < TOL,
+          `sentence ${s}: verified logits vs single steps, relative error ${stats.worst.toExponential(2)}`,
+        );
+        assert.ok(
+          stats.rounds < ref.tokens.length - 1,
+          `sentence ${s}: ${stats.rounds} steps for ${ref.tokens.length} tokens`,
+        );
         accepted += stats.accepted;
         rejected += stats.rejected;
       }
-      assert.ok(accepted > 0 && rejected > 0, `drafts were accepted (${accepted}) and rolled back (${rejected} rounds)`);
+      assert.ok(
+        accepted > 0 && rejected > 0,
+        `drafts were accepted (${accepted}) and rolled back (${rejected} rounds)`,
+      );
     } finally {
       one.close();
       four.close();

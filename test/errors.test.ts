@@ -33,12 +33,13 @@ function expectError(f: () => unknown, code: string, ...fragments: string[]): Pl
   throw new Error('unreachable');
 }
 
-const relu = (opts: Partial<Parameters<typeof buildModel>[0]> = {}) => buildModel({
-  inputs: [['x', 'float32', [2, 3]]],
-  outputs: [['y', 'float32', [2, 3]]],
-  nodes: [{ op: 'Relu', inputs: ['x'], outputs: ['y'], name: 'my_relu' }],
-  ...opts,
-});
+const relu = (opts: Partial<Parameters<typeof buildModel>[0]> = {}) =>
+  buildModel({
+    inputs: [['x', 'float32', [2, 3]]],
+    outputs: [['y', 'float32', [2, 3]]],
+    nodes: [{ op: 'Relu', inputs: ['x'], outputs: ['y'], name: 'my_relu' }],
+    ...opts,
+  });
 
 test('a valid tiny model imports', () => {
   const m = importOnnxFile(write('ok.onnx', relu()));
@@ -46,7 +47,10 @@ test('a valid tiny model imports', () => {
 });
 
 test('a truncated file is refused with PLANC_E001 naming the file', () => {
-  const bytes = relu({ initializers: [floatInit('w', [64], new Array(64).fill(1))], nodes: [{ op: 'Add', inputs: ['x', 'w'], outputs: ['y'] }] });
+  const bytes = relu({
+    initializers: [floatInit('w', [64], new Array(64).fill(1))],
+    nodes: [{ op: 'Add', inputs: ['x', 'w'], outputs: ['y'] }],
+  });
   const p = write('truncated.onnx', bytes.subarray(0, Math.floor(bytes.length * 0.6)));
   expectError(() => importOnnxFile(p), 'PLANC_E001', 'truncated.onnx', 'truncated or not ONNX');
 });
@@ -64,7 +68,19 @@ test('missing external data names the data file and the tensor', () => {
   const bytes = buildModel({
     inputs: [['x', 'float32', [4]]],
     outputs: [['y', 'float32', [4]]],
-    initializers: [{ name: 'big_w', dims: [4], dataType: 1, dataLocation: 1, externalData: [{ key: 'location', value: 'missing.bin' }, { key: 'offset', value: '0' }, { key: 'length', value: '16' }] }],
+    initializers: [
+      {
+        name: 'big_w',
+        dims: [4],
+        dataType: 1,
+        dataLocation: 1,
+        externalData: [
+          { key: 'location', value: 'missing.bin' },
+          { key: 'offset', value: '0' },
+          { key: 'length', value: '16' },
+        ],
+      },
+    ],
     nodes: [{ op: 'Add', inputs: ['x', 'big_w'], outputs: ['y'] }],
   });
   expectError(() => importOnnxFile(write('ext.onnx', bytes)), 'PLANC_E002', "'missing.bin'", "'big_w'", 'ext.onnx');
@@ -75,7 +91,19 @@ test('external data shorter than the tensor is PLANC_E003', () => {
   const bytes = buildModel({
     inputs: [['x', 'float32', [4]]],
     outputs: [['y', 'float32', [4]]],
-    initializers: [{ name: 'w', dims: [4], dataType: 1, dataLocation: 1, externalData: [{ key: 'location', value: 'short.bin' }, { key: 'offset', value: '0' }, { key: 'length', value: '16' }] }],
+    initializers: [
+      {
+        name: 'w',
+        dims: [4],
+        dataType: 1,
+        dataLocation: 1,
+        externalData: [
+          { key: 'location', value: 'short.bin' },
+          { key: 'offset', value: '0' },
+          { key: 'length', value: '16' },
+        ],
+      },
+    ],
     nodes: [{ op: 'Add', inputs: ['x', 'w'], outputs: ['y'] }],
   });
   expectError(() => importOnnxFile(write('short.onnx', bytes)), 'PLANC_E003', "'w'", 'short.bin');
@@ -99,7 +127,13 @@ test('a cycle is PLANC_E101 naming the nodes', () => {
 
 test('a dangling input is PLANC_E102 naming the node and the value', () => {
   const bytes = relu({ nodes: [{ op: 'Add', inputs: ['x', 'nowhere'], outputs: ['y'], name: 'adder' }] });
-  expectError(() => importOnnxFile(write('dangling.onnx', bytes)), 'PLANC_E102', "'nowhere'", "'adder'", 'dangling.onnx');
+  expectError(
+    () => importOnnxFile(write('dangling.onnx', bytes)),
+    'PLANC_E102',
+    "'nowhere'",
+    "'adder'",
+    'dangling.onnx',
+  );
 });
 
 test('unsupported operators are listed together in one PLANC_E005', () => {
@@ -119,7 +153,8 @@ test('a folder without an encoder is PLANC_E009', () => {
   expectError(() => importSeq2SeqDir(d), 'PLANC_E009', 'encoder_model.onnx');
 });
 
-const cli = (...args: string[]) => spawnSync(process.execPath, [path.join(REPO_ROOT, 'bin', 'planc.js'), ...args], { encoding: 'utf8' });
+const cli = (...args: string[]) =>
+  spawnSync(process.execPath, [path.join(REPO_ROOT, 'bin', 'planc.js'), ...args], { encoding: 'utf8' });
 
 test('CLI: bad input exits 2 with the code and no stack trace; --debug shows the stack', () => {
   const p = write('cli-bad.onnx', 'garbage');
@@ -150,15 +185,21 @@ test('CLI: unknown options and commands exit 2 with usage', () => {
 
 const shared = sharedDir();
 const esen = shared && path.join(shared, 'models', 'es-en');
-testIf(test, !esen || !fs.existsSync(esen) ? needsShared('models/es-en') : false)('inspect es-en reports the decoder weights once although two files carry them', () => {
+testIf(test, !esen || !fs.existsSync(esen) ? needsShared('models/es-en') : false)(
+  'inspect es-en reports the decoder weights once although two files carry them',
+  () => {
     const r = cli('inspect', esen!, '--json');
     assert.is(r.status, 0, r.stderr);
     const j = JSON.parse(r.stdout);
     assert.is(j.uniqueWeightBytes, fs.statSync(path.join(esen!, 'weights.bin')).size);
     assert.ok(j.storedWeightBytes > 2 * j.uniqueWeightBytes * 0.9, `stored ${j.storedWeightBytes}`);
-    assert.equal(j.graphs.map((g: { name: string }) => g.name), ['encoder', 'decoder', 'decoder_with_past']);
+    assert.equal(
+      j.graphs.map((g: { name: string }) => g.name),
+      ['encoder', 'decoder', 'decoder_with_past'],
+    );
     assert.equal(j.unsupported, []);
-});
+  },
+);
 
 test.after(() => fs.rmSync(tmp, { recursive: true, force: true }));
 test.run();

@@ -22,7 +22,9 @@ const TOL = 1e-4;
 
 if (!DIR || !fs.existsSync(DIR)) {
   skipSuite(test, needsShared('models/es-en'), [
-    ...['encoder', 'decoder', 'decoder_with_past'].map((g) => `es-en ${g}: evaluator matches onnxruntime within ${TOL}`),
+    ...['encoder', 'decoder', 'decoder_with_past'].map(
+      (g) => `es-en ${g}: evaluator matches onnxruntime within ${TOL}`,
+    ),
     'es-en inference gives the declared output types with symbolic dims',
     'es-en shares the decoder weights between the decoder files',
     'es-en round trip: import → write → import gives the same IR, and onnxruntime runs the written files the same',
@@ -58,7 +60,10 @@ if (!DIR || !fs.existsSync(DIR)) {
   test('es-en inference gives the declared output types with symbolic dims', () => {
     inferModel(model);
     const enc = model.graphs.get('encoder')!;
-    assert.is(String(enc.values.get('last_hidden_state')!.type!.shape!.join(',')), 'batch_size,encoder_sequence_length,256');
+    assert.is(
+      String(enc.values.get('last_hidden_state')!.type!.shape!.join(',')),
+      'batch_size,encoder_sequence_length,256',
+    );
     const dec = model.graphs.get('decoder_with_past')!;
     const present = dec.values.get('present.0.decoder.key')!.type!;
     assert.is(present.shape!.map(String).join(','), 'batch_size,4,past_decoder_sequence_length+1,64');
@@ -85,7 +90,8 @@ if (!DIR || !fs.existsSync(DIR)) {
       for (const g of ['encoder', 'decoder', 'decoder_with_past']) {
         const s = await ort.InferenceSession.create(again.sources[g]!);
         const out = await runOrt(s, cases[g]!.feeds);
-        for (const [n, t] of Object.entries(cases[g]!.expected)) assert.ok(relErr(out[n]!, t) < 1e-6, `${g}/${n} after round trip`);
+        for (const [n, t] of Object.entries(cases[g]!.expected))
+          assert.ok(relErr(out[n]!, t) < 1e-6, `${g}/${n} after round trip`);
       }
     } finally {
       fs.rmSync(tmp, { recursive: true, force: true });

@@ -23,12 +23,21 @@ import { ort, relErr, runOrt } from './helpers/ort.ts';
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'planc-export-patterns-'));
 const PAD = 1;
 
-const ints = (name: string, values: number[], dims: number[] = [values.length]): OnnxTypes.ITensorProto =>
-  ({ name, dims, dataType: ONNX_CODE.int64, rawData: new Uint8Array(BigInt64Array.from(values.map(BigInt)).buffer) });
-const floats = (name: string, values: number[], dims: number[] = [values.length]): OnnxTypes.ITensorProto => floatInit(name, dims, values);
+const ints = (name: string, values: number[], dims: number[] = [values.length]): OnnxTypes.ITensorProto => ({
+  name,
+  dims,
+  dataType: ONNX_CODE.int64,
+  rawData: new Uint8Array(BigInt64Array.from(values.map(BigInt)).buffer),
+});
+const floats = (name: string, values: number[], dims: number[] = [values.length]): OnnxTypes.ITensorProto =>
+  floatInit(name, dims, values);
 const table = (name: string, rows: number, cols: number, seed: number): OnnxTypes.ITensorProto => {
   const r = rng(seed);
-  return floatInit(name, [rows, cols], Array.from({ length: rows * cols }, () => r() * 2 - 1));
+  return floatInit(
+    name,
+    [rows, cols],
+    Array.from({ length: rows * cols }, () => r() * 2 - 1),
+  );
 };
 
 /** M2M100/NLLB: positions = cumsum over non-pad tokens (+ past length) times the mask, + pad; a table lookup. */
@@ -50,9 +59,19 @@ const M2M100: ModelSpec = {
 
 /** BART/mBART: positions past_len .. past_len + T (past length from a cache input's shape) + offset 2. */
 const BART: ModelSpec = {
-  inputs: [['input_ids', 'int64', ['batch_size', 'decoder_sequence_length']], ['past_key', 'float32', ['batch_size', 2, 'past_decoder_sequence_length', 4]]],
+  inputs: [
+    ['input_ids', 'int64', ['batch_size', 'decoder_sequence_length']],
+    ['past_key', 'float32', ['batch_size', 2, 'past_decoder_sequence_length', 4]],
+  ],
   outputs: [['pos_embeds', 'float32', ['batch_size', 'decoder_sequence_length', 8]]],
-  initializers: [ints('i0', [0], []), ints('i1', [1], []), ints('i2', [2], []), ints('offset', [2], []), ints('ax0', [0]), table('positions', 42, 8, 2)],
+  initializers: [
+    ints('i0', [0], []),
+    ints('i1', [1], []),
+    ints('i2', [2], []),
+    ints('offset', [2], []),
+    ints('ax0', [0]),
+    table('positions', 42, 8, 2),
+  ],
   nodes: [
     { op: 'Shape', inputs: ['past_key'], outputs: ['pshape'] },
     { op: 'Gather', inputs: ['pshape', 'i2'], outputs: ['past_len'], attrs: [{ name: 'axis', type: 2, i: 0 }] },
@@ -76,8 +95,16 @@ const T5: ModelSpec = {
   inputs: [['hidden', 'float32', ['batch_size', 'encoder_sequence_length', 8]]],
   outputs: [['bias', 'float32', [1, 2, 'encoder_sequence_length', 'encoder_sequence_length']]],
   initializers: [
-    ints('i0', [0], []), ints('i1', [1], []), ints('ax0', [0]), ints('ax1', [1]), ints('half', [8], []), ints('max_exact', [4], []),
-    ints('last', [7], []), floats('max_exact_f', [4], []), floats('log_ratio', [Math.log(20 / 4)], []), floats('span', [8 - 4], []),
+    ints('i0', [0], []),
+    ints('i1', [1], []),
+    ints('ax0', [0]),
+    ints('ax1', [1]),
+    ints('half', [8], []),
+    ints('max_exact', [4], []),
+    ints('last', [7], []),
+    floats('max_exact_f', [4], []),
+    floats('log_ratio', [Math.log(20 / 4)], []),
+    floats('span', [8 - 4], []),
     table('rel_bias', 16, 2, 3),
   ],
   nodes: [
@@ -120,8 +147,16 @@ function ids(b: number, s: number, seed: number): Tensor {
 
 const CASES: [string, ModelSpec, () => Record<string, Tensor>][] = [
   ['M2M100 cumulative positions', M2M100, () => ({ input_ids: ids(3, 7, 4) })],
-  ['BART offset positions after the past length', BART, () => ({ input_ids: ids(2, 1, 5), past_key: Tensor.fromNumbers('float32', [2, 2, 5, 4], new Array(80).fill(0.5)) })],
-  ['T5 relative position buckets', T5, () => ({ hidden: Tensor.fromNumbers('float32', [2, 30, 8], new Array(480).fill(0.25)) })],
+  [
+    'BART offset positions after the past length',
+    BART,
+    () => ({ input_ids: ids(2, 1, 5), past_key: Tensor.fromNumbers('float32', [2, 2, 5, 4], new Array(80).fill(0.5)) }),
+  ],
+  [
+    'T5 relative position buckets',
+    T5,
+    () => ({ hidden: Tensor.fromNumbers('float32', [2, 30, 8], new Array(480).fill(0.25)) }),
+  ],
 ];
 
 for (const [name, spec, feeds] of CASES) {
@@ -131,10 +166,13 @@ for (const [name, spec, feeds] of CASES) {
   test(`${name}: inference leaves only model symbols`, () => {
     const model = importOnnxFile(file);
     const facts = inferModel(model).get('main')!;
-    const symbols = new Set(spec.inputs.flatMap(([, , dims]) => dims.filter((d): d is string => typeof d === 'string')));
+    const symbols = new Set(
+      spec.inputs.flatMap(([, , dims]) => dims.filter((d): d is string => typeof d === 'string')),
+    );
     for (const [v, f] of facts) {
       for (const d of [...(f.shape ?? []), ...(f.sym ?? [])]) {
-        for (const s of dimStr(d).match(/[A-Za-z_][\w]*/g) ?? []) assert.ok(symbols.has(s), `'${v}' has dimension '${dimStr(d)}' (symbol '${s}' is not a model input's)`);
+        for (const s of dimStr(d).match(/[A-Za-z_][\w]*/g) ?? [])
+          assert.ok(symbols.has(s), `'${v}' has dimension '${dimStr(d)}' (symbol '${s}' is not a model input's)`);
       }
     }
   });

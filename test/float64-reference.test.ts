@@ -24,21 +24,36 @@ const NAMES = [
 /** A copy of t with every element moved by f times the largest magnitude (alternating sign). */
 function nudged(t: Tensor, f: number): Tensor {
   const mag = Array.from(t.nums, Math.abs).reduce((a, x) => Math.max(a, x), 0);
-  return Tensor.fromNumbers('float32', [...t.dims], Array.from(t.nums, (x, i) => x + (i % 2 ? f : -f) * mag));
+  return Tensor.fromNumbers(
+    'float32',
+    [...t.dims],
+    Array.from(t.nums, (x, i) => x + (i % 2 ? f : -f) * mag),
+  );
 }
 
 if (!marian || !esEn || !fs.existsSync(marian) || !fs.existsSync(esEn)) {
   skipSuite(test, needsShared('models'), NAMES);
 } else {
-  const srcIds = (JSON.parse(fs.readFileSync(path.join(marian, 'reference.json'), 'utf8')) as { src_ids: number[][] }).src_ids;
+  const srcIds = (JSON.parse(fs.readFileSync(path.join(marian, 'reference.json'), 'utf8')) as { src_ids: number[][] })
+    .src_ids;
 
   test(NAMES[0]!, async () => {
     const file = path.join(esEn, 'encoder_model.onnx');
     const session = await ort.InferenceSession.create(widenToFloat64(file), { graphOptimizationLevel: 'disabled' });
     assert.equal(session.outputNames, ['last_hidden_state']);
     await session.release();
-    const ids = (JSON.parse(fs.readFileSync(path.join(esEn, 'test_ids.json'), 'utf8')) as { src_ids: number[][] }).src_ids;
-    const c = (await seq2seqCases({ encoder: file, decoder: path.join(esEn, 'decoder_model.onnx'), decoder_with_past: path.join(esEn, 'decoder_with_past_model.onnx') }, [ids[0]!, ids[3]!])).encoder!;
+    const ids = (JSON.parse(fs.readFileSync(path.join(esEn, 'test_ids.json'), 'utf8')) as { src_ids: number[][] })
+      .src_ids;
+    const c = (
+      await seq2seqCases(
+        {
+          encoder: file,
+          decoder: path.join(esEn, 'decoder_model.onnx'),
+          decoder_with_past: path.join(esEn, 'decoder_with_past_model.onnx'),
+        },
+        [ids[0]!, ids[3]!],
+      )
+    ).encoder!;
     const exact = (await float64Outputs(file, c.feeds)).last_hidden_state!;
     assert.is(exact.dtype, 'float64');
     const e = relErr(c.expected.last_hidden_state!, exact);
@@ -46,9 +61,21 @@ if (!marian || !esEn || !fs.existsSync(marian) || !fs.existsSync(esEn)) {
   });
 
   test(NAMES[1]!, async () => {
-    const cfg = JSON.parse(fs.readFileSync(path.join(marian, 'config.json'), 'utf8')) as { pad_token_id: number; decoder_start_token_id: number };
-    const sources = Object.fromEntries(['encoder', 'decoder', 'decoder_with_past'].map((g) => [g, path.join(marian, `${g}_model.onnx`)]));
-    const c = (await seq2seqCases(sources, [0, 5, 11, 18].map((i) => srcIds[i]!), cfg.decoder_start_token_id, cfg.pad_token_id)).encoder!;
+    const cfg = JSON.parse(fs.readFileSync(path.join(marian, 'config.json'), 'utf8')) as {
+      pad_token_id: number;
+      decoder_start_token_id: number;
+    };
+    const sources = Object.fromEntries(
+      ['encoder', 'decoder', 'decoder_with_past'].map((g) => [g, path.join(marian, `${g}_model.onnx`)]),
+    );
+    const c = (
+      await seq2seqCases(
+        sources,
+        [0, 5, 11, 18].map((i) => srcIds[i]!),
+        cfg.decoder_start_token_id,
+        cfg.pad_token_id,
+      )
+    ).encoder!;
     const want = c.expected.last_hidden_state!;
     let exact: Promise<Record<string, Tensor>> | undefined;
     const truth = () => (exact ??= float64Outputs(c.source!, c.feeds));

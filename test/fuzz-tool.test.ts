@@ -15,14 +15,30 @@ import { TARGETS } from '../scripts/fuzz/targets.ts';
 import { NEEDS_NATIVE, skipSuite } from './helpers/skip.ts';
 
 const PLANC = path.join(REPO_ROOT, 'bin', 'planc.js');
-const res = (o: Partial<Parameters<typeof classify>[1]>) => ({ status: 0, signal: null, timedOut: false, stdout: '', stderr: '', ...o });
+const res = (o: Partial<Parameters<typeof classify>[1]>) => ({
+  status: 0,
+  signal: null,
+  timedOut: false,
+  stdout: '',
+  stderr: '',
+  ...o,
+});
 
 test('classify: crash, hang, internal, uncaught, named, silent, ok', () => {
   const step = { args: [] };
   assert.is(classify(step, res({ status: null, signal: 'SIGSEGV' }))[0], 'crash');
   assert.is(classify(step, res({ status: null, timedOut: true, signal: 'SIGKILL' }))[0], 'hang');
-  assert.is(classify(step, res({ status: 2, stderr: 'planc run: internal error: x is undefined (run with --debug for the stack)\n' }))[0], 'internal');
-  assert.is(classify(step, res({ status: 2, stderr: 'planc translate: line 3: Cannot read properties of undefined\n' }))[0], 'internal');
+  assert.is(
+    classify(
+      step,
+      res({ status: 2, stderr: 'planc run: internal error: x is undefined (run with --debug for the stack)\n' }),
+    )[0],
+    'internal',
+  );
+  assert.is(
+    classify(step, res({ status: 2, stderr: 'planc translate: line 3: Cannot read properties of undefined\n' }))[0],
+    'internal',
+  );
   assert.is(classify(step, res({ status: 1, stderr: 'TypeError: boom\n    at x (y.js:1:1)\n' }))[0], 'uncaught');
   assert.is(classify(step, res({ status: 2, stderr: 'planc run: PLANC_E405: bad feed\n' }))[0], 'named');
   assert.is(classify({ args: [], check: { mustFail: 'id -1' } }, res({}))[0], 'silent');
@@ -34,17 +50,31 @@ test('classify: crash, hang, internal, uncaught, named, silent, ok', () => {
 });
 
 if (!nativeAvailable()) {
-  skipSuite(test, NEEDS_NATIVE, ['a known named-error case and a known ok case', 'two cases per target run and are classified']);
+  skipSuite(test, NEEDS_NATIVE, [
+    'a known named-error case and a known ok case',
+    'two cases per target run and are classified',
+  ]);
 } else {
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'planc-fuzz-tool-'));
 
   test('a known named-error case and a known ok case', () => {
     const base = buildBase(path.join(tmp, 'base'), PLANC);
     const mk = (feeds: string): Case => ({
-      target: 'feeds', index: 0, desc: 'fixed', files: { 'base.plan': { link: base.plan }, 'feeds.json': feeds },
-      steps: [{ args: ['run', 'base.plan', '--graph', 'encoder', '--inputs', 'feeds.json', '--json'], check: { outputs: base.outputs.encoder! } }],
+      target: 'feeds',
+      index: 0,
+      desc: 'fixed',
+      files: { 'base.plan': { link: base.plan }, 'feeds.json': feeds },
+      steps: [
+        {
+          args: ['run', 'base.plan', '--graph', 'encoder', '--inputs', 'feeds.json', '--json'],
+          check: { outputs: base.outputs.encoder! },
+        },
+      ],
     });
-    const named = runCase(mk('{"input_ids": [[3, 4]], "attention_mask": "x"}'), path.join(tmp, 'work'), { planc: PLANC, timeout: 60 });
+    const named = runCase(mk('{"input_ids": [[3, 4]], "attention_mask": "x"}'), path.join(tmp, 'work'), {
+      planc: PLANC,
+      timeout: 60,
+    });
     assert.is(named.cls, 'named', named.note);
     assert.match(named.steps[0]!.stderr, /PLANC_E405/);
     const ok = runCase(mk(JSON.stringify(base.feeds.encoder)), path.join(tmp, 'work'), { planc: PLANC, timeout: 60 });
@@ -57,12 +87,25 @@ if (!nativeAvailable()) {
 
   test('two cases per target run and are classified', () => {
     const out = path.join(tmp, 'run');
-    const r = fuzz({ targets: [...TARGETS], n: 2, seed: 7, out, timeout: 120, record: false, quiet: true, failOn: [] }, () => {});
-    for (const t of TARGETS) assert.is(Object.values(r.counts[t]).reduce((a, b) => a + b, 0), 2, t);
+    const r = fuzz(
+      { targets: [...TARGETS], n: 2, seed: 7, out, timeout: 120, record: false, quiet: true, failOn: [] },
+      () => {},
+    );
+    for (const t of TARGETS)
+      assert.is(
+        Object.values(r.counts[t]).reduce((a, b) => a + b, 0),
+        2,
+        t,
+      );
     const lines = fs.readFileSync(path.join(out, 'cases.jsonl'), 'utf8').trim().split('\n');
     assert.is(lines.length, 10);
     for (const f of r.failures) assert.ok(fs.existsSync(path.join(f.repro, 'repro.sh')), f.repro);
-    for (const c of ['crash', 'hang', 'uncaught'] as const) assert.is(TARGETS.reduce((s, t) => s + r.counts[t][c], 0), 0, c);
+    for (const c of ['crash', 'hang', 'uncaught'] as const)
+      assert.is(
+        TARGETS.reduce((s, t) => s + r.counts[t][c], 0),
+        0,
+        c,
+      );
   });
 
   test.after(() => fs.rmSync(tmp, { recursive: true, force: true }));

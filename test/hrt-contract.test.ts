@@ -10,16 +10,29 @@ import { hrtDecodeOne, type HrtConfig, type HrtOptions } from './reference/hrt.t
 
 const V = 16;
 const EOS = 0;
-const HRT: HrtConfig = { version: 1, chunk_sizes: [2, 3], bos_k_ids: { 1: EOS, 2: 13, 3: 14 }, mask_id: 15, input_vocab_size: 16, nat_graph: 'decoder_nat_model.onnx' };
+const HRT: HrtConfig = {
+  version: 1,
+  chunk_sizes: [2, 3],
+  bos_k_ids: { 1: EOS, 2: 13, 3: 14 },
+  mask_id: 15,
+  input_vocab_size: 16,
+  nat_graph: 'decoder_nat_model.onnx',
+};
 
-interface Calls { decoder: { ids: number[]; pos: number[] }[]; nat: { ids: number[][]; pos: number[][]; mask: number[][] }[] }
+interface Calls {
+  decoder: { ids: number[]; pos: number[] }[];
+  nat: { ids: number[][]; pos: number[][]; mask: number[][] }[];
+}
 
 /**
  * A scripted model. Its decoder's self-attention cache carries the token history (present.0.decoder.key
  * [b, 1, length, 1] holds the ids fed so far), so `next(history)` gives each row's next-token logits; `nat(row)` gives
  * the Skip-CMLM logits of one unpadded row (ids, positions). Every call's feeds are recorded.
  */
-function scripted(next: (history: number[]) => number[], nat: (ids: number[], pos: number[]) => number[][]): { run: GraphRunner; calls: Calls } {
+function scripted(
+  next: (history: number[]) => number[],
+  nat: (ids: number[], pos: number[]) => number[][],
+): { run: GraphRunner; calls: Calls } {
   const calls: Calls = { decoder: [], nat: [] };
   const rows = (t: Tensor): number[][] => {
     const [b] = t.dims as [number];
@@ -53,7 +66,11 @@ function scripted(next: (history: number[]) => number[], nat: (ids: number[], po
     const len = hist[0]!.length;
     const s = feeds.encoder_attention_mask!.dims[1]!;
     const out: Record<string, Tensor> = {
-      logits: Tensor.fromNumbers('float32', [b, 1, V], hist.flatMap((h) => next(h))),
+      logits: Tensor.fromNumbers(
+        'float32',
+        [b, 1, V],
+        hist.flatMap((h) => next(h)),
+      ),
       'present.0.decoder.key': Tensor.fromNumbers('float32', [b, 1, len, 1], hist.flat()),
       'present.0.decoder.value': Tensor.fromNumbers('float32', [b, 1, len, 1], hist.flat()),
     };
@@ -68,15 +85,35 @@ function scripted(next: (history: number[]) => number[], nat: (ids: number[], po
 
 /** Logits with `scores` at the given ids and -20 elsewhere. */
 const peaked = (scores: Record<number, number>): number[] => Array.from({ length: V }, (_, v) => scores[v] ?? -20);
-const base = (k: number, o: Partial<HrtOptions> = {}): HrtOptions => ({ k, hrt: HRT, maxLength: 32, beamSize: 1, lengthPenalty: 1, startId: EOS, eosId: EOS, padId: EOS, forcedEosId: EOS, ...o });
+const base = (k: number, o: Partial<HrtOptions> = {}): HrtOptions => ({
+  k,
+  hrt: HRT,
+  maxLength: 32,
+  beamSize: 1,
+  lengthPenalty: 1,
+  startId: EOS,
+  eosId: EOS,
+  padId: EOS,
+  forcedEosId: EOS,
+  ...o,
+});
 const SRC = [5, 6, EOS];
 
 test('greedy k = 2: [BOS_2] at 0, Skip-AT positions 0, 2, 4; Skip-CMLM [M] z1 [M] z2 [M] eos at 1..6; cut at the first eos', async () => {
   const script = [10, 11, EOS]; // z_1, z_2, z_3 = eos
-  const { run, calls } = scripted((h) => peaked({ [script[h.length - 1]!]: 5 }), (_, pos) => pos.map((p) => peaked({ [p === 5 ? EOS : p]: 5 })));
+  const { run, calls } = scripted(
+    (h) => peaked({ [script[h.length - 1]!]: 5 }),
+    (_, pos) => pos.map((p) => peaked({ [p === 5 ? EOS : p]: 5 })),
+  );
   const r = await hrtDecodeOne(run, SRC, base(2));
-  assert.equal(calls.decoder.map((c) => c.ids), [[13], [10], [11]]);
-  assert.equal(calls.decoder.map((c) => c.pos), [[0], [2], [4]]);
+  assert.equal(
+    calls.decoder.map((c) => c.ids),
+    [[13], [10], [11]],
+  );
+  assert.equal(
+    calls.decoder.map((c) => c.pos),
+    [[0], [2], [4]],
+  );
   assert.equal(calls.nat.length, 1);
   assert.equal(calls.nat[0]!.ids, [[15, 10, 15, 11, 15, EOS]]);
   assert.equal(calls.nat[0]!.pos, [[1, 2, 3, 4, 5, 6]]);
@@ -88,10 +125,19 @@ test('greedy k = 2: [BOS_2] at 0, Skip-AT positions 0, 2, 4; Skip-CMLM [M] z1 [M
 });
 
 test('greedy k = 3: positions 0, 3, 6; masks at p % 3 != 0; the stage-I cap ceil(maxLength / 3) ends with a forced eos', async () => {
-  const { run, calls } = scripted(() => peaked({ 7: 5 }), (ids) => ids.map(() => peaked({ 9: 5 })));
+  const { run, calls } = scripted(
+    () => peaked({ 7: 5 }),
+    (ids) => ids.map(() => peaked({ 9: 5 })),
+  );
   const r = await hrtDecodeOne(run, SRC, base(3, { maxLength: 7 })); // M_at = 3 steps: 7, 7, forced eos
-  assert.equal(calls.decoder.map((c) => c.pos), [[0], [3], [6]]);
-  assert.equal(calls.decoder.map((c) => c.ids), [[14], [7], [7]]);
+  assert.equal(
+    calls.decoder.map((c) => c.pos),
+    [[0], [3], [6]],
+  );
+  assert.equal(
+    calls.decoder.map((c) => c.ids),
+    [[14], [7], [7]],
+  );
   assert.equal(r.z, [7, 7, EOS]);
   assert.equal(calls.nat[0]!.ids, [[15, 15, 7, 15, 15, 7, 15, 15, EOS]]);
   assert.equal(r.ids, [9, 9, 7, 9, 9, 7]); // 6 = maxLength - 1 tokens
@@ -99,15 +145,26 @@ test('greedy k = 3: positions 0, 3, 6; masks at p % 3 != 0; the stage-I cap ceil
 
 test('k = 1 is plain AT with the HRT model: start 0, positions 0, 1, 2, no Skip-CMLM call', async () => {
   const script = [4, 8, EOS];
-  const { run, calls } = scripted((h) => peaked({ [script[h.length - 1]!]: 5 }), () => { throw new Error('no Skip-CMLM call at k = 1'); });
+  const { run, calls } = scripted(
+    (h) => peaked({ [script[h.length - 1]!]: 5 }),
+    () => {
+      throw new Error('no Skip-CMLM call at k = 1');
+    },
+  );
   const r = await hrtDecodeOne(run, SRC, base(1));
-  assert.equal(calls.decoder.map((c) => c.ids), [[EOS], [4], [8]]);
-  assert.equal(calls.decoder.map((c) => c.pos), [[0], [1], [2]]);
+  assert.equal(
+    calls.decoder.map((c) => c.ids),
+    [[EOS], [4], [8]],
+  );
+  assert.equal(
+    calls.decoder.map((c) => c.pos),
+    [[0], [1], [2]],
+  );
   assert.equal(r.ids, [4, 8]);
   assert.is(calls.nat.length, 0);
 });
 
-test('beam: eq. 2 picks stage I\'s second hypothesis when its Skip-CMLM log-probs are better (b_nat 2), the first with b_nat 1', async () => {
+test("beam: eq. 2 picks stage I's second hypothesis when its Skip-CMLM log-probs are better (b_nat 2), the first with b_nat 1", async () => {
   // stage I: 10 slightly ahead of 12, then eos; Skip-CMLM: rows with z_1 = 10 are flat (log 1/16 per mask), z_1 = 12 peaked
   const next = (h: number[]) => (h.length === 1 ? peaked({ 10: 2, 12: 1.9 }) : peaked({ [EOS]: 8 }));
   const nat = (ids: number[]) => ids.map(() => (ids[1] === 10 ? new Array<number>(V).fill(0) : peaked({ 3: 10 })));
@@ -117,14 +174,20 @@ test('beam: eq. 2 picks stage I\'s second hypothesis when its Skip-CMLM log-prob
   assert.equal(one.calls.nat[0]!.ids, [[15, 10, 15, EOS]]);
   const two = scripted(next, nat);
   const b2 = await hrtDecodeOne(two.run, SRC, base(2, { beamSize: 2, natBeams: 2 }));
-  assert.equal(two.calls.nat[0]!.ids, [[15, 10, 15, EOS], [15, 12, 15, EOS]]);
+  assert.equal(two.calls.nat[0]!.ids, [
+    [15, 10, 15, EOS],
+    [15, 12, 15, EOS],
+  ]);
   assert.equal(b2.z, [12, EOS]);
   assert.equal(b2.ids, [3, 12, 3]);
   // S = stage-I sum (unpenalized) + both masked positions' log-probs
-  const lse = (xs: number[]) => { const m = Math.max(...xs); return m + Math.log(xs.reduce((s, x) => s + Math.exp(x - m), 0)); };
+  const lse = (xs: number[]) => {
+    const m = Math.max(...xs);
+    return m + Math.log(xs.reduce((s, x) => s + Math.exp(x - m), 0));
+  };
   const l0 = peaked({ 10: 2, 12: 1.9 });
   const l1 = peaked({ [EOS]: 8 });
-  const expected = (l0[12]! - lse(l0)) + (l1[EOS]! - lse(l1)) + 2 * (10 - lse(peaked({ 3: 10 })));
+  const expected = l0[12]! - lse(l0) + (l1[EOS]! - lse(l1)) + 2 * (10 - lse(peaked({ 3: 10 })));
   assert.ok(Math.abs(b2.score - expected) < 1e-5, `S ${b2.score} vs ${expected}`);
 });
 
@@ -134,9 +197,18 @@ test('stage-II rows of different lengths are padded with id 0, position 0, mask 
   const { run, calls } = scripted(next, (ids) => ids.map(() => peaked({ 3: 5 })));
   await hrtDecodeOne(run, SRC, base(2, { beamSize: 2, natBeams: 2 }));
   // stage-I order (length-penalized): [10, eos] (-0.36) before [eos] (-0.67)
-  assert.equal(calls.nat[0]!.ids, [[15, 10, 15, EOS], [15, EOS, 0, 0]]);
-  assert.equal(calls.nat[0]!.pos, [[1, 2, 3, 4], [1, 2, 0, 0]]);
-  assert.equal(calls.nat[0]!.mask, [[1, 1, 1, 1], [1, 1, 0, 0]]);
+  assert.equal(calls.nat[0]!.ids, [
+    [15, 10, 15, EOS],
+    [15, EOS, 0, 0],
+  ]);
+  assert.equal(calls.nat[0]!.pos, [
+    [1, 2, 3, 4],
+    [1, 2, 0, 0],
+  ]);
+  assert.equal(calls.nat[0]!.mask, [
+    [1, 1, 1, 1],
+    [1, 1, 0, 0],
+  ]);
 });
 
 test.run();

@@ -24,17 +24,25 @@ const N = Number(process.env.PLANC_HRT_SENTENCES ?? 24);
 const NB = Math.min(N, Number(process.env.PLANC_HRT_BEAM_SENTENCES ?? Math.ceil(N / 4)));
 const MAX_LEN = 64;
 
-const NAMES = [`greedy k = 1, 2, 3 on the first ${N} es-en test sentences: planc equals the reference`, `beam 4 (b_nat 4 and 1), k = 2 and 3, on ${NB} sentences: planc equals the reference`];
-const why = !nativeAvailable() ? NEEDS_NATIVE
-  : !ESEN || !fs.existsSync(path.join(ESEN, 'test_ids.json')) ? needsShared('models/es-en')
-  : !fs.existsSync(path.join(MODEL, 'decoder_nat_model.onnx')) ? 'need a trained HRT export (docs/hrt.md section 4: .scratch/hrt/hrt-onnx, or PLANC_HRT_MODEL)'
-  : undefined;
+const NAMES = [
+  `greedy k = 1, 2, 3 on the first ${N} es-en test sentences: planc equals the reference`,
+  `beam 4 (b_nat 4 and 1), k = 2 and 3, on ${NB} sentences: planc equals the reference`,
+];
+const why = !nativeAvailable()
+  ? NEEDS_NATIVE
+  : !ESEN || !fs.existsSync(path.join(ESEN, 'test_ids.json'))
+    ? needsShared('models/es-en')
+    : !fs.existsSync(path.join(MODEL, 'decoder_nat_model.onnx'))
+      ? 'need a trained HRT export (docs/hrt.md section 4: .scratch/hrt/hrt-onnx, or PLANC_HRT_MODEL)'
+      : undefined;
 
 if (why) {
   skipSuite(test, why, NAMES);
 } else {
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'planc-hrt-esen-'));
-  const src = (JSON.parse(fs.readFileSync(path.join(ESEN!, 'test_ids.json'), 'utf8')) as { src_ids: number[][] }).src_ids.slice(0, N);
+  const src = (
+    JSON.parse(fs.readFileSync(path.join(ESEN!, 'test_ids.json'), 'utf8')) as { src_ids: number[][] }
+  ).src_ids.slice(0, N);
   let plan: Plan;
   let runner: GraphRunner;
   let hrt: HrtConfig;
@@ -46,7 +54,12 @@ if (why) {
     plan = await loadPlan(path.join(tmp, 'hrt.plan'));
     hrt = (JSON.parse(fs.readFileSync(path.join(MODEL, 'config.json'), 'utf8')) as { hrt: HrtConfig }).hrt;
     const s: Record<string, ort.InferenceSession> = {};
-    for (const [g, f] of [['encoder', 'encoder_model.onnx'], ['decoder', 'decoder_model.onnx'], ['decoder_with_past', 'decoder_with_past_model.onnx'], ['decoder_nat', hrt.nat_graph]] as const) {
+    for (const [g, f] of [
+      ['encoder', 'encoder_model.onnx'],
+      ['decoder', 'decoder_model.onnx'],
+      ['decoder_with_past', 'decoder_with_past_model.onnx'],
+      ['decoder_nat', hrt.nat_graph],
+    ] as const) {
       s[g] = await ort.InferenceSession.create(path.join(MODEL, f), { intraOpNumThreads: 1 });
       sessions.push(s[g]);
     }
@@ -54,13 +67,34 @@ if (why) {
   });
 
   const compare = async (k: number, sources: number[][], o: Partial<HrtOptions> = {}) => {
-    const base: HrtOptions = { ...conventionsOf(plan.header.decoding), k, hrt, maxLength: MAX_LEN, beamSize: 1, lengthPenalty: 1, ...o };
+    const base: HrtOptions = {
+      ...conventionsOf(plan.header.decoding),
+      k,
+      hrt,
+      maxLength: MAX_LEN,
+      beamSize: 1,
+      lengthPenalty: 1,
+      ...o,
+    };
     const want: number[][] = [];
     for (const x of sources) want.push((await hrtDecodeOne(runner, x, base)).ids);
-    const got = await translateIds(plan, sources, { strategy: 'hrt', chunk: k, maxLength: MAX_LEN, beamSize: base.beamSize, natBeams: o.natBeams ?? 0, lengthPenalty: 1 });
+    const got = await translateIds(plan, sources, {
+      strategy: 'hrt',
+      chunk: k,
+      maxLength: MAX_LEN,
+      beamSize: base.beamSize,
+      natBeams: o.natBeams ?? 0,
+      lengthPenalty: 1,
+    });
     const same = got.filter((r, i) => r.ids.join() === want[i]!.join()).length;
-    console.log(`  k = ${k}${base.beamSize > 1 ? `, beam ${base.beamSize}, b_nat ${o.natBeams}` : ''}: ${same}/${sources.length} equal; mean length ${(got.reduce((a, r) => a + r.ids.length, 0) / got.length).toFixed(1)}`);
-    assert.equal(got.map((r) => r.ids), want, `k = ${k}`);
+    console.log(
+      `  k = ${k}${base.beamSize > 1 ? `, beam ${base.beamSize}, b_nat ${o.natBeams}` : ''}: ${same}/${sources.length} equal; mean length ${(got.reduce((a, r) => a + r.ids.length, 0) / got.length).toFixed(1)}`,
+    );
+    assert.equal(
+      got.map((r) => r.ids),
+      want,
+      `k = ${k}`,
+    );
   };
 
   test(NAMES[0]!, async () => {
@@ -68,7 +102,8 @@ if (why) {
   });
 
   test(NAMES[1]!, async () => {
-    for (const k of [2, 3]) for (const natBeams of [4, 1]) await compare(k, src.slice(0, NB), { beamSize: 4, natBeams });
+    for (const k of [2, 3])
+      for (const natBeams of [4, 1]) await compare(k, src.slice(0, NB), { beamSize: 4, natBeams });
   });
 
   test.after(() => {

@@ -25,15 +25,36 @@ function headSplitModel(): string {
   const bytes = buildModel({
     inputs: [['x', 'float32', ['batch', 'src_len', 8]]],
     outputs: [['y', 'float32', ['batch', 2, 'src_len', 4]]],
-    initializers: [floatInit('w', [8, 8], Array.from({ length: 64 }, (_, i) => ((i * 7) % 11) / 10 - 0.5)), ints('i0', [0]), ints('i1', [1]), ints('heads', [2, 4])],
+    initializers: [
+      floatInit(
+        'w',
+        [8, 8],
+        Array.from({ length: 64 }, (_, i) => ((i * 7) % 11) / 10 - 0.5),
+      ),
+      ints('i0', [0]),
+      ints('i1', [1]),
+      ints('heads', [2, 4]),
+    ],
     nodes: [
       { op: 'MatMul', inputs: ['x', 'w'], outputs: ['q'], name: 'proj' },
       { op: 'Shape', inputs: ['x'], outputs: ['s'], name: 'shape' },
       { op: 'Gather', inputs: ['s', 'i0'], outputs: ['b'], name: 'get_batch' },
       { op: 'Gather', inputs: ['s', 'i1'], outputs: ['t'], name: 'get_len' },
-      { op: 'Concat', inputs: ['b', 't', 'heads'], outputs: ['target'], name: 'target', attrs: [{ name: 'axis', type: 2, i: 0 }] },
+      {
+        op: 'Concat',
+        inputs: ['b', 't', 'heads'],
+        outputs: ['target'],
+        name: 'target',
+        attrs: [{ name: 'axis', type: 2, i: 0 }],
+      },
       { op: 'Reshape', inputs: ['q', 'target'], outputs: ['q4'], name: 'split_heads' },
-      { op: 'Transpose', inputs: ['q4'], outputs: ['y'], name: 'heads_first', attrs: [{ name: 'perm', type: 7, ints: [0, 2, 1, 3] }] },
+      {
+        op: 'Transpose',
+        inputs: ['q4'],
+        outputs: ['y'],
+        name: 'heads_first',
+        attrs: [{ name: 'perm', type: 7, ints: [0, 2, 1, 3] }],
+      },
     ],
   });
   const p = path.join(tmp, 'heads.onnx');
@@ -48,7 +69,16 @@ test('symbolic dims: canonical polynomials, parsing of dim_param expressions', (
   assert.is(dimStr(dimDiv(dimMul(b, 8), 4)), 'batch*2');
   assert.is(dimStr(parseDim('past_decoder_sequence_length + 1')), 'past_decoder_sequence_length+1');
   assert.is(dimStr(parseDim('2*seq - 1')), 'seq*2-1');
-  assert.is(dimEval(parseDim('batch*src_len'), new Map([['batch', 3], ['src_len', 5]])), 15);
+  assert.is(
+    dimEval(
+      parseDim('batch*src_len'),
+      new Map([
+        ['batch', 3],
+        ['src_len', 5],
+      ]),
+    ),
+    15,
+  );
   assert.is(dimStr(parseDim('weird(dim)')), 'weird(dim)');
 });
 
@@ -63,7 +93,11 @@ test('inference folds Shape → Gather → Concat → Reshape into symbolic dims
 test('the evaluator runs the head split and matches onnxruntime', async () => {
   const file = headSplitModel();
   const m = importOnnxFile(file);
-  const x = Tensor.fromNumbers('float32', [2, 3, 8], Array.from({ length: 48 }, (_, i) => Math.sin(i)));
+  const x = Tensor.fromNumbers(
+    'float32',
+    [2, 3, 8],
+    Array.from({ length: 48 }, (_, i) => Math.sin(i)),
+  );
   const got = evaluate(m, 'main', { x }).y!;
   const want = (await runOrt(await ort.InferenceSession.create(file), { x })).y!;
   assert.equal([...got.dims], [2, 2, 3, 4]);
@@ -77,7 +111,11 @@ test('round trip: write → import gives the same IR text, and onnxruntime runs 
   writeOnnxFile(m, 'main', out);
   const again = importOnnxFile(out);
   assert.fixture(printModel(again), printModel(m));
-  const x = Tensor.fromNumbers('float32', [1, 5, 8], Array.from({ length: 40 }, (_, i) => Math.cos(i)));
+  const x = Tensor.fromNumbers(
+    'float32',
+    [1, 5, 8],
+    Array.from({ length: 40 }, (_, i) => Math.cos(i)),
+  );
   const a = (await runOrt(await ort.InferenceSession.create(out), { x })).y!;
   assert.ok(relErr(evaluate(m, 'main', { x }).y!, a) < 1e-6);
 });
@@ -94,7 +132,8 @@ test('verifier: type errors name the pass, node, op and input types', () => {
     assert.instance(e, PlancError);
     const msg = (e as PlancError).message;
     assert.is((e as PlancError).code, 'PLANC_E104');
-    for (const part of ["'split_heads'", 'Reshape', 'fuse-test', 'float32[batch,src_len,8]', 'float16']) assert.ok(msg.includes(part), `${part} in ${msg}`);
+    for (const part of ["'split_heads'", 'Reshape', 'fuse-test', 'float32[batch,src_len,8]', 'float16'])
+      assert.ok(msg.includes(part), `${part} in ${msg}`);
   }
 });
 

@@ -23,15 +23,31 @@ const VARIANT_LEVEL: Record<string, Record<string, IsaLevel>> = {
   project_topk: { packed: 'avx512' },
 };
 
-interface Child { isa: NativeInfo['isa']; simd: string; variants: NativeInfo['variants']; variantsUnavailable: NativeInfo['variantsUnavailable']; checks: number; failures: string[] }
+interface Child {
+  isa: NativeInfo['isa'];
+  simd: string;
+  variants: NativeInfo['variants'];
+  variantsUnavailable: NativeInfo['variantsUnavailable'];
+  checks: number;
+  failures: string[];
+}
 
 /** Runs the check with PLANC_ISA = cap (undefined: unset); OPENBLAS_CORETYPE is left to runtime/native.ts. */
 function child(cap: string | undefined) {
   const env: NodeJS.ProcessEnv = { ...process.env, PLANC_ISA: cap };
   if (cap === undefined) delete env.PLANC_ISA;
   delete env.OPENBLAS_CORETYPE;
-  const r = spawnSync(process.execPath, ['--import', 'tsx', CHECK], { cwd: REPO_ROOT, encoding: 'utf8', env, timeout: 120_000 });
-  return { status: r.status, stderr: r.stderr, out: r.status === 0 ? JSON.parse(r.stdout.trim().split('\n').pop()!) as Child : undefined };
+  const r = spawnSync(process.execPath, ['--import', 'tsx', CHECK], {
+    cwd: REPO_ROOT,
+    encoding: 'utf8',
+    env,
+    timeout: 120_000,
+  });
+  return {
+    status: r.status,
+    stderr: r.stderr,
+    out: r.status === 0 ? (JSON.parse(r.stdout.trim().split('\n').pop()!) as Child) : undefined,
+  };
 }
 
 it('under each PLANC_ISA level this machine supports the kernels match their references, and nativeInfo reports the cap', () => {
@@ -50,9 +66,13 @@ it('under each PLANC_ISA level this machine supports the kernels match their ref
       assert.ok(runs.includes('auto'), `${kernel} auto runs at ${level}`);
       for (const [variant, need] of Object.entries(needs)) {
         if (rank(need) > rank(level)) {
-          assert.not.ok(runs.includes(variant), `PLANC_ISA=${level}: ${kernel} ${variant} (needs ${need}) is not listed as runnable`);
+          assert.not.ok(
+            runs.includes(variant),
+            `PLANC_ISA=${level}: ${kernel} ${variant} (needs ${need}) is not listed as runnable`,
+          );
           // the machine has what the variant needs, so the cap is the reason it gives
-          if (rank(need) <= rank(machine) && variant !== 'avxvnni') assert.match(c.variantsUnavailable[kernel]![variant]!, `PLANC_ISA=${level}`);
+          if (rank(need) <= rank(machine) && variant !== 'avxvnni')
+            assert.match(c.variantsUnavailable[kernel]![variant]!, `PLANC_ISA=${level}`);
         }
       }
     }
@@ -77,7 +97,10 @@ it('a cap above this machine leaves its own level; without PLANC_ISA there is no
 it('a PLANC_ISA that is not a level: the addon does not load, and the error names the variable and the levels', () => {
   const r = child('avx3');
   assert.is.not(r.status, 0);
-  assert.match(r.stderr, /PLANC_E301: PLANC_ISA=avx3 is not an instruction-set level: use one of baseline, avx2, avx512, avx512vnni, amx/);
+  assert.match(
+    r.stderr,
+    /PLANC_E301: PLANC_ISA=avx3 is not an instruction-set level: use one of baseline, avx2, avx512, avx512vnni, amx/,
+  );
 });
 
 test.run();

@@ -20,7 +20,10 @@ function assertNoOverlap(p: PlanProgram): void {
     const s = span.get(r);
     span.set(r, s ? [Math.min(s[0], k), Math.max(s[1], k)] : [k, k]);
   };
-  p.kernels.forEach((k, i) => { k.outputs.forEach((t) => touch(t, i)); k.inputs.forEach((t) => t >= 0 && touch(t, i)); });
+  p.kernels.forEach((k, i) => {
+    k.outputs.forEach((t) => touch(t, i));
+    k.inputs.forEach((t) => t >= 0 && touch(t, i));
+  });
   for (const o of p.outputs) touch(o.tensor, p.kernels.length);
   const list = [...span];
   for (let i = 0; i < list.length; i++) {
@@ -30,7 +33,11 @@ function assertNoOverlap(p: PlanProgram): void {
       if (!(a0 <= b1 && b0 <= a1) || a1 === b0 || b1 === a0) continue;
       const ta = p.tensors[a]!;
       const tb = p.tensors[b]!;
-      const disjoint = ta.offset + ta.slotBytes <= tb.offset || tb.offset + tb.slotBytes <= ta.offset || ta.slotBytes === 0 || tb.slotBytes === 0;
+      const disjoint =
+        ta.offset + ta.slotBytes <= tb.offset ||
+        tb.offset + tb.slotBytes <= ta.offset ||
+        ta.slotBytes === 0 ||
+        tb.slotBytes === 0;
       assert.ok(disjoint, `${p.graph}: '${ta.name}' and '${tb.name}' are alive together but share bytes`);
     }
   }
@@ -41,7 +48,9 @@ const esen = shared && path.join(shared, 'models', 'es-en');
 
 if (!esen || !fs.existsSync(esen)) {
   skipSuite(test, needsShared('models/es-en'), [
-    ...['unfused', 'fused'].map((label) => `es-en ${label}: arenas within 1.10x of the lower bound, and no two live tensors overlap`),
+    ...['unfused', 'fused'].map(
+      (label) => `es-en ${label}: arenas within 1.10x of the lower bound, and no two live tensors overlap`,
+    ),
   ]);
 } else {
   const model = importSeq2SeqDir(esen);
@@ -51,14 +60,22 @@ if (!esen || !fs.existsSync(esen)) {
     { maxBatch: 8, maxSrcLen: 64, maxTgtLen: 40, maxDims: { decoder_sequence_length: 1 } },
     { maxBatch: 32, maxSrcLen: 256, maxTgtLen: 256 },
   ];
-  for (const [label, m] of [['unfused', model], ['fused', fused]] as const) {
+  for (const [label, m] of [
+    ['unfused', model],
+    ['fused', fused],
+  ] as const) {
     test(`es-en ${label}: arenas within 1.10x of the lower bound, and no two live tensors overlap`, () => {
       for (const prof of profiles) {
         const built = buildPlan(m, { target: 'cpu', ...prof });
         for (const p of built.header.programs) {
-          assert.ok(p.arenaBytes <= 1.1 * p.arenaLowerBound, `${p.graph} ${JSON.stringify(prof)}: ${p.arenaBytes} vs ${p.arenaLowerBound}`);
+          assert.ok(
+            p.arenaBytes <= 1.1 * p.arenaLowerBound,
+            `${p.graph} ${JSON.stringify(prof)}: ${p.arenaBytes} vs ${p.arenaLowerBound}`,
+          );
           assert.ok(p.arenaBytes >= p.arenaLowerBound);
-          for (const t of p.tensors) if (t.kind === TENSOR_KIND.ARENA) assert.ok(t.offset % 64 === 0 && t.offset + t.slotBytes <= p.arenaBytes, `${p.graph} ${t.name}`);
+          for (const t of p.tensors)
+            if (t.kind === TENSOR_KIND.ARENA)
+              assert.ok(t.offset % 64 === 0 && t.offset + t.slotBytes <= p.arenaBytes, `${p.graph} ${t.name}`);
           assertNoOverlap(p);
         }
       }

@@ -21,7 +21,12 @@ const TOL = 1e-4;
 const GRAPHS = ['encoder', 'decoder', 'decoder_with_past'];
 
 function planFor(model: Model, name: string, fuse = true): Plan {
-  const built = buildPlan(fuse ? runPipeline(model) : model, { target: 'cpu', maxBatch: 8, maxSrcLen: 48, maxTgtLen: 8 });
+  const built = buildPlan(fuse ? runPipeline(model) : model, {
+    target: 'cpu',
+    maxBatch: 8,
+    maxSrcLen: 48,
+    maxTgtLen: 8,
+  });
   return loadPlanBytes(encodePlan(built.header, built.blob), name);
 }
 
@@ -30,7 +35,10 @@ const esenNames = GRAPHS.flatMap((g) => [
   `es-en ${g}: native CPU plan (no fusion) matches onnxruntime within ${TOL}`,
 ]);
 if (!nativeAvailable()) {
-  skipSuite(test, NEEDS_NATIVE, [...esenNames, 'synthetic opus-base (d 512, 6+6, vocab 58101): every graph matches onnxruntime']);
+  skipSuite(test, NEEDS_NATIVE, [
+    ...esenNames,
+    'synthetic opus-base (d 512, 6+6, vocab 58101): every graph matches onnxruntime',
+  ]);
 } else {
   const shared = sharedDir();
   const esen = shared && path.join(shared, 'models', 'es-en');
@@ -46,10 +54,15 @@ if (!nativeAvailable()) {
       unfused = planFor(model, 'es-en-unfused.plan', false);
     });
     for (const g of GRAPHS) {
-      test(`es-en ${g}: native CPU plan (fused) matches onnxruntime within ${TOL}`, async () => await checkGraph(plan, g, cases[g]!, TOL, 8));
-      test(`es-en ${g}: native CPU plan (no fusion) matches onnxruntime within ${TOL}`, async () => await checkGraph(unfused, g, cases[g]!, TOL, 8));
+      test(`es-en ${g}: native CPU plan (fused) matches onnxruntime within ${TOL}`, async () =>
+        await checkGraph(plan, g, cases[g]!, TOL, 8));
+      test(`es-en ${g}: native CPU plan (no fusion) matches onnxruntime within ${TOL}`, async () =>
+        await checkGraph(unfused, g, cases[g]!, TOL, 8));
     }
-    test.after(() => { plan?.close(); unfused?.close(); });
+    test.after(() => {
+      plan?.close();
+      unfused?.close();
+    });
   } else {
     skipSuite(test, needsShared('models/es-en'), esenNames);
   }
@@ -57,10 +70,23 @@ if (!nativeAvailable()) {
   const synthDir = path.join(os.tmpdir(), 'planc-test-models', 'opus-base');
   test('synthetic opus-base (d 512, 6+6, vocab 58101): every graph matches onnxruntime', async () => {
     if (!fs.existsSync(path.join(synthDir, 'decoder_with_past_model.onnx'))) {
-      makeModel({ ...DEFAULTS, out: synthDir, d: 512, encoderLayers: 6, decoderLayers: 6, heads: 8, ffn: 2048, vocab: 58101, maxPos: 512 });
+      makeModel({
+        ...DEFAULTS,
+        out: synthDir,
+        d: 512,
+        encoderLayers: 6,
+        decoderLayers: 6,
+        heads: 8,
+        ffn: 2048,
+        vocab: 58101,
+        maxPos: 512,
+      });
     }
     const model = importSeq2SeqDir(synthDir);
-    const cases = await seq2seqCases(model.sources, [[5, 77, 1234, 40000, 9, 0], [300, 58000, 0]]);
+    const cases = await seq2seqCases(model.sources, [
+      [5, 77, 1234, 40000, 9, 0],
+      [300, 58000, 0],
+    ]);
     const plan = planFor(model, 'opus-base.plan');
     try {
       for (const g of GRAPHS) await checkGraph(plan, g, cases[g]!, TOL, 8);

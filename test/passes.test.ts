@@ -24,8 +24,16 @@ const vals = (n: number, seed: number) => Array.from({ length: n }, (_, i) => Ma
 function ffnModel(): string {
   const bytes = buildModel({
     inputs: [['x', 'float32', ['batch', 'len', 4]]],
-    outputs: [['y', 'float32', ['batch', 'len', 4]], ['z', 'float32', ['batch', 'len', 'len']]],
-    initializers: [floatInit('w1', [4, 8], vals(32, 1)), floatInit('b1', [8], vals(8, 2)), floatInit('w2', [8, 4], vals(32, 3)), floatInit('b2', [4], vals(4, 4))],
+    outputs: [
+      ['y', 'float32', ['batch', 'len', 4]],
+      ['z', 'float32', ['batch', 'len', 'len']],
+    ],
+    initializers: [
+      floatInit('w1', [4, 8], vals(32, 1)),
+      floatInit('b1', [8], vals(8, 2)),
+      floatInit('w2', [8, 4], vals(32, 3)),
+      floatInit('b2', [4], vals(4, 4)),
+    ],
     nodes: [
       { op: 'MatMul', inputs: ['x', 'w1'], outputs: ['h1'], name: 'ffn_w1' },
       { op: 'Add', inputs: ['h1', 'b1'], outputs: ['h2'], name: 'ffn_b1' },
@@ -33,7 +41,13 @@ function ffnModel(): string {
       { op: 'MatMul', inputs: ['h3', 'w2'], outputs: ['h4'], name: 'ffn_w2' },
       { op: 'Add', inputs: ['b2', 'h4'], outputs: ['h5'], name: 'ffn_b2' },
       { op: 'Add', inputs: ['h5', 'x'], outputs: ['y'], name: 'residual' },
-      { op: 'Transpose', inputs: ['x'], outputs: ['xt'], name: 'xt', attrs: [{ name: 'perm', type: 7, ints: [0, 2, 1] }] },
+      {
+        op: 'Transpose',
+        inputs: ['x'],
+        outputs: ['xt'],
+        name: 'xt',
+        attrs: [{ name: 'perm', type: 7, ints: [0, 2, 1] }],
+      },
       { op: 'MatMul', inputs: ['x', 'xt'], outputs: ['z'], name: 'scores' },
     ],
   });
@@ -69,29 +83,68 @@ test('fused and unfused models give the same outputs (reference evaluator)', () 
 
 /** A PyTorch-style decomposed layer norm followed by a T5-style RMS norm, and a mean that must not fuse. */
 function normsModel(): string {
-  const f = (name: string, v: number) => ({ name, dims: [], dataType: 1, rawData: new Uint8Array(Float32Array.from([v]).buffer) });
+  const f = (name: string, v: number) => ({
+    name,
+    dims: [],
+    dataType: 1,
+    rawData: new Uint8Array(Float32Array.from([v]).buffer),
+  });
   const bytes = buildModel({
     inputs: [['x', 'float32', ['batch', 6]]],
-    outputs: [['y', 'float32', ['batch', 6]], ['m', 'float32', ['batch', 1]]],
-    initializers: [floatInit('gamma', [6], vals(6, 5)), floatInit('beta', [6], vals(6, 6)), floatInit('g2', [6], vals(6, 7)), f('two', 2), f('eps', 1e-5), f('eps2', 1e-6)],
+    outputs: [
+      ['y', 'float32', ['batch', 6]],
+      ['m', 'float32', ['batch', 1]],
+    ],
+    initializers: [
+      floatInit('gamma', [6], vals(6, 5)),
+      floatInit('beta', [6], vals(6, 6)),
+      floatInit('g2', [6], vals(6, 7)),
+      f('two', 2),
+      f('eps', 1e-5),
+      f('eps2', 1e-6),
+    ],
     nodes: [
-      { op: 'ReduceMean', inputs: ['x'], outputs: ['mu'], name: 'ln_mean', attrs: [{ name: 'axes', type: 7, ints: [-1] }] },
+      {
+        op: 'ReduceMean',
+        inputs: ['x'],
+        outputs: ['mu'],
+        name: 'ln_mean',
+        attrs: [{ name: 'axes', type: 7, ints: [-1] }],
+      },
       { op: 'Sub', inputs: ['x', 'mu'], outputs: ['d'], name: 'ln_sub' },
       { op: 'Pow', inputs: ['d', 'two'], outputs: ['d2'], name: 'ln_pow' },
-      { op: 'ReduceMean', inputs: ['d2'], outputs: ['var'], name: 'ln_var', attrs: [{ name: 'axes', type: 7, ints: [-1] }] },
+      {
+        op: 'ReduceMean',
+        inputs: ['d2'],
+        outputs: ['var'],
+        name: 'ln_var',
+        attrs: [{ name: 'axes', type: 7, ints: [-1] }],
+      },
       { op: 'Add', inputs: ['var', 'eps'], outputs: ['ve'], name: 'ln_eps' },
       { op: 'Sqrt', inputs: ['ve'], outputs: ['sd'], name: 'ln_sqrt' },
       { op: 'Div', inputs: ['d', 'sd'], outputs: ['n'], name: 'ln_div' },
       { op: 'Mul', inputs: ['n', 'gamma'], outputs: ['s'], name: 'ln_scale' },
       { op: 'Add', inputs: ['s', 'beta'], outputs: ['ln'], name: 'ln_shift' },
       { op: 'Pow', inputs: ['ln', 'two'], outputs: ['q'], name: 'rms_pow' },
-      { op: 'ReduceMean', inputs: ['q'], outputs: ['qm'], name: 'rms_mean', attrs: [{ name: 'axes', type: 7, ints: [-1] }] },
+      {
+        op: 'ReduceMean',
+        inputs: ['q'],
+        outputs: ['qm'],
+        name: 'rms_mean',
+        attrs: [{ name: 'axes', type: 7, ints: [-1] }],
+      },
       { op: 'Add', inputs: ['qm', 'eps2'], outputs: ['qe'], name: 'rms_eps' },
       { op: 'Sqrt', inputs: ['qe'], outputs: ['rs'], name: 'rms_sqrt' },
       { op: 'Reciprocal', inputs: ['rs'], outputs: ['inv'], name: 'rms_inv' },
       { op: 'Mul', inputs: ['ln', 'inv'], outputs: ['r'], name: 'rms_mul' },
       { op: 'Mul', inputs: ['r', 'g2'], outputs: ['y'], name: 'rms_scale' },
-      { op: 'ReduceMean', inputs: ['x'], outputs: ['m'], name: 'plain_mean', attrs: [{ name: 'axes', type: 7, ints: [-1] }] },
+      {
+        op: 'ReduceMean',
+        inputs: ['x'],
+        outputs: ['m'],
+        name: 'plain_mean',
+        attrs: [{ name: 'axes', type: 7, ints: [-1] }],
+      },
     ],
   });
   const p = path.join(tmp, 'norms.onnx');
@@ -107,12 +160,20 @@ test('fuse-layernorm: golden IR before and after; same outputs within float32 ro
   inferModel(f);
   matchGolden('fuse-layernorm.after.txt', printModel(f));
   const ops = f.graphs.get('main')!.nodes.map((n) => (n.domain ? `${n.domain}.${n.op}` : n.op));
-  assert.equal(ops.filter((o) => o.startsWith('planc.')), ['planc.LayerNorm', 'planc.RMSNorm']);
+  assert.equal(
+    ops.filter((o) => o.startsWith('planc.')),
+    ['planc.LayerNorm', 'planc.RMSNorm'],
+  );
   assert.ok(ops.includes('ReduceMean'), 'the unrelated mean stays');
-  const x = Tensor.fromNumbers('float32', [3, 6], vals(18, 11).map((v) => v * 4 + 1));
+  const x = Tensor.fromNumbers(
+    'float32',
+    [3, 6],
+    vals(18, 11).map((v) => v * 4 + 1),
+  );
   const a = evaluate(m, 'main', { x }).y!;
   const b = evaluate(f, 'main', { x }).y!;
-  for (let i = 0; i < a.size; i++) assert.ok(Math.abs(a.nums[i]! - b.nums[i]!) < 1e-5, `element ${i}: ${a.nums[i]} vs ${b.nums[i]}`);
+  for (let i = 0; i < a.size; i++)
+    assert.ok(Math.abs(a.nums[i]! - b.nums[i]!) < 1e-5, `element ${i}: ${a.nums[i]} vs ${b.nums[i]}`);
 });
 
 /**
@@ -122,10 +183,29 @@ test('fuse-layernorm: golden IR before and after; same outputs within float32 ro
 function outputLayerModel(): string {
   const bytes = buildModel({
     inputs: [['x', 'float32', ['batch', 'len', 4]]],
-    outputs: [['scores', 'float32', ['batch', 'len', 'len']], ['logits', 'float32', ['batch', 'len', 10]], ['other', 'float32', ['batch', 'len', 6]]],
-    initializers: [floatInit('emb', [10, 4], vals(40, 21).map((v) => v * 3)), floatInit('b', [10], vals(10, 22)), floatInit('w', [4, 6], vals(24, 23)), floatInit('c', [6], vals(6, 24))],
+    outputs: [
+      ['scores', 'float32', ['batch', 'len', 'len']],
+      ['logits', 'float32', ['batch', 'len', 10]],
+      ['other', 'float32', ['batch', 'len', 6]],
+    ],
+    initializers: [
+      floatInit(
+        'emb',
+        [10, 4],
+        vals(40, 21).map((v) => v * 3),
+      ),
+      floatInit('b', [10], vals(10, 22)),
+      floatInit('w', [4, 6], vals(24, 23)),
+      floatInit('c', [6], vals(6, 24)),
+    ],
     nodes: [
-      { op: 'Transpose', inputs: ['x'], outputs: ['xt'], name: 'xt', attrs: [{ name: 'perm', type: 7, ints: [0, 2, 1] }] },
+      {
+        op: 'Transpose',
+        inputs: ['x'],
+        outputs: ['xt'],
+        name: 'xt',
+        attrs: [{ name: 'perm', type: 7, ints: [0, 2, 1] }],
+      },
       { op: 'MatMul', inputs: ['x', 'xt'], outputs: ['scores'], name: 'scores' },
       { op: 'Transpose', inputs: ['emb'], outputs: ['emb_t'], name: 'emb_t' },
       { op: 'MatMul', inputs: ['x', 'emb_t'], outputs: ['proj'], name: 'lm_head' },
@@ -142,13 +222,20 @@ function outputLayerModel(): string {
 /** Top-k of log_softmax over the last axis, in float64 (lower index first on ties). */
 function topkLogSoftmax(t: Tensor, k: number): { values: number[]; ids: number[] } {
   const v = t.dims[t.rank - 1]!;
-  const values: number[] = [], ids: number[] = [];
+  const values: number[] = [],
+    ids: number[] = [];
   for (let r = 0; r < t.size / v; r++) {
     const row = Array.from(t.nums.slice(r * v, (r + 1) * v), Number);
     const m = Math.max(...row);
     const lse = m + Math.log(row.reduce((a, x) => a + Math.exp(x - m), 0));
-    const order = row.map((_, j) => j).sort((a, b) => row[b]! - row[a]! || a - b).slice(0, k);
-    for (const j of order) { values.push(row[j]! - lse); ids.push(j); }
+    const order = row
+      .map((_, j) => j)
+      .sort((a, b) => row[b]! - row[a]! || a - b)
+      .slice(0, k);
+    for (const j of order) {
+      values.push(row[j]! - lse);
+      ids.push(j);
+    }
   }
   return { values, ids };
 }
@@ -172,20 +259,29 @@ test('fuse-project-topk: golden IR before and after; opt-in; same top-k as log_s
   assert.equal(node.origin, ['emb_t', 'lm_head', 'lm_bias']);
   assert.equal(node.attrs.transposed, { kind: 'int', value: 1 });
   assert.ok(!g.nodes.some((n) => n.name === 'emb_t'), 'the Transpose of the embedding went with the fusion');
-  const x = Tensor.fromNumbers('float32', [2, 3, 4], vals(24, 25).map((v) => v * 2));
+  const x = Tensor.fromNumbers(
+    'float32',
+    [2, 3, 4],
+    vals(24, 25).map((v) => v * 2),
+  );
   const want = topkLogSoftmax(evaluate(m, 'main', { x }).logits!, 3);
   const got = evaluate(f, 'main', { x });
   assert.equal(got.topk_logprobs!.dims, [2, 3, 3]);
   assert.equal(got.topk_ids!.dtype, 'int64');
   assert.equal(Array.from(got.topk_ids!.nums, Number), want.ids);
-  got.topk_logprobs!.nums.forEach((v, i) => assert.ok(Math.abs(Number(v) - want.values[i]!) < 1e-5, `value ${i}: ${v} vs ${want.values[i]}`));
+  got.topk_logprobs!.nums.forEach((v, i) =>
+    assert.ok(Math.abs(Number(v) - want.values[i]!) < 1e-5, `value ${i}: ${v} vs ${want.values[i]}`),
+  );
 });
 
 test('fuse-project-topk after fuse-matmul-epilogue: FusedMatMul(x, W, b) becomes ProjectTopK; declines explained', () => {
   const model = (extraOutput: boolean) => {
     const bytes = buildModel({
       inputs: [['x', 'float32', ['batch', 4]]],
-      outputs: [['logits', 'float32', ['batch', 10]], ...(extraOutput ? [['probs', 'float32', ['batch', 10]] as [string, 'float32', string[]]] : [])],
+      outputs: [
+        ['logits', 'float32', ['batch', 10]],
+        ...(extraOutput ? [['probs', 'float32', ['batch', 10]] as [string, 'float32', string[]]] : []),
+      ],
       initializers: [floatInit('w', [4, 10], vals(40, 31)), floatInit('b', [10], vals(10, 32))],
       nodes: [
         { op: 'MatMul', inputs: ['x', 'w'], outputs: ['mm'], name: 'proj' },
@@ -199,23 +295,33 @@ test('fuse-project-topk after fuse-matmul-epilogue: FusedMatMul(x, W, b) becomes
   };
   const f = runPipeline(model(false), { topk: 10 });
   const g = f.graphs.get('main')!;
-  assert.equal(g.nodes.map((n) => `${n.domain}.${n.op}`), ['planc.ProjectTopK']);
+  assert.equal(
+    g.nodes.map((n) => `${n.domain}.${n.op}`),
+    ['planc.ProjectTopK'],
+  );
   assert.equal(g.nodes[0]!.inputs, ['x', 'w', 'b']);
   assert.equal(g.nodes[0]!.origin, ['proj', 'bias']);
   assert.is(g.values.get('topk_ids')!.type!.dtype, 'int64');
   assert.equal(g.values.get('topk_ids')!.type!.shape!.map(dimStr), ['batch', '10']);
   const why: string[] = [];
-  const kept = runPipeline(model(true), { topk: 4, explain: (p, node, w) => p === 'fuse-project-topk' && why.push(`${node}: ${w}`) });
+  const kept = runPipeline(model(true), {
+    topk: 4,
+    explain: (p, node, w) => p === 'fuse-project-topk' && why.push(`${node}: ${w}`),
+  });
   assert.ok(kept.graphs.get('main')!.outputs.includes('logits'));
   assert.equal(why, ["proj:fused: the logits 'logits' have other consumers"]);
   const big: string[] = [];
-  runPipeline(model(false), { topk: 11, explain: (p, node, w) => p === 'fuse-project-topk' && big.push(`${node}: ${w}`) });
+  runPipeline(model(false), {
+    topk: 11,
+    explain: (p, node, w) => p === 'fuse-project-topk' && big.push(`${node}: ${w}`),
+  });
   assert.equal(big, ['proj:fused: k = 11 exceeds the vocabulary size 10']);
 });
 
 test('a pass that finds nothing leaves the graph unchanged', () => {
   const bytes = buildModel({
-    inputs: [['x', 'float32', [2, 2]]], outputs: [['y', 'float32', [2, 2]]],
+    inputs: [['x', 'float32', [2, 2]]],
+    outputs: [['y', 'float32', [2, 2]]],
     nodes: [{ op: 'Relu', inputs: ['x'], outputs: ['y'] }],
   });
   const p = path.join(tmp, 'relu.onnx');

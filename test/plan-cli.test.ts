@@ -34,7 +34,18 @@ if (!esen || !fs.existsSync(esen) || !nativeAvailable()) {
   let plan: Plan;
 
   before(test, async () => {
-    const r = planc(['optimize', esen, '-o', planFile, '--max-batch', '4', '--max-src-len', '24', '--max-tgt-len', '16']);
+    const r = planc([
+      'optimize',
+      esen,
+      '-o',
+      planFile,
+      '--max-batch',
+      '4',
+      '--max-src-len',
+      '24',
+      '--max-tgt-len',
+      '16',
+    ]);
     if (r.status !== 0) throw new Error(`optimize failed: ${r.stderr}`);
     plan = await loadPlan(planFile);
   });
@@ -53,25 +64,54 @@ if (!esen || !fs.existsSync(esen) || !nativeAvailable()) {
     const j = JSON.parse(r.stdout);
     assert.is(j.target, 'cpu');
     const distinct = JSON.parse(planc(['inspect', esen, '--json']).stdout).uniqueWeightBytes;
-    assert.ok(j.uniqueWeightBytes <= 1.02 * distinct, `plan weights ${j.uniqueWeightBytes} vs distinct initializers ${distinct}`);
-    assert.equal(j.graphs.map((g: { name: string }) => g.name), ['encoder', 'decoder', 'decoder_with_past', 'decoder_with_past_rows', 'decoder_positions']);
-    for (const g of j.graphs.filter((x: { name: string }) => x.name !== 'decoder_positions')) { // the positions graph is a few kernels
+    assert.ok(
+      j.uniqueWeightBytes <= 1.02 * distinct,
+      `plan weights ${j.uniqueWeightBytes} vs distinct initializers ${distinct}`,
+    );
+    assert.equal(
+      j.graphs.map((g: { name: string }) => g.name),
+      ['encoder', 'decoder', 'decoder_with_past', 'decoder_with_past_rows', 'decoder_positions'],
+    );
+    for (const g of j.graphs.filter((x: { name: string }) => x.name !== 'decoder_positions')) {
+      // the positions graph is a few kernels
       assert.ok(g.kernelCount > 20, `${g.name} kernels`);
-      assert.ok(g.arenaBytes <= 1.1 * g.arenaLowerBoundBytes, `${g.name}: arena ${g.arenaBytes} vs lower bound ${g.arenaLowerBoundBytes}`);
+      assert.ok(
+        g.arenaBytes <= 1.1 * g.arenaLowerBoundBytes,
+        `${g.name}: arena ${g.arenaBytes} vs lower bound ${g.arenaLowerBoundBytes}`,
+      );
       assert.ok(g.arenaBytes < g.tensorBytesSum, `${g.name}: reuse happened`);
     }
   });
 
   test('inspect --json: every fusion fired (one planc.Attention per attention block, one norm per norm) and no KV Concat', () => {
     const j = JSON.parse(planc(['inspect', planFile, '--json']).stdout);
-    const ops = Object.fromEntries(j.graphs.map((g: { name: string; fusedOps: Record<string, number> }) => [g.name, g.fusedOps]));
+    const ops = Object.fromEntries(
+      j.graphs.map((g: { name: string; fusedOps: Record<string, number> }) => [g.name, g.fusedOps]),
+    );
     // es-en: 6 encoder layers (self-attention, 2 norms each), 2 decoder layers (self + cross attention, 3 norms each)
     assert.equal(ops.encoder, { 'planc.FusedMatMul': 36, 'planc.Attention': 6, 'planc.LayerNorm': 12 });
-    assert.equal(ops.decoder, { 'planc.FusedMatMul': 20, 'planc.Attention': 4, 'planc.LayerNorm': 6, 'planc.ProjectTopK': 1 });
-    assert.equal(ops.decoder_with_past, { 'planc.FusedMatMul': 16, 'planc.CacheWrite': 4, 'planc.Attention': 4, 'planc.LayerNorm': 6, 'planc.ProjectTopK': 1 });
+    assert.equal(ops.decoder, {
+      'planc.FusedMatMul': 20,
+      'planc.Attention': 4,
+      'planc.LayerNorm': 6,
+      'planc.ProjectTopK': 1,
+    });
+    assert.equal(ops.decoder_with_past, {
+      'planc.FusedMatMul': 16,
+      'planc.CacheWrite': 4,
+      'planc.Attention': 4,
+      'planc.LayerNorm': 6,
+      'planc.ProjectTopK': 1,
+    });
     const step = plan.header.programs.find((p) => p.graph === 'decoder_with_past')!;
-    assert.not.ok(step.kernels.some((k) => k.name === 'concat'), 'no Concat of KV caches in decoder_with_past');
-    assert.ok(plan.inputs('decoder_with_past').some((i) => i.name.startsWith('kv_cache.')), 'the step appends to cache inputs in place');
+    assert.not.ok(
+      step.kernels.some((k) => k.name === 'concat'),
+      'no Concat of KV caches in decoder_with_past',
+    );
+    assert.ok(
+      plan.inputs('decoder_with_past').some((i) => i.name.startsWith('kv_cache.')),
+      'the step appends to cache inputs in place',
+    );
   });
 
   test('run: JSON feeds in, output shapes and values out', () => {
@@ -97,7 +137,13 @@ if (!esen || !fs.existsSync(esen) || !nativeAvailable()) {
 
   test('run: .npz feeds give the same outputs as JSON feeds', () => {
     const npz = path.join(tmp, 'feeds.npz');
-    fs.writeFileSync(npz, zipSync({ 'input_ids.npy': npyInt64([1, 4], [26289, 2, 8332, 0]), 'attention_mask.npy': npyInt64([1, 4], [1, 1, 1, 1]) }));
+    fs.writeFileSync(
+      npz,
+      zipSync({
+        'input_ids.npy': npyInt64([1, 4], [26289, 2, 8332, 0]),
+        'attention_mask.npy': npyInt64([1, 4], [1, 1, 1, 1]),
+      }),
+    );
     const a = planc(['run', planFile, '--graph', 'encoder', '--inputs', npz, '--json']);
     assert.is(a.status, 0, a.stderr);
     const b = planc(['run', planFile, '--graph', 'encoder', '--inputs', path.join(tmp, 'feeds.json'), '--json']);
@@ -116,15 +162,36 @@ if (!esen || !fs.existsSync(esen) || !nativeAvailable()) {
   const ids = (dims: number[], v = 5) => tensorFrom('int64', dims, new Array(dims.reduce((a, b) => a * b, 1)).fill(v));
 
   test('bad feeds: wrong dtype, rank, shape, over the profile, ids outside the vocabulary, missing, unknown', async () => {
-    await expectFeedError({ input_ids: tensorFrom('int32', [1, 3], [1, 2, 3]), attention_mask: ids([1, 3], 1) }, "'input_ids'", 'int32', 'int64');
+    await expectFeedError(
+      { input_ids: tensorFrom('int32', [1, 3], [1, 2, 3]), attention_mask: ids([1, 3], 1) },
+      "'input_ids'",
+      'int32',
+      'int64',
+    );
     await expectFeedError({ input_ids: ids([3]), attention_mask: ids([1, 3], 1) }, "'input_ids'", 'rank 1');
     await expectFeedError({ input_ids: ids([1, 3]), attention_mask: ids([1, 4], 1) }, "'attention_mask'", 'dims [1,4]');
-    await expectFeedError({ input_ids: ids([5, 3]), attention_mask: ids([5, 3], 1) }, 'batch_size = 5', 'maximum 4', '--max-batch');
-    await expectFeedError({ input_ids: ids([1, 30]), attention_mask: ids([1, 30], 1) }, 'encoder_sequence_length = 30', 'maximum 24');
-    await expectFeedError({ input_ids: ids([1, 3], 32000), attention_mask: ids([1, 3], 1) }, 'token id 32000', 'vocabulary');
+    await expectFeedError(
+      { input_ids: ids([5, 3]), attention_mask: ids([5, 3], 1) },
+      'batch_size = 5',
+      'maximum 4',
+      '--max-batch',
+    );
+    await expectFeedError(
+      { input_ids: ids([1, 30]), attention_mask: ids([1, 30], 1) },
+      'encoder_sequence_length = 30',
+      'maximum 24',
+    );
+    await expectFeedError(
+      { input_ids: ids([1, 3], 32000), attention_mask: ids([1, 3], 1) },
+      'token id 32000',
+      'vocabulary',
+    );
     await expectFeedError({ input_ids: ids([1, 3], -1), attention_mask: ids([1, 3], 1) }, 'token id -1');
     await expectFeedError({ input_ids: ids([1, 3]) }, "missing feed 'attention_mask'");
-    await expectFeedError({ input_ids: ids([1, 3]), attention_mask: ids([1, 3], 1), extra: ids([1]) }, "unknown feed 'extra'");
+    await expectFeedError(
+      { input_ids: ids([1, 3]), attention_mask: ids([1, 3], 1), extra: ids([1]) },
+      "unknown feed 'extra'",
+    );
     const wrongArray = { dtype: 'int64' as const, dims: [1, 3], data: new Float64Array(3) as unknown as BigInt64Array };
     await expectFeedError({ input_ids: wrongArray, attention_mask: ids([1, 3], 1) }, 'BigInt64Array');
     // and a good feed still runs afterwards
@@ -139,7 +206,10 @@ if (!esen || !fs.existsSync(esen) || !nativeAvailable()) {
     fs.writeFileSync(other, bytes);
     const r = planc(['inspect', other]);
     assert.is(r.status, 2);
-    assert.ok(r.stderr.includes('PLANC_E402') && r.stderr.includes('format version 99') && r.stderr.includes('planc 0.1.0'), r.stderr);
+    assert.ok(
+      r.stderr.includes('PLANC_E402') && r.stderr.includes('format version 99') && r.stderr.includes('planc 0.1.0'),
+      r.stderr,
+    );
   });
 
   test('a truncated plan is refused by the CLI with exit 2', () => {

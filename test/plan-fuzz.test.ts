@@ -21,7 +21,6 @@ import { rng } from '../scripts/fuzz/mutate.ts';
 
 const PlanMsg = protobuf.loadSync(path.join(REPO_ROOT, 'compiler', 'plan', 'plan.proto')).lookupType('planc.Plan');
 
-
 if (!nativeAvailable()) {
   skipSuite(test, NEEDS_NATIVE, [
     'the unmutated plan runs',
@@ -29,7 +28,17 @@ if (!nativeAvailable()) {
   ]);
 } else {
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'planc-fuzz-'));
-  makeModel({ ...DEFAULTS, out: tmp, d: 16, encoderLayers: 1, decoderLayers: 1, heads: 2, ffn: 32, vocab: 50, maxPos: 32 });
+  makeModel({
+    ...DEFAULTS,
+    out: tmp,
+    d: 16,
+    encoderLayers: 1,
+    decoderLayers: 1,
+    heads: 2,
+    ffn: 32,
+    vocab: 50,
+    maxPos: 32,
+  });
   const model = importSeq2SeqDir(tmp);
   const built = buildPlan(model, { target: 'cpu', maxBatch: 2, maxSrcLen: 8, maxTgtLen: 8 });
   const good = encodePlan(built.header, built.blob);
@@ -89,11 +98,18 @@ if (!nativeAvailable()) {
       } else if (kind === 3) {
         // bit flips inside the header with the checksum fixed: garbage reaches the decoder and validator
         bytes = good.slice();
-        for (let k = 0; k < 1 + Math.floor(r() * 4); k++) bytes[24 + Math.floor(r() * headLen)] ^= 1 << Math.floor(r() * 8);
+        for (let k = 0; k < 1 + Math.floor(r() * 4); k++)
+          bytes[24 + Math.floor(r() * headLen)] ^= 1 << Math.floor(r() * 8);
         new DataView(bytes.buffer).setUint32(16, crc32(bytes.subarray(24, 24 + headLen)) >>> 0, true);
       } else {
         // a structured edit of one numeric field (offset, length, dim, index, count...) with valid checksums
-        const h = structuredClone(PlanMsg.toObject(PlanMsg.decode(good.subarray(24, 24 + headLen)), { longs: Number, defaults: true, arrays: true })) as Record<string, unknown>;
+        const h = structuredClone(
+          PlanMsg.toObject(PlanMsg.decode(good.subarray(24, 24 + headLen)), {
+            longs: Number,
+            defaults: true,
+            arrays: true,
+          }),
+        ) as Record<string, unknown>;
         editRandomNumber(h, r);
         bytes = reencode(h);
       }
@@ -110,7 +126,9 @@ function editRandomNumber(o: Record<string, unknown>, r: () => number): void {
   const slots: [Record<string, unknown> | unknown[], string | number][] = [];
   const walk = (x: unknown) => {
     if (Array.isArray(x)) x.forEach((v, i) => (typeof v === 'number' ? slots.push([x, i]) : walk(v)));
-    else if (x && typeof x === 'object') for (const [k, v] of Object.entries(x)) (typeof v === 'number' ? slots.push([x as Record<string, unknown>, k]) : walk(v));
+    else if (x && typeof x === 'object')
+      for (const [k, v] of Object.entries(x))
+        typeof v === 'number' ? slots.push([x as Record<string, unknown>, k]) : walk(v);
   };
   walk(o);
   const [holder, key] = slots[Math.floor(r() * slots.length)]!;

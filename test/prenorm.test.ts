@@ -23,7 +23,9 @@ import { seq2seqCases, type GraphCase } from './helpers/seq2seq-feeds.ts';
 import { before } from './helpers/before.ts';
 import { NEEDS_NATIVE, skipSuite } from './helpers/skip.ts';
 
-const E = 2, L = 2, V = 1000;
+const E = 2,
+  L = 2,
+  V = 1000;
 const MAX_LEN = 24;
 const N = 20;
 /** A difference from the reference is accepted only where its top two log-probs are this close (a numerical tie). */
@@ -32,17 +34,30 @@ const TOL = 1e-4;
 const GRAPHS = ['encoder', 'decoder', 'decoder_with_past'];
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'planc-prenorm-'));
 const OPTS: MakeModelOptions = {
-  arch: 'marian', d: 64, encoderLayers: E, decoderLayers: L, heads: 4, ffn: 128, vocab: V, maxPos: 128, activation: 'relu',
+  arch: 'marian',
+  d: 64,
+  encoderLayers: E,
+  decoderLayers: L,
+  heads: 4,
+  ffn: 128,
+  vocab: V,
+  maxPos: 128,
+  activation: 'relu',
   // seed 13: some sources decode to eos at once, others run to the cap (random weights mostly repeat one token)
-  preNorm: true, seed: 13, out: path.join(tmp, 'prenorm'),
+  preNorm: true,
+  seed: 13,
+  out: path.join(tmp, 'prenorm'),
 };
 const D = { startId: 0, eosId: 0, padId: 0 };
 
 /** Seeded sources of 3..16 ids in [1, V), ending with the eos. */
 function sources(n: number, seed: number): number[][] {
   let s = seed >>> 0;
-  const rand = () => ((s = (Math.imul(s, 1664525) + 1013904223) >>> 0) / 2 ** 32);
-  return Array.from({ length: n }, () => [...Array.from({ length: 3 + Math.floor(rand() * 14) }, () => 1 + Math.floor(rand() * (V - 1))), D.eosId]);
+  const rand = () => (s = (Math.imul(s, 1664525) + 1013904223) >>> 0) / 2 ** 32;
+  return Array.from({ length: n }, () => [
+    ...Array.from({ length: 3 + Math.floor(rand() * 14) }, () => 1 + Math.floor(rand() * (V - 1))),
+    D.eosId,
+  ]);
 }
 
 makeModel(OPTS);
@@ -71,7 +86,12 @@ test('every fusion fires on each graph (attention, layer norms incl. the final o
   const want: Record<string, Record<string, number>> = {
     encoder: { 'planc.Attention': E, 'planc.LayerNorm': 2 * E + 1 },
     decoder: { 'planc.Attention': 2 * L, 'planc.LayerNorm': 3 * L + 1, 'planc.ProjectTopK': 1 },
-    decoder_with_past: { 'planc.Attention': 2 * L, 'planc.LayerNorm': 3 * L + 1, 'planc.CacheWrite': 2 * L, 'planc.ProjectTopK': 1 },
+    decoder_with_past: {
+      'planc.Attention': 2 * L,
+      'planc.LayerNorm': 3 * L + 1,
+      'planc.CacheWrite': 2 * L,
+      'planc.ProjectTopK': 1,
+    },
   };
   for (const [g, ops] of Object.entries(want)) {
     const got = program(g).fusedOps;
@@ -82,12 +102,21 @@ test('every fusion fires on each graph (attention, layer norms incl. the final o
   assert.is(program('decoder').fusedOps['planc.CacheWrite'], undefined);
   const step = program('decoder_with_past');
   for (const k of ['attention', 'cache_write', 'project_topk', 'layer_norm', 'fused_matmul']) {
-    assert.ok(step.kernels.some((x) => x.name === k), `decoder_with_past runs ${k} (kernels: ${[...new Set(step.kernels.map((x) => x.name))].join(', ')})`);
+    assert.ok(
+      step.kernels.some((x) => x.name === k),
+      `decoder_with_past runs ${k} (kernels: ${[...new Set(step.kernels.map((x) => x.name))].join(', ')})`,
+    );
   }
-  assert.not.ok(step.kernels.some((x) => x.name === 'concat'), 'no Concat of KV caches in the decoder step');
+  assert.not.ok(
+    step.kernels.some((x) => x.name === 'concat'),
+    'no Concat of KV caches in the decoder step',
+  );
   // No ONNX LayerNormalization or Softmax left anywhere.
   for (const g of fused.graphs.values()) {
-    assert.not.ok(g.nodes.some((n) => n.domain === '' && (n.op === 'LayerNormalization' || n.op === 'Softmax')), `${g.name}: unfused norm or softmax`);
+    assert.not.ok(
+      g.nodes.some((n) => n.domain === '' && (n.op === 'LayerNormalization' || n.op === 'Softmax')),
+      `${g.name}: unfused norm or softmax`,
+    );
   }
 });
 
@@ -111,7 +140,8 @@ if (!nativeAvailable()) {
     plan = toPlan(built, 'prenorm.plan');
     cases = await seq2seqCases(model.sources, [ids[0]!, ids[1]!, ids[5]!, ids[7]!]);
     sessions = {};
-    for (const g of ['encoder', 'decoder', 'decoder_with_past']) sessions[g] = await ort.InferenceSession.create(model.sources[g]!);
+    for (const g of ['encoder', 'decoder', 'decoder_with_past'])
+      sessions[g] = await ort.InferenceSession.create(model.sources[g]!);
     runner = (g, feeds) => runOrt(sessions[g]!, feeds);
     reference = [];
     for (const s of ids) reference.push(...(await greedyDecode(runner, [s], { ...C, maxLength: MAX_LEN })));
@@ -123,10 +153,25 @@ if (!nativeAvailable()) {
 
   /** The reference's log-probs [positions][V] after feeding [start, ...prefix] (forced decoding with decoder_model). */
   async function refLogProbs(source: number[], prefix: number[]): Promise<Float64Array[]> {
-    const mask = Tensor.fromNumbers('int64', [1, source.length], source.map(() => 1));
-    const enc = (await runner('encoder', { input_ids: Tensor.fromNumbers('int64', [1, source.length], source), attention_mask: mask })).last_hidden_state!;
+    const mask = Tensor.fromNumbers(
+      'int64',
+      [1, source.length],
+      source.map(() => 1),
+    );
+    const enc = (
+      await runner('encoder', {
+        input_ids: Tensor.fromNumbers('int64', [1, source.length], source),
+        attention_mask: mask,
+      })
+    ).last_hidden_state!;
     const input = [D.startId, ...prefix];
-    const logits = (await runner('decoder', { input_ids: Tensor.fromNumbers('int64', [1, input.length], input), encoder_attention_mask: mask, encoder_hidden_states: enc })).logits!;
+    const logits = (
+      await runner('decoder', {
+        input_ids: Tensor.fromNumbers('int64', [1, input.length], input),
+        encoder_attention_mask: mask,
+        encoder_hidden_states: enc,
+      })
+    ).logits!;
     return input.map((_, t) => {
       const row = Float64Array.from(logits.nums.slice(t * V, (t + 1) * V));
       const max = row.reduce((a, b) => Math.max(a, b), -Infinity);
@@ -149,7 +194,10 @@ if (!nativeAvailable()) {
   }
 
   test(`fused pre-norm graphs (logits kept) and unfused ones match onnxruntime within ${TOL}`, async () => {
-    for (const [name, m] of [['fused', runPipeline(model)], ['unfused', model]] as const) {
+    for (const [name, m] of [
+      ['fused', runPipeline(model)],
+      ['unfused', model],
+    ] as const) {
       const p = toPlan(buildPlan(m, profile), `prenorm-${name}.plan`);
       try {
         for (const g of GRAPHS) await checkGraph(p, g, cases[g]!, TOL, 8);
@@ -166,8 +214,14 @@ if (!nativeAvailable()) {
     for (let i = 0; i < ids.length; i++) {
       const want = reference[i]!;
       const score = await refScore(ids[i]!, got[i]!);
-      assert.ok(Math.abs(results[i]!.score! - score) < 1e-3, `${label}: sentence ${i} score ${results[i]!.score} vs the reference's ${score}`);
-      if (got[i]!.join() === want.join()) { same++; continue; }
+      assert.ok(
+        Math.abs(results[i]!.score! - score) < 1e-3,
+        `${label}: sentence ${i} score ${results[i]!.score} vs the reference's ${score}`,
+      );
+      if (got[i]!.join() === want.join()) {
+        same++;
+        continue;
+      }
       let step = 0;
       while (step < want.length && want[step] === got[i]![step]) step++;
       const gap = await topTwoGap(ids[i]!, want.slice(0, step));
@@ -185,12 +239,23 @@ if (!nativeAvailable()) {
   });
 
   test('greedy translateIds at batch 1 (fused pre-norm plan): token-identical to the onnxruntime reference', async () => {
-    const got = await translateIds(plan, ids, { batchSize: 1, maxLength: MAX_LEN, returnScores: true, lengthPenalty: 0 });
+    const got = await translateIds(plan, ids, {
+      batchSize: 1,
+      maxLength: MAX_LEN,
+      returnScores: true,
+      lengthPenalty: 0,
+    });
     await compare('batch 1', got);
   });
 
   test('greedy translateIds at batch 8 with mixed lengths: token-identical to the onnxruntime reference', async () => {
-    const got = await translateIds(plan, ids, { batchSize: 8, maxLength: MAX_LEN, sortByLength: false, returnScores: true, lengthPenalty: 0 });
+    const got = await translateIds(plan, ids, {
+      batchSize: 8,
+      maxLength: MAX_LEN,
+      sortByLength: false,
+      returnScores: true,
+      lengthPenalty: 0,
+    });
     await compare('batch 8', got);
   });
 }

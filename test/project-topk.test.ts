@@ -22,14 +22,17 @@ import { seq2seqCases, type GraphCase } from './helpers/seq2seq-feeds.ts';
 
 const K = 8;
 const TOL = 1e-4;
-const cli = (...args: string[]) => spawnSync(process.execPath, [path.join(REPO_ROOT, 'bin', 'planc.js'), ...args], { encoding: 'utf8' });
+const cli = (...args: string[]) =>
+  spawnSync(process.execPath, [path.join(REPO_ROOT, 'bin', 'planc.js'), ...args], { encoding: 'utf8' });
 // The decoder_with_past check feeds the original past_key_values.* interface, so the in-place KV cache pass stays off.
 const KEEP_IO = ['kv-cache-in-place'];
 
 /** Top-k of log_softmax over the last axis in float64; ties: lower id first. */
 function topkLogSoftmax(t: Tensor, k: number): { values: number[]; ids: number[]; logp: Float64Array[] } {
   const v = t.dims[t.rank - 1]!;
-  const values: number[] = [], ids: number[] = [], logp: Float64Array[] = [];
+  const values: number[] = [],
+    ids: number[] = [],
+    logp: Float64Array[] = [];
   for (let r = 0; r < t.size / v; r++) {
     const row = Float64Array.from(t.nums.slice(r * v, (r + 1) * v), Number);
     let m = -Infinity;
@@ -38,15 +41,25 @@ function topkLogSoftmax(t: Tensor, k: number): { values: number[]; ids: number[]
     for (const x of row) s += Math.exp(x - m);
     const lse = m + Math.log(s);
     for (let j = 0; j < v; j++) row[j] = row[j]! - lse;
-    const order = Array.from(row.keys()).sort((a, b) => row[b]! - row[a]! || a - b).slice(0, k);
-    for (const j of order) { values.push(row[j]!); ids.push(j); }
+    const order = Array.from(row.keys())
+      .sort((a, b) => row[b]! - row[a]! || a - b)
+      .slice(0, k);
+    for (const j of order) {
+      values.push(row[j]!);
+      ids.push(j);
+    }
     logp.push(row);
   }
   return { values, ids, logp };
 }
 
 function planOf(model: Model, opts: { topk?: number; maxBatch: number }): Plan {
-  const built = buildPlan(runPipeline(model, { topk: opts.topk, disable: KEEP_IO }), { target: 'cpu', maxBatch: opts.maxBatch, maxSrcLen: 48, maxTgtLen: 8 });
+  const built = buildPlan(runPipeline(model, { topk: opts.topk, disable: KEEP_IO }), {
+    target: 'cpu',
+    maxBatch: opts.maxBatch,
+    maxSrcLen: 48,
+    maxTgtLen: 8,
+  });
   return loadPlanBytes(encodePlan(built.header, built.blob), 'es-en-topk.plan');
 }
 
@@ -56,7 +69,8 @@ function checkTopk(plan: Plan, graph: string, c: GraphCase): void {
   assert.ok(!('logits' in out), 'the logits output is gone');
   const logits = c.expected.logits!;
   const want = topkLogSoftmax(logits, K);
-  const vals = out.topk_logprobs!, ids = out.topk_ids!;
+  const vals = out.topk_logprobs!,
+    ids = out.topk_ids!;
   assert.equal(vals.dims, [...logits.dims.slice(0, -1), K]);
   assert.equal(ids.dtype, 'int64');
   const got = Array.from(ids.data as BigInt64Array, Number);
@@ -65,7 +79,10 @@ function checkTopk(plan: Plan, graph: string, c: GraphCase): void {
     assert.ok(Math.abs(v - want.values[i]!) < TOL, `${graph} [${i}]: log-prob ${v} vs ${want.values[i]}`);
     if (id !== want.ids[i]) {
       const theirs = want.logp[Math.floor(i / K)]![id]!;
-      assert.ok(Math.abs(theirs - want.values[i]!) < TOL, `${graph} [${i}]: id ${id} (log-prob ${theirs}) vs ${want.ids[i]} (${want.values[i]})`);
+      assert.ok(
+        Math.abs(theirs - want.values[i]!) < TOL,
+        `${graph} [${i}]: id ${id} (log-prob ${theirs}) vs ${want.ids[i]} (${want.values[i]})`,
+      );
     }
   });
 }
@@ -89,7 +106,8 @@ const esen = shared && path.join(shared, 'models', 'es-en');
 test('planc optimize --topk: a bad value is a usage error', () => {
   const r = cli('optimize', esen ?? '.', '-o', path.join(os.tmpdir(), 'planc-never.plan'), '--topk', '-2');
   assert.is.not(r.status, 0);
-  if (esen && fs.existsSync(esen)) assert.match(r.stderr, /--topk must be an integer ≥ 0 \(0 keeps the logits\), got -2/);
+  if (esen && fs.existsSync(esen))
+    assert.match(r.stderr, /--topk must be an integer ≥ 0 \(0 keeps the logits\), got -2/);
 });
 
 if (!nativeAvailable() || !esen || !fs.existsSync(esen)) {
@@ -97,7 +115,7 @@ if (!nativeAvailable() || !esen || !fs.existsSync(esen)) {
     'optimize --topk 8, then inspect: one planc.ProjectTopK in decoder and decoder_with_past, none in the encoder',
     `decoder_with_past: native top-${K} log-probs and ids match log_softmax of onnxruntime's logits within ${TOL}`,
     `decoder (2 positions per sentence): native top-${K} matches onnxruntime within ${TOL}`,
-    'decoder_with_past at batch 1 and 32: ProjectTopK\'s first id per row is the argmax of the plain plan\'s logits',
+    "decoder_with_past at batch 1 and 32: ProjectTopK's first id per row is the argmax of the plain plan's logits",
   ]);
 } else {
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'planc-topk-'));
@@ -107,14 +125,29 @@ if (!nativeAvailable() || !esen || !fs.existsSync(esen)) {
   let plan: Plan | undefined;
   let setup: Promise<{ cases: Record<string, GraphCase>; plan: Plan }> | undefined;
   // Set up inside the tests, not in test.before: uvu 0.5 reports a suite whose before hook throws as passing.
-  const ready = () => (setup ??= (async () => {
-    const cases = await seq2seqCases(model.sources, [ids[0]!, ids[1]!, ids[5]!, ids[17]!, ids[40]!]);
-    plan = planOf(model, { topk: K, maxBatch: 8 });
-    return { cases, plan };
-  })());
+  const ready = () =>
+    (setup ??= (async () => {
+      const cases = await seq2seqCases(model.sources, [ids[0]!, ids[1]!, ids[5]!, ids[17]!, ids[40]!]);
+      plan = planOf(model, { topk: K, maxBatch: 8 });
+      return { cases, plan };
+    })());
 
   test('optimize --topk 8, then inspect: one planc.ProjectTopK in decoder and decoder_with_past, none in the encoder', () => {
-    const o = cli('optimize', esen, '-o', planFile, '--topk', String(K), '--max-batch', '4', '--max-src-len', '24', '--max-tgt-len', '16', '--quiet');
+    const o = cli(
+      'optimize',
+      esen,
+      '-o',
+      planFile,
+      '--topk',
+      String(K),
+      '--max-batch',
+      '4',
+      '--max-src-len',
+      '24',
+      '--max-tgt-len',
+      '16',
+      '--quiet',
+    );
     assert.is(o.status, 0, o.stderr);
     const r = cli('inspect', planFile, '--json');
     assert.is(r.status, 0, r.stderr);
@@ -138,7 +171,7 @@ if (!nativeAvailable() || !esen || !fs.existsSync(esen)) {
     checkTopk(plan, 'decoder', cases.decoder!);
   });
 
-  test('decoder_with_past at batch 1 and 32: ProjectTopK\'s first id per row is the argmax of the plain plan\'s logits', async () => {
+  test("decoder_with_past at batch 1 and 32: ProjectTopK's first id per row is the argmax of the plain plan's logits", async () => {
     const batch = ids.slice(0, 32).map((s) => s.slice(0, 40));
     const big = await seq2seqCases(model.sources, batch);
     const fused = planOf(model, { topk: K, maxBatch: 32 });
@@ -152,7 +185,10 @@ if (!nativeAvailable() || !esen || !fs.existsSync(esen)) {
           feeds[k] = { dtype: t.dtype, dims: [b, ...t.dims.slice(1)], data: t.data.slice(0, b * per) } as RtTensor;
         }
         const want = argmaxRows(plain.runSync('decoder_with_past', feeds).logits!);
-        const got = Array.from(fused.runSync('decoder_with_past', feeds).topk_ids!.data as BigInt64Array, Number).filter((_, i) => i % K === 0);
+        const got = Array.from(
+          fused.runSync('decoder_with_past', feeds).topk_ids!.data as BigInt64Array,
+          Number,
+        ).filter((_, i) => i % K === 0);
         assert.equal(got, want, `batch ${b}: best ids of planc.ProjectTopK vs argmax of the logits`);
       }
     } finally {
@@ -161,7 +197,10 @@ if (!nativeAvailable() || !esen || !fs.existsSync(esen)) {
     }
   });
 
-  test.after(() => { plan?.close(); fs.rmSync(tmp, { recursive: true, force: true }); });
+  test.after(() => {
+    plan?.close();
+    fs.rmSync(tmp, { recursive: true, force: true });
+  });
 }
 
 test.run();

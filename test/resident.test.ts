@@ -26,7 +26,11 @@ if (!nativeAvailable()) {
   };
   const counting = (n: number) => {
     const r = a.residentNew(plan, 4 * n);
-    a.residentWrite(r, 0, Float32Array.from({ length: n }, (_, i) => i));
+    a.residentWrite(
+      r,
+      0,
+      Float32Array.from({ length: n }, (_, i) => i),
+    );
     return r;
   };
 
@@ -64,34 +68,77 @@ if (!nativeAvailable()) {
     const dst = a.residentNew(plan, 40);
     const cases: [Float64Array, RegExp][] = [
       [Float64Array.of(0, 0, 44), /span 0: source \[0, 44\) is outside the source resident of 40 bytes/],
-      [Float64Array.of(0, 0, 4, 0, 38, 4), /span 1: destination \[38, 42\) is outside the destination resident of 40 bytes/],
+      [
+        Float64Array.of(0, 0, 4, 0, 38, 4),
+        /span 1: destination \[38, 42\) is outside the destination resident of 40 bytes/,
+      ],
       [Float64Array.of(-4, 0, 4), /span 0: .* are not byte counts/],
       [Float64Array.of(0.5, 0, 4), /span 0: .* are not byte counts/],
       [Float64Array.of(NaN, 0, 4), /span 0: .* are not byte counts/],
       [Float64Array.of(0, 0), /triples \(length 2\)/],
     ];
-    for (const [spans, want] of cases) assert.match(thrown(() => a.residentCopy(src, dst, spans)), want);
+    for (const [spans, want] of cases)
+      assert.match(
+        thrown(() => a.residentCopy(src, dst, spans)),
+        want,
+      );
     assert.equal(floats(dst, 10), new Array(10).fill(0), 'no span of a bad list was applied');
-    assert.match(thrown(() => a.residentCopy(src, src, Float64Array.of(0, 0, 4, 0, 8, 12))), /span 1: source \[0, 12\) and destination \[8, 20\) overlap in one resident/);
+    assert.match(
+      thrown(() => a.residentCopy(src, src, Float64Array.of(0, 0, 4, 0, 8, 12))),
+      /span 1: source \[0, 12\) and destination \[8, 20\) overlap in one resident/,
+    );
     assert.equal(floats(src, 10), [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
-    assert.match(thrown(() => a.residentCopy(src, dst, [0, 0, 4] as unknown as Float64Array)), /spans must be a Float64Array/);
+    assert.match(
+      thrown(() => a.residentCopy(src, dst, [0, 0, 4] as unknown as Float64Array)),
+      /spans must be a Float64Array/,
+    );
     const theirs = a.residentNew(other, 40);
-    assert.match(thrown(() => a.residentCopy(src, theirs, Float64Array.of(0, 0, 4))), /src and dst belong to different plans/);
+    assert.match(
+      thrown(() => a.residentCopy(src, theirs, Float64Array.of(0, 0, 4))),
+      /src and dst belong to different plans/,
+    );
   });
 
   test(NAMES[3]!, () => {
     const r = a.residentNew(plan, 40);
-    assert.match(thrown(() => a.residentWrite(r, 36, new Float32Array(2))), /residentWrite: \[36, 44\) is outside the resident buffer of 40 bytes/);
-    assert.match(thrown(() => a.residentRead(r, 41, new Uint8Array(0))), /residentRead: \[41, 41\) is outside/);
-    assert.match(thrown(() => a.residentRead(r, -1, new Uint8Array(1))), /offset = -1.* must be an integer/);
-    assert.match(thrown(() => a.residentWrite(r, 0, [1, 2] as unknown as Float32Array)), /data must be a TypedArray/);
-    assert.match(thrown(() => a.residentNew(plan, -1)), /residentNew: bytes must be an integer/);
-    assert.match(thrown(() => a.residentNew(plan, 2 ** 47)), /residentNew: bytes must be an integer/);
-    assert.match(thrown(() => a.residentRead({} as NativeResident, 0, new Uint8Array(1))), /must be a resident buffer handle/);
+    assert.match(
+      thrown(() => a.residentWrite(r, 36, new Float32Array(2))),
+      /residentWrite: \[36, 44\) is outside the resident buffer of 40 bytes/,
+    );
+    assert.match(
+      thrown(() => a.residentRead(r, 41, new Uint8Array(0))),
+      /residentRead: \[41, 41\) is outside/,
+    );
+    assert.match(
+      thrown(() => a.residentRead(r, -1, new Uint8Array(1))),
+      /offset = -1.* must be an integer/,
+    );
+    assert.match(
+      thrown(() => a.residentWrite(r, 0, [1, 2] as unknown as Float32Array)),
+      /data must be a TypedArray/,
+    );
+    assert.match(
+      thrown(() => a.residentNew(plan, -1)),
+      /residentNew: bytes must be an integer/,
+    );
+    assert.match(
+      thrown(() => a.residentNew(plan, 2 ** 47)),
+      /residentNew: bytes must be an integer/,
+    );
+    assert.match(
+      thrown(() => a.residentRead({} as NativeResident, 0, new Uint8Array(1))),
+      /must be a resident buffer handle/,
+    );
     a.residentFree(r);
     a.residentFree(r);
-    assert.match(thrown(() => a.residentRead(r, 0, new Uint8Array(1))), /the resident buffer was freed/);
-    assert.match(thrown(() => a.residentCopy(r, r, new Float64Array(0))), /the resident buffer was freed/);
+    assert.match(
+      thrown(() => a.residentRead(r, 0, new Uint8Array(1))),
+      /the resident buffer was freed/,
+    );
+    assert.match(
+      thrown(() => a.residentCopy(r, r, new Float64Array(0))),
+      /the resident buffer was freed/,
+    );
   });
 
   test.after(() => {

@@ -16,7 +16,10 @@ const it = testIf(test, !nativeAvailable() && NEEDS_NATIVE);
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'planc-scheduler-'));
 let plan: Plan;
 /** Sources of 2 to 15 ids (the tiny plan takes 16), each ending in the eos 0. */
-const sources = Array.from({ length: 40 }, (_, i) => [...Array.from({ length: 1 + (i * 5) % 14 }, (_, j) => 2 + (i * 7 + j * 3) % 99), 0]);
+const sources = Array.from({ length: 40 }, (_, i) => [
+  ...Array.from({ length: 1 + ((i * 5) % 14) }, (_, j) => 2 + ((i * 7 + j * 3) % 99)),
+  0,
+]);
 
 test.before(async () => {
   if (!nativeAvailable()) return;
@@ -36,7 +39,9 @@ it('sentences submitted one by one while others decode equal translateIds of all
   const s = new Scheduler(plan, { maxRows: 4, joinRows: false });
   let submitted = 0;
   let most = 0;
-  const watch = setInterval(() => { most = Math.max(most, s.cohortCount); }, 0);
+  const watch = setInterval(() => {
+    most = Math.max(most, s.cohortCount);
+  }, 0);
   // one arrival per turn of the event loop, where the scheduler takes one decoder step: arrivals spread over the
   // decoding of the earlier ones by steps, not by wall-clock time
   const pending: Promise<SentenceOutcome[]>[] = [];
@@ -48,9 +53,17 @@ it('sentences submitted one by one while others decode equal translateIds of all
   const outcomes = (await Promise.all(pending)).map((o) => o[0]!);
   clearInterval(watch);
   assert.is(submitted, sources.length);
-  assert.equal(outcomes.map(ids), offline.map((r) => r.ids.join(' ')));
+  assert.equal(
+    outcomes.map(ids),
+    offline.map((r) => r.ids.join(' ')),
+  );
   // the same ids; scores within float32 rounding (a step's row count picks the kernels' code path, as with batch sizes offline)
-  outcomes.forEach((o, i) => assert.ok(Math.abs(o.result!.score! - offline[i]!.score!) < 1e-5 * Math.abs(offline[i]!.score!) + 1e-7, `score ${i}: ${o.result!.score} vs ${offline[i]!.score}`));
+  outcomes.forEach((o, i) =>
+    assert.ok(
+      Math.abs(o.result!.score! - offline[i]!.score!) < 1e-5 * Math.abs(offline[i]!.score!) + 1e-7,
+      `score ${i}: ${o.result!.score} vs ${offline[i]!.score}`,
+    ),
+  );
   assert.ok(most >= 2, `cohorts decoded side by side (at most ${most})`);
   assert.is(s.runningRows, 0);
   assert.is(s.queued, 0);
@@ -66,18 +79,33 @@ it('one submission: results in input order; an over-long source, bad ids and an 
   assert.match(out[2]!.error!.message, /PLANC_E405.*id -1/);
   assert.equal(out[3]!.result, { ids: [] });
   assert.is(ids(out[4]!), offline[1]!.ids.join(' '));
-  assert.equal(out.map((o) => o.index), [0, 1, 2, 3, 4]);
+  assert.equal(
+    out.map((o) => o.index),
+    [0, 1, 2, 3, 4],
+  );
 });
 
-it('bad options reject the submission before anything is queued; beam cohorts give translateIds\' beam results', async () => {
+it("bad options reject the submission before anything is queued; beam cohorts give translateIds' beam results", async () => {
   const s = new Scheduler(plan);
-  const bad = await s.submit([sources[0]!], { beamSize: 0 }).then(() => 'ok', (e: Error) => e.message);
+  const bad = await s.submit([sources[0]!], { beamSize: 0 }).then(
+    () => 'ok',
+    (e: Error) => e.message,
+  );
   assert.match(bad, /PLANC_E405.*beamSize/);
   assert.is(s.queued, 0);
   const beam = await translateIds(plan, sources.slice(0, 6), { beamSize: 2 });
-  const [greedyOut, beamOut] = await Promise.all([s.submit(sources.slice(0, 6), {}), s.submit(sources.slice(0, 6), { beamSize: 2 })]);
-  assert.equal(beamOut.map(ids), beam.map((r) => r.ids.join(' ')));
-  assert.equal(greedyOut.map(ids), (await translateIds(plan, sources.slice(0, 6))).map((r) => r.ids.join(' ')));
+  const [greedyOut, beamOut] = await Promise.all([
+    s.submit(sources.slice(0, 6), {}),
+    s.submit(sources.slice(0, 6), { beamSize: 2 }),
+  ]);
+  assert.equal(
+    beamOut.map(ids),
+    beam.map((r) => r.ids.join(' ')),
+  );
+  assert.equal(
+    greedyOut.map(ids),
+    (await translateIds(plan, sources.slice(0, 6))).map((r) => r.ids.join(' ')),
+  );
 });
 
 it('an aborted submission drops its queued sentences at once and its running rows at the next step', async () => {
@@ -90,7 +118,10 @@ it('an aborted submission drops its queued sentences at once and its running row
   abort.abort();
   assert.is(s.queued, 0, 'queued sentences dropped at once');
   const out = await p;
-  assert.ok(out.some((o) => o.error && /PLANC_E704/.test(o.error.message)), 'cancelled sentences say so');
+  assert.ok(
+    out.some((o) => o.error && /PLANC_E704/.test(o.error.message)),
+    'cancelled sentences say so',
+  );
   assert.is(seen.length, 10, 'every outcome heard once');
   assert.is(s.runningRows, 0);
 });
@@ -98,13 +129,21 @@ it('an aborted submission drops its queued sentences at once and its running row
 it('continuous: false decodes one submission at a time', async () => {
   const s = new Scheduler(plan, { continuous: false });
   let most = 0;
-  const watch = setInterval(() => { most = Math.max(most, s.cohortCount); }, 0);
+  const watch = setInterval(() => {
+    most = Math.max(most, s.cohortCount);
+  }, 0);
   const all = await Promise.all([0, 1, 2].map((k) => s.submit(sources.slice(k * 5, k * 5 + 5), {})));
   clearInterval(watch);
   assert.is(most, 1);
-  assert.equal(all.flat().map(ids), (await translateIds(plan, sources.slice(0, 15))).map((r) => r.ids.join(' ')));
+  assert.equal(
+    all.flat().map(ids),
+    (await translateIds(plan, sources.slice(0, 15))).map((r) => r.ids.join(' ')),
+  );
   await s.drain();
-  const closed = await s.submit([sources[0]!], {}).then(() => 'ok', (e: Error) => e.message);
+  const closed = await s.submit([sources[0]!], {}).then(
+    () => 'ok',
+    (e: Error) => e.message,
+  );
   assert.match(closed, /PLANC_E702/);
 });
 

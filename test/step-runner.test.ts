@@ -22,12 +22,25 @@ import { NEEDS_NATIVE, needsShared, skipSuite, testIf } from './helpers/skip.ts'
 import { thrown } from './helpers/expect-error.ts';
 
 const IDS: DecodeIds = { startId: 0, eosId: 1, padId: 0 };
-const SOURCES = [[5, 9, 14, 22, 2], [31, 7, 2], [12, 40, 41, 3, 8, 2]];
+const SOURCES = [
+  [5, 9, 14, 22, 2],
+  [31, 7, 2],
+  [12, 40, 41, 3, 8, 2],
+];
 /** Tokens of steps 1..5 for the three rows. */
-const STEPS = [[4, 6, 8], [10, 12, 14], [16, 18, 20], [22, 24, 26], [28, 30, 32]];
+const STEPS = [
+  [4, 6, 8],
+  [10, 12, 14],
+  [16, 18, 20],
+  [22, 24, 26],
+  [28, 30, 32],
+];
 
 /** A step's outputs as plain numbers (a copy: the next step replaces them). */
-const snapshot = (out: Record<string, RtTensor>) => Object.fromEntries(Object.entries(out).map(([k, t]) => [k, Array.from(t.data as ArrayLike<number | bigint>, Number)]));
+const snapshot = (out: Record<string, RtTensor>) =>
+  Object.fromEntries(
+    Object.entries(out).map(([k, t]) => [k, Array.from(t.data as ArrayLike<number | bigint>, Number)]),
+  );
 
 /** Steps 1..5, truncates to 3 positions (start + 2 steps), re-steps steps 3..5: each must equal its first run. */
 function checkTruncate(plan: Plan, label: string): void {
@@ -47,9 +60,15 @@ function checkTruncate(plan: Plan, label: string): void {
   }
   runner.truncate(0);
   assert.is(runner.length, 0);
-  assert.match(thrown(() => runner.truncate(1)), /PLANC_E405: truncate: length 1 must be an integer in \[0, 0\]/);
+  assert.match(
+    thrown(() => runner.truncate(1)),
+    /PLANC_E405: truncate: length 1 must be an integer in \[0, 0\]/,
+  );
   runner.release();
-  assert.match(thrown(() => runner.step(STEPS[0]!)), /PLANC_E405: this StepRunner was released/);
+  assert.match(
+    thrown(() => runner.step(STEPS[0]!)),
+    /PLANC_E405: this StepRunner was released/,
+  );
 }
 
 /** Rows reordered (beam style, through the spare) and then shrunk (in place) keep their own caches and sources. */
@@ -71,8 +90,16 @@ function checkSelect(plan: Plan, label: string): void {
   for (const [k, v] of Object.entries(plain)) {
     const n = v.length / 3;
     const row = (x: number[], r: number) => x.slice(r * n, (r + 1) * n);
-    assert.equal([row(reordered[k]!, 0), row(reordered[k]!, 1), row(reordered[k]!, 2), row(reordered[k]!, 3)], [row(v, 2), row(v, 0), row(v, 0), row(v, 1)], `${label}: ${k} after reordering`);
-    assert.equal([row(shrunk[k]!, 0), row(shrunk[k]!, 1)], [row(third[k]!, 0), row(third[k]!, 1)], `${label}: ${k} after shrinking`);
+    assert.equal(
+      [row(reordered[k]!, 0), row(reordered[k]!, 1), row(reordered[k]!, 2), row(reordered[k]!, 3)],
+      [row(v, 2), row(v, 0), row(v, 0), row(v, 1)],
+      `${label}: ${k} after reordering`,
+    );
+    assert.equal(
+      [row(shrunk[k]!, 0), row(shrunk[k]!, 1)],
+      [row(third[k]!, 0), row(third[k]!, 1)],
+      `${label}: ${k} after shrinking`,
+    );
   }
   a.release();
   b.release();
@@ -97,7 +124,19 @@ if (!nativeAvailable()) {
   let multi: Plan;
   before(test, () => {
     const dir = path.join(tmp, 'model');
-    makeModel({ arch: 'marian', d: 32, encoderLayers: 1, decoderLayers: 2, heads: 2, ffn: 64, vocab: 60, maxPos: 64, activation: 'relu', seed: 11, out: dir });
+    makeModel({
+      arch: 'marian',
+      d: 32,
+      encoderLayers: 1,
+      decoderLayers: 2,
+      heads: 2,
+      ffn: 64,
+      vocab: 60,
+      maxPos: 64,
+      activation: 'relu',
+      seed: 11,
+      out: dir,
+    });
     const profile = { target: 'cpu' as const, maxBatch: 4, maxSrcLen: 8, maxTgtLen: 8 };
     const fused = buildPlan(runPipeline(importSeq2SeqDir(dir)), profile);
     inPlace = loadPlanBytes(encodePlan(fused.header, fused.blob), 'in-place.plan');
@@ -124,17 +163,40 @@ if (!nativeAvailable()) {
   test(NAMES[3]!, () => {
     assert.equal(stepTokenRange(inPlace), [1, 1]);
     const runner = new StepRunner(inPlace, SOURCES, IDS, 3, 4);
-    assert.match(thrown(() => runner.step([[4, 5], [6, 7], [8, 9]])),
-      /PLANC_E405: step: 2 tokens per row, but this plan's decoder_with_past takes exactly 1 token per row \(its input_ids dims\); optimize the plan for multi-token steps/);
-    assert.match(thrown(() => runner.step([[4], [6, 7], [8]])), /PLANC_E405: step: every row must take the same number of tokens/);
-    assert.match(thrown(() => runner.step([4, 6])), /PLANC_E405: step: 2 rows of tokens, but the batch has 3/);
-    assert.match(thrown(() => runner.select([0, 3])), /PLANC_E405: select: row 1 continues row 3, which is not one of the 3 rows/);
-    assert.match(thrown(() => runner.select([0, 1, 2, 0])), /PLANC_E405: select: 4 rows, but this batch was set up for at most 3/);
+    assert.match(
+      thrown(() =>
+        runner.step([
+          [4, 5],
+          [6, 7],
+          [8, 9],
+        ]),
+      ),
+      /PLANC_E405: step: 2 tokens per row, but this plan's decoder_with_past takes exactly 1 token per row \(its input_ids dims\); optimize the plan for multi-token steps/,
+    );
+    assert.match(
+      thrown(() => runner.step([[4], [6, 7], [8]])),
+      /PLANC_E405: step: every row must take the same number of tokens/,
+    );
+    assert.match(
+      thrown(() => runner.step([4, 6])),
+      /PLANC_E405: step: 2 rows of tokens, but the batch has 3/,
+    );
+    assert.match(
+      thrown(() => runner.select([0, 3])),
+      /PLANC_E405: select: row 1 continues row 3, which is not one of the 3 rows/,
+    );
+    assert.match(
+      thrown(() => runner.select([0, 1, 2, 0])),
+      /PLANC_E405: select: 4 rows, but this batch was set up for at most 3/,
+    );
     runner.step([[4], [6], [8]]);
     runner.step([4, 6, 8]);
     runner.step([4, 6, 8]);
     assert.is(runner.length, 4);
-    assert.match(thrown(() => runner.step([4, 6, 8])), /PLANC_E405: step: 4 cached positions \+ 1 exceed the cache capacity 4/);
+    assert.match(
+      thrown(() => runner.step([4, 6, 8])),
+      /PLANC_E405: step: 4 cached positions \+ 1 exceed the cache capacity 4/,
+    );
     runner.release();
   });
 
@@ -149,7 +211,17 @@ if (!nativeAvailable()) {
         return { r, outs };
       };
       const first = run();
-      const other = new StepRunner(plan, [[50, 51, 52, 53, 54, 55, 2], [3, 2], [9, 2]], IDS, 3, 8);
+      const other = new StepRunner(
+        plan,
+        [
+          [50, 51, 52, 53, 54, 55, 2],
+          [3, 2],
+          [9, 2],
+        ],
+        IDS,
+        3,
+        8,
+      );
       for (const t of STEPS) other.step(t.map((x) => x + 1));
       other.release();
       first.r.release();
@@ -166,7 +238,11 @@ if (!nativeAvailable()) {
       const [, n, v] = out.logits!.dims as [number, number, number];
       return Array.from((out.logits!.data as Float32Array).subarray((r * n + n - 1) * v, (r * n + n) * v));
     };
-    const close = (a: number[], b: number[], what: string) => assert.ok(a.every((x, i) => Math.abs(x - b[i]!) <= 1e-5), what);
+    const close = (a: number[], b: number[], what: string) =>
+      assert.ok(
+        a.every((x, i) => Math.abs(x - b[i]!) <= 1e-5),
+        what,
+      );
     const single = new StepRunner(multi, SOURCES, IDS, 3, 8);
     const singles = STEPS.slice(0, 3).map((t) => {
       single.step(t);
@@ -180,8 +256,19 @@ if (!nativeAvailable()) {
     many.truncate(2);
     many.step([0, 1, 2].map((r) => STEPS.slice(1, 3).map((t) => t[r]!)));
     assert.is(many.length, 4);
-    [0, 1, 2].forEach((r) => close(last(many.out, r), singles[2]![r]!, `row ${r} after truncate(2) and a 2-token step`));
-    assert.match(thrown(() => many.step([[4, 5, 6, 7], [4, 5, 6, 7], [4, 5, 6, 7]])), /step: 4 tokens per row, but this plan's decoder_with_past takes 1 to 3 tokens per row/);
+    [0, 1, 2].forEach((r) =>
+      close(last(many.out, r), singles[2]![r]!, `row ${r} after truncate(2) and a 2-token step`),
+    );
+    assert.match(
+      thrown(() =>
+        many.step([
+          [4, 5, 6, 7],
+          [4, 5, 6, 7],
+          [4, 5, 6, 7],
+        ]),
+      ),
+      /step: 4 tokens per row, but this plan's decoder_with_past takes 1 to 3 tokens per row/,
+    );
     single.release();
     many.release();
   });
@@ -190,11 +277,21 @@ if (!nativeAvailable()) {
   const esen = shared ? path.join(shared, 'models', 'es-en') : '';
   testIf(test, !esen || !fs.existsSync(esen) ? needsShared('models/es-en') : false)(ES_EN, () => {
     const ids: number[][] = JSON.parse(fs.readFileSync(path.join(esen, 'test_ids.json'), 'utf8')).src_ids;
-    const built = buildPlan(runPipeline(importSeq2SeqDir(esen), { topk: 8 }), { target: 'cpu', maxBatch: 4, maxSrcLen: 64, maxTgtLen: 16 });
+    const built = buildPlan(runPipeline(importSeq2SeqDir(esen), { topk: 8 }), {
+      target: 'cpu',
+      maxBatch: 4,
+      maxSrcLen: 64,
+      maxTgtLen: 16,
+    });
     const plan = loadPlanBytes(encodePlan(built.header, built.blob), 'es-en.plan');
     try {
       const runner = new StepRunner(plan, ids.slice(0, 3), IDS, 3, 16);
-      const steps = [[100, 200, 300], [101, 201, 301], [102, 202, 302], [103, 203, 303]];
+      const steps = [
+        [100, 200, 300],
+        [101, 201, 301],
+        [102, 202, 302],
+        [103, 203, 303],
+      ];
       const seen = steps.map((t) => {
         runner.step(t);
         return snapshot(runner.out);

@@ -21,13 +21,16 @@ import { needsShared, skipSuite } from './helpers/skip.ts';
 const shared = sharedDir();
 const ESEN = shared && path.join(shared, 'models', 'es-en');
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'planc-tokenizer-'));
-const cli = (args: string[], input = '') => spawnSync(process.execPath, [path.join(REPO_ROOT, 'bin', 'planc.js'), ...args], { encoding: 'utf8', input });
+const cli = (args: string[], input = '') =>
+  spawnSync(process.execPath, [path.join(REPO_ROOT, 'bin', 'planc.js'), ...args], { encoding: 'utf8', input });
 
 /** A tiny WordLevel tokenizer.json (Hugging Face format) with whitespace pre-tokenization. */
 const TINY_HF = {
   version: '1.0',
-  added_tokens: [{ id: 0, content: '</s>', single_word: false, lstrip: false, rstrip: false, normalized: false, special: true },
-    { id: 1, content: '<unk>', single_word: false, lstrip: false, rstrip: false, normalized: false, special: true }],
+  added_tokens: [
+    { id: 0, content: '</s>', single_word: false, lstrip: false, rstrip: false, normalized: false, special: true },
+    { id: 1, content: '<unk>', single_word: false, lstrip: false, rstrip: false, normalized: false, special: true },
+  ],
   normalizer: null,
   pre_tokenizer: { type: 'WhitespaceSplit' },
   post_processor: null,
@@ -38,7 +41,19 @@ const TINY_HF = {
 /** A tiny synthetic Marian model folder (vocab 101); its config.json removed when `config` is false. */
 function tinyModel(name: string, config: boolean): string {
   const out = path.join(tmp, name);
-  makeModel({ arch: 'marian', d: 16, encoderLayers: 1, decoderLayers: 1, heads: 2, ffn: 32, vocab: 101, maxPos: 64, activation: 'relu', seed: 3, out });
+  makeModel({
+    arch: 'marian',
+    d: 16,
+    encoderLayers: 1,
+    decoderLayers: 1,
+    heads: 2,
+    ffn: 32,
+    vocab: 101,
+    maxPos: 64,
+    activation: 'relu',
+    seed: 3,
+    out,
+  });
   if (!config) fs.rmSync(path.join(out, 'config.json'));
   return out;
 }
@@ -52,8 +67,15 @@ test('hf tokenizer.json: encode without special tokens, sources framed by its po
   assert.is(tok.decode([2, 3, 0]), 'hola mundo');
   assert.is(tok.decode([]), '');
   assert.equal([tok.tokenId('mundo'), tok.tokenId('nada')], [3, undefined]);
-  const framed = { ...TINY_HF, post_processor: { type: 'TemplateProcessing', single: [{ Sequence: { id: 'A', type_id: 0 } }, { SpecialToken: { id: '</s>', type_id: 0 } }],
-    pair: [], special_tokens: { '</s>': { id: '</s>', ids: [0], tokens: ['</s>'] } } } };
+  const framed = {
+    ...TINY_HF,
+    post_processor: {
+      type: 'TemplateProcessing',
+      single: [{ Sequence: { id: 'A', type_id: 0 } }, { SpecialToken: { id: '</s>', type_id: 0 } }],
+      pair: [],
+      special_tokens: { '</s>': { id: '</s>', ids: [0], tokens: ['</s>'] } },
+    },
+  };
   const t2 = await loadTokenizer(new TextEncoder().encode(JSON.stringify(framed)), 'hf');
   assert.equal(t2.encodeSource('hola mundo'), [2, 3, 0]);
   assert.equal(t2.encode('hola mundo'), [2, 3]);
@@ -61,7 +83,10 @@ test('hf tokenizer.json: encode without special tokens, sources framed by its po
 });
 
 test('unreadable tokenizers are PlancErrors', async () => {
-  for (const [bytes, kind] of [[new Uint8Array(0), 'spm'], [new TextEncoder().encode('{not json'), 'hf']] as const) {
+  for (const [bytes, kind] of [
+    [new Uint8Array(0), 'spm'],
+    [new TextEncoder().encode('{not json'), 'hf'],
+  ] as const) {
     try {
       await loadTokenizer(bytes, kind, 'bad-file');
       assert.unreachable('should throw');
@@ -75,14 +100,32 @@ test('unreadable tokenizers are PlancErrors', async () => {
 test('validate: tokenizer kind must be "", spm or hf, bytes empty exactly when the kind is ""', () => {
   const model = tinyModel('validate', true);
   const plan = path.join(tmp, 'validate.plan');
-  const r = cli(['optimize', model, '-o', plan, '--quiet', '--max-batch', '2', '--max-src-len', '8', '--max-tgt-len', '8']);
+  const r = cli([
+    'optimize',
+    model,
+    '-o',
+    plan,
+    '--quiet',
+    '--max-batch',
+    '2',
+    '--max-src-len',
+    '8',
+    '--max-tgt-len',
+    '8',
+  ]);
   assert.is(r.status, 0, r.stderr);
   const h = readPlanFile(plan).header;
   assert.is(h.tokenizerKind, '');
   assert.is(h.tokenizer.length, 0);
-  assert.throws(() => validateHeader({ ...h, tokenizerKind: 'bpe' as 'hf', tokenizer: new Uint8Array([1]) }, 'x'), /unknown tokenizer kind 'bpe'/);
+  assert.throws(
+    () => validateHeader({ ...h, tokenizerKind: 'bpe' as 'hf', tokenizer: new Uint8Array([1]) }, 'x'),
+    /unknown tokenizer kind 'bpe'/,
+  );
   assert.throws(() => validateHeader({ ...h, tokenizerKind: '', tokenizer: new Uint8Array([1]) }, 'x'), /no kind/);
-  assert.throws(() => validateHeader({ ...h, tokenizerKind: 'spm', tokenizer: new Uint8Array(0) }, 'x'), /no tokenizer bytes/);
+  assert.throws(
+    () => validateHeader({ ...h, tokenizerKind: 'spm', tokenizer: new Uint8Array(0) }, 'x'),
+    /no tokenizer bytes/,
+  );
   const t = cli(['translate', plan], 'hola\n');
   assert.is(t.status, 2);
   assert.match(t.stderr, /PLANC_E407/);
@@ -98,12 +141,40 @@ test('seq2seq model without config.json: the error names the missing ids and the
   const r = cli(['optimize', model, '-o', plan, '--quiet']);
   assert.is(r.status, 2);
   assert.match(r.stderr, /PLANC_E011/);
-  for (const s of ['decoder_start_token_id', 'eos_token_id', 'pad_token_id', '--decoder-start-id', '--eos-id', '--pad-id']) assert.ok(r.stderr.includes(s), `${s} in ${r.stderr}`);
+  for (const s of [
+    'decoder_start_token_id',
+    'eos_token_id',
+    'pad_token_id',
+    '--decoder-start-id',
+    '--eos-id',
+    '--pad-id',
+  ])
+    assert.ok(r.stderr.includes(s), `${s} in ${r.stderr}`);
   const partial = cli(['optimize', model, '-o', plan, '--quiet', '--eos-id', '0']);
   assert.is(partial.status, 2);
   assert.ok(!partial.stderr.includes('--eos-id'), partial.stderr);
   assert.ok(partial.stderr.includes('--pad-id'), partial.stderr);
-  const ok = cli(['optimize', model, '-o', plan, '--quiet', '--decoder-start-id', '0', '--eos-id', '0', '--pad-id', '0', '--unk-id', '1', '--max-batch', '2', '--max-src-len', '8', '--max-tgt-len', '8']);
+  const ok = cli([
+    'optimize',
+    model,
+    '-o',
+    plan,
+    '--quiet',
+    '--decoder-start-id',
+    '0',
+    '--eos-id',
+    '0',
+    '--pad-id',
+    '0',
+    '--unk-id',
+    '1',
+    '--max-batch',
+    '2',
+    '--max-src-len',
+    '8',
+    '--max-tgt-len',
+    '8',
+  ]);
   assert.is(ok.status, 0, ok.stderr);
   const d = readPlanFile(plan).header.decoding;
   assert.equal([d.decoderStartId, d.eosId, d.padId, d.unkId], [0, 0, 0, 1]);
@@ -113,16 +184,47 @@ test('tokenizer discovery: two candidates are an error naming both; --tokenizer 
   const model = tinyModel('two-tokenizers', true);
   fs.writeFileSync(path.join(model, 'tokenizer.json'), JSON.stringify(TINY_HF));
   fs.writeFileSync(path.join(model, 'source.spm'), 'x');
-  assert.throws(() => findTokenizer(model), (e: Error) => e.message.includes('source.spm') && e.message.includes('tokenizer.json') && e.message.includes('--tokenizer'));
+  assert.throws(
+    () => findTokenizer(model),
+    (e: Error) =>
+      e.message.includes('source.spm') && e.message.includes('tokenizer.json') && e.message.includes('--tokenizer'),
+  );
   assert.is(findTokenizer(model, path.join(model, 'tokenizer.json'))?.kind, 'hf');
   const plan = path.join(tmp, 'two.plan');
   const r = cli(['optimize', model, '-o', plan, '--quiet']);
   assert.is(r.status, 2);
   assert.match(r.stderr, /PLANC_E010/);
-  const chosen = cli(['optimize', model, '-o', plan, '--quiet', '--tokenizer', path.join(model, 'tokenizer.json'), '--max-batch', '2', '--max-src-len', '8', '--max-tgt-len', '8']);
+  const chosen = cli([
+    'optimize',
+    model,
+    '-o',
+    plan,
+    '--quiet',
+    '--tokenizer',
+    path.join(model, 'tokenizer.json'),
+    '--max-batch',
+    '2',
+    '--max-src-len',
+    '8',
+    '--max-tgt-len',
+    '8',
+  ]);
   assert.is(chosen.status, 0, chosen.stderr);
   assert.is(readPlanFile(plan).header.tokenizerKind, 'hf');
-  const none = cli(['optimize', model, '-o', plan, '--quiet', '--no-tokenizer', '--max-batch', '2', '--max-src-len', '8', '--max-tgt-len', '8']);
+  const none = cli([
+    'optimize',
+    model,
+    '-o',
+    plan,
+    '--quiet',
+    '--no-tokenizer',
+    '--max-batch',
+    '2',
+    '--max-src-len',
+    '8',
+    '--max-tgt-len',
+    '8',
+  ]);
   assert.is(none.status, 0, none.stderr);
   assert.is(readPlanFile(plan).header.tokenizerKind, '');
 });
@@ -178,7 +280,19 @@ if (!ESEN || !fs.existsSync(ESEN)) {
 
   test('es-en: the plan embeds vocab.esen.spm; inspect shows it; planc translate uses it', async () => {
     const plan = path.join(tmp, 'esen.plan');
-    const r = cli(['optimize', ESEN, '-o', plan, '--quiet', '--max-batch', '8', '--max-src-len', '64', '--max-tgt-len', '32']);
+    const r = cli([
+      'optimize',
+      ESEN,
+      '-o',
+      plan,
+      '--quiet',
+      '--max-batch',
+      '8',
+      '--max-src-len',
+      '64',
+      '--max-tgt-len',
+      '32',
+    ]);
     assert.is(r.status, 0, r.stderr);
     const h = readPlanFile(plan).header;
     assert.is(h.tokenizerKind, 'spm');
@@ -195,9 +309,14 @@ if (!ESEN || !fs.existsSync(ESEN)) {
     try {
       const texts = await translate(p, lines.slice(0, 4), { maxLength: 16, chunkSize: 3, batchSize: 2 });
       assert.equal(texts, readLines(t.stdout));
-      async function* source() { for (const l of lines.slice(0, 4)) yield l; }
+      async function* source() {
+        for (const l of lines.slice(0, 4)) yield l;
+      }
       const streamed: number[] = [];
-      for await (const r of translateStream(p, source(), { maxLength: 16, chunkSize: 2 })) { streamed.push(r.index); assert.is(r.text, texts[r.index]); }
+      for await (const r of translateStream(p, source(), { maxLength: 16, chunkSize: 2 })) {
+        streamed.push(r.index);
+        assert.is(r.text, texts[r.index]);
+      }
       assert.equal(streamed, [0, 1, 2, 3]);
     } finally {
       p.close();

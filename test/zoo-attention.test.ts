@@ -36,10 +36,14 @@ function expectedCounts(model: Model): Record<string, { attention: number; cache
 }
 
 if (!zoo || !fs.existsSync(zoo)) {
-  skipSuite(test, needsShared('models/zoo'), FAMILIES.flatMap((family) => [
-    `${family}: one planc.Attention per attention block, two planc.CacheWrite per decoder layer, no K/V Concat`,
-    `${family}: every fused graph matches onnxruntime within ${TOL}`,
-  ]));
+  skipSuite(
+    test,
+    needsShared('models/zoo'),
+    FAMILIES.flatMap((family) => [
+      `${family}: one planc.Attention per attention block, two planc.CacheWrite per decoder layer, no K/V Concat`,
+      `${family}: every fused graph matches onnxruntime within ${TOL}`,
+    ]),
+  );
 } else {
   for (const family of FAMILIES) {
     const dir = path.join(zoo, family);
@@ -49,33 +53,60 @@ if (!zoo || !fs.existsSync(zoo)) {
 
     test(`${family}: one planc.Attention per attention block, two planc.CacheWrite per decoder layer, no K/V Concat`, () => {
       const want = expectedCounts(model);
-      assert.is(want.encoder!.attention > 0 && want.decoder_with_past!.cacheWrites > 0, true, 'the export has attention blocks and past K/V Concats');
+      assert.is(
+        want.encoder!.attention > 0 && want.decoder_with_past!.cacheWrites > 0,
+        true,
+        'the export has attention blocks and past K/V Concats',
+      );
       for (const g of GRAPHS) {
         const ops = built.header.programs.find((p) => p.graph === g)!.fusedOps;
         const info = `${g}: fused ops ${JSON.stringify(ops)}`;
         assert.is(ops['planc.Attention'], want[g]!.attention, info);
         assert.is(ops['planc.CacheWrite'], want[g]!.cacheWrites || undefined, info);
-        assert.not.ok(fused.graphs.get(g)!.nodes.some((n) => n.domain === '' && n.op === 'Softmax'), `${g}: a Softmax is left`);
+        assert.not.ok(
+          fused.graphs.get(g)!.nodes.some((n) => n.domain === '' && n.op === 'Softmax'),
+          `${g}: a Softmax is left`,
+        );
       }
       const step = fused.graphs.get('decoder_with_past')!;
-      assert.not.ok(step.inputs.some((i) => i.startsWith('past_key_values.') && i.includes('.decoder.')), 'decoder self-attention past inputs are gone');
-      assert.not.ok(step.outputs.some((o) => o.startsWith('present.')), 'present outputs are gone');
-      assert.not.ok(step.nodes.some((n) => n.op === 'Concat' && n.inputs.some((i) => i.startsWith('kv_cache.'))), 'no Concat reads a cache');
-      assert.ok(step.inputs.some((i) => i.startsWith('past_key_values.') && i.includes('.encoder.')), 'cross-attention K/V stay inputs');
+      assert.not.ok(
+        step.inputs.some((i) => i.startsWith('past_key_values.') && i.includes('.decoder.')),
+        'decoder self-attention past inputs are gone',
+      );
+      assert.not.ok(
+        step.outputs.some((o) => o.startsWith('present.')),
+        'present outputs are gone',
+      );
+      assert.not.ok(
+        step.nodes.some((n) => n.op === 'Concat' && n.inputs.some((i) => i.startsWith('kv_cache.'))),
+        'no Concat reads a cache',
+      );
+      assert.ok(
+        step.inputs.some((i) => i.startsWith('past_key_values.') && i.includes('.encoder.')),
+        'cross-attention K/V stay inputs',
+      );
     });
 
-    testIf(test, !nativeAvailable() && NEEDS_NATIVE)(`${family}: every fused graph matches onnxruntime within ${TOL}`, async () => {
-      const ref = JSON.parse(fs.readFileSync(path.join(dir, 'reference.json'), 'utf8')) as { src_ids: number[][] };
-      const d = model.decoding;
-      // mixed lengths up to 67: the shorter rows are padded, T5's relative buckets reach the log-spaced ones
-      const cases = await seq2seqCases(model.sources, [0, 5, 11, 18].map((i) => ref.src_ids[i]!), d.decoderStartId ?? 0, d.padId ?? 0);
-      const plan = loadPlanBytes(encodePlan(built.header, built.blob), `${family}.plan`);
-      try {
-        for (const g of GRAPHS) await checkGraph(plan, g, cases[g]!, TOL, 8);
-      } finally {
-        plan.close();
-      }
-    });
+    testIf(test, !nativeAvailable() && NEEDS_NATIVE)(
+      `${family}: every fused graph matches onnxruntime within ${TOL}`,
+      async () => {
+        const ref = JSON.parse(fs.readFileSync(path.join(dir, 'reference.json'), 'utf8')) as { src_ids: number[][] };
+        const d = model.decoding;
+        // mixed lengths up to 67: the shorter rows are padded, T5's relative buckets reach the log-spaced ones
+        const cases = await seq2seqCases(
+          model.sources,
+          [0, 5, 11, 18].map((i) => ref.src_ids[i]!),
+          d.decoderStartId ?? 0,
+          d.padId ?? 0,
+        );
+        const plan = loadPlanBytes(encodePlan(built.header, built.blob), `${family}.plan`);
+        try {
+          for (const g of GRAPHS) await checkGraph(plan, g, cases[g]!, TOL, 8);
+        } finally {
+          plan.close();
+        }
+      },
+    );
   }
 }
 

@@ -26,7 +26,11 @@ const shared = sharedDir();
 const zoo = shared && path.join(shared, 'models', 'zoo');
 
 /** 2 + 2 layers: 6 biased linear layers per encoder layer, 10 per decoder layer (8 in a step: cross K/V are past). */
-const counts = (norm: string, enc: [number, number], dec: [number, number, number]): Record<string, Record<string, number>> => ({
+const counts = (
+  norm: string,
+  enc: [number, number],
+  dec: [number, number, number],
+): Record<string, Record<string, number>> => ({
   encoder: { 'planc.FusedMatMul': enc[0], [norm]: enc[1] },
   decoder: { 'planc.FusedMatMul': dec[0], [norm]: dec[2], 'planc.ProjectTopK': 1 },
   decoder_with_past: { 'planc.FusedMatMul': dec[1], [norm]: dec[2], 'planc.ProjectTopK': 1 },
@@ -46,8 +50,15 @@ function leftovers(g: Graph): string[] {
     const p = producer.get(v);
     return g.initializers.has(v) || p?.op === 'Constant' || (p?.op === 'Identity' && isConst(p.inputs[0]!));
   };
-  return g.nodes.filter((n) => n.domain === '' && (['Erf', 'Sigmoid', 'Sqrt', 'ReduceMean', 'LayerNormalization'].includes(n.op)
-    || (n.op === 'Add' && n.inputs.some(isConst) && n.inputs.some((x) => producer.get(x)?.op === 'MatMul' && isConst(producer.get(x)!.inputs[1]!)))))
+  return g.nodes
+    .filter(
+      (n) =>
+        n.domain === '' &&
+        (['Erf', 'Sigmoid', 'Sqrt', 'ReduceMean', 'LayerNormalization'].includes(n.op) ||
+          (n.op === 'Add' &&
+            n.inputs.some(isConst) &&
+            n.inputs.some((x) => producer.get(x)?.op === 'MatMul' && isConst(producer.get(x)!.inputs[1]!)))),
+    )
     .map((n) => `${n.op} ${n.name}`);
 }
 
@@ -58,9 +69,11 @@ function leftovers(g: Graph): string[] {
 function checkTopK(plan: Plan, graph: string, c: GraphCase): GraphCase {
   const feeds = plan.inputs(graph).some((i) => i.name.startsWith('kv_cache.')) ? toCacheFeeds(c.feeds, 8) : c.feeds;
   const out = plan.runSync(graph, Object.fromEntries(Object.entries(feeds).map(([k, v]) => [k, toRt(v)])));
-  const values = fromRt(out[TOPK_LOGPROBS_OUTPUT]!), ids = fromRt(out[TOPK_IDS_OUTPUT]!);
+  const values = fromRt(out[TOPK_LOGPROBS_OUTPUT]!),
+    ids = fromRt(out[TOPK_IDS_OUTPUT]!);
   const { logits, ...rest } = c.expected;
-  const v = logits!.dims[logits!.dims.length - 1]!, k = TRANSLATE_TOPK;
+  const v = logits!.dims[logits!.dims.length - 1]!,
+    k = TRANSLATE_TOPK;
   const tol = TOL * Array.from(logits!.nums, Math.abs).reduce((a, x) => Math.max(a, x), 1e-6); // relative, as relErr
   for (let r = 0; r < logits!.size / v; r++) {
     const row = Float64Array.from(logits!.nums.slice(r * v, (r + 1) * v));
@@ -69,19 +82,29 @@ function checkTopK(plan: Plan, graph: string, c: GraphCase): GraphCase {
     const best = [...row].sort((a, b) => b - a);
     for (let t = 0; t < k; t++) {
       const got = values.nums[r * k + t]!;
-      assert.ok(Math.abs(got - (best[t]! - lse)) < tol, `${graph}: row ${r} top ${t}: log-prob ${got} vs onnxruntime's ${best[t]! - lse}`);
-      assert.ok(Math.abs(got - (row[ids.nums[r * k + t]!]! - lse)) < tol, `${graph}: row ${r} top ${t}: id ${ids.nums[r * k + t]} is not onnxruntime's`);
+      assert.ok(
+        Math.abs(got - (best[t]! - lse)) < tol,
+        `${graph}: row ${r} top ${t}: log-prob ${got} vs onnxruntime's ${best[t]! - lse}`,
+      );
+      assert.ok(
+        Math.abs(got - (row[ids.nums[r * k + t]!]! - lse)) < tol,
+        `${graph}: row ${r} top ${t}: id ${ids.nums[r * k + t]} is not onnxruntime's`,
+      );
     }
   }
   return { ...c, expected: { ...rest, [TOPK_LOGPROBS_OUTPUT]: values, [TOPK_IDS_OUTPUT]: ids } };
 }
 
 if (!zoo || !fs.existsSync(zoo)) {
-  skipSuite(test, needsShared('models/zoo'), Object.keys(WANT).flatMap((family) => [
-    `${family}: fused op counts (FusedMatMul, norms, ProjectTopK) and no unfused leftovers`,
-    `${family}: the merged-only layout (encoder + decoder_model_merged) fuses the same`,
-    `${family}: every fused graph (top-k outputs included) matches onnxruntime within ${TOL}`,
-  ]));
+  skipSuite(
+    test,
+    needsShared('models/zoo'),
+    Object.keys(WANT).flatMap((family) => [
+      `${family}: fused op counts (FusedMatMul, norms, ProjectTopK) and no unfused leftovers`,
+      `${family}: the merged-only layout (encoder + decoder_model_merged) fuses the same`,
+      `${family}: every fused graph (top-k outputs included) matches onnxruntime within ${TOL}`,
+    ]),
+  );
 } else {
   for (const [family, want] of Object.entries(WANT)) {
     const dir = path.join(zoo, family);
@@ -92,7 +115,8 @@ if (!zoo || !fs.existsSync(zoo)) {
     test(`${family}: fused op counts (FusedMatMul, norms, ProjectTopK) and no unfused leftovers`, () => {
       for (const g of GRAPHS) {
         const ops = built.header.programs.find((p) => p.graph === g)!.fusedOps;
-        for (const [op, n] of Object.entries(want[g]!)) assert.is(ops[op], n, `${g}: ${op} (fused ops ${JSON.stringify(ops)})`);
+        for (const [op, n] of Object.entries(want[g]!))
+          assert.is(ops[op], n, `${g}: ${op} (fused ops ${JSON.stringify(ops)})`);
         assert.equal(leftovers(fused.graphs.get(g)!), [], `${g}: unfused nodes`);
       }
     });
@@ -100,29 +124,41 @@ if (!zoo || !fs.existsSync(zoo)) {
     test(`${family}: the merged-only layout (encoder + decoder_model_merged) fuses the same`, () => {
       const merged = fs.mkdtempSync(path.join(os.tmpdir(), `planc-zoo-merged-${family}-`));
       try {
-        for (const f of fs.readdirSync(dir)) if (!/^decoder(_with_past)?_model\.onnx$/.test(f)) fs.symlinkSync(path.join(dir, f), path.join(merged, f));
+        for (const f of fs.readdirSync(dir))
+          if (!/^decoder(_with_past)?_model\.onnx$/.test(f)) fs.symlinkSync(path.join(dir, f), path.join(merged, f));
         const m = runPipeline(importSeq2SeqDir(merged), { topk: TRANSLATE_TOPK });
         for (const g of GRAPHS) {
           const ops: Record<string, number> = {};
-          for (const n of m.graphs.get(g)!.nodes) if (n.domain === 'planc') ops[`planc.${n.op}`] = (ops[`planc.${n.op}`] ?? 0) + 1;
-          for (const [op, n] of Object.entries(want[g]!)) assert.is(ops[op], n, `${g}: ${op} (fused ops ${JSON.stringify(ops)})`);
+          for (const n of m.graphs.get(g)!.nodes)
+            if (n.domain === 'planc') ops[`planc.${n.op}`] = (ops[`planc.${n.op}`] ?? 0) + 1;
+          for (const [op, n] of Object.entries(want[g]!))
+            assert.is(ops[op], n, `${g}: ${op} (fused ops ${JSON.stringify(ops)})`);
         }
       } finally {
         fs.rmSync(merged, { recursive: true, force: true });
       }
     });
 
-    testIf(test, !nativeAvailable() && NEEDS_NATIVE)(`${family}: every fused graph (top-k outputs included) matches onnxruntime within ${TOL}`, async () => {
-      const ref = JSON.parse(fs.readFileSync(path.join(dir, 'reference.json'), 'utf8')) as { src_ids: number[][] };
-      const d = model.decoding;
-      const cases = await seq2seqCases(model.sources, [0, 5, 11, 18].map((i) => ref.src_ids[i]!), d.decoderStartId ?? 0, d.padId ?? 0);
-      const plan = loadPlanBytes(encodePlan(built.header, built.blob), `${family}.plan`);
-      try {
-        for (const g of GRAPHS) await checkGraph(plan, g, g === 'encoder' ? cases[g]! : checkTopK(plan, g, cases[g]!), TOL, 8);
-      } finally {
-        plan.close();
-      }
-    });
+    testIf(test, !nativeAvailable() && NEEDS_NATIVE)(
+      `${family}: every fused graph (top-k outputs included) matches onnxruntime within ${TOL}`,
+      async () => {
+        const ref = JSON.parse(fs.readFileSync(path.join(dir, 'reference.json'), 'utf8')) as { src_ids: number[][] };
+        const d = model.decoding;
+        const cases = await seq2seqCases(
+          model.sources,
+          [0, 5, 11, 18].map((i) => ref.src_ids[i]!),
+          d.decoderStartId ?? 0,
+          d.padId ?? 0,
+        );
+        const plan = loadPlanBytes(encodePlan(built.header, built.blob), `${family}.plan`);
+        try {
+          for (const g of GRAPHS)
+            await checkGraph(plan, g, g === 'encoder' ? cases[g]! : checkTopK(plan, g, cases[g]!), TOL, 8);
+        } finally {
+          plan.close();
+        }
+      },
+    );
   }
 }
 

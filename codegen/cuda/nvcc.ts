@@ -8,18 +8,24 @@ import type { CudaKernelStats } from '../../compiler/plan/types.ts';
 
 export const DEFAULT_ARCHS = ['sm_80', 'sm_90'];
 
-const INSTALL = 'install the CUDA toolkit (https://developer.nvidia.com/cuda-downloads; Debian/Ubuntu: the cuda-nvcc package of NVIDIA\'s repository) '
-  + 'and put nvcc on PATH, or set PLANC_NVCC=/path/to/nvcc';
+const INSTALL =
+  "install the CUDA toolkit (https://developer.nvidia.com/cuda-downloads; Debian/Ubuntu: the cuda-nvcc package of NVIDIA's repository) " +
+  'and put nvcc on PATH, or set PLANC_NVCC=/path/to/nvcc';
 
 /** Parses `--arch sm_80,sm_90` (also "80,90"); every entry must be a real sm arch, sm_80 or newer (TF32 tensor cores). */
 export function parseArchs(s: string | undefined): string[] {
   if (s === undefined) return [...DEFAULT_ARCHS];
-  const archs = s.split(',').map((a) => a.trim()).filter((a) => a).map((a) => (/^\d+a?$/.test(a) ? `sm_${a}` : a));
+  const archs = s
+    .split(',')
+    .map((a) => a.trim())
+    .filter((a) => a)
+    .map((a) => (/^\d+a?$/.test(a) ? `sm_${a}` : a));
   if (archs.length === 0) throw new PlancError('PLANC_E301', '--arch needs at least one arch, e.g. sm_80,sm_90');
   for (const a of archs) {
     const m = /^sm_(\d+)(a?)$/.exec(a);
     if (!m) throw new PlancError('PLANC_E301', `--arch: '${a}' is not an sm arch (e.g. sm_80, sm_90)`);
-    if (Number(m[1]) < 80) throw new PlancError('PLANC_E301', `--arch ${a}: planc's CUDA kernels need sm_80 or newer (TF32 tensor cores)`);
+    if (Number(m[1]) < 80)
+      throw new PlancError('PLANC_E301', `--arch ${a}: planc's CUDA kernels need sm_80 or newer (TF32 tensor cores)`);
   }
   return [...new Set(archs)].sort((x, y) => Number(/\d+/.exec(x)![0]) - Number(/\d+/.exec(y)![0]));
 }
@@ -42,9 +48,10 @@ export function findNvcc(): string {
 /** "13.0.88" from `nvcc --version`. */
 export function nvccVersion(nvcc: string): string {
   const r = spawnSync(nvcc, ['--version'], { encoding: 'utf8' });
-  if (r.error || r.status !== 0) throw new PlancError('PLANC_E601', `${nvcc} --version failed (${r.error?.message ?? r.stderr.trim()}): ${INSTALL}`);
+  if (r.error || r.status !== 0)
+    throw new PlancError('PLANC_E601', `${nvcc} --version failed (${r.error?.message ?? r.stderr.trim()}): ${INSTALL}`);
   const m = /release [\d.]+, V([\d.]+)/.exec(r.stdout);
-  return m ? m[1]! : r.stdout.trim().split('\n').pop() ?? 'unknown';
+  return m ? m[1]! : (r.stdout.trim().split('\n').pop() ?? 'unknown');
 }
 
 /** -gencode flags: SASS for every arch, plus PTX of the highest so newer GPUs can JIT it. */
@@ -100,7 +107,11 @@ export interface CompiledCuda {
 }
 
 /** Compiles source for archs into a fatbin (one nvcc call, all archs); a PlancError with nvcc's errors on failure. */
-export function compileCuda(source: string, archs: string[], opts: { nvcc?: string; keepDir?: string } = {}): CompiledCuda {
+export function compileCuda(
+  source: string,
+  archs: string[],
+  opts: { nvcc?: string; keepDir?: string } = {},
+): CompiledCuda {
   const nvcc = opts.nvcc ?? findNvcc();
   const version = nvccVersion(nvcc);
   const dir = opts.keepDir ?? fs.mkdtempSync(path.join(os.tmpdir(), 'planc-nvcc-'));
@@ -117,8 +128,15 @@ export function compileCuda(source: string, archs: string[], opts: { nvcc?: stri
     if (r.error) throw new PlancError('PLANC_E601', `could not run ${nvcc} (${r.error.message}): ${INSTALL}`);
     if (r.status !== 0) {
       keep = true;
-      const errors = log.split('\n').filter((l) => /error|fatal/i.test(l)).slice(0, 20).join('\n');
-      throw new PlancError('PLANC_E601', `nvcc failed on the generated CUDA (exit ${r.status}; source kept in ${dir}):\n${errors || log.slice(-4000)}`);
+      const errors = log
+        .split('\n')
+        .filter((l) => /error|fatal/i.test(l))
+        .slice(0, 20)
+        .join('\n');
+      throw new PlancError(
+        'PLANC_E601',
+        `nvcc failed on the generated CUDA (exit ${r.status}; source kept in ${dir}):\n${errors || log.slice(-4000)}`,
+      );
     }
     const fatbin = new Uint8Array(fs.readFileSync(out));
     return { fatbin, version, stats: parsePtxas(log), log, seconds: (Date.now() - t0) / 1000 };

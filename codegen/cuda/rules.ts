@@ -1,11 +1,33 @@
 // CUDA kernel selection: each program kernel call → its launch variants (declared in compiler/kernel-schema.ts
 // cudaVariants, launch shapes included), each a template instantiation (constants baked in) and its grid.
 import { constExpr } from '../../compiler/plan/expr.ts';
-import { ACTIVATIONS, DTYPE_CODE, MASK_KINDS, PLAN_DTYPE_BYTES, PLAN_DTYPES, QUANT_INPUTS } from '../../compiler/kernel-enums.ts';
-import { CUDA_DEFAULT_VARIANTS, CUDA_GEMM_VARIANTS, WEIGHT_DTYPES, cudaVariant, iargIndex, type CudaVariantName, type IargName, type KernelName } from '../../compiler/kernel-schema.ts';
+import {
+  ACTIVATIONS,
+  DTYPE_CODE,
+  MASK_KINDS,
+  PLAN_DTYPE_BYTES,
+  PLAN_DTYPES,
+  QUANT_INPUTS,
+} from '../../compiler/kernel-enums.ts';
+import {
+  CUDA_DEFAULT_VARIANTS,
+  CUDA_GEMM_VARIANTS,
+  WEIGHT_DTYPES,
+  cudaVariant,
+  iargIndex,
+  type CudaVariantName,
+  type IargName,
+  type KernelName,
+} from '../../compiler/kernel-schema.ts';
 import { PlancError } from '../../compiler/diagnostics.ts';
 import { RESCORED } from '../../compiler/quant/pack.ts';
-import { TENSOR_KIND, type CudaGrid, type PlanKernel, type PlanProgram, type PlanTensor } from '../../compiler/plan/types.ts';
+import {
+  TENSOR_KIND,
+  type CudaGrid,
+  type PlanKernel,
+  type PlanProgram,
+  type PlanTensor,
+} from '../../compiler/plan/types.ts';
 import { cudaTuningArch, type CudaArch } from '../target.ts';
 import { DEFAULT_ARCHS } from './nvcc.ts';
 import { cudaTemplate } from './template-call.ts';
@@ -61,27 +83,38 @@ export type CudaRule<K extends KernelName = KernelName> = (ctx: RuleCtx<K>) => I
 type DefaultRule = (ctx: RuleCtx) => Instance<'default'>[];
 
 /** Variant `name` of kernel K with its declared threads per block. */
-const launch = <K extends KernelName>(kernel: K, name: CudaVariantName<K>) => ({ variant: name, block: cudaVariant(kernel, name).block });
+const launch = <K extends KernelName>(kernel: K, name: CudaVariantName<K>) => ({
+  variant: name,
+  block: cudaVariant(kernel, name).block,
+});
 /** The `default` launch of a kernel that declares no CUDA variants. */
 const DEFAULT = { variant: CUDA_DEFAULT_VARIANTS[0].name, block: CUDA_DEFAULT_VARIANTS[0].block };
 
 // ---- limits of the launch ABI (codegen/cuda/kernels/common.cuh KArgs) ----
-export const MAX_IN = 8, MAX_OUT = 4, MAX_IARGS = 32, MAX_FARGS = 4;
+export const MAX_IN = 8,
+  MAX_OUT = 4,
+  MAX_IARGS = 32,
+  MAX_FARGS = 4;
 /** The scratch's ticket counters and where its data starts (common.cuh kScratchCounters, kScratchData). */
-const SCRATCH_COUNTERS = 16384, SCRATCH_DATA = SCRATCH_COUNTERS * 4;
+const SCRATCH_COUNTERS = 16384,
+  SCRATCH_DATA = SCRATCH_COUNTERS * 4;
 
 const CTYPE: Record<number, string> = Object.fromEntries(PLAN_DTYPES.map((d) => [d.code, d.cudaType]));
 const UTYPE: Record<number, string> = { 1: 'uint8_t', 2: 'uint16_t', 4: 'uint32_t', 8: 'uint64_t' };
 const NAME: Record<number, string> = Object.fromEntries(PLAN_DTYPES.map((d) => [d.code, d.name]));
 /** Plan dtype codes by the names the rules use. */
-const [F32, F64, I32, I64, I8, U8, BOOL] = (['float32', 'float64', 'int32', 'int64', 'int8', 'uint8', 'bool'] as const).map((n) => DTYPE_CODE[n]!);
+const [F32, F64, I32, I64, I8, U8, BOOL] = (
+  ['float32', 'float64', 'int32', 'int64', 'int8', 'uint8', 'bool'] as const
+).map((n) => DTYPE_CODE[n]!);
 /** A product's weight dtypes (compiler/kernel-schema.ts F32_OR_HALF): float32, or float16 / bfloat16 on tensor cores. */
 const WEIGHT = WEIGHT_DTYPES.map((n) => DTYPE_CODE[n]!);
 const MASK_ADD = MASK_KINDS.indexOf('add');
 
-const ctype = (ctx: RuleCtx, o: Operand): string => CTYPE[o.dtype] ?? ctx.fail(`dtype code ${o.dtype} has no CUDA type`);
+const ctype = (ctx: RuleCtx, o: Operand): string =>
+  CTYPE[o.dtype] ?? ctx.fail(`dtype code ${o.dtype} has no CUDA type`);
 /** The unsigned type of an element's size (movement kernels only copy bits). */
-const utype = (ctx: RuleCtx, o: Operand): string => UTYPE[PLAN_DTYPE_BYTES[o.dtype] ?? 0] ?? ctx.fail(`dtype code ${o.dtype} has no CUDA type`);
+const utype = (ctx: RuleCtx, o: Operand): string =>
+  UTYPE[PLAN_DTYPE_BYTES[o.dtype] ?? 0] ?? ctx.fail(`dtype code ${o.dtype} has no CUDA type`);
 const dtypeName = (d: number) => NAME[d] ?? `code ${d}`;
 
 function input(ctx: RuleCtx, i: number): Operand {
@@ -89,7 +122,8 @@ function input(ctx: RuleCtx, i: number): Operand {
 }
 
 function requireDtype(ctx: RuleCtx, o: Operand, allowed: number[], what: string): void {
-  if (!allowed.includes(o.dtype)) ctx.fail(`${what} is ${dtypeName(o.dtype)}; the CUDA kernel takes ${allowed.map(dtypeName).join('/')}`);
+  if (!allowed.includes(o.dtype))
+    ctx.fail(`${what} is ${dtypeName(o.dtype)}; the CUDA kernel takes ${allowed.map(dtypeName).join('/')}`);
 }
 
 const FLOATS = [F32, F64];
@@ -98,45 +132,81 @@ const NUMERIC = [...SIGNED, U8];
 
 // ---- grid rules (operand: inputs first, then outputs) ----
 const outOperand = (ctx: RuleCtx, k = 0) => ctx.ins.length + k;
-const dims = (operand: number, from: number, to: number, div = 1, mul = 1): CudaGrid => ({ operand, from, to, div, mul });
+const dims = (operand: number, from: number, to: number, div = 1, mul = 1): CudaGrid => ({
+  operand,
+  from,
+  to,
+  div,
+  mul,
+});
 /** A grid-stride elementwise launch over output 0 (the default launch), about 4 elements per thread. */
-const flat = (ctx: RuleCtx, template: string): Instance<'default'>[] => [{ ...DEFAULT, template, grid: [dims(outOperand(ctx), 0, ctx.outs[0]!.rank, 1024)] }];
+const flat = (ctx: RuleCtx, template: string): Instance<'default'>[] => [
+  { ...DEFAULT, template, grid: [dims(outOperand(ctx), 0, ctx.outs[0]!.rank, 1024)] },
+];
 /** Same, sized by an input's elements (kernels that walk their input). */
-const flatIn = (ctx: RuleCtx, i: number, template: string): Instance<'default'>[] => [{ ...DEFAULT, template, grid: [dims(i, 0, input(ctx, i).rank, 1024)] }];
+const flatIn = (ctx: RuleCtx, i: number, template: string): Instance<'default'>[] => [
+  { ...DEFAULT, template, grid: [dims(i, 0, input(ctx, i).rank, 1024)] },
+];
 
 const sameDims = (a: Operand, b: Operand) => a.rank === b.rank && a.exprs.every((e, i) => e === b.exprs[i]);
 const product = (o: Operand, from = 0, to = o.rank): number | undefined =>
-  o.dims.slice(from, to).reduce<number | undefined>((p, d) => (p === undefined || d === undefined ? undefined : p * d), 1);
+  o.dims
+    .slice(from, to)
+    .reduce<number | undefined>((p, d) => (p === undefined || d === undefined ? undefined : p * d), 1);
 
 // ---- elementwise ----
-const binary = (op: string): DefaultRule => (ctx) => {
-  const [a, b] = [input(ctx, 0), input(ctx, 1)];
-  const y = ctx.outs[0]!;
-  requireDtype(ctx, a, NUMERIC, 'input 0');
-  if (a.dtype !== b.dtype || y.dtype !== a.dtype) ctx.fail(`mixed dtypes ${dtypeName(a.dtype)}, ${dtypeName(b.dtype)} → ${dtypeName(y.dtype)}`);
-  const isFlat = sameDims(a, y) && sameDims(b, y);
-  return flat(ctx, cudaTemplate('binary', { Op: `planc::${op}`, T: ctype(ctx, a), R: y.rank, FLAT: isFlat }));
-};
+const binary =
+  (op: string): DefaultRule =>
+  (ctx) => {
+    const [a, b] = [input(ctx, 0), input(ctx, 1)];
+    const y = ctx.outs[0]!;
+    requireDtype(ctx, a, NUMERIC, 'input 0');
+    if (a.dtype !== b.dtype || y.dtype !== a.dtype)
+      ctx.fail(`mixed dtypes ${dtypeName(a.dtype)}, ${dtypeName(b.dtype)} → ${dtypeName(y.dtype)}`);
+    const isFlat = sameDims(a, y) && sameDims(b, y);
+    return flat(ctx, cudaTemplate('binary', { Op: `planc::${op}`, T: ctype(ctx, a), R: y.rank, FLAT: isFlat }));
+  };
 
-const compare = (op: string, types: number[]): DefaultRule => (ctx) => {
-  const [a, b] = [input(ctx, 0), input(ctx, 1)];
-  requireDtype(ctx, a, types, 'input 0');
-  if (a.dtype !== b.dtype) ctx.fail(`mixed input dtypes ${dtypeName(a.dtype)} and ${dtypeName(b.dtype)}`);
-  return flat(ctx, cudaTemplate('compare', { Op: `planc::${op}`, T: ctype(ctx, a), R: ctx.outs[0]!.rank }));
-};
+const compare =
+  (op: string, types: number[]): DefaultRule =>
+  (ctx) => {
+    const [a, b] = [input(ctx, 0), input(ctx, 1)];
+    requireDtype(ctx, a, types, 'input 0');
+    if (a.dtype !== b.dtype) ctx.fail(`mixed input dtypes ${dtypeName(a.dtype)} and ${dtypeName(b.dtype)}`);
+    return flat(ctx, cudaTemplate('compare', { Op: `planc::${op}`, T: ctype(ctx, a), R: ctx.outs[0]!.rank }));
+  };
 
-const unary = (op: string, types: number[]): DefaultRule => (ctx) => {
-  const x = input(ctx, 0);
-  requireDtype(ctx, x, types, 'input 0');
-  return flat(ctx, cudaTemplate('unary', { Op: `planc::${op}`, T: ctype(ctx, x) }));
-};
+const unary =
+  (op: string, types: number[]): DefaultRule =>
+  (ctx) => {
+    const x = input(ctx, 0);
+    requireDtype(ctx, x, types, 'input 0');
+    return flat(ctx, cudaTemplate('unary', { Op: `planc::${op}`, T: ctype(ctx, x) }));
+  };
 
 const UNARY: Record<string, [string, number[]]> = {
-  relu: ['URelu', NUMERIC], neg: ['UNeg', SIGNED], abs: ['UAbs', SIGNED], sign: ['USign', SIGNED],
-  exp: ['UExp', FLOATS], log: ['ULog', FLOATS], sqrt: ['USqrt', FLOATS], reciprocal: ['URecip', FLOATS], tanh: ['UTanh', FLOATS],
-  sigmoid: ['USigmoid', FLOATS], erf: ['UErf', FLOATS], floor: ['UFloor', FLOATS], ceil: ['UCeil', FLOATS], round: ['URound', FLOATS],
-  sin: ['USin', FLOATS], cos: ['UCos', FLOATS], softplus: ['USoftplus', FLOATS], not: ['UNot', [BOOL]],
-  gelu: ['UGelu', [F32]], leaky_relu: ['ULeakyRelu', [F32]], elu: ['UElu', [F32]], hard_sigmoid: ['UHardSigmoid', [F32]],
+  relu: ['URelu', NUMERIC],
+  neg: ['UNeg', SIGNED],
+  abs: ['UAbs', SIGNED],
+  sign: ['USign', SIGNED],
+  exp: ['UExp', FLOATS],
+  log: ['ULog', FLOATS],
+  sqrt: ['USqrt', FLOATS],
+  reciprocal: ['URecip', FLOATS],
+  tanh: ['UTanh', FLOATS],
+  sigmoid: ['USigmoid', FLOATS],
+  erf: ['UErf', FLOATS],
+  floor: ['UFloor', FLOATS],
+  ceil: ['UCeil', FLOATS],
+  round: ['URound', FLOATS],
+  sin: ['USin', FLOATS],
+  cos: ['UCos', FLOATS],
+  softplus: ['USoftplus', FLOATS],
+  not: ['UNot', [BOOL]],
+  gelu: ['UGelu', [F32]],
+  leaky_relu: ['ULeakyRelu', [F32]],
+  elu: ['UElu', [F32]],
+  hard_sigmoid: ['UHardSigmoid', [F32]],
 };
 
 const cast: DefaultRule = (ctx) => {
@@ -148,15 +218,24 @@ const cast: DefaultRule = (ctx) => {
 const copy: DefaultRule = (ctx) => {
   const y = ctx.outs[0]!;
   const size = PLAN_DTYPE_BYTES[y.dtype] ?? 1;
-  return [{ ...DEFAULT, template: cudaTemplate('copy', { ELEM: size }), grid: [dims(outOperand(ctx), 0, y.rank, 4096, size)] }];
+  return [
+    {
+      ...DEFAULT,
+      template: cudaTemplate('copy', { ELEM: size }),
+      grid: [dims(outOperand(ctx), 0, y.rank, 4096, size)],
+    },
+  ];
 };
 
-const filled = (name: 'fill' | 'values', types: number[]): DefaultRule => (ctx) => {
-  const y = ctx.outs[0]!;
-  requireDtype(ctx, y, types, 'the output');
-  if (name === 'values' && ctx.kernel.iargs.length > MAX_IARGS) ctx.fail(`${ctx.kernel.iargs.length} values (the CUDA launch carries at most ${MAX_IARGS})`);
-  return flat(ctx, cudaTemplate(name, { T: ctype(ctx, y) }));
-};
+const filled =
+  (name: 'fill' | 'values', types: number[]): DefaultRule =>
+  (ctx) => {
+    const y = ctx.outs[0]!;
+    requireDtype(ctx, y, types, 'the output');
+    if (name === 'values' && ctx.kernel.iargs.length > MAX_IARGS)
+      ctx.fail(`${ctx.kernel.iargs.length} values (the CUDA launch carries at most ${MAX_IARGS})`);
+    return flat(ctx, cudaTemplate(name, { T: ctype(ctx, y) }));
+  };
 
 /** range: start and delta as fargs, or as iargs (integer ranges over runtime dims: planc::range_i). */
 const range: CudaRule<'range'> = (ctx) => {
@@ -175,30 +254,54 @@ const SPLIT_K_WAVES = 2;
 function gemmInstances(ctx: RuleCtx, act: number, bias: boolean, res: boolean): Instance<CudaVariantName<'matmul'>>[] {
   const [a, b] = [input(ctx, 0), input(ctx, 1)];
   const y = ctx.outs[0]!;
-  for (const [o, w] of [[a, 'A'], [y, 'Y']] as const) requireDtype(ctx, o, [F32], w);
+  for (const [o, w] of [
+    [a, 'A'],
+    [y, 'Y'],
+  ] as const)
+    requireDtype(ctx, o, [F32], w);
   requireDtype(ctx, b, WEIGHT, 'B');
   if (a.rank < 2 || b.rank < 2) ctx.fail(`operands of rank ${a.rank} and ${b.rank} (the lowering makes them ≥ 2)`);
   const half = b.dtype !== F32;
-  if (half && b.rank !== 2) ctx.fail(`a ${ctype(ctx, b)} B of rank ${b.rank}: float16 / bfloat16 products take a 2-D weight`);
+  if (half && b.rank !== 2)
+    ctx.fail(`a ${ctype(ctx, b)} B of rank ${b.rank}: float16 / bfloat16 products take a 2-D weight`);
   const k = a.dims[a.rank - 1];
   const n = y.dims[y.rank - 1];
   const vec = k !== undefined && n !== undefined && k % 4 === 0 && n % 4 === 0;
   const batched = b.rank > 2;
   const r = y.rank;
   const out = outOperand(ctx);
-  const tc: Instance<'gemm_tc'> = half ? {
-    variant: GEMM_TC.name,
-    template: cudaTemplate('gemm_tc16', { TW: ctype(ctx, b), VEC: vec && n! % 8 === 0, ACT: act, BIAS: bias, RES: res }),
-    block: GEMM_TC.block,
-    grid: [dims(out, r - 1, r, TILE.bn), dims(out, 0, r - 1, TILE.bm)],
-  } : {
-    variant: GEMM_TC.name,
-    template: cudaTemplate('gemm_tc', { BM: TILE.bm, BN: TILE.bn, BK: vec ? TILE.bk : 16, PASSES: TILE.passes, VEC: vec, ACT: act, BIAS: bias, RES: res, R: r, BATCHED: batched }),
-    block: GEMM_TC.block,
-    grid: batched
-      ? [dims(out, r - 1, r, TILE.bn), dims(out, r - 2, r - 1, TILE.bm), dims(out, 0, r - 2)]
-      : [dims(out, r - 1, r, TILE.bn), dims(out, 0, r - 1, TILE.bm)],
-  };
+  const tc: Instance<'gemm_tc'> = half
+    ? {
+        variant: GEMM_TC.name,
+        template: cudaTemplate('gemm_tc16', {
+          TW: ctype(ctx, b),
+          VEC: vec && n! % 8 === 0,
+          ACT: act,
+          BIAS: bias,
+          RES: res,
+        }),
+        block: GEMM_TC.block,
+        grid: [dims(out, r - 1, r, TILE.bn), dims(out, 0, r - 1, TILE.bm)],
+      }
+    : {
+        variant: GEMM_TC.name,
+        template: cudaTemplate('gemm_tc', {
+          BM: TILE.bm,
+          BN: TILE.bn,
+          BK: vec ? TILE.bk : 16,
+          PASSES: TILE.passes,
+          VEC: vec,
+          ACT: act,
+          BIAS: bias,
+          RES: res,
+          R: r,
+          BATCHED: batched,
+        }),
+        block: GEMM_TC.block,
+        grid: batched
+          ? [dims(out, r - 1, r, TILE.bn), dims(out, r - 2, r - 1, TILE.bm), dims(out, 0, r - 2)]
+          : [dims(out, r - 1, r, TILE.bn), dims(out, 0, r - 1, TILE.bm)],
+      };
   if (batched) return [tc];
   // Split K over KS blocks per column tile when the columns alone give too few blocks (about SPLIT_K_WAVES waves of the
   // tuning arch's SMs).
@@ -206,10 +309,18 @@ function gemmInstances(ctx: RuleCtx, act: number, bias: boolean, res: boolean): 
   const colBlocks = n === undefined ? 0 : Math.ceil(n / 64);
   const blocks = SPLIT_K_WAVES * ctx.arch.sms;
   const ks = colBlocks === 0 ? 1 : Math.max(1, Math.min(16, Math.floor(blocks / colBlocks), Math.floor(k0 / 64)));
-  if (ks > 1 && colBlocks > SCRATCH_COUNTERS) ctx.fail(`${colBlocks} column blocks exceed the scratch's ticket counters`);
+  if (ks > 1 && colBlocks > SCRATCH_COUNTERS)
+    ctx.fail(`${colBlocks} column blocks exceed the scratch's ticket counters`);
   const gemv: Instance<'gemv'> = {
     variant: GEMV.name,
-    template: cudaTemplate('gemv', { ACT: act, BIAS: bias, RES: res, VEC2: n !== undefined && n % 2 === 0, KS: ks, TW: half ? ctype(ctx, b) : undefined }),
+    template: cudaTemplate('gemv', {
+      ACT: act,
+      BIAS: bias,
+      RES: res,
+      VEC2: n !== undefined && n % 2 === 0,
+      KS: ks,
+      TW: half ? ctype(ctx, b) : undefined,
+    }),
     block: GEMV.block,
     grid: [dims(out, r - 1, r, 64), dims(out, 0, 0, 1, ks)],
     maxRows: GEMV.maxRows,
@@ -234,29 +345,55 @@ const softmax: CudaRule<'softmax'> = (ctx) => {
   const axis = ctx.iarg('axis');
   const log = ctx.iarg('log') !== 0;
   const last = axis === x.rank - 1;
-  if (last) return [{ ...launch('softmax', 'rows'), template: cudaTemplate('softmax', { LOG: log, LAST: true }), grid: [dims(0, 0, x.rank - 1, 8)] }];
-  return [{ ...launch('softmax', 'strided'), template: cudaTemplate('softmax', { LOG: log, LAST: false }), grid: [dims(0, 0, x.rank, 256)] }];
+  if (last)
+    return [
+      {
+        ...launch('softmax', 'rows'),
+        template: cudaTemplate('softmax', { LOG: log, LAST: true }),
+        grid: [dims(0, 0, x.rank - 1, 8)],
+      },
+    ];
+  return [
+    {
+      ...launch('softmax', 'strided'),
+      template: cudaTemplate('softmax', { LOG: log, LAST: false }),
+      grid: [dims(0, 0, x.rank, 256)],
+    },
+  ];
 };
 
-const norm = (rms: boolean): CudaRule<'layer_norm' | 'rms_norm'> => (ctx) => {
-  const x = input(ctx, 0);
-  requireDtype(ctx, x, [F32], 'X');
-  const axis = ctx.iarg('axis');
-  if (axis < 0 || axis >= x.rank) ctx.fail(`axis ${axis} out of range`);
-  const d = product(x, axis);
-  const scale = input(ctx, 1);
-  const bias = !rms && ctx.ins[2] !== undefined;
-  for (const [o, w] of (bias ? [[scale, 'scale'], [ctx.ins[2]!, 'bias']] : [[scale, 'scale']]) as [Operand, string][]) {
-    requireDtype(ctx, o, [F32], w);
-    const n = product(o);
-    if (n === undefined || d === undefined || n !== d) ctx.fail(`${w} must have the ${d ?? 'normalized'} elements of the normalized dims (static), it has ${n ?? 'a dynamic number'}`);
-  }
-  const d0 = d !== undefined && d % 32 === 0 && d <= 2048 ? d : 0;
-  return [{ ...DEFAULT, template: cudaTemplate('norm', { D0: d0, RMS: rms, BIAS: bias }), grid: [dims(0, 0, axis, 8)] }];
-};
+const norm =
+  (rms: boolean): CudaRule<'layer_norm' | 'rms_norm'> =>
+  (ctx) => {
+    const x = input(ctx, 0);
+    requireDtype(ctx, x, [F32], 'X');
+    const axis = ctx.iarg('axis');
+    if (axis < 0 || axis >= x.rank) ctx.fail(`axis ${axis} out of range`);
+    const d = product(x, axis);
+    const scale = input(ctx, 1);
+    const bias = !rms && ctx.ins[2] !== undefined;
+    for (const [o, w] of (bias
+      ? [
+          [scale, 'scale'],
+          [ctx.ins[2]!, 'bias'],
+        ]
+      : [[scale, 'scale']]) as [Operand, string][]) {
+      requireDtype(ctx, o, [F32], w);
+      const n = product(o);
+      if (n === undefined || d === undefined || n !== d)
+        ctx.fail(
+          `${w} must have the ${d ?? 'normalized'} elements of the normalized dims (static), it has ${n ?? 'a dynamic number'}`,
+        );
+    }
+    const d0 = d !== undefined && d % 32 === 0 && d <= 2048 ? d : 0;
+    return [
+      { ...DEFAULT, template: cudaTemplate('norm', { D0: d0, RMS: rms, BIAS: bias }), grid: [dims(0, 0, axis, 8)] },
+    ];
+  };
 
 // ---- movement ----
-const transpose: DefaultRule = (ctx) => flat(ctx, cudaTemplate('transpose', { T: utype(ctx, input(ctx, 0)), R: ctx.outs[0]!.rank }));
+const transpose: DefaultRule = (ctx) =>
+  flat(ctx, cudaTemplate('transpose', { T: utype(ctx, input(ctx, 0)), R: ctx.outs[0]!.rank }));
 
 const gather: CudaRule<'gather'> = (ctx) => {
   const x = input(ctx, 0);
@@ -272,10 +409,14 @@ const slice: DefaultRule = (ctx) => {
   return flat(ctx, cudaTemplate('slice', { T: utype(ctx, x), R: x.rank }));
 };
 
-const concat: CudaRule<'concat'> = (ctx) => flat(ctx, cudaTemplate('concat', { T: utype(ctx, ctx.outs[0]!), AXIS: ctx.iarg('axis') }));
-const split: CudaRule<'split'> = (ctx) => flatIn(ctx, 0, cudaTemplate('split', { T: utype(ctx, input(ctx, 0)), AXIS: ctx.iarg('axis') }));
-const expand: DefaultRule = (ctx) => flat(ctx, cudaTemplate('expand', { T: utype(ctx, input(ctx, 0)), R: ctx.outs[0]!.rank }));
-const tile: DefaultRule = (ctx) => flat(ctx, cudaTemplate('tile', { T: utype(ctx, input(ctx, 0)), R: ctx.outs[0]!.rank }));
+const concat: CudaRule<'concat'> = (ctx) =>
+  flat(ctx, cudaTemplate('concat', { T: utype(ctx, ctx.outs[0]!), AXIS: ctx.iarg('axis') }));
+const split: CudaRule<'split'> = (ctx) =>
+  flatIn(ctx, 0, cudaTemplate('split', { T: utype(ctx, input(ctx, 0)), AXIS: ctx.iarg('axis') }));
+const expand: DefaultRule = (ctx) =>
+  flat(ctx, cudaTemplate('expand', { T: utype(ctx, input(ctx, 0)), R: ctx.outs[0]!.rank }));
+const tile: DefaultRule = (ctx) =>
+  flat(ctx, cudaTemplate('tile', { T: utype(ctx, input(ctx, 0)), R: ctx.outs[0]!.rank }));
 
 const where: DefaultRule = (ctx) => {
   requireDtype(ctx, input(ctx, 0), [BOOL], 'the condition');
@@ -300,7 +441,10 @@ const mod: CudaRule<'mod'> = (ctx) => {
   const a = input(ctx, 0);
   requireDtype(ctx, a, NUMERIC, 'input 0');
   if (input(ctx, 1).dtype !== a.dtype) ctx.fail('mixed input dtypes');
-  return flat(ctx, cudaTemplate('binary', { Op: `planc::OpMod<${fmod !== 0}>`, T: ctype(ctx, a), R: ctx.outs[0]!.rank, FLAT: false }));
+  return flat(
+    ctx,
+    cudaTemplate('binary', { Op: `planc::OpMod<${fmod !== 0}>`, T: ctype(ctx, a), R: ctx.outs[0]!.rank, FLAT: false }),
+  );
 };
 
 const trilu: CudaRule<'trilu'> = (ctx) => {
@@ -313,7 +457,12 @@ const trilu: CudaRule<'trilu'> = (ctx) => {
 // ---- attention, KV cache, output layer ----
 const attention: CudaRule<'attention'> = (ctx) => {
   const [q, k, v] = [input(ctx, 0), input(ctx, 1), input(ctx, 2)];
-  for (const [o, w] of [[q, 'Q'], [k, 'K'], [v, 'V']] as const) requireDtype(ctx, o, [F32], w);
+  for (const [o, w] of [
+    [q, 'Q'],
+    [k, 'K'],
+    [v, 'V'],
+  ] as const)
+    requireDtype(ctx, o, [F32], w);
   const h = ctx.iarg('num_heads');
   const layout = ctx.iarg('q_layout');
   const maskKind = ctx.iarg('mask_kind');
@@ -322,7 +471,8 @@ const attention: CudaRule<'attention'> = (ctx) => {
   if (layout !== 0 && layout !== 1) ctx.fail(`q_layout ${layout}`);
   if (q.rank !== (layout === 0 ? 4 : 3)) ctx.fail(`Q has rank ${q.rank} for q_layout ${layout}`);
   const hd = layout === 0 ? q.dims[3] : q.dims[2] === undefined ? undefined : q.dims[2] / h;
-  if (hd === undefined || hd % 32 !== 0 || hd > 512 || k.dims[3] !== hd) ctx.fail(`head dim ${hd ?? 'dynamic'}: the CUDA kernel wants a static multiple of 32, at most 512, equal to K's`);
+  if (hd === undefined || hd % 32 !== 0 || hd > 512 || k.dims[3] !== hd)
+    ctx.fail(`head dim ${hd ?? 'dynamic'}: the CUDA kernel wants a static multiple of 32, at most 512, equal to K's`);
   if (maskKind < 0 || maskKind >= MASK_KINDS.length) ctx.fail(`mask_kind ${maskKind}`);
   if (maskKind !== 0) {
     const m = input(ctx, 3);
@@ -337,7 +487,19 @@ const attention: CudaRule<'attention'> = (ctx) => {
   }
   // A warp per query row, 4 rows per block (the schema's attention launch).
   const grid = layout === 0 ? [dims(0, 0, 3, 4)] : [dims(0, 0, 2, 4, h)];
-  return [{ ...launch('attention', 'default'), template: cudaTemplate('attention', { D: hd, QL: layout, MK: maskKind, CAUSAL: causal, PAST: past ? true : undefined }), grid }];
+  return [
+    {
+      ...launch('attention', 'default'),
+      template: cudaTemplate('attention', {
+        D: hd,
+        QL: layout,
+        MK: maskKind,
+        CAUSAL: causal,
+        PAST: past ? true : undefined,
+      }),
+      grid,
+    },
+  ];
 };
 
 const cacheWrite: CudaRule<'cache_write'> = (ctx) => {
@@ -357,7 +519,8 @@ const cacheWrite: CudaRule<'cache_write'> = (ctx) => {
 };
 
 /** Vocabulary ids per shard of project_topk (codegen/cuda/kernels/attention.cuh SHARD) and rows per block. */
-const TOPK_SHARD = 512, TOPK_ROWS = 8;
+const TOPK_SHARD = 512,
+  TOPK_ROWS = 8;
 
 const projectTopk: CudaRule<'project_topk'> = (ctx) => {
   const [x, w] = [input(ctx, 0), input(ctx, 1)];
@@ -375,7 +538,15 @@ const projectTopk: CudaRule<'project_topk'> = (ctx) => {
   const act = ctx.ins[3];
   // float32 rows leave the quantized parameters at their defaults (and ACT too without a mask); half rows set them all
   const half = w.dtype === F32 ? {} : { ACT: act !== undefined, Q: false, KO: k, RESC: false, TW: ctype(ctx, w) };
-  const template = cudaTemplate('project_topk', { D: d!, V: vocab!, KK: k, TRANS: transposed, BIAS: ctx.ins[2] !== undefined, ACT: act ? true : undefined, ...half });
+  const template = cudaTemplate('project_topk', {
+    D: d!,
+    V: vocab!,
+    KK: k,
+    TRANS: transposed,
+    BIAS: ctx.ins[2] !== undefined,
+    ACT: act ? true : undefined,
+    ...half,
+  });
   return [topkLaunch(ctx, d!, vocab!, k, act, template)];
 };
 
@@ -384,16 +555,26 @@ const projectTopk: CudaRule<'project_topk'> = (ctx) => {
  * scratch for kk candidates per shard and row; checks the merge's shared memory, the active mask (uint8/bool [V],
  * optional) and the ticket counters.
  */
-function topkLaunch(ctx: RuleCtx, d: number, vocab: number, kk: number, act: Operand | undefined, template: string): Instance<'default'> {
+function topkLaunch(
+  ctx: RuleCtx,
+  d: number,
+  vocab: number,
+  kk: number,
+  act: Operand | undefined,
+  template: string,
+): Instance<'default'> {
   const shards = Math.ceil(vocab / TOPK_SHARD);
-  if (Math.ceil(shards / 32) * 32 > d) ctx.fail(`${shards} vocabulary shards do not fit the merge's shared memory for D ${d}`);
+  if (Math.ceil(shards / 32) * 32 > d)
+    ctx.fail(`${shards} vocabulary shards do not fit the merge's shared memory for D ${d}`);
   if (act !== undefined) {
     requireDtype(ctx, act, [U8, BOOL], 'the active mask');
-    if (act.rank !== 1 || act.dims[0] !== vocab) ctx.fail(`the active mask is [${act.dims.map((e) => e ?? '?')}], not [${vocab}]`);
+    if (act.rank !== 1 || act.dims[0] !== vocab)
+      ctx.fail(`the active mask is [${act.dims.map((e) => e ?? '?')}], not [${vocab}]`);
   }
   const x = input(ctx, 0);
   const maxRows = Math.max(1, Math.floor(ctx.outs[0]!.slotBytes / (4 * ctx.outs[0]!.dims[ctx.outs[0]!.rank - 1]!)));
-  if (Math.ceil(maxRows / TOPK_ROWS) > SCRATCH_COUNTERS) ctx.fail(`${maxRows} rows exceed the scratch's ticket counters`);
+  if (Math.ceil(maxRows / TOPK_ROWS) > SCRATCH_COUNTERS)
+    ctx.fail(`${maxRows} rows exceed the scratch's ticket counters`);
   return {
     ...DEFAULT,
     template,
@@ -407,7 +588,10 @@ function topkLaunch(ctx: RuleCtx, d: number, vocab: number, kk: number, act: Ope
 const W8_INPUT = QUANT_INPUTS.indexOf('float32');
 const requireW8 = (ctx: RuleCtx<'qmatmul' | 'qproject_topk'>) => {
   const input = ctx.iarg('input');
-  if (input !== W8_INPUT) ctx.fail(`input ${QUANT_INPUTS[input] ?? input}: the CUDA quantized kernels are weight-only (float32 input rows: --quantize w8)`);
+  if (input !== W8_INPUT)
+    ctx.fail(
+      `input ${QUANT_INPUTS[input] ?? input}: the CUDA quantized kernels are weight-only (float32 input rows: --quantize w8)`,
+    );
 };
 
 const qmatmul: CudaRule<'qmatmul'> = (ctx) => {
@@ -415,12 +599,24 @@ const qmatmul: CudaRule<'qmatmul'> = (ctx) => {
   const [a, w] = [input(ctx, 0), input(ctx, 1)];
   requireDtype(ctx, a, [F32], 'A');
   requireDtype(ctx, w, [I8], 'Wq');
-  const act = ctx.iarg('activation'), n = ctx.iarg('n'), k = ctx.iarg('k');
+  const act = ctx.iarg('activation'),
+    n = ctx.iarg('n'),
+    k = ctx.iarg('k');
   if (act < 0 || act >= ACTIVATIONS.length) ctx.fail(`unknown activation ${act}`);
-  if (w.rank !== 4 || w.dims[0] !== Math.ceil(n / 16) || w.dims[1] !== Math.ceil(k / 4)) ctx.fail(`Wq is [${w.dims.map((x) => x ?? '?')}], not the packed [${Math.ceil(n / 16)}, ${Math.ceil(k / 4)}, 16, 4] of K ${k}, N ${n}`);
+  if (w.rank !== 4 || w.dims[0] !== Math.ceil(n / 16) || w.dims[1] !== Math.ceil(k / 4))
+    ctx.fail(
+      `Wq is [${w.dims.map((x) => x ?? '?')}], not the packed [${Math.ceil(n / 16)}, ${Math.ceil(k / 4)}, 16, 4] of K ${k}, N ${n}`,
+    );
   const y = ctx.outs[0]!;
-  const bias = ctx.ins[4] !== undefined, res = ctx.ins[5] !== undefined;
-  return [{ ...DEFAULT, template: cudaTemplate('qmatmul_w8', { K: k, N: n, ACT: act, BIAS: bias, RES: res }), grid: [dims(outOperand(ctx), y.rank - 1, y.rank, 128), dims(outOperand(ctx), 0, y.rank - 1, 4)] }];
+  const bias = ctx.ins[4] !== undefined,
+    res = ctx.ins[5] !== undefined;
+  return [
+    {
+      ...DEFAULT,
+      template: cudaTemplate('qmatmul_w8', { K: k, N: n, ACT: act, BIAS: bias, RES: res }),
+      grid: [dims(outOperand(ctx), y.rank - 1, y.rank, 128), dims(outOperand(ctx), 0, y.rank - 1, 4)],
+    },
+  ];
 };
 
 const qgather: CudaRule<'qgather'> = (ctx) => {
@@ -438,9 +634,11 @@ const qprojectTopk: CudaRule<'qproject_topk'> = (ctx) => {
   const [x, w] = [input(ctx, 0), input(ctx, 1)];
   requireDtype(ctx, x, [F32], 'X');
   requireDtype(ctx, w, [I8], 'Wq');
-  const k = ctx.iarg('k'), d = ctx.iarg('d');
+  const k = ctx.iarg('k'),
+    d = ctx.iarg('d');
   const vocab = w.dims[0];
-  if (w.rank !== 2 || vocab === undefined || w.dims[1] !== Math.ceil(d / 64) * 64) ctx.fail(`Wq is [${w.dims.map((e) => e ?? '?')}], not a static [V, ${Math.ceil(d / 64) * 64}]`);
+  if (w.rank !== 2 || vocab === undefined || w.dims[1] !== Math.ceil(d / 64) * 64)
+    ctx.fail(`Wq is [${w.dims.map((e) => e ?? '?')}], not a static [V, ${Math.ceil(d / 64) * 64}]`);
   if (x.dims[x.rank - 1] !== d) ctx.fail(`X's last dim is not D ${d}`);
   if (d % 32 !== 0 || d > 1024) ctx.fail(`D ${d}: the CUDA kernel wants a multiple of 32, at most 1024`);
   const resc = ctx.ins[6] !== undefined;
@@ -448,7 +646,26 @@ const qprojectTopk: CudaRule<'qproject_topk'> = (ctx) => {
   const kk = resc ? Math.min(vocab!, Math.max(k, RESCORED)) : k;
   if (k < 1 || kk > 64 || k > vocab!) ctx.fail(`k ${k}: the CUDA kernel takes 1..64 (and at most the vocabulary)`);
   const act = ctx.ins[5];
-  return [topkLaunch(ctx, d, vocab!, kk, act, cudaTemplate('project_topk', { D: d, V: vocab!, KK: kk, TRANS: true, BIAS: ctx.ins[4] !== undefined, ACT: act !== undefined, Q: true, KO: k, RESC: resc }))];
+  return [
+    topkLaunch(
+      ctx,
+      d,
+      vocab!,
+      kk,
+      act,
+      cudaTemplate('project_topk', {
+        D: d,
+        V: vocab!,
+        KK: kk,
+        TRANS: true,
+        BIAS: ctx.ins[4] !== undefined,
+        ACT: act !== undefined,
+        Q: true,
+        KO: k,
+        RESC: resc,
+      }),
+    ),
+  ];
 };
 
 /** Blocks of a cluster_mask launch (a fixed grid: the last block writes the mask even when there are no rows). */
@@ -456,7 +673,12 @@ const CLUSTER_BLOCKS = 32;
 
 const clusterMask: CudaRule<'cluster_mask'> = (ctx) => {
   const [x, c, cn, off, ids] = [input(ctx, 0), input(ctx, 1), input(ctx, 2), input(ctx, 3), input(ctx, 4)];
-  for (const [o, w] of [[x, 'X'], [c, 'the centroids'], [cn, 'cnorm']] as const) requireDtype(ctx, o, [F32], w);
+  for (const [o, w] of [
+    [x, 'X'],
+    [c, 'the centroids'],
+    [cn, 'cnorm'],
+  ] as const)
+    requireDtype(ctx, o, [F32], w);
   requireDtype(ctx, off, [I32], 'offsets');
   requireDtype(ctx, ids, [I32], 'ids');
   const out = ctx.outs[0]!;
@@ -464,32 +686,72 @@ const clusterMask: CudaRule<'cluster_mask'> = (ctx) => {
   const v = ctx.iarg('vocab');
   const d = x.dims[x.rank - 1];
   const r = c.dims[0];
-  if (c.rank !== 2 || d === undefined || r === undefined || c.dims[1] !== d) ctx.fail(`the centroids must be a static [R, ${d ?? 'D'}], got [${c.dims.map((e) => e ?? '?')}]`);
+  if (c.rank !== 2 || d === undefined || r === undefined || c.dims[1] !== d)
+    ctx.fail(`the centroids must be a static [R, ${d ?? 'D'}], got [${c.dims.map((e) => e ?? '?')}]`);
   if (d! % 32 !== 0 || d! > 1024) ctx.fail(`D ${d}: the CUDA kernel wants a multiple of 32, at most 1024`);
-  if (r! < 1 || 1 + Math.ceil(r! / 32) > SCRATCH_COUNTERS) ctx.fail(`R ${r}: the CUDA kernel takes 1..${(SCRATCH_COUNTERS - 1) * 32} clusters`);
+  if (r! < 1 || 1 + Math.ceil(r! / 32) > SCRATCH_COUNTERS)
+    ctx.fail(`R ${r}: the CUDA kernel takes 1..${(SCRATCH_COUNTERS - 1) * 32} clusters`);
   if (cn.rank !== 1 || cn.dims[0] !== r) ctx.fail(`cnorm must be [${r}]`);
   if (off.rank !== 1 || off.dims[0] !== r! + 1) ctx.fail(`offsets must be [${r! + 1}]`);
   if (ids.rank !== 1) ctx.fail('ids must be 1-D');
   if (out.rank !== 1 || out.dims[0] !== v) ctx.fail(`the output must be [${v}] (iarg vocab)`);
-  return [{ ...DEFAULT, template: cudaTemplate('cluster_mask', { D: d!, R: r! }), grid: [dims(0, 0, 0, 1, CLUSTER_BLOCKS)], scratchBytes: SCRATCH_DATA, minBlocks: 1 }];
+  return [
+    {
+      ...DEFAULT,
+      template: cudaTemplate('cluster_mask', { D: d!, R: r! }),
+      grid: [dims(0, 0, 0, 1, CLUSTER_BLOCKS)],
+      scratchBytes: SCRATCH_DATA,
+      minBlocks: 1,
+    },
+  ];
 };
 
 /** Kernel name → rule. A name missing here has no CUDA template: optimize --target cuda fails naming the node. */
 export const CUDA_RULES: { readonly [K in KernelName]?: CudaRule<K> } = {
-  add: binary('OpAdd'), sub: binary('OpSub'), mul: binary('OpMul'), div: binary('OpDiv'), max: binary('OpMax'), min: binary('OpMin'),
-  mod, pow,
-  equal: compare('OpEq', [...NUMERIC, BOOL]), less: compare('OpLt', NUMERIC), greater: compare('OpGt', NUMERIC),
-  less_equal: compare('OpLe', NUMERIC), greater_equal: compare('OpGe', NUMERIC),
-  and: compare('OpAnd', [BOOL]), or: compare('OpOr', [BOOL]), xor: compare('OpXor', [BOOL]),
+  add: binary('OpAdd'),
+  sub: binary('OpSub'),
+  mul: binary('OpMul'),
+  div: binary('OpDiv'),
+  max: binary('OpMax'),
+  min: binary('OpMin'),
+  mod,
+  pow,
+  equal: compare('OpEq', [...NUMERIC, BOOL]),
+  less: compare('OpLt', NUMERIC),
+  greater: compare('OpGt', NUMERIC),
+  less_equal: compare('OpLe', NUMERIC),
+  greater_equal: compare('OpGe', NUMERIC),
+  and: compare('OpAnd', [BOOL]),
+  or: compare('OpOr', [BOOL]),
+  xor: compare('OpXor', [BOOL]),
   where,
   ...Object.fromEntries(Object.entries(UNARY).map(([k, [op, types]]) => [k, unary(op, types)])),
-  clip, cast, copy,
-  fill: filled('fill', NUMERIC), range, values: filled('values', [F32, I32, I64]),
-  matmul, fused_matmul: fusedMatmul,
-  softmax, layer_norm: norm(false), rms_norm: norm(true),
-  transpose, gather, slice, concat, split, expand, tile, trilu,
-  attention, cache_write: cacheWrite, project_topk: projectTopk, cluster_mask: clusterMask,
-  qmatmul, qgather, qproject_topk: qprojectTopk,
+  clip,
+  cast,
+  copy,
+  fill: filled('fill', NUMERIC),
+  range,
+  values: filled('values', [F32, I32, I64]),
+  matmul,
+  fused_matmul: fusedMatmul,
+  softmax,
+  layer_norm: norm(false),
+  rms_norm: norm(true),
+  transpose,
+  gather,
+  slice,
+  concat,
+  split,
+  expand,
+  tile,
+  trilu,
+  attention,
+  cache_write: cacheWrite,
+  project_topk: projectTopk,
+  cluster_mask: clusterMask,
+  qmatmul,
+  qgather,
+  qproject_topk: qprojectTopk,
 };
 
 // ---- operands of a program's kernels ----
@@ -503,7 +765,15 @@ function slotBytes(p: PlanProgram, t: PlanTensor): number {
 
 export function operand(p: PlanProgram, t: number): Operand {
   const x = p.tensors[t]!;
-  return { tensor: t, dtype: x.dtype, rank: x.dims.length, dims: x.dims.map((e) => constExpr(p, e)), exprs: x.dims, slotBytes: slotBytes(p, x), kind: x.kind };
+  return {
+    tensor: t,
+    dtype: x.dtype,
+    rank: x.dims.length,
+    dims: x.dims.map((e) => constExpr(p, e)),
+    exprs: x.dims,
+    slotBytes: slotBytes(p, x),
+    kind: x.kind,
+  };
 }
 
 /**
@@ -513,11 +783,21 @@ export function operand(p: PlanProgram, t: number): Operand {
 export function selectCuda(p: PlanProgram, k: number, arch: CudaArch = cudaTuningArch(DEFAULT_ARCHS)): Instance[] {
   const kern = p.kernels[k]!;
   const where = { graph: p.graph, node: kern.node, stage: 'cuda codegen' };
-  const fail = (msg: string): never => { throw new PlancError('PLANC_E602', `kernel '${kern.name}': ${msg}`, where); };
+  const fail = (msg: string): never => {
+    throw new PlancError('PLANC_E602', `kernel '${kern.name}': ${msg}`, where);
+  };
   const rule = (CUDA_RULES as Partial<Record<string, CudaRule>>)[kern.name];
-  if (!rule) fail(`no CUDA template for this kernel yet (CUDA templates: ${Object.keys(CUDA_RULES).sort().join(', ')})`);
-  if (kern.inputs.length > MAX_IN || kern.outputs.length > MAX_OUT || kern.iargs.length > MAX_IARGS || kern.fargs.length > MAX_FARGS) {
-    fail(`${kern.inputs.length} inputs, ${kern.outputs.length} outputs, ${kern.iargs.length} iargs, ${kern.fargs.length} fargs: over what a CUDA launch carries (${MAX_IN}, ${MAX_OUT}, ${MAX_IARGS}, ${MAX_FARGS})`);
+  if (!rule)
+    fail(`no CUDA template for this kernel yet (CUDA templates: ${Object.keys(CUDA_RULES).sort().join(', ')})`);
+  if (
+    kern.inputs.length > MAX_IN ||
+    kern.outputs.length > MAX_OUT ||
+    kern.iargs.length > MAX_IARGS ||
+    kern.fargs.length > MAX_FARGS
+  ) {
+    fail(
+      `${kern.inputs.length} inputs, ${kern.outputs.length} outputs, ${kern.iargs.length} iargs, ${kern.fargs.length} fargs: over what a CUDA launch carries (${MAX_IN}, ${MAX_OUT}, ${MAX_IARGS}, ${MAX_FARGS})`,
+    );
   }
   const ctx: RuleCtx = {
     kernel: kern,
@@ -528,7 +808,8 @@ export function selectCuda(p: PlanProgram, k: number, arch: CudaArch = cudaTunin
       const e = kern.iargs[i];
       if (e === undefined) return fail(`missing iarg ${i} (${name})`);
       const v = constExpr(p, e);
-      if (v === undefined) return fail(`${name} (iarg ${i}) depends on a runtime dim; the CUDA template needs it at optimize time`);
+      if (v === undefined)
+        return fail(`${name} (iarg ${i}) depends on a runtime dim; the CUDA template needs it at optimize time`);
       return v;
     },
     hasIarg: (name) => kern.iargs.length > iargIndex(kern.name, name),

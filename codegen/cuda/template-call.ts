@@ -2,7 +2,11 @@
 // name, in the order compiler/kernel-schema.ts CUDA_TEMPLATES declares; a wrong or missing name is an error.
 import { CUDA_TEMPLATES, type CudaTemplateName } from '../../compiler/kernel-schema.ts';
 
-interface Param { name: string; kind: 'int' | 'bool' | 'class'; optional: boolean }
+interface Param {
+  name: string;
+  kind: 'int' | 'bool' | 'class';
+  optional: boolean;
+}
 
 /** A template argument: an int, a bool, or a C++ type / functor name (class parameters). */
 export type TemplateArg = number | boolean | string;
@@ -27,8 +31,11 @@ function paramsOf(name: CudaTemplateName): Param[] {
  */
 export function cudaTemplate(name: CudaTemplateName, args: Readonly<Record<string, TemplateArg | undefined>>): string {
   const ps = paramsOf(name);
-  const bad = (msg: string): never => { throw new Error(`internal: CUDA template ${name}<${CUDA_TEMPLATES[name]}>: ${msg}`); };
-  for (const k of Object.keys(args)) if (args[k] !== undefined && !ps.some((p) => p.name === k)) bad(`no parameter '${k}'`);
+  const bad = (msg: string): never => {
+    throw new Error(`internal: CUDA template ${name}<${CUDA_TEMPLATES[name]}>: ${msg}`);
+  };
+  for (const k of Object.keys(args))
+    if (args[k] !== undefined && !ps.some((p) => p.name === k)) bad(`no parameter '${k}'`);
   const given = ps.map((p) => args[p.name]);
   let n = given.length;
   while (n > 0 && given[n - 1] === undefined) n--;

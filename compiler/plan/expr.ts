@@ -30,11 +30,23 @@ export function exprText(p: PlanProgram, e: number): string {
   const terms = p.exprs[e]?.terms;
   if (!terms) return `?e${e}`;
   if (terms.length === 0) return '0';
-  return terms.map((t) => [t.coeff === 1 && t.factors.length ? '' : String(t.coeff), ...t.factors.map((f) => p.symbols[f]?.name ?? `?s${f}`)]
-    .filter((x) => x).join('*')).join('+').replace(/\+-/g, '-');
+  return terms
+    .map((t) =>
+      [
+        t.coeff === 1 && t.factors.length ? '' : String(t.coeff),
+        ...t.factors.map((f) => p.symbols[f]?.name ?? `?s${f}`),
+      ]
+        .filter((x) => x)
+        .join('*'),
+    )
+    .join('+')
+    .replace(/\+-/g, '-');
 }
 
 /** An expression as a tuning-cache key (`1*batch_size+2`, coefficients always written): the key format tune caches hold. */
 export function exprKey(p: PlanProgram, e: number): string {
-  return p.exprs[e]!.terms.map((x) => `${x.coeff}${x.factors.map((f) => `*${p.symbols[f]!.name}`).join('')}`).join('+') || '0';
+  return (
+    p.exprs[e]!.terms.map((x) => `${x.coeff}${x.factors.map((f) => `*${p.symbols[f]!.name}`).join('')}`).join('+') ||
+    '0'
+  );
 }

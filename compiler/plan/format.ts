@@ -47,22 +47,38 @@ export function writePlanFile(file: string, header: PlanHeader, blob: Uint8Array
 
 /** Decodes and fully validates a plan held in memory; `file` names it in errors. */
 export function decodePlan(bytes: Uint8Array, file = '<plan>'): PlanFile {
-  const bad = (msg: string): never => { throw new PlancError('PLANC_E401', msg, { file }); };
+  const bad = (msg: string): never => {
+    throw new PlancError('PLANC_E401', msg, { file });
+  };
   if (bytes.length < PREAMBLE) bad(`not a planc plan: ${bytes.length} bytes is shorter than the plan preamble`);
-  if (!Buffer.from(bytes.subarray(0, 8)).equals(MAGIC)) bad('not a planc plan (bad magic bytes); plans are written by `planc optimize`');
+  if (!Buffer.from(bytes.subarray(0, 8)).equals(MAGIC))
+    bad('not a planc plan (bad magic bytes); plans are written by `planc optimize`');
   const dv = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const version = dv.getUint32(8, true);
   const headLen = dv.getUint32(12, true);
   if (version !== PLAN_FORMAT_VERSION) {
     const made = peekVersion(bytes, headLen);
-    throw new PlancError('PLANC_E402', `plan format version ${version}${made ? ` (made by planc ${made})` : ''} cannot be loaded by this planc, which reads format ${PLAN_FORMAT_VERSION}: re-run \`planc optimize\` with this planc`, { file });
+    throw new PlancError(
+      'PLANC_E402',
+      `plan format version ${version}${made ? ` (made by planc ${made})` : ''} cannot be loaded by this planc, which reads format ${PLAN_FORMAT_VERSION}: re-run \`planc optimize\` with this planc`,
+      { file },
+    );
   }
-  if (PREAMBLE + headLen > bytes.length) bad(`truncated plan: the header claims ${headLen} bytes but the file has ${bytes.length - PREAMBLE} after the preamble`);
+  if (PREAMBLE + headLen > bytes.length)
+    bad(
+      `truncated plan: the header claims ${headLen} bytes but the file has ${bytes.length - PREAMBLE} after the preamble`,
+    );
   const head = bytes.subarray(PREAMBLE, PREAMBLE + headLen);
-  if ((crc32(head) >>> 0) !== dv.getUint32(16, true)) bad('corrupt plan: header checksum mismatch');
+  if (crc32(head) >>> 0 !== dv.getUint32(16, true)) bad('corrupt plan: header checksum mismatch');
   let header: PlanHeader;
   try {
-    header = PlanMsg.toObject(PlanMsg.decode(head), { longs: Number, enums: Number, defaults: true, arrays: true, objects: true }) as PlanHeader;
+    header = PlanMsg.toObject(PlanMsg.decode(head), {
+      longs: Number,
+      enums: Number,
+      defaults: true,
+      arrays: true,
+      objects: true,
+    }) as PlanHeader;
   } catch (e) {
     return bad(`corrupt plan header: ${(e as Error).message}`);
   }
@@ -74,10 +90,12 @@ export function decodePlan(bytes: Uint8Array, file = '<plan>'): PlanFile {
   if (header.decoding && !header.decoding.hrt) delete header.decoding.hrt;
   const blobStart = align(PREAMBLE + headLen);
   if (blobStart + header.blobBytes !== bytes.length) {
-    bad(`truncated or padded plan: header says ${header.blobBytes} bytes of weights at ${blobStart}, the file has ${bytes.length - blobStart}`);
+    bad(
+      `truncated or padded plan: header says ${header.blobBytes} bytes of weights at ${blobStart}, the file has ${bytes.length - blobStart}`,
+    );
   }
   const blob = bytes.subarray(blobStart);
-  if ((crc32(blob) >>> 0) !== header.blobCrc32) bad('corrupt plan: weight data checksum mismatch');
+  if (crc32(blob) >>> 0 !== header.blobCrc32) bad('corrupt plan: weight data checksum mismatch');
   validateHeader(header, file);
   return { header, blob };
 }
@@ -86,7 +104,8 @@ export function decodePlan(bytes: Uint8Array, file = '<plan>'): PlanFile {
 export function readPlanFile(file: string): PlanFile {
   if (!fs.existsSync(file)) throw new PlancError('PLANC_E006', `no such plan file: ${file}`, { file });
   const size = fs.statSync(file).size;
-  if (size > 2 ** 31 - 1) throw new PlancError('PLANC_E401', `plan of ${size} bytes is over the 2 GiB this planc loads`, { file });
+  if (size > 2 ** 31 - 1)
+    throw new PlancError('PLANC_E401', `plan of ${size} bytes is over the 2 GiB this planc loads`, { file });
   return decodePlan(fs.readFileSync(file), file);
 }
 

@@ -4,12 +4,35 @@ import type { QuantizedLayer } from '../quant/layers.ts';
 /** 3: the decoding conventions (eos list, forced bos/eos, suppressed and bad words, num_beams, max_new_tokens). */
 export const PLAN_FORMAT_VERSION = 3;
 
-export interface PlanTarget { kind: 'cpu' | 'cuda'; archs: string[] }
-export interface PlanToolchain { node: string; nvcc: string; driver: string }
-export interface PlanProfile { maxBatch: number; maxSrcLen: number; maxTgtLen: number; symbolMax: Record<string, number> }
-export interface PlanWeight { id: string; dtype: number; dims: number[]; offset: number; length: number }
-export interface PlanTerm { coeff: number; factors: number[] }
-export interface PlanExpr { terms: PlanTerm[] }
+export interface PlanTarget {
+  kind: 'cpu' | 'cuda';
+  archs: string[];
+}
+export interface PlanToolchain {
+  node: string;
+  nvcc: string;
+  driver: string;
+}
+export interface PlanProfile {
+  maxBatch: number;
+  maxSrcLen: number;
+  maxTgtLen: number;
+  symbolMax: Record<string, number>;
+}
+export interface PlanWeight {
+  id: string;
+  dtype: number;
+  dims: number[];
+  offset: number;
+  length: number;
+}
+export interface PlanTerm {
+  coeff: number;
+  factors: number[];
+}
+export interface PlanExpr {
+  terms: PlanTerm[];
+}
 
 /** STATE: a graph input whose feed buffer kernels write in place (a KV cache the caller keeps between runs). */
 export const TENSOR_KIND = { ARENA: 0, WEIGHT: 1, INPUT: 2, ALIAS: 3, STATE: 4 } as const;
@@ -43,8 +66,16 @@ export interface PlanKernel {
 }
 
 /** A runtime symbol: dim `axis` of graph input `input`, or (fromValue) its element `axis` (an int64 length input). */
-export interface PlanSymbol { name: string; input: number; axis: number; fromValue: boolean }
-export interface PlanIO { name: string; tensor: number }
+export interface PlanSymbol {
+  name: string;
+  input: number;
+  axis: number;
+  fromValue: boolean;
+}
+export interface PlanIO {
+  name: string;
+  tensor: number;
+}
 
 export interface PlanProgram {
   graph: string;
@@ -65,10 +96,30 @@ export interface PlanProgram {
 export type PlanDecoding = DecodingFacts;
 
 /** One grid dimension: ceil(mul × Π dims[from..to) of operand / div); operands are the call's inputs, then outputs. */
-export interface CudaGrid { operand: number; from: number; to: number; div: number; mul: number }
-export interface CudaLaunch { entry: string; block: number; maxRows: number; grid: CudaGrid[] }
-export interface CudaCall { variants: CudaLaunch[] }
-export interface CudaKernelStats { name: string; arch: string; registers: number; spillBytes: number; sharedBytes: number; stackBytes: number }
+export interface CudaGrid {
+  operand: number;
+  from: number;
+  to: number;
+  div: number;
+  mul: number;
+}
+export interface CudaLaunch {
+  entry: string;
+  block: number;
+  maxRows: number;
+  grid: CudaGrid[];
+}
+export interface CudaCall {
+  variants: CudaLaunch[];
+}
+export interface CudaKernelStats {
+  name: string;
+  arch: string;
+  registers: number;
+  spillBytes: number;
+  sharedBytes: number;
+  stackBytes: number;
+}
 
 /** A cuda plan's generated code (compiler/plan/plan.proto CudaCode). */
 export interface PlanCuda {
@@ -148,8 +199,20 @@ export interface PlanQuantization {
 /** A plan's quantization record with nothing measured yet (mode as asked). */
 export function emptyQuantization(mode: string): PlanQuantization {
   return {
-    mode, layers: [], weightBytesFp32: 0, weightBytes: 0, evalSource: '', evalSentences: 0, identicalSentences: 0, top1Agreement: 0,
-    hasBleu: false, bleu: 0, bleuFp32: 0, gate: '', gatePassed: false, notes: '',
+    mode,
+    layers: [],
+    weightBytesFp32: 0,
+    weightBytes: 0,
+    evalSource: '',
+    evalSentences: 0,
+    identicalSentences: 0,
+    top1Agreement: 0,
+    hasBleu: false,
+    bleu: 0,
+    bleuFp32: 0,
+    gate: '',
+    gatePassed: false,
+    notes: '',
   };
 }
 

@@ -29,4 +29,3 @@ export interface QuantizedLayer {
   bytesBefore: number;
   bytesAfter: number;
 }
-

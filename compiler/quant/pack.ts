@@ -26,7 +26,8 @@ export const ROW_ALIGN = 64;
  * products wraps (native/src/cpu/qgemm.h int16_limit is the same rule). int16 weights and input rows use [-L, L].
  */
 export function int16Limit(k: number): number {
-  const max = 2 ** 31 - 1, kk = Math.max(1, k);
+  const max = 2 ** 31 - 1,
+    kk = Math.max(1, k);
   let l = Math.min(32767, Math.floor(Math.sqrt(Math.floor(max / kk))));
   while (l > 1 && kk * l * l > max) l--;
   while (l < 32767 && kk * (l + 1) * (l + 1) <= max) l++;
@@ -52,9 +53,13 @@ const weightScale = (max: number, lim: number) => (max > 0 ? fr(max / lim) : 1);
  */
 export function quantizeChannels(w: Float32Array, k: number, n: number, bits: 8 | 16): QuantizedWeight {
   if (w.length !== k * n) throw new Error(`internal: weight of ${w.length} values is not [${k}, ${n}]`);
-  const g = GROUP[bits], nb = Math.ceil(n / BLOCK_N), kg = Math.ceil(k / g);
+  const g = GROUP[bits],
+    nb = Math.ceil(n / BLOCK_N),
+    kg = Math.ceil(k / g);
   const q = bits === 8 ? new Int8Array(nb * kg * BLOCK_N * g) : new Int16Array(nb * kg * BLOCK_N * g);
-  const scale = new Float32Array(n), sum = new Int32Array(n), lim = bits === 8 ? 127 : int16Limit(k);
+  const scale = new Float32Array(n),
+    sum = new Int32Array(n),
+    lim = bits === 8 ? 127 : int16Limit(k);
   for (let c = 0; c < n; c++) {
     let max = 0;
     for (let r = 0; r < k; r++) max = Math.max(max, Math.abs(w[r * n + c]!));
@@ -73,7 +78,7 @@ export function quantizeChannels(w: Float32Array, k: number, n: number, bits: 8 
 
 /** The position of (k, n) in a packed layout with kg groups of g values of K. */
 function packedIndex(r: number, c: number, kg: number, g: number): number {
-  return (((Math.floor(c / BLOCK_N) * kg + Math.floor(r / g)) * BLOCK_N + (c % BLOCK_N)) * g) + (r % g);
+  return ((Math.floor(c / BLOCK_N) * kg + Math.floor(r / g)) * BLOCK_N + (c % BLOCK_N)) * g + (r % g);
 }
 
 /**
@@ -83,7 +88,9 @@ function packedIndex(r: number, c: number, kg: number, g: number): number {
 export function quantizeRows(w: Float32Array, v: number, d: number): QuantizedWeight {
   if (w.length !== v * d) throw new Error(`internal: weight of ${w.length} values is not [${v}, ${d}]`);
   const dp = Math.ceil(d / ROW_ALIGN) * ROW_ALIGN;
-  const q = new Int8Array(v * dp), scale = new Float32Array(v), sum = new Int32Array(v);
+  const q = new Int8Array(v * dp),
+    scale = new Float32Array(v),
+    sum = new Int32Array(v);
   for (let j = 0; j < v; j++) {
     let max = 0;
     for (let p = 0; p < d; p++) max = Math.max(max, Math.abs(w[j * d + p]!));
@@ -112,7 +119,14 @@ export const RESIDUAL_STEPS = 15;
  * complement). With it a row is known to 12 bits: qproject_topk rescores its best candidates with it and qgather
  * returns fine rows (compiler/kernel-schema.ts w_res / residual).
  */
-function residualRows(w: Float32Array, v: number, d: number, dp: number, q: Int8Array, scale: Float32Array): Uint8Array {
+function residualRows(
+  w: Float32Array,
+  v: number,
+  d: number,
+  dp: number,
+  q: Int8Array,
+  scale: Float32Array,
+): Uint8Array {
   const res = new Uint8Array((v * dp) / 2);
   for (let j = 0; j < v; j++) {
     const s = scale[j]!;
@@ -146,10 +160,19 @@ export function fineAt(q: ArrayLike<number>, res: ArrayLike<number>, dp: number,
  * A rescored logit, as qproject_topk computes it for its candidates: float(Σ_d x[d] · fine[j][d] in float64, as eight
  * partial sums by d mod 8 added pairwise) · (s_j / 15), + bias in float32.
  */
-export function fineLogit(x: ArrayLike<number>, d: number, q: ArrayLike<number>, res: ArrayLike<number>, dp: number, scale: ArrayLike<number>, j: number, bias?: ArrayLike<number>): number {
+export function fineLogit(
+  x: ArrayLike<number>,
+  d: number,
+  q: ArrayLike<number>,
+  res: ArrayLike<number>,
+  dp: number,
+  scale: ArrayLike<number>,
+  j: number,
+  bias?: ArrayLike<number>,
+): number {
   const a = [0, 0, 0, 0, 0, 0, 0, 0];
   for (let p = 0; p < d; p++) a[p & 7] += x[p]! * fineAt(q, res, dp, j, p);
-  const acc = ((a[0]! + a[1]!) + (a[2]! + a[3]!)) + ((a[4]! + a[5]!) + (a[6]! + a[7]!));
+  const acc = a[0]! + a[1]! + (a[2]! + a[3]!) + (a[4]! + a[5]! + (a[6]! + a[7]!));
   const l = fr(fr(acc) * fr(scale[j]! / RESIDUAL_STEPS));
   return bias ? fr(l + bias[j]!) : l;
 }
@@ -176,7 +199,16 @@ function dequantized(acc: number, input: QuantInput, sx: number, sn: number): nu
  * W packed by quantizeChannels. Int inputs: exact int32 sums (the kernels match bit for bit); float32 inputs: the sum
  * in float64 (the kernels' float32 sums agree within rounding).
  */
-export function qmatmulRef(o: { a: Float32Array; m: number; k: number; n: number; input: QuantInput; w: Int8Array | Int16Array; scale: Float32Array; bias?: Float32Array }): Float32Array {
+export function qmatmulRef(o: {
+  a: Float32Array;
+  m: number;
+  k: number;
+  n: number;
+  input: QuantInput;
+  w: Int8Array | Int16Array;
+  scale: Float32Array;
+  bias?: Float32Array;
+}): Float32Array {
   const g = o.w instanceof Int16Array ? GROUP[16] : GROUP[8];
   const kg = Math.ceil(o.k / g);
   const y = new Float32Array(o.m * o.n);
@@ -195,7 +227,15 @@ export function qmatmulRef(o: { a: Float32Array; m: number; k: number; n: number
 }
 
 /** qproject_topk's logits before the bias: [rows, V] = dequant(quant(X) · Wqᵀ) for W from quantizeRows. */
-export function qlogitsRef(o: { x: Float32Array; rows: number; d: number; v: number; input: QuantInput; w: Int8Array; scale: Float32Array }): Float32Array {
+export function qlogitsRef(o: {
+  x: Float32Array;
+  rows: number;
+  d: number;
+  v: number;
+  input: QuantInput;
+  w: Int8Array;
+  scale: Float32Array;
+}): Float32Array {
   const dp = o.w.length / o.v;
   const y = new Float32Array(o.rows * o.v);
   for (let i = 0; i < o.rows; i++) {

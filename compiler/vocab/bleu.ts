@@ -37,8 +37,11 @@ const SMOOTH_DEFAULTS: Record<BleuSmoothing, number> = { exp: 0, floor: 0.1, 'ad
  * Corpus BLEU of hypotheses against one or more reference streams: `references` is either one string per hypothesis
  * or, like sacreBLEU, a list of streams (references[k][i] is the k-th reference of hypothesis i).
  */
-export function corpusBleu(hypotheses: readonly string[], references: readonly string[] | readonly (readonly string[])[],
-  options: BleuOptions = {}): BleuScore {
+export function corpusBleu(
+  hypotheses: readonly string[],
+  references: readonly string[] | readonly (readonly string[])[],
+  options: BleuOptions = {},
+): BleuScore {
   const streams = referenceStreams(hypotheses.length, references);
   const maxOrder = options.maxOrder ?? 4;
   const prep = (s: string) => splitWords(tokenizeFor(options, options.lowercase ? s.toLowerCase() : s));
@@ -50,15 +53,23 @@ export function corpusBleu(hypotheses: readonly string[], references: readonly s
     const hyp = prep(hypotheses[i]!);
     const refs = streams.map((s) => prep(s[i]!));
     sysLen += hyp.length;
-    refLen += closestRefLength(hyp.length, refs.map((r) => r.length));
+    refLen += closestRefLength(
+      hyp.length,
+      refs.map((r) => r.length),
+    );
     addMatches(hyp, maxRefCounts(refs, maxOrder), maxOrder, correct, total);
   }
   return computeBleu(correct, total, sysLen, refLen, options);
 }
 
 /** BLEU from its sufficient statistics (sacreBLEU's BLEU.compute_bleu). */
-export function computeBleu(correctIn: readonly number[], totalIn: readonly number[], sysLen: number, refLen: number,
-  options: BleuOptions = {}): BleuScore {
+export function computeBleu(
+  correctIn: readonly number[],
+  totalIn: readonly number[],
+  sysLen: number,
+  refLen: number,
+  options: BleuOptions = {},
+): BleuScore {
   const correct = [...correctIn];
   const total = [...totalIn];
   const maxOrder = options.maxOrder ?? correct.length;
@@ -66,7 +77,15 @@ export function computeBleu(correctIn: readonly number[], totalIn: readonly numb
   const smoothValue = options.smoothValue ?? SMOOTH_DEFAULTS[smooth];
   const bp = sysLen < refLen ? (sysLen > 0 ? Math.exp(1 - refLen / sysLen) : 0) : 1;
   const precisions = new Array<number>(maxOrder).fill(0);
-  const result = (score: number): BleuScore => ({ score, counts: correct, totals: total, precisions, bp, sysLen, refLen });
+  const result = (score: number): BleuScore => ({
+    score,
+    counts: correct,
+    totals: total,
+    precisions,
+    bp,
+    sysLen,
+    refLen,
+  });
   if (!correct.some((c) => c > 0)) return result(0);
   let mteval = 1;
   let effOrder = maxOrder;
@@ -95,8 +114,10 @@ export function computeBleu(correctIn: readonly number[], totalIn: readonly numb
 /** sacreBLEU's line: "BLEU = 48.53 82.4/50.0/45.5/37.5 (BP = 0.943 ratio = 0.944 hyp_len = 17 ref_len = 18)". */
 export function formatBleu(s: BleuScore): string {
   const ratio = s.refLen ? s.sysLen / s.refLen : 0;
-  return `BLEU = ${s.score.toFixed(2)} ${s.precisions.map((p) => p.toFixed(1)).join('/')} (BP = ${s.bp.toFixed(3)} `
-    + `ratio = ${ratio.toFixed(3)} hyp_len = ${s.sysLen} ref_len = ${s.refLen})`;
+  return (
+    `BLEU = ${s.score.toFixed(2)} ${s.precisions.map((p) => p.toFixed(1)).join('/')} (BP = ${s.bp.toFixed(3)} ` +
+    `ratio = ${ratio.toFixed(3)} hyp_len = ${s.sysLen} ref_len = ${s.refLen})`
+  );
 }
 
 /** The mteval-v13a tokenizer as sacreBLEU implements it (tokenizer_13a.py + tokenizer_re.py). */
@@ -125,11 +146,14 @@ function tokenizeFor(options: BleuOptions, s: string): string {
   return (options.tokenize ?? '13a') === '13a' ? tokenize13a(trimmed) : trimmed;
 }
 
-function referenceStreams(count: number,
-  references: readonly string[] | readonly (readonly string[])[]): readonly (readonly string[])[] {
-  const streams = references.length > 0 && typeof references[0] === 'string'
-    ? [references as readonly string[]]
-    : (references as readonly (readonly string[])[]);
+function referenceStreams(
+  count: number,
+  references: readonly string[] | readonly (readonly string[])[],
+): readonly (readonly string[])[] {
+  const streams =
+    references.length > 0 && typeof references[0] === 'string'
+      ? [references as readonly string[]]
+      : (references as readonly (readonly string[])[]);
   if (streams.length === 0) fail('no reference stream given');
   streams.forEach((s, k) => {
     if (s.length !== count) fail(`reference stream ${k + 1} has ${s.length} lines, the hypotheses ${count}`);
@@ -162,8 +186,13 @@ function maxRefCounts(refs: readonly string[][], maxOrder: number): Map<string, 
   return best;
 }
 
-function addMatches(hyp: readonly string[], refCounts: Map<string, number>, maxOrder: number, correct: number[],
-  total: number[]): void {
+function addMatches(
+  hyp: readonly string[],
+  refCounts: Map<string, number>,
+  maxOrder: number,
+  correct: number[],
+  total: number[],
+): void {
   for (const [key, c] of ngramCounts(hyp, maxOrder)) {
     const order = key.split(' ').length - 1;
     total[order]! += c;

@@ -32,8 +32,14 @@ function fail(message: string): never {
  * Builds the active sets from every state's cluster (assignments [n]) and its top-K token ids (topK [n, k],
  * row-major); every set also holds specialIds. Ids must lie in [0, vocabSize).
  */
-export function clusterActiveSets(assignments: Int32Array, topK: Int32Array, k: number, clusters: number,
-  specialIds: readonly number[], vocabSize: number): ActiveSets {
+export function clusterActiveSets(
+  assignments: Int32Array,
+  topK: Int32Array,
+  k: number,
+  clusters: number,
+  specialIds: readonly number[],
+  vocabSize: number,
+): ActiveSets {
   checkInputs(assignments, topK, k, clusters, specialIds, vocabSize);
   const order = statesByCluster(assignments, clusters);
   const stamp = new Int32Array(vocabSize).fill(-1);
@@ -98,8 +104,14 @@ export function compactMask(mask: Uint8Array): Int32Array {
   return out;
 }
 
-function checkInputs(assignments: Int32Array, topK: Int32Array, k: number, clusters: number,
-  specialIds: readonly number[], vocabSize: number): void {
+function checkInputs(
+  assignments: Int32Array,
+  topK: Int32Array,
+  k: number,
+  clusters: number,
+  specialIds: readonly number[],
+  vocabSize: number,
+): void {
   if (!Number.isInteger(vocabSize) || vocabSize < 1) fail(`bad vocabulary size ${vocabSize}`);
   if (!Number.isInteger(clusters) || clusters < 1) fail(`bad number of clusters ${clusters}`);
   if (!Number.isInteger(k) || k < 1) fail(`bad K ${k}: every state needs at least its top-1 token`);
@@ -130,8 +142,14 @@ function statesByCluster(assignments: Int32Array, clusters: number): { start: In
 }
 
 /** Sorted unique ids of cluster j; `stamp[id] === j` marks ids already taken for this cluster. */
-function clusterSet(j: number, order: { start: Int32Array; states: Int32Array }, topK: Int32Array, k: number,
-  specialIds: readonly number[], stamp: Int32Array): Int32Array {
+function clusterSet(
+  j: number,
+  order: { start: Int32Array; states: Int32Array },
+  topK: Int32Array,
+  k: number,
+  specialIds: readonly number[],
+  stamp: Int32Array,
+): Int32Array {
   const out: number[] = [];
   const take = (id: number) => {
     if (stamp[id] === j) return;

@@ -7,8 +7,16 @@ import { seededRng, type Rng } from './rng.ts';
  * nearest centroid (argmin_j ‖c_j‖² − 2 x·c_j, ties to the lowest j) and its squared distance (≥ 0). The native
  * addon's kmeansAssign has this shape; assignTs is the pure-TS fallback.
  */
-export type AssignFn = (x: Float32Array, n: number, d: number, c: Float32Array, r: number, cnorm: Float32Array,
-  outAssign: Int32Array, outDist: Float32Array) => void;
+export type AssignFn = (
+  x: Float32Array,
+  n: number,
+  d: number,
+  c: Float32Array,
+  r: number,
+  cnorm: Float32Array,
+  outAssign: Int32Array,
+  outDist: Float32Array,
+) => void;
 
 export interface KMeansOptions {
   /** R, the number of centroids. */
@@ -90,9 +98,19 @@ export function kmeans(x: Float32Array, n: number, d: number, options: KMeansOpt
   const clusterSizes = new Int32Array(o.r);
   for (let i = 0; i < n; i++) clusterSizes[run.assignments[i]!]++;
   return {
-    clusters: o.r, d, n, centroids: c, cnorm: run.cnorm, assignments: run.assignments, clusterSizes,
+    clusters: o.r,
+    d,
+    n,
+    centroids: c,
+    cnorm: run.cnorm,
+    assignments: run.assignments,
+    clusterSizes,
     emptyClusters: clusterSizes.reduce((s, v) => s + (v === 0 ? 1 : 0), 0),
-    iterations: run.iterations, miniBatchSteps, converged: run.converged, changed: run.changed, inertia: run.inertia,
+    iterations: run.iterations,
+    miniBatchSteps,
+    converged: run.converged,
+    changed: run.changed,
+    inertia: run.inertia,
   };
 }
 
@@ -265,8 +283,14 @@ function miniBatch(x: Float32Array, n: number, d: number, c: Float32Array, o: Re
 }
 
 /** sums[j] = Σ of the rows assigned to j, counts[j] = how many (both reset first). */
-function accumulate(x: Float32Array, n: number, d: number, assignments: Int32Array, sums: Float64Array,
-  counts: Int32Array): void {
+function accumulate(
+  x: Float32Array,
+  n: number,
+  d: number,
+  assignments: Int32Array,
+  sums: Float64Array,
+  counts: Int32Array,
+): void {
   sums.fill(0);
   counts.fill(0);
   for (let i = 0; i < n; i++) {
@@ -320,8 +344,14 @@ function lloyd(x: Float32Array, n: number, d: number, c: Float32Array, o: Resolv
 }
 
 /** Centroids ← means of their members; an empty cluster moves to one of the states farthest from their centroids. */
-function updateCentroids(x: Float32Array, d: number, c: Float32Array, sums: Float64Array, counts: Int32Array,
-  dist: Float32Array): void {
+function updateCentroids(
+  x: Float32Array,
+  d: number,
+  c: Float32Array,
+  sums: Float64Array,
+  counts: Int32Array,
+  dist: Float32Array,
+): void {
   const empty: number[] = [];
   for (let j = 0; j < counts.length; j++) {
     if (counts[j] === 0) {
@@ -343,7 +373,8 @@ function farthest(dist: Float32Array, m: number): number[] {
   const swap = (a: number, b: number) => ([heap[a], heap[b]] = [heap[b]!, heap[a]!]);
   const down = (i: number) => {
     for (;;) {
-      const l = 2 * i + 1, r = l + 1;
+      const l = 2 * i + 1,
+        r = l + 1;
       let s = i;
       if (l < heap.length && less(l, s)) s = l;
       if (r < heap.length && less(r, s)) s = r;

@@ -34,7 +34,11 @@ export function readMarianBinaryShortlist(file: string, options: BinaryShortlist
 }
 
 /** Parses the bytes of a binary shortlist; `file` names it in errors. */
-export function parseMarianBinaryShortlist(bytes: Uint8Array, file: string, options: BinaryShortlistOptions = {}): Shortlist {
+export function parseMarianBinaryShortlist(
+  bytes: Uint8Array,
+  file: string,
+  options: BinaryShortlistOptions = {},
+): Shortlist {
   const header = readHeader(bytes, file);
   if (options.verifyChecksum ?? true) verifyChecksum(bytes, header.checksum, file);
   const v = view(bytes);
@@ -45,11 +49,24 @@ export function parseMarianBinaryShortlist(bytes: Uint8Array, file: string, opti
   const frequent = idRange(options.vocabSize ?? header.firstNum);
   const ngrams = new Map<string, Int32Array>();
   const list: Shortlist = {
-    file, format: 'marian-binary', offsets, targets, probs: null, frequent, ngrams, maxNgram: 1,
-    firstNum: header.firstNum, bestNum: header.bestNum, targetBound: targetBoundOf(targets, frequent, ngrams), skipped: 0,
+    file,
+    format: 'marian-binary',
+    offsets,
+    targets,
+    probs: null,
+    frequent,
+    ngrams,
+    maxNgram: 1,
+    firstNum: header.firstNum,
+    bestNum: header.bestNum,
+    targetBound: targetBoundOf(targets, frequent, ngrams),
+    skipped: 0,
   };
   if (options.vocabSize !== undefined && list.targetBound > options.vocabSize) {
-    throw shortlistError(file, `target id ${list.targetBound - 1} is outside the target vocabulary of ${options.vocabSize} ids`);
+    throw shortlistError(
+      file,
+      `target id ${list.targetBound - 1} is outside the target vocabulary of ${options.vocabSize} ids`,
+    );
   }
   return list;
 }
@@ -62,7 +79,8 @@ export function encodeMarianBinaryShortlist(list: Shortlist, firstNum: number, b
   const sources = list.offsets.length - 1;
   const lists: Int32Array[] = [];
   for (let s = 0; s < sources; s++) {
-    const b = list.offsets[s]!, e = list.offsets[s + 1]!;
+    const b = list.offsets[s]!,
+      e = list.offsets[s + 1]!;
     lists.push(list.targets.slice(b, list.probs ? Math.min(e, b + bestNum) : e).sort());
   }
   const total = lists.reduce((n, l) => n + l.length, 0);
@@ -112,7 +130,10 @@ function readHeader(bytes: Uint8Array, file: string): Header {
   const v = view(bytes);
   const magic = v.getBigUint64(0, true);
   if (magic !== BINARY_SHORTLIST_MAGIC) {
-    throw shortlistError(file, `not a binary shortlist: magic 0x${magic.toString(16)}, expected 0x${BINARY_SHORTLIST_MAGIC.toString(16)}`);
+    throw shortlistError(
+      file,
+      `not a binary shortlist: magic 0x${magic.toString(16)}, expected 0x${BINARY_SHORTLIST_MAGIC.toString(16)}`,
+    );
   }
   const field = (i: number, name: string) => smallInt(v.getBigUint64(8 * i, true), name, file);
   const header: Header = {
@@ -124,8 +145,11 @@ function readHeader(bytes: Uint8Array, file: string): Header {
   };
   const expected = HEADER_BYTES + 8 * header.wordToOffsetSize + 4 * header.shortListsSize;
   if (expected !== bytes.length) {
-    throw shortlistError(file, `header claims ${expected} bytes (${header.wordToOffsetSize} offsets, `
-      + `${header.shortListsSize} target ids) but the file has ${bytes.length}: truncated or corrupt`);
+    throw shortlistError(
+      file,
+      `header claims ${expected} bytes (${header.wordToOffsetSize} offsets, ` +
+        `${header.shortListsSize} target ids) but the file has ${bytes.length}: truncated or corrupt`,
+    );
   }
   if (header.wordToOffsetSize < 1) throw shortlistError(file, 'binary shortlist has an empty offset table');
   return header;
@@ -139,7 +163,10 @@ function smallInt(v: bigint, name: string, file: string): number {
 function verifyChecksum(bytes: Uint8Array, want: bigint, file: string): void {
   const got = marianChecksum(bytes);
   if (got !== want) {
-    throw shortlistError(file, `checksum mismatch (header 0x${want.toString(16)}, content 0x${got.toString(16)}): the file is corrupt`);
+    throw shortlistError(
+      file,
+      `checksum mismatch (header 0x${want.toString(16)}, content 0x${got.toString(16)}): the file is corrupt`,
+    );
   }
 }
 

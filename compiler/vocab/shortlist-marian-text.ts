@@ -25,7 +25,11 @@ export function readMarianTextShortlist(file: string, options: TextShortlistOpti
  * pairs with a NULL side are skipped, a repeated pair keeps its last probability, and each source's list is sorted by
  * probability descending; unlike Marian (which maps unknown pieces to <unk>), pairs with unknown pieces are skipped.
  */
-export function parseMarianTextShortlist(text: Uint8Array | string, file: string, options: TextShortlistOptions): Shortlist {
+export function parseMarianTextShortlist(
+  text: Uint8Array | string,
+  file: string,
+  options: TextShortlistOptions,
+): Shortlist {
   const targetId = options.targetPieceToId ?? options.pieceToId;
   const threshold = options.threshold ?? 0;
   const lists = new Map<number, Map<number, number>>();
@@ -51,15 +55,26 @@ export function parseMarianTextShortlist(text: Uint8Array | string, file: string
   const frequent = idRange(options.vocabSize);
   const ngrams = new Map<string, Int32Array>();
   return {
-    file, format: 'marian-text', offsets, targets, probs, frequent, ngrams, maxNgram: 1,
-    targetBound: targetBoundOf(targets, frequent, ngrams), skipped,
+    file,
+    format: 'marian-text',
+    offsets,
+    targets,
+    probs,
+    frequent,
+    ngrams,
+    maxNgram: 1,
+    targetBound: targetBoundOf(targets, frequent, ngrams),
+    skipped,
   };
 }
 
 function parseFields(fields: string[], line: string, lineNo: number, file: string): [string, string, number] {
   if (fields.length !== 3) {
-    throw shortlistError(file, `line ${lineNo}: expected 'target source probability', got ${fields.length} fields: `
-      + JSON.stringify(line.slice(0, 80)));
+    throw shortlistError(
+      file,
+      `line ${lineNo}: expected 'target source probability', got ${fields.length} fields: ` +
+        JSON.stringify(line.slice(0, 80)),
+    );
   }
   const prob = Number(fields[2]);
   if (!Number.isFinite(prob) || prob < 0) {

@@ -23,9 +23,10 @@ export function readShortlist(file: string, options: ReadShortlistOptions = {}):
   const bytes = fs.readFileSync(file);
   if (bytes.length === 0) throw shortlistError(file, 'shortlist file is empty');
   const format = options.format ?? sniffFormat(bytes);
-  const list = format === 'marian-binary'
-    ? parseMarianBinaryShortlist(bytes, file, { vocabSize: options.vocabSize })
-    : parseText(bytes, file, format, options);
+  const list =
+    format === 'marian-binary'
+      ? parseMarianBinaryShortlist(bytes, file, { vocabSize: options.vocabSize })
+      : parseText(bytes, file, format, options);
   if (options.vocabSize !== undefined) checkTargetRange(list, options.vocabSize);
   return list;
 }

@@ -48,8 +48,16 @@ export function parseVmap(text: Uint8Array | string, file: string, options: Vmap
   let maxNgram = 1;
   for (const k of ngrams.keys()) maxNgram = Math.max(maxNgram, k.split(' ').length);
   return {
-    file, format: 'ctranslate2-vmap', offsets, targets, probs: null, frequent: freq, ngrams, maxNgram,
-    targetBound: targetBoundOf(targets, freq, ngrams), skipped,
+    file,
+    format: 'ctranslate2-vmap',
+    offsets,
+    targets,
+    probs: null,
+    frequent: freq,
+    ngrams,
+    maxNgram,
+    targetBound: targetBoundOf(targets, freq, ngrams),
+    skipped,
   };
 }
 

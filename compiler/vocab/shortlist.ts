@@ -61,7 +61,8 @@ export function defaultLimits(list: Shortlist): { first: number; best: number } 
 /** The translations of one source id (empty when it has none), with their probabilities when the form has them. */
 export function translations(list: Shortlist, sourceId: number): { ids: Int32Array; probs: Float32Array | null } {
   if (!(sourceId >= 0 && sourceId < list.offsets.length - 1)) return { ids: new Int32Array(0), probs: null };
-  const b = list.offsets[sourceId]!, e = list.offsets[sourceId + 1]!;
+  const b = list.offsets[sourceId]!,
+    e = list.offsets[sourceId + 1]!;
   return { ids: list.targets.subarray(b, e), probs: list.probs ? list.probs.subarray(b, e) : null };
 }
 
@@ -70,8 +71,14 @@ export function translations(list: Shortlist, sourceId: number): { ids: Int32Arr
  * the `best` most probable translations of every source token in the batch (whole lists where the form has no
  * probabilities), the candidates of vmap n-grams found in the batch, and the special ids.
  */
-export function shortlistFor(list: Shortlist, sourceIds: readonly (readonly number[])[], first: number, best: number,
-  specialIds: readonly number[], options: ShortlistForOptions = {}): Int32Array {
+export function shortlistFor(
+  list: Shortlist,
+  sourceIds: readonly (readonly number[])[],
+  first: number,
+  best: number,
+  specialIds: readonly number[],
+  options: ShortlistForOptions = {},
+): Int32Array {
   const mask = new Uint8Array(maskSize(list, sourceIds, specialIds, options));
   const frequent = list.frequent.subarray(0, Math.max(0, Math.min(first, list.frequent.length)));
   for (const id of frequent) mask[id] = 1;
@@ -98,13 +105,18 @@ export function shortlistStats(list: Shortlist): ShortlistStats {
 /** Fails (PLANC_E501) when a target id of the shortlist lies outside a vocabulary of vocabSize ids. */
 export function checkTargetRange(list: Shortlist, vocabSize: number): void {
   if (list.targetBound <= vocabSize) return;
-  throw shortlistError(list.file, `target id ${list.targetBound - 1} is outside the target vocabulary of ${vocabSize}`
-    + ' ids: the shortlist was built for another vocabulary');
+  throw shortlistError(
+    list.file,
+    `target id ${list.targetBound - 1} is outside the target vocabulary of ${vocabSize}` +
+      ' ids: the shortlist was built for another vocabulary',
+  );
 }
 
 /** CSR from per-source (target → probability) maps, each list sorted by probability descending, ties higher id first. */
 export function csrFromRanked(lists: Map<number, Map<number, number>>): {
-  offsets: Int32Array; targets: Int32Array; probs: Float32Array;
+  offsets: Int32Array;
+  targets: Int32Array;
+  probs: Float32Array;
 } {
   const sources = maxKey(lists) + 1;
   const offsets = new Int32Array(sources + 1);
@@ -155,8 +167,12 @@ function maxKey(m: Map<number, unknown>): number {
   return max;
 }
 
-function maskSize(list: Shortlist, sourceIds: readonly (readonly number[])[], specialIds: readonly number[],
-  options: ShortlistForOptions): number {
+function maskSize(
+  list: Shortlist,
+  sourceIds: readonly (readonly number[])[],
+  specialIds: readonly number[],
+  options: ShortlistForOptions,
+): number {
   let size = list.targetBound;
   for (const id of specialIds) {
     if (!Number.isInteger(id) || id < 0) throw shortlistError(list.file, `bad special id ${id}`);
@@ -167,8 +183,13 @@ function maskSize(list: Shortlist, sourceIds: readonly (readonly number[])[], sp
 }
 
 /** Marks the translations of every distinct source id of the batch (and the ids themselves with includeSource). */
-function markTranslations(list: Shortlist, sourceIds: readonly (readonly number[])[], best: number, mask: Uint8Array,
-  options: ShortlistForOptions): void {
+function markTranslations(
+  list: Shortlist,
+  sourceIds: readonly (readonly number[])[],
+  best: number,
+  mask: Uint8Array,
+  options: ShortlistForOptions,
+): void {
   const sources = list.offsets.length - 1;
   const seen = new Uint8Array(sources);
   for (const sentence of sourceIds) {
@@ -176,7 +197,8 @@ function markTranslations(list: Shortlist, sourceIds: readonly (readonly number[
       if (options.includeSource && Number.isInteger(id) && id >= 0) mask[id] = 1;
       if (!(Number.isInteger(id) && id >= 0 && id < sources) || seen[id]) continue;
       seen[id] = 1;
-      const b = list.offsets[id]!, e = list.offsets[id + 1]!;
+      const b = list.offsets[id]!,
+        e = list.offsets[id + 1]!;
       const end = list.probs ? Math.min(e, b + Math.max(0, best)) : e;
       for (let p = b; p < end; p++) mask[list.targets[p]!] = 1;
     }
@@ -196,7 +218,10 @@ function markNgrams(list: Shortlist, sentence: readonly number[], mask: Uint8Arr
 }
 
 /** A vocabulary lookup over a piece list (id = position), e.g. the pieces of a SentencePiece model. */
-export function pieceLookup(pieces: readonly string[]): { pieceToId: (piece: string) => number | undefined; vocabSize: number } {
+export function pieceLookup(pieces: readonly string[]): {
+  pieceToId: (piece: string) => number | undefined;
+  vocabSize: number;
+} {
   const ids = new Map<string, number>();
   pieces.forEach((p, i) => {
     if (!ids.has(p)) ids.set(p, i);

@@ -10,12 +10,18 @@ export type VocabSpec =
 export const AUTO_CLUSTERS = [64, 128, 256] as const;
 export const AUTO_TOPK = [4, 8, 16, 32] as const;
 
-const usage = (msg: string): never => { throw new PlancError('PLANC_E301', `--vocab: ${msg} (shortlist=FILE[,first=N,best=N], clusters=R,K or auto[=R:R:...,K:K:...])`); };
+const usage = (msg: string): never => {
+  throw new PlancError(
+    'PLANC_E301',
+    `--vocab: ${msg} (shortlist=FILE[,first=N,best=N], clusters=R,K or auto[=R:R:...,K:K:...])`,
+  );
+};
 
 /** A list of positive integers separated by ':' (one of auto's axes). */
 const axis = (text: string, what: string, max: number): number[] => {
   const xs = text.split(':').map(Number);
-  if (!xs.length || xs.some((x) => !Number.isInteger(x) || x < 1 || x > max)) usage(`auto's ${what} must be integers in [1, ${max}] separated by ':', got '${text}'`);
+  if (!xs.length || xs.some((x) => !Number.isInteger(x) || x < 1 || x > max))
+    usage(`auto's ${what} must be integers in [1, ${max}] separated by ':', got '${text}'`);
   return [...new Set(xs)].sort((a, b) => a - b);
 };
 
@@ -26,7 +32,11 @@ const axis = (text: string, what: string, max: number): number[] => {
 export function parseVocabSpec(s: string): VocabSpec {
   const auto = /^auto(?:=([^,]+),([^,]+))?$/.exec(s);
   if (auto) {
-    return { method: 'auto', clusters: auto[1] ? axis(auto[1], 'R', 1 << 20) : [...AUTO_CLUSTERS], topK: auto[2] ? axis(auto[2], 'K', 64) : [...AUTO_TOPK] };
+    return {
+      method: 'auto',
+      clusters: auto[1] ? axis(auto[1], 'R', 1 << 20) : [...AUTO_CLUSTERS],
+      topK: auto[2] ? axis(auto[2], 'K', 64) : [...AUTO_TOPK],
+    };
   }
   const sl = /^shortlist=(.+)$/.exec(s);
   if (sl) {
@@ -42,7 +52,8 @@ export function parseVocabSpec(s: string): VocabSpec {
   }
   const cl = /^clusters=(\d+)(?:,(\d+))?$/.exec(s);
   if (cl) {
-    const clusters = Number(cl[1]), topK = cl[2] === undefined ? 3 : Number(cl[2]);
+    const clusters = Number(cl[1]),
+      topK = cl[2] === undefined ? 3 : Number(cl[2]);
     if (clusters < 1) usage('R must be ≥ 1');
     if (topK < 1 || topK > 64) usage('K must be in [1, 64]');
     return { method: 'clusters', clusters, topK };

@@ -22,9 +22,18 @@ export interface EvalOptions {
 }
 
 /** Runs a graph of a model on feeds (by input name); returns the graph outputs by name. */
-export function evaluate(model: Model, graphName: string, feeds: Record<string, Tensor>, opts: EvalOptions = {}): Record<string, Tensor> {
+export function evaluate(
+  model: Model,
+  graphName: string,
+  feeds: Record<string, Tensor>,
+  opts: EvalOptions = {},
+): Record<string, Tensor> {
   const graph = model.graphs.get(graphName);
-  if (!graph) throw new PlancError('PLANC_E204', `model has no graph '${graphName}' (it has ${[...model.graphs.keys()].join(', ')})`);
+  if (!graph)
+    throw new PlancError(
+      'PLANC_E204',
+      `model has no graph '${graphName}' (it has ${[...model.graphs.keys()].join(', ')})`,
+    );
   checkFeeds(graph, feeds);
   const scope = new Scope();
   for (const [name, t] of Object.entries(feeds)) scope.env.set(name, t);
@@ -41,14 +50,25 @@ function checkFeeds(graph: Graph, feeds: Record<string, Tensor>): void {
     if (!t) throw new PlancError('PLANC_E204', `missing feed for input '${name}'`, where);
     const type = graph.values.get(name)?.type;
     if (!type) continue;
-    if (type.dtype !== t.dtype) throw new PlancError('PLANC_E204', `input '${name}' wants ${type.dtype}, got ${t.dtype}`, where);
+    if (type.dtype !== t.dtype)
+      throw new PlancError('PLANC_E204', `input '${name}' wants ${type.dtype}, got ${t.dtype}`, where);
     if (!type.shape) continue;
-    if (type.shape.length !== t.rank) throw new PlancError('PLANC_E204', `input '${name}' wants rank ${type.shape.length}, got dims [${t.dims}]`, where);
+    if (type.shape.length !== t.rank)
+      throw new PlancError(
+        'PLANC_E204',
+        `input '${name}' wants rank ${type.shape.length}, got dims [${t.dims}]`,
+        where,
+      );
     type.shape.forEach((d, i) => {
-      if (typeof d !== 'number' && d.terms.size === 1 && [...d.terms.keys()][0] !== '' && !bind.has(d.key)) bind.set(d.key, t.dims[i]!);
+      if (typeof d !== 'number' && d.terms.size === 1 && [...d.terms.keys()][0] !== '' && !bind.has(d.key))
+        bind.set(d.key, t.dims[i]!);
       const want = dimEval(d, bind);
       if (want !== undefined && want !== t.dims[i]) {
-        throw new PlancError('PLANC_E204', `input '${name}' wants dims [${type.shape!.map(dimStr)}], got [${t.dims}] (dim ${i} is ${t.dims[i]}, expected ${want})`, where);
+        throw new PlancError(
+          'PLANC_E204',
+          `input '${name}' wants dims [${type.shape!.map(dimStr)}], got [${t.dims}] (dim ${i} is ${t.dims[i]}, expected ${want})`,
+          where,
+        );
       }
     });
   }
@@ -71,7 +91,8 @@ export function outerReads(g: Graph): Set<string> {
   const reads = new Set<string>();
   for (const n of g.nodes) {
     for (const x of n.inputs) if (x && !defined.has(x)) reads.add(x);
-    for (const a of Object.values(n.attrs)) if (a.kind === 'graph') for (const x of outerReads(a.value)) if (!defined.has(x)) reads.add(x);
+    for (const a of Object.values(n.attrs))
+      if (a.kind === 'graph') for (const x of outerReads(a.value)) if (!defined.has(x)) reads.add(x);
     for (const o of n.outputs) defined.add(o);
   }
   for (const o of g.outputs) if (!defined.has(o)) reads.add(o);
@@ -93,7 +114,12 @@ function runGraph(model: Model, graph: Graph, scope: Scope, opts: EvalOptions): 
     });
     const opset = model.opsets[node.domain] ?? 1;
     const handler = findHandler(node.domain, node.op, opset);
-    if (!handler) throw new PlancError('PLANC_E005', `unsupported operator ${node.domain ? node.domain + '.' : ''}${node.op} at opset ${opset}`, where);
+    if (!handler)
+      throw new PlancError(
+        'PLANC_E005',
+        `unsupported operator ${node.domain ? node.domain + '.' : ''}${node.op} at opset ${opset}`,
+        where,
+      );
     const ctx: EvalContext = {
       ...makeOpContext(node, opset, 'PLANC_E202', graph.name),
       runSubgraph: (g, feeds) => {
@@ -119,7 +145,8 @@ function runGraph(model: Model, graph: Graph, scope: Scope, opts: EvalOptions): 
       scope.env.set(o, t);
     });
     opts.onNode?.(node.name, outs);
-    for (const x of node.inputs) if (x && last.get(x) === i && scope.env.has(x) && !graph.initializers.has(x)) scope.env.delete(x);
+    for (const x of node.inputs)
+      if (x && last.get(x) === i && scope.env.has(x) && !graph.initializers.has(x)) scope.env.delete(x);
   });
   return graph.outputs.map((o) => {
     const t = scope.get(o);

@@ -19,7 +19,9 @@ export type Facts = Map<string, InferInput>;
 class FactScope {
   readonly facts: Facts = new Map();
   constructor(readonly parent?: FactScope) {}
-  get(name: string): InferInput | undefined { return this.facts.get(name) ?? this.parent?.get(name); }
+  get(name: string): InferInput | undefined {
+    return this.facts.get(name) ?? this.parent?.get(name);
+  }
 }
 
 export interface InferOptions {
@@ -39,22 +41,36 @@ export function inferModel(model: Model, opts: InferOptions = {}): Map<string, F
 }
 
 /** Infers one graph, collecting problems in diags instead of stopping at the first. */
-export function inferGraph(model: Model, graph: Graph, opts: InferOptions, diags: Diagnostics, parent?: FactScope): Facts {
+export function inferGraph(
+  model: Model,
+  graph: Graph,
+  opts: InferOptions,
+  diags: Diagnostics,
+  parent?: FactScope,
+): Facts {
   const scope = new FactScope(parent);
   for (const [name, id] of graph.initializers) scope.facts.set(name, withSym(constFact(model.weights.get(id)!.tensor)));
   for (const name of graph.inputs) {
     const t = opts.inputTypes?.[name] ?? graph.values.get(name)?.type;
-    if (t) scope.facts.set(name, t.sym ? { dtype: t.dtype, shape: t.shape, sym: t.sym } : { dtype: t.dtype, shape: t.shape });
+    if (t)
+      scope.facts.set(
+        name,
+        t.sym ? { dtype: t.dtype, shape: t.shape, sym: t.sym } : { dtype: t.dtype, shape: t.shape },
+      );
   }
   for (const node of graph.nodes) {
     const where = { graph: graph.name, node: node.name, op: node.op, stage: 'inference' };
     const inputs: (InferInput | undefined)[] = [];
     let ready = true;
     for (const x of node.inputs) {
-      if (!x) { inputs.push(undefined); continue; }
+      if (!x) {
+        inputs.push(undefined);
+        continue;
+      }
       const f = scope.get(x);
       if (!f) {
-        if (!isDefinedSomewhere(graph, x, scope)) diags.add(new PlancError('PLANC_E102', `input '${x}' is never defined`, where));
+        if (!isDefinedSomewhere(graph, x, scope))
+          diags.add(new PlancError('PLANC_E102', `input '${x}' is never defined`, where));
         ready = false;
         break;
       }
@@ -63,13 +79,18 @@ export function inferGraph(model: Model, graph: Graph, opts: InferOptions, diags
     if (!ready) continue;
     const opset = model.opsets[node.domain] ?? 1;
     const handler = findHandler(node.domain, node.op, opset);
-    if (!handler) { diags.add(new PlancError('PLANC_E005', `unsupported operator at opset ${opset}`, where)); continue; }
+    if (!handler) {
+      diags.add(new PlancError('PLANC_E005', `unsupported operator at opset ${opset}`, where));
+      continue;
+    }
     const base = makeOpContext(node, opset, 'PLANC_E201', graph.name);
     const ctx: InferContext = {
       ...base,
       inferSubgraph: (g, types) => {
         const local = new Diagnostics();
-        const inputTypes = types ? Object.fromEntries(g.inputs.map((n, k) => [n, types[k]!]).filter(([, t]) => t)) : undefined;
+        const inputTypes = types
+          ? Object.fromEntries(g.inputs.map((n, k) => [n, types[k]!]).filter(([, t]) => t))
+          : undefined;
         const sub = inferGraph(model, g, { annotate: opts.annotate, inputTypes }, local, scope);
         local.throwIfAny();
         return g.outputs.map((o) => {
@@ -83,17 +104,30 @@ export function inferGraph(model: Model, graph: Graph, opts: InferOptions, diags
     try {
       outs = handler.infer(ctx, inputs);
     } catch (e) {
-      diags.add(e instanceof PlancError ? e : new PlancError('PLANC_E201', `internal error: ${(e as Error).message}`, where));
+      diags.add(
+        e instanceof PlancError ? e : new PlancError('PLANC_E201', `internal error: ${(e as Error).message}`, where),
+      );
       continue;
     }
     const folded = tryFold(model, handler.eval.bind(handler), ctx, inputs);
     node.outputs.forEach((o, k) => {
       if (!o) return;
       const out = outs[k];
-      if (!out) { diags.add(new PlancError('PLANC_E201', `no type for output ${k} ('${o}')`, where)); return; }
-      const fact: InferInput = folded?.[k] ? constFact(folded[k]!) : { dtype: out.dtype, shape: out.shape, sym: out.sym };
+      if (!out) {
+        diags.add(new PlancError('PLANC_E201', `no type for output ${k} ('${o}')`, where));
+        return;
+      }
+      const fact: InferInput = folded?.[k]
+        ? constFact(folded[k]!)
+        : { dtype: out.dtype, shape: out.shape, sym: out.sym };
       if (folded?.[k] && out.dtype !== folded[k]!.dtype) {
-        diags.add(new PlancError('PLANC_E104', `inferred dtype ${out.dtype} but evaluation gives ${folded[k]!.dtype} for '${o}'`, where));
+        diags.add(
+          new PlancError(
+            'PLANC_E104',
+            `inferred dtype ${out.dtype} but evaluation gives ${folded[k]!.dtype} for '${o}'`,
+            where,
+          ),
+        );
       }
       scope.facts.set(o, withSym(fact));
     });
@@ -102,7 +136,8 @@ export function inferGraph(model: Model, graph: Graph, opts: InferOptions, diags
   if (opts.annotate !== false) {
     for (const [name, f] of scope.facts) {
       const v = graph.values.get(name);
-      if (v && !graph.initializers.has(name)) v.type = { dtype: f.dtype, shape: f.shape ?? v.type?.shape, ...(v.type?.sym ? { sym: v.type.sym } : {}) };
+      if (v && !graph.initializers.has(name))
+        v.type = { dtype: f.dtype, shape: f.shape ?? v.type?.shape, ...(v.type?.sym ? { sym: v.type.sym } : {}) };
     }
   }
   return scope.facts;
@@ -125,12 +160,20 @@ function withSym(f: InferInput): InferInput {
 }
 
 /** Evaluates a node whose inputs are all small constants. */
-function tryFold(_model: Model, evalFn: (ctx: EvalContext, inputs: (Tensor | undefined)[]) => Tensor[], ctx: InferContext, inputs: (InferInput | undefined)[]): Tensor[] | undefined {
+function tryFold(
+  _model: Model,
+  evalFn: (ctx: EvalContext, inputs: (Tensor | undefined)[]) => Tensor[],
+  ctx: InferContext,
+  inputs: (InferInput | undefined)[],
+): Tensor[] | undefined {
   if (ctx.node.op === 'If' || ctx.node.op.startsWith('Random')) return undefined;
   if (inputs.length === 0 && ctx.node.op !== 'Constant') return undefined;
   if (inputs.some((f) => f !== undefined && (!f.value || f.value.size > FOLD_LIMIT))) return undefined;
   try {
-    const outs = evalFn({ ...ctx, runSubgraph: () => ctx.fail('no subgraphs while folding') }, inputs.map((f) => f?.value));
+    const outs = evalFn(
+      { ...ctx, runSubgraph: () => ctx.fail('no subgraphs while folding') },
+      inputs.map((f) => f?.value),
+    );
     if (ctx.node.op !== 'Constant' && outs.some((t) => t && t.size > FOLD_LIMIT)) return undefined;
     return outs;
   } catch {
@@ -146,9 +189,21 @@ function checkDeclaredOutputs(graph: Graph, scope: FactScope, diags: Diagnostics
     if (!got) continue;
     if (!declared) continue;
     if (declared.dtype !== got.dtype) {
-      diags.add(new PlancError('PLANC_E104', `graph output '${o}' is declared ${declared.dtype} but computes ${got.dtype}`, where));
+      diags.add(
+        new PlancError(
+          'PLANC_E104',
+          `graph output '${o}' is declared ${declared.dtype} but computes ${got.dtype}`,
+          where,
+        ),
+      );
     } else if (declared.shape && got.shape && !compatible(declared.shape, got.shape)) {
-      diags.add(new PlancError('PLANC_E105', `graph output '${o}' is declared ${shapeStr(declared.shape)} but computes ${shapeStr(got.shape)}`, where));
+      diags.add(
+        new PlancError(
+          'PLANC_E105',
+          `graph output '${o}' is declared ${shapeStr(declared.shape)} but computes ${shapeStr(got.shape)}`,
+          where,
+        ),
+      );
     }
   }
 }

@@ -47,7 +47,11 @@ export function readDecodingFacts(dir: string): DecodingFacts {
     const v = merged[key];
     if (v === undefined || v === null) return undefined;
     const bad = (want: string): never => {
-      throw new PlancError('PLANC_E008', `${from[key]}: ${key} = ${JSON.stringify(v).slice(0, 80)}; it must be ${want}`, { file: path.join(dir, from[key]!) });
+      throw new PlancError(
+        'PLANC_E008',
+        `${from[key]}: ${key} = ${JSON.stringify(v).slice(0, 80)}; it must be ${want}`,
+        { file: path.join(dir, from[key]!) },
+      );
     };
     return parse(v, bad);
   };
@@ -56,7 +60,8 @@ export function readDecodingFacts(dir: string): DecodingFacts {
     const list = isId(v) ? [v] : ids(v, () => bad('a token id or a list of them'));
     return list.length ? list : bad('a token id or a non-empty list of them');
   };
-  const positive = (v: unknown, bad: (want: string) => never): number => (isId(v) && v >= 1 ? v : bad('an integer ≥ 1'));
+  const positive = (v: unknown, bad: (want: string) => never): number =>
+    isId(v) && v >= 1 ? v : bad('an integer ≥ 1');
   const eosIds = get('eos_token_id', idOrList);
   const facts: DecodingFacts = {
     decoderStartId: get('decoder_start_token_id', id),
@@ -69,16 +74,26 @@ export function readDecodingFacts(dir: string): DecodingFacts {
     maxLength: get('max_length', positive),
     maxNewTokens: get('max_new_tokens', positive),
     numBeams: get('num_beams', positive),
-    earlyStopping: get('early_stopping', (v, bad) => (v === true || v === false || v === 'never' ? (String(v) as 'true' | 'false' | 'never') : bad('true, false or "never"'))),
-    lengthPenalty: get('length_penalty', (v, bad) => (typeof v === 'number' && Number.isFinite(v) ? v : bad('a number'))),
+    earlyStopping: get('early_stopping', (v, bad) =>
+      v === true || v === false || v === 'never'
+        ? (String(v) as 'true' | 'false' | 'never')
+        : bad('true, false or "never"'),
+    ),
+    lengthPenalty: get('length_penalty', (v, bad) =>
+      typeof v === 'number' && Number.isFinite(v) ? v : bad('a number'),
+    ),
     numReturnSequences: get('num_return_sequences', positive),
     minLength: get('min_length', (v, bad) => (isId(v) ? v : bad('an integer ≥ 0'))),
     minNewTokens: get('min_new_tokens', (v, bad) => (isId(v) ? v : bad('an integer ≥ 0'))),
     noRepeatNgramSize: get('no_repeat_ngram_size', (v, bad) => (isId(v) ? v : bad('an integer ≥ 0'))),
     encoderNoRepeatNgramSize: get('encoder_no_repeat_ngram_size', (v, bad) => (isId(v) ? v : bad('an integer ≥ 0'))),
-    repetitionPenalty: get('repetition_penalty', (v, bad) => (typeof v === 'number' && Number.isFinite(v) && v > 0 ? v : bad('a number > 0'))),
+    repetitionPenalty: get('repetition_penalty', (v, bad) =>
+      typeof v === 'number' && Number.isFinite(v) && v > 0 ? v : bad('a number > 0'),
+    ),
     doSample: get('do_sample', (v, bad) => (typeof v === 'boolean' ? v : bad('true or false'))),
-    temperature: get('temperature', (v, bad) => (typeof v === 'number' && Number.isFinite(v) && v >= 0 ? v : bad('a number ≥ 0'))),
+    temperature: get('temperature', (v, bad) =>
+      typeof v === 'number' && Number.isFinite(v) && v >= 0 ? v : bad('a number ≥ 0'),
+    ),
     topK: get('top_k', (v, bad) => (isId(v) ? v : bad('an integer ≥ 0'))),
     topP: get('top_p', (v, bad) => (typeof v === 'number' && v >= 0 && v <= 1 ? v : bad('a number in [0, 1]'))),
     forcedBosId: get('forced_bos_token_id', id),
@@ -86,7 +101,8 @@ export function readDecodingFacts(dir: string): DecodingFacts {
     suppressTokens: get('suppress_tokens', ids),
     beginSuppressTokens: get('begin_suppress_tokens', ids),
     badWords: get('bad_words_ids', (v, bad) => {
-      if (!Array.isArray(v) || !v.every((s) => Array.isArray(s) && s.length > 0 && s.every(isId))) bad('a list of non-empty token id lists');
+      if (!Array.isArray(v) || !v.every((s) => Array.isArray(s) && s.length > 0 && s.every(isId)))
+        bad('a list of non-empty token id lists');
       return (v as number[][]).map((s) => ({ ids: s }));
     }),
   };

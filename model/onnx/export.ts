@@ -37,16 +37,24 @@ function externalSink(dir: string, file: string): WeightSink & { close(): void }
       if (!at) {
         const raw = toRaw(t);
         const pad = (64 - (offset % 64)) % 64;
-        if (pad) { fs.writeSync(fd, new Uint8Array(pad)); offset += pad; }
+        if (pad) {
+          fs.writeSync(fd, new Uint8Array(pad));
+          offset += pad;
+        }
         fs.writeSync(fd, raw);
         at = { offset, length: raw.length };
         offset += raw.length;
         placed.set(id, at);
       }
       return new onnx.TensorProto({
-        name, dims: [...t.dims], dataType: ONNX_CODE[t.dtype], dataLocation: onnx.TensorProto.DataLocation.EXTERNAL,
+        name,
+        dims: [...t.dims],
+        dataType: ONNX_CODE[t.dtype],
+        dataLocation: onnx.TensorProto.DataLocation.EXTERNAL,
         externalData: [
-          { key: 'location', value: file }, { key: 'offset', value: String(at.offset) }, { key: 'length', value: String(at.length) },
+          { key: 'location', value: file },
+          { key: 'offset', value: String(at.offset) },
+          { key: 'length', value: String(at.length) },
         ],
       });
     },
@@ -59,7 +67,9 @@ function typeProto(t: ValueType | undefined): OnnxTypes.ITypeProto | undefined {
   return {
     tensorType: {
       elemType: ONNX_CODE[t.dtype],
-      shape: t.shape ? { dim: t.shape.map((d) => (typeof d === 'number' ? { dimValue: d } : { dimParam: dimStr(d) })) } : undefined,
+      shape: t.shape
+        ? { dim: t.shape.map((d) => (typeof d === 'number' ? { dimValue: d } : { dimParam: dimStr(d) })) }
+        : undefined,
     },
   };
 }
@@ -67,16 +77,26 @@ function typeProto(t: ValueType | undefined): OnnxTypes.ITypeProto | undefined {
 function attrProto(name: string, a: Attr, model: Model, sink: WeightSink): OnnxTypes.IAttributeProto {
   const s = (x: string) => Buffer.from(x, 'utf8');
   switch (a.kind) {
-    case 'int': return { name, type: AT.INT, i: a.value };
-    case 'float': return { name, type: AT.FLOAT, f: a.value };
-    case 'string': return { name, type: AT.STRING, s: s(a.value) };
-    case 'tensor': return { name, type: AT.TENSOR, t: tensorToProto(a.value, '') };
-    case 'graph': return { name, type: AT.GRAPH, g: graphProto(a.value, model, sink) };
-    case 'ints': return { name, type: AT.INTS, ints: a.value };
-    case 'floats': return { name, type: AT.FLOATS, floats: a.value };
-    case 'strings': return { name, type: AT.STRINGS, strings: a.value.map(s) };
-    case 'tensors': return { name, type: AT.TENSORS, tensors: a.value.map((t) => tensorToProto(t, '')) };
-    case 'graphs': return { name, type: AT.GRAPHS, graphs: a.value.map((g) => graphProto(g, model, sink)) };
+    case 'int':
+      return { name, type: AT.INT, i: a.value };
+    case 'float':
+      return { name, type: AT.FLOAT, f: a.value };
+    case 'string':
+      return { name, type: AT.STRING, s: s(a.value) };
+    case 'tensor':
+      return { name, type: AT.TENSOR, t: tensorToProto(a.value, '') };
+    case 'graph':
+      return { name, type: AT.GRAPH, g: graphProto(a.value, model, sink) };
+    case 'ints':
+      return { name, type: AT.INTS, ints: a.value };
+    case 'floats':
+      return { name, type: AT.FLOATS, floats: a.value };
+    case 'strings':
+      return { name, type: AT.STRINGS, strings: a.value.map(s) };
+    case 'tensors':
+      return { name, type: AT.TENSORS, tensors: a.value.map((t) => tensorToProto(t, '')) };
+    case 'graphs':
+      return { name, type: AT.GRAPHS, graphs: a.value.map((g) => graphProto(g, model, sink)) };
   }
 }
 
@@ -90,7 +110,11 @@ function graphProto(g: Graph, model: Model, sink: WeightSink): OnnxTypes.IGraphP
     initializer: [...g.initializers].map(([n, id]) => sink.proto(id, n, model.weights.get(id)!.tensor)),
     valueInfo: [...g.values.keys()].filter((n) => !io.has(n) && g.values.get(n)?.type).map(vi),
     node: g.nodes.map((n) => ({
-      name: n.name, opType: n.op, domain: n.domain, input: n.inputs, output: n.outputs,
+      name: n.name,
+      opType: n.op,
+      domain: n.domain,
+      input: n.inputs,
+      output: n.outputs,
       attribute: Object.entries(n.attrs).map(([k, a]) => attrProto(k, a, model, sink)),
       docString: n.origin.length === 1 && n.origin[0] === n.name ? undefined : ORIGIN_PREFIX + n.origin.join(','),
     })),

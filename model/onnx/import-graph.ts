@@ -57,17 +57,30 @@ export function importGraph(gp: OnnxTypes.IGraphProto, ctx: ImportCtx, name = gp
     for (const o of node.outputs) if (o && !values.has(o)) values.set(o, { name: o });
     nodes.push(node);
   });
-  const graph: Graph = { name, inputs, outputs: (gp.output ?? []).map((o) => o.name ?? ''), nodes, values, initializers };
+  const graph: Graph = {
+    name,
+    inputs,
+    outputs: (gp.output ?? []).map((o) => o.name ?? ''),
+    nodes,
+    values,
+    initializers,
+  };
   sortTopologically(graph, ctx.src.file);
   return graph;
 }
 
-function importNode(np: OnnxTypes.INodeProto, index: number, used: Set<string>, ctx: ImportCtx, where: { file: string; graph: string }): Node {
+function importNode(
+  np: OnnxTypes.INodeProto,
+  index: number,
+  used: Set<string>,
+  ctx: ImportCtx,
+  where: { file: string; graph: string },
+): Node {
   const op = np.opType ?? '';
   let name = np.name || `${op}_${index}`;
   while (used.has(name)) name = `${name}_${index}`;
   used.add(name);
-  const domain = np.domain === 'ai.onnx' ? '' : np.domain ?? '';
+  const domain = np.domain === 'ai.onnx' ? '' : (np.domain ?? '');
   const attrs: Record<string, Attr> = {};
   for (const ap of np.attribute ?? []) {
     attrs[ap.name ?? ''] = importAttr(ap, ctx, { ...where, node: name, op });
@@ -77,25 +90,43 @@ function importNode(np: OnnxTypes.INodeProto, index: number, used: Set<string>, 
   return { name, op, domain, inputs: [...(np.input ?? [])], outputs: [...(np.output ?? [])], attrs, origin };
 }
 
-function importAttr(ap: OnnxTypes.IAttributeProto, ctx: ImportCtx, where: { file: string; graph: string; node: string; op: string }): Attr {
+function importAttr(
+  ap: OnnxTypes.IAttributeProto,
+  ctx: ImportCtx,
+  where: { file: string; graph: string; node: string; op: string },
+): Attr {
   const tensor = (tp: OnnxTypes.ITensorProto): Tensor => tensorFromProto(tp, ctx.src);
   const graph = (g: OnnxTypes.IGraphProto): Graph => importGraph(g, ctx, `${where.graph}/${where.node}.${ap.name}`);
   const str = (b: Uint8Array) => Buffer.from(b).toString('utf8');
   let type = ap.type ?? AT.UNDEFINED;
   if (type === AT.UNDEFINED) type = guessAttrType(ap);
   switch (type) {
-    case AT.FLOAT: return { kind: 'float', value: ap.f ?? 0 };
-    case AT.INT: return { kind: 'int', value: num(ap.i) };
-    case AT.STRING: return { kind: 'string', value: str(ap.s ?? new Uint8Array()) };
-    case AT.TENSOR: return { kind: 'tensor', value: tensor(ap.t ?? {}) };
-    case AT.GRAPH: return { kind: 'graph', value: graph(ap.g ?? {}) };
-    case AT.FLOATS: return { kind: 'floats', value: [...(ap.floats ?? [])] };
-    case AT.INTS: return { kind: 'ints', value: (ap.ints ?? []).map(num) };
-    case AT.STRINGS: return { kind: 'strings', value: (ap.strings ?? []).map(str) };
-    case AT.TENSORS: return { kind: 'tensors', value: (ap.tensors ?? []).map(tensor) };
-    case AT.GRAPHS: return { kind: 'graphs', value: (ap.graphs ?? []).map(graph) };
+    case AT.FLOAT:
+      return { kind: 'float', value: ap.f ?? 0 };
+    case AT.INT:
+      return { kind: 'int', value: num(ap.i) };
+    case AT.STRING:
+      return { kind: 'string', value: str(ap.s ?? new Uint8Array()) };
+    case AT.TENSOR:
+      return { kind: 'tensor', value: tensor(ap.t ?? {}) };
+    case AT.GRAPH:
+      return { kind: 'graph', value: graph(ap.g ?? {}) };
+    case AT.FLOATS:
+      return { kind: 'floats', value: [...(ap.floats ?? [])] };
+    case AT.INTS:
+      return { kind: 'ints', value: (ap.ints ?? []).map(num) };
+    case AT.STRINGS:
+      return { kind: 'strings', value: (ap.strings ?? []).map(str) };
+    case AT.TENSORS:
+      return { kind: 'tensors', value: (ap.tensors ?? []).map(tensor) };
+    case AT.GRAPHS:
+      return { kind: 'graphs', value: (ap.graphs ?? []).map(graph) };
     default:
-      throw new PlancError('PLANC_E203', `attribute '${ap.name}' has kind ${AT[type] ?? type}, which planc does not support`, where);
+      throw new PlancError(
+        'PLANC_E203',
+        `attribute '${ap.name}' has kind ${AT[type] ?? type}, which planc does not support`,
+        where,
+      );
   }
 }
 
@@ -113,22 +144,36 @@ function guessAttrType(ap: OnnxTypes.IAttributeProto): number {
 }
 
 /** TypeProto → ValueType (tensors only); dims with a dim_param become symbols, missing dims fresh unknowns. */
-export function valueTypeFromProto(tp: OnnxTypes.ITypeProto | null | undefined, what: string, where: object): ValueType | undefined {
+export function valueTypeFromProto(
+  tp: OnnxTypes.ITypeProto | null | undefined,
+  what: string,
+  where: object,
+): ValueType | undefined {
   if (!tp) return undefined;
   if (tp.sequenceType || tp.mapType || tp.optionalType) {
-    throw new PlancError('PLANC_E004', `${what} is a ${tp.sequenceType ? 'sequence' : tp.mapType ? 'map' : 'optional'}, which planc does not support`, where);
+    throw new PlancError(
+      'PLANC_E004',
+      `${what} is a ${tp.sequenceType ? 'sequence' : tp.mapType ? 'map' : 'optional'}, which planc does not support`,
+      where,
+    );
   }
   const tt = tp.tensorType;
   if (!tt) return undefined;
   const code = tt.elemType ?? 0;
   const dtype = dtypeFromOnnx(code);
-  if (!dtype) throw new PlancError('PLANC_E004', `${what} has dtype ${onnxDtypeName(code)}, which planc does not support`, where);
+  if (!dtype)
+    throw new PlancError('PLANC_E004', `${what} has dtype ${onnxDtypeName(code)}, which planc does not support`, where);
   if (!tt.shape) return { dtype };
   const shape: Dim[] = (tt.shape.dim ?? []).map((d, i) => {
     const which = (d as { value?: string }).value;
     if (which === 'dimValue') {
       const v = num(d.dimValue);
-      if (v > MAX_DIM) throw new PlancError('PLANC_E008', `${what} declares dim ${i} = ${v}; planc takes dims up to ${MAX_DIM}`, where);
+      if (v > MAX_DIM)
+        throw new PlancError(
+          'PLANC_E008',
+          `${what} declares dim ${i} = ${v}; planc takes dims up to ${MAX_DIM}`,
+          where,
+        );
       return v;
     }
     if (which === 'dimParam' && d.dimParam) return parseDim(d.dimParam);

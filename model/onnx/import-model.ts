@@ -30,13 +30,18 @@ export interface ImportOptions {
 /** Reads and decodes a ModelProto, with clear errors for missing, truncated or non-ONNX files. */
 export function readModelProto(file: string): OnnxTypes.ModelProto {
   if (!fs.existsSync(file)) throw new PlancError('PLANC_E006', `no such file: ${file}`, { file });
-  if (fs.statSync(file).isDirectory()) throw new PlancError('PLANC_E006', `expected a .onnx file, got a folder: ${file}`, { file });
+  if (fs.statSync(file).isDirectory())
+    throw new PlancError('PLANC_E006', `expected a .onnx file, got a folder: ${file}`, { file });
   const bytes = fs.readFileSync(file);
   let m: OnnxTypes.ModelProto;
   try {
     m = onnx.ModelProto.decode(bytes);
   } catch (e) {
-    throw new PlancError('PLANC_E001', `cannot decode ${file} as an ONNX ModelProto (${(e as Error).message}); the file is truncated or not ONNX`, { file });
+    throw new PlancError(
+      'PLANC_E001',
+      `cannot decode ${file} as an ONNX ModelProto (${(e as Error).message}); the file is truncated or not ONNX`,
+      { file },
+    );
   }
   if (!m.graph || num(m.irVersion) <= 0 || (m.opsetImport ?? []).length === 0) {
     throw new PlancError('PLANC_E001', `${file} is not an ONNX model (no graph, IR version or opset import)`, { file });
@@ -54,11 +59,15 @@ export const MAX_ONNX_OPSET = Math.max(28, maxOnnxOpset());
 function opsetsOf(m: OnnxTypes.IModelProto, file: string): Record<string, number> {
   const o: Record<string, number> = {};
   for (const imp of m.opsetImport ?? []) {
-    const domain = imp.domain === 'ai.onnx' ? '' : imp.domain ?? '';
+    const domain = imp.domain === 'ai.onnx' ? '' : (imp.domain ?? '');
     const v = num(imp.version);
     const max = domain === '' ? MAX_ONNX_OPSET : 1000;
     if (!Number.isSafeInteger(v) || v < 1 || v > max) {
-      throw new PlancError('PLANC_E008', `${file} imports opset ${v} of domain '${domain || 'ai.onnx'}'; planc reads ${domain === '' ? `ONNX opsets 1 to ${max}` : `versions 1 to ${max}`}`, { file });
+      throw new PlancError(
+        'PLANC_E008',
+        `${file} imports opset ${v} of domain '${domain || 'ai.onnx'}'; planc reads ${domain === '' ? `ONNX opsets 1 to ${max}` : `versions 1 to ${max}`}`,
+        { file },
+      );
     }
     o[domain] = v;
   }
@@ -86,9 +95,14 @@ export function importOnnxFile(file: string, opts: ImportOptions = {}): Model {
 export function importSeq2SeqDir(dir: string, opts: ImportOptions = {}): Model {
   let present = Object.entries(SEQ2SEQ_FILES).filter(([, f]) => fs.existsSync(path.join(dir, f)));
   // the merged decoder holds both decoders again: with both files present it adds nothing
-  if (present.some(([g]) => g === 'decoder') && present.some(([g]) => g === 'decoder_with_past')) present = present.filter(([g]) => g !== 'decoder_merged');
+  if (present.some(([g]) => g === 'decoder') && present.some(([g]) => g === 'decoder_with_past'))
+    present = present.filter(([g]) => g !== 'decoder_merged');
   if (!present.some(([g]) => g === 'encoder') || !present.some(([g]) => g.startsWith('decoder'))) {
-    throw new PlancError('PLANC_E009', `${dir} is not a seq2seq model folder: it needs ${SEQ2SEQ_FILES.encoder} and a decoder (${SEQ2SEQ_FILES.decoder}, ${SEQ2SEQ_FILES.decoder_with_past} or ${SEQ2SEQ_FILES.decoder_merged})`, { file: dir });
+    throw new PlancError(
+      'PLANC_E009',
+      `${dir} is not a seq2seq model folder: it needs ${SEQ2SEQ_FILES.encoder} and a decoder (${SEQ2SEQ_FILES.decoder}, ${SEQ2SEQ_FILES.decoder_with_past} or ${SEQ2SEQ_FILES.decoder_merged})`,
+      { file: dir },
+    );
   }
   const natFile = hrtNatFile(dir);
   if (natFile && fs.existsSync(path.join(dir, natFile))) present.push([NAT_GRAPH, natFile]);
@@ -104,7 +118,11 @@ export function importSeq2SeqDir(dir: string, opts: ImportOptions = {}): Model {
       const proto = readModelProto(file);
       const o = opsetsOf(proto, file);
       if (opsets && (o[''] ?? 0) !== (opsets[''] ?? 0)) {
-        throw new PlancError('PLANC_E008', `${f} uses opset ${o['']} but ${present[0]![1]} uses opset ${opsets['']}: planc needs one opset per model`, { file });
+        throw new PlancError(
+          'PLANC_E008',
+          `${f} uses opset ${o['']} but ${present[0]![1]} uses opset ${opsets['']}: planc needs one opset per model`,
+          { file },
+        );
       }
       opsets = { ...o, ...opsets };
       first ??= proto;
@@ -151,11 +169,23 @@ export function importModel(p: string, opts: ImportOptions = {}): Model {
   return fs.statSync(p).isDirectory() ? importSeq2SeqDir(p, opts) : importOnnxFile(p, opts);
 }
 
-function assemble(graphs: Map<string, Graph>, store: WeightStore, opsets: Record<string, number>, proto: OnnxTypes.IModelProto,
-  sources: Record<string, string>, decoding: DecodingFacts): Model {
+function assemble(
+  graphs: Map<string, Graph>,
+  store: WeightStore,
+  opsets: Record<string, number>,
+  proto: OnnxTypes.IModelProto,
+  sources: Record<string, string>,
+  decoding: DecodingFacts,
+): Model {
   return {
-    graphs, weights: store.weights, opsets, irVersion: num(proto.irVersion), producer: proto.producerName ?? undefined,
-    decoding, sources, storedWeightBytes: store.storedBytes,
+    graphs,
+    weights: store.weights,
+    opsets,
+    irVersion: num(proto.irVersion),
+    producer: proto.producerName ?? undefined,
+    decoding,
+    sources,
+    storedWeightBytes: store.storedBytes,
   };
 }
 
@@ -183,7 +213,14 @@ export function unsupportedOps(model: Model): Map<string, string[]> {
 export function checkSupported(model: Model): void {
   const missing = unsupportedOps(model);
   if (missing.size === 0) return;
-  const lines = [...missing].map(([op, at]) => `${op} (opset ${model.opsets[op.includes('.') ? op.slice(0, op.lastIndexOf('.')) : ''] ?? '?'}) at ${at.slice(0, 3).join(', ')}${at.length > 3 ? ` and ${at.length - 3} more` : ''}`);
+  const lines = [...missing].map(
+    ([op, at]) =>
+      `${op} (opset ${model.opsets[op.includes('.') ? op.slice(0, op.lastIndexOf('.')) : ''] ?? '?'}) at ${at.slice(0, 3).join(', ')}${at.length > 3 ? ` and ${at.length - 3} more` : ''}`,
+  );
   const file = Object.values(model.sources).join(', ');
-  throw new PlancError('PLANC_E005', `unsupported operators: ${[...missing.keys()].join(', ')}\n  ${lines.join('\n  ')}`, { file });
+  throw new PlancError(
+    'PLANC_E005',
+    `unsupported operators: ${[...missing.keys()].join(', ')}\n  ${lines.join('\n  ')}`,
+    { file },
+  );
 }

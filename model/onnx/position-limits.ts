@@ -22,12 +22,16 @@ export function readPositionLimits(model: string): PositionLimits | undefined {
   const j = readJson(dir, 'config.json');
   if (!j) return undefined;
   const file = path.join(dir, 'config.json');
-  const int = (k: string) => (typeof j[k] === 'number' && Number.isInteger(j[k]) && (j[k] as number) > 0 ? (j[k] as number) : undefined);
+  const int = (k: string) =>
+    typeof j[k] === 'number' && Number.isInteger(j[k]) && (j[k] as number) > 0 ? (j[k] as number) : undefined;
   const both = int('max_position_embeddings') ?? int('n_positions');
   const bothKey = int('max_position_embeddings') !== undefined ? 'max_position_embeddings' : 'n_positions';
   const src = int('max_source_positions') ?? both;
   const tgt = int('max_target_positions') ?? both;
   if (src === undefined && tgt === undefined) return undefined;
-  const keys = int('max_source_positions') !== undefined || int('max_target_positions') !== undefined ? 'max_source_positions / max_target_positions' : bothKey;
+  const keys =
+    int('max_source_positions') !== undefined || int('max_target_positions') !== undefined
+      ? 'max_source_positions / max_target_positions'
+      : bothKey;
   return { src, tgt, from: `${keys} in ${file}` };
 }

@@ -18,12 +18,21 @@ export interface SplitDecoders {
 export function splitMergedDecoder(merged: Graph, file: string): SplitDecoders {
   const ifs = merged.nodes.filter((n) => n.op === 'If' && n.domain === '' && merged.inputs.includes(n.inputs[0]!));
   if (ifs.length !== 1) {
-    throw new PlancError('PLANC_E009', `a merged decoder needs one If on a bool graph input (use_cache_branch); found ${ifs.length}`, { file, graph: merged.name });
+    throw new PlancError(
+      'PLANC_E009',
+      `a merged decoder needs one If on a bool graph input (use_cache_branch); found ${ifs.length}`,
+      { file, graph: merged.name },
+    );
   }
   const iff = ifs[0]!;
   const branch = (name: string): Graph => {
     const a = iff.attrs[name];
-    if (a?.kind !== 'graph') throw new PlancError('PLANC_E009', `the merged decoder's If has no ${name}`, { file, graph: merged.name, node: iff.name });
+    if (a?.kind !== 'graph')
+      throw new PlancError('PLANC_E009', `the merged decoder's If has no ${name}`, {
+        file,
+        graph: merged.name,
+        node: iff.name,
+      });
     return a.value;
   };
   return {
@@ -34,7 +43,11 @@ export function splitMergedDecoder(merged: Graph, file: string): SplitDecoders {
 
 function fromBranch(merged: Graph, iff: Node, b: Graph, name: string, dropPassThrough: boolean): Graph {
   if (b.outputs.length !== iff.outputs.length) {
-    throw new PlancError('PLANC_E009', `the ${name} branch has ${b.outputs.length} outputs, the If ${iff.outputs.length}`, { graph: merged.name, node: iff.name });
+    throw new PlancError(
+      'PLANC_E009',
+      `the ${name} branch has ${b.outputs.length} outputs, the If ${iff.outputs.length}`,
+      { graph: merged.name, node: iff.name },
+    );
   }
   const cond = iff.inputs[0]!;
   const initializers = new Map([...merged.initializers, ...b.initializers]);
@@ -56,7 +69,15 @@ function fromBranch(merged: Graph, iff: Node, b: Graph, name: string, dropPassTh
     const target = iff.outputs[k]!;
     if (o === target) return;
     if (initializers.has(o) || merged.inputs.includes(o)) {
-      nodes.push({ name: `${target}_identity`, op: 'Identity', domain: '', inputs: [o], outputs: [target], attrs: {}, origin: [iff.name] });
+      nodes.push({
+        name: `${target}_identity`,
+        op: 'Identity',
+        domain: '',
+        inputs: [o],
+        outputs: [target],
+        attrs: {},
+        origin: [iff.name],
+      });
     } else {
       rename.set(o, target);
     }
@@ -72,7 +93,8 @@ function fromBranch(merged: Graph, iff: Node, b: Graph, name: string, dropPassTh
       const p = producer.get(v);
       return p && p.op === 'Identity' ? source(p.inputs[0]!) : v;
     };
-    const computed = (v: string): boolean => !merged.inputs.includes(v) && !initializers.has(v) && producer.get(v)?.op !== 'Constant';
+    const computed = (v: string): boolean =>
+      !merged.inputs.includes(v) && !initializers.has(v) && producer.get(v)?.op !== 'Constant';
     outputs = outputs.filter((o) => computed(source(o)));
   }
   const live = liveNodes(nodes, outputs);

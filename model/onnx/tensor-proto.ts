@@ -52,19 +52,31 @@ function externalBytes(tp: TP, src: TensorSource): Uint8Array {
   }
   const full = path.join(path.dirname(src.file), loc);
   if (!fs.existsSync(full)) {
-    throw new PlancError('PLANC_E002', `external data file '${loc}' of tensor '${tp.name}' not found (looked for ${full})`, where);
+    throw new PlancError(
+      'PLANC_E002',
+      `external data file '${loc}' of tensor '${tp.name}' not found (looked for ${full})`,
+      where,
+    );
   }
   if (!fs.statSync(full).isFile()) {
-    throw new PlancError('PLANC_E002', `external data '${loc}' of tensor '${tp.name}' is not a file (${full} is a folder or a device)`, where);
+    throw new PlancError(
+      'PLANC_E002',
+      `external data '${loc}' of tensor '${tp.name}' is not a file (${full} is a folder or a device)`,
+      where,
+    );
   }
   const files = src.external ?? new ExternalFiles();
   const { fd, size } = files.get(full);
   const offset = Number(kv.get('offset') ?? '0');
   const dtype = dtypeFromOnnx(tp.dataType ?? 0);
   const expected = dtype ? sizeOf((tp.dims ?? []).map(num)) * BYTES[dtype] : undefined;
-  const length = kv.has('length') ? Number(kv.get('length')) : expected ?? size - offset;
+  const length = kv.has('length') ? Number(kv.get('length')) : (expected ?? size - offset);
   if (!Number.isInteger(offset) || !Number.isInteger(length) || offset < 0 || length < 0 || offset + length > size) {
-    throw new PlancError('PLANC_E003', `tensor '${tp.name}' wants bytes ${offset}..${offset + length} of '${loc}', which has ${size}`, where);
+    throw new PlancError(
+      'PLANC_E003',
+      `tensor '${tp.name}' wants bytes ${offset}..${offset + length} of '${loc}', which has ${size}`,
+      where,
+    );
   }
   const out = new Uint8Array(length);
   let done = 0;
@@ -82,40 +94,65 @@ export function tensorFromProto(tp: TP, src: TensorSource): Tensor {
   const code = tp.dataType ?? 0;
   const dtype = dtypeFromOnnx(code);
   const where = { file: src.file, node: tp.name ?? '' };
-  if (!dtype) throw new PlancError('PLANC_E004', `tensor '${tp.name}' has dtype ${onnxDtypeName(code)}, which planc does not support`, where);
+  if (!dtype)
+    throw new PlancError(
+      'PLANC_E004',
+      `tensor '${tp.name}' has dtype ${onnxDtypeName(code)}, which planc does not support`,
+      where,
+    );
   const dims = (tp.dims ?? []).map(num);
-  if (dims.some((d) => !Number.isInteger(d) || d < 0)) throw new PlancError('PLANC_E007', `tensor '${tp.name}' has bad dims [${dims}]`, where);
+  if (dims.some((d) => !Number.isInteger(d) || d < 0))
+    throw new PlancError('PLANC_E007', `tensor '${tp.name}' has bad dims [${dims}]`, where);
   const n = sizeOf(dims);
   if (dtype === 'string') {
     const s = (tp.stringData ?? []).map((b) => Buffer.from(b).toString('utf8'));
-    if (s.length !== n) throw new PlancError('PLANC_E007', `tensor '${tp.name}' has ${s.length} strings for dims [${dims}]`, where);
+    if (s.length !== n)
+      throw new PlancError('PLANC_E007', `tensor '${tp.name}' has ${s.length} strings for dims [${dims}]`, where);
     return Tensor.fromStrings(dims, s);
   }
   const raw = rawBytesOf(tp, src);
   if (raw) {
     if (raw.length !== n * BYTES[dtype]) {
-      throw new PlancError('PLANC_E007', `tensor '${tp.name}' has ${raw.length} bytes of data, dims [${dims}] of ${dtype} need ${n * BYTES[dtype]}`, where);
+      throw new PlancError(
+        'PLANC_E007',
+        `tensor '${tp.name}' has ${raw.length} bytes of data, dims [${dims}] of ${dtype} need ${n * BYTES[dtype]}`,
+        where,
+      );
     }
     return fromRaw(dtype, dims, raw);
   }
   const values = typedFieldValues(tp, dtype);
   if (values.length !== n) {
     if (n === 0 && values.length === 0) return Tensor.zeros(dtype, dims);
-    throw new PlancError('PLANC_E007', `tensor '${tp.name}' has ${values.length} values for dims [${dims}] (${n} elements)`, where);
+    throw new PlancError(
+      'PLANC_E007',
+      `tensor '${tp.name}' has ${values.length} values for dims [${dims}] (${n} elements)`,
+      where,
+    );
   }
   return Tensor.fromNumbers(dtype, dims, values);
 }
 
 function typedFieldValues(tp: TP, dtype: DType): number[] {
   switch (dtype) {
-    case 'float32': return tp.floatData ?? [];
-    case 'float64': return tp.doubleData ?? [];
-    case 'int64': return (tp.int64Data ?? []).map(num);
-    case 'uint64': return (tp.uint64Data ?? []).map((x) => (typeof x === 'number' ? x : Number(BigInt.asUintN(64, BigInt(x.toString())))));
-    case 'uint32': return (tp.uint64Data ?? []).map(num);
-    case 'float16': return (tp.int32Data ?? []).map(f16BitsToNumber);
-    case 'bfloat16': return (tp.int32Data ?? []).map(bf16BitsToNumber);
-    default: return tp.int32Data ?? []; // int32, int16, int8, uint16, uint8, bool
+    case 'float32':
+      return tp.floatData ?? [];
+    case 'float64':
+      return tp.doubleData ?? [];
+    case 'int64':
+      return (tp.int64Data ?? []).map(num);
+    case 'uint64':
+      return (tp.uint64Data ?? []).map((x) =>
+        typeof x === 'number' ? x : Number(BigInt.asUintN(64, BigInt(x.toString()))),
+      );
+    case 'uint32':
+      return (tp.uint64Data ?? []).map(num);
+    case 'float16':
+      return (tp.int32Data ?? []).map(f16BitsToNumber);
+    case 'bfloat16':
+      return (tp.int32Data ?? []).map(bf16BitsToNumber);
+    default:
+      return tp.int32Data ?? []; // int32, int16, int8, uint16, uint8, bool
   }
 }
 
@@ -126,27 +163,40 @@ export function fromRaw(dtype: DType, dims: number[], raw: Uint8Array): Tensor {
   const copy = (Ctor: { new (b: ArrayBuffer): ArrayLike<number> & { length: number } }) =>
     new Ctor(raw.buffer.slice(raw.byteOffset, raw.byteOffset + raw.byteLength) as ArrayBuffer);
   switch (dtype) {
-    case 'float32': return new Tensor(dtype, dims, copy(Float32Array) as Float32Array);
-    case 'float64': return new Tensor(dtype, dims, copy(Float64Array) as Float64Array);
-    case 'int32': return new Tensor(dtype, dims, copy(Int32Array) as Int32Array);
-    case 'int16': return new Tensor(dtype, dims, copy(Int16Array) as Int16Array);
-    case 'int8': return new Tensor(dtype, dims, copy(Int8Array) as Int8Array);
-    case 'uint8': return new Tensor(dtype, dims, copy(Uint8Array) as Uint8Array);
-    case 'uint16': return new Tensor(dtype, dims, copy(Uint16Array) as Uint16Array);
-    case 'uint32': return new Tensor(dtype, dims, copy(Uint32Array) as Uint32Array);
-    case 'bool': return Tensor.fromNumbers(dtype, dims, raw);
-    case 'int64': case 'uint64': {
+    case 'float32':
+      return new Tensor(dtype, dims, copy(Float32Array) as Float32Array);
+    case 'float64':
+      return new Tensor(dtype, dims, copy(Float64Array) as Float64Array);
+    case 'int32':
+      return new Tensor(dtype, dims, copy(Int32Array) as Int32Array);
+    case 'int16':
+      return new Tensor(dtype, dims, copy(Int16Array) as Int16Array);
+    case 'int8':
+      return new Tensor(dtype, dims, copy(Int8Array) as Int8Array);
+    case 'uint8':
+      return new Tensor(dtype, dims, copy(Uint8Array) as Uint8Array);
+    case 'uint16':
+      return new Tensor(dtype, dims, copy(Uint16Array) as Uint16Array);
+    case 'uint32':
+      return new Tensor(dtype, dims, copy(Uint32Array) as Uint32Array);
+    case 'bool':
+      return Tensor.fromNumbers(dtype, dims, raw);
+    case 'int64':
+    case 'uint64': {
       const out = new Float64Array(n);
-      for (let i = 0; i < n; i++) out[i] = Number(dtype === 'int64' ? dv.getBigInt64(i * 8, true) : dv.getBigUint64(i * 8, true));
+      for (let i = 0; i < n; i++)
+        out[i] = Number(dtype === 'int64' ? dv.getBigInt64(i * 8, true) : dv.getBigUint64(i * 8, true));
       return new Tensor(dtype, dims, out);
     }
-    case 'float16': case 'bfloat16': {
+    case 'float16':
+    case 'bfloat16': {
       const out = new Float32Array(n);
       const conv = dtype === 'float16' ? f16BitsToNumber : bf16BitsToNumber;
       for (let i = 0; i < n; i++) out[i] = conv(dv.getUint16(i * 2, true));
       return new Tensor(dtype, dims, out);
     }
-    case 'string': throw new Error('internal: strings have no raw form');
+    case 'string':
+      throw new Error('internal: strings have no raw form');
   }
 }
 
@@ -157,11 +207,20 @@ export function toRaw(t: Tensor): Uint8Array {
   const dv = new DataView(out.buffer);
   const d = t.nums;
   switch (t.dtype) {
-    case 'int64': for (let i = 0; i < n; i++) dv.setBigInt64(i * 8, clampI64(d[i]!), true); break;
-    case 'uint64': for (let i = 0; i < n; i++) dv.setBigUint64(i * 8, BigInt.asUintN(64, BigInt(Math.trunc(d[i]!))), true); break;
-    case 'float16': for (let i = 0; i < n; i++) dv.setUint16(i * 2, numberToF16Bits(d[i]!), true); break;
-    case 'bfloat16': for (let i = 0; i < n; i++) dv.setUint16(i * 2, numberToBf16Bits(d[i]!), true); break;
-    default: out.set(new Uint8Array(d.buffer, d.byteOffset, d.byteLength));
+    case 'int64':
+      for (let i = 0; i < n; i++) dv.setBigInt64(i * 8, clampI64(d[i]!), true);
+      break;
+    case 'uint64':
+      for (let i = 0; i < n; i++) dv.setBigUint64(i * 8, BigInt.asUintN(64, BigInt(Math.trunc(d[i]!))), true);
+      break;
+    case 'float16':
+      for (let i = 0; i < n; i++) dv.setUint16(i * 2, numberToF16Bits(d[i]!), true);
+      break;
+    case 'bfloat16':
+      for (let i = 0; i < n; i++) dv.setUint16(i * 2, numberToBf16Bits(d[i]!), true);
+      break;
+    default:
+      out.set(new Uint8Array(d.buffer, d.byteOffset, d.byteLength));
   }
   return out;
 }

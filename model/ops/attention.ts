@@ -48,23 +48,52 @@ interface AttnDims<D> {
 }
 
 /** Splits 3-D [batch, seq, heads*size] or reads 4-D [batch, heads, seq, size] shapes into the attention geometry. */
-function attnDims(ctx: OpContext, a: AttentionAttrs, q: readonly Dim[], k: readonly Dim[], v: readonly Dim[]): AttnDims<Dim> {
-  if (q.length !== k.length || q.length !== v.length) ctx.fail(`Q, K and V must have the same rank, got ${shapeStr([...q])}, ${shapeStr([...k])}, ${shapeStr([...v])}`);
+function attnDims(
+  ctx: OpContext,
+  a: AttentionAttrs,
+  q: readonly Dim[],
+  k: readonly Dim[],
+  v: readonly Dim[],
+): AttnDims<Dim> {
+  if (q.length !== k.length || q.length !== v.length)
+    ctx.fail(`Q, K and V must have the same rank, got ${shapeStr([...q])}, ${shapeStr([...k])}, ${shapeStr([...v])}`);
   if (q.length === 3) {
-    if (a.qNumHeads === undefined || a.kvNumHeads === undefined) ctx.fail('3-D Q/K/V need the q_num_heads and kv_num_heads attributes');
-    const qh = a.qNumHeads, kvh = a.kvNumHeads;
+    if (a.qNumHeads === undefined || a.kvNumHeads === undefined)
+      ctx.fail('3-D Q/K/V need the q_num_heads and kv_num_heads attributes');
+    const qh = a.qNumHeads,
+      kvh = a.kvNumHeads;
     checkDivisible(ctx, q[2]!, qh, 'Q hidden size', 'q_num_heads');
     checkDivisible(ctx, k[2]!, kvh, 'K hidden size', 'kv_num_heads');
     checkDivisible(ctx, v[2]!, kvh, 'V hidden size', 'kv_num_heads');
     checkCommon(ctx, q, k, v);
-    return { batch: q[0]!, qHeads: qh, kvHeads: kvh, qSeq: q[1]!, kvSeq: k[1]!, headSize: dimDiv(q[2]!, qh), vHeadSize: dimDiv(v[2]!, kvh) };
+    return {
+      batch: q[0]!,
+      qHeads: qh,
+      kvHeads: kvh,
+      qSeq: q[1]!,
+      kvSeq: k[1]!,
+      headSize: dimDiv(q[2]!, qh),
+      vHeadSize: dimDiv(v[2]!, kvh),
+    };
   }
   if (q.length === 4) {
-    const d: AttnDims<Dim> = { batch: q[0]!, qHeads: q[1]!, kvHeads: k[1]!, qSeq: q[2]!, kvSeq: k[2]!, headSize: q[3]!, vHeadSize: v[3]! };
-    if (a.qNumHeads !== undefined && typeof d.qHeads === 'number' && d.qHeads !== a.qNumHeads) ctx.fail(`Q has ${d.qHeads} heads but q_num_heads is ${a.qNumHeads}`);
-    if (a.kvNumHeads !== undefined && typeof d.kvHeads === 'number' && d.kvHeads !== a.kvNumHeads) ctx.fail(`K has ${d.kvHeads} heads but kv_num_heads is ${a.kvNumHeads}`);
-    if (!sameOrSymbolic(v[1]!, k[1]!)) ctx.fail(`K and V must have the same number of heads, got ${shapeStr([...k])} and ${shapeStr([...v])}`);
-    if (!sameOrSymbolic(k[3]!, q[3]!)) ctx.fail(`Q and K head sizes differ: ${shapeStr([...q])} and ${shapeStr([...k])}`);
+    const d: AttnDims<Dim> = {
+      batch: q[0]!,
+      qHeads: q[1]!,
+      kvHeads: k[1]!,
+      qSeq: q[2]!,
+      kvSeq: k[2]!,
+      headSize: q[3]!,
+      vHeadSize: v[3]!,
+    };
+    if (a.qNumHeads !== undefined && typeof d.qHeads === 'number' && d.qHeads !== a.qNumHeads)
+      ctx.fail(`Q has ${d.qHeads} heads but q_num_heads is ${a.qNumHeads}`);
+    if (a.kvNumHeads !== undefined && typeof d.kvHeads === 'number' && d.kvHeads !== a.kvNumHeads)
+      ctx.fail(`K has ${d.kvHeads} heads but kv_num_heads is ${a.kvNumHeads}`);
+    if (!sameOrSymbolic(v[1]!, k[1]!))
+      ctx.fail(`K and V must have the same number of heads, got ${shapeStr([...k])} and ${shapeStr([...v])}`);
+    if (!sameOrSymbolic(k[3]!, q[3]!))
+      ctx.fail(`Q and K head sizes differ: ${shapeStr([...q])} and ${shapeStr([...k])}`);
     checkCommon(ctx, q, k, v);
     return d;
   }
@@ -72,9 +101,11 @@ function attnDims(ctx: OpContext, a: AttentionAttrs, q: readonly Dim[], k: reado
 }
 
 function checkCommon(ctx: OpContext, q: readonly Dim[], k: readonly Dim[], v: readonly Dim[]): void {
-  if (!sameOrSymbolic(q[0]!, k[0]!) || !sameOrSymbolic(q[0]!, v[0]!)) ctx.fail(`Q, K and V batch sizes differ: ${shapeStr([...q])}, ${shapeStr([...k])}, ${shapeStr([...v])}`);
+  if (!sameOrSymbolic(q[0]!, k[0]!) || !sameOrSymbolic(q[0]!, v[0]!))
+    ctx.fail(`Q, K and V batch sizes differ: ${shapeStr([...q])}, ${shapeStr([...k])}, ${shapeStr([...v])}`);
   const seqAxis = q.length === 3 ? 1 : 2;
-  if (!sameOrSymbolic(k[seqAxis]!, v[seqAxis]!)) ctx.fail(`K and V sequence lengths differ: ${shapeStr([...k])} and ${shapeStr([...v])}`);
+  if (!sameOrSymbolic(k[seqAxis]!, v[seqAxis]!))
+    ctx.fail(`K and V sequence lengths differ: ${shapeStr([...k])} and ${shapeStr([...v])}`);
 }
 
 function checkDivisible(ctx: OpContext, size: Dim, heads: number, what: string, attr: string): void {
@@ -100,12 +131,19 @@ function checkFloatTypes(ctx: OpContext, q: DType, k: DType, v: DType): void {
 
 function inferAttention(ctx: InferContext, inputs: (InferInput | undefined)[]): InferOutput[] {
   const a = attentionAttrs(ctx);
-  const q = need(ctx, inputs, 0), k = need(ctx, inputs, 1), v = need(ctx, inputs, 2);
-  const mask = inputs[3], pastK = inputs[4], pastV = inputs[5], nonpad = inputs[6];
+  const q = need(ctx, inputs, 0),
+    k = need(ctx, inputs, 1),
+    v = need(ctx, inputs, 2);
+  const mask = inputs[3],
+    pastK = inputs[4],
+    pastV = inputs[5],
+    nonpad = inputs[6];
   checkFloatTypes(ctx, q.dtype, k.dtype, v.dtype);
-  if (mask && mask.dtype !== 'bool' && mask.dtype !== q.dtype) ctx.fail(`attn_mask must be bool or ${q.dtype}, got ${mask.dtype}`);
+  if (mask && mask.dtype !== 'bool' && mask.dtype !== q.dtype)
+    ctx.fail(`attn_mask must be bool or ${q.dtype}, got ${mask.dtype}`);
   if ((pastK === undefined) !== (pastV === undefined)) ctx.fail('past_key and past_value must be given together');
-  if (pastK && (pastK.dtype !== q.dtype || pastV!.dtype !== q.dtype)) ctx.fail(`past_key/past_value must be ${q.dtype}`);
+  if (pastK && (pastK.dtype !== q.dtype || pastV!.dtype !== q.dtype))
+    ctx.fail(`past_key/past_value must be ${q.dtype}`);
   if (nonpad && ctx.opset < 24) ctx.fail('nonpad_kv_seqlen needs opset 24');
   if (nonpad && nonpad.dtype !== 'int64') ctx.fail(`nonpad_kv_seqlen must be int64, got ${nonpad.dtype}`);
   const n = ctx.node.outputs.length;
@@ -118,12 +156,15 @@ function inferAttention(ctx: InferContext, inputs: (InferInput | undefined)[]): 
   let total: Dim = d.kvSeq;
   if (pastK?.shape && pastV?.shape) {
     if (pastK.shape.length !== 4 || pastV.shape.length !== 4) ctx.fail('past_key and past_value must be 4-D');
-    if (!sameOrSymbolic(pastK.shape[1]!, d.kvHeads) || !sameOrSymbolic(pastK.shape[3]!, d.headSize)) ctx.fail(`past_key ${shapeStr(pastK.shape)} does not match K`);
-    if (!sameOrSymbolic(pastV.shape[1]!, d.kvHeads) || !sameOrSymbolic(pastV.shape[3]!, d.vHeadSize)) ctx.fail(`past_value ${shapeStr(pastV.shape)} does not match V`);
+    if (!sameOrSymbolic(pastK.shape[1]!, d.kvHeads) || !sameOrSymbolic(pastK.shape[3]!, d.headSize))
+      ctx.fail(`past_key ${shapeStr(pastK.shape)} does not match K`);
+    if (!sameOrSymbolic(pastV.shape[1]!, d.kvHeads) || !sameOrSymbolic(pastV.shape[3]!, d.vHeadSize))
+      ctx.fail(`past_value ${shapeStr(pastV.shape)} does not match V`);
     total = dimAdd(pastK.shape[2]!, d.kvSeq);
   }
   if (mask?.shape) checkMaskShape(ctx, mask.shape, d, total);
-  const y: Dim[] = q.shape.length === 3 ? [d.batch, d.qSeq, dimMul(d.qHeads, d.vHeadSize)] : [d.batch, d.qHeads, d.qSeq, d.vHeadSize];
+  const y: Dim[] =
+    q.shape.length === 3 ? [d.batch, d.qSeq, dimMul(d.qHeads, d.vHeadSize)] : [d.batch, d.qHeads, d.qSeq, d.vHeadSize];
   const outs: InferOutput[] = [
     { dtype: q.dtype, shape: y },
     { dtype: k.dtype, shape: [d.batch, d.kvHeads, total, d.headSize] },
@@ -138,11 +179,16 @@ function checkMaskShape(ctx: OpContext, m: readonly Dim[], d: AttnDims<Dim>, tot
   if (m.length < 2 || m.length > 4) ctx.fail(`attn_mask must be 2-D to 4-D, got ${shapeStr([...m])}`);
   const target: Dim[] = [d.batch, d.qHeads, d.qSeq];
   for (let i = 0; i < m.length - 1; i++) {
-    const md = m[i]!, td = target[target.length - (m.length - 1) + i]!;
-    if (typeof md === 'number' && typeof td === 'number' && md !== 1 && md !== td) ctx.fail(`attn_mask ${shapeStr([...m])} does not broadcast to [${String(d.batch)},${String(d.qHeads)},${String(d.qSeq)},${String(total)}]`);
+    const md = m[i]!,
+      td = target[target.length - (m.length - 1) + i]!;
+    if (typeof md === 'number' && typeof td === 'number' && md !== 1 && md !== td)
+      ctx.fail(
+        `attn_mask ${shapeStr([...m])} does not broadcast to [${String(d.batch)},${String(d.qHeads)},${String(d.qSeq)},${String(total)}]`,
+      );
   }
   const last = m[m.length - 1]!;
-  if (typeof last === 'number' && typeof total === 'number' && last > total) ctx.fail(`attn_mask's last dim ${last} exceeds the total sequence length ${total}`);
+  if (typeof last === 'number' && typeof total === 'number' && last > total)
+    ctx.fail(`attn_mask's last dim ${last} exceeds the total sequence length ${total}`);
 }
 
 /** A strided read-only view of a Q/K/V tensor as [batch, heads, seq, size] with unit stride on size. */
@@ -159,7 +205,15 @@ function headView(t: Tensor, heads: number, seq: number, size: number): HeadView
 }
 
 /** Concatenates past [B,H,P,D] and the new view along the sequence axis into a 4-D [B,H,P+S,D] tensor. */
-function concatCache(dtype: DType, past: Tensor | undefined, cur: HeadView, b: number, h: number, s: number, dsz: number): Tensor {
+function concatCache(
+  dtype: DType,
+  past: Tensor | undefined,
+  cur: HeadView,
+  b: number,
+  h: number,
+  s: number,
+  dsz: number,
+): Tensor {
   const p = past ? past.dims[2]! : 0;
   const total = p + s;
   const out = Tensor.zeros(dtype, [b, h, total, dsz]);
@@ -188,16 +242,26 @@ interface AttnRun extends AttnDims<number> {
   total: number;
 }
 
-function evalGeometry(ctx: EvalContext, a: AttentionAttrs, q: Tensor, k: Tensor, v: Tensor, pastK?: Tensor, pastV?: Tensor): AttnRun {
+function evalGeometry(
+  ctx: EvalContext,
+  a: AttentionAttrs,
+  q: Tensor,
+  k: Tensor,
+  v: Tensor,
+  pastK?: Tensor,
+  pastV?: Tensor,
+): AttnRun {
   const d = attnDims(ctx, a, q.dims, k.dims, v.dims) as AttnDims<number>;
   if (d.qHeads % d.kvHeads !== 0) ctx.fail(`q_num_heads ${d.qHeads} is not a multiple of kv_num_heads ${d.kvHeads}`);
   if ((pastK === undefined) !== (pastV === undefined)) ctx.fail('past_key and past_value must be given together');
   let past = 0;
   if (pastK && pastV) {
-    const pk = pastK.dims, pv = pastV.dims;
+    const pk = pastK.dims,
+      pv = pastV.dims;
     if (pk.length !== 4 || pv.length !== 4) ctx.fail('past_key and past_value must be 4-D');
     if (pk[0] !== d.batch || pk[1] !== d.kvHeads || pk[3] !== d.headSize) ctx.fail(`past_key [${pk}] does not match K`);
-    if (pv[0] !== d.batch || pv[1] !== d.kvHeads || pv[3] !== d.vHeadSize || pv[2] !== pk[2]) ctx.fail(`past_value [${pv}] does not match V or past_key`);
+    if (pv[0] !== d.batch || pv[1] !== d.kvHeads || pv[3] !== d.vHeadSize || pv[2] !== pk[2])
+      ctx.fail(`past_value [${pv}] does not match V or past_key`);
     past = pk[2]!;
   }
   return { ...d, past, total: past + d.kvSeq };
@@ -219,24 +283,56 @@ function maskView(ctx: EvalContext, m: Tensor, r: AttnRun): MaskView {
   for (let i = 0; i < m.rank; i++) dims4[4 - m.rank + i] = m.dims[i]!;
   const target = [r.batch, r.qHeads, r.qSeq];
   for (let i = 0; i < 3; i++) {
-    if (dims4[i] !== 1 && dims4[i] !== target[i]) ctx.fail(`attn_mask [${m.dims}] does not broadcast to [${target},${r.total}]`);
+    if (dims4[i] !== 1 && dims4[i] !== target[i])
+      ctx.fail(`attn_mask [${m.dims}] does not broadcast to [${target},${r.total}]`);
   }
   const len = dims4[3]!;
   if (len > r.total) ctx.fail(`attn_mask's last dim ${len} exceeds the total sequence length ${r.total}`);
-  const si = len, sh = dims4[2]! * si, sb = dims4[1]! * sh;
-  return { data: m.nums, isBool: m.dtype === 'bool', sb: dims4[0] === 1 ? 0 : sb, sh: dims4[1] === 1 ? 0 : sh, si: dims4[2] === 1 ? 0 : si, len };
+  const si = len,
+    sh = dims4[2]! * si,
+    sb = dims4[1]! * sh;
+  return {
+    data: m.nums,
+    isBool: m.dtype === 'bool',
+    sb: dims4[0] === 1 ? 0 : sb,
+    sh: dims4[1] === 1 ? 0 : sh,
+    si: dims4[2] === 1 ? 0 : si,
+    len,
+  };
 }
 
 function evalAttention(ctx: EvalContext, inputs: (Tensor | undefined)[]): Tensor[] {
   const a = attentionAttrs(ctx);
-  const q = need(ctx, inputs, 0), k = need(ctx, inputs, 1), v = need(ctx, inputs, 2);
-  const mask = inputs[3], pastK = inputs[4], pastV = inputs[5], nonpad = inputs[6];
+  const q = need(ctx, inputs, 0),
+    k = need(ctx, inputs, 1),
+    v = need(ctx, inputs, 2);
+  const mask = inputs[3],
+    pastK = inputs[4],
+    pastV = inputs[5],
+    nonpad = inputs[6];
   checkFloatTypes(ctx, q.dtype, k.dtype, v.dtype);
-  if (mask && mask.dtype !== 'bool' && mask.dtype !== q.dtype) ctx.fail(`attn_mask must be bool or ${q.dtype}, got ${mask.dtype}`);
+  if (mask && mask.dtype !== 'bool' && mask.dtype !== q.dtype)
+    ctx.fail(`attn_mask must be bool or ${q.dtype}, got ${mask.dtype}`);
   const r = evalGeometry(ctx, a, q, k, v, pastK, pastV);
   const qv = headView(q, r.qHeads, r.qSeq, r.headSize);
-  const presentK = concatCache(k.dtype, pastK, headView(k, r.kvHeads, r.kvSeq, r.headSize), r.batch, r.kvHeads, r.kvSeq, r.headSize);
-  const presentV = concatCache(v.dtype, pastV, headView(v, r.kvHeads, r.kvSeq, r.vHeadSize), r.batch, r.kvHeads, r.kvSeq, r.vHeadSize);
+  const presentK = concatCache(
+    k.dtype,
+    pastK,
+    headView(k, r.kvHeads, r.kvSeq, r.headSize),
+    r.batch,
+    r.kvHeads,
+    r.kvSeq,
+    r.headSize,
+  );
+  const presentV = concatCache(
+    v.dtype,
+    pastV,
+    headView(v, r.kvHeads, r.kvSeq, r.vHeadSize),
+    r.batch,
+    r.kvHeads,
+    r.kvSeq,
+    r.vHeadSize,
+  );
   const mv = mask ? maskView(ctx, mask, r) : undefined;
   const lens = nonpad ? nonpadLengths(ctx, nonpad, r) : undefined;
   const scale = a.scale ?? 1 / Math.sqrt(r.headSize);
@@ -246,7 +342,8 @@ function evalAttention(ctx: EvalContext, inputs: (Tensor | undefined)[]): Tensor
   const scores = new Float64Array(r.total);
   const bias = new Float64Array(r.total);
   const reps = r.qHeads / r.kvHeads;
-  const kd = presentK.nums, vd = presentV.nums;
+  const kd = presentK.nums,
+    vd = presentV.nums;
   for (let b = 0; b < r.batch; b++) {
     // causal frontier: key j is visible from query row i iff j <= i + offset
     const offset = pastK ? r.past : lens ? lens[b]! - r.qSeq : 0;
@@ -282,24 +379,39 @@ function evalAttention(ctx: EvalContext, inputs: (Tensor | undefined)[]): Tensor
     }
   }
   const outs = [
-    q.rank === 3 ? Tensor.fromNumbers(q.dtype, [r.batch, r.qSeq, r.qHeads * r.vHeadSize], toSeqMajor(y, r)) : Tensor.fromNumbers(q.dtype, [r.batch, r.qHeads, r.qSeq, r.vHeadSize], y),
+    q.rank === 3
+      ? Tensor.fromNumbers(q.dtype, [r.batch, r.qSeq, r.qHeads * r.vHeadSize], toSeqMajor(y, r))
+      : Tensor.fromNumbers(q.dtype, [r.batch, r.qHeads, r.qSeq, r.vHeadSize], y),
     presentK,
     presentV,
-    Tensor.fromNumbers(q.dtype, [r.batch, r.qHeads, r.qSeq, r.total], qk ?? new Float64Array(r.batch * r.qHeads * r.qSeq * r.total)),
+    Tensor.fromNumbers(
+      q.dtype,
+      [r.batch, r.qHeads, r.qSeq, r.total],
+      qk ?? new Float64Array(r.batch * r.qHeads * r.qSeq * r.total),
+    ),
   ];
   return outs.slice(0, ctx.node.outputs.length);
 }
 
 /** Fills one row of the additive bias: attention mask (padded with -inf past its end), causal frontier, key padding. */
-function rowBias(bias: Float64Array, mv: MaskView | undefined, b: number, h: number, i: number, lastVisible: number, validKeys: number): void {
+function rowBias(
+  bias: Float64Array,
+  mv: MaskView | undefined,
+  b: number,
+  h: number,
+  i: number,
+  lastVisible: number,
+  validKeys: number,
+): void {
   const n = bias.length;
   for (let j = 0; j < n; j++) bias[j] = j <= lastVisible && j < validKeys ? 0 : -Infinity;
   if (!mv) return;
   const base = b * mv.sb + h * mv.sh + i * mv.si;
   for (let j = 0; j < n; j++) {
     if (j >= mv.len) bias[j] = -Infinity;
-    else if (mv.isBool) { if (mv.data[base + j] === 0) bias[j] = -Infinity; }
-    else bias[j] = bias[j]! + mv.data[base + j]!;
+    else if (mv.isBool) {
+      if (mv.data[base + j] === 0) bias[j] = -Infinity;
+    } else bias[j] = bias[j]! + mv.data[base + j]!;
   }
 }
 
@@ -307,9 +419,16 @@ function rowBias(bias: Float64Array, mv: MaskView | undefined, b: number, h: num
 function softmaxRow(x: Float64Array): void {
   let max = -Infinity;
   for (let j = 0; j < x.length; j++) if (x[j]! > max) max = x[j]!;
-  if (max === -Infinity) { x.fill(0); return; }
+  if (max === -Infinity) {
+    x.fill(0);
+    return;
+  }
   let sum = 0;
-  for (let j = 0; j < x.length; j++) { const e = Math.exp(x[j]! - max); x[j] = e; sum += e; }
+  for (let j = 0; j < x.length; j++) {
+    const e = Math.exp(x[j]! - max);
+    x[j] = e;
+    sum += e;
+  }
   for (let j = 0; j < x.length; j++) x[j] = x[j]! / sum;
 }
 
@@ -348,14 +467,22 @@ interface RotaryAttrs {
 }
 
 function rotaryAttrs(ctx: OpContext): RotaryAttrs {
-  return { interleaved: ctx.int('interleaved', 0) !== 0, rotaryDim: ctx.int('rotary_embedding_dim', 0), numHeads: ctx.int('num_heads', 0) };
+  return {
+    interleaved: ctx.int('interleaved', 0) !== 0,
+    rotaryDim: ctx.int('rotary_embedding_dim', 0),
+    numHeads: ctx.int('num_heads', 0),
+  };
 }
 
 function inferRotary(ctx: InferContext, inputs: (InferInput | undefined)[]): InferOutput[] {
   const a = rotaryAttrs(ctx);
-  const x = need(ctx, inputs, 0), cos = need(ctx, inputs, 1), sin = need(ctx, inputs, 2), pos = inputs[3];
+  const x = need(ctx, inputs, 0),
+    cos = need(ctx, inputs, 1),
+    sin = need(ctx, inputs, 2),
+    pos = inputs[3];
   if (!isFloat(x.dtype)) ctx.fail(`input must be a float tensor, got ${x.dtype}`);
-  if (cos.dtype !== x.dtype || sin.dtype !== x.dtype) ctx.fail(`cos_cache and sin_cache must be ${x.dtype}, got ${cos.dtype} and ${sin.dtype}`);
+  if (cos.dtype !== x.dtype || sin.dtype !== x.dtype)
+    ctx.fail(`cos_cache and sin_cache must be ${x.dtype}, got ${cos.dtype} and ${sin.dtype}`);
   if (pos && pos.dtype !== 'int64') ctx.fail(`position_ids must be int64, got ${pos.dtype}`);
   if (x.shape) {
     if (x.shape.length !== 3 && x.shape.length !== 4) ctx.fail(`input must be 3-D or 4-D, got ${shapeStr(x.shape)}`);
@@ -365,13 +492,20 @@ function inferRotary(ctx: InferContext, inputs: (InferInput | undefined)[]): Inf
     }
   }
   const cacheRank = pos ? 2 : 3;
-  for (const c of [cos, sin]) if (c.shape && c.shape.length !== cacheRank) ctx.fail(`cos_cache/sin_cache must be ${cacheRank}-D ${pos ? 'with' : 'without'} position_ids, got ${shapeStr(c.shape)}`);
+  for (const c of [cos, sin])
+    if (c.shape && c.shape.length !== cacheRank)
+      ctx.fail(
+        `cos_cache/sin_cache must be ${cacheRank}-D ${pos ? 'with' : 'without'} position_ids, got ${shapeStr(c.shape)}`,
+      );
   return [{ dtype: x.dtype, shape: x.shape }];
 }
 
 function evalRotary(ctx: EvalContext, inputs: (Tensor | undefined)[]): Tensor[] {
   const a = rotaryAttrs(ctx);
-  const x = need(ctx, inputs, 0), cos = need(ctx, inputs, 1), sin = need(ctx, inputs, 2), pos = inputs[3];
+  const x = need(ctx, inputs, 0),
+    cos = need(ctx, inputs, 1),
+    sin = need(ctx, inputs, 2),
+    pos = inputs[3];
   if (x.rank !== 3 && x.rank !== 4) ctx.fail(`input must be 3-D or 4-D, got [${x.dims}]`);
   const batch = x.dims[0]!;
   let heads: number, seq: number, size: number;
@@ -379,14 +513,19 @@ function evalRotary(ctx: EvalContext, inputs: (Tensor | undefined)[]): Tensor[] 
   else {
     if (a.numHeads <= 0) ctx.fail('3-D input needs the num_heads attribute');
     if (x.dims[2]! % a.numHeads !== 0) ctx.fail(`hidden size ${x.dims[2]} is not divisible by num_heads=${a.numHeads}`);
-    heads = a.numHeads; seq = x.dims[1]!; size = x.dims[2]! / heads;
+    heads = a.numHeads;
+    seq = x.dims[1]!;
+    size = x.dims[2]! / heads;
   }
   const rot = a.rotaryDim === 0 ? size : a.rotaryDim;
-  if (rot % 2 !== 0 || rot > size) ctx.fail(`rotary_embedding_dim ${rot} must be even and at most the head size ${size}`);
+  if (rot % 2 !== 0 || rot > size)
+    ctx.fail(`rotary_embedding_dim ${rot} must be even and at most the head size ${size}`);
   const half = rot / 2;
   const rowOf = cacheRows(ctx, cos, sin, pos, batch, seq, half);
   const view = headView(x, heads, seq, size);
-  const xd = x.nums, cd = cos.nums, sd = sin.nums;
+  const xd = x.nums,
+    cd = cos.nums,
+    sd = sin.nums;
   const out = new Float64Array(x.size);
   out.set(xd);
   for (let b = 0; b < batch; b++) {
@@ -397,7 +536,10 @@ function evalRotary(ctx: EvalContext, inputs: (Tensor | undefined)[]): Tensor[] 
         for (let d = 0; d < half; d++) {
           const i1 = a.interleaved ? base + 2 * d : base + d;
           const i2 = a.interleaved ? i1 + 1 : i1 + half;
-          const x1 = xd[i1]!, x2 = xd[i2]!, c = cd[c0 + d]!, sn = sd[c0 + d]!;
+          const x1 = xd[i1]!,
+            x2 = xd[i2]!,
+            c = cd[c0 + d]!,
+            sn = sd[c0 + d]!;
           out[i1] = c * x1 - sn * x2;
           out[i2] = sn * x1 + c * x2;
         }
@@ -408,13 +550,24 @@ function evalRotary(ctx: EvalContext, inputs: (Tensor | undefined)[]): Tensor[] 
 }
 
 /** For each (batch, seq) position, the row of the cos/sin caches to use; checks the caches' shapes. */
-function cacheRows(ctx: EvalContext, cos: Tensor, sin: Tensor, pos: Tensor | undefined, batch: number, seq: number, half: number): number[] {
-  if (cos.dims.join(',') !== sin.dims.join(',')) ctx.fail(`cos_cache [${cos.dims}] and sin_cache [${sin.dims}] differ in shape`);
-  if (cos.dims[cos.rank - 1] !== half) ctx.fail(`cos/sin caches' last dim must be rotary_embedding_dim/2 = ${half}, got [${cos.dims}]`);
+function cacheRows(
+  ctx: EvalContext,
+  cos: Tensor,
+  sin: Tensor,
+  pos: Tensor | undefined,
+  batch: number,
+  seq: number,
+  half: number,
+): number[] {
+  if (cos.dims.join(',') !== sin.dims.join(','))
+    ctx.fail(`cos_cache [${cos.dims}] and sin_cache [${sin.dims}] differ in shape`);
+  if (cos.dims[cos.rank - 1] !== half)
+    ctx.fail(`cos/sin caches' last dim must be rotary_embedding_dim/2 = ${half}, got [${cos.dims}]`);
   const rows = new Array<number>(batch * seq);
   if (pos) {
     if (cos.rank !== 2) ctx.fail(`with position_ids the caches must be 2-D, got [${cos.dims}]`);
-    if (pos.size !== batch * seq || pos.rank !== 2) ctx.fail(`position_ids must be [${batch},${seq}], got [${pos.dims}]`);
+    if (pos.size !== batch * seq || pos.rank !== 2)
+      ctx.fail(`position_ids must be [${batch},${seq}], got [${pos.dims}]`);
     const maxPos = cos.dims[0]!;
     for (let i = 0; i < rows.length; i++) {
       const p = pos.nums[i]!;
@@ -422,7 +575,8 @@ function cacheRows(ctx: EvalContext, cos: Tensor, sin: Tensor, pos: Tensor | und
       rows[i] = p;
     }
   } else {
-    if (cos.rank !== 3 || cos.dims[0] !== batch || cos.dims[1] !== seq) ctx.fail(`without position_ids the caches must be [${batch},${seq},${half}], got [${cos.dims}]`);
+    if (cos.rank !== 3 || cos.dims[0] !== batch || cos.dims[1] !== seq)
+      ctx.fail(`without position_ids the caches must be [${batch},${seq},${half}], got [${cos.dims}]`);
     for (let i = 0; i < rows.length; i++) rows[i] = i;
   }
   return rows;
@@ -433,17 +587,22 @@ function cacheRows(ctx: EvalContext, cos: Tensor, sin: Tensor, pos: Tensor | und
 // ---------------------------------------------------------------------------------------------------------------
 
 function inferFlex(ctx: InferContext, inputs: (InferInput | undefined)[]): InferOutput[] {
-  const q = need(ctx, inputs, 0), k = need(ctx, inputs, 1), v = need(ctx, inputs, 2);
+  const q = need(ctx, inputs, 0),
+    k = need(ctx, inputs, 1),
+    v = need(ctx, inputs, 2);
   checkFloatTypes(ctx, q.dtype, k.dtype, v.dtype);
   if (!q.shape || !k.shape || !v.shape) return [{ dtype: q.dtype }];
-  if (q.shape.length !== 4 || k.shape.length !== 4 || v.shape.length !== 4) ctx.fail(`Q, K and V must be 4-D, got ${shapeStr(q.shape)}, ${shapeStr(k.shape)}, ${shapeStr(v.shape)}`);
+  if (q.shape.length !== 4 || k.shape.length !== 4 || v.shape.length !== 4)
+    ctx.fail(`Q, K and V must be 4-D, got ${shapeStr(q.shape)}, ${shapeStr(k.shape)}, ${shapeStr(v.shape)}`);
   const d = attnDims(ctx, { isCausal: false, softcap: 0, qkMode: 0 }, q.shape, k.shape, v.shape);
   checkHeadGroups(ctx, d);
   return [{ dtype: q.dtype, shape: [d.batch, d.qHeads, d.qSeq, d.vHeadSize] }];
 }
 
 function evalFlex(ctx: EvalContext, inputs: (Tensor | undefined)[]): Tensor[] {
-  const q = need(ctx, inputs, 0), k = need(ctx, inputs, 1), v = need(ctx, inputs, 2);
+  const q = need(ctx, inputs, 0),
+    k = need(ctx, inputs, 1),
+    v = need(ctx, inputs, 2);
   checkFloatTypes(ctx, q.dtype, k.dtype, v.dtype);
   if (q.rank !== 4) ctx.fail(`Q, K and V must be 4-D, got [${q.dims}]`);
   const r = evalGeometry(ctx, { isCausal: false, softcap: 0, qkMode: 0 }, q, k, v);
@@ -459,13 +618,20 @@ function evalFlex(ctx: EvalContext, inputs: (Tensor | undefined)[]): Tensor[] {
     x.set(scores.subarray(row * r.kvSeq, (row + 1) * r.kvSeq));
     softmaxRow(x);
   }
-  return [Tensor.fromNumbers(q.dtype, [r.batch, r.qHeads, r.qSeq, r.vHeadSize], flexOutput(applyMod(ctx, 'prob_mod', probs, q.dtype, dims), v, r))];
+  return [
+    Tensor.fromNumbers(
+      q.dtype,
+      [r.batch, r.qHeads, r.qSeq, r.vHeadSize],
+      flexOutput(applyMod(ctx, 'prob_mod', probs, q.dtype, dims), v, r),
+    ),
+  ];
 }
 
 /** Q·Kᵀ·scale for every (batch, q head, query, key), with each kv head serving a contiguous group of q heads. */
 function flexScores(q: Tensor, k: Tensor, r: AttnRun, scale: number): Float64Array {
   const reps = r.qHeads / r.kvHeads;
-  const qd = q.nums, kd = k.nums;
+  const qd = q.nums,
+    kd = k.nums;
   const scores = new Float64Array(r.batch * r.qHeads * r.qSeq * r.kvSeq);
   for (let b = 0; b < r.batch; b++) {
     for (let h = 0; h < r.qHeads; h++) {
@@ -511,7 +677,8 @@ function flexOutput(probs: Float64Array, v: Tensor, r: AttnRun): Float64Array {
  */
 function applyMod(ctx: EvalContext, name: string, x: Float64Array, dtype: DType, dims: number[]): Float64Array {
   if (!ctx.has(name)) return x;
-  if (x.length !== dims.reduce((a, c) => a * c, 1)) ctx.fail(`internal: ${name} input of ${x.length} elements for [${dims}] ${dtype}`);
+  if (x.length !== dims.reduce((a, c) => a * c, 1))
+    ctx.fail(`internal: ${name} input of ${x.length} elements for [${dims}] ${dtype}`);
   const out = ctx.runSubgraph(ctx.graph(name), [Tensor.fromNumbers(dtype, dims, x)])[0];
   if (!out || out.size !== x.length) ctx.fail(`${name} must return one tensor of dims [${dims}]`);
   return Float64Array.from(out.nums);

@@ -6,14 +6,23 @@ import type { OpContext } from './types.ts';
 
 export function makeOpContext(node: Node, opset: number, failCode: Code, graphName?: string): OpContext {
   const bad = (name: string, want: string): never => {
-    throw new PlancError('PLANC_E203', `attribute '${name}' must be ${want}, got ${node.attrs[name]?.kind}`, { node: node.name, op: node.op, graph: graphName });
+    throw new PlancError('PLANC_E203', `attribute '${name}' must be ${want}, got ${node.attrs[name]?.kind}`, {
+      node: node.name,
+      op: node.op,
+      graph: graphName,
+    });
   };
   // eslint-disable-next-line @typescript-eslint/no-explicit-any
   // biome-ignore lint/suspicious/noExplicitAny: an attribute's value, typed by the getter that calls this
   function get(name: string, kind: Attr['kind'], def: unknown): any {
     const a = node.attrs[name];
     if (a === undefined) {
-      if (def === undefined) throw new PlancError('PLANC_E203', `required attribute '${name}' is missing`, { node: node.name, op: node.op, graph: graphName });
+      if (def === undefined)
+        throw new PlancError('PLANC_E203', `required attribute '${name}' is missing`, {
+          node: node.name,
+          op: node.op,
+          graph: graphName,
+        });
       return def;
     }
     if (a.kind !== kind) bad(name, kind);

@@ -59,10 +59,12 @@ export function effectiveKernel(k: number, d: number): number {
  * inside the end padding is dropped.
  */
 export function outSize(inSize: number, w: Window, i: number): number {
-  const s = w.strides[i]!, ek = effectiveKernel(w.kernel[i]!, w.dilations[i]!);
+  const s = w.strides[i]!,
+    ek = effectiveKernel(w.kernel[i]!, w.dilations[i]!);
   if (w.autoPad === 'SAME_UPPER' || w.autoPad === 'SAME_LOWER') return Math.ceil(inSize / s);
   if (w.autoPad === 'VALID') return (w.ceil ? Math.ceil((inSize - ek) / s) : Math.floor((inSize - ek) / s)) + 1;
-  const pb = w.pads[i]!, pe = w.pads[i + w.kernel.length]!;
+  const pb = w.pads[i]!,
+    pe = w.pads[i + w.kernel.length]!;
   const span = inSize + pb + pe - ek;
   if (!w.ceil) return Math.floor(span / s) + 1;
   let out = Math.ceil(span / s) + 1;
@@ -73,7 +75,8 @@ export function outSize(inSize: number, w: Window, i: number): number {
 /** Symbolic output size (inference); exact for numbers, best effort for symbols. */
 export function outSizeDim(inSize: Dim, w: Window, i: number): Dim {
   if (typeof inSize === 'number') return outSize(inSize, w, i);
-  const s = w.strides[i]!, ek = effectiveKernel(w.kernel[i]!, w.dilations[i]!);
+  const s = w.strides[i]!,
+    ek = effectiveKernel(w.kernel[i]!, w.dilations[i]!);
   if (w.autoPad === 'SAME_UPPER' || w.autoPad === 'SAME_LOWER') return dimDiv(dimAdd(inSize, s - 1), s);
   const pads = w.autoPad === 'VALID' ? 0 : w.pads[i]! + w.pads[i + w.kernel.length]!;
   const span = dimAdd(inSize, pads - ek);
@@ -83,10 +86,14 @@ export function outSizeDim(inSize: Dim, w: Window, i: number): Dim {
 /** Begin/end pads actually used along each axis, resolving auto_pad SAME_* from the output size. */
 export function resolvePads(inSizes: number[], w: Window, outSizes: number[]): { begin: number[]; end: number[] } {
   const n = inSizes.length;
-  const begin: number[] = [], end: number[] = [];
+  const begin: number[] = [],
+    end: number[] = [];
   for (let i = 0; i < n; i++) {
     if (w.autoPad === 'SAME_UPPER' || w.autoPad === 'SAME_LOWER') {
-      const total = Math.max(0, (outSizes[i]! - 1) * w.strides[i]! + effectiveKernel(w.kernel[i]!, w.dilations[i]!) - inSizes[i]!);
+      const total = Math.max(
+        0,
+        (outSizes[i]! - 1) * w.strides[i]! + effectiveKernel(w.kernel[i]!, w.dilations[i]!) - inSizes[i]!,
+      );
       const small = Math.floor(total / 2);
       begin.push(w.autoPad === 'SAME_UPPER' ? small : total - small);
       end.push(w.autoPad === 'SAME_UPPER' ? total - small : small);
@@ -115,18 +122,30 @@ export interface Geo3 {
 }
 
 /** Builds the canonical 3-D geometry; fails for more than 3 spatial dims or an empty output. */
-export function geo3(ctx: OpContext, inSizes: number[], w: Window, outSizes: number[], pads: { begin: number[]; end: number[] }): Geo3 {
+export function geo3(
+  ctx: OpContext,
+  inSizes: number[],
+  w: Window,
+  outSizes: number[],
+  pads: { begin: number[]; end: number[] },
+): Geo3 {
   const n = inSizes.length;
   if (n < 1 || n > 3) ctx.fail(`only 1 to 3 spatial dims are supported, got ${n}`);
-  if (outSizes.some((o) => o < 1)) ctx.fail(`the output would be empty: spatial size [${outSizes}] from input [${inSizes}]`);
+  if (outSizes.some((o) => o < 1))
+    ctx.fail(`the output would be empty: spatial size [${outSizes}] from input [${inSizes}]`);
   const lift = (a: number[], fill: number): [number, number, number] => {
     const r: [number, number, number] = [fill, fill, fill];
     for (let i = 0; i < n; i++) r[3 - n + i] = a[i]!;
     return r;
   };
   return {
-    inS: lift(inSizes, 1), outS: lift(outSizes, 1), k: lift(w.kernel, 1), s: lift(w.strides, 1), d: lift(w.dilations, 1),
-    p: lift(pads.begin, 0), pe: lift(pads.end, 0),
+    inS: lift(inSizes, 1),
+    outS: lift(outSizes, 1),
+    k: lift(w.kernel, 1),
+    s: lift(w.strides, 1),
+    d: lift(w.dilations, 1),
+    p: lift(pads.begin, 0),
+    pe: lift(pads.end, 0),
   };
 }
 

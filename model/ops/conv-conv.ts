@@ -2,7 +2,17 @@
 import type { DType, NumArray } from '../../compiler/dtype.ts';
 import { dimAdd, dimMul, shapeStr, unknownDim, type Dim } from '../../compiler/symbolic.ts';
 import { Tensor } from '../../compiler/tensor.ts';
-import { effectiveKernel, geo3, needFloat, outSize, outSizeDim, readWindow, resolvePads, type Geo3, type Window } from './conv-common.ts';
+import {
+  effectiveKernel,
+  geo3,
+  needFloat,
+  outSize,
+  outSizeDim,
+  readWindow,
+  resolvePads,
+  type Geo3,
+  type Window,
+} from './conv-common.ts';
 import type { EvalContext, InferContext, InferInput, InferOutput, OpContext, OpHandler } from './types.ts';
 import { need } from './util.ts';
 
@@ -25,7 +35,8 @@ function readGroup(ctx: OpContext): number {
 function checkRanks(ctx: OpContext, x: readonly Dim[] | undefined, w: readonly Dim[] | undefined): number | undefined {
   if (x && x.length < 3) ctx.fail(`X must have rank >= 3 ([N, C, spatial...]), got ${shapeStr([...x])}`);
   if (w && w.length < 3) ctx.fail(`W must have rank >= 3, got ${shapeStr([...w])}`);
-  if (x && w && x.length !== w.length) ctx.fail(`X ${shapeStr([...x])} and W ${shapeStr([...w])} must have the same rank`);
+  if (x && w && x.length !== w.length)
+    ctx.fail(`X ${shapeStr([...x])} and W ${shapeStr([...w])} must have the same rank`);
   return x ? x.length - 2 : w ? w.length - 2 : undefined;
 }
 
@@ -33,20 +44,28 @@ function checkBias(ctx: OpContext, b: InferInput | Tensor | undefined, dtype: DT
   if (!b) return;
   if (b.dtype !== dtype) ctx.fail(`B must be ${dtype}, got ${b.dtype}`);
   const s = b instanceof Tensor ? b.dims : b.shape;
-  if (s && (s.length !== 1 || (typeof s[0] === 'number' && typeof m === 'number' && s[0] !== m))) ctx.fail(`B must be [${String(m)}], got ${shapeStr([...s])}`);
+  if (s && (s.length !== 1 || (typeof s[0] === 'number' && typeof m === 'number' && s[0] !== m)))
+    ctx.fail(`B must be [${String(m)}], got ${shapeStr([...s])}`);
 }
 
 // ---- Conv ----
 
 function inferConv(ctx: InferContext, inputs: (InferInput | undefined)[]): InferOutput[] {
-  const x = need(ctx, inputs, 0), w = need(ctx, inputs, 1);
+  const x = need(ctx, inputs, 0),
+    w = need(ctx, inputs, 1);
   needFloat(ctx, x.dtype, 'X');
   if (w.dtype !== x.dtype) ctx.fail(`W must be ${x.dtype}, got ${w.dtype}`);
   return [{ dtype: x.dtype, shape: convShape(ctx, x.shape, w.shape, inputs[2], x.dtype) }];
 }
 
 /** Output shape of Conv/ConvInteger: [N, M, out...]. */
-function convShape(ctx: OpContext, x: Dim[] | undefined, w: Dim[] | undefined, b: InferInput | undefined, biasType: DType): Dim[] | undefined {
+function convShape(
+  ctx: OpContext,
+  x: Dim[] | undefined,
+  w: Dim[] | undefined,
+  b: InferInput | undefined,
+  biasType: DType,
+): Dim[] | undefined {
   const n = checkRanks(ctx, x, w);
   const group = readGroup(ctx);
   const m = w ? w[0]! : unknownDim();
@@ -65,8 +84,10 @@ export function convOutputShape(ctx: OpContext, x: Dim[] | undefined, w: Dim[] |
 }
 
 function checkChannels(ctx: OpContext, c: Dim, wc: Dim, m: Dim, group: number): void {
-  if (typeof c === 'number' && typeof wc === 'number' && c !== wc * group) ctx.fail(`X has ${c} channels but W expects ${wc} x group ${group}`);
-  if (typeof m === 'number' && m % group !== 0) ctx.fail(`W's ${m} output channels are not divisible by group ${group}`);
+  if (typeof c === 'number' && typeof wc === 'number' && c !== wc * group)
+    ctx.fail(`X has ${c} channels but W expects ${wc} x group ${group}`);
+  if (typeof m === 'number' && m % group !== 0)
+    ctx.fail(`W's ${m} output channels are not divisible by group ${group}`);
 }
 
 /** Geometry of a forward convolution at run time. */
@@ -75,7 +96,8 @@ function convGeometry(ctx: OpContext, x: Tensor, w: Tensor): { geo: Geo3; group:
   const group = readGroup(ctx);
   checkChannels(ctx, x.dims[1]!, w.dims[1]!, w.dims[0]!, group);
   const win = readWindow(ctx, x.rank - 2, w.dims.slice(2));
-  if (win.kernel.some((k, i) => k !== w.dims[i + 2])) ctx.fail(`kernel_shape [${win.kernel}] does not match W [${w.dims}]`);
+  if (win.kernel.some((k, i) => k !== w.dims[i + 2]))
+    ctx.fail(`kernel_shape [${win.kernel}] does not match W [${w.dims}]`);
   const inS = x.dims.slice(2);
   const outS = inS.map((d, i) => outSize(d, win, i));
   return { geo: geo3(ctx, inS, win, outS, resolvePads(inS, win, outS)), group };
@@ -85,11 +107,27 @@ function convGeometry(ctx: OpContext, x: Tensor, w: Tensor): { geo: Geo3; group:
  * Direct convolution: y[n, m, o] = bias[m] + Σ (x[n, c, o*s - p + k*d] - xZero) * (w[m, c, k] - wZero[m]).
  * Input positions outside X contribute nothing (zero padding after the zero-point shift).
  */
-function convLoops(x: NumArray, xDims: readonly number[], w: NumArray, m: number, group: number, g: Geo3, bias: NumArray | undefined, xZero: number, wZero: ArrayLike<number> | undefined): Float64Array {
-  const batch = xDims[0]!, c = xDims[1]!;
-  const cg = c / group, mg = m / group;
-  const [ID, IH, IW] = g.inS, [OD, OH, OW] = g.outS, [KD, KH, KW] = g.k;
-  const inPlane = ID * IH * IW, outPlane = OD * OH * OW, kSize = KD * KH * KW;
+function convLoops(
+  x: NumArray,
+  xDims: readonly number[],
+  w: NumArray,
+  m: number,
+  group: number,
+  g: Geo3,
+  bias: NumArray | undefined,
+  xZero: number,
+  wZero: ArrayLike<number> | undefined,
+): Float64Array {
+  const batch = xDims[0]!,
+    c = xDims[1]!;
+  const cg = c / group,
+    mg = m / group;
+  const [ID, IH, IW] = g.inS,
+    [OD, OH, OW] = g.outS,
+    [KD, KH, KW] = g.k;
+  const inPlane = ID * IH * IW,
+    outPlane = OD * OH * OW,
+    kSize = KD * KH * KW;
   const y = new Float64Array(batch * m * outPlane);
   for (let n = 0; n < batch; n++) {
     for (let oc = 0; oc < m; oc++) {
@@ -133,7 +171,9 @@ function convLoops(x: NumArray, xDims: readonly number[], w: NumArray, m: number
 }
 
 function evalConv(ctx: EvalContext, inputs: (Tensor | undefined)[]): Tensor[] {
-  const x = need(ctx, inputs, 0), w = need(ctx, inputs, 1), b = inputs[2];
+  const x = need(ctx, inputs, 0),
+    w = need(ctx, inputs, 1),
+    b = inputs[2];
   needFloat(ctx, x.dtype, 'X');
   if (w.dtype !== x.dtype) ctx.fail(`W must be ${x.dtype}, got ${w.dtype}`);
   checkBias(ctx, b, x.dtype, w.dims[0]!);
@@ -153,31 +193,49 @@ function outDims(xDims: readonly number[], m: number, n: number, g: Geo3): numbe
 const INT8ISH: DType[] = ['int8', 'uint8'];
 
 function inferConvInteger(ctx: InferContext, inputs: (InferInput | undefined)[]): InferOutput[] {
-  const x = need(ctx, inputs, 0), w = need(ctx, inputs, 1);
-  if (!INT8ISH.includes(x.dtype) || !INT8ISH.includes(w.dtype)) ctx.fail(`x and w must be int8 or uint8, got ${x.dtype} and ${w.dtype}`);
+  const x = need(ctx, inputs, 0),
+    w = need(ctx, inputs, 1);
+  if (!INT8ISH.includes(x.dtype) || !INT8ISH.includes(w.dtype))
+    ctx.fail(`x and w must be int8 or uint8, got ${x.dtype} and ${w.dtype}`);
   if (inputs[2] && inputs[2].dtype !== x.dtype) ctx.fail(`x_zero_point must be ${x.dtype}, got ${inputs[2].dtype}`);
   if (inputs[3] && inputs[3].dtype !== w.dtype) ctx.fail(`w_zero_point must be ${w.dtype}, got ${inputs[3].dtype}`);
   return [{ dtype: 'int32', shape: convShape(ctx, x.shape, w.shape, undefined, 'int32') }];
 }
 
 function evalConvInteger(ctx: EvalContext, inputs: (Tensor | undefined)[]): Tensor[] {
-  const x = need(ctx, inputs, 0), w = need(ctx, inputs, 1), xz = inputs[2], wz = inputs[3];
-  if (!INT8ISH.includes(x.dtype) || !INT8ISH.includes(w.dtype)) ctx.fail(`x and w must be int8 or uint8, got ${x.dtype} and ${w.dtype}`);
+  const x = need(ctx, inputs, 0),
+    w = need(ctx, inputs, 1),
+    xz = inputs[2],
+    wz = inputs[3];
+  if (!INT8ISH.includes(x.dtype) || !INT8ISH.includes(w.dtype))
+    ctx.fail(`x and w must be int8 or uint8, got ${x.dtype} and ${w.dtype}`);
   const m = w.dims[0]!;
   if (xz && xz.size !== 1) ctx.fail(`x_zero_point must be a scalar, got [${xz.dims}]`);
-  if (wz && wz.size !== 1 && wz.size !== m) ctx.fail(`w_zero_point must be a scalar or have ${m} elements, got [${wz.dims}]`);
+  if (wz && wz.size !== 1 && wz.size !== m)
+    ctx.fail(`w_zero_point must be a scalar or have ${m} elements, got [${wz.dims}]`);
   const { geo, group } = convGeometry(ctx, x, w);
   const y = convLoops(x.nums, x.dims, w.nums, m, group, geo, undefined, xz ? xz.nums[0]! : 0, wz ? wz.nums : undefined);
   return [Tensor.fromNumbers('int32', outDims(x.dims, m, x.rank - 2, geo), y)];
 }
 
 /** Integer convolution with zero points and an optional int32 bias; returns the exact sums and output dims. */
-export function convForQuantized(ctx: OpContext, x: Tensor, w: Tensor, xZero: number, wZero: NumArray | undefined, bias: NumArray | undefined): { acc: Float64Array; dims: number[] } {
+export function convForQuantized(
+  ctx: OpContext,
+  x: Tensor,
+  w: Tensor,
+  xZero: number,
+  wZero: NumArray | undefined,
+  bias: NumArray | undefined,
+): { acc: Float64Array; dims: number[] } {
   const m = w.dims[0]!;
-  if (wZero && wZero.length !== 1 && wZero.length !== m) ctx.fail(`w_zero_point must be a scalar or have ${m} elements, got ${wZero.length}`);
+  if (wZero && wZero.length !== 1 && wZero.length !== m)
+    ctx.fail(`w_zero_point must be a scalar or have ${m} elements, got ${wZero.length}`);
   if (bias && bias.length !== m) ctx.fail(`B must have ${m} elements, got ${bias.length}`);
   const { geo, group } = convGeometry(ctx, x, w);
-  return { acc: convLoops(x.nums, x.dims, w.nums, m, group, geo, bias, xZero, wZero), dims: outDims(x.dims, m, x.rank - 2, geo) };
+  return {
+    acc: convLoops(x.nums, x.dims, w.nums, m, group, geo, bias, xZero, wZero),
+    dims: outDims(x.dims, m, x.rank - 2, geo),
+  };
 }
 
 // ---- ConvTranspose ----
@@ -211,7 +269,9 @@ function transposeGeometry(ctx: OpContext, inS: number[], kernel: number[]): Tra
   const opad = readOutputPadding(ctx, n);
   const given = readOutputShape(ctx, n);
   const same = win.autoPad === 'SAME_UPPER' || win.autoPad === 'SAME_LOWER';
-  const full = inS.map((d, i) => win.strides[i]! * (d - 1) + opad[i]! + effectiveKernel(win.kernel[i]!, win.dilations[i]!));
+  const full = inS.map(
+    (d, i) => win.strides[i]! * (d - 1) + opad[i]! + effectiveKernel(win.kernel[i]!, win.dilations[i]!),
+  );
   if (same) {
     const outS = given ?? inS.map((d, i) => d * win.strides[i]!);
     const begin = full.map((f, i) => {
@@ -227,14 +287,21 @@ function transposeGeometry(ctx: OpContext, inS: number[], kernel: number[]): Tra
 }
 
 function inferConvTranspose(ctx: InferContext, inputs: (InferInput | undefined)[]): InferOutput[] {
-  const x = need(ctx, inputs, 0), w = need(ctx, inputs, 1);
+  const x = need(ctx, inputs, 0),
+    w = need(ctx, inputs, 1);
   needFloat(ctx, x.dtype, 'X');
   if (w.dtype !== x.dtype) ctx.fail(`W must be ${x.dtype}, got ${w.dtype}`);
   const n = checkRanks(ctx, x.shape, w.shape);
   const group = readGroup(ctx);
   const m: Dim = w.shape ? dimMul(w.shape[1]!, group) : unknownDim();
   checkBias(ctx, inputs[2], x.dtype, m);
-  if (x.shape && w.shape && typeof x.shape[1] === 'number' && typeof w.shape[0] === 'number' && x.shape[1] !== w.shape[0]) {
+  if (
+    x.shape &&
+    w.shape &&
+    typeof x.shape[1] === 'number' &&
+    typeof w.shape[0] === 'number' &&
+    x.shape[1] !== w.shape[0]
+  ) {
     ctx.fail(`X has ${x.shape[1]} channels but W has ${w.shape[0]}`);
   }
   if (!x.shape || n === undefined) return [{ dtype: x.dtype }];
@@ -258,12 +325,17 @@ function symbolicTransposeOut(ctx: OpContext, spatial: Dim[], kernel: number[]):
   return spatial.map((d, i) => {
     const s = win.strides[i]!;
     if (win.autoPad === 'SAME_UPPER' || win.autoPad === 'SAME_LOWER') return dimMul(d, s);
-    return dimAdd(dimMul(d, s), -s + opad[i]! + effectiveKernel(win.kernel[i]!, win.dilations[i]!) - win.pads[i]! - win.pads[i + n]!);
+    return dimAdd(
+      dimMul(d, s),
+      -s + opad[i]! + effectiveKernel(win.kernel[i]!, win.dilations[i]!) - win.pads[i]! - win.pads[i + n]!,
+    );
   });
 }
 
 function evalConvTranspose(ctx: EvalContext, inputs: (Tensor | undefined)[]): Tensor[] {
-  const x = need(ctx, inputs, 0), w = need(ctx, inputs, 1), b = inputs[2];
+  const x = need(ctx, inputs, 0),
+    w = need(ctx, inputs, 1),
+    b = inputs[2];
   needFloat(ctx, x.dtype, 'X');
   if (w.dtype !== x.dtype) ctx.fail(`W must be ${x.dtype}, got ${w.dtype}`);
   checkRanks(ctx, x.dims, w.dims);
@@ -274,20 +346,37 @@ function evalConvTranspose(ctx: EvalContext, inputs: (Tensor | undefined)[]): Te
   checkBias(ctx, b, x.dtype, m);
   const inS = x.dims.slice(2);
   const tg = transposeGeometry(ctx, inS, w.dims.slice(2));
-  if (tg.win.kernel.some((k, i) => k !== w.dims[i + 2])) ctx.fail(`kernel_shape [${tg.win.kernel}] does not match W [${w.dims}]`);
+  if (tg.win.kernel.some((k, i) => k !== w.dims[i + 2]))
+    ctx.fail(`kernel_shape [${tg.win.kernel}] does not match W [${w.dims}]`);
   const geo = geo3(ctx, inS, tg.win, tg.outS, { begin: tg.begin, end: tg.begin.map(() => 0) });
   const y = transposeLoops(x.nums, x.dims, w.nums, m, group, geo, b?.nums);
   return [Tensor.fromNumbers(x.dtype, outDims(x.dims, m, x.rank - 2, geo), y)];
 }
 
 /** Scatter form: each input element adds x * w[c, m, k] at output position i*s - p + k*d. */
-function transposeLoops(x: NumArray, xDims: readonly number[], w: NumArray, m: number, group: number, g: Geo3, bias: NumArray | undefined): Float64Array {
-  const batch = xDims[0]!, c = xDims[1]!;
-  const cg = c / group, mg = m / group;
-  const [ID, IH, IW] = g.inS, [OD, OH, OW] = g.outS, [KD, KH, KW] = g.k;
-  const inPlane = ID * IH * IW, outPlane = OD * OH * OW, kSize = KD * KH * KW;
+function transposeLoops(
+  x: NumArray,
+  xDims: readonly number[],
+  w: NumArray,
+  m: number,
+  group: number,
+  g: Geo3,
+  bias: NumArray | undefined,
+): Float64Array {
+  const batch = xDims[0]!,
+    c = xDims[1]!;
+  const cg = c / group,
+    mg = m / group;
+  const [ID, IH, IW] = g.inS,
+    [OD, OH, OW] = g.outS,
+    [KD, KH, KW] = g.k;
+  const inPlane = ID * IH * IW,
+    outPlane = OD * OH * OW,
+    kSize = KD * KH * KW;
   const y = new Float64Array(batch * m * outPlane);
-  if (bias) for (let n = 0; n < batch; n++) for (let oc = 0; oc < m; oc++) y.fill(bias[oc]!, (n * m + oc) * outPlane, (n * m + oc + 1) * outPlane);
+  if (bias)
+    for (let n = 0; n < batch; n++)
+      for (let oc = 0; oc < m; oc++) y.fill(bias[oc]!, (n * m + oc) * outPlane, (n * m + oc + 1) * outPlane);
   for (let n = 0; n < batch; n++) {
     for (let ic = 0; ic < c; ic++) {
       const grp = Math.floor(ic / cg);

@@ -15,8 +15,11 @@ function roundHalfEven(v: number): number {
 }
 
 function inferQLinearConv(ctx: InferContext, inputs: (InferInput | undefined)[]): InferOutput[] {
-  const x = need(ctx, inputs, 0), w = need(ctx, inputs, 3);
-  need(ctx, inputs, 1); need(ctx, inputs, 4); need(ctx, inputs, 6);
+  const x = need(ctx, inputs, 0),
+    w = need(ctx, inputs, 3);
+  need(ctx, inputs, 1);
+  need(ctx, inputs, 4);
+  need(ctx, inputs, 6);
   if (x.dtype !== 'int8' && x.dtype !== 'uint8') ctx.fail(`x must be int8 or uint8, got ${x.dtype}`);
   if (w.dtype !== 'int8' && w.dtype !== 'uint8') ctx.fail(`w must be int8 or uint8, got ${w.dtype}`);
   const yz = inputs[7];
@@ -25,13 +28,20 @@ function inferQLinearConv(ctx: InferContext, inputs: (InferInput | undefined)[])
 }
 
 function evalQLinearConv(ctx: EvalContext, inputs: (Tensor | undefined)[]): Tensor[] {
-  const x = need(ctx, inputs, 0), xs = need(ctx, inputs, 1), xz = inputs[2];
-  const w = need(ctx, inputs, 3), ws = need(ctx, inputs, 4), wz = inputs[5];
-  const ys = need(ctx, inputs, 6), yz = inputs[7], b = inputs[8];
+  const x = need(ctx, inputs, 0),
+    xs = need(ctx, inputs, 1),
+    xz = inputs[2];
+  const w = need(ctx, inputs, 3),
+    ws = need(ctx, inputs, 4),
+    wz = inputs[5];
+  const ys = need(ctx, inputs, 6),
+    yz = inputs[7],
+    b = inputs[8];
   if (x.dtype !== 'int8' && x.dtype !== 'uint8') ctx.fail(`x must be int8 or uint8, got ${x.dtype}`);
   if (w.dtype !== 'int8' && w.dtype !== 'uint8') ctx.fail(`w must be int8 or uint8, got ${w.dtype}`);
   const m = w.dims[0]!;
-  if (xs.size !== 1 || ys.size !== 1 || (xz && xz.size !== 1) || (yz && yz.size !== 1)) ctx.fail('x and y scales and zero points must be scalars');
+  if (xs.size !== 1 || ys.size !== 1 || (xz && xz.size !== 1) || (yz && yz.size !== 1))
+    ctx.fail('x and y scales and zero points must be scalars');
   if (ws.size !== 1 && ws.size !== m) ctx.fail(`w_scale must be a scalar or have ${m} elements, got [${ws.dims}]`);
   if (b && b.dtype !== 'int32') ctx.fail(`B must be int32, got ${b.dtype}`);
   const { acc, dims } = convForQuantized(ctx, x, w, xz ? xz.nums[0]! : 0, wz?.nums, b?.nums);
@@ -51,9 +61,16 @@ function evalQLinearConv(ctx: EvalContext, inputs: (Tensor | undefined)[]): Tens
 // ---- DeformConv (2-D) ----
 
 function inferDeformConv(ctx: InferContext, inputs: (InferInput | undefined)[]): InferOutput[] {
-  const x = need(ctx, inputs, 0), w = need(ctx, inputs, 1), off = need(ctx, inputs, 2);
+  const x = need(ctx, inputs, 0),
+    w = need(ctx, inputs, 1),
+    off = need(ctx, inputs, 2);
   needFloat(ctx, x.dtype, 'X');
-  for (const [i, name] of [[1, 'W'], [2, 'offset'], [3, 'B'], [4, 'mask']] as const) {
+  for (const [i, name] of [
+    [1, 'W'],
+    [2, 'offset'],
+    [3, 'B'],
+    [4, 'mask'],
+  ] as const) {
     const t = inputs[i];
     if (t && t.dtype !== x.dtype) ctx.fail(`${name} must be ${x.dtype}, got ${t.dtype}`);
   }
@@ -66,8 +83,10 @@ function inferDeformConv(ctx: InferContext, inputs: (InferInput | undefined)[]):
 
 /** Bilinear sample of one plane at real coordinates (h, w); taps outside the plane read as zero. */
 function bilinear(x: ArrayLike<number>, base: number, H: number, W: number, h: number, w: number): number {
-  const h0 = Math.floor(h), w0 = Math.floor(w);
-  const dh = h - h0, dw = w - w0;
+  const h0 = Math.floor(h),
+    w0 = Math.floor(w);
+  const dh = h - h0,
+    dw = w - w0;
   let v = 0;
   for (let a = 0; a < 2; a++) {
     const hh = h0 + a;
@@ -83,22 +102,37 @@ function bilinear(x: ArrayLike<number>, base: number, H: number, W: number, h: n
 }
 
 function evalDeformConv(ctx: EvalContext, inputs: (Tensor | undefined)[]): Tensor[] {
-  const x = need(ctx, inputs, 0), w = need(ctx, inputs, 1), off = need(ctx, inputs, 2), b = inputs[3], mask = inputs[4];
+  const x = need(ctx, inputs, 0),
+    w = need(ctx, inputs, 1),
+    off = need(ctx, inputs, 2),
+    b = inputs[3],
+    mask = inputs[4];
   needFloat(ctx, x.dtype, 'X');
-  if (x.rank !== 4 || w.rank !== 4 || off.rank !== 4) ctx.fail(`only 2-D DeformConv is supported, got X [${x.dims}], W [${w.dims}], offset [${off.dims}]`);
+  if (x.rank !== 4 || w.rank !== 4 || off.rank !== 4)
+    ctx.fail(`only 2-D DeformConv is supported, got X [${x.dims}], W [${w.dims}], offset [${off.dims}]`);
   const [N, C, H, W] = x.dims as [number, number, number, number];
   const [M, Cg, KH, KW] = w.dims as [number, number, number, number];
-  const group = ctx.int('group', 1), og = ctx.int('offset_group', 1);
-  if (group < 1 || C !== Cg * group || M % group !== 0) ctx.fail(`X [${x.dims}] and W [${w.dims}] do not match group ${group}`);
+  const group = ctx.int('group', 1),
+    og = ctx.int('offset_group', 1);
+  if (group < 1 || C !== Cg * group || M % group !== 0)
+    ctx.fail(`X [${x.dims}] and W [${w.dims}] do not match group ${group}`);
   if (og < 1 || C % og !== 0) ctx.fail(`X's ${C} channels are not divisible by offset_group ${og}`);
   const win = readWindow(ctx, 2, [KH, KW]);
   if (win.autoPad !== 'NOTSET') ctx.fail('DeformConv does not take auto_pad');
-  const OH = outSize(H, win, 0), OW = outSize(W, win, 1);
-  if (off.dims.join(',') !== [N, og * KH * KW * 2, OH, OW].join(',')) ctx.fail(`offset must be [${N},${og * KH * KW * 2},${OH},${OW}], got [${off.dims}]`);
-  if (mask && mask.dims.join(',') !== [N, og * KH * KW, OH, OW].join(',')) ctx.fail(`mask must be [${N},${og * KH * KW},${OH},${OW}], got [${mask.dims}]`);
+  const OH = outSize(H, win, 0),
+    OW = outSize(W, win, 1);
+  if (off.dims.join(',') !== [N, og * KH * KW * 2, OH, OW].join(','))
+    ctx.fail(`offset must be [${N},${og * KH * KW * 2},${OH},${OW}], got [${off.dims}]`);
+  if (mask && mask.dims.join(',') !== [N, og * KH * KW, OH, OW].join(','))
+    ctx.fail(`mask must be [${N},${og * KH * KW},${OH},${OW}], got [${mask.dims}]`);
   if (b && (b.rank !== 1 || b.dims[0] !== M)) ctx.fail(`B must be [${M}], got [${b.dims}]`);
-  const mg = M / group, cPerOg = C / og, plane = OH * OW;
-  const xd = x.nums, wd = w.nums, od = off.nums, md = mask?.nums;
+  const mg = M / group,
+    cPerOg = C / og,
+    plane = OH * OW;
+  const xd = x.nums,
+    wd = w.nums,
+    od = off.nums,
+    md = mask?.nums;
   const y = new Float64Array(N * M * plane);
   for (let n = 0; n < N; n++) {
     for (let oc = 0; oc < M; oc++) {
@@ -113,7 +147,7 @@ function evalDeformConv(ctx: EvalContext, inputs: (Tensor | undefined)[]): Tenso
             for (let kh = 0; kh < KH; kh++) {
               for (let kw = 0; kw < KW; kw++) {
                 const k = (o * KH + kh) * KW + kw;
-                const dh = od[((n * og * KH * KW + k) * 2) * plane + oh * OW + ow]!;
+                const dh = od[(n * og * KH * KW + k) * 2 * plane + oh * OW + ow]!;
                 const dw = od[((n * og * KH * KW + k) * 2 + 1) * plane + oh * OW + ow]!;
                 const hp = oh * win.strides[0]! - win.pads[0]! + kh * win.dilations[0]! + dh;
                 const wp = ow * win.strides[1]! - win.pads[1]! + kw * win.dilations[1]! + dw;
@@ -136,11 +170,15 @@ function evalDeformConv(ctx: EvalContext, inputs: (Tensor | undefined)[]): Tenso
 function unpooledSizes(ctx: OpContext, inS: readonly number[]): number[] {
   const win = readWindow(ctx, inS.length);
   const n = inS.length;
-  return inS.map((d, i) => (d - 1) * win.strides[i]! - win.pads[i]! - win.pads[i + n]! + effectiveKernel(win.kernel[i]!, 1));
+  return inS.map(
+    (d, i) => (d - 1) * win.strides[i]! - win.pads[i]! - win.pads[i + n]! + effectiveKernel(win.kernel[i]!, 1),
+  );
 }
 
 function inferMaxUnpool(ctx: InferContext, inputs: (InferInput | undefined)[]): InferOutput[] {
-  const x = need(ctx, inputs, 0), idx = need(ctx, inputs, 1), os = inputs[2];
+  const x = need(ctx, inputs, 0),
+    idx = need(ctx, inputs, 1),
+    os = inputs[2];
   needFloat(ctx, x.dtype, 'X');
   if (idx.dtype !== 'int64') ctx.fail(`I must be int64, got ${idx.dtype}`);
   if (os?.sym) return [{ dtype: x.dtype, shape: [...os.sym] }];
@@ -148,22 +186,28 @@ function inferMaxUnpool(ctx: InferContext, inputs: (InferInput | undefined)[]): 
   if (os) return [{ dtype: x.dtype, shape: x.shape?.map(() => unknownDim()) }];
   if (!x.shape) return [{ dtype: x.dtype }];
   const spatial = x.shape.slice(2);
-  if (spatial.every((d): d is number => typeof d === 'number')) return [{ dtype: x.dtype, shape: [x.shape[0]!, x.shape[1]!, ...unpooledSizes(ctx, spatial)] }];
+  if (spatial.every((d): d is number => typeof d === 'number'))
+    return [{ dtype: x.dtype, shape: [x.shape[0]!, x.shape[1]!, ...unpooledSizes(ctx, spatial)] }];
   const win = readWindow(ctx, spatial.length);
   const n = spatial.length;
-  const sizes = spatial.map((d, i) => dimAdd(dimMul(d, win.strides[i]!), win.kernel[i]! - win.strides[i]! - win.pads[i]! - win.pads[i + n]!));
+  const sizes = spatial.map((d, i) =>
+    dimAdd(dimMul(d, win.strides[i]!), win.kernel[i]! - win.strides[i]! - win.pads[i]! - win.pads[i + n]!),
+  );
   return [{ dtype: x.dtype, shape: [x.shape[0]!, x.shape[1]!, ...sizes] }];
 }
 
 function evalMaxUnpool(ctx: EvalContext, inputs: (Tensor | undefined)[]): Tensor[] {
-  const x = need(ctx, inputs, 0), idx = need(ctx, inputs, 1), os = inputs[2];
+  const x = need(ctx, inputs, 0),
+    idx = need(ctx, inputs, 1),
+    os = inputs[2];
   needFloat(ctx, x.dtype, 'X');
   if (x.rank < 3) ctx.fail(`X must have rank >= 3, got [${x.dims}]`);
   if (idx.dims.join(',') !== x.dims.join(',')) ctx.fail(`I [${idx.dims}] must have X's shape [${x.dims}]`);
   const inferred = [x.dims[0]!, x.dims[1]!, ...unpooledSizes(ctx, x.dims.slice(2))];
   const outDims = os ? intsOf(os) : inferred;
   if (outDims.length !== x.rank) ctx.fail(`output_shape must have ${x.rank} values, got [${outDims}]`);
-  if (outDims.some((d, i) => d < inferred[i]!)) ctx.fail(`output_shape [${outDims}] is smaller than the unpooled shape [${inferred}]`);
+  if (outDims.some((d, i) => d < inferred[i]!))
+    ctx.fail(`output_shape [${outDims}] is smaller than the unpooled shape [${inferred}]`);
   const total = inferred.reduce((a, c) => a * c, 1);
   const flat = new Float64Array(total);
   for (let i = 0; i < x.size; i++) {
@@ -181,7 +225,9 @@ function embedTopLeft(src: Float64Array, inner: number[], outer: number[]): Floa
   const last = inner[r - 1]!;
   const rows = src.length / Math.max(last, 1);
   for (let row = 0; row < rows; row++) {
-    let rem = row, dst = 0, mul = outer[r - 1]!;
+    let rem = row,
+      dst = 0,
+      mul = outer[r - 1]!;
     for (let a = r - 2; a >= 0; a--) {
       const c = rem % inner[a]!;
       rem = Math.floor(rem / inner[a]!);
@@ -203,9 +249,14 @@ function readActivation(ctx: OpContext): string {
 
 function inferCausalConv(ctx: InferContext, inputs: (InferInput | undefined)[]): InferOutput[] {
   readActivation(ctx);
-  const x = need(ctx, inputs, 0), w = need(ctx, inputs, 1);
+  const x = need(ctx, inputs, 0),
+    w = need(ctx, inputs, 1);
   needFloat(ctx, x.dtype, 'input');
-  for (const [i, name] of [[1, 'weight'], [2, 'bias'], [3, 'past_state']] as const) {
+  for (const [i, name] of [
+    [1, 'weight'],
+    [2, 'bias'],
+    [3, 'past_state'],
+  ] as const) {
     const t = inputs[i];
     if (t && t.dtype !== x.dtype) ctx.fail(`${name} must be ${x.dtype}, got ${t.dtype}`);
   }
@@ -220,14 +271,18 @@ function inferCausalConv(ctx: InferContext, inputs: (InferInput | undefined)[]):
 
 function evalCausalConv(ctx: EvalContext, inputs: (Tensor | undefined)[]): Tensor[] {
   const act = readActivation(ctx);
-  const x = need(ctx, inputs, 0), w = need(ctx, inputs, 1), b = inputs[2], past = inputs[3];
+  const x = need(ctx, inputs, 0),
+    w = need(ctx, inputs, 1),
+    b = inputs[2],
+    past = inputs[3];
   needFloat(ctx, x.dtype, 'input');
   if (x.rank !== 3 || w.rank !== 3) ctx.fail(`input and weight must be 3-D, got [${x.dims}] and [${w.dims}]`);
   const [B, C, L] = x.dims as [number, number, number];
   const k = w.dims[2]!;
   if (w.dims[0] !== C || w.dims[1] !== 1 || k < 1) ctx.fail(`weight must be [${C}, 1, k], got [${w.dims}]`);
   if (b && (b.rank !== 1 || b.dims[0] !== C)) ctx.fail(`bias must be [${C}], got [${b.dims}]`);
-  if (past && past.dims.join(',') !== [B, C, k - 1].join(',')) ctx.fail(`past_state must be [${B},${C},${k - 1}], got [${past.dims}]`);
+  if (past && past.dims.join(',') !== [B, C, k - 1].join(','))
+    ctx.fail(`past_state must be [${B},${C},${k - 1}], got [${past.dims}]`);
   const round = converter(x.dtype) ?? ((v: number) => v);
   const padLen = L + k - 1;
   const padded = new Float64Array(padLen);

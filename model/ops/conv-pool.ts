@@ -2,7 +2,16 @@
 import { isFloat, type DType, type NumArray } from '../../compiler/dtype.ts';
 import { shapeStr, type Dim } from '../../compiler/symbolic.ts';
 import { Tensor } from '../../compiler/tensor.ts';
-import { geo3, needFloat, outSize, outSizeDim, readWindow, resolvePads, type Geo3, type Window } from './conv-common.ts';
+import {
+  geo3,
+  needFloat,
+  outSize,
+  outSizeDim,
+  readWindow,
+  resolvePads,
+  type Geo3,
+  type Window,
+} from './conv-common.ts';
 import type { EvalContext, InferContext, InferInput, InferOutput, OpContext, OpHandler } from './types.ts';
 import { need } from './util.ts';
 
@@ -10,7 +19,8 @@ type PoolKind = 'max' | 'avg' | 'lp';
 
 function checkPoolInput(ctx: OpContext, kind: PoolKind, dtype: DType, shape: readonly Dim[] | undefined): void {
   if (kind === 'max') {
-    if (!isFloat(dtype) && dtype !== 'int8' && dtype !== 'uint8') ctx.fail(`X must be a float, int8 or uint8 tensor, got ${dtype}`);
+    if (!isFloat(dtype) && dtype !== 'int8' && dtype !== 'uint8')
+      ctx.fail(`X must be a float, int8 or uint8 tensor, got ${dtype}`);
   } else needFloat(ctx, dtype, 'X');
   if (shape && shape.length < 3) ctx.fail(`X must have rank >= 3 ([N, C, spatial...]), got ${shapeStr([...shape])}`);
 }
@@ -83,9 +93,17 @@ function tapsIn(start: number, k: number, d: number, lo: number, hi: number): nu
 }
 
 /** Max over each window (NaN ignored); the argmax as a flat index into X (row- or column-major spatial order). */
-function maxPoolLoops(x: NumArray, planes: number, g: Geo3, columnMajor: boolean): { y: Float64Array; idx: Float64Array } {
-  const [ID, IH, IW] = g.inS, [OD, OH, OW] = g.outS, [KD, KH, KW] = g.k;
-  const inPlane = ID * IH * IW, outPlane = OD * OH * OW;
+function maxPoolLoops(
+  x: NumArray,
+  planes: number,
+  g: Geo3,
+  columnMajor: boolean,
+): { y: Float64Array; idx: Float64Array } {
+  const [ID, IH, IW] = g.inS,
+    [OD, OH, OW] = g.outS,
+    [KD, KH, KW] = g.k;
+  const inPlane = ID * IH * IW,
+    outPlane = OD * OH * OW;
   const y = new Float64Array(planes * outPlane);
   const idx = new Float64Array(planes * outPlane);
   for (let pl = 0; pl < planes; pl++) {
@@ -96,7 +114,10 @@ function maxPoolLoops(x: NumArray, planes: number, g: Geo3, columnMajor: boolean
         const h0 = oh * g.s[1] - g.p[1];
         for (let ow = 0; ow < OW; ow++) {
           const w0 = ow * g.s[2] - g.p[2];
-          let best = 0, bd = -1, bh = -1, bw = -1;
+          let best = 0,
+            bd = -1,
+            bh = -1,
+            bw = -1;
           for (let kd = 0; kd < KD; kd++) {
             const id = d0 + kd * g.d[0];
             if (id < 0 || id >= ID) continue;
@@ -109,7 +130,12 @@ function maxPoolLoops(x: NumArray, planes: number, g: Geo3, columnMajor: boolean
                 if (iw < 0 || iw >= IW) continue;
                 const v = x[row + iw]!;
                 if (v !== v) continue;
-                if (bd < 0 || v > best) { best = v; bd = id; bh = ih; bw = iw; }
+                if (bd < 0 || v > best) {
+                  best = v;
+                  bd = id;
+                  bh = ih;
+                  bw = iw;
+                }
               }
             }
           }
@@ -125,8 +151,11 @@ function maxPoolLoops(x: NumArray, planes: number, g: Geo3, columnMajor: boolean
 
 /** Mean over each window; the divisor counts padding taps (not taps past the end padding) when includePad. */
 function avgPoolLoops(x: NumArray, planes: number, g: Geo3, includePad: boolean): Float64Array {
-  const [ID, IH, IW] = g.inS, [OD, OH, OW] = g.outS, [KD, KH, KW] = g.k;
-  const inPlane = ID * IH * IW, outPlane = OD * OH * OW;
+  const [ID, IH, IW] = g.inS,
+    [OD, OH, OW] = g.outS,
+    [KD, KH, KW] = g.k;
+  const inPlane = ID * IH * IW,
+    outPlane = OD * OH * OW;
   const y = new Float64Array(planes * outPlane);
   for (let od = 0; od < OD; od++) {
     const d0 = od * g.s[0] - g.p[0];
@@ -135,7 +164,9 @@ function avgPoolLoops(x: NumArray, planes: number, g: Geo3, includePad: boolean)
       for (let ow = 0; ow < OW; ow++) {
         const w0 = ow * g.s[2] - g.p[2];
         const count = includePad
-          ? tapsIn(d0, KD, g.d[0], -g.p[0], ID + g.pe[0]) * tapsIn(h0, KH, g.d[1], -g.p[1], IH + g.pe[1]) * tapsIn(w0, KW, g.d[2], -g.p[2], IW + g.pe[2])
+          ? tapsIn(d0, KD, g.d[0], -g.p[0], ID + g.pe[0]) *
+            tapsIn(h0, KH, g.d[1], -g.p[1], IH + g.pe[1]) *
+            tapsIn(w0, KW, g.d[2], -g.p[2], IW + g.pe[2])
           : tapsIn(d0, KD, g.d[0], 0, ID) * tapsIn(h0, KH, g.d[1], 0, IH) * tapsIn(w0, KW, g.d[2], 0, IW);
         for (let pl = 0; pl < planes; pl++) {
           const xBase = pl * inPlane;
@@ -163,8 +194,11 @@ function avgPoolLoops(x: NumArray, planes: number, g: Geo3, includePad: boolean)
 
 /** (Σ |x|^p)^(1/p) over each window; padding contributes zeros. */
 function lpPoolLoops(x: NumArray, planes: number, g: Geo3, p: number): Float64Array {
-  const [ID, IH, IW] = g.inS, [OD, OH, OW] = g.outS, [KD, KH, KW] = g.k;
-  const inPlane = ID * IH * IW, outPlane = OD * OH * OW;
+  const [ID, IH, IW] = g.inS,
+    [OD, OH, OW] = g.outS,
+    [KD, KH, KW] = g.k;
+  const inPlane = ID * IH * IW,
+    outPlane = OD * OH * OW;
   const y = new Float64Array(planes * outPlane);
   for (let pl = 0; pl < planes; pl++) {
     const xBase = pl * inPlane;
@@ -222,7 +256,11 @@ function evalGlobal(kind: PoolKind) {
       const base = pl * plane;
       if (kind === 'max') {
         let m = -Infinity;
-        for (let i = 0; i < plane; i++) { const v = xd[base + i]!; if (v > m || v !== v) m = v; if (m !== m) break; }
+        for (let i = 0; i < plane; i++) {
+          const v = xd[base + i]!;
+          if (v > m || v !== v) m = v;
+          if (m !== m) break;
+        }
         y[pl] = m;
       } else if (kind === 'avg') {
         let s = 0;

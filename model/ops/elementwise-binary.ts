@@ -4,8 +4,18 @@ import { dimAdd, dimCompare, dimDiv, dimEq, dimMul, dimSub, type Dim } from '../
 import { sizeOf, Tensor } from '../../compiler/tensor.ts';
 import { broadcastShapes } from './util.ts';
 import {
-  allSym, broadcastConcrete, checkAccept, checkSameDtype, expandData, finish, finishData, legacyDims, required,
-  symFits, zipSym, type Accept,
+  allSym,
+  broadcastConcrete,
+  checkAccept,
+  checkSameDtype,
+  expandData,
+  finish,
+  finishData,
+  legacyDims,
+  required,
+  symFits,
+  zipSym,
+  type Accept,
 } from './elementwise-common.ts';
 import type { EvalContext, InferContext, InferInput, InferOutput, OpContext, OpHandler } from './types.ts';
 
@@ -133,9 +143,12 @@ function modKernel(a: NumArray, b: NumArray, y: NumArray, dtype: DType): void {
   }
   for (let i = 0; i < y.length; i++) {
     const d = b[i]!;
-    if (d === 0) { y[i] = 0; continue; }
+    if (d === 0) {
+      y[i] = 0;
+      continue;
+    }
     let r = a[i]! % d;
-    if (r !== 0 && (r < 0) !== (d < 0)) r += d;
+    if (r !== 0 && r < 0 !== d < 0) r += d;
     y[i] = r;
   }
 }
@@ -171,7 +184,16 @@ function bitwiseKernel(which: 'and' | 'or' | 'xor'): Kernel {
       const zl = z - zh * TWO32;
       let hi: number;
       let lo: number;
-      if (which === 'and') { hi = xh & zh; lo = xl & zl; } else if (which === 'or') { hi = xh | zh; lo = xl | zl; } else { hi = xh ^ zh; lo = xl ^ zl; }
+      if (which === 'and') {
+        hi = xh & zh;
+        lo = xl & zl;
+      } else if (which === 'or') {
+        hi = xh | zh;
+        lo = xl | zl;
+      } else {
+        hi = xh ^ zh;
+        lo = xl ^ zl;
+      }
       y[i] = (unsigned ? hi >>> 0 : hi) * TWO32 + (lo >>> 0);
     }
   };
@@ -185,7 +207,10 @@ function bitShiftKernel(left: boolean): Kernel {
     for (let i = 0; i < y.length; i++) {
       const x = a[i]!;
       const s = b[i]!;
-      if (s >= width) { y[i] = 0; continue; }
+      if (s >= width) {
+        y[i] = 0;
+        continue;
+      }
       if (width === 64) {
         y[i] = left ? (x * 2 ** s) % 18446744073709551616 : Math.floor(x / 2 ** s);
       } else if (left) {
@@ -208,8 +233,18 @@ function numericSym(f: (a: number, b: number) => number): SymRule {
 }
 
 function modHandler(): OpHandler {
-  const plain = arith({ op: 'Mod', accept: 'numeric', kernel: modKernel, sym: numericSym((a, b) => (b === 0 ? 0 : ((a % b) + b) % b)) });
-  const c = arith({ op: 'Mod', accept: 'numeric', kernel: fmodKernel, sym: numericSym((a, b) => (b === 0 ? 0 : a % b)) });
+  const plain = arith({
+    op: 'Mod',
+    accept: 'numeric',
+    kernel: modKernel,
+    sym: numericSym((a, b) => (b === 0 ? 0 : ((a % b) + b) % b)),
+  });
+  const c = arith({
+    op: 'Mod',
+    accept: 'numeric',
+    kernel: fmodKernel,
+    sym: numericSym((a, b) => (b === 0 ? 0 : a % b)),
+  });
   return {
     op: 'Mod',
     infer: (ctx, inputs) => (ctx.int('fmod', 0) ? c : plain).infer(ctx, inputs),
@@ -285,8 +320,12 @@ function lessEqualKernel(a: Data, b: Data, y: Uint8Array): void {
   for (let i = 0; i < y.length; i++) y[i] = x[i]! <= z[i]! ? 1 : 0;
 }
 
-function greaterKernel(a: Data, b: Data, y: Uint8Array): void { lessKernel(b, a, y); }
-function greaterEqualKernel(a: Data, b: Data, y: Uint8Array): void { lessEqualKernel(b, a, y); }
+function greaterKernel(a: Data, b: Data, y: Uint8Array): void {
+  lessKernel(b, a, y);
+}
+function greaterEqualKernel(a: Data, b: Data, y: Uint8Array): void {
+  lessEqualKernel(b, a, y);
+}
 
 function andKernel(a: Data, b: Data, y: Uint8Array): void {
   const x = a as NumArray;
@@ -396,9 +435,15 @@ function variadic(op: string, accept: Accept, kernel: Kernel, sym?: (xs: Dim[]) 
     infer(ctx, inputs) {
       const xs = inputs.filter((x): x is InferInput => x !== undefined);
       if (xs.length === 0) ctx.fail('needs at least one input');
-      checkSameDtype(ctx, xs.map((x) => x.dtype));
+      checkSameDtype(
+        ctx,
+        xs.map((x) => x.dtype),
+      );
       checkAccept(ctx, accept, xs[0]!.dtype);
-      const shape = broadcastShapes(ctx, xs.map((x) => x.shape));
+      const shape = broadcastShapes(
+        ctx,
+        xs.map((x) => x.shape),
+      );
       const out: InferOutput = { dtype: xs[0]!.dtype, shape };
       if (sym !== undefined && isInt(out.dtype) && symFits(shape)) {
         const s = allSym(xs);
@@ -411,9 +456,15 @@ function variadic(op: string, accept: Accept, kernel: Kernel, sym?: (xs: Dim[]) 
       const xs = inputs.filter((x): x is Tensor => x !== undefined);
       if (xs.length === 0) ctx.fail('needs at least one input');
       const dtype = xs[0]!.dtype;
-      checkSameDtype(ctx, xs.map((x) => x.dtype));
+      checkSameDtype(
+        ctx,
+        xs.map((x) => x.dtype),
+      );
       checkAccept(ctx, accept, dtype);
-      const dims = broadcastConcrete(ctx, xs.map((x) => x.dims));
+      const dims = broadcastConcrete(
+        ctx,
+        xs.map((x) => x.dims),
+      );
       const n = sizeOf(dims);
       // accumulate in the output type, rounding after each step as numpy does
       const y = allocData(dtype, n) as NumArray;
@@ -439,7 +490,8 @@ function preluKernel(x: NumArray, s: NumArray, y: NumArray): void {
 
 /** Slope dims aligned to X: unidirectional broadcast, and opset < 7's per-channel [C] slope. */
 function slopeDims<D>(ctx: OpContext, x: readonly D[], s: readonly D[], one: D): D[] {
-  if (ctx.opset < 7 && s.length === 1 && x.length > 2 && s[0] !== one) return [s[0]!, ...new Array<D>(x.length - 2).fill(one)];
+  if (ctx.opset < 7 && s.length === 1 && x.length > 2 && s[0] !== one)
+    return [s[0]!, ...new Array<D>(x.length - 2).fill(one)];
   return [...s];
 }
 
@@ -452,7 +504,8 @@ const PRELU: OpHandler = {
     checkAccept(ctx, 'numeric', x.dtype);
     if (x.shape !== undefined && s.shape !== undefined) {
       const b = broadcastShapes(ctx, [x.shape, slopeDims<Dim>(ctx, x.shape, s.shape, 1)]);
-      if (b !== undefined && b.length > x.shape.length) ctx.fail(`slope of rank ${s.shape.length} does not broadcast to X of rank ${x.shape.length}`);
+      if (b !== undefined && b.length > x.shape.length)
+        ctx.fail(`slope of rank ${s.shape.length} does not broadcast to X of rank ${x.shape.length}`);
     }
     return [{ dtype: x.dtype, shape: x.shape }];
   },
@@ -462,7 +515,8 @@ const PRELU: OpHandler = {
     checkSameDtype(ctx, [x.dtype, s.dtype]);
     const sd = slopeDims(ctx, x.dims, s.dims, 1);
     const dims = broadcastConcrete(ctx, [x.dims, sd]);
-    if (dims.length !== x.rank || dims.some((d, i) => d !== x.dims[i])) ctx.fail(`slope [${s.dims}] does not broadcast to X [${x.dims}]`);
+    if (dims.length !== x.rank || dims.some((d, i) => d !== x.dims[i]))
+      ctx.fail(`slope [${s.dims}] does not broadcast to X [${x.dims}]`);
     const y = allocData(x.dtype, x.size) as NumArray;
     preluKernel(x.nums, expandData(s.reshape(sd), dims) as NumArray, y);
     return [finish(x.dtype, x.dims, y)];
@@ -481,16 +535,61 @@ export const BINARY_OPS: OpHandler[] = [
   arith({ op: 'BitwiseXor', accept: 'int', kernel: bitwiseKernel('xor') }),
   bitShiftHandler(),
   compare('Equal', 'any', equalKernel, equalSym),
-  compare('Less', 'numeric', lessKernel, orderSym((c) => c < 0)),
-  compare('LessOrEqual', 'numeric', lessEqualKernel, orderSym((c) => c <= 0)),
-  compare('Greater', 'numeric', greaterKernel, orderSym((c) => c > 0)),
-  compare('GreaterOrEqual', 'numeric', greaterEqualKernel, orderSym((c) => c >= 0)),
-  compare('And', 'bool', andKernel, numericSym((a, b) => bool(a !== 0 && b !== 0))),
-  compare('Or', 'bool', orKernel, numericSym((a, b) => bool(a !== 0 || b !== 0))),
-  compare('Xor', 'bool', xorKernel, numericSym((a, b) => bool((a !== 0) !== (b !== 0)))),
+  compare(
+    'Less',
+    'numeric',
+    lessKernel,
+    orderSym((c) => c < 0),
+  ),
+  compare(
+    'LessOrEqual',
+    'numeric',
+    lessEqualKernel,
+    orderSym((c) => c <= 0),
+  ),
+  compare(
+    'Greater',
+    'numeric',
+    greaterKernel,
+    orderSym((c) => c > 0),
+  ),
+  compare(
+    'GreaterOrEqual',
+    'numeric',
+    greaterEqualKernel,
+    orderSym((c) => c >= 0),
+  ),
+  compare(
+    'And',
+    'bool',
+    andKernel,
+    numericSym((a, b) => bool(a !== 0 && b !== 0)),
+  ),
+  compare(
+    'Or',
+    'bool',
+    orKernel,
+    numericSym((a, b) => bool(a !== 0 || b !== 0)),
+  ),
+  compare(
+    'Xor',
+    'bool',
+    xorKernel,
+    numericSym((a, b) => bool((a !== 0) !== (b !== 0))),
+  ),
   WHERE,
-  variadic('Max', 'numeric', maxKernel, extremeSym((c) => c > 0)),
-  variadic('Min', 'numeric', minKernel, extremeSym((c) => c < 0)),
+  variadic(
+    'Max',
+    'numeric',
+    maxKernel,
+    extremeSym((c) => c > 0),
+  ),
+  variadic(
+    'Min',
+    'numeric',
+    minKernel,
+    extremeSym((c) => c < 0),
+  ),
   variadic('Sum', 'numeric', addKernel, (xs) => xs.reduce((p, q) => dimAdd(p, q))),
   variadic('Mean', 'float', addKernel),
   PRELU,

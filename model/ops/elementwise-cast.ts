@@ -1,8 +1,25 @@
 // Type conversion and pass-through operators: Cast, CastLike, Identity, Dropout (with numpy's MT19937 for training mode).
-import { allocData, dtypeFromOnnx, isFloat, onnxDtypeName, type Data, type DType, type NumArray } from '../../compiler/dtype.ts';
+import {
+  allocData,
+  dtypeFromOnnx,
+  isFloat,
+  onnxDtypeName,
+  type Data,
+  type DType,
+  type NumArray,
+} from '../../compiler/dtype.ts';
 import type { Dim } from '../../compiler/symbolic.ts';
 import { converter, Tensor } from '../../compiler/tensor.ts';
-import { checkAccept, f32ToBf16, f32ToF16, finish, isIntLike, required, symElems, symFits } from './elementwise-common.ts';
+import {
+  checkAccept,
+  f32ToBf16,
+  f32ToF16,
+  finish,
+  isIntLike,
+  required,
+  symElems,
+  symFits,
+} from './elementwise-common.ts';
 import { roundHalfEven } from './elementwise-unary.ts';
 import type { InferInput, InferOutput, OpContext, OpHandler } from './types.ts';
 
@@ -22,8 +39,12 @@ function roundToFloat(x: number, mant: number, minExp: number, max: number): num
   return x < 0 ? -v : v;
 }
 
-export function toF16(x: number): number { return roundToFloat(x, 10, -14, 65504); }
-export function toBf16(x: number): number { return roundToFloat(x, 7, -126, 3.3895313892515355e38); }
+export function toF16(x: number): number {
+  return roundToFloat(x, 10, -14, 65504);
+}
+export function toBf16(x: number): number {
+  return roundToFloat(x, 7, -126, 3.3895313892515355e38);
+}
 
 // ---- numbers ↔ strings ----
 
@@ -47,11 +68,15 @@ function formatFloat(x: number, dtype: DType): string {
   if (x === Infinity) return 'inf';
   if (x === -Infinity) return '-inf';
   if (x === 0) return Object.is(x, -0) ? '-0.0' : '0.0';
-  const back = dtype === 'float32' ? Math.fround : dtype === 'float16' ? toF16 : dtype === 'bfloat16' ? toBf16 : (v: number) => v;
+  const back =
+    dtype === 'float32' ? Math.fround : dtype === 'float16' ? toF16 : dtype === 'bfloat16' ? toBf16 : (v: number) => v;
   let exp = x.toExponential();
   for (let p = 1; p <= 17; p++) {
     const s = x.toExponential(p - 1);
-    if (back(Number(s)) === x) { exp = s; break; }
+    if (back(Number(s)) === x) {
+      exp = s;
+      break;
+    }
   }
   const m = /^(-?)(\d)(?:\.(\d+))?e([+-]\d+)$/.exec(exp)!;
   const sign = m[1]!;

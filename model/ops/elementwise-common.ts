@@ -10,18 +10,28 @@ export type Accept = 'float' | 'numeric' | 'int' | 'uint' | 'bool' | 'any';
 
 export function accepts(accept: Accept, d: DType): boolean {
   switch (accept) {
-    case 'float': return isFloat(d);
-    case 'numeric': return isFloat(d) || isInt(d);
-    case 'int': return isInt(d);
-    case 'uint': return d.startsWith('uint');
-    case 'bool': return d === 'bool';
-    case 'any': return true;
+    case 'float':
+      return isFloat(d);
+    case 'numeric':
+      return isFloat(d) || isInt(d);
+    case 'int':
+      return isInt(d);
+    case 'uint':
+      return d.startsWith('uint');
+    case 'bool':
+      return d === 'bool';
+    case 'any':
+      return true;
   }
 }
 
 const ACCEPT_WORDS: Record<Accept, string> = {
-  float: 'a floating-point type', numeric: 'a numeric type', int: 'an integer type',
-  uint: 'an unsigned integer type', bool: 'bool', any: 'any type',
+  float: 'a floating-point type',
+  numeric: 'a numeric type',
+  int: 'an integer type',
+  uint: 'an unsigned integer type',
+  bool: 'bool',
+  any: 'any type',
 };
 
 /** Fails unless the dtype is accepted; `what` names the input. */
@@ -67,7 +77,8 @@ export function legacyDims<D>(ctx: OpContext, a: readonly D[], b: readonly D[], 
   if (ctx.opset >= 7 || ctx.int('broadcast', 0) === 0) return [...b];
   const axis = ctx.has('axis') ? ctx.int('axis') : a.length - b.length;
   const at = axis < 0 ? axis + a.length : axis;
-  if (at < 0 || at + b.length > a.length) ctx.fail(`legacy broadcast axis ${axis} does not fit shapes of rank ${a.length} and ${b.length}`);
+  if (at < 0 || at + b.length > a.length)
+    ctx.fail(`legacy broadcast axis ${axis} does not fit shapes of rank ${a.length} and ${b.length}`);
   const out: D[] = [];
   for (let i = 0; i < a.length; i++) out.push(i >= at && i < at + b.length ? b[i - at]! : one);
   return out;
@@ -75,7 +86,10 @@ export function legacyDims<D>(ctx: OpContext, a: readonly D[], b: readonly D[], 
 
 /** Inferred broadcast shape of inputs (symbolic), failing on proven mismatch. */
 export function inferBroadcast(ctx: OpContext, xs: InferInput[]): Dim[] | undefined {
-  return broadcastShapes(ctx, xs.map((x) => x.shape));
+  return broadcastShapes(
+    ctx,
+    xs.map((x) => x.shape),
+  );
 }
 
 /**
@@ -106,7 +120,10 @@ export function expandData(t: Tensor, out: readonly number[]): Data {
   for (let i = stop; i < r; i++) block *= out[i]!;
   const srcStrides = new Array<number>(r);
   let acc = 1;
-  for (let i = r - 1; i >= 0; i--) { srcStrides[i] = dims[i] === 1 ? 0 : acc; acc *= dims[i]!; }
+  for (let i = r - 1; i >= 0; i--) {
+    srcStrides[i] = dims[i] === 1 ? 0 : acc;
+    acc *= dims[i]!;
+  }
   const ctr = new Array<number>(stop).fill(0);
   let src = 0;
   for (let dstOff = 0; dstOff < n; dstOff += block) {

@@ -2,7 +2,16 @@
 import { allocData, type DType, type NumArray } from '../../compiler/dtype.ts';
 import { dimNeg, type Dim } from '../../compiler/symbolic.ts';
 import type { Tensor } from '../../compiler/tensor.ts';
-import { checkAccept, checkSameDtype, finish, isIntLike, required, symElems, symFits, type Accept } from './elementwise-common.ts';
+import {
+  checkAccept,
+  checkSameDtype,
+  finish,
+  isIntLike,
+  required,
+  symElems,
+  symFits,
+  type Accept,
+} from './elementwise-common.ts';
 import type { EvalContext, InferOutput, OpContext, OpHandler } from './types.ts';
 
 type UnaryKernel = (x: NumArray, y: NumArray, ctx: EvalContext, dtype: DType) => void;
@@ -44,7 +53,10 @@ function unary(op: string, accept: Accept, kernel: UnaryKernel, opts: UnaryOpts 
   };
 }
 
-const numberRule = (f: (v: number) => number) => (d: Dim): Dim | undefined => (typeof d === 'number' ? f(d) : undefined);
+const numberRule =
+  (f: (v: number) => number) =>
+  (d: Dim): Dim | undefined =>
+    typeof d === 'number' ? f(d) : undefined;
 
 // ---- special functions ----
 
@@ -299,30 +311,78 @@ const CLIP_INPUTS: OpHandler = {
 };
 
 export const UNARY_OPS: OpHandler[] = [
-  unary('Sqrt', 'float', (x, y) => { for (let i = 0; i < x.length; i++) y[i] = Math.sqrt(x[i]!); }),
-  unary('Exp', 'float', (x, y) => { for (let i = 0; i < x.length; i++) y[i] = Math.exp(x[i]!); }),
-  unary('Log', 'float', (x, y) => { for (let i = 0; i < x.length; i++) y[i] = Math.log(x[i]!); }),
-  unary('Erf', 'float', (x, y) => { for (let i = 0; i < x.length; i++) y[i] = erf(x[i]!); }),
-  unary('Tanh', 'float', (x, y) => { for (let i = 0; i < x.length; i++) y[i] = Math.tanh(x[i]!); }),
-  unary('Sigmoid', 'float', (x, y) => { for (let i = 0; i < x.length; i++) y[i] = sigmoid(x[i]!); }),
-  unary('Reciprocal', 'float', (x, y) => { for (let i = 0; i < x.length; i++) y[i] = 1 / x[i]!; }),
-  unary('Floor', 'float', (x, y) => { for (let i = 0; i < x.length; i++) y[i] = Math.floor(x[i]!); }),
-  unary('Ceil', 'float', (x, y) => { for (let i = 0; i < x.length; i++) y[i] = Math.ceil(x[i]!); }),
-  unary('Round', 'float', (x, y) => { for (let i = 0; i < x.length; i++) y[i] = roundHalfEven(x[i]!); }),
-  unary('Sin', 'float', (x, y) => { for (let i = 0; i < x.length; i++) y[i] = Math.sin(x[i]!); }),
-  unary('Cos', 'float', (x, y) => { for (let i = 0; i < x.length; i++) y[i] = Math.cos(x[i]!); }),
-  unary('Tan', 'float', (x, y) => { for (let i = 0; i < x.length; i++) y[i] = Math.tan(x[i]!); }),
-  unary('Asin', 'float', (x, y) => { for (let i = 0; i < x.length; i++) y[i] = Math.asin(x[i]!); }),
-  unary('Acos', 'float', (x, y) => { for (let i = 0; i < x.length; i++) y[i] = Math.acos(x[i]!); }),
-  unary('Atan', 'float', (x, y) => { for (let i = 0; i < x.length; i++) y[i] = Math.atan(x[i]!); }),
-  unary('Sinh', 'float', (x, y) => { for (let i = 0; i < x.length; i++) y[i] = Math.sinh(x[i]!); }),
-  unary('Cosh', 'float', (x, y) => { for (let i = 0; i < x.length; i++) y[i] = Math.cosh(x[i]!); }),
-  unary('Asinh', 'float', (x, y) => { for (let i = 0; i < x.length; i++) y[i] = Math.asinh(x[i]!); }),
-  unary('Acosh', 'float', (x, y) => { for (let i = 0; i < x.length; i++) y[i] = Math.acosh(x[i]!); }),
-  unary('Atanh', 'float', (x, y) => { for (let i = 0; i < x.length; i++) y[i] = Math.atanh(x[i]!); }),
-  unary('Softplus', 'float', (x, y) => { for (let i = 0; i < x.length; i++) y[i] = softplus(x[i]!); }),
-  unary('Softsign', 'float', (x, y) => { for (let i = 0; i < x.length; i++) y[i] = x[i]! / (1 + Math.abs(x[i]!)); }),
-  unary('Mish', 'float', (x, y) => { for (let i = 0; i < x.length; i++) y[i] = x[i]! * Math.tanh(softplus(x[i]!)); }),
+  unary('Sqrt', 'float', (x, y) => {
+    for (let i = 0; i < x.length; i++) y[i] = Math.sqrt(x[i]!);
+  }),
+  unary('Exp', 'float', (x, y) => {
+    for (let i = 0; i < x.length; i++) y[i] = Math.exp(x[i]!);
+  }),
+  unary('Log', 'float', (x, y) => {
+    for (let i = 0; i < x.length; i++) y[i] = Math.log(x[i]!);
+  }),
+  unary('Erf', 'float', (x, y) => {
+    for (let i = 0; i < x.length; i++) y[i] = erf(x[i]!);
+  }),
+  unary('Tanh', 'float', (x, y) => {
+    for (let i = 0; i < x.length; i++) y[i] = Math.tanh(x[i]!);
+  }),
+  unary('Sigmoid', 'float', (x, y) => {
+    for (let i = 0; i < x.length; i++) y[i] = sigmoid(x[i]!);
+  }),
+  unary('Reciprocal', 'float', (x, y) => {
+    for (let i = 0; i < x.length; i++) y[i] = 1 / x[i]!;
+  }),
+  unary('Floor', 'float', (x, y) => {
+    for (let i = 0; i < x.length; i++) y[i] = Math.floor(x[i]!);
+  }),
+  unary('Ceil', 'float', (x, y) => {
+    for (let i = 0; i < x.length; i++) y[i] = Math.ceil(x[i]!);
+  }),
+  unary('Round', 'float', (x, y) => {
+    for (let i = 0; i < x.length; i++) y[i] = roundHalfEven(x[i]!);
+  }),
+  unary('Sin', 'float', (x, y) => {
+    for (let i = 0; i < x.length; i++) y[i] = Math.sin(x[i]!);
+  }),
+  unary('Cos', 'float', (x, y) => {
+    for (let i = 0; i < x.length; i++) y[i] = Math.cos(x[i]!);
+  }),
+  unary('Tan', 'float', (x, y) => {
+    for (let i = 0; i < x.length; i++) y[i] = Math.tan(x[i]!);
+  }),
+  unary('Asin', 'float', (x, y) => {
+    for (let i = 0; i < x.length; i++) y[i] = Math.asin(x[i]!);
+  }),
+  unary('Acos', 'float', (x, y) => {
+    for (let i = 0; i < x.length; i++) y[i] = Math.acos(x[i]!);
+  }),
+  unary('Atan', 'float', (x, y) => {
+    for (let i = 0; i < x.length; i++) y[i] = Math.atan(x[i]!);
+  }),
+  unary('Sinh', 'float', (x, y) => {
+    for (let i = 0; i < x.length; i++) y[i] = Math.sinh(x[i]!);
+  }),
+  unary('Cosh', 'float', (x, y) => {
+    for (let i = 0; i < x.length; i++) y[i] = Math.cosh(x[i]!);
+  }),
+  unary('Asinh', 'float', (x, y) => {
+    for (let i = 0; i < x.length; i++) y[i] = Math.asinh(x[i]!);
+  }),
+  unary('Acosh', 'float', (x, y) => {
+    for (let i = 0; i < x.length; i++) y[i] = Math.acosh(x[i]!);
+  }),
+  unary('Atanh', 'float', (x, y) => {
+    for (let i = 0; i < x.length; i++) y[i] = Math.atanh(x[i]!);
+  }),
+  unary('Softplus', 'float', (x, y) => {
+    for (let i = 0; i < x.length; i++) y[i] = softplus(x[i]!);
+  }),
+  unary('Softsign', 'float', (x, y) => {
+    for (let i = 0; i < x.length; i++) y[i] = x[i]! / (1 + Math.abs(x[i]!));
+  }),
+  unary('Mish', 'float', (x, y) => {
+    for (let i = 0; i < x.length; i++) y[i] = x[i]! * Math.tanh(softplus(x[i]!));
+  }),
   unary('Gelu', 'float', gelu),
   unary('Elu', 'float', elu),
   unary('Celu', 'float', celu),
@@ -333,13 +393,58 @@ export const UNARY_OPS: OpHandler[] = [
   unary('HardSwish', 'float', hardSwish),
   unary('Swish', 'float', swish),
   unary('Shrink', 'numeric', shrink),
-  unary('Relu', 'numeric', (x, y) => { for (let i = 0; i < x.length; i++) y[i] = x[i]! > 0 ? x[i]! : 0; }, { sym: numberRule((v) => Math.max(v, 0)) }),
-  unary('Neg', 'numeric', (x, y) => { for (let i = 0; i < x.length; i++) y[i] = -x[i]!; }, { sym: dimNeg }),
-  unary('Abs', 'numeric', (x, y) => { for (let i = 0; i < x.length; i++) y[i] = Math.abs(x[i]!); }, { sym: numberRule(Math.abs) }),
-  unary('Sign', 'numeric', (x, y) => { for (let i = 0; i < x.length; i++) { const v = x[i]!; y[i] = v > 0 ? 1 : v < 0 ? -1 : v; } }, { sym: numberRule(Math.sign) }),
-  unary('IsNaN', 'float', (x, y) => { for (let i = 0; i < x.length; i++) y[i] = x[i]! !== x[i]! ? 1 : 0; }, { out: 'bool' }),
+  unary(
+    'Relu',
+    'numeric',
+    (x, y) => {
+      for (let i = 0; i < x.length; i++) y[i] = x[i]! > 0 ? x[i]! : 0;
+    },
+    { sym: numberRule((v) => Math.max(v, 0)) },
+  ),
+  unary(
+    'Neg',
+    'numeric',
+    (x, y) => {
+      for (let i = 0; i < x.length; i++) y[i] = -x[i]!;
+    },
+    { sym: dimNeg },
+  ),
+  unary(
+    'Abs',
+    'numeric',
+    (x, y) => {
+      for (let i = 0; i < x.length; i++) y[i] = Math.abs(x[i]!);
+    },
+    { sym: numberRule(Math.abs) },
+  ),
+  unary(
+    'Sign',
+    'numeric',
+    (x, y) => {
+      for (let i = 0; i < x.length; i++) {
+        const v = x[i]!;
+        y[i] = v > 0 ? 1 : v < 0 ? -1 : v;
+      }
+    },
+    { sym: numberRule(Math.sign) },
+  ),
+  unary(
+    'IsNaN',
+    'float',
+    (x, y) => {
+      for (let i = 0; i < x.length; i++) y[i] = x[i]! !== x[i]! ? 1 : 0;
+    },
+    { out: 'bool' },
+  ),
   unary('IsInf', 'float', isInf, { out: 'bool' }),
-  unary('Not', 'bool', (x, y) => { for (let i = 0; i < x.length; i++) y[i] = x[i]! ? 0 : 1; }, { sym: numberRule((v) => (v ? 0 : 1)) }),
+  unary(
+    'Not',
+    'bool',
+    (x, y) => {
+      for (let i = 0; i < x.length; i++) y[i] = x[i]! ? 0 : 1;
+    },
+    { sym: numberRule((v) => (v ? 0 : 1)) },
+  ),
   unary('BitwiseNot', 'int', bitwiseNot),
   CLIP_ATTRS,
   CLIP_INPUTS,

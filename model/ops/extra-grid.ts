@@ -63,7 +63,10 @@ function rint(v: number): number {
 }
 
 /** Per spatial dim: taps (index resolved by padding, or -1 for a zero pixel) and weights. */
-interface DimTaps { idx: number[]; w: number[] }
+interface DimTaps {
+  idx: number[];
+  w: number[];
+}
 
 function resolveIndex(i: number, len: number, pad: Padding, lo: number, hi: number): number {
   if (pad === 'zeros') return i >= 0 && i < len ? i : -1;
@@ -100,7 +103,10 @@ function gridSample(ctx: OpContext, x: Tensor, grid: Tensor): Tensor {
   let outSize = 1;
   for (const d of outSp) outSize *= d;
   const strides = new Array<number>(k);
-  for (let i = k - 1, s = 1; i >= 0; i--) { strides[i] = s; s *= sp[i]!; }
+  for (let i = k - 1, s = 1; i >= 0; i--) {
+    strides[i] = s;
+    s *= sp[i]!;
+  }
   const lo = sp.map(() => (align ? 0 : -0.5));
   const hi = sp.map((d) => (align ? d - 1 : d - 0.5));
   const xv = x.nums;
@@ -154,7 +160,8 @@ const GRID_SAMPLE: OpHandler = {
     requireFloat(ctx, grid.dtype, 'grid');
     if (x.dtype === 'string' || x.dtype === 'bool') ctx.fail(`input must be numeric, got ${x.dtype}`);
     if (!x.shape || !grid.shape) return [{ dtype: x.dtype }];
-    if (grid.shape.length !== x.shape.length) ctx.fail(`grid rank ${grid.shape.length} must equal input rank ${x.shape.length}`);
+    if (grid.shape.length !== x.shape.length)
+      ctx.fail(`grid rank ${grid.shape.length} must equal input rank ${x.shape.length}`);
     return [{ dtype: x.dtype, shape: [x.shape[0]!, x.shape[1]!, ...grid.shape.slice(1, -1)] }];
   },
   eval(ctx, inputs) {
@@ -173,7 +180,7 @@ function linspace(len: number, align: boolean): number[] {
   const out: number[] = [];
   for (let i = 0; i < len; i++) {
     if (align) out.push(len === 1 ? 0 : -1 + (2 * i) / (len - 1));
-    else out.push((-1 + (2 * i + 1) / len));
+    else out.push(-1 + (2 * i + 1) / len);
   }
   return out;
 }
@@ -206,7 +213,10 @@ function affineGrid(ctx: OpContext, theta: Tensor, size: number[]): Tensor {
         for (let j = 0; j <= k; j++) acc += th[(b * k + r) * (k + 1) + j]! * pt[j]!;
         out[(b * cnt + p) * k + r] = acc;
       }
-      for (let i = k - 1; i >= 0; i--) { if (++idx[i]! < sp[i]!) break; idx[i] = 0; }
+      for (let i = k - 1; i >= 0; i--) {
+        if (++idx[i]! < sp[i]!) break;
+        idx[i] = 0;
+      }
     }
   }
   return fromF64(theta.dtype, [n, ...sp, k], out);

@@ -80,11 +80,19 @@ function sameType(a: ValueType, b: ValueType): boolean {
  * Infers a body whose first `nState` inputs are carried from its outputs at `outOffset`: when an iteration changes
  * a carried type, the body is inferred again with the merged types. Returns the final body output types.
  */
-function inferCarried(ctx: InferContext, body: Graph, fixed: ValueType[], carried: ValueType[], rest: ValueType[], outOffset: number): ValueType[] {
+function inferCarried(
+  ctx: InferContext,
+  body: Graph,
+  fixed: ValueType[],
+  carried: ValueType[],
+  rest: ValueType[],
+  outOffset: number,
+): ValueType[] {
   let state = carried;
   for (let pass = 0; pass < 3; pass++) {
     const outs = ctx.inferSubgraph(body, [...fixed, ...state, ...rest]);
-    if (outs.length < outOffset + state.length) ctx.fail(`body has ${outs.length} outputs, expected at least ${outOffset + state.length}`);
+    if (outs.length < outOffset + state.length)
+      ctx.fail(`body has ${outs.length} outputs, expected at least ${outOffset + state.length}`);
     const next = state.map((s, i) => {
       const o = outs[outOffset + i]!;
       if (o.dtype !== s.dtype) ctx.fail(`loop-carried value ${i} is ${s.dtype} but the body returns ${o.dtype}`);
@@ -111,15 +119,21 @@ const LOOP: OpHandler = {
       const v = x ?? ctx.fail(`loop-carried input ${i} is missing`);
       return { dtype: v.dtype, shape: v.shape };
     });
-    if (body.inputs.length !== carried.length + 2) ctx.fail(`body takes ${body.inputs.length} inputs, expected ${carried.length + 2}`);
-    const fixed: ValueType[] = [{ dtype: 'int64', shape: [] }, { dtype: 'bool', shape: [] }];
+    if (body.inputs.length !== carried.length + 2)
+      ctx.fail(`body takes ${body.inputs.length} inputs, expected ${carried.length + 2}`);
+    const fixed: ValueType[] = [
+      { dtype: 'int64', shape: [] },
+      { dtype: 'bool', shape: [] },
+    ];
     const outs = inferCarried(ctx, body, fixed, carried, [], 1);
     if (outs[0]!.dtype !== 'bool') ctx.fail(`body condition output must be bool, got ${outs[0]!.dtype}`);
     const nScan = outs.length - 1 - carried.length;
-    if (ctx.node.outputs.length > carried.length + nScan) ctx.fail(`node has ${ctx.node.outputs.length} outputs, body gives ${carried.length + nScan}`);
+    if (ctx.node.outputs.length > carried.length + nScan)
+      ctx.fail(`node has ${ctx.node.outputs.length} outputs, body gives ${carried.length + nScan}`);
     const trips: Dim = unknownDim();
     const result: InferOutput[] = outs.slice(1, 1 + carried.length).map((o, i) => mergeTypes(carried[i]!, o));
-    for (const o of outs.slice(1 + carried.length)) result.push({ dtype: o.dtype, shape: o.shape ? [trips, ...o.shape] : undefined });
+    for (const o of outs.slice(1 + carried.length))
+      result.push({ dtype: o.dtype, shape: o.shape ? [trips, ...o.shape] : undefined });
     return result.slice(0, ctx.node.outputs.length);
   },
   eval(ctx, inputs) {
@@ -160,10 +174,22 @@ function runLoop(ctx: EvalContext, inputs: (Tensor | undefined)[]): Tensor[] {
 
 // ---- Scan ----
 
-interface ScanAttrs { nScan: number; inAxes: number[]; inDirs: number[]; outAxes: number[]; outDirs: number[] }
+interface ScanAttrs {
+  nScan: number;
+  inAxes: number[];
+  inDirs: number[];
+  outAxes: number[];
+  outDirs: number[];
+}
 
 /** Scan-9+ attributes, axes normalized against the given input ranks and body output ranks. */
-function scanAttrs(ctx: OpContext, nInputs: number, inRanks: (number | undefined)[], nOutputs: number, outRanks: (number | undefined)[]): ScanAttrs {
+function scanAttrs(
+  ctx: OpContext,
+  nInputs: number,
+  inRanks: (number | undefined)[],
+  nOutputs: number,
+  outRanks: (number | undefined)[],
+): ScanAttrs {
   const nScan = ctx.int('num_scan_inputs');
   const nState = nInputs - nScan;
   if (nScan < 1 || nState < 0) ctx.fail(`num_scan_inputs ${nScan} does not fit ${nInputs} inputs`);
@@ -182,8 +208,18 @@ function scanAttrs(ctx: OpContext, nInputs: number, inRanks: (number | undefined
     return v;
   };
   const inAxes = norm(list('scan_input_axes', nScan), inRanks.slice(nState), 'scan_input_axes');
-  const outAxes = norm(list('scan_output_axes', nScanOut), outRanks.slice(nState).map((r) => (r === undefined ? undefined : r + 1)), 'scan_output_axes');
-  return { nScan, inAxes, inDirs: list('scan_input_directions', nScan), outAxes, outDirs: list('scan_output_directions', Math.max(0, nScanOut)) };
+  const outAxes = norm(
+    list('scan_output_axes', nScanOut),
+    outRanks.slice(nState).map((r) => (r === undefined ? undefined : r + 1)),
+    'scan_output_axes',
+  );
+  return {
+    nScan,
+    inAxes,
+    inDirs: list('scan_input_directions', nScan),
+    outAxes,
+    outDirs: list('scan_output_directions', Math.max(0, nScanOut)),
+  };
 }
 
 const SCAN_9: OpHandler = {
@@ -195,7 +231,13 @@ const SCAN_9: OpHandler = {
     const nScan = ctx.int('num_scan_inputs');
     const nState = ins.length - nScan;
     const outRanks = body.outputs.map((o) => body.values.get(o)?.type?.shape?.length);
-    const a = scanAttrs(ctx, ins.length, ins.map((x) => x.shape?.length), body.outputs.length, outRanks);
+    const a = scanAttrs(
+      ctx,
+      ins.length,
+      ins.map((x) => x.shape?.length),
+      body.outputs.length,
+      outRanks,
+    );
     const states: ValueType[] = ins.slice(0, nState).map((x) => ({ dtype: x.dtype, shape: x.shape }));
     let seq: Dim | undefined;
     const slices: ValueType[] = ins.slice(nState).map((x, i) => {
@@ -208,10 +250,14 @@ const SCAN_9: OpHandler = {
     const seqLen = seq ?? unknownDim();
     const result: InferOutput[] = outs.slice(0, nState).map((o, i) => mergeTypes(states[i]!, o));
     outs.slice(nState).forEach((o, j) => {
-      if (!o.shape) { result.push({ dtype: o.dtype }); return; }
+      if (!o.shape) {
+        result.push({ dtype: o.dtype });
+        return;
+      }
       let ax = ctx.ints('scan_output_axes', [])[j] ?? 0;
       if (ax < 0) ax += o.shape.length + 1;
-      if (ax < 0 || ax > o.shape.length) ctx.fail(`scan_output_axes ${ax} is out of range for rank ${o.shape.length + 1}`);
+      if (ax < 0 || ax > o.shape.length)
+        ctx.fail(`scan_output_axes ${ax} is out of range for rank ${o.shape.length + 1}`);
       result.push({ dtype: o.dtype, shape: [...o.shape.slice(0, ax), seqLen, ...o.shape.slice(ax)] });
     });
     return result.slice(0, ctx.node.outputs.length);
@@ -222,12 +268,32 @@ const SCAN_9: OpHandler = {
     const nScan = ctx.int('num_scan_inputs');
     const nState = ins.length - nScan;
     const scanIns = ins.slice(nState);
-    const inAttrs = scanAttrs(ctx, ins.length, ins.map((x) => x.rank), body.outputs.length, []);
+    const inAttrs = scanAttrs(
+      ctx,
+      ins.length,
+      ins.map((x) => x.rank),
+      body.outputs.length,
+      [],
+    );
     const lens = scanIns.map((x, i) => x.dims[inAttrs.inAxes[i]!]!);
     if (lens.some((l) => l !== lens[0])) ctx.fail(`scan inputs disagree on the sequence length: ${lens.join(', ')}`);
-    const { states, scans } = scanLoop(ctx, body, ins.slice(0, nState), scanIns, inAttrs.inAxes, inAttrs.inDirs, lens[0]!);
+    const { states, scans } = scanLoop(
+      ctx,
+      body,
+      ins.slice(0, nState),
+      scanIns,
+      inAttrs.inAxes,
+      inAttrs.inDirs,
+      lens[0]!,
+    );
     const outRanks = scans.map((list, j) => list[0]?.rank ?? declaredDims(body, body.outputs[nState + j]!).length);
-    const a = scanAttrs(ctx, ins.length, ins.map((x) => x.rank), body.outputs.length, [...states.map((s) => s.rank), ...outRanks]);
+    const a = scanAttrs(
+      ctx,
+      ins.length,
+      ins.map((x) => x.rank),
+      body.outputs.length,
+      [...states.map((s) => s.rank), ...outRanks],
+    );
     const result = [...states];
     scans.forEach((list, j) => {
       const ordered = a.outDirs[j] ? [...list].reverse() : list;
@@ -239,7 +305,15 @@ const SCAN_9: OpHandler = {
 };
 
 /** Runs the body over `len` steps; returns the final states and each scan output's per-step tensors in step order. */
-function scanLoop(ctx: EvalContext, body: Graph, init: Tensor[], scanIns: Tensor[], axes: number[], dirs: number[], len: number): { states: Tensor[]; scans: Tensor[][] } {
+function scanLoop(
+  ctx: EvalContext,
+  body: Graph,
+  init: Tensor[],
+  scanIns: Tensor[],
+  axes: number[],
+  dirs: number[],
+  len: number,
+): { states: Tensor[]; scans: Tensor[][] } {
   let states = init;
   const nScanOut = body.outputs.length - init.length;
   const scans: Tensor[][] = Array.from({ length: nScanOut }, () => []);
@@ -277,7 +351,8 @@ const SCAN_8: OpHandler = {
       const t = mergeTypes(states[i]!, o);
       return { dtype: t.dtype, shape: t.shape ? [batch, ...t.shape] : undefined };
     });
-    for (const o of outs.slice(nState)) result.push({ dtype: o.dtype, shape: o.shape ? [batch, seqLen, ...o.shape] : undefined });
+    for (const o of outs.slice(nState))
+      result.push({ dtype: o.dtype, shape: o.shape ? [batch, seqLen, ...o.shape] : undefined });
     return result.slice(0, ctx.node.outputs.length);
   },
   eval(ctx, inputs) {
@@ -291,7 +366,8 @@ const SCAN_8: OpHandler = {
     const batch = ins[0]!.dims[0]!;
     if (ins.some((x) => x.rank < 1 || x.dims[0] !== batch)) ctx.fail('every input must have the same batch size');
     const maxLen = ins[nState]!.dims[1]!;
-    if (ins.slice(nState).some((x) => x.rank < 2 || x.dims[1] !== maxLen)) ctx.fail('scan inputs disagree on the sequence length');
+    if (ins.slice(nState).some((x) => x.rank < 2 || x.dims[1] !== maxLen))
+      ctx.fail('scan inputs disagree on the sequence length');
     const finals: Tensor[][] = [];
     const scanOuts: Tensor[][] = [];
     for (let b = 0; b < batch; b++) {
@@ -299,16 +375,41 @@ const SCAN_8: OpHandler = {
       if (len < 0 || len > maxLen) ctx.fail(`sequence length ${len} is out of range [0, ${maxLen}]`);
       const st = ins.slice(0, nState).map((x) => takeAt(x, 0, b));
       const sc = ins.slice(nState).map((x) => takeAt(x, 0, b));
-      const { states, scans } = scanLoop(ctx, body, st, sc, sc.map(() => 0), dirs, len);
+      const { states, scans } = scanLoop(
+        ctx,
+        body,
+        st,
+        sc,
+        sc.map(() => 0),
+        dirs,
+        len,
+      );
       finals.push(states);
       scanOuts.push(scans.map((list, j) => padSteps(ctx, list, maxLen, body, body.outputs[nState + j]!)));
     }
     const result: Tensor[] = [];
-    for (let i = 0; i < nState; i++) result.push(stackAt(ctx, finals.map((f) => f[i]!), 0, ins[i]!.dtype, ins[i]!.dims.slice(1)));
+    for (let i = 0; i < nState; i++)
+      result.push(
+        stackAt(
+          ctx,
+          finals.map((f) => f[i]!),
+          0,
+          ins[i]!.dtype,
+          ins[i]!.dims.slice(1),
+        ),
+      );
     const nScanOut = body.outputs.length - nState;
     for (let j = 0; j < nScanOut; j++) {
       const name = body.outputs[nState + j]!;
-      result.push(stackAt(ctx, scanOuts.map((s) => s[j]!), 0, declaredDtype(body, name, 'float32'), [maxLen, ...declaredDims(body, name)]));
+      result.push(
+        stackAt(
+          ctx,
+          scanOuts.map((s) => s[j]!),
+          0,
+          declaredDtype(body, name, 'float32'),
+          [maxLen, ...declaredDims(body, name)],
+        ),
+      );
     }
     return result;
   },

@@ -20,7 +20,8 @@ function inferLoss(ctx: OpContext, inputs: (InferInput | undefined)[]): InferOut
   const target = need(ctx, inputs, 1);
   const weight = inputs[2];
   requireFloat(ctx, x.dtype);
-  if (target.dtype !== 'int32' && target.dtype !== 'int64') ctx.fail(`target must be int32 or int64, got ${target.dtype}`);
+  if (target.dtype !== 'int32' && target.dtype !== 'int64')
+    ctx.fail(`target must be int32 or int64, got ${target.dtype}`);
   if (weight && weight.dtype !== x.dtype) ctx.fail(`weight dtype ${weight.dtype} does not match input ${x.dtype}`);
   if (x.shape && x.shape.length < 2) ctx.fail(`input must have rank >= 2 ([N, C, ...]), got rank ${x.shape.length}`);
   if (x.shape && target.shape && target.shape.length !== x.shape.length - 1) {
@@ -38,7 +39,13 @@ function inferLoss(ctx: OpContext, inputs: (InferInput | undefined)[]): InferOut
  * The loss of log-probabilities `logp` ([N, C, D...] flat) against target ([N, D...]): per element
  * -logp[n, t, d] * w[t], 0 where t == ignore_index; then reduced (mean divides by the sum of the weights used).
  */
-function nll(ctx: OpContext, logp: ArrayLike<number>, dims: readonly number[], target: Tensor, weight: Tensor | undefined): Tensor {
+function nll(
+  ctx: OpContext,
+  logp: ArrayLike<number>,
+  dims: readonly number[],
+  target: Tensor,
+  weight: Tensor | undefined,
+): Tensor {
   const n = dims[0]!;
   const c = dims[1]!;
   let d = 1;
@@ -65,7 +72,13 @@ function nll(ctx: OpContext, logp: ArrayLike<number>, dims: readonly number[], t
   return reduceLoss(ctx, loss, target.dims, wsum, weight !== undefined || hasIgnore);
 }
 
-function reduceLoss(ctx: OpContext, loss: Float64Array, dims: readonly number[], wsum: number, weighted: boolean): Tensor {
+function reduceLoss(
+  ctx: OpContext,
+  loss: Float64Array,
+  dims: readonly number[],
+  wsum: number,
+  weighted: boolean,
+): Tensor {
   const red = reductionOf(ctx);
   if (red === 'none') return new Tensor('float64', dims, loss);
   let s = 0;

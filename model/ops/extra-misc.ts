@@ -10,7 +10,10 @@ import { axisOf, broadcastShapes, need, same } from './util.ts';
 // ---- CenterCropPad ----
 
 function cropAxes(ctx: OpContext, rank: number, n: number): number[] {
-  const raw = ctx.ints('axes', Array.from({ length: rank }, (_, i) => i));
+  const raw = ctx.ints(
+    'axes',
+    Array.from({ length: rank }, (_, i) => i),
+  );
   const axes = raw.map((a) => axisOf(ctx, a, rank));
   if (new Set(axes).size !== axes.length) ctx.fail(`axes [${raw}] repeat an axis`);
   if (axes.length !== n) ctx.fail(`shape has ${n} elements but there are ${axes.length} axes`);
@@ -23,7 +26,8 @@ const CENTER_CROP_PAD: OpHandler = {
   infer(ctx, inputs) {
     const x = need(ctx, inputs, 0);
     const shape = need(ctx, inputs, 1);
-    if (shape.dtype !== 'int32' && shape.dtype !== 'int64') ctx.fail(`shape must be int32 or int64, got ${shape.dtype}`);
+    if (shape.dtype !== 'int32' && shape.dtype !== 'int64')
+      ctx.fail(`shape must be int32 or int64, got ${shape.dtype}`);
     const target: Dim[] | undefined = shape.sym ?? knownInts(shape);
     if (!x.shape) return [{ dtype: x.dtype }];
     if (!target) return [{ dtype: x.dtype, shape: undefined }];
@@ -61,16 +65,26 @@ function copyBlock(src: Tensor, dst: Tensor, srcStart: number[], dstStart: numbe
   const s = src.data;
   const d = dst.data;
   for (let k = 0; k < total; k++) {
-    let so = 0, dOff = 0;
-    for (let i = 0; i < r; i++) { so += (srcStart[i]! + idx[i]!) * sStr[i]!; dOff += (dstStart[i]! + idx[i]!) * dStr[i]!; }
+    let so = 0,
+      dOff = 0;
+    for (let i = 0; i < r; i++) {
+      so += (srcStart[i]! + idx[i]!) * sStr[i]!;
+      dOff += (dstStart[i]! + idx[i]!) * dStr[i]!;
+    }
     d[dOff] = s[so]!;
-    for (let i = r - 1; i >= 0; i--) { if (++idx[i]! < len[i]!) break; idx[i] = 0; }
+    for (let i = r - 1; i >= 0; i--) {
+      if (++idx[i]! < len[i]!) break;
+      idx[i] = 0;
+    }
   }
 }
 
 function strides(dims: readonly number[]): number[] {
   const s = new Array<number>(dims.length);
-  for (let i = dims.length - 1, acc = 1; i >= 0; i--) { s[i] = acc; acc *= dims[i]!; }
+  for (let i = dims.length - 1, acc = 1; i >= 0; i--) {
+    s[i] = acc;
+    acc *= dims[i]!;
+  }
   return s;
 }
 
@@ -78,45 +92,86 @@ function strides(dims: readonly number[]): number[] {
 
 function writeElem(dv: DataView, off: number, dtype: DType, v: number): void {
   switch (dtype) {
-    case 'float32': dv.setFloat32(off, v, true); break;
-    case 'float64': dv.setFloat64(off, v, true); break;
-    case 'float16': dv.setUint16(off, numberToF16Bits(v), true); break;
-    case 'bfloat16': dv.setUint16(off, numberToBf16Bits(v), true); break;
-    case 'int8': dv.setInt8(off, v); break;
-    case 'uint8': case 'bool': dv.setUint8(off, v); break;
-    case 'int16': dv.setInt16(off, v, true); break;
-    case 'uint16': dv.setUint16(off, v, true); break;
-    case 'int32': dv.setInt32(off, v, true); break;
-    case 'uint32': dv.setUint32(off, v, true); break;
-    case 'int64': dv.setBigInt64(off, BigInt.asIntN(64, BigInt(Math.trunc(v))), true); break;
-    case 'uint64': dv.setBigUint64(off, BigInt.asUintN(64, BigInt(Math.trunc(v))), true); break;
-    default: throw new Error(`internal: bitcast of ${dtype}`);
+    case 'float32':
+      dv.setFloat32(off, v, true);
+      break;
+    case 'float64':
+      dv.setFloat64(off, v, true);
+      break;
+    case 'float16':
+      dv.setUint16(off, numberToF16Bits(v), true);
+      break;
+    case 'bfloat16':
+      dv.setUint16(off, numberToBf16Bits(v), true);
+      break;
+    case 'int8':
+      dv.setInt8(off, v);
+      break;
+    case 'uint8':
+    case 'bool':
+      dv.setUint8(off, v);
+      break;
+    case 'int16':
+      dv.setInt16(off, v, true);
+      break;
+    case 'uint16':
+      dv.setUint16(off, v, true);
+      break;
+    case 'int32':
+      dv.setInt32(off, v, true);
+      break;
+    case 'uint32':
+      dv.setUint32(off, v, true);
+      break;
+    case 'int64':
+      dv.setBigInt64(off, BigInt.asIntN(64, BigInt(Math.trunc(v))), true);
+      break;
+    case 'uint64':
+      dv.setBigUint64(off, BigInt.asUintN(64, BigInt(Math.trunc(v))), true);
+      break;
+    default:
+      throw new Error(`internal: bitcast of ${dtype}`);
   }
 }
 
 function readElem(dv: DataView, off: number, dtype: DType): number {
   switch (dtype) {
-    case 'float32': return dv.getFloat32(off, true);
-    case 'float64': return dv.getFloat64(off, true);
-    case 'float16': return f16BitsToNumber(dv.getUint16(off, true));
-    case 'bfloat16': return bf16BitsToNumber(dv.getUint16(off, true));
-    case 'int8': return dv.getInt8(off);
-    case 'uint8': return dv.getUint8(off);
-    case 'bool': return dv.getUint8(off) !== 0 ? 1 : 0;
-    case 'int16': return dv.getInt16(off, true);
-    case 'uint16': return dv.getUint16(off, true);
-    case 'int32': return dv.getInt32(off, true);
-    case 'uint32': return dv.getUint32(off, true);
-    case 'int64': return Number(dv.getBigInt64(off, true));
-    case 'uint64': return Number(dv.getBigUint64(off, true));
-    default: throw new Error(`internal: bitcast of ${dtype}`);
+    case 'float32':
+      return dv.getFloat32(off, true);
+    case 'float64':
+      return dv.getFloat64(off, true);
+    case 'float16':
+      return f16BitsToNumber(dv.getUint16(off, true));
+    case 'bfloat16':
+      return bf16BitsToNumber(dv.getUint16(off, true));
+    case 'int8':
+      return dv.getInt8(off);
+    case 'uint8':
+      return dv.getUint8(off);
+    case 'bool':
+      return dv.getUint8(off) !== 0 ? 1 : 0;
+    case 'int16':
+      return dv.getInt16(off, true);
+    case 'uint16':
+      return dv.getUint16(off, true);
+    case 'int32':
+      return dv.getInt32(off, true);
+    case 'uint32':
+      return dv.getUint32(off, true);
+    case 'int64':
+      return Number(dv.getBigInt64(off, true));
+    case 'uint64':
+      return Number(dv.getBigUint64(off, true));
+    default:
+      throw new Error(`internal: bitcast of ${dtype}`);
   }
 }
 
 function bitcastTarget(ctx: OpContext, from: DType): DType {
   const to = dtypeAttr(ctx, ctx.int('to'), 'to');
   if (from === 'string' || to === 'string') ctx.fail('BitCast does not apply to strings');
-  if (BYTES[from] !== BYTES[to]) ctx.fail(`BitCast needs equal widths: ${from} is ${BYTES[from] * 8} bits, ${to} is ${BYTES[to] * 8}`);
+  if (BYTES[from] !== BYTES[to])
+    ctx.fail(`BitCast needs equal widths: ${from} is ${BYTES[from] * 8} bits, ${to} is ${BYTES[to] * 8}`);
   return to;
 }
 
@@ -151,7 +206,11 @@ function det(a: Float64Array, n: number): number {
     for (let r = c + 1; r < n; r++) if (Math.abs(a[r * n + c]!) > Math.abs(a[p * n + c]!)) p = r;
     if (a[p * n + c] === 0) return 0;
     if (p !== c) {
-      for (let k = 0; k < n; k++) { const t = a[c * n + k]!; a[c * n + k] = a[p * n + k]!; a[p * n + k] = t; }
+      for (let k = 0; k < n; k++) {
+        const t = a[c * n + k]!;
+        a[c * n + k] = a[p * n + k]!;
+        a[p * n + k] = t;
+      }
       d = -d;
     }
     const piv = a[c * n + c]!;
@@ -180,7 +239,8 @@ const DET: OpHandler = {
   eval(ctx, inputs) {
     const x = need(ctx, inputs, 0);
     requireFloat(ctx, x.dtype);
-    if (x.rank < 2 || x.dims[x.rank - 1] !== x.dims[x.rank - 2]) ctx.fail(`input must be [..., M, M], got dims [${x.dims}]`);
+    if (x.rank < 2 || x.dims[x.rank - 1] !== x.dims[x.rank - 2])
+      ctx.fail(`input must be [..., M, M], got dims [${x.dims}]`);
     const n = x.dims[x.rank - 1]!;
     const batch = n === 0 ? 0 : x.size / (n * n);
     const outDims = x.dims.slice(0, -2);
@@ -224,7 +284,10 @@ const LRN: OpHandler = {
         const hi = Math.min(c, ch + c2);
         for (let q = 0; q < inner; q++) {
           let sq = 0;
-          for (let k = lo; k < hi; k++) { const e = v[(b * c + k) * inner + q]!; sq += e * e; }
+          for (let k = lo; k < hi; k++) {
+            const e = v[(b * c + k) * inner + q]!;
+            sq += e * e;
+          }
           const i = (b * c + ch) * inner + q;
           out[i] = v[i]! / (bias + (alpha / size) * sq) ** beta;
         }
@@ -253,7 +316,11 @@ const SWIGLU: OpHandler = {
     if (b.dtype !== a.dtype) ctx.fail(`b dtype ${b.dtype} does not match a ${a.dtype}`);
     const alpha = ctx.float('alpha', 1);
     let dims: number[];
-    try { dims = broadcastDims(a.dims, b.dims); } catch { return ctx.fail(`a dims [${a.dims}] and b dims [${b.dims}] do not broadcast`); }
+    try {
+      dims = broadcastDims(a.dims, b.dims);
+    } catch {
+      return ctx.fail(`a dims [${a.dims}] and b dims [${b.dims}] do not broadcast`);
+    }
     const ai = broadcastIndex(a.dims, dims);
     const bi = broadcastIndex(b.dims, dims);
     const av = a.nums;
@@ -291,7 +358,8 @@ const TENSOR_SCATTER: OpHandler = {
     if (update.dtype !== past.dtype) ctx.fail(`update dtype ${update.dtype} does not match past_cache ${past.dtype}`);
     const idx = inputs[2];
     if (idx && idx.dtype !== 'int64') ctx.fail(`write_indices must be int64, got ${idx.dtype}`);
-    if (past.shape && update.shape && past.shape.length !== update.shape.length) ctx.fail(`update rank ${update.shape.length} differs from past_cache rank ${past.shape.length}`);
+    if (past.shape && update.shape && past.shape.length !== update.shape.length)
+      ctx.fail(`update rank ${update.shape.length} differs from past_cache rank ${past.shape.length}`);
     if (past.shape) scatterAxis(ctx, past.shape.length);
     return [same(past)];
   },
@@ -303,7 +371,8 @@ const TENSOR_SCATTER: OpHandler = {
     const axis = scatterAxis(ctx, past.rank);
     past.dims.forEach((d, i) => {
       const u = update.dims[i]!;
-      if (i === axis ? u > d : u !== d) ctx.fail(`update dims [${update.dims}] do not fit past_cache dims [${past.dims}]`);
+      if (i === axis ? u > d : u !== d)
+        ctx.fail(`update dims [${update.dims}] do not fit past_cache dims [${past.dims}]`);
     });
     const batch = past.dims[0]!;
     const w = inputs[2] ? Array.from(inputs[2].nums, Number) : new Array<number>(batch).fill(0);
@@ -324,7 +393,8 @@ const TENSOR_SCATTER: OpHandler = {
         for (let s = 0; s < seqLen; s++) {
           let pos = w[b]! + s;
           if (mode === 'circular') pos = ((pos % maxLen) + maxLen) % maxLen;
-          else if (pos < 0 || pos >= maxLen) ctx.fail(`write position ${pos} is out of range [0, ${maxLen}) in batch ${b}`);
+          else if (pos < 0 || pos >= maxLen)
+            ctx.fail(`write position ${pos} is out of range [0, ${maxLen}) in batch ${b}`);
           for (let q = 0; q < inner; q++) dst[(po + pos) * inner + q] = src[(uo + s) * inner + q]!;
         }
       }

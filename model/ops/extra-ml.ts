@@ -11,14 +11,24 @@ const TRAINING = 'ai.onnx.preview.training';
 
 // ---- LabelEncoder ----
 
-interface Mapping { keys: (number | string)[]; values: (number | string)[]; def: number | string; outType: DType }
+interface Mapping {
+  keys: (number | string)[];
+  values: (number | string)[];
+  def: number | string;
+  outType: DType;
+}
 
 /** Keys, values, default and output type from LabelEncoder-2+ attributes (tensor forms from opset 4). */
 function mapping(ctx: OpContext): Mapping {
   const keysT = ctx.has('keys_tensor') ? ctx.tensor('keys_tensor') : undefined;
   const valuesT = ctx.has('values_tensor') ? ctx.tensor('values_tensor') : undefined;
-  const keys: (number | string)[] = keysT ? Array.from(keysT.data as ArrayLike<number | string>)
-    : ctx.has('keys_strings') ? ctx.strings('keys_strings') : ctx.has('keys_int64s') ? ctx.ints('keys_int64s') : ctx.floats('keys_floats', []).map(Math.fround);
+  const keys: (number | string)[] = keysT
+    ? Array.from(keysT.data as ArrayLike<number | string>)
+    : ctx.has('keys_strings')
+      ? ctx.strings('keys_strings')
+      : ctx.has('keys_int64s')
+        ? ctx.ints('keys_int64s')
+        : ctx.floats('keys_floats', []).map(Math.fround);
   let values: (number | string)[];
   let outType: DType;
   let def: number | string;
@@ -26,13 +36,25 @@ function mapping(ctx: OpContext): Mapping {
     values = Array.from(valuesT.data as ArrayLike<number | string>);
     outType = valuesT.dtype;
     const d = ctx.has('default_tensor') ? ctx.tensor('default_tensor') : undefined;
-    def = d ? (d.data as ArrayLike<number | string>)[0]! : outType === 'string' ? '_Unused' : outType === 'int64' || outType === 'int32' || outType === 'int16' ? -1 : -0;
+    def = d
+      ? (d.data as ArrayLike<number | string>)[0]!
+      : outType === 'string'
+        ? '_Unused'
+        : outType === 'int64' || outType === 'int32' || outType === 'int16'
+          ? -1
+          : -0;
   } else if (ctx.has('values_strings')) {
-    values = ctx.strings('values_strings'); outType = 'string'; def = ctx.string('default_string', '_Unused');
+    values = ctx.strings('values_strings');
+    outType = 'string';
+    def = ctx.string('default_string', '_Unused');
   } else if (ctx.has('values_int64s')) {
-    values = ctx.ints('values_int64s'); outType = 'int64'; def = ctx.int('default_int64', -1);
+    values = ctx.ints('values_int64s');
+    outType = 'int64';
+    def = ctx.int('default_int64', -1);
   } else {
-    values = ctx.floats('values_floats', []); outType = 'float32'; def = ctx.float('default_float', -0);
+    values = ctx.floats('values_floats', []);
+    outType = 'float32';
+    def = ctx.float('default_float', -0);
   }
   if (keys.length !== values.length) ctx.fail(`${keys.length} keys but ${values.length} values`);
   return { keys, values, def, outType };
@@ -63,7 +85,10 @@ function encode(m: Mapping, x: Tensor): Tensor {
 function labelEncoder(since: number, until: number | undefined): OpHandler {
   const mapOf = (ctx: OpContext, inType: DType) => (since === 1 ? legacyMapping(ctx, inType) : mapping(ctx));
   return {
-    op: 'LabelEncoder', domain: ML, since, until,
+    op: 'LabelEncoder',
+    domain: ML,
+    since,
+    until,
     infer(ctx, inputs) {
       const x = need(ctx, inputs, 0);
       return [{ dtype: mapOf(ctx, x.dtype).outType, shape: x.shape }];
@@ -77,19 +102,35 @@ function labelEncoder(since: number, until: number | undefined): OpHandler {
 
 // ---- TreeEnsemble (ml opset 5) ----
 
-type TreeNode = { leaf: true; weight: number; target: number } | { leaf: false; test: (v: number) => boolean; feature: number; t: TreeNode; f: TreeNode };
+type TreeNode =
+  | { leaf: true; weight: number; target: number }
+  | { leaf: false; test: (v: number) => boolean; feature: number; t: TreeNode; f: TreeNode };
 
-function compare(ctx: OpContext, mode: number, split: number, members: Set<number> | undefined, missingTrue: boolean): (v: number) => boolean {
+function compare(
+  ctx: OpContext,
+  mode: number,
+  split: number,
+  members: Set<number> | undefined,
+  missingTrue: boolean,
+): (v: number) => boolean {
   const miss = (v: number) => missingTrue && Number.isNaN(v);
   switch (mode) {
-    case 0: return (v) => v <= split || miss(v);
-    case 1: return (v) => v < split || miss(v);
-    case 2: return (v) => v >= split || miss(v);
-    case 3: return (v) => v > split || miss(v);
-    case 4: return (v) => v === split || miss(v);
-    case 5: return (v) => v !== split || miss(v);
-    case 6: return (v) => members!.has(v) || miss(v);
-    default: return ctx.fail(`node mode ${mode} is not valid`);
+    case 0:
+      return (v) => v <= split || miss(v);
+    case 1:
+      return (v) => v < split || miss(v);
+    case 2:
+      return (v) => v >= split || miss(v);
+    case 3:
+      return (v) => v > split || miss(v);
+    case 4:
+      return (v) => v === split || miss(v);
+    case 5:
+      return (v) => v !== split || miss(v);
+    case 6:
+      return (v) => members!.has(v) || miss(v);
+    default:
+      return ctx.fail(`node mode ${mode} is not valid`);
   }
 }
 
@@ -97,8 +138,10 @@ function buildTrees(ctx: OpContext): TreeNode[] {
   const splits = Array.from(ctx.tensor('nodes_splits').nums);
   const features = ctx.ints('nodes_featureids');
   const modes = Array.from(ctx.tensor('nodes_modes').nums);
-  const tIds = ctx.ints('nodes_truenodeids'), fIds = ctx.ints('nodes_falsenodeids');
-  const tLeaf = ctx.ints('nodes_trueleafs'), fLeaf = ctx.ints('nodes_falseleafs');
+  const tIds = ctx.ints('nodes_truenodeids'),
+    fIds = ctx.ints('nodes_falsenodeids');
+  const tLeaf = ctx.ints('nodes_trueleafs'),
+    fLeaf = ctx.ints('nodes_falseleafs');
   const leafTargets = ctx.ints('leaf_targetids');
   const leafWeights = Array.from(ctx.tensor('leaf_weights').nums);
   const missing = ctx.ints('nodes_missing_value_tracks_true', []);
@@ -119,9 +162,11 @@ function buildTrees(ctx: OpContext): TreeNode[] {
   };
   const build = (i: number, isLeaf: boolean, depth: number): TreeNode => {
     if (isLeaf) return leaf(i);
-    if (i < 0 || i >= modes.length || depth > modes.length) ctx.fail(`node index ${i} is out of range or the tree has a cycle`);
+    if (i < 0 || i >= modes.length || depth > modes.length)
+      ctx.fail(`node index ${i} is out of range or the tree has a cycle`);
     return {
-      leaf: false, feature: features[i]!,
+      leaf: false,
+      feature: features[i]!,
       test: compare(ctx, modes[i]!, splits[i]!, sets.get(i), (missing[i] ?? 0) !== 0),
       t: build(tIds[i]!, tLeaf[i]! !== 0, depth + 1),
       f: build(fIds[i]!, fLeaf[i]! !== 0, depth + 1),
@@ -133,13 +178,19 @@ function buildTrees(ctx: OpContext): TreeNode[] {
 function postTransform(ctx: OpContext, row: Float64Array): void {
   const p = ctx.int('post_transform', 0);
   if (p === 0) return;
-  if (p === 2) { for (let i = 0; i < row.length; i++) row[i] = 1 / (1 + Math.exp(-row[i]!)); return; }
+  if (p === 2) {
+    for (let i = 0; i < row.length; i++) row[i] = 1 / (1 + Math.exp(-row[i]!));
+    return;
+  }
   if (p === 1 || p === 3) {
     const use = (v: number) => p === 1 || v !== 0;
     let max = -Infinity;
     for (const v of row) if (use(v)) max = Math.max(max, v);
     let s = 0;
-    for (let i = 0; i < row.length; i++) { row[i] = use(row[i]!) ? Math.exp(row[i]! - max) : 0; s += row[i]!; }
+    for (let i = 0; i < row.length; i++) {
+      row[i] = use(row[i]!) ? Math.exp(row[i]! - max) : 0;
+      s += row[i]!;
+    }
     for (let i = 0; i < row.length; i++) row[i] = s > 0 ? row[i]! / s : 0;
     return;
   }
@@ -147,7 +198,9 @@ function postTransform(ctx: OpContext, row: Float64Array): void {
 }
 
 const TREE_ENSEMBLE: OpHandler = {
-  op: 'TreeEnsemble', domain: ML, since: 5,
+  op: 'TreeEnsemble',
+  domain: ML,
+  since: 5,
   infer(ctx, inputs) {
     const x = need(ctx, inputs, 0);
     requireFloat(ctx, x.dtype);
@@ -190,7 +243,9 @@ const TREE_ENSEMBLE: OpHandler = {
 // ---- Binarizer, ArrayFeatureExtractor ----
 
 const BINARIZER: OpHandler = {
-  op: 'Binarizer', domain: ML, since: 1,
+  op: 'Binarizer',
+  domain: ML,
+  since: 1,
   infer(ctx, inputs) {
     const x = need(ctx, inputs, 0);
     if (x.dtype === 'string' || x.dtype === 'bool') ctx.fail(`input must be numeric, got ${x.dtype}`);
@@ -199,12 +254,20 @@ const BINARIZER: OpHandler = {
   eval(ctx, inputs) {
     const x = need(ctx, inputs, 0);
     const th = ctx.float('threshold', 0);
-    return [Tensor.fromNumbers(x.dtype, x.dims, Array.from(x.nums, (v) => (v > th ? 1 : 0)))];
+    return [
+      Tensor.fromNumbers(
+        x.dtype,
+        x.dims,
+        Array.from(x.nums, (v) => (v > th ? 1 : 0)),
+      ),
+    ];
   },
 };
 
 const ARRAY_FEATURE_EXTRACTOR: OpHandler = {
-  op: 'ArrayFeatureExtractor', domain: ML, since: 1,
+  op: 'ArrayFeatureExtractor',
+  domain: ML,
+  since: 1,
   infer(ctx, inputs) {
     const x = need(ctx, inputs, 0);
     const y = need(ctx, inputs, 1);
@@ -223,15 +286,27 @@ const ARRAY_FEATURE_EXTRACTOR: OpHandler = {
     const outer = x.size / Math.max(1, last);
     const src = x.data;
     const out = x.dtype === 'string' ? new Array<string>(outer * idx.length) : new Float64Array(outer * idx.length);
-    for (let o = 0; o < outer; o++) idx.forEach((i, k) => { (out as (string | number)[])[o * idx.length + k] = src[o * last + i]!; });
+    for (let o = 0; o < outer; o++)
+      idx.forEach((i, k) => {
+        (out as (string | number)[])[o * idx.length + k] = src[o * last + i]!;
+      });
     const dims = x.rank === 1 ? [1, idx.length] : [...x.dims.slice(0, -1), idx.length];
-    return [x.dtype === 'string' ? Tensor.fromStrings(dims, out as string[]) : Tensor.fromNumbers(x.dtype, dims, out as Float64Array)];
+    return [
+      x.dtype === 'string'
+        ? Tensor.fromStrings(dims, out as string[])
+        : Tensor.fromNumbers(x.dtype, dims, out as Float64Array),
+    ];
   },
 };
 
 // ---- training optimizers: inputs R, T, then groups of per-tensor inputs ----
 
-interface Groups { r: number; t: number; n: number; group: (k: number) => Tensor[] }
+interface Groups {
+  r: number;
+  t: number;
+  n: number;
+  group: (k: number) => Tensor[];
+}
 
 function groups(ctx: OpContext, inputs: (Tensor | undefined)[], per: number): Groups {
   const ins = inputs.map((x, i) => x ?? ctx.fail(`input ${i} is required`));
@@ -260,7 +335,12 @@ function inferOptimizer(ctx: OpContext, inputs: (InferInput | undefined)[], per:
 }
 
 /** Runs an elementwise update per group; returns outputs grouped as [all X, all state1, all state2...]. */
-function optimize(ctx: OpContext, inputs: (Tensor | undefined)[], per: number, update: (r: number, t: number, v: number[]) => number[]): Tensor[] {
+function optimize(
+  ctx: OpContext,
+  inputs: (Tensor | undefined)[],
+  per: number,
+  update: (r: number, t: number, v: number[]) => number[],
+): Tensor[] {
   const g = groups(ctx, inputs, per);
   const outs: Tensor[][] = Array.from({ length: per - 1 }, () => []);
   for (let k = 0; k < g.n; k++) {
@@ -269,7 +349,11 @@ function optimize(ctx: OpContext, inputs: (Tensor | undefined)[], per: number, u
     for (const other of ts) if (other.size !== x.size) ctx.fail(`tensor group ${k} has mismatched sizes`);
     const res = Array.from({ length: per - 1 }, () => new Float64Array(x.size));
     for (let i = 0; i < x.size; i++) {
-      const r = update(g.r, g.t, ts.map((tt) => tt.nums[i]!));
+      const r = update(
+        g.r,
+        g.t,
+        ts.map((tt) => tt.nums[i]!),
+      );
       r.forEach((v, j) => (res[j]![i] = v));
     }
     res.forEach((arr, j) => outs[j]!.push(fromF64(ts[j === 0 ? 0 : j + 1]!.dtype, ts[j === 0 ? 0 : j + 1]!.dims, arr)));
@@ -278,10 +362,14 @@ function optimize(ctx: OpContext, inputs: (Tensor | undefined)[], per: number, u
 }
 
 const ADAGRAD: OpHandler = {
-  op: 'Adagrad', domain: TRAINING, since: 1,
+  op: 'Adagrad',
+  domain: TRAINING,
+  since: 1,
   infer: (ctx, inputs) => inferOptimizer(ctx, inputs, 3),
   eval(ctx, inputs) {
-    const decay = ctx.float('decay_factor', 0), eps = ctx.float('epsilon', 0), norm = ctx.float('norm_coefficient', 0);
+    const decay = ctx.float('decay_factor', 0),
+      eps = ctx.float('epsilon', 0),
+      norm = ctx.float('norm_coefficient', 0);
     return optimize(ctx, inputs, 3, (r, t, [x, g, h]) => {
       const rAdj = r / (1 + t * decay);
       const gr = norm * x! + g!;
@@ -292,11 +380,16 @@ const ADAGRAD: OpHandler = {
 };
 
 const ADAM: OpHandler = {
-  op: 'Adam', domain: TRAINING, since: 1,
+  op: 'Adam',
+  domain: TRAINING,
+  since: 1,
   infer: (ctx, inputs) => inferOptimizer(ctx, inputs, 4),
   eval(ctx, inputs) {
-    const alpha = ctx.float('alpha', 0.9), beta = ctx.float('beta', 0.999), eps = ctx.float('epsilon', 0);
-    const norm = ctx.float('norm_coefficient', 0), post = ctx.float('norm_coefficient_post', 0);
+    const alpha = ctx.float('alpha', 0.9),
+      beta = ctx.float('beta', 0.999),
+      eps = ctx.float('epsilon', 0);
+    const norm = ctx.float('norm_coefficient', 0),
+      post = ctx.float('norm_coefficient_post', 0);
     return optimize(ctx, inputs, 4, (r, t, [x, g, v, h]) => {
       const gr = norm * x! + g!;
       const vNew = alpha * v! + (1 - alpha) * gr;
@@ -309,10 +402,14 @@ const ADAM: OpHandler = {
 };
 
 const MOMENTUM: OpHandler = {
-  op: 'Momentum', domain: TRAINING, since: 1,
+  op: 'Momentum',
+  domain: TRAINING,
+  since: 1,
   infer: (ctx, inputs) => inferOptimizer(ctx, inputs, 3),
   eval(ctx, inputs) {
-    const alpha = ctx.float('alpha'), beta = ctx.float('beta'), norm = ctx.float('norm_coefficient');
+    const alpha = ctx.float('alpha'),
+      beta = ctx.float('beta'),
+      norm = ctx.float('norm_coefficient');
     const mode = ctx.string('mode');
     if (mode !== 'standard' && mode !== 'nesterov') ctx.fail(`mode must be standard or nesterov, got '${mode}'`);
     return optimize(ctx, inputs, 3, (r, t, [x, g, v]) => {
@@ -324,6 +421,12 @@ const MOMENTUM: OpHandler = {
 };
 
 export const ML_OPS: OpHandler[] = [
-  labelEncoder(1, 2), labelEncoder(2, undefined), TREE_ENSEMBLE, BINARIZER, ARRAY_FEATURE_EXTRACTOR,
-  ADAGRAD, ADAM, MOMENTUM,
+  labelEncoder(1, 2),
+  labelEncoder(2, undefined),
+  TREE_ENSEMBLE,
+  BINARIZER,
+  ARRAY_FEATURE_EXTRACTOR,
+  ADAGRAD,
+  ADAM,
+  MOMENTUM,
 ];

@@ -18,7 +18,15 @@ interface Plan {
   antialias: boolean;
 }
 
-const COORD_MODES = ['half_pixel', 'half_pixel_symmetric', 'pytorch_half_pixel', 'align_corners', 'asymmetric', 'tf_crop_and_resize', 'tf_half_pixel_for_nn'];
+const COORD_MODES = [
+  'half_pixel',
+  'half_pixel_symmetric',
+  'pytorch_half_pixel',
+  'align_corners',
+  'asymmetric',
+  'tf_crop_and_resize',
+  'tf_half_pixel_for_nn',
+];
 const NEAREST_MODES = ['round_prefer_floor', 'round_prefer_ceil', 'floor', 'ceil'];
 
 function modeOf(ctx: OpContext): Mode {
@@ -33,10 +41,22 @@ function planOf(ctx: OpContext, legacy: boolean): Plan {
   const mode = modeOf(ctx);
   if (legacy) {
     if (mode === 'cubic') ctx.fail('mode cubic needs opset 11');
-    return { mode, coord: 'asymmetric', nearestMode: 'legacy', cubicA: -0.75, excludeOutside: false, extrapolation: 0, antialias: false };
+    return {
+      mode,
+      coord: 'asymmetric',
+      nearestMode: 'legacy',
+      cubicA: -0.75,
+      excludeOutside: false,
+      extrapolation: 0,
+      antialias: false,
+    };
   }
   const coord = ctx.string('coordinate_transformation_mode', 'half_pixel');
-  if (!COORD_MODES.includes(coord) || (coord === 'tf_half_pixel_for_nn' && ctx.opset >= 13) || (coord === 'half_pixel_symmetric' && ctx.opset < 19)) {
+  if (
+    !COORD_MODES.includes(coord) ||
+    (coord === 'tf_half_pixel_for_nn' && ctx.opset >= 13) ||
+    (coord === 'half_pixel_symmetric' && ctx.opset < 19)
+  ) {
     ctx.fail(`coordinate_transformation_mode '${coord}' is not valid at opset ${ctx.opset}`);
   }
   const nearestMode = ctx.string('nearest_mode', 'round_prefer_floor');
@@ -44,7 +64,10 @@ function planOf(ctx: OpContext, legacy: boolean): Plan {
   const antialias = ctx.opset >= 18 && ctx.int('antialias', 0) !== 0;
   if (antialias && mode === 'nearest') ctx.fail('antialias is not supported with mode nearest');
   return {
-    mode, coord, nearestMode, antialias,
+    mode,
+    coord,
+    nearestMode,
+    antialias,
     cubicA: ctx.float('cubic_coeff_a', -0.75),
     excludeOutside: ctx.int('exclude_outside', 0) !== 0,
     extrapolation: ctx.float('extrapolation_value', 0),
@@ -56,10 +79,14 @@ function planOf(ctx: OpContext, legacy: boolean): Plan {
 function nearestCoeffs(ratio: number, mode: string): number[] {
   if (Number.isInteger(ratio)) return [0, 1];
   switch (mode) {
-    case 'round_prefer_floor': return ratio <= 0.5 ? [1, 0] : [0, 1];
-    case 'round_prefer_ceil': return ratio < 0.5 ? [1, 0] : [0, 1];
-    case 'floor': return [1, 0];
-    default: return [0, 1];
+    case 'round_prefer_floor':
+      return ratio <= 0.5 ? [1, 0] : [0, 1];
+    case 'round_prefer_ceil':
+      return ratio < 0.5 ? [1, 0] : [0, 1];
+    case 'floor':
+      return [1, 0];
+    default:
+      return [0, 1];
   }
 }
 
@@ -114,16 +141,33 @@ function coeffsOf(p: Plan, ratio: number, scale: number): number[] {
 // ---- per-axis taps ----
 
 /** For each output index along one axis: n source indices (edge-clamped) and weights, or the extrapolation flag. */
-interface Taps { n: number; idx: Int32Array; w: Float64Array; extrap: Uint8Array }
+interface Taps {
+  n: number;
+  idx: Int32Array;
+  w: Float64Array;
+  extrap: Uint8Array;
+}
 
 /** The source coordinate of output index x, or undefined when tf_crop_and_resize falls outside the input. */
-function sourceCoord(p: Plan, x: number, inLen: number, outLen: number, scale: number, roi0: number, roi1: number): number | undefined {
+function sourceCoord(
+  p: Plan,
+  x: number,
+  inLen: number,
+  outLen: number,
+  scale: number,
+  roi0: number,
+  roi1: number,
+): number | undefined {
   const outWidth = scale * inLen;
   switch (p.coord) {
-    case 'align_corners': return outWidth === 1 ? 0 : (x * (inLen - 1)) / (outWidth - 1);
-    case 'asymmetric': return x / scale;
-    case 'tf_half_pixel_for_nn': return (x + 0.5) / scale;
-    case 'pytorch_half_pixel': return outWidth === 1 ? -0.5 : (x + 0.5) / scale - 0.5;
+    case 'align_corners':
+      return outWidth === 1 ? 0 : (x * (inLen - 1)) / (outWidth - 1);
+    case 'asymmetric':
+      return x / scale;
+    case 'tf_half_pixel_for_nn':
+      return (x + 0.5) / scale;
+    case 'pytorch_half_pixel':
+      return outWidth === 1 ? -0.5 : (x + 0.5) / scale - 0.5;
     case 'half_pixel_symmetric': {
       const adjustment = outLen / outWidth;
       const offset = (inLen / 2) * (1 - adjustment);
@@ -134,7 +178,8 @@ function sourceCoord(p: Plan, x: number, inLen: number, outLen: number, scale: n
       v += roi0 * (inLen - 1);
       return v < 0 || v > inLen - 1 ? undefined : v;
     }
-    default: return (x + 0.5) / scale - 0.5; // half_pixel
+    default:
+      return (x + 0.5) / scale - 0.5; // half_pixel
   }
 }
 
@@ -147,7 +192,10 @@ function axisTaps(p: Plan, inLen: number, outLen: number, scale: number, roi0: n
     const src = sourceCoord(p, x, inLen, outLen, scale, roi0, roi1);
     let coeffs: number[];
     let start: number;
-    if (src === undefined) { extrap[x] = 1; continue; }
+    if (src === undefined) {
+      extrap[x] = 1;
+      continue;
+    }
     if (p.nearestMode === 'legacy' && p.mode === 'nearest') {
       coeffs = [1];
       start = scale < 1 ? Math.ceil(src) : Math.trunc(src);
@@ -179,7 +227,14 @@ function axisTaps(p: Plan, inLen: number, outLen: number, scale: number, roi0: n
 }
 
 /** Resamples one axis of a float64 buffer of `dims` to `outLen`. */
-function resampleAxis(src: Float64Array, dims: number[], axis: number, outLen: number, t: Taps, extrapolation: number): Float64Array {
+function resampleAxis(
+  src: Float64Array,
+  dims: number[],
+  axis: number,
+  outLen: number,
+  t: Taps,
+  extrapolation: number,
+): Float64Array {
   let outer = 1;
   for (let i = 0; i < axis; i++) outer *= dims[i]!;
   let inner = 1;
@@ -191,7 +246,10 @@ function resampleAxis(src: Float64Array, dims: number[], axis: number, outLen: n
     const dBase = o * outLen * inner;
     for (let x = 0; x < outLen; x++) {
       const d = dBase + x * inner;
-      if (t.extrap[x]) { out.fill(extrapolation, d, d + inner); continue; }
+      if (t.extrap[x]) {
+        out.fill(extrapolation, d, d + inner);
+        continue;
+      }
       for (let q = 0; q < inner; q++) {
         let acc = 0;
         for (let k = 0; k < t.n; k++) acc += t.w[x * t.n + k]! * src[sBase + t.idx[x * t.n + k]! * inner + q]!;
@@ -203,7 +261,14 @@ function resampleAxis(src: Float64Array, dims: number[], axis: number, outLen: n
 }
 
 /** Resizes x along `axes` to outDims with per-dim scales and roi (start, end per dim). */
-function resize(x: Tensor, p: Plan, axes: number[], scales: number[], outDims: number[], roi: [number, number][]): Tensor {
+function resize(
+  x: Tensor,
+  p: Plan,
+  axes: number[],
+  scales: number[],
+  outDims: number[],
+  roi: [number, number][],
+): Tensor {
   let buf: Float64Array = Float64Array.from(x.nums);
   const dims = [...x.dims];
   for (let i = axes.length - 1; i >= 0; i--) {
@@ -225,10 +290,18 @@ function axesAttr(ctx: OpContext, rank: number): number[] {
   return axes;
 }
 
-function present(t: Tensor | undefined): t is Tensor { return t !== undefined && t.size > 0; }
+function present(t: Tensor | undefined): t is Tensor {
+  return t !== undefined && t.size > 0;
+}
 
 /** Output dims and per-dim scales from scales or sizes (with the aspect-ratio policy). */
-function targetOf(ctx: OpContext, inDims: readonly number[], axes: number[], scalesT: Tensor | undefined, sizesT: Tensor | undefined): { scales: number[]; out: number[] } {
+function targetOf(
+  ctx: OpContext,
+  inDims: readonly number[],
+  axes: number[],
+  scalesT: Tensor | undefined,
+  sizesT: Tensor | undefined,
+): { scales: number[]; out: number[] } {
   const rank = inDims.length;
   const scales = new Array<number>(rank).fill(1);
   const out = [...inDims];
@@ -236,13 +309,20 @@ function targetOf(ctx: OpContext, inDims: readonly number[], axes: number[], sca
   if (present(sizesT)) {
     if (sizesT.size !== axes.length) ctx.fail(`sizes has ${sizesT.size} elements, expected ${axes.length}`);
     const sizes = Array.from(sizesT.nums, Number);
-    axes.forEach((a, i) => { scales[a] = sizes[i]! / inDims[a]!; out[a] = sizes[i]!; });
+    axes.forEach((a, i) => {
+      scales[a] = sizes[i]! / inDims[a]!;
+      out[a] = sizes[i]!;
+    });
     const policy = ctx.opset >= 18 ? ctx.string('keep_aspect_ratio_policy', 'stretch') : 'stretch';
     if (policy !== 'stretch') {
-      if (policy !== 'not_larger' && policy !== 'not_smaller') ctx.fail(`keep_aspect_ratio_policy '${policy}' is not valid`);
+      if (policy !== 'not_larger' && policy !== 'not_smaller')
+        ctx.fail(`keep_aspect_ratio_policy '${policy}' is not valid`);
       const chosen = axes.map((a) => scales[a]!);
       const s = policy === 'not_larger' ? Math.min(...chosen) : Math.max(...chosen);
-      for (const a of axes) { scales[a] = s; out[a] = Math.trunc(s * inDims[a]! + 0.5); }
+      for (const a of axes) {
+        scales[a] = s;
+        out[a] = Math.trunc(s * inDims[a]! + 0.5);
+      }
     }
   } else if (present(scalesT)) {
     if (scalesT.size !== axes.length) ctx.fail(`scales has ${scalesT.size} elements, expected ${axes.length}`);
@@ -256,12 +336,20 @@ function targetOf(ctx: OpContext, inDims: readonly number[], axes: number[], sca
   return { scales, out };
 }
 
-function roiOf(ctx: OpContext, rank: number, axes: number[], roiT: Tensor | undefined, coord: string): [number, number][] {
+function roiOf(
+  ctx: OpContext,
+  rank: number,
+  axes: number[],
+  roiT: Tensor | undefined,
+  coord: string,
+): [number, number][] {
   const roi: [number, number][] = Array.from({ length: rank }, () => [0, 1]);
   if (coord !== 'tf_crop_and_resize') return roi;
   if (!present(roiT)) ctx.fail('tf_crop_and_resize needs roi');
   if (roiT.size !== 2 * axes.length) ctx.fail(`roi has ${roiT.size} elements, expected ${2 * axes.length}`);
-  axes.forEach((a, i) => { roi[a] = [roiT.nums[i]!, roiT.nums[axes.length + i]!]; });
+  axes.forEach((a, i) => {
+    roi[a] = [roiT.nums[i]!, roiT.nums[axes.length + i]!];
+  });
   return roi;
 }
 
@@ -270,7 +358,13 @@ function checkData(ctx: OpContext, dtype: string): void {
 }
 
 /** Output shape when scales or sizes are known; unknown dims otherwise. */
-function inferResize(ctx: OpContext, x: InferInput, scalesF: InferInput | undefined, sizesF: InferInput | undefined, scalesAttr?: number[]): InferOutput {
+function inferResize(
+  ctx: OpContext,
+  x: InferInput,
+  scalesF: InferInput | undefined,
+  sizesF: InferInput | undefined,
+  scalesAttr?: number[],
+): InferOutput {
   checkData(ctx, x.dtype);
   if (!x.shape) return { dtype: x.dtype };
   const rank = x.shape.length;
@@ -289,7 +383,11 @@ function inferResize(ctx: OpContext, x: InferInput, scalesF: InferInput | undefi
       shape[a] = typeof d === 'number' ? Math.floor(s * d) : Number.isInteger(s) ? dimMul(d, s) : unknownDim();
     });
   } else if (sizes && sizes.length === axes.length && x.shape.every((d) => typeof d === 'number')) {
-    return { dtype: x.dtype, shape: targetOf(ctx, x.shape as number[], axes, undefined, Tensor.fromNumbers('int64', [sizes.length], sizes)).out };
+    return {
+      dtype: x.dtype,
+      shape: targetOf(ctx, x.shape as number[], axes, undefined, Tensor.fromNumbers('int64', [sizes.length], sizes))
+        .out,
+    };
   } else {
     for (const a of axes) shape[a] = unknownDim();
   }
@@ -298,7 +396,9 @@ function inferResize(ctx: OpContext, x: InferInput, scalesF: InferInput | undefi
 
 function resizeHandler(since: number, until: number | undefined): OpHandler {
   return {
-    op: 'Resize', since, until,
+    op: 'Resize',
+    since,
+    until,
     infer(ctx, inputs) {
       const x = need(ctx, inputs, 0);
       planOf(ctx, false);
@@ -319,7 +419,12 @@ function resizeHandler(since: number, until: number | undefined): OpHandler {
 // ---- Resize-10 and Upsample: scales only, asymmetric coordinates ----
 
 function legacyScales(ctx: OpContext, t: Tensor | undefined, rank: number): number[] {
-  const scales = ctx.opset < 9 && ctx.node.op === 'Upsample' ? ctx.floats('scales') : t ? Array.from(t.nums) : ctx.fail('scales input is required');
+  const scales =
+    ctx.opset < 9 && ctx.node.op === 'Upsample'
+      ? ctx.floats('scales')
+      : t
+        ? Array.from(t.nums)
+        : ctx.fail('scales input is required');
   if (scales.length !== rank) ctx.fail(`scales has ${scales.length} elements, expected rank ${rank}`);
   if (scales.some((s) => !(s > 0))) ctx.fail(`scales must be positive, got [${scales}]`);
   return scales;
@@ -327,12 +432,15 @@ function legacyScales(ctx: OpContext, t: Tensor | undefined, rank: number): numb
 
 function legacyHandler(op: string, since: number, until: number | undefined): OpHandler {
   return {
-    op, since, until,
+    op,
+    since,
+    until,
     infer(ctx, inputs) {
       const x = need(ctx, inputs, 0);
       planOf(ctx, true);
       const attrScales = op === 'Upsample' && ctx.opset < 9 ? ctx.floats('scales') : undefined;
-      if (attrScales && x.shape && attrScales.length !== x.shape.length) ctx.fail(`scales has ${attrScales.length} elements, expected rank ${x.shape.length}`);
+      if (attrScales && x.shape && attrScales.length !== x.shape.length)
+        ctx.fail(`scales has ${attrScales.length} elements, expected rank ${x.shape.length}`);
       return [inferResize(ctx, x, inputs[1], undefined, attrScales)];
     },
     eval(ctx, inputs) {

@@ -10,14 +10,24 @@ import { need } from './util.ts';
 // ---- core transforms on complex lines (re, im arrays) ----
 
 /** Forward or inverse DFT of n points taken from (re, im) (zero-padded / truncated), naive O(n^2) in doubles. */
-function dftLine(re: Float64Array, im: Float64Array, n: number, inverse: boolean, outRe: Float64Array, outIm: Float64Array, outLen: number): void {
+function dftLine(
+  re: Float64Array,
+  im: Float64Array,
+  n: number,
+  inverse: boolean,
+  outRe: Float64Array,
+  outIm: Float64Array,
+  outLen: number,
+): void {
   const len = Math.min(re.length, n);
   const sign = inverse ? 1 : -1;
   for (let k = 0; k < outLen; k++) {
-    let sr = 0, si = 0;
+    let sr = 0,
+      si = 0;
     for (let t = 0; t < len; t++) {
       const ang = (sign * 2 * Math.PI * ((k * t) % n)) / n;
-      const c = Math.cos(ang), s = Math.sin(ang);
+      const c = Math.cos(ang),
+        s = Math.sin(ang);
       sr += re[t]! * c - im[t]! * s;
       si += re[t]! * s + im[t]! * c;
     }
@@ -30,9 +40,22 @@ function dftLine(re: Float64Array, im: Float64Array, n: number, inverse: boolean
  * A DFT line: for complex float32 input pocketfft's float32 passes (numpy's complex64 FFT, which the reference outputs
  * carry), else doubles (real input is transformed in double precision by the reference).
  */
-function transformLine(dtype: DType, complex: boolean, re: Float64Array, im: Float64Array, n: number, inverse: boolean, outRe: Float64Array, outIm: Float64Array, outLen: number): void {
+function transformLine(
+  dtype: DType,
+  complex: boolean,
+  re: Float64Array,
+  im: Float64Array,
+  n: number,
+  inverse: boolean,
+  outRe: Float64Array,
+  outIm: Float64Array,
+  outLen: number,
+): void {
   const r = dtype === 'float32' && complex ? fft32(re, im, n, !inverse, inverse ? 1 / n : 1) : undefined;
-  if (!r) { dftLine(re, im, n, inverse, outRe, outIm, outLen); return; }
+  if (!r) {
+    dftLine(re, im, n, inverse, outRe, outIm, outLen);
+    return;
+  }
   outRe.set(r.r.subarray(0, outLen));
   outIm.set(r.i.subarray(0, outLen));
 }
@@ -55,12 +78,18 @@ function irfftLine(re: Float64Array, im: Float64Array, n: number, out: Float64Ar
 
 // ---- DFT ----
 
-interface DftArgs { axis: number; n: number; inverse: boolean; onesided: boolean }
+interface DftArgs {
+  axis: number;
+  n: number;
+  inverse: boolean;
+  onesided: boolean;
+}
 
 function dftAxis(ctx: OpContext, rank: number, axisIn: number | undefined): number {
   const raw = ctx.opset >= 20 ? (axisIn ?? -2) : ctx.int('axis', 1);
   const a = raw < 0 ? raw + rank : raw;
-  if (a < 0 || a > rank - 2) ctx.fail(`axis ${raw} is out of range for rank ${rank} (the last dim holds real/imaginary parts)`);
+  if (a < 0 || a > rank - 2)
+    ctx.fail(`axis ${raw} is out of range for rank ${rank} (the last dim holds real/imaginary parts)`);
   return a;
 }
 
@@ -81,8 +110,10 @@ function dft(ctx: OpContext, x: Tensor, args: DftArgs): Tensor {
   for (let i = axis + 1; i < x.rank - 1; i++) inner *= x.dims[i]!;
   const v = x.nums;
   const out = new Float64Array(outer * outLen * inner * outComps);
-  const re = new Float64Array(len), im = new Float64Array(len);
-  const oRe = new Float64Array(outLen), oIm = new Float64Array(outLen);
+  const re = new Float64Array(len),
+    im = new Float64Array(len);
+  const oRe = new Float64Array(outLen),
+    oIm = new Float64Array(outLen);
   for (let o = 0; o < outer; o++) {
     for (let q = 0; q < inner; q++) {
       for (let t = 0; t < len; t++) {
@@ -121,12 +152,14 @@ const DFT: OpHandler = {
     const x = need(ctx, inputs, 0);
     requireFloat(ctx, x.dtype);
     const lenIn = inputs[1];
-    if (lenIn && lenIn.dtype !== 'int32' && lenIn.dtype !== 'int64') ctx.fail(`dft_length must be int32 or int64, got ${lenIn.dtype}`);
+    if (lenIn && lenIn.dtype !== 'int32' && lenIn.dtype !== 'int64')
+      ctx.fail(`dft_length must be int32 or int64, got ${lenIn.dtype}`);
     if (!x.shape) return [{ dtype: x.dtype }];
     const rank = x.shape.length;
     if (rank < 2) ctx.fail(`input must have rank >= 2, got ${rank}`);
     const axisKnown = ctx.opset >= 20 && inputs[2] ? knownInts(inputs[2])?.[0] : undefined;
-    if (ctx.opset >= 20 && inputs[2] && axisKnown === undefined) return [{ dtype: x.dtype, shape: x.shape.map(() => unknownDim()) }];
+    if (ctx.opset >= 20 && inputs[2] && axisKnown === undefined)
+      return [{ dtype: x.dtype, shape: x.shape.map(() => unknownDim()) }];
     const axis = dftAxis(ctx, rank, axisKnown);
     const inverse = ctx.int('inverse', 0) !== 0;
     const onesided = ctx.int('onesided', 0) !== 0;
@@ -166,19 +199,23 @@ const STFT: OpHandler = {
     const step = knownScalar(inputs[1]);
     const frame = knownScalar(inputs[3]) ?? window?.shape?.[0];
     const onesided = ctx.int('onesided', 1) !== 0;
-    if (step === undefined || frame === undefined) return [{ dtype: x.dtype, shape: [x.shape[0]!, unknownDim(), unknownDim(), 2] }];
+    if (step === undefined || frame === undefined)
+      return [{ dtype: x.dtype, shape: [x.shape[0]!, unknownDim(), unknownDim(), 2] }];
     const frames = dimAdd(dimDiv(dimSub(x.shape[1]!, frame), step), 1);
     return [{ dtype: x.dtype, shape: [x.shape[0]!, frames, onesided ? dimAdd(dimDiv(frame, 2), 1) : frame, 2] }];
   },
   eval(ctx, inputs) {
     const x = need(ctx, inputs, 0);
     requireFloat(ctx, x.dtype);
-    if (x.rank !== 3 || (x.dims[2] !== 1 && x.dims[2] !== 2)) ctx.fail(`signal must be [batch, length, 1 or 2], got dims [${x.dims}]`);
+    if (x.rank !== 3 || (x.dims[2] !== 1 && x.dims[2] !== 2))
+      ctx.fail(`signal must be [batch, length, 1 or 2], got dims [${x.dims}]`);
     const step = scalarOf(ctx, need(ctx, inputs, 1), 'frame_step')!;
     const window = inputs[2];
     const frame = scalarOf(ctx, inputs[3], 'frame_length') ?? window?.dims[0] ?? x.dims[1]!;
-    if (window && (window.rank !== 1 || window.dims[0] !== frame)) ctx.fail(`window dims [${window.dims}] do not match frame_length ${frame}`);
-    if (step < 1 || frame < 1 || frame > x.dims[1]!) ctx.fail(`frame_step ${step} / frame_length ${frame} do not fit signal length ${x.dims[1]}`);
+    if (window && (window.rank !== 1 || window.dims[0] !== frame))
+      ctx.fail(`window dims [${window.dims}] do not match frame_length ${frame}`);
+    if (step < 1 || frame < 1 || frame > x.dims[1]!)
+      ctx.fail(`frame_step ${step} / frame_length ${frame} do not fit signal length ${x.dims[1]}`);
     const onesided = ctx.int('onesided', 1) !== 0;
     const [batch, len, comps] = x.dims as [number, number, number];
     const frames = 1 + Math.floor((len - frame) / step);
@@ -186,8 +223,10 @@ const STFT: OpHandler = {
     const w = window?.nums;
     const v = x.nums;
     const out = new Float64Array(batch * frames * bins * 2);
-    const re = new Float64Array(frame), im = new Float64Array(frame);
-    const oRe = new Float64Array(bins), oIm = new Float64Array(bins);
+    const re = new Float64Array(frame),
+      im = new Float64Array(frame);
+    const oRe = new Float64Array(bins),
+      oIm = new Float64Array(bins);
     for (let b = 0; b < batch; b++) {
       for (let f = 0; f < frames; f++) {
         for (let t = 0; t < frame; t++) {
@@ -214,7 +253,8 @@ type WindowFn = (n: number, denom: number) => number;
 
 const HANN: WindowFn = (n, d) => Math.sin((n * Math.PI) / d) ** 2;
 const HAMMING: WindowFn = (n, d) => 25 / 46 - Math.cos((n * 2 * Math.PI) / d) * (1 - 25 / 46);
-const BLACKMAN: WindowFn = (n, d) => 0.42 - 0.5 * Math.cos((n * 2 * Math.PI) / d) + 0.08 * Math.cos((n * 4 * Math.PI) / d);
+const BLACKMAN: WindowFn = (n, d) =>
+  0.42 - 0.5 * Math.cos((n * 2 * Math.PI) / d) + 0.08 * Math.cos((n * 4 * Math.PI) / d);
 
 function windowHandler(op: string, fn: WindowFn): OpHandler {
   const outType = (ctx: OpContext): DType => {
@@ -223,7 +263,8 @@ function windowHandler(op: string, fn: WindowFn): OpHandler {
     return d;
   };
   return {
-    op, since: 17,
+    op,
+    since: 17,
     infer(ctx, inputs) {
       const size = need(ctx, inputs, 0);
       if (size.dtype !== 'int32' && size.dtype !== 'int64') ctx.fail(`size must be int32 or int64, got ${size.dtype}`);
@@ -254,7 +295,9 @@ function melMatrix(numMel: number, dftLen: number, rate: number, lower: number, 
     bins.push(Math.trunc(Math.floor(((dftLen + 1) * hz) / rate)));
   }
   const out = new Float64Array(nSpec * numMel);
-  const set = (j: number, i: number, v: number) => { if (j >= 0 && j < nSpec) out[j * numMel + i] = v; };
+  const set = (j: number, i: number, v: number) => {
+    if (j >= 0 && j < nSpec) out[j * numMel + i] = v;
+  };
   for (let i = 0; i < numMel; i++) {
     const [lo, center, hi] = [bins[i]!, bins[i + 1]!, bins[i + 2]!];
     const up = center - lo;
@@ -274,12 +317,15 @@ const MEL_WEIGHT_MATRIX: OpHandler = {
     const dtype = dtypeAttr(ctx, ctx.int('output_datatype', 1), 'output_datatype');
     const mel = knownScalar(inputs[0]);
     const dftLen = knownScalar(inputs[1]);
-    return [{ dtype, shape: [dftLen === undefined ? unknownDim() : dimAdd(dimDiv(dftLen, 2), 1), mel ?? unknownDim()] }];
+    return [
+      { dtype, shape: [dftLen === undefined ? unknownDim() : dimAdd(dimDiv(dftLen, 2), 1), mel ?? unknownDim()] },
+    ];
   },
   eval(ctx, inputs) {
     const vals = [0, 1, 2, 3, 4].map((i) => scalarOf(ctx, need(ctx, inputs, i), `input ${i}`)!);
     const [numMel, dftLen, rate, lower, upper] = vals as [number, number, number, number, number];
-    if (numMel < 1 || dftLen < 1 || rate <= 0) ctx.fail(`num_mel_bins ${numMel}, dft_length ${dftLen} and sample_rate ${rate} must be positive`);
+    if (numMel < 1 || dftLen < 1 || rate <= 0)
+      ctx.fail(`num_mel_bins ${numMel}, dft_length ${dftLen} and sample_rate ${rate} must be positive`);
     const dtype = dtypeAttr(ctx, ctx.int('output_datatype', 1), 'output_datatype');
     const nSpec = Math.floor(dftLen / 2) + 1;
     return [Tensor.fromNumbers(dtype, [nSpec, numMel], melMatrix(numMel, dftLen, rate, lower, upper))];
@@ -287,7 +333,9 @@ const MEL_WEIGHT_MATRIX: OpHandler = {
 };
 
 export const SIGNAL_OPS: OpHandler[] = [
-  DFT, STFT, MEL_WEIGHT_MATRIX,
+  DFT,
+  STFT,
+  MEL_WEIGHT_MATRIX,
   windowHandler('HannWindow', HANN),
   windowHandler('HammingWindow', HAMMING),
   windowHandler('BlackmanWindow', BLACKMAN),

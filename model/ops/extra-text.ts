@@ -18,12 +18,16 @@ function stripAccents(s: string): string {
 }
 
 function removeStopwords(s: string, stops: Set<string>): string {
-  return s.split(' ').filter((w) => !stops.has(w)).join(' ');
+  return s
+    .split(' ')
+    .filter((w) => !stops.has(w))
+    .join(' ');
 }
 
 function normalizerAttrs(ctx: OpContext): { action: string; sensitive: boolean; stopwords: string[] } {
   const action = ctx.string('case_change_action', 'NONE');
-  if (action !== 'NONE' && action !== 'LOWER' && action !== 'UPPER') ctx.fail(`case_change_action '${action}' is not valid`);
+  if (action !== 'NONE' && action !== 'LOWER' && action !== 'UPPER')
+    ctx.fail(`case_change_action '${action}' is not valid`);
   return { action, sensitive: ctx.int('is_case_sensitive', 0) !== 0, stopwords: ctx.strings('stopwords', []) };
 }
 
@@ -34,24 +38,33 @@ const STRING_NORMALIZER: OpHandler = {
     const x = need(ctx, inputs, 0);
     needString(ctx, x);
     normalizerAttrs(ctx);
-    if (x.shape && x.shape.length !== 1 && !(x.shape.length === 2 && x.shape[0] === 1)) ctx.fail('input must be [C] or [1, C]');
-    return [{ dtype: 'string', shape: x.shape ? x.shape.map((d, i) => (i === x.shape!.length - 1 ? unknownDim() : d)) : undefined }];
+    if (x.shape && x.shape.length !== 1 && !(x.shape.length === 2 && x.shape[0] === 1))
+      ctx.fail('input must be [C] or [1, C]');
+    return [
+      {
+        dtype: 'string',
+        shape: x.shape ? x.shape.map((d, i) => (i === x.shape!.length - 1 ? unknownDim() : d)) : undefined,
+      },
+    ];
   },
   eval(ctx, inputs) {
     const x = need(ctx, inputs, 0);
     needString(ctx, x);
     const { action, sensitive, stopwords } = normalizerAttrs(ctx);
-    if (x.rank !== 1 && !(x.rank === 2 && x.dims[0] === 1)) ctx.fail(`input must be [C] or [1, C], got dims [${x.dims}]`);
+    if (x.rank !== 1 && !(x.rank === 2 && x.dims[0] === 1))
+      ctx.fail(`input must be [C] or [1, C], got dims [${x.dims}]`);
     const change = (s: string) => (action === 'LOWER' ? s.toLowerCase() : action === 'UPPER' ? s.toUpperCase() : s);
     const raw = new Set(stopwords);
     const changed = new Set(stopwords.map(change));
-    const out = x.strings.map((s) => {
-      let v = stripAccents(s);
-      if (sensitive && raw.size > 0) v = removeStopwords(v, raw);
-      v = change(v);
-      if (!sensitive && changed.size > 0) v = removeStopwords(v, changed);
-      return v;
-    }).filter((s) => s.length > 0);
+    const out = x.strings
+      .map((s) => {
+        let v = stripAccents(s);
+        if (sensitive && raw.size > 0) v = removeStopwords(v, raw);
+        v = change(v);
+        if (!sensitive && changed.size > 0) v = removeStopwords(v, changed);
+        return v;
+      })
+      .filter((s) => s.length > 0);
     if (out.length === 0) out.push('');
     return [Tensor.fromStrings(x.rank === 2 ? [1, out.length] : [out.length], out)];
   },
@@ -75,7 +88,11 @@ const STRING_CONCAT: OpHandler = {
     needString(ctx, x, 'X');
     needString(ctx, y, 'Y');
     let dims: number[];
-    try { dims = broadcastDims(x.dims, y.dims); } catch { return ctx.fail(`dims [${x.dims}] and [${y.dims}] do not broadcast`); }
+    try {
+      dims = broadcastDims(x.dims, y.dims);
+    } catch {
+      return ctx.fail(`dims [${x.dims}] and [${y.dims}] do not broadcast`);
+    }
     const xi = broadcastIndex(x.dims, dims);
     const yi = broadcastIndex(y.dims, dims);
     const out = new Array<string>(sizeOf(dims));
@@ -95,7 +112,10 @@ export function pySplit(s: string, sep: string | undefined, maxsplit: number): s
     while (true) {
       while (i < s.length && ws(s[i]!)) i++;
       if (i >= s.length) break;
-      if (maxsplit >= 0 && out.length === maxsplit) { out.push(s.slice(i)); break; }
+      if (maxsplit >= 0 && out.length === maxsplit) {
+        out.push(s.slice(i));
+        break;
+      }
       let j = i;
       while (j < s.length && !ws(s[j]!)) j++;
       out.push(s.slice(i, j));
@@ -136,7 +156,11 @@ const STRING_SPLIT: OpHandler = {
     for (const p of parts) for (let k = 0; k < width; k++) out.push(p[k] ?? '');
     return [
       Tensor.fromStrings([...x.dims, width], out),
-      Tensor.fromNumbers('int64', x.dims, parts.map((p) => p.length)),
+      Tensor.fromNumbers(
+        'int64',
+        x.dims,
+        parts.map((p) => p.length),
+      ),
     ];
   },
 };
@@ -165,16 +189,34 @@ const REGEX_FULL_MATCH: OpHandler = {
     const x = need(ctx, inputs, 0);
     needString(ctx, x);
     const re = compilePattern(ctx);
-    return [Tensor.fromNumbers('bool', x.dims, x.strings.map((s) => (re.test(s) ? 1 : 0)))];
+    return [
+      Tensor.fromNumbers(
+        'bool',
+        x.dims,
+        x.strings.map((s) => (re.test(s) ? 1 : 0)),
+      ),
+    ];
   },
 };
 
 // ---- TfIdfVectorizer ----
 
 /** A trie node over n-gram items: id 0 = no n-gram ends here. */
-interface Gram { id: number; next: Map<number | string, Gram> }
+interface Gram {
+  id: number;
+  next: Map<number | string, Gram>;
+}
 
-interface TfIdfModel { root: Gram; outSize: number; indexes: number[]; weights: number[]; mode: string; minN: number; maxN: number; skip: number }
+interface TfIdfModel {
+  root: Gram;
+  outSize: number;
+  indexes: number[];
+  weights: number[];
+  mode: string;
+  minN: number;
+  maxN: number;
+  skip: number;
+}
 
 function tfidfModel(ctx: OpContext): TfIdfModel {
   const mode = ctx.string('mode');
@@ -195,13 +237,19 @@ function tfidfModel(ctx: OpContext): TfIdfModel {
     const end = i + 1 < counts.length ? counts[i + 1]! : pool.length;
     const n = Math.floor((end - start) / size);
     if (end - start <= 0) continue;
-    if (size < minN || size > maxN) { id += n; continue; }
+    if (size < minN || size > maxN) {
+      id += n;
+      continue;
+    }
     for (let g = 0; g < n; g++) {
       let node = root;
       for (let k = 0; k < size; k++) {
         const key = pool[start + g * size + k]!;
         let child = node.next.get(key);
-        if (!child) { child = { id: 0, next: new Map() }; node.next.set(key, child); }
+        if (!child) {
+          child = { id: 0, next: new Map() };
+          node.next.set(key, child);
+        }
         node = child;
       }
       node.id = id++;
@@ -251,10 +299,15 @@ const TFIDF_VECTORIZER: OpHandler = {
   since: 9,
   infer(ctx, inputs) {
     const x: InferInput = need(ctx, inputs, 0);
-    if (x.dtype !== 'string' && x.dtype !== 'int32' && x.dtype !== 'int64') ctx.fail(`input must be string, int32 or int64, got ${x.dtype}`);
+    if (x.dtype !== 'string' && x.dtype !== 'int32' && x.dtype !== 'int64')
+      ctx.fail(`input must be string, int32 or int64, got ${x.dtype}`);
     const m = tfidfModel(ctx);
     if (x.shape && x.shape.length > 2) ctx.fail(`input must be [C] or [B, C], got rank ${x.shape.length}`);
-    const shape: Dim[] | undefined = x.shape ? (x.shape.length === 2 ? [x.shape[0]!, m.outSize] : [m.outSize]) : undefined;
+    const shape: Dim[] | undefined = x.shape
+      ? x.shape.length === 2
+        ? [x.shape[0]!, m.outSize]
+        : [m.outSize]
+      : undefined;
     return [{ dtype: 'float32', shape }];
   },
   eval(ctx, inputs) {
@@ -273,4 +326,10 @@ const TFIDF_VECTORIZER: OpHandler = {
   },
 };
 
-export const TEXT_OPS: OpHandler[] = [STRING_NORMALIZER, STRING_CONCAT, STRING_SPLIT, REGEX_FULL_MATCH, TFIDF_VECTORIZER];
+export const TEXT_OPS: OpHandler[] = [
+  STRING_NORMALIZER,
+  STRING_CONCAT,
+  STRING_SPLIT,
+  REGEX_FULL_MATCH,
+  TFIDF_VECTORIZER,
+];

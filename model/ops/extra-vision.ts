@@ -8,7 +8,14 @@ import { need } from './util.ts';
 // ---- NonMaxSuppression ----
 
 /** Whether box a and box b (by index into the batch's boxes) overlap by more than the IoU threshold (float32 math for float32 boxes). */
-function suppresses(b: ArrayLike<number>, i: number, j: number, center: boolean, iou: number, r: (x: number) => number): boolean {
+function suppresses(
+  b: ArrayLike<number>,
+  i: number,
+  j: number,
+  center: boolean,
+  iou: number,
+  r: (x: number) => number,
+): boolean {
   const p = (k: number, c: number) => b[k * 4 + c]!;
   let ax0: number, ax1: number, ay0: number, ay1: number, bx0: number, bx1: number, by0: number, by1: number;
   if (!center) {
@@ -17,13 +24,18 @@ function suppresses(b: ArrayLike<number>, i: number, j: number, center: boolean,
     [ay0, ay1] = [Math.min(p(i, 0), p(i, 2)), Math.max(p(i, 0), p(i, 2))];
     [by0, by1] = [Math.min(p(j, 0), p(j, 2)), Math.max(p(j, 0), p(j, 2))];
   } else {
-    const aw = r(p(i, 2) / 2), ah = r(p(i, 3) / 2), bw = r(p(j, 2) / 2), bh = r(p(j, 3) / 2);
+    const aw = r(p(i, 2) / 2),
+      ah = r(p(i, 3) / 2),
+      bw = r(p(j, 2) / 2),
+      bh = r(p(j, 3) / 2);
     [ax0, ax1, bx0, bx1] = [r(p(i, 0) - aw), r(p(i, 0) + aw), r(p(j, 0) - bw), r(p(j, 0) + bw)];
     [ay0, ay1, by0, by1] = [r(p(i, 1) - ah), r(p(i, 1) + ah), r(p(j, 1) - bh), r(p(j, 1) + bh)];
   }
-  const ix0 = Math.max(ax0, bx0), ix1 = Math.min(ax1, bx1);
+  const ix0 = Math.max(ax0, bx0),
+    ix1 = Math.min(ax1, bx1);
   if (ix1 <= ix0) return false;
-  const iy0 = Math.max(ay0, by0), iy1 = Math.min(ay1, by1);
+  const iy0 = Math.max(ay0, by0),
+    iy1 = Math.min(ay1, by1);
   if (iy1 <= iy0) return false;
   const inter = r(r(ix1 - ix0) * r(iy1 - iy0));
   if (inter <= 0) return false;
@@ -90,9 +102,23 @@ const NON_MAX_SUPPRESSION: OpHandler = {
 
 // ---- RoiAlign ----
 
-interface Sample { pos: [number, number, number, number]; w: [number, number, number, number] }
+interface Sample {
+  pos: [number, number, number, number];
+  w: [number, number, number, number];
+}
 
-function bilinearSamples(h: number, w: number, ph: number, pw: number, gridH: number, gridW: number, startH: number, startW: number, binH: number, binW: number): Sample[] {
+function bilinearSamples(
+  h: number,
+  w: number,
+  ph: number,
+  pw: number,
+  gridH: number,
+  gridW: number,
+  startH: number,
+  startW: number,
+  binH: number,
+  binW: number,
+): Sample[] {
   const out: Sample[] = [];
   for (let py = 0; py < ph; py++) {
     for (let px = 0; px < pw; px++) {
@@ -100,15 +126,31 @@ function bilinearSamples(h: number, w: number, ph: number, pw: number, gridH: nu
         const yy = startH + py * binH + ((iy + 0.5) * binH) / gridH;
         for (let ix = 0; ix < gridW; ix++) {
           const xx = startW + px * binW + ((ix + 0.5) * binW) / gridW;
-          if (yy < -1 || yy > h || xx < -1 || xx > w) { out.push({ pos: [0, 0, 0, 0], w: [0, 0, 0, 0] }); continue; }
+          if (yy < -1 || yy > h || xx < -1 || xx > w) {
+            out.push({ pos: [0, 0, 0, 0], w: [0, 0, 0, 0] });
+            continue;
+          }
           let y = Math.max(yy, 0);
           let x = Math.max(xx, 0);
-          let yl = Math.trunc(y), xl = Math.trunc(x);
+          let yl = Math.trunc(y),
+            xl = Math.trunc(x);
           let yh: number, xh: number;
-          if (yl >= h - 1) { yh = yl = h - 1; y = yl; } else yh = yl + 1;
-          if (xl >= w - 1) { xh = xl = w - 1; x = xl; } else xh = xl + 1;
-          const ly = y - yl, lx = x - xl, hy = 1 - ly, hx = 1 - lx;
-          out.push({ pos: [yl * w + xl, yl * w + xh, yh * w + xl, yh * w + xh], w: [hy * hx, hy * lx, ly * hx, ly * lx] });
+          if (yl >= h - 1) {
+            yh = yl = h - 1;
+            y = yl;
+          } else yh = yl + 1;
+          if (xl >= w - 1) {
+            xh = xl = w - 1;
+            x = xl;
+          } else xh = xl + 1;
+          const ly = y - yl,
+            lx = x - xl,
+            hy = 1 - ly,
+            hx = 1 - lx;
+          out.push({
+            pos: [yl * w + xl, yl * w + xh, yh * w + xl, yh * w + xh],
+            w: [hy * hx, hy * lx, ly * hx, ly * lx],
+          });
         }
       }
     }
@@ -116,15 +158,26 @@ function bilinearSamples(h: number, w: number, ph: number, pw: number, gridH: nu
   return out;
 }
 
-function roiAttrs(ctx: OpContext): { mode: string; oh: number; ow: number; ratio: number; scale: number; halfPixel: boolean } {
+function roiAttrs(ctx: OpContext): {
+  mode: string;
+  oh: number;
+  ow: number;
+  ratio: number;
+  scale: number;
+  halfPixel: boolean;
+} {
   const mode = ctx.string('mode', 'avg');
   if (mode !== 'avg' && mode !== 'max') ctx.fail(`mode must be avg or max, got '${mode}'`);
   const ctm = ctx.opset >= 16 ? ctx.string('coordinate_transformation_mode', 'half_pixel') : 'output_half_pixel';
-  if (ctm !== 'half_pixel' && ctm !== 'output_half_pixel') ctx.fail(`coordinate_transformation_mode '${ctm}' is not valid`);
+  if (ctm !== 'half_pixel' && ctm !== 'output_half_pixel')
+    ctx.fail(`coordinate_transformation_mode '${ctm}' is not valid`);
   return {
-    mode, halfPixel: ctm === 'half_pixel',
-    oh: ctx.int('output_height', 1), ow: ctx.int('output_width', 1),
-    ratio: ctx.int('sampling_ratio', 0), scale: ctx.float('spatial_scale', 1),
+    mode,
+    halfPixel: ctm === 'half_pixel',
+    oh: ctx.int('output_height', 1),
+    ow: ctx.int('output_width', 1),
+    ratio: ctx.int('sampling_ratio', 0),
+    scale: ctx.float('spatial_scale', 1),
   };
 }
 
@@ -143,11 +196,18 @@ function roiAlign(ctx: OpContext, x: Tensor, rois: Tensor, idx: Tensor): Tensor 
   for (let r = 0; r < nr; r++) {
     const bi = Number(idx.nums[r]);
     if (bi < 0 || bi >= n) ctx.fail(`batch index ${bi} is out of range [0, ${n})`);
-    const sw = rv[r * 4]! * a.scale - off, sh = rv[r * 4 + 1]! * a.scale - off;
-    const ew = rv[r * 4 + 2]! * a.scale - off, eh = rv[r * 4 + 3]! * a.scale - off;
-    let rw = ew - sw, rh = eh - sh;
-    if (!a.halfPixel) { rw = Math.max(rw, 1); rh = Math.max(rh, 1); }
-    const binH = rh / oh, binW = rw / ow;
+    const sw = rv[r * 4]! * a.scale - off,
+      sh = rv[r * 4 + 1]! * a.scale - off;
+    const ew = rv[r * 4 + 2]! * a.scale - off,
+      eh = rv[r * 4 + 3]! * a.scale - off;
+    let rw = ew - sw,
+      rh = eh - sh;
+    if (!a.halfPixel) {
+      rw = Math.max(rw, 1);
+      rh = Math.max(rh, 1);
+    }
+    const binH = rh / oh,
+      binW = rw / ow;
     const gridH = a.ratio > 0 ? a.ratio : Math.ceil(rh / oh);
     const gridW = a.ratio > 0 ? a.ratio : Math.ceil(rw / ow);
     const count = Math.max(gridH * gridW, 1);
@@ -168,7 +228,7 @@ function roiAlign(ctx: OpContext, x: Tensor, rois: Tensor, idx: Tensor): Tensor 
             first = false;
           }
         }
-        out[((r * c + ch) * oh * ow) + p] = a.mode === 'avg' ? v / count : v;
+        out[(r * c + ch) * oh * ow + p] = a.mode === 'avg' ? v / count : v;
       }
     }
   }
@@ -198,7 +258,14 @@ const ROI_ALIGN: OpHandler = {
 
 // ---- Col2Im: sums sliding blocks [N, C*prod(block), L] back into an image [N, C, *image_shape] ----
 
-interface Col2ImGeo { img: number[]; block: number[]; dil: number[]; padB: number[]; str: number[]; cols: number[] }
+interface Col2ImGeo {
+  img: number[];
+  block: number[];
+  dil: number[];
+  padB: number[];
+  str: number[];
+  cols: number[];
+}
 
 function col2imGeo(ctx: OpContext, img: number[], block: number[]): Col2ImGeo {
   const k = img.length;
@@ -206,8 +273,11 @@ function col2imGeo(ctx: OpContext, img: number[], block: number[]): Col2ImGeo {
   const dil = ctx.ints('dilations', new Array<number>(k).fill(1));
   const pads = ctx.ints('pads', new Array<number>(2 * k).fill(0));
   const str = ctx.ints('strides', new Array<number>(k).fill(1));
-  if (dil.length !== k || str.length !== k || pads.length !== 2 * k) ctx.fail('dilations, strides and pads must match the image rank');
-  const cols = img.map((d, i) => Math.floor((d + pads[i]! + pads[i + k]! - (dil[i]! * (block[i]! - 1) + 1)) / str[i]!) + 1);
+  if (dil.length !== k || str.length !== k || pads.length !== 2 * k)
+    ctx.fail('dilations, strides and pads must match the image rank');
+  const cols = img.map(
+    (d, i) => Math.floor((d + pads[i]! + pads[i + k]! - (dil[i]! * (block[i]! - 1) + 1)) / str[i]!) + 1,
+  );
   if (cols.some((c) => c < 1)) ctx.fail(`no sliding block fits: blocks per dim [${cols}]`);
   return { img, block, dil, padB: pads.slice(0, k), str, cols };
 }
@@ -223,7 +293,8 @@ function col2im(ctx: OpContext, x: Tensor, g: Col2ImGeo): Tensor {
   const imgSize = g.img.reduce((a, b) => a * b, 1);
   const out = new Float64Array(n * c * imgSize);
   const xv = x.nums;
-  const off = new Array<number>(k), col = new Array<number>(k);
+  const off = new Array<number>(k),
+    col = new Array<number>(k);
   for (let nc = 0; nc < n * c; nc++) {
     for (let kb = 0; kb < bl; kb++) {
       unravel(kb, g.block, off);
@@ -233,7 +304,10 @@ function col2im(ctx: OpContext, x: Tensor, g: Col2ImGeo): Tensor {
         let inside = true;
         for (let i = 0; i < k; i++) {
           const p = col[i]! * g.str[i]! - g.padB[i]! + off[i]! * g.dil[i]!;
-          if (p < 0 || p >= g.img[i]!) { inside = false; break; }
+          if (p < 0 || p >= g.img[i]!) {
+            inside = false;
+            break;
+          }
           idx = idx * g.img[i]! + p;
         }
         if (inside) out[nc * imgSize + idx] += xv[(nc * bl + kb) * L + l]!;
@@ -244,7 +318,10 @@ function col2im(ctx: OpContext, x: Tensor, g: Col2ImGeo): Tensor {
 }
 
 function unravel(i: number, dims: number[], out: number[]): void {
-  for (let d = dims.length - 1; d >= 0; d--) { out[d] = i % dims[d]!; i = Math.floor(i / dims[d]!); }
+  for (let d = dims.length - 1; d >= 0; d--) {
+    out[d] = i % dims[d]!;
+    i = Math.floor(i / dims[d]!);
+  }
 }
 
 const COL2IM: OpHandler = {

@@ -11,4 +11,15 @@ import { TEXT_OPS } from './extra-text.ts';
 import { VISION_OPS } from './extra-vision.ts';
 import type { OpHandler } from './types.ts';
 
-export const EXTRA_OPS: OpHandler[] = [...LOSS_OPS, ...RESIZE_OPS, ...GRID_OPS, ...LOOP_OPS, ...MISC_OPS, ...SIGNAL_OPS, ...VISION_OPS, ...TEXT_OPS, ...RNN_OPS, ...ML_OPS];
+export const EXTRA_OPS: OpHandler[] = [
+  ...LOSS_OPS,
+  ...RESIZE_OPS,
+  ...GRID_OPS,
+  ...LOOP_OPS,
+  ...MISC_OPS,
+  ...SIGNAL_OPS,
+  ...VISION_OPS,
+  ...TEXT_OPS,
+  ...RNN_OPS,
+  ...ML_OPS,
+];

@@ -69,7 +69,11 @@ export function prodRange(dims: readonly number[], from: number, to: number): nu
 }
 
 /** Output shape of a reduction over `axes` (sorted, normalized) of `shape`. */
-export function reducedShape<D extends Dim>(shape: readonly D[], axes: readonly number[], keepdims: boolean): (D | 1)[] {
+export function reducedShape<D extends Dim>(
+  shape: readonly D[],
+  axes: readonly number[],
+  keepdims: boolean,
+): (D | 1)[] {
   const out: (D | 1)[] = [];
   shape.forEach((d, i) => {
     if (!axes.includes(i)) out.push(d);

@@ -14,8 +14,15 @@ const JB = 1024;
  * Loop order: column block / i (4 rows at a time, sharing each load of B) / k (unrolled by 4) / j.
  */
 export function matmulInto(
-  a: NumArray, aOff: number, b: NumArray, bOff: number,
-  m: number, k: number, n: number, out: Float64Array, oOff: number,
+  a: NumArray,
+  aOff: number,
+  b: NumArray,
+  bOff: number,
+  m: number,
+  k: number,
+  n: number,
+  out: Float64Array,
+  oOff: number,
 ): void {
   for (let j0 = 0; j0 < n; j0 += JB) {
     const j1 = Math.min(n, j0 + JB);
@@ -26,18 +33,51 @@ export function matmulInto(
 }
 
 /** Rows r..r+3 of the product over columns [j0, j1): a0..a3 start at aRow (+k each), outputs at oRow (+n each). */
-function fourRows(a: NumArray, aRow: number, b: NumArray, bOff: number, k: number, n: number, out: Float64Array, oRow: number, j0: number, j1: number): void {
-  const r1 = aRow + k, r2 = r1 + k, r3 = r2 + k;
-  const o1 = oRow + n, o2 = o1 + n, o3 = o2 + n;
+function fourRows(
+  a: NumArray,
+  aRow: number,
+  b: NumArray,
+  bOff: number,
+  k: number,
+  n: number,
+  out: Float64Array,
+  oRow: number,
+  j0: number,
+  j1: number,
+): void {
+  const r1 = aRow + k,
+    r2 = r1 + k,
+    r3 = r2 + k;
+  const o1 = oRow + n,
+    o2 = o1 + n,
+    o3 = o2 + n;
   let p = 0;
   for (; p + 4 <= k; p += 4) {
-    const a00 = a[aRow + p], a01 = a[aRow + p + 1], a02 = a[aRow + p + 2], a03 = a[aRow + p + 3];
-    const a10 = a[r1 + p], a11 = a[r1 + p + 1], a12 = a[r1 + p + 2], a13 = a[r1 + p + 3];
-    const a20 = a[r2 + p], a21 = a[r2 + p + 1], a22 = a[r2 + p + 2], a23 = a[r2 + p + 3];
-    const a30 = a[r3 + p], a31 = a[r3 + p + 1], a32 = a[r3 + p + 2], a33 = a[r3 + p + 3];
-    const b0 = bOff + p * n, b1 = b0 + n, b2 = b1 + n, b3 = b2 + n;
+    const a00 = a[aRow + p],
+      a01 = a[aRow + p + 1],
+      a02 = a[aRow + p + 2],
+      a03 = a[aRow + p + 3];
+    const a10 = a[r1 + p],
+      a11 = a[r1 + p + 1],
+      a12 = a[r1 + p + 2],
+      a13 = a[r1 + p + 3];
+    const a20 = a[r2 + p],
+      a21 = a[r2 + p + 1],
+      a22 = a[r2 + p + 2],
+      a23 = a[r2 + p + 3];
+    const a30 = a[r3 + p],
+      a31 = a[r3 + p + 1],
+      a32 = a[r3 + p + 2],
+      a33 = a[r3 + p + 3];
+    const b0 = bOff + p * n,
+      b1 = b0 + n,
+      b2 = b1 + n,
+      b3 = b2 + n;
     for (let j = j0; j < j1; j++) {
-      const x0 = b[b0 + j], x1 = b[b1 + j], x2 = b[b2 + j], x3 = b[b3 + j];
+      const x0 = b[b0 + j],
+        x1 = b[b1 + j],
+        x2 = b[b2 + j],
+        x3 = b[b3 + j];
       out[oRow + j] += a00 * x0 + a01 * x1 + a02 * x2 + a03 * x3;
       out[o1 + j] += a10 * x0 + a11 * x1 + a12 * x2 + a13 * x3;
       out[o2 + j] += a20 * x0 + a21 * x1 + a22 * x2 + a23 * x3;
@@ -45,7 +85,10 @@ function fourRows(a: NumArray, aRow: number, b: NumArray, bOff: number, k: numbe
     }
   }
   for (; p < k; p++) {
-    const a0 = a[aRow + p], a1 = a[r1 + p], a2 = a[r2 + p], a3 = a[r3 + p];
+    const a0 = a[aRow + p],
+      a1 = a[r1 + p],
+      a2 = a[r2 + p],
+      a3 = a[r3 + p];
     const bp = bOff + p * n;
     for (let j = j0; j < j1; j++) {
       const x = b[bp + j];
@@ -58,11 +101,28 @@ function fourRows(a: NumArray, aRow: number, b: NumArray, bOff: number, k: numbe
 }
 
 /** One row of the product over columns [j0, j1). */
-function oneRow(a: NumArray, aRow: number, b: NumArray, bOff: number, k: number, n: number, out: Float64Array, oRow: number, j0: number, j1: number): void {
+function oneRow(
+  a: NumArray,
+  aRow: number,
+  b: NumArray,
+  bOff: number,
+  k: number,
+  n: number,
+  out: Float64Array,
+  oRow: number,
+  j0: number,
+  j1: number,
+): void {
   let p = 0;
   for (; p + 4 <= k; p += 4) {
-    const a0 = a[aRow + p], a1 = a[aRow + p + 1], a2 = a[aRow + p + 2], a3 = a[aRow + p + 3];
-    const b0 = bOff + p * n, b1 = b0 + n, b2 = b1 + n, b3 = b2 + n;
+    const a0 = a[aRow + p],
+      a1 = a[aRow + p + 1],
+      a2 = a[aRow + p + 2],
+      a3 = a[aRow + p + 3];
+    const b0 = bOff + p * n,
+      b1 = b0 + n,
+      b2 = b1 + n,
+      b3 = b2 + n;
     for (let j = j0; j < j1; j++) out[oRow + j] += a0 * b[b0 + j] + a1 * b[b1 + j] + a2 * b[b2 + j] + a3 * b[b3 + j];
   }
   for (; p < k; p++) {
@@ -73,19 +133,35 @@ function oneRow(a: NumArray, aRow: number, b: NumArray, bOff: number, k: number,
 }
 
 /** Result of a batched product: output dims and float64 values. */
-interface Product { dims: number[]; data: Float64Array }
+interface Product {
+  dims: number[];
+  data: Float64Array;
+}
 
 /** numpy matmul of concrete arrays: 1-D promotion, broadcast batch dims. */
-export function batchedMatmul(ctx: OpContext, aDims: readonly number[], a: NumArray, bDims: readonly number[], b: NumArray): Product {
+export function batchedMatmul(
+  ctx: OpContext,
+  aDims: readonly number[],
+  a: NumArray,
+  bDims: readonly number[],
+  b: NumArray,
+): Product {
   if (aDims.length === 0 || bDims.length === 0) ctx.fail('MatMul inputs must have rank ≥ 1');
   const a2 = aDims.length === 1 ? [1, aDims[0]] : aDims;
   const b2 = bDims.length === 1 ? [bDims[0], 1] : bDims;
-  const m = a2[a2.length - 2], k = a2[a2.length - 1];
-  const kb = b2[b2.length - 2], n = b2[b2.length - 1];
+  const m = a2[a2.length - 2],
+    k = a2[a2.length - 1];
+  const kb = b2[b2.length - 2],
+    n = b2[b2.length - 1];
   if (k !== kb) ctx.fail(`inner dimensions differ: [${aDims}] x [${bDims}]`);
-  const aBatch = a2.slice(0, -2), bBatch = b2.slice(0, -2);
+  const aBatch = a2.slice(0, -2),
+    bBatch = b2.slice(0, -2);
   let batch: number[];
-  try { batch = broadcastDims(aBatch, bBatch); } catch { ctx.fail(`batch dimensions do not broadcast: [${aDims}] x [${bDims}]`); }
+  try {
+    batch = broadcastDims(aBatch, bBatch);
+  } catch {
+    ctx.fail(`batch dimensions do not broadcast: [${aDims}] x [${bDims}]`);
+  }
   const outDims = [...batch];
   if (aDims.length > 1) outDims.push(m);
   if (bDims.length > 1) outDims.push(n);
@@ -95,9 +171,11 @@ export function batchedMatmul(ctx: OpContext, aDims: readonly number[], a: NumAr
     // B is one matrix and A is not broadcast: fold A's batch into its rows.
     matmulInto(a, 0, b, 0, nb * m, k, n, out, 0);
   } else {
-    const ai = broadcastIndex(aBatch, batch), bi = broadcastIndex(bBatch, batch);
+    const ai = broadcastIndex(aBatch, batch),
+      bi = broadcastIndex(bBatch, batch);
     for (let t = 0; t < nb; t++) {
-      const at = ai ? ai[t] : t, bt = bi ? bi[t] : t;
+      const at = ai ? ai[t] : t,
+        bt = bi ? bi[t] : t;
       matmulInto(a, at * m * k, b, bt * k * n, m, k, n, out, t * m * n);
     }
   }
@@ -110,7 +188,8 @@ function matmulShape(ctx: OpContext, as: Dim[] | undefined, bs: Dim[] | undefine
   if (as.length === 0 || bs.length === 0) ctx.fail('MatMul inputs must have rank ≥ 1');
   const a2 = as.length === 1 ? [1, as[0]] : as;
   const b2 = bs.length === 1 ? [bs[0], 1] : bs;
-  const k = a2[a2.length - 1], kb = b2[b2.length - 2];
+  const k = a2[a2.length - 1],
+    kb = b2[b2.length - 2];
   if (typeof k === 'number' && typeof kb === 'number' && k !== kb) {
     ctx.fail(`inner dimensions differ: ${dimStr(k)} vs ${dimStr(kb)}`);
   }
@@ -125,13 +204,15 @@ function matmulShape(ctx: OpContext, as: Dim[] | undefined, bs: Dim[] | undefine
 const matMul: OpHandler = {
   op: 'MatMul',
   infer(ctx, inputs) {
-    const a = need(ctx, inputs, 0), b = need(ctx, inputs, 1);
+    const a = need(ctx, inputs, 0),
+      b = need(ctx, inputs, 1);
     requireNumeric(ctx, a.dtype, 'A');
     requireSameDtype(ctx, a.dtype, b.dtype, 'B');
     return [{ dtype: a.dtype, shape: matmulShape(ctx, a.shape, b.shape) }];
   },
   eval(ctx, inputs) {
-    const a = need(ctx, inputs, 0), b = need(ctx, inputs, 1);
+    const a = need(ctx, inputs, 0),
+      b = need(ctx, inputs, 1);
     requireNumeric(ctx, a.dtype, 'A');
     requireSameDtype(ctx, a.dtype, b.dtype, 'B');
     const p = batchedMatmul(ctx, a.dims, a.nums, b.dims, b.nums);
@@ -161,7 +242,8 @@ function checkGemmC(ctx: OpContext, cs: readonly Dim[], m: Dim, n: Dim): void {
 
 function gemmDims<D extends Dim>(ctx: OpContext, as: readonly D[], bs: readonly D[]): [D, D, D, D] {
   if (as.length !== 2 || bs.length !== 2) ctx.fail(`Gemm needs 2-D A and B, got ranks ${as.length} and ${bs.length}`);
-  const transA = ctx.int('transA', 0) !== 0, transB = ctx.int('transB', 0) !== 0;
+  const transA = ctx.int('transA', 0) !== 0,
+    transB = ctx.int('transB', 0) !== 0;
   const [m, k]: D[] = transA ? [as[1], as[0]] : [as[0], as[1]];
   const [kb, n]: D[] = transB ? [bs[1], bs[0]] : [bs[0], bs[1]];
   return [m, k, kb, n];
@@ -170,7 +252,9 @@ function gemmDims<D extends Dim>(ctx: OpContext, as: readonly D[], bs: readonly 
 const gemm: OpHandler = {
   op: 'Gemm',
   infer(ctx, inputs) {
-    const a = need(ctx, inputs, 0), b = need(ctx, inputs, 1), c = inputs[2];
+    const a = need(ctx, inputs, 0),
+      b = need(ctx, inputs, 1),
+      c = inputs[2];
     requireNumeric(ctx, a.dtype, 'A');
     requireSameDtype(ctx, a.dtype, b.dtype, 'B');
     if (c !== undefined) requireSameDtype(ctx, a.dtype, c.dtype, 'C');
@@ -187,12 +271,15 @@ const gemm: OpHandler = {
     return [out];
   },
   eval(ctx, inputs) {
-    const a = need(ctx, inputs, 0), b = need(ctx, inputs, 1), c = inputs[2];
+    const a = need(ctx, inputs, 0),
+      b = need(ctx, inputs, 1),
+      c = inputs[2];
     requireNumeric(ctx, a.dtype, 'A');
     requireSameDtype(ctx, a.dtype, b.dtype, 'B');
     const [m, k, kb, n] = gemmDims(ctx, a.dims, b.dims);
     if (k !== kb) ctx.fail(`inner dimensions differ: ${k} vs ${kb}`);
-    const alpha = ctx.float('alpha', 1), beta = ctx.float('beta', 1);
+    const alpha = ctx.float('alpha', 1),
+      beta = ctx.float('beta', 1);
     const am = matrixF64(a.nums, a.dims[0], a.dims[1], ctx.int('transA', 0) !== 0);
     const bm = matrixF64(b.nums, b.dims[0], b.dims[1], ctx.int('transB', 0) !== 0);
     const out = new Float64Array(m * n);
@@ -227,15 +314,21 @@ function subtractZeroPoint(ctx: OpContext, x: Tensor, zp: Tensor | undefined, pe
 const matMulInteger: OpHandler = {
   op: 'MatMulInteger',
   infer(ctx, inputs) {
-    const a = need(ctx, inputs, 0), b = need(ctx, inputs, 1);
-    if (!INT8S.includes(a.dtype) || !INT8S.includes(b.dtype)) ctx.fail(`inputs must be int8 or uint8, got ${a.dtype} and ${b.dtype}`);
-    if (inputs[2] && inputs[2].dtype !== a.dtype) ctx.fail(`a_zero_point dtype ${inputs[2].dtype} does not match ${a.dtype}`);
-    if (inputs[3] && inputs[3].dtype !== b.dtype) ctx.fail(`b_zero_point dtype ${inputs[3].dtype} does not match ${b.dtype}`);
+    const a = need(ctx, inputs, 0),
+      b = need(ctx, inputs, 1);
+    if (!INT8S.includes(a.dtype) || !INT8S.includes(b.dtype))
+      ctx.fail(`inputs must be int8 or uint8, got ${a.dtype} and ${b.dtype}`);
+    if (inputs[2] && inputs[2].dtype !== a.dtype)
+      ctx.fail(`a_zero_point dtype ${inputs[2].dtype} does not match ${a.dtype}`);
+    if (inputs[3] && inputs[3].dtype !== b.dtype)
+      ctx.fail(`b_zero_point dtype ${inputs[3].dtype} does not match ${b.dtype}`);
     return [{ dtype: 'int32', shape: matmulShape(ctx, a.shape, b.shape) }];
   },
   eval(ctx, inputs) {
-    const a = need(ctx, inputs, 0), b = need(ctx, inputs, 1);
-    if (!INT8S.includes(a.dtype) || !INT8S.includes(b.dtype)) ctx.fail(`inputs must be int8 or uint8, got ${a.dtype} and ${b.dtype}`);
+    const a = need(ctx, inputs, 0),
+      b = need(ctx, inputs, 1);
+    if (!INT8S.includes(a.dtype) || !INT8S.includes(b.dtype))
+      ctx.fail(`inputs must be int8 or uint8, got ${a.dtype} and ${b.dtype}`);
     const av = subtractZeroPoint(ctx, a, inputs[2], true);
     const bv = subtractZeroPoint(ctx, b, inputs[3], false);
     const p = batchedMatmul(ctx, a.dims, av, b.dims, bv);
@@ -245,36 +338,52 @@ const matMulInteger: OpHandler = {
 
 /** Fails unless a scale or zero point holds one value or `n` values (per row of A / per column of B). */
 function checkQParam(ctx: OpContext, t: Tensor, n: number, what: string): void {
-  if (t.size !== 1 && (t.rank !== 1 || t.size !== n)) ctx.fail(`${what} of shape [${t.dims}] must hold 1 or ${n} values`);
+  if (t.size !== 1 && (t.rank !== 1 || t.size !== n))
+    ctx.fail(`${what} of shape [${t.dims}] must hold 1 or ${n} values`);
 }
 
 const qLinearMatMul: OpHandler = {
   op: 'QLinearMatMul',
   since: 10,
   infer(ctx, inputs) {
-    const a = need(ctx, inputs, 0), b = need(ctx, inputs, 3), yzp = need(ctx, inputs, 7);
-    if (!INT8S.includes(a.dtype) || !INT8S.includes(b.dtype)) ctx.fail(`inputs must be int8 or uint8, got ${a.dtype} and ${b.dtype}`);
+    const a = need(ctx, inputs, 0),
+      b = need(ctx, inputs, 3),
+      yzp = need(ctx, inputs, 7);
+    if (!INT8S.includes(a.dtype) || !INT8S.includes(b.dtype))
+      ctx.fail(`inputs must be int8 or uint8, got ${a.dtype} and ${b.dtype}`);
     if (!INT8S.includes(yzp.dtype)) ctx.fail(`y_zero_point must be int8 or uint8, got ${yzp.dtype}`);
     return [{ dtype: yzp.dtype, shape: matmulShape(ctx, a.shape, b.shape) }];
   },
   eval(ctx, inputs) {
     const [a, as, azp, b, bs, bzp, ys, yzp] = [0, 1, 2, 3, 4, 5, 6, 7].map((i) => need(ctx, inputs, i));
-    if (!INT8S.includes(a.dtype) || !INT8S.includes(b.dtype)) ctx.fail(`inputs must be int8 or uint8, got ${a.dtype} and ${b.dtype}`);
+    if (!INT8S.includes(a.dtype) || !INT8S.includes(b.dtype))
+      ctx.fail(`inputs must be int8 or uint8, got ${a.dtype} and ${b.dtype}`);
     if (!INT8S.includes(yzp.dtype)) ctx.fail(`y_zero_point must be int8 or uint8, got ${yzp.dtype}`);
     if (a.rank < 2 || b.rank < 2) ctx.fail('QLinearMatMul needs inputs of rank ≥ 2');
-    const m = a.dims[a.rank - 2], n = b.dims[b.rank - 1];
+    const m = a.dims[a.rank - 2],
+      n = b.dims[b.rank - 1];
     checkQParam(ctx, as, m, 'a_scale');
     checkQParam(ctx, bs, n, 'b_scale');
     checkQParam(ctx, ys, 1, 'y_scale');
     checkQParam(ctx, yzp, 1, 'y_zero_point');
-    const p = batchedMatmul(ctx, a.dims, subtractZeroPoint(ctx, a, azp, true), b.dims, subtractZeroPoint(ctx, b, bzp, false));
+    const p = batchedMatmul(
+      ctx,
+      a.dims,
+      subtractZeroPoint(ctx, a, azp, true),
+      b.dims,
+      subtractZeroPoint(ctx, b, bzp, false),
+    );
     // As the reference: the multiplier a_scale * b_scale / y_scale in the scales' precision, the rest in float64.
     const r = roundTo(as.dtype);
-    const asv = as.nums, bsv = bs.nums, y0 = ys.nums[0], z0 = yzp.nums[0];
+    const asv = as.nums,
+      bsv = bs.nums,
+      y0 = ys.nums[0],
+      z0 = yzp.nums[0];
     const [lo, hi] = INT_RANGE[yzp.dtype]!;
     const out = p.data;
     for (let e = 0; e < out.length; e++) {
-      const j = e % n, i = Math.floor(e / n) % m;
+      const j = e % n,
+        i = Math.floor(e / n) % m;
       const mult = r(r(asv[asv.length === 1 ? 0 : i] * bsv[bsv.length === 1 ? 0 : j]) / y0);
       const q = rint(out[e] * mult + z0);
       out[e] = q < lo ? lo : q > hi ? hi : q;

@@ -16,12 +16,17 @@ function perOutput<T>(ctx: OpContext, all: T[]): T[] {
 function checkParam(ctx: OpContext, p: InferInput | undefined, x: readonly Dim[], what: string): void {
   if (p?.shape === undefined) return;
   const off = x.length - p.shape.length;
-  const bad = off < 0 || p.shape.some((d, i) => typeof d === 'number' && typeof x[i + off] === 'number' && d !== 1 && d !== x[i + off]);
+  const bad =
+    off < 0 ||
+    p.shape.some((d, i) => typeof d === 'number' && typeof x[i + off] === 'number' && d !== 1 && d !== x[i + off]);
   if (bad) ctx.fail(`${what} of rank ${p.shape.length} does not broadcast to the input's shape`);
 }
 
 /** A parameter broadcast over rows of `cols` elements: values and the step from one row to the next (0 = shared). */
-interface RowParam { v: NumArray; stride: number }
+interface RowParam {
+  v: NumArray;
+  stride: number;
+}
 
 function gather(src: NumArray, idx: Int32Array): Float64Array {
   const out = new Float64Array(idx.length);
@@ -30,7 +35,13 @@ function gather(src: NumArray, idx: Int32Array): Float64Array {
 }
 
 /** A Scale/Bias input of LayerNormalization-like ops, broadcast to x and seen per row of dims[axis:]. */
-function rowParam(ctx: OpContext, p: Tensor | undefined, dims: readonly number[], axis: number, what: string): RowParam {
+function rowParam(
+  ctx: OpContext,
+  p: Tensor | undefined,
+  dims: readonly number[],
+  axis: number,
+  what: string,
+): RowParam {
   const tail = dims.slice(axis);
   if (p === undefined) return { v: new Float64Array(sizeOf(tail)), stride: 0 };
   if (!broadcastsTo(p.dims, dims)) ctx.fail(`${what} of shape [${p.dims}] does not broadcast to [${dims}]`);
@@ -54,7 +65,8 @@ const layerNormalization: OpHandler = {
   op: 'LayerNormalization',
   since: 17,
   infer(ctx, inputs) {
-    const x = need(ctx, inputs, 0), scale = need(ctx, inputs, 1);
+    const x = need(ctx, inputs, 0),
+      scale = need(ctx, inputs, 1);
     requireFloat(ctx, x.dtype, 'X');
     const stash = dtypeAttr(ctx, ctx.int('stash_type', 1), 'stash_type');
     if (x.shape === undefined) return perOutput(ctx, [{ dtype: x.dtype }, { dtype: stash }, { dtype: stash }]);
@@ -62,27 +74,44 @@ const layerNormalization: OpHandler = {
     checkParam(ctx, scale, x.shape, 'Scale');
     checkParam(ctx, inputs[2], x.shape, 'B');
     const s = statShape(x.shape, axis);
-    return perOutput(ctx, [{ dtype: x.dtype, shape: x.shape }, { dtype: stash, shape: s }, { dtype: stash, shape: [...s] }]);
+    return perOutput(ctx, [
+      { dtype: x.dtype, shape: x.shape },
+      { dtype: stash, shape: s },
+      { dtype: stash, shape: [...s] },
+    ]);
   },
   eval(ctx, inputs) {
-    const x = need(ctx, inputs, 0), scale = need(ctx, inputs, 1);
+    const x = need(ctx, inputs, 0),
+      scale = need(ctx, inputs, 1);
     requireFloat(ctx, x.dtype, 'X');
     const stash = dtypeAttr(ctx, ctx.int('stash_type', 1), 'stash_type');
     const axis = axisOf(ctx, ctx.int('axis', -1), x.rank);
     const eps = ctx.float('epsilon', 1e-5);
-    const rows = prodRange(x.dims, 0, axis), cols = prodRange(x.dims, axis, x.rank);
-    const w = rowParam(ctx, scale, x.dims, axis, 'Scale'), b = rowParam(ctx, inputs[2], x.dims, axis, 'B');
-    const xv = x.nums, wv = w.v, bv = b.v, ws = w.stride, bs = b.stride;
-    const y = new Float64Array(x.size), means = new Float64Array(rows), invs = new Float64Array(rows);
+    const rows = prodRange(x.dims, 0, axis),
+      cols = prodRange(x.dims, axis, x.rank);
+    const w = rowParam(ctx, scale, x.dims, axis, 'Scale'),
+      b = rowParam(ctx, inputs[2], x.dims, axis, 'B');
+    const xv = x.nums,
+      wv = w.v,
+      bv = b.v,
+      ws = w.stride,
+      bs = b.stride;
+    const y = new Float64Array(x.size),
+      means = new Float64Array(rows),
+      invs = new Float64Array(rows);
     for (let r = 0; r < rows; r++) {
       const base = r * cols;
       let sum = 0;
       for (let j = 0; j < cols; j++) sum += xv[base + j];
       const mean = sum / cols;
       let sq = 0;
-      for (let j = 0; j < cols; j++) { const d = xv[base + j] - mean; sq += d * d; }
+      for (let j = 0; j < cols; j++) {
+        const d = xv[base + j] - mean;
+        sq += d * d;
+      }
       const inv = 1 / Math.sqrt(sq / cols + eps);
-      const wo = r * ws, bo = r * bs;
+      const wo = r * ws,
+        bo = r * bs;
       for (let j = 0; j < cols; j++) y[base + j] = (xv[base + j] - mean) * inv * wv[wo + j] + bv[bo + j];
       means[r] = mean;
       invs[r] = inv;
@@ -96,7 +125,8 @@ const rmsNormalization: OpHandler = {
   op: 'RMSNormalization',
   since: 23,
   infer(ctx, inputs) {
-    const x = need(ctx, inputs, 0), scale = need(ctx, inputs, 1);
+    const x = need(ctx, inputs, 0),
+      scale = need(ctx, inputs, 1);
     requireFloat(ctx, x.dtype, 'X');
     dtypeAttr(ctx, ctx.int('stash_type', 1), 'stash_type');
     if (x.shape !== undefined) {
@@ -106,13 +136,17 @@ const rmsNormalization: OpHandler = {
     return [{ dtype: x.dtype, shape: x.shape }];
   },
   eval(ctx, inputs) {
-    const x = need(ctx, inputs, 0), scale = need(ctx, inputs, 1);
+    const x = need(ctx, inputs, 0),
+      scale = need(ctx, inputs, 1);
     requireFloat(ctx, x.dtype, 'X');
     const axis = axisOf(ctx, ctx.int('axis', -1), x.rank);
     const eps = ctx.float('epsilon', 1e-5);
-    const rows = prodRange(x.dims, 0, axis), cols = prodRange(x.dims, axis, x.rank);
+    const rows = prodRange(x.dims, 0, axis),
+      cols = prodRange(x.dims, axis, x.rank);
     const w = rowParam(ctx, scale, x.dims, axis, 'scale');
-    const xv = x.nums, wv = w.v, ws = w.stride;
+    const xv = x.nums,
+      wv = w.v,
+      ws = w.stride;
     const y = new Float64Array(x.size);
     for (let r = 0; r < rows; r++) {
       const base = r * cols;
@@ -131,11 +165,18 @@ const rmsNormalization: OpHandler = {
  * per-channel scale and bias (given as functions of the channel index c and group g).
  */
 function groupNormalize(
-  x: NumArray, dims: readonly number[], perGroup: number, eps: number,
-  scaleAt: (c: number, g: number) => number, biasAt: (c: number, g: number) => number,
+  x: NumArray,
+  dims: readonly number[],
+  perGroup: number,
+  eps: number,
+  scaleAt: (c: number, g: number) => number,
+  biasAt: (c: number, g: number) => number,
 ): Float64Array {
-  const n = dims[0], c = dims[1], spatial = prodRange(dims, 2, dims.length);
-  const groups = c / perGroup, size = perGroup * spatial;
+  const n = dims[0],
+    c = dims[1],
+    spatial = prodRange(dims, 2, dims.length);
+  const groups = c / perGroup,
+    size = perGroup * spatial;
   const y = new Float64Array(x.length);
   for (let i = 0; i < n; i++) {
     for (let g = 0; g < groups; g++) {
@@ -144,10 +185,14 @@ function groupNormalize(
       for (let k = 0; k < size; k++) sum += x[base + k];
       const mean = sum / size;
       let sq = 0;
-      for (let k = 0; k < size; k++) { const d = x[base + k] - mean; sq += d * d; }
+      for (let k = 0; k < size; k++) {
+        const d = x[base + k] - mean;
+        sq += d * d;
+      }
       const inv = 1 / Math.sqrt(sq / size + eps);
       for (let ch = 0; ch < perGroup; ch++) {
-        const s = scaleAt(g * perGroup + ch, g), b = biasAt(g * perGroup + ch, g);
+        const s = scaleAt(g * perGroup + ch, g),
+          b = biasAt(g * perGroup + ch, g);
         const o = base + ch * spatial;
         for (let k = 0; k < spatial; k++) y[o + k] = (x[o + k] - mean) * inv * s + b;
       }
@@ -161,7 +206,8 @@ function checkVector(ctx: OpContext, p: InferInput | undefined, want: Dim | unde
   if (p?.shape === undefined) return;
   if (p.shape.length !== 1) ctx.fail(`${what} must be 1-D, got rank ${p.shape.length}`);
   const d = p.shape[0];
-  if (typeof d === 'number' && typeof want === 'number' && d !== want) ctx.fail(`${what} has ${d} elements, expected ${want}`);
+  if (typeof d === 'number' && typeof want === 'number' && d !== want)
+    ctx.fail(`${what} has ${d} elements, expected ${want}`);
 }
 
 function requireChannels(ctx: OpContext, rank: number | undefined): void {
@@ -183,13 +229,23 @@ const instanceNormalization: OpHandler = {
     return [{ dtype: x.dtype, shape: x.shape }];
   },
   eval(ctx, inputs) {
-    const x = need(ctx, inputs, 0), scale = need(ctx, inputs, 1), bias = need(ctx, inputs, 2);
+    const x = need(ctx, inputs, 0),
+      scale = need(ctx, inputs, 1),
+      bias = need(ctx, inputs, 2);
     requireFloat(ctx, x.dtype);
     requireChannels(ctx, x.rank);
     requireSize(ctx, scale, x.dims[1], 'scale');
     requireSize(ctx, bias, x.dims[1], 'B');
-    const sv = scale.nums, bv = bias.nums;
-    const y = groupNormalize(x.nums, x.dims, 1, ctx.float('epsilon', 1e-5), (c) => sv[c], (c) => bv[c]);
+    const sv = scale.nums,
+      bv = bias.nums;
+    const y = groupNormalize(
+      x.nums,
+      x.dims,
+      1,
+      ctx.float('epsilon', 1e-5),
+      (c) => sv[c],
+      (c) => bv[c],
+    );
     return [fromF64(x.dtype, x.dims, y)];
   },
 };
@@ -198,7 +254,9 @@ const instanceNormalization: OpHandler = {
 function groupNormHandler(since: number, until: number | undefined): OpHandler {
   const perChannel = since >= 21;
   return {
-    op: 'GroupNormalization', since, until,
+    op: 'GroupNormalization',
+    since,
+    until,
     infer(ctx, inputs) {
       const x = need(ctx, inputs, 0);
       requireFloat(ctx, x.dtype);
@@ -213,14 +271,18 @@ function groupNormHandler(since: number, until: number | undefined): OpHandler {
       return [{ dtype: x.dtype, shape: x.shape }];
     },
     eval(ctx, inputs) {
-      const x = need(ctx, inputs, 0), scale = need(ctx, inputs, 1), bias = need(ctx, inputs, 2);
+      const x = need(ctx, inputs, 0),
+        scale = need(ctx, inputs, 1),
+        bias = need(ctx, inputs, 2);
       requireFloat(ctx, x.dtype);
       requireChannels(ctx, x.rank);
-      const g = ctx.int('num_groups'), c = x.dims[1];
+      const g = ctx.int('num_groups'),
+        c = x.dims[1];
       if (g <= 0 || c % g !== 0) ctx.fail(`num_groups ${g} does not divide ${c} channels`);
       requireSize(ctx, scale, perChannel ? c : g, 'scale');
       requireSize(ctx, bias, perChannel ? c : g, 'bias');
-      const sv = scale.nums, bv = bias.nums;
+      const sv = scale.nums,
+        bv = bias.nums;
       const at = (v: NumArray) => (perChannel ? (ch: number) => v[ch] : (_ch: number, grp: number) => v[grp]);
       const y = groupNormalize(x.nums, x.dims, c / g, ctx.float('epsilon', 1e-5), at(sv), at(bv));
       return [fromF64(x.dtype, x.dims, y)];
@@ -237,14 +299,27 @@ function bnTraining(ctx: OpContext): boolean {
 
 /** Per-channel batch mean and (population) variance of x [N, C, ...]. */
 function channelStats(x: NumArray, dims: readonly number[]): { mean: Float64Array; variance: Float64Array } {
-  const n = dims[0], c = dims[1], spatial = prodRange(dims, 2, dims.length), count = n * spatial;
-  const mean = new Float64Array(c), variance = new Float64Array(c);
+  const n = dims[0],
+    c = dims[1],
+    spatial = prodRange(dims, 2, dims.length),
+    count = n * spatial;
+  const mean = new Float64Array(c),
+    variance = new Float64Array(c);
   for (let ch = 0; ch < c; ch++) {
     let sum = 0;
-    for (let i = 0; i < n; i++) { const o = (i * c + ch) * spatial; for (let k = 0; k < spatial; k++) sum += x[o + k]; }
+    for (let i = 0; i < n; i++) {
+      const o = (i * c + ch) * spatial;
+      for (let k = 0; k < spatial; k++) sum += x[o + k];
+    }
     const m = sum / count;
     let sq = 0;
-    for (let i = 0; i < n; i++) { const o = (i * c + ch) * spatial; for (let k = 0; k < spatial; k++) { const d = x[o + k] - m; sq += d * d; } }
+    for (let i = 0; i < n; i++) {
+      const o = (i * c + ch) * spatial;
+      for (let k = 0; k < spatial; k++) {
+        const d = x[o + k] - m;
+        sq += d * d;
+      }
+    }
     mean[ch] = m;
     variance[ch] = sq / count;
   }
@@ -268,15 +343,26 @@ const batchNormalization: OpHandler = {
     const [scale, bias, mean, variance] = [1, 2, 3, 4].map((i) => need(ctx, inputs, i));
     requireFloat(ctx, x.dtype);
     requireChannels(ctx, x.rank);
-    const c = x.dims[1], spatial = prodRange(x.dims, 2, x.rank), perElem = c * spatial;
-    for (const [t, what] of [[scale, 'scale'], [bias, 'B'], [mean, 'mean'], [variance, 'var']] as const) {
-      if (t.size !== c && !(ctx.opset < 9 && t.size === perElem)) ctx.fail(`${what} has ${t.size} elements, expected ${c}`);
+    const c = x.dims[1],
+      spatial = prodRange(x.dims, 2, x.rank),
+      perElem = c * spatial;
+    for (const [t, what] of [
+      [scale, 'scale'],
+      [bias, 'B'],
+      [mean, 'mean'],
+      [variance, 'var'],
+    ] as const) {
+      if (t.size !== c && !(ctx.opset < 9 && t.size === perElem))
+        ctx.fail(`${what} has ${t.size} elements, expected ${c}`);
     }
     const eps = ctx.float('epsilon', 1e-5);
     const training = bnTraining(ctx);
     const stats = training ? channelStats(x.nums, x.dims) : undefined;
-    const mv = stats ? stats.mean : mean.nums, vv = stats ? stats.variance : variance.nums;
-    const sv = scale.nums, bv = bias.nums, xv = x.nums;
+    const mv = stats ? stats.mean : mean.nums,
+      vv = stats ? stats.variance : variance.nums;
+    const sv = scale.nums,
+      bv = bias.nums,
+      xv = x.nums;
     const y = new Float64Array(x.size);
     for (let i = 0; i < x.size; i++) {
       const e = i % perElem;
@@ -287,7 +373,12 @@ const batchNormalization: OpHandler = {
     const out = [fromF64(x.dtype, x.dims, y)];
     if (stats) {
       const momentum = ctx.float('momentum', 0.9);
-      const run = (old: Tensor, now: Float64Array) => fromF64(old.dtype, old.dims, Float64Array.from(old.nums, (v, i) => v * momentum + now[i] * (1 - momentum)));
+      const run = (old: Tensor, now: Float64Array) =>
+        fromF64(
+          old.dtype,
+          old.dims,
+          Float64Array.from(old.nums, (v, i) => v * momentum + now[i] * (1 - momentum)),
+        );
       out.push(run(mean, stats.mean), run(variance, stats.variance));
       if (ctx.opset < 14) out.push(fromF64(mean.dtype, [c], stats.mean), fromF64(mean.dtype, [c], stats.variance));
     }
@@ -309,10 +400,15 @@ const meanVarianceNormalization: OpHandler = {
     requireFloat(ctx, x.dtype);
     const axes = normAxes(ctx, ctx.ints('axes', [0, 2, 3]), x.rank);
     const { outDims, map } = reduceMap(x.dims, axes);
-    const groups = sizeOf(outDims), count = groups === 0 ? 0 : x.size / groups;
-    const mean = new Float64Array(groups), sq = new Float64Array(groups);
+    const groups = sizeOf(outDims),
+      count = groups === 0 ? 0 : x.size / groups;
+    const mean = new Float64Array(groups),
+      sq = new Float64Array(groups);
     const xv = x.nums;
-    for (let i = 0; i < x.size; i++) { mean[map[i]] += xv[i]; sq[map[i]] += xv[i] * xv[i]; }
+    for (let i = 0; i < x.size; i++) {
+      mean[map[i]] += xv[i];
+      sq[map[i]] += xv[i] * xv[i];
+    }
     for (let g = 0; g < groups; g++) {
       mean[g] /= count;
       sq[g] = Math.sqrt(Math.max(0, sq[g] / count - mean[g] * mean[g])) + 1e-9;
@@ -339,13 +435,19 @@ const lpNormalization: OpHandler = {
     const p = ctx.int('p', 2);
     if (p !== 1 && p !== 2) ctx.fail(`p must be 1 or 2, got ${p}`);
     const axis = axisOf(ctx, ctx.int('axis', -1), x.rank);
-    const outer = prodRange(x.dims, 0, axis), len = x.dims[axis], inner = prodRange(x.dims, axis + 1, x.rank);
-    const xv = x.nums, y = new Float64Array(x.size);
+    const outer = prodRange(x.dims, 0, axis),
+      len = x.dims[axis],
+      inner = prodRange(x.dims, axis + 1, x.rank);
+    const xv = x.nums,
+      y = new Float64Array(x.size);
     for (let o = 0; o < outer; o++) {
       for (let q = 0; q < inner; q++) {
         const base = o * len * inner + q;
         let acc = 0;
-        for (let i = 0; i < len; i++) { const v = xv[base + i * inner]; acc += p === 1 ? Math.abs(v) : v * v; }
+        for (let i = 0; i < len; i++) {
+          const v = xv[base + i * inner];
+          acc += p === 1 ? Math.abs(v) : v * v;
+        }
         // A zero norm (all-zero fiber) leaves the zeros as they are, as the conformance data expects.
         const norm = acc === 0 ? 1 : p === 1 ? acc : Math.sqrt(acc);
         for (let i = 0; i < len; i++) y[base + i * inner] = xv[base + i * inner] / norm;
@@ -356,7 +458,12 @@ const lpNormalization: OpHandler = {
 };
 
 export const NORM_OPS: OpHandler[] = [
-  layerNormalization, rmsNormalization, instanceNormalization,
-  groupNormHandler(18, 21), groupNormHandler(21, undefined),
-  batchNormalization, meanVarianceNormalization, lpNormalization,
+  layerNormalization,
+  rmsNormalization,
+  instanceNormalization,
+  groupNormHandler(18, 21),
+  groupNormHandler(21, undefined),
+  batchNormalization,
+  meanVarianceNormalization,
+  lpNormalization,
 ];

@@ -19,20 +19,29 @@ function paramIndex(ctx: OpContext, p: Tensor, dims: readonly number[], blockSiz
   const n = dims.reduce((a, b) => a * b, 1);
   const idx = new Int32Array(n);
   if (blockSize <= 0) {
-    if (p.rank !== 1 || p.size !== dims[axis]) ctx.fail(`scale of shape [${p.dims}] does not fit axis ${axis} of input [${dims}]`);
-    const inner = stridesOf(dims)[axis], len = dims[axis];
+    if (p.rank !== 1 || p.size !== dims[axis])
+      ctx.fail(`scale of shape [${p.dims}] does not fit axis ${axis} of input [${dims}]`);
+    const inner = stridesOf(dims)[axis],
+      len = dims[axis];
     for (let i = 0; i < n; i++) idx[i] = Math.floor(i / inner) % len;
     return idx;
   }
-  const fits = p.rank === rank && p.dims.every((d, i) => (i === axis ? d === Math.ceil(dims[i] / blockSize) : d === dims[i]));
-  if (!fits) ctx.fail(`blocked scale of shape [${p.dims}] does not fit input [${dims}] with block_size ${blockSize} on axis ${axis}`);
+  const fits =
+    p.rank === rank && p.dims.every((d, i) => (i === axis ? d === Math.ceil(dims[i] / blockSize) : d === dims[i]));
+  if (!fits)
+    ctx.fail(
+      `blocked scale of shape [${p.dims}] does not fit input [${dims}] with block_size ${blockSize} on axis ${axis}`,
+    );
   const pst = stridesOf(p.dims);
   const ctr = new Array<number>(rank).fill(0);
   for (let i = 0; i < n; i++) {
     let off = 0;
     for (let d = 0; d < rank; d++) off += (d === axis ? Math.floor(ctr[d] / blockSize) : ctr[d]) * pst[d];
     idx[i] = off;
-    for (let d = rank - 1; d >= 0; d--) { if (++ctr[d] < dims[d]) break; ctr[d] = 0; }
+    for (let d = rank - 1; d >= 0; d--) {
+      if (++ctr[d] < dims[d]) break;
+      ctr[d] = 0;
+    }
   }
   return idx;
 }
@@ -47,7 +56,8 @@ function blockSizeOf(ctx: OpContext): number {
 function quantDtype(ctx: OpContext, zp: DType | undefined): DType {
   const code = ctx.opset >= 21 ? ctx.int('output_dtype', 0) : 0;
   const attr = code !== 0 ? dtypeAttr(ctx, code, 'output_dtype') : undefined;
-  if (zp !== undefined && attr !== undefined && zp !== attr) ctx.fail(`output_dtype ${attr} does not match zero point dtype ${zp}`);
+  if (zp !== undefined && attr !== undefined && zp !== attr)
+    ctx.fail(`output_dtype ${attr} does not match zero point dtype ${zp}`);
   const d = zp ?? attr ?? 'uint8';
   if (!QUANT_TYPES.includes(d)) ctx.fail(`cannot quantize to ${d}`);
   return d;
@@ -72,13 +82,17 @@ const quantizeLinear: OpHandler = {
   op: 'QuantizeLinear',
   since: 10,
   infer(ctx, inputs) {
-    const x = need(ctx, inputs, 0), scale = need(ctx, inputs, 1), zp = inputs[2];
+    const x = need(ctx, inputs, 0),
+      scale = need(ctx, inputs, 1),
+      zp = inputs[2];
     if (!isFloat(x.dtype) && x.dtype !== 'int32') ctx.fail(`x must be float or int32, got ${x.dtype}`);
     checkScale(ctx, scale, zp);
     return [{ dtype: quantDtype(ctx, zp?.dtype), shape: x.shape }];
   },
   eval(ctx, inputs) {
-    const x = need(ctx, inputs, 0), scale = need(ctx, inputs, 1), zp = inputs[2];
+    const x = need(ctx, inputs, 0),
+      scale = need(ctx, inputs, 1),
+      zp = inputs[2];
     if (!isFloat(x.dtype) && x.dtype !== 'int32') ctx.fail(`x must be float or int32, got ${x.dtype}`);
     checkScale(ctx, scale, zp);
     const out = quantDtype(ctx, zp?.dtype);
@@ -86,7 +100,9 @@ const quantizeLinear: OpHandler = {
     const bs = blockSizeOf(ctx);
     const idx = paramIndex(ctx, scale, x.dims, bs);
     const round = roundTo(divisionDtype(ctx, x.dtype, scale.dtype));
-    const xv = x.nums, sv = scale.nums, zv = zp?.nums;
+    const xv = x.nums,
+      sv = scale.nums,
+      zv = zp?.nums;
     const y = new Float64Array(x.size);
     for (let i = 0; i < y.length; i++) {
       const p = idx ? idx[i] : 0;
@@ -114,20 +130,26 @@ const dequantizeLinear: OpHandler = {
   op: 'DequantizeLinear',
   since: 10,
   infer(ctx, inputs) {
-    const x = need(ctx, inputs, 0), scale = need(ctx, inputs, 1), zp = inputs[2];
+    const x = need(ctx, inputs, 0),
+      scale = need(ctx, inputs, 1),
+      zp = inputs[2];
     checkDequantInput(ctx, x.dtype, zp?.dtype);
     checkScale(ctx, scale, zp);
     return [{ dtype: dequantDtype(ctx, scale.dtype), shape: x.shape }];
   },
   eval(ctx, inputs) {
-    const x = need(ctx, inputs, 0), scale = need(ctx, inputs, 1), zp = inputs[2];
+    const x = need(ctx, inputs, 0),
+      scale = need(ctx, inputs, 1),
+      zp = inputs[2];
     checkDequantInput(ctx, x.dtype, zp?.dtype);
     checkScale(ctx, scale, zp);
     const out = dequantDtype(ctx, scale.dtype);
     const idx = paramIndex(ctx, scale, x.dims, blockSizeOf(ctx));
     // As the reference: x - zero point in float32, times the scale in float32 (float64 for a float64 scale).
     const prod = roundTo(scale.dtype === 'float64' ? 'float64' : 'float32');
-    const xv = x.nums, sv = scale.nums, zv = zp?.nums;
+    const xv = x.nums,
+      sv = scale.nums,
+      zv = zp?.nums;
     const y = new Float64Array(x.size);
     for (let i = 0; i < y.length; i++) {
       const p = idx ? idx[i] : 0;
@@ -144,14 +166,23 @@ const dynamicQuantizeLinear: OpHandler = {
   infer(ctx, inputs) {
     const x = need(ctx, inputs, 0);
     if (x.dtype !== 'float32') ctx.fail(`x must be float32, got ${x.dtype}`);
-    return [{ dtype: 'uint8', shape: x.shape }, { dtype: 'float32', shape: [] }, { dtype: 'uint8', shape: [] }];
+    return [
+      { dtype: 'uint8', shape: x.shape },
+      { dtype: 'float32', shape: [] },
+      { dtype: 'uint8', shape: [] },
+    ];
   },
   eval(ctx, inputs) {
     const x = need(ctx, inputs, 0);
     if (x.dtype !== 'float32') ctx.fail(`x must be float32, got ${x.dtype}`);
-    const f = Math.fround, xv = x.nums;
-    let max = 0, min = 0;
-    for (let i = 0; i < xv.length; i++) { if (xv[i] > max) max = xv[i]; if (xv[i] < min) min = xv[i]; }
+    const f = Math.fround,
+      xv = x.nums;
+    let max = 0,
+      min = 0;
+    for (let i = 0; i < xv.length; i++) {
+      if (xv[i] > max) max = xv[i];
+      if (xv[i] < min) min = xv[i];
+    }
     const scale = max === min ? 1 : f(f(max - min) / 255);
     const zp = rint(Math.max(0, Math.min(255, f(0 - f(min / scale)))));
     const y = new Float64Array(xv.length);

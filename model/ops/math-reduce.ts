@@ -33,42 +33,70 @@ export function reduceMap(dims: readonly number[], axes: readonly number[]): { o
 /** The value a reduction gives over an empty set (and its starting accumulator). */
 function identity(kind: Kind, dtype: DType): number {
   switch (kind) {
-    case 'max': return dtype === 'bool' ? 0 : isFloat(dtype) ? -Infinity : INT_RANGE[dtype]![0];
-    case 'min': return dtype === 'bool' ? 1 : isFloat(dtype) ? Infinity : INT_RANGE[dtype]![1];
-    case 'prod': return 1;
-    default: return 0;
+    case 'max':
+      return dtype === 'bool' ? 0 : isFloat(dtype) ? -Infinity : INT_RANGE[dtype]![0];
+    case 'min':
+      return dtype === 'bool' ? 1 : isFloat(dtype) ? Infinity : INT_RANGE[dtype]![1];
+    case 'prod':
+      return 1;
+    default:
+      return 0;
   }
 }
 
 /** Reduces x over the (normalized, sorted, non-empty) axes; returns float64 results in keepdims layout. */
-function reduce(kind: Kind, x: NumArray, dtype: DType, dims: readonly number[], axes: readonly number[]): { outDims: number[]; out: Float64Array } {
+function reduce(
+  kind: Kind,
+  x: NumArray,
+  dtype: DType,
+  dims: readonly number[],
+  axes: readonly number[],
+): { outDims: number[]; out: Float64Array } {
   const { outDims, map } = reduceMap(dims, axes);
   const outSize = prodRange(outDims, 0, outDims.length);
   const out = new Float64Array(outSize).fill(identity(kind, dtype));
   const n = x.length;
   switch (kind) {
-    case 'sum': case 'mean': case 'logsum':
+    case 'sum':
+    case 'mean':
+    case 'logsum':
       for (let i = 0; i < n; i++) out[map[i]] += x[i];
       break;
     case 'l1':
       for (let i = 0; i < n; i++) out[map[i]] += Math.abs(x[i]);
       break;
-    case 'l2': case 'sumsquare':
+    case 'l2':
+    case 'sumsquare':
       for (let i = 0; i < n; i++) out[map[i]] += x[i] * x[i];
       break;
     case 'prod':
       for (let i = 0; i < n; i++) out[map[i]] *= x[i];
       break;
     case 'max':
-      for (let i = 0; i < n; i++) { const v = x[i], o = map[i]; if (v > out[o] || v !== v) out[o] = v; }
+      for (let i = 0; i < n; i++) {
+        const v = x[i],
+          o = map[i];
+        if (v > out[o] || v !== v) out[o] = v;
+      }
       break;
     case 'min':
-      for (let i = 0; i < n; i++) { const v = x[i], o = map[i]; if (v < out[o] || v !== v) out[o] = v; }
+      for (let i = 0; i < n; i++) {
+        const v = x[i],
+          o = map[i];
+        if (v < out[o] || v !== v) out[o] = v;
+      }
       break;
     case 'logsumexp': {
       const max = new Float64Array(outSize).fill(-Infinity);
-      for (let i = 0; i < n; i++) { const v = x[i], o = map[i]; if (v > max[o] || v !== v) max[o] = v; }
-      for (let i = 0; i < n; i++) { const m = max[map[i]]; out[map[i]] += Math.exp(m === -Infinity || m === Infinity ? x[i] : x[i] - m); }
+      for (let i = 0; i < n; i++) {
+        const v = x[i],
+          o = map[i];
+        if (v > max[o] || v !== v) max[o] = v;
+      }
+      for (let i = 0; i < n; i++) {
+        const m = max[map[i]];
+        out[map[i]] += Math.exp(m === -Infinity || m === Infinity ? x[i] : x[i] - m);
+      }
       for (let o = 0; o < outSize; o++) {
         const m = max[o];
         out[o] = (m === -Infinity || m === Infinity ? 0 : m) + Math.log(out[o]);
@@ -94,7 +122,12 @@ function evalAxes(ctx: OpContext, axesInput: boolean, axesT: Tensor | undefined,
 }
 
 /** Axes known at inference time, as evalAxes gives them; undefined when the axes input is not known. */
-function inferAxes(ctx: OpContext, axesInput: boolean, a: InferInput | undefined, rank: number): number[] | 'noop' | undefined {
+function inferAxes(
+  ctx: OpContext,
+  axesInput: boolean,
+  a: InferInput | undefined,
+  rank: number,
+): number[] | 'noop' | undefined {
   let axes: number[] | undefined;
   if (!axesInput) axes = ctx.ints('axes', []);
   else if (a === undefined) axes = [];
@@ -113,14 +146,23 @@ function checkDtype(ctx: OpContext, kind: Kind, dtype: DType): void {
   requireNumeric(ctx, dtype, 'data');
 }
 
-function reduceHandler(op: string, kind: Kind, since: number, until: number | undefined, axesInput: boolean): OpHandler {
+function reduceHandler(
+  op: string,
+  kind: Kind,
+  since: number,
+  until: number | undefined,
+  axesInput: boolean,
+): OpHandler {
   return {
-    op, since, until,
+    op,
+    since,
+    until,
     infer(ctx, inputs) {
       const x = need(ctx, inputs, 0);
       checkDtype(ctx, kind, x.dtype);
       const keep = ctx.int('keepdims', 1) !== 0;
-      if (axesInput && inputs[1] !== undefined && inputs[1].dtype !== 'int64') ctx.fail(`axes must be int64, got ${inputs[1].dtype}`);
+      if (axesInput && inputs[1] !== undefined && inputs[1].dtype !== 'int64')
+        ctx.fail(`axes must be int64, got ${inputs[1].dtype}`);
       if (x.shape === undefined) return [{ dtype: x.dtype, shape: undefined }];
       const axes = inferAxes(ctx, axesInput, inputs[1], x.shape.length);
       if (axes === 'noop') return [{ dtype: x.dtype, shape: x.shape }];
@@ -148,19 +190,31 @@ function reduceOp(op: string, kind: Kind, switchAt: number): OpHandler[] {
 }
 
 /** Index of the max (or min) of each fiber along `axis`; first occurrence unless selectLast. NaN counts as extreme. */
-function argReduce(x: NumArray, dims: readonly number[], axis: number, isMax: boolean, selectLast: boolean): Float64Array {
-  const outer = prodRange(dims, 0, axis), len = dims[axis], inner = prodRange(dims, axis + 1, dims.length);
+function argReduce(
+  x: NumArray,
+  dims: readonly number[],
+  axis: number,
+  isMax: boolean,
+  selectLast: boolean,
+): Float64Array {
+  const outer = prodRange(dims, 0, axis),
+    len = dims[axis],
+    inner = prodRange(dims, axis + 1, dims.length);
   const out = new Float64Array(outer * inner);
   for (let o = 0; o < outer; o++) {
     for (let q = 0; q < inner; q++) {
       const base = o * len * inner + q;
-      let best = x[base], arg = 0;
+      let best = x[base],
+        arg = 0;
       for (let i = 1; i < len; i++) {
         const v = x[base + i * inner];
         let better: boolean;
         if (selectLast) better = v !== v || (best === best && (isMax ? v >= best : v <= best));
         else better = best === best && (v !== v || (isMax ? v > best : v < best));
-        if (better) { best = v; arg = i; }
+        if (better) {
+          best = v;
+          arg = i;
+        }
       }
       out[o * inner + q] = arg;
     }

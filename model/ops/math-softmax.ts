@@ -8,7 +8,11 @@ import { axisOf, need, same } from './util.ts';
 type Kind = 'softmax' | 'logsoftmax' | 'hardmax';
 
 /** The input seen as [outer, len, inner] with the op running over len. */
-interface Layout { outer: number; len: number; inner: number }
+interface Layout {
+  outer: number;
+  len: number;
+  inner: number;
+}
 
 function layout(ctx: OpContext, dims: readonly number[], coerce2d: boolean): Layout {
   const rank = dims.length;
@@ -26,10 +30,14 @@ function run(kind: Kind, x: NumArray, l: Layout, out: Float64Array): void {
   for (let o = 0; o < outer; o++) {
     for (let q = 0; q < inner; q++) {
       const base = o * len * inner + q;
-      let max = -Infinity, arg = 0;
+      let max = -Infinity,
+        arg = 0;
       for (let i = 0; i < len; i++) {
         const v = x[base + i * inner];
-        if (v > max || (v !== v && max === max)) { max = v; arg = i; }
+        if (v > max || (v !== v && max === max)) {
+          max = v;
+          arg = i;
+        }
       }
       if (kind === 'hardmax') {
         if (len > 0) out[base + arg * inner] = 1;
@@ -55,7 +63,9 @@ function run(kind: Kind, x: NumArray, l: Layout, out: Float64Array): void {
 function handler(op: string, kind: Kind, since: number, until: number | undefined): OpHandler {
   const coerce2d = since < 13;
   return {
-    op, since, until,
+    op,
+    since,
+    until,
     infer(ctx, inputs) {
       const x = need(ctx, inputs, 0);
       requireFloat(ctx, x.dtype);

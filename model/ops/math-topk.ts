@@ -28,11 +28,13 @@ function topOfFiber(x: NumArray, base: number, stride: number, len: number, k: n
         if (!before(v, i, x[base + w * stride], w, largest)) continue;
         best.pop();
       }
-      let lo = 0, hi = best.length;
+      let lo = 0,
+        hi = best.length;
       while (lo < hi) {
         const mid = (lo + hi) >> 1;
         const m = best[mid];
-        if (before(x[base + m * stride], m, v, i, largest)) lo = mid + 1; else hi = mid;
+        if (before(x[base + m * stride], m, v, i, largest)) lo = mid + 1;
+        else hi = mid;
       }
       best.splice(lo, 0, i);
     }
@@ -57,7 +59,11 @@ const topK: OpHandler = {
   infer(ctx, inputs) {
     const x = need(ctx, inputs, 0);
     requireNumeric(ctx, x.dtype, 'X');
-    if (x.shape === undefined) return [{ dtype: x.dtype, shape: undefined }, { dtype: 'int64', shape: undefined }];
+    if (x.shape === undefined)
+      return [
+        { dtype: x.dtype, shape: undefined },
+        { dtype: 'int64', shape: undefined },
+      ];
     const axis = axisOf(ctx, ctx.int('axis', -1), x.shape.length);
     let k: Dim;
     if (ctx.opset < 10) k = ctx.int('k');
@@ -73,7 +79,10 @@ const topK: OpHandler = {
       if (typeof d === 'number' && k > d) ctx.fail(`k = ${k} exceeds dimension ${d} of axis ${axis}`);
     }
     const shape = x.shape.map((s, i) => (i === axis ? k : s));
-    return [{ dtype: x.dtype, shape }, { dtype: 'int64', shape: [...shape] }];
+    return [
+      { dtype: x.dtype, shape },
+      { dtype: 'int64', shape: [...shape] },
+    ];
   },
   eval(ctx, inputs) {
     const x = need(ctx, inputs, 0);
@@ -83,9 +92,11 @@ const topK: OpHandler = {
     const len = x.dims[axis];
     if (k < 0 || k > len) ctx.fail(`k = ${k} is out of range for dimension ${len} of axis ${axis}`);
     const largest = ctx.opset < 11 || ctx.int('largest', 1) !== 0;
-    const outer = prodRange(x.dims, 0, axis), inner = prodRange(x.dims, axis + 1, x.rank);
+    const outer = prodRange(x.dims, 0, axis),
+      inner = prodRange(x.dims, axis + 1, x.rank);
     const outDims = x.dims.map((d, i) => (i === axis ? k : d));
-    const values = new Float64Array(outer * k * inner), indices = new Float64Array(outer * k * inner);
+    const values = new Float64Array(outer * k * inner),
+      indices = new Float64Array(outer * k * inner);
     const xv = x.nums;
     for (let o = 0; o < outer; o++) {
       for (let q = 0; q < inner; q++) {

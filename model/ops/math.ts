@@ -9,5 +9,11 @@ import { TOPK_OPS } from './math-topk.ts';
 import type { OpHandler } from './types.ts';
 
 export const MATH_OPS: OpHandler[] = [
-  ...MATMUL_OPS, ...EINSUM_OPS, ...SOFTMAX_OPS, ...NORM_OPS, ...REDUCE_OPS, ...TOPK_OPS, ...QUANT_OPS,
+  ...MATMUL_OPS,
+  ...EINSUM_OPS,
+  ...SOFTMAX_OPS,
+  ...NORM_OPS,
+  ...REDUCE_OPS,
+  ...TOPK_OPS,
+  ...QUANT_OPS,
 ];

@@ -106,7 +106,8 @@ export function needInt64(ctx: OpContext, dtype: DType, what: string): void {
 
 /** Fails unless a known shape has the given rank. */
 export function needRank(ctx: OpContext, shape: readonly Dim[] | undefined, rank: number, what: string): void {
-  if (shape !== undefined && shape.length !== rank) ctx.fail(`${what} must have rank ${rank}, got rank ${shape.length}`);
+  if (shape !== undefined && shape.length !== rank)
+    ctx.fail(`${what} must have rank ${rank}, got rank ${shape.length}`);
 }
 
 /** Two dims that must agree: fails when both are different numbers; returns the more informative one. */
@@ -256,7 +257,12 @@ export function stridedMap(len: number, start: number, step: number, stride: num
  * A tensor of outDims whose element at coordinates c is src's element at flat index sum_a maps[a][c[a]], or `fill`
  * where any map gives -1. Runs along the last axis that are contiguous in src are block-copied.
  */
-export function takeByMaps(src: Tensor, outDims: readonly number[], maps: readonly Int32Array[], fill: number | string = 0): Tensor {
+export function takeByMaps(
+  src: Tensor,
+  outDims: readonly number[],
+  maps: readonly Int32Array[],
+  fill: number | string = 0,
+): Tensor {
   const n = sizeOf(outDims);
   const out = allocData(src.dtype, n);
   const r = outDims.length;

@@ -4,7 +4,16 @@ import type { Dim } from '../../compiler/symbolic.ts';
 import { converter, sizeOf, stridesOf, Tensor } from '../../compiler/tensor.ts';
 import type { InferInput, InferOutput, OpContext, OpHandler } from './types.ts';
 import { axisOf, need } from './util.ts';
-import { cloneData, copyRun, needIndexType, numsOf, offsetsFromMaps, stridedMap, symOf, unifyDim } from './movement-common.ts';
+import {
+  cloneData,
+  copyRun,
+  needIndexType,
+  numsOf,
+  offsetsFromMaps,
+  stridedMap,
+  symOf,
+  unifyDim,
+} from './movement-common.ts';
 
 type Elems = { [i: number]: number | string; length: number };
 
@@ -82,7 +91,8 @@ const GatherElements: OpHandler = {
     const ind = need(ctx, inputs, 1);
     needIndexType(ctx, ind.dtype, 'indices');
     if (x.shape !== undefined && ind.shape !== undefined) {
-      if (x.shape.length !== ind.shape.length) ctx.fail(`indices rank ${ind.shape.length} differs from data rank ${x.shape.length}`);
+      if (x.shape.length !== ind.shape.length)
+        ctx.fail(`indices rank ${ind.shape.length} differs from data rank ${x.shape.length}`);
       axisOf(ctx, ctx.int('axis', 0), x.shape.length);
     }
     return [{ dtype: x.dtype, shape: ind.shape }];
@@ -120,7 +130,8 @@ const GatherND: OpHandler = {
     const last = ind.shape[q - 1]!;
     for (let i = 0; i < b; i++) unifyDim(ctx, x.shape[i]!, ind.shape[i]!, `batch dim ${i} differs`);
     if (typeof last !== 'number') return [{ dtype: x.dtype, shape: undefined }];
-    if (last > x.shape.length - b) ctx.fail(`indices' last dim ${last} exceeds data rank ${x.shape.length} minus batch_dims ${b}`);
+    if (last > x.shape.length - b)
+      ctx.fail(`indices' last dim ${last} exceeds data rank ${x.shape.length} minus batch_dims ${b}`);
     return [{ dtype: x.dtype, shape: [...ind.shape.slice(0, q - 1), ...x.shape.slice(b + last)] }];
   },
   eval(ctx, inputs) {
@@ -130,7 +141,8 @@ const GatherND: OpHandler = {
     const q = ind.rank;
     if (q < 1) ctx.fail('indices must have rank at least 1');
     if (b < 0 || b >= Math.min(q, x.rank)) ctx.fail(`batch_dims ${b} is out of range`);
-    for (let i = 0; i < b; i++) if (x.dims[i] !== ind.dims[i]) ctx.fail(`batch dim ${i} differs: ${x.dims[i]} vs ${ind.dims[i]}`);
+    for (let i = 0; i < b; i++)
+      if (x.dims[i] !== ind.dims[i]) ctx.fail(`batch dim ${i} differs: ${x.dims[i]} vs ${ind.dims[i]}`);
     const last = ind.dims[q - 1]!;
     if (last > x.rank - b) ctx.fail(`indices' last dim ${last} exceeds data rank ${x.rank} minus batch_dims ${b}`);
     const dims = [...ind.dims.slice(0, q - 1), ...x.dims.slice(b + last)];
@@ -160,18 +172,34 @@ type Reduce = (a: number, b: number) => number;
 function reduction(ctx: OpContext): Reduce | undefined {
   const r = ctx.string('reduction', 'none');
   switch (r) {
-    case 'none': return undefined;
-    case 'add': return (a, b) => a + b;
-    case 'mul': return (a, b) => a * b;
-    case 'max': if (ctx.opset >= 18) return (a, b) => Math.max(a, b); break;
-    case 'min': if (ctx.opset >= 18) return (a, b) => Math.min(a, b); break;
+    case 'none':
+      return undefined;
+    case 'add':
+      return (a, b) => a + b;
+    case 'mul':
+      return (a, b) => a * b;
+    case 'max':
+      if (ctx.opset >= 18) return (a, b) => Math.max(a, b);
+      break;
+    case 'min':
+      if (ctx.opset >= 18) return (a, b) => Math.min(a, b);
+      break;
   }
   ctx.fail(`unsupported reduction '${r}'`);
 }
 
 /** Writes update u into out[i], combining with the current value under a reduction. */
-function put(out: Elems, i: number, u: number | string, red: Reduce | undefined, conv: ((x: number) => number) | undefined): void {
-  if (red === undefined) { out[i] = u; return; }
+function put(
+  out: Elems,
+  i: number,
+  u: number | string,
+  red: Reduce | undefined,
+  conv: ((x: number) => number) | undefined,
+): void {
+  if (red === undefined) {
+    out[i] = u;
+    return;
+  }
   const v = red(out[i] as number, u as number);
   out[i] = conv ? conv(v) : v;
 }
@@ -214,7 +242,8 @@ const ScatterND: OpHandler = {
     const k = ind.dims[q - 1]!;
     if (k > x.rank) ctx.fail(`indices' last dim ${k} exceeds data rank ${x.rank}`);
     const want = [...ind.dims.slice(0, q - 1), ...x.dims.slice(k)];
-    if (want.length !== upd.rank || want.some((d, i) => d !== upd.dims[i])) ctx.fail(`updates shape [${upd.dims}], expected [${want}]`);
+    if (want.length !== upd.rank || want.some((d, i) => d !== upd.dims[i]))
+      ctx.fail(`updates shape [${upd.dims}], expected [${want}]`);
     const st = stridesOf(x.dims);
     const inner = sizeOf(x.dims.slice(k));
     const n = sizeOf(ind.dims.slice(0, q - 1));
@@ -242,7 +271,8 @@ function inferScatterElements(ctx: OpContext, inputs: (InferInput | undefined)[]
     ctx.fail(`indices rank ${ind.shape.length} differs from data rank ${x.shape.length}`);
   }
   if (ind.shape !== undefined && upd.shape !== undefined) {
-    if (ind.shape.length !== upd.shape.length) ctx.fail(`updates rank ${upd.shape.length} differs from indices rank ${ind.shape.length}`);
+    if (ind.shape.length !== upd.shape.length)
+      ctx.fail(`updates rank ${upd.shape.length} differs from indices rank ${ind.shape.length}`);
     ind.shape.forEach((d, i) => unifyDim(ctx, d, upd.shape![i]!, `updates dim ${i} differs from indices`));
   }
   return outs;
@@ -254,7 +284,8 @@ function evalScatterElements(ctx: OpContext, inputs: (Tensor | undefined)[]): Te
   const upd = need(ctx, inputs, 2);
   const red = reduction(ctx);
   checkElementsShapes(ctx, x.dims, ind.dims);
-  if (upd.rank !== ind.rank || upd.dims.some((d, i) => d !== ind.dims[i])) ctx.fail(`updates shape [${upd.dims}] differs from indices [${ind.dims}]`);
+  if (upd.rank !== ind.rank || upd.dims.some((d, i) => d !== ind.dims[i]))
+    ctx.fail(`updates shape [${upd.dims}] differs from indices [${ind.dims}]`);
   const axis = axisOf(ctx, ctx.int('axis', 0), x.rank);
   const base = baseOffsets(x.dims, ind.dims, axis);
   const n = x.dims[axis]!;

@@ -11,11 +11,20 @@ import { ceilDivDim, constSym, needInt64, nonNeg, symOf } from './movement-commo
 function constantValue(ctx: OpContext): Tensor {
   if (ctx.has('value')) return ctx.tensor('value');
   if (ctx.has('value_float')) return Tensor.fromNumbers('float32', [], [ctx.float('value_float')]);
-  if (ctx.has('value_floats')) { const v = ctx.floats('value_floats'); return Tensor.fromNumbers('float32', [v.length], v); }
+  if (ctx.has('value_floats')) {
+    const v = ctx.floats('value_floats');
+    return Tensor.fromNumbers('float32', [v.length], v);
+  }
   if (ctx.has('value_int')) return Tensor.fromNumbers('int64', [], [ctx.int('value_int')]);
-  if (ctx.has('value_ints')) { const v = ctx.ints('value_ints'); return Tensor.fromNumbers('int64', [v.length], v); }
+  if (ctx.has('value_ints')) {
+    const v = ctx.ints('value_ints');
+    return Tensor.fromNumbers('int64', [v.length], v);
+  }
   if (ctx.has('value_string')) return Tensor.fromStrings([], [ctx.string('value_string')]);
-  if (ctx.has('value_strings')) { const v = ctx.strings('value_strings'); return Tensor.fromStrings([v.length], [...v]); }
+  if (ctx.has('value_strings')) {
+    const v = ctx.strings('value_strings');
+    return Tensor.fromStrings([v.length], [...v]);
+  }
   if (ctx.has('sparse_value')) ctx.fail('sparse_value constants are not supported');
   ctx.fail('needs one of the value attributes');
 }
@@ -52,7 +61,12 @@ const ConstantOfShape: OpHandler = {
     const target = symOf(s);
     if (target === undefined) {
       const n = s.shape?.[0];
-      return [{ dtype: v.dtype, shape: typeof n === 'number' ? Array.from({ length: n }, () => unknownDim() as Dim) : undefined }];
+      return [
+        {
+          dtype: v.dtype,
+          shape: typeof n === 'number' ? Array.from({ length: n }, () => unknownDim() as Dim) : undefined,
+        },
+      ];
     }
     for (const d of target) if (typeof d === 'number' && d < 0) ctx.fail(`negative dim ${d} in shape`);
     const out: InferOutput = { dtype: v.dtype, shape: [...target] };
@@ -80,11 +94,19 @@ const Range: OpHandler = {
   infer(ctx, inputs) {
     const [s, l, d] = [0, 1, 2].map((i) => need(ctx, inputs, i));
     for (const x of [l!, d!]) if (x.dtype !== s!.dtype) ctx.fail(`inputs mix ${s!.dtype} and ${x.dtype}`);
-    for (const x of [s!, l!, d!]) if (x.shape !== undefined && sizeOf(x.shape.map((v) => (typeof v === 'number' ? v : 1))) !== 1) ctx.fail('start, limit and delta must be scalars');
+    for (const x of [s!, l!, d!])
+      if (x.shape !== undefined && sizeOf(x.shape.map((v) => (typeof v === 'number' ? v : 1))) !== 1)
+        ctx.fail('start, limit and delta must be scalars');
     const [start, limit, delta] = [s, l, d].map((x) => scalarDim(symOf(x), x!.value));
     const out: InferOutput = { dtype: s!.dtype, shape: [rangeLen(ctx, start, limit, delta)] };
     const n = out.shape![0]!;
-    if (isInt(s!.dtype) && typeof n === 'number' && n <= 1024 && typeof start === 'number' && typeof delta === 'number') {
+    if (
+      isInt(s!.dtype) &&
+      typeof n === 'number' &&
+      n <= 1024 &&
+      typeof start === 'number' &&
+      typeof delta === 'number'
+    ) {
       out.sym = Array.from({ length: n }, (_, i) => start + i * delta);
     }
     return [out];

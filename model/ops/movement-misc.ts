@@ -135,9 +135,10 @@ const DepthToSpace: OpHandler = {
     const [n, c, h, w] = x.dims as [number, number, number, number];
     if (c % (b * b) !== 0) ctx.fail(`channels ${c} are not divisible by blocksize² ${b * b}`);
     const c2 = c / (b * b);
-    const t = depthMode(ctx) === 'DCR'
-      ? permute(x.reshape([n, b, b, c2, h, w]), [0, 3, 4, 1, 5, 2])
-      : permute(x.reshape([n, c2, b, b, h, w]), [0, 1, 4, 2, 5, 3]);
+    const t =
+      depthMode(ctx) === 'DCR'
+        ? permute(x.reshape([n, b, b, c2, h, w]), [0, 3, 4, 1, 5, 2])
+        : permute(x.reshape([n, c2, b, b, h, w]), [0, 1, 4, 2, 5, 3]);
     return [t.reshape([n, c2, h * b, w * b])];
   },
 };
@@ -150,7 +151,8 @@ const SpaceToDepth: OpHandler = {
     const b = blocksize(ctx);
     if (x.shape === undefined) return [{ dtype: x.dtype, shape: undefined }];
     const [n, c, h, w] = x.shape as [Dim, Dim, Dim, Dim];
-    for (const d of [h, w]) if (typeof d === 'number' && d % b !== 0) ctx.fail(`spatial dim ${d} is not divisible by blocksize ${b}`);
+    for (const d of [h, w])
+      if (typeof d === 'number' && d % b !== 0) ctx.fail(`spatial dim ${d} is not divisible by blocksize ${b}`);
     return [{ dtype: x.dtype, shape: [n, dimMul(c, b * b), dimDiv(h, b), dimDiv(w, b)] }];
   },
   eval(ctx, inputs) {
@@ -169,7 +171,8 @@ const SpaceToDepth: OpHandler = {
 function seqAxes(ctx: OpContext): [number, number] {
   const b = ctx.int('batch_axis', 1);
   const t = ctx.int('time_axis', 0);
-  if ((b !== 0 && b !== 1) || (t !== 0 && t !== 1) || b === t) ctx.fail(`batch_axis ${b} and time_axis ${t} must be 0 and 1 in some order`);
+  if ((b !== 0 && b !== 1) || (t !== 0 && t !== 1) || b === t)
+    ctx.fail(`batch_axis ${b} and time_axis ${t} must be 0 and 1 in some order`);
   return [b, t];
 }
 

@@ -145,7 +145,11 @@ function compareRuns(d: Elems, a: number, b: number, len: number): number {
   return 0;
 }
 
-interface UniqueResult { first: number[]; inverse: number[]; counts: number[] }
+interface UniqueResult {
+  first: number[];
+  inverse: number[];
+  counts: number[];
+}
 
 /**
  * Unique items of `count` contiguous items of `len` elements each. Returns, in output order (sorted or first
@@ -163,13 +167,19 @@ function uniqueItems(d: Elems, count: number, len: number, sorted: boolean): Uni
   for (let i = 0; i < count; i++) {
     const k = keyOf(i);
     let u = byKey.get(k);
-    if (u === undefined) { u = first.length; byKey.set(k, u); first.push(i); }
+    if (u === undefined) {
+      u = first.length;
+      byKey.set(k, u);
+      first.push(i);
+    }
     itemOf.push(u);
   }
   let order = first.map((_, u) => u);
   if (sorted) order = order.sort((p, q) => compareRuns(d, first[p]! * len, first[q]! * len, len));
   const rank = new Array<number>(order.length);
-  order.forEach((u, pos) => { rank[u] = pos; });
+  order.forEach((u, pos) => {
+    rank[u] = pos;
+  });
   const counts = new Array<number>(order.length).fill(0);
   const inverse = itemOf.map((u) => rank[u]!);
   for (const p of inverse) counts[p]!++;
@@ -192,7 +202,11 @@ const Unique: OpHandler = {
         yShape[axis] = u;
         invLen = x.shape[axis]!;
       }
-    } else if (x.shape !== undefined) invLen = x.shape.reduce<Dim>((a, b) => (typeof a === 'number' && typeof b === 'number' ? a * b : unknownDim()), 1);
+    } else if (x.shape !== undefined)
+      invLen = x.shape.reduce<Dim>(
+        (a, b) => (typeof a === 'number' && typeof b === 'number' ? a * b : unknownDim()),
+        1,
+      );
     const outs: InferOutput[] = [
       { dtype: x.dtype, shape: yShape },
       { dtype: 'int64', shape: [u] },

@@ -48,12 +48,20 @@ const Size: OpHandler = {
 // ---------- Reshape ----------
 
 /** Output dims of Reshape from the requested shape (numbers or symbols) and the input shape (if known). */
-function reshapeDims(ctx: OpContext, inShape: readonly Dim[] | undefined, target: readonly Dim[], allowzero: boolean): Dim[] {
+function reshapeDims(
+  ctx: OpContext,
+  inShape: readonly Dim[] | undefined,
+  target: readonly Dim[],
+  allowzero: boolean,
+): Dim[] {
   const out: Dim[] = [];
   let neg = -1;
   for (let i = 0; i < target.length; i++) {
     const v = target[i]!;
-    if (typeof v !== 'number') { out.push(v); continue; }
+    if (typeof v !== 'number') {
+      out.push(v);
+      continue;
+    }
     if (v === -1) {
       if (neg >= 0) ctx.fail('shape has more than one -1');
       neg = i;
@@ -81,14 +89,21 @@ function reshapeDims(ctx: OpContext, inShape: readonly Dim[] | undefined, target
   } else {
     const a = dimProduct(inShape);
     const b = dimProduct(out);
-    if (typeof a === 'number' && typeof b === 'number' && a !== b) ctx.fail(`cannot reshape ${a} elements to [${target}]`);
+    if (typeof a === 'number' && typeof b === 'number' && a !== b)
+      ctx.fail(`cannot reshape ${a} elements to [${target}]`);
   }
   return out;
 }
 
-function inferReshape(ctx: OpContext, x: InferInput, target: Dim[] | undefined, targetLen: Dim | undefined): InferOutput[] {
+function inferReshape(
+  ctx: OpContext,
+  x: InferInput,
+  target: Dim[] | undefined,
+  targetLen: Dim | undefined,
+): InferOutput[] {
   if (target === undefined) {
-    const shape = typeof targetLen === 'number' ? Array.from({ length: targetLen }, () => unknownDim() as Dim) : undefined;
+    const shape =
+      typeof targetLen === 'number' ? Array.from({ length: targetLen }, () => unknownDim() as Dim) : undefined;
     return [{ dtype: x.dtype, shape }];
   }
   const shape = reshapeDims(ctx, x.shape, target, ctx.int('allowzero', 0) === 1);
@@ -222,7 +237,9 @@ const Unsqueeze13: OpHandler = {
     const x = need(ctx, inputs, 0);
     const axes = numsOf(ax);
     if (axes === undefined && x.shape !== undefined && typeof ax.shape?.[0] === 'number') {
-      return [{ dtype: x.dtype, shape: Array.from({ length: x.shape.length + ax.shape[0] }, () => unknownDim() as Dim) }];
+      return [
+        { dtype: x.dtype, shape: Array.from({ length: x.shape.length + ax.shape[0] }, () => unknownDim() as Dim) },
+      ];
     }
     return inferUnsqueeze(ctx, x, axes);
   },
@@ -252,7 +269,8 @@ function permOf(ctx: OpContext, rank: number): number[] {
   if (perm.length !== rank) ctx.fail(`perm [${perm}] has ${perm.length} entries for rank ${rank}`);
   const seen = new Set<number>();
   for (const p of perm) {
-    if (!Number.isInteger(p) || p < 0 || p >= rank || seen.has(p)) ctx.fail(`perm [${perm}] is not a permutation of 0..${rank - 1}`);
+    if (!Number.isInteger(p) || p < 0 || p >= rank || seen.has(p))
+      ctx.fail(`perm [${perm}] is not a permutation of 0..${rank - 1}`);
     seen.add(p);
   }
   return perm;
@@ -273,5 +291,14 @@ const Transpose: OpHandler = {
 };
 
 export const MOVEMENT_SHAPE_OPS: OpHandler[] = [
-  Shape, Size, Reshape, Reshape1, Flatten, Squeeze13, Squeeze1, Unsqueeze13, Unsqueeze1, Transpose,
+  Shape,
+  Size,
+  Reshape,
+  Reshape1,
+  Flatten,
+  Squeeze13,
+  Squeeze1,
+  Unsqueeze13,
+  Unsqueeze1,
+  Transpose,
 ];

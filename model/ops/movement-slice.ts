@@ -5,7 +5,18 @@ import { broadcastDims, broadcastIndex, sizeOf, stridesOf, Tensor } from '../../
 import type { InferInput, InferOutput, OpContext, OpHandler } from './types.ts';
 import { broadcastShapes, need } from './util.ts';
 import {
-  axesOf, ceilDivDim, copyRun, needIndexType, needInt64, numsOf, sliceLen, stridedMap, symOf, takeByMaps, takeElems, unifyDim,
+  axesOf,
+  ceilDivDim,
+  copyRun,
+  needIndexType,
+  needInt64,
+  numsOf,
+  sliceLen,
+  stridedMap,
+  symOf,
+  takeByMaps,
+  takeElems,
+  unifyDim,
 } from './movement-common.ts';
 
 function unknownDims(n: number): Dim[] {
@@ -41,7 +52,8 @@ const Concat: OpHandler = {
     const shape = [...xs[0]!.shape!];
     let total: Dim = 0;
     for (const x of xs) {
-      for (let i = 0; i < rank; i++) if (i !== axis) shape[i] = unifyDim(ctx, shape[i]!, x.shape![i]!, `dim ${i} differs`);
+      for (let i = 0; i < rank; i++)
+        if (i !== axis) shape[i] = unifyDim(ctx, shape[i]!, x.shape![i]!, `dim ${i} differs`);
       total = dimAdd(total, x.shape![axis]!);
     }
     shape[axis] = total;
@@ -62,7 +74,8 @@ const Concat: OpHandler = {
     for (const x of xs) {
       if (x.dtype !== first.dtype) ctx.fail(`inputs mix ${first.dtype} and ${x.dtype}`);
       if (x.rank !== rank) ctx.fail(`inputs have ranks ${rank} and ${x.rank}`);
-      for (let i = 0; i < rank; i++) if (i !== axis && x.dims[i] !== dims[i]) ctx.fail(`dim ${i} differs: ${dims[i]} vs ${x.dims[i]}`);
+      for (let i = 0; i < rank; i++)
+        if (i !== axis && x.dims[i] !== dims[i]) ctx.fail(`dim ${i} differs: ${dims[i]} vs ${x.dims[i]}`);
       total += x.dims[axis]!;
     }
     dims[axis] = total;
@@ -84,7 +97,13 @@ const Concat: OpHandler = {
 // ---------- Split ----------
 
 /** Sizes of the parts: from `split`, or num_outputs (ceil, last smaller, opset 18), or equal parts. */
-function splitSizes(ctx: OpContext, dim: Dim, nOut: number, split: readonly number[] | undefined, uneven: boolean): Dim[] {
+function splitSizes(
+  ctx: OpContext,
+  dim: Dim,
+  nOut: number,
+  split: readonly number[] | undefined,
+  uneven: boolean,
+): Dim[] {
   if (split !== undefined) {
     if (split.length !== nOut) ctx.fail(`split has ${split.length} entries for ${nOut} outputs`);
     if (split.some((s) => s < 0)) ctx.fail(`split [${split}] has a negative size`);
@@ -189,10 +208,17 @@ interface SliceArgs {
 }
 
 /** Normalized axes and steps of a slice; fails on mismatched lengths, bad axes and zero steps. */
-function sliceAxes(ctx: OpContext, n: number, rank: number, axes: number[] | undefined, steps: number[] | undefined): [number[], number[]] {
+function sliceAxes(
+  ctx: OpContext,
+  n: number,
+  rank: number,
+  axes: number[] | undefined,
+  steps: number[] | undefined,
+): [number[], number[]] {
   const ax = axesOf(ctx, axes ?? Array.from({ length: n }, (_, i) => i), rank);
   const st = steps ?? ax.map(() => 1);
-  if (ax.length !== n || st.length !== n) ctx.fail(`starts/ends/axes/steps lengths differ (${n}, ${ax.length}, ${st.length})`);
+  if (ax.length !== n || st.length !== n)
+    ctx.fail(`starts/ends/axes/steps lengths differ (${n}, ${ax.length}, ${st.length})`);
   if (st.some((s) => s === 0)) ctx.fail('slice step cannot be 0');
   return [ax, st];
 }
@@ -210,7 +236,9 @@ function inferSlice(ctx: OpContext, x: InferInput, args: SliceArgs): InferOutput
   if (starts.length !== ends.length) ctx.fail(`starts has ${starts.length} entries, ends ${ends.length}`);
   const [axes, steps] = sliceAxes(ctx, starts.length, rank, args.axes, args.steps);
   const shape = [...x.shape];
-  axes.forEach((a, i) => { shape[a] = sliceLen(x.shape![a]!, starts[i]!, ends[i]!, steps[i]!); });
+  axes.forEach((a, i) => {
+    shape[a] = sliceLen(x.shape![a]!, starts[i]!, ends[i]!, steps[i]!);
+  });
   const out: InferOutput = { dtype: x.dtype, shape };
   const xsym = rank === 1 ? symOf(x) : undefined;
   if (xsym !== undefined && axes.length === 1 && typeof starts[0] === 'number' && typeof ends[0] === 'number') {
@@ -234,7 +262,14 @@ function sliceRange(dim: number, start: number, end: number, step: number): [num
   return [s, Math.max(0, Math.ceil((e - s) / step))];
 }
 
-function evalSlice(ctx: OpContext, x: Tensor, starts: number[], ends: number[], axes0: number[] | undefined, steps0: number[] | undefined): Tensor {
+function evalSlice(
+  ctx: OpContext,
+  x: Tensor,
+  starts: number[],
+  ends: number[],
+  axes0: number[] | undefined,
+  steps0: number[] | undefined,
+): Tensor {
   if (starts.length !== ends.length) ctx.fail(`starts has ${starts.length} entries, ends ${ends.length}`);
   const [axes, steps] = sliceAxes(ctx, starts.length, x.rank, axes0, steps0);
   const st = stridesOf(x.dims);
@@ -280,7 +315,12 @@ const Slice1: OpHandler = {
   until: 10,
   infer(ctx, inputs) {
     const axes = ctx.has('axes') ? ctx.ints('axes') : undefined;
-    return inferSlice(ctx, need(ctx, inputs, 0), { starts: ctx.ints('starts'), ends: ctx.ints('ends'), axes, axesKnown: true });
+    return inferSlice(ctx, need(ctx, inputs, 0), {
+      starts: ctx.ints('starts'),
+      ends: ctx.ints('ends'),
+      axes,
+      axesKnown: true,
+    });
   },
   eval(ctx, inputs) {
     const axes = ctx.has('axes') ? ctx.ints('axes') : undefined;
@@ -293,7 +333,12 @@ const Slice1: OpHandler = {
 const PAD_MODES = ['constant', 'reflect', 'edge', 'wrap'];
 
 /** Per-axis [begin..., end...] pads over all axes, from pads given for `axes` (default all). */
-function fullPads<T extends Dim>(ctx: OpContext, rank: number, pads: readonly T[], axes: readonly number[] | undefined): Dim[] {
+function fullPads<T extends Dim>(
+  ctx: OpContext,
+  rank: number,
+  pads: readonly T[],
+  axes: readonly number[] | undefined,
+): Dim[] {
   const ax = axes === undefined ? Array.from({ length: rank }, (_, i) => i) : axesOf(ctx, axes, rank);
   if (pads.length !== 2 * ax.length) ctx.fail(`pads has ${pads.length} entries, expected ${2 * ax.length}`);
   const out: Dim[] = new Array<Dim>(2 * rank).fill(0);
@@ -310,7 +355,13 @@ function padMode(ctx: OpContext): string {
   return mode;
 }
 
-function inferPad(ctx: OpContext, x: InferInput, pads: Dim[] | undefined, axes: number[] | undefined, axesKnown: boolean): InferOutput[] {
+function inferPad(
+  ctx: OpContext,
+  x: InferInput,
+  pads: Dim[] | undefined,
+  axes: number[] | undefined,
+  axesKnown: boolean,
+): InferOutput[] {
   padMode(ctx);
   if (x.shape === undefined) return [{ dtype: x.dtype, shape: undefined }];
   const rank = x.shape.length;
@@ -326,19 +377,28 @@ function padSource(mode: string, j: number, begin: number, n: number): number {
   const p = j - begin;
   if (p >= 0 && p < n) return p;
   switch (mode) {
-    case 'edge': return p < 0 ? 0 : n - 1;
-    case 'wrap': return ((p % n) + n) % n;
+    case 'edge':
+      return p < 0 ? 0 : n - 1;
+    case 'wrap':
+      return ((p % n) + n) % n;
     case 'reflect': {
       if (n === 1) return 0;
       const period = 2 * (n - 1);
       const q = ((p % period) + period) % period;
       return q < n ? q : period - q;
     }
-    default: return -1;
+    default:
+      return -1;
   }
 }
 
-function evalPad(ctx: OpContext, x: Tensor, pads: number[], axes: number[] | undefined, value: number | string): Tensor {
+function evalPad(
+  ctx: OpContext,
+  x: Tensor,
+  pads: number[],
+  axes: number[] | undefined,
+  value: number | string,
+): Tensor {
   const mode = padMode(ctx);
   const rank = x.rank;
   const full = fullPads(ctx, rank, pads, axes) as number[];
@@ -453,7 +513,8 @@ const Expand: OpHandler = {
     if (xsym !== undefined && shape !== undefined && shape.length <= 1) {
       const len = shape.length === 0 ? 1 : shape[0]!;
       if (xsym.length === len) out.sym = xsym;
-      else if (xsym.length === 1 && typeof len === 'number' && len <= 1024) out.sym = Array.from({ length: len }, () => xsym[0]!);
+      else if (xsym.length === 1 && typeof len === 'number' && len <= 1024)
+        out.sym = Array.from({ length: len }, () => xsym[0]!);
     }
     return [out];
   },

@@ -8,6 +8,10 @@ import { MOVEMENT_MISC_OPS } from './movement-misc.ts';
 import { MOVEMENT_SELECT_OPS } from './movement-select.ts';
 
 export const MOVEMENT_OPS: OpHandler[] = [
-  ...MOVEMENT_SHAPE_OPS, ...MOVEMENT_SLICE_OPS, ...MOVEMENT_GATHER_OPS, ...MOVEMENT_MAKE_OPS, ...MOVEMENT_MISC_OPS,
+  ...MOVEMENT_SHAPE_OPS,
+  ...MOVEMENT_SLICE_OPS,
+  ...MOVEMENT_GATHER_OPS,
+  ...MOVEMENT_MAKE_OPS,
+  ...MOVEMENT_MISC_OPS,
   ...MOVEMENT_SELECT_OPS,
 ];

@@ -24,14 +24,24 @@ type Find = (domain: string, op: string, opset: number) => OpHandler | undefined
 let find: Find | undefined;
 
 /** The table registers its lookup here (it imports this file, so the import cannot go the other way). */
-export function setHandlerLookup(f: Find): void { find = f; }
+export function setHandlerLookup(f: Find): void {
+  find = f;
+}
 
 /** Runs one ONNX op's reference implementation on tensors. */
 export function applyOnnx(ctx: EvalContext, op: string, attrs: Node['attrs'], inputs: Tensor[]): Tensor {
   const opset = op === 'Gelu' ? 20 : 17;
   const h = find?.('', op, opset);
   if (!h) return ctx.fail(`internal: no ${op} handler`);
-  const node: Node = { name: ctx.node.name, op, domain: '', inputs: inputs.map((_, i) => `in${i}`), outputs: ['out'], attrs, origin: ctx.node.origin };
+  const node: Node = {
+    name: ctx.node.name,
+    op,
+    domain: '',
+    inputs: inputs.map((_, i) => `in${i}`),
+    outputs: ['out'],
+    attrs,
+    origin: ctx.node.origin,
+  };
   return h.eval({ ...makeOpContext(node, opset, 'PLANC_E202'), runSubgraph: ctx.runSubgraph }, inputs)[0]!;
 }
 
@@ -43,7 +53,10 @@ export function applyOnnx(ctx: EvalContext, op: string, attrs: Node['attrs'], in
  */
 export function halfOperands(x: Tensor, w: Tensor): [Tensor, Tensor] {
   if (w.dtype === 'float32') return [x, w];
-  return [new Tensor('float32', x.dims, Tensor.fromNumbers(w.dtype, x.dims, x.nums).nums), new Tensor('float32', w.dims, w.nums)];
+  return [
+    new Tensor('float32', x.dims, Tensor.fromNumbers(w.dtype, x.dims, x.nums).nums),
+    new Tensor('float32', w.dims, w.nums),
+  ];
 }
 
 /** Y = act(A·W + bias) + residual; inputs A, W (float32, or float16 / bfloat16: halfOperands), bias? (last-dim vector), residual? (Y's shape). */
@@ -53,13 +66,17 @@ const FUSED_MATMUL: OpHandler = {
   infer(ctx, inputs) {
     const a = need(ctx, inputs, 0);
     const w = need(ctx, inputs, 1);
-    if (a.dtype !== 'float32' || !(WEIGHT_DTYPES as readonly string[]).includes(w.dtype)) ctx.fail(`A float32 and W float32, float16 or bfloat16 only, got ${a.dtype} and ${w.dtype}`);
-    if (!FUSED_ACTIVATIONS[ctx.string('activation', 'none')]) ctx.fail(`unknown activation '${ctx.string('activation', 'none')}'`);
+    if (a.dtype !== 'float32' || !(WEIGHT_DTYPES as readonly string[]).includes(w.dtype))
+      ctx.fail(`A float32 and W float32, float16 or bfloat16 only, got ${a.dtype} and ${w.dtype}`);
+    if (!FUSED_ACTIVATIONS[ctx.string('activation', 'none')])
+      ctx.fail(`unknown activation '${ctx.string('activation', 'none')}'`);
     if (!a.shape || !w.shape) return [{ dtype: 'float32' }];
-    if (w.shape.length !== 2 || a.shape.length < 2) ctx.fail(`needs A of rank ≥ 2 and a 2-D W, got ranks ${a.shape.length} and ${w.shape.length}`);
+    if (w.shape.length !== 2 || a.shape.length < 2)
+      ctx.fail(`needs A of rank ≥ 2 and a 2-D W, got ranks ${a.shape.length} and ${w.shape.length}`);
     const res: InferInput | undefined = inputs[3];
     const shape = [...a.shape.slice(0, -1), w.shape[1]!];
-    if (res?.shape && res.shape.length !== shape.length) ctx.fail(`residual has rank ${res.shape.length}, the product ${shape.length}`);
+    if (res?.shape && res.shape.length !== shape.length)
+      ctx.fail(`residual has rank ${res.shape.length}, the product ${shape.length}`);
     return [{ dtype: 'float32', shape }];
   },
   eval(ctx, inputs) {
@@ -69,7 +86,8 @@ const FUSED_MATMUL: OpHandler = {
     if (!act) return ctx.fail(`unknown activation '${ctx.string('activation', 'none')}'`);
     y = act(y, (op, attrs, ins) => applyOnnx(ctx, op, attrs, ins));
     if (inputs[3]) {
-      if (inputs[3].dims.join() !== y.dims.join()) ctx.fail(`residual dims [${inputs[3].dims}] differ from the product's [${y.dims}]`);
+      if (inputs[3].dims.join() !== y.dims.join())
+        ctx.fail(`residual dims [${inputs[3].dims}] differ from the product's [${y.dims}]`);
       y = applyOnnx(ctx, 'Add', {}, [y, inputs[3]]);
     }
     return [y];
@@ -95,4 +113,8 @@ function norm(op: string, onnxOp: string, opset: number): OpHandler {
   };
 }
 
-export const PLANC_FUSED_OPS: OpHandler[] = [FUSED_MATMUL, norm('LayerNorm', 'LayerNormalization', 17), norm('RMSNorm', 'RMSNormalization', 23)];
+export const PLANC_FUSED_OPS: OpHandler[] = [
+  FUSED_MATMUL,
+  norm('LayerNorm', 'LayerNormalization', 17),
+  norm('RMSNorm', 'RMSNormalization', 23),
+];

@@ -22,21 +22,38 @@ function weightDims(w: readonly Dim[], transposed: boolean): [Dim, Dim] {
 
 const differ = (a: Dim | undefined, b: Dim | undefined) => typeof a === 'number' && typeof b === 'number' && a !== b;
 
-function checkInputs(ctx: OpContext, x: InferInput, w: InferInput, bias: InferInput | undefined, k: number, transposed: boolean,
-  active?: InferInput): void {
-  for (const [name, t] of [['X', x], ['bias', bias]] as const) {
+function checkInputs(
+  ctx: OpContext,
+  x: InferInput,
+  w: InferInput,
+  bias: InferInput | undefined,
+  k: number,
+  transposed: boolean,
+  active?: InferInput,
+): void {
+  for (const [name, t] of [
+    ['X', x],
+    ['bias', bias],
+  ] as const) {
     if (t && t.dtype !== 'float32') ctx.fail(`${name} must be float32, got ${t.dtype}`);
   }
-  if (!(WEIGHT_DTYPES as readonly string[]).includes(w.dtype)) ctx.fail(`W must be float32, float16 or bfloat16, got ${w.dtype}`);
-  if (active && active.dtype !== 'uint8' && active.dtype !== 'bool') ctx.fail(`active must be uint8 or bool, got ${active.dtype}`);
+  if (!(WEIGHT_DTYPES as readonly string[]).includes(w.dtype))
+    ctx.fail(`W must be float32, float16 or bfloat16, got ${w.dtype}`);
+  if (active && active.dtype !== 'uint8' && active.dtype !== 'bool')
+    ctx.fail(`active must be uint8 or bool, got ${active.dtype}`);
   if (x.shape && x.shape.length < 2) ctx.fail(`X needs rank ≥ 2, got rank ${x.shape.length}`);
   if (!w.shape) return;
   if (w.shape.length !== 2) ctx.fail(`W must be 2-D, got rank ${w.shape.length}`);
   const [d, v] = weightDims(w.shape, transposed);
-  if (x.shape && differ(x.shape[x.shape.length - 1], d)) ctx.fail(`X's last dim ${x.shape[x.shape.length - 1]} differs from W's D = ${d} (transposed=${Number(transposed)})`);
-  if (bias?.shape && (bias.shape.length !== 1 || differ(bias.shape[0], v))) ctx.fail(`bias must be [${v}], got [${bias.shape.join(',')}]`);
+  if (x.shape && differ(x.shape[x.shape.length - 1], d))
+    ctx.fail(
+      `X's last dim ${x.shape[x.shape.length - 1]} differs from W's D = ${d} (transposed=${Number(transposed)})`,
+    );
+  if (bias?.shape && (bias.shape.length !== 1 || differ(bias.shape[0], v)))
+    ctx.fail(`bias must be [${v}], got [${bias.shape.join(',')}]`);
   if (typeof v === 'number' && k > v) ctx.fail(`k = ${k} exceeds the vocabulary size ${v}`);
-  if (active?.shape && (active.shape.length !== 1 || differ(active.shape[0], v))) ctx.fail(`active must be [${v}], got [${active.shape.join(',')}]`);
+  if (active?.shape && (active.shape.length !== 1 || differ(active.shape[0], v)))
+    ctx.fail(`active must be [${v}], got [${active.shape.join(',')}]`);
 }
 
 /** The k best (value desc, lower id first on ties) of one row of log-probs, over the active ids when given. */
@@ -59,9 +76,17 @@ function topOfRow(lp: Float64Array, k: number, active?: ArrayLike<number>): numb
  * float64: `fill(r, logits)` adds row r's products into zeroed logits, then bias is added. Fewer than k active ids
  * leave -inf and index 0 in the remaining slots. `lse` is each row's normalizer (a value is its logit − lse).
  */
-export function topkOfLogits(rows: number, v: number, k: number, bias: ArrayLike<number> | undefined, on: Uint8Array | undefined,
-  fill: (r: number, logits: Float64Array) => void): { values: Float64Array; indices: Float64Array; lse: Float64Array } {
-  const values = new Float64Array(rows * k), indices = new Float64Array(rows * k), lses = new Float64Array(rows);
+export function topkOfLogits(
+  rows: number,
+  v: number,
+  k: number,
+  bias: ArrayLike<number> | undefined,
+  on: Uint8Array | undefined,
+  fill: (r: number, logits: Float64Array) => void,
+): { values: Float64Array; indices: Float64Array; lse: Float64Array } {
+  const values = new Float64Array(rows * k),
+    indices = new Float64Array(rows * k),
+    lses = new Float64Array(rows);
   const logits = new Float64Array(v);
   for (let r = 0; r < rows; r++) {
     logits.fill(0);
@@ -103,7 +128,10 @@ const PROJECT_TOPK: OpHandler = {
     checkInputs(ctx, x, w, inputs[2], k, transposed, inputs[3]);
     if (!x.shape) return [{ dtype: 'float32' }, { dtype: 'int64' }];
     const shape = [...x.shape.slice(0, -1), k];
-    return [{ dtype: 'float32', shape }, { dtype: 'int64', shape: [...shape] }];
+    return [
+      { dtype: 'float32', shape },
+      { dtype: 'int64', shape: [...shape] },
+    ];
   },
   eval(ctx, inputs) {
     const x = need(ctx, inputs, 0);
@@ -111,12 +139,20 @@ const PROJECT_TOPK: OpHandler = {
     const bias = inputs[2];
     const act = inputs[3];
     const { k, transposed } = attrs(ctx);
-    checkInputs(ctx, { dtype: x.dtype, shape: [...x.dims] }, { dtype: w.dtype, shape: [...w.dims] }, bias && { dtype: bias.dtype, shape: [...bias.dims] }, k, transposed,
-      act && { dtype: act.dtype, shape: [...act.dims] });
+    checkInputs(
+      ctx,
+      { dtype: x.dtype, shape: [...x.dims] },
+      { dtype: w.dtype, shape: [...w.dims] },
+      bias && { dtype: bias.dtype, shape: [...bias.dims] },
+      k,
+      transposed,
+      act && { dtype: act.dtype, shape: [...act.dims] },
+    );
     const on = act ? Uint8Array.from(act.nums as ArrayLike<number>, (b) => (Number(b) ? 1 : 0)) : undefined;
     const [d, v] = weightDims(w.dims, transposed) as [number, number];
     const [xh] = halfOperands(x, w);
-    const xv = xh.nums, wv = w.nums;
+    const xv = xh.nums,
+      wv = w.nums;
     const { values, indices } = topkOfLogits(x.size / d, v, k, bias?.nums, on, (r, logits) => {
       for (let p = 0; p < d; p++) {
         const a = xv[r * d + p]!;

@@ -12,7 +12,8 @@ type QuantInput = (typeof QUANT_INPUTS)[number];
 
 function quantInput(ctx: OpContext): QuantInput {
   const v = ctx.string('input', 'int8');
-  if (!(QUANT_INPUTS as readonly string[]).includes(v)) ctx.fail(`input must be one of ${QUANT_INPUTS.join(', ')}, got '${v}'`);
+  if (!(QUANT_INPUTS as readonly string[]).includes(v))
+    ctx.fail(`input must be one of ${QUANT_INPUTS.join(', ')}, got '${v}'`);
   return v as QuantInput;
 }
 
@@ -40,25 +41,36 @@ const QMATMUL: OpHandler = {
     if (input === 'int8' && !inputs[3]) ctx.fail('int8 inputs need w_sum');
     const act = ctx.string('activation', 'none');
     if (!(ACTIVATIONS as readonly string[]).includes(act)) ctx.fail(`unknown activation '${act}'`);
-    const k = ctx.int('k'), n = ctx.int('n');
+    const k = ctx.int('k'),
+      n = ctx.int('n');
     if (!a.shape) return [{ dtype: 'float32' }];
     const last = a.shape[a.shape.length - 1];
     if (typeof last === 'number' && last !== k) ctx.fail(`A's last dim ${last} differs from k = ${k}`);
     return [{ dtype: 'float32', shape: [...a.shape.slice(0, -1), n] }];
   },
   eval(ctx, inputs) {
-    const a = need(ctx, inputs, 0), wq = need(ctx, inputs, 1), scale = need(ctx, inputs, 2);
-    const k = ctx.int('k'), n = ctx.int('n');
+    const a = need(ctx, inputs, 0),
+      wq = need(ctx, inputs, 1),
+      scale = need(ctx, inputs, 2);
+    const k = ctx.int('k'),
+      n = ctx.int('n');
     const y = qmatmulRef({
-      a: a.nums as Float32Array, m: a.size / k, k, n, input: quantInput(ctx),
-      w: wq.nums as Int8Array | Int16Array, scale: scale.nums as Float32Array, bias: inputs[4]?.nums as Float32Array | undefined,
+      a: a.nums as Float32Array,
+      m: a.size / k,
+      k,
+      n,
+      input: quantInput(ctx),
+      w: wq.nums as Int8Array | Int16Array,
+      scale: scale.nums as Float32Array,
+      bias: inputs[4]?.nums as Float32Array | undefined,
     });
     let out = Tensor.fromNumbers('float32', [...a.dims.slice(0, -1), n], y);
     const act = FUSED_ACTIVATIONS[ctx.string('activation', 'none')]!;
     out = act(out, (op, attrs, ins) => applyOnnx(ctx, op, attrs, ins));
     const res = inputs[5];
     if (res) {
-      const o = out.nums as Float32Array, r = res.nums;
+      const o = out.nums as Float32Array,
+        r = res.nums;
       for (let i = 0; i < o.length; i++) o[i] = Math.fround(o[i]! + r[i]!);
     }
     return [out];
@@ -69,20 +81,37 @@ const QMATMUL: OpHandler = {
  * qproject_topk with a residual plane: per row the max(k, 8) best ids by the int8 logits, their logits replaced by
  * the fine ones (pack.ts fineLogit), the normalizer corrected by the difference, then the k best of those.
  */
-function rescoredTopk(o: { x: Float32Array; rows: number; d: number; v: number; k: number; logits: Float32Array; bias?: ArrayLike<number>; on?: Uint8Array;
-  w: Int8Array; res: ArrayLike<number>; scale: Float32Array }): { values: Float64Array; indices: Float64Array } {
-  const { rows, d, v, k } = o, dp = o.w.length / v, kc = Math.min(v, Math.max(k, RESCORED));
+function rescoredTopk(o: {
+  x: Float32Array;
+  rows: number;
+  d: number;
+  v: number;
+  k: number;
+  logits: Float32Array;
+  bias?: ArrayLike<number>;
+  on?: Uint8Array;
+  w: Int8Array;
+  res: ArrayLike<number>;
+  scale: Float32Array;
+}): { values: Float64Array; indices: Float64Array } {
+  const { rows, d, v, k } = o,
+    dp = o.w.length / v,
+    kc = Math.min(v, Math.max(k, RESCORED));
   const best = topkOfLogits(rows, v, kc, o.bias, o.on, (r, out) => {
     for (let j = 0; j < v; j++) out[j] = o.logits[r * v + j]!;
   });
-  const values = new Float64Array(rows * k), indices = new Float64Array(rows * k);
+  const values = new Float64Array(rows * k),
+    indices = new Float64Array(rows * k);
   for (let r = 0; r < rows; r++) {
     const lse = best.lse[r]!;
-    const cands = Array.from({ length: kc }, (_, t) => ({ j: best.indices[r * kc + t]!, lp: best.values[r * kc + t]! }));
+    const cands = Array.from({ length: kc }, (_, t) => ({
+      j: best.indices[r * kc + t]!,
+      lp: best.values[r * kc + t]!,
+    }));
     let mass = 1;
     if (Number.isFinite(lse)) {
       for (const c of cands) {
-        if (c.lp === -Infinity) continue;  // a slot no active id filled
+        if (c.lp === -Infinity) continue; // a slot no active id filled
         const l = fineLogit(o.x.subarray(r * d, (r + 1) * d), d, o.w, o.res, dp, o.scale, c.j, o.bias);
         mass += Math.exp(l - lse) - Math.exp(c.lp);
         c.lp = l - lse;
@@ -117,21 +146,48 @@ const QPROJECT_TOPK: OpHandler = {
     const k = ctx.int('k');
     if (!x.shape) return [{ dtype: 'float32' }, { dtype: 'int64' }];
     const shape = [...x.shape.slice(0, -1), k];
-    return [{ dtype: 'float32', shape }, { dtype: 'int64', shape: [...shape] }];
+    return [
+      { dtype: 'float32', shape },
+      { dtype: 'int64', shape: [...shape] },
+    ];
   },
   eval(ctx, inputs) {
-    const x = need(ctx, inputs, 0), wq = need(ctx, inputs, 1), scale = need(ctx, inputs, 2);
-    const d = ctx.int('d'), k = ctx.int('k'), v = wq.dims[0]!;
+    const x = need(ctx, inputs, 0),
+      wq = need(ctx, inputs, 1),
+      scale = need(ctx, inputs, 2);
+    const d = ctx.int('d'),
+      k = ctx.int('k'),
+      v = wq.dims[0]!;
     const rows = x.size / d;
-    const logits = qlogitsRef({ x: x.nums as Float32Array, rows, d, v, input: quantInput(ctx), w: wq.nums as Int8Array, scale: scale.nums as Float32Array });
+    const logits = qlogitsRef({
+      x: x.nums as Float32Array,
+      rows,
+      d,
+      v,
+      input: quantInput(ctx),
+      w: wq.nums as Int8Array,
+      scale: scale.nums as Float32Array,
+    });
     const act = inputs[5];
     const on = act ? Uint8Array.from(act.nums as ArrayLike<number>, (b) => (Number(b) ? 1 : 0)) : undefined;
     const res = inputs[6];
     const { values, indices } = res
-      ? rescoredTopk({ x: x.nums as Float32Array, rows, d, v, k, logits, bias: inputs[4]?.nums, on, w: wq.nums as Int8Array, res: res.nums, scale: scale.nums as Float32Array })
+      ? rescoredTopk({
+          x: x.nums as Float32Array,
+          rows,
+          d,
+          v,
+          k,
+          logits,
+          bias: inputs[4]?.nums,
+          on,
+          w: wq.nums as Int8Array,
+          res: res.nums,
+          scale: scale.nums as Float32Array,
+        })
       : topkOfLogits(rows, v, k, inputs[4]?.nums, on, (r, out) => {
-      for (let j = 0; j < v; j++) out[j] = logits[r * v + j]!;
-    });
+          for (let j = 0; j < v; j++) out[j] = logits[r * v + j]!;
+        });
     const dims = [...x.dims.slice(0, -1), k];
     return [Tensor.fromNumbers('float32', dims, values), new Tensor('int64', dims, indices)];
   },
@@ -153,9 +209,13 @@ const QGATHER: OpHandler = {
     return [{ dtype: 'float32', shape: ids.shape && [...ids.shape, ctx.int('d')] }];
   },
   eval(ctx, inputs) {
-    const w = need(ctx, inputs, 0), scale = need(ctx, inputs, 1).nums, ids = need(ctx, inputs, 2);
+    const w = need(ctx, inputs, 0),
+      scale = need(ctx, inputs, 1).nums,
+      ids = need(ctx, inputs, 2);
     const [v, dp] = w.dims as [number, number];
-    const d = ctx.int('d'), q = w.nums, res = inputs[3]?.nums;
+    const d = ctx.int('d'),
+      q = w.nums,
+      res = inputs[3]?.nums;
     const out = new Float32Array(ids.size * d);
     ids.nums.forEach((x, k) => {
       const i = Number(x) < 0 ? Number(x) + v : Number(x);

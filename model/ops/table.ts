@@ -13,7 +13,20 @@ import { PLANC_PROJECT_TOPK_OPS } from './planc-project-topk.ts';
 import { PLANC_QUANT_OPS } from './planc-quant.ts';
 import { PLANC_VOCAB_OPS } from './planc-vocab.ts';
 
-const ALL: OpHandler[] = [...ELEMENTWISE_OPS, ...MOVEMENT_OPS, ...MATH_OPS, ...ATTENTION_OPS, ...CONTROL_OPS, ...CONV_OPS, ...EXTRA_OPS, ...PLANC_FUSED_OPS, ...PLANC_ATTENTION_OPS, ...PLANC_PROJECT_TOPK_OPS, ...PLANC_QUANT_OPS, ...PLANC_VOCAB_OPS];
+const ALL: OpHandler[] = [
+  ...ELEMENTWISE_OPS,
+  ...MOVEMENT_OPS,
+  ...MATH_OPS,
+  ...ATTENTION_OPS,
+  ...CONTROL_OPS,
+  ...CONV_OPS,
+  ...EXTRA_OPS,
+  ...PLANC_FUSED_OPS,
+  ...PLANC_ATTENTION_OPS,
+  ...PLANC_PROJECT_TOPK_OPS,
+  ...PLANC_QUANT_OPS,
+  ...PLANC_VOCAB_OPS,
+];
 
 const BY_KEY = new Map<string, OpHandler[]>();
 for (const h of ALL) {

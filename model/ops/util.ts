@@ -16,7 +16,8 @@ export function broadcastShapes(ctx: OpContext, shapes: (readonly Dim[] | undefi
       const x = s[s.length - n + i] ?? 1;
       const b = dimBroadcast(d, x);
       if (b === undefined) {
-        if (typeof d === 'number' && typeof x === 'number') ctx.fail(`cannot broadcast shapes ${ss.map((s) => `[${s.join(',')}]`).join(' and ')}`);
+        if (typeof d === 'number' && typeof x === 'number')
+          ctx.fail(`cannot broadcast shapes ${ss.map((s) => `[${s.join(',')}]`).join(' and ')}`);
         // symbolic vs different value: assume compatible, prefer a number (a symbol must then be 1 or equal)
         d = typeof d === 'number' ? d : typeof x === 'number' ? x : unknownDim();
       } else d = b;

@@ -2,8 +2,16 @@
 import type { PlanFile } from '../../compiler/plan/types.ts';
 import { nativeCall, nativeError, Residents, weightTable, type Backend } from '../backend.ts';
 import { encodeProgram } from '../encode-program.ts';
-import { kernelIds, packRun, type NativeAddon, type NativeArray, type NativeBuffer, type NativeResident, type NativePlan, type NativeProgram } from '../native.ts';
-
+import {
+  kernelIds,
+  packRun,
+  type NativeAddon,
+  type NativeArray,
+  type NativeBuffer,
+  type NativeResident,
+  type NativePlan,
+  type NativeProgram,
+} from '../native.ts';
 
 export class CpuBackend implements Backend {
   readonly kind = 'cpu';
@@ -12,7 +20,11 @@ export class CpuBackend implements Backend {
   private readonly programs = new Map<string, NativeProgram>();
   private readonly residents: Residents;
 
-  constructor(private readonly native: NativeAddon, file: PlanFile, private readonly source: string) {
+  constructor(
+    private readonly native: NativeAddon,
+    file: PlanFile,
+    private readonly source: string,
+  ) {
     const h = file.header;
     const table = weightTable(file);
     const ids = kernelIds();
@@ -52,11 +64,21 @@ export class CpuBackend implements Backend {
     return this.native.programProfile(this.programs.get(graph)!, on);
   }
 
-  residentNew(bytes: number): NativeResident { return this.residents.make(bytes); }
-  residentFree(r: NativeResident): void { this.residents.free(r); }
-  residentCopy(src: NativeResident, dst: NativeResident, spans: Float64Array): void { this.residents.copy(src, dst, spans); }
-  residentWrite(r: NativeResident, offset: number, data: NativeArray): void { this.residents.write(r, offset, data); }
-  residentRead(r: NativeResident, offset: number, data: NativeArray): void { this.residents.read(r, offset, data); }
+  residentNew(bytes: number): NativeResident {
+    return this.residents.make(bytes);
+  }
+  residentFree(r: NativeResident): void {
+    this.residents.free(r);
+  }
+  residentCopy(src: NativeResident, dst: NativeResident, spans: Float64Array): void {
+    this.residents.copy(src, dst, spans);
+  }
+  residentWrite(r: NativeResident, offset: number, data: NativeArray): void {
+    this.residents.write(r, offset, data);
+  }
+  residentRead(r: NativeResident, offset: number, data: NativeArray): void {
+    this.residents.read(r, offset, data);
+  }
 
   close(): void {
     this.residents?.freeAll();

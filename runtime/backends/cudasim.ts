@@ -30,7 +30,10 @@ export function simSelected(): boolean {
 export function simDriverPath(): string {
   const missing = DRIVER_SOURCES.filter((f) => !fs.existsSync(path.join(CUDASIM_DIR, f)));
   if (missing.length > 0) {
-    throw new PlancError('PLANC_E403', `the emulated CUDA device's sources are not in this installation (${missing.map((f) => path.join(CUDASIM_DIR, f)).join(', ')}): reinstall planc`);
+    throw new PlancError(
+      'PLANC_E403',
+      `the emulated CUDA device's sources are not in this installation (${missing.map((f) => path.join(CUDASIM_DIR, f)).join(', ')}): reinstall planc`,
+    );
   }
   // The hash covers the folder too: the driver has it built in (PLANC_CUDASIM_DIR overrides), and the cache is shared.
   const h = createHash('sha256').update(CUDASIM_DIR);
@@ -41,13 +44,34 @@ export function simDriverPath(): string {
   try {
     fs.mkdirSync(dir, { recursive: true });
   } catch (e) {
-    throw new PlancError('PLANC_E403', `cannot build the emulated CUDA device: cannot create ${dir}: ${(e as Error).message}`);
+    throw new PlancError(
+      'PLANC_E403',
+      `cannot build the emulated CUDA device: cannot create ${dir}: ${(e as Error).message}`,
+    );
   }
   const tmp = `${lib}.${process.pid}`;
-  const r = spawnSync(process.env.PLANC_CUDASIM_CXX || 'g++', ['-std=c++17', '-O2', '-fPIC', '-shared', '-Wl,-soname,libcuda.so.1',
-    `-DCUDASIM_DIR="${CUDASIM_DIR}"`, path.join(CUDASIM_DIR, 'driver.cc'), path.join(CUDASIM_DIR, 'compile.cc'), '-o', tmp, '-ldl'], { encoding: 'utf8' });
+  const r = spawnSync(
+    process.env.PLANC_CUDASIM_CXX || 'g++',
+    [
+      '-std=c++17',
+      '-O2',
+      '-fPIC',
+      '-shared',
+      '-Wl,-soname,libcuda.so.1',
+      `-DCUDASIM_DIR="${CUDASIM_DIR}"`,
+      path.join(CUDASIM_DIR, 'driver.cc'),
+      path.join(CUDASIM_DIR, 'compile.cc'),
+      '-o',
+      tmp,
+      '-ldl',
+    ],
+    { encoding: 'utf8' },
+  );
   if (r.status !== 0) {
-    throw new PlancError('PLANC_E403', `cannot build the emulated CUDA device (native/cudasim) with g++: ${r.error?.message ?? r.stderr.slice(0, 2000)}`);
+    throw new PlancError(
+      'PLANC_E403',
+      `cannot build the emulated CUDA device (native/cudasim) with g++: ${r.error?.message ?? r.stderr.slice(0, 2000)}`,
+    );
   }
   fs.renameSync(tmp, lib);
   return lib;
@@ -68,6 +92,7 @@ export function simImage(source: string): Uint8Array {
 /** `--device NAME` of planc translate / run: `sim` selects the emulated device for cuda plans, `gpu` (default) the driver. */
 export function applyDevice(device: string | undefined): void {
   if (device === undefined || device === 'gpu') return;
-  if (device !== 'sim') throw new PlancError('PLANC_E301', `--device ${device}: expected sim (the emulated CUDA device) or gpu`);
+  if (device !== 'sim')
+    throw new PlancError('PLANC_E301', `--device ${device}: expected sim (the emulated CUDA device) or gpu`);
   process.env.PLANC_DEVICE = 'sim';
 }

@@ -15,6 +15,7 @@ const BACKENDS: Record<string, BackendLoader> = {
 export function openBackend(native: NativeAddon, file: PlanFile, source: string): Backend {
   const kind = file.header.target.kind;
   const load = Object.hasOwn(BACKENDS, kind) ? BACKENDS[kind] : undefined;
-  if (!load) throw new PlancError('PLANC_E403', `plan targets ${kind}; this runtime runs cpu and cuda plans`, { file: source });
+  if (!load)
+    throw new PlancError('PLANC_E403', `plan targets ${kind}; this runtime runs cpu and cuda plans`, { file: source });
   return load(native, file, source);
 }

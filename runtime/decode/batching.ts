@@ -39,11 +39,18 @@ export function makeBatches(lengths: number[], o: DecodingOptions, maxBatch: num
  * Runs `decode` on each batch of sources (and their indices in `sources`) and returns its results in the original
  * order. It yields to the event loop between batches (a synchronous decode blocks it only for one batch at a time).
  */
-export async function runBatches<R>(sources: number[][], batches: number[][], decode: (batch: number[][], indices: number[]) => R[] | Promise<R[]>): Promise<R[]> {
+export async function runBatches<R>(
+  sources: number[][],
+  batches: number[][],
+  decode: (batch: number[][], indices: number[]) => R[] | Promise<R[]>,
+): Promise<R[]> {
   const out = new Array<R>(sources.length);
   for (const [n, batch] of batches.entries()) {
     if (n > 0) await new Promise<void>((resolve) => setImmediate(resolve));
-    const results = await decode(batch.map((i) => sources[i]!), batch);
+    const results = await decode(
+      batch.map((i) => sources[i]!),
+      batch,
+    );
     batch.forEach((i, j) => (out[i] = results[j]!));
   }
   return out;

@@ -36,7 +36,12 @@ export interface Search {
   done: boolean;
 }
 
-export const newSearch = (row: number): Search => ({ live: [{ ids: [], logProb: 0, row }], finished: [], open: true, done: false });
+export const newSearch = (row: number): Search => ({
+  live: [{ ids: [], logProb: 0, row }],
+  finished: [],
+  open: true,
+  done: false,
+});
 
 /** Best first; ties go to the lower (row, token), i.e. the earlier beam and the smaller id (torch.topk's order). */
 export const byScore = (a: Cand, b: Cand): number => b.score - a.score || a.row - b.row || a.tok - b.tok;
@@ -52,7 +57,15 @@ export const byScore = (a: Cand, b: Cand): number => b.score - a.score || a.row 
  *   (early_stopping 'never' with alpha > 0: at maxLen), is no better than the worst finished one. It is done when
  *   closed, when full under early_stopping true, or at the last step.
  */
-export function advance(s: Search, cands: Cand[], beamOfRow: Map<number, Beam>, r: BeamRules, isEos: (tok: number) => boolean, t: number, maxLen: number): void {
+export function advance(
+  s: Search,
+  cands: Cand[],
+  beamOfRow: Map<number, Beam>,
+  r: BeamRules,
+  isEos: (tok: number) => boolean,
+  t: number,
+  maxLen: number,
+): void {
   const last = t + 1 >= maxLen;
   const full = () => s.finished.length >= r.k;
   const accept = s.open && !(r.earlyStopping === true && full());
@@ -71,10 +84,17 @@ export function advance(s: Search, cands: Cand[], beamOfRow: Map<number, Beam>, 
     }
   });
   if (fresh.length) {
-    s.finished = [...s.finished, ...fresh].map((h, i) => ({ h, i })).sort((a, b) => b.h.score - a.h.score || a.i - b.i).slice(0, r.k).map((x) => x.h);
+    s.finished = [...s.finished, ...fresh]
+      .map((h, i) => ({ h, i }))
+      .sort((a, b) => b.h.score - a.h.score || a.i - b.i)
+      .slice(0, r.k)
+      .map((x) => x.h);
   }
   s.live = live;
-  if (last || live.length === 0) { s.done = true; return; }
+  if (last || live.length === 0) {
+    s.done = true;
+    return;
+  }
   if (s.open && full()) {
     const len = r.earlyStopping === 'never' && r.alpha > 0 ? maxLen : t + 1;
     const best = live[0]!.logProb / len ** r.alpha;

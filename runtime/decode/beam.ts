@@ -13,7 +13,15 @@ import { runToEnd, type Steps } from './steps.ts';
  * `banned[j]` tokens; with a repetition penalty p ≠ 1, row j's `seen[j]` tokens have their log-probs penalized first
  * (generate()'s order: repetition penalty, then bans). Each row's own n best allowed tokens suffice.
  */
-export function topCandidates(out: Record<string, RtTensor>, rows: number[], sums: number[], n: number, banned: ReadonlySet<number>[], p = 1, seen: ReadonlySet<number>[] = []): Cand[] {
+export function topCandidates(
+  out: Record<string, RtTensor>,
+  rows: number[],
+  sums: number[],
+  n: number,
+  banned: ReadonlySet<number>[],
+  p = 1,
+  seen: ReadonlySet<number>[] = [],
+): Cand[] {
   const all: Cand[] = [];
   rows.forEach((r, j) => {
     const top = p === 1 ? rowTop(out, r, n, banned[j]) : penalizedTop(out, r, n, banned[j]!, seen[j]!, p);
@@ -46,12 +54,25 @@ function nextRows(searches: Search[]): { origin: number[]; sentence: number[]; t
  * self-attention cache rows are gathered by beam origin; the encoder mask and K/V rows are gathered only when the
  * row → sentence layout changes (the first expansion to k beams, and when sentences finish and leave the batch).
  */
-export function beamBatch(plan: Plan, sources: number[][], maxLens: number[], rules: DecodingRules, b: BeamRules): Hypothesis[][] {
+export function beamBatch(
+  plan: Plan,
+  sources: number[][],
+  maxLens: number[],
+  rules: DecodingRules,
+  b: BeamRules,
+): Hypothesis[][] {
   return runToEnd(beamSteps(plan, sources, maxLens, rules, b));
 }
 
 /** beamBatch as a generator that yields after each decoder step; `runnerOptions`: the steps' position ids (HRT's Skip-AT). */
-export function* beamSteps(plan: Plan, sources: number[][], maxLens: number[], rules: DecodingRules, b: BeamRules, runnerOptions: StepRunnerOptions = {}): Steps<Hypothesis[][]> {
+export function* beamSteps(
+  plan: Plan,
+  sources: number[][],
+  maxLens: number[],
+  rules: DecodingRules,
+  b: BeamRules,
+  runnerOptions: StepRunnerOptions = {},
+): Steps<Hypothesis[][]> {
   const k = b.k;
   const searches: Search[] = sources.map((_, i) => newSearch(i));
   const runner = new StepRunner(plan, sources, rules.c, sources.length * k, Math.max(...maxLens), runnerOptions);
@@ -63,10 +84,18 @@ export function* beamSteps(plan: Plan, sources: number[][], maxLens: number[], r
         if (s.done) return;
         const last = t + 1 >= maxLens[i]!;
         const forced = rules.forced(t, last);
-        const cands = forced !== undefined
-          ? s.live.map((x) => ({ score: x.logProb, row: x.row, tok: forced })).sort(byScore)
-          : topCandidates(runner.out, s.live.map((x) => x.row), s.live.map((x) => x.logProb), rules.candidates(k), s.live.map((x) => rules.banned(x.ids, sources[i])),
-            rules.penalty, rules.penalty === 1 ? [] : s.live.map((x) => rules.seen(x.ids)));
+        const cands =
+          forced !== undefined
+            ? s.live.map((x) => ({ score: x.logProb, row: x.row, tok: forced })).sort(byScore)
+            : topCandidates(
+                runner.out,
+                s.live.map((x) => x.row),
+                s.live.map((x) => x.logProb),
+                rules.candidates(k),
+                s.live.map((x) => rules.banned(x.ids, sources[i])),
+                rules.penalty,
+                rules.penalty === 1 ? [] : s.live.map((x) => rules.seen(x.ids)),
+              );
         advance(s, cands, new Map(s.live.map((x) => [x.row, x])), b, isEos, t, maxLens[i]!);
       });
       const { origin, sentence, tokens } = nextRows(searches);

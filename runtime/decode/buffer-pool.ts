@@ -42,9 +42,14 @@ export function bufferPool(plan: Plan): BufferPool {
 export class Lease {
   private readonly taken: Resident[] = [];
   private done = false;
-  private static readonly collected = new FinalizationRegistry<{ pool: BufferPool; taken: Resident[] }>(({ pool, taken }) => pool.give(taken));
+  private static readonly collected = new FinalizationRegistry<{ pool: BufferPool; taken: Resident[] }>(
+    ({ pool, taken }) => pool.give(taken),
+  );
 
-  constructor(private readonly pool: BufferPool, owner: object) {
+  constructor(
+    private readonly pool: BufferPool,
+    owner: object,
+  ) {
     Lease.collected.register(owner, { pool, taken: this.taken }, this);
   }
 

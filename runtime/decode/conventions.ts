@@ -30,7 +30,8 @@ export interface Conventions extends DecodeIds {
 /** A plan's (or a model's) conventions, with the given start/eos/pad ids or its own (pad defaults to the eos). */
 export function conventionsOf(d: PlanDecoding, ids?: DecodeIds): Conventions {
   const list = <T>(v: T[] | undefined) => (v?.length ? v : undefined);
-  if (!ids && (d.decoderStartId === undefined || d.eosId === undefined)) throw new PlancError('PLANC_E011', 'the model records no decoder start id or eos id');
+  if (!ids && (d.decoderStartId === undefined || d.eosId === undefined))
+    throw new PlancError('PLANC_E011', 'the model records no decoder start id or eos id');
   return {
     ...(ids ?? { startId: d.decoderStartId!, eosId: d.eosId!, padId: d.padId ?? d.eosId! }),
     eosIds: list(d.eosIds),
@@ -77,7 +78,8 @@ export class DecodingRules {
     this.begin = c.beginSuppressTokens ?? [];
     this.beginStep = c.forcedBosId === undefined ? 0 : 1;
     this.minNew = c.minNewTokens ?? 0;
-    this.maxBanned = this.always.size + this.sequences.length + this.begin.length + (this.minNew > 0 ? this.eos.size : 0);
+    this.maxBanned =
+      this.always.size + this.sequences.length + this.begin.length + (this.minNew > 0 ? this.eos.size : 0);
   }
 
   /** generate()'s repetition_penalty (1 = none). */

@@ -23,7 +23,10 @@ export function encoderGroups(lengths: number[]): [number, number][] {
     for (let start = end - 1; start >= 0; start--) {
       longest = Math.max(longest, lengths[start]!);
       const cost = best[start]! + CALL_TOKENS + (end - start) * longest;
-      if (cost < best[end]!) { best[end] = cost; cut[end] = start; }
+      if (cost < best[end]!) {
+        best[end] = cost;
+        cut[end] = start;
+      }
     }
   }
   const groups: [number, number][] = [];
@@ -36,7 +39,14 @@ export function encoderGroups(lengths: number[]): [number, number][] {
  * batch's longest): each row's own positions hold what a run of the whole batch would write there (a row's encoding does not depend on
  * the padding beside it), its padding positions zeros (masked in every cross-attention). `take` gives scratch memory.
  */
-export function* encodeInGroups(plan: Plan, sources: number[][], padId: number, groups: [number, number][], hidden: ResidentTensor, take: (bytes: number) => Resident): GraphRuns {
+export function* encodeInGroups(
+  plan: Plan,
+  sources: number[][],
+  padId: number,
+  groups: [number, number][],
+  hidden: ResidentTensor,
+  take: (bytes: number) => Resident,
+): GraphRuns {
   const [, S, D] = hidden.dims as [number, number, number];
   const bytes = dtypeBytes(hidden.dtype);
   const rowBytes = S * D * bytes;
@@ -45,13 +55,18 @@ export function* encodeInGroups(plan: Plan, sources: number[][], padId: number, 
   for (const [a, b] of groups) {
     const len = longest(a, b);
     const { ids, mask } = sourceFeeds(sources.slice(a, b), padId);
-    yield { graph: 'encoder', feeds: { input_ids: ids, attention_mask: mask }, into: { last_hidden_state: { dtype: hidden.dtype, dims: [b - a, len, D], resident: scratch, offset: 0 } } };
+    yield {
+      graph: 'encoder',
+      feeds: { input_ids: ids, attention_mask: mask },
+      into: { last_hidden_state: { dtype: hidden.dtype, dims: [b - a, len, D], resident: scratch, offset: 0 } },
+    };
     const spans = new Spans(b - a);
     for (let r = a; r < b; r++) spans.push((r - a) * len * D * bytes, hidden.offset + r * rowBytes, len * D * bytes);
     plan.residentCopy(scratch, hidden.resident, spans.array);
     if (len < S) {
       const zeros = new Uint8Array((S - len) * D * bytes);
-      for (let r = a; r < b; r++) plan.residentWrite(hidden.resident, hidden.offset + r * rowBytes + len * D * bytes, zeros);
+      for (let r = a; r < b; r++)
+        plan.residentWrite(hidden.resident, hidden.offset + r * rowBytes + len * D * bytes, zeros);
     }
   }
 }

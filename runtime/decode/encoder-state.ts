@@ -1,7 +1,14 @@
 // The source side of a decoding batch in resident buffers of the plan: the encoder attention mask and the encoder K/V
 // of every decoder layer (fed to each step, gathered by row natively), the encoder hidden states and the vocab mask.
 import type { Plan } from '../plan.ts';
-import { dtypeBytes, type FeedTensor, type Resident, type ResidentTensor, type RtDType, type RtTensor } from '../tensor.ts';
+import {
+  dtypeBytes,
+  type FeedTensor,
+  type Resident,
+  type ResidentTensor,
+  type RtDType,
+  type RtTensor,
+} from '../tensor.ts';
 import { alignRegion } from './kv-cache.ts';
 import { keepsRows, moveRows, movesDown, Spans } from './row-spans.ts';
 
@@ -35,11 +42,22 @@ export class EncoderState {
    * step's present.*.encoder.* outputs, their dtypes and dims; vocab: host feeds every step takes (vocab_active);
    * take: where the buffers come from (a batch's lease of the plan's buffer pool).
    */
-  constructor(private readonly plan: Plan, readonly maxRows: number, mask: RtTensor, hidden: { dtype: RtDType; dims: number[] },
-    kv: Record<string, { dtype: RtDType; dims: number[] }>, vocab: Record<string, RtTensor>, take: (bytes: number) => Resident) {
+  constructor(
+    private readonly plan: Plan,
+    readonly maxRows: number,
+    mask: RtTensor,
+    hidden: { dtype: RtDType; dims: number[] },
+    kv: Record<string, { dtype: RtDType; dims: number[] }>,
+    vocab: Record<string, RtTensor>,
+    take: (bytes: number) => Resident,
+  ) {
     const rows = [
       { name: 'encoder_attention_mask', dtype: mask.dtype, rowDims: mask.dims.slice(1) },
-      ...Object.entries(kv).map(([present, t]) => ({ name: present.replace(/^present\./, 'past_key_values.'), dtype: t.dtype, rowDims: t.dims.slice(1) })),
+      ...Object.entries(kv).map(([present, t]) => ({
+        name: present.replace(/^present\./, 'past_key_values.'),
+        dtype: t.dtype,
+        rowDims: t.dims.slice(1),
+      })),
     ];
     let offset = 0;
     this.regions = rows.map((r) => {
@@ -77,7 +95,9 @@ export class EncoderState {
   }
 
   /** The encoder attention mask. */
-  mask(): ResidentTensor { return this.tensor(this.regions[0]!); }
+  mask(): ResidentTensor {
+    return this.tensor(this.regions[0]!);
+  }
 
   /** The feeds every decoder step takes from the source side: the mask, the encoder K/V and the vocab feeds. */
   feeds(): Record<string, FeedTensor> {
@@ -87,10 +107,14 @@ export class EncoderState {
   }
 
   /** Feeds of the vocabulary rewrite only (for the first step, which takes the mask and hidden states instead of K/V). */
-  vocab(): Record<string, FeedTensor> { return this.vocabFeeds; }
+  vocab(): Record<string, FeedTensor> {
+    return this.vocabFeeds;
+  }
 
   /** Where rows 0..rows-1 live: the buffer and, per region, its feed name, dtype, row dims and byte offset (rows a batch copies out when they join another). */
-  layout(): { buf: Resident; regions: readonly Readonly<RowRegion>[] } { return { buf: this.buf, regions: this.regions }; }
+  layout(): { buf: Resident; regions: readonly Readonly<RowRegion>[] } {
+    return { buf: this.buf, regions: this.regions };
+  }
 
   private tensor(r: RowRegion): ResidentTensor {
     return { dtype: r.dtype, dims: [this.rows, ...r.rowDims], resident: this.buf, offset: r.offset };

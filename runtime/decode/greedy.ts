@@ -15,7 +15,12 @@ export interface Hypothesis {
 }
 
 /** Row r's token of a step (batch sentence `sentence`) when the rules force none; `banned` must not be chosen. */
-export type PickToken = (out: Record<string, RtTensor>, r: number, sentence: number, banned: ReadonlySet<number>) => number;
+export type PickToken = (
+  out: Record<string, RtTensor>,
+  r: number,
+  sentence: number,
+  banned: ReadonlySet<number>,
+) => number;
 
 /** What a caller learns of each sentence while the batch decodes (the serving scheduler answers rows as they finish). */
 export interface RowHooks {
@@ -32,7 +37,14 @@ export interface RowHooks {
  * compute only live rows. Log-probs are computed only when `scores` is set (a forced token adds 0). `pick` replaces
  * the best-allowed-token choice (vocabulary calibration records the step, or takes a masked argmax; no log-probs then).
  */
-export function greedyBatch(plan: Plan, sources: number[][], maxLens: number[], rules: DecodingRules, scores: boolean, pick?: PickToken): Hypothesis[] {
+export function greedyBatch(
+  plan: Plan,
+  sources: number[][],
+  maxLens: number[],
+  rules: DecodingRules,
+  scores: boolean,
+  pick?: PickToken,
+): Hypothesis[] {
   return runToEnd(greedySteps(plan, sources, maxLens, rules, scores, pick));
 }
 
@@ -41,15 +53,31 @@ export function greedyBatch(plan: Plan, sources: number[][], maxLens: number[], 
  * picked, sampled or best allowed one. Returns the token the next step takes, or undefined when the sentence ended
  * (an eos or its cap maxLen).
  */
-export function greedyToken(out: Record<string, RtTensor>, r: number, i: number, t: number, maxLen: number, h: Hypothesis, source: readonly number[],
-  rules: DecodingRules, scores: boolean, pick?: PickToken, sample?: SampleToken): number | undefined {
+export function greedyToken(
+  out: Record<string, RtTensor>,
+  r: number,
+  i: number,
+  t: number,
+  maxLen: number,
+  h: Hypothesis,
+  source: readonly number[],
+  rules: DecodingRules,
+  scores: boolean,
+  pick?: PickToken,
+  sample?: SampleToken,
+): number | undefined {
   const last = t + 1 >= maxLen;
   const forced = rules.forced(t, last);
-  const { tok, logProb } = forced !== undefined ? { tok: forced, logProb: 0 }
-    : pick ? { tok: pick(out, r, i, rules.banned(h.ids, source)), logProb: 0 }
-    : sample ? sample(out, r, i, rules.banned(h.ids, source), () => rules.seen(h.ids))
-    : rules.penalty !== 1 ? penalizedBest(out, r, scores, rules.banned(h.ids, source), rules.seen(h.ids), rules.penalty)
-    : rowBest(out, r, scores, rules.banned(h.ids, source));
+  const { tok, logProb } =
+    forced !== undefined
+      ? { tok: forced, logProb: 0 }
+      : pick
+        ? { tok: pick(out, r, i, rules.banned(h.ids, source)), logProb: 0 }
+        : sample
+          ? sample(out, r, i, rules.banned(h.ids, source), () => rules.seen(h.ids))
+          : rules.penalty !== 1
+            ? penalizedBest(out, r, scores, rules.banned(h.ids, source), rules.seen(h.ids), rules.penalty)
+            : rowBest(out, r, scores, rules.banned(h.ids, source));
   h.logProb += logProb;
   h.length++;
   const eos = rules.isEos(tok);
@@ -62,7 +90,16 @@ export function greedyToken(out: Record<string, RtTensor>, r: number, i: number,
  * `hooks` hears of each sentence as it finishes and can drop sentences mid-flight (their rows leave like finished ones).
  * `sample` (generate()'s sample mode, runtime/decode/sampling.ts) draws each unforced token instead of the best one.
  */
-export function* greedySteps(plan: Plan, sources: number[][], maxLens: number[], rules: DecodingRules, scores: boolean, pick?: PickToken, hooks: RowHooks = {}, sample?: SampleToken): Steps<Hypothesis[]> {
+export function* greedySteps(
+  plan: Plan,
+  sources: number[][],
+  maxLens: number[],
+  rules: DecodingRules,
+  scores: boolean,
+  pick?: PickToken,
+  hooks: RowHooks = {},
+  sample?: SampleToken,
+): Steps<Hypothesis[]> {
   const out: Hypothesis[] = sources.map(() => ({ ids: [], logProb: 0, length: 0 }));
   const runner = new StepRunner(plan, sources, rules.c, sources.length, Math.max(...maxLens));
   try {
@@ -74,7 +111,10 @@ export function* greedySteps(plan: Plan, sources: number[][], maxLens: number[],
         if (hooks.cancelled?.(i)) return;
         const h = out[i]!;
         const tok = greedyToken(runner.out, r, i, t, maxLens[i]!, h, sources[i]!, rules, scores, pick, sample);
-        if (tok === undefined) { hooks.finished?.(i, h); return; }
+        if (tok === undefined) {
+          hooks.finished?.(i, h);
+          return;
+        }
         keep.push(r);
         next.push(tok);
       });

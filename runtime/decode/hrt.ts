@@ -20,7 +20,12 @@ import type { BatchJob, DecodingStrategy } from './strategy.ts';
 export function hrtFacts(plan: Plan): HrtFacts {
   const h = plan.header.decoding.hrt;
   if (!h) {
-    throw new PlancError('PLANC_E410', `strategy 'hrt': plan ${plan.source} is not an HRT plan: its model's config.json had no hrt section, so the plan records no [BOS_k] ids, [MASK] id or chunk sizes and has no '${NAT_GRAPH}' graph (docs/hrt.md: the model contract)`, {}, { option: 'strategy', value: 'hrt', expected: 'a plan of a model meeting the HRT contract' });
+    throw new PlancError(
+      'PLANC_E410',
+      `strategy 'hrt': plan ${plan.source} is not an HRT plan: its model's config.json had no hrt section, so the plan records no [BOS_k] ids, [MASK] id or chunk sizes and has no '${NAT_GRAPH}' graph (docs/hrt.md: the model contract)`,
+      {},
+      { option: 'strategy', value: 'hrt', expected: 'a plan of a model meeting the HRT contract' },
+    );
   }
   return h;
 }
@@ -31,9 +36,18 @@ export function hrtChunk(plan: Plan, o: Pick<DecodingOptions, 'chunk'>): { k: nu
   const k = o.chunk || (h.chunkSizes.find((c) => c > 1) ?? 1);
   const at = h.chunkSizes.indexOf(k);
   if (at < 0) {
-    throw new PlancError('PLANC_E410', `strategy 'hrt': chunk (--chunk) ${k}, but plan ${plan.source} decodes chunk sizes ${h.chunkSizes.join(', ')} (its model's hrt.bos_k_ids)`, {}, { option: 'chunk', value: k, expected: `one of ${h.chunkSizes.join(', ')}` });
+    throw new PlancError(
+      'PLANC_E410',
+      `strategy 'hrt': chunk (--chunk) ${k}, but plan ${plan.source} decodes chunk sizes ${h.chunkSizes.join(', ')} (its model's hrt.bos_k_ids)`,
+      {},
+      { option: 'chunk', value: k, expected: `one of ${h.chunkSizes.join(', ')}` },
+    );
   }
-  if (k > 1 && !plan.graphs.includes(NAT_GRAPH)) throw new PlancError('PLANC_E410', `strategy 'hrt': plan ${plan.source} has no '${NAT_GRAPH}' graph (the Skip-CMLM pass chunk ${k} needs)`);
+  if (k > 1 && !plan.graphs.includes(NAT_GRAPH))
+    throw new PlancError(
+      'PLANC_E410',
+      `strategy 'hrt': plan ${plan.source} has no '${NAT_GRAPH}' graph (the Skip-CMLM pass chunk ${k} needs)`,
+    );
   return { k, bos: h.bosIds[at]! };
 }
 
@@ -41,15 +55,30 @@ export function hrtChunk(plan: Plan, o: Pick<DecodingOptions, 'chunk'>): { k: nu
 function checkPositions(plan: Plan, h: HrtFacts, k: number, maxLen: number): void {
   const last = k * Math.ceil(maxLen / k);
   if (h.maxPositions > 0 && last >= h.maxPositions) {
-    throw new PlancError('PLANC_E410', `strategy 'hrt': maxLength (--max-length) ${maxLen} with chunk ${k} reads position ${last}, past the model's ${h.maxPositions} positions (plan ${plan.source}); lower maxLength`, {}, { option: 'maxLength', value: maxLen, expected: `at most ${h.maxPositions - k}` });
+    throw new PlancError(
+      'PLANC_E410',
+      `strategy 'hrt': maxLength (--max-length) ${maxLen} with chunk ${k} reads position ${last}, past the model's ${h.maxPositions} positions (plan ${plan.source}); lower maxLength`,
+      {},
+      { option: 'maxLength', value: maxLen, expected: `at most ${h.maxPositions - k}` },
+    );
   }
 }
 
 /** A Skip-AT hypothesis: its sentence, tokens z (its final eos when it has one), and stage-I log-prob sum. */
-interface SkipHyp { sentence: number; z: number[]; at: number }
+interface SkipHyp {
+  sentence: number;
+  z: number[];
+  at: number;
+}
 
 /** Stage I greedy: one Skip-AT hypothesis per sentence; the runner stays alive for stage II (its encoder output). */
-function* skipGreedy(runner: StepRunner, sources: number[][], caps: number[], rules: DecodingRules, scores: boolean): Steps<SkipHyp[]> {
+function* skipGreedy(
+  runner: StepRunner,
+  sources: number[][],
+  caps: number[],
+  rules: DecodingRules,
+  scores: boolean,
+): Steps<SkipHyp[]> {
   const out: Hypothesis[] = sources.map(() => ({ ids: [], logProb: 0, length: 0 }));
   let live = sources.map((_, i) => i);
   for (let t = 0; ; t++) {
@@ -79,8 +108,19 @@ const withEos = (h: Hypothesis, rules: DecodingRules) => (h.length > h.ids.lengt
  * position); each row's output cut before its first eos, to maxLen − 1 tokens, scored at + the log-probs of its masked
  * positions (paper eq. 2). `hidden`: the encoder output of the batch's sources [sentences, S, D] on the host.
  */
-function skipCmlm(plan: Plan, rows: SkipHyp[], sources: number[][], maxLens: number[], k: number, h: HrtFacts, rules: DecodingRules, hidden: RtTensor): Hypothesis[] {
-  const inputs = rows.map(({ z }) => Array.from({ length: z.length * k }, (_, i) => ((i + 1) % k === 0 ? z[(i + 1) / k - 1]! : h.maskId)));
+function skipCmlm(
+  plan: Plan,
+  rows: SkipHyp[],
+  sources: number[][],
+  maxLens: number[],
+  k: number,
+  h: HrtFacts,
+  rules: DecodingRules,
+  hidden: RtTensor,
+): Hypothesis[] {
+  const inputs = rows.map(({ z }) =>
+    Array.from({ length: z.length * k }, (_, i) => ((i + 1) % k === 0 ? z[(i + 1) / k - 1]! : h.maskId)),
+  );
   const order = inputs.map((_, j) => j).sort((a, b) => inputs[a]!.length - inputs[b]!.length);
   const { mask } = sourceFeeds(sources, rules.c.padId);
   const takes = new Set(plan.inputs(NAT_GRAPH).map((i) => i.name));
@@ -89,12 +129,25 @@ function skipCmlm(plan: Plan, rows: SkipHyp[], sources: number[][], maxLens: num
   for (const [a, b] of encoderGroups(order.map((j) => inputs[j]!.length))) {
     const group = order.slice(a, b);
     const T = inputs[group.at(-1)!]!.length;
-    const padded = (f: (x: number[], p: number) => number) => group.flatMap((j) => Array.from({ length: T }, (_, p) => (p < inputs[j]!.length ? f(inputs[j]!, p) : 0)));
+    const padded = (f: (x: number[], p: number) => number) =>
+      group.flatMap((j) => Array.from({ length: T }, (_, p) => (p < inputs[j]!.length ? f(inputs[j]!, p) : 0)));
     const sentences = group.map((j) => rows[j]!.sentence);
     const feeds: Record<string, FeedTensor> = {
-      [STEP_INPUT]: int64(group.length, T, padded((x, p) => x[p]!)),
-      [POSITION_IDS_INPUT]: int64(group.length, T, padded((_, p) => p + 1)),
-      [NAT_MASK_INPUT]: int64(group.length, T, padded(() => 1)),
+      [STEP_INPUT]: int64(
+        group.length,
+        T,
+        padded((x, p) => x[p]!),
+      ),
+      [POSITION_IDS_INPUT]: int64(
+        group.length,
+        T,
+        padded((_, p) => p + 1),
+      ),
+      [NAT_MASK_INPUT]: int64(
+        group.length,
+        T,
+        padded(() => 1),
+      ),
       encoder_attention_mask: gatherRows(mask, sentences),
       encoder_hidden_states: gatherRows(hidden, sentences),
       ...Object.fromEntries(vocab),
@@ -143,7 +196,10 @@ function* hrtSteps({ plan, sources, maxLens, rules, options }: BatchJob): Steps<
     const runner = new StepRunner(plan, sources, stageI.c, sources.length, Math.max(...caps), { positionStride: k });
     try {
       const rows = yield* skipGreedy(runner, sources, caps, stageI, scores);
-      if (k === 1) return rows.map((r) => [{ ids: rules.isEos(r.z.at(-1) ?? -1) ? r.z.slice(0, -1) : r.z, logProb: r.at, length: r.z.length }]);
+      if (k === 1)
+        return rows.map((r) => [
+          { ids: rules.isEos(r.z.at(-1) ?? -1) ? r.z.slice(0, -1) : r.z, logProb: r.at, length: r.z.length },
+        ]);
       const filled = skipCmlm(plan, rows, sources, maxLens, k, h, rules, hostCopy(plan, runner.encoderOutput()));
       yield;
       return bySentence(sources.length, rows, filled);
@@ -151,10 +207,19 @@ function* hrtSteps({ plan, sources, maxLens, rules, options }: BatchJob): Steps<
       runner.release();
     }
   }
-  const found = yield* beamSteps(plan, sources, caps, stageI, { k: options.beamSize, alpha: options.lengthPenalty, earlyStopping: options.earlyStopping }, { positionStride: k });
+  const found = yield* beamSteps(
+    plan,
+    sources,
+    caps,
+    stageI,
+    { k: options.beamSize, alpha: options.lengthPenalty, earlyStopping: options.earlyStopping },
+    { positionStride: k },
+  );
   if (k === 1) return found;
   const keep = options.natBeams || options.beamSize;
-  const rows: SkipHyp[] = found.flatMap((hs, i) => hs.slice(0, keep).map((x) => ({ sentence: i, z: withEos(x, stageI), at: x.logProb })));
+  const rows: SkipHyp[] = found.flatMap((hs, i) =>
+    hs.slice(0, keep).map((x) => ({ sentence: i, z: withEos(x, stageI), at: x.logProb })),
+  );
   // the sources' encoder output (beamSteps gave its runner's buffers back): the encoder run again, once per sentence
   const { ids, mask } = sourceFeeds(sources, rules.c.padId);
   const hidden = plan.runSync('encoder', { input_ids: ids, attention_mask: mask }).last_hidden_state!;
@@ -175,10 +240,17 @@ const REFUSED: [keyof DecodingOptions, (o: DecodingOptions) => boolean, string][
 
 export const HRT: DecodingStrategy = {
   name: 'hrt',
-  summary: 'hybrid-regressive (an HRT model, docs/hrt.md): Skip-AT greedy or beam every chunk-th token, then one Skip-CMLM pass fills the rest',
+  summary:
+    'hybrid-regressive (an HRT model, docs/hrt.md): Skip-AT greedy or beam every chunk-th token, then one Skip-CMLM pass fills the rest',
   check(o) {
     for (const [name, on, want] of REFUSED) {
-      if (on(o)) throw new PlancError('PLANC_E405', `bad decoding option: ${name} = ${JSON.stringify(o[name])} does not work with strategy 'hrt'; it must be ${want}`, {}, { option: name, value: o[name], expected: `${want} with strategy 'hrt'` });
+      if (on(o))
+        throw new PlancError(
+          'PLANC_E405',
+          `bad decoding option: ${name} = ${JSON.stringify(o[name])} does not work with strategy 'hrt'; it must be ${want}`,
+          {},
+          { option: name, value: o[name], expected: `${want} with strategy 'hrt'` },
+        );
     }
   },
   checkPlan(plan, o) {

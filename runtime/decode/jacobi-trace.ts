@@ -63,8 +63,15 @@ interface RowLog {
 export class JacobiTraceRecorder {
   private readonly logs = new Map<RowView, RowLog>();
 
-  constructor(private readonly strategy: JacobiKind, private readonly block: number, sources: number[][], private readonly rows: RowView[]) {
-    rows.forEach((row, i) => this.logs.set(row, { source: sources[i]!, before: row.draft.slice(), drafts: [], fixedAt: [] }));
+  constructor(
+    private readonly strategy: JacobiKind,
+    private readonly block: number,
+    sources: number[][],
+    private readonly rows: RowView[],
+  ) {
+    rows.forEach((row, i) =>
+      this.logs.set(row, { source: sources[i]!, before: row.draft.slice(), drafts: [], fixedAt: [] }),
+    );
   }
 
   /** After a run that fed `fed` tokens from position `start` was absorbed into `row`. */
@@ -125,7 +132,11 @@ export function dependencies(drafts: JacobiDraft[], n: number): JacobiDependency
 }
 
 /** Totals over traces: iterations vs tokens. */
-export function traceTotals(traces: readonly JacobiSentenceTrace[]): { sentences: number; iterations: number; tokens: number } {
+export function traceTotals(traces: readonly JacobiSentenceTrace[]): {
+  sentences: number;
+  iterations: number;
+  tokens: number;
+} {
   return {
     sentences: traces.length,
     iterations: traces.reduce((a, t) => a + t.iterations, 0),
@@ -159,7 +170,9 @@ export class JacobiTraceCollector {
     return exact.map((t, i) => {
       if (t || sources[i]!.length === 0) return t;
       const s = sources[i]!;
-      const at = rest.findIndex((r) => r.source.length < s.length && r.source.slice(0, -1).every((id, k) => id === s[k]));
+      const at = rest.findIndex(
+        (r) => r.source.length < s.length && r.source.slice(0, -1).every((id, k) => id === s[k]),
+      );
       return at < 0 ? undefined : rest.splice(at, 1)[0];
     });
   }

@@ -58,7 +58,15 @@ interface Row {
  * guess, predictions only become the next iteration's guesses (Jacobi). The rules (forced tokens, banned ids, the cap)
  * apply at every position as greedy applies them.
  */
-function absorb(row: Row, out: Record<string, RtTensor>, r: number, base: number, fed: number[], rules: DecodingRules, scores: boolean): void {
+function absorb(
+  row: Row,
+  out: Record<string, RtTensor>,
+  r: number,
+  base: number,
+  fed: number[],
+  rules: DecodingRules,
+  scores: boolean,
+): void {
   const seen = row.draft.slice(); // the tokens the run saw: output i was conditioned on seen[0, base + i)
   let exact = true;
   for (let i = 0; i < fed.length; i++) {
@@ -71,7 +79,8 @@ function absorb(row: Row, out: Record<string, RtTensor>, r: number, base: number
       row.draft[q] = forced ?? positionBest(out, r, i, false, banned()).tok;
       continue;
     }
-    const { tok, logProb } = forced !== undefined ? { tok: forced, logProb: 0 } : positionBest(out, r, i, scores, banned());
+    const { tok, logProb } =
+      forced !== undefined ? { tok: forced, logProb: 0 } : positionBest(out, r, i, scores, banned());
     row.draft[q] = tok;
     row.fixed = q + 1;
     row.logProb += logProb;
@@ -103,7 +112,8 @@ const NEXT: Record<JacobiKind, NextTokens> = {
   pj: (base, live) => Math.max(...live.map((r) => r.cap)) - base,
   // Jacobi inside the block, Gauss-Seidel over blocks: the block's positions from the first non-final one
   pgj: (base, _live, b) => blockEnd(base, b) - base,
-  hgj: (base, live, b) => (blockEnd(base, b) - b < Math.max(...live.map((r) => r.parallelUntil)) ? blockEnd(base, b) - base : 1),
+  hgj: (base, live, b) =>
+    blockEnd(base, b) - b < Math.max(...live.map((r) => r.parallelUntil)) ? blockEnd(base, b) - base : 1,
   // the last final token and b - 1 drafted ones
   lookup: (_base, _live, b) => b,
 };
@@ -155,9 +165,17 @@ export function jacobiBlock(plan: Plan, kind: JacobiKind, b: number): number {
   const need = kind === 'pj' ? 2 : b;
   if (lo > 1 || hi < need) {
     const takes = lo === hi ? `exactly ${lo} token${lo === 1 ? '' : 's'}` : `${lo} to ${hi} tokens`;
-    const what = kind === 'pj' ? 'refines the whole sentence in chunks of the tokens a step takes (at least 2)' : `feeds blocks of ${b} tokens (jacobiBlock / --jacobi-block)`;
+    const what =
+      kind === 'pj'
+        ? 'refines the whole sentence in chunks of the tokens a step takes (at least 2)'
+        : `feeds blocks of ${b} tokens (jacobiBlock / --jacobi-block)`;
     const fix = kind === 'pj' ? '--step-tokens N (N ≥ 2, e.g. 8)' : `--step-tokens ${b} or more`;
-    throw new PlancError('PLANC_E405', `strategy '${kind}' ${what}, but plan ${plan.source}'s decoder step takes ${takes} per row; optimize it with ${fix}`, {}, { option: 'strategy', value: kind });
+    throw new PlancError(
+      'PLANC_E405',
+      `strategy '${kind}' ${what}, but plan ${plan.source}'s decoder step takes ${takes} per row; optimize it with ${fix}`,
+      {},
+      { option: 'strategy', value: kind },
+    );
   }
   return kind === 'pj' ? hi : b;
 }
@@ -169,7 +187,11 @@ export function jacobiBlock(plan: Plan, kind: JacobiKind, b: number): number {
  * final). Finished sentences (final eos or cap) leave the batch. Guesses start as pad (the paper's initialization),
  * forced tokens as themselves.
  */
-export function* jacobiSteps(job: BatchJob, kind: JacobiKind, onStats?: (s: JacobiBatchStats) => void): Steps<Hypothesis[]> {
+export function* jacobiSteps(
+  job: BatchJob,
+  kind: JacobiKind,
+  onStats?: (s: JacobiBatchStats) => void,
+): Steps<Hypothesis[]> {
   const { plan, sources, maxLens, rules, options } = job;
   const block = jacobiBlock(plan, kind, options.jacobiBlock);
   const most = stepTokenRange(plan)[1];
@@ -177,13 +199,26 @@ export function* jacobiSteps(job: BatchJob, kind: JacobiKind, onStats?: (s: Jaco
   const rows: Row[] = sources.map((s, i) => {
     const cap = maxLens[i]!;
     const draft = Array.from({ length: cap }, (_, q) => rules.forced(q, q + 1 >= cap) ?? pad);
-    return { source: s, cap, parallelUntil: Math.min(cap, s.length), draft, fixed: 0, logProb: 0, iterations: 0, done: false };
+    return {
+      source: s,
+      cap,
+      parallelUntil: Math.min(cap, s.length),
+      draft,
+      fixed: 0,
+      logProb: 0,
+      iterations: 0,
+      done: false,
+    };
   });
   const stats: JacobiBatchStats = { strategy: kind, block, steps: 1, tokenRows: rows.length, sentences: [] };
   const trace = options.jacobiTrace ? new JacobiTraceRecorder(kind, block, sources, rows) : undefined;
   const runner = new StepRunner(plan, sources, rules.c, sources.length, Math.max(...maxLens));
   try {
-    if (runner.length !== 1) throw new PlancError('PLANC_E405', `strategy '${kind}' needs the first decoder run to cache one position (the start token); plan ${plan.source}'s caches ${runner.length}`);
+    if (runner.length !== 1)
+      throw new PlancError(
+        'PLANC_E405',
+        `strategy '${kind}' needs the first decoder run to cache one position (the start token); plan ${plan.source}'s caches ${runner.length}`,
+      );
     let live = rows;
     let base = 0;
     let fed: number[][] = rows.map(() => [rules.c.startId]);
@@ -240,7 +275,8 @@ const SUMMARIES: Record<JacobiKind, string> = {
   pj: 'parallel Jacobi: the whole sentence refined in parallel until it stops changing (output = greedy; --step-tokens plan)',
   pgj: 'parallel Gauss-Seidel-Jacobi: blocks of jacobiBlock tokens, Jacobi inside (output = greedy; --step-tokens plan)',
   hgj: 'hybrid GS-Jacobi: PGJ blocks up to the source length, then one token per step (output = greedy; --step-tokens plan)',
-  lookup: 'n-gram lookup: jacobiBlock - 1 tokens copied from the source or the output so far after a matching n-gram, verified in one step (output = greedy; --step-tokens plan)',
+  lookup:
+    'n-gram lookup: jacobiBlock - 1 tokens copied from the source or the output so far after a matching n-gram, verified in one step (output = greedy; --step-tokens plan)',
 };
 
 /** The strategy entry for one algorithm. */
@@ -249,7 +285,13 @@ export function jacobiStrategy(kind: JacobiKind): DecodingStrategy {
     name: kind,
     summary: SUMMARIES[kind],
     check(o) {
-      if (o.beamSize !== 1) throw new PlancError('PLANC_E405', `bad decoding option: strategy '${kind}' decodes one hypothesis (greedy's), but beamSize = ${o.beamSize}; use beamSize 1`, {}, { option: 'beamSize', value: o.beamSize, expected: `1 with strategy '${kind}'` });
+      if (o.beamSize !== 1)
+        throw new PlancError(
+          'PLANC_E405',
+          `bad decoding option: strategy '${kind}' decodes one hypothesis (greedy's), but beamSize = ${o.beamSize}; use beamSize 1`,
+          {},
+          { option: 'beamSize', value: o.beamSize, expected: `1 with strategy '${kind}'` },
+        );
     },
     checkPlan(plan, o) {
       jacobiBlock(plan, kind, o.jacobiBlock);

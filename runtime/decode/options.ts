@@ -160,7 +160,24 @@ export const DEFAULT_DECODING_OPTIONS: Readonly<DecodingOptions> = Object.freeze
   jacobiTrace: undefined,
 });
 
-type NumKey = 'jacobiBlock' | 'chunk' | 'natBeams' | 'beamSize' | 'maxLength' | 'maxLengthRatio' | 'maxLengthConstant' | 'lengthPenalty' | 'minNewTokens' | 'noRepeatNgramSize' | 'encoderNoRepeatNgramSize' | 'repetitionPenalty' | 'topK' | 'seed' | 'returnAlternatives' | 'batchSize' | 'batchTokens';
+type NumKey =
+  | 'jacobiBlock'
+  | 'chunk'
+  | 'natBeams'
+  | 'beamSize'
+  | 'maxLength'
+  | 'maxLengthRatio'
+  | 'maxLengthConstant'
+  | 'lengthPenalty'
+  | 'minNewTokens'
+  | 'noRepeatNgramSize'
+  | 'encoderNoRepeatNgramSize'
+  | 'repetitionPenalty'
+  | 'topK'
+  | 'seed'
+  | 'returnAlternatives'
+  | 'batchSize'
+  | 'batchTokens';
 
 /** Numeric options: [min, max, integer?]. */
 const RANGES: Record<NumKey, [number, number, boolean]> = {
@@ -208,10 +225,14 @@ function checkBoolean(name: 'returnScores' | 'sortByLength' | 'truncate' | 'doSa
  * The full options from a partial one over `defaults` (a plan's own: planDefaults in translate-ids.ts), or a
  * PlancError PLANC_E405 naming the bad option and its allowed range.
  */
-export function validateDecodingOptions(partial: Partial<DecodingOptions> = {}, defaults: Partial<DecodingOptions> = {}): DecodingOptions {
+export function validateDecodingOptions(
+  partial: Partial<DecodingOptions> = {},
+  defaults: Partial<DecodingOptions> = {},
+): DecodingOptions {
   if (typeof partial !== 'object' || partial === null) bad('options must be an object');
   for (const k of Object.keys(partial)) {
-    if (!(k in DEFAULT_DECODING_OPTIONS)) bad(`unknown option '${k}' (known: ${Object.keys(DEFAULT_DECODING_OPTIONS).join(', ')})`);
+    if (!(k in DEFAULT_DECODING_OPTIONS))
+      bad(`unknown option '${k}' (known: ${Object.keys(DEFAULT_DECODING_OPTIONS).join(', ')})`);
   }
   const o: DecodingOptions = { ...DEFAULT_DECODING_OPTIONS, ...defaults };
   for (const [k, v] of Object.entries(partial)) if (v !== undefined) (o as unknown as Record<string, unknown>)[k] = v;
@@ -220,22 +241,31 @@ export function validateDecodingOptions(partial: Partial<DecodingOptions> = {}, 
   checkBoolean('sortByLength', o.sortByLength);
   checkBoolean('truncate', o.truncate);
   checkBoolean('doSample', o.doSample);
-  if (typeof o.temperature !== 'number' || !Number.isFinite(o.temperature) || !(o.temperature > 0)) badOption('temperature', o.temperature, 'a number > 0 (for greedy decoding, doSample false)');
+  if (typeof o.temperature !== 'number' || !Number.isFinite(o.temperature) || !(o.temperature > 0))
+    badOption('temperature', o.temperature, 'a number > 0 (for greedy decoding, doSample false)');
   if (typeof o.topP !== 'number' || !(o.topP > 0 && o.topP <= 1)) badOption('topP', o.topP, 'a number in (0, 1]');
   if (o.sampleIndices !== undefined) {
     const si: unknown = o.sampleIndices;
     if (!Array.isArray(si)) badOption('sampleIndices', si, 'undefined or an array of integers (one per sentence)');
     const at = si.findIndex((i: unknown) => !(Number.isSafeInteger(i) && (i as number) >= 0));
-    if (at >= 0) bad(`sampleIndices[${at}] = ${JSON.stringify(si[at]) ?? String(si[at])}; it must be an integer in [0, ${Number.MAX_SAFE_INTEGER}]`, { option: 'sampleIndices', value: si[at], expected: `an integer in [0, ${Number.MAX_SAFE_INTEGER}]` });
+    if (at >= 0)
+      bad(
+        `sampleIndices[${at}] = ${JSON.stringify(si[at]) ?? String(si[at])}; it must be an integer in [0, ${Number.MAX_SAFE_INTEGER}]`,
+        { option: 'sampleIndices', value: si[at], expected: `an integer in [0, ${Number.MAX_SAFE_INTEGER}]` },
+      );
   }
-  if (o.earlyStopping !== true && o.earlyStopping !== false && o.earlyStopping !== 'never') badOption('earlyStopping', o.earlyStopping, "true, false or 'never'");
+  if (o.earlyStopping !== true && o.earlyStopping !== false && o.earlyStopping !== 'never')
+    badOption('earlyStopping', o.earlyStopping, "true, false or 'never'");
   if (typeof o.strategy !== 'string') badOption('strategy', o.strategy, 'a strategy name such as greedy or beam');
   if (typeof o.targetLang !== 'string') badOption('targetLang', o.targetLang, 'a token name such as en_XX');
-  if (o.jacobiTrace !== undefined && typeof o.jacobiTrace !== 'function') bad('jacobiTrace must be a function (one trace per sentence) or undefined');
-  if (o.chunk !== 0 && o.strategy !== 'hrt') badOption('chunk', o.chunk, "0 unless strategy is 'hrt' (the chunk size of HRT decoding)");
+  if (o.jacobiTrace !== undefined && typeof o.jacobiTrace !== 'function')
+    bad('jacobiTrace must be a function (one trace per sentence) or undefined');
+  if (o.chunk !== 0 && o.strategy !== 'hrt')
+    badOption('chunk', o.chunk, "0 unless strategy is 'hrt' (the chunk size of HRT decoding)");
   if (o.natBeams !== 0 && o.strategy !== 'hrt') badOption('natBeams', o.natBeams, "0 unless strategy is 'hrt'");
   if (o.natBeams > o.beamSize) badOption('natBeams', o.natBeams, `in [0, beamSize = ${o.beamSize}] (0: beamSize)`);
-  if (o.returnAlternatives > o.beamSize) badOption('returnAlternatives', o.returnAlternatives, `in [0, beamSize = ${o.beamSize}]`);
+  if (o.returnAlternatives > o.beamSize)
+    badOption('returnAlternatives', o.returnAlternatives, `in [0, beamSize = ${o.beamSize}]`);
   return o;
 }
 

@@ -20,7 +20,10 @@ export class RandomStream {
   private state: bigint;
 
   /** seed and index: integers in [0, 2^53). */
-  constructor(readonly seed: number, readonly index: number) {
+  constructor(
+    readonly seed: number,
+    readonly index: number,
+  ) {
     this.state = mix64(mix64(BigInt(seed)) ^ mix64((BigInt(index) + GAMMA) & MASK));
   }
 

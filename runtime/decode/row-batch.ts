@@ -1,7 +1,15 @@
 // A decoding batch that rows join and leave at any step: each row keeps its own cached length (the plan's
 // decoder_with_past_rows graph), so a new sentence never waits for the running ones to finish (planc serve).
 import { PlancError } from '../../compiler/diagnostics.ts';
-import { PAST_LENGTH_INPUT, POSITIONS_GRAPH, ROW_PAST_LENGTHS_INPUT, ROW_POSITION_PREFIX, ROWS_STEP_GRAPH, STEP_INPUT, VOCAB_ACTIVE_INPUT } from '../../compiler/plan/io-names.ts';
+import {
+  PAST_LENGTH_INPUT,
+  POSITIONS_GRAPH,
+  ROW_PAST_LENGTHS_INPUT,
+  ROW_POSITION_PREFIX,
+  ROWS_STEP_GRAPH,
+  STEP_INPUT,
+  VOCAB_ACTIVE_INPUT,
+} from '../../compiler/plan/io-names.ts';
 import type { Plan } from '../plan.ts';
 import { dtypeBytes, type FeedTensor, type Resident, type RtData, type RtDType, type RtTensor } from '../tensor.ts';
 import { alignRegion } from './kv-cache.ts';
@@ -12,13 +20,30 @@ import type { StepRunner } from './step-runner.ts';
 /** Whether the plan lets rows join a running batch: it has the per-row step and positions graphs and no per-batch vocab feed. */
 export function canJoinRows(plan: Plan): boolean {
   const graphs = plan.graphs;
-  return graphs.includes(ROWS_STEP_GRAPH) && graphs.includes(POSITIONS_GRAPH) && !plan.inputs(ROWS_STEP_GRAPH).some((i) => i.name === VOCAB_ACTIVE_INPUT);
+  return (
+    graphs.includes(ROWS_STEP_GRAPH) &&
+    graphs.includes(POSITIONS_GRAPH) &&
+    !plan.inputs(ROWS_STEP_GRAPH).some((i) => i.name === VOCAB_ACTIVE_INPUT)
+  );
 }
 
 /** A per-row tensor of the encoder side ([rows, heads, S, inner]; the mask is [rows, S]: heads 1, inner 1). */
-interface SourceRegion { name: string; dtype: RtDType; heads: number; inner: number; offset: number; flat: boolean }
+interface SourceRegion {
+  name: string;
+  dtype: RtDType;
+  heads: number;
+  inner: number;
+  offset: number;
+  flat: boolean;
+}
 /** A self-attention cache region [maxRows, heads, capacity, headSize]. */
-interface CacheRegion { name: string; dtype: RtDType; heads: number; headSize: number; offset: number }
+interface CacheRegion {
+  name: string;
+  dtype: RtDType;
+  heads: number;
+  headSize: number;
+  offset: number;
+}
 
 export class RowBatch {
   /** Rows decoding now (rows 0..rows-1 of every region). */
@@ -41,24 +66,46 @@ export class RowBatch {
   out: Record<string, RtTensor> = {};
 
   /** maxRows: the most rows at once (≤ the plan's maxBatch); capacity: the most positions a row caches. */
-  constructor(private readonly plan: Plan, readonly maxRows: number, readonly capacity: number) {
-    if (!canJoinRows(plan)) throw new PlancError('PLANC_E405', `this plan has no '${ROWS_STEP_GRAPH}' graph (rows cannot join a running batch); optimize it again with this planc`);
+  constructor(
+    private readonly plan: Plan,
+    readonly maxRows: number,
+    readonly capacity: number,
+  ) {
+    if (!canJoinRows(plan))
+      throw new PlancError(
+        'PLANC_E405',
+        `this plan has no '${ROWS_STEP_GRAPH}' graph (rows cannot join a running batch); optimize it again with this planc`,
+      );
     const inputs = plan.inputs(ROWS_STEP_GRAPH);
     let offset = 0;
-    this.cacheRegions = inputs.filter((i) => i.name.startsWith('kv_cache.')).map((i) => {
-      const r = { name: i.name, dtype: i.dtype as RtDType, heads: Number(i.dims[1]), headSize: Number(i.dims[3]), offset };
-      offset += alignRegion(maxRows * r.heads * capacity * r.headSize * dtypeBytes(r.dtype));
-      return r;
-    });
+    this.cacheRegions = inputs
+      .filter((i) => i.name.startsWith('kv_cache.'))
+      .map((i) => {
+        const r = {
+          name: i.name,
+          dtype: i.dtype as RtDType,
+          heads: Number(i.dims[1]),
+          headSize: Number(i.dims[3]),
+          offset,
+        };
+        offset += alignRegion(maxRows * r.heads * capacity * r.headSize * dtypeBytes(r.dtype));
+        return r;
+      });
     this.cache = plan.residentNew(Math.max(offset, 1));
-    this.positionInputs = inputs.filter((i) => i.name.startsWith(ROW_POSITION_PREFIX)).map((i) => ({ name: i.name, rank: i.dims.length }));
+    this.positionInputs = inputs
+      .filter((i) => i.name.startsWith(ROW_POSITION_PREFIX))
+      .map((i) => ({ name: i.name, rank: i.dims.length }));
   }
 
   /** The encoder length the source regions are laid out for now: the longest live row's source, or more (at most twice). */
-  get sourceLength(): number { return this.smax; }
+  get sourceLength(): number {
+    return this.smax;
+  }
 
   /** Positions cached by row r. */
-  pastOf(r: number): number { return this.past[r]!; }
+  pastOf(r: number): number {
+    return this.past[r]!;
+  }
 
   /**
    * Rows `from` of a runner that has run its encoder and first decoder step (and nothing since) join as rows
@@ -72,32 +119,54 @@ export class RowBatch {
     const k = from.length;
     const state = runner.joinState();
     if (!state) throw new PlancError('PLANC_E405', 'join: the plan has no in-place caches');
-    if (this.rows + k > this.maxRows) throw new PlancError('PLANC_E405', `join: ${this.rows} rows + ${k} exceed the ${this.maxRows} this batch holds`);
-    const bad = from.findIndex((r, i) => !Number.isInteger(r) || r < 0 || r >= state.source.rows || from.indexOf(r) !== i);
-    if (bad >= 0) throw new PlancError('PLANC_E405', `join: row ${from[bad]} is not a distinct row of the runner's ${state.source.rows}`);
+    if (this.rows + k > this.maxRows)
+      throw new PlancError('PLANC_E405', `join: ${this.rows} rows + ${k} exceed the ${this.maxRows} this batch holds`);
+    const bad = from.findIndex(
+      (r, i) => !Number.isInteger(r) || r < 0 || r >= state.source.rows || from.indexOf(r) !== i,
+    );
+    if (bad >= 0)
+      throw new PlancError(
+        'PLANC_E405',
+        `join: row ${from[bad]} is not a distinct row of the runner's ${state.source.rows}`,
+      );
     const src = state.source.layout();
     const len = runner.length;
-    if (len > this.capacity) throw new PlancError('PLANC_E405', `join: rows of ${len} cached positions exceed the capacity ${this.capacity}`);
+    if (len > this.capacity)
+      throw new PlancError('PLANC_E405', `join: rows of ${len} cached positions exceed the capacity ${this.capacity}`);
     const s = src.regions[0]!.rowDims[0]!; // the runner's encoder length (the mask is [rows, S])
     const own = from.map((_, j) => lengths?.[j] ?? s);
-    if (own.some((n) => !Number.isInteger(n) || n < 1 || n > s)) throw new PlancError('PLANC_E405', `join: source lengths [${own.join(', ')}] must be in [1, ${s}]`);
+    if (own.some((n) => !Number.isInteger(n) || n < 1 || n > s))
+      throw new PlancError('PLANC_E405', `join: source lengths [${own.join(', ')}] must be in [1, ${s}]`);
     // the encoder side: lay it out for the longest live source (grown for the joiners; shrunk when the batch is empty
     // and the joiners are much shorter), zero the joiners' rows, copy their own positions
     const needed = Math.max(...own, ...this.srcLen);
     if (!this.source) {
       const flat = (r: { rowDims: number[] }) => r.rowDims.length === 1;
-      this.sourceRegions = src.regions.map((r) => ({ name: r.name, dtype: r.dtype, flat: flat(r), heads: flat(r) ? 1 : r.rowDims[0]!, inner: flat(r) ? 1 : r.rowDims[2]!, offset: 0 }));
+      this.sourceRegions = src.regions.map((r) => ({
+        name: r.name,
+        dtype: r.dtype,
+        flat: flat(r),
+        heads: flat(r) ? 1 : r.rowDims[0]!,
+        inner: flat(r) ? 1 : r.rowDims[2]!,
+        offset: 0,
+      }));
     }
     if (!this.source || needed > this.smax || (this.rows === 0 && 2 * needed <= this.smax)) this.relayout(needed);
     const spans = new Spans(k * src.regions.reduce((n, r) => n + (r.rowDims.length === 1 ? 1 : r.rowDims[0]!), 0));
     src.regions.forEach((r, ri) => {
       const dst = this.sourceRegions[ri]!;
-      if (r.name !== dst.name) throw new Error(`internal: source region ${ri} is '${r.name}' in the runner, '${dst.name}' here`);
+      if (r.name !== dst.name)
+        throw new Error(`internal: source region ${ri} is '${r.name}' in the runner, '${dst.name}' here`);
       const posBytes = dst.inner * dtypeBytes(dst.dtype);
       const dstRow = dst.heads * this.smax * posBytes;
       this.plan.residentWrite(this.source!, dst.offset + this.rows * dstRow, new Float32Array((k * dstRow) / 4));
       for (let j = 0; j < k; j++) {
-        for (let h = 0; h < dst.heads; h++) spans.push(r.offset + from[j]! * r.rowBytes + h * s * posBytes, dst.offset + (this.rows + j) * dstRow + h * this.smax * posBytes, own[j]! * posBytes);
+        for (let h = 0; h < dst.heads; h++)
+          spans.push(
+            r.offset + from[j]! * r.rowBytes + h * s * posBytes,
+            dst.offset + (this.rows + j) * dstRow + h * this.smax * posBytes,
+            own[j]! * posBytes,
+          );
       }
     });
     this.plan.residentCopy(src.buf, this.source!, spans.array);
@@ -106,11 +175,16 @@ export class RowBatch {
     const cspans = new Spans(k * this.cacheRegions.reduce((n, c) => n + c.heads, 0));
     caches.caches.forEach((c, ci) => {
       const dst = this.cacheRegions[ci]!;
-      if (c.name !== dst.name) throw new Error(`internal: cache ${ci} is '${c.name}' in the runner, '${dst.name}' here`);
+      if (c.name !== dst.name)
+        throw new Error(`internal: cache ${ci} is '${c.name}' in the runner, '${dst.name}' here`);
       const pos = c.headSize * dtypeBytes(c.dtype);
       for (let j = 0; j < k; j++) {
         for (let h = 0; h < c.heads; h++) {
-          cspans.push(c.offset + ((from[j]! * c.heads + h) * state.caches.capacity) * pos, dst.offset + ((this.rows + j) * dst.heads + h) * this.capacity * pos, len * pos);
+          cspans.push(
+            c.offset + (from[j]! * c.heads + h) * state.caches.capacity * pos,
+            dst.offset + ((this.rows + j) * dst.heads + h) * this.capacity * pos,
+            len * pos,
+          );
         }
       }
     });
@@ -138,7 +212,12 @@ export class RowBatch {
         const old = this.sourceRegions[ri]!;
         const posBytes = r.inner * dtypeBytes(r.dtype);
         for (let row = 0; row < this.rows; row++) {
-          for (let h = 0; h < r.heads; h++) spans.push(old.offset + (row * r.heads + h) * this.smax * posBytes, r.offset + (row * r.heads + h) * smax * posBytes, this.srcLen[row]! * posBytes);
+          for (let h = 0; h < r.heads; h++)
+            spans.push(
+              old.offset + (row * r.heads + h) * this.smax * posBytes,
+              r.offset + (row * r.heads + h) * smax * posBytes,
+              this.srcLen[row]! * posBytes,
+            );
         }
       });
       this.plan.residentCopy(this.source, buf, spans.array);
@@ -159,7 +238,10 @@ export class RowBatch {
     const seen = new Set<number>();
     for (const [i, r] of keep.entries()) {
       if (!Number.isInteger(r) || r < 0 || r >= this.rows || seen.has(r) || (r !== i && r < keep.length)) {
-        throw new PlancError('PLANC_E405', `leave: rows [${keep.join(', ')}]: each must be its own index or a row at or past ${keep.length}, distinct, within [0, ${this.rows})`);
+        throw new PlancError(
+          'PLANC_E405',
+          `leave: rows [${keep.join(', ')}]: each must be its own index or a row at or past ${keep.length}, distinct, within [0, ${this.rows})`,
+        );
       }
       seen.add(r);
     }
@@ -174,7 +256,12 @@ export class RowBatch {
       }
       for (const c of this.cacheRegions) {
         const pos = c.headSize * dtypeBytes(c.dtype);
-        for (let h = 0; h < c.heads; h++) kv.push(c.offset + (r * c.heads + h) * this.capacity * pos, c.offset + (i * c.heads + h) * this.capacity * pos, this.past[r]! * pos);
+        for (let h = 0; h < c.heads; h++)
+          kv.push(
+            c.offset + (r * c.heads + h) * this.capacity * pos,
+            c.offset + (i * c.heads + h) * this.capacity * pos,
+            this.past[r]! * pos,
+          );
       }
     });
     // a moved row comes from past the kept count into a leaving row's place: no copy overwrites a row still to be read
@@ -206,20 +293,40 @@ export class RowBatch {
   /** The rows graph's feeds for one step (undefined with no rows); checks the tokens and the capacity. */
   private stepFeeds(tokens: number[]): Record<string, FeedTensor> | undefined {
     this.live();
-    if (tokens.length !== this.rows) throw new PlancError('PLANC_E405', `step: ${tokens.length} tokens for ${this.rows} rows`);
+    if (tokens.length !== this.rows)
+      throw new PlancError('PLANC_E405', `step: ${tokens.length} tokens for ${this.rows} rows`);
     if (this.rows === 0) return undefined;
     const longest = Math.max(...this.past);
-    if (longest + 1 > this.capacity) throw new PlancError('PLANC_E405', `step: a row has ${longest} cached positions; the capacity is ${this.capacity}`);
+    if (longest + 1 > this.capacity)
+      throw new PlancError(
+        'PLANC_E405',
+        `step: a row has ${longest} cached positions; the capacity is ${this.capacity}`,
+      );
     const feeds: Record<string, FeedTensor> = {
       [STEP_INPUT]: int64(this.rows, 1, tokens),
       [PAST_LENGTH_INPUT]: { dtype: 'int64', dims: [], data: BigInt64Array.of(BigInt(longest)) },
-      [ROW_PAST_LENGTHS_INPUT]: { dtype: 'int64', dims: [this.rows], data: BigInt64Array.from(this.past, (p) => BigInt(p)) },
+      [ROW_PAST_LENGTHS_INPUT]: {
+        dtype: 'int64',
+        dims: [this.rows],
+        data: BigInt64Array.from(this.past, (p) => BigInt(p)),
+      },
       ...this.positionFeeds(),
     };
     for (const s of this.sourceRegions) {
-      feeds[s.name] = { dtype: s.dtype, dims: s.flat ? [this.rows, this.smax] : [this.rows, s.heads, this.smax, s.inner], resident: this.source!, offset: s.offset };
+      feeds[s.name] = {
+        dtype: s.dtype,
+        dims: s.flat ? [this.rows, this.smax] : [this.rows, s.heads, this.smax, s.inner],
+        resident: this.source!,
+        offset: s.offset,
+      };
     }
-    for (const c of this.cacheRegions) feeds[c.name] = { dtype: c.dtype, dims: [this.rows, c.heads, this.capacity, c.headSize], resident: this.cache, offset: c.offset };
+    for (const c of this.cacheRegions)
+      feeds[c.name] = {
+        dtype: c.dtype,
+        dims: [this.rows, c.heads, this.capacity, c.headSize],
+        resident: this.cache,
+        offset: c.offset,
+      };
     return feeds;
   }
 
@@ -260,7 +367,11 @@ export class RowBatch {
       const dims = i.dims.map((d) => (/^\d+$/.test(d) ? Number(d) : 1));
       const n = dims.reduce((a, b) => a * b, 1);
       const dtype = i.dtype as RtDType;
-      feeds[i.name] = { dtype, dims, data: dtype === 'int64' ? new BigInt64Array(n) : dtype === 'int32' ? new Int32Array(n) : new Float32Array(n) } as RtTensor;
+      feeds[i.name] = {
+        dtype,
+        dims,
+        data: dtype === 'int64' ? new BigInt64Array(n) : dtype === 'int32' ? new Int32Array(n) : new Float32Array(n),
+      } as RtTensor;
     }
     v = this.plan.runSync(POSITIONS_GRAPH, feeds);
     this.positions.set(p, v);

@@ -25,11 +25,20 @@ export interface RowLoopHooks<T> {
   cancelled(tag: T): boolean;
 }
 
-interface Row<T> { m: RowMember<T>; h: Hypothesis; t: number; next: number }
+interface Row<T> {
+  m: RowMember<T>;
+  h: Hypothesis;
+  t: number;
+  next: number;
+}
 
 /** A runner whose sentences ran their encoder and first step together, and how many of them have yet to join (or be dropped). */
 class StartedBatch {
-  constructor(readonly runner: StepRunner, public left: number, readonly loop: { waiting: number }) {}
+  constructor(
+    readonly runner: StepRunner,
+    public left: number,
+    readonly loop: { waiting: number },
+  ) {}
 
   /** One of its rows joined or was dropped; the runner goes back to the pool with the last. */
   done(): void {
@@ -43,9 +52,15 @@ class StartedBatch {
  */
 export class StartedRow<T> {
   /** @internal */
-  constructor(readonly batch: StartedBatch, readonly j: number, readonly row: Row<T>) {}
+  constructor(
+    readonly batch: StartedBatch,
+    readonly j: number,
+    readonly row: Row<T>,
+  ) {}
 
-  get tag(): T { return this.row.m.tag; }
+  get tag(): T {
+    return this.row.m.tag;
+  }
 
   private ended = false;
 
@@ -62,12 +77,19 @@ export class RowLoop<T> {
   private readonly batch: RowBatch;
   private live: Row<T>[] = [];
 
-  constructor(private readonly plan: Plan, readonly maxRows: number, capacity: number, private readonly hooks: RowLoopHooks<T>) {
+  constructor(
+    private readonly plan: Plan,
+    readonly maxRows: number,
+    capacity: number,
+    private readonly hooks: RowLoopHooks<T>,
+  ) {
     this.batch = new RowBatch(plan, maxRows, capacity);
   }
 
   /** Rows decoding now. */
-  get rows(): number { return this.live.length; }
+  get rows(): number {
+    return this.live.length;
+  }
 
   /** Sentences whose start (startAsync) is under way. */
   starting = 0;
@@ -76,10 +98,14 @@ export class RowLoop<T> {
   waiting = 0;
 
   /** Rows free for new sentences. */
-  get free(): number { return this.maxRows - this.live.length; }
+  get free(): number {
+    return this.maxRows - this.live.length;
+  }
 
   /** Tags of the sentences decoding now. */
-  get tags(): T[] { return this.live.map((r) => r.m.tag); }
+  get tags(): T[] {
+    return this.live.map((r) => r.m.tag);
+  }
 
   /**
    * Runs the encoder and first decoder step of new sentences (at most the plan's maxBatch) together and chooses their
@@ -89,7 +115,16 @@ export class RowLoop<T> {
    */
   start(members: RowMember<T>[]): (StartedRow<T> | undefined)[] {
     if (members.length === 0) return [];
-    return this.started(members, new StepRunner(this.plan, members.map((m) => m.source), members[0]!.rules.c, members.length, 1));
+    return this.started(
+      members,
+      new StepRunner(
+        this.plan,
+        members.map((m) => m.source),
+        members[0]!.rules.c,
+        members.length,
+        1,
+      ),
+    );
   }
 
   /** start() with the encoder and first step off the event loop (StepRunner.start): nothing may step until it resolves. */
@@ -97,7 +132,16 @@ export class RowLoop<T> {
     if (members.length === 0) return [];
     this.starting = members.length;
     try {
-      return this.started(members, await StepRunner.start(this.plan, members.map((m) => m.source), members[0]!.rules.c, members.length, 1));
+      return this.started(
+        members,
+        await StepRunner.start(
+          this.plan,
+          members.map((m) => m.source),
+          members[0]!.rules.c,
+          members.length,
+          1,
+        ),
+      );
     } finally {
       this.starting = 0;
     }
@@ -129,7 +173,8 @@ export class RowLoop<T> {
    * are dropped instead. Rows of one runner are copied in together.
    */
   join(rows: StartedRow<T>[]): void {
-    if (rows.length > this.free) throw new PlancError('PLANC_E405', `join: ${rows.length} sentences, but ${this.free} rows are free`);
+    if (rows.length > this.free)
+      throw new PlancError('PLANC_E405', `join: ${rows.length} sentences, but ${this.free} rows are free`);
     const byBatch = new Map<StartedBatch, StartedRow<T>[]>();
     for (const s of rows) {
       if (this.hooks.cancelled(s.tag)) {
@@ -142,7 +187,11 @@ export class RowLoop<T> {
     }
     try {
       for (const [batch, list] of byBatch) {
-        this.batch.join(batch.runner, list.map((s) => s.j), list.map((s) => s.row.m.source.length));
+        this.batch.join(
+          batch.runner,
+          list.map((s) => s.j),
+          list.map((s) => s.row.m.source.length),
+        );
         this.live.push(...list.map((s) => s.row));
       }
     } finally {
@@ -172,7 +221,19 @@ export class RowLoop<T> {
     const goesOn = this.live.map((row, r) => {
       if (this.hooks.cancelled(row.m.tag)) return false;
       const { m, h } = row;
-      const tok = greedyToken(this.batch.out, r, 0, row.t, m.maxLen, h, m.source, m.rules, m.scores, undefined, m.sample);
+      const tok = greedyToken(
+        this.batch.out,
+        r,
+        0,
+        row.t,
+        m.maxLen,
+        h,
+        m.source,
+        m.rules,
+        m.scores,
+        undefined,
+        m.sample,
+      );
       if (tok === undefined) {
         this.hooks.finished(m.tag, h);
         return false;
@@ -189,5 +250,7 @@ export class RowLoop<T> {
   }
 
   /** Frees the batch's buffers. */
-  close(): void { this.batch.close(); }
+  close(): void {
+    this.batch.close();
+  }
 }

@@ -18,9 +18,14 @@ export function movesDown(from: readonly number[]): boolean {
 
 /** A PlancError unless `from` picks at most maxRows rows, each an integer in [0, rows). */
 export function checkSelection(from: readonly number[], rows: number, maxRows: number): void {
-  if (from.length > maxRows) throw new PlancError('PLANC_E405', `select: ${from.length} rows, but this batch was set up for at most ${maxRows}`);
+  if (from.length > maxRows)
+    throw new PlancError('PLANC_E405', `select: ${from.length} rows, but this batch was set up for at most ${maxRows}`);
   const bad = from.findIndex((r) => !Number.isInteger(r) || r < 0 || r >= rows);
-  if (bad >= 0) throw new PlancError('PLANC_E405', `select: row ${bad} continues row ${from[bad]}, which is not one of the ${rows} rows of the last step`);
+  if (bad >= 0)
+    throw new PlancError(
+      'PLANC_E405',
+      `select: row ${bad} continues row ${from[bad]}, which is not one of the ${rows} rows of the last step`,
+    );
 }
 
 /** (src offset, dst offset, bytes) triples, at most `capacity` of them. */
@@ -38,17 +43,27 @@ export class Spans {
     this.words[this.n++] = bytes;
   }
 
-  get count(): number { return this.n / 3; }
+  get count(): number {
+    return this.n / 3;
+  }
 
   /** The triples pushed so far. */
-  get array(): Float64Array { return this.words.subarray(0, this.n); }
+  get array(): Float64Array {
+    return this.words.subarray(0, this.n);
+  }
 }
 
 /**
  * Applies row-move spans: inside `buf` when rows only move down (movesDown), else from `buf` into `spare`. Returns the
  * buffers as [buf, spare] afterwards (swapped in the second case).
  */
-export function moveRows(plan: Plan, buf: Resident, spare: Resident, spans: Spans, down: boolean): [Resident, Resident] {
+export function moveRows(
+  plan: Plan,
+  buf: Resident,
+  spare: Resident,
+  spans: Spans,
+  down: boolean,
+): [Resident, Resident] {
   if (down) {
     plan.residentCopy(buf, buf, spans.array);
     return [buf, spare];

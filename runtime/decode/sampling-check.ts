@@ -29,22 +29,48 @@ export function samplingTopkNeeded(topK: number, rules: DecodingRules): number {
 export function checkSampling(plan: Plan, o: DecodingOptions, rules: DecodingRules, strategy: string): void {
   if (!o.doSample) return;
   if (strategy === 'beam') {
-    throw new PlancError('PLANC_E405', `bad decoding option: doSample with beamSize ${o.beamSize} is generate()'s beam sampling, which planc does not implement; sample with beamSize 1 (--beam 1: generate()'s sample mode) or decode with doSample false`, {}, { option: 'doSample', value: true, expected: `false with beamSize ${o.beamSize}: beam sampling (generate()'s do_sample with num_beams > 1) is not implemented; sample with beamSize 1 (--beam 1)` });
+    throw new PlancError(
+      'PLANC_E405',
+      `bad decoding option: doSample with beamSize ${o.beamSize} is generate()'s beam sampling, which planc does not implement; sample with beamSize 1 (--beam 1: generate()'s sample mode) or decode with doSample false`,
+      {},
+      {
+        option: 'doSample',
+        value: true,
+        expected: `false with beamSize ${o.beamSize}: beam sampling (generate()'s do_sample with num_beams > 1) is not implemented; sample with beamSize 1 (--beam 1)`,
+      },
+    );
   }
   if (strategy !== 'greedy') {
-    throw new PlancError('PLANC_E405', `bad decoding option: doSample works with strategy greedy (generate()'s sample mode), not '${strategy}', whose output is greedy's`, {}, { option: 'doSample', value: true, expected: `false with strategy '${strategy}'` });
+    throw new PlancError(
+      'PLANC_E405',
+      `bad decoding option: doSample works with strategy greedy (generate()'s sample mode), not '${strategy}', whose output is greedy's`,
+      {},
+      { option: 'doSample', value: true, expected: `false with strategy '${strategy}'` },
+    );
   }
   const k = planTopk(plan);
   if (k === undefined) return;
   const max = k - rules.maxBanned - 1;
   const fix = `optimize with --topk ${samplingTopkNeeded(Math.max(1, o.topK), rules)} or more, or --topk 0 to keep the logits`;
   if (max < 1) {
-    badOption('doSample', true, `false with plan ${plan.source}: it keeps only its ${k} best tokens per step and up to ${rules.maxBanned} of them may be banned, too few to sample exactly with any top_k; ${fix}`);
+    badOption(
+      'doSample',
+      true,
+      `false with plan ${plan.source}: it keeps only its ${k} best tokens per step and up to ${rules.maxBanned} of them may be banned, too few to sample exactly with any top_k; ${fix}`,
+    );
   }
   if (o.topK === 0) {
-    badOption('topK', 0, `in [1, ${max}] with plan ${plan.source}: top_k 0 samples from the whole vocabulary, but the plan keeps only its ${k} best tokens per step (a truncated distribution would not be generate()'s); set a top_k or optimize with --topk 0 to keep the logits`);
+    badOption(
+      'topK',
+      0,
+      `in [1, ${max}] with plan ${plan.source}: top_k 0 samples from the whole vocabulary, but the plan keeps only its ${k} best tokens per step (a truncated distribution would not be generate()'s); set a top_k or optimize with --topk 0 to keep the logits`,
+    );
   }
   if (o.topK > max) {
-    badOption('topK', o.topK, `at most ${max} with plan ${plan.source}: it keeps only its ${k} best tokens per step, and sampling with top_k ${o.topK} needs ${samplingTopkNeeded(o.topK, rules)} (the top_k best${rules.maxBanned ? `, ${rules.maxBanned} that may be banned` : ''} and one below to rule out ties); ${fix}`);
+    badOption(
+      'topK',
+      o.topK,
+      `at most ${max} with plan ${plan.source}: it keeps only its ${k} best tokens per step, and sampling with top_k ${o.topK} needs ${samplingTopkNeeded(o.topK, rules)} (the top_k best${rules.maxBanned ? `, ${rules.maxBanned} that may be banned` : ''} and one below to rule out ties); ${fix}`,
+    );
   }
 }

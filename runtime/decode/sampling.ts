@@ -156,7 +156,11 @@ function sortedAbove(x: ArrayLike<number>, floor: number, banned: ReadonlySet<nu
   const ids: number[] = [];
   for (let t = 0; t < x.length; t++) if (x[t]! >= floor && !banned.has(t)) ids.push(t);
   ids.sort((a, b) => x[b]! - x[a]! || a - b);
-  return warpSorted(ids, ids.map((t) => x[t]!), w);
+  return warpSorted(
+    ids,
+    ids.map((t) => x[t]!),
+    w,
+  );
 }
 
 /** The k-th largest score among the allowed tokens (-inf when fewer are allowed): a min-heap of the k best. */
@@ -169,7 +173,12 @@ function kthLargest(x: ArrayLike<number>, k: number, banned: ReadonlySet<number>
     if (banned.has(t)) continue;
     if (size < k) {
       let i = size++;
-      while (i > 0) { const p = (i - 1) >> 1; if (heap[p]! <= s) break; heap[i] = heap[p]!; i = p; }
+      while (i > 0) {
+        const p = (i - 1) >> 1;
+        if (heap[p]! <= s) break;
+        heap[i] = heap[p]!;
+        i = p;
+      }
       heap[i] = s;
     } else {
       let i = 0;
@@ -204,12 +213,29 @@ export function draw(d: Distribution, u: number): number {
  * log-probs of its k best, normalized over the whole vocabulary): exact when top_k ≥ 1 and the row's k best hold the
  * top_k best allowed tokens and every token tied with the last of them; otherwise this step is an error naming the fix.
  */
-export function sampleRow(out: Outputs, r: number, w: Warpers, banned: ReadonlySet<number>, seen: () => ReadonlySet<number>, penalty: number, u: number, withLogProb = true): { tok: number; logProb: number } {
+export function sampleRow(
+  out: Outputs,
+  r: number,
+  w: Warpers,
+  banned: ReadonlySet<number>,
+  seen: () => ReadonlySet<number>,
+  penalty: number,
+  u: number,
+  withLogProb = true,
+): { tok: number; logProb: number } {
   const ids = out[TOPK_IDS_OUTPUT];
   if (ids) {
     const [, t, k] = ids.dims as [number, number, number];
-    if (penalty !== 1) throw new PlancError('PLANC_E405', `repetition_penalty ${penalty} with sampling acts on the logits (as generate() does); this plan keeps only its top-k: optimize with --topk 0`);
-    if (w.topK < 1) throw new PlancError('PLANC_E405', `sampling with top_k 0 draws from the whole vocabulary, but this plan keeps only its ${k} best tokens per step: set top_k (--top-k) to at most ${k}, or optimize with --topk 0`);
+    if (penalty !== 1)
+      throw new PlancError(
+        'PLANC_E405',
+        `repetition_penalty ${penalty} with sampling acts on the logits (as generate() does); this plan keeps only its top-k: optimize with --topk 0`,
+      );
+    if (w.topK < 1)
+      throw new PlancError(
+        'PLANC_E405',
+        `sampling with top_k 0 draws from the whole vocabulary, but this plan keeps only its ${k} best tokens per step: set top_k (--top-k) to at most ${k}, or optimize with --topk 0`,
+      );
     const base = (r * t + t - 1) * k;
     const lp = out[TOPK_LOGPROBS_OUTPUT]!.data as Float32Array;
     const id = ids.data as BigInt64Array;
@@ -224,8 +250,14 @@ export function sampleRow(out: Outputs, r: number, w: Warpers, banned: ReadonlyS
     // the tokens the plan left out score ≤ its k-th, and TopKLogitsWarper keeps every token tied with its top_k-th: the
     // step is exact when the top_k-th allowed token scores strictly above the plan's k-th
     if (cand.length < w.topK || !(scores[w.topK - 1]! > lp[base + k - 1]!)) {
-      const why = cand.length < w.topK ? `only ${cand.length} of them are allowed at this step` : `the ${w.topK}th allowed one ties with the last it keeps, and a token it left out may tie too`;
-      throw new PlancError('PLANC_E405', `sampling with top_k ${w.topK} needs the ${w.topK} best allowed tokens of each step and one below them, but this plan keeps ${k} and ${why}; optimize with a larger --topk, or --topk 0 to keep the logits`);
+      const why =
+        cand.length < w.topK
+          ? `only ${cand.length} of them are allowed at this step`
+          : `the ${w.topK}th allowed one ties with the last it keeps, and a token it left out may tie too`;
+      throw new PlancError(
+        'PLANC_E405',
+        `sampling with top_k ${w.topK} needs the ${w.topK} best allowed tokens of each step and one below them, but this plan keeps ${k} and ${why}; optimize with a larger --topk, or --topk 0 to keep the logits`,
+      );
     }
     const d = warpSorted(cand, scores, w);
     const tok = draw(d, u);
@@ -245,12 +277,24 @@ export function sampleRow(out: Outputs, r: number, w: Warpers, banned: ReadonlyS
 }
 
 /** A row's sampled token: row r of the step's outputs, batch sentence `sentence`, its tokens so far and its bans. */
-export type SampleToken = (out: Outputs, r: number, sentence: number, banned: ReadonlySet<number>, seen: () => ReadonlySet<number>) => { tok: number; logProb: number };
+export type SampleToken = (
+  out: Outputs,
+  r: number,
+  sentence: number,
+  banned: ReadonlySet<number>,
+  seen: () => ReadonlySet<number>,
+) => { tok: number; logProb: number };
 
 /**
  * The sampler of one batch: sentence i draws from streams[i] (one number per sampled, i.e. not forced, token); the
  * log-probs only when `withLogProb` (returnScores: full logits make that a pass over the vocabulary).
  */
-export function tokenSampler(w: Warpers, penalty: number, streams: readonly RandomStream[], withLogProb: boolean): SampleToken {
-  return (out, r, sentence, banned, seen) => sampleRow(out, r, w, banned, seen, penalty, streams[sentence]!.next(), withLogProb);
+export function tokenSampler(
+  w: Warpers,
+  penalty: number,
+  streams: readonly RandomStream[],
+  withLogProb: boolean,
+): SampleToken {
+  return (out, r, sentence, banned, seen) =>
+    sampleRow(out, r, w, banned, seen, penalty, streams[sentence]!.next(), withLogProb);
 }

@@ -10,7 +10,14 @@ import { canJoinRows } from './row-batch.ts';
 import { RowLoop, type StartedRow } from './row-loop.ts';
 import { tokenSampler } from './sampling.ts';
 import type { Steps } from './steps.ts';
-import { prepareDecoding, toResult, tooLong, truncateIds, type Decoding, type TranslationResult } from './translate-ids.ts';
+import {
+  prepareDecoding,
+  toResult,
+  tooLong,
+  truncateIds,
+  type Decoding,
+  type TranslationResult,
+} from './translate-ids.ts';
 
 export interface SchedulerOptions {
   /** Most rows of one cohort, i.e. of one decoder step (sentences × beams). Default and cap: the plan's maxBatch. */
@@ -51,7 +58,9 @@ export interface SchedulerOptions {
 }
 
 /** One sentence's outcome: its index in the submission, and its result or the error it failed with alone. */
-export type SentenceOutcome = { index: number; result: TranslationResult; error?: undefined } | { index: number; result?: undefined; error: Error };
+export type SentenceOutcome =
+  | { index: number; result: TranslationResult; error?: undefined }
+  | { index: number; result?: undefined; error: Error };
 
 export interface SubmitOptions {
   /** Called with each sentence's outcome as soon as it is known (any order). */
@@ -95,13 +104,35 @@ interface Cohort {
 }
 
 /** The error of a sentence dropped because its caller went away. */
-export const cancelledError = (): PlancError => new PlancError('PLANC_E704', 'the request was cancelled (client gone or deadline passed) before this sentence was translated');
+export const cancelledError = (): PlancError =>
+  new PlancError(
+    'PLANC_E704',
+    'the request was cancelled (client gone or deadline passed) before this sentence was translated',
+  );
 
 /** The options that decide how a step's tokens are chosen: sentences that agree on them may share a cohort. */
 function cohortKey(d: Decoding): string {
   const { o } = d;
-  return JSON.stringify([d.strategy.name, o.beamSize, o.lengthPenalty, o.earlyStopping, o.minNewTokens, o.noRepeatNgramSize, o.encoderNoRepeatNgramSize,
-    o.repetitionPenalty, o.doSample, o.temperature, o.topK, o.topP, o.returnScores, o.returnAlternatives, o.targetLang, o.jacobiBlock, o.chunk, o.natBeams]);
+  return JSON.stringify([
+    d.strategy.name,
+    o.beamSize,
+    o.lengthPenalty,
+    o.earlyStopping,
+    o.minNewTokens,
+    o.noRepeatNgramSize,
+    o.encoderNoRepeatNgramSize,
+    o.repetitionPenalty,
+    o.doSample,
+    o.temperature,
+    o.topK,
+    o.topP,
+    o.returnScores,
+    o.returnAlternatives,
+    o.targetLang,
+    o.jacobiBlock,
+    o.chunk,
+    o.natBeams,
+  ]);
 }
 
 export class Scheduler {
@@ -117,23 +148,42 @@ export class Scheduler {
   private closed = false;
   private idle: (() => void)[] = [];
   readonly maxRows: number;
-  private readonly opts: Required<Omit<SchedulerOptions, 'onStep' | 'onJoin'>> & Pick<SchedulerOptions, 'onStep' | 'onJoin'>;
+  private readonly opts: Required<Omit<SchedulerOptions, 'onStep' | 'onJoin'>> &
+    Pick<SchedulerOptions, 'onStep' | 'onJoin'>;
 
-  constructor(readonly plan: Plan, options: SchedulerOptions = {}) {
+  constructor(
+    readonly plan: Plan,
+    options: SchedulerOptions = {},
+  ) {
     const planRows = plan.header.profile.maxBatch;
     const maxRows = Math.min(options.maxRows ?? planRows, planRows);
-    if (!Number.isInteger(maxRows) || maxRows < 1) throw new PlancError('PLANC_E405', `scheduler: maxRows must be an integer in [1, ${planRows}] (the plan's maxBatch), got ${options.maxRows}`);
+    if (!Number.isInteger(maxRows) || maxRows < 1)
+      throw new PlancError(
+        'PLANC_E405',
+        `scheduler: maxRows must be an integer in [1, ${planRows}] (the plan's maxBatch), got ${options.maxRows}`,
+      );
     this.maxRows = maxRows;
     this.opts = {
-      maxRows, maxRunningRows: options.maxRunningRows ?? 2 * maxRows, batchTokens: options.batchTokens ?? 0, continuous: options.continuous ?? true, maxCohorts: options.maxCohorts ?? 4,
-      minCohortRows: options.minCohortRows ?? Math.max(1, Math.floor(maxRows / 2)), maxWaitMs: options.maxWaitMs ?? 20, onStep: options.onStep, onJoin: options.onJoin,
-      joinRows: options.joinRows ?? true, asyncSteps: options.asyncSteps ?? false, minJoinRows: options.minJoinRows ?? Math.max(1, Math.floor(maxRows / 4)),
+      maxRows,
+      maxRunningRows: options.maxRunningRows ?? 2 * maxRows,
+      batchTokens: options.batchTokens ?? 0,
+      continuous: options.continuous ?? true,
+      maxCohorts: options.maxCohorts ?? 4,
+      minCohortRows: options.minCohortRows ?? Math.max(1, Math.floor(maxRows / 2)),
+      maxWaitMs: options.maxWaitMs ?? 20,
+      onStep: options.onStep,
+      onJoin: options.onJoin,
+      joinRows: options.joinRows ?? true,
+      asyncSteps: options.asyncSteps ?? false,
+      minJoinRows: options.minJoinRows ?? Math.max(1, Math.floor(maxRows / 4)),
     };
     this.joinsRowsOk = this.opts.continuous && this.opts.joinRows && canJoinRows(plan);
   }
 
   /** Sentences waiting to start. */
-  get queued(): number { return this.queue.length; }
+  get queued(): number {
+    return this.queue.length;
+  }
 
   /** Rows decoding now (sentences × beams not yet finished). */
   get runningRows(): number {
@@ -143,38 +193,79 @@ export class Scheduler {
   }
 
   /** Sentences whose encoder and first step have run, waiting in the queue to join the row batch. */
-  get startedWaiting(): number { return this.rowLoop?.waiting ?? 0; }
+  get startedWaiting(): number {
+    return this.rowLoop?.waiting ?? 0;
+  }
 
   /** Cohorts decoding now. */
-  get cohortCount(): number { return this.cohorts.length; }
+  get cohortCount(): number {
+    return this.cohorts.length;
+  }
 
   /**
    * Queues sentences (source ids, verbatim) under one set of options and resolves with every sentence's outcome in
    * input order. Bad options reject (nothing is queued); a sentence that cannot be decoded (over the plan's length
    * limit, ids out of range) fails alone; an empty source gives an empty translation.
    */
-  async submit(sources: number[][], options: Partial<DecodingOptions> = {}, sub: SubmitOptions = {}): Promise<SentenceOutcome[]> {
+  async submit(
+    sources: number[][],
+    options: Partial<DecodingOptions> = {},
+    sub: SubmitOptions = {},
+  ): Promise<SentenceOutcome[]> {
     if (this.closed) throw new PlancError('PLANC_E702', 'the server is shutting down and takes no new work');
     const decoding = await prepareDecoding(this.plan, options);
     const { o, rules } = decoding;
-    if (o.sampleIndices !== undefined && o.sampleIndices.length !== sources.length) badOption('sampleIndices', `${o.sampleIndices.length} indices`, `one index per sentence (${sources.length})`);
+    if (o.sampleIndices !== undefined && o.sampleIndices.length !== sources.length)
+      badOption('sampleIndices', `${o.sampleIndices.length} indices`, `one index per sentence (${sources.length})`);
     const prof = this.plan.header.profile;
     const vocab = this.plan.header.decoding.vocabSize ?? 0;
     return new Promise<SentenceOutcome[]>((resolve) => {
-      const group: Group = { decoding, key: cohortKey(decoding), outcomes: new Array(sources.length), left: sources.length, cancelled: false, resolve, onOutcome: sub.onOutcome };
+      const group: Group = {
+        decoding,
+        key: cohortKey(decoding),
+        outcomes: new Array(sources.length),
+        left: sources.length,
+        cancelled: false,
+        resolve,
+        onOutcome: sub.onOutcome,
+      };
       const now = performance.now();
       const pending: Pending[] = [];
       sources.forEach((raw, index) => {
         const bad = raw.findIndex((v) => !Number.isInteger(v) || v < 0 || (vocab > 0 && v >= vocab));
-        if (bad >= 0) return this.settle(group, { index, error: new PlancError('PLANC_E405', `id ${raw[bad]} at position ${bad} is not a token id of this plan (integers in [0, ${vocab}))`) });
+        if (bad >= 0)
+          return this.settle(group, {
+            index,
+            error: new PlancError(
+              'PLANC_E405',
+              `id ${raw[bad]} at position ${bad} is not a token id of this plan (integers in [0, ${vocab}))`,
+            ),
+          });
         const source = o.truncate ? truncateIds(raw, prof.maxSrcLen, rules) : raw;
-        if (source.length > prof.maxSrcLen) return this.settle(group, { index, error: tooLong('the source', source.length, prof.maxSrcLen) });
-        if (source.length === 0) return this.settle(group, { index, result: o.returnScores ? { ids: [], score: 0 } : { ids: [] } });
-        pending.push({ group, index, source, maxLen: maxLengthFor(o, source.length, prof.maxTgtLen), rows: o.beamSize, since: now, done: false });
+        if (source.length > prof.maxSrcLen)
+          return this.settle(group, { index, error: tooLong('the source', source.length, prof.maxSrcLen) });
+        if (source.length === 0)
+          return this.settle(group, { index, result: o.returnScores ? { ids: [], score: 0 } : { ids: [] } });
+        pending.push({
+          group,
+          index,
+          source,
+          maxLen: maxLengthFor(o, source.length, prof.maxTgtLen),
+          rows: o.beamSize,
+          since: now,
+          done: false,
+        });
       });
       if (group.left === 0) return resolve(group.outcomes);
       if (pending.some((p) => p.rows > this.maxRows)) {
-        for (const p of pending) this.settle(group, { index: p.index, error: new PlancError('PLANC_E405', `bad decoding option: beamSize = ${o.beamSize}; it must be in [1, ${this.maxRows}] (the rows this server decodes at once)`) });
+        for (const p of pending)
+          this.settle(group, {
+            index: p.index,
+            error: new PlancError(
+              'PLANC_E405',
+              `bad decoding option: beamSize = ${o.beamSize}; it must be in [1, ${this.maxRows}] (the rows this server decodes at once)`,
+            ),
+          });
         return;
       }
       sub.signal?.addEventListener('abort', () => this.cancel(group), { once: true });
@@ -263,22 +354,25 @@ export class Scheduler {
     if (!this.joinsRowsOk) return;
     const waiting = this.queue.filter((p) => this.joinsRows(p));
     if (waiting.length === 0) return;
-    const loop = this.rowLoop ??= new RowLoop<Pending>(this.plan, this.maxRows, this.plan.header.profile.maxTgtLen, {
+    const loop = (this.rowLoop ??= new RowLoop<Pending>(this.plan, this.maxRows, this.plan.header.profile.maxTgtLen, {
       finished: (m, h) => this.finish(m, [h]),
       cancelled: (m) => {
         if (!m.group.cancelled) return false;
         this.finish(m, []);
         return true;
       },
-    });
+    }));
     const free = Math.min(loop.free, this.opts.maxRunningRows - this.runningRows);
     if (free <= 0) return;
     // started sentences at the head of the queue join at once (a join of started rows only copies them in); a start
     // waits, under load (the batch at least half full), until it can serve minJoinRows joiners, and under light load
     // the oldest waits at most maxWaitMs
     const headStarted = waiting[0]!.started !== undefined;
-    const ready = headStarted || loop.rows === 0 || waiting.length >= this.opts.minJoinRows
-      || (loop.rows < this.maxRows / 2 && performance.now() - waiting[0]!.since >= this.opts.maxWaitMs);
+    const ready =
+      headStarted ||
+      loop.rows === 0 ||
+      waiting.length >= this.opts.minJoinRows ||
+      (loop.rows < this.maxRows / 2 && performance.now() - waiting[0]!.since >= this.opts.maxWaitMs);
     if (!ready) return;
     let tokens = 0;
     for (const m of loop.tags) tokens += m.source.length;
@@ -302,19 +396,32 @@ export class Scheduler {
     toStart.sort((x, y) => y.source.length - x.source.length); // the encoder runs over runs of similar lengths
     const starters = toStart.map((m) => {
       const { o, rules } = m.group.decoding;
-      const sample = o.doSample ? tokenSampler(o, rules.penalty, [new RandomStream(o.seed, o.sampleIndices?.[m.index] ?? m.index)], o.returnScores) : undefined;
+      const sample = o.doSample
+        ? tokenSampler(
+            o,
+            rules.penalty,
+            [new RandomStream(o.seed, o.sampleIndices?.[m.index] ?? m.index)],
+            o.returnScores,
+          )
+        : undefined;
       return { source: m.source, maxLen: m.maxLen, rules, scores: o.returnScores, sample, tag: m };
     });
     const t0 = performance.now();
     const started = (rows: (StartedRow<Pending> | undefined)[]) => {
-      rows.forEach((r, i) => { if (r) toStart[i]!.started = r; });
+      rows.forEach((r, i) => {
+        if (r) toStart[i]!.started = r;
+      });
       this.opts.onStep?.(toStart.length, performance.now() - t0, true);
       this.unqueue(toStart.filter((m) => m.done)); // ended at their first token, or cancelled
       this.joinStarted(members);
     };
     const failed = (e: unknown) => {
       this.unqueue(toStart);
-      for (const m of toStart) if (!m.done) { m.done = true; this.settle(m.group, { index: m.index, error: e as Error }); }
+      for (const m of toStart)
+        if (!m.done) {
+          m.done = true;
+          this.settle(m.group, { index: m.index, error: e as Error });
+        }
     };
     if (this.opts.asyncSteps) return loop.startAsync(starters).then(started, failed);
     let rows: (StartedRow<Pending> | undefined)[];
@@ -337,7 +444,11 @@ export class Scheduler {
       this.rowLoop!.join(joiners.map((m) => m.started!));
       this.opts.onJoin?.(this.rowLoop!.rows - running, running);
     } catch (e) {
-      for (const m of joiners) if (!m.done) { m.done = true; this.settle(m.group, { index: m.index, error: e as Error }); }
+      for (const m of joiners)
+        if (!m.done) {
+          m.done = true;
+          this.settle(m.group, { index: m.index, error: e as Error });
+        }
     }
     return undefined;
   }
@@ -356,7 +467,11 @@ export class Scheduler {
     const t0 = performance.now();
     const done = () => this.opts.onStep?.(rows, performance.now() - t0, false);
     const failed = (e: unknown) => {
-      for (const m of loop.tags) if (!m.done) { m.done = true; this.settle(m.group, { index: m.index, error: e as Error }); }
+      for (const m of loop.tags)
+        if (!m.done) {
+          m.done = true;
+          this.settle(m.group, { index: m.index, error: e as Error });
+        }
       loop.close();
       this.rowLoop = undefined;
     };
@@ -417,22 +532,43 @@ export class Scheduler {
     if (strategy.name === 'greedy') {
       // sampling: each sentence's stream comes from its own submission's seed and its index there (the seed is not in
       // the cohort key: sentences of different seeds share a cohort)
-      const sample = o.doSample ? tokenSampler(o, rules.penalty, members.map((m) => {
-        const mo = m.group.decoding.o;
-        return new RandomStream(mo.seed, mo.sampleIndices?.[m.index] ?? m.index);
-      }), o.returnScores) : undefined;
-      const steps = greedySteps(plan, sources, maxLens, rules, o.returnScores, undefined, {
-        finished: (i, h) => this.finish(members[i]!, [h]),
-        cancelled: (i) => {
-          const m = members[i]!;
-          if (!m.group.cancelled) return false;
-          this.finish(m, []);
-          return true;
+      const sample = o.doSample
+        ? tokenSampler(
+            o,
+            rules.penalty,
+            members.map((m) => {
+              const mo = m.group.decoding.o;
+              return new RandomStream(mo.seed, mo.sampleIndices?.[m.index] ?? m.index);
+            }),
+            o.returnScores,
+          )
+        : undefined;
+      const steps = greedySteps(
+        plan,
+        sources,
+        maxLens,
+        rules,
+        o.returnScores,
+        undefined,
+        {
+          finished: (i, h) => this.finish(members[i]!, [h]),
+          cancelled: (i) => {
+            const m = members[i]!;
+            if (!m.group.cancelled) return false;
+            this.finish(m, []);
+            return true;
+          },
         },
-      }, sample);
+        sample,
+      );
       return { members, steps, greedy: true, stepsTaken: 0 };
     }
-    return { members, steps: strategy.decode({ plan, sources, maxLens, rules, options: o }), greedy: false, stepsTaken: 0 };
+    return {
+      members,
+      steps: strategy.decode({ plan, sources, maxLens, rules, options: o }),
+      greedy: false,
+      stepsTaken: 0,
+    };
   }
 
   private finish(m: Pending, hyps: Hypothesis[]): void {
@@ -440,7 +576,8 @@ export class Scheduler {
     m.done = true;
     const { index, group } = m;
     if (group.cancelled) this.settle(group, { index, error: cancelledError() });
-    else if (hyps.length === 0) this.settle(group, { index, error: new Error('the decoding loop ended without a hypothesis for this sentence') });
+    else if (hyps.length === 0)
+      this.settle(group, { index, error: new Error('the decoding loop ended without a hypothesis for this sentence') });
     else this.settle(group, { index, result: toResult(hyps, group.decoding.o) });
   }
 

@@ -45,7 +45,10 @@ export function positionTop(out: Outputs, r: number, p: number, n: number, banne
     }
     if (top.ids.length < n) {
       const need = n + banned.size;
-      throw new PlancError('PLANC_E405', `decoding needs the ${n} best tokens per step${banned.size ? ` besides ${banned.size} banned ones` : ''} but the plan keeps ${k}; optimize with --topk ${need} or more`);
+      throw new PlancError(
+        'PLANC_E405',
+        `decoding needs the ${n} best tokens per step${banned.size ? ` besides ${banned.size} banned ones` : ''} but the plan keeps ${k}; optimize with --topk ${need} or more`,
+      );
     }
     return top;
   }
@@ -76,7 +79,14 @@ export const repetitionPenalized = (x: number, p: number): number => (x < 0 ? x 
  * max(lpK, penalized(lpK)) (a penalty below 1 lifts seen tokens); the picks are exact when the n-th is above that
  * bound, and otherwise the step is an error naming the fix (a larger --topk, or --topk 0 to keep the logits).
  */
-export function penalizedTop(out: Outputs, r: number, n: number, banned: ReadonlySet<number>, seen: ReadonlySet<number>, p: number): RowTop {
+export function penalizedTop(
+  out: Outputs,
+  r: number,
+  n: number,
+  banned: ReadonlySet<number>,
+  seen: ReadonlySet<number>,
+  p: number,
+): RowTop {
   const cands: { tok: number; lp: number; v: number }[] = [];
   const ids = out[TOPK_IDS_OUTPUT];
   let bound = -Infinity;
@@ -87,7 +97,12 @@ export function penalizedTop(out: Outputs, r: number, n: number, banned: Readonl
     const id = ids.data as BigInt64Array;
     for (let j = 0; j < k; j++) {
       const tok = Number(id[base + j]!);
-      if (!banned.has(tok)) cands.push({ tok, lp: lp[base + j]!, v: seen.has(tok) ? repetitionPenalized(lp[base + j]!, p) : lp[base + j]! });
+      if (!banned.has(tok))
+        cands.push({
+          tok,
+          lp: lp[base + j]!,
+          v: seen.has(tok) ? repetitionPenalized(lp[base + j]!, p) : lp[base + j]!,
+        });
     }
     const lpK = lp[base + k - 1]!;
     bound = Math.max(lpK, repetitionPenalized(lpK, p));
@@ -97,13 +112,21 @@ export function penalizedTop(out: Outputs, r: number, n: number, banned: Readonl
     const x = (logits.data as Float32Array).subarray((r * t + t - 1) * v, (r * t + t) * v);
     const lse = logSumExp(x);
     for (let tok = 0; tok < v; tok++) {
-      if (!banned.has(tok)) cands.push({ tok, lp: x[tok]! - lse, v: seen.has(tok) ? repetitionPenalized(x[tok]! - lse, p) : x[tok]! - lse });
+      if (!banned.has(tok))
+        cands.push({
+          tok,
+          lp: x[tok]! - lse,
+          v: seen.has(tok) ? repetitionPenalized(x[tok]! - lse, p) : x[tok]! - lse,
+        });
     }
   }
   cands.sort((a, b) => b.v - a.v || a.tok - b.tok);
   const top = cands.slice(0, n);
   if (ids && (top.length < n || !(top[n - 1]!.v > bound))) {
-    throw new PlancError('PLANC_E405', `repetition_penalty ${p}: this step's ${n} best tokens are not certain among the ${ids.dims[2]} the plan keeps; optimize with a larger --topk, or --topk 0 to keep the logits`);
+    throw new PlancError(
+      'PLANC_E405',
+      `repetition_penalty ${p}: this step's ${n} best tokens are not certain among the ${ids.dims[2]} the plan keeps; optimize with a larger --topk, or --topk 0 to keep the logits`,
+    );
   }
   return { ids: top.map((c) => c.tok), logProbs: top.map((c) => c.v) };
 }
@@ -112,9 +135,20 @@ export function penalizedTop(out: Outputs, r: number, n: number, banned: Readonl
  * The best allowed token of row r under generate()'s repetition penalty p as greedy search applies it: to the raw
  * logits of the `seen` tokens (needs a plan that keeps the logits); its log-prob is the unpenalized log-softmax one.
  */
-export function penalizedBest(out: Outputs, r: number, withLogProb: boolean, banned: ReadonlySet<number>, seen: ReadonlySet<number>, p: number): { tok: number; logProb: number } {
+export function penalizedBest(
+  out: Outputs,
+  r: number,
+  withLogProb: boolean,
+  banned: ReadonlySet<number>,
+  seen: ReadonlySet<number>,
+  p: number,
+): { tok: number; logProb: number } {
   const logits = out.logits;
-  if (!logits) throw new PlancError('PLANC_E405', `repetition_penalty ${p} with greedy decoding acts on the logits (as generate() does); this plan keeps only its top-k: optimize with --topk 0`);
+  if (!logits)
+    throw new PlancError(
+      'PLANC_E405',
+      `repetition_penalty ${p} with greedy decoding acts on the logits (as generate() does); this plan keeps only its top-k: optimize with --topk 0`,
+    );
   const [, t, v] = logits.dims as [number, number, number];
   const x = (logits.data as Float32Array).subarray((r * t + t - 1) * v, (r * t + t) * v);
   let best = -1;
@@ -122,18 +156,32 @@ export function penalizedBest(out: Outputs, r: number, withLogProb: boolean, ban
   for (let k = 0; k < v; k++) {
     if (banned.has(k)) continue;
     const val = seen.has(k) ? repetitionPenalized(x[k]!, p) : x[k]!;
-    if (best < 0 || val > bestV) { best = k; bestV = val; }
+    if (best < 0 || val > bestV) {
+      best = k;
+      bestV = val;
+    }
   }
   return { tok: best, logProb: withLogProb ? x[best]! - logSumExp(x) : 0 };
 }
 
 /** The best allowed token of row r (at the last position); its log-prob only when asked (full logits make that a second pass). */
-export function rowBest(out: Outputs, r: number, withLogProb: boolean, banned: ReadonlySet<number> = NONE): { tok: number; logProb: number } {
+export function rowBest(
+  out: Outputs,
+  r: number,
+  withLogProb: boolean,
+  banned: ReadonlySet<number> = NONE,
+): { tok: number; logProb: number } {
   return positionBest(out, r, stepPositions(out) - 1, withLogProb, banned);
 }
 
 /** rowBest at token position p of row r: the best allowed next token after the step's first p + 1 tokens. */
-export function positionBest(out: Outputs, r: number, p: number, withLogProb: boolean, banned: ReadonlySet<number> = NONE): { tok: number; logProb: number } {
+export function positionBest(
+  out: Outputs,
+  r: number,
+  p: number,
+  withLogProb: boolean,
+  banned: ReadonlySet<number> = NONE,
+): { tok: number; logProb: number } {
   if (out[TOPK_IDS_OUTPUT] || withLogProb) {
     const top = positionTop(out, r, p, 1, banned);
     return { tok: top.ids[0]!, logProb: top.logProbs[0]! };
@@ -152,7 +200,8 @@ export function positionBest(out: Outputs, r: number, p: number, withLogProb: bo
 
 /** A position of a step's outputs: an integer in [0, t). */
 function checkPosition(p: number, t: number): void {
-  if (!Number.isInteger(p) || p < 0 || p >= t) throw new PlancError('PLANC_E405', `position ${p} is not one of the step's ${t} token positions`);
+  if (!Number.isInteger(p) || p < 0 || p >= t)
+    throw new PlancError('PLANC_E405', `position ${p} is not one of the step's ${t} token positions`);
 }
 
 /** log(sum(exp(x))) in float64. */

@@ -26,7 +26,9 @@ export function gatherRows(t: RtTensor, rows: number[]): RtTensor {
   const rowSize = t.dims[0] ? t.data.length / t.dims[0] : 0;
   const Ctor = t.data.constructor as { new (n: number): RtData };
   const data = new Ctor(rows.length * rowSize);
-  rows.forEach((r, i) => (data as Float32Array).set((t.data as Float32Array).subarray(r * rowSize, (r + 1) * rowSize), i * rowSize));
+  rows.forEach((r, i) =>
+    (data as Float32Array).set((t.data as Float32Array).subarray(r * rowSize, (r + 1) * rowSize), i * rowSize),
+  );
   return { dtype: t.dtype, dims: [rows.length, ...t.dims.slice(1)], data };
 }
 
@@ -38,19 +40,23 @@ export function gatherAll(feeds: Feeds, rows: number[]): Feeds {
 /** The present.* outputs whose name contains `part` ('.encoder.' or '.decoder.'), renamed past_key_values.*. */
 export function pastFrom(outputs: Feeds, part: string): Feeds {
   const out: Feeds = {};
-  for (const [k, v] of Object.entries(outputs)) if (k.startsWith('present.') && k.includes(part)) out[k.replace('present.', 'past_key_values.')] = v;
+  for (const [k, v] of Object.entries(outputs))
+    if (k.startsWith('present.') && k.includes(part)) out[k.replace('present.', 'past_key_values.')] = v;
   return out;
 }
 
 /** The first `len` positions (axis 2) of past tensors [B, H, past, D] (a fresh copy). */
 function pastPrefix(feeds: Feeds, len: number): Feeds {
-  return Object.fromEntries(Object.entries(feeds).map(([k, t]) => {
-    const [b, h, past, d] = t.dims as [number, number, number, number];
-    const Ctor = t.data.constructor as { new (n: number): RtData };
-    const data = new Ctor(b * h * len * d) as Float32Array;
-    for (let i = 0; i < b * h; i++) data.set((t.data as Float32Array).subarray(i * past * d, (i * past + len) * d), i * len * d);
-    return [k, { dtype: t.dtype, dims: [b, h, len, d], data }];
-  }));
+  return Object.fromEntries(
+    Object.entries(feeds).map(([k, t]) => {
+      const [b, h, past, d] = t.dims as [number, number, number, number];
+      const Ctor = t.data.constructor as { new (n: number): RtData };
+      const data = new Ctor(b * h * len * d) as Float32Array;
+      for (let i = 0; i < b * h; i++)
+        data.set((t.data as Float32Array).subarray(i * past * d, (i * past + len) * d), i * len * d);
+      return [k, { dtype: t.dtype, dims: [b, h, len, d], data }];
+    }),
+  );
 }
 
 /**
@@ -70,9 +76,19 @@ export function stepTokenRange(plan: Plan): [number, number] {
 function firstStepShapes(plan: Plan, encFeeds: Feeds, start: RtTensor, vocab: Feeds, positions: Feeds) {
   const hiddenOut = plan.outputs('encoder').find((o) => o.name === 'last_hidden_state')!;
   const hidden = { dtype: hiddenOut.dtype as RtDType, dims: plan.outputShapes('encoder', encFeeds).last_hidden_state! };
-  const shapes = plan.outputShapes('decoder', { input_ids: start, encoder_attention_mask: encFeeds.attention_mask!, encoder_hidden_states: hidden, ...vocab, ...positions });
+  const shapes = plan.outputShapes('decoder', {
+    input_ids: start,
+    encoder_attention_mask: encFeeds.attention_mask!,
+    encoder_hidden_states: hidden,
+    ...vocab,
+    ...positions,
+  });
   const presents = plan.outputs('decoder').filter((o) => o.name.startsWith('present.'));
-  const kv = Object.fromEntries(presents.filter((o) => o.name.includes('.encoder.')).map((o) => [o.name, { dtype: o.dtype as RtDType, dims: shapes[o.name]! }]));
+  const kv = Object.fromEntries(
+    presents
+      .filter((o) => o.name.includes('.encoder.'))
+      .map((o) => [o.name, { dtype: o.dtype as RtDType, dims: shapes[o.name]! }]),
+  );
   const self = presents.find((o) => o.name.includes('.decoder.'));
   return { hidden, kv, positions: self ? shapes[self.name]![2]! : 1 };
 }
@@ -119,7 +135,15 @@ export class StepRunner {
    * maxRows: the most rows a step will run (beams × sentences); capacity: the most tokens a row will hold. The encoder
    * and the first decoder step run here, unless deferFirst (StepRunner.start runs them off the event loop).
    */
-  constructor(private readonly plan: Plan, sources: number[][], d: DecodeIds, maxRows: number, capacity: number, opts: StepRunnerOptions = {}, deferFirst = false) {
+  constructor(
+    private readonly plan: Plan,
+    sources: number[][],
+    d: DecodeIds,
+    maxRows: number,
+    capacity: number,
+    opts: StepRunnerOptions = {},
+    deferFirst = false,
+  ) {
     const { ids, mask } = sourceFeeds(sources, d.padId);
     const b = sources.length;
     const rows = Math.max(maxRows, b);
@@ -130,11 +154,19 @@ export class StepRunner {
     const encFeeds = { input_ids: ids, attention_mask: mask };
     const vocab = vocabFeeds(plan.header, sources);
     const start = int64(b, 1, new Array<number>(b).fill(d.startId));
-    this.stride = takesPositions(plan, 'decoder_with_past') ? opts.positionStride ?? 1 : 0;
-    const startPositions: Feeds = takesPositions(plan, 'decoder') ? { [POSITION_IDS_INPUT]: int64(b, 1, new Array<number>(b).fill(0)) } : {};
+    this.stride = takesPositions(plan, 'decoder_with_past') ? (opts.positionStride ?? 1) : 0;
+    const startPositions: Feeds = takesPositions(plan, 'decoder')
+      ? { [POSITION_IDS_INPUT]: int64(b, 1, new Array<number>(b).fill(0)) }
+      : {};
     const { hidden, kv, positions } = firstStepShapes(plan, encFeeds, start, vocab, startPositions);
     this.source = new EncoderState(plan, rows, mask, hidden, kv, vocab, take);
-    const first = { input_ids: start, encoder_attention_mask: this.source.mask(), encoder_hidden_states: this.source.hidden(), ...this.source.vocab(), ...startPositions };
+    const first = {
+      input_ids: start,
+      encoder_attention_mask: this.source.mask(),
+      encoder_hidden_states: this.source.hidden(),
+      ...this.source.vocab(),
+      ...startPositions,
+    };
     if (hasInPlaceCache(plan)) this.caches = new KVCaches(plan, rows, capacity, take);
     this.firstRuns = this.encodeAndStart(sources, d.padId, encFeeds, first, positions, take);
     if (!deferFirst) runRunsSync(plan, this.firstRuns);
@@ -144,7 +176,14 @@ export class StepRunner {
    * A runner whose encoder and first decoder step run off the event loop (plan.run): what the constructor does,
    * without blocking (a server hears its sockets meanwhile). Nothing may touch the plan until it resolves.
    */
-  static async start(plan: Plan, sources: number[][], d: DecodeIds, maxRows: number, capacity: number, opts: StepRunnerOptions = {}): Promise<StepRunner> {
+  static async start(
+    plan: Plan,
+    sources: number[][],
+    d: DecodeIds,
+    maxRows: number,
+    capacity: number,
+    opts: StepRunnerOptions = {},
+  ): Promise<StepRunner> {
     const runner = new StepRunner(plan, sources, d, maxRows, capacity, opts, true);
     try {
       await runRuns(plan, runner.firstRuns);
@@ -156,13 +195,25 @@ export class StepRunner {
   }
 
   /** The encoder (in groups of similar lengths) and the first decoder step, as runs. */
-  private *encodeAndStart(sources: number[][], padId: number, encFeeds: Feeds, first: Record<string, FeedTensor>, positions: number, take: (bytes: number) => Resident): GraphRuns {
+  private *encodeAndStart(
+    sources: number[][],
+    padId: number,
+    encFeeds: Feeds,
+    first: Record<string, FeedTensor>,
+    positions: number,
+    take: (bytes: number) => Resident,
+  ): GraphRuns {
     const groups = encoderGroups(sources.map((x) => x.length));
-    if (groups.length === 1) yield { graph: 'encoder', feeds: encFeeds, into: { last_hidden_state: this.source.hidden() } };
+    if (groups.length === 1)
+      yield { graph: 'encoder', feeds: encFeeds, into: { last_hidden_state: this.source.hidden() } };
     else yield* encodeInGroups(this.plan, sources, padId, groups, this.source.hidden(), take);
     const b = sources.length;
     if (this.caches) {
-      this.out = yield { graph: 'decoder', feeds: first, into: { ...this.source.presentSlots(), ...this.caches.presentSlots(b, positions) } };
+      this.out = yield {
+        graph: 'decoder',
+        feeds: first,
+        into: { ...this.source.presentSlots(), ...this.caches.presentSlots(b, positions) },
+      };
       this.caches.fill(b, positions);
     } else {
       this.out = yield { graph: 'decoder', feeds: first, into: this.source.presentSlots() };
@@ -172,7 +223,9 @@ export class StepRunner {
   }
 
   /** Positions cached per row: the start token plus every token stepped (less what truncate rolled back). */
-  get length(): number { return this.caches ? this.caches.length : this.pastLength; }
+  get length(): number {
+    return this.caches ? this.caches.length : this.pastLength;
+  }
 
   /**
    * The next step continues rows `from` of this one (row i ← from[i]). The encoder mask and K/V rows are gathered too
@@ -196,18 +249,37 @@ export class StepRunner {
     this.live();
     const perRow = tokens.map((t) => (Array.isArray(t) ? t : [t]));
     const n = perRow[0]?.length ?? 1;
-    if (perRow.some((t) => t.length !== n)) throw new PlancError('PLANC_E405', `step: every row must take the same number of tokens (row 0 has ${n}, row ${perRow.findIndex((t) => t.length !== n)} has another)`);
+    if (perRow.some((t) => t.length !== n))
+      throw new PlancError(
+        'PLANC_E405',
+        `step: every row must take the same number of tokens (row 0 has ${n}, row ${perRow.findIndex((t) => t.length !== n)} has another)`,
+      );
     const [lo, hi] = this.tokenRange;
     if (n < lo || n > hi) {
       const takes = lo === hi ? `exactly ${lo} token${lo === 1 ? '' : 's'}` : `${lo} to ${hi} tokens`;
-      throw new PlancError('PLANC_E405', `step: ${n} tokens per row, but this plan's decoder_with_past takes ${takes} per row (its input_ids dims); optimize the plan for multi-token steps to step more`);
+      throw new PlancError(
+        'PLANC_E405',
+        `step: ${n} tokens per row, but this plan's decoder_with_past takes ${takes} per row (its input_ids dims); optimize the plan for multi-token steps to step more`,
+      );
     }
-    if (perRow.length !== this.rows) throw new PlancError('PLANC_E405', `step: ${perRow.length} rows of tokens, but the batch has ${this.rows} (select the rows first)`);
+    if (perRow.length !== this.rows)
+      throw new PlancError(
+        'PLANC_E405',
+        `step: ${perRow.length} rows of tokens, but the batch has ${this.rows} (select the rows first)`,
+      );
     if (this.caches && this.caches.length + n > this.caches.capacity) {
-      throw new PlancError('PLANC_E405', `step: ${this.caches.length} cached positions + ${n} exceed the cache capacity ${this.caches.capacity} this batch was set up with`);
+      throw new PlancError(
+        'PLANC_E405',
+        `step: ${this.caches.length} cached positions + ${n} exceed the cache capacity ${this.caches.capacity} this batch was set up with`,
+      );
     }
     const base: Record<string, FeedTensor> = { input_ids: int64(this.rows, n, perRow.flat()), ...this.source.feeds() };
-    if (this.stride) base[POSITION_IDS_INPUT] = int64(this.rows, n, perRow.flatMap(() => Array.from({ length: n }, (_, j) => (this.length + j) * this.stride)));
+    if (this.stride)
+      base[POSITION_IDS_INPUT] = int64(
+        this.rows,
+        n,
+        perRow.flatMap(() => Array.from({ length: n }, (_, j) => (this.length + j) * this.stride)),
+      );
     if (this.caches) {
       this.out = this.plan.runSync('decoder_with_past', { ...base, ...this.caches.feeds() });
       this.caches.length += n;
@@ -243,7 +315,11 @@ export class StepRunner {
       this.caches.truncate(len);
       return;
     }
-    if (!Number.isInteger(len) || len < 0 || len > this.pastLength) throw new PlancError('PLANC_E405', `truncate: length ${len} must be an integer in [0, ${this.pastLength}] (the positions cached)`);
+    if (!Number.isInteger(len) || len < 0 || len > this.pastLength)
+      throw new PlancError(
+        'PLANC_E405',
+        `truncate: length ${len} must be an integer in [0, ${this.pastLength}] (the positions cached)`,
+      );
     if (len < this.pastLength) this.decKV = pastPrefix(this.decKV, len);
     this.pastLength = len;
   }
@@ -255,6 +331,10 @@ export class StepRunner {
   }
 
   private live(): void {
-    if (this.released) throw new PlancError('PLANC_E405', 'this StepRunner was released: its buffers went back to the plan for other batches');
+    if (this.released)
+      throw new PlancError(
+        'PLANC_E405',
+        'this StepRunner was released: its buffers went back to the plan for other batches',
+      );
   }
 }

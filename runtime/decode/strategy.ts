@@ -39,13 +39,27 @@ export interface DecodingStrategy {
 
 const GREEDY: DecodingStrategy = {
   name: 'greedy',
-  summary: "the best allowed token each step (beamSize 1); with doSample, a token drawn from generate()'s sampling distribution",
+  summary:
+    "the best allowed token each step (beamSize 1); with doSample, a token drawn from generate()'s sampling distribution",
   check(o) {
-    if (o.beamSize !== 1) throw new PlancError('PLANC_E405', `bad decoding option: strategy 'greedy' decodes one hypothesis, but beamSize = ${o.beamSize}; use strategy 'beam' or beamSize 1`, {}, { option: 'beamSize', value: o.beamSize, expected: "1 with strategy 'greedy' (beam search decodes more)" });
+    if (o.beamSize !== 1)
+      throw new PlancError(
+        'PLANC_E405',
+        `bad decoding option: strategy 'greedy' decodes one hypothesis, but beamSize = ${o.beamSize}; use strategy 'beam' or beamSize 1`,
+        {},
+        { option: 'beamSize', value: o.beamSize, expected: "1 with strategy 'greedy' (beam search decodes more)" },
+      );
   },
   topkNeeded: (rules) => rules.topkNeeded(1),
   *decode({ plan, sources, maxLens, rules, options, streams }) {
-    const sample = options.doSample ? tokenSampler(options, rules.penalty, streams ?? sources.map((_, i) => new RandomStream(options.seed, i)), options.returnScores) : undefined;
+    const sample = options.doSample
+      ? tokenSampler(
+          options,
+          rules.penalty,
+          streams ?? sources.map((_, i) => new RandomStream(options.seed, i)),
+          options.returnScores,
+        )
+      : undefined;
     const hyps = yield* greedySteps(plan, sources, maxLens, rules, options.returnScores, undefined, {}, sample);
     return hyps.map((h) => [h]);
   },
@@ -56,11 +70,18 @@ const BEAM: DecodingStrategy = {
   summary: "beam search with beamSize beams per sentence (generate()'s rules: early_stopping, length_penalty)",
   check() {},
   topkNeeded: (rules, o) => rules.topkNeeded(o.beamSize),
-  decode: ({ plan, sources, maxLens, rules, options }) => beamSteps(plan, sources, maxLens, rules, { k: options.beamSize, alpha: options.lengthPenalty, earlyStopping: options.earlyStopping }),
+  decode: ({ plan, sources, maxLens, rules, options }) =>
+    beamSteps(plan, sources, maxLens, rules, {
+      k: options.beamSize,
+      alpha: options.lengthPenalty,
+      earlyStopping: options.earlyStopping,
+    }),
 };
 
 /** Every strategy by name. */
-export const STRATEGIES: ReadonlyMap<string, DecodingStrategy> = new Map([GREEDY, BEAM, PJ, PGJ, HGJ, LOOKUP, HRT].map((s) => [s.name, s]));
+export const STRATEGIES: ReadonlyMap<string, DecodingStrategy> = new Map(
+  [GREEDY, BEAM, PJ, PGJ, HGJ, LOOKUP, HRT].map((s) => [s.name, s]),
+);
 
 /** The strategy the options name; 'auto' is greedy for beamSize 1, else beam. */
 export function strategyFor(o: DecodingOptions): DecodingStrategy {

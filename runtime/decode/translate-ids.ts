@@ -9,7 +9,14 @@ import type { Hypothesis } from './greedy.ts';
 import { runYielding } from './steps.ts';
 import { strategyFor, type DecodingStrategy } from './strategy.ts';
 import type { DecodeIds } from './step-runner.ts';
-import { badOption, earlyStoppingOf, maxLengthFor, penalized, validateDecodingOptions, type DecodingOptions } from './options.ts';
+import {
+  badOption,
+  earlyStoppingOf,
+  maxLengthFor,
+  penalized,
+  validateDecodingOptions,
+  type DecodingOptions,
+} from './options.ts';
 import { RandomStream } from './random.ts';
 import { checkSampling } from './sampling-check.ts';
 
@@ -29,7 +36,10 @@ export function validateIds(ids: unknown, vocabSize: number): asserts ids is num
     if (!Array.isArray(s)) throw new PlancError('PLANC_E405', `sentence ${i} is not an array of ids`);
     s.forEach((v: unknown, j) => {
       if (typeof v !== 'number' || !Number.isInteger(v) || v < 0 || (vocabSize > 0 && v >= vocabSize)) {
-        throw new PlancError('PLANC_E405', `sentence ${i} holds id ${String(v)} at position ${j}; ids must be integers in [0, ${vocabSize || 'vocabSize'})`);
+        throw new PlancError(
+          'PLANC_E405',
+          `sentence ${i} holds id ${String(v)} at position ${j}; ids must be integers in [0, ${vocabSize || 'vocabSize'})`,
+        );
       }
     });
   });
@@ -48,29 +58,44 @@ export function decodeIds(plan: Plan): DecodeIds {
  * The plan's decoding conventions; targetLang (a token name in the plan's tokenizer) replaces its forced bos; the
  * options' logits processors (min_new_tokens, no_repeat_ngram_size, repetition_penalty) join them.
  */
-export async function planRules(plan: Plan, targetLang = '', o: Partial<Pick<DecodingOptions, 'minNewTokens' | 'noRepeatNgramSize' | 'encoderNoRepeatNgramSize' | 'repetitionPenalty'>> = {}): Promise<DecodingRules> {
+export async function planRules(
+  plan: Plan,
+  targetLang = '',
+  o: Partial<
+    Pick<DecodingOptions, 'minNewTokens' | 'noRepeatNgramSize' | 'encoderNoRepeatNgramSize' | 'repetitionPenalty'>
+  > = {},
+): Promise<DecodingRules> {
   const c = conventionsOf(plan.header.decoding, decodeIds(plan));
   if (targetLang) c.forcedBosId = await languageId(plan, targetLang);
   // the options (whose defaults are the plan's own) replace the plan's processors; 0 and 1 turn them off
   if (o.minNewTokens !== undefined) c.minNewTokens = o.minNewTokens || undefined;
   if (o.noRepeatNgramSize !== undefined) c.noRepeatNgramSize = o.noRepeatNgramSize || undefined;
   if (o.encoderNoRepeatNgramSize !== undefined) c.encoderNoRepeatNgramSize = o.encoderNoRepeatNgramSize || undefined;
-  if (o.repetitionPenalty !== undefined) c.repetitionPenalty = o.repetitionPenalty !== 1 ? o.repetitionPenalty : undefined;
+  if (o.repetitionPenalty !== undefined)
+    c.repetitionPenalty = o.repetitionPenalty !== 1 ? o.repetitionPenalty : undefined;
   return new DecodingRules(c);
 }
 
 /** The special tokens of a tokenizer that name a language (en_XX, __en__, eng_Latn, >>fra<<): the targetLang choices. */
 export function languageTokens(tok: Tokenizer): string[] {
-  return tok.specialTokens().filter((t) => /^(__[a-z]{2,3}(_[A-Za-z]+)?__|[a-z]{2,3}_[A-Z][A-Za-z]{1,3}|>>[a-z_]{2,8}<<)$/.test(t));
+  return tok
+    .specialTokens()
+    .filter((t) => /^(__[a-z]{2,3}(_[A-Za-z]+)?__|[a-z]{2,3}_[A-Z][A-Za-z]{1,3}|>>[a-z_]{2,8}<<)$/.test(t));
 }
 
 /** The id of a language token by its name in the plan's tokenizer, or a PlancError naming the option and the choices. */
 async function languageId(plan: Plan, lang: string): Promise<number> {
-  const tok = await planTokenizer(plan, 'the target language is found by its token name there, so --target-lang needs one');
+  const tok = await planTokenizer(
+    plan,
+    'the target language is found by its token name there, so --target-lang needs one',
+  );
   const id = tok.tokenId(lang);
   if (id !== undefined) return id;
   const langs = languageTokens(tok);
-  throw new PlancError('PLANC_E409', `unknown target language '${lang}' (--target-lang / targetLang): plan ${plan.source}'s tokenizer has no such token${langs.length ? `; its language tokens: ${langs.slice(0, 20).join(', ')}${langs.length > 20 ? `, ... (${langs.length})` : ''}` : ''}`);
+  throw new PlancError(
+    'PLANC_E409',
+    `unknown target language '${lang}' (--target-lang / targetLang): plan ${plan.source}'s tokenizer has no such token${langs.length ? `; its language tokens: ${langs.slice(0, 20).join(', ')}${langs.length > 20 ? `, ... (${langs.length})` : ''}` : ''}`,
+  );
 }
 
 /**
@@ -107,8 +132,13 @@ function checkTopk(plan: Plan, rules: DecodingRules, strategy: DecodingStrategy,
   if (need > k) {
     const beamSize = o.beamSize;
     const what = beamSize === 1 ? `${strategy.name} decoding` : `beamSize ${beamSize}`;
-    const why = rules.maxBanned ? ` (${rules.candidates(beamSize)} candidates and up to ${rules.maxBanned} banned ids)` : '';
-    throw new PlancError('PLANC_E405', `${what} needs the ${need} best tokens per step${why} but plan ${plan.source} keeps ${k}; optimize with --topk ${need} or more`);
+    const why = rules.maxBanned
+      ? ` (${rules.candidates(beamSize)} candidates and up to ${rules.maxBanned} banned ids)`
+      : '';
+    throw new PlancError(
+      'PLANC_E405',
+      `${what} needs the ${need} best tokens per step${why} but plan ${plan.source} keeps ${k}; optimize with --topk ${need} or more`,
+    );
   }
 }
 
@@ -120,27 +150,55 @@ export function truncateIds(s: number[], max: number, rules: DecodingRules): num
 
 /** The error of a source over the plan's maxSrcLen. */
 export function tooLong(what: string, length: number, max: number): PlancError {
-  return new PlancError('PLANC_E408', `${what} has ${length} tokens, over the plan's maxSrcLen ${max}: split it, pass --truncate (truncate: true), or build the plan with a larger --max-src-len`);
+  return new PlancError(
+    'PLANC_E408',
+    `${what} has ${length} tokens, over the plan's maxSrcLen ${max}: split it, pass --truncate (truncate: true), or build the plan with a larger --max-src-len`,
+  );
 }
 
 /** One call's decoding set-up: its options over the plan's defaults, its strategy and the plan's rules. */
-export interface Decoding { o: DecodingOptions; strategy: DecodingStrategy; rules: DecodingRules }
+export interface Decoding {
+  o: DecodingOptions;
+  strategy: DecodingStrategy;
+  rules: DecodingRules;
+}
 
 /** Validates the options (over the plan's defaults), picks the strategy, reads the rules and checks the plan's top-k fits. */
 export async function prepareDecoding(plan: Plan, options: Partial<DecodingOptions>): Promise<Decoding> {
   const o = validateDecodingOptions(options, planDefaults(plan));
   const strategy = strategyFor(o);
   strategy.checkPlan?.(plan, o);
-  sentencesPerBatch(o, plan.header.profile.maxBatch);  // the beams fit the plan's rows
+  sentencesPerBatch(o, plan.header.profile.maxBatch); // the beams fit the plan's rows
   const rules = await planRules(plan, o.targetLang, o);
   if (o.repetitionPenalty !== 1 && strategy.name !== 'greedy' && strategy.name !== 'beam') {
-    throw new PlancError('PLANC_E405', `bad decoding option: repetitionPenalty = ${o.repetitionPenalty} works with strategy greedy or beam, not '${strategy.name}'`, {}, { option: 'repetitionPenalty', value: o.repetitionPenalty, expected: '1 with the Jacobi strategies' });
+    throw new PlancError(
+      'PLANC_E405',
+      `bad decoding option: repetitionPenalty = ${o.repetitionPenalty} works with strategy greedy or beam, not '${strategy.name}'`,
+      {},
+      { option: 'repetitionPenalty', value: o.repetitionPenalty, expected: '1 with the Jacobi strategies' },
+    );
   }
   if (o.encoderNoRepeatNgramSize > 0 && strategy.name !== 'greedy' && strategy.name !== 'beam') {
-    throw new PlancError('PLANC_E405', `bad decoding option: encoderNoRepeatNgramSize = ${o.encoderNoRepeatNgramSize} works with strategy greedy or beam, not '${strategy.name}'`, {}, { option: 'encoderNoRepeatNgramSize', value: o.encoderNoRepeatNgramSize, expected: '0 with the Jacobi strategies' });
+    throw new PlancError(
+      'PLANC_E405',
+      `bad decoding option: encoderNoRepeatNgramSize = ${o.encoderNoRepeatNgramSize} works with strategy greedy or beam, not '${strategy.name}'`,
+      {},
+      {
+        option: 'encoderNoRepeatNgramSize',
+        value: o.encoderNoRepeatNgramSize,
+        expected: '0 with the Jacobi strategies',
+      },
+    );
   }
-  if (o.repetitionPenalty !== 1 && strategy.name === 'greedy' && plan.outputs('decoder_with_past').some((x) => x.name === TOPK_IDS_OUTPUT)) {
-    throw new PlancError('PLANC_E405', `repetition_penalty ${o.repetitionPenalty} with greedy decoding acts on the logits (as generate() does); plan ${plan.source} keeps only its top-k: optimize with --topk 0`);
+  if (
+    o.repetitionPenalty !== 1 &&
+    strategy.name === 'greedy' &&
+    plan.outputs('decoder_with_past').some((x) => x.name === TOPK_IDS_OUTPUT)
+  ) {
+    throw new PlancError(
+      'PLANC_E405',
+      `repetition_penalty ${o.repetitionPenalty} with greedy decoding acts on the logits (as generate() does); plan ${plan.source} keeps only its top-k: optimize with --topk 0`,
+    );
   }
   checkSampling(plan, o, rules, strategy.name);
   checkTopk(plan, rules, strategy, o);
@@ -153,7 +211,9 @@ export function toResult(hyps: Hypothesis[], o: DecodingOptions): TranslationRes
   const r: TranslationResult = { ids: best.ids };
   if (o.returnScores) r.score = penalized(best.logProb, best.length, o.lengthPenalty);
   if (o.returnAlternatives > 0) {
-    r.alternatives = hyps.slice(0, o.returnAlternatives).map((h) => ({ ids: h.ids, score: penalized(h.logProb, h.length, o.lengthPenalty) }));
+    r.alternatives = hyps
+      .slice(0, o.returnAlternatives)
+      .map((h) => ({ ids: h.ids, score: penalized(h.logProb, h.length, o.lengthPenalty) }));
   }
   return r;
 }
@@ -164,25 +224,44 @@ export function toResult(hyps: Hypothesis[], o: DecodingOptions): TranslationRes
  * conventions, in batches sorted by length, and returns results in the input order. An empty source gives an empty
  * translation. Decoding returns to the event loop every few milliseconds (runtime/decode/steps.ts runYielding).
  */
-export async function translateIds(plan: Plan, ids: number[][], options: Partial<DecodingOptions> = {}): Promise<TranslationResult[]> {
+export async function translateIds(
+  plan: Plan,
+  ids: number[][],
+  options: Partial<DecodingOptions> = {},
+): Promise<TranslationResult[]> {
   const { o, strategy, rules } = await prepareDecoding(plan, options);
   const prof = plan.header.profile;
   validateIds(ids, plan.header.decoding.vocabSize ?? 0);
   const sources = ids.map((s) => (o.truncate ? truncateIds(s, prof.maxSrcLen, rules) : s));
-  sources.forEach((s, i) => { if (s.length > prof.maxSrcLen) throw tooLong(`sentence ${i}`, s.length, prof.maxSrcLen); });
-  if (o.sampleIndices !== undefined && o.sampleIndices.length !== ids.length) badOption('sampleIndices', `${o.sampleIndices.length} indices`, `one index per sentence (${ids.length})`);
+  sources.forEach((s, i) => {
+    if (s.length > prof.maxSrcLen) throw tooLong(`sentence ${i}`, s.length, prof.maxSrcLen);
+  });
+  if (o.sampleIndices !== undefined && o.sampleIndices.length !== ids.length)
+    badOption('sampleIndices', `${o.sampleIndices.length} indices`, `one index per sentence (${ids.length})`);
   const results = new Array<TranslationResult>(sources.length);
   const todo = sources.flatMap((s, i) => (s.length > 0 ? [i] : []));
-  sources.forEach((s, i) => { if (s.length === 0) results[i] = o.returnScores ? { ids: [], score: 0 } : { ids: [] }; });
-  if (todo.length === 0) return results;
-  const batches = makeBatches(todo.map((i) => sources[i]!.length), o, prof.maxBatch);
-  const done = await runBatches(todo.map((i) => sources[i]!), batches, async (batch, at) => {
-    const maxLens = batch.map((s) => maxLengthFor(o, s.length, prof.maxTgtLen));
-    // sampling: each sentence's own stream, from the seed and its index in the call
-    const streams = o.doSample ? at.map((j) => new RandomStream(o.seed, o.sampleIndices?.[todo[j]!] ?? todo[j]!)) : undefined;
-    const hyps = await runYielding(strategy.decode({ plan, sources: batch, maxLens, rules, options: o, streams }));
-    return hyps.map((hs) => toResult(hs, o));
+  sources.forEach((s, i) => {
+    if (s.length === 0) results[i] = o.returnScores ? { ids: [], score: 0 } : { ids: [] };
   });
+  if (todo.length === 0) return results;
+  const batches = makeBatches(
+    todo.map((i) => sources[i]!.length),
+    o,
+    prof.maxBatch,
+  );
+  const done = await runBatches(
+    todo.map((i) => sources[i]!),
+    batches,
+    async (batch, at) => {
+      const maxLens = batch.map((s) => maxLengthFor(o, s.length, prof.maxTgtLen));
+      // sampling: each sentence's own stream, from the seed and its index in the call
+      const streams = o.doSample
+        ? at.map((j) => new RandomStream(o.seed, o.sampleIndices?.[todo[j]!] ?? todo[j]!))
+        : undefined;
+      const hyps = await runYielding(strategy.decode({ plan, sources: batch, maxLens, rules, options: o, streams }));
+      return hyps.map((hs) => toResult(hs, o));
+    },
+  );
   todo.forEach((i, j) => (results[i] = done[j]!));
   return results;
 }

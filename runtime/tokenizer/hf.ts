@@ -11,7 +11,8 @@ function configOf(json: { model?: { unk_token?: unknown } }): Record<string, unk
 function checkedIds(ids: unknown[], text: string): number[] {
   return ids.map((id) => {
     const n = Number(id);
-    if (!Number.isInteger(n)) throw new Error(`tokenizer.json gives no id for a token of '${text.slice(0, 40)}' (no unk_token?)`);
+    if (!Number.isInteger(n))
+      throw new Error(`tokenizer.json gives no id for a token of '${text.slice(0, 40)}' (no unk_token?)`);
     return n;
   });
 }

@@ -9,7 +9,10 @@ function pieceIds(bytes: Uint8Array): Map<string, number> {
   const r = protobuf.Reader.create(bytes);
   while (r.pos < r.len) {
     const tag = r.uint32();
-    if (tag !== ((1 << 3) | 2)) { r.skipType(tag & 7); continue; }
+    if (tag !== ((1 << 3) | 2)) {
+      r.skipType(tag & 7);
+      continue;
+    }
     const end = r.uint32() + r.pos;
     while (r.pos < end) {
       const t = r.uint32();

@@ -8,13 +8,20 @@ import type { Tokenizer, TokenizerKind } from './types.ts';
 export type { Tokenizer, TokenizerKind } from './types.ts';
 
 /** Loads a tokenizer from the bytes of its file; `name` names it in errors; `eosId` ends SentencePiece sources (default: its </s>). */
-export async function loadTokenizer(bytes: Uint8Array, kind: TokenizerKind, name = '<tokenizer>', eosId?: number): Promise<Tokenizer> {
+export async function loadTokenizer(
+  bytes: Uint8Array,
+  kind: TokenizerKind,
+  name = '<tokenizer>',
+  eosId?: number,
+): Promise<Tokenizer> {
   if (bytes.length === 0) throw new PlancError('PLANC_E010', `tokenizer ${name} is empty`, { file: name });
   try {
     return kind === 'spm' ? await loadSpmTokenizer(bytes, eosId) : loadHfTokenizer(bytes);
   } catch (e) {
     if (e instanceof PlancError) throw e;
-    throw new PlancError('PLANC_E010', `cannot read ${kind} tokenizer ${name}: ${(e as Error).message ?? e}`, { file: name });
+    throw new PlancError('PLANC_E010', `cannot read ${kind} tokenizer ${name}: ${(e as Error).message ?? e}`, {
+      file: name,
+    });
   }
 }
 
@@ -28,14 +35,26 @@ export function tokenizerKindOf(file: string): TokenizerKind | undefined {
 const planTokenizers = new WeakMap<object, Promise<Tokenizer>>();
 
 /** A plan's embedded tokenizer (loaded once per plan); a PlancError naming the plan and `why` when it has none. */
-export function planTokenizer(plan: { header: PlanHeader; source: string }, why = 'translate token ids (translateIds, or planc translate --ids)'): Promise<Tokenizer> {
+export function planTokenizer(
+  plan: { header: PlanHeader; source: string },
+  why = 'translate token ids (translateIds, or planc translate --ids)',
+): Promise<Tokenizer> {
   let t = planTokenizers.get(plan);
   if (!t) {
     const h = plan.header;
     if (h.tokenizerKind === '' || h.tokenizer.length === 0) {
-      throw new PlancError('PLANC_E407', `plan ${plan.source} has no tokenizer: ${why}, or re-run planc optimize with --tokenizer FILE`, { file: plan.source });
+      throw new PlancError(
+        'PLANC_E407',
+        `plan ${plan.source} has no tokenizer: ${why}, or re-run planc optimize with --tokenizer FILE`,
+        { file: plan.source },
+      );
     }
-    t = loadTokenizer(h.tokenizer, h.tokenizerKind, `${plan.source} (embedded ${h.tokenizerKind} tokenizer)`, h.decoding.eosId);
+    t = loadTokenizer(
+      h.tokenizer,
+      h.tokenizerKind,
+      `${plan.source} (embedded ${h.tokenizerKind} tokenizer)`,
+      h.decoding.eosId,
+    );
     planTokenizers.set(plan, t);
   }
   return t;

@@ -35,7 +35,14 @@ export interface FuzzOptions {
   planc?: string;
 }
 
-export interface Failure { target: Target; index: number; cls: Class; note: string; desc: string; repro: string }
+export interface Failure {
+  target: Target;
+  index: number;
+  cls: Class;
+  note: string;
+  desc: string;
+  repro: string;
+}
 export interface FuzzReport {
   counts: Record<Target, Record<Class, number>>;
   failures: Failure[];
@@ -45,9 +52,19 @@ export interface FuzzReport {
 }
 
 function parse(argv: string[]): FuzzOptions {
-  const o: FuzzOptions = { targets: [], n: 100, seed: 1, out: path.join(REPO_ROOT, '.scratch', 'fuzz'), timeout: 30, record: false, quiet: false, failOn: ['crash', 'hang', 'uncaught'] };
+  const o: FuzzOptions = {
+    targets: [],
+    n: 100,
+    seed: 1,
+    out: path.join(REPO_ROOT, '.scratch', 'fuzz'),
+    timeout: 30,
+    record: false,
+    quiet: false,
+    failOn: ['crash', 'hang', 'uncaught'],
+  };
   const num = (f: string, v: string | undefined) => {
-    if (v === undefined || !/^\d+$/.test(v)) throw new Error(`${f} needs a non-negative integer, got ${v ?? 'nothing'}`);
+    if (v === undefined || !/^\d+$/.test(v))
+      throw new Error(`${f} needs a non-negative integer, got ${v ?? 'nothing'}`);
     return Number(v);
   };
   for (let i = 0; i < argv.length; i++) {
@@ -57,13 +74,20 @@ function parse(argv: string[]): FuzzOptions {
     else if (a === '--timeout') o.timeout = Math.max(1, num(a, argv[++i]));
     else if (a === '--case') o.only = num(a, argv[++i]);
     else if (a === '--from') o.from = num(a, argv[++i]);
-    else if (a === '--out') { const v = argv[++i]; if (!v) throw new Error('--out needs a folder'); o.out = path.resolve(v); }
-    else if (a === '--planc') { const v = argv[++i]; if (!v) throw new Error('--planc needs the path of a planc entry (bin/planc.js)'); o.planc = path.resolve(v); }
-    else if (a === '--record') o.record = true;
+    else if (a === '--out') {
+      const v = argv[++i];
+      if (!v) throw new Error('--out needs a folder');
+      o.out = path.resolve(v);
+    } else if (a === '--planc') {
+      const v = argv[++i];
+      if (!v) throw new Error('--planc needs the path of a planc entry (bin/planc.js)');
+      o.planc = path.resolve(v);
+    } else if (a === '--record') o.record = true;
     else if (a === '--quiet') o.quiet = true;
     else if (a === '--fail-on') {
       const v = (argv[++i] ?? '').split(',').filter(Boolean) as Class[];
-      for (const c of v) if (!CLASSES.includes(c)) throw new Error(`--fail-on: unknown class ${c} (${CLASSES.join(', ')})`);
+      for (const c of v)
+        if (!CLASSES.includes(c)) throw new Error(`--fail-on: unknown class ${c} (${CLASSES.join(', ')})`);
       o.failOn = v;
     } else if (a === 'all') o.targets.push(...TARGETS);
     else if ((TARGETS as readonly string[]).includes(a)) o.targets.push(a as Target);
@@ -75,15 +99,31 @@ function parse(argv: string[]): FuzzOptions {
 
 /** A message with its numbers, paths and quoted names blurred, to group failures that are the same defect. */
 function normalize(s: string): string {
-  return s.replace(/line \d+/g, 'line N').replace(/'[^']*'/g, "'…'").replace(/\/[\w./-]+/g, 'PATH').replace(/-?\d+(\.\d+)?(e[+-]?\d+)?/g, 'N').slice(0, 160);
+  return s
+    .replace(/line \d+/g, 'line N')
+    .replace(/'[^']*'/g, "'…'")
+    .replace(/\/[\w./-]+/g, 'PATH')
+    .replace(/-?\d+(\.\d+)?(e[+-]?\d+)?/g, 'N')
+    .slice(0, 160);
 }
 
 function machine() {
   const cpu = os.cpus()[0]?.model ?? 'unknown';
-  const git = (cmd: string) => { try { return execSync(cmd, { cwd: REPO_ROOT, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim(); } catch { return ''; } };
+  const git = (cmd: string) => {
+    try {
+      return execSync(cmd, { cwd: REPO_ROOT, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+    } catch {
+      return '';
+    }
+  };
   return {
-    cpu, cores: os.availableParallelism(), memGiB: Math.round(os.totalmem() / 2 ** 30), os: `${os.type()} ${os.release()}`, node: process.version,
-    commit: git('git rev-parse --short HEAD'), dirtyFiles: git('git status --porcelain --untracked-files=no').split('\n').filter(Boolean).length,
+    cpu,
+    cores: os.availableParallelism(),
+    memGiB: Math.round(os.totalmem() / 2 ** 30),
+    os: `${os.type()} ${os.release()}`,
+    node: process.version,
+    commit: git('git rev-parse --short HEAD'),
+    dirtyFiles: git('git status --porcelain --untracked-files=no').split('\n').filter(Boolean).length,
   };
 }
 
@@ -96,7 +136,9 @@ export function fuzz(o: FuzzOptions, log: (s: string) => void = (s) => process.s
   fs.rmSync(path.join(o.out, 'repro'), { recursive: true, force: true });
   const base: Base = buildBase(path.join(o.out, 'base'), planc, sharedDir());
   const work = path.join(o.out, 'work');
-  const counts = Object.fromEntries(o.targets.map((t) => [t, Object.fromEntries(CLASSES.map((c) => [c, 0]))])) as FuzzReport['counts'];
+  const counts = Object.fromEntries(
+    o.targets.map((t) => [t, Object.fromEntries(CLASSES.map((c) => [c, 0]))]),
+  ) as FuzzReport['counts'];
   const failures: Failure[] = [];
   let slow = 0; // cases past --timeout once that finished when run again with 4x the limit
   const byKey = new Map<string, Failure & { cases: number }>();
@@ -111,11 +153,19 @@ export function fuzz(o: FuzzOptions, log: (s: string) => void = (s) => process.s
         // one-second case can miss 30 s, and the record must not call that a hang
         if (res.cls === 'hang') {
           const again = runCase(c, work, { planc, timeout: 4 * o.timeout });
-          if (again.cls !== 'hang') { slow++; res = again; }
+          if (again.cls !== 'hang') {
+            slow++;
+            res = again;
+          }
         }
-      } catch (e) { throw new Error(`fuzz: case ${target} ${index} (${c.desc}) could not run: ${(e as Error).stack}`); }
+      } catch (e) {
+        throw new Error(`fuzz: case ${target} ${index} (${c.desc}) could not run: ${(e as Error).stack}`);
+      }
       counts[target][res.cls]++;
-      fs.appendFileSync(path.join(o.out, 'cases.jsonl'), `${JSON.stringify({ seed: o.seed, target, index, cls: res.cls, ms: Math.round(res.ms), note: res.note.slice(0, 300), desc: c.desc.slice(0, 300) })}\n`);
+      fs.appendFileSync(
+        path.join(o.out, 'cases.jsonl'),
+        `${JSON.stringify({ seed: o.seed, target, index, cls: res.cls, ms: Math.round(res.ms), note: res.note.slice(0, 300), desc: c.desc.slice(0, 300) })}\n`,
+      );
       if (FAILING.includes(res.cls)) {
         const repro = path.join(o.out, 'repro', `${target}-${index}-${res.cls}`);
         saveRepro(c, res, work, repro, { seed: o.seed, planc: path.join(REPO_ROOT, 'bin', 'planc.js') });
@@ -123,24 +173,54 @@ export function fuzz(o: FuzzOptions, log: (s: string) => void = (s) => process.s
         failures.push(f);
         const key = `${res.cls} ${normalize(res.note)}`;
         const d = byKey.get(key);
-        if (d) d.cases++; else byKey.set(key, { ...f, cases: 1 });
+        if (d) d.cases++;
+        else byKey.set(key, { ...f, cases: 1 });
         fs.appendFileSync(path.join(o.out, 'failures.jsonl'), `${JSON.stringify({ seed: o.seed, ...f })}\n`);
-        if (!o.quiet) log(`  ${target} #${index} ${res.cls}: ${res.note.slice(0, 200)}\n    ${c.desc.slice(0, 200)}\n    ${path.relative(process.cwd(), repro)}/repro.sh\n`);
-      } else if (!o.quiet && o.only !== undefined) log(`  ${target} #${index} ${res.cls}: ${res.note}\n    ${c.desc}\n`);
+        if (!o.quiet)
+          log(
+            `  ${target} #${index} ${res.cls}: ${res.note.slice(0, 200)}\n    ${c.desc.slice(0, 200)}\n    ${path.relative(process.cwd(), repro)}/repro.sh\n`,
+          );
+      } else if (!o.quiet && o.only !== undefined)
+        log(`  ${target} #${index} ${res.cls}: ${res.note}\n    ${c.desc}\n`);
       const done = indices.indexOf(index) + 1;
-      if (!o.quiet && done % 50 === 0) log(`${target}: ${done}/${indices.length} (${((performance.now() - t0) / 1000).toFixed(0)} s)\n`);
+      if (!o.quiet && done % 50 === 0)
+        log(`${target}: ${done}/${indices.length} (${((performance.now() - t0) / 1000).toFixed(0)} s)\n`);
     }
   }
   fs.rmSync(work, { recursive: true, force: true });
   const seconds = (performance.now() - t0) / 1000;
   const report: FuzzReport = { counts, failures, distinct: [...byKey.values()], seconds };
   log(table(report));
-  if (slow) log(`${slow} case${slow === 1 ? '' : 's'} passed --timeout ${o.timeout} s once and finished when run again with ${4 * o.timeout} s: counted by that run, not as hangs\n`);
+  if (slow)
+    log(
+      `${slow} case${slow === 1 ? '' : 's'} passed --timeout ${o.timeout} s once and finished when run again with ${4 * o.timeout} s: counted by that run, not as hangs\n`,
+    );
   if (o.record) {
     const total = Object.fromEntries(CLASSES.map((c) => [c, o.targets.reduce((s, t) => s + counts[t][c], 0)]));
-    const line = { date: new Date().toISOString(), kind: 'fuzz', seed: o.seed, from: o.from ?? 0, n: o.n, targets: o.targets, cases: Object.values(total).reduce((a, b) => a + b, 0), total, counts,
-      distinct: report.distinct.map((d) => ({ cls: d.cls, target: d.target, cases: d.cases, note: d.note.slice(0, 240), example: `npm run fuzz -- ${d.target} --seed ${o.seed} --case ${d.index}` })),
-      planc: planc === path.join(REPO_ROOT, 'bin', 'planc.js') ? 'bin/planc.js' : planc, slowRetried: slow, seconds: Math.round(seconds), casesPerSecond: Number((Object.values(total).reduce((a, b) => a + b, 0) / seconds).toFixed(2)), timeoutS: o.timeout, machine: machine() };
+    const line = {
+      date: new Date().toISOString(),
+      kind: 'fuzz',
+      seed: o.seed,
+      from: o.from ?? 0,
+      n: o.n,
+      targets: o.targets,
+      cases: Object.values(total).reduce((a, b) => a + b, 0),
+      total,
+      counts,
+      distinct: report.distinct.map((d) => ({
+        cls: d.cls,
+        target: d.target,
+        cases: d.cases,
+        note: d.note.slice(0, 240),
+        example: `npm run fuzz -- ${d.target} --seed ${o.seed} --case ${d.index}`,
+      })),
+      planc: planc === path.join(REPO_ROOT, 'bin', 'planc.js') ? 'bin/planc.js' : planc,
+      slowRetried: slow,
+      seconds: Math.round(seconds),
+      casesPerSecond: Number((Object.values(total).reduce((a, b) => a + b, 0) / seconds).toFixed(2)),
+      timeoutS: o.timeout,
+      machine: machine(),
+    };
     fs.appendFileSync(path.join(REPO_ROOT, 'bench', 'results', 'fuzz.jsonl'), `${JSON.stringify(line)}\n`);
   }
   return report;
@@ -150,21 +230,46 @@ export function table(r: FuzzReport): string {
   const rows = Object.entries(r.counts);
   const w = 9;
   const head = `${'target'.padEnd(8)}${CLASSES.map((c) => c.padStart(w)).join('')}${'total'.padStart(w)}`;
-  const line = (name: string, c: Record<Class, number>) => `${name.padEnd(8)}${CLASSES.map((k) => String(c[k]).padStart(w)).join('')}${String(CLASSES.reduce((s, k) => s + c[k], 0)).padStart(w)}`;
-  const total = Object.fromEntries(CLASSES.map((k) => [k, rows.reduce((s, [, c]) => s + c[k], 0)])) as Record<Class, number>;
-  const out = ['', head, ...rows.map(([t, c]) => line(t, c)), ...(rows.length > 1 ? [line('all', total)] : []), `(${r.seconds.toFixed(0)} s)`];
+  const line = (name: string, c: Record<Class, number>) =>
+    `${name.padEnd(8)}${CLASSES.map((k) => String(c[k]).padStart(w)).join('')}${String(CLASSES.reduce((s, k) => s + c[k], 0)).padStart(w)}`;
+  const total = Object.fromEntries(CLASSES.map((k) => [k, rows.reduce((s, [, c]) => s + c[k], 0)])) as Record<
+    Class,
+    number
+  >;
+  const out = [
+    '',
+    head,
+    ...rows.map(([t, c]) => line(t, c)),
+    ...(rows.length > 1 ? [line('all', total)] : []),
+    `(${r.seconds.toFixed(0)} s)`,
+  ];
   if (r.distinct.length) {
     out.push('', `distinct failures (${r.distinct.length}):`);
-    for (const d of r.distinct) out.push(`  ${d.cls.padEnd(8)} ${String(d.cases).padStart(4)} × ${d.target}: ${d.note.slice(0, 160)}`, `           e.g. ${path.relative(process.cwd(), d.repro)}/repro.sh`);
+    for (const d of r.distinct)
+      out.push(
+        `  ${d.cls.padEnd(8)} ${String(d.cases).padStart(4)} × ${d.target}: ${d.note.slice(0, 160)}`,
+        `           e.g. ${path.relative(process.cwd(), d.repro)}/repro.sh`,
+      );
   }
   return `${out.join('\n')}\n`;
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {
   let o: FuzzOptions;
-  try { o = parse(process.argv.slice(2)); } catch (e) { console.error(`fuzz: ${(e as Error).message}\n\n${USAGE}`); process.exit(2); }
-  if (process.argv.includes('--help')) { console.log(USAGE); process.exit(0); }
+  try {
+    o = parse(process.argv.slice(2));
+  } catch (e) {
+    console.error(`fuzz: ${(e as Error).message}\n\n${USAGE}`);
+    process.exit(2);
+  }
+  if (process.argv.includes('--help')) {
+    console.log(USAGE);
+    process.exit(0);
+  }
   const r = fuzz(o);
   const bad = o.failOn.filter((c) => Object.values(r.counts).some((k) => k[c] > 0));
-  if (bad.length) { console.error(`fuzz: ${bad.join(', ')} found (fails the run: --fail-on ${o.failOn.join(',')})`); process.exit(1); }
+  if (bad.length) {
+    console.error(`fuzz: ${bad.join(', ')} found (fails the run: --fail-on ${o.failOn.join(',')})`);
+    process.exit(1);
+  }
 }

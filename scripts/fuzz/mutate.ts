@@ -28,7 +28,25 @@ export const pick = <T>(r: Rng, xs: readonly T[]): T => xs[int(r, xs.length)]!;
 
 /** Numbers chosen to break bounds: zero, signs, off-by-one, powers of two around 32-bit and 53-bit limits. */
 export function edgeNumber(r: Rng, old: number): number {
-  return pick(r, [0, 1, -1, old + 1, old - 1, old * 2, -old, 2 ** 31, 2 ** 31 - 1, 2 ** 32 + 7, 2 ** 40, 2 ** 53, 63, 64, 7, 255, 65536]);
+  return pick(r, [
+    0,
+    1,
+    -1,
+    old + 1,
+    old - 1,
+    old * 2,
+    -old,
+    2 ** 31,
+    2 ** 31 - 1,
+    2 ** 32 + 7,
+    2 ** 40,
+    2 ** 53,
+    63,
+    64,
+    7,
+    255,
+    65536,
+  ]);
 }
 
 // ---- bytes ----
@@ -66,26 +84,43 @@ export function splice(b: Uint8Array, r: Rng): Uint8Array {
 /** One byte-level mutation, described. */
 export function byteMutation(b: Uint8Array, r: Rng): [Uint8Array, string] {
   switch (int(r, 4)) {
-    case 0: { const out = truncate(b, r); return [out, `truncated to ${out.length} of ${b.length} bytes`]; }
-    case 1: return [flipBits(b, r), 'bit flips'];
-    case 2: return [overwrite(b, r), 'bytes overwritten'];
-    default: return [splice(b, r), 'bytes deleted or duplicated'];
+    case 0: {
+      const out = truncate(b, r);
+      return [out, `truncated to ${out.length} of ${b.length} bytes`];
+    }
+    case 1:
+      return [flipBits(b, r), 'bit flips'];
+    case 2:
+      return [overwrite(b, r), 'bytes overwritten'];
+    default:
+      return [splice(b, r), 'bytes deleted or duplicated'];
   }
 }
 
 // ---- trees (decoded protobuf messages, JSON) ----
 
 type Holder = Record<string | number, unknown>;
-interface Slot { holder: Holder; key: string | number; path: string }
+interface Slot {
+  holder: Holder;
+  key: string | number;
+  path: string;
+}
 
 /** Every slot of the tree whose value passes `want` (byte arrays are leaves, not walked). */
 export function slots(root: unknown, want: (v: unknown) => boolean): Slot[] {
   const out: Slot[] = [];
   const walk = (x: unknown, path: string) => {
     if (x instanceof Uint8Array) return;
-    if (Array.isArray(x)) x.forEach((v, i) => { if (want(v)) out.push({ holder: x as unknown as Holder, key: i, path: `${path}[${i}]` }); walk(v, `${path}[${i}]`); });
+    if (Array.isArray(x))
+      x.forEach((v, i) => {
+        if (want(v)) out.push({ holder: x as unknown as Holder, key: i, path: `${path}[${i}]` });
+        walk(v, `${path}[${i}]`);
+      });
     else if (x && typeof x === 'object') {
-      for (const [k, v] of Object.entries(x)) { if (want(v)) out.push({ holder: x as Holder, key: k, path: `${path}.${k}` }); walk(v, `${path}.${k}`); }
+      for (const [k, v] of Object.entries(x)) {
+        if (want(v)) out.push({ holder: x as Holder, key: k, path: `${path}.${k}` });
+        walk(v, `${path}.${k}`);
+      }
     }
   };
   walk(root, '');
@@ -111,10 +146,14 @@ export function editString(root: unknown, r: Rng): string | undefined {
   const old = holder[key] as string;
   const mode = int(r, 4);
   let v: string;
-  if (mode === 0) { const o = pick(r, s); v = String(o.holder[o.key]); }
-  else if (mode === 1) v = '';
-  else if (mode === 2 && old.length) { const i = int(r, old.length); v = old.slice(0, i) + String.fromCharCode(33 + int(r, 90)) + old.slice(i + 1); }
-  else v = `${old}_x`;
+  if (mode === 0) {
+    const o = pick(r, s);
+    v = String(o.holder[o.key]);
+  } else if (mode === 1) v = '';
+  else if (mode === 2 && old.length) {
+    const i = int(r, old.length);
+    v = old.slice(0, i) + String.fromCharCode(33 + int(r, 90)) + old.slice(i + 1);
+  } else v = `${old}_x`;
   holder[key] = v;
   return `${path}: ${JSON.stringify(old).slice(0, 40)} -> ${JSON.stringify(v).slice(0, 40)}`;
 }
@@ -127,8 +166,14 @@ export function editArray(root: unknown, r: Rng): string | undefined {
   const a = holder[key] as unknown[];
   const i = int(r, a.length);
   const mode = int(r, 3);
-  if (mode === 0) { a.splice(i, 1); return `${path}: element ${i} of ${a.length + 1} removed`; }
-  if (mode === 1) { a.splice(i, 0, structuredClone(a[i])); return `${path}: element ${i} duplicated`; }
+  if (mode === 0) {
+    a.splice(i, 1);
+    return `${path}: element ${i} of ${a.length + 1} removed`;
+  }
+  if (mode === 1) {
+    a.splice(i, 0, structuredClone(a[i]));
+    return `${path}: element ${i} duplicated`;
+  }
   const j = int(r, a.length);
   [a[i], a[j]] = [a[j], a[i]];
   return `${path}: elements ${i} and ${j} swapped`;

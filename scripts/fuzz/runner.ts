@@ -40,8 +40,22 @@ export interface Case {
   steps: Step[];
 }
 
-export interface StepResult { args: string[]; status: number | null; signal: string | null; ms: number; stdout: string; stderr: string; cls: Class; note: string }
-export interface CaseResult { cls: Class; note: string; steps: StepResult[]; ms: number }
+export interface StepResult {
+  args: string[];
+  status: number | null;
+  signal: string | null;
+  ms: number;
+  stdout: string;
+  stderr: string;
+  cls: Class;
+  note: string;
+}
+export interface CaseResult {
+  cls: Class;
+  note: string;
+  steps: StepResult[];
+  ms: number;
+}
 
 export interface RunnerOptions {
   /** the planc entry (bin/planc.js) */
@@ -67,11 +81,25 @@ function writeFiles(dir: string, files: Record<string, FileSpec>): void {
 const UNNAMED_LINE_ERROR = /^planc [a-z-]+: line \d+: (?!.*PLANC_E\d{3}).*$/m;
 
 /** The class of one finished step. */
-export function classify(step: Step, r: { status: number | null; signal: string | null; timedOut: boolean; stdout: string; stderr: string }): [Class, string] {
-  const firstErr = r.stderr.split('\n').find((l) => l.trim() && !/^\s+(importing|verifying|pass|lowering|planning|packing|writing)\b/.test(l))?.slice(0, 300) ?? '';
+export function classify(
+  step: Step,
+  r: { status: number | null; signal: string | null; timedOut: boolean; stdout: string; stderr: string },
+): [Class, string] {
+  const firstErr =
+    r.stderr
+      .split('\n')
+      .find((l) => l.trim() && !/^\s+(importing|verifying|pass|lowering|planning|packing|writing)\b/.test(l))
+      ?.slice(0, 300) ?? '';
   if (r.timedOut) return ['hang', 'timed out'];
   if (r.signal) return ['crash', `killed by ${r.signal}: ${firstErr}`];
-  if (/internal error/i.test(r.stderr)) return ['internal', r.stderr.split('\n').find((l) => /internal error/i.test(l))!.slice(0, 300)];
+  if (/internal error/i.test(r.stderr))
+    return [
+      'internal',
+      r.stderr
+        .split('\n')
+        .find((l) => /internal error/i.test(l))!
+        .slice(0, 300),
+    ];
   const unnamed = UNNAMED_LINE_ERROR.exec(r.stderr);
   if (unnamed) return ['internal', `error without a PLANC code: ${unnamed[0].slice(0, 300)}`];
   if (r.status === 0) return checkOk(step.check ?? {}, r.stdout);
@@ -88,11 +116,17 @@ function checkOk(c: Check, stdout: string): [Class, string] {
   if (c.outputs) {
     if (!stdout.trim()) return ['silent', 'exit 0 with empty output'];
     let j: Record<string, { data?: unknown[] }>;
-    try { j = JSON.parse(stdout); } catch { return ['silent', 'exit 0, output is not the JSON asked for']; }
+    try {
+      j = JSON.parse(stdout);
+    } catch {
+      return ['silent', 'exit 0, output is not the JSON asked for'];
+    }
     const names = Object.keys(j).sort();
-    if (names.join(',') !== [...c.outputs].sort().join(',')) return ['silent', `exit 0 with outputs [${names.join(', ')}], expected [${c.outputs.join(', ')}]`];
+    if (names.join(',') !== [...c.outputs].sort().join(','))
+      return ['silent', `exit 0 with outputs [${names.join(', ')}], expected [${c.outputs.join(', ')}]`];
     // JSON has no NaN or Infinity: JSON.stringify writes them as null
-    if (c.finite !== false && Object.values(j).some((t) => t.data?.some((x) => x === null))) return ['silent', 'exit 0 with NaN or Inf in the outputs'];
+    if (c.finite !== false && Object.values(j).some((t) => t.data?.some((x) => x === null)))
+      return ['silent', 'exit 0 with NaN or Inf in the outputs'];
   }
   return ['ok', ''];
 }
@@ -113,10 +147,25 @@ export function runCase(c: Case, dir: string, o: RunnerOptions): CaseResult {
       env: { ...process.env, PLANC_NUM_THREADS: '1', ...o.env },
     });
     const timedOut = (r.error as NodeJS.ErrnoException | undefined)?.code === 'ETIMEDOUT';
-    const res = { status: r.status, signal: r.signal, timedOut, stdout: r.stdout?.toString('utf8') ?? '', stderr: r.stderr?.toString('utf8') ?? '' };
+    const res = {
+      status: r.status,
+      signal: r.signal,
+      timedOut,
+      stdout: r.stdout?.toString('utf8') ?? '',
+      stderr: r.stderr?.toString('utf8') ?? '',
+    };
     if (r.error && !timedOut) res.stderr += `\n[fuzz: spawn failed: ${r.error.message}]`;
     const [cls, note] = classify(step, res);
-    steps.push({ args: step.args, status: r.status, signal: r.signal, ms: performance.now() - s0, stdout: res.stdout, stderr: res.stderr, cls, note });
+    steps.push({
+      args: step.args,
+      status: r.status,
+      signal: r.signal,
+      ms: performance.now() - s0,
+      stdout: res.stdout,
+      stderr: res.stderr,
+      cls,
+      note,
+    });
     if (cls !== 'ok') break;
   }
   const last = steps[steps.length - 1]!;
@@ -126,7 +175,13 @@ export function runCase(c: Case, dir: string, o: RunnerOptions): CaseResult {
 const shq = (s: string) => (/^[\w./=,:+-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`);
 
 /** Copies the case folder (links resolved) to `dest` with repro.sh and case.json. */
-export function saveRepro(c: Case, res: CaseResult, dir: string, dest: string, meta: { seed: number; planc: string }): void {
+export function saveRepro(
+  c: Case,
+  res: CaseResult,
+  dir: string,
+  dest: string,
+  meta: { seed: number; planc: string },
+): void {
   fs.rmSync(dest, { recursive: true, force: true });
   fs.cpSync(dir, dest, { recursive: true, dereference: true });
   const lines = [
@@ -138,12 +193,35 @@ export function saveRepro(c: Case, res: CaseResult, dir: string, dest: string, m
     `PLANC="\${PLANC:-node ${meta.planc}}"`,
     'export PLANC_NUM_THREADS=1',
     'set -e',
-    ...res.steps.map((s, i) => `$PLANC ${s.args.map(shq).join(' ')}${c.steps[i]!.stdin ? ` < ${shq(c.steps[i]!.stdin!)}` : ''}`),
+    ...res.steps.map(
+      (s, i) => `$PLANC ${s.args.map(shq).join(' ')}${c.steps[i]!.stdin ? ` < ${shq(c.steps[i]!.stdin!)}` : ''}`,
+    ),
   ];
   fs.writeFileSync(path.join(dest, 'repro.sh'), `${lines.join('\n')}\n`, { mode: 0o755 });
   const tail = (s: string) => (s.length > 4000 ? `...${s.slice(-4000)}` : s);
-  fs.writeFileSync(path.join(dest, 'case.json'), `${JSON.stringify({
-    target: c.target, index: c.index, seed: meta.seed, desc: c.desc, cls: res.cls, note: res.note,
-    steps: res.steps.map((s) => ({ args: s.args, status: s.status, signal: s.signal, ms: Math.round(s.ms), cls: s.cls, note: s.note, stdout: tail(s.stdout), stderr: tail(s.stderr) })),
-  }, null, 2)}\n`);
+  fs.writeFileSync(
+    path.join(dest, 'case.json'),
+    `${JSON.stringify(
+      {
+        target: c.target,
+        index: c.index,
+        seed: meta.seed,
+        desc: c.desc,
+        cls: res.cls,
+        note: res.note,
+        steps: res.steps.map((s) => ({
+          args: s.args,
+          status: s.status,
+          signal: s.signal,
+          ms: Math.round(s.ms),
+          cls: s.cls,
+          note: s.note,
+          stdout: tail(s.stdout),
+          stderr: tail(s.stderr),
+        })),
+      },
+      null,
+      2,
+    )}\n`,
+  );
 }

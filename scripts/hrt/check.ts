@@ -23,43 +23,83 @@ const data = opt('--data', join(sharedDir() ?? join(REPO_ROOT, '..', 'shared'), 
 const minSteps = Number(opt('--min-steps', '0')); // smoke tests of barely trained models: no eos in the first N Skip-AT steps
 const expectFile = args.includes('--expect') ? opt('--expect', '') : undefined;
 
-interface Hrt { version: number; chunk_sizes: number[]; bos_k_ids: Record<string, number>; mask_id: number; input_vocab_size: number; nat_graph: string }
-const config = JSON.parse(readFileSync(join(folder, 'config.json'), 'utf8')) as { vocab_size: number; eos_token_id: number; hrt?: Hrt };
+interface Hrt {
+  version: number;
+  chunk_sizes: number[];
+  bos_k_ids: Record<string, number>;
+  mask_id: number;
+  input_vocab_size: number;
+  nat_graph: string;
+}
+const config = JSON.parse(readFileSync(join(folder, 'config.json'), 'utf8')) as {
+  vocab_size: number;
+  eos_token_id: number;
+  hrt?: Hrt;
+};
 const hrt = config.hrt;
 if (!hrt) throw new Error(`${folder}: config.json has no hrt section`);
 const EOS = config.eos_token_id;
 const V = config.vocab_size;
 
-const files: Record<string, string> = { encoder: 'encoder_model.onnx', decoder: 'decoder_model.onnx', decoder_with_past: 'decoder_with_past_model.onnx', decoder_nat: hrt.nat_graph };
+const files: Record<string, string> = {
+  encoder: 'encoder_model.onnx',
+  decoder: 'decoder_model.onnx',
+  decoder_with_past: 'decoder_with_past_model.onnx',
+  decoder_nat: hrt.nat_graph,
+};
 const s: Record<string, ort.InferenceSession> = {};
-for (const [g, f] of Object.entries(files)) s[g] = await ort.InferenceSession.create(join(folder, f), { intraOpNumThreads: 1 });
+for (const [g, f] of Object.entries(files))
+  s[g] = await ort.InferenceSession.create(join(folder, f), { intraOpNumThreads: 1 });
 
 // contract: inputs and outputs by name
 const want: Record<string, string[]> = {
   decoder: ['input_ids', 'position_ids', 'encoder_attention_mask', 'encoder_hidden_states'],
   decoder_with_past: ['input_ids', 'position_ids', 'encoder_attention_mask'],
-  decoder_nat: ['input_ids', 'position_ids', 'decoder_attention_mask', 'encoder_attention_mask', 'encoder_hidden_states'],
+  decoder_nat: [
+    'input_ids',
+    'position_ids',
+    'decoder_attention_mask',
+    'encoder_attention_mask',
+    'encoder_hidden_states',
+  ],
 };
 for (const [g, names] of Object.entries(want)) {
   const missing = names.filter((x) => !s[g]!.inputNames.includes(x));
   if (missing.length) throw new Error(`${files[g]}: missing inputs ${missing.join(', ')}`);
 }
-if (s.decoder_nat!.outputNames.join() !== 'logits') throw new Error(`${hrt.nat_graph}: outputs ${s.decoder_nat!.outputNames.join()}, want logits`);
+if (s.decoder_nat!.outputNames.join() !== 'logits')
+  throw new Error(`${hrt.nat_graph}: outputs ${s.decoder_nat!.outputNames.join()}, want logits`);
 
-const i64 = (dims: number[], xs: number[]) => new ort.Tensor('int64', BigInt64Array.from(xs, (x) => BigInt(x)), dims);
+const i64 = (dims: number[], xs: number[]) =>
+  new ort.Tensor(
+    'int64',
+    BigInt64Array.from(xs, (x) => BigInt(x)),
+    dims,
+  );
 
 /** float64 log-softmax of logits row `r` (a [.., V] float32 tensor's r-th vocabulary row). */
 const logSoftmaxOf = (t: ort.Tensor, r: number): Float64Array => logSoftmax(t.data as Float32Array, r * V, V);
 const argmax = (xs: Float64Array) => xs.reduce((b, x, i) => (x > xs[b]! ? i : b), 0);
 
-async function hrtGreedy(src: number[], k: number): Promise<{ ids: number[]; z: number[]; score: number; steps: number }> {
+async function hrtGreedy(
+  src: number[],
+  k: number,
+): Promise<{ ids: number[]; z: number[]; score: number; steps: number }> {
   const S = src.length;
-  const encMask = i64([1, S], src.map(() => 1));
+  const encMask = i64(
+    [1, S],
+    src.map(() => 1),
+  );
   const enc = (await s.encoder!.run({ input_ids: i64([1, S], src), attention_mask: encMask })).last_hidden_state!;
   const mAt = Math.ceil(maxLen / k);
   const z: number[] = [];
   let at = 0;
-  let out = await s.decoder!.run({ input_ids: i64([1, 1], [hrt!.bos_k_ids[String(k)]!]), position_ids: i64([1, 1], [0]), encoder_attention_mask: encMask, encoder_hidden_states: enc });
+  let out = await s.decoder!.run({
+    input_ids: i64([1, 1], [hrt!.bos_k_ids[String(k)]!]),
+    position_ids: i64([1, 1], [0]),
+    encoder_attention_mask: encMask,
+    encoder_hidden_states: enc,
+  });
   const past: Record<string, ort.Tensor> = {};
   let steps = 1;
   for (let step = 0; step < mAt; step++) {
@@ -71,17 +111,34 @@ async function hrtGreedy(src: number[], k: number): Promise<{ ids: number[]; z: 
     at += forced ? 0 : lp[tok]!;
     z.push(tok);
     if (tok === EOS) break;
-    for (const [name, v] of Object.entries(out)) if (name.startsWith('present.')) past[name.replace('present.', 'past_key_values.')] = v;
-    out = await s.decoder_with_past!.run({ input_ids: i64([1, 1], [tok]), position_ids: i64([1, 1], [(step + 1) * k]), encoder_attention_mask: encMask, ...past });
+    for (const [name, v] of Object.entries(out))
+      if (name.startsWith('present.')) past[name.replace('present.', 'past_key_values.')] = v;
+    out = await s.decoder_with_past!.run({
+      input_ids: i64([1, 1], [tok]),
+      position_ids: i64([1, 1], [(step + 1) * k]),
+      encoder_attention_mask: encMask,
+      ...past,
+    });
     steps++;
   }
   if (k === 1) return { ids: z.at(-1) === EOS ? z.slice(0, -1) : z, z, score: at, steps };
   const len = z.length * k;
   const inp = Array.from({ length: len }, (_, i) => ((i + 1) % k === 0 ? z[(i + 1) / k - 1]! : hrt!.mask_id));
-  const nat = (await s.decoder_nat!.run({
-    input_ids: i64([1, len], inp), position_ids: i64([1, len], inp.map((_, i) => i + 1)), decoder_attention_mask: i64([1, len], inp.map(() => 1)),
-    encoder_attention_mask: encMask, encoder_hidden_states: enc,
-  })).logits!;
+  const nat = (
+    await s.decoder_nat!.run({
+      input_ids: i64([1, len], inp),
+      position_ids: i64(
+        [1, len],
+        inp.map((_, i) => i + 1),
+      ),
+      decoder_attention_mask: i64(
+        [1, len],
+        inp.map(() => 1),
+      ),
+      encoder_attention_mask: encMask,
+      encoder_hidden_states: enc,
+    })
+  ).logits!;
   let natScore = 0;
   const y = inp.map((tok, i) => {
     if (tok !== hrt!.mask_id) return tok;
@@ -94,8 +151,17 @@ async function hrtGreedy(src: number[], k: number): Promise<{ ids: number[]; z: 
   return { ids: (cut < 0 ? y : y.slice(0, cut)).slice(0, maxLen - 1), z, score: at + natScore, steps: steps + 1 };
 }
 
-const srcs = (JSON.parse(readFileSync(join(data, 'test_ids.json'), 'utf8')) as { src_ids: number[][] }).src_ids.slice(0, n);
-const expected = expectFile ? (JSON.parse(readFileSync(expectFile, 'utf8')) as { out: Record<string, { ids: number[]; z?: number[]; score: number }[]> }).out : undefined;
+const srcs = (JSON.parse(readFileSync(join(data, 'test_ids.json'), 'utf8')) as { src_ids: number[][] }).src_ids.slice(
+  0,
+  n,
+);
+const expected = expectFile
+  ? (
+      JSON.parse(readFileSync(expectFile, 'utf8')) as {
+        out: Record<string, { ids: number[]; z?: number[]; score: number }[]>;
+      }
+    ).out
+  : undefined;
 let bad = 0;
 for (const k of [1, ...hrt.chunk_sizes]) {
   let steps = 0;
@@ -110,73 +176,162 @@ for (const k of [1, ...hrt.chunk_sizes]) {
     const e = expected?.[String(k)]?.[i];
     if (!e) return;
     if (e.ids.join() === r.ids.join() && (e.z === undefined || e.z.join() === r.z.join())) same++;
-    else if (bad++ < 5) console.log(`k=${k} sentence ${i}: ort ${JSON.stringify(r.ids)} torch ${JSON.stringify(e.ids)}`);
+    else if (bad++ < 5)
+      console.log(`k=${k} sentence ${i}: ort ${JSON.stringify(r.ids)} torch ${JSON.stringify(e.ids)}`);
     maxScoreDiff = Math.max(maxScoreDiff, Math.abs(e.score - r.score));
   });
-  console.log(`k=${k}: ${rows.length} sentences, ${(steps / rows.length).toFixed(2)} decoder calls/sentence, ${(ms / rows.length).toFixed(1)} ms/sentence; first: ${JSON.stringify(rows[0]!.ids.slice(0, 12))}` +
-    (expected ? `; equal to torch ${same}/${rows.length}, max |score diff| ${maxScoreDiff.toExponential(2)}` : ''));
+  console.log(
+    `k=${k}: ${rows.length} sentences, ${(steps / rows.length).toFixed(2)} decoder calls/sentence, ${(ms / rows.length).toFixed(1)} ms/sentence; first: ${JSON.stringify(rows[0]!.ids.slice(0, 12))}` +
+      (expected ? `; equal to torch ${same}/${rows.length}, max |score diff| ${maxScoreDiff.toExponential(2)}` : ''),
+  );
 }
 // Batched Skip-CMLM with row padding (decoder_attention_mask 0, input 0, position 0) equals each row alone.
 {
   const k = hrt.chunk_sizes[0]!;
   const rows = srcs.slice(0, 3);
   const zs = rows.map((_, i) => Array.from({ length: 2 + 2 * i }, (_, j) => (j === 1 + 2 * i ? EOS : 100 + 7 * i + j)));
-  const natIn = zs.map((z) => Array.from({ length: z.length * k }, (_, p) => ((p + 1) % k === 0 ? z[(p + 1) / k - 1]! : hrt.mask_id)));
+  const natIn = zs.map((z) =>
+    Array.from({ length: z.length * k }, (_, p) => ((p + 1) % k === 0 ? z[(p + 1) / k - 1]! : hrt.mask_id)),
+  );
   const S = Math.max(...rows.map((r) => r.length));
   const T = Math.max(...natIn.map((r) => r.length));
   const padTo = (xs: number[], n: number, v: number) => [...xs, ...new Array<number>(n - xs.length).fill(v)];
-  const encMask = i64([rows.length, S], rows.flatMap((r) => padTo(r.map(() => 1), S, 0)));
-  const enc = (await s.encoder!.run({ input_ids: i64([rows.length, S], rows.flatMap((r) => padTo(r, S, 0))), attention_mask: encMask })).last_hidden_state!;
-  const batched = (await s.decoder_nat!.run({
-    input_ids: i64([rows.length, T], natIn.flatMap((r) => padTo(r, T, 0))),
-    position_ids: i64([rows.length, T], natIn.flatMap((r) => padTo(r.map((_, p) => p + 1), T, 0))),
-    decoder_attention_mask: i64([rows.length, T], natIn.flatMap((r) => padTo(r.map(() => 1), T, 0))),
-    encoder_attention_mask: encMask, encoder_hidden_states: enc,
-  })).logits!;
+  const encMask = i64(
+    [rows.length, S],
+    rows.flatMap((r) =>
+      padTo(
+        r.map(() => 1),
+        S,
+        0,
+      ),
+    ),
+  );
+  const enc = (
+    await s.encoder!.run({
+      input_ids: i64(
+        [rows.length, S],
+        rows.flatMap((r) => padTo(r, S, 0)),
+      ),
+      attention_mask: encMask,
+    })
+  ).last_hidden_state!;
+  const batched = (
+    await s.decoder_nat!.run({
+      input_ids: i64(
+        [rows.length, T],
+        natIn.flatMap((r) => padTo(r, T, 0)),
+      ),
+      position_ids: i64(
+        [rows.length, T],
+        natIn.flatMap((r) =>
+          padTo(
+            r.map((_, p) => p + 1),
+            T,
+            0,
+          ),
+        ),
+      ),
+      decoder_attention_mask: i64(
+        [rows.length, T],
+        natIn.flatMap((r) =>
+          padTo(
+            r.map(() => 1),
+            T,
+            0,
+          ),
+        ),
+      ),
+      encoder_attention_mask: encMask,
+      encoder_hidden_states: enc,
+    })
+  ).logits!;
   let maxDiff = 0;
   for (let r = 0; r < rows.length; r++) {
     const src = rows[r]!;
-    const m1 = i64([1, src.length], src.map(() => 1));
+    const m1 = i64(
+      [1, src.length],
+      src.map(() => 1),
+    );
     const e1 = (await s.encoder!.run({ input_ids: i64([1, src.length], src), attention_mask: m1 })).last_hidden_state!;
     const inp = natIn[r]!;
-    const one = (await s.decoder_nat!.run({
-      input_ids: i64([1, inp.length], inp), position_ids: i64([1, inp.length], inp.map((_, p) => p + 1)),
-      decoder_attention_mask: i64([1, inp.length], inp.map(() => 1)), encoder_attention_mask: m1, encoder_hidden_states: e1,
-    })).logits!;
+    const one = (
+      await s.decoder_nat!.run({
+        input_ids: i64([1, inp.length], inp),
+        position_ids: i64(
+          [1, inp.length],
+          inp.map((_, p) => p + 1),
+        ),
+        decoder_attention_mask: i64(
+          [1, inp.length],
+          inp.map(() => 1),
+        ),
+        encoder_attention_mask: m1,
+        encoder_hidden_states: e1,
+      })
+    ).logits!;
     const a = batched.data as Float32Array;
     const b = one.data as Float32Array;
-    for (let p = 0; p < inp.length; p++) for (let v = 0; v < V; v++) maxDiff = Math.max(maxDiff, Math.abs(a[(r * T + p) * V + v]! - b[p * V + v]!));
+    for (let p = 0; p < inp.length; p++)
+      for (let v = 0; v < V; v++) maxDiff = Math.max(maxDiff, Math.abs(a[(r * T + p) * V + v]! - b[p * V + v]!));
   }
   console.log(`decoder_nat batched with padding vs alone: max |logit diff| ${maxDiff.toExponential(2)}`);
-  if (!(maxDiff < 1e-3)) { bad++; console.log('padding changes decoder_nat results'); }
+  if (!(maxDiff < 1e-3)) {
+    bad++;
+    console.log('padding changes decoder_nat results');
+  }
 }
 // test/reference/hrt.ts over the same sessions
 const runner: GraphRunner = async (graph, feeds) => {
   const f: Record<string, ort.Tensor> = {};
   for (const [name, t] of Object.entries(feeds)) {
-    f[name] = t.dtype === 'int64' ? i64([...t.dims], Array.from(t.nums)) : new ort.Tensor('float32', Float32Array.from(t.nums), [...t.dims]);
+    f[name] =
+      t.dtype === 'int64'
+        ? i64([...t.dims], Array.from(t.nums))
+        : new ort.Tensor('float32', Float32Array.from(t.nums), [...t.dims]);
   }
   const out = await s[graph]!.run(f);
-  return Object.fromEntries(Object.entries(out).map(([name, v]) => [name, v.type === 'float32'
-    ? Tensor.fromNumbers('float32', v.dims.map(Number), v.data as Float32Array)
-    : Tensor.fromNumbers('int64', v.dims.map(Number), Array.from(v.data as BigInt64Array, Number))]));
+  return Object.fromEntries(
+    Object.entries(out).map(([name, v]) => [
+      name,
+      v.type === 'float32'
+        ? Tensor.fromNumbers('float32', v.dims.map(Number), v.data as Float32Array)
+        : Tensor.fromNumbers('int64', v.dims.map(Number), Array.from(v.data as BigInt64Array, Number)),
+    ]),
+  );
 };
 for (const k of [1, ...hrt.chunk_sizes]) {
-  const base: HrtOptions = { k, hrt, maxLength: maxLen, beamSize: 1, lengthPenalty: 1, startId: 0, eosId: EOS, padId: 0, forcedEosId: EOS, minNewTokens: minSteps };
+  const base: HrtOptions = {
+    k,
+    hrt,
+    maxLength: maxLen,
+    beamSize: 1,
+    lengthPenalty: 1,
+    startId: 0,
+    eosId: EOS,
+    padId: 0,
+    forcedEosId: EOS,
+    minNewTokens: minSteps,
+  };
   let same = 0;
   for (let i = 0; i < srcs.length; i++) {
     const r = await hrtDecodeOne(runner, srcs[i]!, base);
     const mine = await hrtGreedy(srcs[i]!, k);
     if (r.ids.join() === mine.ids.join() && r.z.join() === mine.z.join()) same++;
-    else if (bad++ < 5) console.log(`reference.ts k=${k} sentence ${i}: ${JSON.stringify(r.ids)} vs ${JSON.stringify(mine.ids)}`);
+    else if (bad++ < 5)
+      console.log(`reference.ts k=${k} sentence ${i}: ${JSON.stringify(r.ids)} vs ${JSON.stringify(mine.ids)}`);
   }
   const beams = [];
   for (const natBeams of [4, 1]) {
     for (let i = 0; i < Math.min(3, srcs.length); i++) {
       const r = await hrtDecodeOne(runner, srcs[i]!, { ...base, beamSize: 4, natBeams });
-      beams.push(`b_nat ${natBeams} #${i}: ${r.steps} calls, S ${r.score.toFixed(3)}, ${JSON.stringify(r.ids.slice(0, 8))}`);
+      beams.push(
+        `b_nat ${natBeams} #${i}: ${r.steps} calls, S ${r.score.toFixed(3)}, ${JSON.stringify(r.ids.slice(0, 8))}`,
+      );
     }
   }
   console.log(`reference.ts k=${k}: greedy equal ${same}/${srcs.length}; beam 4: ${beams.join('; ')}`);
 }
-if (bad) { console.log(`${bad} sentences differ from torch`); process.exitCode = 1; } else console.log('ok');
+if (bad) {
+  console.log(`${bad} sentences differ from torch`);
+  process.exitCode = 1;
+} else console.log('ok');

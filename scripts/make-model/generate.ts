@@ -4,7 +4,14 @@ import * as path from 'node:path';
 import onnxProto from 'onnx-proto';
 import type { ITensor } from './graph.ts';
 import { FLOAT } from './graph.ts';
-import { buildMarian, HRT_NAT_FILE, HRT_SPECIALS, type Activation, type MarianConfig, type MarianModel } from './marian.ts';
+import {
+  buildMarian,
+  HRT_NAT_FILE,
+  HRT_SPECIALS,
+  type Activation,
+  type MarianConfig,
+  type MarianModel,
+} from './marian.ts';
 import { inlineData, planLayout, writeWeights, type Layout } from './weights.ts';
 
 const { onnx } = onnxProto;
@@ -29,12 +36,20 @@ export interface MakeModelResult {
 }
 
 /** The initializer TensorProto for `name` → `key`: external-data reference, or inline raw_data. */
-function initializerProto(name: string, key: string, model: MarianModel, layout: Layout, inline: Map<string, Float32Array>): ITensor {
+function initializerProto(
+  name: string,
+  key: string,
+  model: MarianModel,
+  layout: Layout,
+  inline: Map<string, Float32Array>,
+): ITensor {
   const dims = model.tensors.get(key)!.dims;
   const ext = layout.external.get(key);
   if (ext) {
     return {
-      dims, dataType: FLOAT, name,
+      dims,
+      dataType: FLOAT,
+      name,
       externalData: [
         { key: 'location', value: WEIGHTS_FILE },
         { key: 'offset', value: String(ext.offset) },
@@ -49,7 +64,11 @@ function initializerProto(name: string, key: string, model: MarianModel, layout:
 }
 
 /** Encodes the graphs (three, four with hrt) as ModelProtos (file name → bytes). `inline` holds the data of the inline tensors. */
-export function modelProtos(model: MarianModel, layout: Layout, inline: Map<string, Float32Array>): Map<string, Uint8Array> {
+export function modelProtos(
+  model: MarianModel,
+  layout: Layout,
+  inline: Map<string, Float32Array>,
+): Map<string, Uint8Array> {
   const out = new Map<string, Uint8Array>();
   for (const g of model.graphs) {
     const proto = onnx.ModelProto.create({
@@ -73,8 +92,13 @@ export function modelProtos(model: MarianModel, layout: Layout, inline: Map<stri
 /** config.json's `hrt` object (docs/hrt.md 1.3, contract version 1) of a synthetic HRT model: specials after the vocabulary. */
 export function hrtSection(vocab: number): Record<string, unknown> {
   return {
-    version: 1, chunk_sizes: [2, 3], bos_k_ids: { 1: 0, 2: vocab, 3: vocab + 1 }, mask_id: vocab + 2,
-    input_vocab_size: vocab + HRT_SPECIALS, nat_graph: HRT_NAT_FILE, nat_positions: '1..m*k',
+    version: 1,
+    chunk_sizes: [2, 3],
+    bos_k_ids: { 1: 0, 2: vocab, 3: vocab + 1 },
+    mask_id: vocab + 2,
+    input_vocab_size: vocab + HRT_SPECIALS,
+    nat_graph: HRT_NAT_FILE,
+    nat_positions: '1..m*k',
   };
 }
 
@@ -111,7 +135,8 @@ export function configJson(o: MakeModelOptions): Record<string, unknown> {
 /** Generates the model into `o.out`. */
 export function makeModel(o: MakeModelOptions): MakeModelResult {
   if (o.arch !== 'marian') throw new Error(`unsupported --arch ${o.arch} (only marian)`);
-  if (!Number.isInteger(o.seed) || o.seed < 0 || o.seed > 0xffffffff) throw new Error(`seed must be an integer in [0, 2^32), got ${o.seed}`);
+  if (!Number.isInteger(o.seed) || o.seed < 0 || o.seed > 0xffffffff)
+    throw new Error(`seed must be an integer in [0, 2^32), got ${o.seed}`);
   const t0 = performance.now();
   const model = buildMarian(o);
   const layout = planLayout(model.graphs, model.tensors);
@@ -128,6 +153,8 @@ export function makeModel(o: MakeModelOptions): MakeModelResult {
   fs.writeFileSync(path.join(o.out, 'config.json'), config);
   files.push({ name: 'config.json', bytes: config.length });
   let parameters = 0;
-  for (const [key, spec] of model.tensors) if (spec.init.kind === 'normal' && (key !== 'm.emb.weight.T' || o.hrt)) parameters += spec.dims.reduce((a, b) => a * b, 1);
+  for (const [key, spec] of model.tensors)
+    if (spec.init.kind === 'normal' && (key !== 'm.emb.weight.T' || o.hrt))
+      parameters += spec.dims.reduce((a, b) => a * b, 1);
   return { files, parameters, seconds: (performance.now() - t0) / 1000 };
 }

@@ -27,7 +27,11 @@ function bytes(a: BigInt64Array | Float32Array): Uint8Array {
 /** Small constant tensors as the exporter writes them (raw_data, no name; dims omitted for scalars). */
 export const tensor = {
   i64: (v: number): ITensor => ({ dataType: INT64, rawData: bytes(BigInt64Array.of(BigInt(v))) }),
-  i64v: (v: number[]): ITensor => ({ dims: [v.length], dataType: INT64, rawData: bytes(BigInt64Array.from(v.map(BigInt))) }),
+  i64v: (v: number[]): ITensor => ({
+    dims: [v.length],
+    dataType: INT64,
+    rawData: bytes(BigInt64Array.from(v.map(BigInt))),
+  }),
   f32: (v: number): ITensor => ({ dataType: FLOAT, rawData: bytes(Float32Array.of(v)) }),
   f32v: (v: number[]): ITensor => ({ dims: [v.length], dataType: FLOAT, rawData: bytes(Float32Array.from(v)) }),
   f32nd: (dims: number[], data: Float32Array): ITensor => ({ dims, dataType: FLOAT, rawData: bytes(data) }),
@@ -37,7 +41,12 @@ export const tensor = {
 export function valueInfo(name: string, elemType: number, dims: (number | string)[]): IValueInfo {
   return {
     name,
-    type: { tensorType: { elemType, shape: { dim: dims.map((d) => (typeof d === 'number' ? { dimValue: d } : { dimParam: d })) } } },
+    type: {
+      tensorType: {
+        elemType,
+        shape: { dim: dims.map((d) => (typeof d === 'number' ? { dimValue: d } : { dimParam: d })) },
+      },
+    },
   };
 }
 
@@ -77,7 +86,12 @@ export class GraphBuilder {
   /** The exporter's anonymous axes constant for Unsqueeze: node Constant_<index>, output onnx::Unsqueeze_<id>. */
   unsqueezeAxes0(): string {
     const out = `onnx::Unsqueeze_${this.nextId++}`;
-    this.nodes.push({ name: `Constant_${this.nodes.length}`, opType: 'Constant', output: [out], attribute: [attr.tensor('value', tensor.i64v([0]))] });
+    this.nodes.push({
+      name: `Constant_${this.nodes.length}`,
+      opType: 'Constant',
+      output: [out],
+      attribute: [attr.tensor('value', tensor.i64v([0]))],
+    });
     return out;
   }
 

@@ -63,21 +63,28 @@ const sfx = (n: number) => (n ? `_${n}` : '');
 
 export function checkConfig(c: MarianConfig): void {
   const ints: [string, number, number][] = [
-    ['d', c.d, 2], ['encoder layers', c.encoderLayers, 1], ['decoder layers', c.decoderLayers, 1], ['heads', c.heads, 1],
-    ['ffn', c.ffn, 1], ['vocab', c.vocab, 2], ['max-pos', c.maxPos, 2],
+    ['d', c.d, 2],
+    ['encoder layers', c.encoderLayers, 1],
+    ['decoder layers', c.decoderLayers, 1],
+    ['heads', c.heads, 1],
+    ['ffn', c.ffn, 1],
+    ['vocab', c.vocab, 2],
+    ['max-pos', c.maxPos, 2],
   ];
   for (const [name, v, min] of ints) {
     if (!Number.isInteger(v) || v < min) throw new Error(`${name} must be an integer ≥ ${min}, got ${v}`);
   }
   if (c.d % 2) throw new Error(`d must be even (sinusoidal positions), got ${c.d}`);
   if (c.d % c.heads) throw new Error(`d (${c.d}) must be divisible by heads (${c.heads})`);
-  if (!['relu', 'gelu', 'swish'].includes(c.activation)) throw new Error(`activation must be relu, gelu or swish, got ${c.activation}`);
+  if (!['relu', 'gelu', 'swish'].includes(c.activation))
+    throw new Error(`activation must be relu, gelu or swish, got ${c.activation}`);
 }
 
 /** Every tensor of the model, in PyTorch module order: out_bias, emb, encoder layers, decoder layers, tied projection. */
 function tensorSpecs(c: MarianConfig): Map<string, TensorSpec> {
   const m = new Map<string, TensorSpec>();
-  const normal = (key: string, dims: number[], mean: number, std: number) => m.set(key, { key, dims, init: { kind: 'normal', mean, std } });
+  const normal = (key: string, dims: number[], mean: number, std: number) =>
+    m.set(key, { key, dims, init: { kind: 'normal', mean, std } });
   const linear = (p: string, nIn: number, nOut: number) => {
     normal(`${p}.weight`, [nIn, nOut], 0, 1 / Math.sqrt(nIn)); // stored [in, out]: the export's MatMul(x, W^T)
   };
@@ -106,8 +113,14 @@ function tensorSpecs(c: MarianConfig): Map<string, TensorSpec> {
   if (c.preNorm) ln('m.dec.ln');
   for (let i = 0; i < c.encoderLayers; i++) layerWeights(`m.enc.${i}`, ['att']);
   for (let i = 0; i < c.decoderLayers; i++) layerWeights(`m.dec.${i}`, ['self_att', 'cross_att']);
-  if (c.hrt) normal('m.emb.weight.T', [c.d, c.vocab], 0, 1 / Math.sqrt(c.d)); // untied: the embedding has more rows
-  else m.set('m.emb.weight.T', { key: 'm.emb.weight.T', dims: [c.d, c.vocab], init: { kind: 'transpose', of: 'm.emb.weight' } });
+  if (c.hrt)
+    normal('m.emb.weight.T', [c.d, c.vocab], 0, 1 / Math.sqrt(c.d)); // untied: the embedding has more rows
+  else
+    m.set('m.emb.weight.T', {
+      key: 'm.emb.weight.T',
+      dims: [c.d, c.vocab],
+      init: { kind: 'transpose', of: 'm.emb.weight' },
+    });
   return m;
 }
 
@@ -129,7 +142,11 @@ export function positionTable(maxPos: number, d: number): Float32Array {
 /** Shared pieces of the three graphs. */
 class Parts {
   readonly dh: number;
-  constructor(readonly c: MarianConfig, readonly g: GraphBuilder, readonly pos: Float32Array) {
+  constructor(
+    readonly c: MarianConfig,
+    readonly g: GraphBuilder,
+    readonly pos: Float32Array,
+  ) {
     this.dh = c.d / c.heads;
   }
 
@@ -157,7 +174,8 @@ class Parts {
   /** [b, H, s, dh] → [b, s, H*dh]. */
   mergeHeads(scope: string, ctx: string): string {
     const g = this.g;
-    const dim = (i: number) => g.add(scope, 'Gather', [g.add(scope, 'Shape', [ctx]), g.constant(scope, tensor.i64(i))], [axis0()]);
+    const dim = (i: number) =>
+      g.add(scope, 'Gather', [g.add(scope, 'Shape', [ctx]), g.constant(scope, tensor.i64(i))], [axis0()]);
     const [b, h, s, dh] = [dim(0), dim(1), dim(2), dim(3)];
     const tr = g.add(scope, 'Transpose', [ctx], [perm0213()]);
     const hd = g.add(scope, 'Mul', [h, dh]);
@@ -213,14 +231,25 @@ class Parts {
   /** Slice(table, starts, ends, [0], [1]) unsqueezed to [1, s, d]. */
   slicePositions(table: string, starts: string, ends: string): string {
     const g = this.g;
-    const sl = g.add('', 'Slice', [table, starts, ends, g.constant('', tensor.i64v([0])), g.constant('', tensor.i64v([1]))]);
+    const sl = g.add('', 'Slice', [
+      table,
+      starts,
+      ends,
+      g.constant('', tensor.i64v([0])),
+      g.constant('', tensor.i64v([1])),
+    ]);
     return g.add('', 'Unsqueeze', [sl, g.constant('', tensor.i64v([0]))]);
   }
 
   layerNorm(scope: string, x: string, p: string, output?: string): string {
     const g = this.g;
-    return g.add(scope, 'LayerNormalization', [x, g.param(`${p}.weight`), g.param(`${p}.bias`)],
-      [attr.int('axis', -1), attr.float('epsilon', 1e-5)], output);
+    return g.add(
+      scope,
+      'LayerNormalization',
+      [x, g.param(`${p}.weight`), g.param(`${p}.bias`)],
+      [attr.int('axis', -1), attr.float('epsilon', 1e-5)],
+      output,
+    );
   }
 
   /** The input a sub-layer reads: LN(x) in pre-norm (norm `ln` of layer `p`), x itself in post-norm. */
@@ -252,7 +281,8 @@ class Parts {
     switch (this.c.activation) {
       case 'relu':
         return g.add(scope, 'Relu', [x]);
-      case 'gelu': { // torch's exact GELU export: x * 0.5 * (1 + erf(x / sqrt 2))
+      case 'gelu': {
+        // torch's exact GELU export: x * 0.5 * (1 + erf(x / sqrt 2))
         const div = g.add(scope, 'Div', [x, g.constant(scope, tensor.f32(Math.SQRT2))]);
         const erf = g.add(scope, 'Erf', [div]);
         const add = g.add(scope, 'Add', [erf, g.constant(scope, tensor.f32(1))]);
@@ -312,9 +342,17 @@ function decoderGraph(c: MarianConfig, pos: Float32Array, nat = false): GraphBui
     // Causal mask: triu(full([t, t], -1e9), 1) as [1, 1, t, t].
     const u0 = g.add('', 'Unsqueeze', [len, g.unsqueezeAxes0()]);
     const u1 = g.add('', 'Unsqueeze', [len, g.unsqueezeAxes0()]);
-    const full = g.add('', 'ConstantOfShape', [g.add('', 'Concat', [u0, u1], [axis0()])], [attr.tensor('value', tensor.f32v([-1e9]))]);
+    const full = g.add(
+      '',
+      'ConstantOfShape',
+      [g.add('', 'Concat', [u0, u1], [axis0()])],
+      [attr.tensor('value', tensor.f32v([-1e9]))],
+    );
     const tri = g.add('', 'Trilu', [full, one], [attr.int('upper', 1)]);
-    causal = g.add('', 'Unsqueeze', [g.add('', 'Unsqueeze', [tri, g.constant('', tensor.i64v([0]))]), g.constant('', tensor.i64v([1]))]);
+    causal = g.add('', 'Unsqueeze', [
+      g.add('', 'Unsqueeze', [tri, g.constant('', tensor.i64v([0]))]),
+      g.constant('', tensor.i64v([1])),
+    ]);
   }
   const encMask = P.paddingMask('encoder_attention_mask');
   const emb = P.embed();
@@ -335,10 +373,22 @@ function decoderGraph(c: MarianConfig, pos: Float32Array, nat = false): GraphBui
     const present = (name: string) => (nat ? undefined : name);
     const kSelf = P.splitHeads('', P.linear(`/k${sfx(2 * i)}`, a, `${p}.self_att.k`));
     if (!nat) g.add('', 'Transpose', [kSelf], [perm0213()], `present.${i}.decoder.key`);
-    const vSelf = g.add('', 'Transpose', [P.splitHeads('', P.linear(`/v${sfx(2 * i)}`, a, `${p}.self_att.v`))], [perm0213()], present(`present.${i}.decoder.value`));
+    const vSelf = g.add(
+      '',
+      'Transpose',
+      [P.splitHeads('', P.linear(`/v${sfx(2 * i)}`, a, `${p}.self_att.v`))],
+      [perm0213()],
+      present(`present.${i}.decoder.value`),
+    );
     const kCross = P.splitHeads('', P.linear(`/k${sfx(2 * i + 1)}`, 'encoder_hidden_states', `${p}.cross_att.k`));
     if (!nat) g.add('', 'Transpose', [kCross], [perm0213()], `present.${i}.encoder.key`);
-    const vCross = g.add('', 'Transpose', [P.splitHeads('', P.linear(`/v${sfx(2 * i + 1)}`, 'encoder_hidden_states', `${p}.cross_att.v`))], [perm0213()], present(`present.${i}.encoder.value`));
+    const vCross = g.add(
+      '',
+      'Transpose',
+      [P.splitHeads('', P.linear(`/v${sfx(2 * i + 1)}`, 'encoder_hidden_states', `${p}.cross_att.v`))],
+      [perm0213()],
+      present(`present.${i}.encoder.value`),
+    );
 
     const q = P.query(S, P.linear(`${S}/q`, a, `${p}.self_att.q`));
     const kT = g.add(S, 'Transpose', [kSelf], [attr.ints('perm', [0, 2, 3, 1])]);
@@ -358,9 +408,18 @@ function decoderWithPastGraph(c: MarianConfig, pos: Float32Array): GraphBuilder 
   const g = new GraphBuilder(150);
   const P = new Parts(c, g, pos);
   // positions from the past length (ordinary) or the position_ids input (hrt: no past length read)
-  const past = c.hrt ? '' : g.add('', 'Gather', [g.add('', 'Shape', ['past_key_values.0.decoder.key']), g.constant('', tensor.i64(2))], [axis0()]);
+  const past = c.hrt
+    ? ''
+    : g.add(
+        '',
+        'Gather',
+        [g.add('', 'Shape', ['past_key_values.0.decoder.key']), g.constant('', tensor.i64(2))],
+        [axis0()],
+      );
   const encMask = P.paddingMask('encoder_attention_mask');
-  const len = c.hrt ? '' : g.add('', 'Gather', [g.add('', 'Shape', ['input_ids']), g.constant('', tensor.i64(1))], [axis0()]);
+  const len = c.hrt
+    ? ''
+    : g.add('', 'Gather', [g.add('', 'Shape', ['input_ids']), g.constant('', tensor.i64(1))], [axis0()]);
   const emb = P.embed();
   let x: string;
   if (c.hrt) {
@@ -377,10 +436,32 @@ function decoderWithPastGraph(c: MarianConfig, pos: Float32Array): GraphBuilder 
     const S = `/dec.${i}`;
     const p = `m.dec.${i}`;
     const a = P.subIn(S, x, p, 'ln1');
-    const kNew = g.add('', 'Transpose', [P.splitHeads('', P.linear(`/k${sfx(i)}`, a, `${p}.self_att.k`))], [perm0213()]);
-    const vNew = g.add('', 'Transpose', [P.splitHeads('', P.linear(`/v${sfx(i)}`, a, `${p}.self_att.v`))], [perm0213()]);
-    const k = g.add('', 'Concat', [`past_key_values.${i}.decoder.key`, kNew], [attr.int('axis', 2)], `present.${i}.decoder.key`);
-    const v = g.add('', 'Concat', [`past_key_values.${i}.decoder.value`, vNew], [attr.int('axis', 2)], `present.${i}.decoder.value`);
+    const kNew = g.add(
+      '',
+      'Transpose',
+      [P.splitHeads('', P.linear(`/k${sfx(i)}`, a, `${p}.self_att.k`))],
+      [perm0213()],
+    );
+    const vNew = g.add(
+      '',
+      'Transpose',
+      [P.splitHeads('', P.linear(`/v${sfx(i)}`, a, `${p}.self_att.v`))],
+      [perm0213()],
+    );
+    const k = g.add(
+      '',
+      'Concat',
+      [`past_key_values.${i}.decoder.key`, kNew],
+      [attr.int('axis', 2)],
+      `present.${i}.decoder.key`,
+    );
+    const v = g.add(
+      '',
+      'Concat',
+      [`past_key_values.${i}.decoder.value`, vNew],
+      [attr.int('axis', 2)],
+      `present.${i}.decoder.value`,
+    );
 
     const q = P.query(S, P.linear(`${S}/q`, a, `${p}.self_att.q`));
     const ctx = P.attend(S, q, g.add(S, 'Transpose', [k], [perm0132()]), undefined, v);
@@ -423,29 +504,54 @@ export function buildMarian(c: MarianConfig): MarianModel {
   for (let i = 0; i < c.decoderLayers; i++) {
     for (const kind of ['key', 'value']) decOut.push(kv(`present.${i}.decoder.${kind}`, 'decoder_sequence_length'));
     for (const kind of ['key', 'value']) decOut.push(kv(`present.${i}.encoder.${kind}`, 'encoder_sequence_length'));
-    for (const kind of ['key', 'value']) dwpIn.push(kv(`past_key_values.${i}.decoder.${kind}`, 'past_decoder_sequence_length'));
-    for (const kind of ['key', 'value']) dwpIn.push(kv(`past_key_values.${i}.encoder.${kind}`, 'encoder_sequence_length'));
-    for (const kind of ['key', 'value']) dwpOut.push(kv(`present.${i}.decoder.${kind}`, 'past_decoder_sequence_length + 1'));
+    for (const kind of ['key', 'value'])
+      dwpIn.push(kv(`past_key_values.${i}.decoder.${kind}`, 'past_decoder_sequence_length'));
+    for (const kind of ['key', 'value'])
+      dwpIn.push(kv(`past_key_values.${i}.encoder.${kind}`, 'encoder_sequence_length'));
+    for (const kind of ['key', 'value'])
+      dwpOut.push(kv(`present.${i}.decoder.${kind}`, 'past_decoder_sequence_length + 1'));
   }
   const graphs: GraphDef[] = [
     {
-      file: 'encoder_model.onnx', builder: enc, initializers: initializers(enc, order),
+      file: 'encoder_model.onnx',
+      builder: enc,
+      initializers: initializers(enc, order),
       inputs: [ids('encoder_sequence_length'), encMask('attention_mask')],
       outputs: [valueInfo('last_hidden_state', FLOAT, ['batch_size', 'encoder_sequence_length', d])],
     },
     {
-      file: 'decoder_model.onnx', builder: dec, initializers: initializers(dec, order),
-      inputs: [ids('decoder_sequence_length'), ...positions('decoder_sequence_length'), encMask('encoder_attention_mask'), valueInfo('encoder_hidden_states', FLOAT, ['batch_size', 'encoder_sequence_length', d])],
+      file: 'decoder_model.onnx',
+      builder: dec,
+      initializers: initializers(dec, order),
+      inputs: [
+        ids('decoder_sequence_length'),
+        ...positions('decoder_sequence_length'),
+        encMask('encoder_attention_mask'),
+        valueInfo('encoder_hidden_states', FLOAT, ['batch_size', 'encoder_sequence_length', d]),
+      ],
       outputs: decOut,
     },
-    { file: 'decoder_with_past_model.onnx', builder: dwp, initializers: initializers(dwp, order), inputs: dwpIn, outputs: dwpOut },
+    {
+      file: 'decoder_with_past_model.onnx',
+      builder: dwp,
+      initializers: initializers(dwp, order),
+      inputs: dwpIn,
+      outputs: dwpOut,
+    },
   ];
   if (c.hrt) {
     const nat = decoderGraph(c, pos, true);
     graphs.push({
-      file: HRT_NAT_FILE, builder: nat, initializers: initializers(nat, order),
-      inputs: [ids('decoder_sequence_length'), ...positions('decoder_sequence_length'), valueInfo('decoder_attention_mask', INT64, ['batch_size', 'decoder_sequence_length']),
-        encMask('encoder_attention_mask'), valueInfo('encoder_hidden_states', FLOAT, ['batch_size', 'encoder_sequence_length', d])],
+      file: HRT_NAT_FILE,
+      builder: nat,
+      initializers: initializers(nat, order),
+      inputs: [
+        ids('decoder_sequence_length'),
+        ...positions('decoder_sequence_length'),
+        valueInfo('decoder_attention_mask', INT64, ['batch_size', 'decoder_sequence_length']),
+        encMask('encoder_attention_mask'),
+        valueInfo('encoder_hidden_states', FLOAT, ['batch_size', 'encoder_sequence_length', d]),
+      ],
       outputs: [decOut[0]!],
     });
   }

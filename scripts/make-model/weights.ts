@@ -30,7 +30,11 @@ export function tensorSeed(seed: number, key: string): number {
  */
 export class NormalStream {
   private s: number;
-  constructor(seed: number, private readonly mean: number, private readonly std: number) {
+  constructor(
+    seed: number,
+    private readonly mean: number,
+    private readonly std: number,
+  ) {
     this.s = seed | 0;
   }
 
@@ -130,7 +134,8 @@ export function writeWeights(file: string, layout: Layout, tensors: Map<string, 
   for (const key of layout.external.keys()) {
     const init = tensors.get(key)!.init;
     if (init.kind === 'transpose') {
-      if (!layout.external.has(init.of)) throw new Error(`transposed tensor ${key} is external but its source ${init.of} is not`);
+      if (!layout.external.has(init.of))
+        throw new Error(`transposed tensor ${key} is external but its source ${init.of} is not`);
       copies.set(init.of, key);
     }
   }

@@ -16,7 +16,11 @@ export function gatewayTranslateHandler(gw: Gateway, metrics: ServeMetrics, limi
     const t0 = performance.now();
     const body = request.body;
     const texts = typeof body.text === 'string' ? [body.text] : body.text;
-    if (texts.length > limits.maxSentences) throw new PlancError('PLANC_E703', `${texts.length} sentences in one request; this server takes at most ${limits.maxSentences} (--max-sentences): split the request`);
+    if (texts.length > limits.maxSentences)
+      throw new PlancError(
+        'PLANC_E703',
+        `${texts.length} sentences in one request; this server takes at most ${limits.maxSentences} (--max-sentences): split the request`,
+      );
     const kind = streamKind(request.headers.accept);
     // the stream opens with the first answer a worker reports: errors before it (unknown model, Redis down) stay HTTP errors
     let stream: ReturnType<typeof answerStream> | undefined;

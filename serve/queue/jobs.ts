@@ -9,28 +9,64 @@ import type { Translation } from '../translate-texts.ts';
 /** The queue prefix when --queue is not given. */
 export const DEFAULT_QUEUE = 'planc';
 
-export interface TranslateJob { model: string; texts: string[]; options?: ClientOptions }
-export interface TranslateJobResult { model: string; translations: Translation[] }
+export interface TranslateJob {
+  model: string;
+  texts: string[];
+  options?: ClientOptions;
+}
+export interface TranslateJobResult {
+  model: string;
+  translations: Translation[];
+}
 /** One sentence's answer tagged with its index in the job. */
 export type JobAnswer = { index: number } & Translation;
 /** A job's progress: the answers known since the last update (the gateway streams them before the job completes). */
-export interface JobProgress { answers: JobAnswer[] }
+export interface JobProgress {
+  answers: JobAnswer[];
+}
 
 /** The answers a progress event carries (nothing from anything else: progress is untrusted data from Redis). */
 export function progressAnswers(progress: unknown, count: number): JobAnswer[] {
   const answers = (progress as Partial<JobProgress> | null)?.answers;
   if (!Array.isArray(answers)) return [];
-  return answers.filter((a): a is JobAnswer => !!a && typeof a === 'object' && Number.isInteger(a.index) && a.index >= 0 && a.index < count && ('text' in a || 'error' in a));
+  return answers.filter(
+    (a): a is JobAnswer =>
+      !!a &&
+      typeof a === 'object' &&
+      Number.isInteger(a.index) &&
+      a.index >= 0 &&
+      a.index < count &&
+      ('text' in a || 'error' in a),
+  );
 }
 
 /** One property of OPTIONS_SCHEMA (POST /v1/translate's options: the one definition a job's options are checked by). */
-interface OptionSchema { type?: string; enum?: readonly unknown[]; minimum?: number; exclusiveMinimum?: number; maximum?: number; maxLength?: number; anyOf?: readonly OptionSchema[] }
+interface OptionSchema {
+  type?: string;
+  enum?: readonly unknown[];
+  minimum?: number;
+  exclusiveMinimum?: number;
+  maximum?: number;
+  maxLength?: number;
+  anyOf?: readonly OptionSchema[];
+}
 
 function fits(v: unknown, p: OptionSchema): boolean {
   if (p.anyOf) return p.anyOf.some((q) => fits(v, q));
-  const typed = p.type === 'integer' ? Number.isSafeInteger(v) : p.type === 'number' ? typeof v === 'number' && Number.isFinite(v) : typeof v === p.type;
+  const typed =
+    p.type === 'integer'
+      ? Number.isSafeInteger(v)
+      : p.type === 'number'
+        ? typeof v === 'number' && Number.isFinite(v)
+        : typeof v === p.type;
   if (!typed || (p.enum && !p.enum.includes(v))) return false;
-  if (typeof v === 'number' && ((p.minimum !== undefined && v < p.minimum) || (p.exclusiveMinimum !== undefined && v <= p.exclusiveMinimum) || (p.maximum !== undefined && v > p.maximum))) return false;
+  if (
+    typeof v === 'number' &&
+    ((p.minimum !== undefined && v < p.minimum) ||
+      (p.exclusiveMinimum !== undefined && v <= p.exclusiveMinimum) ||
+      (p.maximum !== undefined && v > p.maximum))
+  )
+    return false;
   return !(typeof v === 'string' && p.maxLength !== undefined && v.length > p.maxLength);
 }
 
@@ -38,7 +74,10 @@ function wanted(p: OptionSchema): string {
   if (p.anyOf) return p.anyOf.map(wanted).join(' or ');
   if (p.enum) return p.enum.map((e) => JSON.stringify(e)).join(' or ');
   const low = p.exclusiveMinimum !== undefined ? `(${p.exclusiveMinimum}` : `[${p.minimum ?? '-inf'}`;
-  const range = p.minimum !== undefined || p.exclusiveMinimum !== undefined || p.maximum !== undefined ? ` in ${low}, ${p.maximum ?? 'inf'}]` : '';
+  const range =
+    p.minimum !== undefined || p.exclusiveMinimum !== undefined || p.maximum !== undefined
+      ? ` in ${low}, ${p.maximum ?? 'inf'}]`
+      : '';
   const chars = p.maxLength !== undefined ? ` of at most ${p.maxLength} characters` : '';
   return `${p.type === 'integer' ? 'an integer' : `a ${p.type}`}${range}${chars}`;
 }
@@ -47,8 +86,13 @@ const NAME = /^[A-Za-z0-9_.-]{1,100}$/;
 
 /** The BullMQ queue of one model's jobs: workers take only the models they hold, so none gets a job it cannot run. */
 export function queueName(prefix: string, model: string): string {
-  if (!NAME.test(prefix)) throw new PlancError('PLANC_E301', `--queue ${prefix}: want 1-100 letters, digits, '_', '.' or '-'`);
-  if (!NAME.test(model)) throw new PlancError('PLANC_E705', `model name '${model}' cannot name a queue: want 1-100 letters, digits, '_', '.' or '-' (rename the plan file)`);
+  if (!NAME.test(prefix))
+    throw new PlancError('PLANC_E301', `--queue ${prefix}: want 1-100 letters, digits, '_', '.' or '-'`);
+  if (!NAME.test(model))
+    throw new PlancError(
+      'PLANC_E705',
+      `model name '${model}' cannot name a queue: want 1-100 letters, digits, '_', '.' or '-' (rename the plan file)`,
+    );
   return `${prefix}-${model}`;
 }
 
@@ -66,7 +110,11 @@ export const workerKey = (prefix: string, id: string): string => `${prefix}:work
 
 /** The job's id: a hash of what it asks, so a retry or a resumed submit finds the job instead of adding a second. */
 export function jobId(job: TranslateJob): string {
-  const canonical = JSON.stringify([job.model, job.texts, Object.entries(job.options ?? {}).sort(([a], [b]) => a.localeCompare(b))]);
+  const canonical = JSON.stringify([
+    job.model,
+    job.texts,
+    Object.entries(job.options ?? {}).sort(([a], [b]) => a.localeCompare(b)),
+  ]);
   return `t${createHash('sha256').update(canonical).digest('hex').slice(0, 40)}`;
 }
 
@@ -75,13 +123,20 @@ export function checkJob(data: unknown): TranslateJob {
   const d = data as Partial<TranslateJob> | null;
   if (!d || typeof d !== 'object') throw new PlancError('PLANC_E701', 'job data is not an object');
   if (typeof d.model !== 'string') throw new PlancError('PLANC_E701', 'job data.model is not a string');
-  if (!Array.isArray(d.texts) || d.texts.some((t) => typeof t !== 'string')) throw new PlancError('PLANC_E701', 'job data.texts is not an array of strings');
-  if (d.options !== undefined && (typeof d.options !== 'object' || d.options === null || Array.isArray(d.options))) throw new PlancError('PLANC_E701', 'job data.options is not an object');
+  if (!Array.isArray(d.texts) || d.texts.some((t) => typeof t !== 'string'))
+    throw new PlancError('PLANC_E701', 'job data.texts is not an array of strings');
+  if (d.options !== undefined && (typeof d.options !== 'object' || d.options === null || Array.isArray(d.options)))
+    throw new PlancError('PLANC_E701', 'job data.options is not an object');
   const props = OPTIONS_SCHEMA.properties as Record<string, OptionSchema>;
   for (const [k, v] of Object.entries(d.options ?? {})) {
     const p = props[k];
-    if (!p) throw new PlancError('PLANC_E701', `unknown option '${k}' in job data.options (known: ${Object.keys(props).join(', ')})`);
-    if (!fits(v, p)) throw new PlancError('PLANC_E701', `job data.options.${k} must be ${wanted(p)}, not ${JSON.stringify(v)}`);
+    if (!p)
+      throw new PlancError(
+        'PLANC_E701',
+        `unknown option '${k}' in job data.options (known: ${Object.keys(props).join(', ')})`,
+      );
+    if (!fits(v, p))
+      throw new PlancError('PLANC_E701', `job data.options.${k} must be ${wanted(p)}, not ${JSON.stringify(v)}`);
   }
   return { model: d.model, texts: d.texts, options: d.options };
 }

@@ -9,13 +9,22 @@ export function redisOptions(url: string): RedisOptions {
   try {
     u = new URL(url);
   } catch {
-    throw new PlancError('PLANC_E708', `--redis ${safeUrl(url)}: not a URL; want redis://[user:password@]host:port[/db]`);
+    throw new PlancError(
+      'PLANC_E708',
+      `--redis ${safeUrl(url)}: not a URL; want redis://[user:password@]host:port[/db]`,
+    );
   }
-  if (u.protocol !== 'redis:' && u.protocol !== 'rediss:') throw new PlancError('PLANC_E708', `--redis ${safeUrl(url)}: the scheme is ${u.protocol.replace(/:$/, '')}; want redis:// or rediss://`);
+  if (u.protocol !== 'redis:' && u.protocol !== 'rediss:')
+    throw new PlancError(
+      'PLANC_E708',
+      `--redis ${safeUrl(url)}: the scheme is ${u.protocol.replace(/:$/, '')}; want redis:// or rediss://`,
+    );
   if (!u.hostname) throw new PlancError('PLANC_E708', `--redis ${safeUrl(url)}: no host; want redis://host:port`);
-  if (!u.port && /:\/\/[^/]*:(\/|$)/.test(url)) throw new PlancError('PLANC_E708', `--redis ${safeUrl(url)}: the port is empty; want redis://host:port`);
+  if (!u.port && /:\/\/[^/]*:(\/|$)/.test(url))
+    throw new PlancError('PLANC_E708', `--redis ${safeUrl(url)}: the port is empty; want redis://host:port`);
   const db = u.pathname.replace(/^\//, '');
-  if (db !== '' && !/^\d{1,2}$/.test(db)) throw new PlancError('PLANC_E708', `--redis ${safeUrl(url)}: '/${db}' is not a database number`);
+  if (db !== '' && !/^\d{1,2}$/.test(db))
+    throw new PlancError('PLANC_E708', `--redis ${safeUrl(url)}: '/${db}' is not a database number`);
   return {
     host: u.hostname.replace(/^\[|\]$/g, ''),
     port: u.port ? Number(u.port) : 6379,
@@ -36,16 +45,27 @@ export function safeUrl(url: string): string {
 /** Connects once and pings: the reason Redis cannot be used, as PLANC_E708, or nothing. */
 export async function checkRedis(url: string): Promise<void> {
   const where = safeUrl(url);
-  const client = new Redis({ ...redisOptions(url), lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null, connectTimeout: 5000 });
+  const client = new Redis({
+    ...redisOptions(url),
+    lazyConnect: true,
+    maxRetriesPerRequest: 0,
+    retryStrategy: () => null,
+    connectTimeout: 5000,
+  });
   let cause = ''; // the connection's own error (WRONGPASS, ECONNREFUSED): the awaited calls only say it closed
-  client.on('error', (e: Error) => { cause ||= e.message; });
+  client.on('error', (e: Error) => {
+    cause ||= e.message;
+  });
   try {
     await client.connect();
     await client.ping();
   } catch (e) {
     const msg = cause || ((e as Error).message ?? String(e));
     if (/WRONGPASS|NOAUTH|invalid password|invalid username-password/i.test(msg)) {
-      throw new PlancError('PLANC_E708', `Redis at ${where} refused the credentials: ${msg.split('\n')[0]} (give them in the URL: redis://user:password@host:port)`);
+      throw new PlancError(
+        'PLANC_E708',
+        `Redis at ${where} refused the credentials: ${msg.split('\n')[0]} (give them in the URL: redis://user:password@host:port)`,
+      );
     }
     throw new PlancError('PLANC_E708', `cannot use Redis at ${where}: ${msg.split('\n')[0]}`);
   } finally {

@@ -6,7 +6,15 @@ import { Redis } from 'ioredis';
 import { PlancError } from '../../compiler/diagnostics.ts';
 import type { ClientOptions } from '../translate-route.ts';
 import type { Translation } from '../translate-texts.ts';
-import { DEFAULT_QUEUE, failureOf, jobId, queueName, workerKey, type TranslateJob, type TranslateJobResult } from './jobs.ts';
+import {
+  DEFAULT_QUEUE,
+  failureOf,
+  jobId,
+  queueName,
+  workerKey,
+  type TranslateJob,
+  type TranslateJobResult,
+} from './jobs.ts';
 import { checkRedis, redisOptions } from './redis.ts';
 
 export interface SubmitOptions {
@@ -43,18 +51,30 @@ async function pickModel(redis: Redis, o: SubmitOptions): Promise<string> {
   const live = await liveModels(redis, o.queue);
   const list = [...live].sort().join(', ') || 'none';
   if (o.model !== undefined) {
-    if (!live.has(o.model)) throw new PlancError('PLANC_E705', `no live worker on queue '${o.queue}' holds model '${o.model}' (held: ${list}); start one with planc worker PLAN --redis URL`);
+    if (!live.has(o.model))
+      throw new PlancError(
+        'PLANC_E705',
+        `no live worker on queue '${o.queue}' holds model '${o.model}' (held: ${list}); start one with planc worker PLAN --redis URL`,
+      );
     return o.model;
   }
   if (live.size === 1) return [...live][0]!;
-  throw new PlancError('PLANC_E705', live.size ? `the workers on queue '${o.queue}' hold ${live.size} models (${list}): name one with --model` : `no live worker on queue '${o.queue}'; start one with planc worker PLAN --redis URL`);
+  throw new PlancError(
+    'PLANC_E705',
+    live.size
+      ? `the workers on queue '${o.queue}' hold ${live.size} models (${list}): name one with --model`
+      : `no live worker on queue '${o.queue}'; start one with planc worker PLAN --redis URL`,
+  );
 }
 
 /** A finished job's answers, or the failure of all its lines. */
 function answers(job: Job, n: number): Translation[] | undefined {
   if (job.finishedOn === undefined) return undefined;
   if (job.failedReason && !(job.returnvalue as TranslateJobResult | null)?.translations) {
-    const error = failureOf(job.failedReason) ?? { code: 'PLANC_E709', message: `job ${job.id} failed: ${job.failedReason}` };
+    const error = failureOf(job.failedReason) ?? {
+      code: 'PLANC_E709',
+      message: `job ${job.id} failed: ${job.failedReason}`,
+    };
     return Array.from({ length: n }, () => ({ error }));
   }
   const r = job.returnvalue as TranslateJobResult | null;
@@ -66,7 +86,11 @@ function answers(job: Job, n: number): Translation[] | undefined {
  * Submits the lines as jobs and calls onLine(index, answer) for every line in input order. Returns how many jobs were
  * found already finished (re-used, not translated again).
  */
-export async function submitLines(lines: string[], o: SubmitOptions, onLine: (index: number, t: Translation) => void): Promise<{ jobs: number; reused: number }> {
+export async function submitLines(
+  lines: string[],
+  o: SubmitOptions,
+  onLine: (index: number, t: Translation) => void,
+): Promise<{ jobs: number; reused: number }> {
   await checkRedis(o.redis);
   const connection = redisOptions(o.redis);
   const redis = new Redis(connection);
@@ -78,25 +102,40 @@ export async function submitLines(lines: string[], o: SubmitOptions, onLine: (in
     queue = q;
     q.on('error', () => {}); // reconnects by itself; calls wait for it
     const chunks: TranslateJob[] = [];
-    for (let i = 0; i < lines.length; i += o.jobLines) chunks.push({ model, texts: lines.slice(i, i + o.jobLines), ...(o.options ? { options: o.options } : {}) });
+    for (let i = 0; i < lines.length; i += o.jobLines)
+      chunks.push({ model, texts: lines.slice(i, i + o.jobLines), ...(o.options ? { options: o.options } : {}) });
     const ids = chunks.map(jobId);
     let reused = 0;
     const existing = await Promise.all(ids.map((id) => Job.fromId(q, id)));
-    const toAdd = chunks.map((data, k) => ({ data, k })).filter(({ k }) => {
-      const e = existing[k];
-      if (e && answers(e, chunks[k]!.texts.length) && !e.failedReason) { reused++; return false; }
-      return true;
-    });
+    const toAdd = chunks
+      .map((data, k) => ({ data, k }))
+      .filter(({ k }) => {
+        const e = existing[k];
+        if (e && answers(e, chunks[k]!.texts.length) && !e.failedReason) {
+          reused++;
+          return false;
+        }
+        return true;
+      });
     // a failed job with an internal error is tried again; one refused for its data or options fails the same again
     for (const { k } of toAdd) {
       const e = existing[k];
       const f = e?.failedReason ? failureOf(e.failedReason) : undefined;
       if (e?.failedReason && (!f || f.code === 'PLANC_E707')) await e.retry('failed').catch(() => {});
     }
-    await q.addBulk(toAdd.map(({ data, k }) => ({
-      name: 'translate', data,
-      opts: { jobId: ids[k]!, attempts: 3, backoff: { type: 'exponential', delay: 1000 }, removeOnComplete: { age: 7 * 86400 }, removeOnFail: { age: 7 * 86400 } },
-    })));
+    await q.addBulk(
+      toAdd.map(({ data, k }) => ({
+        name: 'translate',
+        data,
+        opts: {
+          jobId: ids[k]!,
+          attempts: 3,
+          backoff: { type: 'exponential', delay: 1000 },
+          removeOnComplete: { age: 7 * 86400 },
+          removeOnFail: { age: 7 * 86400 },
+        },
+      })),
+    );
     const window = o.window ?? 64;
     let next = 0;
     let done = 0;
@@ -108,9 +147,16 @@ export async function submitLines(lines: string[], o: SubmitOptions, onLine: (in
       const jobs = await Promise.all(pending.map((k) => Job.fromId(q, ids[k]!)));
       pending.forEach((k, i) => {
         const job = jobs[i];
-        if (!job) throw new PlancError('PLANC_E709', `job ${ids[k]} (lines ${k * o.jobLines + 1}-${k * o.jobLines + chunks[k]!.texts.length}) is gone from queue '${q.name}' (removed, or Redis lost it)`);
+        if (!job)
+          throw new PlancError(
+            'PLANC_E709',
+            `job ${ids[k]} (lines ${k * o.jobLines + 1}-${k * o.jobLines + chunks[k]!.texts.length}) is gone from queue '${q.name}' (removed, or Redis lost it)`,
+          );
         const a = answers(job, chunks[k]!.texts.length);
-        if (a) { ready.set(k, a); done++; }
+        if (a) {
+          ready.set(k, a);
+          done++;
+        }
       });
       let moved = false;
       while (ready.has(next)) {
@@ -138,11 +184,17 @@ export type SubmitClientOptions = Partial<SubmitOptions> & { redis: string };
  */
 export async function submit(texts: string[], o: SubmitClientOptions): Promise<Translation[]> {
   const out = new Array<Translation>(texts.length);
-  await submitStream(texts, o, (index, t) => { out[index] = t; });
+  await submitStream(texts, o, (index, t) => {
+    out[index] = t;
+  });
   return out;
 }
 
 /** The streaming form of submit: onAnswer(index, answer) for each sentence in input order as its job completes. */
-export function submitStream(texts: string[], o: SubmitClientOptions, onAnswer: (index: number, t: Translation) => void): Promise<{ jobs: number; reused: number }> {
+export function submitStream(
+  texts: string[],
+  o: SubmitClientOptions,
+  onAnswer: (index: number, t: Translation) => void,
+): Promise<{ jobs: number; reused: number }> {
   return submitLines(texts, { queue: DEFAULT_QUEUE, jobLines: 10, ...o }, onAnswer);
 }

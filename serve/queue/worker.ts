@@ -11,7 +11,15 @@ import type { Plan } from '../../runtime/plan.ts';
 import { serveModels, warmUp, type ServedModel } from '../models.ts';
 import { decodingOptions } from '../translate-route.ts';
 import { translateTexts } from '../translate-texts.ts';
-import { checkJob, failureReason, queueName, workerKey, type JobAnswer, type JobProgress, type TranslateJobResult } from './jobs.ts';
+import {
+  checkJob,
+  failureReason,
+  queueName,
+  workerKey,
+  type JobAnswer,
+  type JobProgress,
+  type TranslateJobResult,
+} from './jobs.ts';
 import { checkRedis, redisOptions, safeUrl } from './redis.ts';
 
 export interface WorkerOptions {
@@ -42,7 +50,11 @@ async function runJob(models: Map<string, ServedModel>, job: Job): Promise<Trans
   try {
     const data = checkJob(job.data);
     m = models.get(data.model);
-    if (!m) throw new PlancError('PLANC_E705', `job ${job.id} asks for model '${data.model}', which this worker does not hold`);
+    if (!m)
+      throw new PlancError(
+        'PLANC_E705',
+        `job ${job.id} asks for model '${data.model}', which this worker does not hold`,
+      );
     options = decodingOptions(data.options ?? {}, m);
     await prepareDecoding(m.plan, options);
     // each sentence's answer travels as job progress as soon as it is known (answers of one step in one update): the
@@ -80,12 +92,23 @@ export async function startWorker(plans: Plan[], o: WorkerOptions): Promise<Plan
   // the registry submit and the gateway read to know which models some live worker holds
   const registry = new Redis(connection);
   registry.on('error', () => {}); // reconnects by itself; jobs keep waiting in Redis meanwhile
-  const register = () => registry.set(workerKey(o.queue, id), JSON.stringify({ models: [...models.keys()], pid: process.pid, host: os.hostname() }), 'EX', 30).catch(() => {});
+  const register = () =>
+    registry
+      .set(
+        workerKey(o.queue, id),
+        JSON.stringify({ models: [...models.keys()], pid: process.pid, host: os.hostname() }),
+        'EX',
+        30,
+      )
+      .catch(() => {});
   await register();
   const heartbeat = setInterval(register, 10_000);
   const workers = [...models.values()].map((m) => {
     const w = new Worker(queueName(o.queue, m.name), (job) => runJob(models, job), {
-      connection, concurrency: o.concurrency, lockDuration: o.lockMs, stalledInterval: Math.max(1000, Math.round(o.lockMs / 2)),
+      connection,
+      concurrency: o.concurrency,
+      lockDuration: o.lockMs,
+      stalledInterval: Math.max(1000, Math.round(o.lockMs / 2)),
       // jobs are idempotent (content-addressed, deterministic): a job on a worker killed again and again is taken up
       // again, never failed for having stalled
       maxStalledCount: 1000,
@@ -95,7 +118,9 @@ export async function startWorker(plans: Plan[], o: WorkerOptions): Promise<Plan
     return w;
   });
   await Promise.all(workers.map((w) => w.waitUntilReady()));
-  log(`planc worker: ${[...models.keys()].join(', ')} from queue ${o.queue} at ${safeUrl(o.redis)} (concurrency ${o.concurrency}, lock ${o.lockMs} ms)`);
+  log(
+    `planc worker: ${[...models.keys()].join(', ')} from queue ${o.queue} at ${safeUrl(o.redis)} (concurrency ${o.concurrency}, lock ${o.lockMs} ms)`,
+  );
   return {
     models,
     async close() {

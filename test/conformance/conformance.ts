@@ -40,23 +40,34 @@ function backendUnsupported(e: unknown): boolean {
 export function runTest(dir: string, backend: Backend = 'eval', passes = false): TestResult {
   const name = path.basename(dir);
   const t0 = performance.now();
-  const done = (status: Status, reason?: string, missing?: string[]): TestResult => ({ name, status, reason, missing, ms: performance.now() - t0 });
+  const done = (status: Status, reason?: string, missing?: string[]): TestResult => ({
+    name,
+    status,
+    reason,
+    missing,
+    ms: performance.now() - t0,
+  });
   let model: Model;
   try {
     model = importOnnxFile(path.join(dir, 'model.onnx'), { allowUnsupported: true });
   } catch (e) {
-    if (e instanceof PlancError && e.code === 'PLANC_E004') return done('skipped', firstLine(e.message), [dtypeWord(e.message)]);
+    if (e instanceof PlancError && e.code === 'PLANC_E004')
+      return done('skipped', firstLine(e.message), [dtypeWord(e.message)]);
     return classify(e, done);
   }
   const missing = unsupportedOps(model);
-  if (missing.size > 0) return done('skipped', `unsupported ops: ${[...missing.keys()].join(', ')}`, [...missing.keys()]);
+  if (missing.size > 0)
+    return done('skipped', `unsupported ops: ${[...missing.keys()].join(', ')}`, [...missing.keys()]);
   try {
     if (passes) model = runPipeline(model);
     const graph = model.graphs.get('main')!;
     const diags = new Diagnostics();
     const facts = inferGraph(model, graph, { annotate: true }, diags);
     diags.throwIfAny();
-    const sets = fs.readdirSync(dir).filter((d) => d.startsWith('test_data_set_')).sort();
+    const sets = fs
+      .readdirSync(dir)
+      .filter((d) => d.startsWith('test_data_set_'))
+      .sort();
     if (sets.length === 0) return done('skipped', 'no test data');
     const checked: { feeds: Record<string, Tensor>; outputs: Tensor[] }[] = [];
     for (const set of sets) {
@@ -64,7 +75,10 @@ export function runTest(dir: string, backend: Backend = 'eval', passes = false):
       if (typeof data === 'string') return done('skipped', data, ['sequence/optional data']);
       const feeds: Record<string, Tensor> = {};
       graph.inputs.slice(0, data.inputs.length).forEach((n, i) => (feeds[n] = data.inputs[i]!));
-      const bind = bindSymbols(graph.inputs.map((n) => facts.get(n)?.shape), graph.inputs.map((n) => feeds[n]));
+      const bind = bindSymbols(
+        graph.inputs.map((n) => facts.get(n)?.shape),
+        graph.inputs.map((n) => feeds[n]),
+      );
       graph.outputs.forEach((o, i) => {
         const want = data.outputs[i];
         if (!want) return;
@@ -82,15 +96,21 @@ export function runTest(dir: string, backend: Backend = 'eval', passes = false):
     if (backend === 'native') {
       let results: Record<string, Tensor>[];
       try {
-        results = runNative(model, checked.map((c) => c.feeds));
+        results = runNative(
+          model,
+          checked.map((c) => c.feeds),
+        );
       } catch (e) {
-        if (backendUnsupported(e)) return done('skipped', `cpu backend: ${firstLine((e as Error).message)}`, ['cpu backend']);
+        if (backendUnsupported(e))
+          return done('skipped', `cpu backend: ${firstLine((e as Error).message)}`, ['cpu backend']);
         throw e;
       }
-      results.forEach((got, k) => graph.outputs.forEach((o, i) => {
-        const want = checked[k]!.outputs[i];
-        if (want) compare(`${o} (native)`, got[o]!, want);
-      }));
+      results.forEach((got, k) =>
+        graph.outputs.forEach((o, i) => {
+          const want = checked[k]!.outputs[i];
+          if (want) compare(`${o} (native)`, got[o]!, want);
+        }),
+      );
     }
     return done('passed');
   } catch (e) {
@@ -103,10 +123,15 @@ class Mismatch extends Error {}
 function classify(e: unknown, done: (s: Status, r?: string) => TestResult): TestResult {
   if (e instanceof Mismatch) return done('failed', e.message);
   if (e instanceof PlancError && !(e as { internal?: boolean }).internal) return done('failed', firstLine(e.message));
-  return done('crashed', `${(e as Error).message?.split('\n')[0]} @ ${((e as Error).stack ?? '').split('\n').slice(1, 3).join(' ').trim()}`);
+  return done(
+    'crashed',
+    `${(e as Error).message?.split('\n')[0]} @ ${((e as Error).stack ?? '').split('\n').slice(1, 3).join(' ').trim()}`,
+  );
 }
 
-function firstLine(s: string): string { return s.split('\n').slice(0, 3).join(' | '); }
+function firstLine(s: string): string {
+  return s.split('\n').slice(0, 3).join(' | ');
+}
 
 function dtypeWord(msg: string): string {
   const m = /dtype (\w+)|is a (sequence|map|optional)/.exec(msg);
@@ -115,7 +140,9 @@ function dtypeWord(msg: string): string {
 
 function loadSet(dir: string): { inputs: Tensor[]; outputs: Tensor[] } | string {
   const read = (prefix: string) => {
-    const files = fs.readdirSync(dir).filter((f) => f.startsWith(prefix) && f.endsWith('.pb'))
+    const files = fs
+      .readdirSync(dir)
+      .filter((f) => f.startsWith(prefix) && f.endsWith('.pb'))
       .sort((a, b) => Number(a.slice(prefix.length, -3)) - Number(b.slice(prefix.length, -3)));
     return files.map((f) => {
       const p = path.join(dir, f);
@@ -133,20 +160,32 @@ function loadSet(dir: string): { inputs: Tensor[]; outputs: Tensor[] } | string 
 /** Binds plain symbols of the inferred input shapes to the fed dims. */
 function bindSymbols(shapes: (Dim[] | undefined)[], feeds: (Tensor | undefined)[]): Map<string, number> {
   const bind = new Map<string, number>();
-  shapes.forEach((s, i) => s?.forEach((d, k) => {
-    const t = feeds[i];
-    if (t && isSym(d) && d.terms.size === 1 && d.terms.values().next().value === 1) bind.set(d.key, t.dims[k]!);
-  }));
+  shapes.forEach((s, i) =>
+    s?.forEach((d, k) => {
+      const t = feeds[i];
+      if (t && isSym(d) && d.terms.size === 1 && d.terms.values().next().value === 1) bind.set(d.key, t.dims[k]!);
+    }),
+  );
   return bind;
 }
 
-function checkInferred(name: string, dtype: string, shape: Dim[] | undefined, want: Tensor, bind: Map<string, number>): void {
+function checkInferred(
+  name: string,
+  dtype: string,
+  shape: Dim[] | undefined,
+  want: Tensor,
+  bind: Map<string, number>,
+): void {
   if (dtype !== want.dtype) throw new Mismatch(`inferred dtype ${dtype} for '${name}', expected ${want.dtype}`);
   if (!shape) return;
-  if (shape.length !== want.rank) throw new Mismatch(`inferred rank ${shape.length} ([${shape.map(dimStr)}]) for '${name}', expected dims [${want.dims}]`);
+  if (shape.length !== want.rank)
+    throw new Mismatch(
+      `inferred rank ${shape.length} ([${shape.map(dimStr)}]) for '${name}', expected dims [${want.dims}]`,
+    );
   shape.forEach((d, k) => {
     const v = dimEval(d, bind);
-    if (v !== undefined && v !== want.dims[k]) throw new Mismatch(`inferred shape [${shape.map(dimStr)}] for '${name}', expected [${want.dims}]`);
+    if (v !== undefined && v !== want.dims[k])
+      throw new Mismatch(`inferred shape [${shape.map(dimStr)}] for '${name}', expected [${want.dims}]`);
   });
 }
 
@@ -172,11 +211,17 @@ function compare(name: string, got: Tensor, want: Tensor): void {
     }
     if (x === y) continue;
     if (float && Math.abs(x - y) <= ATOL + RTOL * Math.abs(y)) continue;
-    throw new Mismatch(`output '${name}'[${i}] is ${x}, expected ${y}${float ? ` (|diff| ${Math.abs(x - y).toExponential(2)})` : ''}`);
+    throw new Mismatch(
+      `output '${name}'[${i}] is ${x}, expected ${y}${float ? ` (|diff| ${Math.abs(x - y).toExponential(2)})` : ''}`,
+    );
   }
 }
 
 /** Test folders of a suite folder, sorted. */
 export function listTests(suite: string): string[] {
-  return fs.readdirSync(suite).filter((d) => fs.existsSync(path.join(suite, d, 'model.onnx'))).sort().map((d) => path.join(suite, d));
+  return fs
+    .readdirSync(suite)
+    .filter((d) => fs.existsSync(path.join(suite, d, 'model.onnx')))
+    .sort()
+    .map((d) => path.join(suite, d));
 }

@@ -28,7 +28,7 @@ const TOL = 1e-4;
 const GRAPHS = ['encoder', 'decoder', 'decoder_with_past'];
 
 function skip(reason: string): never {
-  console.log(`test:gpu skipped: no GPU (${reason.replace(/^no GPU: /, "")})`);
+  console.log(`test:gpu skipped: no GPU (${reason.replace(/^no GPU: /, '')})`);
   process.exit(0);
 }
 
@@ -38,10 +38,21 @@ if (!status.available) skip(status.reason);
 console.log(`test:gpu on ${status.reason}`);
 process.env.PLANC_CUDA_POISON = '1'; // cuda arenas start as NaN: an output element no kernel writes fails the comparison
 
-interface Row { model: string; check: string; worst: number; ok: boolean; note: string }
+interface Row {
+  model: string;
+  check: string;
+  worst: number;
+  ok: boolean;
+  note: string;
+}
 const rows: Row[] = [];
 
-function plans(model: Model, name: string, topk?: number, precision?: LayerPrecision): { cpu: Plan; cuda: Plan; cudaGraph: Plan } {
+function plans(
+  model: Model,
+  name: string,
+  topk?: number,
+  precision?: LayerPrecision,
+): { cpu: Plan; cuda: Plan; cudaGraph: Plan } {
   const m = runPipeline(model, { topk, ...(precision ? { quantize: { precision } } : {}) });
   const opts = { maxBatch: 8, maxSrcLen: 48, maxTgtLen: 64 };
   const cpu = buildPlan(m, { ...opts, target: 'cpu' });
@@ -52,7 +63,11 @@ function plans(model: Model, name: string, topk?: number, precision?: LayerPreci
   const cudaGraph = loadPlanBytes(bytes, `${name}-cuda-graph.plan`);
   if (prev === undefined) delete process.env.PLANC_CUDA_GRAPH;
   else process.env.PLANC_CUDA_GRAPH = prev;
-  return { cpu: loadPlanBytes(encodePlan(cpu.header, cpu.blob), `${name}-cpu.plan`), cuda: loadPlanBytes(bytes, `${name}-cuda.plan`), cudaGraph };
+  return {
+    cpu: loadPlanBytes(encodePlan(cpu.header, cpu.blob), `${name}-cpu.plan`),
+    cuda: loadPlanBytes(bytes, `${name}-cuda.plan`),
+    cudaGraph,
+  };
 }
 
 /** Runs a graph on a copy of the feeds; the valid rows of in-place caches (STATE feeds) join the outputs. */
@@ -63,7 +78,9 @@ function run(plan: Plan, graph: string, feeds: Record<string, RtTensor>): Record
   const pastFeed = rt[PAST_LENGTH_INPUT];
   if (pastFeed) {
     const past = Number((pastFeed.data as BigInt64Array)[0]);
-    for (const [k, v] of Object.entries(rt)) if (k.startsWith('kv_cache.')) res[`${k} (rows 0..${past})`] = cacheRows(v.data as Float32Array, v.dims, past + 1);
+    for (const [k, v] of Object.entries(rt))
+      if (k.startsWith('kv_cache.'))
+        res[`${k} (rows 0..${past})`] = cacheRows(v.data as Float32Array, v.dims, past + 1);
   }
   return res;
 }
@@ -74,8 +91,17 @@ function compare(model: string, check: string, want: Record<string, Tensor>, got
   for (const [k, w] of Object.entries(want)) {
     const g = got[k];
     // Integer outputs (top-k ids) must be equal; floats within TOL relative to the largest magnitude.
-    const e = !g ? Infinity : w.dtype.startsWith('int') ? (g.nums.every((x, i) => x === w.nums[i]) && g.dims.join() === w.dims.join() ? 0 : Infinity) : relErr(g, w);
-    if (!(e <= worst)) { worst = e; note = k; }
+    const e = !g
+      ? Infinity
+      : w.dtype.startsWith('int')
+        ? g.nums.every((x, i) => x === w.nums[i]) && g.dims.join() === w.dims.join()
+          ? 0
+          : Infinity
+        : relErr(g, w);
+    if (!(e <= worst)) {
+      worst = e;
+      note = k;
+    }
   }
   rows.push({ model, check, worst, ok: worst < TOL, note });
 }
@@ -110,14 +136,32 @@ if (esen && fs.existsSync(esen)) {
   const a = await cpu.translateIds(src);
   const b = await cuda.translateIds(src);
   const diff = a.map((r, i) => (r.ids.join() === b[i]!.ids.join() ? -1 : i)).filter((i) => i >= 0);
-  rows.push({ model: 'es-en', check: `greedy, ${src.length} test sentences`, worst: diff.length, ok: diff.length === 0, note: diff.length ? `differ at ${diff.slice(0, 5).join(', ')}` : 'identical' });
+  rows.push({
+    model: 'es-en',
+    check: `greedy, ${src.length} test sentences`,
+    worst: diff.length,
+    ok: diff.length === 0,
+    note: diff.length ? `differ at ${diff.slice(0, 5).join(', ')}` : 'identical',
+  });
 } else {
-  console.log('es-en skipped: ../shared/models/es-en is not here (its 93 MB do not fit a device carry; the opus-base shape is generated here)');
+  console.log(
+    'es-en skipped: ../shared/models/es-en is not here (its 93 MB do not fit a device carry; the opus-base shape is generated here)',
+  );
 }
 
 const synth = path.join(os.tmpdir(), 'planc-gpu-models', 'opus-base');
 if (!fs.existsSync(path.join(synth, 'decoder_with_past_model.onnx'))) {
-  makeModel({ ...DEFAULTS, out: synth, d: 512, encoderLayers: 6, decoderLayers: 6, heads: 8, ffn: 2048, vocab: 58101, maxPos: 512 });
+  makeModel({
+    ...DEFAULTS,
+    out: synth,
+    d: 512,
+    encoderLayers: 6,
+    decoderLayers: 6,
+    heads: 8,
+    ffn: 2048,
+    vocab: 58101,
+    maxPos: 512,
+  });
 }
 open.push(...checkModel('opus-base', synth, 58101, 4));
 // int8 weight-only (--quantize w8): the device's quantized kernels against the cpu w8 plan
@@ -130,7 +174,12 @@ for (const p of ['fp16', 'bf16'] as const) {
 for (const p of open) p.close();
 
 console.log('\nmodel            check                               worst rel. error   ok   note');
-for (const r of rows) console.log(`${r.model.padEnd(16)} ${r.check.padEnd(35)} ${r.worst.toExponential(2).padStart(16)}   ${r.ok ? 'yes' : 'NO '}  ${r.note}`);
+for (const r of rows)
+  console.log(
+    `${r.model.padEnd(16)} ${r.check.padEnd(35)} ${r.worst.toExponential(2).padStart(16)}   ${r.ok ? 'yes' : 'NO '}  ${r.note}`,
+  );
 const failed = rows.filter((r) => !r.ok).length;
-console.log(failed ? `\ntest:gpu: ${failed} of ${rows.length} checks FAILED` : `\ntest:gpu: all ${rows.length} checks passed`);
+console.log(
+  failed ? `\ntest:gpu: ${failed} of ${rows.length} checks FAILED` : `\ntest:gpu: all ${rows.length} checks passed`,
+);
 process.exitCode = failed ? 1 : 0;

@@ -10,7 +10,16 @@ import type { Page } from 'playwright-core';
 /** Debian's chromium (scripts/setup.sh installs it); PLANC_CHROMIUM overrides. */
 export const CHROMIUM = process.env.PLANC_CHROMIUM ?? '/usr/bin/chromium';
 
-const ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
+const ARGS = [
+  '--headless',
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+];
 
 /** Why browser tests cannot run here, or undefined when they can (a reason for testIf). */
 export function browserMissing(): string | undefined {
@@ -33,17 +42,30 @@ export interface OpenedPage {
  * Opens `htmlFile` (file://) in a fresh headless Chromium (its own user-data dir, no network services), waits for
  * load, runs `fn` and closes the browser. Network requests other than the file itself are recorded as problems.
  */
-export async function withPage<T>(htmlFile: string, fn: (p: OpenedPage) => Promise<T>, viewport = { width: 1400, height: 900 }): Promise<T> {
+export async function withPage<T>(
+  htmlFile: string,
+  fn: (p: OpenedPage) => Promise<T>,
+  viewport = { width: 1400, height: 900 },
+): Promise<T> {
   const { chromium } = await import('playwright-core');
   const profile = fs.mkdtempSync(path.join(os.tmpdir(), 'planc-chromium-'));
-  const context = await chromium.launchPersistentContext(profile, { executablePath: CHROMIUM, headless: true, args: ARGS, viewport });
+  const context = await chromium.launchPersistentContext(profile, {
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ARGS,
+    viewport,
+  });
   try {
     const page = context.pages()[0] ?? (await context.newPage());
     const problems: string[] = [];
     const url = pathToFileURL(path.resolve(htmlFile)).href;
-    page.on('console', (m) => { if (m.type() === 'error') problems.push(`console: ${m.text()}`); });
+    page.on('console', (m) => {
+      if (m.type() === 'error') problems.push(`console: ${m.text()}`);
+    });
     page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
-    page.on('request', (r) => { if (r.url() !== url && !r.url().startsWith('data:')) problems.push(`request: ${r.url()}`); });
+    page.on('request', (r) => {
+      if (r.url() !== url && !r.url().startsWith('data:')) problems.push(`request: ${r.url()}`);
+    });
     await page.goto(url, { waitUntil: 'load' });
     return await fn({ page, problems });
   } finally {

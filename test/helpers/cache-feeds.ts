@@ -17,13 +17,20 @@ export function toCacheFeeds(feeds: Record<string, Tensor>, capacity: number): R
   const out: Record<string, Tensor> = {};
   let past = 0;
   for (const [k, v] of Object.entries(feeds)) {
-    if (!(k.startsWith('past_key_values.') && k.includes('.decoder.'))) { out[k] = v; continue; }
+    if (!(k.startsWith('past_key_values.') && k.includes('.decoder.'))) {
+      out[k] = v;
+      continue;
+    }
     const [b, h, p, d] = v.dims as [number, number, number, number];
     past = p;
     const data = new Float32Array(b * h * capacity * d).fill(NaN);
     const src = v.nums;
     for (let r = 0; r < b * h; r++) for (let j = 0; j < p * d; j++) data[r * capacity * d + j] = src[r * p * d + j]!;
-    out[`${CACHE_INPUT_PREFIX}${k.slice('past_key_values.'.length)}`] = new Tensor('float32', [b, h, capacity, d], data);
+    out[`${CACHE_INPUT_PREFIX}${k.slice('past_key_values.'.length)}`] = new Tensor(
+      'float32',
+      [b, h, capacity, d],
+      data,
+    );
   }
   out[PAST_LENGTH_INPUT] = Tensor.fromNumbers('int64', [], [past]);
   return out;
@@ -43,7 +50,14 @@ export function cacheRows(cache: Float32Array, dims: number[], n: number): Tenso
  * promise tol) no further from the float64 truth than twice onnxruntime's own distance. Only up to 100 tol: further
  * off, the widened copy is not trusted as the truth. Returns the failure, or null.
  */
-export async function judge(c: GraphCase, graph: string, name: string, got: Tensor, truth: () => Promise<Record<string, Tensor>>, tol: number): Promise<string | null> {
+export async function judge(
+  c: GraphCase,
+  graph: string,
+  name: string,
+  got: Tensor,
+  truth: () => Promise<Record<string, Tensor>>,
+  tol: number,
+): Promise<string | null> {
   const want = c.expected[name]!;
   const e = relErr(got, want);
   if (e < tol) return null;
@@ -56,7 +70,8 @@ export async function judge(c: GraphCase, graph: string, name: string, got: Tens
     return `${fail} (no float64 reference: ${(e as Error).message.split('\n')[0]})`;
   }
   if (!exact) return `${fail} (no float64 reference output)`;
-  const ortErr = relErr(want, exact), ours = relErr(got, exact);
+  const ortErr = relErr(want, exact),
+    ours = relErr(got, exact);
   const facts = `${fail}; from the float64 truth: onnxruntime ${ortErr.toExponential(2)}, planc ${ours.toExponential(2)}`;
   // past 100 tol the float64 copy itself is suspect (a float compared or cast to an integer may round the other way)
   return ortErr >= tol && ortErr < 100 * tol && ours <= 2 * ortErr ? null : facts;
@@ -67,7 +82,13 @@ export async function judge(c: GraphCase, graph: string, name: string, got: Tens
  * in-place caches gets its past as cache feeds (NaN past the valid rows, `capacity` rows) and its present outputs are
  * checked in the caches it appended to.
  */
-export async function checkGraph(plan: Plan, graph: string, c: GraphCase, tol: number, capacity: number): Promise<void> {
+export async function checkGraph(
+  plan: Plan,
+  graph: string,
+  c: GraphCase,
+  tol: number,
+  capacity: number,
+): Promise<void> {
   const inPlace = plan.inputs(graph).some((i) => i.name === PAST_LENGTH_INPUT);
   const feeds = inPlace ? toCacheFeeds(c.feeds, capacity) : c.feeds;
   const rt = Object.fromEntries(Object.entries(feeds).map(([k, v]) => [k, toRt(v)]));

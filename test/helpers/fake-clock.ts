@@ -20,8 +20,12 @@ export function fakeClock(perRead = 0): FakeClock {
     return now;
   };
   return {
-    advance: (ms) => { t += ms; },
-    restore: () => { performance.now = real; },
+    advance: (ms) => {
+      t += ms;
+    },
+    restore: () => {
+      performance.now = real;
+    },
   };
 }
 
@@ -39,7 +43,9 @@ export async function withFakeClock<T>(perRead: number, fn: (clock: FakeClock) =
 export function turnCounter(): { readonly turns: number; during<T>(start: () => Promise<T>): Promise<T> } {
   let turns = 0;
   return {
-    get turns() { return turns; },
+    get turns() {
+      return turns;
+    },
     async during<T>(start: () => Promise<T>): Promise<T> {
       let done = false;
       const count = () => {

@@ -76,10 +76,14 @@ export async function float64Outputs(onnxFile: string, feeds: Record<string, Ten
     sessions.set(onnxFile, s);
   }
   const session = await s;
-  const wide = Object.fromEntries(Object.entries(feeds).filter(([k]) => session.inputNames.includes(k)).map(([k, v]) => [
-    k,
-    toOrt(v.dtype === 'float32' ? Tensor.fromNumbers('float64', [...v.dims], Array.from(v.nums)) : v),
-  ]));
+  const wide = Object.fromEntries(
+    Object.entries(feeds)
+      .filter(([k]) => session.inputNames.includes(k))
+      .map(([k, v]) => [
+        k,
+        toOrt(v.dtype === 'float32' ? Tensor.fromNumbers('float64', [...v.dims], Array.from(v.nums)) : v),
+      ]),
+  );
   const out = await session.run(wide);
   return Object.fromEntries(Object.entries(out).map(([k, v]) => [k, fromOrt(v)]));
 }

@@ -10,6 +10,13 @@ export function matchGolden(name: string, actual: string): void {
     fs.writeFileSync(file, actual);
     return;
   }
-  if (!fs.existsSync(file)) assert.unreachable(`golden file test/golden/${name} is missing: run the test with UPDATE_GOLDEN=1 to write it, then review it`);
-  assert.fixture(actual, fs.readFileSync(file, 'utf8'), `golden ${name} (UPDATE_GOLDEN=1 to accept a deliberate change)`);
+  if (!fs.existsSync(file))
+    assert.unreachable(
+      `golden file test/golden/${name} is missing: run the test with UPDATE_GOLDEN=1 to write it, then review it`,
+    );
+  assert.fixture(
+    actual,
+    fs.readFileSync(file, 'utf8'),
+    `golden ${name} (UPDATE_GOLDEN=1 to accept a deliberate change)`,
+  );
 }

@@ -22,7 +22,12 @@ export interface ModelSpec {
 function vi([name, dtype, dims]: [string, DType, (number | string)[]]): OnnxTypes.IValueInfoProto {
   return {
     name,
-    type: { tensorType: { elemType: ONNX_CODE[dtype], shape: { dim: dims.map((d) => (typeof d === 'number' ? { dimValue: d } : { dimParam: d })) } } },
+    type: {
+      tensorType: {
+        elemType: ONNX_CODE[dtype],
+        shape: { dim: dims.map((d) => (typeof d === 'number' ? { dimValue: d } : { dimParam: d })) },
+      },
+    },
   };
 }
 
@@ -37,7 +42,14 @@ export function buildModel(spec: ModelSpec): Uint8Array {
       input: spec.inputs.map(vi),
       output: spec.outputs.map(vi),
       initializer: spec.initializers ?? [],
-      node: spec.nodes.map((n, i) => ({ name: n.name ?? `n${i}`, opType: n.op, domain: n.domain ?? '', input: n.inputs, output: n.outputs, attribute: n.attrs ?? [] })),
+      node: spec.nodes.map((n, i) => ({
+        name: n.name ?? `n${i}`,
+        opType: n.op,
+        domain: n.domain ?? '',
+        input: n.inputs,
+        output: n.outputs,
+        attribute: n.attrs ?? [],
+      })),
     },
   });
   return onnx.ModelProto.encode(m).finish();

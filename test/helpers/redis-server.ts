@@ -23,7 +23,11 @@ async function freePort(): Promise<number> {
 
 export class RedisServer {
   private proc?: ChildProcess;
-  private constructor(readonly port: number, readonly dir: string, private readonly extra: string[]) {}
+  private constructor(
+    readonly port: number,
+    readonly dir: string,
+    private readonly extra: string[],
+  ) {}
 
   /** Starts one; extra: more redis-server arguments (e.g. ['--requirepass', 'secret']). */
   static async start(dir: string, extra: string[] = []): Promise<RedisServer> {
@@ -33,17 +37,44 @@ export class RedisServer {
     return r;
   }
 
-  get url(): string { return `redis://127.0.0.1:${this.port}`; }
+  get url(): string {
+    return `redis://127.0.0.1:${this.port}`;
+  }
 
   /** Starts the process (again, after stop) and waits until it answers. */
   async up(): Promise<void> {
-    this.proc = spawn('redis-server', ['--port', String(this.port), '--bind', '127.0.0.1', '--dir', this.dir, '--appendonly', 'yes',
-      '--appendfsync', 'always', '--save', '', '--logfile', path.join(this.dir, 'redis.log'), ...this.extra], { stdio: 'ignore' });
+    this.proc = spawn(
+      'redis-server',
+      [
+        '--port',
+        String(this.port),
+        '--bind',
+        '127.0.0.1',
+        '--dir',
+        this.dir,
+        '--appendonly',
+        'yes',
+        '--appendfsync',
+        'always',
+        '--save',
+        '',
+        '--logfile',
+        path.join(this.dir, 'redis.log'),
+        ...this.extra,
+      ],
+      { stdio: 'ignore' },
+    );
     for (let i = 0; i < 100; i++) {
-      if (await new Promise<boolean>((resolve) => {
-        const c = net.connect(this.port, '127.0.0.1', () => { c.end(); resolve(true); });
-        c.on('error', () => resolve(false));
-      })) return;
+      if (
+        await new Promise<boolean>((resolve) => {
+          const c = net.connect(this.port, '127.0.0.1', () => {
+            c.end();
+            resolve(true);
+          });
+          c.on('error', () => resolve(false));
+        })
+      )
+        return;
       await new Promise((r) => setTimeout(r, 50));
     }
     throw new Error(`redis-server on port ${this.port} did not start (see ${path.join(this.dir, 'redis.log')})`);

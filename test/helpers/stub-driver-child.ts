@@ -16,7 +16,11 @@ const plan = await loadPlan(file!);
 function decode() {
   const copyLog = process.env.PLANC_CUDA_STUB_COPY_LOG!;
   const steps: { rows: number; outBytes: number[] }[] = [];
-  const sources = [[7, 8, 9, 10, 2], [11, 12, 2], [13, 14, 15, 2]];
+  const sources = [
+    [7, 8, 9, 10, 2],
+    [11, 12, 2],
+    [13, 14, 15, 2],
+  ];
   fs.appendFileSync(copyLog, '# decode\n');
   const rules = new DecodingRules({ startId: 0, eosId: 100, padId: 0 });
   greedyBatch(plan, sources, [3, 5, 5], rules, false, (out, r) => {
@@ -40,7 +44,7 @@ function spanCases() {
   const copyLog = process.env.PLANC_CUDA_STUB_COPY_LOG!;
   const N = 4096;
   let seed = 7;
-  const rand = (n: number) => ((seed = (seed * 1103515245 + 12345) % 2147483648) % n);
+  const rand = (n: number) => (seed = (seed * 1103515245 + 12345) % 2147483648) % n;
   const cases: { name: string; same: boolean; spans: number[] }[] = [];
   // a fill: rows × heads spans of s positions into a capacity-strided layout (one 2D copy)
   const fill: number[] = [];
@@ -48,11 +52,15 @@ function spanCases() {
   cases.push({ name: 'fill', same: false, spans: fill });
   // a beam gather through the spare: rows [2, 0, 0, 1] of 2 heads
   const gather: number[] = [];
-  [2, 0, 0, 1].forEach((r, i) => { for (let h = 0; h < 2; h++) gather.push(r * 256 + h * 128, i * 256 + h * 128, 96); });
+  [2, 0, 0, 1].forEach((r, i) => {
+    for (let h = 0; h < 2; h++) gather.push(r * 256 + h * 128, i * 256 + h * 128, 96);
+  });
   cases.push({ name: 'gather', same: false, spans: gather });
   // an in-place compaction: rows [1, 2, 3] → [0, 1, 2], 2 heads each, and whole contiguous rows
   const down: number[] = [];
-  [1, 2, 3].forEach((r, i) => { for (let h = 0; h < 2; h++) down.push(r * 256 + h * 128, i * 256 + h * 128, 96); });
+  [1, 2, 3].forEach((r, i) => {
+    for (let h = 0; h < 2; h++) down.push(r * 256 + h * 128, i * 256 + h * 128, 96);
+  });
   cases.push({ name: 'compact heads', same: true, spans: down });
   cases.push({ name: 'compact rows', same: true, spans: [256, 0, 256, 512, 256, 256, 768, 512, 256] });
   for (let k = 0; k < 40; k++) {
@@ -60,7 +68,10 @@ function spanCases() {
     const same = k % 2 === 0;
     const n = 1 + rand(12);
     const len = 8 * (1 + rand(16));
-    const sp = len + 8 * rand(4), dp = len + 8 * rand(4), s0 = 8 * rand(64), d0 = 8 * rand(64);
+    const sp = len + 8 * rand(4),
+      dp = len + 8 * rand(4),
+      s0 = 8 * rand(64),
+      d0 = 8 * rand(64);
     for (let i = 0; i < n; i++) {
       const regular = rand(4) !== 0;
       const [s, d, b] = regular ? [s0 + i * sp, d0 + i * dp, len] : [8 * rand(400), 8 * rand(400), 8 * rand(20)];
@@ -81,7 +92,12 @@ function spanCases() {
     reference(c.same ? want : init, want, c.spans);
     const before = fs.existsSync(copyLog) ? fs.readFileSync(copyLog, 'utf8').length : 0;
     plan.residentCopy(src, dst, c.spans);
-    const copies = fs.readFileSync(copyLog, 'utf8').slice(before).trim().split('\n').filter((l) => l);
+    const copies = fs
+      .readFileSync(copyLog, 'utf8')
+      .slice(before)
+      .trim()
+      .split('\n')
+      .filter((l) => l);
     const got = new Uint8Array(N);
     plan.residentRead(dst, 0, got);
     out.push({ name: c.name, ok: got.every((x, i) => x === want[i]), copies });
@@ -90,10 +106,14 @@ function spanCases() {
 }
 
 const result: {
-  device: string; runs: { graph: string; calls: string[]; outputs: Record<string, number[]> }[]; steps?: ReturnType<typeof decode>;
-  spans?: ReturnType<typeof spanCases>; error?: string;
+  device: string;
+  runs: { graph: string; calls: string[]; outputs: Record<string, number[]> }[];
+  steps?: ReturnType<typeof decode>;
+  spans?: ReturnType<typeof spanCases>;
+  error?: string;
 } = {
-  device: plan.device, runs: [],
+  device: plan.device,
+  runs: [],
 };
 try {
   if (only === '--decode') {
@@ -103,10 +123,18 @@ try {
   } else {
     for (const graph of plan.graphs) {
       if (only && graph !== only) continue;
-      const feeds = randomFeeds(plan, graph, { batch: 3, srcLen: 7, past: 2, vocab: plan.header.decoding.vocabSize ?? 100, seed: 5 });
+      const feeds = randomFeeds(plan, graph, {
+        batch: 3,
+        srcLen: 7,
+        past: 2,
+        vocab: plan.header.decoding.vocabSize ?? 100,
+        seed: 5,
+      });
       const out = plan.runSync(graph, cloneFeeds(feeds));
       const p = plan.header.programs.find((x) => x.graph === graph)!;
-      const calls = plan.header.cuda!.programs[plan.header.programs.indexOf(p)]!.calls.map((c) => c.variants.map((v) => v.entry).join('|'));
+      const calls = plan.header.cuda!.programs[plan.header.programs.indexOf(p)]!.calls.map((c) =>
+        c.variants.map((v) => v.entry).join('|'),
+      );
       result.runs.push({ graph, calls, outputs: Object.fromEntries(Object.entries(out).map(([k, v]) => [k, v.dims])) });
     }
   }

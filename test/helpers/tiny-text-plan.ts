@@ -8,23 +8,60 @@ const VOCAB = 101;
 
 /** A Hugging Face WordLevel tokenizer.json: `</s>` 0, `<unk>` 1, `w2` .. `w{vocab - 1}`, split on whitespace. */
 export function wordTokenizer(vocab = VOCAB): object {
-  const special = (id: number, content: string) => ({ id, content, single_word: false, lstrip: false, rstrip: false, normalized: false, special: true });
+  const special = (id: number, content: string) => ({
+    id,
+    content,
+    single_word: false,
+    lstrip: false,
+    rstrip: false,
+    normalized: false,
+    special: true,
+  });
   const size = vocab;
   const words: Record<string, number> = { '</s>': 0, '<unk>': 1 };
   for (let i = 2; i < size; i++) words[`w${i}`] = i;
   return {
-    version: '1.0', added_tokens: [special(0, '</s>'), special(1, '<unk>')], normalizer: null, pre_tokenizer: { type: 'WhitespaceSplit' },
-    post_processor: null, decoder: null, model: { type: 'WordLevel', vocab: words, unk_token: '<unk>' },
+    version: '1.0',
+    added_tokens: [special(0, '</s>'), special(1, '<unk>')],
+    normalizer: null,
+    pre_tokenizer: { type: 'WhitespaceSplit' },
+    post_processor: null,
+    decoder: null,
+    model: { type: 'WordLevel', vocab: words, unk_token: '<unk>' },
   };
 }
 
 /** Writes the model folder under `dir` and optimizes it into `dir/tiny.plan` (batch ≤ 4, source ≤ 16, target ≤ 8). */
 export function makeTinyTextPlan(dir: string): string {
   const model = path.join(dir, 'tiny-model');
-  makeModel({ arch: 'marian', d: 16, encoderLayers: 1, decoderLayers: 1, heads: 2, ffn: 32, vocab: VOCAB, maxPos: 64, activation: 'relu', seed: 3, out: model });
+  makeModel({
+    arch: 'marian',
+    d: 16,
+    encoderLayers: 1,
+    decoderLayers: 1,
+    heads: 2,
+    ffn: 32,
+    vocab: VOCAB,
+    maxPos: 64,
+    activation: 'relu',
+    seed: 3,
+    out: model,
+  });
   fs.writeFileSync(path.join(model, 'tokenizer.json'), JSON.stringify(wordTokenizer()));
   const plan = path.join(dir, 'tiny.plan');
-  const r = planc(['optimize', model, '-o', plan, '--quiet', '--max-batch', '4', '--max-src-len', '16', '--max-tgt-len', '8']);
+  const r = planc([
+    'optimize',
+    model,
+    '-o',
+    plan,
+    '--quiet',
+    '--max-batch',
+    '4',
+    '--max-src-len',
+    '16',
+    '--max-tgt-len',
+    '8',
+  ]);
   if (r.status !== 0) throw new Error(`planc optimize of the tiny model failed: ${r.stderr}`);
   return plan;
 }

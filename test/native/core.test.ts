@@ -2,8 +2,23 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import {
-  NATIVE_ADDON_PATH, kernelIds, kernelNames, native, nativeInfo, cudaStatus, planNew, planFree, programNew, programFree,
-  nativeAvailable, programInfo, programRun, programRunAsync, type NativePlan, type NativeProgram, type NativeArray,
+  NATIVE_ADDON_PATH,
+  kernelIds,
+  kernelNames,
+  native,
+  nativeInfo,
+  cudaStatus,
+  planNew,
+  planFree,
+  programNew,
+  programFree,
+  nativeAvailable,
+  programInfo,
+  programRun,
+  programRunAsync,
+  type NativePlan,
+  type NativeProgram,
+  type NativeArray,
 } from '../../runtime/native.ts';
 import { ONNX_CODE } from '../../compiler/dtype.ts';
 import { DTYPE_CODE } from '../../compiler/kernel-enums.ts';
@@ -13,12 +28,32 @@ import { testIf } from '../helpers/skip.ts';
 // ---- a tiny encoder of the program code of native/PROGRAM.md ----
 
 const MAGIC = 0x31474f5250434c50n;
-const ARENA = 0, WEIGHT = 1, INPUT = 2, ALIAS = 3;
-const F32 = DTYPE_CODE.float32!, I64 = DTYPE_CODE.int64!;
+const ARENA = 0,
+  WEIGHT = 1,
+  INPUT = 2,
+  ALIAS = 3;
+const F32 = DTYPE_CODE.float32!,
+  I64 = DTYPE_CODE.int64!;
 
-interface Term { coeff: number | bigint; factors: number[] }
-interface TensorSpec { kind: number; dtype: number; a: number; b?: number; dims: number[] }
-interface KernelSpec { name: string; ins: number[]; outs: number[]; iargs?: number[]; fargs?: number[]; variant?: number }
+interface Term {
+  coeff: number | bigint;
+  factors: number[];
+}
+interface TensorSpec {
+  kind: number;
+  dtype: number;
+  a: number;
+  b?: number;
+  dims: number[];
+}
+interface KernelSpec {
+  name: string;
+  ins: number[];
+  outs: number[];
+  iargs?: number[];
+  fargs?: number[];
+  variant?: number;
+}
 interface ProgramSpec {
   nSyms: number;
   exprs: Term[][];
@@ -31,9 +66,23 @@ interface ProgramSpec {
 }
 
 function encode(p: ProgramSpec): BigInt64Array {
-  const w: bigint[] = [MAGIC, ...[p.nSyms, p.exprs.length, p.tensors.length, p.kernels.length, p.inputs.length,
-    p.outputs.length, p.arenaBytes, p.nWeights, 0].map(BigInt)];
-  const push = (...xs: (number | bigint)[]) => { for (const x of xs) w.push(BigInt(x)); };
+  const w: bigint[] = [
+    MAGIC,
+    ...[
+      p.nSyms,
+      p.exprs.length,
+      p.tensors.length,
+      p.kernels.length,
+      p.inputs.length,
+      p.outputs.length,
+      p.arenaBytes,
+      p.nWeights,
+      0,
+    ].map(BigInt),
+  ];
+  const push = (...xs: (number | bigint)[]) => {
+    for (const x of xs) w.push(BigInt(x));
+  };
   for (const e of p.exprs) {
     push(e.length);
     for (const t of e) push(t.coeff, t.factors.length, ...t.factors);
@@ -44,7 +93,18 @@ function encode(p: ProgramSpec): BigInt64Array {
     const id = ids.get(k.name);
     if (id === undefined) throw new Error(`no kernel ${k.name}`);
     const fargs = (k.fargs ?? []).map((f) => new BigInt64Array(new Float64Array([f]).buffer)[0]);
-    push(id, k.variant ?? 0, k.ins.length, k.outs.length, k.iargs?.length ?? 0, fargs.length, ...k.ins, ...k.outs, ...(k.iargs ?? []), ...fargs);
+    push(
+      id,
+      k.variant ?? 0,
+      k.ins.length,
+      k.outs.length,
+      k.iargs?.length ?? 0,
+      fargs.length,
+      ...k.ins,
+      ...k.outs,
+      ...(k.iargs ?? []),
+      ...fargs,
+    );
   }
   push(...p.inputs, ...p.outputs);
   return BigInt64Array.from(w);
@@ -65,7 +125,10 @@ function copyKernel(): string | undefined {
 function blobOf(...arrays: Float32Array[]): { blob: Uint8Array; weights: BigInt64Array } {
   const pairs: bigint[] = [];
   let size = 0;
-  for (const a of arrays) { pairs.push(BigInt(size), BigInt(a.byteLength)); size += Math.ceil(a.byteLength / 64) * 64; }
+  for (const a of arrays) {
+    pairs.push(BigInt(size), BigInt(a.byteLength));
+    size += Math.ceil(a.byteLength / 64) * 64;
+  }
   const blob = new Uint8Array(size);
   arrays.forEach((a, i) => blob.set(new Uint8Array(a.buffer, a.byteOffset, a.byteLength), Number(pairs[2 * i])));
   return { blob, weights: BigInt64Array.from(pairs) };
@@ -74,10 +137,17 @@ function blobOf(...arrays: Float32Array[]): { blob: Uint8Array; weights: BigInt6
 /** y = copy(x), x float32 [n] (n = symbol 0), y in an arena slot of 64 floats. */
 function copySpec(name: string): ProgramSpec {
   return {
-    nSyms: 1, exprs: [sym(0)], arenaBytes: 256, nWeights: 0,
-    tensors: [{ kind: INPUT, dtype: F32, a: 0, dims: [0] }, { kind: ARENA, dtype: F32, a: 0, b: 256, dims: [0] }],
+    nSyms: 1,
+    exprs: [sym(0)],
+    arenaBytes: 256,
+    nWeights: 0,
+    tensors: [
+      { kind: INPUT, dtype: F32, a: 0, dims: [0] },
+      { kind: ARENA, dtype: F32, a: 0, b: 256, dims: [0] },
+    ],
     kernels: [{ name, ins: [0], outs: [1] }],
-    inputs: [0], outputs: [1],
+    inputs: [0],
+    outputs: [1],
   };
 }
 
@@ -142,7 +212,10 @@ test('setThreads recreates the pool; bad counts are errors', () => {
 
 test('planNew checks every weight range and the arena size', () => {
   const blob = new Uint8Array(100);
-  throwsMatching(() => planNew(blob, new BigInt64Array([0n, 101n]), 0), /weight #0.*does not lie inside the blob of 100 bytes/);
+  throwsMatching(
+    () => planNew(blob, new BigInt64Array([0n, 101n]), 0),
+    /weight #0.*does not lie inside the blob of 100 bytes/,
+  );
   throwsMatching(() => planNew(blob, new BigInt64Array([0n, 10n, 95n, 6n]), 0), /weight #1/);
   throwsMatching(() => planNew(blob, new BigInt64Array([-1n, 1n]), 0), /weight #0/);
   throwsMatching(() => planNew(blob, new BigInt64Array([0n, -1n]), 0), /weight #0/);
@@ -155,14 +228,17 @@ test('planNew checks every weight range and the arena size', () => {
   throwsMatching(() => planNew('x' as unknown as Uint8Array, new BigInt64Array(0), 0), /TypedArray/);
   const plan = planNew(blob, new BigInt64Array([0n, 10n, 64n, 36n, 100n, 0n]), 1000);
   planFree(plan);
-  planFree(plan);  // freeing twice is harmless
+  planFree(plan); // freeing twice is harmless
   throwsMatching(() => programNew(plan, new BigInt64Array(10)), /plan handle was freed/);
 });
 
 test('handles are type-checked', () => {
   const plan = planNew(new Uint8Array(0), new BigInt64Array(0), 64);
   throwsMatching(() => programNew({} as NativePlan, new BigInt64Array(10)), /expected a plan handle/);
-  throwsMatching(() => programRun(plan as unknown as NativeProgram, new BigInt64Array(0), [], []), /expected a program handle/);
+  throwsMatching(
+    () => programRun(plan as unknown as NativeProgram, new BigInt64Array(0), [], []),
+    /expected a program handle/,
+  );
   throwsMatching(() => programFree(plan as unknown as NativeProgram), /expected a program handle/);
   planFree(plan);
 });
@@ -171,7 +247,16 @@ test('handles are type-checked', () => {
 
 test('programNew rejects malformed code with the word position', () => {
   const plan = planNew(new Uint8Array(0), new BigInt64Array(0), 256);
-  const empty: ProgramSpec = { nSyms: 0, exprs: [], tensors: [], kernels: [], inputs: [], outputs: [], arenaBytes: 0, nWeights: 0 };
+  const empty: ProgramSpec = {
+    nSyms: 0,
+    exprs: [],
+    tensors: [],
+    kernels: [],
+    inputs: [],
+    outputs: [],
+    arenaBytes: 0,
+    nWeights: 0,
+  };
   const ok = programNew(plan, encode(empty));
   assert.equal(programInfo(ok), { symbols: 0, inputs: 0, outputs: 0, kernels: 0 });
   programRun(ok, new BigInt64Array(0), [], []);
@@ -204,7 +289,7 @@ test('programNew rejects malformed code with the word position', () => {
     // kernel 26-33 (id, variant, counts, input, output), graph input 34, output 35
     mutate(13, 1n, /word 13: a factor's symbol index = 1 is outside \[0, 0\]/);
     mutate(14, 5n, /tensor's kind/);
-    mutate(15, BigInt(ONNX_CODE.uint16), new RegExp(`unsupported dtype ${ONNX_CODE.uint16}`));  // a dtype plans do not support
+    mutate(15, BigInt(ONNX_CODE.uint16), new RegExp(`unsupported dtype ${ONNX_CODE.uint16}`)); // a dtype plans do not support
     mutate(16, 9n, /rank = 9/);
     mutate(17, 1n, /input index 1 is outside/);
     mutate(19, 1n, /dim expression index = 1/);
@@ -222,49 +307,74 @@ test('programNew rejects malformed code with the word position', () => {
 
 // ---- runs ----
 
-testIf(test, !copyKernel() && 'no copy kernel in this build')('y = copy(x): runs, symbols size the tensors, every size is checked', async () => {
-  const name = copyKernel()!;
-  const plan = planNew(new Uint8Array(0), new BigInt64Array(0), 256);
-  const prog = programNew(plan, encode(copySpec(name)));
-  assert.equal(programInfo(prog), { symbols: 1, inputs: 1, outputs: 1, kernels: 1 });
-  const x = Float32Array.from([1, 2, 3, 4, 5]);
-  const y = new Float32Array(5);
-  programRun(prog, new BigInt64Array([5n]), [x], [y]);
-  assert.equal(Array.from(y), [1, 2, 3, 4, 5]);
-  const z = new Float32Array(64);
-  programRun(prog, new BigInt64Array([64n]), [new Float32Array(64).fill(7)], [z]);
-  assert.is(z[63], 7);
-  const e = new Float32Array(0);
-  programRun(prog, new BigInt64Array([0n]), [e], [new Float32Array(0)]);  // empty tensors
-  throwsMatching(() => programRun(prog, new BigInt64Array([65n]), [new Float32Array(65)], [new Float32Array(65)]), /needs 260 bytes but its arena slot holds 256/);
-  throwsMatching(() => programRun(prog, new BigInt64Array([5n]), [new Float32Array(4)], [y]), /tensor #0 \(float32 \[5\]\) has 20 bytes but its feed has 16/);
-  throwsMatching(() => programRun(prog, new BigInt64Array([5n]), [x], [new Float32Array(4)]), /output 0: .* has 20 bytes but its buffer has 16/);
-  throwsMatching(() => programRun(prog, new BigInt64Array([-1n]), [x], [y]), /dim 0 = -1 is negative/);
-  throwsMatching(() => programRun(prog, new BigInt64Array([]), [x], [y]), /expected 1 symbol values, got 0/);
-  throwsMatching(() => programRun(prog, new BigInt64Array([5n]), [], [y]), /expected 1 feeds, got 0/);
-  throwsMatching(() => programRun(prog, new BigInt64Array([5n]), [x], []), /expected 1 output buffers, got 0/);
-  throwsMatching(() => programRun(prog, new BigInt64Array([5n]), [x as unknown as Float32Array, 3 as unknown as Float32Array], [y]), /feeds\[1\] must be a TypedArray/);
-  throwsMatching(() => programRun(prog, new BigInt64Array([5n]), [new Uint8Array(21).subarray(1)], [y]), /not aligned/);
-  throwsMatching(() => programRun(prog, [5n] as unknown as BigInt64Array, [x], [y]), /symbols must be a TypedArray/);
-  // async: same results, and the plan is busy meanwhile
-  const y2 = new Float32Array(5);
-  const run = programRunAsync(prog, new BigInt64Array([5n]), [x], [y2]);
-  throwsMatching(() => programRun(prog, new BigInt64Array([5n]), [x], [y]), /plan is busy/);
-  await rejectsMatching(programRunAsync(prog, new BigInt64Array([5n]), [x], [y]), /plan is busy/);
-  x.fill(9);  // feeds were copied when the run started
-  await run;
-  assert.equal(Array.from(y2), [1, 2, 3, 4, 5]);
-  await rejectsMatching(programRunAsync(prog, new BigInt64Array([6n]), [x], [y2]), /has 24 bytes but its feed has 20/);
-  await rejectsMatching(programRunAsync(prog, new BigInt64Array([5n]), [x], 7 as unknown as NativeArray[]), /outputs must be an array/);
-  // freeing the program during an async run is safe: the run keeps it
-  const y3 = new Float32Array(5);
-  const run3 = programRunAsync(prog, new BigInt64Array([5n]), [x], [y3]);
-  programFree(prog);
-  planFree(plan);
-  await run3;
-  assert.equal(Array.from(y3), [9, 9, 9, 9, 9]);
-  throwsMatching(() => programRun(prog, new BigInt64Array([5n]), [x], [y]), /program handle was freed/);
-});
+testIf(test, !copyKernel() && 'no copy kernel in this build')(
+  'y = copy(x): runs, symbols size the tensors, every size is checked',
+  async () => {
+    const name = copyKernel()!;
+    const plan = planNew(new Uint8Array(0), new BigInt64Array(0), 256);
+    const prog = programNew(plan, encode(copySpec(name)));
+    assert.equal(programInfo(prog), { symbols: 1, inputs: 1, outputs: 1, kernels: 1 });
+    const x = Float32Array.from([1, 2, 3, 4, 5]);
+    const y = new Float32Array(5);
+    programRun(prog, new BigInt64Array([5n]), [x], [y]);
+    assert.equal(Array.from(y), [1, 2, 3, 4, 5]);
+    const z = new Float32Array(64);
+    programRun(prog, new BigInt64Array([64n]), [new Float32Array(64).fill(7)], [z]);
+    assert.is(z[63], 7);
+    const e = new Float32Array(0);
+    programRun(prog, new BigInt64Array([0n]), [e], [new Float32Array(0)]); // empty tensors
+    throwsMatching(
+      () => programRun(prog, new BigInt64Array([65n]), [new Float32Array(65)], [new Float32Array(65)]),
+      /needs 260 bytes but its arena slot holds 256/,
+    );
+    throwsMatching(
+      () => programRun(prog, new BigInt64Array([5n]), [new Float32Array(4)], [y]),
+      /tensor #0 \(float32 \[5\]\) has 20 bytes but its feed has 16/,
+    );
+    throwsMatching(
+      () => programRun(prog, new BigInt64Array([5n]), [x], [new Float32Array(4)]),
+      /output 0: .* has 20 bytes but its buffer has 16/,
+    );
+    throwsMatching(() => programRun(prog, new BigInt64Array([-1n]), [x], [y]), /dim 0 = -1 is negative/);
+    throwsMatching(() => programRun(prog, new BigInt64Array([]), [x], [y]), /expected 1 symbol values, got 0/);
+    throwsMatching(() => programRun(prog, new BigInt64Array([5n]), [], [y]), /expected 1 feeds, got 0/);
+    throwsMatching(() => programRun(prog, new BigInt64Array([5n]), [x], []), /expected 1 output buffers, got 0/);
+    throwsMatching(
+      () =>
+        programRun(prog, new BigInt64Array([5n]), [x as unknown as Float32Array, 3 as unknown as Float32Array], [y]),
+      /feeds\[1\] must be a TypedArray/,
+    );
+    throwsMatching(
+      () => programRun(prog, new BigInt64Array([5n]), [new Uint8Array(21).subarray(1)], [y]),
+      /not aligned/,
+    );
+    throwsMatching(() => programRun(prog, [5n] as unknown as BigInt64Array, [x], [y]), /symbols must be a TypedArray/);
+    // async: same results, and the plan is busy meanwhile
+    const y2 = new Float32Array(5);
+    const run = programRunAsync(prog, new BigInt64Array([5n]), [x], [y2]);
+    throwsMatching(() => programRun(prog, new BigInt64Array([5n]), [x], [y]), /plan is busy/);
+    await rejectsMatching(programRunAsync(prog, new BigInt64Array([5n]), [x], [y]), /plan is busy/);
+    x.fill(9); // feeds were copied when the run started
+    await run;
+    assert.equal(Array.from(y2), [1, 2, 3, 4, 5]);
+    await rejectsMatching(
+      programRunAsync(prog, new BigInt64Array([6n]), [x], [y2]),
+      /has 24 bytes but its feed has 20/,
+    );
+    await rejectsMatching(
+      programRunAsync(prog, new BigInt64Array([5n]), [x], 7 as unknown as NativeArray[]),
+      /outputs must be an array/,
+    );
+    // freeing the program during an async run is safe: the run keeps it
+    const y3 = new Float32Array(5);
+    const run3 = programRunAsync(prog, new BigInt64Array([5n]), [x], [y3]);
+    programFree(prog);
+    planFree(plan);
+    await run3;
+    assert.equal(Array.from(y3), [9, 9, 9, 9, 9]);
+    throwsMatching(() => programRun(prog, new BigInt64Array([5n]), [x], [y]), /program handle was freed/);
+  },
+);
 
 test('two plans run at the same time; output buffers are re-checked when an async run ends', async () => {
   const name = copyKernel();
@@ -272,13 +382,15 @@ test('two plans run at the same time; output buffers are re-checked when an asyn
   const plans = [0, 1].map(() => planNew(new Uint8Array(0), new BigInt64Array(0), 256));
   const progs = plans.map((p) => programNew(p, encode(copySpec(name))));
   const outs = [new Float32Array(3), new Float32Array(3)];
-  await Promise.all(progs.map((p, i) => programRunAsync(p, new BigInt64Array([3n]), [Float32Array.from([i, i, i])], [outs[i]])));
+  await Promise.all(
+    progs.map((p, i) => programRunAsync(p, new BigInt64Array([3n]), [Float32Array.from([i, i, i])], [outs[i]])),
+  );
   assert.equal(Array.from(outs[1]), [1, 1, 1]);
   const detached = new Float32Array(3);
   const run = programRunAsync(progs[0], new BigInt64Array([3n]), [Float32Array.from([1, 2, 3])], [detached]);
-  structuredClone(detached.buffer, { transfer: [detached.buffer] });  // detach the output buffer mid-run
+  structuredClone(detached.buffer, { transfer: [detached.buffer] }); // detach the output buffer mid-run
   await rejectsMatching(run, /output 0: .* has 12 bytes but its buffer has 0/);
-  programRun(progs[0], new BigInt64Array([3n]), [Float32Array.from([1, 2, 3])], [outs[0]]);  // the plan was released
+  programRun(progs[0], new BigInt64Array([3n]), [Float32Array.from([1, 2, 3])], [outs[0]]); // the plan was released
   assert.equal(Array.from(outs[0]), [1, 2, 3]);
 });
 
@@ -290,7 +402,10 @@ test('aliases reshape, weights and inputs can be outputs, alias sizes are checke
   const plan = planNew(blob, weights, 1024);
   // x [2, n] → y = copy(x) → z = alias of y as [n, 2]; outputs z, the weight, and x itself
   const spec: ProgramSpec = {
-    nSyms: 1, exprs: [konst(2), sym(0), konst(3)], arenaBytes: 1024, nWeights: 1,
+    nSyms: 1,
+    exprs: [konst(2), sym(0), konst(3)],
+    arenaBytes: 1024,
+    nWeights: 1,
     tensors: [
       { kind: INPUT, dtype: F32, a: 0, dims: [0, 1] },
       { kind: ARENA, dtype: F32, a: 64, b: 512, dims: [0, 1] },
@@ -298,7 +413,8 @@ test('aliases reshape, weights and inputs can be outputs, alias sizes are checke
       { kind: WEIGHT, dtype: F32, a: 0, dims: [2] },
     ],
     kernels: [{ name, ins: [0], outs: [1] }],
-    inputs: [0], outputs: [2, 3, 0],
+    inputs: [0],
+    outputs: [2, 3, 0],
   };
   const prog = programNew(plan, encode(spec));
   const x = Float32Array.from([1, 2, 3, 4, 5, 6]);
@@ -310,10 +426,16 @@ test('aliases reshape, weights and inputs can be outputs, alias sizes are checke
   // an alias whose dims disagree in size with its target, a weight of the wrong size
   const badAlias = structuredClone(spec);
   badAlias.tensors[2].dims = [1, 1];
-  throwsMatching(() => programRun(programNew(plan, encode(badAlias)), new BigInt64Array([3n]), [x], outs), /tensor #2 \(float32 \[3, 3\]\) has 36 bytes but its alias target has 24/);
+  throwsMatching(
+    () => programRun(programNew(plan, encode(badAlias)), new BigInt64Array([3n]), [x], outs),
+    /tensor #2 \(float32 \[3, 3\]\) has 36 bytes but its alias target has 24/,
+  );
   const badWeight = structuredClone(spec);
   badWeight.tensors[3].dims = [0];
-  throwsMatching(() => programRun(programNew(plan, encode(badWeight)), new BigInt64Array([3n]), [x], outs), /tensor #3 \(float32 \[2\]\) has 8 bytes but its weight has 12/);
+  throwsMatching(
+    () => programRun(programNew(plan, encode(badWeight)), new BigInt64Array([3n]), [x], outs),
+    /tensor #3 \(float32 \[2\]\) has 8 bytes but its weight has 12/,
+  );
   // kernel outputs may not be weights, inputs or aliases of them
   const intoWeight = structuredClone(spec);
   intoWeight.kernels[0].outs = [3];
@@ -328,52 +450,97 @@ test('aliases reshape, weights and inputs can be outputs, alias sizes are checke
   throwsMatching(() => programNew(plan, encode(forward)), /alias target \(an earlier tensor\) 3 is outside \[0, 2\)/);
 });
 
-testIf(test, !has('test_echo') && 'test_echo needs a build with PLANC_TEST_KERNELS=ON')('expressions: polynomials of symbols, overflow past 2^62 is an error', () => {
-  const plan = planNew(new Uint8Array(0), new BigInt64Array(0), 64);
-  // y int64 [3] = echo(iargs: 2·a·b − 3, a·a·a·a, 7; fargs: 0.5): the ints are the expressions 0, 1 and 2
-  const echo = call('test_echo', { ints: [0, 1, 2], floats: [0.5] });
-  const echoArgs = { iargs: echo.iargs as number[], fargs: echo.fargs };
-  const spec: ProgramSpec = {
-    nSyms: 2, arenaBytes: 64, nWeights: 0,
-    exprs: [
-      [{ coeff: 2, factors: [0, 1] }, { coeff: -3, factors: [] }],
-      [{ coeff: 1, factors: [0, 0, 0, 0] }],
-      konst(7),
-      konst(4),
-    ],
-    tensors: [{ kind: ARENA, dtype: I64, a: 0, b: 64, dims: [3] }],
-    kernels: [{ name: 'test_echo', ins: [], outs: [0], ...echoArgs }],
-    inputs: [], outputs: [0],
-  };
-  const prog = programNew(plan, encode(spec));
-  const y = new BigInt64Array(4);
-  programRun(prog, new BigInt64Array([5n, 11n]), [], [y]);
-  assert.equal(Array.from(y.slice(0, 3)), [107n, 625n, 7n]);
-  assert.is(new Float64Array(y.buffer)[3], 0.5);
-  programRun(prog, new BigInt64Array([-5n, 0n]), [], [y]);
-  assert.equal(Array.from(y.slice(0, 3)), [-3n, 625n, 7n]);
-  throwsMatching(() => programRun(prog, new BigInt64Array([1n << 16n, 0n]), [], [y]), /expression #1 overflows past 2\^62/);
-  throwsMatching(() => programRun(prog, new BigInt64Array([1n << 31n, 1n << 31n]), [], [y]), /expression #0 overflows/);
-  throwsMatching(() => programRun(prog, new BigInt64Array([-(1n << 63n), 1n]), [], [y]), /overflows/);
-  const big = structuredClone(spec);
-  big.exprs[0] = [{ coeff: (1n << 62n) + 1n, factors: [] }];
-  throwsMatching(() => programNew(plan, encode(big)), /coefficient/);
-});
+testIf(test, !has('test_echo') && 'test_echo needs a build with PLANC_TEST_KERNELS=ON')(
+  'expressions: polynomials of symbols, overflow past 2^62 is an error',
+  () => {
+    const plan = planNew(new Uint8Array(0), new BigInt64Array(0), 64);
+    // y int64 [3] = echo(iargs: 2·a·b − 3, a·a·a·a, 7; fargs: 0.5): the ints are the expressions 0, 1 and 2
+    const echo = call('test_echo', { ints: [0, 1, 2], floats: [0.5] });
+    const echoArgs = { iargs: echo.iargs as number[], fargs: echo.fargs };
+    const spec: ProgramSpec = {
+      nSyms: 2,
+      arenaBytes: 64,
+      nWeights: 0,
+      exprs: [
+        [
+          { coeff: 2, factors: [0, 1] },
+          { coeff: -3, factors: [] },
+        ],
+        [{ coeff: 1, factors: [0, 0, 0, 0] }],
+        konst(7),
+        konst(4),
+      ],
+      tensors: [{ kind: ARENA, dtype: I64, a: 0, b: 64, dims: [3] }],
+      kernels: [{ name: 'test_echo', ins: [], outs: [0], ...echoArgs }],
+      inputs: [],
+      outputs: [0],
+    };
+    const prog = programNew(plan, encode(spec));
+    const y = new BigInt64Array(4);
+    programRun(prog, new BigInt64Array([5n, 11n]), [], [y]);
+    assert.equal(Array.from(y.slice(0, 3)), [107n, 625n, 7n]);
+    assert.is(new Float64Array(y.buffer)[3], 0.5);
+    programRun(prog, new BigInt64Array([-5n, 0n]), [], [y]);
+    assert.equal(Array.from(y.slice(0, 3)), [-3n, 625n, 7n]);
+    throwsMatching(
+      () => programRun(prog, new BigInt64Array([1n << 16n, 0n]), [], [y]),
+      /expression #1 overflows past 2\^62/,
+    );
+    throwsMatching(
+      () => programRun(prog, new BigInt64Array([1n << 31n, 1n << 31n]), [], [y]),
+      /expression #0 overflows/,
+    );
+    throwsMatching(() => programRun(prog, new BigInt64Array([-(1n << 63n), 1n]), [], [y]), /overflows/);
+    const big = structuredClone(spec);
+    big.exprs[0] = [{ coeff: (1n << 62n) + 1n, factors: [] }];
+    throwsMatching(() => programNew(plan, encode(big)), /coefficient/);
+  },
+);
 
 test('kernel errors name the kernel index and name', () => {
   const plan = planNew(new Uint8Array(0), new BigInt64Array(0), 256);
   if (has('test_fail')) {
-    const spec: ProgramSpec = { nSyms: 0, exprs: [], tensors: [], kernels: [{ name: 'test_fail', ins: [-1, -1], outs: [] }], inputs: [], outputs: [], arenaBytes: 0, nWeights: 0 };
-    throwsMatching(() => programRun(programNew(plan, encode(spec)), new BigInt64Array(0), [], []), /^kernel #0 \(test_fail\): test_fail: failed on purpose \(2 inputs\)$/);
-  }
-  if (has('add')) {  // shapes that do not broadcast: the kernel itself must refuse
     const spec: ProgramSpec = {
-      nSyms: 0, exprs: [konst(2), konst(3)], arenaBytes: 256, nWeights: 0,
-      tensors: [{ kind: INPUT, dtype: F32, a: 0, dims: [0] }, { kind: INPUT, dtype: F32, a: 1, dims: [1] }, { kind: ARENA, dtype: F32, a: 0, b: 64, dims: [1] }],
-      kernels: [{ name: 'add', ins: [0, 1], outs: [2] }],
-      inputs: [0, 1], outputs: [2],
+      nSyms: 0,
+      exprs: [],
+      tensors: [],
+      kernels: [{ name: 'test_fail', ins: [-1, -1], outs: [] }],
+      inputs: [],
+      outputs: [],
+      arenaBytes: 0,
+      nWeights: 0,
     };
-    throwsMatching(() => programRun(programNew(plan, encode(spec)), new BigInt64Array(0), [new Float32Array(2), new Float32Array(3)], [new Float32Array(3)]), /^kernel #0 \(add\): /);
+    throwsMatching(
+      () => programRun(programNew(plan, encode(spec)), new BigInt64Array(0), [], []),
+      /^kernel #0 \(test_fail\): test_fail: failed on purpose \(2 inputs\)$/,
+    );
+  }
+  if (has('add')) {
+    // shapes that do not broadcast: the kernel itself must refuse
+    const spec: ProgramSpec = {
+      nSyms: 0,
+      exprs: [konst(2), konst(3)],
+      arenaBytes: 256,
+      nWeights: 0,
+      tensors: [
+        { kind: INPUT, dtype: F32, a: 0, dims: [0] },
+        { kind: INPUT, dtype: F32, a: 1, dims: [1] },
+        { kind: ARENA, dtype: F32, a: 0, b: 64, dims: [1] },
+      ],
+      kernels: [{ name: 'add', ins: [0, 1], outs: [2] }],
+      inputs: [0, 1],
+      outputs: [2],
+    };
+    throwsMatching(
+      () =>
+        programRun(
+          programNew(plan, encode(spec)),
+          new BigInt64Array(0),
+          [new Float32Array(2), new Float32Array(3)],
+          [new Float32Array(3)],
+        ),
+      /^kernel #0 \(add\): /,
+    );
   }
 });
 
@@ -381,14 +548,18 @@ testIf(test, !has('add') && 'no add kernel in this build')('y = add(x, w) with a
   const { blob, weights } = blobOf(new Float32Array(5), Float32Array.from([1, 2, 3]));
   const plan = planNew(blob, weights, 1024);
   const spec: ProgramSpec = {
-    nSyms: 1, exprs: [sym(0), konst(3)], arenaBytes: 1024, nWeights: 2,
+    nSyms: 1,
+    exprs: [sym(0), konst(3)],
+    arenaBytes: 1024,
+    nWeights: 2,
     tensors: [
       { kind: INPUT, dtype: F32, a: 0, dims: [0, 1] },
       { kind: WEIGHT, dtype: F32, a: 1, dims: [1] },
       { kind: ARENA, dtype: F32, a: 128, b: 512, dims: [0, 1] },
     ],
     kernels: [{ name: 'add', ins: [0, 1], outs: [2] }],
-    inputs: [0], outputs: [2],
+    inputs: [0],
+    outputs: [2],
   };
   const prog = programNew(plan, encode(spec));
   const y = new Float32Array(6);
@@ -409,7 +580,11 @@ function rng(seed: number): () => number {
   };
 }
 
-interface FuzzCase { spec: ProgramSpec; syms: bigint[]; feedFloats: number[] }
+interface FuzzCase {
+  spec: ProgramSpec;
+  syms: bigint[];
+  feedFloats: number[];
+}
 
 /** Small valid programs to mutate, with symbol values and feed sizes that run them. */
 function fuzzCases(name: string | undefined): FuzzCase[] {
@@ -417,9 +592,13 @@ function fuzzCases(name: string | undefined): FuzzCase[] {
   if (name) {
     cases.push({ spec: copySpec(name), syms: [5n], feedFloats: [5] });
     cases.push({
-      syms: [2n, 3n], feedFloats: [6],
+      syms: [2n, 3n],
+      feedFloats: [6],
       spec: {
-        nSyms: 2, exprs: [sym(0), sym(1), [{ coeff: 1, factors: [0, 1] }], konst(4)], arenaBytes: 2048, nWeights: 1,
+        nSyms: 2,
+        exprs: [sym(0), sym(1), [{ coeff: 1, factors: [0, 1] }], konst(4)],
+        arenaBytes: 2048,
+        nWeights: 1,
         tensors: [
           { kind: INPUT, dtype: F32, a: 0, dims: [0, 1] },
           { kind: ARENA, dtype: F32, a: 0, b: 512, dims: [0, 1] },
@@ -428,23 +607,33 @@ function fuzzCases(name: string | undefined): FuzzCase[] {
           { kind: WEIGHT, dtype: F32, a: 0, dims: [3] },
           { kind: ARENA, dtype: F32, a: 1024, b: 64, dims: [3] },
         ],
-        kernels: [{ name, ins: [0], outs: [1] }, { name, ins: [2], outs: [3] }, { name, ins: [4], outs: [5] }],
-        inputs: [0], outputs: [3, 5],
+        kernels: [
+          { name, ins: [0], outs: [1] },
+          { name, ins: [2], outs: [3] },
+          { name, ins: [4], outs: [5] },
+        ],
+        inputs: [0],
+        outputs: [3, 5],
       },
     });
   }
   if (has('add')) {
     cases.push({
-      syms: [2n], feedFloats: [8],
+      syms: [2n],
+      feedFloats: [8],
       spec: {
-        nSyms: 1, exprs: [sym(0), konst(4)], arenaBytes: 2048, nWeights: 1,
+        nSyms: 1,
+        exprs: [sym(0), konst(4)],
+        arenaBytes: 2048,
+        nWeights: 1,
         tensors: [
           { kind: INPUT, dtype: F32, a: 0, dims: [0, 1] },
           { kind: WEIGHT, dtype: F32, a: 0, dims: [1] },
           { kind: ARENA, dtype: F32, a: 0, b: 1024, dims: [0, 1] },
         ],
         kernels: [{ name: 'add', ins: [0, 1], outs: [2] }],
-        inputs: [0], outputs: [2],
+        inputs: [0],
+        outputs: [2],
       },
     });
   }
@@ -454,13 +643,20 @@ function fuzzCases(name: string | undefined): FuzzCase[] {
 function mutateWord(r: () => number, v: bigint, len: number): bigint {
   const pick = Math.floor(r() * 8);
   switch (pick) {
-    case 0: return BigInt(Math.floor(r() * (len + 4)) - 2);
-    case 1: return v + 1n;
-    case 2: return v - 1n;
-    case 3: return BigInt.asIntN(64, v ^ (1n << BigInt(Math.floor(r() * 64))));
-    case 4: return [0n, -1n, 1n << 31n, 1n << 62n, -(1n << 63n), (1n << 63n) - 1n, 4096n, 65536n][Math.floor(r() * 8)];
-    case 5: return BigInt.asIntN(64, BigInt(Math.floor(r() * 2 ** 32)) << 32n | BigInt(Math.floor(r() * 2 ** 32)));
-    default: return BigInt(Math.floor(r() * 12));
+    case 0:
+      return BigInt(Math.floor(r() * (len + 4)) - 2);
+    case 1:
+      return v + 1n;
+    case 2:
+      return v - 1n;
+    case 3:
+      return BigInt.asIntN(64, v ^ (1n << BigInt(Math.floor(r() * 64))));
+    case 4:
+      return [0n, -1n, 1n << 31n, 1n << 62n, -(1n << 63n), (1n << 63n) - 1n, 4096n, 65536n][Math.floor(r() * 8)];
+    case 5:
+      return BigInt.asIntN(64, (BigInt(Math.floor(r() * 2 ** 32)) << 32n) | BigInt(Math.floor(r() * 2 ** 32)));
+    default:
+      return BigInt(Math.floor(r() * 12));
   }
 }
 
@@ -497,54 +693,75 @@ function runResizing(prog: NativeProgram, syms: BigInt64Array, feeds: NativeArra
 const FUZZ_ITERS = Number(process.env.PLANC_FUZZ_ITERS ?? 10000);
 const FUZZ_SEED = Number(process.env.PLANC_FUZZ_SEED ?? 0x5eed);
 
-testIf(test, !copyKernel() && !has('add') && 'neither a copy nor an add kernel in this build')(`fuzz: ${FUZZ_ITERS} mutated programs each decode and run or throw an Error`, () => {
-  const cases = fuzzCases(copyKernel());
-  const { blob, weights } = blobOf(Float32Array.from([1, 2, 3, 4]));
-  const plan = planNew(blob, weights, 4096);
-  const codes = cases.map((c) => encode(c.spec));
-  const r = rng(FUZZ_SEED);
-  let decoded = 0, ran = 0;
-  for (let i = 0; i < FUZZ_ITERS; i++) {
-    const c = cases[i % cases.length];
-    const code = mutate(r, codes[i % cases.length]);
-    let prog: NativeProgram;
-    try {
-      prog = programNew(plan, code);
-    } catch (e) {
-      assert.instance(e, Error);
-      continue;
+testIf(test, !copyKernel() && !has('add') && 'neither a copy nor an add kernel in this build')(
+  `fuzz: ${FUZZ_ITERS} mutated programs each decode and run or throw an Error`,
+  () => {
+    const cases = fuzzCases(copyKernel());
+    const { blob, weights } = blobOf(Float32Array.from([1, 2, 3, 4]));
+    const plan = planNew(blob, weights, 4096);
+    const codes = cases.map((c) => encode(c.spec));
+    const r = rng(FUZZ_SEED);
+    let decoded = 0,
+      ran = 0;
+    for (let i = 0; i < FUZZ_ITERS; i++) {
+      const c = cases[i % cases.length];
+      const code = mutate(r, codes[i % cases.length]);
+      let prog: NativeProgram;
+      try {
+        prog = programNew(plan, code);
+      } catch (e) {
+        assert.instance(e, Error);
+        continue;
+      }
+      decoded++;
+      const info = programInfo(prog);
+      const faithful = r() < 0.7; // the original symbols and feed sizes, or random ones
+      const syms = BigInt64Array.from({ length: info.symbols }, (_, k) =>
+        faithful && k < c.syms.length ? c.syms[k] : BigInt(Math.floor(r() * 6)),
+      );
+      const feeds = Array.from(
+        { length: info.inputs },
+        (_, k) => new Float32Array(faithful && k < c.feedFloats.length ? c.feedFloats[k] : Math.floor(r() * 40)),
+      );
+      const outs = Array.from({ length: info.outputs }, () => new Float32Array(Math.floor(r() * 40)));
+      if (runResizing(prog, syms, feeds, outs)) ran++;
+      programFree(prog);
     }
-    decoded++;
-    const info = programInfo(prog);
-    const faithful = r() < 0.7;  // the original symbols and feed sizes, or random ones
-    const syms = BigInt64Array.from({ length: info.symbols }, (_, k) => (faithful && k < c.syms.length ? c.syms[k] : BigInt(Math.floor(r() * 6))));
-    const feeds = Array.from({ length: info.inputs }, (_, k) => new Float32Array(faithful && k < c.feedFloats.length ? c.feedFloats[k] : Math.floor(r() * 40)));
-    const outs = Array.from({ length: info.outputs }, () => new Float32Array(Math.floor(r() * 40)));
-    if (runResizing(prog, syms, feeds, outs)) ran++;
-    programFree(prog);
-  }
-  console.log(`  fuzz (seed ${FUZZ_SEED}): ${decoded} of ${FUZZ_ITERS} mutations decoded, ${ran} ran to the end`);
-  assert.ok(decoded > 100);
-  assert.ok(ran > 20);
-});
+    console.log(`  fuzz (seed ${FUZZ_SEED}): ${decoded} of ${FUZZ_ITERS} mutations decoded, ${ran} ran to the end`);
+    assert.ok(decoded > 100);
+    assert.ok(ran > 20);
+  },
+);
 
 // ---- long programs (the per-kernel overhead is timed by benches, never asserted here) ----
 
-testIf(test, !copyKernel() && 'no copy kernel in this build')('a run of 300 chained copies gives its input back, run after run', () => {
-  const name = copyKernel()!;
-  const tensors: TensorSpec[] = [{ kind: INPUT, dtype: F32, a: 0, dims: [0] }];
-  const ks: KernelSpec[] = [];
-  for (let i = 0; i < 300; i++) {
-    tensors.push({ kind: ARENA, dtype: F32, a: (i % 2) * 64, b: 64, dims: [0] });
-    ks.push({ name, ins: [i], outs: [i + 1] });
-  }
-  const spec: ProgramSpec = { nSyms: 0, exprs: [konst(16)], arenaBytes: 128, nWeights: 0, tensors, kernels: ks, inputs: [0], outputs: [300] };
-  const plan = planNew(new Uint8Array(0), new BigInt64Array(0), 128);
-  const prog = programNew(plan, encode(spec));
-  const x = Float32Array.from({ length: 16 }, (_, i) => i);
-  const y = new Float32Array(16);
-  for (let i = 0; i < 200; i++) programRun(prog, new BigInt64Array(0), [x], [y]);
-  assert.equal(Array.from(y), Array.from(x));
-});
+testIf(test, !copyKernel() && 'no copy kernel in this build')(
+  'a run of 300 chained copies gives its input back, run after run',
+  () => {
+    const name = copyKernel()!;
+    const tensors: TensorSpec[] = [{ kind: INPUT, dtype: F32, a: 0, dims: [0] }];
+    const ks: KernelSpec[] = [];
+    for (let i = 0; i < 300; i++) {
+      tensors.push({ kind: ARENA, dtype: F32, a: (i % 2) * 64, b: 64, dims: [0] });
+      ks.push({ name, ins: [i], outs: [i + 1] });
+    }
+    const spec: ProgramSpec = {
+      nSyms: 0,
+      exprs: [konst(16)],
+      arenaBytes: 128,
+      nWeights: 0,
+      tensors,
+      kernels: ks,
+      inputs: [0],
+      outputs: [300],
+    };
+    const plan = planNew(new Uint8Array(0), new BigInt64Array(0), 128);
+    const prog = programNew(plan, encode(spec));
+    const x = Float32Array.from({ length: 16 }, (_, i) => i);
+    const y = new Float32Array(16);
+    for (let i = 0; i < 200; i++) programRun(prog, new BigInt64Array(0), [x], [y]);
+    assert.equal(Array.from(y), Array.from(x));
+  },
+);
 
 test.run();

@@ -20,18 +20,45 @@ function handler(op: string, opset: number): OpHandler {
 
 function node(op: string, nIn: number, nOut: number, attrs: Record<string, Attr>): Node {
   const outputs = Array.from({ length: nOut }, (_, i) => `out${i}`);
-  return { name: 'n0', op, domain: '', inputs: Array.from({ length: nIn }, (_, i) => `in${i}`), outputs, attrs, origin: [] };
+  return {
+    name: 'n0',
+    op,
+    domain: '',
+    inputs: Array.from({ length: nIn }, (_, i) => `in${i}`),
+    outputs,
+    attrs,
+    origin: [],
+  };
 }
 
-function runAll(op: string, ins: (Tensor | undefined)[], attrs: Record<string, Attr> = {}, opset = 23, nOut = 1): Tensor[] {
-  const ctx = { ...makeOpContext(node(op, ins.length, nOut, attrs), opset, 'PLANC_E202'), runSubgraph: () => [] } as EvalContext;
+function runAll(
+  op: string,
+  ins: (Tensor | undefined)[],
+  attrs: Record<string, Attr> = {},
+  opset = 23,
+  nOut = 1,
+): Tensor[] {
+  const ctx = {
+    ...makeOpContext(node(op, ins.length, nOut, attrs), opset, 'PLANC_E202'),
+    runSubgraph: () => [],
+  } as EvalContext;
   return handler(op, opset).eval(ctx, ins);
 }
 
-const run = (op: string, ins: (Tensor | undefined)[], attrs: Record<string, Attr> = {}, opset = 23): Tensor => runAll(op, ins, attrs, opset)[0]!;
+const run = (op: string, ins: (Tensor | undefined)[], attrs: Record<string, Attr> = {}, opset = 23): Tensor =>
+  runAll(op, ins, attrs, opset)[0]!;
 
-function infer(op: string, ins: (InferInput | undefined)[], attrs: Record<string, Attr> = {}, opset = 23, nOut = 1): InferOutput[] {
-  const ctx = { ...makeOpContext(node(op, ins.length, nOut, attrs), opset, 'PLANC_E201'), inferSubgraph: () => [] } as InferContext;
+function infer(
+  op: string,
+  ins: (InferInput | undefined)[],
+  attrs: Record<string, Attr> = {},
+  opset = 23,
+  nOut = 1,
+): InferOutput[] {
+  const ctx = {
+    ...makeOpContext(node(op, ins.length, nOut, attrs), opset, 'PLANC_E201'),
+    inferSubgraph: () => [],
+  } as InferContext;
   return handler(op, opset).infer(ctx, ins);
 }
 
@@ -54,7 +81,6 @@ function close(actual: number[], expected: number[], tol = 1e-6): void {
     else assert.ok(a === e || Math.abs(a - e) <= tol * Math.max(1, Math.abs(e)), `element ${i}: ${a} vs ${e}`);
   });
 }
-
 
 const batch = sym('batch');
 const srcLen = sym('src_len');
@@ -107,7 +133,9 @@ test('Mod: integer sign follows the divisor; fmod=1 follows the dividend', () =>
 test('bitwise ops on 32-bit and 64-bit integers', () => {
   assert.equal(vals(run('BitwiseAnd', [t('int64', [-1, -8]), t('int64', [5, 3])])), [5, 0]);
   assert.equal(vals(run('BitwiseOr', [t('int64', [-8]), t('int64', [3])])), [-5]);
-  assert.equal(vals(run('BitwiseXor', [t('uint64', [4294967296 * 3 + 5]), t('uint64', [4294967296 + 1])])), [4294967296 * 2 + 4]);
+  assert.equal(vals(run('BitwiseXor', [t('uint64', [4294967296 * 3 + 5]), t('uint64', [4294967296 + 1])])), [
+    4294967296 * 2 + 4,
+  ]);
   assert.equal(vals(run('BitwiseOr', [t('uint32', [0x80000000]), t('uint32', [1])])), [0x80000001]);
   assert.equal(vals(run('BitwiseNot', [t('int8', [5, -1])])), [-6, 0]);
   assert.equal(vals(run('BitwiseNot', [t('uint8', [5])])), [250]);
@@ -116,19 +144,30 @@ test('bitwise ops on 32-bit and 64-bit integers', () => {
 });
 
 test('BitShift LEFT/RIGHT keeps the type width', () => {
-  assert.equal(vals(run('BitShift', [t('uint8', [16, 4, 200, 1]), t('uint8', [1, 2, 1, 9])], { direction: str('LEFT') })), [32, 16, 144, 0]);
+  assert.equal(
+    vals(run('BitShift', [t('uint8', [16, 4, 200, 1]), t('uint8', [1, 2, 1, 9])], { direction: str('LEFT') })),
+    [32, 16, 144, 0],
+  );
   assert.equal(vals(run('BitShift', [t('uint32', [0x80000000]), t('uint32', [31])], { direction: str('RIGHT') })), [1]);
   assert.equal(vals(run('BitShift', [t('uint64', [1]), t('uint64', [40])], { direction: str('LEFT') })), [2 ** 40]);
   assert.equal(vals(run('BitShift', [t('uint64', [2 ** 40]), t('uint64', [38])], { direction: str('RIGHT') })), [4]);
-  failsWith(() => run('BitShift', [t('uint8', [1]), t('uint8', [1])], { direction: str('UP') }), 'PLANC_E202', 'direction');
+  failsWith(
+    () => run('BitShift', [t('uint8', [1]), t('uint8', [1])], { direction: str('UP') }),
+    'PLANC_E202',
+    'direction',
+  );
 });
 
 test('legacy broadcast (opset < 7) aligns B at axis', () => {
-  const a = f32(Array.from({ length: 24 }, () => 0), [2, 3, 4]);
+  const a = f32(
+    Array.from({ length: 24 }, () => 0),
+    [2, 3, 4],
+  );
   const y = run('Add', [a, f32([1, 2, 3])], { broadcast: int(1), axis: int(1) }, 6);
   assert.equal(y.dims, [2, 3, 4]);
   assert.equal(vals(y).slice(0, 12), [1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3]);
-  const shape = infer('Add', [ti('float32', [2, 3, 4]), ti('float32', [3])], { broadcast: int(1), axis: int(1) }, 6)[0]!.shape;
+  const shape = infer('Add', [ti('float32', [2, 3, 4]), ti('float32', [3])], { broadcast: int(1), axis: int(1) }, 6)[0]!
+    .shape;
   assert.is(dims(shape), '2,3,4');
 });
 
@@ -207,7 +246,11 @@ test('math functions', () => {
 });
 
 test('Erf is accurate to double precision', () => {
-  close([erf(0.5), erf(1), erf(-2), erf(3), erf(1e-10), erf(7)], [0.5204998778130465, 0.8427007929497149, -0.9953222650189527, 0.9999779095030014, 1.1283791670955126e-10, 1], 1e-15);
+  close(
+    [erf(0.5), erf(1), erf(-2), erf(3), erf(1e-10), erf(7)],
+    [0.5204998778130465, 0.8427007929497149, -0.9953222650189527, 0.9999779095030014, 1.1283791670955126e-10, 1],
+    1e-15,
+  );
   assert.ok(Number.isNaN(erf(NaN)));
 });
 
@@ -238,7 +281,10 @@ test('activations with their attribute defaults and overrides', () => {
 
 test('Gelu: exact (erf) and tanh approximations', () => {
   close(vals(run('Gelu', [f32([1, -2])], {}, 20)), [0.8413447460685429, -0.04550026389635842]);
-  close(vals(run('Gelu', [f32([1, -2])], { approximate: str('tanh') }, 20)), [0.8411919906082768, -0.04540230591222494]);
+  close(
+    vals(run('Gelu', [f32([1, -2])], { approximate: str('tanh') }, 20)),
+    [0.8411919906082768, -0.04540230591222494],
+  );
   failsWith(() => run('Gelu', [f32([1])], { approximate: str('fast') }, 20), 'PLANC_E202', 'approximate');
 });
 
@@ -300,7 +346,7 @@ test('Cast to and from strings', () => {
   failsWith(() => run('Cast', [Tensor.fromStrings([1], ['abc'])], { to: int(1) }), 'PLANC_E202', "'abc'");
 });
 
-test('Cast to an unsupported dtype fails; CastLike takes the second input\'s dtype', () => {
+test("Cast to an unsupported dtype fails; CastLike takes the second input's dtype", () => {
   failsWith(() => run('Cast', [f32([1])], { to: int(17) }), 'PLANC_E202', 'FLOAT8E4M3FN');
   failsWith(() => infer('Cast', [ti('float32', [2])], { to: int(17) }), 'PLANC_E201', 'FLOAT8E4M3FN');
   const y = run('CastLike', [f32([3.9]), t('int32', [0])], {}, 15);
@@ -330,12 +376,26 @@ test('Dropout in inference passes the input; mask dtype by opset', () => {
 
 test('Dropout in training mode draws like numpy RandomState(seed).uniform', () => {
   const rng = new MersenneTwister(0);
-  close([rng.nextDouble(), rng.nextDouble(), rng.nextDouble()], [0.5488135039273248, 0.7151893663724195, 0.6027633760716439], 1e-16);
+  close(
+    [rng.nextDouble(), rng.nextDouble(), rng.nextDouble()],
+    [0.5488135039273248, 0.7151893663724195, 0.6027633760716439],
+    1e-16,
+  );
   // uniforms for seed 0 are 0.5488…, 0.7152…, 0.6028…: with ratio 0.6 the first is dropped, the others scaled by 2.5
-  const [y, m] = runAll('Dropout', [f32([1, 2, 3]), scalar('float32', 0.6), scalar('bool', 1)], { seed: int(0) }, 13, 2);
+  const [y, m] = runAll(
+    'Dropout',
+    [f32([1, 2, 3]), scalar('float32', 0.6), scalar('bool', 1)],
+    { seed: int(0) },
+    13,
+    2,
+  );
   close(vals(y!), [0, 5, 7.5]);
   assert.equal(vals(m!), [0, 1, 1]);
-  failsWith(() => runAll('Dropout', [f32([1]), scalar('float32', 1), scalar('bool', 1)], { seed: int(0) }, 13), 'PLANC_E202', 'ratio');
+  failsWith(
+    () => runAll('Dropout', [f32([1]), scalar('float32', 1), scalar('bool', 1)], { seed: int(0) }, 13),
+    'PLANC_E202',
+    'ratio',
+  );
 });
 
 // ---- inference ----
@@ -348,13 +408,20 @@ test('infer: broadcast of symbolic shapes, dtype checks', () => {
   failsWith(() => infer('Add', [ti('float32', [2]), ti('int64', [2])]), 'PLANC_E201', 'float32 and int64');
   failsWith(() => infer('Mul', [ti('float32', [2, 3]), ti('float32', [4])]), 'PLANC_E201', 'broadcast');
   failsWith(() => infer('Sqrt', [ti('int32', [2])]), 'PLANC_E201', 'floating-point');
-  failsWith(() => infer('Where', [ti('float32', [2]), ti('float32', [2]), ti('float32', [2])]), 'PLANC_E201', 'expected bool');
+  failsWith(
+    () => infer('Where', [ti('float32', [2]), ti('float32', [2]), ti('float32', [2])]),
+    'PLANC_E201',
+    'expected bool',
+  );
   assert.is(infer('Equal', [ti('int64', [2]), ti('int64', [2])])[0]!.dtype, 'bool');
   assert.is(infer('IsNaN', [ti('float16', [2])])[0]!.dtype, 'bool');
   assert.is(infer('Pow', [ti('float32', [2]), ti('int64', [])])[0]!.dtype, 'float32');
   assert.is(infer('Cast', [ti('float32', [batch])], { to: int(7) })[0]!.dtype, 'int64');
   assert.is(infer('CastLike', [ti('float32', [2]), ti('float16', [1])], {}, 15)[0]!.dtype, 'float16');
-  assert.is(dims(infer('Max', [ti('float32', [batch, 1]), ti('float32', [4]), ti('float32', [])])[0]!.shape), 'batch,4');
+  assert.is(
+    dims(infer('Max', [ti('float32', [batch, 1]), ti('float32', [4]), ti('float32', [])])[0]!.shape),
+    'batch,4',
+  );
 });
 
 test('infer: symbolic elements through arithmetic', () => {
@@ -363,7 +430,12 @@ test('infer: symbolic elements through arithmetic', () => {
   const mul = infer('Mul', [x, four])[0]!;
   assert.is(dims(mul.sym), dimStr(dimMul(batch, 4)));
   assert.is(dims(mul.shape), '1');
-  assert.is(dims(infer('Add', [symIn('int64', [batch, srcLen]), { dtype: 'int64', shape: [], value: scalar('int64', 1) }])[0]!.sym), 'batch+1,src_len+1');
+  assert.is(
+    dims(
+      infer('Add', [symIn('int64', [batch, srcLen]), { dtype: 'int64', shape: [], value: scalar('int64', 1) }])[0]!.sym,
+    ),
+    'batch+1,src_len+1',
+  );
   assert.is(dims(infer('Sub', [symIn('int64', [srcLen]), symIn('int64', [1])])[0]!.sym), 'src_len-1');
   assert.is(dims(infer('Div', [symIn('int64', [dimMul(batch, 4), 7]), symIn('int64', [2])])[0]!.sym), 'batch*2,3');
   assert.is(dims(infer('Div', [symIn('int64', [-7]), symIn('int64', [2])])[0]!.sym), '-3');
@@ -376,7 +448,10 @@ test('infer: symbolic elements through Equal, Where, Cast, Identity, Max', () =>
   assert.is(infer('Equal', [symIn('int64', [batch]), symIn('int64', [srcLen])])[0]!.sym, undefined);
   const cond = symIn('bool', [1, 0]);
   assert.is(dims(infer('Where', [cond, symIn('int64', [batch, 5]), symIn('int64', [-1])])[0]!.sym), 'batch,-1');
-  assert.is(infer('Where', [{ dtype: 'bool', shape: [2] }, symIn('int64', [batch, 5]), symIn('int64', [-1])])[0]!.sym, undefined);
+  assert.is(
+    infer('Where', [{ dtype: 'bool', shape: [2] }, symIn('int64', [batch, 5]), symIn('int64', [-1])])[0]!.sym,
+    undefined,
+  );
   assert.is(dims(infer('Cast', [symIn('int64', [batch, 8])], { to: int(6) })[0]!.sym), 'batch,8');
   assert.is(infer('Cast', [symIn('int64', [batch])], { to: int(1) })[0]!.sym, undefined);
   assert.is(dims(infer('Cast', [symIn('int64', [0, 3])], { to: int(9) })[0]!.sym), '0,1');

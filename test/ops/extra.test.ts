@@ -25,13 +25,33 @@ function node(op: string, nIn: number, nOut: number, attrs: Record<string, Attr>
 
 type Body = (feeds: Tensor[]) => Tensor[];
 
-function run(op: string, opset: number, ins: (Tensor | undefined)[], attrs: Record<string, Attr> = {}, nOut = 1, body?: Body): Tensor[] {
-  const ctx = { ...makeOpContext(node(op, ins.length, nOut, attrs), opset, 'PLANC_E202'), runSubgraph: (_g: Graph, feeds?: Tensor[]) => body!(feeds ?? []) } as EvalContext;
+function run(
+  op: string,
+  opset: number,
+  ins: (Tensor | undefined)[],
+  attrs: Record<string, Attr> = {},
+  nOut = 1,
+  body?: Body,
+): Tensor[] {
+  const ctx = {
+    ...makeOpContext(node(op, ins.length, nOut, attrs), opset, 'PLANC_E202'),
+    runSubgraph: (_g: Graph, feeds?: Tensor[]) => body!(feeds ?? []),
+  } as EvalContext;
   return handler(op, opset).eval(ctx, ins);
 }
 
-function infer(op: string, opset: number, ins: (InferInput | undefined)[], attrs: Record<string, Attr> = {}, nOut = 1, body?: (types: ValueType[]) => ValueType[]): InferOutput[] {
-  const ctx = { ...makeOpContext(node(op, ins.length, nOut, attrs), opset, 'PLANC_E201'), inferSubgraph: (_g: Graph, types?: ValueType[]) => body!(types ?? []) } as InferContext;
+function infer(
+  op: string,
+  opset: number,
+  ins: (InferInput | undefined)[],
+  attrs: Record<string, Attr> = {},
+  nOut = 1,
+  body?: (types: ValueType[]) => ValueType[],
+): InferOutput[] {
+  const ctx = {
+    ...makeOpContext(node(op, ins.length, nOut, attrs), opset, 'PLANC_E201'),
+    inferSubgraph: (_g: Graph, types?: ValueType[]) => body!(types ?? []),
+  } as InferContext;
   return handler(op, opset).infer(ctx, ins);
 }
 
@@ -66,7 +86,6 @@ function close(actual: Tensor, dims: number[], want: number[], tol = 1e-6): void
   });
 }
 
-
 // ---- losses ----
 
 test('NegativeLogLikelihoodLoss: reductions, weights, ignore_index', () => {
@@ -80,19 +99,35 @@ test('NegativeLogLikelihoodLoss: reductions, weights, ignore_index', () => {
   close(run('NegativeLogLikelihoodLoss', 13, [x, target], { ignore_index: int(2) })[0], [], [1]);
   // [N, C, D]: x[n, t, d]
   const x3 = f32([1, 2, 2], [-1, -2, -3, -4]);
-  close(run('NegativeLogLikelihoodLoss', 13, [x3, t('int64', [1, 2], [1, 0])], { reduction: strA('none') })[0], [1, 2], [3, 2]);
+  close(
+    run('NegativeLogLikelihoodLoss', 13, [x3, t('int64', [1, 2], [1, 0])], { reduction: strA('none') })[0],
+    [1, 2],
+    [3, 2],
+  );
   failsWith(() => run('NegativeLogLikelihoodLoss', 13, [x, i64([0, 3])]), 'PLANC_E202', /out of range/);
-  const o = infer('NegativeLogLikelihoodLoss', 13, [ti('float32', [sym('n'), 3]), ti('int64', [sym('n')])], { reduction: strA('none') });
+  const o = infer('NegativeLogLikelihoodLoss', 13, [ti('float32', [sym('n'), 3]), ti('int64', [sym('n')])], {
+    reduction: strA('none'),
+  });
   assert.is(shapeOf(o[0]!), 'n');
   assert.is(shapeOf(infer('NegativeLogLikelihoodLoss', 13, [ti('float32', [2, 3]), ti('int64', [2])])[0]!), '');
-  failsWith(() => infer('NegativeLogLikelihoodLoss', 13, [ti('float32', [2, 3]), ti('float32', [2])]), 'PLANC_E201', /target must be/);
+  failsWith(
+    () => infer('NegativeLogLikelihoodLoss', 13, [ti('float32', [2, 3]), ti('float32', [2])]),
+    'PLANC_E201',
+    /target must be/,
+  );
 });
 
 test('SoftmaxCrossEntropyLoss: loss and log_prob output', () => {
   const [loss, logp] = run('SoftmaxCrossEntropyLoss', 13, [f32([1, 2], [0, 0]), i64([1])], {}, 2);
   close(loss!, [], [Math.LN2]);
   close(logp!, [1, 2], [-Math.LN2, -Math.LN2]);
-  const o = infer('SoftmaxCrossEntropyLoss', 13, [ti('float32', [4, 3, 5]), ti('int64', [4, 5])], { reduction: strA('none') }, 2);
+  const o = infer(
+    'SoftmaxCrossEntropyLoss',
+    13,
+    [ti('float32', [4, 3, 5]), ti('int64', [4, 5])],
+    { reduction: strA('none') },
+    2,
+  );
   assert.is(shapeOf(o[0]!), '4,5');
   assert.is(shapeOf(o[1]!), '4,3,5');
 });
@@ -105,21 +140,58 @@ test('Resize-13+: nearest, linear half_pixel, sizes, keep_aspect_ratio_policy, a
   close(run('Resize', 13, [x, undefined, scales])[0], [1, 1, 1, 4], [1, 1, 2, 2]);
   // half_pixel: source coords -0.25, 0.25, 0.75, 1.25 (edge-clamped)
   close(run('Resize', 13, [x, undefined, scales], { mode: strA('linear') })[0], [1, 1, 1, 4], [1, 1.25, 1.75, 2]);
-  close(run('Resize', 13, [x, undefined, scales], { mode: strA('linear'), coordinate_transformation_mode: strA('align_corners') })[0], [1, 1, 1, 4], [1, 4 / 3, 5 / 3, 2]);
-  close(run('Resize', 13, [x, undefined, undefined, i64([1, 1, 1, 3])], { nearest_mode: strA('floor'), coordinate_transformation_mode: strA('asymmetric') })[0], [1, 1, 1, 3], [1, 1, 2]);
+  close(
+    run('Resize', 13, [x, undefined, scales], {
+      mode: strA('linear'),
+      coordinate_transformation_mode: strA('align_corners'),
+    })[0],
+    [1, 1, 1, 4],
+    [1, 4 / 3, 5 / 3, 2],
+  );
+  close(
+    run('Resize', 13, [x, undefined, undefined, i64([1, 1, 1, 3])], {
+      nearest_mode: strA('floor'),
+      coordinate_transformation_mode: strA('asymmetric'),
+    })[0],
+    [1, 1, 1, 3],
+    [1, 1, 2],
+  );
   // not_larger: scale = min(2/2, 8/4) = 1 → unchanged
   const y = f32([2, 4], [1, 2, 3, 4, 5, 6, 7, 8]);
-  close(run('Resize', 18, [y, undefined, undefined, i64([2, 8])], { keep_aspect_ratio_policy: strA('not_larger') })[0], [2, 4], [1, 2, 3, 4, 5, 6, 7, 8]);
+  close(
+    run('Resize', 18, [y, undefined, undefined, i64([2, 8])], { keep_aspect_ratio_policy: strA('not_larger') })[0],
+    [2, 4],
+    [1, 2, 3, 4, 5, 6, 7, 8],
+  );
   // axes: only the last axis is given
-  close(run('Resize', 18, [y, undefined, f32([1], [0.5])], { axes: ints([1]), coordinate_transformation_mode: strA('asymmetric') })[0], [2, 2], [1, 3, 5, 7]);
-  failsWith(() => run('Resize', 13, [x, undefined, scales, i64([1, 1, 1, 4])]), 'PLANC_E202', /only one of scales and sizes/);
-  failsWith(() => run('Resize', 18, [x, undefined, scales], { mode: strA('nearest'), antialias: int(1) }), 'PLANC_E202', /antialias/);
+  close(
+    run('Resize', 18, [y, undefined, f32([1], [0.5])], {
+      axes: ints([1]),
+      coordinate_transformation_mode: strA('asymmetric'),
+    })[0],
+    [2, 2],
+    [1, 3, 5, 7],
+  );
+  failsWith(
+    () => run('Resize', 13, [x, undefined, scales, i64([1, 1, 1, 4])]),
+    'PLANC_E202',
+    /only one of scales and sizes/,
+  );
+  failsWith(
+    () => run('Resize', 18, [x, undefined, scales], { mode: strA('nearest'), antialias: int(1) }),
+    'PLANC_E202',
+    /antialias/,
+  );
 });
 
 test('Resize tf_crop_and_resize extrapolates outside the roi', () => {
   const x = f32([1, 3], [1, 2, 3]);
   const roi = f32([4], [0, 0, 1, 2]); // the second axis spans [0, 2*(3-1)] = beyond the input
-  const r = run('Resize', 13, [x, roi, undefined, i64([1, 3])], { mode: strA('linear'), coordinate_transformation_mode: strA('tf_crop_and_resize'), extrapolation_value: flt(-1) })[0]!;
+  const r = run('Resize', 13, [x, roi, undefined, i64([1, 3])], {
+    mode: strA('linear'),
+    coordinate_transformation_mode: strA('tf_crop_and_resize'),
+    extrapolation_value: flt(-1),
+  })[0]!;
   close(r, [1, 3], [1, 3, -1]);
 });
 
@@ -127,7 +199,12 @@ test('Resize infer: shapes from constant scales or sizes', () => {
   const b = sym('b');
   const o = infer('Resize', 13, [ti('float32', [b, 3, 4, 4]), undefined, ti('float32', [4], f32([4], [1, 1, 2, 0.5]))]);
   assert.is(shapeOf(o[0]!), 'b,3,8,2');
-  const s = infer('Resize', 13, [ti('float32', [b, 3, 4, 4]), undefined, undefined, ti('int64', [4], i64([1, 3, 5, 6]))]);
+  const s = infer('Resize', 13, [
+    ti('float32', [b, 3, 4, 4]),
+    undefined,
+    undefined,
+    ti('int64', [4], i64([1, 3, 5, 6])),
+  ]);
   assert.is(shapeOf(s[0]!), '1,3,5,6');
   failsWith(() => infer('Resize', 13, [ti('string', [2])]), 'PLANC_E201', /numeric/);
 });
@@ -152,16 +229,34 @@ test('GridSample: corners with align_corners, zeros padding, nearest', () => {
   const out = f32([1, 1, 1, 2], [-3, -3]);
   close(run('GridSample', 20, [x, out])[0], [1, 1, 1, 1], [0]);
   close(run('GridSample', 20, [x, out], { padding_mode: strA('border') })[0], [1, 1, 1, 1], [1]);
-  close(run('GridSample', 20, [x, f32([1, 1, 1, 2], [0.6, -0.6])], { mode: strA('nearest'), align_corners: int(1) })[0], [1, 1, 1, 1], [2]);
-  failsWith(() => run('GridSample', 20, [x, grid], { mode: strA('bilinear') }), 'PLANC_E202', /mode 'bilinear' is not valid/);
-  assert.is(shapeOf(infer('GridSample', 20, [ti('float32', [2, 3, 8, 8]), ti('float32', [2, 5, 6, 2])])[0]!), '2,3,5,6');
+  close(
+    run('GridSample', 20, [x, f32([1, 1, 1, 2], [0.6, -0.6])], { mode: strA('nearest'), align_corners: int(1) })[0],
+    [1, 1, 1, 1],
+    [2],
+  );
+  failsWith(
+    () => run('GridSample', 20, [x, grid], { mode: strA('bilinear') }),
+    'PLANC_E202',
+    /mode 'bilinear' is not valid/,
+  );
+  assert.is(
+    shapeOf(infer('GridSample', 20, [ti('float32', [2, 3, 8, 8]), ti('float32', [2, 5, 6, 2])])[0]!),
+    '2,3,5,6',
+  );
 });
 
 test('AffineGrid: identity theta gives the normalized base grid', () => {
   const theta = f32([1, 2, 3], [1, 0, 0, 0, 1, 0]);
-  close(run('AffineGrid', 20, [theta, i64([1, 1, 2, 2])], { align_corners: int(1) })[0], [1, 2, 2, 2], [-1, -1, 1, -1, -1, 1, 1, 1]);
+  close(
+    run('AffineGrid', 20, [theta, i64([1, 1, 2, 2])], { align_corners: int(1) })[0],
+    [1, 2, 2, 2],
+    [-1, -1, 1, -1, -1, 1, 1, 1],
+  );
   close(run('AffineGrid', 20, [theta, i64([1, 1, 1, 2])])[0], [1, 1, 2, 2], [-0.5, 0, 0.5, 0]);
-  assert.is(shapeOf(infer('AffineGrid', 20, [ti('float32', [1, 3, 4]), ti('int64', [5], i64([1, 1, 2, 3, 4]))])[0]!), '1,2,3,4,3');
+  assert.is(
+    shapeOf(infer('AffineGrid', 20, [ti('float32', [1, 3, 4]), ti('int64', [5], i64([1, 1, 2, 3, 4]))])[0]!),
+    '1,2,3,4,3',
+  );
 });
 
 // ---- Loop / Scan ----
@@ -176,16 +271,31 @@ test('Loop: trip count, condition, carried state and scan outputs', () => {
   close(state!, [], [16]); // 10 + 0 + 1 + 2 + 3
   close(scan!, [4, 1], [10, 10, 11, 13]);
   // the body's condition stops the loop: no trip count
-  const stop: Body = ([it, , s]) => [t('bool', [], [it!.nums[0]! < 2 ? 1 : 0]), f32([], [s!.nums[0]! * 2]), f32([1], [0])];
+  const stop: Body = ([it, , s]) => [
+    t('bool', [], [it!.nums[0]! < 2 ? 1 : 0]),
+    f32([], [s!.nums[0]! * 2]),
+    f32([1], [0]),
+  ];
   close(run('Loop', 11, [undefined, undefined, f32([], [1])], attrs, 2, stop)[0]!, [], [8]);
   // infer: carried type, scan outputs get an unknown leading dim
-  const o = infer('Loop', 11, [ti('int64', []), ti('bool', []), ti('float32', [])], attrs, 2,
-    () => [{ dtype: 'bool', shape: [] }, { dtype: 'float32', shape: [] }, { dtype: 'float32', shape: [1] }]);
+  const o = infer('Loop', 11, [ti('int64', []), ti('bool', []), ti('float32', [])], attrs, 2, () => [
+    { dtype: 'bool', shape: [] },
+    { dtype: 'float32', shape: [] },
+    { dtype: 'float32', shape: [1] },
+  ]);
   assert.is(shapeOf(o[0]!), '');
   assert.is(o[1]!.shape!.length, 2);
   assert.is(o[1]!.shape![1], 1);
-  failsWith(() => infer('Loop', 11, [ti('int64', []), ti('bool', []), ti('float32', [])], attrs, 2,
-    () => [{ dtype: 'bool', shape: [] }, { dtype: 'int64', shape: [] }, { dtype: 'float32', shape: [1] }]), 'PLANC_E201', /loop-carried value 0/);
+  failsWith(
+    () =>
+      infer('Loop', 11, [ti('int64', []), ti('bool', []), ti('float32', [])], attrs, 2, () => [
+        { dtype: 'bool', shape: [] },
+        { dtype: 'int64', shape: [] },
+        { dtype: 'float32', shape: [1] },
+      ]),
+    'PLANC_E201',
+    /loop-carried value 0/,
+  );
 });
 
 test('Scan-9: running sum, reversed input, scan output axis', () => {
@@ -198,12 +308,29 @@ test('Scan-9: running sum, reversed input, scan output axis', () => {
   const [fin, ys] = run('Scan', 9, [f32([2], [0, 0]), x], attrs, 2, body);
   close(fin!, [2], [9, 12]);
   close(ys!, [3, 2], [1, 2, 4, 6, 9, 12]);
-  const rev = run('Scan', 9, [f32([2], [0, 0]), x], { ...attrs, scan_input_directions: ints([1]), scan_output_axes: ints([1]) }, 2, body);
+  const rev = run(
+    'Scan',
+    9,
+    [f32([2], [0, 0]), x],
+    { ...attrs, scan_input_directions: ints([1]), scan_output_axes: ints([1]) },
+    2,
+    body,
+  );
   close(rev[1]!, [2, 3], [5, 8, 9, 6, 10, 12]);
   // scan along axis 1 of a [2, 3] input: slices are columns
-  const cols = run('Scan', 9, [f32([2], [0, 0]), f32([2, 3], [1, 2, 3, 4, 5, 6])], { ...attrs, scan_input_axes: ints([1]) }, 2, body);
+  const cols = run(
+    'Scan',
+    9,
+    [f32([2], [0, 0]), f32([2, 3], [1, 2, 3, 4, 5, 6])],
+    { ...attrs, scan_input_axes: ints([1]) },
+    2,
+    body,
+  );
   close(cols[0]!, [2], [6, 15]);
-  const o = infer('Scan', 9, [ti('float32', [2]), ti('float32', [sym('t'), 2])], attrs, 2, (types) => [types[0]!, types[0]!]);
+  const o = infer('Scan', 9, [ti('float32', [2]), ti('float32', [sym('t'), 2])], attrs, 2, (types) => [
+    types[0]!,
+    types[0]!,
+  ]);
   assert.is(shapeOf(o[0]!), '2');
   assert.is(shapeOf(o[1]!), 't,2');
 });
@@ -244,9 +371,17 @@ test('Det, LRN, SwiGLU', () => {
   close(run('Det', 11, [f64([3, 3], [2, 0, 0, 0, 3, 0, 0, 0, 4])])[0], [], [24]);
   failsWith(() => run('Det', 11, [f32([2, 3], [1, 2, 3, 4, 5, 6])]), 'PLANC_E202', /M, M/);
   // size 1: y = x / (bias + alpha * x^2)^beta
-  close(run('LRN', 13, [f32([1, 1, 1, 1], [2])], { size: int(1), alpha: flt(1), beta: flt(1), bias: flt(1) })[0], [1, 1, 1, 1], [0.4]);
+  close(
+    run('LRN', 13, [f32([1, 1, 1, 1], [2])], { size: int(1), alpha: flt(1), beta: flt(1), bias: flt(1) })[0],
+    [1, 1, 1, 1],
+    [0.4],
+  );
   // size 3 over 2 channels: both channels see 1 + 4
-  close(run('LRN', 13, [f32([1, 2], [1, 2])], { size: int(3), alpha: flt(3), beta: flt(1), bias: flt(0) })[0], [1, 2], [0.2, 0.4]);
+  close(
+    run('LRN', 13, [f32([1, 2], [1, 2])], { size: int(3), alpha: flt(3), beta: flt(1), bias: flt(0) })[0],
+    [1, 2],
+    [0.2, 0.4],
+  );
   const sig = (v: number) => 1 / (1 + Math.exp(-v));
   close(run('SwiGLU', 28, [f32([2], [1, -1]), f32([2], [2, 3])])[0], [2], [2 * sig(1), -3 * sig(-1)]);
   close(run('SwiGLU', 28, [f32([1], [2]), f32([1], [1])], { alpha: flt(0.5) })[0], [1], [2 * sig(1)]);
@@ -255,7 +390,11 @@ test('Det, LRN, SwiGLU', () => {
 test('TensorScatter: linear and circular writes, range check', () => {
   const past = f32([1, 3, 1], [1, 2, 3]);
   close(run('TensorScatter', 24, [past, f32([1, 1, 1], [9]), i64([1])])[0], [1, 3, 1], [1, 9, 3]);
-  close(run('TensorScatter', 24, [past, f32([1, 2, 1], [8, 9]), i64([2])], { mode: strA('circular') })[0], [1, 3, 1], [9, 2, 8]);
+  close(
+    run('TensorScatter', 24, [past, f32([1, 2, 1], [8, 9]), i64([2])], { mode: strA('circular') })[0],
+    [1, 3, 1],
+    [9, 2, 8],
+  );
   close(run('TensorScatter', 24, [past, f32([1, 1, 1], [7])])[0], [1, 3, 1], [7, 2, 3]);
   failsWith(() => run('TensorScatter', 24, [past, f32([1, 2, 1], [8, 9]), i64([2])]), 'PLANC_E202', /out of range/);
 });
@@ -270,7 +409,11 @@ test('DFT: forward, inverse, onesided, irfft, opset 20 axis input', () => {
   const half = run('DFT', 17, [x], { axis: int(0), onesided: int(1) })[0]!;
   close(half, [3, 2], [10, 0, -2, 2, -2, 0]);
   close(run('DFT', 17, [half], { axis: int(0), onesided: int(1), inverse: int(1) })[0], [4, 1], [1, 2, 3, 4]);
-  close(run('DFT', 20, [f32([1, 4, 1], [1, 2, 3, 4]), undefined, s64(-2)])[0], [1, 4, 2], [10, 0, -2, 2, -2, 0, -2, -2]);
+  close(
+    run('DFT', 20, [f32([1, 4, 1], [1, 2, 3, 4]), undefined, s64(-2)])[0],
+    [1, 4, 2],
+    [10, 0, -2, 2, -2, 0, -2, -2],
+  );
   // dft_length pads with zeros
   close(run('DFT', 17, [f32([2, 1], [1, 1]), s64(4)], { axis: int(0) })[0], [4, 2], [2, 0, 1, -1, 0, 0, 1, 1]);
   failsWith(() => run('DFT', 20, [x, undefined, s64(1)]), 'PLANC_E202', /out of range/);
@@ -280,14 +423,24 @@ test('DFT: forward, inverse, onesided, irfft, opset 20 axis input', () => {
 test('STFT frames, windows and MelWeightMatrix', () => {
   const sig = f32([1, 4, 1], [1, 2, 3, 4]);
   // frames [1,2] and [3,4] (step 2, length 2): DFT = [sum, diff]
-  close(run('STFT', 17, [sig, s64(2), undefined, s64(2)], { onesided: int(0) })[0], [1, 2, 2, 2], [3, 0, -1, 0, 7, 0, -1, 0]);
+  close(
+    run('STFT', 17, [sig, s64(2), undefined, s64(2)], { onesided: int(0) })[0],
+    [1, 2, 2, 2],
+    [3, 0, -1, 0, 7, 0, -1, 0],
+  );
   close(run('STFT', 17, [sig, s64(2), f32([2], [1, 0])])[0], [1, 2, 2, 2], [1, 0, 1, 0, 3, 0, 3, 0]);
   close(run('HannWindow', 17, [s64(4)])[0], [4], [0, 0.5, 1, 0.5]);
   close(run('HannWindow', 17, [s64(3)], { periodic: int(0) })[0], [3], [0, 1, 0]);
-  close(run('HammingWindow', 17, [s64(2)])[0], [2], [2 * 25 / 46 - 1, 1]);
+  close(run('HammingWindow', 17, [s64(2)])[0], [2], [(2 * 25) / 46 - 1, 1]);
   close(run('BlackmanWindow', 17, [s64(2)])[0], [2], [0, 1]);
   assert.is(run('HannWindow', 17, [s64(2)], { output_datatype: int(11) })[0]!.dtype, 'float64');
-  const mel = run('MelWeightMatrix', 17, [t('int32', [], [8]), t('int32', [], [16]), t('int32', [], [8192]), f32([], [0]), f32([], [4096])])[0]!;
+  const mel = run('MelWeightMatrix', 17, [
+    t('int32', [], [8]),
+    t('int32', [], [16]),
+    t('int32', [], [8192]),
+    f32([], [0]),
+    f32([], [4096]),
+  ])[0]!;
   assert.equal([...mel.dims], [9, 8]);
   close(f32([2], [mel.nums[0]!, mel.nums[1]!]), [2], [1, 1]);
 });
@@ -299,10 +452,17 @@ test('NonMaxSuppression: suppression by IoU, score threshold, limit', () => {
   const scores = f32([1, 1, 3], [0.9, 0.8, 0.7]);
   const r = run('NonMaxSuppression', 11, [boxes, scores, i64([3]), f32([1], [0.5])])[0]!;
   close(r, [2, 3], [0, 0, 0, 0, 0, 2]);
-  close(run('NonMaxSuppression', 11, [boxes, scores, i64([3]), f32([1], [0.5]), f32([1], [0.75])])[0]!, [1, 3], [0, 0, 0]);
+  close(
+    run('NonMaxSuppression', 11, [boxes, scores, i64([3]), f32([1], [0.5]), f32([1], [0.75])])[0]!,
+    [1, 3],
+    [0, 0, 0],
+  );
   close(run('NonMaxSuppression', 11, [boxes, scores, i64([1]), f32([1], [1])])[0]!, [1, 3], [0, 0, 0]);
   assert.is(run('NonMaxSuppression', 11, [boxes, scores])[0]!.dims[0], 0);
-  assert.is(shapeOf(infer('NonMaxSuppression', 11, [ti('float32', [1, 3, 4]), ti('float32', [1, 1, 3])])[0]!).split(',')[1], '3');
+  assert.is(
+    shapeOf(infer('NonMaxSuppression', 11, [ti('float32', [1, 3, 4]), ti('float32', [1, 1, 3])])[0]!).split(',')[1],
+    '3',
+  );
 });
 
 test('RoiAlign averages bilinear samples; Col2Im sums blocks', () => {
@@ -315,7 +475,11 @@ test('RoiAlign averages bilinear samples; Col2Im sums blocks', () => {
   // 1x2 blocks over a 1x3 image: positions (0,0..1) and (0,1..2) overlap at the middle
   const cols = f32([1, 2, 2], [1, 10, 2, 20]);
   close(run('Col2Im', 18, [cols, i64([1, 3]), i64([1, 2])])[0], [1, 1, 1, 3], [1, 12, 20]);
-  failsWith(() => run('Col2Im', 18, [f32([1, 3, 2], [0, 0, 0, 0, 0, 0]), i64([1, 3]), i64([1, 2])]), 'PLANC_E202', /divisible/);
+  failsWith(
+    () => run('Col2Im', 18, [f32([1, 3, 2], [0, 0, 0, 0, 0, 0]), i64([1, 3]), i64([1, 2])]),
+    'PLANC_E202',
+    /divisible/,
+  );
 });
 
 // ---- text ----
@@ -336,21 +500,45 @@ test('StringSplit, StringConcat, RegexFullMatch, StringNormalizer', () => {
   close(counts!, [2], [2, 1]);
   assert.equal(run('StringConcat', 20, [str([2], ['a', 'b']), str([], ['!'])])[0]!.strings, ['a!', 'b!']);
   close(run('RegexFullMatch', 20, [str([3], ['abc', 'abcd', 'xabc'])], { pattern: strA('a.c') })[0]!, [3], [1, 0, 0]);
-  failsWith(() => run('RegexFullMatch', 20, [str([1], ['a'])], { pattern: strA('(') }), 'PLANC_E202', /not a valid regular expression/);
-  const n = run('StringNormalizer', 10, [str([3], ['Café', 'the', 'Dog'])], { case_change_action: strA('LOWER'), stopwords: strs(['THE']) })[0]!;
+  failsWith(
+    () => run('RegexFullMatch', 20, [str([1], ['a'])], { pattern: strA('(') }),
+    'PLANC_E202',
+    /not a valid regular expression/,
+  );
+  const n = run('StringNormalizer', 10, [str([3], ['Café', 'the', 'Dog'])], {
+    case_change_action: strA('LOWER'),
+    stopwords: strs(['THE']),
+  })[0]!;
   assert.equal(n.strings, ['cafe', 'dog']);
-  assert.equal(run('StringNormalizer', 10, [str([1, 1], ['x'])], { is_case_sensitive: int(1), stopwords: strs(['x']) })[0]!.strings, ['']);
+  assert.equal(
+    run('StringNormalizer', 10, [str([1, 1], ['x'])], { is_case_sensitive: int(1), stopwords: strs(['x']) })[0]!
+      .strings,
+    [''],
+  );
   failsWith(() => run('StringConcat', 20, [f32([1], [1]), str([1], ['a'])]), 'PLANC_E202', /string tensor/);
 });
 
 test('TfIdfVectorizer counts uni- and bigrams with skips', () => {
   const attrs = {
-    mode: strA('TF'), min_gram_length: int(1), max_gram_length: int(2), max_skip_count: int(1),
-    ngram_counts: ints([0, 2]), ngram_indexes: ints([0, 1, 2]), pool_int64s: ints([1, 2, 1, 2]),
+    mode: strA('TF'),
+    min_gram_length: int(1),
+    max_gram_length: int(2),
+    max_skip_count: int(1),
+    ngram_counts: ints([0, 2]),
+    ngram_indexes: ints([0, 1, 2]),
+    pool_int64s: ints([1, 2, 1, 2]),
   };
   // unigrams 1, 2 and bigram (1, 2): [1, 3, 2] has 1 once, 2 once, (1,2) with skip 1 once
   close(run('TfIdfVectorizer', 9, [t('int64', [3], [1, 3, 2])], attrs)[0]!, [3], [1, 1, 1]);
-  close(run('TfIdfVectorizer', 9, [t('int32', [2, 2], [1, 2, 2, 2])], { ...attrs, mode: strA('IDF'), weights: floats([0.5, 2, 3]) })[0]!, [2, 3], [0.5, 2, 3, 0, 2, 0]);
+  close(
+    run('TfIdfVectorizer', 9, [t('int32', [2, 2], [1, 2, 2, 2])], {
+      ...attrs,
+      mode: strA('IDF'),
+      weights: floats([0.5, 2, 3]),
+    })[0]!,
+    [2, 3],
+    [0.5, 2, 3, 0, 2, 0],
+  );
   assert.is(shapeOf(infer('TfIdfVectorizer', 9, [ti('int64', [sym('b'), 5])], attrs)[0]!), 'b,3');
 });
 
@@ -359,7 +547,14 @@ test('TfIdfVectorizer counts uni- and bigrams with skips', () => {
 const sig = (v: number) => 1 / (1 + Math.exp(-v));
 
 test('RNN: one step, reverse direction, Affine activation, sequence_lens', () => {
-  const one = [f32([1, 1, 1], [1]), f32([1, 1, 1], [2]), f32([1, 1, 1], [0.5]), f32([1, 2], [0.1, 0.2]), undefined, f32([1, 1, 1], [0.5])];
+  const one = [
+    f32([1, 1, 1], [1]),
+    f32([1, 1, 1], [2]),
+    f32([1, 1, 1], [0.5]),
+    f32([1, 2], [0.1, 0.2]),
+    undefined,
+    f32([1, 1, 1], [0.5]),
+  ];
   const [y, yh] = run('RNN', 14, one, { hidden_size: int(1) }, 2);
   close(y!, [1, 1, 1, 1], [Math.tanh(2.55)]);
   close(yh!, [1, 1, 1], [Math.tanh(2.55)]);
@@ -368,7 +563,15 @@ test('RNN: one step, reverse direction, Affine activation, sequence_lens', () =>
   const rev = run('RNN', 14, [x2, w, w], { direction: strA('reverse') }, 2);
   close(rev[0]!, [2, 1, 1, 1], [Math.tanh(1 + Math.tanh(2)), Math.tanh(2)]);
   close(rev[1]!, [1, 1, 1], [Math.tanh(1 + Math.tanh(2))]);
-  close(run('RNN', 14, [x2, w, f32([1, 1, 1], [0])], { activations: strs(['Affine']), activation_alpha: floats([2]), activation_beta: floats([1]) })[0]!, [2, 1, 1, 1], [3, 5]);
+  close(
+    run('RNN', 14, [x2, w, f32([1, 1, 1], [0])], {
+      activations: strs(['Affine']),
+      activation_alpha: floats([2]),
+      activation_beta: floats([1]),
+    })[0]!,
+    [2, 1, 1, 1],
+    [3, 5],
+  );
   const masked = run('RNN', 14, [x2, w, w, undefined, t('int32', [1], [1])], {}, 2);
   close(masked[0]!, [2, 1, 1, 1], [Math.tanh(1), 0]);
   close(masked[1]!, [1, 1, 1], [Math.tanh(1)]);
@@ -381,7 +584,9 @@ test('GRU and LSTM single steps, peepholes, input_forget', () => {
   close(g, [1, 1, 1, 1], [(1 - sig(1)) * Math.tanh(1)]);
   // linear_before_reset with a recurrent weight: h~ = tanh(x + r * (R_h * h0)), h0 = 1
   const h0 = f32([1, 1, 1], [1]);
-  const gl = run('GRU', 14, [x, f32([1, 3, 1], [0, 0, 1]), f32([1, 3, 1], [0, 0, 2]), undefined, undefined, h0], { linear_before_reset: int(1) })[0]!;
+  const gl = run('GRU', 14, [x, f32([1, 3, 1], [0, 0, 1]), f32([1, 3, 1], [0, 0, 2]), undefined, undefined, h0], {
+    linear_before_reset: int(1),
+  })[0]!;
   close(gl, [1, 1, 1, 1], [0.5 * Math.tanh(1 + 0.5 * 2) + 0.5]);
   const w4 = f32([1, 4, 1], [1, 1, 1, 1]);
   const r4 = f32([1, 4, 1], [0, 0, 0, 0]);
@@ -399,35 +604,70 @@ test('GRU and LSTM single steps, peepholes, input_forget', () => {
 });
 
 test('RNN/GRU/LSTM infer: directions and layout', () => {
-  const o = infer('LSTM', 14, [ti('float32', [5, 3, 4]), ti('float32', [2, 24, 4]), ti('float32', [2, 24, 6])], { hidden_size: int(6), direction: strA('bidirectional') }, 3);
+  const o = infer(
+    'LSTM',
+    14,
+    [ti('float32', [5, 3, 4]), ti('float32', [2, 24, 4]), ti('float32', [2, 24, 6])],
+    { hidden_size: int(6), direction: strA('bidirectional') },
+    3,
+  );
   assert.equal(o.map(shapeOf), ['5,2,3,6', '2,3,6', '2,3,6']);
-  const b = infer('GRU', 14, [ti('float32', [3, 5, 4]), ti('float32', [1, 18, 4]), ti('float32', [1, 18, 6])], { layout: int(1) }, 2);
+  const b = infer(
+    'GRU',
+    14,
+    [ti('float32', [3, 5, 4]), ti('float32', [1, 18, 4]), ti('float32', [1, 18, 6])],
+    { layout: int(1) },
+    2,
+  );
   assert.equal(b.map(shapeOf), ['3,5,1,6', '3,1,6']);
-  failsWith(() => infer('RNN', 14, [ti('int32', [1, 1, 1]), ti('int32', [1, 1, 1]), ti('int32', [1, 1, 1])]), 'PLANC_E201', /float/);
+  failsWith(
+    () => infer('RNN', 14, [ti('int32', [1, 1, 1]), ti('int32', [1, 1, 1]), ti('int32', [1, 1, 1])]),
+    'PLANC_E201',
+    /float/,
+  );
 });
 
 // ---- ai.onnx.ml and training ----
 
-function runD(domain: string, op: string, opset: number, ins: (Tensor | undefined)[], attrs: Record<string, Attr> = {}, nOut = 1): Tensor[] {
+function runD(
+  domain: string,
+  op: string,
+  opset: number,
+  ins: (Tensor | undefined)[],
+  attrs: Record<string, Attr> = {},
+  nOut = 1,
+): Tensor[] {
   const n = { ...node(op, ins.length, nOut, attrs), domain };
   const ctx = { ...makeOpContext(n, opset, 'PLANC_E202'), runSubgraph: () => [] } as EvalContext;
-  const h = EXTRA_OPS.find((x) => x.op === op && x.domain === domain && (x.since ?? 1) <= opset && opset < (x.until ?? Infinity));
+  const h = EXTRA_OPS.find(
+    (x) => x.op === op && x.domain === domain && (x.since ?? 1) <= opset && opset < (x.until ?? Infinity),
+  );
   if (!h) throw new Error(`no handler ${domain}.${op}`);
   return h.eval(ctx, ins);
 }
 
 test('ai.onnx.ml: LabelEncoder, Binarizer, ArrayFeatureExtractor, TreeEnsemble', () => {
   const ml = 'ai.onnx.ml';
-  const le = runD(ml, 'LabelEncoder', 2, [i64([1, 5, 2])], { keys_int64s: ints([1, 2]), values_strings: strs(['one', 'two']) })[0]!;
+  const le = runD(ml, 'LabelEncoder', 2, [i64([1, 5, 2])], {
+    keys_int64s: ints([1, 2]),
+    values_strings: strs(['one', 'two']),
+  })[0]!;
   assert.equal(le.strings, ['one', '_Unused', 'two']);
   close(runD(ml, 'LabelEncoder', 1, [str([2], ['b', 'z'])], { classes_strings: strs(['a', 'b']) })[0]!, [2], [1, -1]);
   close(runD(ml, 'Binarizer', 1, [f32([3], [-1, 0.5, 2])], { threshold: flt(0.5) })[0]!, [3], [0, 0, 1]);
   close(runD(ml, 'ArrayFeatureExtractor', 1, [f32([3], [5, 6, 7]), i64([2, 0])])[0]!, [1, 2], [7, 5]);
   const tree = {
-    nodes_splits: { kind: 'tensor', value: f32([1], [0.5]) } as Attr, nodes_featureids: ints([0]),
+    nodes_splits: { kind: 'tensor', value: f32([1], [0.5]) } as Attr,
+    nodes_featureids: ints([0]),
     nodes_modes: { kind: 'tensor', value: t('uint8', [1], [0]) } as Attr,
-    nodes_truenodeids: ints([0]), nodes_falsenodeids: ints([1]), nodes_trueleafs: ints([1]), nodes_falseleafs: ints([1]),
-    leaf_targetids: ints([0, 0]), leaf_weights: { kind: 'tensor', value: f32([2], [1, 2]) } as Attr, tree_roots: ints([0]), n_targets: int(1),
+    nodes_truenodeids: ints([0]),
+    nodes_falsenodeids: ints([1]),
+    nodes_trueleafs: ints([1]),
+    nodes_falseleafs: ints([1]),
+    leaf_targetids: ints([0, 0]),
+    leaf_weights: { kind: 'tensor', value: f32([2], [1, 2]) } as Attr,
+    tree_roots: ints([0]),
+    n_targets: int(1),
   };
   close(runD(ml, 'TreeEnsemble', 5, [f32([2, 1], [0, 1])], tree)[0]!, [2, 1], [1, 2]);
   close(runD(ml, 'TreeEnsemble', 5, [f32([1, 1], [0])], { ...tree, post_transform: int(2) })[0]!, [1, 1], [sig(1)]);
@@ -435,8 +675,16 @@ test('ai.onnx.ml: LabelEncoder, Binarizer, ArrayFeatureExtractor, TreeEnsemble',
 
 test('ai.onnx.preview.training: Momentum, Adagrad, Adam steps', () => {
   const tr = 'ai.onnx.preview.training';
-  const r = f32([], [0.1]), t0 = s64(0);
-  const [x, v] = runD(tr, 'Momentum', 1, [r, t0, f32([1], [1]), f32([1], [2]), f32([1], [0])], { alpha: flt(0.9), beta: flt(0.5), norm_coefficient: flt(0), mode: strA('standard') }, 2);
+  const r = f32([], [0.1]),
+    t0 = s64(0);
+  const [x, v] = runD(
+    tr,
+    'Momentum',
+    1,
+    [r, t0, f32([1], [1]), f32([1], [2]), f32([1], [0])],
+    { alpha: flt(0.9), beta: flt(0.5), norm_coefficient: flt(0), mode: strA('standard') },
+    2,
+  );
   close(x!, [1], [0.8]);
   close(v!, [1], [2]);
   const [xa, ha] = runD(tr, 'Adagrad', 1, [r, t0, f32([1], [1]), f32([1], [2]), f32([1], [0])], {}, 2);

@@ -22,13 +22,31 @@ function node(op: string, nIn: number, nOut: number, attrs: Record<string, Attr>
   return { name: 'n0', op, domain: '', inputs, outputs, attrs, origin: [] };
 }
 
-function run(op: string, opset: number, ins: (Tensor | undefined)[], attrs: Record<string, Attr> = {}, nOut = 1): Tensor[] {
-  const ctx = { ...makeOpContext(node(op, ins.length, nOut, attrs), opset, 'PLANC_E202'), runSubgraph: () => [] } as EvalContext;
+function run(
+  op: string,
+  opset: number,
+  ins: (Tensor | undefined)[],
+  attrs: Record<string, Attr> = {},
+  nOut = 1,
+): Tensor[] {
+  const ctx = {
+    ...makeOpContext(node(op, ins.length, nOut, attrs), opset, 'PLANC_E202'),
+    runSubgraph: () => [],
+  } as EvalContext;
   return handler(op, opset).eval(ctx, ins);
 }
 
-function infer(op: string, opset: number, ins: (InferInput | undefined)[], attrs: Record<string, Attr> = {}, nOut = 1): InferOutput[] {
-  const ctx = { ...makeOpContext(node(op, ins.length, nOut, attrs), opset, 'PLANC_E201'), inferSubgraph: () => [] } as InferContext;
+function infer(
+  op: string,
+  opset: number,
+  ins: (InferInput | undefined)[],
+  attrs: Record<string, Attr> = {},
+  nOut = 1,
+): InferOutput[] {
+  const ctx = {
+    ...makeOpContext(node(op, ins.length, nOut, attrs), opset, 'PLANC_E201'),
+    inferSubgraph: () => [],
+  } as InferContext;
   return handler(op, opset).infer(ctx, ins);
 }
 
@@ -53,7 +71,6 @@ function close(actual: Tensor, dims: number[], want: number[], tol = 1e-6): void
   });
 }
 
-
 // ---- MatMul, Gemm, MatMulInteger, QLinearMatMul ----
 
 test('MatMul 2-D, 1-D promotion and batch broadcasting', () => {
@@ -70,15 +87,18 @@ test('MatMul 2-D, 1-D promotion and batch broadcasting', () => {
 });
 
 test('MatMul over blocks and remainders matches a naive product', () => {
-  const m = 7, k = 13, n = 1100;
+  const m = 7,
+    k = 13,
+    n = 1100;
   const av = Array.from({ length: m * k }, (_, i) => ((i * 7) % 11) - 5);
   const bv = Array.from({ length: k * n }, (_, i) => ((i * 5) % 13) - 6);
   const want: number[] = [];
-  for (let i = 0; i < m; i++) for (let j = 0; j < n; j++) {
-    let s = 0;
-    for (let p = 0; p < k; p++) s += av[i * k + p] * bv[p * n + j];
-    want.push(s);
-  }
+  for (let i = 0; i < m; i++)
+    for (let j = 0; j < n; j++) {
+      let s = 0;
+      for (let p = 0; p < k; p++) s += av[i * k + p] * bv[p * n + j];
+      want.push(s);
+    }
   close(run('MatMul', 13, [f32([m, k], av), f32([k, n], bv)])[0], [m, n], want, 0);
   // a batched A against one B folds the batch into rows
   const a3 = f32([1, m, k], av);
@@ -95,7 +115,8 @@ test('MatMul keeps integer and float16 dtypes', () => {
 });
 
 test('MatMul infer: shapes, symbols and inner-dim checks', () => {
-  const b = sym('batch'), l = sym('len');
+  const b = sym('batch'),
+    l = sym('len');
   const o = infer('MatMul', 13, [ti('float32', [b, l, 256]), ti('float32', [256, 32000])]);
   assert.is(shapeOf(o[0]), 'batch,len,32000');
   assert.is(o[0].dtype, 'float32');
@@ -103,9 +124,17 @@ test('MatMul infer: shapes, symbols and inner-dim checks', () => {
   assert.is(shapeOf(infer('MatMul', 13, [ti('float32', [4]), ti('float32', [4])])[0]), '');
   assert.is(shapeOf(infer('MatMul', 13, [ti('float32', [2, l]), ti('float32', [sym('k'), 5])])[0]), '2,5');
   assert.is(infer('MatMul', 13, [ti('float32', undefined), ti('float32', [3, 5])])[0].shape, undefined);
-  failsWith(() => infer('MatMul', 13, [ti('float32', [2, 3]), ti('float32', [4, 5])]), 'PLANC_E201', /inner dimensions differ/);
+  failsWith(
+    () => infer('MatMul', 13, [ti('float32', [2, 3]), ti('float32', [4, 5])]),
+    'PLANC_E201',
+    /inner dimensions differ/,
+  );
   failsWith(() => infer('MatMul', 13, [ti('float32', [2, 3]), ti('float16', [3, 5])]), 'PLANC_E201', /dtype/);
-  failsWith(() => run('MatMul', 13, [f32([2, 3], [0, 0, 0, 0, 0, 0]), f32([2, 2], [0, 0, 0, 0])]), 'PLANC_E202', /inner dimensions differ/);
+  failsWith(
+    () => run('MatMul', 13, [f32([2, 3], [0, 0, 0, 0, 0, 0]), f32([2, 2], [0, 0, 0, 0])]),
+    'PLANC_E202',
+    /inner dimensions differ/,
+  );
 });
 
 test('Gemm: transA, transB, alpha, beta and C broadcasting', () => {
@@ -117,11 +146,21 @@ test('Gemm: transA, transB, alpha, beta and C broadcasting', () => {
   close(run('Gemm', 13, [a, b, f32([2], [10, 20])], attrs)[0], [2, 2], [51, 72, 73, 102]);
   close(run('Gemm', 13, [a, b, f32([], [1])])[0], [2, 2], [20, 23, 44, 51]);
   close(run('Gemm', 13, [a, b, f32([2, 1], [1, 2])])[0], [2, 2], [20, 23, 45, 52]);
-  const o = infer('Gemm', 13, [ti('float32', [sym('m'), 3]), ti('float32', [4, 3]), ti('float32', [4])], { transB: int(1) });
+  const o = infer('Gemm', 13, [ti('float32', [sym('m'), 3]), ti('float32', [4, 3]), ti('float32', [4])], {
+    transB: int(1),
+  });
   assert.is(shapeOf(o[0]), 'm,4');
   failsWith(() => infer('Gemm', 13, [ti('float32', [2, 3, 1]), ti('float32', [3, 4])]), 'PLANC_E201', /2-D/);
-  failsWith(() => infer('Gemm', 13, [ti('float32', [2, 3]), ti('float32', [3, 4]), ti('float32', [3])]), 'PLANC_E201', /does not broadcast/);
-  failsWith(() => infer('Gemm', 9, [ti('float32', [2, 3]), ti('float32', [3, 4])]), 'PLANC_E201', /required before opset 11/);
+  failsWith(
+    () => infer('Gemm', 13, [ti('float32', [2, 3]), ti('float32', [3, 4]), ti('float32', [3])]),
+    'PLANC_E201',
+    /does not broadcast/,
+  );
+  failsWith(
+    () => infer('Gemm', 9, [ti('float32', [2, 3]), ti('float32', [3, 4])]),
+    'PLANC_E201',
+    /required before opset 11/,
+  );
 });
 
 test('MatMulInteger subtracts per-row and per-column zero points', () => {
@@ -133,17 +172,40 @@ test('MatMulInteger subtracts per-row and per-column zero points', () => {
   close(r, [2, 2], [4, 4, 4, 4]);
   close(run('MatMulInteger', 10, [t('int8', [1, 2], [-1, 2]), t('int8', [2, 1], [3, 4])])[0], [1, 1], [5]);
   assert.is(infer('MatMulInteger', 10, [ti('uint8', [2, 3]), ti('int8', [3, 4])])[0].dtype, 'int32');
-  failsWith(() => infer('MatMulInteger', 10, [ti('float32', [2, 3]), ti('int8', [3, 4])]), 'PLANC_E201', /int8 or uint8/);
+  failsWith(
+    () => infer('MatMulInteger', 10, [ti('float32', [2, 3]), ti('int8', [3, 4])]),
+    'PLANC_E201',
+    /int8 or uint8/,
+  );
 });
 
 test('QLinearMatMul requantizes with rounding and saturation', () => {
-  const a = t('uint8', [1, 2], [2, 4]), b = t('uint8', [2, 1], [3, 5]);
+  const a = t('uint8', [1, 2], [2, 4]),
+    b = t('uint8', [2, 1], [3, 5]);
   const s = (v: number) => f32([], [v]);
   // (2*3 + 4*5) = 26; times 0.5*1/2 = 6.5 → rint 6 (half to even) + 10 = 16
-  const r = run('QLinearMatMul', 10, [a, s(0.5), t('uint8', [], [0]), b, s(1), t('uint8', [], [0]), s(2), t('uint8', [], [10])])[0];
+  const r = run('QLinearMatMul', 10, [
+    a,
+    s(0.5),
+    t('uint8', [], [0]),
+    b,
+    s(1),
+    t('uint8', [], [0]),
+    s(2),
+    t('uint8', [], [10]),
+  ])[0];
   assert.is(r.dtype, 'uint8');
   close(r, [1, 1], [16]);
-  const big = run('QLinearMatMul', 10, [a, s(10), t('uint8', [], [0]), b, s(10), t('uint8', [], [0]), s(1), t('uint8', [], [0])])[0];
+  const big = run('QLinearMatMul', 10, [
+    a,
+    s(10),
+    t('uint8', [], [0]),
+    b,
+    s(10),
+    t('uint8', [], [0]),
+    s(1),
+    t('uint8', [], [0]),
+  ])[0];
   close(big, [1, 1], [255]);
 });
 
@@ -165,8 +227,14 @@ test('Einsum: explicit, implicit, diagonal, trace, ellipsis, sums', () => {
   const x = t('float64', [2, 1, 2], [1, 2, 3, 4]);
   close(e('...ij->...ji', x), [2, 2, 1], [1, 2, 3, 4]);
   close(e('... ij -> ...', x), [2], [3, 7]);
-  close(e('bij,bjk->bik', t('float64', [2, 1, 2], [1, 2, 3, 4]), t('float64', [2, 2, 1], [1, 1, 2, 0])), [2, 1, 1], [3, 6]);
-  const o = infer('Einsum', 12, [ti('float32', [sym('b'), 3, 4]), ti('float32', [sym('b'), 4, 5])], { equation: str('bij,bjk->bik') });
+  close(
+    e('bij,bjk->bik', t('float64', [2, 1, 2], [1, 2, 3, 4]), t('float64', [2, 2, 1], [1, 1, 2, 0])),
+    [2, 1, 1],
+    [3, 6],
+  );
+  const o = infer('Einsum', 12, [ti('float32', [sym('b'), 3, 4]), ti('float32', [sym('b'), 4, 5])], {
+    equation: str('bij,bjk->bik'),
+  });
   assert.is(shapeOf(o[0]), 'b,3,5');
   failsWith(() => e('ij,jk->ik', a, t('float64', [3, 1], [1, 2, 3])), 'PLANC_E202', /label 'j' has sizes 2 and 3/);
   failsWith(() => e('i1->i', t('float64', [2, 2], [1, 2, 3, 4])), 'PLANC_E202', /invalid character/);
@@ -178,7 +246,10 @@ test('Einsum: explicit, implicit, diagonal, trace, ellipsis, sums', () => {
 
 test('Softmax and LogSoftmax along an axis (opset 13) and over 2-D coercion (opset < 13)', () => {
   const x = f32([2, 2], [0, 1, 2, 4]);
-  const s = (a: number, b: number) => [Math.exp(a) / (Math.exp(a) + Math.exp(b)), Math.exp(b) / (Math.exp(a) + Math.exp(b))];
+  const s = (a: number, b: number) => [
+    Math.exp(a) / (Math.exp(a) + Math.exp(b)),
+    Math.exp(b) / (Math.exp(a) + Math.exp(b)),
+  ];
   close(run('Softmax', 13, [x])[0], [2, 2], [...s(0, 1), ...s(2, 4)]);
   const col = [s(0, 2), s(1, 4)];
   close(run('Softmax', 13, [x], { axis: int(0) })[0], [2, 2], [col[0][0], col[1][0], col[0][1], col[1][1]]);
@@ -209,15 +280,37 @@ test('LayerNormalization with Mean and InvStdDev outputs', () => {
   close(mean, [2, 1], [2, 4]);
   close(inv, [2, 1], [1, 0.5]);
   // axis 0: one group of four; no bias
-  const [y0] = run('LayerNormalization', 17, [f32([2, 2], [1, 1, 3, 3]), f32([2, 2], [1, 2, 3, 4])], { axis: int(0), epsilon: flt(0) });
+  const [y0] = run('LayerNormalization', 17, [f32([2, 2], [1, 1, 3, 3]), f32([2, 2], [1, 2, 3, 4])], {
+    axis: int(0),
+    epsilon: flt(0),
+  });
   close(y0, [2, 2], [-1, -2, 3, 4]);
-  const h = run('LayerNormalization', 17, [t('float16', [1, 2], [1, 3]), t('float16', [2], [1, 1])], { epsilon: flt(0) }, 3);
+  const h = run(
+    'LayerNormalization',
+    17,
+    [t('float16', [1, 2], [1, 3]), t('float16', [2], [1, 1])],
+    { epsilon: flt(0) },
+    3,
+  );
   assert.is(h[0].dtype, 'float16');
   assert.is(h[1].dtype, 'float32');
-  const o = infer('LayerNormalization', 17, [ti('float16', [sym('b'), 7, 256]), ti('float16', [256])], { axis: int(-1) }, 3);
+  const o = infer(
+    'LayerNormalization',
+    17,
+    [ti('float16', [sym('b'), 7, 256]), ti('float16', [256])],
+    { axis: int(-1) },
+    3,
+  );
   assert.equal(o.map(shapeOf), ['b,7,256', 'b,7,1', 'b,7,1']);
-  assert.equal(o.map((x) => x.dtype), ['float16', 'float32', 'float32']);
-  failsWith(() => infer('LayerNormalization', 17, [ti('float32', [2, 3]), ti('float32', [4])]), 'PLANC_E201', /broadcast/);
+  assert.equal(
+    o.map((x) => x.dtype),
+    ['float16', 'float32', 'float32'],
+  );
+  failsWith(
+    () => infer('LayerNormalization', 17, [ti('float32', [2, 3]), ti('float32', [4])]),
+    'PLANC_E201',
+    /broadcast/,
+  );
 });
 
 test('RMSNormalization scales by the root mean square', () => {
@@ -231,28 +324,64 @@ test('GroupNormalization: per-group scale at opset 18, per-channel at 21', () =>
   const x = f32([1, 4, 1, 1], [1, 3, 2, 6]);
   const attrs = { num_groups: int(2), epsilon: flt(0) };
   close(run('GroupNormalization', 18, [x, f32([2], [2, 3]), f32([2], [0, 1])], attrs)[0], [1, 4, 1, 1], [-2, 2, -2, 4]);
-  close(run('GroupNormalization', 21, [x, f32([4], [1, 2, 3, 4]), f32([4], [0, 0, 0, 1])], attrs)[0], [1, 4, 1, 1], [-1, 2, -3, 5]);
-  failsWith(() => run('GroupNormalization', 21, [x, f32([2], [1, 1]), f32([2], [0, 0])], attrs), 'PLANC_E202', /scale has 2 elements, expected 4/);
-  failsWith(() => infer('GroupNormalization', 21, [ti('float32', [1, 5, 2]), ti('float32', [5]), ti('float32', [5])], attrs), 'PLANC_E201', /does not divide/);
+  close(
+    run('GroupNormalization', 21, [x, f32([4], [1, 2, 3, 4]), f32([4], [0, 0, 0, 1])], attrs)[0],
+    [1, 4, 1, 1],
+    [-1, 2, -3, 5],
+  );
+  failsWith(
+    () => run('GroupNormalization', 21, [x, f32([2], [1, 1]), f32([2], [0, 0])], attrs),
+    'PLANC_E202',
+    /scale has 2 elements, expected 4/,
+  );
+  failsWith(
+    () => infer('GroupNormalization', 21, [ti('float32', [1, 5, 2]), ti('float32', [5]), ti('float32', [5])], attrs),
+    'PLANC_E201',
+    /does not divide/,
+  );
 });
 
 test('InstanceNormalization normalizes each channel of each instance', () => {
-  const y = run('InstanceNormalization', 6, [f32([1, 2, 2], [1, 3, 2, 6]), f32([2], [1, 2]), f32([2], [0, 1])], { epsilon: flt(0) })[0];
+  const y = run('InstanceNormalization', 6, [f32([1, 2, 2], [1, 3, 2, 6]), f32([2], [1, 2]), f32([2], [0, 1])], {
+    epsilon: flt(0),
+  })[0];
   close(y, [1, 2, 2], [-1, 1, -1, 3]);
 });
 
 test('BatchNormalization in inference and training mode', () => {
   const x = f32([1, 2, 1], [1, 2]);
-  const y = run('BatchNormalization', 15, [x, f32([2], [2, 3]), f32([2], [1, 0]), f32([2], [0, 1]), f32([2], [4, 1])], { epsilon: flt(0) })[0];
+  const y = run('BatchNormalization', 15, [x, f32([2], [2, 3]), f32([2], [1, 0]), f32([2], [0, 1]), f32([2], [4, 1])], {
+    epsilon: flt(0),
+  })[0];
   close(y, [1, 2, 1], [2, 3]);
-  const one = f32([1], [1]), zero = f32([1], [0]);
-  const tr = run('BatchNormalization', 15, [f32([2, 1], [1, 3]), one, zero, zero, one], { epsilon: flt(0), training_mode: int(1) }, 3);
+  const one = f32([1], [1]),
+    zero = f32([1], [0]);
+  const tr = run(
+    'BatchNormalization',
+    15,
+    [f32([2, 1], [1, 3]), one, zero, zero, one],
+    { epsilon: flt(0), training_mode: int(1) },
+    3,
+  );
   close(tr[0], [2, 1], [-1, 1]);
   close(tr[1], [1], [0.2]);
   close(tr[2], [1], [1]);
   // opset 6, is_test=1: inference with the given statistics
-  close(run('BatchNormalization', 6, [f32([1, 1], [3]), one, zero, one, f32([1], [4])], { epsilon: flt(0), is_test: int(1) })[0], [1, 1], [1]);
-  const o = infer('BatchNormalization', 15, [ti('float32', [sym('n'), 3, 8]), ...[0, 1, 2, 3].map(() => ti('float32', [3]))], { training_mode: int(1) }, 3);
+  close(
+    run('BatchNormalization', 6, [f32([1, 1], [3]), one, zero, one, f32([1], [4])], {
+      epsilon: flt(0),
+      is_test: int(1),
+    })[0],
+    [1, 1],
+    [1],
+  );
+  const o = infer(
+    'BatchNormalization',
+    15,
+    [ti('float32', [sym('n'), 3, 8]), ...[0, 1, 2, 3].map(() => ti('float32', [3]))],
+    { training_mode: int(1) },
+    3,
+  );
   assert.equal(o.map(shapeOf), ['n,3,8', '3', '3']);
 });
 
@@ -319,11 +448,17 @@ test('Reductions of an empty set give the identity of each op', () => {
 test('Reduce infer: constant, empty and unknown axes', () => {
   const x = ti('float32', [sym('b'), 1, 5]);
   assert.is(shapeOf(infer('ReduceMean', 18, [x, { dtype: 'int64', shape: [1], value: i64([-1]) }])[0]), 'b,1,1');
-  assert.is(shapeOf(infer('ReduceMean', 18, [x, { dtype: 'int64', shape: [1], value: i64([0]) }], { keepdims: int(0) })[0]), '1,5');
+  assert.is(
+    shapeOf(infer('ReduceMean', 18, [x, { dtype: 'int64', shape: [1], value: i64([0]) }], { keepdims: int(0) })[0]),
+    '1,5',
+  );
   assert.is(shapeOf(infer('ReduceMean', 13, [x], { axes: ints([2]), keepdims: int(0) })[0]), 'b,1');
   assert.is(shapeOf(infer('ReduceSum', 13, [x, ti('int64', [0])])[0]), '1,1,1');
   assert.is(shapeOf(infer('ReduceSum', 13, [x, ti('int64', [0])], { noop_with_empty_axes: int(1) })[0]), 'b,1,5');
-  assert.is(shapeOf(infer('ReduceSum', 13, [x, { dtype: 'int64', shape: [1], sym: [2] }], { keepdims: int(0) })[0]), 'b,1');
+  assert.is(
+    shapeOf(infer('ReduceSum', 13, [x, { dtype: 'int64', shape: [1], sym: [2] }], { keepdims: int(0) })[0]),
+    'b,1',
+  );
   const unknown = infer('ReduceSum', 13, [x, ti('int64', [1])])[0];
   assert.is(unknown.shape!.length, 3);
   assert.ok(isSym(unknown.shape![0]) && unknown.shape![1] === 1 && isSym(unknown.shape![2]));
@@ -361,7 +496,10 @@ test('TopK: largest/smallest, ties lower index first, k attribute before opset 1
   close(v1, [1, 2], [4, 5]);
   close(i1, [1, 2], [1, 0]);
   // small k over a long axis (the insertion path)
-  const long = f32([100], Array.from({ length: 100 }, (_, j) => j % 10));
+  const long = f32(
+    [100],
+    Array.from({ length: 100 }, (_, j) => j % 10),
+  );
   const [vl, il] = run('TopK', 11, [long, i64([3])], {}, 2);
   close(vl, [3], [9, 9, 9]);
   close(il, [3], [9, 19, 29]);
@@ -371,7 +509,10 @@ test('TopK: largest/smallest, ties lower index first, k attribute before opset 1
   failsWith(() => run('TopK', 11, [x, i64([5])], {}, 2), 'PLANC_E202', /out of range/);
   const o = infer('TopK', 11, [ti('float32', [sym('b'), 10]), { dtype: 'int64', shape: [1], value: i64([4]) }], {}, 2);
   assert.equal(o.map(shapeOf), ['b,4', 'b,4']);
-  assert.equal(o.map((x) => x.dtype), ['float32', 'int64']);
+  assert.equal(
+    o.map((x) => x.dtype),
+    ['float32', 'int64'],
+  );
   assert.ok(isSym(infer('TopK', 11, [ti('float32', [3, 10]), ti('int64', [1])], {}, 2)[0].shape![1]));
 });
 
@@ -392,11 +533,28 @@ test('QuantizeLinear: half-to-even rounding, saturation, zero point, output_dtyp
 
 test('QuantizeLinear per-axis and blocked', () => {
   const x = f32([2, 2], [1, 2, 3, 4]);
-  close(run('QuantizeLinear', 13, [x, f32([2], [1, 2]), t('uint8', [2], [0, 1])], { axis: int(0) })[0], [2, 2], [1, 2, 3, 3]);
+  close(
+    run('QuantizeLinear', 13, [x, f32([2], [1, 2]), t('uint8', [2], [0, 1])], { axis: int(0) })[0],
+    [2, 2],
+    [1, 2, 3, 3],
+  );
   close(run('QuantizeLinear', 13, [x, f32([2], [1, 2]), t('uint8', [2], [0, 1])])[0], [2, 2], [1, 2, 3, 3]);
-  const blocked = run('QuantizeLinear', 21, [f32([1, 4], [1, 2, 3, 4]), f32([1, 2], [1, 2]), t('int8', [1, 2], [0, 0])], { axis: int(1), block_size: int(2) })[0];
+  const blocked = run(
+    'QuantizeLinear',
+    21,
+    [f32([1, 4], [1, 2, 3, 4]), f32([1, 2], [1, 2]), t('int8', [1, 2], [0, 0])],
+    { axis: int(1), block_size: int(2) },
+  )[0];
   close(blocked, [1, 4], [1, 2, 2, 2]);
-  failsWith(() => run('QuantizeLinear', 21, [f32([1, 4], [1, 2, 3, 4]), f32([1, 3], [1, 2, 3])], { axis: int(1), block_size: int(2) }), 'PLANC_E202', /blocked scale/);
+  failsWith(
+    () =>
+      run('QuantizeLinear', 21, [f32([1, 4], [1, 2, 3, 4]), f32([1, 3], [1, 2, 3])], {
+        axis: int(1),
+        block_size: int(2),
+      }),
+    'PLANC_E202',
+    /blocked scale/,
+  );
   failsWith(() => run('QuantizeLinear', 13, [x, f32([3], [1, 2, 3])], { axis: int(0) }), 'PLANC_E202', /does not fit/);
 });
 
@@ -406,22 +564,45 @@ test('QuantizeLinear infer: output dtype from zero point, output_dtype or uint8'
   assert.is(infer('QuantizeLinear', 13, [x, ti('float32', []), ti('int8', [])])[0].dtype, 'int8');
   assert.is(infer('QuantizeLinear', 21, [x, ti('float32', [])], { output_dtype: int(4) })[0].dtype, 'uint16');
   assert.is(shapeOf(infer('QuantizeLinear', 21, [x, ti('float32', [])])[0]), 'n,4');
-  failsWith(() => infer('QuantizeLinear', 21, [x, ti('float32', []), ti('int8', [])], { output_dtype: int(2) }), 'PLANC_E201', /does not match/);
-  failsWith(() => infer('QuantizeLinear', 21, [x, ti('float32', [])], { output_dtype: int(6) }), 'PLANC_E201', /cannot quantize to int32/);
+  failsWith(
+    () => infer('QuantizeLinear', 21, [x, ti('float32', []), ti('int8', [])], { output_dtype: int(2) }),
+    'PLANC_E201',
+    /does not match/,
+  );
+  failsWith(
+    () => infer('QuantizeLinear', 21, [x, ti('float32', [])], { output_dtype: int(6) }),
+    'PLANC_E201',
+    /cannot quantize to int32/,
+  );
 });
 
 test('DequantizeLinear: zero point, per-axis, int32, output dtype', () => {
   const y = run('DequantizeLinear', 13, [t('uint8', [3], [0, 128, 255]), f32([], [2]), t('uint8', [], [128])])[0];
   assert.is(y.dtype, 'float32');
   close(y, [3], [-256, 0, 254]);
-  close(run('DequantizeLinear', 13, [t('int8', [2, 2], [1, -2, 3, 4]), f32([2], [1, 0.5]), t('int8', [2], [0, 2])])[0], [2, 2], [1, -2, 3, 1]);
+  close(
+    run('DequantizeLinear', 13, [t('int8', [2, 2], [1, -2, 3, 4]), f32([2], [1, 0.5]), t('int8', [2], [0, 2])])[0],
+    [2, 2],
+    [1, -2, 3, 1],
+  );
   close(run('DequantizeLinear', 13, [t('int32', [2], [100000, -7]), f32([], [0.5])])[0], [2], [50000, -3.5]);
   const h = run('DequantizeLinear', 19, [t('int8', [1], [3]), t('float16', [], [0.1])])[0];
   assert.is(h.dtype, 'float16');
   assert.is(h.nums[0], 0.2998046875);
-  assert.is(infer('DequantizeLinear', 23, [ti('uint8', [2]), ti('float32', [])], { output_dtype: int(11) })[0].dtype, 'float64');
-  failsWith(() => infer('DequantizeLinear', 13, [ti('uint8', [2]), ti('float32', []), ti('int8', [])]), 'PLANC_E201', /does not match/);
-  failsWith(() => infer('DequantizeLinear', 13, [ti('float32', [2]), ti('float32', [])]), 'PLANC_E201', /cannot dequantize/);
+  assert.is(
+    infer('DequantizeLinear', 23, [ti('uint8', [2]), ti('float32', [])], { output_dtype: int(11) })[0].dtype,
+    'float64',
+  );
+  failsWith(
+    () => infer('DequantizeLinear', 13, [ti('uint8', [2]), ti('float32', []), ti('int8', [])]),
+    'PLANC_E201',
+    /does not match/,
+  );
+  failsWith(
+    () => infer('DequantizeLinear', 13, [ti('float32', [2]), ti('float32', [])]),
+    'PLANC_E201',
+    /cannot dequantize/,
+  );
 });
 
 test('DynamicQuantizeLinear: scale, zero point and values (the ONNX example)', () => {
@@ -435,7 +616,10 @@ test('DynamicQuantizeLinear: scale, zero point and values (the ONNX example)', (
   close(s0, [], [1]);
   close(z0, [], [0]);
   const o = infer('DynamicQuantizeLinear', 11, [ti('float32', [sym('n')])], {}, 3);
-  assert.equal(o.map((x) => x.dtype), ['uint8', 'float32', 'uint8']);
+  assert.equal(
+    o.map((x) => x.dtype),
+    ['uint8', 'float32', 'uint8'],
+  );
   assert.equal(o.map(shapeOf), ['n', '', '']);
 });
 

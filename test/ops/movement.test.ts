@@ -20,16 +20,42 @@ function handler(op: string, opset: number): OpHandler {
 
 function node(op: string, nIn: number, nOut: number, attrs: Record<string, Attr>): Node {
   const outputs = Array.from({ length: nOut }, (_, i) => `out${i}`);
-  return { name: 'n0', op, domain: '', inputs: Array.from({ length: nIn }, (_, i) => `in${i}`), outputs, attrs, origin: [] };
+  return {
+    name: 'n0',
+    op,
+    domain: '',
+    inputs: Array.from({ length: nIn }, (_, i) => `in${i}`),
+    outputs,
+    attrs,
+    origin: [],
+  };
 }
 
-function run(op: string, ins: (Tensor | undefined)[], attrs: Record<string, Attr> = {}, opset = 23, nOut = 1): Tensor[] {
-  const ctx = { ...makeOpContext(node(op, ins.length, nOut, attrs), opset, 'PLANC_E202'), runSubgraph: () => [] } as EvalContext;
+function run(
+  op: string,
+  ins: (Tensor | undefined)[],
+  attrs: Record<string, Attr> = {},
+  opset = 23,
+  nOut = 1,
+): Tensor[] {
+  const ctx = {
+    ...makeOpContext(node(op, ins.length, nOut, attrs), opset, 'PLANC_E202'),
+    runSubgraph: () => [],
+  } as EvalContext;
   return handler(op, opset).eval(ctx, ins);
 }
 
-function infer(op: string, ins: (InferInput | undefined)[], attrs: Record<string, Attr> = {}, opset = 23, nOut = 1): InferOutput[] {
-  const ctx = { ...makeOpContext(node(op, ins.length, nOut, attrs), opset, 'PLANC_E201'), inferSubgraph: () => [] } as InferContext;
+function infer(
+  op: string,
+  ins: (InferInput | undefined)[],
+  attrs: Record<string, Attr> = {},
+  opset = 23,
+  nOut = 1,
+): InferOutput[] {
+  const ctx = {
+    ...makeOpContext(node(op, ins.length, nOut, attrs), opset, 'PLANC_E201'),
+    inferSubgraph: () => [],
+  } as InferContext;
   return handler(op, opset).infer(ctx, ins);
 }
 
@@ -44,7 +70,6 @@ const ti = (dtype: DType, s: Dim[]): InferInput => ({ dtype, shape: s });
 const ci = (v: number[], shape = [v.length]): InferInput => ({ dtype: 'int64', shape, value: i64(v, shape), sym: v });
 const iota = (n: number) => Array.from({ length: n }, (_, i) => i);
 const vals = (t: Tensor) => Array.from(t.nums);
-
 
 const batch = sym('batch');
 const srcLen = sym('src_len');
@@ -77,7 +102,10 @@ test('Reshape solves -1 symbolically and copies 0 dims', () => {
   assert.is(dims(infer('Reshape', [x, ci([-1, 256])])[0]!.shape), 'batch*src_len,256');
   assert.is(dims(infer('Reshape', [x, ci([-1])])[0]!.shape), 'batch*src_len*256');
   const flat = ti('float32', [dimMul(batch, srcLen), 256]);
-  assert.is(dims(infer('Reshape', [flat, { dtype: 'int64', shape: [4], sym: [batch, -1, 4, 64] }])[0]!.shape), 'batch,src_len,4,64');
+  assert.is(
+    dims(infer('Reshape', [flat, { dtype: 'int64', shape: [4], sym: [batch, -1, 4, 64] }])[0]!.shape),
+    'batch,src_len,4,64',
+  );
   // allowzero keeps a literal 0
   assert.is(dims(infer('Reshape', [ti('float32', [0, 3]), ci([3, 0])], { allowzero: int(1) })[0]!.shape), '3,0');
   // unknown shape values but known length: rank only
@@ -98,7 +126,10 @@ test('Slice with symbolic dims and INT64_MAX ends', () => {
   const end: InferInput = { dtype: 'int64', shape: [1], sym: [srcLen] };
   assert.is(dims(infer('Slice', [x2, one(0), end, one(0)])[0]!.shape), 'src_len,64');
   const negStart: InferInput = { dtype: 'int64', shape: [1], sym: [dimNeg(srcLen)] };
-  assert.is(dims(infer('Slice', [ti('float32', [batch, sym('total')]), negStart, one(INT64_MAX), one(1)])[0]!.shape), 'batch,src_len');
+  assert.is(
+    dims(infer('Slice', [ti('float32', [batch, sym('total')]), negStart, one(INT64_MAX), one(1)])[0]!.shape),
+    'batch,src_len',
+  );
   // sym of a sliced Shape
   const [shape] = infer('Shape', [ti('float32', [batch, srcLen, 256])]);
   const [head] = infer('Slice', [shape!, one(0), one(2)]);
@@ -118,7 +149,9 @@ test('Size, Range, Expand, ConstantOfShape, Tile and Pad with symbols', () => {
   assert.is(dims(r!.sym), '2,5,8');
   const shp: InferInput = { dtype: 'int64', shape: [3], sym: [batch, 1, srcLen] };
   assert.is(dims(infer('Expand', [ti('float32', [1, 8, 1]), shp])[0]!.shape), 'batch,8,src_len');
-  const [c] = infer('ConstantOfShape', [{ dtype: 'int64', shape: [2], sym: [batch, srcLen] }], { value: { kind: 'tensor', value: i64([1], [1]) } });
+  const [c] = infer('ConstantOfShape', [{ dtype: 'int64', shape: [2], sym: [batch, srcLen] }], {
+    value: { kind: 'tensor', value: i64([1], [1]) },
+  });
   assert.is(c!.dtype, 'int64');
   assert.is(dims(c!.shape), 'batch,src_len');
   assert.is(dims(infer('Tile', [ti('float32', [batch, 3]), ci([2, 2])])[0]!.shape), 'batch*2,6');
@@ -127,21 +160,34 @@ test('Size, Range, Expand, ConstantOfShape, Tile and Pad with symbols', () => {
 
 test('Squeeze, Flatten, Split, Transpose infer with symbols', () => {
   assert.is(dims(infer('Squeeze', [ti('float32', [batch, 1, srcLen]), ci([1])], {}, 13)[0]!.shape), 'batch,src_len');
-  assert.is(dims(infer('Squeeze', [ti('float32', [batch, 1, srcLen])], { axes: ints([-2]) }, 11)[0]!.shape), 'batch,src_len');
+  assert.is(
+    dims(infer('Squeeze', [ti('float32', [batch, 1, srcLen])], { axes: ints([-2]) }, 11)[0]!.shape),
+    'batch,src_len',
+  );
   assert.is(dims(infer('Flatten', [ti('float32', [batch, srcLen, 4])], { axis: int(2) })[0]!.shape), 'batch*src_len,4');
   const parts = infer('Split', [ti('float32', [batch, 512])], { axis: int(1) }, 13, 2);
   assert.is(parts.map((p) => dims(p.shape)).join(' '), 'batch,256 batch,256');
   const uneven = infer('Split', [ti('float32', [srcLen])], { num_outputs: int(2) }, 18, 2);
   assert.is(uneven.map((p) => dims(p.shape)).join(' '), '(src_len+1)/(2) -(src_len+1)/(2)+src_len');
   const sp = infer('Split', [ci([7, 8, 9])], {}, 13, 3);
-  assert.equal(sp.map((p) => p.sym), [[7], [8], [9]]);
+  assert.equal(
+    sp.map((p) => p.sym),
+    [[7], [8], [9]],
+  );
   failsWith(() => infer('Gather', [ti('float32', [3, 2]), ci([3])]), 'PLANC_E201', 'out of range');
-  assert.is(dims(infer('Transpose', [ti('float32', [batch, srcLen, 4, 64])], { perm: ints([0, 2, 1, 3]) })[0]!.shape), 'batch,4,src_len,64');
+  assert.is(
+    dims(infer('Transpose', [ti('float32', [batch, srcLen, 4, 64])], { perm: ints([0, 2, 1, 3]) })[0]!.shape),
+    'batch,4,src_len,64',
+  );
   const [nz] = infer('NonZero', [ti('float32', [2, 3])]);
   assert.is(nz!.shape![0], 2);
   failsWith(() => infer('Squeeze', [ti('float32', [2, 3]), ci([0])], {}, 13), 'PLANC_E201', 'cannot squeeze');
   failsWith(() => infer('Concat', [ti('float32', [2]), ti('int64', [2])], { axis: int(0) }), 'PLANC_E201', 'mix');
-  failsWith(() => infer('Transpose', [ti('float32', [2, 3])], { perm: ints([0, 0]) }), 'PLANC_E201', 'not a permutation');
+  failsWith(
+    () => infer('Transpose', [ti('float32', [2, 3])], { perm: ints([0, 0]) }),
+    'PLANC_E201',
+    'not a permutation',
+  );
   failsWith(() => infer('Gather', [ti('float32', [2, 3]), ti('float32', [2])]), 'PLANC_E201', 'int32 or int64');
 });
 
@@ -186,11 +232,26 @@ test('Concat and Split (attribute, input, num_outputs with an uneven last part)'
   assert.equal(vals(run('Concat', [a, b], { axis: int(-1) })[0]!), [1, 2, 5, 3, 4, 6]);
   const x = f32([7], iota(7));
   const parts = run('Split', [x], { num_outputs: int(4) }, 18, 4);
-  assert.equal(parts.map((p) => vals(p)), [[0, 1], [2, 3], [4, 5], [6]]);
+  assert.equal(
+    parts.map((p) => vals(p)),
+    [[0, 1], [2, 3], [4, 5], [6]],
+  );
   const p13 = run('Split', [x, i64([3, 4])], {}, 13, 2);
-  assert.equal(p13.map((p) => vals(p)), [[0, 1, 2], [3, 4, 5, 6]]);
+  assert.equal(
+    p13.map((p) => vals(p)),
+    [
+      [0, 1, 2],
+      [3, 4, 5, 6],
+    ],
+  );
   const p11 = run('Split', [f32([2, 4], iota(8))], { axis: int(1), split: ints([1, 3]) }, 11, 2);
-  assert.equal(p11.map((p) => vals(p)), [[0, 4], [1, 2, 3, 5, 6, 7]]);
+  assert.equal(
+    p11.map((p) => vals(p)),
+    [
+      [0, 4],
+      [1, 2, 3, 5, 6, 7],
+    ],
+  );
   failsWith(() => run('Split', [x], {}, 13, 2), 'PLANC_E202', 'equal parts');
 });
 
@@ -208,7 +269,10 @@ test('Slice: attributes (opset 1), negative steps, clamping of huge bounds', () 
 
 test('Pad modes: constant (attrs before 11), reflect, edge, wrap, axes, negative pads', () => {
   const x = f32([3], [1, 2, 3]);
-  assert.equal(vals(run('Pad', [x], { pads: ints([2, 1]), value: { kind: 'float', value: 9 } }, 2)[0]!), [9, 9, 1, 2, 3, 9]);
+  assert.equal(
+    vals(run('Pad', [x], { pads: ints([2, 1]), value: { kind: 'float', value: 9 } }, 2)[0]!),
+    [9, 9, 1, 2, 3, 9],
+  );
   assert.equal(vals(run('Pad', [x, i64([2, 2])], { mode: str('reflect') })[0]!), [3, 2, 1, 2, 3, 2, 1]);
   assert.equal(vals(run('Pad', [x, i64([2, 2])], { mode: str('edge') })[0]!), [1, 1, 1, 2, 3, 3, 3]);
   assert.equal(vals(run('Pad', [x, i64([2, 2])], { mode: str('wrap') })[0]!), [2, 3, 1, 2, 3, 1, 2]);
@@ -225,7 +289,10 @@ test('Gather, GatherElements, GatherND (batch_dims), negative and out-of-range i
   assert.equal(vals(g), [4, 5, 0, 1]);
   assert.equal(vals(run('Gather', [x, i64([1], [])], { axis: int(1) })[0]!), [1, 3, 5]);
   failsWith(() => run('Gather', [x, i64([3])]), 'PLANC_E202', 'out of range');
-  assert.equal(vals(run('GatherElements', [f32([2, 2], [1, 2, 3, 4]), i64([0, 0, -1, 0], [2, 2])], { axis: int(1) })[0]!), [1, 1, 4, 3]);
+  assert.equal(
+    vals(run('GatherElements', [f32([2, 2], [1, 2, 3, 4]), i64([0, 0, -1, 0], [2, 2])], { axis: int(1) })[0]!),
+    [1, 1, 4, 3],
+  );
   const nd = run('GatherND', [f32([2, 2, 2], iota(8)), i64([1, 0], [2, 1])], { batch_dims: int(1) })[0]!;
   assert.equal(nd.dims, [2, 2]);
   assert.equal(vals(nd), [2, 3, 4, 5]);
@@ -238,13 +305,29 @@ test('Gather, GatherElements, GatherND (batch_dims), negative and out-of-range i
 test('ScatterND and ScatterElements with reductions; Scatter alias', () => {
   const x = f32([4], [1, 2, 3, 4]);
   assert.equal(vals(run('ScatterND', [x, i64([1, 3], [2, 1]), f32([2], [10, 20])])[0]!), [1, 10, 3, 20]);
-  assert.equal(vals(run('ScatterND', [x, i64([1, 1], [2, 1]), f32([2], [10, 20])], { reduction: str('add') })[0]!), [1, 32, 3, 4]);
-  assert.equal(vals(run('ScatterND', [x, i64([0, -1], [2, 1]), f32([2], [0, 9])], { reduction: str('max') }, 18)[0]!), [1, 2, 3, 9]);
+  assert.equal(
+    vals(run('ScatterND', [x, i64([1, 1], [2, 1]), f32([2], [10, 20])], { reduction: str('add') })[0]!),
+    [1, 32, 3, 4],
+  );
+  assert.equal(
+    vals(run('ScatterND', [x, i64([0, -1], [2, 1]), f32([2], [0, 9])], { reduction: str('max') }, 18)[0]!),
+    [1, 2, 3, 9],
+  );
   const d = f32([1, 5], [1, 2, 3, 4, 5]);
-  const e = run('ScatterElements', [d, i64([1, 1], [1, 2]), f32([1, 2], [1.1, 2.1])], { axis: int(1), reduction: str('mul') })[0]!;
-  assert.equal(vals(e).map((v) => Math.round(v * 1000) / 1000), [1, 4.62, 3, 4, 5]);
+  const e = run('ScatterElements', [d, i64([1, 1], [1, 2]), f32([1, 2], [1.1, 2.1])], {
+    axis: int(1),
+    reduction: str('mul'),
+  })[0]!;
+  assert.equal(
+    vals(e).map((v) => Math.round(v * 1000) / 1000),
+    [1, 4.62, 3, 4, 5],
+  );
   assert.equal(vals(run('Scatter', [f32([3], [0, 0, 0]), i64([-1]), f32([1], [5])], {}, 10)[0]!), [0, 0, 5]);
-  failsWith(() => run('ScatterElements', [d, i64([5], [1, 1]), f32([1, 1], [0])], { axis: int(1) }), 'PLANC_E202', 'out of range');
+  failsWith(
+    () => run('ScatterElements', [d, i64([5], [1, 1]), f32([1, 1], [0])], { axis: int(1) }),
+    'PLANC_E202',
+    'out of range',
+  );
 });
 
 test('Expand, Tile, ConstantOfShape, Constant, Range', () => {
@@ -253,7 +336,9 @@ test('Expand, Tile, ConstantOfShape, Constant, Range', () => {
   assert.equal(vals(e), [1, 1, 2, 2, 3, 3, 1, 1, 2, 2, 3, 3]);
   failsWith(() => run('Expand', [f32([3], [1, 2, 3]), i64([2])]), 'PLANC_E202', 'cannot expand');
   assert.equal(vals(run('Tile', [f32([2], [1, 2]), i64([3])])[0]!), [1, 2, 1, 2, 1, 2]);
-  const c = run('ConstantOfShape', [i64([2, 2])], { value: { kind: 'tensor', value: Tensor.fromNumbers('int32', [1], [7]) } })[0]!;
+  const c = run('ConstantOfShape', [i64([2, 2])], {
+    value: { kind: 'tensor', value: Tensor.fromNumbers('int32', [1], [7]) },
+  })[0]!;
   assert.is(c.dtype, 'int32');
   assert.equal(vals(c), [7, 7, 7, 7]);
   assert.equal(vals(run('ConstantOfShape', [i64([0])])[0]!), []);
@@ -262,8 +347,14 @@ test('Expand, Tile, ConstantOfShape, Constant, Range', () => {
   assert.is(cf.dtype, 'float32');
   assert.equal(cf.dims, []);
   assert.equal(infer('Constant', [], { value_ints: ints([3, 4]) })[0]!.sym, [3, 4]);
-  assert.equal(vals(run('Range', [Tensor.scalar('int32', 10), Tensor.scalar('int32', 4), Tensor.scalar('int32', -3)])[0]!), [10, 7]);
-  assert.equal(vals(run('Range', [Tensor.scalar('float32', 0), Tensor.scalar('float32', 1), Tensor.scalar('float32', 0.25)])[0]!), [0, 0.25, 0.5, 0.75]);
+  assert.equal(
+    vals(run('Range', [Tensor.scalar('int32', 10), Tensor.scalar('int32', 4), Tensor.scalar('int32', -3)])[0]!),
+    [10, 7],
+  );
+  assert.equal(
+    vals(run('Range', [Tensor.scalar('float32', 0), Tensor.scalar('float32', 1), Tensor.scalar('float32', 0.25)])[0]!),
+    [0, 0.25, 0.5, 0.75],
+  );
 });
 
 test('Trilu, CumSum, CumProd, EyeLike', () => {
@@ -318,7 +409,10 @@ test('OneHot, Compress, NonZero, Unique', () => {
   assert.equal(ys!.dims, [1, 2]);
   assert.equal(vals(invs!), [0, 0]);
   const u = infer('Unique', [ti('float32', [batch])], {}, 11, 4);
-  assert.equal(u.map((o) => o.dtype), ['float32', 'int64', 'int64', 'int64']);
+  assert.equal(
+    u.map((o) => o.dtype),
+    ['float32', 'int64', 'int64', 'int64'],
+  );
   assert.is(dimStr(u[0]!.shape![0]!), dimStr(u[3]!.shape![0]!));
 });
 

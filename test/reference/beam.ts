@@ -56,27 +56,48 @@ export type NextLogits = (t: number, running: readonly number[][], origin: reado
 export async function beamDecodeOne(run: GraphRunner, source: number[], o: BeamOptions): Promise<BeamHypothesis[]> {
   const k = o.beamSize;
   const ids = Tensor.fromNumbers('int64', [1, source.length], source);
-  const mask1 = Tensor.fromNumbers('int64', [1, source.length], source.map(() => 1));
+  const mask1 = Tensor.fromNumbers(
+    'int64',
+    [1, source.length],
+    source.map(() => 1),
+  );
   const enc = (await run('encoder', { input_ids: ids, attention_mask: mask1 })).last_hidden_state!;
   const zeros = new Array<number>(k).fill(0);
   const mask = rowsOf(mask1, zeros);
   let step: Record<string, Tensor> = {};
   const encKV: Record<string, Tensor> = {};
-  return beamSearch(async (t, running, origin) => {
-    if (t === 0) {
-      step = await run('decoder', { input_ids: Tensor.fromNumbers('int64', [k, 1], zeros.map(() => o.startId)), encoder_attention_mask: mask, encoder_hidden_states: rowsOf(enc, zeros) });
-      for (const [name, v] of Object.entries(step)) if (name.includes('.encoder.')) encKV[name.replace('present.', 'past_key_values.')] = v;
-    } else {
-      const feeds: Record<string, Tensor> = {
-        input_ids: Tensor.fromNumbers('int64', [k, 1], running.map((b) => b[b.length - 1]!)),
-        encoder_attention_mask: mask,
-        ...encKV,
-      };
-      for (const [name, v] of Object.entries(step)) if (name.includes('.decoder.')) feeds[name.replace('present.', 'past_key_values.')] = rowsOf(v, [...origin]);
-      step = await run('decoder_with_past', feeds);
-    }
-    return step.logits!;
-  }, { ...o, source });
+  return beamSearch(
+    async (t, running, origin) => {
+      if (t === 0) {
+        step = await run('decoder', {
+          input_ids: Tensor.fromNumbers(
+            'int64',
+            [k, 1],
+            zeros.map(() => o.startId),
+          ),
+          encoder_attention_mask: mask,
+          encoder_hidden_states: rowsOf(enc, zeros),
+        });
+        for (const [name, v] of Object.entries(step))
+          if (name.includes('.encoder.')) encKV[name.replace('present.', 'past_key_values.')] = v;
+      } else {
+        const feeds: Record<string, Tensor> = {
+          input_ids: Tensor.fromNumbers(
+            'int64',
+            [k, 1],
+            running.map((b) => b[b.length - 1]!),
+          ),
+          encoder_attention_mask: mask,
+          ...encKV,
+        };
+        for (const [name, v] of Object.entries(step))
+          if (name.includes('.decoder.')) feeds[name.replace('present.', 'past_key_values.')] = rowsOf(v, [...origin]);
+        step = await run('decoder_with_past', feeds);
+      }
+      return step.logits!;
+    },
+    { ...o, source },
+  );
 }
 
 /** EncoderNoRepeatNGramLogitsProcessor, transliterated: the source's n-grams keyed by their first n - 1 tokens; the
@@ -114,13 +135,24 @@ export async function beamSearch(next: NextLogits, o: BeamOptions): Promise<Beam
   const rules = new DecodingRules(o);
   const nEos = (o.eosIds ?? [o.eosId]).length;
   const keep = Math.max(2, 1 + nEos) * k;
-  let running: { seq: number[]; score: number }[] = Array.from({ length: k }, (_, b) => ({ seq: [], score: b === 0 ? 0 : NEG }));
-  let finished: { seq: number[]; score: number; done: boolean }[] = Array.from({ length: k }, () => ({ seq: [], score: NEG, done: false }));
+  let running: { seq: number[]; score: number }[] = Array.from({ length: k }, (_, b) => ({
+    seq: [],
+    score: b === 0 ? 0 : NEG,
+  }));
+  let finished: { seq: number[]; score: number; done: boolean }[] = Array.from({ length: k }, () => ({
+    seq: [],
+    score: NEG,
+    done: false,
+  }));
   let unsatisfied = true;
   let origin = running.map((_, i) => i);
   for (let t = 0; ; t++) {
     const last = t + 1 >= o.maxLength;
-    const logits = await next(t, running.map((b) => b.seq), origin);
+    const logits = await next(
+      t,
+      running.map((b) => b.seq),
+      origin,
+    );
     // b. log-probs, processors, + running scores, flattened [k × vocab]
     const vocab = logits.dims[2]!;
     const acc = new Float64Array(k * vocab);
@@ -128,12 +160,16 @@ export async function beamSearch(next: NextLogits, o: BeamOptions): Promise<Beam
       const lp = logSoftmaxRow(logits, beam);
       // RepetitionPenaltyLogitsProcessor on the log-probs, over input_ids = [start, ...seq]; then the bans
       if (o.repetitionPenalty !== undefined && o.repetitionPenalty !== 1) {
-        for (const tok of new Set([o.startId, ...b.seq])) lp[tok] = lp[tok]! < 0 ? lp[tok]! * o.repetitionPenalty : lp[tok]! / o.repetitionPenalty;
+        for (const tok of new Set([o.startId, ...b.seq]))
+          lp[tok] = lp[tok]! < 0 ? lp[tok]! * o.repetitionPenalty : lp[tok]! / o.repetitionPenalty;
       }
       for (const tok of rules.banned(b.seq)) lp[tok] = -Infinity;
       for (const tok of encoderNgramBans(o, b.seq)) lp[tok] = -Infinity;
       const forced = rules.forced(t, last);
-      if (forced !== undefined) { lp.fill(-Infinity); lp[forced] = 0; }
+      if (forced !== undefined) {
+        lp.fill(-Infinity);
+        lp[forced] = 0;
+      }
       for (let tok = 0; tok < vocab; tok++) acc[beam * vocab + tok] = lp[tok]! + b.score;
     });
     // c. top-K continuations
@@ -143,7 +179,11 @@ export async function beamSearch(next: NextLogits, o: BeamOptions): Promise<Beam
     const hits = cands.map((c) => rules.isEos(c.tok) || last);
     // e. the running beams of the next step
     const runScores = cands.map((c, i) => c.score + (hits[i] ? NEG : 0));
-    const nextRunning = topk(runScores, k).map((i) => ({ seq: cands[i]!.seq, score: runScores[i]!, beam: cands[i]!.beam }));
+    const nextRunning = topk(runScores, k).map((i) => ({
+      seq: cands[i]!.seq,
+      score: runScores[i]!,
+      beam: cands[i]!.beam,
+    }));
     // f. the finished set
     const full = finished.every((f) => f.done);
     const fresh = cands.map((c, i) => {
@@ -155,7 +195,10 @@ export async function beamSearch(next: NextLogits, o: BeamOptions): Promise<Beam
       return { seq: rules.isEos(c.tok) ? c.seq.slice(0, -1) : c.seq, score: s, done: just };
     });
     const merged = [...finished, ...fresh];
-    finished = topk(merged.map((m) => m.score), k).map((i) => merged[i]!);
+    finished = topk(
+      merged.map((m) => m.score),
+      k,
+    ).map((i) => merged[i]!);
     // g. the heuristic and the stopping condition
     const len = early === 'never' && alpha > 0 ? o.maxLength : t + 1;
     const best = nextRunning[0]!.score / len ** alpha;

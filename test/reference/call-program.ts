@@ -5,7 +5,15 @@ import type { KernelCall } from '../../compiler/kernel-schema.ts';
 import type { PlanExpr, PlanKernel, PlanProgram, PlanTensor } from '../../compiler/plan/types.ts';
 import { encodeProgram } from '../../runtime/encode-program.ts';
 import {
-  kernelIds, planFree, planNew, programFree, programNew, programRun, type NativeArray, type NativePlan, type NativeProgram,
+  kernelIds,
+  planFree,
+  planNew,
+  programFree,
+  programNew,
+  programRun,
+  type NativeArray,
+  type NativePlan,
+  type NativeProgram,
 } from '../../runtime/native.ts';
 
 /** The dtypes of the operands these programs use (codes: compiler/kernel-enums.ts DTYPE_CODE). */
@@ -13,10 +21,20 @@ export type OperandDType = Extract<PlanDTypeName, 'float32' | 'uint8' | 'int8' |
 export type Typed = Float32Array | Int8Array | Int16Array | Int32Array | Uint8Array | BigInt64Array;
 
 /** An operand: a weight (stored in the blob; the same object twice is one weight), a feed, or an arena output. */
-export interface Operand { role: 'weight' | 'feed' | 'out'; dtype: OperandDType; dims: number[]; data: Typed }
+export interface Operand {
+  role: 'weight' | 'feed' | 'out';
+  dtype: OperandDType;
+  dims: number[];
+  data: Typed;
+}
 
 /** One call: the kernel with its arguments by name (compiler/kernel-schema.ts `call`), its variant name, inputs (null: omitted optional) and outputs. */
-export interface Call { call: KernelCall; variant: string; ins: (Operand | null)[]; outs: Operand[] }
+export interface Call {
+  call: KernelCall;
+  variant: string;
+  ins: (Operand | null)[];
+  outs: Operand[];
+}
 
 export interface CallProgram {
   /** Runs every call once (in order); returns the buffers of the program's outputs (the outputs of the last call). */
@@ -34,7 +52,10 @@ export function callProgram(calls: Call[]): CallProgram {
   const exprs: PlanExpr[] = [];
   const konst = new Map<number, number>();
   const expr = (v: number) => {
-    if (!konst.has(v)) { konst.set(v, exprs.length); exprs.push({ terms: [{ coeff: v, factors: [] }] }); }
+    if (!konst.has(v)) {
+      konst.set(v, exprs.length);
+      exprs.push({ terms: [{ coeff: v, factors: [] }] });
+    }
     return konst.get(v)!;
   };
   const tensors: PlanTensor[] = [];
@@ -44,9 +65,24 @@ export function callProgram(calls: Call[]): CallProgram {
   let arena = 64;
   const tensorOf = (o: Operand): number => {
     if (o.role !== 'out' && seen.has(o)) return seen.get(o)!;
-    const t: PlanTensor = { name: `t${tensors.length}`, kind: 0, dtype: DTYPE_CODE[o.dtype]!, dims: o.dims.map(expr), offset: 0, slotBytes: 0, ref: 0 };
-    if (o.role === 'weight') { t.kind = 1; t.ref = weights.length; weights.push(o.data); }
-    else if (o.role === 'feed') { t.kind = 2; t.ref = feeds.length; feeds.push(o.data); }
+    const t: PlanTensor = {
+      name: `t${tensors.length}`,
+      kind: 0,
+      dtype: DTYPE_CODE[o.dtype]!,
+      dims: o.dims.map(expr),
+      offset: 0,
+      slotBytes: 0,
+      ref: 0,
+    };
+    if (o.role === 'weight') {
+      t.kind = 1;
+      t.ref = weights.length;
+      weights.push(o.data);
+    } else if (o.role === 'feed') {
+      t.kind = 2;
+      t.ref = feeds.length;
+      feeds.push(o.data);
+    }
     tensors.push(t);
     seen.set(o, tensors.length - 1);
     return tensors.length - 1;
@@ -67,18 +103,37 @@ export function callProgram(calls: Call[]): CallProgram {
       if (typeof v !== 'number') throw new Error(`internal: ${c.call.kernel}: call programs take constant iargs`);
       return expr(v);
     });
-    return { name: c.call.kernel, inputs, outputs, iargs, fargs: c.call.fargs, node: c.call.kernel, origin: [], variant: c.variant };
+    return {
+      name: c.call.kernel,
+      inputs,
+      outputs,
+      iargs,
+      fargs: c.call.fargs,
+      node: c.call.kernel,
+      origin: [],
+      variant: c.variant,
+    };
   });
   const last = kernels[kernels.length - 1]!;
   const program: PlanProgram = {
-    graph: 'calls', symbols: [], exprs, tensors, kernels,
+    graph: 'calls',
+    symbols: [],
+    exprs,
+    tensors,
+    kernels,
     inputs: feeds.map((_, i) => ({ name: `in${i}`, tensor: tensors.findIndex((t) => t.kind === 2 && t.ref === i) })),
     outputs: last.outputs.map((t, i) => ({ name: `out${i}`, tensor: t })),
-    arenaBytes: arena, arenaLowerBound: arena, tensorBytesSum: arena, fusedOps: {},
+    arenaBytes: arena,
+    arenaLowerBound: arena,
+    tensorBytesSum: arena,
+    fusedOps: {},
   };
   let size = 0;
   const ranges: bigint[] = [];
-  for (const w of weights) { ranges.push(BigInt(size), BigInt(w.byteLength)); size += Math.ceil(w.byteLength / 64) * 64; }
+  for (const w of weights) {
+    ranges.push(BigInt(size), BigInt(w.byteLength));
+    size += Math.ceil(w.byteLength / 64) * 64;
+  }
   const blob = new Uint8Array(size);
   weights.forEach((w, i) => blob.set(new Uint8Array(w.buffer, w.byteOffset, w.byteLength), Number(ranges[2 * i])));
   const plan: NativePlan = planNew(blob, BigInt64Array.from(ranges), arena);

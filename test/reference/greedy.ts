@@ -3,7 +3,10 @@ import { Tensor } from '../../compiler/tensor.ts';
 import { DecodingRules, type Conventions } from '../../runtime/decode/conventions.ts';
 
 /** Runs one graph of the model ('encoder', 'decoder', 'decoder_with_past') on feeds; returns outputs by name. */
-export type GraphRunner = (graph: string, feeds: Record<string, Tensor>) => Promise<Record<string, Tensor>> | Record<string, Tensor>;
+export type GraphRunner = (
+  graph: string,
+  feeds: Record<string, Tensor>,
+) => Promise<Record<string, Tensor>> | Record<string, Tensor>;
 
 /** The model's ids and generate() conventions (forced bos/eos, banned tokens, eos list), and the new-token cap. */
 export interface GreedyOptions extends Conventions {
@@ -19,8 +22,16 @@ export interface GreedyOptions extends Conventions {
 export async function greedyDecode(run: GraphRunner, sources: number[][], o: GreedyOptions): Promise<number[][]> {
   const b = sources.length;
   const len = Math.max(...sources.map((s) => s.length));
-  const ids = Tensor.fromNumbers('int64', [b, len], sources.flatMap((s) => [...s, ...new Array(len - s.length).fill(o.padId)]));
-  const mask = Tensor.fromNumbers('int64', [b, len], sources.flatMap((s) => [...s.map(() => 1), ...new Array(len - s.length).fill(0)]));
+  const ids = Tensor.fromNumbers(
+    'int64',
+    [b, len],
+    sources.flatMap((s) => [...s, ...new Array(len - s.length).fill(o.padId)]),
+  );
+  const mask = Tensor.fromNumbers(
+    'int64',
+    [b, len],
+    sources.flatMap((s) => [...s.map(() => 1), ...new Array(len - s.length).fill(0)]),
+  );
   const enc = (await run('encoder', { input_ids: ids, attention_mask: mask })).last_hidden_state!;
   const out: number[][] = sources.map(() => []);
   const done = new Array<boolean>(b).fill(false);
@@ -30,11 +41,18 @@ export async function greedyDecode(run: GraphRunner, sources: number[][], o: Gre
     encoder_hidden_states: enc,
   });
   const encoderKV: Record<string, Tensor> = {};
-  for (const [k, v] of Object.entries(step)) if (k.includes('.encoder.')) encoderKV[k.replace('present.', 'past_key_values.')] = v;
+  for (const [k, v] of Object.entries(step))
+    if (k.includes('.encoder.')) encoderKV[k.replace('present.', 'past_key_values.')] = v;
   const rules = new DecodingRules(o);
   for (let t = 0; t < o.maxLength; t++) {
     const forced = rules.forced(t, t === o.maxLength - 1);
-    const next = forced !== undefined ? new Array<number>(b).fill(forced) : argmaxLastStep(step.logits!, out.map((ids) => rules.banned(ids)));
+    const next =
+      forced !== undefined
+        ? new Array<number>(b).fill(forced)
+        : argmaxLastStep(
+            step.logits!,
+            out.map((ids) => rules.banned(ids)),
+          );
     next.forEach((tok, i) => {
       if (done[i]) return;
       if (rules.isEos(tok)) done[i] = true;
@@ -42,11 +60,16 @@ export async function greedyDecode(run: GraphRunner, sources: number[][], o: Gre
     });
     if (done.every((d) => d) || t === o.maxLength - 1) break;
     const feeds: Record<string, Tensor> = {
-      input_ids: Tensor.fromNumbers('int64', [b, 1], next.map((tok, i) => (done[i] ? o.padId : tok))),
+      input_ids: Tensor.fromNumbers(
+        'int64',
+        [b, 1],
+        next.map((tok, i) => (done[i] ? o.padId : tok)),
+      ),
       encoder_attention_mask: mask,
       ...encoderKV,
     };
-    for (const [k, v] of Object.entries(step)) if (k.includes('.decoder.')) feeds[k.replace('present.', 'past_key_values.')] = v;
+    for (const [k, v] of Object.entries(step))
+      if (k.includes('.decoder.')) feeds[k.replace('present.', 'past_key_values.')] = v;
     step = await run('decoder_with_past', feeds);
   }
   return out;

@@ -56,11 +56,21 @@ export function withSkipPositions(run: GraphRunner, k: number): GraphRunner {
     const ids = feeds.input_ids!;
     const [b, t] = ids.dims as [number, number];
     if (graph === 'decoder') {
-      return run(graph, { ...feeds, position_ids: Tensor.fromNumbers('int64', [b, t], Array.from({ length: b * t }, (_, i) => (i % t) * k)) });
+      return run(graph, {
+        ...feeds,
+        position_ids: Tensor.fromNumbers(
+          'int64',
+          [b, t],
+          Array.from({ length: b * t }, (_, i) => (i % t) * k),
+        ),
+      });
     }
     if (graph === 'decoder_with_past') {
       const past = feeds['past_key_values.0.decoder.key']!.dims[2]!;
-      return run(graph, { ...feeds, position_ids: Tensor.fromNumbers('int64', [b, 1], new Array<number>(b).fill(past * k)) });
+      return run(graph, {
+        ...feeds,
+        position_ids: Tensor.fromNumbers('int64', [b, 1], new Array<number>(b).fill(past * k)),
+      });
     }
     return run(graph, feeds);
   };
@@ -75,36 +85,77 @@ export async function hrtDecodeOne(run: GraphRunner, source: number[], o: HrtOpt
   const stageI = { ...o, startId: bos, maxLength: mAt };
   const positioned = withSkipPositions(run, k);
   let calls = 0;
-  const counted: GraphRunner = (g, f) => { if (g !== 'encoder') calls++; return positioned(g, f); };
+  const counted: GraphRunner = (g, f) => {
+    if (g !== 'encoder') calls++;
+    return positioned(g, f);
+  };
   // Stage I: hypotheses best first, as (ids without eos, stage-I score before the length penalty)
   let hyps: { ids: number[]; at: number }[];
   if (o.beamSize === 1) {
     hyps = [{ ids: (await greedyDecode(counted, [source], stageI))[0]!, at: Number.NaN }];
   } else {
-    const found = await beamDecodeOne(counted, source, { ...stageI, beamSize: o.beamSize, lengthPenalty: o.lengthPenalty, earlyStopping: o.earlyStopping });
+    const found = await beamDecodeOne(counted, source, {
+      ...stageI,
+      beamSize: o.beamSize,
+      lengthPenalty: o.lengthPenalty,
+      earlyStopping: o.earlyStopping,
+    });
     // finished hypotheses only (beamSearch pads its set with -1e9 entries); the length counts the eos when present
-    hyps = found.filter((h) => h.score > -1e8).map((h) => ({ ids: h.ids, at: h.score * Math.min(h.ids.length + 1, mAt) ** o.lengthPenalty }));
+    hyps = found
+      .filter((h) => h.score > -1e8)
+      .map((h) => ({ ids: h.ids, at: h.score * Math.min(h.ids.length + 1, mAt) ** o.lengthPenalty }));
   }
   const eos = o.eosId;
   const zs = hyps.map((h) => (h.ids.length < mAt ? [...h.ids, eos] : h.ids));
   if (k === 1) return { ids: hyps[0]!.ids, z: zs[0]!, score: hyps[0]!.at, steps: calls };
   const kept = zs.slice(0, Math.min(o.natBeams ?? o.beamSize, zs.length));
   // Stage II: one decoder_nat call, rows padded with input 0, position 0, decoder_attention_mask 0
-  const inputs = kept.map((z) => Array.from({ length: z.length * k }, (_, i) => ((i + 1) % k === 0 ? z[(i + 1) / k - 1]! : o.hrt.mask_id)));
+  const inputs = kept.map((z) =>
+    Array.from({ length: z.length * k }, (_, i) => ((i + 1) % k === 0 ? z[(i + 1) / k - 1]! : o.hrt.mask_id)),
+  );
   const T = Math.max(...inputs.map((x) => x.length));
   const pad = (xs: number[], v: number) => [...xs, ...new Array<number>(T - xs.length).fill(v)];
   const b = kept.length;
   const src = Tensor.fromNumbers('int64', [1, source.length], source);
-  const srcMask = Tensor.fromNumbers('int64', [1, source.length], source.map(() => 1));
+  const srcMask = Tensor.fromNumbers(
+    'int64',
+    [1, source.length],
+    source.map(() => 1),
+  );
   const enc = (await run('encoder', { input_ids: src, attention_mask: srcMask })).last_hidden_state!;
-  const rep = (t: Tensor) => Tensor.fromNumbers(t.dtype, [b, ...t.dims.slice(1)], Array.from({ length: b }, () => Array.from(t.nums)).flat());
-  const logits = (await run('decoder_nat', {
-    input_ids: Tensor.fromNumbers('int64', [b, T], inputs.flatMap((x) => pad(x, 0))),
-    position_ids: Tensor.fromNumbers('int64', [b, T], inputs.flatMap((x) => pad(x.map((_, i) => i + 1), 0))),
-    decoder_attention_mask: Tensor.fromNumbers('int64', [b, T], inputs.flatMap((x) => pad(x.map(() => 1), 0))),
-    encoder_attention_mask: rep(srcMask),
-    encoder_hidden_states: rep(enc),
-  })).logits!;
+  const rep = (t: Tensor) =>
+    Tensor.fromNumbers(t.dtype, [b, ...t.dims.slice(1)], Array.from({ length: b }, () => Array.from(t.nums)).flat());
+  const logits = (
+    await run('decoder_nat', {
+      input_ids: Tensor.fromNumbers(
+        'int64',
+        [b, T],
+        inputs.flatMap((x) => pad(x, 0)),
+      ),
+      position_ids: Tensor.fromNumbers(
+        'int64',
+        [b, T],
+        inputs.flatMap((x) =>
+          pad(
+            x.map((_, i) => i + 1),
+            0,
+          ),
+        ),
+      ),
+      decoder_attention_mask: Tensor.fromNumbers(
+        'int64',
+        [b, T],
+        inputs.flatMap((x) =>
+          pad(
+            x.map(() => 1),
+            0,
+          ),
+        ),
+      ),
+      encoder_attention_mask: rep(srcMask),
+      encoder_hidden_states: rep(enc),
+    })
+  ).logits!;
   calls++;
   let best: HrtResult | undefined;
   inputs.forEach((inp, r) => {
@@ -118,7 +169,12 @@ export async function hrtDecodeOne(run: GraphRunner, source: number[], o: HrtOpt
       return t;
     });
     const cut = y.indexOf(eos);
-    const res = { ids: (cut < 0 ? y : y.slice(0, cut)).slice(0, o.maxLength - 1), z: kept[r]!, score: hyps[r]!.at + nat, steps: calls };
+    const res = {
+      ids: (cut < 0 ? y : y.slice(0, cut)).slice(0, o.maxLength - 1),
+      z: kept[r]!,
+      score: hyps[r]!.at + nat,
+      steps: calls,
+    };
     if (!best || res.score > best.score) best = res; // ties (and greedy's NaN): the earlier stage-I rank
   });
   return best!;

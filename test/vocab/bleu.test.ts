@@ -27,7 +27,7 @@ test('tokenize13a splits punctuation like mteval-v13a, keeping decimals, thousan
   assert.is(tokenize13a('a$b%c#d@e'), 'a $ b % c # d @ e');
 });
 
-test('corpus BLEU matches sacreBLEU\'s test values (13a/exp, none tokenizer, no smoothing, empty hypotheses)', () => {
+test("corpus BLEU matches sacreBLEU's test values (13a/exp, none tokenizer, no smoothing, empty hypotheses)", () => {
   close(corpusBleu(HYPS, REFS).score, 48.530827);
   close(corpusBleu(HYPS, REFS, { tokenize: '13a' }).score, 48.530827);
   close(corpusBleu(HYPS, REFS, { tokenize: 'none' }).score, 49.1919566);
@@ -43,7 +43,8 @@ test('computeBleu from statistics matches sacreBLEU (test_scoring, degenerate st
 });
 
 // sacrebleu.raw_corpus_bleu = tokenize 'none', smoothing 'floor', effective order.
-const raw = (h: string[], r: string[], floor = 0.1) => corpusBleu(h, r, { tokenize: 'none', smooth: 'floor', smoothValue: floor, effectiveOrder: true }).score / 100;
+const raw = (h: string[], r: string[], floor = 0.1) =>
+  corpusBleu(h, r, { tokenize: 'none', smooth: 'floor', smoothValue: floor, effectiveOrder: true }).score / 100;
 
 test('raw corpus BLEU cases of sacreBLEU (floor smoothing, effective order, statistics)', () => {
   // No match at all: 0 since sacreBLEU's early stop (#141); its older test value was 0.003799178428257963.
@@ -55,7 +56,13 @@ test('raw corpus BLEU cases of sacreBLEU (floor smoothing, effective order, stat
   close(raw(['am I am a character sequence'], ['I am a symbol string sequence a a']), 0.1555722182, 1e-8);
   assert.is(raw(['am I am a character sequence'], ['I am a symbol string sequence a a'], 0), 0);
   const s = corpusBleu(['am I am a character sequence'], ['I am a symbol string sequence a a'], { tokenize: 'none' });
-  assert.equal([s.counts, s.totals], [[4, 2, 1, 0], [6, 5, 4, 3]]);
+  assert.equal(
+    [s.counts, s.totals],
+    [
+      [4, 2, 1, 0],
+      [6, 5, 4, 3],
+    ],
+  );
 });
 
 // Hand-computed: hyp "the cat sat on the mat" (6 words) vs ref "the cat sat on a mat" (6): matches 5/6, 3/5, 2/4, 1/3;
@@ -68,7 +75,9 @@ test('a hand-computed case, clipping and the brevity penalty', () => {
   assert.equal([clip.counts[0], clip.totals[0]], [1, 4]);
   const short = corpusBleu(['the cat'], ['the cat sat on the mat']); // BP = exp(1 − 6/2)
   close(short.bp, Math.exp(-2), 1e-12);
-  assert.ok(formatBleu(s).startsWith('BLEU = 53.73 83.3/60.0/50.0/33.3 (BP = 1.000 ratio = 1.000 hyp_len = 6 ref_len = 6)'));
+  assert.ok(
+    formatBleu(s).startsWith('BLEU = 53.73 83.3/60.0/50.0/33.3 (BP = 1.000 ratio = 1.000 hyp_len = 6 ref_len = 6)'),
+  );
 });
 
 test('a single reference stream may be given as plain strings; mismatched lengths are PLANC_E501', () => {
@@ -81,7 +90,9 @@ test('a single reference stream may be given as plain strings; mismatched length
 const shared = sharedDir();
 const TEST_EN = shared && path.join(shared, 'models', 'es-en', 'test.en');
 if (!TEST_EN || !fs.existsSync(TEST_EN)) {
-  skipSuite(test, needsShared('models/es-en'), ['1000 real sentences: identical to sacreBLEU 2.6.0 (statistics and score)']);
+  skipSuite(test, needsShared('models/es-en'), [
+    '1000 real sentences: identical to sacreBLEU 2.6.0 (statistics and score)',
+  ]);
 } else {
   test('1000 real sentences: identical to sacreBLEU 2.6.0 (statistics and score)', () => {
     const ref = fs.readFileSync(TEST_EN, 'utf8').split('\n').slice(0, 1000);
@@ -91,7 +102,10 @@ if (!TEST_EN || !fs.existsSync(TEST_EN)) {
       return w.join(' ');
     });
     const b = corpusBleu(hyp, ref);
-    assert.equal([b.counts, b.totals, b.sysLen, b.refLen], [[6363, 4570, 3226, 2222], [6363, 5378, 4505, 3797], 6363, 7414]);
+    assert.equal(
+      [b.counts, b.totals, b.sysLen, b.refLen],
+      [[6363, 4570, 3226, 2222], [6363, 5378, 4505, 3797], 6363, 7414],
+    );
     close(b.score, 65.4874526818976, 1e-9);
     const none = corpusBleu(hyp, ref, { tokenize: 'none' });
     assert.equal([none.counts, none.sysLen, none.refLen], [[5345, 3551, 2313, 1449], 5345, 6240]);

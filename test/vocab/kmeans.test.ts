@@ -6,7 +6,12 @@ import { seededRng } from '../../compiler/vocab/rng.ts';
 import { failsWith } from '../helpers/expect-error.ts';
 
 /** n points around `centers` (rows of [k, d]), point i belonging to blob i % k, with uniform noise of ±spread. */
-function blobs(centers: number[][], n: number, spread: number, seed = 7): { x: Float32Array; blob: Int32Array; d: number } {
+function blobs(
+  centers: number[][],
+  n: number,
+  spread: number,
+  seed = 7,
+): { x: Float32Array; blob: Int32Array; d: number } {
   const d = centers[0]!.length;
   const rng = seededRng(seed);
   const x = new Float32Array(n * d);
@@ -20,7 +25,9 @@ function blobs(centers: number[][], n: number, spread: number, seed = 7): { x: F
 
 /** Corner-ish centers far apart: center j has 10 at coordinate j mod d, 10·(j div d) at the next one. */
 function farCenters(k: number, d: number): number[][] {
-  return Array.from({ length: k }, (_, j) => Array.from({ length: d }, (_, c) => (c === j % d ? 10 : 0) + (c === (j + 1) % d ? 10 * Math.floor(j / d) : 0)));
+  return Array.from({ length: k }, (_, j) =>
+    Array.from({ length: d }, (_, c) => (c === j % d ? 10 : 0) + (c === (j + 1) % d ? 10 * Math.floor(j / d) : 0)),
+  );
 }
 
 /** Whether every cluster holds exactly one blob (a bijection between clusters and blobs). */
@@ -35,7 +42,8 @@ function pure(assign: Int32Array, blob: Int32Array, k: number): boolean {
 }
 
 function bruteNearest(x: Float32Array, i: number, c: Float32Array, r: number, d: number): { j: number; dist: number } {
-  let best = Infinity, arg = -1;
+  let best = Infinity,
+    arg = -1;
   for (let j = 0; j < r; j++) {
     let s = 0;
     for (let k = 0; k < d; k++) s += (x[i * d + k]! - c[j * d + k]!) ** 2;
@@ -45,10 +53,12 @@ function bruteNearest(x: Float32Array, i: number, c: Float32Array, r: number, d:
 }
 
 test('assignTs: nearest centroid and squared distance, ties to the lowest index', () => {
-  const d = 3, r = 4;
+  const d = 3,
+    r = 4;
   const x = Float32Array.from([0, 0, 0, 1, 1, 1, 5, 5, 5]);
   const c = Float32Array.from([1, 1, 1, 1, 1, 1, 4, 4, 4, -1, 0, 0]);
-  const a = new Int32Array(3), dist = new Float32Array(3);
+  const a = new Int32Array(3),
+    dist = new Float32Array(3);
   assignTs(x, 3, d, c, r, centroidNorms(c, r, d), a, dist);
   assert.equal(Array.from(a), [3, 0, 2]);
   assert.equal(Array.from(dist), [1, 0, 3]);
@@ -63,7 +73,10 @@ test('kmeans recovers separated blobs, settles, and its outputs agree with each 
   assert.ok(res.iterations >= 1 && res.iterations < 20);
   assert.is(res.miniBatchSteps, 0);
   assert.is(res.emptyClusters, 0);
-  assert.is(res.clusterSizes.reduce((s, v) => s + v, 0), 600);
+  assert.is(
+    res.clusterSizes.reduce((s, v) => s + v, 0),
+    600,
+  );
   assert.equal(Array.from(res.cnorm), Array.from(centroidNorms(res.centroids, 6, d)));
   let inertia = 0;
   for (let i = 0; i < 600; i++) {
@@ -96,7 +109,11 @@ test('large sets take a mini-batch phase first and still find the blobs', () => 
   const { x, blob, d } = blobs(farCenters(8, 6), 4000, 1, 5);
   const progress = new Set<string>();
   const res = kmeans(x, 4000, d, {
-    clusters: 8, batchSize: 256, miniBatchAbove: 1000, seed: 2, onProgress: (p) => progress.add(p.phase),
+    clusters: 8,
+    batchSize: 256,
+    miniBatchAbove: 1000,
+    seed: 2,
+    onProgress: (p) => progress.add(p.phase),
   });
   assert.is(res.miniBatchSteps, Math.ceil((2 * 4000) / 256));
   assert.ok(pure(res.assignments, blob, 8));
