@@ -423,13 +423,9 @@ const char* check_variant(const char* name, int64_t code) {
   return nullptr;
 }
 
-// Whether the hand-written GEMV path wins for this shape. Measured against cblas_sgemm (OpenBLAS 0.3.21 split over
-// 2 threads; native/test/gemm_test.cc bench): with B [K, N] row-major it wins 2-8x at M 1 and 1.0-3x at M 4-8, ties
-// at M 16 (0.6-1.3x by shape) and loses from M 24 on. With B stored transposed (the dot-product form) it wins only at
-// M 1-2. Without BLAS it beats the built-in blocked GEMM up to M 16 on row-major B. Against the AVX-512 kernels (AMD
-// EPYC, 2 threads) it wins at M 1-2, and at M 4 with B [K, N] below 4M floats (0.75-0.95x time); from M 8 on, and for
-// a large B at M 4, the AVX-512 kernels win by 1.1-2x. So GEMV on every machine up to M 2
-// (gemm_auto::kGemvEverywhereMaxM, which select-variants relies on to fix the variant of such calls), never above M 16.
+// Whether the hand-written GEMV path wins for this shape: on every machine up to M 2 (gemm_auto::kGemvEverywhereMaxM,
+// which select-variants relies on to fix the variant of such calls), never above M 16; between, by what the machine
+// has and B's layout. The measurements behind each bound: bench/results/gemm-rules.jsonl.
 bool prefer_gemv(const Product& p) {
   if (p.m > gemm_auto::kGemvMaxM) return false;
   if (p.m <= gemm_auto::kGemvEverywhereMaxM) return true;  // M 1-2: every machine, either layout of B
@@ -560,9 +556,9 @@ const char* check_matmul(const KernelArgs& args) {
   return nullptr;
 }
 
-// Floats per widened slab of a half B: 1 MiB for few rows (the slab is read back from cache by the GEMV path; measured
-// 1.3-1.6x faster than one 8 MiB slab at M 1-8, K 512, N 2048), 8 MiB for more (wide slabs for the GEMM kernels, the
-// widening amortized over the rows). Either way a vocabulary-sized weight is not held widened whole.
+// Floats per widened slab of a half B: 1 MiB for few rows (the slab is read back from cache by the GEMV path;
+// bench/results/gemm-rules.jsonl), 8 MiB for more (wide slabs for the GEMM kernels, the widening amortized over the
+// rows). Either way a vocabulary-sized weight is not held widened whole.
 constexpr int64_t kHalfSlabFloatsFewRows = int64_t(1) << 18, kHalfSlabFloats = int64_t(1) << 21;
 
 // Y [rows, N] = A [rows, K] x B [K, N] for a float16 / bfloat16 B (kernel-schema.ts F32_OR_HALF): A's values rounded to
