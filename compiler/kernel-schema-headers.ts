@@ -24,8 +24,13 @@ const entries = () => Object.entries(KERNELS as Record<string, KernelSpec>);
 const UNBOUNDED = 'kUnbounded';
 const bound = (n: number) => (n === Infinity ? UNBOUNDED : String(n));
 
+/** An operand's dtypes joined by `sep`, or 'any dtype' when it takes every plan dtype. */
+function dtypesText(o: OperandSpec, sep: string): string {
+  return PLAN_DTYPES.every((d) => o.dtypes.includes(d.name)) ? 'any dtype' : o.dtypes.join(sep);
+}
+
 function operandText(o: OperandSpec): string {
-  const dtypes = PLAN_DTYPES.every((d) => o.dtypes.includes(d.name)) ? 'any dtype' : o.dtypes.join('|');
+  const dtypes = dtypesText(o, '|');
   return `${o.name}${o.variadic ? '...' : ''}${o.optional ? '?' : ''} (${dtypes})`;
 }
 
@@ -207,7 +212,7 @@ ${blocks.join('\n\n')}
 
 /** One operand's reference line: name, dtypes, optional / variadic, doc. */
 function operandDoc(o: OperandSpec): string {
-  const dtypes = PLAN_DTYPES.every((d) => o.dtypes.includes(d.name)) ? 'any dtype' : o.dtypes.join(', ');
+  const dtypes = dtypesText(o, ', ');
   const how = [
     o.optional ? (o.keepSlot ? 'optional, keeps its slot' : 'optional') : '',
     o.variadic ? 'one or more' : '',

@@ -91,9 +91,6 @@ export class RowLoop<T> {
     return this.live.length;
   }
 
-  /** Sentences whose start (startAsync) is under way. */
-  starting = 0;
-
   /** Started sentences that have neither joined nor been dropped (each holds a row of its runner). */
   waiting = 0;
 
@@ -130,21 +127,16 @@ export class RowLoop<T> {
   /** start() with the encoder and first step off the event loop (StepRunner.start): nothing may step until it resolves. */
   async startAsync(members: RowMember<T>[]): Promise<(StartedRow<T> | undefined)[]> {
     if (members.length === 0) return [];
-    this.starting = members.length;
-    try {
-      return this.started(
-        members,
-        await StepRunner.start(
-          this.plan,
-          members.map((m) => m.source),
-          members[0]!.rules.c,
-          members.length,
-          1,
-        ),
-      );
-    } finally {
-      this.starting = 0;
-    }
+    return this.started(
+      members,
+      await StepRunner.start(
+        this.plan,
+        members.map((m) => m.source),
+        members[0]!.rules.c,
+        members.length,
+        1,
+      ),
+    );
   }
 
   /** Chooses the first tokens from a runner that ran the new sentences' first step. */

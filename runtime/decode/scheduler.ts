@@ -387,7 +387,10 @@ export class Scheduler {
     }
     if (members.length === 0) return;
     const toStart = members.filter((m) => !m.started);
-    if (toStart.length === 0) return this.joinStarted(members);
+    if (toStart.length === 0) {
+      this.joinStarted(members);
+      return undefined;
+    }
     const chosen = new Set(members);
     for (const p of waiting) {
       if (toStart.length >= this.maxRows) break;
@@ -417,11 +420,7 @@ export class Scheduler {
     };
     const failed = (e: unknown) => {
       this.unqueue(toStart);
-      for (const m of toStart)
-        if (!m.done) {
-          m.done = true;
-          this.settle(m.group, { index: m.index, error: e as Error });
-        }
+      this.failAll(toStart, e);
     };
     if (this.opts.asyncSteps) return loop.startAsync(starters).then(started, failed);
     let rows: (StartedRow<Pending> | undefined)[];
@@ -436,7 +435,7 @@ export class Scheduler {
   }
 
   /** Started sentences of `members` (the others ended or failed) leave the queue and join the row batch. */
-  private joinStarted(members: Pending[]): undefined {
+  private joinStarted(members: Pending[]): void {
     const joiners = members.filter((m) => m.started && !m.done);
     this.unqueue(joiners);
     try {
@@ -444,13 +443,17 @@ export class Scheduler {
       this.rowLoop!.join(joiners.map((m) => m.started!));
       this.opts.onJoin?.(this.rowLoop!.rows - running, running);
     } catch (e) {
-      for (const m of joiners)
-        if (!m.done) {
-          m.done = true;
-          this.settle(m.group, { index: m.index, error: e as Error });
-        }
+      this.failAll(joiners, e);
     }
-    return undefined;
+  }
+
+  /** Every sentence of `list` that has no outcome yet fails with `e`. */
+  private failAll(list: Pending[], e: unknown): void {
+    for (const m of list) {
+      if (m.done) continue;
+      m.done = true;
+      this.settle(m.group, { index: m.index, error: e as Error });
+    }
   }
 
   /** Takes these sentences out of the queue. */
@@ -467,11 +470,7 @@ export class Scheduler {
     const t0 = performance.now();
     const done = () => this.opts.onStep?.(rows, performance.now() - t0, false);
     const failed = (e: unknown) => {
-      for (const m of loop.tags)
-        if (!m.done) {
-          m.done = true;
-          this.settle(m.group, { index: m.index, error: e as Error });
-        }
+      this.failAll(loop.tags, e);
       loop.close();
       this.rowLoop = undefined;
     };
@@ -604,11 +603,7 @@ export class Scheduler {
       }
     } catch (e) {
       ended = true;
-      for (const m of c.members) {
-        if (m.done) continue;
-        m.done = true;
-        this.settle(m.group, { index: m.index, error: e as Error });
-      }
+      this.failAll(c.members, e);
     }
     if (!ended) return false;
     for (const m of c.members) if (!m.done) this.finish(m, []);
