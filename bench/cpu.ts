@@ -59,7 +59,7 @@ function feedsFor(plan: Plan, graph: string, b: number, vocab: number, r: () => 
             ? PAST_LEN + 1
             : /encoder/.test(d)
               ? SRC_LEN
-              : /decoder_sequence/.test(d)
+              : /decoder_sequence|step_tokens/.test(d)
                 ? 1
                 : Number(d),
     );

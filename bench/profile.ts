@@ -50,7 +50,7 @@ for (const io of plan.inputs(graph)) {
           ? 33
           : /encoder/.test(d)
             ? 32
-            : /decoder_sequence/.test(d)
+            : /decoder_sequence|step_tokens/.test(d)
               ? 1
               : Number(d),
   );

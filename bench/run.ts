@@ -1,8 +1,9 @@
-// `npm run bench -- NAME`: runs one benchmark (cpu, cuda, hrt, jacobi, onednn, qgemm, quantize, quantize-bits, queue, serve, translate, tune, vocab, vocab-curve, vocab-large, zoo) and records it under bench/results/.
+// `npm run bench -- NAME`: runs one benchmark (cpu, cuda, hrt, jacobi, lookup, onednn, qgemm, quantize, quantize-bits, queue, serve, translate, tune, vocab, vocab-curve, vocab-large, zoo) and records it under bench/results/.
 import { benchCpu } from './cpu.ts';
 import { benchCuda } from './cuda.ts';
 import { benchHrt } from './hrt.ts';
 import { benchJacobi } from './jacobi.ts';
+import { benchLookup } from './lookup.ts';
 import { benchOnednn } from './onednn.ts';
 import { benchQgemm } from './qgemm.ts';
 import { benchQuantize } from './quantize.ts';
@@ -21,6 +22,7 @@ const BENCHES: Record<string, () => Promise<void>> = {
   cuda: benchCuda,
   hrt: benchHrt,
   jacobi: benchJacobi,
+  lookup: benchLookup,
   onednn: benchOnednn,
   qgemm: benchQgemm,
   quantize: benchQuantize,

@@ -81,7 +81,7 @@ export const OPTIMIZE: CommandSpec = {
     'step-tokens': {
       kind: 'number',
       value: 'N',
-      help: 'decoder steps take 1..N new tokens per row (for the parallel Jacobi strategies); default 1',
+      help: 'decoder steps take 1..N new tokens per row (the lookup and parallel Jacobi strategies verify drafts in one step); default 8 on cpu (1 where the export fixes the step at one token: --explain says why), 1 on cuda',
     },
     topk: {
       kind: 'number',

@@ -129,6 +129,19 @@ export function dimEval(d: Dim, bind: ReadonlyMap<string, number>): number | und
   return s;
 }
 
+/** A dimension with symbol `name` bound to `value` (the other symbols kept). */
+export function dimBind(d: Dim, name: string, value: number): Dim {
+  if (typeof d === 'number') return d;
+  const t = new Map<string, number>();
+  for (const [k, c] of d.terms) {
+    const names = k === '' ? [] : k.split('*');
+    const rest = names.filter((x) => x !== name);
+    const key = rest.join('*');
+    t.set(key, (t.get(key) ?? 0) + c * value ** (names.length - rest.length));
+  }
+  return make(t);
+}
+
 /**
  * Bounds of a dimension expression that hold for every value of its symbols. Symbols name sizes (or values derived
  * from sizes), so each is ≥ 0: a polynomial whose non-constant coefficients are all ≥ 0 is ≥ its constant, one whose

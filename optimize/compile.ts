@@ -10,6 +10,7 @@ import { buildPlan, checkSeq2SeqOutputs, type BuildOptions, type BuiltPlan } fro
 import { PROGRAM_PASSES } from '../codegen/program-passes.ts';
 import type { PassContext, PassServices, QuantizeRequest, VocabRequest } from '../passes/pass.ts';
 import { PIPELINE, runPipeline } from '../passes/pipeline.ts';
+import { defaultStepTokens } from '../passes/step-tokens.ts';
 import { chooseTopk } from './topk.ts';
 import { quantizeStep } from './quantize-step.ts';
 import { calibrateVocab } from './vocab-step.ts';
@@ -125,36 +126,50 @@ export async function compile(
     (async (plan: PlanFile) => tunePlan(plan, { forced: options.variants, ...options.tune }, progress));
   const vocab = options.vocab ? await passServices.calibrate!(model, { ...options.vocab, topk: topk! }) : undefined;
   const { onDump, dumpAfter } = options;
-  const pipe: PassContext & { disable: string[] } = {
-    disable: options.disable ?? [],
-    topk,
-    vocab: vocab?.rewrite,
-    stepTokens: options.stepTokens,
+  const pipe: PassContext & { disable: string[] } = { disable: options.disable ?? [], topk, vocab: vocab?.rewrite };
+  const passesAndBuild = async (stepTokens: PassContext) => {
+    const quantized = options.quantize
+      ? await passServices.quantize!(model, options.quantize, { ...pipe, ...stepTokens })
+      : undefined;
+    const optimized = runPipeline(model, {
+      ...pipe,
+      ...stepTokens,
+      quantize: quantized?.options,
+      explain: options.explain,
+      services: passServices,
+      dumpAfter,
+      onPass: (name) => progress?.start(`pass ${name}`),
+      onDump: onDump && ((name, text) => onDump(name, text, 'IR')),
+    });
+    const built = buildPlan(
+      optimized,
+      {
+        target: options.target,
+        archs: options.archs,
+        ...profile,
+        specialIds: options.specialIds,
+        tokenizer: options.tokenizer,
+        variants: options.variants,
+        options: { ...options.options, profile: JSON.stringify(profile) },
+        onProgress: (step) => progress?.start(step),
+      },
+      { dumpAfter, onDump: onDump && ((name, text) => onDump(name, text, 'programs')) },
+    );
+    return { quantized, built };
   };
-  const quantized = options.quantize ? await passServices.quantize!(model, options.quantize, pipe) : undefined;
-  const optimized = runPipeline(model, {
-    ...pipe,
-    quantize: quantized?.options,
-    explain: options.explain,
-    services: passServices,
-    dumpAfter,
-    onPass: (name) => progress?.start(`pass ${name}`),
-    onDump: onDump && ((name, text) => onDump(name, text, 'IR')),
-  });
-  const built = buildPlan(
-    optimized,
-    {
-      target: options.target,
-      archs: options.archs,
-      ...profile,
-      specialIds: options.specialIds,
-      tokenizer: options.tokenizer,
-      variants: options.variants,
-      options: { ...options.options, profile: JSON.stringify(profile) },
-      onProgress: (step) => progress?.start(step),
-    },
-    { dumpAfter, onDump: onDump && ((name, text) => onDump(name, text, 'programs')) },
-  );
+  // the default multi-token step is a default: a model whose passes or lowering fail with it gets one token
+  const stepDefault = options.stepTokens === undefined ? defaultStepTokens(options.target, pipe.disable) : undefined;
+  let attempt: Awaited<ReturnType<typeof passesAndBuild>>;
+  try {
+    attempt = await passesAndBuild(
+      stepDefault ? { stepTokens: stepDefault, stepTokensDefault: true } : { stepTokens: options.stepTokens },
+    );
+  } catch (e) {
+    if (!stepDefault || !(e instanceof PlancError)) throw e;
+    options.explain?.('step-tokens', '', `the default of ${stepDefault} step tokens is not taken: ${e.message}`);
+    attempt = await passesAndBuild({});
+  }
+  const { quantized, built } = attempt;
   if (vocab) built.header.vocab = vocab.header;
   if (quantized) built.header.quantization = mergeQuantization(built.header.quantization, quantized.header);
   const q = built.header.quantization;

@@ -1,6 +1,7 @@
 // Measuring a plan's kernel calls in context: every graph run on synthetic feeds at an operating point (batch, source
 // length, past length), warmed up, then timed over repeated runs with the runtime's per-call profile.
 import { PlancError } from '../compiler/diagnostics.ts';
+import { STEP_TOKENS_SYMBOL } from '../compiler/plan/io-names.ts';
 import type { PlanFile } from '../compiler/plan/types.ts';
 import { Plan } from '../runtime/plan.ts';
 import type { RtTensor } from '../runtime/tensor.ts';
@@ -35,7 +36,10 @@ export interface MeasureOptions {
   rounds?: number;
 }
 
-/** Feeds for a graph at a point: token ids spread over the plan's vocabulary, full masks, the past length, small floats. */
+/**
+ * Feeds for a graph at a point: token ids spread over the plan's vocabulary, full masks, the past length, small floats;
+ * one new token a step (what greedy and beam feed a multi-token step).
+ */
 export function syntheticFeeds(plan: Plan, graph: string, pt: OperatingPoint): Record<string, RtTensor> {
   const max = plan.header.profile.symbolMax;
   // ids 4..62 where the vocabulary has them (past the usual special ids), else every id of a smaller one
@@ -54,7 +58,7 @@ export function syntheticFeeds(plan: Plan, graph: string, pt: OperatingPoint): R
               ? pt.past
               : /encoder/.test(d)
                 ? pt.srcLen
-                : /decoder_sequence/.test(d)
+                : /decoder_sequence/.test(d) || d === STEP_TOKENS_SYMBOL
                   ? 1
                   : Math.min(max[d] ?? 1, pt.srcLen),
     );

@@ -14,6 +14,11 @@ import type { LayerPrecision } from '../compiler/quant/layers.ts';
 export interface PassContext {
   /** N of passes/step-tokens.ts: the decoder step takes 1..N new tokens per row (default 1: one token, as exported). */
   stepTokens?: number;
+  /**
+   * stepTokens is a default, not a request: where the export fixes the step at one token (or has no step over past
+   * K/V), step-tokens keeps one token and says why (explain) instead of failing.
+   */
+  stepTokensDefault?: boolean;
   /** Called when a rule half-matches and declines, with the reason (`planc optimize --explain` prints these). */
   explain?: (pass: string, node: string, why: string) => void;
   /** k of planc.ProjectTopK; the pass runs only when set. */

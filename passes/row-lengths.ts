@@ -21,16 +21,16 @@ import {
   ROW_POSITION_PREFIX,
   ROWS_STEP_GRAPH,
   STEP_INPUT,
+  STEP_TOKENS_SYMBOL,
 } from '../compiler/plan/io-names.ts';
 import { Diagnostics } from '../compiler/diagnostics.ts';
 import { evaluate } from '../model/eval/evaluate.ts';
 import { inferGraph, type Facts } from '../model/infer/infer.ts';
 import type { Graph, Model, Node, Value } from '../compiler/ir.ts';
-import { dimEq, dimEval, dimStr, dimSymbols, isSym, shapeStr, type Dim } from '../compiler/symbolic.ts';
+import { dimBind, dimEq, dimEval, dimStr, dimSymbols, isSym, shapeStr, type Dim } from '../compiler/symbolic.ts';
 import { Tensor } from '../compiler/tensor.ts';
 import { copyModel, pruneUnused, type Pass, type PassContext } from './pass.ts';
 import { rebuildShape } from './shape-rebuild.ts';
-import { stepTokensOf } from './step-tokens.ts';
 
 const NAME = 'row-lengths';
 /** The decoder step this pass reads. */
@@ -425,18 +425,41 @@ function rowsGraph(g: Graph, facts: Facts, a: Analysis): Graph {
   return r;
 }
 
+/** A copy of a decoder step of up to N new tokens with its token axis (the step_tokens symbol) bound to 1. */
+function oneTokenStep(g: Graph): Graph {
+  const bind = (d: Dim) => dimBind(d, STEP_TOKENS_SYMBOL, 1);
+  return {
+    ...g,
+    inputs: [...g.inputs],
+    outputs: [...g.outputs],
+    nodes: g.nodes.map((n) => ({ ...n, inputs: [...n.inputs], outputs: [...n.outputs] })),
+    values: new Map(
+      [...g.values].map(([name, v]) => [
+        name,
+        v.type
+          ? {
+              ...v,
+              type: { ...v.type, shape: v.type.shape?.map(bind), ...(v.type.sym ? { sym: v.type.sym.map(bind) } : {}) },
+            }
+          : { ...v },
+      ]),
+    ),
+    initializers: new Map(g.initializers),
+  };
+}
+
 /** Adds decoder_with_past_rows and decoder_positions to a model whose decoder_with_past has in-place caches. */
 export function addRowGraphs(model: Model, ctx: PassContext): Model {
-  const g = model.graphs.get(STEP_GRAPH);
-  if (!g || model.graphs.has(ROWS_STEP_GRAPH)) return model;
+  const step = model.graphs.get(STEP_GRAPH);
+  if (!step || model.graphs.has(ROWS_STEP_GRAPH)) return model;
+  // a step of up to N tokens (passes/step-tokens.ts): the rows graphs are made from it at one token
+  const g = (model.decoding.stepTokens ?? 1) > 1 ? oneTokenStep(step) : step;
   const explain = (node: string, why: string) => ctx.explain?.(NAME, node, why);
   /** Leaves the model as it is, saying why. */
   const decline = (why: string): Model => {
     explain(g.name, why);
     return model;
   };
-  const n = stepTokensOf(ctx);
-  if (n > 1) return decline(`--step-tokens ${n}: rows with their own cached length take one token per step only`);
   if (g.inputs.includes(POSITION_IDS_INPUT))
     return decline(
       `the step takes '${POSITION_IDS_INPUT}' (an HRT model): each row's position is fed, not computed from the past length`,

@@ -12,6 +12,18 @@ const NAME = 'step-tokens';
 /** The passes a step of several tokens relies on: its self-attention must become planc.Attention over an in-place cache. */
 const NEEDED = ['fuse-attention', 'kv-cache-in-place'];
 
+/**
+ * The step tokens a plan gets when none are asked for: cpu plans take up to 8 new tokens a step (the multi-token step
+ * costs nothing measurable at one token there, bench/results/step-tokens.jsonl, and lets the drafted and Jacobi
+ * strategies run on a default plan); cuda plans keep one until their multi-token attention has run on hardware.
+ * Undefined (one token) where the passes it relies on are disabled.
+ */
+export function defaultStepTokens(target: 'cpu' | 'cuda', disable: readonly string[] = []): number | undefined {
+  if (target !== 'cpu' || disable.some((d) => d === 'fuse' || NEEDED.includes(d))) return undefined;
+  return DEFAULT_STEP_TOKENS;
+}
+const DEFAULT_STEP_TOKENS = 8;
+
 /** N of a pass context: 1 unless set; PLANC_E301 unless an integer ≥ 1. */
 export function stepTokensOf(ctx: PassContext): number {
   const n = ctx.stepTokens ?? 1;
@@ -179,13 +191,24 @@ export const STEP_TOKENS: Pass = {
     if (n === 1) return model;
     const out = copyModel(model);
     const steps = [...out.graphs.values()].filter(isStepGraph);
+    if (steps.length === 0 && ctx.stepTokensDefault) return model;
     if (steps.length === 0) {
       throw new PlancError(
         'PLANC_E301',
         `--step-tokens ${n} applies to translation models with a decoder step over past K/V inputs (past_key_values.*.decoder.*, as in decoder_with_past); this model has none`,
       );
     }
-    for (const g of steps) relaxGraph(out, g, n);
+    try {
+      for (const g of steps) relaxGraph(out, g, n);
+    } catch (e) {
+      if (!ctx.stepTokensDefault || !(e instanceof PlancError)) throw e;
+      ctx.explain?.(
+        NAME,
+        e.where.node ?? e.where.graph ?? '',
+        `the default of ${n} step tokens is not taken: ${e.message}`,
+      );
+      return model;
+    }
     out.decoding = { ...out.decoding, stepTokens: n };
     return out;
   },

@@ -414,8 +414,9 @@ if (!nativeAvailable()) {
   });
 
   test('translate --strategy pgj on a one-token plan fails once, before input is read', () => {
+    const oneToken = makeTinyTextPlan(tmp, ['--step-tokens', '1'], 'tiny-step1');
     const r = planc(
-      ['translate', plan, '--strategy', 'pgj'],
+      ['translate', oneToken, '--strategy', 'pgj'],
       Array.from({ length: 20 }, () => 'w3 w4').join('\n') + '\n',
     );
     assert.is(r.status, 2, r.stderr);

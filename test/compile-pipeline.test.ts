@@ -15,6 +15,7 @@ import { verifyProgramState } from '../codegen/program-verify.ts';
 import { checkDumpAfter, compile } from '../optimize/compile.ts';
 import type { ProgressBar, ProgressReporter } from '../passes/pass.ts';
 import { PIPELINE, runPipeline } from '../passes/pipeline.ts';
+import { defaultStepTokens } from '../passes/step-tokens.ts';
 import { makeModel } from '../scripts/make-model/generate.ts';
 import { planc } from './helpers/planc-cli.ts';
 
@@ -114,8 +115,11 @@ test("compile: IR passes then program passes in list order, each dumped; dump af
   );
   assert.ok(built.firstStepOnly);
   assert.equal(built.header.tuning, [], 'cpu plans record no launch choice yet');
-  // The driver's plan is the library's: the same bytes as runPipeline + buildPlan with the same options.
-  const direct = buildPlan(runPipeline(importSeq2SeqDir(dir), { topk: 4 }), {
+  // The driver's plan is the library's: the same bytes as runPipeline + buildPlan with the same options (the driver's
+  // default step tokens included).
+  const stepTokens = defaultStepTokens('cpu');
+  assert.is(built.header.decoding.stepTokens, stepTokens);
+  const direct = buildPlan(runPipeline(importSeq2SeqDir(dir), { topk: 4, stepTokens, stepTokensDefault: true }), {
     target: 'cpu',
     ...PROFILE,
     maxDims: { decoder_sequence_length: 1 },

@@ -231,6 +231,17 @@ test('step-tokens: an export that fixes the step at one token is refused naming 
     'PLANC_E404',
     "--step-tokens 2: node 'positions' takes the window past..past+1 of fixed extent 1 at the past length: the export fixes the step at one token [graph main, node 'positions' (Slice), during step-tokens]",
   );
+  // as a default (planc optimize without --step-tokens) the same export keeps one token, explained
+  const why: string[] = [];
+  const kept = STEP_TOKENS.run(fixed, {
+    stepTokens: 8,
+    stepTokensDefault: true,
+    explain: (pass, node, w) => why.push(`${pass} ${node}: ${w}`),
+  });
+  assert.is(kept, fixed);
+  assert.equal(why, [
+    "step-tokens positions: the default of 8 step tokens is not taken: PLANC_E404: --step-tokens 8: node 'positions' takes the window past..past+1 of fixed extent 1 at the past length: the export fixes the step at one token [graph main, node 'positions' (Slice), during step-tokens]",
+  ]);
   const m = importOnnxFile(stepExport('step'));
   // kv-cache-in-place alone (no planc.Attention reads the present K/V): the past stays a Concat, refused naming it
   const relaxed = STEP_TOKENS.run(m, { stepTokens: 2 });

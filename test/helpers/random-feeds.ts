@@ -28,7 +28,7 @@ export function randomFeeds(plan: Plan, graph: string, s: FeedShape): Record<str
               ? s.past
               : /encoder/.test(d)
                 ? s.srcLen
-                : /decoder_sequence/.test(d)
+                : /decoder_sequence|step_tokens/.test(d)
                   ? 1
                   : (max[d] ?? 1),
     );

@@ -31,8 +31,11 @@ export function wordTokenizer(vocab = VOCAB): object {
   };
 }
 
-/** Writes the model folder under `dir` and optimizes it into `dir/tiny.plan` (batch ≤ 4, source ≤ 16, target ≤ 8). */
-export function makeTinyTextPlan(dir: string): string {
+/**
+ * Writes the model folder under `dir` and optimizes it into `dir/tiny.plan` (batch ≤ 4, source ≤ 16, target ≤ 8), or
+ * with `extra` optimize flags into `dir/tiny-NAME.plan`.
+ */
+export function makeTinyTextPlan(dir: string, extra: string[] = [], name = 'tiny'): string {
   const model = path.join(dir, 'tiny-model');
   makeModel({
     arch: 'marian',
@@ -48,7 +51,7 @@ export function makeTinyTextPlan(dir: string): string {
     out: model,
   });
   fs.writeFileSync(path.join(model, 'tokenizer.json'), JSON.stringify(wordTokenizer()));
-  const plan = path.join(dir, 'tiny.plan');
+  const plan = path.join(dir, `${name}.plan`);
   const r = planc([
     'optimize',
     model,
@@ -61,6 +64,7 @@ export function makeTinyTextPlan(dir: string): string {
     '16',
     '--max-tgt-len',
     '8',
+    ...extra,
   ]);
   if (r.status !== 0) throw new Error(`planc optimize of the tiny model failed: ${r.stderr}`);
   return plan;
