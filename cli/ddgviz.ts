@@ -20,7 +20,7 @@ export const DDGVIZ: CommandSpec = {
   name: 'ddgviz',
   args: 'PLAN',
   summary:
-    'Decodes the first sentences of a text file with a parallel Jacobi strategy (pj, pgj or hgj; the plan needs --step-tokens) and writes DDGviz, one self-contained HTML page: per sentence, the tokens coloured by the iteration that fixed them, the draft at every iteration and the decoding dependency graph (which tokens waited for which), with the totals (iterations vs tokens).',
+    'Decodes the first sentences of a text file with a parallel Jacobi strategy (pj, pgj or hgj; the plan needs multi-token steps: the cpu default) and writes DDGviz, one self-contained HTML page: per sentence, the tokens coloured by the iteration that fixed them, the draft at every iteration and the decoding dependency graph (which tokens waited for which), with the totals (iterations vs tokens).',
   options: {
     src: { kind: 'string', value: 'FILE', help: 'the source text, one sentence per line' },
     output: { kind: 'string', short: 'o', value: 'FILE', help: 'the page to write (default ddgviz.html)' },

@@ -36,7 +36,7 @@ export const TRANSLATE: CommandSpec = {
     strategy: {
       kind: 'string',
       value: 'NAME',
-      help: `decoding strategy: ${['auto', ...STRATEGIES.keys()].join(', ')} (default auto: greedy for beam 1, else beam; pj/pgj/hgj give greedy's output by parallel Jacobi steps on a --step-tokens plan, lookup by verifying n-grams copied from the source or the output so far)`,
+      help: `decoding strategy: ${['auto', ...STRATEGIES.keys()].join(', ')} (default auto: greedy for beam 1, else beam; pj/pgj/hgj give greedy's output by parallel Jacobi steps on a multi-token-step plan (the cpu default), lookup by verifying n-grams copied from the source or the output so far)`,
     },
     'jacobi-block': {
       kind: 'number',

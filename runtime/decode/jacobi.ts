@@ -272,11 +272,11 @@ export function onJacobiStats(listener: ((s: JacobiBatchStats) => void) | undefi
 }
 
 const SUMMARIES: Record<JacobiKind, string> = {
-  pj: 'parallel Jacobi: the whole sentence refined in parallel until it stops changing (output = greedy; --step-tokens plan)',
-  pgj: 'parallel Gauss-Seidel-Jacobi: blocks of jacobiBlock tokens, Jacobi inside (output = greedy; --step-tokens plan)',
-  hgj: 'hybrid GS-Jacobi: PGJ blocks up to the source length, then one token per step (output = greedy; --step-tokens plan)',
+  pj: 'parallel Jacobi: the whole sentence refined in parallel until it stops changing (output = greedy; a multi-token-step plan: the cpu default)',
+  pgj: 'parallel Gauss-Seidel-Jacobi: blocks of jacobiBlock tokens, Jacobi inside (output = greedy; a multi-token-step plan: the cpu default)',
+  hgj: 'hybrid GS-Jacobi: PGJ blocks up to the source length, then one token per step (output = greedy; a multi-token-step plan: the cpu default)',
   lookup:
-    'n-gram lookup: jacobiBlock - 1 tokens copied from the source or the output so far after a matching n-gram, verified in one step (output = greedy; --step-tokens plan)',
+    'n-gram lookup: jacobiBlock - 1 tokens copied from the source or the output so far after a matching n-gram, verified in one step (output = greedy; a multi-token-step plan: the cpu default)',
 };
 
 /** The strategy entry for one algorithm. */
