@@ -8,7 +8,7 @@ import * as assert from 'uvu/assert';
 import { PlancError } from '../compiler/diagnostics.ts';
 import { importSeq2SeqDir } from '../model/onnx/import-model.ts';
 import { encodePlan } from '../compiler/plan/format.ts';
-import { TENSOR_KIND } from '../compiler/plan/types.ts';
+import { emptyQuantization, TENSOR_KIND } from '../compiler/plan/types.ts';
 import { buildPlan, programState } from '../codegen/build-plan.ts';
 import { PROGRAM_PASSES, printPrograms, runProgramPasses, type ProgramState } from '../codegen/program-passes.ts';
 import { verifyProgramState } from '../codegen/program-verify.ts';
@@ -65,6 +65,53 @@ function stateAfter(last: string, target: 'cpu' | 'cuda' = 'cpu'): ProgramState 
   }
   return s;
 }
+
+test('compile: where the passes fail with the default multi-token step, the plan gets one token, explained', async () => {
+  const why: string[] = [];
+  const seen: (number | undefined)[] = [];
+  const built = await compile(
+    importSeq2SeqDir(dir),
+    {
+      target: 'cpu',
+      ...PROFILE,
+      topk: 4,
+      quantize: { mode: 'int8' },
+      explain: (pass, _node, w) => why.push(`${pass}: ${w}`),
+    },
+    {
+      // a quantize service that cannot take multi-token steps: it fails the first attempt only
+      quantize: async (_m, request, pipe) => {
+        seen.push(pipe.stepTokens);
+        if ((pipe.stepTokens ?? 1) > 1) throw new PlancError('PLANC_E404', 'no multi-token steps here (test)');
+        return { options: { precision: 'int8', layers: {} }, header: emptyQuantization(request.mode) };
+      },
+    },
+  );
+  assert.equal(seen, [defaultStepTokens('cpu'), undefined]);
+  assert.is(built.header.decoding.stepTokens ?? 1, 1);
+  assert.equal(
+    why.filter((w) => w.startsWith('step-tokens')),
+    [
+      `step-tokens: the default of ${defaultStepTokens('cpu')} step tokens is not taken: PLANC_E404: no multi-token steps here (test)`,
+    ],
+  );
+  // asked for (--step-tokens N), the same failure is the user's error
+  let failed: unknown;
+  try {
+    await compile(
+      importSeq2SeqDir(dir),
+      { target: 'cpu', ...PROFILE, topk: 4, stepTokens: 2, quantize: { mode: 'int8' } },
+      {
+        quantize: async () => {
+          throw new PlancError('PLANC_E404', 'no multi-token steps here (test)');
+        },
+      },
+    );
+  } catch (e) {
+    failed = e;
+  }
+  assert.ok(failed instanceof PlancError && failed.code === 'PLANC_E404', String(failed));
+});
 
 test("compile: IR passes then program passes in list order, each dumped; dump after lower lists every graph's kernels", async () => {
   const dumps: { pass: string; text: string; what: string }[] = [];
