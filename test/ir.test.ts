@@ -10,7 +10,7 @@ import { inferModel } from '../model/infer/infer.ts';
 import { writeOnnxFile } from '../model/onnx/export.ts';
 import { importOnnxFile } from '../model/onnx/import-model.ts';
 import { printModel } from '../model/printer.ts';
-import { parseDim, sym, dimAdd, dimMul, dimDiv, dimStr, dimEval } from '../compiler/symbolic.ts';
+import { parseDim, sym, dimAdd, dimBind, dimMul, dimDiv, dimStr, dimEval } from '../compiler/symbolic.ts';
 import { Tensor } from '../compiler/tensor.ts';
 import { verifyModel } from '../model/verify.ts';
 import { matchGolden } from './helpers/golden.ts';
@@ -80,6 +80,12 @@ test('symbolic dims: canonical polynomials, parsing of dim_param expressions', (
     15,
   );
   assert.is(dimStr(parseDim('weird(dim)')), 'weird(dim)');
+  // one symbol bound, the others kept: batch*step+past+step*2 at step = 1 is batch+past+2; at 3, batch*3+past+6
+  const d = dimAdd(dimAdd(dimMul(b, sym('step')), sym('past')), dimMul(sym('step'), 2));
+  assert.is(dimStr(dimBind(d, 'step', 1)), 'batch+past+2');
+  assert.is(dimStr(dimBind(d, 'step', 3)), 'batch*3+past+6');
+  assert.is(dimBind(dimMul(sym('step'), 4), 'step', 1), 4);
+  assert.is(dimBind(7, 'step', 1), 7);
 });
 
 test('inference folds Shape → Gather → Concat → Reshape into symbolic dims; printer golden', () => {
