@@ -84,7 +84,7 @@ export function createdStamp(env: NodeJS.ProcessEnv = process.env): string {
   if (epoch === undefined || epoch === '') return '';
   const s = Number(epoch);
   if (!Number.isSafeInteger(s) || s < 0)
-    throw new PlancError('PLANC_E301', `SOURCE_DATE_EPOCH=${epoch}: expected whole seconds since 1970`);
+    throw new PlancError('PLANC_E302', `SOURCE_DATE_EPOCH=${epoch}: expected whole seconds since 1970`);
   return new Date(s * 1000).toISOString();
 }
 

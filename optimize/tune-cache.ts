@@ -54,15 +54,16 @@ export class TuningCache {
       j = JSON.parse(fs.readFileSync(file, 'utf8'));
     } catch (e) {
       throw new PlancError(
-        'PLANC_E301',
-        `--tuning-cache ${file}: not JSON (${(e as Error).message}); delete it or name another file`,
+        'PLANC_E302',
+        (opt) => `${opt('tuningCache')} ${file}: not JSON (${(e as Error).message}); delete it or name another file`,
         { file },
       );
     }
     if (j.format !== CACHE_FORMAT || !Array.isArray(j.entries))
       throw new PlancError(
-        'PLANC_E301',
-        `--tuning-cache ${file}: not a planc tuning cache of format ${CACHE_FORMAT}; delete it or name another file`,
+        'PLANC_E302',
+        (opt) =>
+          `${opt('tuningCache')} ${file}: not a planc tuning cache of format ${CACHE_FORMAT}; delete it or name another file`,
         { file },
       );
     for (const e of j.entries) c.entries.set(TuningCache.id(e.key, e.device, e.plancVersion), e);

@@ -26,8 +26,9 @@ export function outputLayer(model: Model): OutputLayer {
   const n = g.nodes.find((x) => x.domain === 'planc' && x.op === 'ProjectTopK');
   if (!n)
     throw new PlancError(
-      'PLANC_E301',
-      '--vocab: the model has no output layer that planc.ProjectTopK could fuse (see --explain)',
+      'PLANC_E302',
+      (opt) =>
+        `${opt('vocab')}: the model has no output layer that planc.ProjectTopK could fuse (see ${opt('explain')})`,
     );
   const view = new GraphView(g, model);
   const w = view.constant(n.inputs[1]!)!;
@@ -39,7 +40,8 @@ export function outputLayer(model: Model): OutputLayer {
   const bn = n.inputs[2],
     sq = bn ? view.node(bn)?.[1] : undefined;
   const bt = bn ? view.constant(sq?.op === 'Squeeze' ? sq.inputs[0]! : bn) : undefined;
-  if (bn && !bt) throw new PlancError('PLANC_E301', `--vocab: the output layer's bias '${bn}' is not a constant`);
+  if (bn && !bt)
+    throw new PlancError('PLANC_E302', (opt) => `${opt('vocab')}: the output layer's bias '${bn}' is not a constant`);
   const bias = bt ? Float32Array.from(bt.nums as ArrayLike<number>) : null;
   return { wt, bias, v, d };
 }
@@ -122,7 +124,8 @@ export function evaluateQuality(
   if (long >= 0)
     throw new PlancError(
       'PLANC_E501',
-      `--eval-src sentence ${long + 1} has ${sources[long]!.length} tokens, over --max-src-len ${maxSrcLen}`,
+      (opt) =>
+        `${opt('evalSrc')} sentence ${long + 1} has ${sources[long]!.length} tokens, over ${opt('maxSrcLen')} ${maxSrcLen}`,
     );
   const bar = progress?.bar('evaluating', 2 * sources.length);
   const full = greedyExposed(plan, sources, rules, maxTgtLen, undefined, (k) => bar?.tick(k));

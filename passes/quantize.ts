@@ -280,14 +280,15 @@ function checkLayers(model: Model, o: QuantizeOptions): void {
   for (const [node, p] of Object.entries(o.layers ?? {})) {
     if (!(LAYER_PRECISIONS as readonly string[]).includes(p))
       throw new PlancError(
-        'PLANC_E301',
-        `--quantize: layer '${node}' has unknown precision '${p}' (${LAYER_PRECISIONS.join(', ')})`,
+        'PLANC_E302',
+        (opt) => `${opt('quantize')}: layer '${node}' has unknown precision '${p}' (${LAYER_PRECISIONS.join(', ')})`,
         { node },
       );
     if (!products.has(node))
       throw new PlancError(
-        'PLANC_E301',
-        `--quantize: no product named '${node}' (a MatMul, planc.FusedMatMul, planc.ProjectTopK or embedding Gather after fusion)`,
+        'PLANC_E302',
+        (opt) =>
+          `${opt('quantize')}: no product named '${node}' (a MatMul, planc.FusedMatMul, planc.ProjectTopK or embedding Gather after fusion)`,
         { node },
       );
   }

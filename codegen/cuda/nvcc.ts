@@ -20,12 +20,16 @@ export function parseArchs(s: string | undefined): string[] {
     .map((a) => a.trim())
     .filter((a) => a)
     .map((a) => (/^\d+a?$/.test(a) ? `sm_${a}` : a));
-  if (archs.length === 0) throw new PlancError('PLANC_E301', '--arch needs at least one arch, e.g. sm_80,sm_90');
+  if (archs.length === 0)
+    throw new PlancError('PLANC_E302', (opt) => `${opt('arch')} needs at least one arch, e.g. sm_80,sm_90`);
   for (const a of archs) {
     const m = /^sm_(\d+)(a?)$/.exec(a);
-    if (!m) throw new PlancError('PLANC_E301', `--arch: '${a}' is not an sm arch (e.g. sm_80, sm_90)`);
+    if (!m) throw new PlancError('PLANC_E302', (opt) => `${opt('arch')}: '${a}' is not an sm arch (e.g. sm_80, sm_90)`);
     if (Number(m[1]) < 80)
-      throw new PlancError('PLANC_E301', `--arch ${a}: planc's CUDA kernels need sm_80 or newer (TF32 tensor cores)`);
+      throw new PlancError(
+        'PLANC_E302',
+        (opt) => `${opt('arch')} ${a}: planc's CUDA kernels need sm_80 or newer (TF32 tensor cores)`,
+      );
   }
   return [...new Set(archs)].sort((x, y) => Number(/\d+/.exec(x)![0]) - Number(/\d+/.exec(y)![0]));
 }
@@ -42,7 +46,7 @@ export function findNvcc(): string {
     if (fs.existsSync(f)) return f;
   }
   if (fs.existsSync('/usr/local/cuda/bin/nvcc')) return '/usr/local/cuda/bin/nvcc';
-  throw new PlancError('PLANC_E601', `--target cuda needs nvcc, which was not found: ${INSTALL}`);
+  throw new PlancError('PLANC_E601', (opt) => `${opt('target')} cuda needs nvcc, which was not found: ${INSTALL}`);
 }
 
 /** "13.0.88" from `nvcc --version`. */

@@ -12,8 +12,8 @@ export const AUTO_TOPK = [4, 8, 16, 32] as const;
 
 const usage = (msg: string): never => {
   throw new PlancError(
-    'PLANC_E301',
-    `--vocab: ${msg} (shortlist=FILE[,first=N,best=N], clusters=R,K or auto[=R:R:...,K:K:...])`,
+    'PLANC_E302',
+    (opt) => `${opt('vocab')}: ${msg} (shortlist=FILE[,first=N,best=N], clusters=R,K or auto[=R:R:...,K:K:...])`,
   );
 };
 
