@@ -2,7 +2,6 @@
 import * as path from 'node:path';
 import type { Model } from '../compiler/ir.ts';
 import { PlancError } from '../compiler/diagnostics.ts';
-import { fail } from '../compiler/diagnostics-catalog.ts';
 import type { PlanDecoding, PlanHeader } from '../compiler/plan/types.ts';
 import { isSym } from '../compiler/symbolic.ts';
 import { PlanWeights } from './lower.ts';
@@ -116,7 +115,9 @@ function checkIdsInVocab(model: Model, d: PlanDecoding, given: SpecialIds): void
   const check = (key: string, v: number | undefined) => {
     if (v === undefined || (Number.isInteger(v) && v >= 0 && v < vocab)) return;
     if (options.includes(key) && given[key as keyof SpecialIds] === v)
-      fail('badOption', { option: key, value: v, expected: `in the model's vocabulary [0, ${vocab})` }, { file: dir });
+      throw new PlancError('PLANC_E302', (opt) => `${opt(key)} ${v} is outside the model's vocabulary [0, ${vocab})`, {
+        file: dir,
+      });
     throw new PlancError(
       'PLANC_E008',
       `the model's ${key} ${v} (config.json / generation_config.json) is outside its vocabulary [0, ${vocab})`,

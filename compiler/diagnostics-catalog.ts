@@ -102,5 +102,3 @@ export function diagnostic<K extends MessageId>(id: K, params: MessageParams<K>,
 export function fail<K extends MessageId>(id: K, params: MessageParams<K>, where: Where = {}): never {
   throw diagnostic(id, params, where);
 }
-
-export type { OptionNamer };

@@ -4,6 +4,7 @@ import type { Model } from '../compiler/ir.ts';
 import type { PlanFile, PlanQuantization, PlanVocab } from '../compiler/plan/types.ts';
 import { isHalf, type LayerPrecision } from '../compiler/quant/layers.ts';
 import { PlancError } from '../compiler/diagnostics.ts';
+import { fail } from '../compiler/diagnostics-catalog.ts';
 import { NAT_GRAPH, NAT_LENGTH_SYMBOL } from '../compiler/plan/io-names.ts';
 import { verifyModel } from '../model/verify.ts';
 import { buildPlan, checkSeq2SeqOutputs, type BuildOptions, type BuiltPlan } from '../codegen/build-plan.ts';
@@ -64,11 +65,11 @@ export function checkDumpAfter(name: string | undefined): void {
     PROGRAM_PASSES.some((p) => p.name === name)
   )
     return;
-  throw new PlancError(
-    'PLANC_E302',
-    (opt) =>
-      `${opt('dumpAfter')} ${name}: no such pass (IR passes: ${PIPELINE.map((p) => p.name).join(', ')}; program passes: ${PROGRAM_PASSES.map((p) => p.name).join(', ')}; or all)`,
-  );
+  fail('optionProblem', {
+    option: 'dumpAfter',
+    value: name,
+    why: `no such pass (IR passes: ${PIPELINE.map((p) => p.name).join(', ')}; program passes: ${PROGRAM_PASSES.map((p) => p.name).join(', ')}; or all)`,
+  });
 }
 
 /**

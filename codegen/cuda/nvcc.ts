@@ -4,6 +4,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { PlancError } from '../../compiler/diagnostics.ts';
+import { fail } from '../../compiler/diagnostics-catalog.ts';
 import type { CudaKernelStats } from '../../compiler/plan/types.ts';
 
 export const DEFAULT_ARCHS = ['sm_80', 'sm_90'];
@@ -24,12 +25,13 @@ export function parseArchs(s: string | undefined): string[] {
     throw new PlancError('PLANC_E302', (opt) => `${opt('arch')} needs at least one arch, e.g. sm_80,sm_90`);
   for (const a of archs) {
     const m = /^sm_(\d+)(a?)$/.exec(a);
-    if (!m) throw new PlancError('PLANC_E302', (opt) => `${opt('arch')}: '${a}' is not an sm arch (e.g. sm_80, sm_90)`);
+    if (!m) fail('optionProblem', { option: 'arch', why: `'${a}' is not an sm arch (e.g. sm_80, sm_90)` });
     if (Number(m[1]) < 80)
-      throw new PlancError(
-        'PLANC_E302',
-        (opt) => `${opt('arch')} ${a}: planc's CUDA kernels need sm_80 or newer (TF32 tensor cores)`,
-      );
+      fail('optionProblem', {
+        option: 'arch',
+        value: a,
+        why: "planc's CUDA kernels need sm_80 or newer (TF32 tensor cores)",
+      });
   }
   return [...new Set(archs)].sort((x, y) => Number(/\d+/.exec(x)![0]) - Number(/\d+/.exec(y)![0]));
 }
