@@ -302,7 +302,7 @@ if (!nativeAvailable() || !esen || !fs.existsSync(esen)) {
     const max = plan.header.profile.maxSrcLen;
     assert.is(
       await rejected(translateIds(plan, [[5, 0], [6, 0], long])),
-      `PLANC_E408: sentence 2 has ${max + 5} tokens, over the plan's maxSrcLen ${max}: split it, pass --truncate (truncate: true), or build the plan with a larger --max-src-len`,
+      `PLANC_E408: sentence 2 has ${max + 5} tokens, over the plan's maxSrcLen ${max}: split it, pass truncate, or build the plan with a larger maxSrcLen`,
     );
     assert.is(
       await rejected(translateIds(plan, [[5, 0]], { beamSize: 33 })),

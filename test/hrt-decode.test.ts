@@ -352,7 +352,7 @@ if (!nativeAvailable()) {
     await rejects(
       () => translateIds(plan, [[5, 0]], { strategy: 'hrt', chunk: 4 }),
       'PLANC_E410',
-      /chunk \(--chunk\) 4, but plan .* decodes chunk sizes 1, 2, 3/,
+      /'hrt': chunk 4, but plan .* decodes chunk sizes 1, 2, 3/,
     );
     await rejects(
       () => translateIds(plan, [[5, 0]], { strategy: 'hrt', beamSize: 2, natBeams: 3 }),
@@ -374,7 +374,7 @@ if (!nativeAvailable()) {
       '5 6 0\n',
     );
     assert.is.not(cli.status, 0);
-    assert.match(cli.stderr, /PLANC_E410: strategy 'hrt': chunk \(--chunk\) 5/);
+    assert.match(cli.stderr, /PLANC_E410: strategy 'hrt': --chunk 5, but plan/);
     const ok = planc(
       [
         'translate',
