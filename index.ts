@@ -35,5 +35,15 @@ export {
 export { createServer, type PlancServer, type ServeOptions } from './serve/server.ts';
 export { submit, submitStream, type SubmitClientOptions } from './serve/queue/submit.ts';
 export type { Translation } from './serve/translate-texts.ts';
-export { CODES, PlancError, type Code, type Where } from './compiler/diagnostics.ts';
+export {
+  CODES,
+  PlancError,
+  type Code,
+  type ErrorDetail,
+  type FromTemplate,
+  type OptionNamer,
+  type Text,
+  type Where,
+} from './compiler/diagnostics.ts';
+export { MESSAGES, type MessageId, type MessageParams, type OptionFacts } from './compiler/diagnostics-catalog.ts';
 export type { PlanHeader } from './compiler/plan/types.ts';

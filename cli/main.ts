@@ -1,6 +1,7 @@
 // planc's command-line entry: --version, help, one module per command (loaded on demand); errors print their code, exit 2.
 import { PlancError } from '../compiler/diagnostics.ts';
 import { formatHelp, wantsHelp, type CommandSpec } from './args.ts';
+import { cliOptionError } from './option-errors.ts';
 import { plancVersion } from '../compiler/version.ts';
 
 /** A command module's table of options (for parsing and help) and its run. */
@@ -99,7 +100,8 @@ function usage(): string {
 }
 
 /** Reports an error: its one line (the stack only with --debug); the exit status. */
-function fail(e: unknown, cmd: string, debug: boolean): number {
+function fail(thrown: unknown, cmd: string, debug: boolean): number {
+  const e = cliOptionError(thrown); // the library names its options; the command line's message names its flags
   if (debug) console.error(e);
   else if (e instanceof PlancError) console.error(`planc${cmd ? ` ${cmd}` : ''}: ${e.message}`);
   else

@@ -11,7 +11,7 @@ import { intOption, parseArgs, type CommandSpec, type Parsed } from './args.ts';
 import { ddgvizRecorder } from './ddgviz.ts';
 import { checkInputFile, checkOutputFile } from './files.ts';
 import { InvalidLine, LineChunks } from './line-chunks.ts';
-import { withFlagNames } from './option-errors.ts';
+import { cliOptionError, withFlagNames } from './option-errors.ts';
 import { applyThreads, THREADS_OPTION } from './threads.ts';
 import { applyDevice } from '../runtime/backends/cudasim.ts';
 
@@ -402,7 +402,7 @@ async function translateLines(plan: Plan, lines: LineChunks, run: Run): Promise<
     results.forEach((r, k) => {
       if (r.error) {
         counts.failed++;
-        process.stderr.write(`planc translate: line ${first + k + 1}: ${r.error.message}\n`);
+        process.stderr.write(`planc translate: line ${first + k + 1}: ${(cliOptionError(r.error) as Error).message}\n`);
       } else counts.tokens += r.result.ids.length;
       block += `${formatLines(first + k, r, format, text).join('\n')}\n`;
     });

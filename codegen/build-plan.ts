@@ -111,17 +111,13 @@ function checkIdsInVocab(model: Model, d: PlanDecoding, given: SpecialIds): void
   if (vocab === undefined) return;
   const first = Object.values(model.sources)[0];
   const dir = first ? path.dirname(first) : '';
-  const flags: Record<string, string> = {
-    decoderStartId: '--decoder-start-id',
-    eosId: '--eos-id',
-    padId: '--pad-id',
-    unkId: '--unk-id',
-  };
+  const options = ['decoderStartId', 'eosId', 'padId', 'unkId'];
   const check = (key: string, v: number | undefined) => {
     if (v === undefined || (Number.isInteger(v) && v >= 0 && v < vocab)) return;
-    const flag = flags[key];
-    if (flag && given[key as keyof SpecialIds] === v)
-      throw new PlancError('PLANC_E301', `${flag} ${v} is outside the model's vocabulary [0, ${vocab})`, { file: dir });
+    if (options.includes(key) && given[key as keyof SpecialIds] === v)
+      throw new PlancError('PLANC_E302', (opt) => `${opt(key)} ${v} is outside the model's vocabulary [0, ${vocab})`, {
+        file: dir,
+      });
     throw new PlancError(
       'PLANC_E008',
       `the model's ${key} ${v} (config.json / generation_config.json) is outside its vocabulary [0, ${vocab})`,
@@ -135,9 +131,9 @@ function checkIdsInVocab(model: Model, d: PlanDecoding, given: SpecialIds): void
 }
 
 const REQUIRED_IDS = [
-  ['decoderStartId', 'decoder_start_token_id', '--decoder-start-id'],
-  ['eosId', 'eos_token_id', '--eos-id'],
-  ['padId', 'pad_token_id', '--pad-id'],
+  ['decoderStartId', 'decoder_start_token_id'],
+  ['eosId', 'eos_token_id'],
+  ['padId', 'pad_token_id'],
 ] as const;
 
 function checkSeq2SeqIds(model: Model, d: PlanDecoding): void {
@@ -147,8 +143,9 @@ function checkSeq2SeqIds(model: Model, d: PlanDecoding): void {
   const file = first ? path.dirname(first) : '';
   throw new PlancError(
     'PLANC_E011',
-    `cannot determine the ${missing.map(([, key]) => key).join(', ')} of this seq2seq model (not in config.json or generation_config.json): ` +
-      `give ${missing.map(([, , flag]) => `${flag} N`).join(' ')} to planc optimize`,
+    (opt) =>
+      `cannot determine the ${missing.map(([, key]) => key).join(', ')} of this seq2seq model (not in config.json or generation_config.json): ` +
+      `give ${missing.map(([option]) => `${opt(option)} N`).join(' ')}`,
     { file },
   );
 }

@@ -31,7 +31,7 @@ export function autoEverywhere(p: PlanProgram, k: PlanKernel): string | undefine
   return rows !== undefined && rows <= GEMM_AUTO.gemvEverywhereMaxM ? 'gemv' : undefined;
 }
 
-const optionError = (msg: string) => new PlancError('PLANC_E301', `variants: ${msg}`, { stage: 'select-variants' });
+const optionError = (msg: string) => new PlancError('PLANC_E302', `variants: ${msg}`, { stage: 'select-variants' });
 
 /** Every key names a kernel with variants or a node lowered to one, and every value is a variant of those kernels. */
 function checkChoices(programs: PlanProgram[], choices: VariantChoices): void {
@@ -60,7 +60,7 @@ function checkChoices(programs: PlanProgram[], choices: VariantChoices): void {
   }
 }
 
-/** Sets the variant of every cpu kernel call that has variants; fails (PLANC_E301) on choices that name nothing. */
+/** Sets the variant of every cpu kernel call that has variants; fails (PLANC_E302) on choices that name nothing. */
 export function selectCpuVariants(programs: PlanProgram[], choices: VariantChoices = {}): void {
   checkChoices(programs, choices);
   for (const p of programs) {

@@ -1,5 +1,5 @@
 // Lowering: an inferred IR graph → a Program of kernel calls over tensors (arena slots, weights, inputs, aliases).
-import { Diagnostics, PlancError, type Where } from '../compiler/diagnostics.ts';
+import { Diagnostics, type OptionNamer, PlancError, type Where } from '../compiler/diagnostics.ts';
 import { BYTES, ONNX_CODE, type DType } from '../compiler/dtype.ts';
 import { inferGraph, type Facts } from '../model/infer/infer.ts';
 import type { Graph, Model, Node } from '../compiler/ir.ts';
@@ -266,12 +266,14 @@ class Lowerer {
       const v = dimEval(d, this.maxBind);
       return isSym(d) ? `${dimStr(d)} ≤ ${v}` : String(v);
     });
-    const fix = syms.length
-      ? `lower ${syms.map((s) => `${s} (${boundOption(s)})`).join(', ')}`
-      : 'the model declares these dims';
+    const fix = (opt: OptionNamer) =>
+      syms.length
+        ? `lower ${syms.map((s) => `${s} (${boundOption(s)(opt)})`).join(', ')}`
+        : 'the model declares these dims';
     throw new PlancError(
       'PLANC_E404',
-      `tensor '${name}' (${dtype}[${dims.join(', ')}]) would need ${n} bytes at the profile's bounds, more than a plan can address (${MAX_PLAN_BYTES} bytes): ${fix}`,
+      (opt) =>
+        `tensor '${name}' (${dtype}[${dims.join(', ')}]) would need ${n} bytes at the profile's bounds, more than a plan can address (${MAX_PLAN_BYTES} bytes): ${fix(opt)}`,
       where,
     );
   }
@@ -296,7 +298,8 @@ class Lowerer {
     const carrier = missing.map((s) => this.inputWith(s)).find((x) => x);
     return new PlancError(
       'PLANC_E404',
-      `no upper bound for dimension '${dimStr(d)}' of '${value}': ${carrier ? `give '${carrier.symbol}' (axis ${carrier.axis} of input '${carrier.input}') a maximum with --max-dim ${carrier.symbol}=N` : 'give its symbols a maximum (--max-dim NAME=N)'}`,
+      (opt) =>
+        `no upper bound for dimension '${dimStr(d)}' of '${value}': ${carrier ? `give '${carrier.symbol}' (axis ${carrier.axis} of input '${carrier.input}') a maximum with ${opt('maxDim')} ${carrier.symbol}=N` : `give its symbols a maximum (${opt('maxDim')} NAME=N)`}`,
       where,
     );
   }

@@ -177,7 +177,8 @@ export function planMemory(p: PlanProgram): MemoryReport {
   if (arenaBytes > MAX_PLAN_BYTES) {
     throw new PlancError(
       'PLANC_E404',
-      `program '${p.graph}' needs an arena of ${arenaBytes} bytes at the profile's bounds, more than a plan can address (${MAX_PLAN_BYTES} bytes): lower --max-batch, --max-src-len, --max-tgt-len or --max-dim`,
+      (opt) =>
+        `program '${p.graph}' needs an arena of ${arenaBytes} bytes at the profile's bounds, more than a plan can address (${MAX_PLAN_BYTES} bytes): lower ${opt('maxBatch')}, ${opt('maxSrcLen')}, ${opt('maxTgtLen')} or ${opt('maxDim')}`,
       { graph: p.graph, stage: 'memory planning' },
     );
   }

@@ -1,7 +1,7 @@
 // The pack step of the plan build: the weights into one aligned blob, and the plan header around the programs.
 import { createHash } from 'node:crypto';
 import * as fs from 'node:fs';
-import { PlancError } from '../compiler/diagnostics.ts';
+import { fail } from '../compiler/diagnostics-catalog.ts';
 import { BYTES, ONNX_CODE } from '../compiler/dtype.ts';
 import type { Model } from '../compiler/ir.ts';
 import { toRaw } from '../model/onnx/tensor-proto.ts';
@@ -84,7 +84,7 @@ export function createdStamp(env: NodeJS.ProcessEnv = process.env): string {
   if (epoch === undefined || epoch === '') return '';
   const s = Number(epoch);
   if (!Number.isSafeInteger(s) || s < 0)
-    throw new PlancError('PLANC_E301', `SOURCE_DATE_EPOCH=${epoch}: expected whole seconds since 1970`);
+    fail('badEnvironment', { variable: 'SOURCE_DATE_EPOCH', value: epoch, expected: 'whole seconds since 1970' });
   return new Date(s * 1000).toISOString();
 }
 

@@ -1,5 +1,5 @@
 // The optimization profile: largest batch and lengths a plan accepts, and the upper bound of each runtime symbol.
-import { PlancError } from '../compiler/diagnostics.ts';
+import { type OptionNamer, PlancError } from '../compiler/diagnostics.ts';
 import { MAX_DIM, MAX_PLAN_BYTES } from '../compiler/limits.ts';
 import { STEP_TOKENS_SYMBOL } from '../compiler/plan/io-names.ts';
 
@@ -19,18 +19,20 @@ export { MAX_DIM, MAX_PLAN_BYTES };
  * The optimize option that sets a symbol's bound, for messages: the name rule's flag (with `p`, --max-dim when it set
  * this one; without, the flag or --max-dim, which always can).
  */
-export function boundOption(name: string, p?: ProfileOptions): string {
-  if (name === STEP_TOKENS_SYMBOL) return '--step-tokens';
-  const dim = `--max-dim ${name}=N`;
-  if (p?.maxDims?.[name] !== undefined) return dim;
-  const flag = /batch/i.test(name)
-    ? '--max-batch'
-    : /encoder|src|source/i.test(name)
-      ? '--max-src-len'
-      : /decoder|tgt|target|past|cache/i.test(name)
-        ? '--max-tgt-len'
-        : undefined;
-  return flag === undefined ? dim : p ? flag : `${flag} or ${dim}`;
+export function boundOption(name: string, p?: ProfileOptions): (opt: OptionNamer) => string {
+  return (opt) => {
+    if (name === STEP_TOKENS_SYMBOL) return opt('stepTokens');
+    const dim = `${opt('maxDim')} ${name}=N`;
+    if (p?.maxDims?.[name] !== undefined) return dim;
+    const option = /batch/i.test(name)
+      ? 'maxBatch'
+      : /encoder|src|source/i.test(name)
+        ? 'maxSrcLen'
+        : /decoder|tgt|target|past|cache/i.test(name)
+          ? 'maxTgtLen'
+          : undefined;
+    return option === undefined ? dim : p ? opt(option) : `${opt(option)} or ${dim}`;
+  };
 }
 
 export const DEFAULT_PROFILE: ProfileOptions = { maxBatch: 16, maxSrcLen: 128, maxTgtLen: 128 };
@@ -59,14 +61,16 @@ export function symbolBounds(names: Iterable<string>, p: ProfileOptions): Record
     else if (!Number.isSafeInteger(b) || b < 1 || b > MAX_DIM) {
       throw new PlancError(
         'PLANC_E404',
-        `the bound of runtime dimension '${n}' is ${b} (${boundOption(n, p)}); it must be an integer in [1, ${MAX_DIM}]`,
+        (opt) =>
+          `the bound of runtime dimension '${n}' is ${b} (${boundOption(n, p)(opt)}); it must be an integer in [1, ${MAX_DIM}]`,
       );
     } else out[n] = b;
   }
   if (missing.length) {
     throw new PlancError(
       'PLANC_E404',
-      `no upper bound for the runtime dimension(s) ${missing.map((m) => `'${m}'`).join(', ')}: pass --max-dim ${missing[0]}=N`,
+      (opt) =>
+        `no upper bound for the runtime dimension(s) ${missing.map((m) => `'${m}'`).join(', ')}: pass ${opt('maxDim')} ${missing[0]}=N`,
     );
   }
   return out;

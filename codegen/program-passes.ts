@@ -67,7 +67,7 @@ const SELECT_VARIANTS: ProgramPass = {
     }
     if (Object.keys(forced).length) {
       throw new PlancError(
-        'PLANC_E301',
+        'PLANC_E302',
         `variants: kernel variants are the CPU kernels' (cuda launches are chosen by codegen/cuda/rules.ts); got ${Object.keys(forced).join(', ')}`,
       );
     }

@@ -82,7 +82,7 @@ export const CUDA_ARCHS: readonly CudaArch[] = [
 
 const archNumber = (arch: string): number => {
   const m = /^sm_(\d+)a?$/.exec(arch);
-  if (!m) throw new PlancError('PLANC_E301', `'${arch}' is not an sm arch (e.g. sm_80, sm_90)`);
+  if (!m) throw new PlancError('PLANC_E302', `'${arch}' is not an sm arch (e.g. sm_80, sm_90)`);
   return Number(m[1]);
 };
 
@@ -94,7 +94,7 @@ export function cudaArch(arch: string): CudaArch {
   const n = archNumber(arch);
   const below = CUDA_ARCHS.filter((a) => archNumber(a.arch) <= n);
   const facts = below[below.length - 1];
-  if (!facts) throw new PlancError('PLANC_E301', `${arch}: planc's CUDA kernels need sm_80 or newer`);
+  if (!facts) throw new PlancError('PLANC_E302', `${arch}: planc's CUDA kernels need sm_80 or newer`);
   return facts;
 }
 
@@ -105,7 +105,7 @@ export function cudaArch(arch: string): CudaArch {
  * most a fraction of a wave fuller or emptier than theirs would be. The default [sm_80, sm_90] is tuned for the H100.
  */
 export function cudaTuningArch(archs: readonly string[]): CudaArch {
-  if (archs.length === 0) throw new PlancError('PLANC_E301', 'a cuda target needs at least one arch');
+  if (archs.length === 0) throw new PlancError('PLANC_E302', 'a cuda target needs at least one arch');
   const newest = [...archs].sort((a, b) => archNumber(a) - archNumber(b))[archs.length - 1]!;
   return cudaArch(newest);
 }

@@ -1,4 +1,5 @@
-// Diagnostics: planc's errors with stable codes, naming the file, graph, node and op they concern.
+// Diagnostics: planc's errors with stable codes, naming the file, graph, node and op they concern. The message templates
+// with their parameters are in diagnostics-catalog.ts (fail / diagnostic); this file holds the codes and the error type.
 /** Stable error codes. Add new ones at the end of a group; never renumber. */
 export const CODES = {
   // reading files
@@ -27,19 +28,23 @@ export const CODES = {
   PLANC_E202: 'evaluation failed',
   PLANC_E203: 'bad attribute',
   PLANC_E204: 'bad feed',
-  // command line
-  PLANC_E301: 'bad command-line usage',
+  // options and command line
+  PLANC_E301: 'bad command-line usage (thrown by cli/ only: the library reports its options with PLANC_E302)',
+  PLANC_E302: 'bad option value (an option given to the library: compile, runtime or serve settings, environment)',
   // plans
   PLANC_E401: 'corrupt or truncated plan',
   PLANC_E402: 'plan from an incompatible format version',
   PLANC_E403: 'plan does not fit this runtime',
   PLANC_E404: 'cannot lower the model',
-  PLANC_E405: 'bad feed for a plan',
+  PLANC_E405:
+    'bad feed for a plan (its inputs, token ids, or a decoding step called with rows or tokens it cannot take)',
   PLANC_E406: 'native runtime error',
   PLANC_E407: 'plan has no tokenizer',
   PLANC_E408: "source over the plan's length limit",
   PLANC_E409: 'unknown target language',
   PLANC_E410: 'plan cannot decode with strategy hrt (no HRT contract, or a chunk size it does not support)',
+  PLANC_E411: 'bad decoding option (out of range, or one this plan or strategy cannot decode with)',
+  PLANC_E412: 'plan or runtime object used after it was closed',
   // vocabulary projection rewrite
   PLANC_E501: 'bad vocab-rewrite input (shortlist, calibration or evaluation data)',
   // CUDA code generation
@@ -83,16 +88,49 @@ export interface ErrorDetail {
   expected?: string;
 }
 
+/**
+ * Names an option inside a message: the library by the option's own name (`topk`, `stepTokens`), the command line by
+ * its flag (`--topk`, `--step-tokens`; cli/option-errors.ts holds the one table).
+ */
+export type OptionNamer = (option: string) => string;
+
+/** The library's wording of an option: its name as the API spells it. */
+export const libraryName: OptionNamer = (option) => option;
+
+/** A message: plain text, or text that names options through a namer (written once, worded by library or CLI). */
+export type Text = string | ((opt: OptionNamer) => string);
+
+/** Which catalog template a message came from, with its parameters (diagnostics-catalog.ts). */
+export interface FromTemplate {
+  readonly id: string;
+  readonly params: Readonly<Record<string, unknown>>;
+}
+
 export class PlancError extends Error {
   readonly code: Code;
   readonly where: Where;
   readonly detail: ErrorDetail;
-  constructor(code: Code, message: string, where: Where = {}, detail: ErrorDetail = {}) {
-    super(`${code}: ${message}${formatWhere(where)}`);
+  /** The catalog template and its parameters; undefined for a free-form message. */
+  readonly template: FromTemplate | undefined;
+  /** The message without its code and where, its options named by `opt` (libraryName: the message as thrown). */
+  readonly text: (opt: OptionNamer) => string;
+  constructor(code: Code, message: Text, where: Where = {}, detail: ErrorDetail = {}, template?: FromTemplate) {
+    const text = typeof message === 'string' ? () => message : message;
+    super(`${code}: ${text(libraryName)}${formatWhere(where)}`);
     this.name = 'PlancError';
     this.code = code;
     this.where = where;
     this.detail = detail;
+    this.template = template;
+    this.text = text;
+  }
+
+  /** The same error worded with other names for its options (the command line's flags), under `code`. */
+  renamed(opt: OptionNamer, code: Code = this.code): PlancError {
+    const e = new PlancError(code, this.text, this.where, this.detail, this.template);
+    e.message = `${code}: ${this.text(opt)}${formatWhere(this.where)}`;
+    e.stack = this.stack;
+    return e;
   }
 }
 

@@ -4,6 +4,7 @@ import type { Model } from '../compiler/ir.ts';
 import type { PlanFile, PlanQuantization, PlanVocab } from '../compiler/plan/types.ts';
 import { isHalf, type LayerPrecision } from '../compiler/quant/layers.ts';
 import { PlancError } from '../compiler/diagnostics.ts';
+import { fail } from '../compiler/diagnostics-catalog.ts';
 import { NAT_GRAPH, NAT_LENGTH_SYMBOL } from '../compiler/plan/io-names.ts';
 import { verifyModel } from '../model/verify.ts';
 import { buildPlan, checkSeq2SeqOutputs, type BuildOptions, type BuiltPlan } from '../codegen/build-plan.ts';
@@ -65,10 +66,11 @@ export function checkDumpAfter(name: string | undefined): void {
     PROGRAM_PASSES.some((p) => p.name === name)
   )
     return;
-  throw new PlancError(
-    'PLANC_E301',
-    `--dump-after ${name}: no such pass (IR passes: ${PIPELINE.map((p) => p.name).join(', ')}; program passes: ${PROGRAM_PASSES.map((p) => p.name).join(', ')}; or all)`,
-  );
+  fail('optionProblem', {
+    option: 'dumpAfter',
+    value: name,
+    why: `no such pass (IR passes: ${PIPELINE.map((p) => p.name).join(', ')}; program passes: ${PROGRAM_PASSES.map((p) => p.name).join(', ')}; or all)`,
+  });
 }
 
 /**
@@ -99,7 +101,10 @@ export async function compile(
   checkQuantizeTarget(options);
   const topk = chooseTopk(model, options.specialIds, options.topk);
   if (options.vocab && topk === undefined)
-    throw new PlancError('PLANC_E301', '--vocab rewrites planc.ProjectTopK: it needs --topk N (N ≥ 1)');
+    throw new PlancError(
+      'PLANC_E302',
+      (opt) => `${opt('vocab')} rewrites planc.ProjectTopK: it needs ${opt('topk')} N (N ≥ 1)`,
+    );
   const passServices: PassServices = {
     progress,
     calibrate:
@@ -200,12 +205,16 @@ function checkQuantizeTarget(options: CompileOptions): void {
   const q = options.quantize;
   if (!q || options.target !== 'cuda') return;
   if (!CUDA_PRECISIONS.includes(q.mode))
-    throw new PlancError('PLANC_E301', `--quantize ${q.mode} --target cuda: ${CUDA_WHY}`);
+    throw new PlancError('PLANC_E302', (opt) => `${opt('quantize')} ${q.mode} ${opt('target')} cuda: ${CUDA_WHY}`);
   const bad = Object.entries(q.layers ?? {}).find(([, p]) => p !== 'float32' && !CUDA_PRECISIONS.includes(p));
   if (bad)
-    throw new PlancError('PLANC_E301', `--quantize-layers ${bad[0]}=${bad[1]} --target cuda: ${CUDA_WHY}`, {
-      node: bad[0],
-    });
+    throw new PlancError(
+      'PLANC_E302',
+      (opt) => `${opt('quantizeLayers')} ${bad[0]}=${bad[1]} ${opt('target')} cuda: ${CUDA_WHY}`,
+      {
+        node: bad[0],
+      },
+    );
 }
 
 /** The pass's record of the plan's layers (codegen/pack.ts) with the quantize step's mode, measurements and reasons. */

@@ -58,7 +58,8 @@ export function fp32Reference(
   if (long >= 0)
     throw new PlancError(
       'PLANC_E501',
-      `--eval-src sentence ${long + 1} has ${sources[long]!.length} tokens, over --max-src-len ${maxSrcLen}`,
+      (opt) =>
+        `${opt('evalSrc')} sentence ${long + 1} has ${sources[long]!.length} tokens, over ${opt('maxSrcLen')} ${maxSrcLen}`,
     );
   const bar = progress?.bar('float32 reference', sources.length);
   const ids = greedyExposed(fp32, sources, rules, maxTgtLen, undefined, (k) => bar?.tick(k));

@@ -94,24 +94,26 @@ export async function quantizeStep(
     return { options: { precision: request.mode, layers: forced }, header };
   if (!setup.tokenizer)
     throw new PlancError(
-      'PLANC_E301',
-      "--quantize auto and --eval-src read text: they need the model's tokenizer (give --tokenizer FILE)",
+      'PLANC_E302',
+      (opt) =>
+        `${opt('quantize')} auto and ${opt('evalSrc')} read text: they need the model's tokenizer (give ${opt('tokenizer')} FILE)`,
     );
   const dec = decodingFacts(model, setup.specialIds);
   const tok = await loadTokenizer(setup.tokenizer.bytes, setup.tokenizer.kind, undefined, dec.eosId);
   const rules = new DecodingRules(conventionsOf(dec));
-  const evalSrc = request.evalSrc ? readSentences(request.evalSrc, '--eval-src') : undefined;
-  const evalRef = request.evalRef ? readSentences(request.evalRef, '--eval-ref') : undefined;
+  const evalSrc = request.evalSrc ? readSentences(request.evalSrc, 'evalSrc') : undefined;
+  const evalRef = request.evalRef ? readSentences(request.evalRef, 'evalRef') : undefined;
   if (evalSrc && evalRef && evalSrc.length !== evalRef.length)
     throw new PlancError(
-      'PLANC_E301',
-      `--eval-src has ${evalSrc.length} sentences but --eval-ref has ${evalRef.length}`,
+      'PLANC_E302',
+      (opt) => `${opt('evalSrc')} has ${evalSrc.length} sentences but ${opt('evalRef')} has ${evalRef.length}`,
     );
-  const calib = request.calibrate ? readSentences(request.calibrate, '--calibrate') : evalSrc;
+  const calib = request.calibrate ? readSentences(request.calibrate, 'calibrate') : evalSrc;
   if (request.mode === 'auto' && !calib)
     throw new PlancError(
-      'PLANC_E301',
-      '--quantize auto measures each layer on text: give --eval-src FILE (or --calibrate FILE)',
+      'PLANC_E302',
+      (opt) =>
+        `${opt('quantize')} auto measures each layer on text: give ${opt('evalSrc')} FILE (or ${opt('calibrate')} FILE)`,
     );
   progress?.start('building the float32 plan');
   const fp32 = cpuPlan(model, pipe, setup, undefined, 'float32.plan');

@@ -19,7 +19,10 @@ export function chooseTopk(
   requested: number | undefined,
 ): number | undefined {
   if (requested !== undefined && (!Number.isInteger(requested) || requested < 0))
-    throw new PlancError('PLANC_E301', `--topk must be an integer ≥ 0 (0 keeps the logits), got ${requested}`);
+    throw new PlancError(
+      'PLANC_E302',
+      (opt) => `${opt('topk')} must be an integer ≥ 0 (0 keeps the logits), got ${requested}`,
+    );
   if (requested === 0) return undefined;
   if (!model.graphs.has('decoder_with_past')) return requested;
   const d = decodingFacts(model, ids);
@@ -34,8 +37,9 @@ export function chooseTopk(
   const greedy = rules.topkNeeded(1);
   if (requested < greedy)
     throw new PlancError(
-      'PLANC_E301',
-      `--topk ${requested} cannot decode this model exactly: up to ${rules.maxBanned} of a step's best tokens may be banned (suppress_tokens, bad_words_ids), so even greedy decoding needs --topk ${greedy} or more`,
+      'PLANC_E302',
+      (opt) =>
+        `${opt('topk')} ${requested} cannot decode this model exactly: up to ${rules.maxBanned} of a step's best tokens may be banned (suppress_tokens, bad_words_ids), so even greedy decoding needs ${opt('topk')} ${greedy} or more`,
     );
   return requested;
 }

@@ -3,7 +3,7 @@
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { PlancError } from '../compiler/diagnostics.ts';
+import { fail } from '../compiler/diagnostics-catalog.ts';
 
 /**
  * Times of one alternative at each operating point: medians and spreads (max - min) in µs, or why it did not run;
@@ -53,16 +53,24 @@ export class TuningCache {
     try {
       j = JSON.parse(fs.readFileSync(file, 'utf8'));
     } catch (e) {
-      throw new PlancError(
-        'PLANC_E301',
-        `--tuning-cache ${file}: not JSON (${(e as Error).message}); delete it or name another file`,
+      fail(
+        'optionProblem',
+        {
+          option: 'tuningCache',
+          value: file,
+          why: `not JSON (${(e as Error).message}); delete it or name another file`,
+        },
         { file },
       );
     }
     if (j.format !== CACHE_FORMAT || !Array.isArray(j.entries))
-      throw new PlancError(
-        'PLANC_E301',
-        `--tuning-cache ${file}: not a planc tuning cache of format ${CACHE_FORMAT}; delete it or name another file`,
+      fail(
+        'optionProblem',
+        {
+          option: 'tuningCache',
+          value: file,
+          why: `not a planc tuning cache of format ${CACHE_FORMAT}; delete it or name another file`,
+        },
         { file },
       );
     for (const e of j.entries) c.entries.set(TuningCache.id(e.key, e.device, e.plancVersion), e);

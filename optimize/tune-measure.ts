@@ -147,8 +147,8 @@ export function tuningPoints(file: PlanFile, batches?: number[]): OperatingPoint
   const over = batches?.find((b) => b > p.maxBatch);
   if (over !== undefined)
     throw new PlancError(
-      'PLANC_E301',
-      `--tune-batch ${over}: the plan runs at most ${p.maxBatch} rows (its --max-batch)`,
+      'PLANC_E302',
+      (opt) => `${opt('tuneBatch')} ${over}: the plan runs at most ${p.maxBatch} rows (its ${opt('maxBatch')})`,
     );
   const srcLen = Math.max(1, Math.min(p.maxSrcLen, 24));
   const past = Math.max(1, Math.min(p.maxTgtLen - 1, 12));

@@ -179,8 +179,9 @@ function openRun(file: PlanFile, req: TuneRequest, progress: ProgressReporter | 
   const h = file.header;
   if (h.target.kind !== 'cpu')
     throw new PlancError(
-      'PLANC_E301',
-      `--tune: cuda plans keep the heuristic launches of codegen/cuda/rules.ts (recorded in their tuning); tuning measures cpu plans only so far`,
+      'PLANC_E302',
+      (opt) =>
+        `${opt('tune')}: cuda plans keep the heuristic launches of codegen/cuda/rules.ts (recorded in their tuning); tuning measures cpu plans only so far`,
     );
   const device = req.device ?? thisDevice();
   const version = req.plancVersion ?? `${h.plancVersion}+native.${nativeBuildId()}`;

@@ -59,7 +59,7 @@ export function autoClusters(
   const kMax = Math.max(...spec.topK);
   const stride = cal.states ? cal.topK.length / cal.states : 0; // ids the calibration kept per state
   if (stride < kMax)
-    throw new PlancError('PLANC_E301', `internal: the calibration keeps ${stride} ids per state, auto needs ${kMax}`);
+    throw new PlancError('PLANC_E302', `internal: the calibration keeps ${stride} ids per state, auto needs ${kMax}`);
   const { assign } = assignFn();
   const curve: PlanVocabPoint[] = [];
   const rewrites = new Map<

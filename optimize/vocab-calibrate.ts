@@ -123,7 +123,7 @@ export function calibrateIds(
   if (sources.length === 0)
     throw new PlancError(
       'PLANC_E501',
-      `every calibration sentence is longer than the plan's source limit (--max-src-len ${maxSrcLen})`,
+      (opt) => `every calibration sentence is longer than the plan's source limit (${opt('maxSrcLen')} ${maxSrcLen})`,
     );
   const dim = Number(
     /(\d+)\]?$/.exec(

@@ -1,5 +1,6 @@
 // The vocab rewrite's quality report on held-out text, emulated in JS from the hidden state an expose plan outputs.
 import { PlancError } from '../compiler/diagnostics.ts';
+import { fail } from '../compiler/diagnostics-catalog.ts';
 import type { Model } from '../compiler/ir.ts';
 import type { PlanVocab } from '../compiler/plan/types.ts';
 import { transposeMatrix } from '../compiler/tensor.ts';
@@ -25,10 +26,10 @@ export function outputLayer(model: Model): OutputLayer {
   const g = model.graphs.get('decoder_with_past') ?? model.graphs.get('decoder') ?? [...model.graphs.values()][0]!;
   const n = g.nodes.find((x) => x.domain === 'planc' && x.op === 'ProjectTopK');
   if (!n)
-    throw new PlancError(
-      'PLANC_E301',
-      '--vocab: the model has no output layer that planc.ProjectTopK could fuse (see --explain)',
-    );
+    fail('optionProblem', {
+      option: 'vocab',
+      why: (opt) => `the model has no output layer that planc.ProjectTopK could fuse (see ${opt('explain')})`,
+    });
   const view = new GraphView(g, model);
   const w = view.constant(n.inputs[1]!)!;
   const transposed = n.attrs.transposed?.kind === 'int' && n.attrs.transposed.value === 1;
@@ -39,7 +40,7 @@ export function outputLayer(model: Model): OutputLayer {
   const bn = n.inputs[2],
     sq = bn ? view.node(bn)?.[1] : undefined;
   const bt = bn ? view.constant(sq?.op === 'Squeeze' ? sq.inputs[0]! : bn) : undefined;
-  if (bn && !bt) throw new PlancError('PLANC_E301', `--vocab: the output layer's bias '${bn}' is not a constant`);
+  if (bn && !bt) fail('optionProblem', { option: 'vocab', why: `the output layer's bias '${bn}' is not a constant` });
   const bias = bt ? Float32Array.from(bt.nums as ArrayLike<number>) : null;
   return { wt, bias, v, d };
 }
@@ -122,7 +123,8 @@ export function evaluateQuality(
   if (long >= 0)
     throw new PlancError(
       'PLANC_E501',
-      `--eval-src sentence ${long + 1} has ${sources[long]!.length} tokens, over --max-src-len ${maxSrcLen}`,
+      (opt) =>
+        `${opt('evalSrc')} sentence ${long + 1} has ${sources[long]!.length} tokens, over ${opt('maxSrcLen')} ${maxSrcLen}`,
     );
   const bar = progress?.bar('evaluating', 2 * sources.length);
   const full = greedyExposed(plan, sources, rules, maxTgtLen, undefined, (k) => bar?.tick(k));

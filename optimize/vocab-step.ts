@@ -33,26 +33,32 @@ export async function calibrateVocab(
   const { profile, progress } = setup;
   if (!setup.tokenizer)
     throw new PlancError(
-      'PLANC_E301',
-      "--vocab needs the model's tokenizer (it reads text and maps shortlist pieces): give --tokenizer FILE",
+      'PLANC_E302',
+      (opt) =>
+        `${opt('vocab')} needs the model's tokenizer (it reads text and maps shortlist pieces): give ${opt('tokenizer')} FILE`,
     );
   const dec = decodingFacts(model, setup.specialIds);
   const vocabSize = dec.vocabSize;
-  if (!vocabSize) throw new PlancError('PLANC_E301', '--vocab needs the vocabulary size (vocab_size in config.json)');
+  if (!vocabSize)
+    throw new PlancError(
+      'PLANC_E302',
+      (opt) => `${opt('vocab')} needs the vocabulary size (vocab_size in config.json)`,
+    );
   const specials = specialIdsOf(dec);
   const tok = await loadTokenizer(setup.tokenizer.bytes, setup.tokenizer.kind, undefined, dec.eosId);
-  const evalSrc = request.evalSrc ? readSentences(request.evalSrc, '--eval-src') : undefined;
-  const evalRef = request.evalRef ? readSentences(request.evalRef, '--eval-ref') : undefined;
+  const evalSrc = request.evalSrc ? readSentences(request.evalSrc, 'evalSrc') : undefined;
+  const evalRef = request.evalRef ? readSentences(request.evalRef, 'evalRef') : undefined;
   if (evalSrc && evalRef && evalSrc.length !== evalRef.length) {
     throw new PlancError(
-      'PLANC_E301',
-      `--eval-src has ${evalSrc.length} sentences but --eval-ref has ${evalRef.length}`,
+      'PLANC_E302',
+      (opt) => `${opt('evalSrc')} has ${evalSrc.length} sentences but ${opt('evalRef')} has ${evalRef.length}`,
     );
   }
   if (spec.method === 'auto' && (request.calibrate === undefined || !evalSrc)) {
     throw new PlancError(
-      'PLANC_E301',
-      '--vocab auto measures R × K points under the accuracy gate: it needs --calibrate SOURCE_TEXT and --eval-src HELD_OUT_TEXT (--eval-ref for BLEU)',
+      'PLANC_E302',
+      (opt) =>
+        `${opt('vocab')} auto measures R × K points under the accuracy gate: it needs ${opt('calibrate')} SOURCE_TEXT and ${opt('evalSrc')} HELD_OUT_TEXT (${opt('evalRef')} for BLEU)`,
     );
   }
   const needPlan = spec.method !== 'shortlist' || evalSrc;
@@ -69,7 +75,7 @@ export async function calibrateVocab(
     let header: PlanVocab;
     let rewrite: VocabRewriteOptions;
     if (spec.method === 'auto') {
-      const sentences = readSentences(request.calibrate!, '--calibrate');
+      const sentences = readSentences(request.calibrate!, 'calibrate');
       const cal = calibrate(
         exposed!.plan,
         tok,
@@ -105,10 +111,11 @@ export async function calibrateVocab(
     } else {
       if (request.calibrate === undefined)
         throw new PlancError(
-          'PLANC_E301',
-          '--vocab clusters=R,K needs --calibrate SOURCE_TEXT (source sentences, one per line)',
+          'PLANC_E302',
+          (opt) =>
+            `${opt('vocab')} clusters=R,K needs ${opt('calibrate')} SOURCE_TEXT (source sentences, one per line)`,
         );
-      const sentences = readSentences(request.calibrate, '--calibrate');
+      const sentences = readSentences(request.calibrate, 'calibrate');
       const cal = calibrate(
         exposed!.plan,
         tok,

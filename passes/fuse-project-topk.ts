@@ -153,7 +153,7 @@ export const FUSE_PROJECT_TOPK: Pass = {
   run(model: Model, ctx: PassContext): Model {
     const k = ctx.topk;
     if (k === undefined) return model;
-    if (!Number.isInteger(k) || k < 1) throw new PlancError('PLANC_E301', `topk must be a positive integer, got ${k}`);
+    if (!Number.isInteger(k) || k < 1) throw new PlancError('PLANC_E302', `topk must be a positive integer, got ${k}`);
     const out = copyModel(model);
     let fused = 0;
     for (const g of out.graphs.values()) fused += fuseGraph(g, out, k, ctx);

@@ -116,7 +116,8 @@ function rewriteGraph(g: Graph, model: Model, ctx: PassContext): number {
   const why = reader && declined.get(reader.name);
   throw new PlancError(
     'PLANC_E404',
-    `--step-tokens ${n}: past input '${left}' did not become an in-place cache read by planc.Attention${why ? ` (${why})` : ''}, so its attention cannot be made causal among the new tokens`,
+    (opt) =>
+      `${opt('stepTokens')} ${n}: past input '${left}' did not become an in-place cache read by planc.Attention${why ? ` (${why})` : ''}, so its attention cannot be made causal among the new tokens`,
     { graph: g.name, stage: NAME, ...(reader ? { node: reader.name, op: reader.op } : {}) },
   );
 }

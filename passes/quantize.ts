@@ -3,7 +3,7 @@
 // (vocabulary tables int8 per row with a 4-bit residual plane: rescored candidates and 12-bit embedding rows); fp16 /
 // bf16 keep the ops and give them the weight in float16 / bfloat16 (an embedding Gather widened by a Cast after it);
 // each weight quantized once (memoized by weight id across graphs) and stored once (by content).
-import { PlancError } from '../compiler/diagnostics.ts';
+import { fail } from '../compiler/diagnostics-catalog.ts';
 import { ONNX_CODE } from '../compiler/dtype.ts';
 import type { Graph, Model, Node } from '../compiler/ir.ts';
 import {
@@ -279,15 +279,18 @@ function checkLayers(model: Model, o: QuantizeOptions): void {
   );
   for (const [node, p] of Object.entries(o.layers ?? {})) {
     if (!(LAYER_PRECISIONS as readonly string[]).includes(p))
-      throw new PlancError(
-        'PLANC_E301',
-        `--quantize: layer '${node}' has unknown precision '${p}' (${LAYER_PRECISIONS.join(', ')})`,
+      fail(
+        'optionProblem',
+        { option: 'quantize', why: `layer '${node}' has unknown precision '${p}' (${LAYER_PRECISIONS.join(', ')})` },
         { node },
       );
     if (!products.has(node))
-      throw new PlancError(
-        'PLANC_E301',
-        `--quantize: no product named '${node}' (a MatMul, planc.FusedMatMul, planc.ProjectTopK or embedding Gather after fusion)`,
+      fail(
+        'optionProblem',
+        {
+          option: 'quantize',
+          why: `no product named '${node}' (a MatMul, planc.FusedMatMul, planc.ProjectTopK or embedding Gather after fusion)`,
+        },
         { node },
       );
   }

@@ -24,25 +24,26 @@ export function defaultStepTokens(target: 'cpu' | 'cuda', disable: readonly stri
 }
 const DEFAULT_STEP_TOKENS = 8;
 
-/** N of a pass context: 1 unless set; PLANC_E301 unless an integer ≥ 1. */
+/** N of a pass context: 1 unless set; PLANC_E302 unless an integer ≥ 1. */
 export function stepTokensOf(ctx: PassContext): number {
   const n = ctx.stepTokens ?? 1;
   if (!Number.isInteger(n) || n < 1)
     throw new PlancError(
-      'PLANC_E301',
-      `--step-tokens must be an integer ≥ 1 (the most new tokens one decoder step takes), got ${n}`,
+      'PLANC_E302',
+      (opt) => `${opt('stepTokens')} must be an integer ≥ 1 (the most new tokens one decoder step takes), got ${n}`,
     );
   return n;
 }
 
-/** Fails (PLANC_E301) on a bad N, or on N > 1 with a pass it relies on disabled (`disable` as in runPipeline). */
+/** Fails (PLANC_E302) on a bad N, or on N > 1 with a pass it relies on disabled (`disable` as in runPipeline). */
 export function checkStepTokens(opts: PassContext & { disable?: string[] }): void {
   const n = stepTokensOf(opts);
   const off = (opts.disable ?? []).find((d) => d === 'fuse' || NEEDED.includes(d));
   if (n === 1 || off === undefined) return;
   throw new PlancError(
-    'PLANC_E301',
-    `--step-tokens ${n} needs ${NEEDED.join(' and ')}: the decoder step's self-attention must become planc.Attention over the in-place cache to be made causal among the new tokens, and ${off === 'fuse' ? '--no-fuse' : `disabling ${off}`} leaves it unfused`,
+    'PLANC_E302',
+    (opt) =>
+      `${opt('stepTokens')} ${n} needs ${NEEDED.join(' and ')}: the decoder step's self-attention must become planc.Attention over the in-place cache to be made causal among the new tokens, and ${off === 'fuse' ? opt('fuse') : `disabling ${off}`} leaves it unfused`,
   );
 }
 
@@ -65,7 +66,7 @@ function inferStep(model: Model, g: Graph, n: number): Facts {
   if (e)
     throw new PlancError(
       'PLANC_E404',
-      `--step-tokens ${n}: the decoder step does not infer with several new tokens: ${e.message}`,
+      (opt) => `${opt('stepTokens')} ${n}: the decoder step does not infer with several new tokens: ${e.message}`,
       { ...e.where, stage: NAME },
     );
   return facts;
@@ -133,7 +134,8 @@ function relaxGraph(model: Model, g: Graph, n: number): void {
   if (!g.inputs.includes(STEP_INPUT) || ids?.shape?.length !== 2) {
     throw new PlancError(
       'PLANC_E404',
-      `--step-tokens ${n}: the decoder step has no ${STEP_INPUT} input [batch, new tokens] to take ${n} tokens`,
+      (opt) =>
+        `${opt('stepTokens')} ${n}: the decoder step has no ${STEP_INPUT} input [batch, new tokens] to take ${n} tokens`,
       where(),
     );
   }
@@ -154,7 +156,8 @@ function relaxGraph(model: Model, g: Graph, n: number): void {
     const at = culprit(g, after, o);
     throw new PlancError(
       'PLANC_E404',
-      `--step-tokens ${n}: with ${STEP_TOKENS_SYMBOL} new tokens output '${o}' is ${shapeStr(got)}, not ${want}: the export fixes the step at one token${at ? ` (from node '${at.name}' on)` : ''}`,
+      (opt) =>
+        `${opt('stepTokens')} ${n}: with ${STEP_TOKENS_SYMBOL} new tokens output '${o}' is ${shapeStr(got)}, not ${want}: the export fixes the step at one token${at ? ` (from node '${at.name}' on)` : ''}`,
       where(at),
     );
   };
@@ -177,7 +180,7 @@ function relaxGraph(model: Model, g: Graph, n: number): void {
     if (why)
       throw new PlancError(
         'PLANC_E404',
-        `--step-tokens ${n}: node '${node.name}' ${why}: the export fixes the step at one token`,
+        (opt) => `${opt('stepTokens')} ${n}: node '${node.name}' ${why}: the export fixes the step at one token`,
         where(node),
       );
   }
@@ -194,8 +197,9 @@ export const STEP_TOKENS: Pass = {
     if (steps.length === 0 && ctx.stepTokensDefault) return model;
     if (steps.length === 0) {
       throw new PlancError(
-        'PLANC_E301',
-        `--step-tokens ${n} applies to translation models with a decoder step over past K/V inputs (past_key_values.*.decoder.*, as in decoder_with_past); this model has none`,
+        'PLANC_E302',
+        (opt) =>
+          `${opt('stepTokens')} ${n} applies to translation models with a decoder step over past K/V inputs (past_key_values.*.decoder.*, as in decoder_with_past); this model has none`,
       );
     }
     try {

@@ -86,7 +86,7 @@ function rewriteGraph(model: Model, g: Graph, o: VocabRewriteOptions, ctx: PassC
   const d = o.dim,
     r = o.clusters;
   if (o.centroids.length !== r * d || o.cnorm.length !== r || o.offsets.length !== r + 1) {
-    throw new PlancError('PLANC_E301', `vocab clusters: centroids/cnorm/offsets sizes do not match R = ${r}, D = ${d}`);
+    throw new PlancError('PLANC_E501', `vocab clusters: centroids/cnorm/offsets sizes do not match R = ${r}, D = ${d}`);
   }
   addInitializer(model, g, CONSTS.centroids, new Tensor('float32', [r, d], o.centroids));
   addInitializer(model, g, CONSTS.cnorm, new Tensor('float32', [r], o.cnorm));

@@ -288,7 +288,7 @@ function load(): NativeAddon {
   } catch (e) {
     // the addon refuses to load under a PLANC_ISA that is not a level (its message names the variable and the levels):
     // a usage error, as a bad PLANC_NUM_THREADS is
-    if (/^PLANC_ISA=/.test((e as Error).message)) throw new PlancError('PLANC_E301', (e as Error).message);
+    if (/^PLANC_ISA=/.test((e as Error).message)) throw new PlancError('PLANC_E302', (e as Error).message);
     const missingLib = /lib(openblas|gfortran)[^:]*: cannot open shared object/.test((e as Error).message);
     throw new NativeUnavailableError(
       `the planc native addon at ${NATIVE_ADDON_PATH} does not load (${(e as Error).message}): ` +
@@ -301,7 +301,7 @@ function load(): NativeAddon {
 
 /**
  * The addon, loaded once; throws NativeUnavailableError (with what to run) when it is not built, a PlancError
- * (PLANC_E301) when PLANC_ISA is not a level.
+ * (PLANC_E302) when PLANC_ISA is not a level.
  */
 export function native(): NativeAddon {
   if (addon) return addon;

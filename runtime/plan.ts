@@ -1,6 +1,7 @@
 // The Node API: loadPlan(path) → a Plan whose run(graph, feeds) executes one program in the native runtime.
 import * as fs from 'node:fs';
-import { PlancError } from '../compiler/diagnostics.ts';
+import { type OptionNamer, PlancError, type Text } from '../compiler/diagnostics.ts';
+import { fail } from '../compiler/diagnostics-catalog.ts';
 import { decodePlan, readPlanFile } from '../compiler/plan/format.ts';
 import { exprText, exprValue } from '../compiler/plan/expr.ts';
 import { STEP_TOKENS_SYMBOL } from '../compiler/plan/io-names.ts';
@@ -100,7 +101,7 @@ export class Plan {
   }
 
   private program(graph: string): PlanProgram {
-    if (this.closed) throw new PlancError('PLANC_E405', 'this plan was closed');
+    if (this.closed) fail('closed', { what: 'plan' });
     const l = this.programs.get(graph);
     if (!l)
       throw new PlancError('PLANC_E405', `plan has no graph '${graph}' (it has ${this.graphs.join(', ')})`, {
@@ -145,7 +146,7 @@ export class Plan {
    */
   outputShapes(graph: string, feeds: Record<string, ShapeFeed>): Record<string, number[]> {
     const p = this.program(graph);
-    const bad = (msg: string): never => {
+    const bad = (msg: Text): never => {
       throw new PlancError('PLANC_E405', msg, { file: this.source, graph });
     };
     const values = this.symbolValues(p, feeds, bad);
@@ -162,7 +163,7 @@ export class Plan {
   }
 
   /** Symbol values bound by the feeds (-1 where none binds one). */
-  private symbolValues(p: PlanProgram, feeds: Record<string, ShapeFeed>, bad: (m: string) => never): number[] {
+  private symbolValues(p: PlanProgram, feeds: Record<string, ShapeFeed>, bad: (m: Text) => never): number[] {
     const values = new Array<number>(p.symbols.length).fill(-1);
     p.symbols.forEach((s, k) => {
       const name = p.inputs[s.input]!.name;
@@ -199,7 +200,7 @@ export class Plan {
   private prepare(graph: string, feeds: Record<string, FeedTensor>, into?: Record<string, ResidentTensor>) {
     const p = this.program(graph);
     const where = { file: this.source, graph };
-    const bad = (msg: string): never => {
+    const bad = (msg: Text): never => {
       throw new PlancError('PLANC_E405', msg, where);
     };
     for (const name of Object.keys(feeds))
@@ -238,12 +239,13 @@ export class Plan {
     p.symbols.forEach((s, k) => {
       const max = this.header.profile.symbolMax[s.name];
       if (max !== undefined && values[k]! > max) {
-        const how =
+        const how = (opt: OptionNamer) =>
           s.name === STEP_TOKENS_SYMBOL
-            ? '--step-tokens N'
-            : `a larger --max-batch/--max-src-len/--max-tgt-len or --max-dim ${s.name}=N`;
+            ? `${opt('stepTokens')} N`
+            : `a larger ${opt('maxBatch')}/${opt('maxSrcLen')}/${opt('maxTgtLen')} or ${opt('maxDim')} ${s.name}=N`;
         bad(
-          `feed '${p.inputs[s.input]!.name}' has ${s.name} = ${values[k]}, over the plan's maximum ${max} (optimize with ${how})`,
+          (opt) =>
+            `feed '${p.inputs[s.input]!.name}' has ${s.name} = ${values[k]}, over the plan's maximum ${max} (optimize with ${how(opt)})`,
         );
       }
     });
@@ -340,7 +342,7 @@ export class Plan {
   }
 
   private open(): void {
-    if (this.closed) throw new PlancError('PLANC_E405', 'this plan was closed');
+    if (this.closed) fail('closed', { what: 'plan' });
   }
 
   private own(r: Resident): void {

@@ -25,7 +25,7 @@ export function cgroupCpuLimit(cpuMax = '/sys/fs/cgroup/cpu.max'): number | unde
 export function parseThreads(text: string, from: string): number {
   const n = Number(text);
   if (!/^\s*\d+\s*$/.test(text) || !Number.isInteger(n) || n < 1 || n > MAX_THREADS) {
-    throw new PlancError('PLANC_E301', `${from} must be an integer in [1, ${MAX_THREADS}], got '${text}'`);
+    throw new PlancError('PLANC_E302', `${from} must be an integer in [1, ${MAX_THREADS}], got '${text}'`);
   }
   return n;
 }

@@ -1,5 +1,6 @@
 // Text translation over a plan: the plan's tokenizer, then translateIds in chunks, results in input order or streamed.
 import { PlancError } from '../compiler/diagnostics.ts';
+import { fail } from '../compiler/diagnostics-catalog.ts';
 import type { DecodingOptions } from './decode/options.ts';
 import { tooLong, translateIds } from './decode/translate-ids.ts';
 import type { Plan } from './plan.ts';
@@ -44,7 +45,7 @@ export async function* chunks<T>(items: Source<T>, n: number): AsyncIterable<T[]
 function chunkSize(options: TranslateOptions): number {
   const n = options.chunkSize ?? 256;
   if (!Number.isInteger(n) || n < 1)
-    throw new PlancError('PLANC_E405', `chunkSize must be a positive integer, got ${n}`);
+    fail('badOption', { option: 'chunkSize', value: n, expected: 'a positive integer' });
   return n;
 }
 

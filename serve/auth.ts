@@ -23,7 +23,8 @@ export function readApiKeys(file: string): string[] {
   } catch (e) {
     throw new PlancError(
       'PLANC_E006',
-      `--api-key-file ${file}: cannot read it (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`,
+      (opt) =>
+        `${opt('apiKeyFile')} ${file}: cannot read it (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`,
       { file },
     );
   }
@@ -32,12 +33,13 @@ export function readApiKeys(file: string): string[] {
     .map((l) => l.trim())
     .filter((l) => l !== '' && !l.startsWith('#'));
   if (keys.length === 0)
-    throw new PlancError('PLANC_E301', `--api-key-file ${file} holds no key (one key a line)`, { file });
+    throw new PlancError('PLANC_E302', (opt) => `${opt('apiKeyFile')} ${file} holds no key (one key a line)`, { file });
   const short = keys.findIndex((k) => k.length < 16);
   if (short >= 0)
     throw new PlancError(
-      'PLANC_E301',
-      `--api-key-file ${file}: key ${short + 1} has ${keys[short]!.length} characters; use at least 16 (e.g. openssl rand -hex 32)`,
+      'PLANC_E302',
+      (opt) =>
+        `${opt('apiKeyFile')} ${file}: key ${short + 1} has ${keys[short]!.length} characters; use at least 16 (e.g. openssl rand -hex 32)`,
       { file },
     );
   return keys;

@@ -15,6 +15,7 @@ export function statusOf(code: string): number {
     case 'PLANC_E706':
       return 401;
     case 'PLANC_E707':
+    case 'PLANC_E412': // a plan closed under a request: the server's state, not the request's fault
       return 500;
     case 'PLANC_E708':
       return 503;
@@ -51,7 +52,7 @@ export function requestError(e: unknown): PlancError {
   if (f?.statusCode === 413)
     return new PlancError(
       'PLANC_E703',
-      `the request body is over this server's limit (--max-body-bytes): ${f.message ?? ''}`,
+      (opt) => `the request body is over this server's limit (${opt('maxBodyBytes')}): ${f.message ?? ''}`,
     );
   if (f?.statusCode === 415)
     return new PlancError(

@@ -61,13 +61,13 @@ export async function serveModels(
   options: SchedulerOptions,
   onStep: (model: string, rows: number, ms: number) => void,
 ): Promise<Map<string, ServedModel>> {
-  if (plans.length === 0) throw new PlancError('PLANC_E301', 'planc serve needs at least one plan');
+  if (plans.length === 0) throw new PlancError('PLANC_E302', 'a server needs at least one plan');
   const out = new Map<string, ServedModel>();
   for (const plan of plans) {
     const name = modelName(plan);
     if (out.has(name))
       throw new PlancError(
-        'PLANC_E301',
+        'PLANC_E302',
         `two plans are named '${name}' (${out.get(name)!.plan.source} and ${plan.source}): models are named by their file name, so give them different names`,
       );
     const tokenizer = await planTokenizer(plan, 'planc serve translates text');

@@ -4,6 +4,7 @@ import { randomUUID } from 'node:crypto';
 import swagger from '@fastify/swagger';
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import { PlancError } from '../compiler/diagnostics.ts';
+import { fail } from '../compiler/diagnostics-catalog.ts';
 import { plancVersion } from '../compiler/version.ts';
 import type { Plan } from '../runtime/plan.ts';
 import { bearerChecker, isLoopback } from './auth.ts';
@@ -69,8 +70,9 @@ export async function createServer(plans: Plan[], options: ServeOptions = {}): P
   const keys = options.apiKeys ?? [];
   if (!isLoopback(host) && keys.length === 0) {
     throw new PlancError(
-      'PLANC_E301',
-      `binding ${host} exposes the server beyond this machine: give API keys (--api-key-file FILE) or bind 127.0.0.1`,
+      'PLANC_E302',
+      (opt) =>
+        `binding ${host} exposes the server beyond this machine: give API keys (${opt('apiKeyFile')} FILE) or bind 127.0.0.1`,
     );
   }
   const limits = {
@@ -79,14 +81,15 @@ export async function createServer(plans: Plan[], options: ServeOptions = {}): P
     timeoutMs: options.timeoutMs ?? 120_000,
   };
   for (const [k, v] of Object.entries(limits)) {
-    if (!Number.isInteger(v) || v < 1) throw new PlancError('PLANC_E301', `${k} must be a positive integer, got ${v}`);
+    if (!Number.isInteger(v) || v < 1) fail('badOption', { option: k, value: v, expected: 'a positive integer' });
   }
   let gw: Gateway | undefined;
   if (options.queue) {
     if (plans.length)
       throw new PlancError(
-        'PLANC_E301',
-        'planc serve --redis (gateway mode) loads no plans: the workers hold them (planc worker PLAN --redis URL)',
+        'PLANC_E302',
+        (opt) =>
+          `a gateway (${opt('redis')}) loads no plans: the workers hold them (planc worker PLAN ${opt('redis')} URL)`,
       );
     await checkRedis(options.queue.redis);
     gw = openGateway(options.queue.redis, options.queue.prefix);

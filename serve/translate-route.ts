@@ -108,14 +108,16 @@ export function translateHandler(models: Map<string, ServedModel>, metrics: Serv
     if (texts.length > limits.maxSentences)
       throw new PlancError(
         'PLANC_E703',
-        `${texts.length} sentences in one request; this server takes at most ${limits.maxSentences} (--max-sentences): split the request`,
+        (opt) =>
+          `${texts.length} sentences in one request; this server takes at most ${limits.maxSentences} (${opt('maxSentences')}): split the request`,
       );
     const options = decodingOptions(body.options ?? {}, m);
     if (m.scheduler.queued + texts.length > limits.maxQueue) {
       reply.header('retry-after', '1');
       throw new PlancError(
         'PLANC_E702',
-        `the queue of model '${m.name}' is full (${m.scheduler.queued} sentences waiting, at most ${limits.maxQueue}: --max-queue); retry later`,
+        (opt) =>
+          `the queue of model '${m.name}' is full (${m.scheduler.queued} sentences waiting, at most ${limits.maxQueue}: ${opt('maxQueue')}); retry later`,
       );
     }
     const abort = new AbortController();
@@ -166,7 +168,8 @@ export function translateHandler(models: Map<string, ServedModel>, metrics: Serv
       if (abort.signal.aborted && !reply.raw.destroyed)
         throw new PlancError(
           'PLANC_E704',
-          `the request passed its deadline of ${limits.timeoutMs} ms (--timeout-ms) before every sentence was translated`,
+          (opt) =>
+            `the request passed its deadline of ${limits.timeoutMs} ms (${opt('timeoutMs')}) before every sentence was translated`,
         );
       return { translations };
     } finally {

@@ -129,7 +129,7 @@ if (families.length === 0 || !nativeAvailable()) {
         (e: Error) =>
           assert.match(
             e.message,
-            /PLANC_E405: repetition_penalty 1.2 with greedy decoding acts on the logits .* optimize with --topk 0/,
+            /PLANC_E411: repetition_penalty 1.2 with greedy decoding acts on the logits .* optimize with topk 0/,
           ),
       );
       await translateIds(plan, srcs, { beamSize: 3, maxLength: 12, repetitionPenalty: 1.5, batchSize: 1 }).then(
@@ -145,7 +145,7 @@ if (families.length === 0 || !nativeAvailable()) {
         (e: Error) =>
           assert.match(
             e.message,
-            /PLANC_E405: repetition_penalty 1.5: this step's 6 best tokens are not certain among the \d+ the plan keeps; optimize with a larger --topk, or --topk 0/,
+            /PLANC_E411: repetition_penalty 1.5: this step's 6 best tokens are not certain among the \d+ the plan keeps; optimize with a larger topk, or topk 0/,
           ),
       );
       for (const proc of [

@@ -25,12 +25,12 @@ test('cgroup v2 cpu.max: a quota gives its CPUs rounded up; "max" or no file giv
   assert.is(cgroupCpuLimit(path.join(tmp, 'none')), undefined);
 });
 
-test('PLANC_NUM_THREADS wins; a bad value is PLANC_E301 naming it; the default is within the affinity mask', () => {
+test('PLANC_NUM_THREADS wins; a bad value is PLANC_E302 naming it; the default is within the affinity mask', () => {
   assert.is(defaultThreads({ PLANC_NUM_THREADS: '3' }), 3);
   for (const bad of ['0', '1.5', 'four', '2000'])
     assert.throws(
       () => defaultThreads({ PLANC_NUM_THREADS: bad }),
-      (e: Error) => e.message.startsWith('PLANC_E301: PLANC_NUM_THREADS must be an integer in [1, 1024]'),
+      (e: Error) => e.message.startsWith('PLANC_E302: PLANC_NUM_THREADS must be an integer in [1, 1024]'),
     );
   const d = defaultThreads({});
   assert.ok(d >= 1 && d <= os.availableParallelism(), `${d} threads`);

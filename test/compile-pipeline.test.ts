@@ -270,7 +270,7 @@ test('--dump-after: an unknown name lists both lists; planc optimize --dump-afte
     () => checkDumpAfter('nope'),
     (e: unknown) =>
       e instanceof PlancError &&
-      e.code === 'PLANC_E301' &&
+      e.code === 'PLANC_E302' &&
       PIPELINE.every((p) => e.message.includes(p.name)) &&
       PROGRAM_PASSES.every((p) => e.message.includes(p.name)) &&
       /IR passes: .*; program passes: /.test(e.message),

@@ -64,10 +64,10 @@ test('strategyFor: auto is greedy for one beam and beam search for more; names a
   assert.is(strategyFor(validateDecodingOptions({ strategy: 'beam', beamSize: 1 })).name, 'beam');
   assert.match(
     thrown(() => strategyFor(validateDecodingOptions({ strategy: 'greedy', beamSize: 3 }))),
-    /PLANC_E405.*strategy 'greedy'.*beamSize = 3/,
+    /PLANC_E411.*strategy 'greedy'.*beamSize = 3/,
   );
   const unknown = thrown(() => strategyFor(validateDecodingOptions({ strategy: 'sampling' })));
-  assert.match(unknown, /PLANC_E405.*strategy = "sampling"/);
+  assert.match(unknown, /PLANC_E411.*strategy = "sampling"/);
   for (const name of STRATEGIES.keys()) assert.ok(unknown.includes(name), `the error lists ${name}`);
   assert.match(
     thrown(() => validateDecodingOptions({ strategy: 3 as unknown as string })),

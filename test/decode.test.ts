@@ -49,36 +49,36 @@ test('validateDecodingOptions: defaults and errors naming the option and its ran
   assert.equal(o.sortByLength, true);
   assert.is(
     thrown(() => validateDecodingOptions({ beamSize: 0 })),
-    'PLANC_E405: bad decoding option: beamSize = 0; it must be an integer in [1, 64]',
+    'PLANC_E411: bad decoding option: beamSize = 0; it must be an integer in [1, 64]',
   );
   assert.is(
     thrown(() => validateDecodingOptions({ lengthPenalty: -11 })),
-    'PLANC_E405: bad decoding option: lengthPenalty = -11; it must be a number in [-10, 10]',
+    'PLANC_E411: bad decoding option: lengthPenalty = -11; it must be a number in [-10, 10]',
   );
   assert.is(
     thrown(() => validateDecodingOptions({ earlyStopping: 'always' as never })),
-    'PLANC_E405: bad decoding option: earlyStopping = "always"; it must be true, false or \'never\'',
+    'PLANC_E411: bad decoding option: earlyStopping = "always"; it must be true, false or \'never\'',
   );
   assert.is(
     thrown(() => validateDecodingOptions({ minNewTokens: -1 })),
-    'PLANC_E405: bad decoding option: minNewTokens = -1; it must be an integer in [0, 65536]',
+    'PLANC_E411: bad decoding option: minNewTokens = -1; it must be an integer in [0, 65536]',
   );
   assert.equal([o.earlyStopping, o.lengthPenalty, o.minNewTokens], [false, 1, 0], "generate()'s defaults");
   assert.is(
     thrown(() => validateDecodingOptions({ batchSize: 2.5 })),
-    'PLANC_E405: bad decoding option: batchSize = 2.5; it must be an integer in [1, 65536]',
+    'PLANC_E411: bad decoding option: batchSize = 2.5; it must be an integer in [1, 65536]',
   );
   assert.is(
     thrown(() => validateDecodingOptions({ beamSize: 2, returnAlternatives: 3 })),
-    'PLANC_E405: bad decoding option: returnAlternatives = 3; it must be in [0, beamSize = 2]',
+    'PLANC_E411: bad decoding option: returnAlternatives = 3; it must be in [0, beamSize = 2]',
   );
   assert.is(
     thrown(() => validateDecodingOptions({ sortByLength: 'yes' as unknown as boolean })),
-    'PLANC_E405: bad decoding option: sortByLength = "yes"; it must be true or false',
+    'PLANC_E411: bad decoding option: sortByLength = "yes"; it must be true or false',
   );
   assert.match(
     thrown(() => validateDecodingOptions({ beam: 4 } as never)),
-    "PLANC_E405: bad decoding option: unknown option 'beam'",
+    "PLANC_E411: bad decoding option: unknown option 'beam'",
   );
 });
 
@@ -97,7 +97,7 @@ test('makeBatches: sorted by length, cut by sentences or tokens, beams count aga
   ]);
   assert.is(
     thrown(() => makeBatches(lengths, validateDecodingOptions({ beamSize: 16 }), 8)),
-    "PLANC_E405: bad decoding option: beamSize = 16; it must be in [1, 8] (the plan's maxBatch)",
+    "PLANC_E411: bad decoding option: beamSize = 16; it must be in [1, 8] (the plan's maxBatch)",
   );
 });
 
@@ -296,21 +296,21 @@ if (!nativeAvailable() || !esen || !fs.existsSync(esen)) {
     );
     assert.is(
       await rejected(translateIds(fused, [[5, 0]], { beamSize: 5 })),
-      'PLANC_E405: beamSize 5 needs the 10 best tokens per step but plan es-en-fused.plan keeps 8; optimize with --topk 10 or more',
+      'PLANC_E411: beamSize 5 needs the 10 best tokens per step but plan es-en-fused.plan keeps 8; optimize with topk 10 or more',
     );
     const long = new Array<number>(plan.header.profile.maxSrcLen + 5).fill(7);
     const max = plan.header.profile.maxSrcLen;
     assert.is(
       await rejected(translateIds(plan, [[5, 0], [6, 0], long])),
-      `PLANC_E408: sentence 2 has ${max + 5} tokens, over the plan's maxSrcLen ${max}: split it, pass --truncate (truncate: true), or build the plan with a larger --max-src-len`,
+      `PLANC_E408: sentence 2 has ${max + 5} tokens, over the plan's maxSrcLen ${max}: split it, pass truncate, or build the plan with a larger maxSrcLen`,
     );
     assert.is(
       await rejected(translateIds(plan, [[5, 0]], { beamSize: 33 })),
-      "PLANC_E405: bad decoding option: beamSize = 33; it must be in [1, 32] (the plan's maxBatch)",
+      "PLANC_E411: bad decoding option: beamSize = 33; it must be in [1, 32] (the plan's maxBatch)",
     );
     assert.is(
       await rejected(translateIds(plan, [[5, 0]], { maxLength: 0 })),
-      'PLANC_E405: bad decoding option: maxLength = 0; it must be an integer in [1, 65536]',
+      'PLANC_E411: bad decoding option: maxLength = 0; it must be an integer in [1, 65536]',
     );
     // ids are taken verbatim (no eos appended); an empty source gives an empty translation
     const r = await translateIds(plan, [ids[3]!, []], { returnScores: true });

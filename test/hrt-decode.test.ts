@@ -63,7 +63,7 @@ const NAMES = [
   'greedy k = 2 on a --topk 0 plan (full logits) and on an int8 plan against itself at batch 1 vs 12',
   'beam 3 (b_nat 3 and 1), k = 2 and 3, two models: equal to the reference',
   'ordinary strategies on an HRT plan feed position_ids 0, 1, 2, …: greedy equals hrt k = 1; a --step-tokens 4 plan (position_ids [batch, step_tokens]): pgj and lookup equal greedy, hrt k = 3 as on the one-token plan',
-  'refused: a plan without the contract (PLANC_E410), a chunk not in bos_k_ids (PLANC_E410, CLI too), natBeams > beamSize and sampling (PLANC_E405)',
+  'refused: a plan without the contract (PLANC_E410), a chunk not in bos_k_ids (PLANC_E410, CLI too), natBeams > beamSize and sampling (PLANC_E411)',
   'optimize refuses a broken contract with PLANC_E013 listing what is missing',
   "a shortlist plan (--vocab shortlist): decoder_nat takes vocab_active, and every output id of both stages lies in the batch's active set",
   'a cuda plan (decoder_nat with the CUDA kernels) on the emulated device: planc translate --device sim --strategy hrt equals the cpu plan, k = 2 and 3',
@@ -352,21 +352,21 @@ if (!nativeAvailable()) {
     await rejects(
       () => translateIds(plan, [[5, 0]], { strategy: 'hrt', chunk: 4 }),
       'PLANC_E410',
-      /chunk \(--chunk\) 4, but plan .* decodes chunk sizes 1, 2, 3/,
+      /'hrt': chunk 4, but plan .* decodes chunk sizes 1, 2, 3/,
     );
     await rejects(
       () => translateIds(plan, [[5, 0]], { strategy: 'hrt', beamSize: 2, natBeams: 3 }),
-      'PLANC_E405',
+      'PLANC_E411',
       /natBeams = 3; it must be in \[0, beamSize = 2\]/,
     );
     await rejects(
       () => translateIds(plan, [[5, 0]], { strategy: 'hrt', doSample: true }),
-      'PLANC_E405',
+      'PLANC_E411',
       /doSample = true does not work with strategy 'hrt'/,
     );
     await rejects(
       () => translateIds(plan, [[5, 0]], { chunk: 2 }),
-      'PLANC_E405',
+      'PLANC_E411',
       /chunk = 2; it must be 0 unless strategy is 'hrt'/,
     );
     const cli = planc(
@@ -374,7 +374,7 @@ if (!nativeAvailable()) {
       '5 6 0\n',
     );
     assert.is.not(cli.status, 0);
-    assert.match(cli.stderr, /PLANC_E410: strategy 'hrt': chunk \(--chunk\) 5/);
+    assert.match(cli.stderr, /PLANC_E410: strategy 'hrt': --chunk 5, but plan/);
     const ok = planc(
       [
         'translate',

@@ -99,7 +99,7 @@ it('a PLANC_ISA that is not a level: the addon does not load, and the error name
   assert.is.not(r.status, 0);
   assert.match(
     r.stderr,
-    /PLANC_E301: PLANC_ISA=avx3 is not an instruction-set level: use one of baseline, avx2, avx512, avx512vnni, amx/,
+    /PLANC_E302: PLANC_ISA=avx3 is not an instruction-set level: use one of baseline, avx2, avx512, avx512vnni, amx/,
   );
 });
 

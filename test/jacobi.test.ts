@@ -56,8 +56,8 @@ async function decodeWith(
 test('jacobiBlock is a validated option (default 3)', () => {
   assert.is(validateDecodingOptions({}).jacobiBlock, 3);
   assert.is(validateDecodingOptions({ jacobiBlock: 5 }).jacobiBlock, 5);
-  failsWith(() => validateDecodingOptions({ jacobiBlock: 0 }), 'PLANC_E405', 'jacobiBlock = 0');
-  failsWith(() => validateDecodingOptions({ jacobiBlock: 2.5 }), 'PLANC_E405', 'jacobiBlock = 2.5');
+  failsWith(() => validateDecodingOptions({ jacobiBlock: 0 }), 'PLANC_E411', 'jacobiBlock = 0');
+  failsWith(() => validateDecodingOptions({ jacobiBlock: 2.5 }), 'PLANC_E411', 'jacobiBlock = 2.5');
 });
 
 const tiny = testIf(test, !nativeAvailable() && NEEDS_NATIVE);
@@ -194,45 +194,45 @@ function conventionsOfPlan(p: Plan) {
   return { startId: d.decoderStartId!, eosId: d.eosId!, padId: d.padId ?? d.eosId! };
 }
 
-tiny('a plan that cannot take the block is refused, naming --step-tokens', async () => {
-  for (const strategy of KINDS) {
-    const m = await rejected(translateIds(onePlan, sources.slice(0, 2), { strategy, maxLength: 10 }));
-    assert.match(m, /PLANC_E405/);
-    assert.match(
-      m,
-      new RegExp(`strategy '${strategy}'.*takes exactly 1 token per row; optimize it with --step-tokens`),
+tiny(
+  'a plan that cannot take the block is refused, naming stepTokens (--step-tokens at the command line)',
+  async () => {
+    for (const strategy of KINDS) {
+      const m = await rejected(translateIds(onePlan, sources.slice(0, 2), { strategy, maxLength: 10 }));
+      assert.match(m, /PLANC_E411/);
+      assert.match(m, new RegExp(`strategy '${strategy}'.*takes exactly 1 token per row; optimize it with stepTokens`));
+    }
+    const nine = await rejected(
+      translateIds(plan, sources.slice(0, 2), { strategy: 'pgj', jacobiBlock: 9, maxLength: 10 }),
     );
-  }
-  const nine = await rejected(
-    translateIds(plan, sources.slice(0, 2), { strategy: 'pgj', jacobiBlock: 9, maxLength: 10 }),
-  );
-  assert.match(
-    nine,
-    /PLANC_E405.*strategy 'pgj' feeds blocks of 9 tokens.*takes 1 to 8 tokens.*--step-tokens 9 or more/,
-  );
-  // pj's block (the sentence) is chunked by the plan's step tokens: a cap of 40 on an 8-token plan decodes
-  assert.is((await translateIds(plan, sources.slice(0, 2), { strategy: 'pj', maxLength: 40 })).length, 2);
-  const rules = await planRules(plan);
-  failsWith(
-    () =>
-      jacobiBatch(
-        {
-          plan: onePlan,
-          sources: [sources[0]!],
-          maxLens: [5],
-          rules,
-          options: validateDecodingOptions({ jacobiBlock: 2 }),
-        },
-        'pgj',
-      ),
-    'PLANC_E405',
-    '--step-tokens 2 or more',
-  );
-  assert.match(
-    await rejected(translateIds(plan, sources.slice(0, 2), { strategy: 'hgj', beamSize: 2 })),
-    /PLANC_E405.*strategy 'hgj'.*beamSize = 2/,
-  );
-});
+    assert.match(
+      nine,
+      /PLANC_E411.*strategy 'pgj' feeds blocks of 9 tokens.*takes 1 to 8 tokens.*stepTokens 9 or more/,
+    );
+    // pj's block (the sentence) is chunked by the plan's step tokens: a cap of 40 on an 8-token plan decodes
+    assert.is((await translateIds(plan, sources.slice(0, 2), { strategy: 'pj', maxLength: 40 })).length, 2);
+    const rules = await planRules(plan);
+    failsWith(
+      () =>
+        jacobiBatch(
+          {
+            plan: onePlan,
+            sources: [sources[0]!],
+            maxLens: [5],
+            rules,
+            options: validateDecodingOptions({ jacobiBlock: 2 }),
+          },
+          'pgj',
+        ),
+      'PLANC_E411',
+      'stepTokens 2 or more',
+    );
+    assert.match(
+      await rejected(translateIds(plan, sources.slice(0, 2), { strategy: 'hgj', beamSize: 2 })),
+      /PLANC_E411.*strategy 'hgj'.*beamSize = 2/,
+    );
+  },
+);
 
 tiny("planc translate --strategy pgj --jacobi-block 2 prints greedy's ids", () => {
   const input = sources.map((s) => s.join(' ')).join('\n') + '\n';

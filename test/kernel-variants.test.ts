@@ -172,7 +172,7 @@ test('select-variants (cpu): auto, except gemv where every product has M ≤ 2 r
   assert.match(dump, /k\d+ fused_matmul\(.*\) iargs \[1\] variant auto {2}# xw:fused/);
 });
 
-test('select-variants (cpu): forced by kernel or by node (the node wins); bad choices are PLANC_E301 naming them', () => {
+test('select-variants (cpu): forced by kernel or by node (the node wins); bad choices are PLANC_E302 naming them', () => {
   const s = selected({ variants: { matmul: 'blocked', fused_matmul: 'gemv', rw: 'auto' } });
   assert.equal(chosen(s.programs[0]!.kernels), {
     'xw:fused': 'fused_matmul gemv',
@@ -181,7 +181,7 @@ test('select-variants (cpu): forced by kernel or by node (the node wins); bad ch
     qk: 'matmul blocked',
     rw: 'matmul auto',
   });
-  const e301 = (re: RegExp) => (e: unknown) => e instanceof PlancError && e.code === 'PLANC_E301' && re.test(e.message);
+  const e301 = (re: RegExp) => (e: unknown) => e instanceof PlancError && e.code === 'PLANC_E302' && re.test(e.message);
   assert.throws(
     () => selected({ variants: { softmax: 'gemv' } }),
     e301(

@@ -229,7 +229,7 @@ test('step-tokens: an export that fixes the step at one token is refused naming 
   failsWith(
     () => runPipeline(fixed, { stepTokens: 2 }),
     'PLANC_E404',
-    "--step-tokens 2: node 'positions' takes the window past..past+1 of fixed extent 1 at the past length: the export fixes the step at one token [graph main, node 'positions' (Slice), during step-tokens]",
+    "stepTokens 2: node 'positions' takes the window past..past+1 of fixed extent 1 at the past length: the export fixes the step at one token [graph main, node 'positions' (Slice), during step-tokens]",
   );
   // as a default (planc optimize without --step-tokens) the same export keeps one token, explained
   const why: string[] = [];
@@ -240,7 +240,7 @@ test('step-tokens: an export that fixes the step at one token is refused naming 
   });
   assert.is(kept, fixed);
   assert.equal(why, [
-    "step-tokens positions: the default of 8 step tokens is not taken: PLANC_E404: --step-tokens 8: node 'positions' takes the window past..past+1 of fixed extent 1 at the past length: the export fixes the step at one token [graph main, node 'positions' (Slice), during step-tokens]",
+    "step-tokens positions: the default of 8 step tokens is not taken: PLANC_E404: stepTokens 8: node 'positions' takes the window past..past+1 of fixed extent 1 at the past length: the export fixes the step at one token [graph main, node 'positions' (Slice), during step-tokens]",
   ]);
   const m = importOnnxFile(stepExport('step'));
   // kv-cache-in-place alone (no planc.Attention reads the present K/V): the past stays a Concat, refused naming it
@@ -249,18 +249,18 @@ test('step-tokens: an export that fixes the step at one token is refused naming 
   failsWith(
     () => KV_CACHE_IN_PLACE.run(relaxed, { stepTokens: 2 }),
     'PLANC_E404',
-    /--step-tokens 2: past input 'past_key_values.0.decoder.key' did not become an in-place cache read by planc.Attention \('present.0.decoder.key' is read by something other than planc.Attention.*\), so its attention cannot be made causal among the new tokens \[graph main, node 'cat_k' \(Concat\)/,
+    /stepTokens 2: past input 'past_key_values.0.decoder.key' did not become an in-place cache read by planc.Attention \('present.0.decoder.key' is read by something other than planc.Attention.*\), so its attention cannot be made causal among the new tokens \[graph main, node 'cat_k' \(Concat\)/,
   );
-  failsWith(() => runPipeline(m, { stepTokens: 0 }), 'PLANC_E301', /--step-tokens must be an integer ≥ 1.*got 0/);
-  failsWith(() => runPipeline(m, { stepTokens: 1.5 }), 'PLANC_E301', /got 1\.5/);
+  failsWith(() => runPipeline(m, { stepTokens: 0 }), 'PLANC_E302', /stepTokens must be an integer ≥ 1.*got 0/);
+  failsWith(() => runPipeline(m, { stepTokens: 1.5 }), 'PLANC_E302', /got 1\.5/);
   failsWith(
     () => runPipeline(m, { stepTokens: 2, disable: ['fuse'] }),
-    'PLANC_E301',
-    /--step-tokens 2 needs fuse-attention and kv-cache-in-place.*--no-fuse/,
+    'PLANC_E302',
+    /stepTokens 2 needs fuse-attention and kv-cache-in-place.*fuse leaves/,
   );
   failsWith(
     () => runPipeline(m, { stepTokens: 2, disable: ['kv-cache-in-place'] }),
-    'PLANC_E301',
+    'PLANC_E302',
     /disabling kv-cache-in-place/,
   );
   assert.ok(
@@ -434,7 +434,7 @@ testIf(test, esEnSkip)(
             b,
             next.map((r) => [...r, ...r, ...r, ...r, ...r]),
           ),
-        /step_tokens = 5.*maximum 4 \(optimize with --step-tokens N\)/,
+        /step_tokens = 5.*maximum 4 \(optimize with stepTokens N\)/,
       );
     } finally {
       one.close();

@@ -174,7 +174,7 @@ if (!esen || !fs.existsSync(esen) || !nativeAvailable()) {
       { input_ids: ids([5, 3]), attention_mask: ids([5, 3], 1) },
       'batch_size = 5',
       'maximum 4',
-      '--max-batch',
+      'maxBatch',
     );
     await expectFeedError(
       { input_ids: ids([1, 30]), attention_mask: ids([1, 30], 1) },

@@ -227,13 +227,13 @@ test("a top-k plan's row (log-probs of its k best) samples as the full logits do
     assert.is(part.tok, full.tok);
     assert.ok(Math.abs(part.logProb - full.logProb) < 1e-5, 'the log-prob is normalized over the whole vocabulary');
   }
-  failsWith(() => sampleRow(topk, 0, { ...w, topK: 8 }, new Set(), NO_SEEN, 1, 0.5), 'PLANC_E405', '--topk');
+  failsWith(() => sampleRow(topk, 0, { ...w, topK: 8 }, new Set(), NO_SEEN, 1, 0.5), 'PLANC_E411', 'topk');
   failsWith(
     () => sampleRow(topk, 0, { ...w, topK: 6 }, new Set([10, 0, 4]), NO_SEEN, 1, 0.5),
-    'PLANC_E405',
+    'PLANC_E411',
     'only 5 of them are allowed',
   );
-  failsWith(() => sampleRow(topk, 0, { ...w, topK: 0 }, new Set(), NO_SEEN, 1, 0.5), 'PLANC_E405', 'top_k 0');
+  failsWith(() => sampleRow(topk, 0, { ...w, topK: 0 }, new Set(), NO_SEEN, 1, 0.5), 'PLANC_E411', 'top_k 0');
 });
 
 test('RandomStream: SplitMix64 per (seed, index), reproducible, uniform, different streams differ', () => {
@@ -249,7 +249,7 @@ test('RandomStream: SplitMix64 per (seed, index), reproducible, uniform, differe
   assert.is(mix64(0x9e3779b97f4a7c15n), 0xe220a8397b1dcdafn);
 });
 
-test('bad sampling options: PLANC_E405 naming the option', () => {
+test('bad sampling options: PLANC_E411 naming the option', () => {
   const cases: [object, string][] = [
     [{ temperature: 0 }, 'temperature = 0; it must be a number > 0'],
     [{ temperature: -1 }, 'temperature = -1'],
@@ -267,7 +267,7 @@ test('bad sampling options: PLANC_E405 naming the option', () => {
   ];
   for (const [o, want] of cases) {
     const m = thrown(() => validateDecodingOptions(o as never));
-    assert.ok(m.startsWith('PLANC_E405: bad decoding option: ') && m.includes(want), `${JSON.stringify(o)}: ${m}`);
+    assert.ok(m.startsWith('PLANC_E411: bad decoding option: ') && m.includes(want), `${JSON.stringify(o)}: ${m}`);
   }
   const d = validateDecodingOptions({});
   assert.equal(
@@ -410,25 +410,25 @@ it('a top-k plan samples exactly what the full logits sample when top_k + 1 fits
   let m = await rejected(translateIds(topk, sources, { doSample: true }));
   assert.match(
     m,
-    /^PLANC_E405: bad decoding option: topK = 50; it must be at most 15 with plan topk16\.plan: it keeps only its 16 best tokens per step.*--topk 51 or more, or --topk 0/,
+    /^PLANC_E411: bad decoding option: topK = 50; it must be at most 15 with plan topk16\.plan: it keeps only its 16 best tokens per step.*topk 51 or more, or topk 0/,
   );
   m = await rejected(translateIds(topk, sources, { doSample: true, topK: 0 }));
-  assert.match(m, /topK = 0; .*top_k 0 samples from the whole vocabulary.*--topk 0 to keep the logits/);
+  assert.match(m, /topK = 0; .*top_k 0 samples from the whole vocabulary.*topk 0 to keep the logits/);
   m = await rejected(translateIds(topk, sources, { doSample: true, topK: 10, repetitionPenalty: 1.2 }));
-  assert.match(m, /repetition_penalty 1\.2 .*--topk 0/);
+  assert.match(m, /repetition_penalty 1\.2 .*topk 0/);
 });
 
 it('beam sampling and the Jacobi strategies refuse doSample, naming it', async () => {
   const m = await rejected(translateIds(full, sources, { doSample: true, beamSize: 3 }));
   assert.match(
     m,
-    /^PLANC_E405: bad decoding option: doSample with beamSize 3 is generate\(\)'s beam sampling, which planc does not implement/,
+    /^PLANC_E411: bad decoding option: doSample with beamSize 3 is generate\(\)'s beam sampling, which planc does not implement/,
   );
   const rules = await planRules(full);
   for (const name of ['pj', 'pgj', 'hgj']) {
     failsWith(
       () => checkSampling(full, validateDecodingOptions({ doSample: true }), rules, name),
-      'PLANC_E405',
+      'PLANC_E411',
       `doSample works with strategy greedy (generate()'s sample mode), not '${name}'`,
     );
   }

@@ -91,7 +91,7 @@ it("bad options reject the submission before anything is queued; beam cohorts gi
     () => 'ok',
     (e: Error) => e.message,
   );
-  assert.match(bad, /PLANC_E405.*beamSize/);
+  assert.match(bad, /PLANC_E411.*beamSize/);
   assert.is(s.queued, 0);
   const beam = await translateIds(plan, sources.slice(0, 6), { beamSize: 2 });
   const [greedyOut, beamOut] = await Promise.all([

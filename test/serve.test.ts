@@ -244,7 +244,7 @@ it('bad input: each a 4xx with a named error, the others unharmed', async () => 
     await bad({ text: 'a', options: { temprature: 1 } }, 400, 'PLANC_E701', /unknown field 'temprature'/); // a misspelt option
     await bad({ text: 'a', extra: 1 }, 400, 'PLANC_E701', /unknown field 'extra'/);
     await bad({ text: 'a', model: 'nope' }, 404, 'PLANC_E705', /unknown model 'nope'/);
-    await bad({ text: 'a', options: { strategy: 'sample' } }, 400, 'PLANC_E405', /strategy/);
+    await bad({ text: 'a', options: { strategy: 'sample' } }, 400, 'PLANC_E411', /strategy/);
     await bad({ text: Array.from({ length: 10_000 }, () => 'hola') }, 413, 'PLANC_E703', /10000 sentences/);
     await bad({ text: 'x'.repeat(2 << 20) }, 413, 'PLANC_E703');
     const empty = await post(base, { text: ['', sentences[0]!] });
@@ -278,7 +278,7 @@ it('API keys: required beyond loopback, missing or wrong key → 401, the right 
     () => 'created',
     (e: Error) => e.message,
   );
-  assert.match(open, /PLANC_E301.*API keys/);
+  assert.match(open, /PLANC_E302.*API keys/);
   const key = 'k'.repeat(32);
   const { server, base } = await started({ apiKeys: [key] });
   try {

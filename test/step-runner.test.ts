@@ -67,7 +67,7 @@ function checkTruncate(plan: Plan, label: string): void {
   runner.release();
   assert.match(
     thrown(() => runner.step(STEPS[0]!)),
-    /PLANC_E405: this StepRunner was released/,
+    /PLANC_E412: this StepRunner was released/,
   );
 }
 

@@ -67,7 +67,7 @@ test('rowTop on a top-k output: banned ids are skipped, the rest keep their log-
   assert.equal(rowTop(out, 0, 3, new Set([1])), { ids: [5, 8, 3], logProbs: [Math.fround(-0.1), -2, -3] });
   assert.throws(
     () => rowTop(out, 0, 3, new Set([5, 1])),
-    /needs the 3 best tokens per step besides 2 banned ones but the plan keeps 4; optimize with --topk 5 or more/,
+    /needs the 3 best tokens per step besides 2 banned ones but the plan keeps 4; optimize with topk 5 or more/,
   );
 });
 
@@ -254,7 +254,7 @@ if (families.length === 0 || !nativeAvailable()) {
       assert.is(bad.status, 2);
       assert.match(
         bad.stderr,
-        /PLANC_E409: unknown target language 'xx_YY' \(--target-lang \/ targetLang\): .* its language tokens: ar_AR, cs_CZ, de_DE, en_XX/,
+        /PLANC_E409: unknown target language 'xx_YY' \(--target-lang\): .* its language tokens: ar_AR, cs_CZ, de_DE, en_XX/,
       );
     },
   );

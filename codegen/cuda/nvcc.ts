@@ -4,6 +4,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { PlancError } from '../../compiler/diagnostics.ts';
+import { fail } from '../../compiler/diagnostics-catalog.ts';
 import type { CudaKernelStats } from '../../compiler/plan/types.ts';
 
 export const DEFAULT_ARCHS = ['sm_80', 'sm_90'];
@@ -20,12 +21,17 @@ export function parseArchs(s: string | undefined): string[] {
     .map((a) => a.trim())
     .filter((a) => a)
     .map((a) => (/^\d+a?$/.test(a) ? `sm_${a}` : a));
-  if (archs.length === 0) throw new PlancError('PLANC_E301', '--arch needs at least one arch, e.g. sm_80,sm_90');
+  if (archs.length === 0)
+    throw new PlancError('PLANC_E302', (opt) => `${opt('arch')} needs at least one arch, e.g. sm_80,sm_90`);
   for (const a of archs) {
     const m = /^sm_(\d+)(a?)$/.exec(a);
-    if (!m) throw new PlancError('PLANC_E301', `--arch: '${a}' is not an sm arch (e.g. sm_80, sm_90)`);
+    if (!m) fail('optionProblem', { option: 'arch', why: `'${a}' is not an sm arch (e.g. sm_80, sm_90)` });
     if (Number(m[1]) < 80)
-      throw new PlancError('PLANC_E301', `--arch ${a}: planc's CUDA kernels need sm_80 or newer (TF32 tensor cores)`);
+      fail('optionProblem', {
+        option: 'arch',
+        value: a,
+        why: "planc's CUDA kernels need sm_80 or newer (TF32 tensor cores)",
+      });
   }
   return [...new Set(archs)].sort((x, y) => Number(/\d+/.exec(x)![0]) - Number(/\d+/.exec(y)![0]));
 }
@@ -42,7 +48,7 @@ export function findNvcc(): string {
     if (fs.existsSync(f)) return f;
   }
   if (fs.existsSync('/usr/local/cuda/bin/nvcc')) return '/usr/local/cuda/bin/nvcc';
-  throw new PlancError('PLANC_E601', `--target cuda needs nvcc, which was not found: ${INSTALL}`);
+  throw new PlancError('PLANC_E601', (opt) => `${opt('target')} cuda needs nvcc, which was not found: ${INSTALL}`);
 }
 
 /** "13.0.88" from `nvcc --version`. */

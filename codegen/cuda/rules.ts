@@ -19,7 +19,8 @@ import {
   type IargName,
   type KernelName,
 } from '../../compiler/kernel-schema.ts';
-import { PlancError } from '../../compiler/diagnostics.ts';
+import { PlancError, type Text } from '../../compiler/diagnostics.ts';
+import { worded } from '../../compiler/diagnostics-catalog.ts';
 import { RESCORED } from '../../compiler/quant/pack.ts';
 import {
   TENSOR_KIND,
@@ -56,7 +57,7 @@ export interface RuleCtx<K extends KernelName = KernelName> {
   hasIarg(name: IargName<K>): boolean;
   /** The hardware facts the launches are tuned for (codegen/target.ts cudaTuningArch of the plan's archs). */
   arch: CudaArch;
-  fail(msg: string): never;
+  fail(msg: Text): never;
 }
 
 /** One way to launch a call: its declared variant, the template call it runs, threads per block, grid rule, and when it applies. */
@@ -590,7 +591,8 @@ const requireW8 = (ctx: RuleCtx<'qmatmul' | 'qproject_topk'>) => {
   const input = ctx.iarg('input');
   if (input !== W8_INPUT)
     ctx.fail(
-      `input ${QUANT_INPUTS[input] ?? input}: the CUDA quantized kernels are weight-only (float32 input rows: --quantize w8)`,
+      (opt) =>
+        `input ${QUANT_INPUTS[input] ?? input}: the CUDA quantized kernels are weight-only (float32 input rows: ${opt('quantize')} w8)`,
     );
 };
 
@@ -783,8 +785,8 @@ export function operand(p: PlanProgram, t: number): Operand {
 export function selectCuda(p: PlanProgram, k: number, arch: CudaArch = cudaTuningArch(DEFAULT_ARCHS)): Instance[] {
   const kern = p.kernels[k]!;
   const where = { graph: p.graph, node: kern.node, stage: 'cuda codegen' };
-  const fail = (msg: string): never => {
-    throw new PlancError('PLANC_E602', `kernel '${kern.name}': ${msg}`, where);
+  const fail = (msg: Text): never => {
+    throw new PlancError('PLANC_E602', (opt) => `kernel '${kern.name}': ${worded(msg, opt)}`, where);
   };
   const rule = (CUDA_RULES as Partial<Record<string, CudaRule>>)[kern.name];
   if (!rule)

@@ -48,14 +48,15 @@ export function specialIdsOf(d: PlanDecoding): number[] {
 }
 
 /** Lines of a text file (trimmed, empty lines dropped); a PlancError when it is missing or has none. */
-export function readSentences(file: string, what: string): string[] {
-  if (!fs.existsSync(file)) throw new PlancError('PLANC_E006', `${what} ${file} not found`, { file });
+export function readSentences(file: string, option: string): string[] {
+  if (!fs.existsSync(file)) throw new PlancError('PLANC_E006', (opt) => `${opt(option)} ${file} not found`, { file });
   const lines = fs
     .readFileSync(file, 'utf8')
     .split('\n')
     .map((l) => l.trim())
     .filter((l) => l !== '');
-  if (lines.length === 0) throw new PlancError('PLANC_E501', `${what} ${file} has no sentences`, { file });
+  if (lines.length === 0)
+    throw new PlancError('PLANC_E501', (opt) => `${opt(option)} ${file} has no sentences`, { file });
   return lines;
 }
 

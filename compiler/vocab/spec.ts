@@ -1,5 +1,5 @@
 // What `planc optimize --vocab` asks for: a lexical shortlist file or calibrated clusters, parsed from the option's text.
-import { PlancError } from '../diagnostics.ts';
+import { fail } from '../diagnostics-catalog.ts';
 
 export type VocabSpec =
   | { method: 'shortlist'; file: string; first?: number; best?: number }
@@ -11,10 +11,10 @@ export const AUTO_CLUSTERS = [64, 128, 256] as const;
 export const AUTO_TOPK = [4, 8, 16, 32] as const;
 
 const usage = (msg: string): never => {
-  throw new PlancError(
-    'PLANC_E301',
-    `--vocab: ${msg} (shortlist=FILE[,first=N,best=N], clusters=R,K or auto[=R:R:...,K:K:...])`,
-  );
+  fail('optionProblem', {
+    option: 'vocab',
+    why: `${msg} (shortlist=FILE[,first=N,best=N], clusters=R,K or auto[=R:R:...,K:K:...])`,
+  });
 };
 
 /** A list of positive integers separated by ':' (one of auto's axes). */

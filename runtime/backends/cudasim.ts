@@ -7,6 +7,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { PlancError } from '../../compiler/diagnostics.ts';
+import { fail } from '../../compiler/diagnostics-catalog.ts';
 import { REPO_ROOT } from '../../compiler/paths.ts';
 
 export const CUDASIM_DIR = path.join(REPO_ROOT, 'native', 'cudasim');
@@ -93,6 +94,6 @@ export function simImage(source: string): Uint8Array {
 export function applyDevice(device: string | undefined): void {
   if (device === undefined || device === 'gpu') return;
   if (device !== 'sim')
-    throw new PlancError('PLANC_E301', `--device ${device}: expected sim (the emulated CUDA device) or gpu`);
+    fail('badOption', { option: 'device', value: device, expected: 'sim (the emulated CUDA device) or gpu' });
   process.env.PLANC_DEVICE = 'sim';
 }

@@ -38,7 +38,8 @@ export function hrtChunk(plan: Plan, o: Pick<DecodingOptions, 'chunk'>): { k: nu
   if (at < 0) {
     throw new PlancError(
       'PLANC_E410',
-      `strategy 'hrt': chunk (--chunk) ${k}, but plan ${plan.source} decodes chunk sizes ${h.chunkSizes.join(', ')} (its model's hrt.bos_k_ids)`,
+      (opt) =>
+        `strategy 'hrt': ${opt('chunk')} ${k}, but plan ${plan.source} decodes chunk sizes ${h.chunkSizes.join(', ')} (its model's hrt.bos_k_ids)`,
       {},
       { option: 'chunk', value: k, expected: `one of ${h.chunkSizes.join(', ')}` },
     );
@@ -57,7 +58,8 @@ function checkPositions(plan: Plan, h: HrtFacts, k: number, maxLen: number): voi
   if (h.maxPositions > 0 && last >= h.maxPositions) {
     throw new PlancError(
       'PLANC_E410',
-      `strategy 'hrt': maxLength (--max-length) ${maxLen} with chunk ${k} reads position ${last}, past the model's ${h.maxPositions} positions (plan ${plan.source}); lower maxLength`,
+      (opt) =>
+        `strategy 'hrt': ${opt('maxLength')} ${maxLen} with chunk ${k} reads position ${last}, past the model's ${h.maxPositions} positions (plan ${plan.source}); lower ${opt('maxLength')}`,
       {},
       { option: 'maxLength', value: maxLen, expected: `at most ${h.maxPositions - k}` },
     );
@@ -246,7 +248,7 @@ export const HRT: DecodingStrategy = {
     for (const [name, on, want] of REFUSED) {
       if (on(o))
         throw new PlancError(
-          'PLANC_E405',
+          'PLANC_E411',
           `bad decoding option: ${name} = ${JSON.stringify(o[name])} does not work with strategy 'hrt'; it must be ${want}`,
           {},
           { option: name, value: o[name], expected: `${want} with strategy 'hrt'` },

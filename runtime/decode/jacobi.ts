@@ -2,7 +2,7 @@
 // by multi-token decoder steps until they stop changing; a token is final only when all before it are, so the output
 // is greedy's by construction. 'lookup' verifies the same way drafts copied from n-grams of the source and of the
 // output so far (where one matches; else the step is greedy's, one token).
-import { PlancError } from '../../compiler/diagnostics.ts';
+import { type OptionNamer, PlancError } from '../../compiler/diagnostics.ts';
 import type { Plan } from '../plan.ts';
 import type { RtTensor } from '../tensor.ts';
 import type { DecodingRules } from './conventions.ts';
@@ -163,7 +163,7 @@ function lookupDraft(row: Row, len: number, rules: DecodingRules): number {
 }
 
 /**
- * The block a strategy feeds on this plan, or PLANC_E405 naming --step-tokens: pgj/hgj need the plan to take b tokens
+ * The block a strategy feeds on this plan, or PLANC_E411 naming stepTokens: pgj/hgj need the plan to take b tokens
  * per step; pj refines the whole sentence in chunks of the plan's most step tokens, which must be at least 2.
  */
 export function jacobiBlock(plan: Plan, kind: JacobiKind, b: number): number {
@@ -171,14 +171,16 @@ export function jacobiBlock(plan: Plan, kind: JacobiKind, b: number): number {
   const need = kind === 'pj' ? 2 : b;
   if (lo > 1 || hi < need) {
     const takes = lo === hi ? `exactly ${lo} token${lo === 1 ? '' : 's'}` : `${lo} to ${hi} tokens`;
-    const what =
+    const what = (opt: OptionNamer) =>
       kind === 'pj'
         ? 'refines the whole sentence in chunks of the tokens a step takes (at least 2)'
-        : `feeds blocks of ${b} tokens (jacobiBlock / --jacobi-block)`;
-    const fix = kind === 'pj' ? '--step-tokens N (N ≥ 2, e.g. 8)' : `--step-tokens ${b} or more`;
+        : `feeds blocks of ${b} tokens (${opt('jacobiBlock')})`;
+    const fix = (opt: OptionNamer) =>
+      kind === 'pj' ? `${opt('stepTokens')} N (N ≥ 2, e.g. 8)` : `${opt('stepTokens')} ${b} or more`;
     throw new PlancError(
-      'PLANC_E405',
-      `strategy '${kind}' ${what}, but plan ${plan.source}'s decoder step takes ${takes} per row; optimize it with ${fix}`,
+      'PLANC_E411',
+      (opt) =>
+        `strategy '${kind}' ${what(opt)}, but plan ${plan.source}'s decoder step takes ${takes} per row; optimize it with ${fix(opt)}`,
       {},
       { option: 'strategy', value: kind },
     );
@@ -223,7 +225,7 @@ export function* jacobiSteps(
   try {
     if (runner.length !== 1)
       throw new PlancError(
-        'PLANC_E405',
+        'PLANC_E411',
         `strategy '${kind}' needs the first decoder run to cache one position (the start token); plan ${plan.source}'s caches ${runner.length}`,
       );
     let live = rows;
@@ -279,11 +281,11 @@ export function onJacobiStats(listener: ((s: JacobiBatchStats) => void) | undefi
 }
 
 const SUMMARIES: Record<JacobiKind, string> = {
-  pj: 'parallel Jacobi: the whole sentence refined in parallel until it stops changing (output = greedy; a multi-token-step plan: the cpu default)',
-  pgj: 'parallel Gauss-Seidel-Jacobi: blocks of jacobiBlock tokens, Jacobi inside (output = greedy; a multi-token-step plan: the cpu default)',
-  hgj: 'hybrid GS-Jacobi: PGJ blocks up to the source length, then one token per step (output = greedy; a multi-token-step plan: the cpu default)',
+  pj: 'parallel Jacobi: the whole sentence refined in parallel until it stops changing (output = greedy; a plan of several step tokens: the cpu default)',
+  pgj: 'parallel Gauss-Seidel-Jacobi: blocks of jacobiBlock tokens, Jacobi inside (output = greedy; a plan of several step tokens: the cpu default)',
+  hgj: 'hybrid GS-Jacobi: PGJ blocks up to the source length, then one token per step (output = greedy; a plan of several step tokens: the cpu default)',
   lookup:
-    'n-gram lookup: jacobiBlock - 1 tokens copied from the source or the output so far after a matching n-gram, verified in one step (output = greedy; a multi-token-step plan: the cpu default)',
+    'n-gram lookup: jacobiBlock - 1 tokens copied from the source or the output so far after a matching n-gram, verified in one step (output = greedy; a plan of several step tokens: the cpu default)',
 };
 
 /** The strategy entry for one algorithm. */
@@ -294,7 +296,7 @@ export function jacobiStrategy(kind: JacobiKind): DecodingStrategy {
     check(o) {
       if (o.beamSize !== 1)
         throw new PlancError(
-          'PLANC_E405',
+          'PLANC_E411',
           `bad decoding option: strategy '${kind}' decodes one hypothesis (greedy's), but beamSize = ${o.beamSize}; use beamSize 1`,
           {},
           { option: 'beamSize', value: o.beamSize, expected: `1 with strategy '${kind}'` },

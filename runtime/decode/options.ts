@@ -1,5 +1,6 @@
 // DecodingOptions: the one options type for translateIds (greedy, beam, Jacobi, batching), its defaults and its validation.
-import { PlancError, type ErrorDetail } from '../../compiler/diagnostics.ts';
+import { fail } from '../../compiler/diagnostics-catalog.ts';
+import type { Text } from '../../compiler/diagnostics.ts';
 import type { JacobiSentenceTrace } from './jacobi-trace.ts';
 
 /** How to decode. Every field has a default (DEFAULT_DECODING_OPTIONS); pass a Partial to translateIds. */
@@ -200,13 +201,13 @@ const RANGES: Record<NumKey, [number, number, boolean]> = {
   batchTokens: [0, 2 ** 24, true],
 };
 
-function bad(message: string, detail: ErrorDetail = {}): never {
-  throw new PlancError('PLANC_E405', `bad decoding option: ${message}`, {}, detail);
+function bad(why: string): never {
+  fail('decodingOptions', { why });
 }
 
-/** The error for option `name` = `v` (structured: option, value, expected), worded with the library's names. */
-export function badOption(name: string, v: unknown, expected: string): never {
-  bad(`${name} = ${JSON.stringify(v) ?? String(v)}; it must be ${expected}`, { option: name, value: v, expected });
+/** The error for option `name` = `v` (PLANC_E411; structured: option, value, expected), worded with the library's names. */
+export function badOption(name: string, v: unknown, expected: Text): never {
+  fail('badDecodingOption', { option: name, value: v, expected });
 }
 
 function checkNumber(name: NumKey, v: unknown): void {
@@ -223,7 +224,7 @@ function checkBoolean(name: 'returnScores' | 'sortByLength' | 'truncate' | 'doSa
 
 /**
  * The full options from a partial one over `defaults` (a plan's own: planDefaults in translate-ids.ts), or a
- * PlancError PLANC_E405 naming the bad option and its allowed range.
+ * PlancError PLANC_E411 naming the bad option and its allowed range.
  */
 export function validateDecodingOptions(
   partial: Partial<DecodingOptions> = {},
@@ -249,10 +250,11 @@ export function validateDecodingOptions(
     if (!Array.isArray(si)) badOption('sampleIndices', si, 'undefined or an array of integers (one per sentence)');
     const at = si.findIndex((i: unknown) => !(Number.isSafeInteger(i) && (i as number) >= 0));
     if (at >= 0)
-      bad(
-        `sampleIndices[${at}] = ${JSON.stringify(si[at]) ?? String(si[at])}; it must be an integer in [0, ${Number.MAX_SAFE_INTEGER}]`,
-        { option: 'sampleIndices', value: si[at], expected: `an integer in [0, ${Number.MAX_SAFE_INTEGER}]` },
-      );
+      fail('badDecodingOption', {
+        option: `sampleIndices[${at}]`,
+        value: si[at],
+        expected: `an integer in [0, ${Number.MAX_SAFE_INTEGER}]`,
+      });
   }
   if (o.earlyStopping !== true && o.earlyStopping !== false && o.earlyStopping !== 'never')
     badOption('earlyStopping', o.earlyStopping, "true, false or 'never'");

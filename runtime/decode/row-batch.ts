@@ -387,6 +387,6 @@ export class RowBatch {
   }
 
   private live(): void {
-    if (this.closed) throw new PlancError('PLANC_E405', 'this RowBatch was closed');
+    if (this.closed) throw new PlancError('PLANC_E412', 'this RowBatch was closed');
   }
 }

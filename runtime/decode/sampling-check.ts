@@ -1,5 +1,5 @@
 // Whether a call can sample (doSample): with which strategy, and on a top-k plan with which top_k, before decoding starts.
-import { PlancError } from '../../compiler/diagnostics.ts';
+import { type OptionNamer, PlancError } from '../../compiler/diagnostics.ts';
 import { TOPK_IDS_OUTPUT } from '../../compiler/plan/io-names.ts';
 import type { Plan } from '../plan.ts';
 import type { DecodingRules } from './conventions.ts';
@@ -22,7 +22,7 @@ export function samplingTopkNeeded(topK: number, rules: DecodingRules): number {
 }
 
 /**
- * A PlancError (PLANC_E405, naming the option) when doSample cannot run: beam sampling (beamSize > 1) is not
+ * A PlancError (PLANC_E411, naming the option) when doSample cannot run: beam sampling (beamSize > 1) is not
  * implemented, the Jacobi strategies decode greedy's output only, and a top-k plan samples exactly only with
  * 1 ≤ topK ≤ k - maxBanned - 1 (sampling from a truncated distribution is refused, never done silently).
  */
@@ -30,19 +30,20 @@ export function checkSampling(plan: Plan, o: DecodingOptions, rules: DecodingRul
   if (!o.doSample) return;
   if (strategy === 'beam') {
     throw new PlancError(
-      'PLANC_E405',
-      `bad decoding option: doSample with beamSize ${o.beamSize} is generate()'s beam sampling, which planc does not implement; sample with beamSize 1 (--beam 1: generate()'s sample mode) or decode with doSample false`,
+      'PLANC_E411',
+      (opt) =>
+        `bad decoding option: doSample with beamSize ${o.beamSize} is generate()'s beam sampling, which planc does not implement; sample with beamSize 1 (${opt('beamSize')} 1: generate()'s sample mode) or decode with doSample false`,
       {},
       {
         option: 'doSample',
         value: true,
-        expected: `false with beamSize ${o.beamSize}: beam sampling (generate()'s do_sample with num_beams > 1) is not implemented; sample with beamSize 1 (--beam 1)`,
+        expected: `false with beamSize ${o.beamSize}: beam sampling (generate()'s do_sample with num_beams > 1) is not implemented; sample with beamSize 1`,
       },
     );
   }
   if (strategy !== 'greedy') {
     throw new PlancError(
-      'PLANC_E405',
+      'PLANC_E411',
       `bad decoding option: doSample works with strategy greedy (generate()'s sample mode), not '${strategy}', whose output is greedy's`,
       {},
       { option: 'doSample', value: true, expected: `false with strategy '${strategy}'` },
@@ -51,26 +52,31 @@ export function checkSampling(plan: Plan, o: DecodingOptions, rules: DecodingRul
   const k = planTopk(plan);
   if (k === undefined) return;
   const max = k - rules.maxBanned - 1;
-  const fix = `optimize with --topk ${samplingTopkNeeded(Math.max(1, o.topK), rules)} or more, or --topk 0 to keep the logits`;
+  const need = samplingTopkNeeded(Math.max(1, o.topK), rules);
+  const fix = (opt: OptionNamer) =>
+    `optimize with ${opt('topk')} ${need} or more, or ${opt('topk')} 0 to keep the logits`;
   if (max < 1) {
     badOption(
       'doSample',
       true,
-      `false with plan ${plan.source}: it keeps only its ${k} best tokens per step and up to ${rules.maxBanned} of them may be banned, too few to sample exactly with any top_k; ${fix}`,
+      (opt) =>
+        `false with plan ${plan.source}: it keeps only its ${k} best tokens per step and up to ${rules.maxBanned} of them may be banned, too few to sample exactly with any top_k; ${fix(opt)}`,
     );
   }
   if (o.topK === 0) {
     badOption(
       'topK',
       0,
-      `in [1, ${max}] with plan ${plan.source}: top_k 0 samples from the whole vocabulary, but the plan keeps only its ${k} best tokens per step (a truncated distribution would not be generate()'s); set a top_k or optimize with --topk 0 to keep the logits`,
+      (opt) =>
+        `in [1, ${max}] with plan ${plan.source}: top_k 0 samples from the whole vocabulary, but the plan keeps only its ${k} best tokens per step (a truncated distribution would not be generate()'s); set a top_k or optimize with ${opt('topk')} 0 to keep the logits`,
     );
   }
   if (o.topK > max) {
     badOption(
       'topK',
       o.topK,
-      `at most ${max} with plan ${plan.source}: it keeps only its ${k} best tokens per step, and sampling with top_k ${o.topK} needs ${samplingTopkNeeded(o.topK, rules)} (the top_k best${rules.maxBanned ? `, ${rules.maxBanned} that may be banned` : ''} and one below to rule out ties); ${fix}`,
+      (opt) =>
+        `at most ${max} with plan ${plan.source}: it keeps only its ${k} best tokens per step, and sampling with top_k ${o.topK} needs ${samplingTopkNeeded(o.topK, rules)} (the top_k best${rules.maxBanned ? `, ${rules.maxBanned} that may be banned` : ''} and one below to rule out ties); ${fix(opt)}`,
     );
   }
 }

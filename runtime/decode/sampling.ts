@@ -30,7 +30,7 @@ export interface Distribution {
  */
 export function warpSorted(ids: readonly number[], scores: ArrayLike<number>, w: Warpers): Distribution {
   let n = ids.length;
-  if (n === 0) throw new PlancError('PLANC_E405', 'sampling: every token of this step is banned');
+  if (n === 0) throw new PlancError('PLANC_E411', 'sampling: every token of this step is banned');
   if (w.topK > 0 && w.topK < n) {
     const kth = scores[w.topK - 1]!;
     n = w.topK;
@@ -80,7 +80,7 @@ export function drawFromRow(x: ArrayLike<number>, w: Warpers, banned: ReadonlySe
     top = -Infinity;
     for (let t = 0; t < v; t++) if (x[t]! > top && !banned.has(t)) top = x[t]!;
   }
-  if (top === -Infinity) throw new PlancError('PLANC_E405', 'sampling: every token of this step is banned');
+  if (top === -Infinity) throw new PlancError('PLANC_E411', 'sampling: every token of this step is banned');
   if (scratch.length < v) scratch = new Float64Array(v);
   for (let t = 0; t < v; t++) scratch[t] = x[t]! >= floor ? Math.exp((x[t]! - top) / w.temperature) : 0;
   for (const t of banned) if (t < v) scratch[t] = 0;
@@ -228,13 +228,15 @@ export function sampleRow(
     const [, t, k] = ids.dims as [number, number, number];
     if (penalty !== 1)
       throw new PlancError(
-        'PLANC_E405',
-        `repetition_penalty ${penalty} with sampling acts on the logits (as generate() does); this plan keeps only its top-k: optimize with --topk 0`,
+        'PLANC_E411',
+        (opt) =>
+          `repetition_penalty ${penalty} with sampling acts on the logits (as generate() does); this plan keeps only its top-k: optimize with ${opt('topk')} 0`,
       );
     if (w.topK < 1)
       throw new PlancError(
-        'PLANC_E405',
-        `sampling with top_k 0 draws from the whole vocabulary, but this plan keeps only its ${k} best tokens per step: set top_k (--top-k) to at most ${k}, or optimize with --topk 0`,
+        'PLANC_E411',
+        (opt) =>
+          `sampling with top_k 0 draws from the whole vocabulary, but this plan keeps only its ${k} best tokens per step: set top_k (${opt('topK')}) to at most ${k}, or optimize with ${opt('topk')} 0`,
       );
     const base = (r * t + t - 1) * k;
     const lp = out[TOPK_LOGPROBS_OUTPUT]!.data as Float32Array;
@@ -255,8 +257,9 @@ export function sampleRow(
           ? `only ${cand.length} of them are allowed at this step`
           : `the ${w.topK}th allowed one ties with the last it keeps, and a token it left out may tie too`;
       throw new PlancError(
-        'PLANC_E405',
-        `sampling with top_k ${w.topK} needs the ${w.topK} best allowed tokens of each step and one below them, but this plan keeps ${k} and ${why}; optimize with a larger --topk, or --topk 0 to keep the logits`,
+        'PLANC_E411',
+        (opt) =>
+          `sampling with top_k ${w.topK} needs the ${w.topK} best allowed tokens of each step and one below them, but this plan keeps ${k} and ${why}; optimize with a larger ${opt('topk')}, or ${opt('topk')} 0 to keep the logits`,
       );
     }
     const d = warpSorted(cand, scores, w);

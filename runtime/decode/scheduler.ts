@@ -159,7 +159,7 @@ export class Scheduler {
     const maxRows = Math.min(options.maxRows ?? planRows, planRows);
     if (!Number.isInteger(maxRows) || maxRows < 1)
       throw new PlancError(
-        'PLANC_E405',
+        'PLANC_E302',
         `scheduler: maxRows must be an integer in [1, ${planRows}] (the plan's maxBatch), got ${options.maxRows}`,
       );
     this.maxRows = maxRows;
@@ -262,7 +262,7 @@ export class Scheduler {
           this.settle(group, {
             index: p.index,
             error: new PlancError(
-              'PLANC_E405',
+              'PLANC_E411',
               `bad decoding option: beamSize = ${o.beamSize}; it must be in [1, ${this.maxRows}] (the rows this server decodes at once)`,
             ),
           });

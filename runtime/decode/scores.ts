@@ -46,8 +46,9 @@ export function positionTop(out: Outputs, r: number, p: number, n: number, banne
     if (top.ids.length < n) {
       const need = n + banned.size;
       throw new PlancError(
-        'PLANC_E405',
-        `decoding needs the ${n} best tokens per step${banned.size ? ` besides ${banned.size} banned ones` : ''} but the plan keeps ${k}; optimize with --topk ${need} or more`,
+        'PLANC_E411',
+        (opt) =>
+          `decoding needs the ${n} best tokens per step${banned.size ? ` besides ${banned.size} banned ones` : ''} but the plan keeps ${k}; optimize with ${opt('topk')} ${need} or more`,
       );
     }
     return top;
@@ -124,8 +125,9 @@ export function penalizedTop(
   const top = cands.slice(0, n);
   if (ids && (top.length < n || !(top[n - 1]!.v > bound))) {
     throw new PlancError(
-      'PLANC_E405',
-      `repetition_penalty ${p}: this step's ${n} best tokens are not certain among the ${ids.dims[2]} the plan keeps; optimize with a larger --topk, or --topk 0 to keep the logits`,
+      'PLANC_E411',
+      (opt) =>
+        `repetition_penalty ${p}: this step's ${n} best tokens are not certain among the ${ids.dims[2]} the plan keeps; optimize with a larger ${opt('topk')}, or ${opt('topk')} 0 to keep the logits`,
     );
   }
   return { ids: top.map((c) => c.tok), logProbs: top.map((c) => c.v) };
@@ -146,8 +148,9 @@ export function penalizedBest(
   const logits = out.logits;
   if (!logits)
     throw new PlancError(
-      'PLANC_E405',
-      `repetition_penalty ${p} with greedy decoding acts on the logits (as generate() does); this plan keeps only its top-k: optimize with --topk 0`,
+      'PLANC_E411',
+      (opt) =>
+        `repetition_penalty ${p} with greedy decoding acts on the logits (as generate() does); this plan keeps only its top-k: optimize with ${opt('topk')} 0`,
     );
   const [, t, v] = logits.dims as [number, number, number];
   const x = (logits.data as Float32Array).subarray((r * t + t - 1) * v, (r * t + t) * v);

@@ -1,5 +1,6 @@
 // Runs a plan's decoder step by step for a batch: encoder, first step, then decoder_with_past with the caches carried.
 import { PlancError } from '../../compiler/diagnostics.ts';
+import { fail } from '../../compiler/diagnostics-catalog.ts';
 import type { Plan } from '../plan.ts';
 import type { FeedTensor, Resident, ResidentTensor, RtData, RtDType, RtTensor } from '../tensor.ts';
 import { vocabFeeds } from '../vocab.ts';
@@ -332,9 +333,6 @@ export class StepRunner {
 
   private live(): void {
     if (this.released)
-      throw new PlancError(
-        'PLANC_E405',
-        'this StepRunner was released: its buffers went back to the plan for other batches',
-      );
+      fail('closed', { what: 'StepRunner', how: 'released: its buffers went back to the plan for other batches' });
   }
 }

@@ -27,9 +27,9 @@ export interface DecodingStrategy {
   readonly name: string;
   /** One line for usage texts. */
   readonly summary: string;
-  /** A PlancError (PLANC_E405) when the options do not fit this strategy (e.g. greedy with beamSize > 1). */
+  /** A PlancError (PLANC_E411) when the options do not fit this strategy (e.g. greedy with beamSize > 1). */
   check(o: DecodingOptions): void;
-  /** A PlancError (PLANC_E405) when this plan cannot run the strategy (e.g. a Jacobi block over its step tokens). */
+  /** A PlancError (PLANC_E411) when this plan cannot run the strategy (e.g. a Jacobi block over its step tokens). */
   checkPlan?(plan: Plan, o: DecodingOptions): void;
   /** Best tokens per row a step must see exactly (a top-k plan must keep at least this many). */
   topkNeeded(rules: DecodingRules, o: DecodingOptions): number;
@@ -44,7 +44,7 @@ const GREEDY: DecodingStrategy = {
   check(o) {
     if (o.beamSize !== 1)
       throw new PlancError(
-        'PLANC_E405',
+        'PLANC_E411',
         `bad decoding option: strategy 'greedy' decodes one hypothesis, but beamSize = ${o.beamSize}; use strategy 'beam' or beamSize 1`,
         {},
         { option: 'beamSize', value: o.beamSize, expected: "1 with strategy 'greedy' (beam search decodes more)" },

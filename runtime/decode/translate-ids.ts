@@ -87,14 +87,15 @@ export function languageTokens(tok: Tokenizer): string[] {
 async function languageId(plan: Plan, lang: string): Promise<number> {
   const tok = await planTokenizer(
     plan,
-    'the target language is found by its token name there, so --target-lang needs one',
+    (opt) => `the target language is found by its token name there, so ${opt('targetLang')} needs one`,
   );
   const id = tok.tokenId(lang);
   if (id !== undefined) return id;
   const langs = languageTokens(tok);
   throw new PlancError(
     'PLANC_E409',
-    `unknown target language '${lang}' (--target-lang / targetLang): plan ${plan.source}'s tokenizer has no such token${langs.length ? `; its language tokens: ${langs.slice(0, 20).join(', ')}${langs.length > 20 ? `, ... (${langs.length})` : ''}` : ''}`,
+    (opt) =>
+      `unknown target language '${lang}' (${opt('targetLang')}): plan ${plan.source}'s tokenizer has no such token${langs.length ? `; its language tokens: ${langs.slice(0, 20).join(', ')}${langs.length > 20 ? `, ... (${langs.length})` : ''}` : ''}`,
   );
 }
 
@@ -136,8 +137,9 @@ function checkTopk(plan: Plan, rules: DecodingRules, strategy: DecodingStrategy,
       ? ` (${rules.candidates(beamSize)} candidates and up to ${rules.maxBanned} banned ids)`
       : '';
     throw new PlancError(
-      'PLANC_E405',
-      `${what} needs the ${need} best tokens per step${why} but plan ${plan.source} keeps ${k}; optimize with --topk ${need} or more`,
+      'PLANC_E411',
+      (opt) =>
+        `${what} needs the ${need} best tokens per step${why} but plan ${plan.source} keeps ${k}; optimize with ${opt('topk')} ${need} or more`,
     );
   }
 }
@@ -152,7 +154,8 @@ export function truncateIds(s: number[], max: number, rules: DecodingRules): num
 export function tooLong(what: string, length: number, max: number): PlancError {
   return new PlancError(
     'PLANC_E408',
-    `${what} has ${length} tokens, over the plan's maxSrcLen ${max}: split it, pass --truncate (truncate: true), or build the plan with a larger --max-src-len`,
+    (opt) =>
+      `${what} has ${length} tokens, over the plan's maxSrcLen ${max}: split it, pass ${opt('truncate')}, or build the plan with a larger ${opt('maxSrcLen')}`,
   );
 }
 
@@ -172,7 +175,7 @@ export async function prepareDecoding(plan: Plan, options: Partial<DecodingOptio
   const rules = await planRules(plan, o.targetLang, o);
   if (o.repetitionPenalty !== 1 && strategy.name !== 'greedy' && strategy.name !== 'beam') {
     throw new PlancError(
-      'PLANC_E405',
+      'PLANC_E411',
       `bad decoding option: repetitionPenalty = ${o.repetitionPenalty} works with strategy greedy or beam, not '${strategy.name}'`,
       {},
       { option: 'repetitionPenalty', value: o.repetitionPenalty, expected: '1 with the Jacobi strategies' },
@@ -180,7 +183,7 @@ export async function prepareDecoding(plan: Plan, options: Partial<DecodingOptio
   }
   if (o.encoderNoRepeatNgramSize > 0 && strategy.name !== 'greedy' && strategy.name !== 'beam') {
     throw new PlancError(
-      'PLANC_E405',
+      'PLANC_E411',
       `bad decoding option: encoderNoRepeatNgramSize = ${o.encoderNoRepeatNgramSize} works with strategy greedy or beam, not '${strategy.name}'`,
       {},
       {
@@ -196,8 +199,9 @@ export async function prepareDecoding(plan: Plan, options: Partial<DecodingOptio
     plan.outputs('decoder_with_past').some((x) => x.name === TOPK_IDS_OUTPUT)
   ) {
     throw new PlancError(
-      'PLANC_E405',
-      `repetition_penalty ${o.repetitionPenalty} with greedy decoding acts on the logits (as generate() does); plan ${plan.source} keeps only its top-k: optimize with --topk 0`,
+      'PLANC_E411',
+      (opt) =>
+        `repetition_penalty ${o.repetitionPenalty} with greedy decoding acts on the logits (as generate() does); plan ${plan.source} keeps only its top-k: optimize with ${opt('topk')} 0`,
     );
   }
   checkSampling(plan, o, rules, strategy.name);

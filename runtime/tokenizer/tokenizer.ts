@@ -1,5 +1,6 @@
 // One tokenizer interface over SentencePiece models (.spm/.model) and Hugging Face tokenizer.json files.
-import { PlancError } from '../../compiler/diagnostics.ts';
+import { PlancError, type Text } from '../../compiler/diagnostics.ts';
+import { worded } from '../../compiler/diagnostics-catalog.ts';
 import type { PlanHeader } from '../../compiler/plan/types.ts';
 import { loadHfTokenizer } from './hf.ts';
 import { loadSpmTokenizer } from './spm.ts';
@@ -37,7 +38,7 @@ const planTokenizers = new WeakMap<object, Promise<Tokenizer>>();
 /** A plan's embedded tokenizer (loaded once per plan); a PlancError naming the plan and `why` when it has none. */
 export function planTokenizer(
   plan: { header: PlanHeader; source: string },
-  why = 'translate token ids (translateIds, or planc translate --ids)',
+  why: Text = (opt) => `translate token ids (translateIds, or ${opt('ids')})`,
 ): Promise<Tokenizer> {
   let t = planTokenizers.get(plan);
   if (!t) {
@@ -45,7 +46,8 @@ export function planTokenizer(
     if (h.tokenizerKind === '' || h.tokenizer.length === 0) {
       throw new PlancError(
         'PLANC_E407',
-        `plan ${plan.source} has no tokenizer: ${why}, or re-run planc optimize with --tokenizer FILE`,
+        (opt) =>
+          `plan ${plan.source} has no tokenizer: ${worded(why, opt)}, or optimize it again with ${opt('tokenizer')} FILE`,
         { file: plan.source },
       );
     }

@@ -19,7 +19,8 @@ export function gatewayTranslateHandler(gw: Gateway, metrics: ServeMetrics, limi
     if (texts.length > limits.maxSentences)
       throw new PlancError(
         'PLANC_E703',
-        `${texts.length} sentences in one request; this server takes at most ${limits.maxSentences} (--max-sentences): split the request`,
+        (opt) =>
+          `${texts.length} sentences in one request; this server takes at most ${limits.maxSentences} (${opt('maxSentences')}): split the request`,
       );
     const kind = streamKind(request.headers.accept);
     // the stream opens with the first answer a worker reports: errors before it (unknown model, Redis down) stay HTTP errors

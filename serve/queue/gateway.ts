@@ -123,7 +123,8 @@ export function openGateway(url: string, prefix: string): Gateway {
       if (/timed out|timeout/i.test(msg))
         throw new PlancError(
           'PLANC_E704',
-          `the job was not finished within ${timeoutMs} ms (--timeout-ms); it stays queued and the same request later is answered from it`,
+          (opt) =>
+            `the job was not finished within ${timeoutMs} ms (${opt('timeoutMs')}); it stays queued and the same request later is answered from it`,
         );
       const error = failureOf(msg);
       if (error) return { model, translations: texts.map(() => ({ error })) };
@@ -159,7 +160,7 @@ export function openGateway(url: string, prefix: string): Gateway {
           'PLANC_E705',
           live.length
             ? `the workers hold ${live.length} models; name one in "model" (${live.join(', ')})`
-            : 'no live worker holds a model yet; start planc worker PLAN --redis URL',
+            : (opt) => `no live worker holds a model yet; start planc worker PLAN ${opt('redis')} URL`,
         );
       if (!live.includes(model))
         throw new PlancError(

@@ -2,6 +2,7 @@
 // model's jobs wait in, and content-addressed job ids (the same job submitted twice is one job, never two outputs).
 import { createHash } from 'node:crypto';
 import { PlancError } from '../../compiler/diagnostics.ts';
+import { fail } from '../../compiler/diagnostics-catalog.ts';
 import { OPTIONS_SCHEMA } from '../schemas.ts';
 import type { ClientOptions } from '../translate-route.ts';
 import type { Translation } from '../translate-texts.ts';
@@ -87,7 +88,7 @@ const NAME = /^[A-Za-z0-9_.-]{1,100}$/;
 /** The BullMQ queue of one model's jobs: workers take only the models they hold, so none gets a job it cannot run. */
 export function queueName(prefix: string, model: string): string {
   if (!NAME.test(prefix))
-    throw new PlancError('PLANC_E301', `--queue ${prefix}: want 1-100 letters, digits, '_', '.' or '-'`);
+    fail('badOption', { option: 'queue', value: prefix, expected: "1-100 letters, digits, '_', '.' or '-'" });
   if (!NAME.test(model))
     throw new PlancError(
       'PLANC_E705',

@@ -11,20 +11,25 @@ export function redisOptions(url: string): RedisOptions {
   } catch {
     throw new PlancError(
       'PLANC_E708',
-      `--redis ${safeUrl(url)}: not a URL; want redis://[user:password@]host:port[/db]`,
+      (opt) => `${opt('redis')} ${safeUrl(url)}: not a URL; want redis://[user:password@]host:port[/db]`,
     );
   }
   if (u.protocol !== 'redis:' && u.protocol !== 'rediss:')
     throw new PlancError(
       'PLANC_E708',
-      `--redis ${safeUrl(url)}: the scheme is ${u.protocol.replace(/:$/, '')}; want redis:// or rediss://`,
+      (opt) =>
+        `${opt('redis')} ${safeUrl(url)}: the scheme is ${u.protocol.replace(/:$/, '')}; want redis:// or rediss://`,
     );
-  if (!u.hostname) throw new PlancError('PLANC_E708', `--redis ${safeUrl(url)}: no host; want redis://host:port`);
+  if (!u.hostname)
+    throw new PlancError('PLANC_E708', (opt) => `${opt('redis')} ${safeUrl(url)}: no host; want redis://host:port`);
   if (!u.port && /:\/\/[^/]*:(\/|$)/.test(url))
-    throw new PlancError('PLANC_E708', `--redis ${safeUrl(url)}: the port is empty; want redis://host:port`);
+    throw new PlancError(
+      'PLANC_E708',
+      (opt) => `${opt('redis')} ${safeUrl(url)}: the port is empty; want redis://host:port`,
+    );
   const db = u.pathname.replace(/^\//, '');
   if (db !== '' && !/^\d{1,2}$/.test(db))
-    throw new PlancError('PLANC_E708', `--redis ${safeUrl(url)}: '/${db}' is not a database number`);
+    throw new PlancError('PLANC_E708', (opt) => `${opt('redis')} ${safeUrl(url)}: '/${db}' is not a database number`);
   return {
     host: u.hostname.replace(/^\[|\]$/g, ''),
     port: u.port ? Number(u.port) : 6379,

@@ -54,7 +54,8 @@ async function pickModel(redis: Redis, o: SubmitOptions): Promise<string> {
     if (!live.has(o.model))
       throw new PlancError(
         'PLANC_E705',
-        `no live worker on queue '${o.queue}' holds model '${o.model}' (held: ${list}); start one with planc worker PLAN --redis URL`,
+        (opt) =>
+          `no live worker on queue '${o.queue}' holds model '${o.model}' (held: ${list}); start one with planc worker PLAN ${opt('redis')} URL`,
       );
     return o.model;
   }
@@ -62,8 +63,8 @@ async function pickModel(redis: Redis, o: SubmitOptions): Promise<string> {
   throw new PlancError(
     'PLANC_E705',
     live.size
-      ? `the workers on queue '${o.queue}' hold ${live.size} models (${list}): name one with --model`
-      : `no live worker on queue '${o.queue}'; start one with planc worker PLAN --redis URL`,
+      ? (opt) => `the workers on queue '${o.queue}' hold ${live.size} models (${list}): name one with ${opt('model')}`
+      : (opt) => `no live worker on queue '${o.queue}'; start one with planc worker PLAN ${opt('redis')} URL`,
   );
 }
 
