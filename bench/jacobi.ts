@@ -3,7 +3,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { importSeq2SeqDir } from '../model/onnx/import-model.ts';
-import { REPO_ROOT, sharedDir } from '../compiler/paths.ts';
+import { REPO_ROOT } from '../compiler/paths.ts';
 import { encodePlan } from '../compiler/plan/format.ts';
 import { buildPlan } from '../codegen/build-plan.ts';
 import { runPipeline, TRANSLATE_TOPK } from '../passes/pipeline.ts';
@@ -12,6 +12,7 @@ import { StepRunner } from '../runtime/decode/step-runner.ts';
 import { decodeIds, translateIds } from '../runtime/decode/translate-ids.ts';
 import { loadPlanBytes, type Plan } from '../runtime/plan.ts';
 import { machineFacts } from './machine.ts';
+import { esenDir } from './shared-models.ts';
 
 const MAX_LEN = 64;
 const STEP_TOKENS = 8;
@@ -108,12 +109,8 @@ function stepCosts(p: Plan, src: number[], batch: number): StepCost[] {
 }
 
 export async function benchJacobi(): Promise<void> {
-  const shared = sharedDir();
-  const dir = shared ? path.join(shared, 'models', 'es-en') : '';
-  if (!dir || !fs.existsSync(dir)) {
-    console.log('jacobi bench skipped: ../shared/models/es-en is missing');
-    return;
-  }
+  const dir = esenDir('jacobi');
+  if (!dir) return;
   const cap = process.argv[3] === undefined ? Infinity : Number(process.argv[3]);
   if (!(cap >= 1)) throw new Error(`usage: npm run bench -- jacobi [SENTENCES], got ${process.argv[3]}`);
   const all: number[][] = JSON.parse(fs.readFileSync(path.join(dir, 'test_ids.json'), 'utf8')).src_ids;

@@ -5,11 +5,12 @@ import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { REPO_ROOT, sharedDir } from '../compiler/paths.ts';
+import { REPO_ROOT } from '../compiler/paths.ts';
 import { onJacobiStats, type JacobiBatchStats } from '../runtime/decode/jacobi.ts';
 import { translateIds } from '../runtime/decode/translate-ids.ts';
 import { loadPlan, type Plan } from '../runtime/plan.ts';
 import { machineFacts } from './machine.ts';
+import { esenDir } from './shared-models.ts';
 
 const PLANC = path.join(REPO_ROOT, 'bin', 'planc.js');
 const MAX_LEN = 64;
@@ -93,12 +94,8 @@ const KINDS: [string, (s: Sentence) => boolean][] = [
 ];
 
 export async function benchLookup(): Promise<void> {
-  const shared = sharedDir();
-  const dir = shared ? path.join(shared, 'models', 'es-en') : '';
-  if (!dir || !fs.existsSync(dir)) {
-    console.log('lookup bench skipped: ../shared/models/es-en is missing');
-    return;
-  }
+  const dir = esenDir('lookup');
+  if (!dir) return;
   const cap = process.argv[3] === undefined ? 1000 : Number(process.argv[3]);
   if (!(cap >= 1)) throw new Error(`usage: npm run bench -- lookup [SENTENCES], got ${process.argv[3]}`);
   const ids: number[][] = JSON.parse(fs.readFileSync(path.join(dir, 'test_ids.json'), 'utf8')).src_ids.slice(0, cap);

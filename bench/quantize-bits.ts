@@ -6,7 +6,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { importSeq2SeqDir } from '../model/onnx/import-model.ts';
 import type { Model } from '../compiler/ir.ts';
-import { REPO_ROOT, sharedDir } from '../compiler/paths.ts';
+import { REPO_ROOT } from '../compiler/paths.ts';
 import { encodePlan } from '../compiler/plan/format.ts';
 import { Tensor, transposeMatrix } from '../compiler/tensor.ts';
 import { buildPlan } from '../codegen/build-plan.ts';
@@ -14,6 +14,7 @@ import { TRANSLATE_TOPK, runPipeline } from '../passes/pipeline.ts';
 import { translateIds } from '../runtime/decode/translate-ids.ts';
 import { loadPlanBytes } from '../runtime/plan.ts';
 import { machineFacts } from './machine.ts';
+import { esenDir } from './shared-models.ts';
 
 const SENTENCES = 200;
 /** [bits, group along K (0: a whole channel), which weights] */
@@ -76,12 +77,8 @@ function quantized(m: Model, bits: number, group: number, which: string): { mode
 }
 
 export async function benchQuantizeBits(): Promise<void> {
-  const shared = sharedDir();
-  const dir = shared ? path.join(shared, 'models', 'es-en') : '';
-  if (!dir || !fs.existsSync(dir)) {
-    console.log('quantize-bits bench skipped: /work/shared/models/es-en is missing');
-    return;
-  }
+  const dir = esenDir('quantize-bits');
+  if (!dir) return;
   const ids: number[][] = JSON.parse(fs.readFileSync(path.join(dir, 'test_ids.json'), 'utf8')).src_ids.slice(
     0,
     SENTENCES,

@@ -4,21 +4,18 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { importSeq2SeqDir } from '../model/onnx/import-model.ts';
-import { REPO_ROOT, sharedDir } from '../compiler/paths.ts';
+import { REPO_ROOT } from '../compiler/paths.ts';
 import type { QuantizeRequest } from '../passes/pass.ts';
 import { TRANSLATE_TOPK } from '../passes/pipeline.ts';
 import { quantizeStep } from '../optimize/quantize-step.ts';
 import { machineFacts } from './machine.ts';
+import { esenDir } from './shared-models.ts';
 
 const MAX_LEN = 64;
 
 export async function benchQuantize(): Promise<void> {
-  const shared = sharedDir();
-  const dir = shared ? path.join(shared, 'models', 'es-en') : '';
-  if (!dir || !fs.existsSync(dir)) {
-    console.log('quantize bench skipped: /work/shared/models/es-en is missing');
-    return;
-  }
+  const dir = esenDir('quantize');
+  if (!dir) return;
   const modes = (process.argv[3] ?? 'int8,w8,int16').split(',') as QuantizeRequest['mode'][];
   const model = importSeq2SeqDir(dir);
   const tokenizer = { bytes: fs.readFileSync(path.join(dir, 'vocab.esen.spm')), kind: 'spm' as const };

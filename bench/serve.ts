@@ -6,11 +6,12 @@ import * as fs from 'node:fs';
 import * as http from 'node:http';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { REPO_ROOT, sharedDir } from '../compiler/paths.ts';
+import { REPO_ROOT } from '../compiler/paths.ts';
 import { loadPlan } from '../runtime/plan.ts';
 import { translate } from '../runtime/translate.ts';
 import { collectGarbage } from './gc.ts';
 import { machineFacts } from './machine.ts';
+import { esenDir } from './shared-models.ts';
 
 const PLANC = path.join(REPO_ROOT, 'bin', 'planc.js');
 /** Sentences per level (the test set has 1,000); the 1-client level and the latency pairs use the first LATENCY_N. */
@@ -170,12 +171,8 @@ export async function load(
 }
 
 export async function benchServe(): Promise<void> {
-  const shared = sharedDir();
-  const dir = shared ? path.join(shared, 'models', 'es-en') : '';
-  if (!dir || !fs.existsSync(dir)) {
-    console.log('serve bench skipped: ../shared/models/es-en is missing');
-    return;
-  }
+  const dir = esenDir('serve');
+  if (!dir) return;
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'planc-bench-serve-'));
   const planFile = path.join(tmp, 'es-en.plan');
   const opt = spawn(

@@ -6,7 +6,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import ort from 'onnxruntime-node';
 import { importSeq2SeqDir } from '../model/onnx/import-model.ts';
-import { REPO_ROOT, sharedDir } from '../compiler/paths.ts';
+import { REPO_ROOT } from '../compiler/paths.ts';
 import { encodePlan } from '../compiler/plan/format.ts';
 import { Tensor } from '../compiler/tensor.ts';
 import { buildPlan } from '../codegen/build-plan.ts';
@@ -24,6 +24,7 @@ import { conventionsOf, type Conventions } from '../runtime/decode/conventions.t
 import { greedyDecode, type GraphRunner } from '../test/reference/greedy.ts';
 import { collectGarbage } from './gc.ts';
 import { machineFacts } from './machine.ts';
+import { esenDir } from './shared-models.ts';
 
 const MAX_LEN = 64;
 /** [batch size, sentences measured]: batch 1 on the first 200 only (it is slow), batch 32 on all 1,000. */
@@ -187,12 +188,8 @@ async function variants(): Promise<Variant[]> {
 }
 
 export async function benchTranslate(): Promise<void> {
-  const shared = sharedDir();
-  const dir = shared ? path.join(shared, 'models', 'es-en') : '';
-  if (!dir || !fs.existsSync(dir)) {
-    console.log('translate bench skipped: /work/shared/models/es-en is missing');
-    return;
-  }
+  const dir = esenDir('translate');
+  if (!dir) return;
   const ids: number[][] = JSON.parse(fs.readFileSync(path.join(dir, 'test_ids.json'), 'utf8')).src_ids;
   const model = importSeq2SeqDir(dir);
   const cores = os.cpus().length;
