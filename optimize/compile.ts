@@ -1,7 +1,7 @@
 // The compile driver: IR passes, then program passes, with the same dump/verify hooks, and the services passes reach.
 // Why optimize/: the driver fills PassContext with runtime-backed services, and compiler/, passes/, codegen/ may not import runtime/.
 import type { Model } from '../compiler/ir.ts';
-import type { PlanFile, PlanQuantization, PlanVocab } from '../compiler/plan/types.ts';
+import type { PlanFast, PlanFile, PlanQuantization, PlanVocab } from '../compiler/plan/types.ts';
 import { isHalf, type LayerPrecision } from '../compiler/quant/layers.ts';
 import { PlancError } from '../compiler/diagnostics.ts';
 import { NAT_GRAPH, NAT_LENGTH_SYMBOL } from '../compiler/plan/io-names.ts';
@@ -11,6 +11,7 @@ import { PROGRAM_PASSES } from '../codegen/program-passes.ts';
 import type { PassContext, PassServices, QuantizeRequest, VocabRequest } from '../passes/pass.ts';
 import { PIPELINE, runPipeline } from '../passes/pipeline.ts';
 import { chooseTopk } from './topk.ts';
+import { type FastRequest, fastSearch } from './fast.ts';
 import { quantizeStep } from './quantize-step.ts';
 import { calibrateVocab } from './vocab-step.ts';
 import { tunePlan, type TuneRequest, type TuneSummary } from './tune.ts';
@@ -26,6 +27,11 @@ export interface CompileOptions extends Omit<BuildOptions, 'onProgress'> {
   vocab?: Omit<VocabRequest, 'topk'>;
   /** Quantization of the products over constant weights (the quantize service chooses and measures). */
   quantize?: QuantizeRequest;
+  /**
+   * One gated search over quantization rungs × vocabulary points (optimize/fast.ts): the fastest combination that holds
+   * the accuracy gate against the float32 plan is the plan. Excludes `vocab` and `quantize`; cpu plans only.
+   */
+  fast?: FastRequest;
   /** Tune the built cpu plan's kernel variants on this machine (the tune service; optimize/tune.ts). */
   tune?: TuneRequest;
   explain?: PassContext['explain'];
@@ -51,6 +57,8 @@ export interface Compiled extends BuiltPlan {
   firstStepOnly: boolean;
   vocab?: PlanVocab;
   quantization?: PlanQuantization;
+  /** The fast search's curve and choice. */
+  fast?: PlanFast;
   /** What --tune did (cache hits, misses, stale and foreign entries, choices changed, rollbacks). */
   tuning?: TuneSummary;
 }
@@ -99,39 +107,33 @@ export async function compile(
   const topk = chooseTopk(model, options.specialIds, options.topk);
   if (options.vocab && topk === undefined)
     throw new PlancError('PLANC_E301', '--vocab rewrites planc.ProjectTopK: it needs --topk N (N ≥ 1)');
+  const setup = { profile, specialIds: options.specialIds, tokenizer: options.tokenizer, progress };
   const passServices: PassServices = {
     progress,
-    calibrate:
-      services.calibrate ??
-      ((m, request) =>
-        calibrateVocab(m, request, {
-          profile,
-          specialIds: options.specialIds,
-          tokenizer: options.tokenizer,
-          progress,
-        })),
-    quantize:
-      services.quantize ??
-      ((m, request, pipe) =>
-        quantizeStep(m, request, pipe, {
-          profile,
-          specialIds: options.specialIds,
-          tokenizer: options.tokenizer,
-          progress,
-        })),
+    calibrate: services.calibrate ?? ((m, request) => calibrateVocab(m, request, setup)),
+    quantize: services.quantize ?? ((m, request, pipe) => quantizeStep(m, request, pipe, setup)),
   };
   const tune =
     services.tune ??
     (async (plan: PlanFile) => tunePlan(plan, { forced: options.variants, ...options.tune }, progress));
-  const vocab = options.vocab ? await passServices.calibrate!(model, { ...options.vocab, topk: topk! }) : undefined;
   const { onDump, dumpAfter } = options;
   const pipe: PassContext & { disable: string[] } = {
     disable: options.disable ?? [],
     topk,
-    vocab: vocab?.rewrite,
     stepTokens: options.stepTokens,
   };
-  const quantized = options.quantize ? await passServices.quantize!(model, options.quantize, pipe) : undefined;
+  const fast = options.fast ? await fastSearch(model, options.fast, pipe, topk ?? 0, setup) : undefined;
+  const vocab = fast
+    ? fast.vocab
+    : options.vocab
+      ? await passServices.calibrate!(model, { ...options.vocab, topk: topk! })
+      : undefined;
+  pipe.vocab = vocab?.rewrite;
+  const quantized = fast
+    ? fast.quantized
+    : options.quantize
+      ? await passServices.quantize!(model, options.quantize, pipe)
+      : undefined;
   const optimized = runPipeline(model, {
     ...pipe,
     quantize: quantized?.options,
@@ -156,6 +158,7 @@ export async function compile(
     { dumpAfter, onDump: onDump && ((name, text) => onDump(name, text, 'programs')) },
   );
   if (vocab) built.header.vocab = vocab.header;
+  if (fast) built.header.fast = fast.record;
   if (quantized) built.header.quantization = mergeQuantization(built.header.quantization, quantized.header);
   const q = built.header.quantization;
   if (q && options.target === 'cpu' && q.layers.some((l) => isHalf(l.precision as LayerPrecision)))
@@ -167,6 +170,7 @@ export async function compile(
     firstStepOnly,
     vocab: vocab?.header,
     quantization: built.header.quantization,
+    ...(fast ? { fast: fast.record } : {}),
     ...(tuning ? { tuning } : {}),
   };
 }
@@ -182,6 +186,19 @@ const CPU_HALF_NOTE =
 
 /** Refuses a --quantize mode or per-layer precision the CUDA kernels do not have, naming it and why. */
 function checkQuantizeTarget(options: CompileOptions): void {
+  if (options.fast) {
+    const other = options.vocab ? 'vocab' : options.quantize ? 'quantize' : undefined;
+    if (other)
+      throw new PlancError(
+        'PLANC_E301',
+        `options.fast chooses the quantization and the vocabulary itself: it excludes options.${other}`,
+      );
+    if (options.target !== 'cpu')
+      throw new PlancError(
+        'PLANC_E301',
+        'options.fast measures cpu plans: its int8 / int16 rungs run on the CPU only (target cpu)',
+      );
+  }
   const q = options.quantize;
   if (!q || options.target !== 'cuda') return;
   if (!CUDA_PRECISIONS.includes(q.mode))

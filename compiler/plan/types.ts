@@ -159,6 +159,41 @@ export interface PlanHeader {
   quantization?: PlanQuantization;
   /** Nodes computed at optimize time (passes/memoize.ts). */
   memoized?: MemoizedNode[];
+  /** Plans made with `planc optimize --fast`: the search's curve and choice (compiler/plan/plan.proto Fast). */
+  fast?: PlanFast;
+}
+
+/** --fast's search: every rung × vocabulary point measured against the float32 full-vocabulary plan (plan.proto Fast). */
+export interface PlanFast {
+  evalSource: string;
+  evalSentences: number;
+  hasBleu: boolean;
+  bleuFp32: number;
+  gate: string;
+  /** The clusters' calibration text ('': no vocabulary points were measured). */
+  calibrationFile: string;
+  timeBatch: number;
+  timeSentences: number;
+  /** The float32 full-projection plan's time on the timed sentences. */
+  fp32Seconds: number;
+  /** Every combination measured, in the order measured. */
+  curve: PlanFastPoint[];
+  choice: string;
+  notes: string;
+}
+
+/** One measured combination of --fast (plan.proto FastPoint); clusters 0: the full projection. */
+export interface PlanFastPoint {
+  rung: string;
+  clusters: number;
+  topK: number;
+  identicalSentences: number;
+  top1Agreement: number;
+  bleu: number;
+  gatePassed: boolean;
+  /** Seconds for the timed sentences; 0: not timed (the gate failed). */
+  seconds: number;
+  chosen: boolean;
 }
 
 /** One tuning decision (compiler/plan/plan.proto TuningDecision); reason and alternatives: cpu plans tuned by optimize/tune.ts. */

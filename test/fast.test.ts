@@ -1,0 +1,203 @@
+// planc optimize --fast: one gated search over quantization rungs × vocabulary points; the plan records every measured
+// combination and is the fastest that holds the gate. Its refusals (no --eval-src, --quantize / --vocab with it).
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { importModel } from '../model/onnx/import-model.ts';
+import { compile } from '../optimize/compile.ts';
+import { FAST_RUNGS } from '../optimize/fast.ts';
+import { nativeAvailable } from '../runtime/native.ts';
+import { planc } from './helpers/planc-cli.ts';
+import { NEEDS_NATIVE, skipSuite } from './helpers/skip.ts';
+import { makeTinyTextPlan } from './helpers/tiny-text-plan.ts';
+
+const NAMES = [
+  '--fast with --calibrate: every rung and vocabulary point measured is in the curve, the choice holds the gate and is the fastest that does',
+  '--fast without --calibrate: only the full projection is measured, and the output says why',
+  '--fast is refused without --eval-src, with --quantize or --vocab, for cuda and with --no-fuse',
+];
+
+interface Point {
+  rung: string;
+  clusters: number;
+  topK: number;
+  identicalSentences: number;
+  bleu: number | null;
+  gatePassed: boolean;
+  seconds: number | null;
+  speedup: number | null;
+  chosen: boolean;
+}
+
+if (!nativeAvailable()) {
+  skipSuite(test, NEEDS_NATIVE, NAMES);
+} else {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'planc-fast-'));
+  makeTinyTextPlan(dir);
+  const model = path.join(dir, 'tiny-model');
+  const words = (seed: number, n: number) =>
+    Array.from({ length: n }, (_, i) => `w${2 + ((seed * 7 + i * 13) % 99)}`).join(' ');
+  const file = (name: string, lines: string[]) => {
+    const f = path.join(dir, name);
+    fs.writeFileSync(f, `${lines.join('\n')}\n`);
+    return f;
+  };
+  const src = file(
+    'eval.src',
+    Array.from({ length: 12 }, (_, i) => words(i, 3 + (i % 5))),
+  );
+  const ref = file(
+    'eval.ref',
+    Array.from({ length: 12 }, (_, i) => words(i + 40, 3 + (i % 4))),
+  );
+  const cal = file(
+    'cal.src',
+    Array.from({ length: 40 }, (_, i) => words(i + 100, 3 + (i % 6))),
+  );
+  const base = ['--max-batch', '4', '--max-src-len', '16', '--max-tgt-len', '8'];
+
+  /** The plan's fast record (inspect --json) after checking what every search must hold. */
+  const checkFast = (plan: string, stdout: string) => {
+    const j = JSON.parse(planc(['inspect', plan, '--json']).stdout);
+    const f = j.fast;
+    const curve = f.curve as Point[];
+    assert.is(f.evalSentences, 12);
+    assert.is(f.gate, 'identical >= 0.97, bleu within 0.3');
+    // the reference itself, then every rung on the full projection (int8-mixed unless it is int8's layers again)
+    assert.equal(curve[0], { ...curve[0]!, rung: 'float32', clusters: 0, identicalSentences: 1 });
+    const full = curve.filter((p) => p.clusters === 0).map((p) => p.rung);
+    for (const r of FAST_RUNGS)
+      assert.ok(
+        full.includes(r.id) || (r.id === 'int8-mixed' && /int8-mixed: the same layers/.test(f.notes)),
+        `rung ${r.id} on the full projection: ${full}`,
+      );
+    for (const p of curve) {
+      assert.is(
+        p.gatePassed,
+        p.identicalSentences >= 0.97 && p.bleu! >= f.bleuFp32 - 0.3 - 1e-9,
+        `the gate of ${JSON.stringify(p)}`,
+      );
+      assert.is(p.seconds !== null, p.gatePassed, `timed exactly when the gate holds: ${JSON.stringify(p)}`);
+    }
+    const chosen = curve.filter((p) => p.chosen);
+    assert.is(chosen.length, 1);
+    const c = chosen[0]!;
+    assert.ok(c.gatePassed, 'the choice holds the gate');
+    for (const p of curve) if (p.gatePassed) assert.ok(c.seconds! <= p.seconds!, `${JSON.stringify(p)} is faster`);
+    // what the plan is, is what was chosen
+    if (c.clusters) assert.equal([j.vocab.clusters, j.vocab.topK], [c.clusters, c.topK]);
+    else assert.is(j.vocab, undefined);
+    if (c.rung === 'float32') assert.is(j.quantization, undefined);
+    else assert.is(j.quantization.mode, `fast: ${c.rung}`);
+    // optimize's summary: the choice with what was traded, and a line per measured combination
+    assert.match(
+      stdout,
+      new RegExp(
+        `fast: ${curve.length} combinations measured against the float32 plan on 12 sentences of .*eval\\.src, timed on 12 at batch 4`,
+      ),
+    );
+    assert.match(
+      stdout,
+      /chosen: .*: \d+\.\d% identical to the float32 plan on 12 sentences .*BLEU [+−]\d+\.\d\d .*× the float32 plan's speed at batch 4/,
+    );
+    const rows = stdout
+      .split('\n')
+      .filter((l) => /^ {2}[* ] \S+ \+ (full projection|clusters R\d+ K\d+) +identical/.test(l));
+    assert.is(rows.length, curve.length, rows.join('\n'));
+    // and the report's data carries the curve
+    const report = JSON.parse(planc(['report', plan, '--json', '--no-profile']).stdout);
+    assert.is(report.fast.curve.length, curve.length);
+    return { f, curve, c };
+  };
+
+  test(NAMES[0]!, () => {
+    const plan = path.join(dir, 'fast.plan');
+    const r = planc([
+      'optimize',
+      model,
+      '-o',
+      plan,
+      ...base,
+      '--fast',
+      '--eval-src',
+      src,
+      '--eval-ref',
+      ref,
+      '--calibrate',
+      cal,
+    ]);
+    assert.is(r.status, 0, r.stderr);
+    const { f, curve } = checkFast(plan, r.stdout);
+    assert.match(f.calibrationFile, /cal\.src$/);
+    // every rung that held on the full projection was measured with a clusters point
+    const clustered = new Set(curve.filter((p) => p.clusters).map((p) => p.rung));
+    for (const p of curve)
+      if (p.clusters === 0 && p.gatePassed) assert.ok(clustered.has(p.rung), `${p.rung} with clusters`);
+    // the plan translates
+    const t = planc(['translate', plan], 'w5 w7 w9\n');
+    assert.is(t.status, 0, t.stderr);
+  });
+
+  test(NAMES[1]!, () => {
+    const plan = path.join(dir, 'fast-full.plan');
+    const r = planc(['optimize', model, '-o', plan, ...base, '--fast', '--eval-src', src, '--eval-ref', ref]);
+    assert.is(r.status, 0, r.stderr);
+    const { f, curve } = checkFast(plan, r.stdout);
+    assert.ok(
+      curve.every((p) => p.clusters === 0),
+      'no vocabulary point without calibration text',
+    );
+    assert.is(f.calibrationFile, null);
+    assert.match(r.stdout, /no calibration text \(fast\.calibrate\): only the full projection was measured/);
+  });
+
+  test(NAMES[2]!, async () => {
+    const out = path.join(dir, 'bad.plan');
+    for (const [args, want] of [
+      [
+        ['--fast'],
+        /PLANC_E301: --fast measures every candidate plan against float32 on held-out text: give --eval-src FILE/,
+      ],
+      [['--fast', '--calibrate', cal], /PLANC_E301: --fast .*give --eval-src FILE/],
+      [
+        ['--fast', '--eval-src', src, '--quantize', 'int16'],
+        /PLANC_E301: --fast chooses the quantization and the vocabulary itself: drop --quantize/,
+      ],
+      [
+        ['--fast', '--eval-src', src, '--calibrate', cal, '--vocab', 'auto'],
+        /PLANC_E301: --fast chooses the quantization and the vocabulary itself: drop --vocab/,
+      ],
+      [['--fast', '--eval-src', src, '--target', 'cuda'], /PLANC_E301: --fast measures cpu plans/],
+      [['--fast', '--eval-src', src, '--no-fuse'], /PLANC_E301: --fast quantizes planc\.FusedMatMul/],
+    ] as [string[], RegExp][]) {
+      const r = planc(['optimize', model, '-o', out, ...base, ...args]);
+      assert.is(r.status, 2, `${args.join(' ')}: status ${r.status}\n${r.stderr}`);
+      assert.match(r.stderr, want);
+      assert.not.match(r.stderr, /\n\s+at /, 'no stack trace');
+    }
+    assert.not.ok(fs.existsSync(out));
+    // the library names its option fields, not flags
+    const m = importModel(model);
+    const opts = { target: 'cpu' as const, maxBatch: 4, maxSrcLen: 16, maxTgtLen: 8, fast: { evalSrc: src } };
+    for (const [extra, want] of [
+      [
+        { quantize: { mode: 'int8' } },
+        /options\.fast chooses the quantization and the vocabulary itself: it excludes options\.quantize/,
+      ],
+      [{ fast: { evalSrc: '' } }, /the fast search measures plans on text: it needs fast\.evalSrc/],
+    ] as [object, RegExp][]) {
+      let err: Error | undefined;
+      try {
+        await compile(m, { ...opts, ...extra });
+      } catch (e) {
+        err = e as Error;
+      }
+      assert.ok(err && want.test(err.message), err?.message);
+      assert.not.match(err!.message, /--\w/);
+    }
+  });
+}
+
+test.run();
