@@ -17,6 +17,11 @@ export function formatFastReport(f: PlanFast): string[] {
       (p) =>
         `  ${p.chosen ? '*' : ' '} ${name(p)} identical ${pct(p.identicalSentences).padStart(6)}, top-1 ${pct(p.top1Agreement).padStart(6)}${f.hasBleu ? `, BLEU ${p.bleu.toFixed(2)}` : ''}; ${p.seconds ? `${p.seconds.toPrecision(3)} s, ${(f.fp32Seconds / p.seconds).toFixed(2)}x float32` : 'not timed'}; gate ${p.gatePassed ? 'holds' : 'fails'}`,
     ),
+    ...(f.screen.length
+      ? [
+          `  clusters screened on float32 products (emulated, batch-1 masks; identical, gate): ${f.screen.map((p) => `R${p.clusters} K${p.topK} ${pct(p.identicalSentences)} ${p.gatePassed ? 'holds' : 'fails'}`).join(', ')}`,
+        ]
+      : []),
     ...f.notes
       .split('\n')
       .filter((x) => x)
@@ -43,5 +48,6 @@ export function fastInspect(f: PlanFast) {
       speedup: p.seconds ? f.fp32Seconds / p.seconds : null,
     })),
     notes: f.notes,
+    screen: f.screen,
   };
 }

@@ -5,7 +5,7 @@
 // --quantize auto (quantize-step.ts, quantize-gate.ts) and --vocab auto (vocab-step.ts, vocab-auto.ts).
 import { PlancError } from '../compiler/diagnostics.ts';
 import type { Model } from '../compiler/ir.ts';
-import { emptyQuantization, type PlanFast, type PlanFastPoint } from '../compiler/plan/types.ts';
+import { emptyQuantization, type PlanFast, type PlanFastPoint, type PlanVocabPoint } from '../compiler/plan/types.ts';
 import { readSentences, specialIdsOf } from '../compiler/vocab/header.ts';
 import { AUTO_CLUSTERS, AUTO_TOPK } from '../compiler/vocab/spec.ts';
 import type { PassContext, QuantizeOptions, QuantizeResult, VocabResult } from '../passes/pass.ts';
@@ -137,7 +137,17 @@ export async function fastSearch(
       const what = `${rung}${vocab ? ` R${vocab.point.clusters} K${vocab.point.topK}` : ''}`;
       progress?.start(`building the ${what} plan`);
       const p = open(cpuPlan(model, { ...base, vocab: vocab?.rewrite }, setup, q, `${what}.plan`));
-      const m = measureQuantized(p, ref, tok, rules, dec.eosId ?? 0, profile.maxTgtLen, progress);
+      // clusters: gated at batch 1, each row its own cluster's ids (a batch's mask is the union of its rows')
+      const m = measureQuantized(
+        p,
+        ref,
+        tok,
+        rules,
+        dec.eosId ?? 0,
+        profile.maxTgtLen,
+        progress,
+        vocab ? 1 : undefined,
+      );
       const held = gatePassed(m, DEFAULT_GATE);
       const point: PlanFastPoint = {
         rung,
@@ -183,6 +193,7 @@ export async function fastSearch(
 
     // (3) the vocabulary points on float32 products, emulated
     let vocabOf: ((p: PlanFastPoint) => VocabResult) | undefined;
+    let screen: PlanVocabPoint[] = [];
     if (!request.calibrate) {
       notes.push(
         'no calibration text (fast.calibrate): only the full projection was measured; clusters are never calibrated on the evaluation text, which would bias the gate',
@@ -215,9 +226,10 @@ export async function fastSearch(
       );
       const { points, bleuFull } = measureClusters(spec, auto);
       close(exposed.plan);
+      screen = points.map((m) => m.point);
       const held = points.filter((m) => m.point.gatePassed).sort((a, b) => a.point.cost - b.point.cost);
       notes.push(
-        `clusters: ${points.length} R × K points measured on float32 products (emulated); ${held.length} hold the gate there and were measured on the rungs: ${held.map((m) => `R${m.point.clusters} K${m.point.topK}`).join(', ') || 'none'}`,
+        `clusters: ${points.length} R × K points screened on float32 products (emulated, batch-1 masks); ${held.length} hold the gate there and were measured on the rungs, at batch 1: ${held.map((m) => `R${m.point.clusters} K${m.point.topK}`).join(', ') || 'none'}`,
       );
       // (4) each rung that held, its points from the cheapest up, until one holds
       const pointVocab = new Map<PlanFastPoint, MeasuredPoint>();
@@ -271,6 +283,7 @@ export async function fastSearch(
       curve,
       choice: `${pointName(best)}: ${pct(best.identicalSentences)} identical to the float32 plan on ${evalSrc.length} sentences of ${request.evalSrc}${bleuText}, ${(fp32Seconds / best.seconds).toFixed(2)}× the float32 plan's speed at batch ${batch} (${timed.length} sentences timed); the fastest of ${curve.filter((p) => p.gatePassed).length} of ${curve.length} combinations that hold the gate (${gateText(DEFAULT_GATE)})`,
       notes: notes.join('\n'),
+      screen,
     };
     const q = rungs.get(best.rung);
     let quantized: QuantizeResult | undefined;

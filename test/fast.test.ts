@@ -11,7 +11,7 @@ import { FAST_RUNGS } from '../optimize/fast.ts';
 import { nativeAvailable } from '../runtime/native.ts';
 import { planc } from './helpers/planc-cli.ts';
 import { NEEDS_NATIVE, skipSuite } from './helpers/skip.ts';
-import { makeTinyTextPlan } from './helpers/tiny-text-plan.ts';
+import { tinyGateSetup, tinyWords } from './helpers/tiny-text-plan.ts';
 
 const NAMES = [
   '--fast with --calibrate: every rung and vocabulary point measured is in the curve, the choice holds the gate and is the fastest that does',
@@ -35,28 +35,9 @@ if (!nativeAvailable()) {
   skipSuite(test, NEEDS_NATIVE, NAMES);
 } else {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'planc-fast-'));
-  makeTinyTextPlan(dir);
-  const model = path.join(dir, 'tiny-model');
-  const words = (seed: number, n: number) =>
-    Array.from({ length: n }, (_, i) => `w${2 + ((seed * 7 + i * 13) % 99)}`).join(' ');
-  const file = (name: string, lines: string[]) => {
-    const f = path.join(dir, name);
-    fs.writeFileSync(f, `${lines.join('\n')}\n`);
-    return f;
-  };
-  const src = file(
-    'eval.src',
-    Array.from({ length: 12 }, (_, i) => words(i, 3 + (i % 5))),
-  );
-  const ref = file(
-    'eval.ref',
-    Array.from({ length: 12 }, (_, i) => words(i + 40, 3 + (i % 4))),
-  );
-  const cal = file(
-    'cal.src',
-    Array.from({ length: 40 }, (_, i) => words(i + 100, 3 + (i % 6))),
-  );
-  const base = ['--max-batch', '4', '--max-src-len', '16', '--max-tgt-len', '8'];
+  const { model, src, ref, base } = tinyGateSetup(dir);
+  const cal = path.join(dir, 'cal.src');
+  fs.writeFileSync(cal, `${Array.from({ length: 40 }, (_, i) => tinyWords(i + 100, 3 + (i % 6))).join('\n')}\n`);
 
   /** The plan's fast record (inspect --json) after checking what every search must hold. */
   const checkFast = (plan: string, stdout: string) => {
@@ -114,23 +95,23 @@ if (!nativeAvailable()) {
 
   test(NAMES[0]!, () => {
     const plan = path.join(dir, 'fast.plan');
-    const r = planc([
-      'optimize',
-      model,
-      '-o',
-      plan,
-      ...base,
-      '--fast',
-      '--eval-src',
-      src,
-      '--eval-ref',
-      ref,
-      '--calibrate',
-      cal,
-    ]);
+    const gate = ['--eval-src', src, '--eval-ref', ref, '--calibrate', cal];
+    const r = planc(['optimize', model, '-o', plan, ...base, '--fast', ...gate]);
     assert.is(r.status, 0, r.stderr);
     const { f, curve } = checkFast(plan, r.stdout);
     assert.match(f.calibrationFile, /cal\.src$/);
+    // the grid was screened on float32 products; only points holding the gate there were measured on the rungs
+    const screen = f.screen as { clusters: number; topK: number; gatePassed: boolean }[];
+    assert.ok(screen.length > 0, 'the clusters grid was screened');
+    for (const p of curve.filter((x) => x.clusters))
+      assert.ok(
+        screen.some((x) => x.clusters === p.clusters && x.topK === p.topK && x.gatePassed),
+        `R${p.clusters} K${p.topK} held the screen`,
+      );
+    assert.match(
+      r.stdout,
+      /clusters screened on float32 products \(emulated, batch-1 masks; identical, gate\): R\d+ K\d+ /,
+    );
     // every rung that held on the full projection was measured with a clusters point
     const clustered = new Set(curve.filter((p) => p.clusters).map((p) => p.rung));
     for (const p of curve)
@@ -150,6 +131,7 @@ if (!nativeAvailable()) {
       'no vocabulary point without calibration text',
     );
     assert.is(f.calibrationFile, null);
+    assert.equal(f.screen, []);
     assert.match(r.stdout, /no calibration text \(fast\.calibrate\): only the full projection was measured/);
   });
 

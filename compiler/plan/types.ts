@@ -180,6 +180,8 @@ export interface PlanFast {
   curve: PlanFastPoint[];
   choice: string;
   notes: string;
+  /** The clusters grid screened on float32 products (emulated, batch-1 masks), as --vocab auto measures it. */
+  screen: PlanVocabPoint[];
 }
 
 /** One measured combination of --fast (plan.proto FastPoint); clusters 0: the full projection. */
