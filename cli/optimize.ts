@@ -97,7 +97,7 @@ export const OPTIMIZE: CommandSpec = {
     calibrate: {
       kind: 'string',
       value: 'FILE',
-      help: 'source sentences, one per line, that --vocab clusters=R,K is calibrated on',
+      help: "source sentences, one per line, that --vocab clusters=R,K and auto (and --fast's clusters) are calibrated on; never the --eval-src text",
     },
     quantize: {
       kind: 'string',
@@ -112,7 +112,7 @@ export const OPTIMIZE: CommandSpec = {
     'eval-src': {
       kind: 'string',
       value: 'FILE',
-      help: "held-out source sentences on which --vocab's and --quantize's quality is measured (top-1 agreement, identical sentences vs the unrewritten / float32 plan)",
+      help: "held-out source sentences on which --vocab's, --quantize's and --fast's quality is measured (top-1 agreement, identical sentences vs the unrewritten / float32 plan)",
     },
     'eval-ref': {
       kind: 'string',

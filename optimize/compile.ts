@@ -184,7 +184,10 @@ const CUDA_WHY =
 const CPU_HALF_NOTE =
   "fp16 / bf16 on the cpu: the reference path (each weight widened to float32 on every call, the other operand rounded to the weight's dtype), slower than float32: the CUDA tensor cores are where these precisions pay; on the cpu use int8, w8 or int16 for speed";
 
-/** Refuses a --quantize mode or per-layer precision the CUDA kernels do not have, naming it and why. */
+/**
+ * Refuses a --quantize mode or per-layer precision the CUDA kernels do not have, naming it and why; and options.fast
+ * with options.vocab / options.quantize (it chooses both) or for a target other than cpu.
+ */
 function checkQuantizeTarget(options: CompileOptions): void {
   if (options.fast) {
     const other = options.vocab ? 'vocab' : options.quantize ? 'quantize' : undefined;

@@ -72,6 +72,7 @@ export function measureClusters(
   const points: MeasuredPoint[] = [];
   const rs = [...new Set(spec.clusters.map((r) => Math.min(r, cal.states)))];
   let bleuFull = 0; // the full projection's BLEU on the text (the same for every point)
+  let fullIds: number[][] | undefined; // and its output, decoded once
   const bar = s.progress?.bar(
     `vocabulary: ${rs.length} R × ${spec.topK.length} K measured on ${s.evalSrc.length} sentences`,
     rs.length * spec.topK.length,
@@ -106,7 +107,10 @@ export function measureClusters(
         { kind: 'clusters', c: rewrite },
         s.maxSrcLen,
         s.maxTgtLen,
+        undefined,
+        fullIds,
       );
+      fullIds = q.fullIds;
       const point: PlanVocabPoint = {
         clusters: km.clusters,
         topK: k,

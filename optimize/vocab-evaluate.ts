@@ -96,6 +96,8 @@ export interface Quality {
   bleuFull?: number;
   hyps: string[];
   hypsFull: string[];
+  /** The full projection's greedy ids per sentence (pass them back to measure another rewrite on the same text). */
+  fullIds: number[][];
 }
 
 /**
@@ -116,6 +118,7 @@ export function evaluateQuality(
   maxSrcLen: number,
   maxTgtLen: number,
   progress?: ProgressReporter,
+  fullIds?: number[][],
 ): Quality {
   const sources = srcText.map((s) => tok.encodeSource(s));
   const long = sources.findIndex((s) => s.length > maxSrcLen);
@@ -124,8 +127,8 @@ export function evaluateQuality(
       'PLANC_E501',
       `--eval-src sentence ${long + 1} has ${sources[long]!.length} tokens, over --max-src-len ${maxSrcLen}`,
     );
-  const bar = progress?.bar('evaluating', 2 * sources.length);
-  const full = greedyExposed(plan, sources, rules, maxTgtLen, undefined, (k) => bar?.tick(k));
+  const bar = progress?.bar('evaluating', (fullIds ? 1 : 2) * sources.length);
+  const full = fullIds ?? greedyExposed(plan, sources, rules, maxTgtLen, undefined, (k) => bar?.tick(k));
   let steps = 0,
     agree = 0,
     fracSum = 0,
@@ -177,6 +180,7 @@ export function evaluateQuality(
     identicalSentences: rewritten.filter((x, i) => x.join() === full[i]!.join()).length / sources.length,
     hyps,
     hypsFull,
+    fullIds: full,
   };
   if (refText) {
     q.bleu = corpusBleu(hyps, refText).score;

@@ -10,7 +10,8 @@ import { compile } from '../optimize/compile.ts';
 import { FAST_RUNGS } from '../optimize/fast.ts';
 import { nativeAvailable } from '../runtime/native.ts';
 import { planc } from './helpers/planc-cli.ts';
-import { NEEDS_NATIVE, skipSuite } from './helpers/skip.ts';
+import { NEEDS_NATIVE, needsShared, skipSuite, testIf } from './helpers/skip.ts';
+import { ZOO, zooReference } from './helpers/zoo.ts';
 import { tinyGateSetup, tinyWords } from './helpers/tiny-text-plan.ts';
 
 const NAMES = [
@@ -18,6 +19,10 @@ const NAMES = [
   '--fast without --calibrate: only the full projection is measured, and the output says why',
   '--fast is refused without --eval-src, with --quantize or --vocab, for cuda and with --no-fuse',
 ];
+const ZOO_NAME =
+  'zoo marian (a Hugging Face export): --fast over the default clusters grid, calibrated on other sentences than the gate';
+const zooDir = ZOO ? path.join(ZOO, 'marian') : '';
+const haveZoo = !!zooDir && fs.existsSync(path.join(zooDir, 'reference.json'));
 
 interface Point {
   rung: string;
@@ -32,7 +37,7 @@ interface Point {
 }
 
 if (!nativeAvailable()) {
-  skipSuite(test, NEEDS_NATIVE, NAMES);
+  skipSuite(test, NEEDS_NATIVE, [...NAMES, ZOO_NAME]);
 } else {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'planc-fast-'));
   const { model, src, ref, base } = tinyGateSetup(dir);
@@ -40,11 +45,11 @@ if (!nativeAvailable()) {
   fs.writeFileSync(cal, `${Array.from({ length: 40 }, (_, i) => tinyWords(i + 100, 3 + (i % 6))).join('\n')}\n`);
 
   /** The plan's fast record (inspect --json) after checking what every search must hold. */
-  const checkFast = (plan: string, stdout: string) => {
+  const checkFast = (plan: string, stdout: string, sentences = 12, batch = 4) => {
     const j = JSON.parse(planc(['inspect', plan, '--json']).stdout);
     const f = j.fast;
     const curve = f.curve as Point[];
-    assert.is(f.evalSentences, 12);
+    assert.is(f.evalSentences, sentences);
     assert.is(f.gate, 'identical >= 0.97, bleu within 0.3');
     // the reference itself, then every rung on the full projection (int8-mixed unless it is int8's layers again)
     assert.equal(curve[0], { ...curve[0]!, rung: 'float32', clusters: 0, identicalSentences: 1 });
@@ -76,12 +81,14 @@ if (!nativeAvailable()) {
     assert.match(
       stdout,
       new RegExp(
-        `fast: ${curve.length} combinations measured against the float32 plan on 12 sentences of .*eval\\.src, timed on 12 at batch 4`,
+        `fast: ${curve.length} combinations measured against the float32 plan on ${sentences} sentences of .*\\.src, timed on ${sentences} at batch ${batch}`,
       ),
     );
     assert.match(
       stdout,
-      /chosen: .*: \d+\.\d% identical to the float32 plan on 12 sentences .*BLEU [+−]\d+\.\d\d .*× the float32 plan's speed at batch 4/,
+      new RegExp(
+        `chosen: .*: \\d+\\.\\d% identical to the float32 plan on ${sentences} sentences .*BLEU [+−]\\d+\\.\\d\\d .*× the float32 plan's speed at batch ${batch}`,
+      ),
     );
     const rows = stdout
       .split('\n')
@@ -179,6 +186,22 @@ if (!nativeAvailable()) {
       assert.ok(err && want.test(err.message), err?.message);
       assert.not.match(err!.message, /--\w/);
     }
+  });
+
+  testIf(test, !haveZoo && needsShared('models/zoo/marian'))(ZOO_NAME, () => {
+    const text = zooReference('marian').src_text;
+    const src = path.join(dir, 'zoo-eval.src'),
+      ref = path.join(dir, 'zoo-eval.ref'),
+      cal = path.join(dir, 'zoo-cal.src');
+    fs.writeFileSync(src, `${text.slice(8).join('\n')}\n`);
+    fs.writeFileSync(ref, `${text.slice(8).join('\n')}\n`);
+    fs.writeFileSync(cal, `${text.slice(0, 8).join('\n')}\n`);
+    const plan = path.join(dir, 'zoo-fast.plan');
+    const gate = ['--eval-src', src, '--eval-ref', ref, '--calibrate', cal];
+    const r = planc(['optimize', zooDir, '-o', plan, '--max-batch', '8', '--max-tgt-len', '32', '--fast', ...gate]);
+    assert.is(r.status, 0, r.stderr);
+    const { f } = checkFast(plan, r.stdout, 12, 8);
+    assert.is(f.screen.length, 12, 'the default grid: R 64, 128, 256 × K 4, 8, 16, 32 (R clamped to the states)');
   });
 }
 
