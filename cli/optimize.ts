@@ -121,7 +121,7 @@ export const OPTIMIZE: CommandSpec = {
     },
     fast: {
       kind: 'boolean',
-      help: 'the fastest plan that keeps the translation: quantization rungs (float32, int8, int8 with w8 where a layer needs it, w8, int16) × vocabulary points (the full projection, and the clusters grid of --vocab auto when --calibrate is given) built and measured together against the float32 plan on --eval-src (needs it; --eval-ref adds BLEU to the gate), timed here at --max-batch; the fastest that holds the gate (identical >= 97%, BLEU within 0.3) is kept, every measured point recorded in the plan; excludes --quantize and --vocab',
+      help: 'the fastest plan that keeps the translation: quantization rungs (float32, int8, int8 with w8 where a layer needs it, w8, int16, int16 with a float32 output layer) × vocabulary points (the full projection, and the clusters grid of --vocab auto when --calibrate is given) built and measured together against the float32 plan on --eval-src (needs it; --eval-ref adds BLEU to the gate), timed here at --max-batch; the fastest that holds the gate (identical >= 97%, BLEU within 0.3) is kept, every measured point recorded in the plan; excludes --quantize and --vocab',
     },
     'dump-after': {
       kind: 'string',

@@ -59,30 +59,36 @@ const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
 const pointName = (p: PlanFastPoint) =>
   `${p.rung}${p.clusters ? ` + clusters R${p.clusters} K${p.topK}` : ' + full projection'}`;
 
-/** The fastest greedy translation of `sources` at `batch` of TIME_ROUNDS runs, in seconds (one warm-up batch first). */
-function timeTranslation(
-  plan: Plan,
+/**
+ * Times the plans on the same sentences at `batch`: one warm-up batch each, then TIME_ROUNDS rounds in which every plan
+ * translates them once in turn; each plan's fastest round, in seconds. Interleaved, so that a change in the machine's
+ * other load during the search does not favour the plans measured while it was quiet.
+ */
+function timeInterleaved(
+  plans: Plan[],
   sources: number[][],
   rules: Parameters<typeof greedyExposed>[2],
   maxTgtLen: number,
   batch: number,
-): number {
-  greedyExposed(plan, sources.slice(0, batch), rules, maxTgtLen, undefined, undefined, batch);
-  let best = Infinity;
-  for (let i = 0; i < TIME_ROUNDS; i++) {
-    const t0 = performance.now();
-    greedyExposed(plan, sources, rules, maxTgtLen, undefined, undefined, batch);
-    best = Math.min(best, (performance.now() - t0) / 1e3);
-  }
+): number[] {
+  for (const p of plans) greedyExposed(p, sources.slice(0, batch), rules, maxTgtLen, undefined, undefined, batch);
+  const best = plans.map(() => Infinity);
+  for (let i = 0; i < TIME_ROUNDS; i++)
+    plans.forEach((p, j) => {
+      const t0 = performance.now();
+      greedyExposed(p, sources, rules, maxTgtLen, undefined, undefined, batch);
+      best[j] = Math.min(best[j]!, (performance.now() - t0) / 1e3);
+    });
   return best;
 }
 
 /**
- * The search. Order, to cost minutes: (1) the float32 plan's reference output and time; (2) every rung on the full
- * projection; (3) with calibration text, one calibration and the clusters grid measured on float32 products
- * (emulated, as --vocab auto), the points failing the gate there dropped (quantization only adds error); (4) for each
- * rung that held on the full projection, the remaining points natively from the fewest dot products a row up, stopping
- * at the first that holds (the others do more work at the same precision). Every combination measured joins the curve.
+ * The search. Order, to cost minutes: (1) the float32 plan's reference output; (2) every rung on the full projection;
+ * (3) with calibration text, one calibration and the clusters grid measured on float32 products (emulated, as --vocab
+ * auto), the points failing the gate there dropped (quantization only adds error); (4) for each rung that held on the
+ * full projection, the remaining points natively from the fewest dot products a row up, stopping at the first that
+ * holds (the others do more work at the same precision); (5) the combinations that hold the gate timed together,
+ * interleaved, and the fastest kept. Every combination measured joins the curve.
  */
 export async function fastSearch(
   model: Model,
@@ -115,12 +121,9 @@ export async function fastSearch(
     const fp32 = open(cpuPlan(model, base, setup, undefined, 'float32.plan'));
     const ref = fp32Reference(fp32, tok, rules, evalSrc, g.evalRef, profile.maxSrcLen, profile.maxTgtLen, progress);
     const timed = ref.sources.slice(0, request.timeSentences ?? TIME_SENTENCES);
-    const time = (p: Plan) => {
-      progress?.start(`timing ${timed.length} sentences at batch ${batch}`);
-      return timeTranslation(p, timed, rules, profile.maxTgtLen, batch);
-    };
-    const fp32Seconds = time(fp32);
-    curve.push({
+    /** The combinations that hold the gate, their plans kept open to be timed together at the end. */
+    const held = new Map<PlanFastPoint, Plan>();
+    const fp32Point: PlanFastPoint = {
       rung: 'float32',
       clusters: 0,
       topK: 0,
@@ -128,11 +131,13 @@ export async function fastSearch(
       top1Agreement: 1,
       bleu: ref.bleu ?? 0,
       gatePassed: true,
-      seconds: fp32Seconds,
+      seconds: 0,
       chosen: false,
-    });
+    };
+    curve.push(fp32Point);
+    held.set(fp32Point, fp32);
     const measures = new Map<PlanFastPoint, GateMeasure>();
-    /** Builds, gates and (when it holds) times one combination; it joins the curve. */
+    /** Builds and gates one combination (its plan kept when it holds); it joins the curve. */
     const measure = (rung: string, q: QuantizeOptions | undefined, vocab: MeasuredPoint | undefined) => {
       const what = `${rung}${vocab ? ` R${vocab.point.clusters} K${vocab.point.topK}` : ''}`;
       progress?.start(`building the ${what} plan`);
@@ -148,7 +153,6 @@ export async function fastSearch(
         progress,
         vocab ? 1 : undefined,
       );
-      const held = gatePassed(m, DEFAULT_GATE);
       const point: PlanFastPoint = {
         rung,
         clusters: vocab?.point.clusters ?? 0,
@@ -156,11 +160,12 @@ export async function fastSearch(
         identicalSentences: m.identicalSentences,
         top1Agreement: m.top1Agreement,
         bleu: m.bleu ?? 0,
-        gatePassed: held,
-        seconds: held ? time(p) : 0,
+        gatePassed: gatePassed(m, DEFAULT_GATE),
+        seconds: 0,
         chosen: false,
       };
-      close(p);
+      if (point.gatePassed) held.set(point, p);
+      else close(p);
       curve.push(point);
       measures.set(point, m);
       return point;
@@ -173,7 +178,6 @@ export async function fastSearch(
     progress?.start("measuring each layer's int8 error");
     const calib = request.calibrate ? readSentences(request.calibrate, '--calibrate') : evalSrc;
     const errors = layerErrors(model, base, fp32, tok, rules, calib, profile, progress);
-    close(fp32);
     notes.push(
       `layer errors measured on ${calibrationText}; ${errors.filter((e) => e.int8 > e.bound).length} over their int8 bound`,
     );
@@ -227,21 +231,21 @@ export async function fastSearch(
       const { points, bleuFull } = measureClusters(spec, auto);
       close(exposed.plan);
       screen = points.map((m) => m.point);
-      const held = points.filter((m) => m.point.gatePassed).sort((a, b) => a.point.cost - b.point.cost);
+      const screened = points.filter((m) => m.point.gatePassed).sort((a, b) => a.point.cost - b.point.cost);
       notes.push(
-        `clusters: ${points.length} R × K points screened on float32 products (emulated, batch-1 masks); ${held.length} hold the gate there and were measured on the rungs, at batch 1: ${held.map((m) => `R${m.point.clusters} K${m.point.topK}`).join(', ') || 'none'}`,
+        `clusters: ${points.length} R × K points screened on float32 products (emulated, batch-1 masks); ${screened.length} hold the gate there and were measured on the rungs, at batch 1: ${screened.map((m) => `R${m.point.clusters} K${m.point.topK}`).join(', ') || 'none'}`,
       );
       // (4) each rung that held, its points from the cheapest up, until one holds
       const pointVocab = new Map<PlanFastPoint, MeasuredPoint>();
       for (const [rung, q] of rungs) {
-        for (const [i, m] of held.entries()) {
+        for (const [i, m] of screened.entries()) {
           const point = measure(rung, q, m);
           pointVocab.set(point, m);
-          if (i + 1 === held.length && !point.gatePassed) notes.push(`${rung}: no clusters point holds the gate`);
+          if (i + 1 === screened.length && !point.gatePassed) notes.push(`${rung}: no clusters point holds the gate`);
           if (point.gatePassed) {
-            if (i + 1 < held.length)
+            if (i + 1 < screened.length)
               notes.push(
-                `${rung}: ${held.length - i - 1} point(s) with more dot products a row than R${m.point.clusters} K${m.point.topK} not measured (the same precision doing more work)`,
+                `${rung}: ${screened.length - i - 1} point(s) with more dot products a row than R${m.point.clusters} K${m.point.topK} not measured (the same precision doing more work)`,
               );
             break;
           }
@@ -251,9 +255,10 @@ export async function fastSearch(
         const m = pointVocab.get(p)!;
         return {
           rewrite: m.rewrite,
+          // the grid is the fast record's screen (not repeated here as a --vocab auto curve)
           header: clustersHeader(
             auto,
-            points,
+            [],
             bleuFull,
             m,
             `R ${m.point.clusters} K ${m.point.topK} with ${p.rung} products, chosen by the fast search (its measurements: the plan's fast record)`,
@@ -263,7 +268,14 @@ export async function fastSearch(
     }
 
     // the choice: the fastest combination that holds the gate (float32 with the full projection always does)
-    const best = curve.filter((p) => p.gatePassed).reduce((a, b) => (b.seconds < a.seconds ? b : a));
+    progress?.start(
+      `timing the ${held.size} combinations that hold the gate: ${timed.length} sentences at batch ${batch}, ${TIME_ROUNDS} interleaved rounds`,
+    );
+    const timedPoints = [...held.keys()];
+    const seconds = timeInterleaved([...held.values()], timed, rules, profile.maxTgtLen, batch);
+    for (const [i, p] of timedPoints.entries()) p.seconds = seconds[i]!;
+    const fp32Seconds = fp32Point.seconds;
+    const best = timedPoints.reduce((a, b) => (b.seconds < a.seconds ? b : a));
     best.chosen = true;
     const m = measures.get(best);
     const bleuText =
