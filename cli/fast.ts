@@ -1,11 +1,7 @@
 // The lines `planc optimize --fast` and `planc inspect` print about a plan's fast search (its header, compiler/plan).
-import type { PlanFast, PlanFastPoint } from '../compiler/plan/types.ts';
+import { fastPointName, type PlanFast, type PlanFastPoint } from '../compiler/plan/types.ts';
 
 const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
-
-/** A measured combination's name: its rung and vocabulary point. */
-export const fastPointName = (p: PlanFastPoint) =>
-  `${p.rung} + ${p.clusters ? `clusters R${p.clusters} K${p.topK}` : 'full projection'}`;
 
 /** The lines optimize and inspect print: the choice, then every measured combination (the chosen one marked). */
 export function formatFastReport(f: PlanFast): string[] {

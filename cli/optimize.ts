@@ -121,7 +121,7 @@ export const OPTIMIZE: CommandSpec = {
     },
     fast: {
       kind: 'boolean',
-      help: 'the fastest plan that keeps the translation: quantization rungs (float32, int8, int8 with w8 where a layer needs it, w8, int16, int16 with a float32 output layer) × vocabulary points (the full projection, and the clusters grid of --vocab auto when --calibrate is given) built and measured together against the float32 plan on --eval-src (needs it; --eval-ref adds BLEU to the gate), timed here at --max-batch; the fastest that holds the gate (identical >= 97%, BLEU within 0.3) is kept, every measured point recorded in the plan; excludes --quantize and --vocab',
+      help: 'the fastest plan that keeps the translation: quantization rungs (float32, int8, int8 with w8 where a layer needs it, w8, int16, int16 with a float32 output layer) × vocabulary points (the full projection, and the clusters grid of --vocab auto when --calibrate is given, a --vocab shortlist=FILE when given) built and measured together against the float32 plan on --eval-src (needs it; --eval-ref adds BLEU to the gate), timed here at --max-batch; the fastest that holds the gate (identical >= 97%, BLEU within 0.3) is kept, every measured point recorded in the plan; excludes --quantize and --vocab clusters/auto',
     },
     'dump-after': {
       kind: 'string',
@@ -247,10 +247,10 @@ export async function runOptimize(argv: string[]): Promise<number> {
   const quantize = parseQuantize(flags.quantize as string | undefined, flags['quantize-layers'] as string | undefined);
   const fast = flags.fast === true;
   if (fast) {
-    if (vocabSpec || quantize)
+    if ((vocabSpec && vocabSpec.method !== 'shortlist') || quantize)
       throw new PlancError(
         'PLANC_E301',
-        `--fast chooses the quantization and the vocabulary itself: drop ${vocabSpec ? '--vocab' : '--quantize'} (or drop --fast to ask for one)`,
+        `--fast chooses the quantization and the vocabulary itself: drop ${quantize ? '--quantize' : '--vocab'} (or drop --fast to ask for one; --vocab shortlist=FILE adds the shortlist to its search)`,
       );
     if (flags['eval-src'] === undefined)
       throw new PlancError(
@@ -291,7 +291,7 @@ export async function runOptimize(argv: string[]): Promise<number> {
       'PLANC_E301',
       '--vocab auto measures R × K points under the accuracy gate: it needs --calibrate SOURCE_TEXT and --eval-src HELD_OUT_TEXT (--eval-ref for BLEU)',
     );
-  if (vocabSpec?.method === 'shortlist' && flags.calibrate !== undefined)
+  if (vocabSpec?.method === 'shortlist' && flags.calibrate !== undefined && !fast)
     throw new PlancError('PLANC_E301', '--calibrate applies to --vocab clusters and auto only');
   if (vocabSpec && flags['no-fuse'] === true)
     throw new PlancError('PLANC_E301', '--vocab rewrites planc.ProjectTopK, which --no-fuse turns off');
@@ -325,17 +325,21 @@ export async function runOptimize(argv: string[]): Promise<number> {
         evalRef: flags['eval-ref'] as string | undefined,
         calibrate: vocabSpec ? undefined : (flags.calibrate as string | undefined),
       },
-      vocab: vocabSpec && {
-        spec: vocabSpec,
-        calibrate: flags.calibrate as string | undefined,
-        evalSrc: flags['eval-src'] as string | undefined,
-        evalRef: flags['eval-ref'] as string | undefined,
-      },
+      vocab:
+        vocabSpec && !fast
+          ? {
+              spec: vocabSpec,
+              calibrate: flags.calibrate as string | undefined,
+              evalSrc: flags['eval-src'] as string | undefined,
+              evalRef: flags['eval-ref'] as string | undefined,
+            }
+          : undefined,
       fast: fast
         ? {
             evalSrc: flags['eval-src'] as string,
             evalRef: flags['eval-ref'] as string | undefined,
             calibrate: flags.calibrate as string | undefined,
+            shortlist: vocabSpec?.method === 'shortlist' ? vocabSpec : undefined,
           }
         : undefined,
       tune,

@@ -5,9 +5,16 @@
 // --quantize auto (quantize-step.ts, quantize-gate.ts) and --vocab auto (vocab-step.ts, vocab-auto.ts).
 import { PlancError } from '../compiler/diagnostics.ts';
 import type { Model } from '../compiler/ir.ts';
-import { emptyQuantization, type PlanFast, type PlanFastPoint, type PlanVocabPoint } from '../compiler/plan/types.ts';
-import { readSentences, specialIdsOf } from '../compiler/vocab/header.ts';
-import { AUTO_CLUSTERS, AUTO_TOPK } from '../compiler/vocab/spec.ts';
+import {
+  emptyQuantization,
+  fastPointName,
+  type PlanFast,
+  type PlanFastPoint,
+  type PlanVocab,
+  type PlanVocabPoint,
+} from '../compiler/plan/types.ts';
+import { readSentences, shortlistVocab, specialIdsOf } from '../compiler/vocab/header.ts';
+import { AUTO_CLUSTERS, AUTO_TOPK, type VocabSpec } from '../compiler/vocab/spec.ts';
 import type { PassContext, QuantizeOptions, QuantizeResult, VocabResult } from '../passes/pass.ts';
 import type { Plan } from '../runtime/plan.ts';
 import {
@@ -24,13 +31,18 @@ import { clustersHeader, type MeasuredPoint, measureClusters } from './vocab-aut
 import { greedyExposed } from './vocab-calibrate.ts';
 import { autoSetup, type CalibrationSetup, exposedPlan } from './vocab-step.ts';
 
+/** A vocabulary point of a combination: a clusters point of the grid, or the shortlist given. */
+type Candidate = { kind: 'clusters'; m: MeasuredPoint } | { kind: 'shortlist'; header: PlanVocab };
+
 /** What --fast asks of the compile (the option fields a caller sets; the CLI maps its flags onto them). */
 export interface FastRequest {
   /** Held-out source sentences, one per line: the gate and the timing run on them (required). */
   evalSrc: string;
   /** Their references: BLEU joins the gate. */
   evalRef?: string;
-  /** Source sentences the clusters are calibrated on; without it only the full projection is measured. */
+  /** A lexical shortlist: one more vocabulary point, measured on every rung that holds the gate. */
+  shortlist?: Extract<VocabSpec, { method: 'shortlist' }>;
+  /** Source sentences the clusters are calibrated on; without it no clusters point is measured. */
   calibrate?: string;
   /** The clusters grid (default AUTO_CLUSTERS × AUTO_TOPK, as --vocab auto). */
   clusters?: number[];
@@ -56,9 +68,6 @@ const INT8: Rung = { id: 'int8', name: 'int8 everywhere', layers: () => 'int8' }
 export const FAST_RUNGS: readonly Rung[] = [INT8, ...LADDER];
 
 const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
-const pointName = (p: PlanFastPoint) =>
-  `${p.rung}${p.clusters ? ` + clusters R${p.clusters} K${p.topK}` : ' + full projection'}`;
-
 /**
  * Times the plans on the same sentences at `batch`: one warm-up batch each, then TIME_ROUNDS rounds in which every plan
  * translates them once in turn; each plan's fastest round, in seconds. Interleaved, so that a change in the machine's
@@ -127,6 +136,7 @@ export async function fastSearch(
       rung: 'float32',
       clusters: 0,
       topK: 0,
+      shortlist: false,
       identicalSentences: 1,
       top1Agreement: 1,
       bleu: ref.bleu ?? 0,
@@ -138,11 +148,16 @@ export async function fastSearch(
     held.set(fp32Point, fp32);
     const measures = new Map<PlanFastPoint, GateMeasure>();
     /** Builds and gates one combination (its plan kept when it holds); it joins the curve. */
-    const measure = (rung: string, q: QuantizeOptions | undefined, vocab: MeasuredPoint | undefined) => {
-      const what = `${rung}${vocab ? ` R${vocab.point.clusters} K${vocab.point.topK}` : ''}`;
+    const measure = (rung: string, q: QuantizeOptions | undefined, vocab: Candidate | undefined) => {
+      const clusters = vocab?.kind === 'clusters' ? vocab.m.point : undefined;
+      const what = `${rung}${clusters ? ` R${clusters.clusters} K${clusters.topK}` : vocab ? ' shortlist' : ''}`;
       progress?.start(`building the ${what} plan`);
-      const p = open(cpuPlan(model, { ...base, vocab: vocab?.rewrite }, setup, q, `${what}.plan`));
-      // clusters: gated at batch 1, each row its own cluster's ids (a batch's mask is the union of its rows')
+      const rewrite =
+        vocab?.kind === 'clusters' ? vocab.m.rewrite : vocab ? ({ method: 'shortlist' } as const) : undefined;
+      const header = vocab?.kind === 'shortlist' ? vocab.header : undefined;
+      const p = open(cpuPlan(model, { ...base, vocab: rewrite }, setup, q, `${what}.plan`, header));
+      // a vocabulary point is gated at batch 1: each row its own cluster's ids, each sentence its own shortlist (a
+      // batch's mask is the union of its rows'), the strictest
       const m = measureQuantized(
         p,
         ref,
@@ -155,8 +170,9 @@ export async function fastSearch(
       );
       const point: PlanFastPoint = {
         rung,
-        clusters: vocab?.point.clusters ?? 0,
-        topK: vocab?.point.topK ?? 0,
+        clusters: clusters?.clusters ?? 0,
+        topK: clusters?.topK ?? 0,
+        shortlist: vocab?.kind === 'shortlist',
         identicalSentences: m.identicalSentences,
         top1Agreement: m.top1Agreement,
         bleu: m.bleu ?? 0,
@@ -195,12 +211,32 @@ export async function fastSearch(
       if (point.gatePassed) rungs.set(r.id, q);
     }
 
-    // (3) the vocabulary points on float32 products, emulated
-    let vocabOf: ((p: PlanFastPoint) => VocabResult) | undefined;
+    /** The vocab result of each measured combination with a vocabulary point. */
+    const vocabOf = new Map<PlanFastPoint, () => VocabResult>();
+    const vocabSize = dec.vocabSize;
+    if (!vocabSize && (request.calibrate || request.shortlist))
+      throw new PlancError('PLANC_E301', 'the fast search needs the vocabulary size (vocab_size in config.json)');
+    // the shortlist given: one point, on every rung that held
+    if (request.shortlist) {
+      progress?.start(`reading shortlist ${request.shortlist.file}`);
+      const header = shortlistVocab(request.shortlist, setup.tokenizer, vocabSize!, specialIdsOf(dec));
+      for (const [rung, q] of rungs) {
+        const point = measure(rung, q, { kind: 'shortlist', header });
+        vocabOf.set(point, () => ({
+          rewrite: { method: 'shortlist' },
+          header: {
+            ...header,
+            choice: `the shortlist with ${rung} products, chosen by the fast search (its measurements: the plan's fast record)`,
+          },
+        }));
+      }
+    }
+
+    // (3) the clusters grid on float32 products, emulated
     let screen: PlanVocabPoint[] = [];
     if (!request.calibrate) {
       notes.push(
-        'no calibration text (fast.calibrate): only the full projection was measured; clusters are never calibrated on the evaluation text, which would bias the gate',
+        'no calibration text (fast.calibrate): no clusters point was measured; clusters are never calibrated on the evaluation text, which would bias the gate',
       );
     } else {
       const spec = {
@@ -208,9 +244,6 @@ export async function fastSearch(
         clusters: request.clusters ?? [...AUTO_CLUSTERS],
         topK: request.topK ?? [...AUTO_TOPK],
       };
-      const vocabSize = dec.vocabSize;
-      if (!vocabSize)
-        throw new PlancError('PLANC_E301', 'the fast search needs the vocabulary size (vocab_size in config.json)');
       progress?.start('building a calibration plan (hidden state exposed)');
       const kMax = Math.max(...spec.topK);
       const exposed = exposedPlan(model, topk, kMax, rules, setup);
@@ -220,7 +253,7 @@ export async function fastSearch(
         tok,
         rules,
         specialIdsOf(dec),
-        vocabSize,
+        vocabSize!,
         kMax,
         request.calibrate,
         request.evalSrc,
@@ -236,11 +269,20 @@ export async function fastSearch(
         `clusters: ${points.length} R × K points screened on float32 products (emulated, batch-1 masks); ${screened.length} hold the gate there and were measured on the rungs, at batch 1: ${screened.map((m) => `R${m.point.clusters} K${m.point.topK}`).join(', ') || 'none'}`,
       );
       // (4) each rung that held, its points from the cheapest up, until one holds
-      const pointVocab = new Map<PlanFastPoint, MeasuredPoint>();
       for (const [rung, q] of rungs) {
         for (const [i, m] of screened.entries()) {
-          const point = measure(rung, q, m);
-          pointVocab.set(point, m);
+          const point = measure(rung, q, { kind: 'clusters', m });
+          vocabOf.set(point, () => ({
+            rewrite: m.rewrite,
+            // the grid is the fast record's screen (not repeated here as a --vocab auto curve)
+            header: clustersHeader(
+              auto,
+              [],
+              bleuFull,
+              m,
+              `R ${m.point.clusters} K ${m.point.topK} with ${rung} products, chosen by the fast search (its measurements: the plan's fast record)`,
+            ),
+          }));
           if (i + 1 === screened.length && !point.gatePassed) notes.push(`${rung}: no clusters point holds the gate`);
           if (point.gatePassed) {
             if (i + 1 < screened.length)
@@ -251,20 +293,6 @@ export async function fastSearch(
           }
         }
       }
-      vocabOf = (p) => {
-        const m = pointVocab.get(p)!;
-        return {
-          rewrite: m.rewrite,
-          // the grid is the fast record's screen (not repeated here as a --vocab auto curve)
-          header: clustersHeader(
-            auto,
-            [],
-            bleuFull,
-            m,
-            `R ${m.point.clusters} K ${m.point.topK} with ${p.rung} products, chosen by the fast search (its measurements: the plan's fast record)`,
-          ),
-        };
-      };
     }
 
     // the choice: the fastest combination that holds the gate (float32 with the full projection always does)
@@ -293,7 +321,7 @@ export async function fastSearch(
       timeSentences: timed.length,
       fp32Seconds,
       curve,
-      choice: `${pointName(best)}: ${pct(best.identicalSentences)} identical to the float32 plan on ${evalSrc.length} sentences of ${request.evalSrc}${bleuText}, ${(fp32Seconds / best.seconds).toFixed(2)}× the float32 plan's speed at batch ${batch} (${timed.length} sentences timed); the fastest of ${curve.filter((p) => p.gatePassed).length} of ${curve.length} combinations that hold the gate (${gateText(DEFAULT_GATE)})`,
+      choice: `${fastPointName(best)}: ${pct(best.identicalSentences)} identical to the float32 plan on ${evalSrc.length} sentences of ${request.evalSrc}${bleuText}, ${(fp32Seconds / best.seconds).toFixed(2)}× the float32 plan's speed at batch ${batch} (${timed.length} sentences timed); the fastest of ${curve.filter((p) => p.gatePassed).length} of ${curve.length} combinations that hold the gate (${gateText(DEFAULT_GATE)})`,
       notes: notes.join('\n'),
       screen,
     };
@@ -306,7 +334,7 @@ export async function fastSearch(
       header.notes = `chosen by the fast search: ${FAST_RUNGS.find((r) => r.id === best.rung)!.name}`;
       quantized = { options: q, header };
     }
-    return { quantized, vocab: best.clusters && vocabOf ? vocabOf(best) : undefined, record };
+    return { quantized, vocab: vocabOf.get(best)?.(), record };
   } finally {
     for (const p of [...plans]) p.close();
   }

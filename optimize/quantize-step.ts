@@ -3,7 +3,7 @@
 import { PlancError } from '../compiler/diagnostics.ts';
 import type { Model } from '../compiler/ir.ts';
 import { encodePlan } from '../compiler/plan/format.ts';
-import type { PlanQuantization } from '../compiler/plan/types.ts';
+import type { PlanQuantization, PlanVocab } from '../compiler/plan/types.ts';
 import type { LayerPrecision } from '../compiler/quant/layers.ts';
 import { readSentences } from '../compiler/vocab/header.ts';
 import { buildPlan, decodingFacts } from '../codegen/build-plan.ts';
@@ -100,13 +100,17 @@ export async function gateInputs(
   return { dec, tok, rules, evalSrc, evalRef };
 }
 
-/** A CPU plan of the model through the IR pipeline with these quantize options (none: float32). */
+/**
+ * A CPU plan of the model through the IR pipeline with these quantize options (none: float32); `vocab`: the plan's
+ * vocab record (a shortlist plan's runtime reads its shortlist there).
+ */
 export function cpuPlan(
   model: Model,
   pipe: PassContext,
   setup: CalibrationSetup,
   quantize: QuantizeOptions | undefined,
   name: string,
+  vocab?: PlanVocab,
 ): Plan {
   const optimized = runPipeline(model, { ...pipe, quantize, services: undefined });
   const built = buildPlan(optimized, {
@@ -115,6 +119,7 @@ export function cpuPlan(
     target: 'cpu',
     specialIds: setup.specialIds,
   });
+  if (vocab) built.header.vocab = vocab;
   return loadPlanBytes(encodePlan(built.header, built.blob), name);
 }
 

@@ -176,7 +176,7 @@ function fastSection(data: ReportData): string {
   const rows = f.curve
     .map(
       (p) =>
-        `<tr${p.chosen ? ' class="chosen"' : ''}><td>${escapeHtml(p.rung)}</td><td>${p.clusters ? `clusters R ${p.clusters} K ${p.topK}` : 'full projection'}</td><td class="num">${pct(p.identicalSentences)}</td><td class="num">${pct(p.top1Agreement)}</td><td class="num">${f.hasBleu ? p.bleu.toFixed(2) : ''}</td><td class="num">${p.seconds ? p.seconds.toFixed(3) : 'not timed'}</td><td class="num">${p.seconds ? `${(f.fp32Seconds / p.seconds).toFixed(2)}×` : ''}</td><td>${p.gatePassed ? 'holds' : 'fails'}${p.chosen ? ' · <b>chosen</b>' : ''}</td></tr>`,
+        `<tr${p.chosen ? ' class="chosen"' : ''}><td>${escapeHtml(p.rung)}</td><td>${p.shortlist ? 'shortlist' : p.clusters ? `clusters R ${p.clusters} K ${p.topK}` : 'full projection'}</td><td class="num">${pct(p.identicalSentences)}</td><td class="num">${pct(p.top1Agreement)}</td><td class="num">${f.hasBleu ? p.bleu.toFixed(2) : ''}</td><td class="num">${p.seconds ? p.seconds.toFixed(3) : 'not timed'}</td><td class="num">${p.seconds ? `${(f.fp32Seconds / p.seconds).toFixed(2)}×` : ''}</td><td>${p.gatePassed ? 'holds' : 'fails'}${p.chosen ? ' · <b>chosen</b>' : ''}</td></tr>`,
     )
     .join('');
   return `<section id="fast"><h2>Fast search (planc optimize --fast)</h2>

@@ -5,6 +5,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
+import { readPlanFile } from '../compiler/plan/format.ts';
 import { importModel } from '../model/onnx/import-model.ts';
 import { compile } from '../optimize/compile.ts';
 import { FAST_RUNGS } from '../optimize/fast.ts';
@@ -28,6 +29,7 @@ interface Point {
   rung: string;
   clusters: number;
   topK: number;
+  shortlist: boolean;
   identicalSentences: number;
   bleu: number | null;
   gatePassed: boolean;
@@ -53,7 +55,7 @@ if (!nativeAvailable()) {
     assert.is(f.gate, 'identical >= 0.97, bleu within 0.3');
     // the reference itself, then every rung on the full projection (int8-mixed unless it is int8's layers again)
     assert.equal(curve[0], { ...curve[0]!, rung: 'float32', clusters: 0, identicalSentences: 1 });
-    const full = curve.filter((p) => p.clusters === 0).map((p) => p.rung);
+    const full = curve.filter((p) => p.clusters === 0 && !p.shortlist).map((p) => p.rung);
     for (const r of FAST_RUNGS)
       assert.ok(
         full.includes(r.id) || (r.id === 'int8-mixed' && /int8-mixed: the same layers/.test(f.notes)),
@@ -73,8 +75,10 @@ if (!nativeAvailable()) {
     assert.ok(c.gatePassed, 'the choice holds the gate');
     for (const p of curve) if (p.gatePassed) assert.ok(c.seconds! <= p.seconds!, `${JSON.stringify(p)} is faster`);
     // what the plan is, is what was chosen
-    if (c.clusters) assert.equal([j.vocab.clusters, j.vocab.topK], [c.clusters, c.topK]);
-    else assert.is(j.vocab, undefined);
+    const v = readPlanFile(plan).header.vocab;
+    if (c.clusters) assert.equal([v?.method, v?.clusters, v?.topK], ['clusters', c.clusters, c.topK]);
+    else if (c.shortlist) assert.is(v?.method, 'shortlist');
+    else assert.is(v, undefined);
     if (c.rung === 'float32') assert.is(j.quantization, undefined);
     else assert.is(j.quantization.mode, `fast: ${c.rung}`);
     // optimize's summary: the choice with what was traded, and a line per measured combination
@@ -92,7 +96,7 @@ if (!nativeAvailable()) {
     );
     const rows = stdout
       .split('\n')
-      .filter((l) => /^ {2}[* ] \S+ \+ (full projection|clusters R\d+ K\d+) +identical/.test(l));
+      .filter((l) => /^ {2}[* ] \S+ \+ (full projection|shortlist|clusters R\d+ K\d+) +identical/.test(l));
     assert.is(rows.length, curve.length, rows.join('\n'));
     // and the report's data carries the curve
     const report = JSON.parse(planc(['report', plan, '--json', '--no-profile']).stdout);
@@ -102,7 +106,13 @@ if (!nativeAvailable()) {
 
   test(NAMES[0]!, () => {
     const plan = path.join(dir, 'fast.plan');
-    const gate = ['--eval-src', src, '--eval-ref', ref, '--calibrate', cal];
+    // a Marian text shortlist (target source probability) over the tiny model's words: one more vocabulary point
+    const lex = path.join(dir, 'lex.txt');
+    const pairs = Array.from({ length: 99 }, (_, i) =>
+      Array.from({ length: 20 }, (_, j) => `w${2 + ((i * 7 + j * 5) % 99)} w${i + 2} ${(1 / (j + 1)).toFixed(3)}`),
+    );
+    fs.writeFileSync(lex, `${pairs.flat().join('\n')}\n`);
+    const gate = ['--eval-src', src, '--eval-ref', ref, '--calibrate', cal, '--vocab', `shortlist=${lex}`];
     const r = planc(['optimize', model, '-o', plan, ...base, '--fast', ...gate]);
     assert.is(r.status, 0, r.stderr);
     const { f, curve } = checkFast(plan, r.stdout);
@@ -119,7 +129,10 @@ if (!nativeAvailable()) {
       r.stdout,
       /clusters screened on float32 products \(emulated, batch-1 masks; identical, gate\): R\d+ K\d+ /,
     );
-    // every rung that held on the full projection was measured with a clusters point
+    // the shortlist was measured on every rung that held on the full projection, as was a clusters point
+    const listed = new Set(curve.filter((p) => p.shortlist).map((p) => p.rung));
+    for (const p of curve) if (p.clusters === 0 && !p.shortlist && p.gatePassed) assert.ok(listed.has(p.rung), p.rung);
+    assert.ok(/ \+ shortlist +identical/.test(r.stdout), 'shortlist rows printed');
     const clustered = new Set(curve.filter((p) => p.clusters).map((p) => p.rung));
     for (const p of curve)
       if (p.clusters === 0 && p.gatePassed) assert.ok(clustered.has(p.rung), `${p.rung} with clusters`);
@@ -139,7 +152,7 @@ if (!nativeAvailable()) {
     );
     assert.is(f.calibrationFile, null);
     assert.equal(f.screen, []);
-    assert.match(r.stdout, /no calibration text \(fast\.calibrate\): only the full projection was measured/);
+    assert.match(r.stdout, /no calibration text \(fast\.calibrate\): no clusters point was measured/);
   });
 
   test(NAMES[2]!, async () => {

@@ -184,11 +184,12 @@ export interface PlanFast {
   screen: PlanVocabPoint[];
 }
 
-/** One measured combination of --fast (plan.proto FastPoint); clusters 0: the full projection. */
+/** One measured combination of --fast (plan.proto FastPoint); clusters 0 and no shortlist: the full projection. */
 export interface PlanFastPoint {
   rung: string;
   clusters: number;
   topK: number;
+  shortlist: boolean;
   identicalSentences: number;
   top1Agreement: number;
   bleu: number;
@@ -252,6 +253,10 @@ export function emptyQuantization(mode: string): PlanQuantization {
     notes: '',
   };
 }
+
+/** A --fast combination's name: its rung and vocabulary point. */
+export const fastPointName = (p: PlanFastPoint) =>
+  `${p.rung} + ${p.shortlist ? 'shortlist' : p.clusters ? `clusters R${p.clusters} K${p.topK}` : 'full projection'}`;
 
 /** The vocabulary rewrite of a plan: the shortlist the runtime needs, or the clusters' options; the quality report. */
 export interface PlanVocab {
