@@ -8,6 +8,7 @@ import { typeStr } from '../model/printer.ts';
 import { parseArgs, type CommandSpec } from './args.ts';
 import { formatQuantizationReport, quantizationInspect } from './quantize.ts';
 import { formatVocabReport, vocabInspect } from './vocab.ts';
+import { fastInspect, formatFastReport } from './fast.ts';
 
 export const INSPECT: CommandSpec = {
   name: 'inspect',
@@ -166,6 +167,8 @@ export interface PlanReport {
   vocab?: ReturnType<typeof vocabInspect>;
   /** Plans made with --quantize: each product's precision and measured error, and the gate's measurements. */
   quantization?: ReturnType<typeof quantizationInspect>;
+  /** Plans made with --fast: every combination measured (rung, vocabulary point, gate, time) and the choice. */
+  fast?: ReturnType<typeof fastInspect>;
   /** Nodes computed at optimize time (their outputs are weights of the plan). */
   memoized: { graph: string; node: string; op: string; bytes: number; reused: boolean }[];
 }
@@ -217,6 +220,7 @@ export function planReport(file: string, h: PlanHeader): PlanReport {
     fatbinBytes: h.cuda?.fatbin.length ?? 0,
     ...(h.vocab ? { vocab: vocabInspect(h.vocab) } : {}),
     ...(h.quantization ? { quantization: quantizationInspect(h.quantization) } : {}),
+    ...(h.fast ? { fast: fastInspect(h.fast) } : {}),
     memoized: h.memoized ?? [],
   };
 }
@@ -256,6 +260,7 @@ export function formatPlanReport(r: PlanReport, h?: PlanHeader): string {
   }
   if (h?.vocab) lines.push(...formatVocabReport(h.vocab));
   if (h?.quantization) lines.push(...formatQuantizationReport(h.quantization));
+  if (h?.fast) lines.push(...formatFastReport(h.fast));
   if (r.memoized.length) {
     const bytes = r.memoized.reduce((a, m) => a + (m.reused ? 0 : m.bytes), 0);
     lines.push(

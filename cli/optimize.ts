@@ -16,6 +16,7 @@ import { applyThreads, THREADS_OPTION } from './threads.ts';
 import { findTokenizer, type TokenizerFile } from './tokenizer-file.ts';
 import { formatQuantizationReport, parseQuantize } from './quantize.ts';
 import { formatVocabReport } from './vocab.ts';
+import { formatFastReport } from './fast.ts';
 import { formatTuneReport, TUNE_OPTIONS, tuneRequest } from './tune-options.ts';
 
 export const OPTIMIZE: CommandSpec = {
@@ -96,7 +97,7 @@ export const OPTIMIZE: CommandSpec = {
     calibrate: {
       kind: 'string',
       value: 'FILE',
-      help: 'source sentences, one per line, that --vocab clusters=R,K is calibrated on',
+      help: "source sentences, one per line, that --vocab clusters=R,K and auto (and --fast's clusters) are calibrated on; never the --eval-src text",
     },
     quantize: {
       kind: 'string',
@@ -111,12 +112,16 @@ export const OPTIMIZE: CommandSpec = {
     'eval-src': {
       kind: 'string',
       value: 'FILE',
-      help: "held-out source sentences on which --vocab's and --quantize's quality is measured (top-1 agreement, identical sentences vs the unrewritten / float32 plan)",
+      help: "held-out source sentences on which --vocab's, --quantize's and --fast's quality is measured (top-1 agreement, identical sentences vs the unrewritten / float32 plan)",
     },
     'eval-ref': {
       kind: 'string',
       value: 'FILE',
       help: 'references of --eval-src, to report BLEU with and without the rewrite or quantization',
+    },
+    fast: {
+      kind: 'boolean',
+      help: 'the fastest plan that keeps the translation: quantization rungs (float32, int8, int8 with w8 where a layer needs it, w8, int16, int16 with a float32 output layer) × vocabulary points (the full projection, and the clusters grid of --vocab auto when --calibrate is given, a --vocab shortlist=FILE when given) built and measured together against the float32 plan on --eval-src (needs it; --eval-ref adds BLEU to the gate), timed here at --max-batch; the fastest that holds the gate (identical >= 97%, BLEU within 0.3) is kept, every measured point recorded in the plan; excludes --quantize and --vocab clusters/auto',
     },
     'dump-after': {
       kind: 'string',
@@ -240,9 +245,30 @@ export async function runOptimize(argv: string[]): Promise<number> {
   checkDumpAfter(dumpAfter);
   const vocabSpec = flags.vocab === undefined ? undefined : parseVocabSpec(String(flags.vocab));
   const quantize = parseQuantize(flags.quantize as string | undefined, flags['quantize-layers'] as string | undefined);
-  if (!vocabSpec && !quantize)
+  const fast = flags.fast === true;
+  if (fast) {
+    if ((vocabSpec && vocabSpec.method !== 'shortlist') || quantize)
+      throw new PlancError(
+        'PLANC_E301',
+        `--fast chooses the quantization and the vocabulary itself: drop ${quantize ? '--quantize' : '--vocab'} (or drop --fast to ask for one; --vocab shortlist=FILE adds the shortlist to its search)`,
+      );
+    if (flags['eval-src'] === undefined)
+      throw new PlancError(
+        'PLANC_E301',
+        '--fast measures every candidate plan against float32 on held-out text: give --eval-src FILE (held-out source sentences; --eval-ref FILE adds BLEU to the gate, --calibrate FILE adds the vocabulary clusters)',
+      );
+    if (target !== 'cpu')
+      throw new PlancError('PLANC_E301', '--fast measures cpu plans: its int8 / int16 rungs run on the CPU only');
+    if (flags['no-fuse'] === true)
+      throw new PlancError(
+        'PLANC_E301',
+        '--fast quantizes planc.FusedMatMul and rewrites planc.ProjectTopK, which --no-fuse turns off',
+      );
+  }
+  if (!vocabSpec && !quantize && !fast)
     for (const f of ['calibrate', 'eval-src', 'eval-ref'])
-      if (flags[f] !== undefined) throw new PlancError('PLANC_E301', `--${f} applies to --vocab and --quantize only`);
+      if (flags[f] !== undefined)
+        throw new PlancError('PLANC_E301', `--${f} applies to --vocab, --quantize and --fast only`);
   if (quantize?.mode === 'auto' && flags['eval-src'] === undefined)
     throw new PlancError(
       'PLANC_E301',
@@ -265,7 +291,7 @@ export async function runOptimize(argv: string[]): Promise<number> {
       'PLANC_E301',
       '--vocab auto measures R × K points under the accuracy gate: it needs --calibrate SOURCE_TEXT and --eval-src HELD_OUT_TEXT (--eval-ref for BLEU)',
     );
-  if (vocabSpec?.method === 'shortlist' && flags.calibrate !== undefined)
+  if (vocabSpec?.method === 'shortlist' && flags.calibrate !== undefined && !fast)
     throw new PlancError('PLANC_E301', '--calibrate applies to --vocab clusters and auto only');
   if (vocabSpec && flags['no-fuse'] === true)
     throw new PlancError('PLANC_E301', '--vocab rewrites planc.ProjectTopK, which --no-fuse turns off');
@@ -299,12 +325,23 @@ export async function runOptimize(argv: string[]): Promise<number> {
         evalRef: flags['eval-ref'] as string | undefined,
         calibrate: vocabSpec ? undefined : (flags.calibrate as string | undefined),
       },
-      vocab: vocabSpec && {
-        spec: vocabSpec,
-        calibrate: flags.calibrate as string | undefined,
-        evalSrc: flags['eval-src'] as string | undefined,
-        evalRef: flags['eval-ref'] as string | undefined,
-      },
+      vocab:
+        vocabSpec && !fast
+          ? {
+              spec: vocabSpec,
+              calibrate: flags.calibrate as string | undefined,
+              evalSrc: flags['eval-src'] as string | undefined,
+              evalRef: flags['eval-ref'] as string | undefined,
+            }
+          : undefined,
+      fast: fast
+        ? {
+            evalSrc: flags['eval-src'] as string,
+            evalRef: flags['eval-ref'] as string | undefined,
+            calibrate: flags.calibrate as string | undefined,
+            shortlist: vocabSpec?.method === 'shortlist' ? vocabSpec : undefined,
+          }
+        : undefined,
       tune,
       explain:
         flags.explain === true
@@ -341,6 +378,7 @@ export async function runOptimize(argv: string[]): Promise<number> {
         (r) =>
           `  ${r.graph.padEnd(18)} ${String(r.kernels).padStart(4)} kernels   arena ${mb(r.arenaBytes).padStart(9)}   lower bound ${mb(r.lowerBound).padStart(9)}   all tensors ${mb(r.tensorBytesSum).padStart(9)}   in-place ${r.inPlace}`,
       ),
+      ...(built.fast ? formatFastReport(built.fast) : []),
       `done in ${progress.elapsed.toFixed(1)} s`,
     ];
     console.log(lines.join('\n'));

@@ -60,6 +60,7 @@ export const LIBRARY_FLAGS: Readonly<Record<string, string>> = {
   evalRef: '--eval-ref',
   quantize: '--quantize',
   quantizeLayers: '--quantize-layers',
+  fast: '--fast',
   tune: '--tune',
   tuneBatch: '--tune-batch',
   tuningCache: '--tuning-cache',

@@ -162,6 +162,7 @@ export function reportData(file: PlanFile, name: string, runs?: number): ReportD
           })),
         }
       : {}),
+    ...(h.fast ? { fast: h.fast } : {}),
     conventions: { ...h.decoding, tokenizer: h.tokenizerKind || 'none' },
   };
 }

@@ -1,7 +1,7 @@
 // The compile driver: IR passes, then program passes, with the same dump/verify hooks, and the services passes reach.
 // Why optimize/: the driver fills PassContext with runtime-backed services, and compiler/, passes/, codegen/ may not import runtime/.
 import type { Model } from '../compiler/ir.ts';
-import type { PlanFile, PlanQuantization, PlanVocab } from '../compiler/plan/types.ts';
+import type { PlanFast, PlanFile, PlanQuantization, PlanVocab } from '../compiler/plan/types.ts';
 import { isHalf, type LayerPrecision } from '../compiler/quant/layers.ts';
 import { PlancError } from '../compiler/diagnostics.ts';
 import { fail } from '../compiler/diagnostics-catalog.ts';
@@ -13,6 +13,7 @@ import type { PassContext, PassServices, QuantizeRequest, VocabRequest } from '.
 import { PIPELINE, runPipeline } from '../passes/pipeline.ts';
 import { defaultStepTokens } from '../passes/step-tokens.ts';
 import { chooseTopk } from './topk.ts';
+import { type FastRequest, fastSearch } from './fast.ts';
 import { quantizeStep } from './quantize-step.ts';
 import { calibrateVocab } from './vocab-step.ts';
 import { tunePlan, type TuneRequest, type TuneSummary } from './tune.ts';
@@ -28,6 +29,11 @@ export interface CompileOptions extends Omit<BuildOptions, 'onProgress'> {
   vocab?: Omit<VocabRequest, 'topk'>;
   /** Quantization of the products over constant weights (the quantize service chooses and measures). */
   quantize?: QuantizeRequest;
+  /**
+   * One gated search over quantization rungs × vocabulary points (optimize/fast.ts): the fastest combination that holds
+   * the accuracy gate against the float32 plan is the plan. Excludes `vocab` and `quantize`; cpu plans only.
+   */
+  fast?: FastRequest;
   /** Tune the built cpu plan's kernel variants on this machine (the tune service; optimize/tune.ts). */
   tune?: TuneRequest;
   explain?: PassContext['explain'];
@@ -53,6 +59,8 @@ export interface Compiled extends BuiltPlan {
   firstStepOnly: boolean;
   vocab?: PlanVocab;
   quantization?: PlanQuantization;
+  /** The fast search's curve and choice. */
+  fast?: PlanFast;
   /** What --tune did (cache hits, misses, stale and foreign entries, choices changed, rollbacks). */
   tuning?: TuneSummary;
 }
@@ -105,40 +113,32 @@ export async function compile(
       'PLANC_E302',
       (opt) => `${opt('vocab')} rewrites planc.ProjectTopK: it needs ${opt('topk')} N (N ≥ 1)`,
     );
+  const setup = { profile, specialIds: options.specialIds, tokenizer: options.tokenizer, progress };
   const passServices: PassServices = {
     progress,
-    calibrate:
-      services.calibrate ??
-      ((m, request) =>
-        calibrateVocab(m, request, {
-          profile,
-          specialIds: options.specialIds,
-          tokenizer: options.tokenizer,
-          progress,
-        })),
-    quantize:
-      services.quantize ??
-      ((m, request, pipe) =>
-        quantizeStep(m, request, pipe, {
-          profile,
-          specialIds: options.specialIds,
-          tokenizer: options.tokenizer,
-          progress,
-        })),
+    calibrate: services.calibrate ?? ((m, request) => calibrateVocab(m, request, setup)),
+    quantize: services.quantize ?? ((m, request, pipe) => quantizeStep(m, request, pipe, setup)),
   };
   const tune =
     services.tune ??
     (async (plan: PlanFile) => tunePlan(plan, { forced: options.variants, ...options.tune }, progress));
-  const vocab = options.vocab ? await passServices.calibrate!(model, { ...options.vocab, topk: topk! }) : undefined;
   const { onDump, dumpAfter } = options;
-  const pipe: PassContext & { disable: string[] } = { disable: options.disable ?? [], topk, vocab: vocab?.rewrite };
-  const passesAndBuild = async (stepTokens: PassContext) => {
-    const quantized = options.quantize
-      ? await passServices.quantize!(model, options.quantize, { ...pipe, ...stepTokens })
+  const calibrated =
+    options.vocab && !options.fast
+      ? await passServices.calibrate!(model, { ...options.vocab, topk: topk! })
       : undefined;
+  const passesAndBuild = async (stepTokens: PassContext) => {
+    const pipe: PassContext & { disable: string[] } = { disable: options.disable ?? [], topk, ...stepTokens };
+    const fast = options.fast ? await fastSearch(model, options.fast, pipe, topk ?? 0, setup) : undefined;
+    const vocab = fast ? fast.vocab : calibrated;
+    pipe.vocab = vocab?.rewrite;
+    const quantized = fast
+      ? fast.quantized
+      : options.quantize
+        ? await passServices.quantize!(model, options.quantize, pipe)
+        : undefined;
     const optimized = runPipeline(model, {
       ...pipe,
-      ...stepTokens,
       quantize: quantized?.options,
       explain: options.explain,
       services: passServices,
@@ -160,10 +160,10 @@ export async function compile(
       },
       { dumpAfter, onDump: onDump && ((name, text) => onDump(name, text, 'programs')) },
     );
-    return { quantized, built };
+    return { fast, vocab, quantized, built };
   };
   // the default multi-token step is a default: a model whose passes or lowering fail with it gets one token
-  const stepDefault = options.stepTokens === undefined ? defaultStepTokens(options.target, pipe.disable) : undefined;
+  const stepDefault = options.stepTokens === undefined ? defaultStepTokens(options.target, options.disable) : undefined;
   let attempt: Awaited<ReturnType<typeof passesAndBuild>>;
   try {
     attempt = await passesAndBuild(
@@ -174,8 +174,9 @@ export async function compile(
     options.explain?.('step-tokens', '', `the default of ${stepDefault} step tokens is not taken: ${e.message}`);
     attempt = await passesAndBuild({});
   }
-  const { quantized, built } = attempt;
+  const { fast, vocab, quantized, built } = attempt;
   if (vocab) built.header.vocab = vocab.header;
+  if (fast) built.header.fast = fast.record;
   if (quantized) built.header.quantization = mergeQuantization(built.header.quantization, quantized.header);
   const q = built.header.quantization;
   if (q && options.target === 'cpu' && q.layers.some((l) => isHalf(l.precision as LayerPrecision)))
@@ -187,6 +188,7 @@ export async function compile(
     firstStepOnly,
     vocab: vocab?.header,
     quantization: built.header.quantization,
+    ...(fast ? { fast: fast.record } : {}),
     ...(tuning ? { tuning } : {}),
   };
 }
@@ -200,8 +202,24 @@ const CUDA_WHY =
 const CPU_HALF_NOTE =
   "fp16 / bf16 on the cpu: the reference path (each weight widened to float32 on every call, the other operand rounded to the weight's dtype), slower than float32: the CUDA tensor cores are where these precisions pay; on the cpu use int8, w8 or int16 for speed";
 
-/** Refuses a --quantize mode or per-layer precision the CUDA kernels do not have, naming it and why. */
+/**
+ * Refuses a quantize mode or per-layer precision the CUDA kernels do not have, naming it and why; and fast with vocab
+ * or quantize (it chooses both) or for a target other than cpu.
+ */
 function checkQuantizeTarget(options: CompileOptions): void {
+  if (options.fast) {
+    const other = options.vocab ? 'vocab' : options.quantize ? 'quantize' : undefined;
+    if (other)
+      throw new PlancError(
+        'PLANC_E302',
+        (opt) => `${opt('fast')} chooses the quantization and the vocabulary itself: it excludes ${opt(other)}`,
+      );
+    if (options.target !== 'cpu')
+      throw new PlancError(
+        'PLANC_E302',
+        (opt) => `${opt('fast')} measures cpu plans: its int8 / int16 rungs run on the CPU only (${opt('target')} cpu)`,
+      );
+  }
   const q = options.quantize;
   if (!q || options.target !== 'cuda') return;
   if (!CUDA_PRECISIONS.includes(q.mode))

@@ -73,7 +73,10 @@ export function fp32Reference(
   return { sources, ids, bleu, refs };
 }
 
-/** The quantized plan against the float32 reference: free-running greedy, then teacher-forced on float32's tokens. */
+/**
+ * The quantized plan against the float32 reference: free-running greedy, then teacher-forced on float32's tokens;
+ * `batch` sentences a run (default CALIBRATION_BATCH).
+ */
 export function measureQuantized(
   q: Plan,
   ref: Fp32Reference,
@@ -82,10 +85,11 @@ export function measureQuantized(
   eosId: number,
   maxTgtLen: number,
   progress?: ProgressReporter,
+  batch?: number,
 ): GateMeasure {
   const n = ref.sources.length;
   const bar = progress?.bar('quantized vs float32', 2 * n);
-  const ids = greedyExposed(q, ref.sources, rules, maxTgtLen, undefined, (k) => bar?.tick(k));
+  const ids = greedyExposed(q, ref.sources, rules, maxTgtLen, undefined, (k) => bar?.tick(k), batch);
   // the steps pick sees: a forced first token (forced bos) is not picked
   const pos = new Array<number>(n).fill(rules.c.forcedBosId === undefined ? 0 : 1);
   let steps = 0,
@@ -104,6 +108,7 @@ export function measureQuantized(
       return forced;
     },
     (k) => bar?.tick(k),
+    batch,
   );
   bar?.done();
   const differing = ids.flatMap((x, i) => (x.join() === ref.ids[i]!.join() ? [] : [i]));

@@ -1,9 +1,9 @@
 // The runtime-backed quantize service of a compile: each layer's precision (auto: from its measured error and the
 // accuracy gate) and the plan's quantization report, measured on plans built here with the plans' own kernels.
-import { PlancError } from '../compiler/diagnostics.ts';
+import { type OptionNamer, PlancError } from '../compiler/diagnostics.ts';
 import type { Model } from '../compiler/ir.ts';
 import { encodePlan } from '../compiler/plan/format.ts';
-import type { PlanQuantization } from '../compiler/plan/types.ts';
+import type { PlanQuantization, PlanVocab } from '../compiler/plan/types.ts';
 import type { LayerPrecision } from '../compiler/quant/layers.ts';
 import { readSentences } from '../compiler/vocab/header.ts';
 import { buildPlan, decodingFacts } from '../codegen/build-plan.ts';
@@ -12,7 +12,7 @@ import type { PassContext, QuantizeOptions, QuantizeRequest, QuantizeResult } fr
 import { runPipeline } from '../passes/pipeline.ts';
 import { conventionsOf, DecodingRules } from '../runtime/decode/conventions.ts';
 import { loadPlanBytes, type Plan } from '../runtime/plan.ts';
-import { loadTokenizer } from '../runtime/tokenizer/tokenizer.ts';
+import { loadTokenizer, type Tokenizer } from '../runtime/tokenizer/tokenizer.ts';
 import {
   DEFAULT_GATE,
   fp32Reference,
@@ -32,25 +32,88 @@ import type { CalibrationSetup } from './vocab-step.ts';
  * auto's ladder, from fastest to most faithful; each rung is built and measured, the first that holds the gate is
  * kept. Per layer: `errors` are the measured int8 errors (rung 1 keeps layers over their bound in w8).
  */
-interface Rung {
+export interface Rung {
+  /** Short name (the --fast curve's rung). */
+  id: string;
   name: string;
   layers: (e: LayerError) => LayerPrecision;
 }
 const isMatMul = (e: LayerError) => e.op !== 'planc.ProjectTopK' && e.op !== 'Gather';
-const LADDER: Rung[] = [
-  { name: "int8, w8 where a layer's int8 error is over its bound", layers: (e) => (e.int8 > e.bound ? 'w8' : 'int8') },
-  { name: 'w8 (int8 weights, float32 inputs) everywhere', layers: () => 'w8' },
-  { name: 'int16 products, int8 output layer rescored at 12 bits, 12-bit embeddings', layers: () => 'int16' },
-  { name: 'int16 products, float32 output layer and embeddings', layers: (e) => (isMatMul(e) ? 'int16' : 'float32') },
+export const LADDER: readonly Rung[] = [
+  {
+    id: 'int8-mixed',
+    name: "int8, w8 where a layer's int8 error is over its bound",
+    layers: (e) => (e.int8 > e.bound ? 'w8' : 'int8'),
+  },
+  { id: 'w8', name: 'w8 (int8 weights, float32 inputs) everywhere', layers: () => 'w8' },
+  {
+    id: 'int16',
+    name: 'int16 products, int8 output layer rescored at 12 bits, 12-bit embeddings',
+    layers: () => 'int16',
+  },
+  {
+    id: 'int16-fp32out',
+    name: 'int16 products, float32 output layer and embeddings',
+    layers: (e) => (isMatMul(e) ? 'int16' : 'float32'),
+  },
 ];
 
-/** A CPU plan of the model through the IR pipeline with these quantize options (none: float32). */
-function cpuPlan(
+/** A rung's options over the measured layers (`forced`: per-layer precisions asked for, over the rung's). */
+export const rungOptions = (
+  r: Rung,
+  errors: LayerError[],
+  forced: Readonly<Record<string, LayerPrecision>> = {},
+): QuantizeOptions => ({
+  precision: 'int8',
+  layers: { ...Object.fromEntries(errors.map((e) => [e.node, r.layers(e)])), ...forced },
+});
+
+/** What a measurement against float32 reads: the model's decoding facts and rules, its tokenizer, the text. */
+export interface GateInputs {
+  dec: ReturnType<typeof decodingFacts>;
+  tok: Tokenizer;
+  rules: DecodingRules;
+  evalSrc?: string[];
+  evalRef?: string[];
+}
+
+/** Loads the tokenizer and reads the evaluation text (and references, of the same length); `what` names the caller. */
+export async function gateInputs(
+  model: Model,
+  setup: CalibrationSetup,
+  evalSrcFile: string | undefined,
+  evalRefFile: string | undefined,
+  what: (opt: OptionNamer) => string,
+): Promise<GateInputs> {
+  if (!setup.tokenizer)
+    throw new PlancError(
+      'PLANC_E302',
+      (opt) => `${what(opt)} read text: they need the model's tokenizer (give ${opt('tokenizer')} FILE)`,
+    );
+  const dec = decodingFacts(model, setup.specialIds);
+  const tok = await loadTokenizer(setup.tokenizer.bytes, setup.tokenizer.kind, undefined, dec.eosId);
+  const rules = new DecodingRules(conventionsOf(dec));
+  const evalSrc = evalSrcFile ? readSentences(evalSrcFile, 'evalSrc') : undefined;
+  const evalRef = evalRefFile ? readSentences(evalRefFile, 'evalRef') : undefined;
+  if (evalSrc && evalRef && evalSrc.length !== evalRef.length)
+    throw new PlancError(
+      'PLANC_E302',
+      (opt) => `${opt('evalSrc')} has ${evalSrc.length} sentences but ${opt('evalRef')} has ${evalRef.length}`,
+    );
+  return { dec, tok, rules, evalSrc, evalRef };
+}
+
+/**
+ * A CPU plan of the model through the IR pipeline with these quantize options (none: float32); `vocab`: the plan's
+ * vocab record (a shortlist plan's runtime reads its shortlist there).
+ */
+export function cpuPlan(
   model: Model,
   pipe: PassContext,
   setup: CalibrationSetup,
   quantize: QuantizeOptions | undefined,
   name: string,
+  vocab?: PlanVocab,
 ): Plan {
   const optimized = runPipeline(model, { ...pipe, quantize, services: undefined });
   const built = buildPlan(optimized, {
@@ -59,10 +122,37 @@ function cpuPlan(
     target: 'cpu',
     specialIds: setup.specialIds,
   });
+  if (vocab) built.header.vocab = vocab;
   return loadPlanBytes(encodePlan(built.header, built.blob), name);
 }
 
-function setMeasure(h: PlanQuantization, m: GateMeasure, src: string): void {
+/** Each measured layer's precision under `options`, with its errors and why (the plan's quantization layers). */
+export function layerRecords(
+  errors: LayerError[],
+  options: QuantizeOptions,
+  forced: Readonly<Record<string, LayerPrecision>> = {},
+): PlanQuantization['layers'] {
+  return errors.map((e) => {
+    const p = options.layers?.[e.node] ?? options.precision;
+    return {
+      graph: e.graph,
+      node: e.node,
+      op: e.op,
+      precision: p,
+      bytesBefore: 0,
+      bytesAfter: 0,
+      error: e.int8,
+      reason:
+        e.node in forced
+          ? 'asked (--quantize-layers)'
+          : p === 'int8'
+            ? ''
+            : `auto: ${p} (int8 error ${e.int8.toFixed(4)}, bound ${e.bound}, w8 error ${e.w8.toFixed(4)})`,
+    };
+  });
+}
+
+export function setMeasure(h: PlanQuantization, m: GateMeasure, src: string): void {
   Object.assign(h, {
     evalSource: src,
     evalSentences: m.evalSentences,
@@ -92,22 +182,13 @@ export async function quantizeStep(
   const forced = request.layers ?? {};
   if (request.mode !== 'auto' && !request.evalSrc)
     return { options: { precision: request.mode, layers: forced }, header };
-  if (!setup.tokenizer)
-    throw new PlancError(
-      'PLANC_E302',
-      (opt) =>
-        `${opt('quantize')} auto and ${opt('evalSrc')} read text: they need the model's tokenizer (give ${opt('tokenizer')} FILE)`,
-    );
-  const dec = decodingFacts(model, setup.specialIds);
-  const tok = await loadTokenizer(setup.tokenizer.bytes, setup.tokenizer.kind, undefined, dec.eosId);
-  const rules = new DecodingRules(conventionsOf(dec));
-  const evalSrc = request.evalSrc ? readSentences(request.evalSrc, 'evalSrc') : undefined;
-  const evalRef = request.evalRef ? readSentences(request.evalRef, 'evalRef') : undefined;
-  if (evalSrc && evalRef && evalSrc.length !== evalRef.length)
-    throw new PlancError(
-      'PLANC_E302',
-      (opt) => `${opt('evalSrc')} has ${evalSrc.length} sentences but ${opt('evalRef')} has ${evalRef.length}`,
-    );
+  const { dec, tok, rules, evalSrc, evalRef } = await gateInputs(
+    model,
+    setup,
+    request.evalSrc,
+    request.evalRef,
+    (opt) => `${opt('quantize')} auto and ${opt('evalSrc')}`,
+  );
   const calib = request.calibrate ? readSentences(request.calibrate, 'calibrate') : evalSrc;
   if (request.mode === 'auto' && !calib)
     throw new PlancError(
@@ -143,10 +224,7 @@ export async function quantizeStep(
     notes.push(
       `measured: ${errors.length} layers, int8 output error median ${median(errors.map((e) => e.int8)).toFixed(4)}, max ${Math.max(0, ...errors.map((e) => e.int8)).toFixed(4)}; ${over.length} over the bound ${INT8_ERROR_BOUND}${over.length ? ` (${over.map((e) => e.node).join(', ')})` : ''}`,
     );
-    const mix = (r: Rung): QuantizeOptions => ({
-      precision: 'int8',
-      layers: { ...Object.fromEntries(errors.map((e) => [e.node, r.layers(e)])), ...forced },
-    });
+    const mix = (r: Rung): QuantizeOptions => rungOptions(r, errors, forced);
     let options = mix(LADDER[0]!);
     if (ref) {
       let passed = false;
@@ -174,24 +252,7 @@ export async function quantizeStep(
       notes.push('no --eval-src: rung 1 taken on the measured errors alone, not checked end to end');
     }
     header.notes = notes.join('\n');
-    header.layers = errors.map((e) => {
-      const p = options.layers?.[e.node] ?? options.precision;
-      return {
-        graph: e.graph,
-        node: e.node,
-        op: e.op,
-        precision: p,
-        bytesBefore: 0,
-        bytesAfter: 0,
-        error: e.int8,
-        reason:
-          e.node in forced
-            ? 'asked (--quantize-layers)'
-            : p === 'int8'
-              ? ''
-              : `auto: ${p} (int8 error ${e.int8.toFixed(4)}, bound ${e.bound}, w8 error ${e.w8.toFixed(4)})`,
-      };
-    });
+    header.layers = layerRecords(errors, options, forced);
     return { options, header };
   } finally {
     for (const p of plans) p.close();

@@ -46,30 +46,35 @@ export function prefix(ids: Int32Array, stride: number, k: number): Int32Array {
 
 const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
 
+/** One measured point of the grid with what building it made: the rewrite, its k-means run, its calibration active fraction. */
+export interface MeasuredPoint {
+  point: PlanVocabPoint;
+  rewrite: ClustersRewrite;
+  km: KMeansResult;
+  calibrationActiveMean: number;
+}
+
 /**
- * Measures the grid and chooses: the point of least cost per decoder row (R centroid distances + the mean active ids,
- * in dot products of length D) among those that hold the gate. Returns the rewrite (undefined: none held it) and the
- * plan's vocab header with the curve and the reason.
+ * Measures every R × K point of the grid on the held-out text (emulated on the exposed float32 plan, against its full
+ * projection), each point with the gate's verdict and its cost per decoder row (R centroid distances + the mean active
+ * ids, in dot products of length D). One k-means run per R; K cuts the calibration's top ids.
  */
-export function autoClusters(
+export function measureClusters(
   spec: Extract<VocabSpec, { method: 'auto' }>,
   s: AutoSetup,
-): { rewrite?: ClustersRewrite; header: PlanVocab } {
+): { points: MeasuredPoint[]; bleuFull: number } {
   const { cal } = s;
   const kMax = Math.max(...spec.topK);
   const stride = cal.states ? cal.topK.length / cal.states : 0; // ids the calibration kept per state
   if (stride < kMax)
     throw new PlancError('PLANC_E302', `internal: the calibration keeps ${stride} ids per state, auto needs ${kMax}`);
   const { assign } = assignFn();
-  const curve: PlanVocabPoint[] = [];
-  const rewrites = new Map<
-    PlanVocabPoint,
-    { rewrite: ClustersRewrite; km: KMeansResult; calibrationActiveMean: number }
-  >();
+  const points: MeasuredPoint[] = [];
   const rs = [...new Set(spec.clusters.map((r) => Math.min(r, cal.states)))];
   let bleuFull = 0; // the full projection's BLEU on the text (the same for every point)
+  let fullIds: number[][] | undefined; // and its output, decoded once
   const bar = s.progress?.bar(
-    `--vocab auto: ${rs.length} R × ${spec.topK.length} K measured on ${s.evalSrc.length} sentences`,
+    `vocabulary: ${rs.length} R × ${spec.topK.length} K measured on ${s.evalSrc.length} sentences`,
     rs.length * spec.topK.length,
   );
   for (const r of rs) {
@@ -102,7 +107,10 @@ export function autoClusters(
         { kind: 'clusters', c: rewrite },
         s.maxSrcLen,
         s.maxTgtLen,
+        undefined,
+        fullIds,
       );
+      fullIds = q.fullIds;
       const point: PlanVocabPoint = {
         clusters: km.clusters,
         topK: k,
@@ -124,9 +132,9 @@ export function autoClusters(
         ),
         cost: km.clusters + q.activeMean * s.vocabSize,
       };
-      curve.push(point);
       bleuFull = q.bleuFull ?? 0;
-      rewrites.set(point, {
+      points.push({
+        point,
         rewrite,
         km,
         calibrationActiveMean: activeSetStats(sets, km.assignments).weightedMeanFraction,
@@ -135,43 +143,86 @@ export function autoClusters(
     }
   }
   bar?.done();
-  const passing = curve.filter((p) => p.gatePassed).sort((a, b) => a.cost - b.cost || a.clusters - b.clusters);
+  return { points, bleuFull };
+}
+
+/** The plan's vocab header of a measured grid: the calibration, the text, the curve; `chosen` adds its point's facts. */
+export function clustersHeader(
+  s: AutoSetup,
+  points: MeasuredPoint[],
+  bleuFull: number,
+  chosen: MeasuredPoint | undefined,
+  choice: string,
+): PlanVocab {
   const header = emptyVocab('clusters');
-  const full = s.vocabSize;
-  const text = (p: PlanVocabPoint) =>
-    `R ${p.clusters} K ${p.topK} (identical ${pct(p.identicalSentences)}, top-1 ${pct(p.top1Agreement)}, ${p.cost.toFixed(0)} dot products a row vs ${full} for the full projection)`;
   Object.assign(header, {
     specialIds: s.specials,
     calibrationFile: s.calibrationFile,
-    calibrationSentences: cal.sentences,
-    calibrationStates: cal.states,
+    calibrationSentences: s.cal.sentences,
+    calibrationStates: s.cal.states,
     evalSource: s.evalSource,
     evalSentences: s.evalSrc.length,
     evalMode: 'emulated',
-    curve,
+    curve: points.map((m) => m.point),
     hasBleu: s.evalRef !== undefined,
     bleuFull,
+    choice,
   });
-  const best = passing[0];
-  if (!best) {
-    header.choice = `none of the ${curve.length} points holds the gate (${gateText(DEFAULT_GATE)}) on ${s.evalSource}: the full projection is kept (more calibration text, larger K or fewer clusters move the curve up)`;
-    return { header };
+  if (chosen) {
+    const best = chosen.point;
+    Object.assign(header, {
+      clusters: best.clusters,
+      topK: best.topK,
+      kmeansIterations: chosen.km.iterations,
+      kmeansConverged: chosen.km.converged,
+      kmeansInertia: chosen.km.inertia,
+      emptyClusters: chosen.km.emptyClusters,
+      calibrationActiveMean: chosen.calibrationActiveMean,
+      activeMean: best.activeMean,
+      activeMax: best.activeMax,
+      top1Agreement: best.top1Agreement,
+      identicalSentences: best.identicalSentences,
+      bleu: best.bleu,
+    });
   }
-  const chosen = rewrites.get(best)!;
-  Object.assign(header, {
-    clusters: best.clusters,
-    topK: best.topK,
-    kmeansIterations: chosen.km.iterations,
-    kmeansConverged: chosen.km.converged,
-    kmeansInertia: chosen.km.inertia,
-    emptyClusters: chosen.km.emptyClusters,
-    calibrationActiveMean: chosen.calibrationActiveMean,
-    activeMean: best.activeMean,
-    activeMax: best.activeMax,
-    top1Agreement: best.top1Agreement,
-    identicalSentences: best.identicalSentences,
-    bleu: best.bleu,
-    choice: `${text(best)}: the cheapest of ${passing.length} of ${curve.length} points that hold the gate (${gateText(DEFAULT_GATE)})`,
-  });
-  return { rewrite: chosen.rewrite, header };
+  return header;
+}
+
+/**
+ * Measures the grid and chooses: the point of least cost per decoder row among those that hold the gate. Returns the
+ * rewrite (undefined: none held it) and the plan's vocab header with the curve and the reason.
+ */
+export function autoClusters(
+  spec: Extract<VocabSpec, { method: 'auto' }>,
+  s: AutoSetup,
+): { rewrite?: ClustersRewrite; header: PlanVocab } {
+  const { points, bleuFull } = measureClusters(spec, s);
+  const curve = points.map((m) => m.point);
+  const passing = points
+    .filter((m) => m.point.gatePassed)
+    .sort((a, b) => a.point.cost - b.point.cost || a.point.clusters - b.point.clusters);
+  const full = s.vocabSize;
+  const text = (p: PlanVocabPoint) =>
+    `R ${p.clusters} K ${p.topK} (identical ${pct(p.identicalSentences)}, top-1 ${pct(p.top1Agreement)}, ${p.cost.toFixed(0)} dot products a row vs ${full} for the full projection)`;
+  const best = passing[0];
+  if (!best)
+    return {
+      header: clustersHeader(
+        s,
+        points,
+        bleuFull,
+        undefined,
+        `none of the ${curve.length} points holds the gate (${gateText(DEFAULT_GATE)}) on ${s.evalSource}: the full projection is kept (more calibration text, larger K or fewer clusters move the curve up)`,
+      ),
+    };
+  return {
+    rewrite: best.rewrite,
+    header: clustersHeader(
+      s,
+      points,
+      bleuFull,
+      best,
+      `${text(best.point)}: the cheapest of ${passing.length} of ${curve.length} points that hold the gate (${gateText(DEFAULT_GATE)})`,
+    ),
+  };
 }

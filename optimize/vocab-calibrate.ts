@@ -42,7 +42,8 @@ export const hiddenOf = (out: Parameters<PickToken>[0]) => out[VOCAB_HIDDEN_OUTP
  * Greedy decoding over an expose plan as the runtime's greedy decoding does it (greedyBatch: the rules' forced, banned
  * and eos ids), CALIBRATION_BATCH sentences at a time; `pick(out, r, sentence, banned)` chooses an unforced token
  * (default: the best allowed one). Caps: the runtime's with maxLengthRatio 2, maxLengthConstant 10 (the model's max
- * length and maxTgtLen too). Returns the ids per sentence (without eos).
+ * length and maxTgtLen too). `batch`: sentences per run (default CALIBRATION_BATCH). Returns the ids per sentence
+ * (without eos).
  */
 export function greedyExposed(
   plan: Plan,
@@ -51,12 +52,13 @@ export function greedyExposed(
   maxTgtLen: number,
   pick: PickToken | undefined,
   onBatch?: (n: number) => void,
+  batch = CALIBRATION_BATCH,
 ): number[][] {
   const o = validateDecodingOptions({ beamSize: 1, maxLengthRatio: 2, maxLengthConstant: 10 }, planDefaults(plan));
   const order = sources.map((_, i) => i).sort((a, b) => sources[a]!.length - sources[b]!.length);
   const out: number[][] = sources.map(() => []);
-  for (let b0 = 0; b0 < order.length; b0 += CALIBRATION_BATCH) {
-    const idx = order.slice(b0, b0 + CALIBRATION_BATCH);
+  for (let b0 = 0; b0 < order.length; b0 += batch) {
+    const idx = order.slice(b0, b0 + batch);
     const hyps = greedyBatch(
       plan,
       idx.map((i) => sources[i]!),

@@ -97,6 +97,8 @@ export interface Quality {
   bleuFull?: number;
   hyps: string[];
   hypsFull: string[];
+  /** The full projection's greedy ids per sentence (pass them back to measure another rewrite on the same text). */
+  fullIds: number[][];
 }
 
 /**
@@ -117,6 +119,7 @@ export function evaluateQuality(
   maxSrcLen: number,
   maxTgtLen: number,
   progress?: ProgressReporter,
+  fullIds?: number[][],
 ): Quality {
   const sources = srcText.map((s) => tok.encodeSource(s));
   const long = sources.findIndex((s) => s.length > maxSrcLen);
@@ -126,8 +129,8 @@ export function evaluateQuality(
       (opt) =>
         `${opt('evalSrc')} sentence ${long + 1} has ${sources[long]!.length} tokens, over ${opt('maxSrcLen')} ${maxSrcLen}`,
     );
-  const bar = progress?.bar('evaluating', 2 * sources.length);
-  const full = greedyExposed(plan, sources, rules, maxTgtLen, undefined, (k) => bar?.tick(k));
+  const bar = progress?.bar('evaluating', (fullIds ? 1 : 2) * sources.length);
+  const full = fullIds ?? greedyExposed(plan, sources, rules, maxTgtLen, undefined, (k) => bar?.tick(k));
   let steps = 0,
     agree = 0,
     fracSum = 0,
@@ -179,6 +182,7 @@ export function evaluateQuality(
     identicalSentences: rewritten.filter((x, i) => x.join() === full[i]!.join()).length / sources.length,
     hyps,
     hypsFull,
+    fullIds: full,
   };
   if (refText) {
     q.bleu = corpusBleu(hyps, refText).score;

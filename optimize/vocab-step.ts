@@ -7,9 +7,10 @@ import { decodingFacts, type SpecialIds } from '../codegen/build-plan.ts';
 import type { ProfileOptions } from '../codegen/profile.ts';
 import type { ProgressReporter, VocabRequest, VocabResult, VocabRewriteOptions } from '../passes/pass.ts';
 import { conventionsOf, DecodingRules } from '../runtime/decode/conventions.ts';
-import { loadTokenizer } from '../runtime/tokenizer/tokenizer.ts';
+import type { Plan } from '../runtime/plan.ts';
+import { loadTokenizer, type Tokenizer } from '../runtime/tokenizer/tokenizer.ts';
 import { buildClusters, calibrate, exposePlan } from './vocab-calibrate.ts';
-import { autoClusters } from './vocab-auto.ts';
+import { type AutoSetup, autoClusters } from './vocab-auto.ts';
 import { evaluateQuality, outputLayer } from './vocab-evaluate.ts';
 
 /** What the calibration plan is built with: the user's profile and ids, and the tokenizer that reads the text. */
@@ -18,6 +19,60 @@ export interface CalibrationSetup {
   specialIds?: SpecialIds;
   tokenizer?: { bytes: Uint8Array; kind: 'spm' | 'hf' };
   progress?: ProgressReporter;
+}
+
+/**
+ * The calibration plan: a float32 CPU plan exposing the output layer's hidden state, its planc.ProjectTopK keeping
+ * enough ids for the plan's `topk` and for `kIds` allowed ids besides the banned ones (calibration and evaluation decode
+ * as the runtime does, with the plan's conventions).
+ */
+export function exposedPlan(
+  model: Model,
+  topk: number,
+  kIds: number,
+  rules: DecodingRules,
+  setup: CalibrationSetup,
+): { plan: Plan; optimized: Model } {
+  const k = Math.max(topk, kIds ? kIds + rules.maxBanned : 1);
+  return exposePlan(model, { topk: k }, { target: 'cpu', ...setup.profile, specialIds: setup.specialIds });
+}
+
+/**
+ * What the clusters grid is measured with: one calibration (greedy decoding of the calibration file on the exposed
+ * plan, the top `kMax` ids of every state kept) and the held-out text.
+ */
+export function autoSetup(
+  exposed: { plan: Plan; optimized: Model },
+  tok: Tokenizer,
+  rules: DecodingRules,
+  specials: number[],
+  vocabSize: number,
+  kMax: number,
+  calibrationFile: string,
+  evalSource: string,
+  evalSrc: string[],
+  evalRef: string[] | undefined,
+  setup: CalibrationSetup,
+): AutoSetup {
+  const { profile, progress } = setup;
+  const sentences = readSentences(calibrationFile, 'calibrate');
+  const cal = calibrate(exposed.plan, tok, sentences, kMax, rules, profile.maxSrcLen, profile.maxTgtLen, progress);
+  return {
+    cal,
+    calibrationFile,
+    plan: exposed.plan,
+    tok,
+    layer: outputLayer(exposed.optimized),
+    rules,
+    evalSrc,
+    evalRef,
+    evalSource,
+    specials,
+    vocabSize,
+    maxSrcLen: profile.maxSrcLen,
+    maxTgtLen: profile.maxTgtLen,
+    progress,
+  };
 }
 
 /**
@@ -66,43 +121,28 @@ export async function calibrateVocab(
   // Calibration and evaluation decode as the runtime does (the plan's conventions): K allowed ids besides banned ones.
   const rules = needPlan ? new DecodingRules(conventionsOf(dec)) : undefined;
   const kIds = spec.method === 'clusters' ? spec.topK : spec.method === 'auto' ? Math.max(...spec.topK) : 0;
-  const k = Math.max(request.topk, kIds ? kIds + rules!.maxBanned : 1);
-  const exposed = needPlan
-    ? exposePlan(model, { topk: k }, { target: 'cpu', ...profile, specialIds: setup.specialIds })
-    : undefined;
+  const exposed = needPlan ? exposedPlan(model, request.topk, kIds, rules!, setup) : undefined;
   progress?.finish();
   try {
     let header: PlanVocab;
     let rewrite: VocabRewriteOptions;
-    if (spec.method === 'auto') {
-      const sentences = readSentences(request.calibrate!, 'calibrate');
-      const cal = calibrate(
-        exposed!.plan,
-        tok,
-        sentences,
-        kIds,
-        rules!,
-        profile.maxSrcLen,
-        profile.maxTgtLen,
-        progress,
+    if (spec.method === 'auto')
+      return autoClusters(
+        spec,
+        autoSetup(
+          exposed!,
+          tok,
+          rules!,
+          specials,
+          vocabSize,
+          kIds,
+          request.calibrate!,
+          request.evalSrc!,
+          evalSrc!,
+          evalRef,
+          setup,
+        ),
       );
-      return autoClusters(spec, {
-        cal,
-        calibrationFile: request.calibrate!,
-        plan: exposed!.plan,
-        tok,
-        layer: outputLayer(exposed!.optimized),
-        rules: rules!,
-        evalSrc: evalSrc!,
-        evalRef,
-        evalSource: request.evalSrc!,
-        specials,
-        vocabSize,
-        maxSrcLen: profile.maxSrcLen,
-        maxTgtLen: profile.maxTgtLen,
-        progress,
-      });
-    }
     if (spec.method === 'shortlist') {
       progress?.start(`reading shortlist ${spec.file}`);
       header = shortlistVocab(spec, setup.tokenizer, vocabSize, specials);

@@ -5,7 +5,7 @@
 import * as fs from 'node:fs';
 import { createRequire } from 'node:module';
 import * as path from 'node:path';
-import type { PlanVocabPoint } from '../compiler/plan/types.ts';
+import type { PlanFast, PlanVocabPoint } from '../compiler/plan/types.ts';
 import { escapeHtml } from './ddgviz.ts';
 
 /** One graph's timing at one operating point: the whole run and its time per op kind and per call (ms). */
@@ -64,6 +64,8 @@ export interface ReportData {
   vocab?: Record<string, string | number | boolean>;
   /** --vocab auto's measured R × K points (the quality/speed curve), the chosen one marked. */
   vocabCurve?: (PlanVocabPoint & { chosen: boolean })[];
+  /** planc optimize --fast: every rung × vocabulary point measured against float32, and the choice. */
+  fast?: PlanFast;
   conventions: Record<string, unknown>;
 }
 
@@ -167,6 +169,22 @@ ${confirms.length ? `<h3>End-to-end confirmation per graph</h3>${decisionTables(
 ${decisionTables(calls)}</section>`;
 }
 
+function fastSection(data: ReportData): string {
+  const f = data.fast;
+  if (!f) return '';
+  const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
+  const rows = f.curve
+    .map(
+      (p) =>
+        `<tr${p.chosen ? ' class="chosen"' : ''}><td>${escapeHtml(p.rung)}</td><td>${p.shortlist ? 'shortlist' : p.clusters ? `clusters R ${p.clusters} K ${p.topK}` : 'full projection'}</td><td class="num">${pct(p.identicalSentences)}</td><td class="num">${pct(p.top1Agreement)}</td><td class="num">${f.hasBleu ? p.bleu.toFixed(2) : ''}</td><td class="num">${p.seconds ? p.seconds.toFixed(3) : 'not timed'}</td><td class="num">${p.seconds ? `${(f.fp32Seconds / p.seconds).toFixed(2)}×` : ''}</td><td>${p.gatePassed ? 'holds' : 'fails'}${p.chosen ? ' · <b>chosen</b>' : ''}</td></tr>`,
+    )
+    .join('');
+  return `<section id="fast"><h2>Fast search (planc optimize --fast)</h2>
+<p><b>${escapeHtml(f.choice)}</b></p><p>Each combination was built and measured against the float32 plan with the full projection on ${f.evalSentences} sentences of <code>${escapeHtml(f.evalSource)}</code> (gate <code>${escapeHtml(f.gate)}</code>), and timed on ${f.timeSentences} of them at batch ${f.timeBatch}.</p>
+<table><tr><th>rung</th><th>vocabulary</th><th>identical</th><th>top-1</th><th>BLEU</th><th>seconds</th><th>speed vs float32</th><th>gate</th></tr>${rows}</table>
+${f.notes ? `<p class="reason">${f.notes.split('\n').map(escapeHtml).join('<br>')}</p>` : ''}</section>`;
+}
+
 function quantSection(data: ReportData): string {
   const q = data.quantization;
   if (!q)
@@ -203,6 +221,7 @@ ${
 }
 </section>
 ${decisionsSection(data)}
+${fastSection(data)}
 ${quantSection(data)}
 ${vocabSection(data)}
 <section id="memory"><h2>Memory arena</h2><p>${data.graphs.map((g) => `<b>${escapeHtml(g.graph)}</b> ${mb(g.arenaBytes)} (lower bound ${mb(g.arenaLowerBound)}, all tensors ${mb(g.tensorBytesSum)})`).join(' · ')}</p><div class="chart"><canvas id="chart-memory"></canvas></div></section>

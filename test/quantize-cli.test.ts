@@ -9,7 +9,7 @@ import { parseQuantize } from '../cli/quantize.ts';
 import { nativeAvailable } from '../runtime/native.ts';
 import { planc } from './helpers/planc-cli.ts';
 import { NEEDS_NATIVE, skipSuite } from './helpers/skip.ts';
-import { makeTinyTextPlan } from './helpers/tiny-text-plan.ts';
+import { tinyGateSetup } from './helpers/tiny-text-plan.ts';
 
 const NAMES = [
   'int8 with --eval-src: the gate measured and reported by optimize and inspect --json',
@@ -21,15 +21,7 @@ if (!nativeAvailable()) {
   skipSuite(test, NEEDS_NATIVE, NAMES);
 } else {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'planc-quantize-cli-'));
-  makeTinyTextPlan(dir);
-  const model = path.join(dir, 'tiny-model');
-  const words = (seed: number, n: number) =>
-    Array.from({ length: n }, (_, i) => `w${2 + ((seed * 7 + i * 13) % 99)}`).join(' ');
-  const src = path.join(dir, 'eval.src'),
-    ref = path.join(dir, 'eval.ref');
-  fs.writeFileSync(src, Array.from({ length: 12 }, (_, i) => words(i, 3 + (i % 5))).join('\n') + '\n');
-  fs.writeFileSync(ref, Array.from({ length: 12 }, (_, i) => words(i + 40, 3 + (i % 4))).join('\n') + '\n');
-  const base = ['--max-batch', '4', '--max-src-len', '16', '--max-tgt-len', '8'];
+  const { model, src, ref, base } = tinyGateSetup(dir);
 
   test(NAMES[0]!, () => {
     const plan = path.join(dir, 'q8.plan');

@@ -87,6 +87,7 @@ export function decodePlan(bytes: Uint8Array, file = '<plan>'): PlanFile {
   else delete header.cuda;
   if (!header.vocab) delete header.vocab;
   if (!header.quantization) delete header.quantization;
+  if (!header.fast) delete header.fast;
   if (header.decoding && !header.decoding.hrt) delete header.decoding.hrt;
   const blobStart = align(PREAMBLE + headLen);
   if (blobStart + header.blobBytes !== bytes.length) {

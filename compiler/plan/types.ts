@@ -159,6 +159,44 @@ export interface PlanHeader {
   quantization?: PlanQuantization;
   /** Nodes computed at optimize time (passes/memoize.ts). */
   memoized?: MemoizedNode[];
+  /** Plans made with `planc optimize --fast`: the search's curve and choice (compiler/plan/plan.proto Fast). */
+  fast?: PlanFast;
+}
+
+/** --fast's search: every rung × vocabulary point measured against the float32 full-vocabulary plan (plan.proto Fast). */
+export interface PlanFast {
+  evalSource: string;
+  evalSentences: number;
+  hasBleu: boolean;
+  bleuFp32: number;
+  gate: string;
+  /** The clusters' calibration text ('': no vocabulary points were measured). */
+  calibrationFile: string;
+  timeBatch: number;
+  timeSentences: number;
+  /** The float32 full-projection plan's time on the timed sentences. */
+  fp32Seconds: number;
+  /** Every combination measured, in the order measured. */
+  curve: PlanFastPoint[];
+  choice: string;
+  notes: string;
+  /** The clusters grid screened on float32 products (emulated, batch-1 masks), as --vocab auto measures it. */
+  screen: PlanVocabPoint[];
+}
+
+/** One measured combination of --fast (plan.proto FastPoint); clusters 0 and no shortlist: the full projection. */
+export interface PlanFastPoint {
+  rung: string;
+  clusters: number;
+  topK: number;
+  shortlist: boolean;
+  identicalSentences: number;
+  top1Agreement: number;
+  bleu: number;
+  gatePassed: boolean;
+  /** Seconds for the timed sentences; 0: not timed (the gate failed). */
+  seconds: number;
+  chosen: boolean;
 }
 
 /** One tuning decision (compiler/plan/plan.proto TuningDecision); reason and alternatives: cpu plans tuned by optimize/tune.ts. */
@@ -215,6 +253,10 @@ export function emptyQuantization(mode: string): PlanQuantization {
     notes: '',
   };
 }
+
+/** A --fast combination's name: its rung and vocabulary point. */
+export const fastPointName = (p: PlanFastPoint) =>
+  `${p.rung} + ${p.shortlist ? 'shortlist' : p.clusters ? `clusters R${p.clusters} K${p.topK}` : 'full projection'}`;
 
 /** The vocabulary rewrite of a plan: the shortlist the runtime needs, or the clusters' options; the quality report. */
 export interface PlanVocab {
