@@ -67,6 +67,28 @@ const TIME_ROUNDS = 3;
 const INT8: Rung = { id: 'int8', name: 'int8 everywhere', layers: () => 'int8' };
 export const FAST_RUNGS: readonly Rung[] = [INT8, ...LADDER];
 
+/**
+ * The search holds a combination to the gate's identical share at the lower end of a one-sided 90% Wilson interval
+ * over the sentences measured, not at the share measured: it keeps the fastest of many points that pass, so one that
+ * passes by less than the sample's noise is likely to fall below the gate on other text (es-en: int16 + clusters R64
+ * K16 at 97.8% of 500 dev sentences was 96.1% of 1,000 test sentences at batch 1). At 100% identical that takes 54
+ * sentences for a 97% gate; on 500, about 98% measured.
+ */
+const FAST_Z = 1.2816;
+
+/** The lower end of the one-sided Wilson score interval of a share p measured on n trials, at z. */
+export function wilsonLower(p: number, n: number, z = FAST_Z): number {
+  if (n <= 0) return 0;
+  const z2 = z * z;
+  return (p + z2 / (2 * n) - z * Math.sqrt((p * (1 - p)) / n + z2 / (4 * n * n))) / (1 + z2 / n);
+}
+
+/** The gate the search holds a combination to: DEFAULT_GATE, its identical share at the sample's lower bound. */
+export function fastGatePassed(m: GateMeasure): boolean {
+  return gatePassed({ ...m, identicalSentences: wilsonLower(m.identicalSentences, m.evalSentences) }, DEFAULT_GATE);
+}
+const FAST_GATE_TEXT = `${gateText(DEFAULT_GATE)}, identical at the lower end of a one-sided 90% Wilson interval over the sentences measured`;
+
 const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
 /**
  * Times the plans on the same sentences at `batch`: one warm-up batch each, then TIME_ROUNDS rounds in which every plan
@@ -121,6 +143,10 @@ export async function fastSearch(
   const base: PassContext = { ...pipe, vocab: undefined };
   const batch = profile.maxBatch;
   const notes: string[] = [];
+  if (wilsonLower(1, evalSrc.length) < DEFAULT_GATE.identical)
+    notes.push(
+      `the evaluation text has ${evalSrc.length} sentences: too few for any combination but float32 to hold the gate at the sample's lower bound even at 100% identical; give more held-out text`,
+    );
   const curve: PlanFastPoint[] = [];
   const plans: Plan[] = [];
   const open = (p: Plan) => {
@@ -182,7 +208,7 @@ export async function fastSearch(
         identicalSentences: m.identicalSentences,
         top1Agreement: m.top1Agreement,
         bleu: m.bleu ?? 0,
-        gatePassed: gatePassed(m, DEFAULT_GATE),
+        gatePassed: fastGatePassed(m),
         seconds: 0,
         chosen: false,
       };
@@ -321,13 +347,13 @@ export async function fastSearch(
       evalSentences: evalSrc.length,
       hasBleu: ref.bleu !== undefined,
       bleuFp32: ref.bleu ?? 0,
-      gate: gateText(DEFAULT_GATE),
+      gate: FAST_GATE_TEXT,
       calibrationFile: request.calibrate ?? '',
       timeBatch: batch,
       timeSentences: timed.length,
       fp32Seconds,
       curve,
-      choice: `${fastPointName(best)}: ${pct(best.identicalSentences)} identical to the float32 plan on ${evalSrc.length} sentences of ${request.evalSrc}${bleuText}, ${(fp32Seconds / best.seconds).toFixed(2)}× the float32 plan's speed at batch ${batch} (${timed.length} sentences timed); the fastest of ${curve.filter((p) => p.gatePassed).length} of ${curve.length} combinations that hold the gate (${gateText(DEFAULT_GATE)})`,
+      choice: `${fastPointName(best)}: ${pct(best.identicalSentences)} identical to the float32 plan on ${evalSrc.length} sentences of ${request.evalSrc}${bleuText}, ${(fp32Seconds / best.seconds).toFixed(2)}× the float32 plan's speed at batch ${batch} (${timed.length} sentences timed); the fastest of ${curve.filter((p) => p.gatePassed).length} of ${curve.length} combinations that hold the gate (${FAST_GATE_TEXT})`,
       notes: notes.join('\n'),
       screen,
     };

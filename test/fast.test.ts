@@ -8,7 +8,7 @@ import * as assert from 'uvu/assert';
 import { readPlanFile } from '../compiler/plan/format.ts';
 import { importModel } from '../model/onnx/import-model.ts';
 import { compile } from '../optimize/compile.ts';
-import { FAST_RUNGS } from '../optimize/fast.ts';
+import { FAST_RUNGS, wilsonLower } from '../optimize/fast.ts';
 import { nativeAvailable } from '../runtime/native.ts';
 import { planc } from './helpers/planc-cli.ts';
 import { NEEDS_NATIVE, needsShared, skipSuite, testIf } from './helpers/skip.ts';
@@ -42,17 +42,21 @@ if (!nativeAvailable()) {
   skipSuite(test, NEEDS_NATIVE, [...NAMES, ZOO_NAME]);
 } else {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'planc-fast-'));
-  const { model, src, ref, base } = tinyGateSetup(dir);
+  // 80 sentences: enough for the search's gate (its lower bound) to be held by a combination at 100% identical
+  const { model, src, ref, base } = tinyGateSetup(dir, 80);
   const cal = path.join(dir, 'cal.src');
   fs.writeFileSync(cal, `${Array.from({ length: 40 }, (_, i) => tinyWords(i + 100, 3 + (i % 6))).join('\n')}\n`);
 
   /** The plan's fast record (inspect --json) after checking what every search must hold. */
-  const checkFast = (plan: string, stdout: string, sentences = 12, batch = 4) => {
+  const checkFast = (plan: string, stdout: string, sentences = 80, batch = 4) => {
     const j = JSON.parse(planc(['inspect', plan, '--json']).stdout);
     const f = j.fast;
     const curve = f.curve as Point[];
     assert.is(f.evalSentences, sentences);
-    assert.is(f.gate, 'identical >= 0.97, bleu within 0.3');
+    assert.match(
+      f.gate,
+      /^identical >= 0.97, bleu within 0.3, identical at the lower end of a one-sided 90% Wilson interval/,
+    );
     // the reference itself, then every rung on the full projection (int8-mixed unless it is int8's layers again)
     assert.equal(curve[0], { ...curve[0]!, rung: 'float32', clusters: 0, identicalSentences: 1 });
     const full = curve.filter((p) => p.clusters === 0 && !p.shortlist).map((p) => p.rung);
@@ -64,7 +68,9 @@ if (!nativeAvailable()) {
     for (const p of curve) {
       assert.is(
         p.gatePassed,
-        p.identicalSentences >= 0.97 && p.bleu! >= f.bleuFp32 - 0.3 - 1e-9,
+        p.rung === 'float32' && p.clusters === 0 && !p.shortlist
+          ? true
+          : wilsonLower(p.identicalSentences, sentences) >= 0.97 && p.bleu! >= f.bleuFp32 - 0.3 - 1e-9,
         `the gate of ${JSON.stringify(p)}`,
       );
       assert.is(p.seconds !== null, p.gatePassed, `timed exactly when the gate holds: ${JSON.stringify(p)}`);
@@ -141,6 +147,13 @@ if (!nativeAvailable()) {
     assert.is(t.status, 0, t.stderr);
   });
 
+  test('--fast gate: the identical share at its sample lower bound (one-sided 90% Wilson)', () => {
+    assert.ok(wilsonLower(0.978, 500) < 0.97, '97.8% of 500 does not hold 97%');
+    assert.ok(wilsonLower(0.984, 500) >= 0.97, '98.4% of 500 does');
+    assert.ok(wilsonLower(1, 53) < 0.97 && wilsonLower(1, 54) >= 0.97, '100% needs 54 sentences');
+    assert.ok(wilsonLower(79 / 80, 80) < 0.97 && wilsonLower(1, 80) >= 0.97, 'the tiny text: only 80 of 80 holds');
+  });
+
   test(NAMES[1]!, () => {
     const plan = path.join(dir, 'fast-full.plan');
     const r = planc(['optimize', model, '-o', plan, ...base, '--fast', '--eval-src', src, '--eval-ref', ref]);
@@ -215,6 +228,8 @@ if (!nativeAvailable()) {
     assert.is(r.status, 0, r.stderr);
     const { f } = checkFast(plan, r.stdout, 12, 8);
     assert.is(f.screen.length, 12, 'the default grid: R 64, 128, 256 × K 4, 8, 16, 32 (R clamped to the states)');
+    // 12 evaluation sentences are too few for any combination but float32 to hold the gate at its lower bound
+    assert.match(f.notes, /the evaluation text has 12 sentences: too few/);
   });
 }
 

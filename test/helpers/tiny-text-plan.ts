@@ -75,15 +75,18 @@ export const tinyWords = (seed: number, n: number) =>
   Array.from({ length: n }, (_, i) => `w${2 + ((seed * 7 + i * 13) % 99)}`).join(' ');
 
 /**
- * The tiny model under `dir` (makeTinyTextPlan) and held-out text for its accuracy gates: 12 source sentences and 12
+ * The tiny model under `dir` (makeTinyTextPlan) and held-out text for its accuracy gates: `sentences` (12) source sentences and as many
  * references, and the profile flags the tests optimize it with.
  */
-export function tinyGateSetup(dir: string): { model: string; src: string; ref: string; base: string[] } {
+export function tinyGateSetup(
+  dir: string,
+  sentences = 12,
+): { model: string; src: string; ref: string; base: string[] } {
   makeTinyTextPlan(dir);
   const src = path.join(dir, 'eval.src'),
     ref = path.join(dir, 'eval.ref');
-  fs.writeFileSync(src, `${Array.from({ length: 12 }, (_, i) => tinyWords(i, 3 + (i % 5))).join('\n')}\n`);
-  fs.writeFileSync(ref, `${Array.from({ length: 12 }, (_, i) => tinyWords(i + 40, 3 + (i % 4))).join('\n')}\n`);
+  fs.writeFileSync(src, `${Array.from({ length: sentences }, (_, i) => tinyWords(i, 3 + (i % 5))).join('\n')}\n`);
+  fs.writeFileSync(ref, `${Array.from({ length: sentences }, (_, i) => tinyWords(i + 40, 3 + (i % 4))).join('\n')}\n`);
   const base = ['--max-batch', '4', '--max-src-len', '16', '--max-tgt-len', '8'];
   return { model: path.join(dir, 'tiny-model'), src, ref, base };
 }
