@@ -1,5 +1,5 @@
 // End-to-end greedy translation of the es-en test ids: planc plans (float32 loaded twice: the second is the noise, float32
-// tuned here, --quantize auto tuned here, int8, int16, clusters, int8 / int16 + clusters) vs the onnxruntime-node
+// tuned here, --quantize auto tuned here, --fast (searched here), int8, int16, clusters, int8 / int16 + clusters) vs the onnxruntime-node
 // reference decoder, all in one run: interleaved rounds, each side's fastest.
 import * as fs from 'node:fs';
 import * as os from 'node:os';
@@ -120,7 +120,12 @@ interface Variant {
   vocab?: VocabRewriteOptions;
   tune?: boolean;
   quantizeAuto?: boolean;
+  /** planc optimize --fast: gated on dev.es / dev.en, clusters calibrated on the first FAST_CAL lines of train.es. */
+  fast?: boolean;
 }
+
+/** Calibration lines of --fast's clusters (as the issue's measurement: 5,000 training lines). */
+const FAST_CAL = 5000;
 
 interface PlanRow {
   plan: string;
@@ -160,6 +165,7 @@ async function variants(): Promise<Variant[]> {
     { name: 'fp32' },
     { name: 'fp32 again' },
     ...tuned,
+    ...(process.env.PLANC_BENCH_FAST === '0' ? [] : [{ name: '--fast', fast: true }]),
     { name: 'int8', quantize: { precision: 'int8' } },
     { name: 'int16', quantize: { precision: 'int16' } },
     ...extra.map((p) => ({ name: p, quantize: { precision: p } })),
@@ -210,8 +216,29 @@ export async function benchTranslate(): Promise<void> {
   };
   const cacheFile = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'planc-bench-translate-')), 'tuning.json');
   const plans = [];
+  const tokenizer = { bytes: fs.readFileSync(path.join(dir, 'vocab.esen.spm')), kind: 'spm' as const };
   for (const v of vs) {
     const t0 = performance.now();
+    if (v.fast) {
+      const cal = path.join(path.dirname(cacheFile), 'fast-calibration.es');
+      const train = fs.readFileSync(path.join(dir, 'train.es'), 'utf8').split('\n');
+      fs.writeFileSync(cal, `${train.slice(0, FAST_CAL).join('\n')}\n`);
+      const built = await compile(model, {
+        ...profile,
+        topk: TRANSLATE_TOPK,
+        tokenizer,
+        fast: { evalSrc: path.join(dir, 'dev.es'), evalRef: path.join(dir, 'dev.en'), calibrate: cal },
+      });
+      console.log(
+        `--fast: searched in ${((performance.now() - t0) / 1000).toFixed(1)} s; ${built.fast?.choice ?? 'no choice recorded'}`,
+      );
+      plans.push({
+        v,
+        plan: loadPlanBytes(encodePlan(built.header, built.blob), 'es-en-fast.plan'),
+        weightBytes: built.header.blobBytes,
+      });
+      continue;
+    }
     const built = v.tune
       ? await compile(model, {
           ...profile,
@@ -219,7 +246,7 @@ export async function benchTranslate(): Promise<void> {
           tune: { cacheFile },
           ...(v.quantizeAuto
             ? {
-                tokenizer: { bytes: fs.readFileSync(path.join(dir, 'vocab.esen.spm')), kind: 'spm' as const },
+                tokenizer,
                 quantize: {
                   mode: 'auto' as const,
                   evalSrc: path.join(dir, 'dev.es'),
