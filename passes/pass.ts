@@ -159,17 +159,20 @@ export function addInitializer(model: Model, g: Graph, name: string, t: Tensor):
 /** A copy of the model whose graphs (nodes, values, initializer maps) may be changed without touching the input. */
 export function copyModel(model: Model): Model {
   const graphs = new Map<string, Graph>();
-  for (const [k, g] of model.graphs) {
-    graphs.set(k, {
-      ...g,
-      inputs: [...g.inputs],
-      outputs: [...g.outputs],
-      nodes: g.nodes.map((n) => ({ ...n, inputs: [...n.inputs], outputs: [...n.outputs] })),
-      values: new Map([...g.values].map(([name, v]) => [name, { ...v }])),
-      initializers: new Map(g.initializers),
-    });
-  }
+  for (const [k, g] of model.graphs) graphs.set(k, copyGraph(g));
   return { ...model, graphs, opsets: { ...model.opsets } };
+}
+
+/** A graph a pass may edit: its lists, nodes, values and initializer map copied (tensors shared). */
+export function copyGraph(g: Graph): Graph {
+  return {
+    ...g,
+    inputs: [...g.inputs],
+    outputs: [...g.outputs],
+    nodes: g.nodes.map((n) => ({ ...n, inputs: [...n.inputs], outputs: [...n.outputs] })),
+    values: new Map([...g.values].map(([name, v]) => [name, { ...v }])),
+    initializers: new Map(g.initializers),
+  };
 }
 
 /**

@@ -29,7 +29,7 @@ import { inferGraph, type Facts } from '../model/infer/infer.ts';
 import type { Graph, Model, Node, Value } from '../compiler/ir.ts';
 import { dimBind, dimEq, dimEval, dimStr, dimSymbols, isSym, shapeStr, type Dim } from '../compiler/symbolic.ts';
 import { Tensor } from '../compiler/tensor.ts';
-import { copyModel, pruneUnused, type Pass, type PassContext } from './pass.ts';
+import { copyGraph, copyModel, pruneUnused, type Pass, type PassContext } from './pass.ts';
 import { rebuildShape } from './shape-rebuild.ts';
 
 const NAME = 'row-lengths';
@@ -385,15 +385,7 @@ function prefixEqual(small: Tensor, big: Tensor): boolean {
 /** decoder_with_past_rows: the step with past_lengths and the row_position.K inputs. */
 function rowsGraph(g: Graph, facts: Facts, a: Analysis): Graph {
   const batch = (facts.get(STEP_INPUT)?.shape ?? g.values.get(STEP_INPUT)!.type!.shape!)[0]!;
-  const r: Graph = {
-    ...g,
-    name: ROWS_STEP_GRAPH,
-    inputs: [...g.inputs],
-    outputs: [...g.outputs],
-    nodes: g.nodes.map((n) => ({ ...n, inputs: [...n.inputs], outputs: [...n.outputs] })),
-    values: new Map([...g.values].map(([name, v]) => [name, { ...v }])),
-    initializers: new Map(g.initializers),
-  };
+  const r: Graph = { ...copyGraph(g), name: ROWS_STEP_GRAPH };
   r.inputs.push(ROW_PAST_LENGTHS_INPUT);
   r.values.set(ROW_PAST_LENGTHS_INPUT, { name: ROW_PAST_LENGTHS_INPUT, type: { dtype: 'int64', shape: [batch] } });
   for (const [v, e] of a.rows) {
@@ -428,24 +420,11 @@ function rowsGraph(g: Graph, facts: Facts, a: Analysis): Graph {
 /** A copy of a decoder step of up to N new tokens with its token axis (the step_tokens symbol) bound to 1. */
 function oneTokenStep(g: Graph): Graph {
   const bind = (d: Dim) => dimBind(d, STEP_TOKENS_SYMBOL, 1);
-  return {
-    ...g,
-    inputs: [...g.inputs],
-    outputs: [...g.outputs],
-    nodes: g.nodes.map((n) => ({ ...n, inputs: [...n.inputs], outputs: [...n.outputs] })),
-    values: new Map(
-      [...g.values].map(([name, v]) => [
-        name,
-        v.type
-          ? {
-              ...v,
-              type: { ...v.type, shape: v.type.shape?.map(bind), ...(v.type.sym ? { sym: v.type.sym.map(bind) } : {}) },
-            }
-          : { ...v },
-      ]),
-    ),
-    initializers: new Map(g.initializers),
-  };
+  const one = copyGraph(g);
+  for (const v of one.values.values())
+    if (v.type)
+      v.type = { ...v.type, shape: v.type.shape?.map(bind), ...(v.type.sym ? { sym: v.type.sym.map(bind) } : {}) };
+  return one;
 }
 
 /** Adds decoder_with_past_rows and decoder_positions to a model whose decoder_with_past has in-place caches. */

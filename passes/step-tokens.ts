@@ -14,15 +14,19 @@ const NEEDED = ['fuse-attention', 'kv-cache-in-place'];
 
 /**
  * The step tokens a plan gets when none are asked for: cpu plans take up to 8 new tokens a step (the multi-token step
- * costs nothing measurable at one token there, bench/results/step-tokens.jsonl, and lets the drafted and Jacobi
- * strategies run on a default plan); cuda plans keep one until their multi-token attention has run on hardware.
- * Undefined (one token) where the passes it relies on are disabled.
+ * costs greedy nothing measurable at one token there, `npm run bench -- lookup`, bench/results/lookup.jsonl, and lets
+ * the drafted and Jacobi strategies run on a default plan); cuda plans keep one until their multi-token attention has
+ * run on hardware. Undefined (one token) where the passes it relies on are disabled.
  */
 export function defaultStepTokens(target: 'cpu' | 'cuda', disable: readonly string[] = []): number | undefined {
-  if (target !== 'cpu' || disable.some((d) => d === 'fuse' || NEEDED.includes(d))) return undefined;
-  return DEFAULT_STEP_TOKENS;
+  return target === 'cpu' && neededOff(disable) === undefined ? DEFAULT_STEP_TOKENS : undefined;
 }
 const DEFAULT_STEP_TOKENS = 8;
+
+/** The disabled pass ('fuse': every fusion) that a step of several tokens relies on, if any. */
+function neededOff(disable: readonly string[]): string | undefined {
+  return disable.find((d) => d === 'fuse' || NEEDED.includes(d));
+}
 
 /** N of a pass context: 1 unless set; PLANC_E302 unless an integer ≥ 1. */
 export function stepTokensOf(ctx: PassContext): number {
@@ -38,7 +42,7 @@ export function stepTokensOf(ctx: PassContext): number {
 /** Fails (PLANC_E302) on a bad N, or on N > 1 with a pass it relies on disabled (`disable` as in runPipeline). */
 export function checkStepTokens(opts: PassContext & { disable?: string[] }): void {
   const n = stepTokensOf(opts);
-  const off = (opts.disable ?? []).find((d) => d === 'fuse' || NEEDED.includes(d));
+  const off = neededOff(opts.disable ?? []);
   if (n === 1 || off === undefined) return;
   throw new PlancError(
     'PLANC_E302',
