@@ -54,7 +54,7 @@ export const SERVE: CommandSpec = {
     },
     'async-steps': {
       kind: 'boolean',
-      help: "the running batch's starts (encoder and first step) and decoder steps run on the runtime's worker thread while the event loop serves sockets (on 2 cores it was slower: the event loop then competes with the kernels' threads; for machines with cores to spare)",
+      help: "the running batch's starts (encoder and encoder K/V) and decoder steps run on the runtime's worker thread while the event loop serves sockets (on 2 cores it was slower: the event loop then competes with the kernels' threads; for machines with cores to spare)",
     },
     'api-key-file': {
       kind: 'string',

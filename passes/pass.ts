@@ -306,6 +306,19 @@ export function applyRules(
   return rewrites;
 }
 
+/** Drops the nodes (in place) that no graph output needs, directly or through other nodes. */
+export function dropDeadNodes(g: Graph): void {
+  const live = new Set(g.outputs);
+  const keep = new Array<boolean>(g.nodes.length).fill(false);
+  for (let i = g.nodes.length - 1; i >= 0; i--) {
+    const n = g.nodes[i]!;
+    if (!n.outputs.some((o) => o && live.has(o))) continue;
+    keep[i] = true;
+    for (const x of n.inputs) if (x) live.add(x);
+  }
+  g.nodes = g.nodes.filter((_, i) => keep[i]);
+}
+
 /** Drops initializers and value entries that no node, input or output uses any more (after a rewrite). */
 export function pruneUnused(g: Graph): void {
   const used = new Set([...g.inputs, ...g.outputs, ...g.nodes.flatMap((n) => [...n.inputs, ...n.outputs])]);

@@ -29,7 +29,7 @@ import { inferGraph, type Facts } from '../model/infer/infer.ts';
 import type { Graph, Model, Node, Value } from '../compiler/ir.ts';
 import { dimBind, dimEq, dimEval, dimStr, dimSymbols, isSym, shapeStr, type Dim } from '../compiler/symbolic.ts';
 import { Tensor } from '../compiler/tensor.ts';
-import { copyGraph, copyModel, pruneUnused, type Pass, type PassContext } from './pass.ts';
+import { copyGraph, copyModel, dropDeadNodes, pruneUnused, type Pass, type PassContext } from './pass.ts';
 import { rebuildShape } from './shape-rebuild.ts';
 
 const NAME = 'row-lengths';
@@ -401,16 +401,7 @@ function rowsGraph(g: Graph, facts: Facts, a: Analysis): Graph {
       n.inputs = [...n.inputs.slice(0, 5), ROW_PAST_LENGTHS_INPUT];
     }
   }
-  // what only the replaced slice values needed goes
-  const live = new Set(r.outputs);
-  const keep = new Array<boolean>(r.nodes.length).fill(false);
-  for (let i = r.nodes.length - 1; i >= 0; i--) {
-    const n = r.nodes[i]!;
-    if (!n.outputs.some((o) => o && live.has(o))) continue;
-    keep[i] = true;
-    for (const x of n.inputs) if (x) live.add(x);
-  }
-  r.nodes = r.nodes.filter((_, i) => keep[i]);
+  dropDeadNodes(r); // what only the replaced slice values needed goes
   const declared = new Set(r.inputs);
   pruneUnused(r);
   for (const x of declared) if (!r.values.has(x)) r.values.set(x, g.values.get(x) ?? { name: x });

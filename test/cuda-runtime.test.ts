@@ -110,7 +110,7 @@ if (!nativeAvailable()) {
     assert.is(result.device, 'planc stub GPU (sm_90)');
     assert.equal(
       result.runs.map((r: { graph: string }) => r.graph),
-      ['encoder', 'decoder', 'decoder_with_past', 'decoder_with_past_rows', 'decoder_positions'],
+      ['encoder', 'decoder', 'decoder_with_past', 'decoder_with_past_rows', 'decoder_positions', 'decoder_cross_kv'],
     );
     const calls = result.runs.flatMap((r: { calls: string[] }) => r.calls);
     assert.is(lines.length, calls.length, 'one launch per call (no call has an empty grid here)');

@@ -257,6 +257,7 @@ testIf(test, reason)(
       'decoder_with_past',
       'decoder_with_past_rows',
       'decoder_positions',
+      'decoder_cross_kv',
     ]);
     assert.is(got.error, 'PLANC_E405');
     // The installed package computes what this checkout's sources compute on the same plan.

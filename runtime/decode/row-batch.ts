@@ -108,7 +108,7 @@ export class RowBatch {
   }
 
   /**
-   * Rows `from` of a runner that has run its encoder and first decoder step (and nothing since) join as rows
+   * Rows `from` of a runner that has run its encoder and first decoder step or decoder_cross_kv (and nothing since) join as rows
    * rows..rows+from.length-1, in that order: their encoder mask and K/V and their cached positions are copied in. The
    * runner is left as it was (its other rows may join later). `lengths[j]` (default: the runner's encoder length) is
    * joiner j's source length: only those positions are copied, and the batch is laid out for its longest live source,

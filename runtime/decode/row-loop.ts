@@ -5,7 +5,8 @@ import type { DecodingRules } from './conventions.ts';
 import { greedyToken, type Hypothesis } from './greedy.ts';
 import { RowBatch } from './row-batch.ts';
 import type { SampleToken } from './sampling.ts';
-import { StepRunner } from './step-runner.ts';
+import { StepRunner, type StepRunnerOptions } from './step-runner.ts';
+import { CROSS_KV_GRAPH } from '../../compiler/plan/io-names.ts';
 import { PlancError } from '../../compiler/diagnostics.ts';
 
 /** A sentence to decode: its source ids, its token cap, its rules and scoring, and what the caller knows it by. */
@@ -47,8 +48,8 @@ class StartedBatch {
 }
 
 /**
- * A sentence whose encoder and first decoder step have run (RowLoop.start) and whose first token is chosen: it waits to
- * join the running batch as row `j` of its batch's runner.
+ * A sentence that has started (RowLoop.start: its encoder, then its encoder K/V or its first step and first token): it
+ * waits to join the running batch as row `j` of its batch's runner.
  */
 export class StartedRow<T> {
   /** @internal */
@@ -105,9 +106,9 @@ export class RowLoop<T> {
   }
 
   /**
-   * Runs the encoder and first decoder step of new sentences (at most the plan's maxBatch) together and chooses their
-   * first tokens: one entry per member, a StartedRow to join() now or later, or undefined for a sentence that ended
-   * there (or is no longer wanted; the hooks heard of it). Starting more sentences than will join at once lets the
+   * Runs the encoder and the encoder K/V (or first decoder step, choosing first tokens) of new sentences (at most the
+   * plan's maxBatch) together: one entry per member, a StartedRow to join() now or later, or undefined for a sentence
+   * that ended there (or is no longer wanted; the hooks heard of it). Starting more sentences than will join at once lets the
    * encoder run over a longer batch, sorted by length, than the few rows a step frees.
    */
   start(members: RowMember<T>[]): (StartedRow<T> | undefined)[] {
@@ -120,8 +121,17 @@ export class RowLoop<T> {
         members[0]!.rules.c,
         members.length,
         1,
+        this.startWith,
       ),
     );
+  }
+
+  /**
+   * How sentences start: with their encoder K/V alone where the plan has decoder_cross_kv (their first token then comes
+   * from the batch's next step, at past length 0, computed as the first step computes it), else with a first step.
+   */
+  private get startWith(): StepRunnerOptions {
+    return { encoderKvOnly: this.plan.graphs.includes(CROSS_KV_GRAPH) };
   }
 
   /** start() with the encoder and first step off the event loop (StepRunner.start): nothing may step until it resolves. */
@@ -135,17 +145,27 @@ export class RowLoop<T> {
         members[0]!.rules.c,
         members.length,
         1,
+        this.startWith,
       ),
     );
   }
 
-  /** Chooses the first tokens from a runner that ran the new sentences' first step. */
+  /**
+   * The started rows of a runner: after a first step, each row's first token is chosen here; after the encoder K/V
+   * alone (nothing cached), each row goes on with the decoder start token and chooses its first token in the batch.
+   */
   private started(members: RowMember<T>[], runner: StepRunner): (StartedRow<T> | undefined)[] {
     const batch = new StartedBatch(runner, 1, this);
+    const firstStepRan = runner.length > 0;
     try {
       return members.map((m, j) => {
         if (this.hooks.cancelled(m.tag)) return undefined;
         const h: Hypothesis = { ids: [], logProb: 0, length: 0 };
+        if (!firstStepRan) {
+          batch.left++;
+          this.waiting++;
+          return new StartedRow(batch, j, { m, h, t: 0, next: m.rules.c.startId });
+        }
         const tok = greedyToken(runner.out, j, 0, 0, m.maxLen, h, m.source, m.rules, m.scores, undefined, m.sample);
         if (tok === undefined) {
           this.hooks.finished(m.tag, h);

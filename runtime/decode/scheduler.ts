@@ -36,7 +36,7 @@ export interface SchedulerOptions {
   /** Most cohorts decoding side by side (each costs one pass over the weights per step; rows in flight ≤ maxCohorts × maxRows). Default 4. */
   maxCohorts?: number;
   /**
-   * Waiting greedy sentences start (their encoder and first decoder step, run together, up to maxRows of them) once
+   * Waiting greedy sentences start (their encoder and encoder K/V, or first step, run together, up to maxRows of them) once
    * this many wait (default maxRows / 4, at least 1), or the batch is empty, or, while it is under half full, ...
    * Started sentences join the running batch at the next step with a free row.
    */
@@ -46,7 +46,7 @@ export interface SchedulerOptions {
   /** ...or once the oldest waiting sentence has waited this long (both). Default 20 ms. */
   maxWaitMs?: number;
   /**
-   * The row batch's joins (encoder and first step) and decoder steps run on the runtime's worker thread while the
+   * The row batch's starts (encoder and encoder K/V) and decoder steps run on the runtime's worker thread while the
    * event loop serves sockets and queues. Default false: on 2 cores (es-en, 64 clients, quiet machine) it cost 15-17%
    * of the throughput, since the event loop's work then competes with the kernels' threads for the cores.
    */
@@ -90,7 +90,7 @@ interface Pending {
   rows: number;
   since: number;
   done: boolean;
-  /** Its encoder and first decoder step have run: it waits to join the row batch as this row. */
+  /** It has started (encoder and encoder K/V, or first step): it waits to join the row batch as this row. */
   started?: StartedRow<Pending>;
 }
 
@@ -192,7 +192,7 @@ export class Scheduler {
     return n;
   }
 
-  /** Sentences whose encoder and first step have run, waiting in the queue to join the row batch. */
+  /** Sentences that have started, waiting in the queue to join the row batch. */
   get startedWaiting(): number {
     return this.rowLoop?.waiting ?? 0;
   }
@@ -346,7 +346,7 @@ export class Scheduler {
   /**
    * Greedy sentences join the running batch (first come, first served, within its free rows and the token budget) once
    * the batch is empty, minJoinRows of them wait, or the oldest has waited maxWaitMs. A joiner that has not started
-   * (encoder and first decoder step) starts now, together with the waiting sentences behind it up to the plan's
+   * (encoder and encoder K/V, or first step) starts now, together with the waiting sentences behind it up to the plan's
    * maxBatch, sorted by length: under load the encoder runs over one long batch instead of the few rows each step
    * frees (at 64 clients of es-en, about 32 sentences a start instead of 8), and later joins only copy rows in.
    */

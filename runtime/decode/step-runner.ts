@@ -11,7 +11,7 @@ import { checkSelection, keepsRows } from './row-spans.ts';
 import { encodeInGroups, encoderGroups } from './encoder-groups.ts';
 import { runRuns, runRunsSync, type GraphRuns } from './graph-runs.ts';
 import { int64, sourceFeeds } from './source-feeds.ts';
-import { POSITION_IDS_INPUT } from '../../compiler/plan/io-names.ts';
+import { CROSS_KV_GRAPH, POSITION_IDS_INPUT } from '../../compiler/plan/io-names.ts';
 
 type Feeds = Record<string, RtTensor>;
 
@@ -106,6 +106,12 @@ export interface StepRunnerOptions {
    * … by default; 0, k, 2k, … for HRT's Skip-AT with chunk k. Plans without that input ignore it.
    */
   positionStride?: number;
+  /**
+   * Run the plan's decoder_cross_kv (the first step cut to its encoder K/V) instead of the first decoder step: the
+   * caches start empty (length 0), `out` stays empty, and the first token comes from a later step at past length 0
+   * (a row batch the rows join: runtime/decode/row-loop.ts). Needs in-place caches and that graph.
+   */
+  encoderKvOnly?: boolean;
 }
 
 /**
@@ -169,7 +175,13 @@ export class StepRunner {
       ...startPositions,
     };
     if (hasInPlaceCache(plan)) this.caches = new KVCaches(plan, rows, capacity, take);
-    this.firstRuns = this.encodeAndStart(sources, d.padId, encFeeds, first, positions, take);
+    if (opts.encoderKvOnly && !(this.caches && plan.graphs.includes(CROSS_KV_GRAPH)))
+      throw new PlancError(
+        'PLANC_E405',
+        `this plan cannot start sentences with their encoder K/V alone (it needs in-place caches and a '${CROSS_KV_GRAPH}' graph)`,
+      );
+    const firstGraph = opts.encoderKvOnly ? CROSS_KV_GRAPH : 'decoder';
+    this.firstRuns = this.encodeAndStart(sources, d.padId, encFeeds, firstGraph, first, positions, take);
     if (!deferFirst) runRunsSync(plan, this.firstRuns);
   }
 
@@ -195,11 +207,12 @@ export class StepRunner {
     return runner;
   }
 
-  /** The encoder (in groups of similar lengths) and the first decoder step, as runs. */
+  /** The encoder (in groups of similar lengths) and the first decoder step (or its cut, decoder_cross_kv), as runs. */
   private *encodeAndStart(
     sources: number[][],
     padId: number,
     encFeeds: Feeds,
+    firstGraph: string,
     first: Record<string, FeedTensor>,
     positions: number,
     take: (bytes: number) => Resident,
@@ -209,7 +222,11 @@ export class StepRunner {
       yield { graph: 'encoder', feeds: encFeeds, into: { last_hidden_state: this.source.hidden() } };
     else yield* encodeInGroups(this.plan, sources, padId, groups, this.source.hidden(), take);
     const b = sources.length;
-    if (this.caches) {
+    if (firstGraph === CROSS_KV_GRAPH) {
+      // the first step's feeds that its cut still reads (the caches stay empty: length 0)
+      const feeds = Object.fromEntries(this.plan.inputs(CROSS_KV_GRAPH).map((i) => [i.name, first[i.name]!]));
+      yield { graph: CROSS_KV_GRAPH, feeds, into: this.source.presentSlots() };
+    } else if (this.caches) {
       this.out = yield {
         graph: 'decoder',
         feeds: first,
