@@ -39,7 +39,7 @@ def hf_input(ckpt, work, torch):
     """The folder the converter loads: config.json and the state dict (model.safetensors with the safetensors package
     that transformers depends on, else pytorch_model.bin). For Marian, CTranslate2's loader drops the last vocabulary
     row (Transformers' appended <pad>): a zero <pad> row is appended, as Transformers' Marian conversions have it.
-    Returns (dir, tokens, whether the decoder starts from a non-zero embedding row)."""
+    Returns (dir, tokens, whether the decoder starts from a non-zero embedding row, the state dict)."""
     from assemble import load_state
 
     config = json.load(open(os.path.join(ckpt, "config.json")))
@@ -64,19 +64,28 @@ def hf_input(ckpt, work, torch):
         save_file(state, os.path.join(out, "model.safetensors"), metadata={"format": "pt"})
     except ImportError:
         torch.save(state, os.path.join(out, "pytorch_model.bin"))
-    return out, tokens, bool(start_row.abs().sum() > 0)
+    return out, tokens, bool(start_row.abs().sum() > 0), state
 
 
 def convert(ctranslate2, torch, ckpt, work, quantizations):
     """Converts the checkpoint once per quantization; returns {quantization: model dir} and the vocabulary by id."""
     marian = json.load(open(os.path.join(ckpt, "config.json")))["model_type"] == "marian"
-    src, tokens, nonzero_start = hf_input(ckpt, work, torch)
+    src, tokens, nonzero_start, state = hf_input(ckpt, work, torch)
     keep_start = marian and nonzero_start
     vocab = Vocabulary(tokens, json.load(open(os.path.join(src, "config.json"))))
 
     class Converter(ctranslate2.converters.TransformersConverter):
         def load_tokenizer(self, tokenizer_class, model_name_or_path, **kwargs):
             return vocab
+
+        def load_model(self, model_class, model_name_or_path, **kwargs):
+            model = super().load_model(model_class, model_name_or_path, **kwargs)
+            # the checkpoint's tensors as they are, whatever transformers initializes on load (its Marian sinusoids
+            # use one frequency formula; an export's position table may use another, as es-en's does)
+            r = model.load_state_dict(state, strict=False)
+            if r.unexpected_keys:
+                raise ValueError("the model has no parameter for %s" % ", ".join(r.unexpected_keys[:5]))
+            return model
 
         def _load(self):
             spec = super()._load()
