@@ -1,6 +1,6 @@
 // End-to-end greedy translation of the es-en test ids: planc plans (float32 loaded twice: the second is the noise, float32
 // tuned here, --quantize auto tuned here, --fast (searched here), int8, int16, clusters, int8 / int16 + clusters) vs the onnxruntime-node
-// reference decoder, all in one run: interleaved rounds, each side's fastest.
+// reference decoder, all in one run: interleaved rounds, each side's fastest; then CTranslate2 float32 / int8 where python3 imports it.
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -25,6 +25,7 @@ import { greedyDecode, type GraphRunner } from '../test/reference/greedy.ts';
 import { collectGarbage } from './gc.ts';
 import { machineFacts } from './machine.ts';
 import { esenDir } from './shared-models.ts';
+import { type Ct2Result, runCt2 } from './ct2/side.ts';
 
 const MAX_LEN = 64;
 /** [batch size, sentences measured]: batch 1 on the first 200 only (it is slow), batch 32 on all 1,000. */
@@ -136,6 +137,8 @@ interface PlanRow {
   vsFp32: number;
   identicalOrt: number;
   identicalFp32: number;
+  /** This plan's speed over CTranslate2 int8's at the same batch size (absent when CTranslate2 was skipped). */
+  vsCt2Int8?: number;
 }
 
 function print(r: PlanRow, ort: Side): void {
@@ -170,6 +173,9 @@ async function variants(): Promise<Variant[]> {
     { name: 'int16', quantize: { precision: 'int16' } },
     ...extra.map((p) => ({ name: p, quantize: { precision: p } })),
   ];
+  // PLANC_BENCH_ONLY=fp32,int8: only these plans (fp32, the reference of the others, always) for a short run
+  const only = process.env.PLANC_BENCH_ONLY?.split(',');
+  if (only) return out.filter((v) => v.name === 'fp32' || only.includes(v.name));
   if (process.env.PLANC_BENCH_CLUSTERS === '0') return out;
   const setup = await esEnVocabSetup('translate');
   if (!setup) return out;
@@ -279,6 +285,8 @@ export async function benchTranslate(): Promise<void> {
   );
   const rows: PlanRow[] = [];
   const ortRows: Row[] = [];
+  /** The float32 plan's and onnxruntime's outputs per batch size, which CTranslate2's are compared with. */
+  const outputs = new Map<number, { fp32: number[][]; ort: number[][] }>();
   try {
     for (const p of plans) await runPlanc(p.plan, ids.slice(0, 8), 8); // warm-up
     await runOrt(run, ids.slice(0, 8), 8, conventionsOf(plans[0]!.plan.header.decoding));
@@ -308,6 +316,7 @@ export async function benchTranslate(): Promise<void> {
         });
         print(rows[rows.length - 1]!, o!.s);
       });
+      outputs.set(batch, { fp32: best[0]!.out, ort: o!.out });
       const f = rows.find((r) => r.plan === 'fp32' && r.batch === batch)!;
       ortRows.push({ batch, sentences: n, planc: f.planc, ort: o!.s, ratio: f.vsOrt, identical: f.identicalOrt });
     }
@@ -315,6 +324,7 @@ export async function benchTranslate(): Promise<void> {
     for (const p of plans) p.plan.close();
     for (const s of Object.values(sessions)) await s.release();
   }
+  const ct2 = ct2Rows(dir, cores, rows, outputs);
   const out = path.join(REPO_ROOT, 'bench', 'results', 'translate.jsonl');
   fs.appendFileSync(
     out,
@@ -326,8 +336,45 @@ export async function benchTranslate(): Promise<void> {
       plans: rows,
       weightBytes: Object.fromEntries(plans.map((p) => [p.v.name, p.weightBytes])),
       clusters: { R, K, calibrationSentences: CAL },
+      ct2,
       ...machineFacts(),
     }) + '\n',
   );
   console.log(`appended to ${path.relative(process.cwd(), out)}`);
+}
+
+/** CTranslate2's rows (run after planc's, on the same test sentences): printed, and each plan's ratio to CT2 int8. */
+function ct2Rows(
+  dir: string,
+  threads: number,
+  rows: PlanRow[],
+  outputs: Map<number, { fp32: number[][]; ort: number[][] }>,
+): object {
+  const r: Ct2Result = runCt2(dir, threads, REPS, MAX_LEN);
+  if ('skipped' in r) {
+    console.log(`CTranslate2: skipped (${r.skipped})`);
+    return { skipped: r.skipped };
+  }
+  console.log(
+    `CTranslate2 ${r.version} (inter_threads 1, intra_threads ${r.threads}), greedy, at most ${MAX_LEN - 1} tokens:`,
+  );
+  const recorded = r.rows.map(({ ids, ...row }) => {
+    const o = outputs.get(row.batch)!;
+    const same = (a: number[][]) => ids.filter((x, j) => x.join() === a[j]!.join()).length;
+    const rec = { ...row, identicalFp32: same(o.fp32), identicalOrt: same(o.ort) };
+    console.log(
+      `  ct2 ${row.quantization.padEnd(10)} batch ${String(row.batch).padStart(2)} (${row.sentences}): ${row.sentencesPerS.toFixed(1)} sent/s, ${row.tokensPerS.toFixed(0)} tok/s (${row.seconds.toFixed(2)} s) | identical to planc fp32 ${rec.identicalFp32}/${row.sentences}, to ort ${rec.identicalOrt}/${row.sentences}`,
+    );
+    return rec;
+  });
+  for (const b of new Set(rows.map((x) => x.batch))) {
+    const int8 = r.rows.find((x) => x.quantization === 'int8' && x.batch === b);
+    if (!int8) continue;
+    const mine = rows.filter((x) => x.batch === b);
+    for (const p of mine) p.vsCt2Int8 = p.planc.sentencesPerS / int8.sentencesPerS;
+    console.log(
+      `  planc vs CT2 int8 at batch ${b}: ${mine.map((p) => `${p.plan} ${p.vsCt2Int8!.toFixed(2)}x`).join(', ')}`,
+    );
+  }
+  return { version: r.version, threads: r.threads, rows: recorded };
 }
