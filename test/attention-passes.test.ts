@@ -15,7 +15,7 @@ import { KV_CACHE_IN_PLACE } from '../passes/kv-cache-in-place.ts';
 import { runPipeline } from '../passes/pipeline.ts';
 import { toCacheFeeds, cacheRows } from './helpers/cache-feeds.ts';
 import { matchGolden } from './helpers/golden.ts';
-import { buildModel, floatInit } from './helpers/onnx-build.ts';
+import { buildModel, floatInit, headSplit, permAttr } from './helpers/onnx-build.ts';
 import { buildPlan } from '../codegen/build-plan.ts';
 import { encodePlan } from '../compiler/plan/format.ts';
 import { loadPlanBytes } from '../runtime/plan.ts';
@@ -29,15 +29,6 @@ const vals = (n: number, seed: number) => Array.from({ length: n }, (_, i) => Ma
 const H = 2,
   D = 4;
 const ints = (name: string, v: number[]) => ({ name, dims: [v.length], dataType: 7, int64Data: v });
-const perm = (p: number[]) => [{ name: 'perm', type: 7, ints: p }];
-
-/** Exporter-style head split: x [B,S,H*D] → [B,H,S,D] (Reshape then Transpose 0,2,1,3). */
-function split(x: string, out: string): NodeSpec[] {
-  return [
-    { op: 'Reshape', inputs: [x, 'heads_shape'], outputs: [`${out}_r`], name: `${out}_reshape` },
-    { op: 'Transpose', inputs: [`${out}_r`], outputs: [out], name: `${out}_split`, attrs: perm([0, 2, 1, 3]) },
-  ];
-}
 
 /**
  * One decoder step of self-attention the way exporters write it: Q/K/V heads split, K/V appended to the past by
@@ -71,9 +62,9 @@ function stepModel(mask: 'add' | 'where'): string {
       floatInit('neg_inf', [], [-Infinity]),
     ],
     nodes: [
-      ...split('q3', 'q4'),
-      ...split('k3', 'k4'),
-      ...split('v3', 'v4'),
+      ...headSplit('q3', 'q4'),
+      ...headSplit('k3', 'k4'),
+      ...headSplit('v3', 'v4'),
       {
         op: 'Concat',
         inputs: ['past_key_values.0.decoder.key', 'k4'],
@@ -88,13 +79,19 @@ function stepModel(mask: 'add' | 'where'): string {
         name: 'cat_v',
         attrs: [{ name: 'axis', type: 2, i: 2 }],
       },
-      { op: 'Transpose', inputs: ['present.0.decoder.key'], outputs: ['kt'], name: 'kt', attrs: perm([0, 1, 3, 2]) },
+      {
+        op: 'Transpose',
+        inputs: ['present.0.decoder.key'],
+        outputs: ['kt'],
+        name: 'kt',
+        attrs: permAttr([0, 1, 3, 2]),
+      },
       { op: 'MatMul', inputs: ['q4', 'kt'], outputs: ['qk'], name: 'qk' },
       { op: 'Mul', inputs: ['qk', 'scale'], outputs: ['scaled'], name: 'scale' },
       ...masked,
       { op: 'Softmax', inputs: ['masked'], outputs: ['p'], name: 'softmax', attrs: [{ name: 'axis', type: 2, i: -1 }] },
       { op: 'MatMul', inputs: ['p', 'present.0.decoder.value'], outputs: ['o4'], name: 'pv' },
-      { op: 'Transpose', inputs: ['o4'], outputs: ['o3'], name: 'merge', attrs: perm([0, 2, 1, 3]) },
+      { op: 'Transpose', inputs: ['o4'], outputs: ['o3'], name: 'merge', attrs: permAttr([0, 2, 1, 3]) },
       { op: 'Reshape', inputs: ['o3', 'merge_shape'], outputs: ['y'], name: 'merge_reshape' },
     ],
   });
@@ -213,9 +210,9 @@ function sdpaStepModel(): string {
       ints('three', [3]),
     ],
     nodes: [
-      ...split('q3', 'q4'),
-      ...split('k3', 'k4'),
-      ...split('v3', 'v4'),
+      ...headSplit('q3', 'q4'),
+      ...headSplit('k3', 'k4'),
+      ...headSplit('v3', 'v4'),
       {
         op: 'Concat',
         inputs: ['past_key_values.0.decoder.key', 'k4'],
@@ -241,7 +238,13 @@ function sdpaStepModel(): string {
       { op: 'Unsqueeze', inputs: ['klen', 'zero'], outputs: ['klen1'], name: 'klen1' },
       { op: 'Slice', inputs: ['bias', 'zero', 'klen1', 'three'], outputs: ['bias_s'], name: 'bias_slice' },
       { op: 'Mul', inputs: ['q4', 'root_scale'], outputs: ['qs'], name: 'q_scale' },
-      { op: 'Transpose', inputs: ['present.0.decoder.key'], outputs: ['kt'], name: 'kt', attrs: perm([0, 1, 3, 2]) },
+      {
+        op: 'Transpose',
+        inputs: ['present.0.decoder.key'],
+        outputs: ['kt'],
+        name: 'kt',
+        attrs: permAttr([0, 1, 3, 2]),
+      },
       { op: 'Mul', inputs: ['kt', 'root_scale'], outputs: ['kts'], name: 'kt_scale' },
       { op: 'MatMul', inputs: ['qs', 'kts'], outputs: ['qk'], name: 'qk' },
       { op: 'Add', inputs: ['qk', 'bias_s'], outputs: ['biased'], name: 'bias_add' },
@@ -254,7 +257,7 @@ function sdpaStepModel(): string {
         attrs: [{ name: 'axis', type: 2, i: -1 }],
       },
       { op: 'MatMul', inputs: ['p', 'present.0.decoder.value'], outputs: ['o4'], name: 'pv' },
-      { op: 'Transpose', inputs: ['o4'], outputs: ['o3'], name: 'merge', attrs: perm([0, 2, 1, 3]) },
+      { op: 'Transpose', inputs: ['o4'], outputs: ['o3'], name: 'merge', attrs: permAttr([0, 2, 1, 3]) },
       { op: 'Reshape', inputs: ['o3', 'merge_shape'], outputs: ['y'], name: 'merge_reshape' },
     ],
   });

@@ -18,7 +18,7 @@ import { loadPlan } from '../runtime/plan.ts';
 import type { RtTensor } from '../runtime/tensor.ts';
 import { nativeAvailable } from '../runtime/native.ts';
 import { matchGolden } from './helpers/golden.ts';
-import { buildModel, floatInit, type NodeSpec } from './helpers/onnx-build.ts';
+import { buildModel, floatInit, headSplit, permAttr, int64Init } from './helpers/onnx-build.ts';
 import { planc } from './helpers/planc-cli.ts';
 import { NEEDS_NATIVE, needsShared, testIf } from './helpers/skip.ts';
 import { ZOO } from './helpers/zoo.ts';
@@ -28,16 +28,6 @@ const vals = (n: number, seed: number) => Array.from({ length: n }, (_, i) => Ma
 const H = 2,
   D = 4,
   V = 10;
-const int64 = (name: string, dims: number[], v: number[]) => ({ name, dims, dataType: 7, int64Data: v });
-const perm = (p: number[]) => [{ name: 'perm', type: 7, ints: p }];
-
-/** Exporter-style head split: x [B,S,H*D] → [B,H,S,D]. */
-function split(x: string, out: string): NodeSpec[] {
-  return [
-    { op: 'Reshape', inputs: [x, 'heads_shape'], outputs: [`${out}_r`], name: `${out}_reshape` },
-    { op: 'Transpose', inputs: [`${out}_r`], outputs: [out], name: `${out}_split`, attrs: perm([0, 2, 1, 3]) },
-  ];
-}
 
 /**
  * A first decoder step: token embedding, one cross-attention over K/V projected from encoder_hidden_states, logits.
@@ -62,8 +52,8 @@ function firstStep(tokenInKv = false): Model {
       floatInit('bk', [H * D], vals(H * D, 3)),
       floatInit('wv', [H * D, H * D], vals(H * D * H * D, 4)),
       floatInit('wout', [H * D, V], vals(H * D * V, 5)),
-      int64('heads_shape', [4], [0, 0, H, D]),
-      int64('merge_shape', [3], [0, 0, H * D]),
+      int64Init('heads_shape', [4], [0, 0, H, D]),
+      int64Init('merge_shape', [3], [0, 0, H * D]),
     ],
     nodes: [
       { op: 'Gather', inputs: ['emb', 'input_ids'], outputs: ['tok'], name: 'embed' },
@@ -73,14 +63,20 @@ function firstStep(tokenInKv = false): Model {
       { op: 'MatMul', inputs: [keyInput, 'wk'], outputs: ['k0'], name: 'k_proj' },
       { op: 'Add', inputs: ['k0', 'bk'], outputs: ['k3'], name: 'k_bias' },
       { op: 'MatMul', inputs: ['encoder_hidden_states', 'wv'], outputs: ['v3'], name: 'v_proj' },
-      ...split('tok', 'q4'),
-      ...split('k3', 'present.0.encoder.key'),
-      ...split('v3', 'present.0.encoder.value'),
-      { op: 'Transpose', inputs: ['present.0.encoder.key'], outputs: ['kt'], name: 'kt', attrs: perm([0, 1, 3, 2]) },
+      ...headSplit('tok', 'q4'),
+      ...headSplit('k3', 'present.0.encoder.key'),
+      ...headSplit('v3', 'present.0.encoder.value'),
+      {
+        op: 'Transpose',
+        inputs: ['present.0.encoder.key'],
+        outputs: ['kt'],
+        name: 'kt',
+        attrs: permAttr([0, 1, 3, 2]),
+      },
       { op: 'MatMul', inputs: ['q4', 'kt'], outputs: ['qk'], name: 'qk' },
       { op: 'Softmax', inputs: ['qk'], outputs: ['p'], name: 'softmax', attrs: [{ name: 'axis', type: 2, i: -1 }] },
       { op: 'MatMul', inputs: ['p', 'present.0.encoder.value'], outputs: ['o4'], name: 'pv' },
-      { op: 'Transpose', inputs: ['o4'], outputs: ['o3'], name: 'merge', attrs: perm([0, 2, 1, 3]) },
+      { op: 'Transpose', inputs: ['o4'], outputs: ['o3'], name: 'merge', attrs: permAttr([0, 2, 1, 3]) },
       { op: 'Reshape', inputs: ['o3', 'merge_shape'], outputs: ['h'], name: 'merge_reshape' },
       { op: 'MatMul', inputs: ['h', 'wout'], outputs: ['logits'], name: 'lm_head' },
     ],

@@ -25,7 +25,7 @@ import type { RtTensor } from '../runtime/tensor.ts';
 import { cacheRows, toCacheFeeds } from './helpers/cache-feeds.ts';
 import { failsWith } from './helpers/expect-error.ts';
 import { matchGolden } from './helpers/golden.ts';
-import { buildModel, floatInit, type NodeSpec } from './helpers/onnx-build.ts';
+import { buildModel, floatInit, headSplit, permAttr } from './helpers/onnx-build.ts';
 import { relErr } from './helpers/ort.ts';
 import { planc } from './helpers/planc-cli.ts';
 import { NEEDS_NATIVE, needsShared, skipSuite, testIf } from './helpers/skip.ts';
@@ -43,17 +43,12 @@ const H = 2,
   P = 16;
 const ints = (name: string, v: number[]) => ({ name, dims: [v.length], dataType: 7, int64Data: v });
 const scalar = (name: string, v: number) => ({ name, dims: [], dataType: 7, int64Data: [v] });
-const perm = (p: number[]) => [{ name: 'perm', type: 7, ints: p }];
 
 /**
  * Embedding + position window, one self-attention over past K/V (Concat, no mask: exported with one token), logits.
  * `window`: 'step' slices the position table past..past+len(input_ids); 'one' hard-codes past..past+1.
  */
 function stepExport(window: 'step' | 'one'): string {
-  const split = (x: string, out: string): NodeSpec[] => [
-    { op: 'Reshape', inputs: [x, 'heads_shape'], outputs: [`${out}_r`], name: `${out}_reshape` },
-    { op: 'Transpose', inputs: [`${out}_r`], outputs: [out], name: `${out}_split`, attrs: perm([0, 2, 1, 3]) },
-  ];
   const bytes = buildModel({
     inputs: [
       ['input_ids', 'int64', ['batch', 1]],
@@ -108,9 +103,9 @@ function stepExport(window: 'step' | 'one'): string {
       { op: 'MatMul', inputs: ['x', 'wq'], outputs: ['q3'], name: 'q' },
       { op: 'MatMul', inputs: ['x', 'wk'], outputs: ['k3'], name: 'k' },
       { op: 'MatMul', inputs: ['x', 'wv'], outputs: ['v3'], name: 'v' },
-      ...split('q3', 'q4'),
-      ...split('k3', 'k4'),
-      ...split('v3', 'v4'),
+      ...headSplit('q3', 'q4'),
+      ...headSplit('k3', 'k4'),
+      ...headSplit('v3', 'v4'),
       {
         op: 'Concat',
         inputs: ['past_key_values.0.decoder.key', 'k4'],
@@ -125,12 +120,18 @@ function stepExport(window: 'step' | 'one'): string {
         name: 'cat_v',
         attrs: [{ name: 'axis', type: 2, i: 2 }],
       },
-      { op: 'Transpose', inputs: ['present.0.decoder.key'], outputs: ['kt'], name: 'kt', attrs: perm([0, 1, 3, 2]) },
+      {
+        op: 'Transpose',
+        inputs: ['present.0.decoder.key'],
+        outputs: ['kt'],
+        name: 'kt',
+        attrs: permAttr([0, 1, 3, 2]),
+      },
       { op: 'MatMul', inputs: ['q4', 'kt'], outputs: ['qk'], name: 'qk' },
       { op: 'Mul', inputs: ['qk', 'scale'], outputs: ['scaled'], name: 'scale' },
       { op: 'Softmax', inputs: ['scaled'], outputs: ['p'], name: 'softmax', attrs: [{ name: 'axis', type: 2, i: -1 }] },
       { op: 'MatMul', inputs: ['p', 'present.0.decoder.value'], outputs: ['o4'], name: 'pv' },
-      { op: 'Transpose', inputs: ['o4'], outputs: ['o3'], name: 'merge', attrs: perm([0, 2, 1, 3]) },
+      { op: 'Transpose', inputs: ['o4'], outputs: ['o3'], name: 'merge', attrs: permAttr([0, 2, 1, 3]) },
       { op: 'Reshape', inputs: ['o3', 'merge_shape'], outputs: ['y'], name: 'merge_reshape' },
       { op: 'MatMul', inputs: ['y', 'wo'], outputs: ['logits'], name: 'project' },
     ],

@@ -27,7 +27,7 @@ import { PIPELINE, runPipeline } from '../passes/pipeline.ts';
 import { ROW_LENGTHS } from '../passes/row-lengths.ts';
 import { STEP_TOKENS } from '../passes/step-tokens.ts';
 import { matchGolden } from './helpers/golden.ts';
-import { buildModel, floatInit, type NodeSpec } from './helpers/onnx-build.ts';
+import { buildModel, floatInit, type NodeSpec, headSplit, permAttr, int64Init } from './helpers/onnx-build.ts';
 import { needsShared, skipPart, testIf } from './helpers/skip.ts';
 import { ZOO } from './helpers/zoo.ts';
 
@@ -37,16 +37,6 @@ const H = 2,
   D = 4,
   V = 10,
   MAXPOS = 16;
-const int64 = (name: string, dims: number[], v: number[]) => ({ name, dims, dataType: 7, int64Data: v });
-const perm = (p: number[]) => [{ name: 'perm', type: 7, ints: p }];
-
-/** Exporter-style head split: x [B,S,H*D] → [B,H,S,D]. */
-function split(x: string, out: string): NodeSpec[] {
-  return [
-    { op: 'Reshape', inputs: [x, 'heads_shape'], outputs: [`${out}_r`], name: `${out}_reshape` },
-    { op: 'Transpose', inputs: [`${out}_r`], outputs: [out], name: `${out}_split`, attrs: perm([0, 2, 1, 3]) },
-  ];
-}
 
 /**
  * A decoder step the way es-en writes its positions: the past length read from Shape(past key), a sinusoid-like
@@ -82,13 +72,13 @@ function stepModel(variant: 'plain' | 'shape-math' = 'plain'): string {
       floatInit('pos_table', [MAXPOS, H * D], vals(MAXPOS * H * D, 8)),
       floatInit('ck', [H * D], vals(H * D, 9)),
       floatInit('cv', [H * D], vals(H * D, 10)),
-      int64('heads_shape', [4], [0, 0, H, D]),
-      int64('merge_shape', [3], [0, 0, H * D]),
+      int64Init('heads_shape', [4], [0, 0, H, D]),
+      int64Init('merge_shape', [3], [0, 0, H * D]),
       floatInit('scale', [], [0.5]),
-      int64('two', [], [2]),
-      int64('one', [], [1]),
-      int64('axes0', [1], [0]),
-      ...(variant === 'plain' ? [] : [int64('zero1', [1], [0]), int64('minus1', [1], [-1])]),
+      int64Init('two', [], [2]),
+      int64Init('one', [], [1]),
+      int64Init('axes0', [1], [0]),
+      ...(variant === 'plain' ? [] : [int64Init('zero1', [1], [0]), int64Init('minus1', [1], [-1])]),
     ],
     nodes: [
       { op: 'Shape', inputs: ['past_key_values.0.decoder.key'], outputs: ['past_shape'], name: 'past_shape' },
@@ -118,9 +108,9 @@ function stepModel(variant: 'plain' | 'shape-math' = 'plain'): string {
         : [{ op: 'Add', inputs: ['tok', 'pos3'], outputs: ['h0'], name: 'add_positions' }, ...shapeMath]),
       { op: 'Mul', inputs: ['h', 'ck'], outputs: ['k3'], name: 'k' },
       { op: 'Mul', inputs: ['h', 'cv'], outputs: ['v3'], name: 'v' },
-      ...split('h', 'q4'),
-      ...split('k3', 'k4'),
-      ...split('v3', 'v4'),
+      ...headSplit('h', 'q4'),
+      ...headSplit('k3', 'k4'),
+      ...headSplit('v3', 'v4'),
       {
         op: 'Concat',
         inputs: ['past_key_values.0.decoder.key', 'k4'],
@@ -135,12 +125,18 @@ function stepModel(variant: 'plain' | 'shape-math' = 'plain'): string {
         name: 'cat_v',
         attrs: [{ name: 'axis', type: 2, i: 2 }],
       },
-      { op: 'Transpose', inputs: ['present.0.decoder.key'], outputs: ['kt'], name: 'kt', attrs: perm([0, 1, 3, 2]) },
+      {
+        op: 'Transpose',
+        inputs: ['present.0.decoder.key'],
+        outputs: ['kt'],
+        name: 'kt',
+        attrs: permAttr([0, 1, 3, 2]),
+      },
       { op: 'MatMul', inputs: ['q4', 'kt'], outputs: ['qk'], name: 'qk' },
       { op: 'Mul', inputs: ['qk', 'scale'], outputs: ['scaled'], name: 'scale' },
       { op: 'Softmax', inputs: ['scaled'], outputs: ['p'], name: 'softmax', attrs: [{ name: 'axis', type: 2, i: -1 }] },
       { op: 'MatMul', inputs: ['p', 'present.0.decoder.value'], outputs: ['o4'], name: 'pv' },
-      { op: 'Transpose', inputs: ['o4'], outputs: ['o3'], name: 'merge', attrs: perm([0, 2, 1, 3]) },
+      { op: 'Transpose', inputs: ['o4'], outputs: ['o3'], name: 'merge', attrs: permAttr([0, 2, 1, 3]) },
       { op: 'Reshape', inputs: ['o3', 'merge_shape'], outputs: ['y'], name: 'merge_reshape' },
     ],
   });

@@ -59,3 +59,21 @@ export function buildModel(spec: ModelSpec): Uint8Array {
 export function floatInit(name: string, dims: number[], values: number[]): OnnxTypes.ITensorProto {
   return { name, dims, dataType: ONNX_CODE.float32, rawData: new Uint8Array(Float32Array.from(values).buffer) };
 }
+
+/** An int64 initializer. */
+export function int64Init(name: string, dims: number[], values: number[]): OnnxTypes.ITensorProto {
+  return { name, dims, dataType: ONNX_CODE.int64, int64Data: values };
+}
+
+/** A Transpose's perm attribute. */
+export function permAttr(p: number[]): NodeSpec['attrs'] {
+  return [{ name: 'perm', type: 7, ints: p }];
+}
+
+/** Exporter-style head split: x [B,S,H*D] → [B,H,S,D] (Reshape by the 'heads_shape' initializer, then Transpose 0,2,1,3). */
+export function headSplit(x: string, out: string): NodeSpec[] {
+  return [
+    { op: 'Reshape', inputs: [x, 'heads_shape'], outputs: [`${out}_r`], name: `${out}_reshape` },
+    { op: 'Transpose', inputs: [`${out}_r`], outputs: [out], name: `${out}_split`, attrs: permAttr([0, 2, 1, 3]) },
+  ];
+}
