@@ -14,6 +14,7 @@ import { checkStepTokens, STEP_TOKENS } from './step-tokens.ts';
 import type { Pass, PassContext } from './pass.ts';
 import { VOCAB_REWRITE } from './vocab-rewrite.ts';
 import { QUANTIZE } from './quantize.ts';
+import { SHARE_QUANTIZED_ROWS } from './share-quantized-rows.ts';
 
 export const PIPELINE: Pass[] = [
   MEMOIZE,
@@ -26,6 +27,7 @@ export const PIPELINE: Pass[] = [
   FUSE_PROJECT_TOPK,
   VOCAB_REWRITE,
   QUANTIZE,
+  SHARE_QUANTIZED_ROWS,
 ];
 
 /** The k of planc.ProjectTopK in translation plans: beam search needs 2 × beam candidates per row, so beams up to 4. */
