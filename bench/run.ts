@@ -1,4 +1,4 @@
-// `npm run bench -- NAME`: runs one benchmark (cpu, cuda, hrt, jacobi, lookup, onednn, qgemm, quantize, quantize-bits, queue, serve, translate, tune, vocab, vocab-curve, vocab-large, zoo) and records it under bench/results/.
+// `npm run bench -- NAME`: runs one benchmark (cpu, cuda, hrt, jacobi, lookup, onednn, qgemm, quantize, quantize-bits, queue, serve, share-rows, translate, tune, vocab, vocab-curve, vocab-large, zoo) and records it under bench/results/.
 import { benchCpu } from './cpu.ts';
 import { benchCuda } from './cuda.ts';
 import { benchHrt } from './hrt.ts';
@@ -10,6 +10,7 @@ import { benchQuantize } from './quantize.ts';
 import { benchQuantizeBits } from './quantize-bits.ts';
 import { benchQueue } from './queue.ts';
 import { benchServe } from './serve.ts';
+import { benchShareRows } from './share-rows.ts';
 import { benchTranslate } from './translate.ts';
 import { benchTune } from './tune.ts';
 import { benchVocab } from './vocab.ts';
@@ -29,6 +30,7 @@ const BENCHES: Record<string, () => Promise<void>> = {
   'quantize-bits': benchQuantizeBits,
   queue: benchQueue,
   serve: benchServe,
+  'share-rows': benchShareRows,
   translate: benchTranslate,
   tune: benchTune,
   vocab: benchVocab,

@@ -508,10 +508,16 @@ export const CPU_RULES: Record<string, Rule> = {
     if (activation === undefined || input === undefined)
       ctx.fail(`unknown activation or input ${ctx.string('activation', '')} / ${ctx.string('input', '')}`);
     const opt = (i: number) => (ctx.node.inputs[i] ? i : -1);
+    // a_scale (input 6): A is planc.QuantizeRows' rows (passes/share-quantized-rows.ts)
     return {
       ...call('qmatmul', { activation: activation!, input: input!, n: ctx.int('n'), k: ctx.int('k') }),
-      inputs: [0, 1, 2, opt(3), opt(4), opt(5)],
+      inputs: [0, 1, 2, opt(3), opt(4), opt(5), ...(ctx.node.inputs[6] ? [6] : [])],
     };
+  },
+  'planc.QuantizeRows': (ctx) => {
+    const input = enumCode('quant_input', ctx.string('input', 'int8'));
+    if (input === undefined) ctx.fail(`unknown input ${ctx.string('input', '')}`);
+    return { ...call('quantize_rows', { input: input!, k: ctx.int('k') }), inputs: [0], requireOutputs: 2 };
   },
   'planc.Attention': (ctx) => {
     requireTypes(ctx, FLOAT_KERNEL_TYPES, 0, 1, 2);

@@ -456,7 +456,13 @@ export const KERNELS = {
       'Y[m, n] = act(float(acc[m, n]) · (sa[m] · w_scale[n]) + bias[n]) + residual[m, n], in that order, without FMA contraction',
     outputs: [y(F32)],
     inputs: [
-      { name: 'a', doc: 'A [..., K] (rows M = its elements / K)', dtypes: F32 },
+      {
+        name: 'a',
+        doc:
+          'A [..., K] float32 (rows M = its elements / K), or A quantized by quantize_rows (int8 input: uint8 ' +
+          '[..., kp], int16 input: int16 [..., kp]) with a_scale',
+        dtypes: ['float32', 'uint8', 'int16'],
+      },
       {
         name: 'w',
         doc:
@@ -474,6 +480,12 @@ export const KERNELS = {
       },
       { name: 'bias', doc: 'bias [N]', dtypes: F32, optional: true, keepSlot: true },
       { name: 'residual', doc: "added after the activation (Y's dims)", dtypes: F32, optional: true, keepSlot: true },
+      {
+        name: 'a_scale',
+        doc: "the row scales of a quantized A (quantize_rows' scale, A's leading dims); given exactly when A is quantized",
+        dtypes: F32,
+        optional: true,
+      },
     ],
     iargs: [
       { name: 'activation', doc: 'the epilogue activation', enum: 'activation' },
@@ -482,6 +494,30 @@ export const KERNELS = {
       { name: 'k', doc: 'reduction length K' },
     ],
     variants: QGEMM_VARIANTS,
+  },
+  quantize_rows: {
+    doc:
+      "A's rows quantized once for the qmatmul calls that share them (quantize_rows.cc), exactly as qmatmul " +
+      'quantizes a float32 A itself (compiler/kernel-enums.ts QUANT_INPUTS), zero padded from K to kp',
+    inputs: [{ name: 'x', doc: 'A [..., K]', dtypes: F32 }],
+    outputs: [
+      {
+        name: 'q',
+        doc:
+          'int8 input: uint8 [..., kp] = q + 128 (the unsigned form vpdpbusd reads), kp = K rounded up to 4, padding 128; ' +
+          'int16 input: int16 [..., kp] = q, kp = K rounded up to 2, padding 0',
+        dtypes: ['uint8', 'int16'],
+      },
+      {
+        name: 'scale',
+        doc: "each row's scale sa [...] (0 for a zero row, NaN for a row with inf or NaN)",
+        dtypes: F32,
+      },
+    ],
+    iargs: [
+      { name: 'input', doc: "int8 or int16 (the consuming qmatmul calls' input)", enum: 'quant_input' },
+      { name: 'k', doc: 'the row length K' },
+    ],
   },
   qgather: {
     doc: 'Y = rows of an int8 table dequantized: Y[i, :] = scale[ids[i]] · Wq[ids[i], :D] (a quantized embedding Gather along axis 0, qgather.cc)',

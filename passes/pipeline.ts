@@ -14,6 +14,7 @@ import { checkStepTokens, STEP_TOKENS } from './step-tokens.ts';
 import type { Pass, PassContext } from './pass.ts';
 import { VOCAB_REWRITE } from './vocab-rewrite.ts';
 import { QUANTIZE } from './quantize.ts';
+import { SHARE_QUANTIZED_ROWS } from './share-quantized-rows.ts';
 import { CROSS_KV } from './cross-kv.ts';
 
 export const PIPELINE: Pass[] = [
@@ -27,6 +28,7 @@ export const PIPELINE: Pass[] = [
   FUSE_PROJECT_TOPK,
   VOCAB_REWRITE,
   QUANTIZE,
+  SHARE_QUANTIZED_ROWS,
   CROSS_KV,
 ];
 

@@ -189,6 +189,32 @@ export function quantizeInputRow(x: Float32Array, input: QuantInput): { q: Array
   return { q: Array.from(x, (v) => clampInt(roundEven(fr(v / s)), lim)), scale: s };
 }
 
+/** The padded row length kp of quantized A rows (quantize_rows' q, qmatmul's quantized A): K rounded up to its group. */
+export const quantizedRowLength = (k: number, input: 'int8' | 'int16'): number =>
+  Math.ceil(k / GROUP[input === 'int16' ? 16 : 8]) * GROUP[input === 'int16' ? 16 : 8];
+
+/**
+ * What quantize_rows writes for A [M, K]: q [M, kp] (int8: uint8 q + 128, padding 128; int16: int16 q, padding 0) and
+ * each row's scale, the values qmatmul computes itself from a float32 A.
+ */
+export function quantizeRowsRef(
+  a: Float32Array,
+  m: number,
+  k: number,
+  input: 'int8' | 'int16',
+): { q: Uint8Array | Int16Array; scale: Float32Array } {
+  const kp = quantizedRowLength(k, input),
+    off = input === 'int8' ? 128 : 0;
+  const q = input === 'int8' ? new Uint8Array(m * kp).fill(off) : new Int16Array(m * kp);
+  const scale = new Float32Array(m);
+  for (let i = 0; i < m; i++) {
+    const row = quantizeInputRow(a.subarray(i * k, (i + 1) * k), input);
+    scale[i] = row.scale;
+    for (let c = 0; c < k; c++) q[i * kp + c] = row.q[c]! + off;
+  }
+  return { q, scale };
+}
+
 /** Dot products of one input row with every channel, then the dequantization: y = float(acc) · (s_x · s_n) (+ bias). */
 function dequantized(acc: number, input: QuantInput, sx: number, sn: number): number {
   return input === 'float32' ? fr(fr(acc) * sn) : fr(fr(acc) * fr(sx * sn));
@@ -208,12 +234,19 @@ export function qmatmulRef(o: {
   w: Int8Array | Int16Array;
   scale: Float32Array;
   bias?: Float32Array;
+  /** A already quantized (quantizeRowsRef's q and scale; `a` unused): the rows qmatmul reads with a_scale. */
+  rows?: { q: Uint8Array | Int16Array; scale: ArrayLike<number> };
 }): Float32Array {
   const g = o.w instanceof Int16Array ? GROUP[16] : GROUP[8];
   const kg = Math.ceil(o.k / g);
   const y = new Float32Array(o.m * o.n);
+  const given = o.rows;
+  const kp = o.input === 'float32' ? o.k : quantizedRowLength(o.k, o.input),
+    off = o.input === 'int8' ? 128 : 0;
   for (let i = 0; i < o.m; i++) {
-    const row = quantizeInputRow(o.a.subarray(i * o.k, (i + 1) * o.k), o.input);
+    const row = given
+      ? { q: Array.from(given.q.subarray(i * kp, i * kp + o.k), (v) => v - off), scale: given.scale[i]! }
+      : quantizeInputRow(o.a.subarray(i * o.k, (i + 1) * o.k), o.input);
     for (let c = 0; c < o.n; c++) {
       let acc = 0;
       // int inputs: exact int32 sums (int16 operands are bounded by int16Limit(K), so they never wrap)

@@ -1,7 +1,16 @@
-// planc.QMatMul and planc.QProjectTopK: products over quantized weights (passes/quantize.ts), with the native
-// kernels' exact semantics (compiler/kernel-schema.ts qmatmul, qproject_topk; compiler/quant/pack.ts references).
+// planc.QMatMul, QProjectTopK, QGather (passes/quantize.ts) and QuantizeRows (passes/share-quantized-rows.ts), with the
+// native kernels' exact semantics (compiler/kernel-schema.ts qmatmul, qproject_topk; compiler/quant/pack.ts references).
 import { ACTIVATIONS, QUANT_INPUTS } from '../../compiler/kernel-enums.ts';
-import { fineAt, fineLogit, qlogitsRef, qmatmulRef, RESCORED, RESIDUAL_STEPS } from '../../compiler/quant/pack.ts';
+import {
+  fineAt,
+  fineLogit,
+  qlogitsRef,
+  qmatmulRef,
+  quantizedRowLength,
+  quantizeRowsRef,
+  RESCORED,
+  RESIDUAL_STEPS,
+} from '../../compiler/quant/pack.ts';
 import { Tensor } from '../../compiler/tensor.ts';
 import { applyOnnx, FUSED_ACTIVATIONS } from './planc-fused.ts';
 import { topkOfLogits } from './planc-project-topk.ts';
@@ -24,9 +33,13 @@ function checkDtype(ctx: OpContext, name: string, t: InferInput | undefined, dty
 /** The int dtype of the weights for an input mode. */
 const weightDtype = (input: QuantInput) => (input === 'int16' ? 'int16' : 'int8');
 
+/** The dtype of A rows quantized by planc.QuantizeRows for an input mode (int8: uint8 q + 128). */
+const rowsDtype = (input: QuantInput) => (input === 'int16' ? 'int16' : input === 'int8' ? 'uint8' : undefined);
+
 /**
  * Y = act(dequant(quant(A) × Wq) + bias) + residual. Inputs A [..., K] float32, Wq (packed, compiler/quant/pack.ts),
- * w_scale [N], w_sum [N] (int8 inputs), bias? [N], residual? (Y's dims); attrs activation, input, n, k.
+ * w_scale [N], w_sum [N] (int8 inputs), bias? [N], residual? (Y's dims), a_scale? (A's leading dims: A is then
+ * planc.QuantizeRows' q [..., kp]); attrs activation, input, n, k.
  */
 const QMATMUL: OpHandler = {
   op: 'QMatMul',
@@ -34,7 +47,11 @@ const QMATMUL: OpHandler = {
   infer(ctx, inputs) {
     const a = need(ctx, inputs, 0);
     const input = quantInput(ctx);
-    checkDtype(ctx, 'A', a, ['float32']);
+    const quantized = !!inputs[6];
+    const rows = rowsDtype(input);
+    if (quantized && !rows) ctx.fail(`a_scale needs int8 or int16 input, got ${input}`);
+    checkDtype(ctx, 'A', a, [quantized ? rows! : 'float32']);
+    checkDtype(ctx, 'a_scale', inputs[6], ['float32']);
     checkDtype(ctx, 'Wq', inputs[1], [weightDtype(input)]);
     checkDtype(ctx, 'w_scale', inputs[2], ['float32']);
     checkDtype(ctx, 'w_sum', inputs[3], ['int32']);
@@ -45,7 +62,9 @@ const QMATMUL: OpHandler = {
       n = ctx.int('n');
     if (!a.shape) return [{ dtype: 'float32' }];
     const last = a.shape[a.shape.length - 1];
-    if (typeof last === 'number' && last !== k) ctx.fail(`A's last dim ${last} differs from k = ${k}`);
+    const kp = quantized ? quantizedRowLength(k, input as 'int8' | 'int16') : k;
+    if (typeof last === 'number' && last !== kp)
+      ctx.fail(`A's last dim ${last} differs from ${quantized ? 'kp' : 'k'} = ${kp}`);
     return [{ dtype: 'float32', shape: [...a.shape.slice(0, -1), n] }];
   },
   eval(ctx, inputs) {
@@ -53,16 +72,20 @@ const QMATMUL: OpHandler = {
       wq = need(ctx, inputs, 1),
       scale = need(ctx, inputs, 2);
     const k = ctx.int('k'),
-      n = ctx.int('n');
+      n = ctx.int('n'),
+      input = quantInput(ctx);
+    const aScale = inputs[6];
+    const m = aScale ? aScale.size : a.size / k;
     const y = qmatmulRef({
-      a: a.nums as Float32Array,
-      m: a.size / k,
+      a: aScale ? new Float32Array(0) : (a.nums as Float32Array),
+      m,
       k,
       n,
-      input: quantInput(ctx),
+      input,
       w: wq.nums as Int8Array | Int16Array,
       scale: scale.nums as Float32Array,
       bias: inputs[4]?.nums as Float32Array | undefined,
+      rows: aScale ? { q: a.nums as Uint8Array | Int16Array, scale: aScale.nums as Float32Array } : undefined,
     });
     let out = Tensor.fromNumbers('float32', [...a.dims.slice(0, -1), n], y);
     const act = FUSED_ACTIVATIONS[ctx.string('activation', 'none')]!;
@@ -231,4 +254,43 @@ const QGATHER: OpHandler = {
   },
 };
 
-export const PLANC_QUANT_OPS: OpHandler[] = [QMATMUL, QPROJECT_TOPK, QGATHER];
+/**
+ * The rows of a QMatMul's A quantized once for every QMatMul that reads them (passes/share-quantized-rows.ts). Input
+ * X [..., K] float32; outputs q [..., kp] (int8: uint8 q + 128, int16: int16) and scale [...] float32; attrs input
+ * (int8 | int16), k. The values QMatMul computes from X itself (compiler/quant/pack.ts quantizeRowsRef).
+ */
+const QUANTIZE_ROWS: OpHandler = {
+  op: 'QuantizeRows',
+  domain: 'planc',
+  infer(ctx, inputs) {
+    const x = need(ctx, inputs, 0);
+    checkDtype(ctx, 'X', x, ['float32']);
+    const input = quantInput(ctx);
+    if (input === 'float32') ctx.fail('input must be int8 or int16');
+    const k = ctx.int('k'),
+      kp = quantizedRowLength(k, input as 'int8' | 'int16');
+    const dtype = rowsDtype(input)!;
+    if (!x.shape) return [{ dtype }, { dtype: 'float32' }];
+    const last = x.shape[x.shape.length - 1];
+    if (typeof last === 'number' && last !== k) ctx.fail(`X's last dim ${last} differs from k = ${k}`);
+    const lead = x.shape.slice(0, -1);
+    return [
+      { dtype, shape: [...lead, kp] },
+      { dtype: 'float32', shape: lead },
+    ];
+  },
+  eval(ctx, inputs) {
+    const x = need(ctx, inputs, 0);
+    const input = quantInput(ctx) as 'int8' | 'int16',
+      k = ctx.int('k');
+    const lead = x.dims.slice(0, -1),
+      m = lead.reduce((a, b) => a * b, 1);
+    const rows = quantizeRowsRef(x.nums as Float32Array, m, k, input);
+    return [
+      Tensor.fromNumbers(rowsDtype(input)!, [...lead, quantizedRowLength(k, input)], rows.q),
+      Tensor.fromNumbers('float32', lead, rows.scale),
+    ];
+  },
+};
+
+export const PLANC_QUANT_OPS: OpHandler[] = [QMATMUL, QPROJECT_TOPK, QGATHER, QUANTIZE_ROWS];

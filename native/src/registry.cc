@@ -20,6 +20,7 @@ KernelList vocab_kernels();
 KernelList qgemm_kernels();          // qmatmul (cpu/qgemm.cc)
 KernelList qproject_topk_kernels();  // cpu/qproject_topk.cc
 KernelList qgather_kernels();        // cpu/qgather.cc
+KernelList quantize_rows_kernels();  // cpu/quantize_rows.cc
 #ifdef PLANC_TEST_KERNELS
 KernelList test_kernels();  // native/test/test_kernels.cc, only in builds configured with -DPLANC_TEST_KERNELS=ON
 #endif
@@ -34,6 +35,7 @@ static std::vector<KernelDef> build_table() {
       qgemm_kernels(),
       qproject_topk_kernels(),
       qgather_kernels(),
+      quantize_rows_kernels(),
 #ifdef PLANC_TEST_KERNELS
       test_kernels(),
 #endif

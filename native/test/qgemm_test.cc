@@ -12,6 +12,7 @@
 
 namespace planc {
 KernelList qgemm_kernels();
+KernelList quantize_rows_kernels();
 KernelList qproject_topk_kernels();
 KernelList gemm_kernels();
 KernelList project_topk_kernels();
@@ -25,7 +26,7 @@ namespace {
 namespace v = planc::qmatmul_args;
 namespace pv = planc::qproject_topk_args;
 
-planc::KernelFn k_qmatmul, k_qtopk;
+planc::KernelFn k_qmatmul, k_qtopk, k_qrows;
 planc::VariantCheck g_unavailable = nullptr;
 std::vector<int64_t> g_variants;  // the variants this machine runs (auto, ref, ...)
 
@@ -101,6 +102,29 @@ const char* run_q(int64_t variant, Tensor& a, Packed& p, Tensor* bias, Tensor* r
       variant);
 }
 
+// A quantized by quantize_rows (int8: uint8 q + 128, int16: int16, [m, kp]) and its scales [m].
+struct QRows {
+  Tensor q, scale;
+};
+QRows run_qrows(Tensor& a, int64_t m, int64_t k, int64_t input, planc::ThreadPool* pool) {
+  const bool i16 = input == planc::kQuantInInt16;
+  const int64_t kp = i16 ? ceil_div(k, 2) * 2 : ceil_div(k, 4) * 4;
+  QRows r{Tensor(i16 ? planc::kInt16 : planc::kUint8, {m, kp}), f32({m})};
+  test::expect_ok(test::call(k_qrows, {a.view}, {r.q.view, r.scale.view}, test::quantize_rows_call().input(planc::QuantInput(input)).k(k), pool),
+                  "quantize_rows");
+  return r;
+}
+
+const char* run_q_rows(int64_t variant, QRows& a, Packed& p, Tensor* bias, Tensor* res, bool wsum, Tensor& y, const Case& c,
+                       planc::ThreadPool* pool) {
+  planc::TensorView none;
+  return test::call(
+      k_qmatmul,
+      {a.q.view, p.w.view, p.scale.view, wsum ? p.sum.view : none, bias ? bias->view : none, res ? res->view : none, a.scale.view},
+      {y.view}, test::qmatmul_call().activation(planc::Activation(c.act)).input(planc::QuantInput(c.input)).n(c.n).k(c.k), pool,
+      variant);
+}
+
 std::string describe(const Case& c, int64_t variant) {
   char s[200];
   std::snprintf(s, sizeof s, "qmatmul %s m=%lld k=%lld n=%lld input=%lld act=%lld bias=%d res=%d wsum=%d", v::kVariantNames[variant],
@@ -165,6 +189,34 @@ void check_case(const Case& c, planc::ThreadPool* pool) {
       }
     }
     CHECK_MSG(bad == 0, "%s: %d outputs beyond the quantization bound", describe(c, 1).c_str(), bad);
+  }
+  // quantize_rows: the rule's q (+ 128 for int8) and scales, padding 128 / 0; then every variant (ref included) over
+  // those rows gives ref's bits from float32 A.
+  if (c.input != planc::kQuantInFloat32) {
+    QRows rows = run_qrows(a, c.m, c.k, c.input, pool);
+    const bool i16 = c.input == planc::kQuantInInt16;
+    const int64_t kp = rows.q.view.dims[1];
+    int bad = 0;
+    std::vector<int32_t> q;
+    for (int64_t i = 0; i < c.m; i++) {
+      const float sa = quant_row(a.data<float>() + i * c.k, c.k, c.input, q);
+      if (std::memcmp(&sa, rows.scale.data<float>() + i, 4) != 0 && bad++ < 3)
+        std::printf("  quantize_rows: scale[%lld] %.9g, want %.9g\n", (long long)i, rows.scale.data<float>()[i], sa);
+      for (int64_t t = 0; t < kp; t++) {
+        const int32_t want_q = t < c.k ? q[t] + (i16 ? 0 : 128) : (i16 ? 0 : 128);
+        const int32_t got_q = i16 ? reinterpret_cast<int16_t*>(rows.q.data())[i * kp + t] : reinterpret_cast<uint8_t*>(rows.q.data())[i * kp + t];
+        if (got_q != want_q && bad++ < 3) std::printf("  quantize_rows: q[%lld][%lld] %d, want %d\n", (long long)i, (long long)t, got_q, want_q);
+      }
+    }
+    CHECK_MSG(bad == 0, "%s: quantize_rows differs from the rule at %d values", describe(c, 1).c_str(), bad);
+    for (int64_t variant : g_variants) {
+      Tensor got = f32({c.m, c.n});
+      test::expect_ok(run_q_rows(variant, rows, p, c.bias ? &bias : nullptr, c.res ? &res : nullptr, c.wsum, got, c, pool),
+                      (describe(c, variant) + " quantized A").c_str());
+      int64_t diff = 0;
+      for (int64_t i = 0; i < got.numel(); i++) diff += std::memcmp(got.data<float>() + i, want.data<float>() + i, 4) != 0;
+      CHECK_MSG(diff == 0, "%s quantized A: %lld outputs differ from float32 A on ref", describe(c, variant).c_str(), (long long)diff);
+    }
   }
   for (int64_t variant : g_variants) {
     if (variant == v::kVariantRef) continue;
@@ -284,6 +336,56 @@ void qmatmul_errors() {
       test::expect_error(go({a.view, p.w.view, p.scale.view, none, none, none}, {y.view}, ia, code), "cannot run here", v::kVariantNames[code]);
 }
 
+// quantize_rows over 3-D A feeding qmatmul (ref's bits from float32 A), and both kernels' checks of quantized rows.
+void qrows_tests(planc::ThreadPool* pool) {
+  Tensor a = f32({2, 3, 10}), w = f32({10, 20}), want = f32({2, 3, 20}), got = f32({2, 3, 20});
+  test::fill_random(a, -2.0f, 2.0f);
+  test::fill_random(w);
+  planc::TensorView none;
+  for (int64_t input : {planc::kQuantInInt8, planc::kQuantInInt16}) {
+    const bool i16 = input == planc::kQuantInInt16;
+    const int64_t kp = i16 ? 10 : 12;
+    Packed p = pack(w.data<float>(), 10, 20, i16);
+    const test::qmatmul_call args = test::qmatmul_call().activation(planc::kActNone).input(planc::QuantInput(input)).n(20).k(10);
+    Tensor q(i16 ? planc::kInt16 : planc::kUint8, {2, 3, kp}), sc = f32({2, 3});
+    const test::quantize_rows_call qa = test::quantize_rows_call().input(planc::QuantInput(input)).k(10);
+    test::expect_ok(test::call(k_qrows, {a.view}, {q.view, sc.view}, qa, pool), "quantize_rows 3-D");
+    for (int64_t variant : g_variants) {
+      test::expect_ok(test::call(k_qmatmul, {a.view, p.w.view, p.scale.view, p.sum.view, none, none}, {want.view}, args, pool, v::kVariantRef),
+                      "qmatmul 3-D float32 A");
+      test::expect_ok(test::call(k_qmatmul, {q.view, p.w.view, p.scale.view, p.sum.view, none, none, sc.view}, {got.view}, args, pool, variant),
+                      "qmatmul 3-D quantized A");
+      CHECK_MSG(std::memcmp(got.data(), want.data(), static_cast<size_t>(want.numel()) * 4) == 0,
+               "qmatmul %s 3-D quantized A (input %lld) differs from float32 A on ref", v::kVariantNames[variant], (long long)input);
+    }
+    // quantize_rows' checks
+    Tensor q_bad(i16 ? planc::kUint8 : planc::kInt16, {2, 3, kp}), q_short(q.view.dtype, {2, 3, kp - 2}), sc_bad = f32({3, 2});
+    test::expect_error(test::call(k_qrows, {a.view}, {q_bad.view, sc.view}, qa), "and q", "quantize_rows q dtype");
+    test::expect_error(test::call(k_qrows, {a.view}, {q_short.view, sc.view}, qa), "leading dims", "quantize_rows q dims");
+    test::expect_error(test::call(k_qrows, {a.view}, {q.view, sc_bad.view}, qa), "leading dims", "quantize_rows scale dims");
+    test::expect_error(test::call(k_qrows, {a.view}, {q.view, sc.view}, test::quantize_rows_call(qa).k(9)), "must end in K", "quantize_rows K");
+    test::expect_error(test::call(k_qrows, {a.view}, {q.view, sc.view}, test::quantize_rows_call(qa).input(planc::kQuantInFloat32)),
+                       "must be int8 or int16", "quantize_rows float32 input");
+    // qmatmul's checks of quantized rows
+    test::expect_error(test::call(k_qmatmul, {q.view, p.w.view, p.scale.view, p.sum.view, none, none}, {got.view}, args), "needs a_scale",
+                       "quantized A without a_scale");
+    test::expect_error(test::call(k_qmatmul, {q.view, p.w.view, p.scale.view, p.sum.view, none, none, sc_bad.view}, {got.view}, args),
+                       "needs a_scale", "a_scale dims");
+    test::expect_error(test::call(k_qmatmul, {a.view, p.w.view, p.scale.view, p.sum.view, none, none, sc.view}, {got.view}, args),
+                       "a_scale is given only", "a_scale with float32 A");
+    test::expect_error(test::call(k_qmatmul, {q_short.view, p.w.view, p.scale.view, p.sum.view, none, none, sc.view}, {got.view}, args),
+                       "must end in kp", "quantized A dims");
+    test::expect_error(test::call(k_qmatmul, {q_bad.view, p.w.view, p.scale.view, p.sum.view, none, none, sc.view}, {got.view}, args),
+                       "A must be float32 or", "quantized A dtype");
+  }
+  // int8 rows with float32 (weight-only) input: refused
+  Packed p8 = pack(w.data<float>(), 10, 20, false);
+  Tensor q8(planc::kUint8, {2, 3, 12}), sc = f32({2, 3});
+  test::expect_error(test::call(k_qmatmul, {q8.view, p8.w.view, p8.scale.view, p8.sum.view, none, none, sc.view}, {got.view},
+                                test::qmatmul_call().activation(planc::kActNone).input(planc::kQuantInFloat32).n(20).k(10)),
+                     "A must be float32", "quantized A with float32 input");
+}
+
 // ---------- bench ----------
 
 // The fastest of reps runs of fn, in microseconds (min: the machine is shared; the TS bench reports medians).
@@ -338,7 +440,8 @@ int main(int argc, char** argv) {
   const planc::KernelList q = planc::qgemm_kernels(), t = planc::qproject_topk_kernels();
   k_qmatmul = test::find_kernel({q}, "qmatmul");
   k_qtopk = test::find_kernel({t}, "qproject_topk");
-  if (!k_qmatmul || !k_qtopk) return 1;
+  k_qrows = test::find_kernel({planc::quantize_rows_kernels()}, "quantize_rows");
+  if (!k_qmatmul || !k_qtopk || !k_qrows) return 1;
   g_unavailable = q.defs[0].variant_unavailable;
   for (int64_t code = 0; code < v::kVariantCount; code++)
     if (!g_unavailable(code)) g_variants.push_back(code);
@@ -358,6 +461,7 @@ int main(int argc, char** argv) {
   qmatmul_edges();
   qmatmul_int16_extremes();
   qmatmul_errors();
+  qrows_tests(&pool);
   qproject_topk_tests(&pool);
   return test::finish("qgemm_test");
 }

@@ -28,6 +28,7 @@ namespace one_hot_args { constexpr int kAxis = 0; }
 namespace gemm_args { constexpr int kTransA = 0, kTransB = 1, kAlpha = 0, kBeta = 1; }
 namespace fused_matmul_args { constexpr int kActivation = 0; }
 namespace qmatmul_args { constexpr int kActivation = 0, kInput = 1, kN = 2, kK = 3; }
+namespace quantize_rows_args { constexpr int kInput = 0, kK = 1; }
 namespace qgather_args { constexpr int kD = 0; }
 namespace qproject_topk_args { constexpr int kK = 0, kInput = 1, kD = 2; }
 namespace softmax_args { constexpr int kAxis = 0, kLog = 1; }

@@ -1,18 +1,14 @@
 // qmatmul: Y = act(float(Σ quant(A) · Wq) · (sa · w_scale) + bias) + residual over packed int8/int16 weights; the rows
-// of A quantized here, the dot products on the path of the call's variant (qgemm.h), the epilogue shared by all paths.
+// of A quantized by quantize_rows.cc (per call, or once by the quantize_rows kernel), the dot products on the path of
+// the call's variant (qgemm.h), the epilogue shared by all paths.
 #include "qgemm.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <limits>
 
 #include "../threadpool.h"
 #include "isa.h"
-
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#include <immintrin.h>
-#endif
 
 namespace planc {
 namespace qgemm {
@@ -96,185 +92,6 @@ int64_t int16_limit(int64_t k) {
   return l;
 }
 
-// ---------- rows of A ----------
-
-namespace {
-
-// The largest |x| of a row as float bits (NaN and inf compare above every finite value).
-uint32_t max_abs_bits(const float* x, int64_t k) {
-  uint32_t m = 0;
-  for (int64_t i = 0; i < k; i++) {
-    uint32_t b;
-    std::memcpy(&b, x + i, 4);
-    b &= 0x7fffffffu;
-    m = b > m ? b : m;
-  }
-  return m;
-}
-
-constexpr uint32_t kInfBits = 0x7f800000u;
-
-// One row on [-lim, lim]: s = max|x| / lim, q = round-half-even(x / s) clamped; 0 for a zero row, NaN when the row
-// has inf or NaN (q all 0).
-template <class T>
-float quantize_row(const float* x, int64_t k, float lim, T* q) {
-  const uint32_t mb = max_abs_bits(x, k);
-  if (mb == 0 || mb >= kInfBits) {
-    for (int64_t i = 0; i < k; i++) q[i] = 0;
-    return mb == 0 ? 0.0f : std::numeric_limits<float>::quiet_NaN();
-  }
-  float amax;
-  std::memcpy(&amax, &mb, 4);
-  const float s = amax / lim;
-  for (int64_t i = 0; i < k; i++) {
-    const float r = std::nearbyint(x[i] / s);  // the default rounding mode: half to even
-    q[i] = static_cast<T>(std::min(lim, std::max(-lim, r)));
-  }
-  return s;
-}
-
-// int8 rows on [-127, 127]; int16 rows on [-L, L], L = int16_limit(k).
-float quantize_i8(const float* x, int64_t k, int8_t* q) { return quantize_row(x, k, 127.0f, q); }
-float quantize_i16(const float* x, int64_t k, int16_t* q) { return quantize_row(x, k, static_cast<float>(int16_limit(k)), q); }
-
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define PLANC_QGEMM_ROWS_AVX2 1
-// One int8 row with AVX2: the same operations as quantize_i8 (an exact division, round-half-even, clamp), eight lanes
-// at a time, writing the forms asked for (q8, u8 = q + 128, q16) directly. Returns s.
-__attribute__((target("avx2,fma"))) float quantize_i8_avx2(const float* x, int64_t k, int8_t* q8, uint8_t* u8, int16_t* q16) {
-  const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff);
-  __m256i mv = _mm256_setzero_si256();
-  int64_t i = 0;
-  for (; i + 8 <= k; i += 8)
-    mv = _mm256_max_epu32(mv, _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i)), abs_mask));
-  alignas(32) uint32_t lanes[8];
-  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), mv);
-  uint32_t mb = 0;
-  for (uint32_t b : lanes) mb = b > mb ? b : mb;
-  const uint32_t tail = max_abs_bits(x + i, k - i);
-  mb = tail > mb ? tail : mb;
-  if (mb == 0 || mb >= kInfBits) {
-    if (q8) std::memset(q8, 0, static_cast<size_t>(k));
-    if (u8) std::memset(u8, 128, static_cast<size_t>(k));
-    if (q16) std::memset(q16, 0, static_cast<size_t>(k) * sizeof(int16_t));
-    return mb == 0 ? 0.0f : std::numeric_limits<float>::quiet_NaN();
-  }
-  float amax;
-  std::memcpy(&amax, &mb, 4);
-  const float s = amax / 127.0f;
-  const __m256 sv = _mm256_set1_ps(s), hi = _mm256_set1_ps(127.0f), lo = _mm256_set1_ps(-127.0f);
-  for (i = 0; i + 16 <= k; i += 16) {
-    __m256 r0 = _mm256_round_ps(_mm256_div_ps(_mm256_loadu_ps(x + i), sv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r1 = _mm256_round_ps(_mm256_div_ps(_mm256_loadu_ps(x + i + 8), sv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    r0 = _mm256_min_ps(hi, _mm256_max_ps(lo, r0));
-    r1 = _mm256_min_ps(hi, _mm256_max_ps(lo, r1));
-    // int32 lanes -> int16 (in order after the lane permute) -> int8
-    const __m256i w = _mm256_permute4x64_epi64(_mm256_packs_epi32(_mm256_cvtps_epi32(r0), _mm256_cvtps_epi32(r1)), 0xd8);
-    const __m128i w16lo = _mm256_castsi256_si128(w), w16hi = _mm256_extracti128_si256(w, 1);
-    if (q16) _mm256_storeu_si256(reinterpret_cast<__m256i*>(q16 + i), w);
-    const __m128i b = _mm_packs_epi16(w16lo, w16hi);
-    if (q8) _mm_storeu_si128(reinterpret_cast<__m128i*>(q8 + i), b);
-    if (u8) _mm_storeu_si128(reinterpret_cast<__m128i*>(u8 + i), _mm_xor_si128(b, _mm_set1_epi8(static_cast<char>(0x80))));
-  }
-  for (; i < k; i++) {
-    const float r = std::nearbyint(x[i] / s);
-    const int8_t v = static_cast<int8_t>(std::min(127.0f, std::max(-127.0f, r)));
-    if (q8) q8[i] = v;
-    if (u8) u8[i] = static_cast<uint8_t>(v + 128);
-    if (q16) q16[i] = v;
-  }
-  return s;
-}
-#endif
-
-// Whether int8 rows for `path` are quantized with AVX2: every vector path (they all run on AVX2 CPUs); the reference
-// path keeps the scalar rule, so the tests' bit-for-bit comparisons of each path against ref check both quantizers.
-bool rows_avx2(const Path& path) {
-#ifdef PLANC_QGEMM_ROWS_AVX2
-  static const bool avx2 = cpu_has({F::kAvx2, F::kFma});
-  return &path != ref_path() && avx2;
-#else
-  (void)path;
-  return false;
-#endif
-}
-
-}  // namespace
-
-Rows quantize_rows(const KernelArgs& args, const float* x, int64_t m, int64_t k, int64_t kp, int64_t input, const Path& path,
-                   RowBuffers& buf) {
-  Rows rows;
-  rows.m = m;
-  rows.kp = kp;
-  const size_t total = static_cast<size_t>(m * kp);
-  buf.scale.resize(static_cast<size_t>(m));
-  bool want_q8 = false, want_u8 = false, want_q16 = false;
-  if (input == kQuantInFloat32) {
-    buf.f32.resize(total);
-  } else if (input == kQuantInInt16) {
-    want_q16 = true;
-  } else {
-    want_q8 = &path == ref_path();  // only the reference path reads the signed bytes
-    want_u8 = path.unsigned_a;
-    want_q16 = !path.unsigned_a && &path != ref_path();
-  }
-  // Each row is written whole (its k values, then the padding to kp): the buffers are only resized.
-  if (want_q8) buf.q8.resize(total);
-  if (want_u8) buf.u8.resize(total);
-  if (want_q16) buf.q16.resize(total);
-  const bool fast = rows_avx2(path);
-  auto run = [&](int64_t r0, int64_t r1) {
-    std::vector<int8_t> tmp;
-    for (int64_t r = r0; r < r1; r++) {
-      const float* xr = x + r * k;
-      const size_t pad = static_cast<size_t>(kp - k);
-      if (input == kQuantInFloat32) {
-        float* f = buf.f32.data() + r * kp;
-        std::memcpy(f, xr, static_cast<size_t>(k) * sizeof(float));
-        std::fill(f + k, f + kp, 0.0f);
-        buf.scale[static_cast<size_t>(r)] = 1.0f;
-        continue;
-      }
-      int8_t* q = want_q8 ? buf.q8.data() + r * kp : nullptr;
-      uint8_t* u = want_u8 ? buf.u8.data() + r * kp : nullptr;
-      int16_t* h = want_q16 ? buf.q16.data() + r * kp : nullptr;
-      if (input == kQuantInInt16) {
-        buf.scale[static_cast<size_t>(r)] = quantize_i16(xr, k, h);
-      } else {
-#ifdef PLANC_QGEMM_ROWS_AVX2
-        if (fast) {
-          buf.scale[static_cast<size_t>(r)] = quantize_i8_avx2(xr, k, q, u, h);
-        } else
-#endif
-        {
-          int8_t* qs = q;
-          if (!qs) {
-            tmp.resize(static_cast<size_t>(k));
-            qs = tmp.data();
-          }
-          buf.scale[static_cast<size_t>(r)] = quantize_i8(xr, k, qs);
-          if (u)
-            for (int64_t i = 0; i < k; i++) u[i] = static_cast<uint8_t>(qs[i] + 128);
-          if (h)
-            for (int64_t i = 0; i < k; i++) h[i] = qs[i];
-        }
-      }
-      if (q) std::memset(q + k, 0, pad);
-      if (u) std::memset(u + k, 128, pad);
-      if (h) std::memset(h + k, 0, pad * sizeof(int16_t));
-    }
-  };
-  (void)fast;
-  const int64_t min_rows = std::max<int64_t>(1, (int64_t(1) << 14) / std::max<int64_t>(1, k));
-  if (m > min_rows) run_parallel(args, m, min_rows, run);
-  else run(0, m);
-  rows.f32 = input == kQuantInFloat32 ? buf.f32.data() : nullptr;
-  rows.q8 = want_q8 ? buf.q8.data() : nullptr;
-  rows.u8 = want_u8 ? buf.u8.data() : nullptr;
-  rows.q16 = want_q16 ? buf.q16.data() : nullptr;
-  return rows;
-}
-
 // ---------- epilogue ----------
 
 namespace {
@@ -333,7 +150,8 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // The call's operands, checked.
 struct Call {
-  const float* a;
+  const void* a;        // float32 [m, k], or rows quantized by quantize_rows [m, kp] (a_scale set)
+  const float* a_scale;  // [m] or null
   int64_t m, n, k, kp, act, input;
   Weights w;
   const float* scale;
@@ -360,16 +178,34 @@ const char* check_qmatmul(const KernelArgs& args, Call* c) {
   if (n < 0 || k < 0 || n > (int64_t(1) << 31) || k > (int64_t(1) << 31))
     return kernel_error("qmatmul: N = %lld and K = %lld out of range", (long long)n, (long long)k);
   const TensorView &a = args.in[0], &w = args.in[1], &ws = args.in[2], &sum = args.in[3], &bias = args.in[4], &res = args.in[5];
+  TensorView none;
+  const TensorView& as = args.n_in > 6 ? args.in[6] : none;
   const TensorView& y = args.out[0];
   for (const TensorView* t : {&a, &w, &ws, &y})
     if (!view_ok(*t)) return "qmatmul: a malformed input or output view";
-  if (a.dtype != kFloat32 || y.dtype != kFloat32 || ws.dtype != kFloat32)
-    return kernel_error("qmatmul: A, w_scale and Y must be float32, got %s, %s, %s", dtype_name(a.dtype), dtype_name(ws.dtype), dtype_name(y.dtype));
-  if (a.rank < 1 || a.dims[a.rank - 1] != k) return kernel_error("qmatmul: A %s must end in K = %lld", dims_str(a).c_str(), (long long)k);
-  const int64_t blocks = ceil_div(n, kBlock);
+  if (y.dtype != kFloat32 || ws.dtype != kFloat32)
+    return kernel_error("qmatmul: w_scale and Y must be float32, got %s, %s", dtype_name(ws.dtype), dtype_name(y.dtype));
   const bool i16 = input == kQuantInInt16;
-  const int32_t wdt = i16 ? kInt16 : kInt8;
   const int64_t kp = i16 ? ceil_div(k, 2) * 2 : ceil_div(k, 4) * 4;
+  // A quantized by quantize_rows: its form for the input kind, rows padded to kp, with their scales.
+  const bool pre = a.dtype != kFloat32;
+  if (pre) {
+    const int32_t adt = input == kQuantInInt8 ? kUint8 : input == kQuantInInt16 ? kInt16 : kFloat32;
+    if (a.dtype != adt)
+      return kernel_error("qmatmul: A must be float32%s, got %s", adt == kFloat32 ? "" : adt == kUint8 ? " or uint8 (int8 rows)" : " or int16 (int16 rows)",
+                          dtype_name(a.dtype));
+    if (a.rank < 1 || a.dims[a.rank - 1] != kp)
+      return kernel_error("qmatmul: quantized A %s must end in kp = %lld (K = %lld)", dims_str(a).c_str(), (long long)kp, (long long)k);
+    bool s_ok = as.data && view_ok(as) && as.dtype == kFloat32 && as.rank == a.rank - 1;
+    for (int i = 0; s_ok && i < a.rank - 1; i++) s_ok = as.dims[i] == a.dims[i];
+    if (!s_ok) return kernel_error("qmatmul: a quantized A %s needs a_scale float32 of its leading dims, got %s %s", dims_str(a).c_str(),
+                                   as.data ? dtype_name(as.dtype) : "none", as.data ? dims_str(as).c_str() : "");
+  } else {
+    if (as.data) return "qmatmul: a_scale is given only with a quantized A (uint8 or int16)";
+    if (a.rank < 1 || a.dims[a.rank - 1] != k) return kernel_error("qmatmul: A %s must end in K = %lld", dims_str(a).c_str(), (long long)k);
+  }
+  const int64_t blocks = ceil_div(n, kBlock);
+  const int32_t wdt = i16 ? kInt16 : kInt8;
   if (w.dtype != wdt || !dims_are(w, {blocks, i16 ? kp / 2 : kp / 4, kBlock, i16 ? 2 : 4}))
     return kernel_error("qmatmul: w must be %s [%lld, %lld, 16, %d] for N = %lld, K = %lld and %s input, got %s %s", dtype_name(wdt),
                         (long long)blocks, (long long)(i16 ? kp / 2 : kp / 4), i16 ? 2 : 4, (long long)n, (long long)k,
@@ -386,13 +222,14 @@ const char* check_qmatmul(const KernelArgs& args, Call* c) {
     return kernel_error("qmatmul: residual must be float32 %s (Y's dims), got %s %s", dims_str(y).c_str(), dtype_name(res.dtype), dims_str(res).c_str());
   int64_t m = 1;
   for (int i = 0; i < a.rank - 1; i++) m *= a.dims[i];
-  if (m > 0 && n > 0 && (!a.data || !y.data || !ws.data || (w.numel > 0 && !w.data))) return "qmatmul: missing input or output data";
+  if (m > 0 && n > 0 && (!a.data || !y.data || !ws.data || (w.numel > 0 && !w.data) || (pre && kp > 0 && !as.data)))
+    return "qmatmul: missing input or output data";
   Weights wt;
   wt.w8 = i16 ? nullptr : w.as<int8_t>();
   wt.w16 = i16 ? w.as<int16_t>() : nullptr;
   wt.blocks = blocks;
   wt.kgroups = i16 ? kp / 2 : kp / 4;
-  *c = Call{a.as<float>(), m, n, k, kp, act, input, wt, ws.as<float>(), sum.data ? sum.as<int32_t>() : nullptr,
+  *c = Call{a.data, pre ? as.as<float>() : nullptr, m, n, k, kp, act, input, wt, ws.as<float>(), sum.data ? sum.as<int32_t>() : nullptr,
             bias.data ? bias.as<float>() : nullptr, res.data ? res.as<float>() : nullptr, y.as<float>()};
   return nullptr;
 }
@@ -466,15 +303,20 @@ void run_product(const KernelArgs& args, const Call& c, const Path& path, const 
   else run(0, tasks);
 }
 
-// Inputs A [..., K] float32, w (int8 / int16 packed), w_scale [N], w_sum? [N] int32, bias? [N], residual? (Y's dims);
-// output Y [..., N]; iargs activation, input (QuantInput), n, k.
+// Inputs A [..., K] float32 (or quantize_rows' rows [..., kp]), w (int8 / int16 packed), w_scale [N], w_sum? [N] int32,
+// bias? [N], residual? (Y's dims), a_scale? (A's leading dims, with quantized rows); output Y [..., N]; iargs
+// activation, input (QuantInput), n, k.
 const char* qmatmul(const KernelArgs& args) {
   Call c{};
   if (const char* err = check_qmatmul(args, &c)) return err;
   if (c.m == 0 || c.n == 0) return nullptr;
   const Path& path = *path_for(args.variant);
   static thread_local RowBuffers buf;
-  const Rows rows = quantize_rows(args, c.a, c.m, c.k, c.kp, c.input, path, buf);
+  if (c.a_scale) {
+    run_product(args, c, path, quantized_rows(c.a, c.m, c.kp, c.input, path, buf), c.a_scale);
+    return nullptr;
+  }
+  const Rows rows = quantize_rows(args, static_cast<const float*>(c.a), c.m, c.k, c.kp, c.input, path, buf);
   run_product(args, c, path, rows, buf.scale.data());
   return nullptr;
 }

@@ -1,6 +1,6 @@
 // The quantized products' paths (qgemm_ref.cc, qgemm_avx2.cc, qgemm_avx512.cc, qgemm_amx.cc): int32 (or float) dot
-// products of rows of A against blocks of 16 output channels of a packed Wq; qgemm.cc quantizes A, dispatches and
-// applies the epilogue.
+// products of rows of A against blocks of 16 output channels of a packed Wq; quantize_rows.cc quantizes A, qgemm.cc
+// dispatches and applies the epilogue.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -92,9 +92,13 @@ struct RowBuffers {
 
 // Quantizes the m rows of x [m, k] (input: a QuantInput) into the form `path` reads, zero padded to kp columns;
 // scale[r] = the row's scale sa (int8: max|row| / 127, int16: max|row| / int16_limit(k); 0 for a zero row, NaN when
-// the row has inf or NaN; float32: 1). Rows are split over the call's pool.
+// the row has inf or NaN; float32: 1). Rows are split over the call's pool (quantize_rows.cc).
 Rows quantize_rows(const KernelArgs& args, const float* x, int64_t m, int64_t k, int64_t kp, int64_t input, const Path& path,
                    RowBuffers& buf);
+
+// Rows quantized by quantize_rows (int8 input: u8 = q + 128; int16: q16), each [m, kp], in the form `path` reads:
+// read in place where it is that form, else converted into buf.
+Rows quantized_rows(const void* a, int64_t m, int64_t kp, int64_t input, const Path& path, RowBuffers& buf);
 
 // Y = act(v · (sa · w_scale) + bias) + residual applied to a tile of sums (the qmatmul epilogue): y/res at [m, ldy].
 struct Epilogue {

@@ -479,7 +479,7 @@ constexpr KernelArity kArity = {4, 4, 1, 1, 1, 1, 0, 0};
 }  // namespace fused_matmul_args
 
 // qmatmul: Y = act(dequant(quant(A) × Wq) + bias) + residual, a quantized planc.FusedMatMul (qgemm.cc): Y[m, n] = act(float(acc[m, n]) · (sa[m] · w_scale[n]) + bias[n]) + residual[m, n], in that order, without FMA contraction
-//   in: a (float32), w (int8|int16), w_scale (float32), w_sum? (int32), bias? (float32), residual? (float32); out: y (float32)
+//   in: a (float32|uint8|int16), w (int8|int16), w_scale (float32), w_sum? (int32), bias? (float32), residual? (float32), a_scale? (float32); out: y (float32)
 namespace qmatmul_args {
 constexpr int kActivation = 0;  // iarg: the epilogue activation (activation)
 constexpr int kInput = 1;  // iarg: how rows of A are quantized (quant_input)
@@ -495,8 +495,17 @@ constexpr int kVariantAvx512vnni = 5;  // variant avx512vnni: AVX-512 VNNI: vpdp
 constexpr int kVariantAmx = 6;  // variant amx: AMX-INT8: tdpbusd / tdpbsud on 16×64-byte tiles for int8 inputs (few rows, int16 and float32 inputs: the avx512vnni kernels) (needs a CPU with AMX-TILE, AMX-INT8 and AVX-512 VNNI, and a Linux kernel that grants the tile state (XTILEDATA))
 constexpr int kVariantCount = 7;
 inline constexpr const char* kVariantNames[] = {"auto", "ref", "avx2", "avx512bw", "avxvnni", "avx512vnni", "amx"};
-constexpr KernelArity kArity = {6, 6, 1, 1, 4, 4, 0, 0};
+constexpr KernelArity kArity = {6, 7, 1, 1, 4, 4, 0, 0};
 }  // namespace qmatmul_args
+
+// quantize_rows: A's rows quantized once for the qmatmul calls that share them (quantize_rows.cc), exactly as qmatmul quantizes a float32 A itself (compiler/kernel-enums.ts QUANT_INPUTS), zero padded from K to kp
+//   in: x (float32); out: q (uint8|int16), scale (float32)
+namespace quantize_rows_args {
+constexpr int kInput = 0;  // iarg: int8 or int16 (the consuming qmatmul calls' input) (quant_input)
+constexpr int kK = 1;  // iarg: the row length K
+constexpr int kIargCount = 2;
+constexpr KernelArity kArity = {1, 1, 2, 2, 2, 2, 0, 0};
+}  // namespace quantize_rows_args
 
 // qgather: Y = rows of an int8 table dequantized: Y[i, :] = scale[ids[i]] · Wq[ids[i], :D] (a quantized embedding Gather along axis 0, qgather.cc)
 //   in: w (int8), scale (float32), indices (int32|int64), residual? (uint8); out: y (float32)
@@ -767,6 +776,7 @@ inline constexpr KernelSchemaEntry kKernelSchema[] = {
     {"gemm", gemm_args::kArity, gemm_args::kVariantCount, gemm_args::kVariantNames},
     {"fused_matmul", fused_matmul_args::kArity, fused_matmul_args::kVariantCount, fused_matmul_args::kVariantNames},
     {"qmatmul", qmatmul_args::kArity, qmatmul_args::kVariantCount, qmatmul_args::kVariantNames},
+    {"quantize_rows", quantize_rows_args::kArity, 0, nullptr},
     {"qgather", qgather_args::kArity, 0, nullptr},
     {"qproject_topk", qproject_topk_args::kArity, qproject_topk_args::kVariantCount, qproject_topk_args::kVariantNames},
     {"softmax", softmax_args::kArity, 0, nullptr},

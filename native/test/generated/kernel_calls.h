@@ -211,6 +211,14 @@ struct qmatmul_call : kernel_call::Args {
   static constexpr kernel_call::ArgDecl kIargs[] = {{"activation", false}, {"input", false}, {"n", false}, {"k", false}};
 };
 
+// quantize_rows: A's rows quantized once for the qmatmul calls that share them (quantize_rows.cc), exactly as qmatmul quantizes a float32 A itself (compiler/kernel-enums.ts QUANT_INPUTS), zero padded from K to kp
+struct quantize_rows_call : kernel_call::Args {
+  quantize_rows_call() : Args("quantize_rows", kIargs, 2, false, nullptr, 0, false) {}
+  quantize_rows_call& input(planc::QuantInput v) { set_int(planc::quantize_rows_args::kInput, v); return *this; }  // int8 or int16 (the consuming qmatmul calls' input)
+  quantize_rows_call& k(int64_t v) { set_int(planc::quantize_rows_args::kK, v); return *this; }  // the row length K
+  static constexpr kernel_call::ArgDecl kIargs[] = {{"input", false}, {"k", false}};
+};
+
 // qgather: Y = rows of an int8 table dequantized: Y[i, :] = scale[ids[i]] · Wq[ids[i], :D] (a quantized embedding Gather along axis 0, qgather.cc)
 struct qgather_call : kernel_call::Args {
   qgather_call() : Args("qgather", kIargs, 1, false, nullptr, 0, false) {}
