@@ -416,6 +416,58 @@ void row_tests(planc::ThreadPool* pool) {
             check_rows(g.b, g.h, g.sq, g.d, g.c, g.past, layout, causal, planc::MaskKind(kind), shape, pool);
 }
 
+// Padding: a batch row's keys followed by p masked keys (a padded source: additive finfo.min or -inf, or a bool
+// mask's dropped keys; their K/V finite) give bit for bit the Y of its L keys alone, whatever p, on the decode and
+// the blocked paths (the sums run over the row's own keys: softmax_scores' `used`).
+void padding_tests(planc::ThreadPool* pool) {
+  struct Geo { int64_t h, sq, d, l; } geos[] = {{2, 1, 64, 13}, {4, 1, 17, 40}, {2, 7, 40, 21}, {3, 12, 16, 51}};
+  const float masked_add[2] = {-3.40282347e38f, -kInff};
+  for (const Geo& g : geos)
+    for (int layout = 0; layout < 2; layout++)
+      for (int kind = planc::kMaskAdd; kind < planc::kMaskCount; kind++)
+        for (int how = 0; how < (kind == planc::kMaskAdd ? 2 : 1); how++) {
+          Problem alone(1, g.h, g.sq, g.d, g.l, g.l);
+          alone.layout = layout;
+          alone.kind = planc::MaskKind(kind);
+          alone.mdims = {1, 1, 1, g.l};
+          make_problem(alone);
+          for (int64_t j = 0; j < g.l; j++) {  // every real key kept
+            if (kind == planc::kMaskAdd) alone.mask.data<float>()[j] = 0.0f;
+            else alone.mask.data<uint8_t>()[j] = kind == planc::kMaskBoolKeep;
+          }
+          Tensor want = f32(q_dims(alone));
+          test::expect_ok(run_attention(alone, want, pool), "attention padding: alone");
+          for (int64_t pad : {1, 3, 5, 8, 13, 37}) {
+            const int64_t l = g.l + pad;
+            Problem p(1, g.h, g.sq, g.d, l, l);
+            p.layout = layout;
+            p.kind = planc::MaskKind(kind);
+            p.mdims = {1, 1, 1, l};
+            make_problem(p);
+            p.q = alone.q;
+            for (int64_t bh = 0; bh < g.h; bh++)
+              for (int64_t j = 0; j < g.l; j++)
+                for (int64_t c = 0; c < g.d; c++) {
+                  p.k.data<float>()[(bh * l + j) * g.d + c] = alone.k.data<float>()[(bh * g.l + j) * g.d + c];
+                  p.v.data<float>()[(bh * l + j) * g.d + c] = alone.v.data<float>()[(bh * g.l + j) * g.d + c];
+                }
+            for (int64_t j = 0; j < l; j++) {
+              const bool keep = j < g.l;
+              if (kind == planc::kMaskAdd) p.mask.data<float>()[j] = keep ? 0.0f : masked_add[how];
+              else p.mask.data<uint8_t>()[j] = keep == (kind == planc::kMaskBoolKeep);
+            }
+            Tensor y = f32(q_dims(p));
+            char what[200];
+            std::snprintf(what, sizeof what, "attention padding H%lld Sq%lld D%lld L%lld + %lld layout %d kind %d%s%s",
+                          (long long)g.h, (long long)g.sq, (long long)g.d, (long long)g.l, (long long)pad, layout, kind,
+                          how ? " -inf" : "", pool ? " threaded" : "");
+            const char* err = run_attention(p, y, pool);
+            test::expect_ok(err, what);
+            if (!err) bitwise(y.data<float>(), want.data<float>(), y.numel(), what);
+          }
+        }
+}
+
 void row_errors() {
   Tensor q = f32({2, 3, 4, 8}), k = f32({2, 3, 6, 8}), v = f32({2, 3, 6, 8}), y = f32({2, 3, 4, 8});
   auto call = [&](const Tensor& past, int64_t kv_len) {
@@ -677,6 +729,7 @@ int main(int argc, char** argv) {
     specials(pl);
     cache_tests(pl);
     row_tests(pl);
+    padding_tests(pl);
     cache_row_tests(pl);
   }
   errors();

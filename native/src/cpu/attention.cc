@@ -369,7 +369,12 @@ inline int64_t keys_for(const Attn& a, int64_t b, int64_t i) {
 
 // Masks the scores s[0..n) of query row (b, h, i) and replaces them by e^(s - max); returns their sum, 0 when every
 // score is -inf (a fully masked row: its Y is zeros, as ONNX Attention gives), or NaN when a score is NaN or +inf.
-float softmax_scores(const Attn& a, int64_t b, int64_t h, int64_t i, float* s, int64_t n) {
+// *used: the keys whose weights may be nonzero. The keys at the end whose e^(s - max) is exactly 0 (exp_approx's
+// underflow: masked keys, e.g. a padded source's) are left out of the sum and their weights zeroed, so a row's result
+// does not depend on how much padding follows its keys (the lanes and tails of the sums are those of its own keys):
+// a sentence gets the same bits alone or in a batch with longer ones.
+float softmax_scores(const Attn& a, int64_t b, int64_t h, int64_t i, float* s, int64_t n, int64_t* used) {
+  *used = n;
   if (a.mask_kind != kMaskNone) {
     const int64_t mo = b * a.m_sb + h * a.m_sh + i * a.m_si;
     if (a.mask_kind == kMaskAdd) add_mask(s, static_cast<const float*>(a.mask) + mo, a.m_sl, n);
@@ -378,7 +383,11 @@ float softmax_scores(const Attn& a, int64_t b, int64_t h, int64_t i, float* s, i
   const float m = nan_max(s, n);
   if (m == -kInf) return 0.0f;
   if (!std::isfinite(m)) return kNaN;
-  return exp_sum_inplace(s, n, m);
+  int64_t e = n;
+  while (e > 0 && s[e - 1] - m < kExpUnderflow) e--;  // the max's own key stays (s - m = 0)
+  std::fill(s + e, s + n, 0.0f);
+  *used = e;
+  return exp_sum_inplace(s, e, m);
 }
 
 // Per-thread scratch of the attention paths.
@@ -402,12 +411,13 @@ void attention_row(const Attn& a, int64_t r, Scratch& w) {
   scale_copy(a.q + off, qs, a.d, a.scale);  // Q * scale first, as the decomposition does; also allows Y == Q
   const int64_t kv = (b * a.h + h) * a.c * a.d;
   scores_run(qs, a.k + kv, a.d, n, s);
-  const float sum = softmax_scores(a, b, h, i, s, n);
+  int64_t used = n;
+  const float sum = softmax_scores(a, b, h, i, s, n, &used);
   if (!(sum > 0)) {
     std::fill(y, y + a.d, sum == 0 ? 0.0f : kNaN);
     return;
   }
-  weighted_sum(s, a.v + kv, a.d, n, y);
+  weighted_sum(s, a.v + kv, a.d, used, y);
   scale_run(y, a.d, 1.0f / sum);
 }
 
@@ -444,8 +454,11 @@ void attention_block(const Attn& a, int64_t b, int64_t h, int64_t i0, int64_t i1
     if (n_tile > 0) scores_tiles(q, w.kt.data(), ld, d, (n_tile + 31) / 32 * 32, s);
     for (int r = 0; r < nr; r++) {
       const int64_t i = i0 + r0 + r, n = keys_for(a, b, i);
-      sum[r] = n > 0 ? softmax_scores(a, b, h, i, s[r], n) : 0.0f;
-      const int64_t keep = sum[r] > 0 ? n : 0;  // a masked or NaN row's weights are zeroed (its Y is overwritten)
+      int64_t used = 0;
+      sum[r] = n > 0 ? softmax_scores(a, b, h, i, s[r], n, &used) : 0.0f;
+      // a masked or NaN row's weights are zeroed (its Y is overwritten); P·V adds the keys one by one, so the zero
+      // weights after `used` leave the sums as they are
+      const int64_t keep = sum[r] > 0 ? used : 0;
       if (n_tile > 0) std::fill(s[r] + keep, s[r] + n_tile, 0.0f);
     }
     if (n_tile > 0) pv_tiles(s, a.v + kv, d, n_tile, y);

@@ -39,10 +39,14 @@ inline T exp_poly(const T& c, const T& n) {
   return p * r * r + r + 1.0f;
 }
 
+// Below this, exp_approx and exp_lanes give exactly 0.
+constexpr float kExpUnderflow = -87.3365478515625f;
+
 // e^x in float32 (Cephes polynomial, about 1 ulp), branch-free so loops over it vectorize: 0 below -87.33,
 // +inf above 88.72, NaN stays NaN.
+
 inline float exp_approx(float x) {
-  const float lo = -87.3365478515625f, hi = 88.0f;
+  const float lo = kExpUnderflow, hi = 88.0f;
   float c = x > lo ? x : lo;  // also maps NaN to lo; fixed below
   c = c < hi ? c : hi;
   const float round = 12582912.0f;  // 1.5 * 2^23: adding and subtracting it rounds to the nearest integer
@@ -77,7 +81,7 @@ inline v8f nan_max8(const v8f& m, const v8f& v) { return select8((v > m) | (v !=
 // exp_approx on the lanes of F (I: its int32 lanes), the same polynomial and clamps.
 template <class F, class I>
 inline F exp_lanes(const F& x) {
-  const F lo = F{} + -87.3365478515625f, round = F{} + 12582912.0f;
+  const F lo = F{} + kExpUnderflow, round = F{} + 12582912.0f;
   F c = select_lanes<F, I>(x > lo, x, lo);
   c = select_lanes<F, I>(c < 88.0f, c, F{} + 88.0f);
   const F n = (c * 1.44269504088896341f + round) - round;
