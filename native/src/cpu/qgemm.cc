@@ -229,6 +229,7 @@ void run_product(const KernelArgs& args, const Call& c, const Path& path, const 
       }
       for (int64_t r0 = rc * chunk; r0 < std::min(c.m, (rc + 1) * chunk); r0 += R) {
         const int64_t nr = std::min(R, c.m - r0);
+        prefetch_epilogue(e, r0, nr, c0, nc);
         if (f32) {
           path.dots_f32(rows, c.w, r0, nr, b0, nb, acc_f.data());
           apply_epilogue(e, acc_f.data(), ld, r0, nr, c0, nc);

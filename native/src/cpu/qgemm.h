@@ -124,6 +124,9 @@ struct Epilogue {
 void apply_epilogue(const Epilogue& e, const int32_t* acc, int64_t ld, const int32_t* wsum, int64_t r0, int64_t nr, int64_t c0,
                     int64_t nc);
 void apply_epilogue(const Epilogue& e, const float* acc, int64_t ld, int64_t r0, int64_t nr, int64_t c0, int64_t nc);
+// Asks for the cache lines of a tile's Y and residual ahead of its epilogue (issued before the tile's dot products:
+// the residual rows are strided, out of the hardware prefetchers' reach).
+void prefetch_epilogue(const Epilogue& e, int64_t r0, int64_t nr, int64_t c0, int64_t nc);
 
 }  // namespace qgemm
 }  // namespace planc

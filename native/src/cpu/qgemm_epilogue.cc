@@ -183,6 +183,17 @@ bool epilogue_runs(EpilogueCode code) {
   return static_cast<int>(code) <= static_cast<int>(best_epilogue());
 }
 
+void prefetch_epilogue(const Epilogue& e, int64_t r0, int64_t nr, int64_t c0, int64_t nc) {
+  for (int64_t r = r0; r < r0 + nr; r++) {
+    const char* y = reinterpret_cast<const char*>(e.y + r * e.ldy + c0);
+    const char* res = e.res ? reinterpret_cast<const char*>(e.res + r * e.ldy + c0) : nullptr;
+    for (int64_t b = 0; b < nc * 4; b += 64) {
+      __builtin_prefetch(y + b, 1, 3);
+      if (res) __builtin_prefetch(res + b, 0, 3);
+    }
+  }
+}
+
 void apply_epilogue(const Epilogue& e, const int32_t* acc, int64_t ld, const int32_t* wsum, int64_t r0, int64_t nr, int64_t c0, int64_t nc) {
   apply(e, acc, ld, wsum, r0, nr, c0, nc);
 }
