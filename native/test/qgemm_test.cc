@@ -255,6 +255,18 @@ void qmatmul_tests(planc::ThreadPool* pool) {
   for (int64_t input : inputs) check_case({67, 256, 300, input, planc::kActRelu, true, true, false}, pool);
 }
 
+// The epilogue over odd tiles: M 1..20, N not a multiple of 16, every activation, with and without bias / residual /
+// w_sum; every variant against ref bit for bit (int8, int16; ref takes the scalar epilogue, the others the widest this
+// CPU runs within PLANC_ISA: qgemm_epilogue_test checks each code on its own, float sums too).
+void qmatmul_epilogue_tiles() {
+  for (int64_t input : {planc::kQuantInInt8, planc::kQuantInInt16})
+    for (int64_t m = 1; m <= 20; m++)
+      for (int64_t n : {3, 17, 47})
+        for (int64_t act = planc::kActNone; act < planc::kActCount; act++)
+          for (int opt = 0; opt < 4; opt++)
+            check_case({m, m % 2 ? 7 : 40, n, input, act, (opt & 1) != 0, (opt & 2) != 0, (m + opt) % 2 == 0}, nullptr);
+}
+
 // K = 0: the output is the epilogue of 0; a NaN row gives NaN.
 void qmatmul_edges() {
   Case c{3, 0, 5, planc::kQuantInInt8, planc::kActNone, true, false, true};
@@ -458,6 +470,7 @@ int main(int argc, char** argv) {
   }
   qmatmul_tests(nullptr);
   qmatmul_tests(&pool);
+  qmatmul_epilogue_tiles();
   qmatmul_edges();
   qmatmul_int16_extremes();
   qmatmul_errors();

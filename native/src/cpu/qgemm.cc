@@ -1,6 +1,6 @@
 // qmatmul: Y = act(float(Σ quant(A) · Wq) · (sa · w_scale) + bias) + residual over packed int8/int16 weights; the rows
 // of A quantized by quantize_rows.cc (per call, or once by the quantize_rows kernel), the dot products on the path of
-// the call's variant (qgemm.h), the epilogue shared by all paths.
+// the call's variant (qgemm.h), the epilogue shared by all paths (qgemm_epilogue.cc).
 #include "qgemm.h"
 
 #include <algorithm>
@@ -90,56 +90,6 @@ int64_t int16_limit(int64_t k) {
   while (l > 1 && k * l * l > kMax) l--;
   while (l < 32767 && k * (l + 1) * (l + 1) <= kMax) l++;
   return l;
-}
-
-// ---------- epilogue ----------
-
-namespace {
-
-// The epilogue activation, computed in double and rounded once (the formulas of gemm.cc's fused_matmul epilogue).
-inline float activate(float v, int64_t act) {
-  const double x = v;
-  switch (act) {
-    case kActRelu: return v > 0.0f ? v : 0.0f;
-    case kActGelu: return static_cast<float>(0.5 * x * (1.0 + std::erf(x * 0.70710678118654752440)));
-    case kActGeluTanh: return static_cast<float>(0.5 * x * (1.0 + std::tanh(0.79788456080286535588 * (x + 0.044715 * x * x * x))));
-    case kActSilu: return static_cast<float>(x / (1.0 + std::exp(-x)));
-    default: return v;
-  }
-}
-
-// Each operation rounded to float on its own: no FMA contraction (this file is compiled for the portable baseline, and
-// the attribute keeps it so under other flags), so every path's equal sums give equal outputs.
-template <class Acc>
-__attribute__((optimize("fp-contract=off"))) void epilogue_tile(const Epilogue& e, const Acc* acc, int64_t ld, int64_t r0,
-                                                                int64_t nr, int64_t c0, int64_t nc) {
-  for (int64_t r = 0; r < nr; r++) {
-    const int64_t row = r0 + r;
-    const float sa = e.sa[row];
-    float* y = e.y + row * e.ldy + c0;
-    const Acc* s = acc + r * ld;
-    const float* ws = e.scale + c0;
-    if (e.act == kActNone && !e.bias && !e.res) {
-      for (int64_t c = 0; c < nc; c++) y[c] = static_cast<float>(s[c]) * (sa * ws[c]);
-      continue;
-    }
-    for (int64_t c = 0; c < nc; c++) {
-      float v = static_cast<float>(s[c]) * (sa * ws[c]);
-      if (e.bias) v += e.bias[c0 + c];
-      v = e.act == kActRelu ? (v > 0.0f ? v : 0.0f) : e.act == kActNone ? v : activate(v, e.act);
-      if (e.res) v += e.res[row * e.ldy + c0 + c];
-      y[c] = v;
-    }
-  }
-}
-
-}  // namespace
-
-void apply_epilogue(const Epilogue& e, const int32_t* acc, int64_t ld, int64_t r0, int64_t nr, int64_t c0, int64_t nc) {
-  epilogue_tile(e, acc, ld, r0, nr, c0, nc);
-}
-void apply_epilogue(const Epilogue& e, const float* acc, int64_t ld, int64_t r0, int64_t nr, int64_t c0, int64_t nc) {
-  epilogue_tile(e, acc, ld, r0, nr, c0, nc);
 }
 
 // ---------- qmatmul ----------
@@ -259,7 +209,7 @@ void run_product(const KernelArgs& args, const Call& c, const Path& path, const 
   }
   const int64_t chunks = ceil_div(c.m, chunk);
   const bool offset = !f32 && !i16 && path.unsigned_a;
-  const Epilogue e{c.act, sa, c.scale, c.bias, c.res, c.y, c.n};
+  const Epilogue e{c.act, sa, c.scale, c.bias, c.res, c.y, c.n, &path == ref_path() ? EpilogueCode::kScalar : best_epilogue()};
   auto run = [&](int64_t t0, int64_t t1) {
     static thread_local std::vector<int32_t> acc_i, sums;
     static thread_local std::vector<float> acc_f;
@@ -279,20 +229,14 @@ void run_product(const KernelArgs& args, const Call& c, const Path& path, const 
       }
       for (int64_t r0 = rc * chunk; r0 < std::min(c.m, (rc + 1) * chunk); r0 += R) {
         const int64_t nr = std::min(R, c.m - r0);
+        prefetch_epilogue(e, r0, nr, c0, nc);
         if (f32) {
           path.dots_f32(rows, c.w, r0, nr, b0, nb, acc_f.data());
           apply_epilogue(e, acc_f.data(), ld, r0, nr, c0, nc);
           continue;
         }
         (i16 ? path.dots_i16 : path.dots_i8)(rows, c.w, r0, nr, b0, nb, acc_i.data());
-        if (offset) {
-          for (int64_t r = 0; r < nr; r++)
-            for (int64_t j = 0; j < nc; j++) {
-              int32_t& s = acc_i[static_cast<size_t>(r * ld + j)];
-              s = static_cast<int32_t>(static_cast<uint32_t>(s) - 128u * static_cast<uint32_t>(wsum[j]));
-            }
-        }
-        apply_epilogue(e, acc_i.data(), ld, r0, nr, c0, nc);
+        apply_epilogue(e, acc_i.data(), ld, offset ? wsum : nullptr, r0, nr, c0, nc);  // less 128 · w_sum for u8 A
       }
     }
   };

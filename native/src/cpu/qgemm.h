@@ -1,6 +1,6 @@
 // The quantized products' paths (qgemm_ref.cc, qgemm_avx2.cc, qgemm_avx512.cc, qgemm_amx.cc): int32 (or float) dot
 // products of rows of A against blocks of 16 output channels of a packed Wq; quantize_rows.cc quantizes A, qgemm.cc
-// dispatches and applies the epilogue.
+// dispatches, qgemm_epilogue.cc applies the epilogue.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -100,7 +100,16 @@ Rows quantize_rows(const KernelArgs& args, const float* x, int64_t m, int64_t k,
 // read in place where it is that form, else converted into buf.
 Rows quantized_rows(const void* a, int64_t m, int64_t kp, int64_t input, const Path& path, RowBuffers& buf);
 
+// The epilogue's code (qgemm_epilogue.cc): scalar, or eight / sixteen columns a step; all give the same bits (the same
+// float32 operations in the same order, no FMA; gelu, gelu_tanh and silu call libm on each value in every code).
+enum class EpilogueCode : int { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
+// The widest code this CPU runs within PLANC_ISA's cap (read once); whether it runs `code`.
+EpilogueCode best_epilogue();
+bool epilogue_runs(EpilogueCode code);
+
 // Y = act(v · (sa · w_scale) + bias) + residual applied to a tile of sums (the qmatmul epilogue): y/res at [m, ldy].
+// The reference path takes kScalar, the others best_epilogue(), so the tests' comparisons against ref check the vector
+// codes.
 struct Epilogue {
   int64_t act;
   const float* sa;     // [rows]
@@ -109,9 +118,15 @@ struct Epilogue {
   const float* res;    // rows × ldy or null
   float* y;
   int64_t ldy;
+  EpilogueCode code;
 };
-void apply_epilogue(const Epilogue& e, const int32_t* acc, int64_t ld, int64_t r0, int64_t nr, int64_t c0, int64_t nc);
+// Int32 sums: v = acc − 128 · wsum (wrapping; wsum [nc] from column c0, the vpdpbusd offset) where wsum is given.
+void apply_epilogue(const Epilogue& e, const int32_t* acc, int64_t ld, const int32_t* wsum, int64_t r0, int64_t nr, int64_t c0,
+                    int64_t nc);
 void apply_epilogue(const Epilogue& e, const float* acc, int64_t ld, int64_t r0, int64_t nr, int64_t c0, int64_t nc);
+// Asks for the cache lines of a tile's Y and residual ahead of its epilogue (issued before the tile's dot products:
+// the residual rows are strided, out of the hardware prefetchers' reach).
+void prefetch_epilogue(const Epilogue& e, int64_t r0, int64_t nr, int64_t c0, int64_t nc);
 
 }  // namespace qgemm
 }  // namespace planc
