@@ -452,7 +452,7 @@ export const KERNELS = {
   },
   qmatmul: {
     doc:
-      'Y = act(dequant(quant(A) × Wq) + bias) + residual, a quantized planc.FusedMatMul (qgemm.cc): ' +
+      'Y = act(dequant(quant(A) × Wq) + bias) + residual, a quantized planc.FusedMatMul (qgemm.cc; the output step in qgemm_epilogue.cc): ' +
       'Y[m, n] = act(float(acc[m, n]) · (sa[m] · w_scale[n]) + bias[n]) + residual[m, n], in that order, without FMA contraction',
     outputs: [y(F32)],
     inputs: [

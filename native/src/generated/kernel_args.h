@@ -478,7 +478,7 @@ inline constexpr const char* kVariantNames[] = {"auto", "gemv", "blocked", "blas
 constexpr KernelArity kArity = {4, 4, 1, 1, 1, 1, 0, 0};
 }  // namespace fused_matmul_args
 
-// qmatmul: Y = act(dequant(quant(A) × Wq) + bias) + residual, a quantized planc.FusedMatMul (qgemm.cc): Y[m, n] = act(float(acc[m, n]) · (sa[m] · w_scale[n]) + bias[n]) + residual[m, n], in that order, without FMA contraction
+// qmatmul: Y = act(dequant(quant(A) × Wq) + bias) + residual, a quantized planc.FusedMatMul (qgemm.cc; the output step in qgemm_epilogue.cc): Y[m, n] = act(float(acc[m, n]) · (sa[m] · w_scale[n]) + bias[n]) + residual[m, n], in that order, without FMA contraction
 //   in: a (float32|uint8|int16), w (int8|int16), w_scale (float32), w_sum? (int32), bias? (float32), residual? (float32), a_scale? (float32); out: y (float32)
 namespace qmatmul_args {
 constexpr int kActivation = 0;  // iarg: the epilogue activation (activation)

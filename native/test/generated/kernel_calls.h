@@ -201,7 +201,7 @@ struct fused_matmul_call : kernel_call::Args {
   static constexpr kernel_call::ArgDecl kIargs[] = {{"activation", false}};
 };
 
-// qmatmul: Y = act(dequant(quant(A) × Wq) + bias) + residual, a quantized planc.FusedMatMul (qgemm.cc): Y[m, n] = act(float(acc[m, n]) · (sa[m] · w_scale[n]) + bias[n]) + residual[m, n], in that order, without FMA contraction
+// qmatmul: Y = act(dequant(quant(A) × Wq) + bias) + residual, a quantized planc.FusedMatMul (qgemm.cc; the output step in qgemm_epilogue.cc): Y[m, n] = act(float(acc[m, n]) · (sa[m] · w_scale[n]) + bias[n]) + residual[m, n], in that order, without FMA contraction
 struct qmatmul_call : kernel_call::Args {
   qmatmul_call() : Args("qmatmul", kIargs, 4, false, nullptr, 0, false) {}
   qmatmul_call& activation(planc::Activation v) { set_int(planc::qmatmul_args::kActivation, v); return *this; }  // the epilogue activation
