@@ -3,7 +3,6 @@
 // sha256 of the encoder outputs compared between the addons (bit for bit). Appends to bench/results/encoder-ab.jsonl.
 // Run: node --import tsx bench/encoder-ab.ts PLAN[,PLAN] NAME=ADDON NAME=ADDON [--batch 32] [--rounds 5] [--reps 10]
 //      [--threads 1,2] [--note TEXT]
-import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
@@ -12,6 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { REPO_ROOT, sharedDir } from '../compiler/paths.ts';
 import type { RtTensor } from '../runtime/tensor.ts';
 import { machineFacts } from './machine.ts';
+import { runChild } from './addon-child.ts';
 
 /** The first `batch` test sentences as encoder feeds (padded to the longest, mask 0 past each row's end). */
 function feedsFor(batch: number): { feeds: Record<string, RtTensor>; tokens: number } {
@@ -105,25 +105,7 @@ async function main(): Promise<void> {
       for (const threads of threadList)
         for (const s of round % 2 ? [...sides].reverse() : sides) {
           const [name, addon] = s.split('=') as [string, string];
-          const r = spawnSync(
-            process.execPath,
-            [
-              '--import',
-              'tsx',
-              self,
-              '--child',
-              planPath,
-              '--batch',
-              String(batch),
-              '--reps',
-              String(reps),
-              '--threads',
-              String(threads),
-            ],
-            { env: { ...process.env, PLANC_NATIVE_ADDON: path.resolve(addon) }, encoding: 'utf8', maxBuffer: 1 << 26 },
-          );
-          if (r.status !== 0) throw new Error(`${name}: ${r.stderr}`);
-          const got = JSON.parse(r.stdout.trim().split('\n').pop()!);
+          const got = runChild(self, name, addon, planPath, { batch, reps, threads });
           const key = `${path.basename(planPath)}|${threads}|${name}`;
           const prev = runs.get(key);
           runs.set(key, {

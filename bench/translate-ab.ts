@@ -2,12 +2,12 @@
 // process (PLANC_NATIVE_ADDON), rounds interleaved, medians and fastest rounds of wall and process CPU time (on a shared
 // machine the CPU time of a one-thread run is the steadier), outputs compared between the addons.
 // Run: node --import tsx bench/translate-ab.ts PLAN NAME=ADDON NAME=ADDON [--batch 32] [--rounds 3] [--reps 2] [--threads N]
-import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { sharedDir } from '../compiler/paths.ts';
+import { runChild } from './addon-child.ts';
 
 const MAX_LEN = 64;
 
@@ -79,25 +79,7 @@ async function main(): Promise<void> {
   for (let round = 0; round < rounds; round++) {
     for (const s of round % 2 ? [...sides].reverse() : sides) {
       const [name, addon] = s.split('=') as [string, string];
-      const r = spawnSync(
-        process.execPath,
-        [
-          '--import',
-          'tsx',
-          self,
-          '--child',
-          planPath,
-          '--batch',
-          String(batch),
-          '--reps',
-          String(reps),
-          '--threads',
-          String(threads),
-        ],
-        { env: { ...process.env, PLANC_NATIVE_ADDON: path.resolve(addon) }, encoding: 'utf8', maxBuffer: 1 << 26 },
-      );
-      if (r.status !== 0) throw new Error(`${name}: ${r.stderr}`);
-      const got = JSON.parse(r.stdout.trim().split('\n').pop()!);
+      const got = runChild(self, name, addon, planPath, { batch, reps, threads });
       const prev = runs.get(name);
       runs.set(
         name,
