@@ -8,7 +8,7 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { PlancError } from '../compiler/diagnostics.ts';
 import { REPO_ROOT, sharedDir } from '../compiler/paths.ts';
-import { POSITIONS_GRAPH } from '../compiler/plan/io-names.ts';
+import { CROSS_KV_GRAPH, POSITIONS_GRAPH } from '../compiler/plan/io-names.ts';
 import { readPlanFile } from '../compiler/plan/format.ts';
 import type { PlanProgram, PlanTensor, TensorKind } from '../compiler/plan/types.ts';
 import { DTYPE_CODE, type PlanDTypeName } from '../compiler/kernel-enums.ts';
@@ -168,10 +168,10 @@ function tinyClusters(d: number, vocab: number): VocabRewriteOptions {
         if (vocab.method === 'clusters')
           assert.match(cuda.source, /__launch_bounds__\(256, 1\) k\d+_cluster_mask\(.*planc::cluster_mask<256, 3>/);
         else assert.not.match(cuda.source, /k\d+_cluster_mask/);
-        // Every decoder step graph runs the vocab kernels (the positions graph computes no logits); every entry a call
-        // uses is compiled for both archs, spill-free.
+        // Every decoder step graph runs the vocab kernels (the positions graph and the encoder K/V cut compute no
+        // logits); every entry a call uses is compiled for both archs, spill-free.
         for (const [i, p] of h.programs.entries()) {
-          if (!p.graph.startsWith('decoder') || p.graph === POSITIONS_GRAPH) continue;
+          if (!p.graph.startsWith('decoder') || p.graph === POSITIONS_GRAPH || p.graph === CROSS_KV_GRAPH) continue;
           for (const k of kernels)
             assert.ok(
               p.kernels.some((c) => c.name === k),
