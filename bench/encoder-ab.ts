@@ -12,28 +12,15 @@ import { REPO_ROOT, sharedDir } from '../compiler/paths.ts';
 import type { RtTensor } from '../runtime/tensor.ts';
 import { machineFacts } from './machine.ts';
 import { runChild } from './addon-child.ts';
+import { sourceFeeds } from '../runtime/decode/source-feeds.ts';
 
 /** The first `batch` test sentences as encoder feeds (padded to the longest, mask 0 past each row's end). */
 function feedsFor(batch: number): { feeds: Record<string, RtTensor>; tokens: number } {
   const ids: number[][] = JSON.parse(
     fs.readFileSync(path.join(sharedDir()!, 'models', 'es-en', 'test_ids.json'), 'utf8'),
   ).src_ids.slice(0, batch);
-  const len = Math.max(...ids.map((r) => r.length));
-  const inputIds = new BigInt64Array(ids.length * len),
-    mask = new BigInt64Array(ids.length * len);
-  ids.forEach((r, i) =>
-    r.forEach((id, j) => {
-      inputIds[i * len + j] = BigInt(id);
-      mask[i * len + j] = 1n;
-    }),
-  );
-  return {
-    feeds: {
-      input_ids: { dtype: 'int64', dims: [ids.length, len], data: inputIds },
-      attention_mask: { dtype: 'int64', dims: [ids.length, len], data: mask },
-    },
-    tokens: len,
-  };
+  const { ids: input_ids, mask: attention_mask } = sourceFeeds(ids, 0);
+  return { feeds: { input_ids, attention_mask }, tokens: input_ids.dims[1]! };
 }
 
 /** One child: the plan on the addon its environment names; 3 warm runs, then `reps` timed; ms per run and a hash. */

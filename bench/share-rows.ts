@@ -15,6 +15,7 @@ import { runPipeline, TRANSLATE_TOPK } from '../passes/pipeline.ts';
 import { loadPlanBytes, type Plan } from '../runtime/plan.ts';
 import type { RtTensor } from '../runtime/tensor.ts';
 import { machineFacts } from './machine.ts';
+import { sourceFeeds } from '../runtime/decode/source-feeds.ts';
 
 const env = (name: string, dflt: number) => Number(process.env[name] ?? dflt);
 
@@ -24,19 +25,9 @@ export async function benchShareRows(): Promise<void> {
     rounds = env('PLANC_BENCH_ROUNDS', 9),
     reps = env('PLANC_BENCH_REPS', 10);
   const ids: number[][] = JSON.parse(fs.readFileSync(path.join(dir, 'test_ids.json'), 'utf8')).src_ids.slice(0, batch);
-  const len = Math.max(...ids.map((r) => r.length));
-  const inputIds = new BigInt64Array(ids.length * len),
-    mask = new BigInt64Array(ids.length * len);
-  ids.forEach((r, i) =>
-    r.forEach((id, j) => {
-      inputIds[i * len + j] = BigInt(id);
-      mask[i * len + j] = 1n;
-    }),
-  );
-  const feeds: Record<string, RtTensor> = {
-    input_ids: { dtype: 'int64', dims: [ids.length, len], data: inputIds },
-    attention_mask: { dtype: 'int64', dims: [ids.length, len], data: mask },
-  };
+  const { ids: input_ids, mask: attention_mask } = sourceFeeds(ids, 0);
+  const len = input_ids.dims[1]!;
+  const feeds: Record<string, RtTensor> = { input_ids, attention_mask };
   const model = importSeq2SeqDir(dir);
   const plans: { precision: string; share: boolean; plan: Plan; ms: number[]; cpuMs: number[] }[] = [];
   for (const precision of ['int8', 'int16'] as const)

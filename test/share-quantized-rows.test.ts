@@ -24,6 +24,7 @@ import type { RtTensor } from '../runtime/tensor.ts';
 import { matchGolden } from './helpers/golden.ts';
 import { buildModel, floatInit } from './helpers/onnx-build.ts';
 import { NEEDS_NATIVE, needsShared, testIf } from './helpers/skip.ts';
+import { sourceFeeds } from '../runtime/decode/source-feeds.ts';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'planc-share-rows-'));
 const vals = (n: number, seed: number) => Array.from({ length: n }, (_, i) => Math.sin(i * 1.3 + seed) * 0.5);
@@ -153,19 +154,8 @@ testIf(test, nativeAvailable() ? esenMissing : NEEDS_NATIVE)(
   async () => {
     const ids: number[][] = JSON.parse(fs.readFileSync(path.join(ESEN!, 'test_ids.json'), 'utf8')).src_ids;
     const batch = ids.slice(0, 8);
-    const len = Math.max(...batch.map((r) => r.length));
-    const inputIds = new BigInt64Array(batch.length * len),
-      mask = new BigInt64Array(batch.length * len);
-    batch.forEach((r, i) =>
-      r.forEach((id, j) => {
-        inputIds[i * len + j] = BigInt(id);
-        mask[i * len + j] = 1n;
-      }),
-    );
-    const feeds: Record<string, RtTensor> = {
-      input_ids: { dtype: 'int64', dims: [batch.length, len], data: inputIds },
-      attention_mask: { dtype: 'int64', dims: [batch.length, len], data: mask },
-    };
+    const { ids: input_ids, mask: attention_mask } = sourceFeeds(batch, 0);
+    const feeds: Record<string, RtTensor> = { input_ids, attention_mask };
     const sentences = ids.slice(0, 40);
     for (const p of ['int8', 'int16'] as const) {
       const [a, b] = [false, true].map((share) =>

@@ -8,6 +8,7 @@
 
 #include "../kernel.h"
 #include "../threadpool.h"
+#include "activation.h"
 #include "gemm_avx512.h"
 #include "half.h"
 #include "vec_math.h"
@@ -685,18 +686,6 @@ const char* gemm(const KernelArgs& args) {
 }
 
 // ---------- fused_matmul ----------
-
-// The epilogue activation, computed in double and rounded once like the unary kernels.
-inline float activate(float v, int64_t act) {
-  const double x = v;
-  switch (act) {
-    case kActRelu: return v > 0.0f ? v : 0.0f;
-    case kActGelu: return static_cast<float>(0.5 * x * (1.0 + std::erf(x * 0.70710678118654752440)));
-    case kActGeluTanh: return static_cast<float>(0.5 * x * (1.0 + std::tanh(0.79788456080286535588 * (x + 0.044715 * x * x * x))));
-    case kActSilu: return static_cast<float>(x / (1.0 + std::exp(-x)));
-    default: return v;
-  }
-}
 
 // One epilogue pass over rows of Y, specialized so the inner loop has no branches (none/relu vectorize; the
 // double-precision GELU/SiLU do not, but they are rare).

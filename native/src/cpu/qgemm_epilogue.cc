@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "isa.h"
+#include "activation.h"
 #include "qgemm.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -28,18 +29,6 @@ namespace qgemm {
 namespace {
 
 using F = CpuFeature;
-
-// The epilogue activation, computed in double and rounded once (the formulas of gemm.cc's fused_matmul epilogue).
-inline float activate(float v, int64_t act) {
-  const double x = v;
-  switch (act) {
-    case kActRelu: return v > 0.0f ? v : 0.0f;
-    case kActGelu: return static_cast<float>(0.5 * x * (1.0 + std::erf(x * 0.70710678118654752440)));
-    case kActGeluTanh: return static_cast<float>(0.5 * x * (1.0 + std::tanh(0.79788456080286535588 * (x + 0.044715 * x * x * x))));
-    case kActSilu: return static_cast<float>(x / (1.0 + std::exp(-x)));
-    default: return v;
-  }
-}
 
 // The sum of column c of a tile row: int32 less the vpdpbusd offset 128 · w_sum (wrapping, as the paths' sums), or float.
 inline float sum_at(const int32_t* s, const int32_t* wsum, int64_t c) {
