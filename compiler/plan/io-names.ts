@@ -26,9 +26,10 @@ export const ROW_POSITION_PREFIX = 'row_position.';
 /** The graph computing the `row_position.K` values for one past length (batch 1): PAST_LENGTH_INPUT in, `row_position.K` out. */
 export const POSITIONS_GRAPH = 'decoder_positions';
 /**
- * The first decoder step cut to its encoder K/V outputs (present.*.encoder.*, from encoder_hidden_states alone):
- * sentences joining a running batch run it instead of a whole first step, and their first token comes from the batch's
- * next step at past length 0 (passes/cross-kv.ts builds it, runtime/decode/row-loop.ts runs it).
+ * The first decoder step cut to its encoder K/V outputs (present.*.encoder.*) and the nodes they need, fed the first
+ * step's feeds it still reads: sentences joining a running batch run it instead of a whole first step, and their first
+ * token comes from the batch's next step at past length 0 (passes/cross-kv.ts builds it, runtime/decode/row-loop.ts
+ * runs it).
  */
 export const CROSS_KV_GRAPH = 'decoder_cross_kv';
 
