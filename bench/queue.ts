@@ -11,7 +11,8 @@ import { translate } from '../runtime/translate.ts';
 import { startPlancWorker } from '../test/helpers/planc-cli.ts';
 import { RedisServer, redisMissing } from '../test/helpers/redis-server.ts';
 import { machineFacts } from './machine.ts';
-import { load, startServer, stopServer, type Level } from './serve.ts';
+import { type Level, load } from './serve-load.ts';
+import { startServer, stopServer } from './serve.ts';
 
 const PLANC = path.join(REPO_ROOT, 'bin', 'planc.js');
 const JOB_LINES = 10;

@@ -1,5 +1,5 @@
-// `npm run bench -- serve`: planc serve (a child process on 127.0.0.1) under closed-loop load, one es-en test sentence per
-// request, at 1, 8, 32 and 64 clients; against offline translate --batch 32 (in rounds beside the 32- and 64-client
+// `npm run bench -- serve`: planc serve (a child process on 127.0.0.1) under closed-loop load (bench/serve-load.ts), one
+// es-en test sentence per request, at 1, 8, 32 and 64 clients; against offline translate --batch 32 (in rounds beside the 32- and 64-client
 // levels) and a single in-process translate() per sentence (alternating with the 1-client requests), and against the same server with --no-continuous (32 clients), --no-row-join (cohorts, 64 clients) and --async-steps (64 clients). Latency percentiles and batch occupancy per level.
 import { spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
@@ -11,6 +11,7 @@ import { loadPlan } from '../runtime/plan.ts';
 import { translate } from '../runtime/translate.ts';
 import { collectGarbage } from './gc.ts';
 import { machineFacts } from './machine.ts';
+import { cpuSecondsOf, histogram, type Level, load, pct, postJson } from './serve-load.ts';
 import { esenDir } from './shared-models.ts';
 
 const PLANC = path.join(REPO_ROOT, 'bin', 'planc.js');
@@ -18,34 +19,6 @@ const PLANC = path.join(REPO_ROOT, 'bin', 'planc.js');
 const N = Number(process.env.PLANC_BENCH_SERVE_N ?? 1000);
 const LATENCY_N = Math.min(N, Number(process.env.PLANC_BENCH_SERVE_LATENCY_N ?? 200));
 const MAX_TGT = 64;
-
-export interface Level {
-  clients: number;
-  sentences: number;
-  seconds: number;
-  sentencesPerS: number;
-  p50: number;
-  p90: number;
-  p99: number;
-  occupancy: number;
-  meanRows: number;
-  cpuSeconds: number;
-}
-
-/** CPU seconds (user + system) a process has used, from /proc (0 where there is none). */
-function cpuSecondsOf(pid: number): number {
-  try {
-    const f = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-    return (Number(f[11]) + Number(f[12])) / 100; // utime, stime in clock ticks (USER_HZ 100)
-  } catch {
-    return 0;
-  }
-}
-
-const pct = (xs: number[], p: number) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.floor(p * s.length))]!;
-};
 
 /** Starts `planc serve PLAN --port 0` (no PLAN when plan is '': gateway mode) and resolves with its base URL once it listens. */
 export async function startServer(plan: string, extra: string[]): Promise<{ child: ChildProcess; base: string }> {
@@ -72,102 +45,6 @@ export async function stopServer(child: ChildProcess): Promise<void> {
   const done = new Promise((r) => child.once('exit', r));
   child.kill('SIGTERM');
   await done;
-}
-
-/** A Prometheus histogram's _sum and _count. */
-async function histogram(base: string, name: string): Promise<{ sum: number; count: number }> {
-  const text = await (await fetch(`${base}/metrics`)).text();
-  const read = (suffix: string) =>
-    text
-      .split('\n')
-      .filter((l) => l.startsWith(`${name}_${suffix}`))
-      .reduce((s, l) => s + Number(l.split(' ').pop()), 0);
-  return { sum: read('sum'), count: read('count') };
-}
-
-/**
- * One POST over a keep-alive agent: its status and parsed body. node:http rather than fetch: the load generator shares
- * the machine's cores with the server, and fetch took 1.3-2.0 ms of CPU a request here (a quarter of a core at 64
- * clients), node:http far less.
- */
-function postJson(agent: http.Agent, url: URL, body: string): Promise<{ status: number; json: unknown }> {
-  return new Promise((resolve, reject) => {
-    const req = http.request(
-      url,
-      {
-        method: 'POST',
-        agent,
-        headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
-      },
-      (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('end', () => {
-          try {
-            resolve({ status: res.statusCode ?? 0, json: JSON.parse(Buffer.concat(chunks).toString('utf8')) });
-          } catch (e) {
-            reject(e);
-          }
-        });
-        res.on('error', reject);
-      },
-    );
-    req.on('error', reject);
-    req.end(body);
-  });
-}
-
-/** Closed loop: `clients` clients, each sending the next sentence as soon as its last one is answered. */
-export async function load(
-  base: string,
-  pid: number,
-  texts: string[],
-  clients: number,
-  maxRows: number,
-): Promise<{ level: Level; answers: string[]; latencies: number[] }> {
-  const answers = new Array<string>(texts.length);
-  const latencies = new Array<number>(texts.length);
-  const before = await histogram(base, 'planc_batch_occupancy');
-  let next = 0;
-  const agent = new http.Agent({ keepAlive: true, maxSockets: clients });
-  const url = new URL(`${base}/v1/translate`);
-  const cpu0 = cpuSecondsOf(pid);
-  const t0 = performance.now();
-  await Promise.all(
-    Array.from({ length: clients }, async () => {
-      while (next < texts.length) {
-        const i = next++;
-        const s = performance.now();
-        const res = await postJson(agent, url, JSON.stringify({ text: texts[i] }));
-        const body = res.json as { translations?: { text?: string }[] };
-        latencies[i] = performance.now() - s;
-        if (res.status !== 200 || typeof body.translations?.[0]?.text !== 'string')
-          throw new Error(`request ${i}: ${res.status} ${JSON.stringify(body)}`);
-        answers[i] = body.translations[0].text;
-      }
-    }),
-  );
-  const seconds = (performance.now() - t0) / 1000;
-  const cpuSeconds = cpuSecondsOf(pid) - cpu0;
-  agent.destroy();
-  const after = await histogram(base, 'planc_batch_occupancy');
-  const occupancy = (after.sum - before.sum) / Math.max(1, after.count - before.count);
-  return {
-    level: {
-      clients,
-      sentences: texts.length,
-      seconds,
-      sentencesPerS: texts.length / seconds,
-      p50: pct(latencies, 0.5),
-      p90: pct(latencies, 0.9),
-      p99: pct(latencies, 0.99),
-      occupancy,
-      meanRows: occupancy * maxRows,
-      cpuSeconds,
-    },
-    answers,
-    latencies,
-  };
 }
 
 export async function benchServe(): Promise<void> {
@@ -211,7 +88,7 @@ export async function benchServe(): Promise<void> {
   // The machine's speed drifts over minutes (on one quiet 2-core VM, offline ran at 204 and 253 sent/s within one
   // run), so each comparison is made of neighbours: ROUNDS rounds of (offline, 64 clients, 32 clients), ratios per
   // round and their median; the 1-client latencies alternate with in-process translate() sentence by sentence.
-  const ROUNDS = 3;
+  const ROUNDS = 5;
   const rounds: { offline: number; offlineCpu: number; c64: Level; c32: Level }[] = [];
   let offline: string[] = [];
   const levels: Level[] = [];
@@ -256,7 +133,7 @@ export async function benchServe(): Promise<void> {
     });
     const show = (l: Level, note = '') =>
       console.log(
-        `  ${String(l.clients).padStart(2)} clients: ${l.sentencesPerS.toFixed(1)} sent/s${note}, p50 ${l.p50.toFixed(1)} ms, p90 ${l.p90.toFixed(1)} ms, p99 ${l.p99.toFixed(1)} ms, mean rows per step ${l.meanRows.toFixed(1)} of ${maxRows}, ${((l.cpuSeconds * 1000) / l.sentences).toFixed(1)} CPU ms a sentence`,
+        `  ${String(l.clients).padStart(2)} clients: ${l.sentencesPerS.toFixed(1)} sent/s${note}, p50 ${l.p50.toFixed(1)} ms, p90 ${l.p90.toFixed(1)} ms, p99 ${l.p99.toFixed(1)} ms, mean rows per step ${l.meanRows.toFixed(1)} of ${maxRows}, ${((l.cpuSeconds * 1000) / l.sentences).toFixed(1)} CPU ms a sentence${l.clientCpuMs === undefined ? '' : ` (load generator ${l.clientCpuMs.toFixed(2)} ms a request)`}`,
       );
     show(levels[0]!, ` (single translate() median ${pct(single, 0.5).toFixed(2)} ms in the same loop)`);
     for (let r = 0; r < ROUNDS; r++) {

@@ -147,6 +147,8 @@ export class Scheduler {
   private looping = false;
   private closed = false;
   private idle: (() => void)[] = [];
+  /** prepareDecoding's result and cohort key by the options' JSON (a server's requests repeat a few option sets). */
+  private readonly prepared = new Map<string, { decoding: Decoding; key: string }>();
   readonly maxRows: number;
   private readonly opts: Required<Omit<SchedulerOptions, 'onStep' | 'onJoin'>> &
     Pick<SchedulerOptions, 'onStep' | 'onJoin'>;
@@ -213,7 +215,7 @@ export class Scheduler {
     sub: SubmitOptions = {},
   ): Promise<SentenceOutcome[]> {
     if (this.closed) throw new PlancError('PLANC_E702', 'the server is shutting down and takes no new work');
-    const decoding = await prepareDecoding(this.plan, options);
+    const { decoding, key } = await this.prepare(options);
     const { o, rules } = decoding;
     if (o.sampleIndices !== undefined && o.sampleIndices.length !== sources.length)
       badOption('sampleIndices', `${o.sampleIndices.length} indices`, `one index per sentence (${sources.length})`);
@@ -222,7 +224,7 @@ export class Scheduler {
     return new Promise<SentenceOutcome[]>((resolve) => {
       const group: Group = {
         decoding,
-        key: cohortKey(decoding),
+        key,
         outcomes: new Array(sources.length),
         left: sources.length,
         cancelled: false,
@@ -280,6 +282,20 @@ export class Scheduler {
     this.closed = true;
     if (!this.looping && this.queue.length === 0) return Promise.resolve();
     return new Promise((resolve) => this.idle.push(resolve));
+  }
+
+  /** prepareDecoding and cohortKey of `options`, once per distinct set (per-sentence sampleIndices are not kept). */
+  private async prepare(options: Partial<DecodingOptions>): Promise<{ decoding: Decoding; key: string }> {
+    const id = options.sampleIndices === undefined ? JSON.stringify(options) : undefined;
+    const known = id === undefined ? undefined : this.prepared.get(id);
+    if (known) return known;
+    const decoding = await prepareDecoding(this.plan, options);
+    const p = { decoding, key: cohortKey(decoding) };
+    if (id !== undefined) {
+      if (this.prepared.size >= 64) this.prepared.clear();
+      this.prepared.set(id, p);
+    }
+    return p;
   }
 
   private settle(group: Group, outcome: SentenceOutcome): void {
