@@ -2,6 +2,8 @@
 // next sentence as soon as its last one is answered, with latency percentiles, batch occupancy and CPU per level.
 import * as fs from 'node:fs';
 import * as http from 'node:http';
+import type { ServedModel } from '../serve/models.ts';
+import { translateTexts } from '../serve/translate-texts.ts';
 
 export interface Level {
   clients: number;
@@ -136,4 +138,33 @@ export async function load(
     answers,
     latencies,
   };
+}
+
+/**
+ * The same closed loop without HTTP or a load generator: `clients` submitters in this process, each through the
+ * server's own translation path (serve/translate-texts.ts: tokenizer, scheduler, detokenizer) of `m`. Throughput and
+ * this process's CPU seconds (it does nothing else meanwhile).
+ */
+export async function loadInProcess(
+  m: ServedModel,
+  texts: string[],
+  clients: number,
+): Promise<{ sentencesPerS: number; cpuSeconds: number; answers: string[] }> {
+  const answers = new Array<string>(texts.length);
+  let next = 0;
+  const cpu0 = process.cpuUsage();
+  const t0 = performance.now();
+  await Promise.all(
+    Array.from({ length: clients }, async () => {
+      while (next < texts.length) {
+        const i = next++;
+        const [t] = await translateTexts(m, [texts[i]!], {});
+        if (!t || !('text' in t)) throw new Error(`in-process sentence ${i}: ${JSON.stringify(t)}`);
+        answers[i] = t.text;
+      }
+    }),
+  );
+  const seconds = (performance.now() - t0) / 1000;
+  const cpu = process.cpuUsage(cpu0);
+  return { sentencesPerS: texts.length / seconds, cpuSeconds: (cpu.user + cpu.system) / 1e6, answers };
 }

@@ -11,7 +11,8 @@ import { loadPlan } from '../runtime/plan.ts';
 import { translate } from '../runtime/translate.ts';
 import { collectGarbage } from './gc.ts';
 import { machineFacts } from './machine.ts';
-import { cpuSecondsOf, histogram, type Level, load, pct, postJson } from './serve-load.ts';
+import { serveModels } from '../serve/models.ts';
+import { cpuSecondsOf, histogram, type Level, load, loadInProcess, pct, postJson } from './serve-load.ts';
 import { esenDir } from './shared-models.ts';
 
 const PLANC = path.join(REPO_ROOT, 'bin', 'planc.js');
@@ -89,7 +90,9 @@ export async function benchServe(): Promise<void> {
   // run), so each comparison is made of neighbours: ROUNDS rounds of (offline, 64 clients, 32 clients), ratios per
   // round and their median; the 1-client latencies alternate with in-process translate() sentence by sentence.
   const ROUNDS = 5;
-  const rounds: { offline: number; offlineCpu: number; c64: Level; c32: Level }[] = [];
+  const rounds: { offline: number; offlineCpu: number; c64: Level; c32: Level; inProcess64: number }[] = [];
+  // the server's translation path in this process (no HTTP, no load generator): what scheduling alone costs
+  const inProcess = [...(await serveModels([plan], {}, () => {})).values()][0]!;
   let offline: string[] = [];
   const levels: Level[] = [];
   const single: number[] = [];
@@ -152,12 +155,19 @@ export async function benchServe(): Promise<void> {
       if (r === 0) levels.push(await at(8));
       const c64 = await at(64);
       const c32 = await at(32);
-      rounds.push({ offline: off.seconds, offlineCpu: off.cpu, c64, c32 });
+      collectGarbage();
+      const ip = await loadInProcess(inProcess, texts, 64);
+      count(ip.answers, offline);
+      console.log(
+        `  64 in-process submitters (the server's scheduler without HTTP): ${ip.sentencesPerS.toFixed(1)} sent/s (${(ip.sentencesPerS / rate(off.seconds)).toFixed(2)}x this round's offline), ${((ip.cpuSeconds * 1000) / texts.length).toFixed(1)} CPU ms a sentence`,
+      );
+      rounds.push({ offline: off.seconds, offlineCpu: off.cpu, c64, c32, inProcess64: ip.sentencesPerS });
       if (r === 0) levels.push(c32, c64);
     }
   } finally {
     await stopServer(server.child);
   }
+  await inProcess.scheduler.drain();
   plan.close();
   /** A fresh server with `flags` under `clients` clients; its answers counted against offline's when `compare`. */
   const levelWith = async (flags: string[], clients: number, compare: boolean): Promise<Level> => {
@@ -183,6 +193,8 @@ export async function benchServe(): Promise<void> {
   const offlineCpu = median(rounds.map((r) => r.offlineCpu));
   const latencyRatio = levels[0]!.p50 / median(single);
   const summary = {
+    /** Median over the rounds of (64 in-process submitters through the server's scheduler, no HTTP / that round's offline). */
+    inProcess64VsOffline: median(rounds.map((r) => r.inProcess64 / rate(r.offline))),
     /** Median over the rounds of (64 clients / that round's offline). */
     throughput64VsOffline: median(rounds.map((r) => r.c64.sentencesPerS / rate(r.offline))),
     latency1VsSingle: latencyRatio,
@@ -207,7 +219,7 @@ export async function benchServe(): Promise<void> {
     `  --async-steps, 64 clients: ${async64.sentencesPerS.toFixed(1)} sent/s (${summary.asyncStepsVsDefault64.toFixed(2)}x the default), p50 ${async64.p50.toFixed(1)} ms`,
   );
   console.log(
-    `64 clients vs offline --batch 32: ${summary.throughput64VsOffline.toFixed(2)}x (median of ${ROUNDS} rounds; target ≥ 0.85); 1 client median latency vs one in-process translate(): ${latencyRatio.toFixed(2)}x (target ≤ 1.15); continuous vs --no-continuous at 32 clients: ${summary.continuousVsAlone32.toFixed(2)}x (target ≥ 4); CPU per sentence at 64 clients vs offline: ${summary.cpuEfficiency64VsOffline.toFixed(2)}x as efficient; identical to offline: ${identical}/${compared}`,
+    `64 clients vs offline --batch 32: ${summary.throughput64VsOffline.toFixed(2)}x (median of ${ROUNDS} rounds; target ≥ 0.85; the scheduler alone in-process: ${summary.inProcess64VsOffline.toFixed(2)}x); 1 client median latency vs one in-process translate(): ${latencyRatio.toFixed(2)}x (target ≤ 1.15); continuous vs --no-continuous at 32 clients: ${summary.continuousVsAlone32.toFixed(2)}x (target ≥ 4); CPU per sentence at 64 clients vs offline: ${summary.cpuEfficiency64VsOffline.toFixed(2)}x as efficient; identical to offline: ${identical}/${compared}`,
   );
   const out = path.join(REPO_ROOT, 'bench', 'results', 'serve.jsonl');
   fs.appendFileSync(
@@ -226,7 +238,12 @@ export async function benchServe(): Promise<void> {
         runs: rounds.map((r) => r.offline),
       },
       levels,
-      rounds: rounds.map((r) => ({ offlineSentencesPerS: rate(r.offline), c64: r.c64, c32: r.c32 })),
+      rounds: rounds.map((r) => ({
+        offlineSentencesPerS: rate(r.offline),
+        c64: r.c64,
+        c32: r.c32,
+        inProcess64SentencesPerS: r.inProcess64,
+      })),
       noContinuous32: noCont,
       cohorts64,
       async64,
