@@ -92,7 +92,7 @@ export async function benchServe(): Promise<void> {
   const ROUNDS = 5;
   const rounds: { offline: number; offlineCpu: number; c64: Level; c32: Level; inProcess64: number }[] = [];
   // the server's translation path in this process (no HTTP, no load generator): what scheduling alone costs
-  const inProcess = [...(await serveModels([plan], {}, () => {})).values()][0]!;
+  const inProcess = [...(await serveModels([plan], {})).values()][0]!;
   let offline: string[] = [];
   const levels: Level[] = [];
   const single: number[] = [];

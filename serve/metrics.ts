@@ -21,6 +21,7 @@ export class ServeMetrics {
   readonly errors: Counter<'code'>;
   readonly occupancy: Histogram<'model'>;
   readonly stepSeconds: Histogram<'model'>;
+  readonly startSeconds: Histogram<'model'>;
   readonly requestSeconds: Histogram<'model'>;
 
   constructor(live: LiveState[], jobCounts?: JobCounts) {
@@ -57,17 +58,24 @@ export class ServeMetrics {
     });
     this.occupancy = new Histogram({
       name: 'planc_batch_occupancy',
-      help: 'Rows a decoder step ran, as a fraction of the rows the server decodes at once',
+      help: 'Rows a decoder step ran, as a fraction of the rows the server decodes at once (starts are not steps)',
       labelNames: ['model'],
       registers,
       buckets: [0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1],
     });
     this.stepSeconds = new Histogram({
       name: 'planc_step_seconds',
-      help: 'Wall time of one decoder step of one cohort (the first includes its encoder)',
+      help: "Wall time of one decoder step of the running batch or of one cohort (a cohort's first includes its encoder)",
       labelNames: ['model'],
       registers,
       buckets: [0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1],
+    });
+    this.startSeconds = new Histogram({
+      name: 'planc_start_seconds',
+      help: 'Wall time of one start: the encoder and encoder K/V (or first step) of sentences about to join the running batch',
+      labelNames: ['model'],
+      registers,
+      buckets: [0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1],
     });
     this.requestSeconds = new Histogram({
       name: 'planc_request_duration_seconds',

@@ -59,7 +59,10 @@ async function describe(name: string, plan: Plan, tok: Tokenizer): Promise<Model
 export async function serveModels(
   plans: Plan[],
   options: SchedulerOptions,
-  onStep: (model: string, rows: number, ms: number) => void,
+  hooks: {
+    onStep?: (model: string, rows: number, ms: number) => void;
+    onStart?: (model: string, sentences: number, ms: number) => void;
+  } = {},
 ): Promise<Map<string, ServedModel>> {
   if (plans.length === 0) throw new PlancError('PLANC_E302', 'a server needs at least one plan');
   const out = new Map<string, ServedModel>();
@@ -71,7 +74,11 @@ export async function serveModels(
         `two plans are named '${name}' (${out.get(name)!.plan.source} and ${plan.source}): models are named by their file name, so give them different names`,
       );
     const tokenizer = await planTokenizer(plan, 'planc serve translates text');
-    const scheduler = new Scheduler(plan, { ...options, onStep: (rows, ms) => onStep(name, rows, ms) });
+    const scheduler = new Scheduler(plan, {
+      ...options,
+      onStep: (rows, ms) => hooks.onStep?.(name, rows, ms),
+      onStart: (sentences, ms) => hooks.onStart?.(name, sentences, ms),
+    });
     out.set(name, {
       name,
       plan,

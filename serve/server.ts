@@ -106,10 +106,13 @@ export async function createServer(plans: Plan[], options: ServeOptions = {}): P
           joinRows: options.joinRows,
           asyncSteps: options.asyncSteps,
         },
-        (model, rows, ms) => {
-          const m = models.get(model);
-          metrics?.stepSeconds.observe({ model }, ms / 1000);
-          if (m) metrics?.occupancy.observe({ model }, rows / m.scheduler.maxRows);
+        {
+          onStep: (model, rows, ms) => {
+            const m = models.get(model);
+            metrics?.stepSeconds.observe({ model }, ms / 1000);
+            if (m) metrics?.occupancy.observe({ model }, rows / m.scheduler.maxRows);
+          },
+          onStart: (model, _sentences, ms) => metrics?.startSeconds.observe({ model }, ms / 1000),
         },
       );
   metrics = new ServeMetrics(

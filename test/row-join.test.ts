@@ -198,8 +198,8 @@ it('tiny plan: sentences beyond the free rows start with the joiners (one encode
   s = new Scheduler(tiny, {
     maxRows: 6,
     minJoinRows: 1,
-    onStep: (rows, _ms, first) => {
-      if (first) starts.push({ rows, free: 6 - s.runningRows });
+    onStart: (rows) => {
+      starts.push({ rows, free: 6 - s.runningRows });
     },
   });
   const first = s.submit(sources.slice(0, 3), {});
@@ -229,8 +229,8 @@ it('tiny plan: a submission cancelled while its sentences are started but not jo
   const s = new Scheduler(tiny, {
     maxRows: 6,
     minJoinRows: 1,
-    onStep: (_rows, _ms, first) => {
-      if (first && ++starts === 2) abort.abort();
+    onStart: () => {
+      if (++starts === 2) abort.abort();
     },
   });
   const kept = s.submit(sources.slice(0, 3), {});

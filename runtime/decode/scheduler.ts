@@ -53,6 +53,8 @@ export interface SchedulerOptions {
   asyncSteps?: boolean;
   /** Hears of every decoder step: the rows it ran, its wall time, and whether it was a cohort's first (encoder included). */
   onStep?(rows: number, ms: number, first: boolean): void;
+  /** Hears of every start of sentences that join the running batch: how many started, and its wall time (encoder and encoder K/V, or first step). */
+  onStart?(sentences: number, ms: number): void;
   /** Hears of every join into the row batch: the sentences that joined and the rows that were decoding already. */
   onJoin?(joined: number, running: number): void;
 }
@@ -150,8 +152,8 @@ export class Scheduler {
   /** prepareDecoding's result and cohort key by the options' JSON (a server's requests repeat a few option sets). */
   private readonly prepared = new Map<string, { decoding: Decoding; key: string }>();
   readonly maxRows: number;
-  private readonly opts: Required<Omit<SchedulerOptions, 'onStep' | 'onJoin'>> &
-    Pick<SchedulerOptions, 'onStep' | 'onJoin'>;
+  private readonly opts: Required<Omit<SchedulerOptions, 'onStep' | 'onStart' | 'onJoin'>> &
+    Pick<SchedulerOptions, 'onStep' | 'onStart' | 'onJoin'>;
 
   constructor(
     readonly plan: Plan,
@@ -174,6 +176,7 @@ export class Scheduler {
       minCohortRows: options.minCohortRows ?? Math.max(1, Math.floor(maxRows / 2)),
       maxWaitMs: options.maxWaitMs ?? 20,
       onStep: options.onStep,
+      onStart: options.onStart,
       onJoin: options.onJoin,
       joinRows: options.joinRows ?? true,
       asyncSteps: options.asyncSteps ?? false,
@@ -430,7 +433,7 @@ export class Scheduler {
       rows.forEach((r, i) => {
         if (r) toStart[i]!.started = r;
       });
-      this.opts.onStep?.(toStart.length, performance.now() - t0, true);
+      this.opts.onStart?.(toStart.length, performance.now() - t0);
       this.unqueue(toStart.filter((m) => m.done)); // ended at their first token, or cancelled
       this.joinStarted(members);
     };

@@ -86,7 +86,7 @@ export async function startWorker(plans: Plan[], o: WorkerOptions): Promise<Plan
   await checkRedis(o.redis);
   const connection = redisOptions(o.redis);
   const log = o.log ?? (() => {});
-  const models = await serveModels(plans, o.scheduler ?? {}, () => {});
+  const models = await serveModels(plans, o.scheduler ?? {});
   await warmUp(models);
   const id = `${os.hostname()}-${process.pid}-${Date.now().toString(36)}`;
   // the registry submit and the gateway read to know which models some live worker holds
