@@ -195,11 +195,15 @@ it('tiny plan: a cancelled sentence leaves the batch at the next step and the ot
 it('tiny plan: sentences beyond the free rows start with the joiners (one encoder run) and join at later steps, equal to translateIds', async () => {
   let s!: Scheduler;
   const starts: { rows: number; free: number }[] = [];
+  let firstSteps = 0;
   s = new Scheduler(tiny, {
     maxRows: 6,
     minJoinRows: 1,
     onStart: (rows) => {
       starts.push({ rows, free: 6 - s.runningRows });
+    },
+    onStep: (_rows, _ms, first) => {
+      if (first) firstSteps++;
     },
   });
   const first = s.submit(sources.slice(0, 3), {});
@@ -219,6 +223,7 @@ it('tiny plan: sentences beyond the free rows start with the joiners (one encode
     starts.some((x) => x.rows > x.free),
     `a start ran more sentences than the rows free then (starts: ${JSON.stringify(starts)})`,
   );
+  assert.is(firstSteps, 0, 'starts are heard as starts, not as (first) decoder steps');
   assert.is(s.runningRows, 0);
   assert.is(s.startedWaiting, 0);
 });
