@@ -20,12 +20,16 @@ import {
 
 /** A value as a message shows it: strings as they are, the rest as JSON. */
 function shown(v: unknown): string {
-  return typeof v === 'string' ? v : (JSON.stringify(v) ?? String(v));
+  return typeof v === 'string' ? v : json(v);
 }
 
-/** A value as an assignment shows it (`beamSize = 0`, `earlyStopping = "always"`). */
+/** A value as an assignment shows it (`beamSize = 0`, `earlyStopping = "always"`); what JSON cannot say (a BigInt, a cycle) as String does. */
 function json(v: unknown): string {
-  return JSON.stringify(v) ?? String(v);
+  try {
+    return JSON.stringify(v) ?? String(v);
+  } catch {
+    return typeof v === 'bigint' ? `${v}n` : String(v);
+  }
 }
 
 /** A text with its options named by `opt`. */

@@ -92,6 +92,18 @@ it("bad options reject the submission before anything is queued; beam cohorts gi
     (e: Error) => e.message,
   );
   assert.match(bad, /PLANC_E411.*beamSize/);
+  // a value JSON cannot say (a program's BigInt) is named like any other, not a TypeError of the message's making
+  const bigSeed = await s.submit([sources[0]!], { seed: 5n as unknown as number }).then(
+    () => 'ok',
+    (e: Error) => e.message,
+  );
+  assert.match(bigSeed, /PLANC_E411.*seed = 5n/);
+  // the same bad options again (a second submission takes the same path: nothing of the first is kept)
+  const again = await s.submit([sources[0]!], { beamSize: 0 }).then(
+    () => 'ok',
+    (e: Error) => e.message,
+  );
+  assert.match(again, /PLANC_E411.*beamSize/);
   assert.is(s.queued, 0);
   const beam = await translateIds(plan, sources.slice(0, 6), { beamSize: 2 });
   const [greedyOut, beamOut] = await Promise.all([

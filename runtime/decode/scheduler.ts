@@ -113,6 +113,15 @@ export const cancelledError = (): PlancError =>
   );
 
 /** The options that decide how a step's tokens are chosen: sentences that agree on them may share a cohort. */
+/** The options as a cache key; undefined where JSON cannot say them (a BigInt, a cycle: prepareDecoding judges those). */
+function optionsKey(options: Partial<DecodingOptions>): string | undefined {
+  try {
+    return JSON.stringify(options);
+  } catch {
+    return undefined;
+  }
+}
+
 function cohortKey(d: Decoding): string {
   const { o } = d;
   return JSON.stringify([
@@ -289,7 +298,7 @@ export class Scheduler {
 
   /** prepareDecoding and cohortKey of `options`, once per distinct set (per-sentence sampleIndices are not kept). */
   private async prepare(options: Partial<DecodingOptions>): Promise<{ decoding: Decoding; key: string }> {
-    const id = options.sampleIndices === undefined ? JSON.stringify(options) : undefined;
+    const id = options.sampleIndices === undefined ? optionsKey(options) : undefined;
     const known = id === undefined ? undefined : this.prepared.get(id);
     if (known) return known;
     const decoding = await prepareDecoding(this.plan, options);
