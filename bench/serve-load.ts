@@ -1,5 +1,6 @@
 // The closed-loop load generator of the serve benches: `clients` clients over keep-alive node:http, each posting the
-// next sentence as soon as its last one is answered, with latency percentiles, batch occupancy and CPU per level.
+// next sentence as soon as its last one is answered, with latency percentiles, batch occupancy and CPU per level; and
+// the same loop in this process through the server's translation path, without HTTP (loadInProcess).
 import * as fs from 'node:fs';
 import * as http from 'node:http';
 import type { ServedModel } from '../serve/models.ts';
