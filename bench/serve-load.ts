@@ -85,6 +85,16 @@ export interface LoadResult {
   latencies: number[];
 }
 
+/** `clients` workers that each take the next of `count` items as soon as their last one is done. */
+async function closedLoop(clients: number, count: number, one: (i: number) => Promise<void>): Promise<void> {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: clients }, async () => {
+      while (next < count) await one(next++);
+    }),
+  );
+}
+
 /** Closed loop: `clients` clients, each sending the next sentence as soon as its last one is answered. */
 export async function load(
   base: string,
@@ -96,26 +106,20 @@ export async function load(
   const answers = new Array<string>(texts.length);
   const latencies = new Array<number>(texts.length);
   const before = await histogram(base, 'planc_batch_occupancy');
-  let next = 0;
   const agent = new http.Agent({ keepAlive: true, maxSockets: clients });
   const url = new URL(`${base}/v1/translate`);
   const cpu0 = cpuSecondsOf(pid);
   const own0 = process.cpuUsage();
   const t0 = performance.now();
-  await Promise.all(
-    Array.from({ length: clients }, async () => {
-      while (next < texts.length) {
-        const i = next++;
-        const s = performance.now();
-        const res = await postJson(agent, url, JSON.stringify({ text: texts[i] }));
-        const body = res.json as { translations?: { text?: string }[] };
-        latencies[i] = performance.now() - s;
-        if (res.status !== 200 || typeof body.translations?.[0]?.text !== 'string')
-          throw new Error(`request ${i}: ${res.status} ${JSON.stringify(body)}`);
-        answers[i] = body.translations[0].text;
-      }
-    }),
-  );
+  await closedLoop(clients, texts.length, async (i) => {
+    const s = performance.now();
+    const res = await postJson(agent, url, JSON.stringify({ text: texts[i] }));
+    const body = res.json as { translations?: { text?: string }[] };
+    latencies[i] = performance.now() - s;
+    if (res.status !== 200 || typeof body.translations?.[0]?.text !== 'string')
+      throw new Error(`request ${i}: ${res.status} ${JSON.stringify(body)}`);
+    answers[i] = body.translations[0].text;
+  });
   const seconds = (performance.now() - t0) / 1000;
   const cpuSeconds = cpuSecondsOf(pid) - cpu0;
   const own = process.cpuUsage(own0);
@@ -152,19 +156,13 @@ export async function loadInProcess(
   clients: number,
 ): Promise<{ sentencesPerS: number; cpuSeconds: number; answers: string[] }> {
   const answers = new Array<string>(texts.length);
-  let next = 0;
   const cpu0 = process.cpuUsage();
   const t0 = performance.now();
-  await Promise.all(
-    Array.from({ length: clients }, async () => {
-      while (next < texts.length) {
-        const i = next++;
-        const [t] = await translateTexts(m, [texts[i]!], {});
-        if (!t || !('text' in t)) throw new Error(`in-process sentence ${i}: ${JSON.stringify(t)}`);
-        answers[i] = t.text;
-      }
-    }),
-  );
+  await closedLoop(clients, texts.length, async (i) => {
+    const [t] = await translateTexts(m, [texts[i]!], {});
+    if (!t || !('text' in t)) throw new Error(`in-process sentence ${i}: ${JSON.stringify(t)}`);
+    answers[i] = t.text;
+  });
   const seconds = (performance.now() - t0) / 1000;
   const cpu = process.cpuUsage(cpu0);
   return { sentencesPerS: texts.length / seconds, cpuSeconds: (cpu.user + cpu.system) / 1e6, answers };
