@@ -16,6 +16,7 @@ import { native, type NativeAddon, type NativeArray, type NativeBuffer } from '.
 import {
   allocOutputTensor,
   arrayNameOf,
+  bigInt64Of,
   DTYPE_OF_CODE,
   dtypeBytes,
   isResidentTensor,
@@ -267,7 +268,7 @@ export class Plan {
         bad(`output '${io.name}' has dims [${dims}] here, but its resident tensor says [${r.dims}]`);
       return this.residentView(`output '${io.name}'`, r, bad);
     });
-    return { symbols: BigInt64Array.from(values, (v) => BigInt(v)), feedData, outData, outputs };
+    return { symbols: bigInt64Of(values), feedData, outData, outputs };
   }
 
   /**

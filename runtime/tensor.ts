@@ -98,3 +98,20 @@ export function tensorFrom(dtype: RtDType, dims: number[], values: ArrayLike<num
 export function toNumbers(t: RtTensor): number[] {
   return Array.from(t.data as ArrayLike<number | bigint>, (x) => Number(x));
 }
+
+/**
+ * int64 words of safe integers, without a BigInt per value: values in int32 range are written as two int32 words
+ * (little-endian, the byte order of every platform the addon builds for), the rest through BigInt.
+ */
+export function bigInt64Of(values: readonly number[]): BigInt64Array {
+  const out = new BigInt64Array(values.length);
+  const words = new Int32Array(out.buffer);
+  for (let i = 0; i < values.length; i++) {
+    const v = values[i]!;
+    if ((v | 0) === v) {
+      words[2 * i] = v;
+      words[2 * i + 1] = v < 0 ? -1 : 0;
+    } else out[i] = BigInt(v);
+  }
+  return out;
+}

@@ -52,6 +52,8 @@ export function* encodeInGroups(
   const rowBytes = S * D * bytes;
   const longest = (a: number, b: number) => Math.max(...sources.slice(a, b).map((s) => s.length));
   const scratch = take(Math.max(...groups.map(([a, b]) => (b - a) * longest(a, b))) * D * bytes);
+  const pads = new Spans(sources.length);
+  let padBytes = 0;
   for (const [a, b] of groups) {
     const len = longest(a, b);
     const { ids, mask } = sourceFeeds(sources.slice(a, b), padId);
@@ -64,9 +66,14 @@ export function* encodeInGroups(
     for (let r = a; r < b; r++) spans.push((r - a) * len * D * bytes, hidden.offset + r * rowBytes, len * D * bytes);
     plan.residentCopy(scratch, hidden.resident, spans.array);
     if (len < S) {
-      const zeros = new Uint8Array((S - len) * D * bytes);
-      for (let r = a; r < b; r++)
-        plan.residentWrite(hidden.resident, hidden.offset + r * rowBytes + len * D * bytes, zeros);
+      padBytes = Math.max(padBytes, (S - len) * D * bytes);
+      for (let r = a; r < b; r++) pads.push(0, hidden.offset + r * rowBytes + len * D * bytes, (S - len) * D * bytes);
     }
+  }
+  // the padding of every shorter group, zeroed in one copy from zeros written once to the scratch (a group of the
+  // longest source has 1 row or more, so the scratch holds S × D at least)
+  if (padBytes > 0) {
+    plan.residentWrite(scratch, 0, new Uint8Array(padBytes));
+    plan.residentCopy(scratch, hidden.resident, pads.array);
   }
 }

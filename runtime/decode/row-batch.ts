@@ -11,7 +11,15 @@ import {
   VOCAB_ACTIVE_INPUT,
 } from '../../compiler/plan/io-names.ts';
 import type { Plan } from '../plan.ts';
-import { dtypeBytes, type FeedTensor, type Resident, type RtData, type RtDType, type RtTensor } from '../tensor.ts';
+import {
+  bigInt64Of,
+  dtypeBytes,
+  type FeedTensor,
+  type Resident,
+  type RtData,
+  type RtDType,
+  type RtTensor,
+} from '../tensor.ts';
 import { alignRegion } from './kv-cache.ts';
 import { Spans } from './row-spans.ts';
 import { int64 } from './source-feeds.ts';
@@ -308,7 +316,7 @@ export class RowBatch {
       [ROW_PAST_LENGTHS_INPUT]: {
         dtype: 'int64',
         dims: [this.rows],
-        data: BigInt64Array.from(this.past, (p) => BigInt(p)),
+        data: bigInt64Of(this.past),
       },
       ...this.positionFeeds(),
     };
