@@ -63,6 +63,8 @@ export class RowBatch {
   /** Each row's source length (its positions of the source regions; the rest are zero). */
   private srcLen: number[] = [];
   private source?: Resident;
+  /** Zeros that joins copy past a joiner's own source positions (zerosOf). */
+  private zeros?: Resident;
   private sourceRegions: SourceRegion[] = [];
   private readonly cache: Resident;
   private readonly cacheRegions: CacheRegion[];
@@ -160,24 +162,29 @@ export class RowBatch {
       }));
     }
     if (!this.source || needed > this.smax || (this.rows === 0 && 2 * needed <= this.smax)) this.relayout(needed);
-    const spans = new Spans(k * src.regions.reduce((n, r) => n + (r.rowDims.length === 1 ? 1 : r.rowDims[0]!), 0));
+    const perRow = src.regions.reduce((n, r) => n + (r.rowDims.length === 1 ? 1 : r.rowDims[0]!), 0);
+    const spans = new Spans(k * perRow);
+    const tails = new Spans(k * perRow);
+    let tailBytes = 0;
     src.regions.forEach((r, ri) => {
       const dst = this.sourceRegions[ri]!;
       if (r.name !== dst.name)
         throw new Error(`internal: source region ${ri} is '${r.name}' in the runner, '${dst.name}' here`);
       const posBytes = dst.inner * dtypeBytes(dst.dtype);
       const dstRow = dst.heads * this.smax * posBytes;
-      this.plan.residentWrite(this.source!, dst.offset + this.rows * dstRow, new Float32Array((k * dstRow) / 4));
       for (let j = 0; j < k; j++) {
-        for (let h = 0; h < dst.heads; h++)
-          spans.push(
-            r.offset + from[j]! * r.rowBytes + h * s * posBytes,
-            dst.offset + (this.rows + j) * dstRow + h * this.smax * posBytes,
-            own[j]! * posBytes,
-          );
+        const n = own[j]!;
+        for (let h = 0; h < dst.heads; h++) {
+          const at = dst.offset + (this.rows + j) * dstRow + h * this.smax * posBytes;
+          spans.push(r.offset + from[j]! * r.rowBytes + h * s * posBytes, at, n * posBytes);
+          if (n < this.smax) tails.push(0, at + n * posBytes, (this.smax - n) * posBytes);
+        }
       }
+      tailBytes = Math.max(tailBytes, this.smax * posBytes);
     });
     this.plan.residentCopy(src.buf, this.source!, spans.array);
+    // what departed rows left past each joiner's own positions: zeros (mask 0, K/V 0)
+    if (tails.count > 0) this.plan.residentCopy(this.zerosOf(tailBytes), this.source!, tails.array);
     // the self-attention caches: positions 0..len-1 of each joiner
     const caches = state.caches.layout();
     const cspans = new Spans(k * this.cacheRegions.reduce((n, c) => n + c.heads, 0));
@@ -204,6 +211,15 @@ export class RowBatch {
     this.rows += k;
   }
 
+  /** A resident buffer of at least `bytes` zeros (made zeroed by residentNew, never written). */
+  private zerosOf(bytes: number): Resident {
+    if (!this.zeros || this.zeros.bytes < bytes) {
+      if (this.zeros) this.plan.residentFree(this.zeros);
+      this.zeros = this.plan.residentNew(bytes);
+    }
+    return this.zeros;
+  }
+
   /** Lays the encoder side out for sources of up to `smax` positions, keeping each live row's own positions (the rest zero). */
   private relayout(smax: number): void {
     let offset = 0;
@@ -212,9 +228,8 @@ export class RowBatch {
       offset += alignRegion(this.maxRows * r.heads * smax * r.inner * dtypeBytes(r.dtype));
       return out;
     });
-    const buf = this.plan.residentNew(offset);
+    const buf = this.plan.residentNew(offset); // zeroed (Plan.residentNew)
     if (this.source && this.rows > 0) {
-      this.plan.residentWrite(buf, 0, new Float32Array(offset / 4));
       const spans = new Spans(this.rows * next.reduce((n, r) => n + r.heads, 0));
       next.forEach((r, ri) => {
         const old = this.sourceRegions[ri]!;
@@ -392,6 +407,7 @@ export class RowBatch {
     this.closed = true;
     this.plan.residentFree(this.cache);
     if (this.source) this.plan.residentFree(this.source);
+    if (this.zeros) this.plan.residentFree(this.zeros);
   }
 
   private live(): void {
