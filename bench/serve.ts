@@ -1,6 +1,6 @@
 // `npm run bench -- serve`: planc serve (a child process on 127.0.0.1) under closed-loop load (bench/serve-load.ts), one
 // es-en test sentence per request, at 1, 8, 32 and 64 clients; against offline translate --batch 32 (in rounds beside the 32- and 64-client
-// levels) and a single in-process translate() per sentence (alternating with the 1-client requests), and against the same server with --no-continuous (32 clients), --no-row-join (cohorts, 64 clients) and --async-steps (64 clients). Latency percentiles and batch occupancy per level.
+// levels) and a single in-process translate() per sentence (alternating with the 1-client requests, in one block per round), and against the same server with --no-continuous (32 clients), --no-row-join (cohorts, 64 clients) and --async-steps (64 clients). Latency percentiles and batch occupancy per level.
 import { spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as http from 'node:http';
@@ -96,55 +96,78 @@ export async function benchServe(): Promise<void> {
   let offline: string[] = [];
   const levels: Level[] = [];
   const single: number[] = [];
+  const blocks: { from: number; to: number; ratio: number }[] = [];
   const server = await startServer(planFile, []);
   try {
     const url = new URL(`${server.base}/v1/translate`);
     const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
     for (const t of texts.slice(0, 16)) await postJson(agent, url, JSON.stringify({ text: t })); // warm-up
-    // 1 client: each sentence in-process, then through the server
+    // 1 client: each sentence in-process, then through the server; the LATENCY_N sentences in ROUNDS blocks, one at
+    // the start of each round, so that one slow minute of the machine weighs on a fifth of the pairs, not on all
     const sub = texts.slice(0, LATENCY_N);
     const latencies: number[] = [];
-    const before = await histogram(server.base, 'planc_batch_occupancy');
-    const cpu0 = cpuSecondsOf(server.child.pid!);
-    for (const t of sub) {
-      let t0 = performance.now();
-      const mine = await translate(plan, [t]);
-      single.push(performance.now() - t0);
-      t0 = performance.now();
-      const res = await postJson(agent, url, JSON.stringify({ text: t }));
-      latencies.push(performance.now() - t0);
-      const answer = (res.json as { translations?: { text?: string }[] }).translations?.[0]?.text;
-      if (res.status !== 200 || typeof answer !== 'string')
-        throw new Error(`1 client: ${res.status} ${JSON.stringify(res.json)}`);
-      count([answer], mine);
-    }
-    agent.destroy();
-    const after = await histogram(server.base, 'planc_batch_occupancy');
-    const seconds = latencies.reduce((x, y) => x + y, 0) / 1000;
-    const occupancy = (after.sum - before.sum) / Math.max(1, after.count - before.count);
-    levels.push({
-      clients: 1,
-      sentences: sub.length,
-      seconds,
-      sentencesPerS: sub.length / seconds,
-      p50: pct(latencies, 0.5),
-      p90: pct(latencies, 0.9),
-      p99: pct(latencies, 0.99),
-      occupancy,
-      meanRows: occupancy * maxRows,
-      cpuSeconds: cpuSecondsOf(server.child.pid!) - cpu0,
-    });
+    let oneClientSeconds = 0;
+    let oneClientCpu = 0;
+    let oneClientOccupancy = { sum: 0, count: 0 };
+    const oneClientBlock = async (r: number) => {
+      const from = Math.floor((r * sub.length) / ROUNDS);
+      const to = Math.floor(((r + 1) * sub.length) / ROUNDS);
+      const served: number[] = [];
+      const mine: number[] = [];
+      const before = await histogram(server.base, 'planc_batch_occupancy');
+      const cpu0 = cpuSecondsOf(server.child.pid!);
+      for (const t of sub.slice(from, to)) {
+        let t0 = performance.now();
+        const offlineAnswer = await translate(plan, [t]);
+        mine.push(performance.now() - t0);
+        t0 = performance.now();
+        const res = await postJson(agent, url, JSON.stringify({ text: t }));
+        served.push(performance.now() - t0);
+        const answer = (res.json as { translations?: { text?: string }[] }).translations?.[0]?.text;
+        if (res.status !== 200 || typeof answer !== 'string')
+          throw new Error(`1 client: ${res.status} ${JSON.stringify(res.json)}`);
+        count([answer], offlineAnswer);
+      }
+      oneClientCpu += cpuSecondsOf(server.child.pid!) - cpu0;
+      const after = await histogram(server.base, 'planc_batch_occupancy');
+      oneClientOccupancy = {
+        sum: oneClientOccupancy.sum + after.sum - before.sum,
+        count: oneClientOccupancy.count + after.count - before.count,
+      };
+      oneClientSeconds += served.reduce((x, y) => x + y, 0) / 1000;
+      latencies.push(...served);
+      single.push(...mine);
+      blocks.push({ from, to, ratio: pct(served, 0.5) / pct(mine, 0.5) });
+      console.log(
+        `  1 client, sentences ${from}-${to - 1}: p50 ${pct(served, 0.5).toFixed(1)} ms against translate()'s ${pct(mine, 0.5).toFixed(1)} ms (${blocks.at(-1)!.ratio.toFixed(2)}x)`,
+      );
+    };
+    const oneClientLevel = (): Level => {
+      const occupancy = oneClientOccupancy.sum / Math.max(1, oneClientOccupancy.count);
+      return {
+        clients: 1,
+        sentences: latencies.length,
+        seconds: oneClientSeconds,
+        sentencesPerS: latencies.length / oneClientSeconds,
+        p50: pct(latencies, 0.5),
+        p90: pct(latencies, 0.9),
+        p99: pct(latencies, 0.99),
+        occupancy,
+        meanRows: occupancy * maxRows,
+        cpuSeconds: oneClientCpu,
+      };
+    };
     const show = (l: Level, note = '') =>
       console.log(
         `  ${String(l.clients).padStart(2)} clients: ${l.sentencesPerS.toFixed(1)} sent/s${note}, p50 ${l.p50.toFixed(1)} ms, p90 ${l.p90.toFixed(1)} ms, p99 ${l.p99.toFixed(1)} ms, mean rows per step ${l.meanRows.toFixed(1)} of ${maxRows}, ${((l.cpuSeconds * 1000) / l.sentences).toFixed(1)} CPU ms a sentence${l.clientCpuMs === undefined ? '' : ` (load generator ${l.clientCpuMs.toFixed(2)} ms a request)`}`,
       );
-    show(levels[0]!, ` (single translate() median ${pct(single, 0.5).toFixed(2)} ms in the same loop)`);
     for (let r = 0; r < ROUNDS; r++) {
       const off = await offlineRun();
       if (r === 0) offline = off.out;
       console.log(
         `round ${r + 1}: offline translate --batch 32: ${rate(off.seconds).toFixed(1)} sent/s, ${((off.cpu * 1000) / texts.length).toFixed(1)} CPU ms a sentence`,
       );
+      await oneClientBlock(r);
       const at = async (clients: number) => {
         collectGarbage();
         const l = await load(server.base, server.child.pid!, texts, clients, maxRows);
@@ -164,6 +187,9 @@ export async function benchServe(): Promise<void> {
       rounds.push({ offline: off.seconds, offlineCpu: off.cpu, c64, c32, inProcess64: ip.sentencesPerS });
       if (r === 0) levels.push(c32, c64);
     }
+    agent.destroy();
+    levels.unshift(oneClientLevel());
+    show(levels[0]!, ` (single translate() median ${pct(single, 0.5).toFixed(2)} ms, alternating with it)`);
   } finally {
     await stopServer(server.child);
   }
@@ -230,6 +256,8 @@ export async function benchServe(): Promise<void> {
       plan: 'fp32, --max-batch 32, --max-tgt-len 64',
       sentences: texts.length,
       latencySentences: LATENCY_N,
+      /** The 1-client pairs' blocks (one per round) and each block's ratio of medians. */
+      latencyBlocks: blocks,
       offline: {
         seconds: offlineSeconds,
         sentencesPerS: offlineRate,
