@@ -106,7 +106,6 @@ export async function benchServe(): Promise<void> {
     // the start of each round, so that one slow minute of the machine weighs on a fifth of the pairs, not on all
     const sub = texts.slice(0, LATENCY_N);
     const latencies: number[] = [];
-    let oneClientSeconds = 0;
     let oneClientCpu = 0;
     let oneClientOccupancy = { sum: 0, count: 0 };
     const oneClientBlock = async (r: number) => {
@@ -135,7 +134,6 @@ export async function benchServe(): Promise<void> {
         sum: oneClientOccupancy.sum + after.sum - before.sum,
         count: oneClientOccupancy.count + after.count - before.count,
       };
-      oneClientSeconds += served.reduce((x, y) => x + y, 0) / 1000;
       latencies.push(...served);
       single.push(...mine);
       blocks.push({ from, to, ratio: pct(served, 0.5) / pct(mine, 0.5) });
@@ -145,11 +143,12 @@ export async function benchServe(): Promise<void> {
     };
     const oneClientLevel = (): Level => {
       const occupancy = oneClientOccupancy.sum / Math.max(1, oneClientOccupancy.count);
+      const seconds = latencies.reduce((x, y) => x + y, 0) / 1000;
       return {
         clients: 1,
         sentences: latencies.length,
-        seconds: oneClientSeconds,
-        sentencesPerS: latencies.length / oneClientSeconds,
+        seconds,
+        sentencesPerS: latencies.length / seconds,
         p50: pct(latencies, 0.5),
         p90: pct(latencies, 0.9),
         p99: pct(latencies, 0.99),

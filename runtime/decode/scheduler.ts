@@ -112,7 +112,6 @@ export const cancelledError = (): PlancError =>
     'the request was cancelled (client gone or deadline passed) before this sentence was translated',
   );
 
-/** The options that decide how a step's tokens are chosen: sentences that agree on them may share a cohort. */
 /** The options as a cache key; undefined where JSON cannot say them (a BigInt, a cycle: prepareDecoding judges those). */
 function optionsKey(options: Partial<DecodingOptions>): string | undefined {
   try {
@@ -122,6 +121,7 @@ function optionsKey(options: Partial<DecodingOptions>): string | undefined {
   }
 }
 
+/** The options that decide how a step's tokens are chosen: sentences that agree on them may share a cohort. */
 function cohortKey(d: Decoding): string {
   const { o } = d;
   return JSON.stringify([
